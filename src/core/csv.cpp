@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/core/csv.hpp"
+
+#include <charconv>
+#include <limits>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "joule/core/file.hpp"
+
+namespace joule::csv {
+
+namespace {
+
+std::string_view trim_spaces(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+// Shortens a field for an error message so that one bad megabyte does not flood the terminal.
+std::string excerpt(std::string_view text) {
+  constexpr size_t kMaxShown = 40;
+  if (text.size() <= kMaxShown) {
+    return fmt::format("\"{}\"", text);
+  }
+  return fmt::format("\"{}…\"", text.substr(0, kMaxShown));
+}
+
+// A streaming tokenizer over the whole text; emits fields and record ends with their positions.
+class Tokenizer {
+ public:
+  Tokenizer(std::string_view text, const std::string& source) : text_(text), source_(source) {
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") {
+      pos_ = 3;
+    }
+  }
+
+  struct Token {
+    std::string value;
+    uint32_t line;
+    uint32_t column;
+    bool ends_record;
+  };
+
+  bool at_end() const { return pos_ >= text_.size(); }
+
+  // Skips blank lines (only at a record start).
+  void skip_blank_lines() {
+    while (pos_ < text_.size()) {
+      if (text_[pos_] == '\n') {
+        next_line(pos_ + 1);
+      } else if (text_[pos_] == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') {
+        next_line(pos_ + 2);
+      } else {
+        return;
+      }
+    }
+  }
+
+  Result<Token> next() {
+    Token token{{}, line_, column(), false};
+    if (pos_ < text_.size() && text_[pos_] == '"') {
+      return quoted(std::move(token));
+    }
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c == ',') {
+        ++pos_;
+        return token;
+      }
+      if (c == '\n' || (c == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n')) {
+        next_line(pos_ + (c == '\r' ? 2 : 1));
+        token.ends_record = true;
+        return token;
+      }
+      if (c == '"') {
+        return fail(ErrorCode::kParse, "{}:{}:{}: a quote inside an unquoted field (quote the whole field)",
+                    source_, line_, column());
+      }
+      token.value.push_back(c);
+      ++pos_;
+    }
+    token.ends_record = true;
+    return token;
+  }
+
+ private:
+  Result<Token> quoted(Token token) {
+    const uint32_t open_line = line_;
+    const uint32_t open_column = column();
+    ++pos_;
+    while (true) {
+      if (pos_ >= text_.size()) {
+        return fail(ErrorCode::kParse, "{}:{}:{}: unterminated quoted field", source_, open_line, open_column);
+      }
+      const char c = text_[pos_];
+      if (c == '"') {
+        if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
+          token.value.push_back('"');
+          pos_ += 2;
+          continue;
+        }
+        ++pos_;
+        break;
+      }
+      if (c == '\n') {
+        token.value.push_back(c);
+        next_line(pos_ + 1);
+        continue;
+      }
+      token.value.push_back(c);
+      ++pos_;
+    }
+    if (pos_ >= text_.size()) {
+      token.ends_record = true;
+      return token;
+    }
+    const char after = text_[pos_];
+    if (after == ',') {
+      ++pos_;
+      return token;
+    }
+    if (after == '\n' || (after == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n')) {
+      next_line(pos_ + (after == '\r' ? 2 : 1));
+      token.ends_record = true;
+      return token;
+    }
+    return fail(ErrorCode::kParse, "{}:{}:{}: unexpected text after a closing quote", source_, line_, column());
+  }
+
+  uint32_t column() const { return static_cast<uint32_t>(pos_ - line_start_ + 1); }
+  void next_line(size_t new_pos) {
+    pos_ = new_pos;
+    line_start_ = new_pos;
+    ++line_;
+  }
+
+  std::string_view text_;
+  const std::string& source_;
+  size_t pos_ = 0;
+  size_t line_start_ = 0;
+  uint32_t line_ = 1;
+};
+
+}  // namespace
+
+Result<Table> parse(std::string_view text, std::string source) {
+  if (text.size() >= std::numeric_limits<uint32_t>::max()) {
+    return fail(ErrorCode::kParse, "{}: file too large for the CSV reader (4 GiB or more)", source);
+  }
+  Table table;
+  table.source_ = std::move(source);
+  Tokenizer tokens(text, table.source_);
+  tokens.skip_blank_lines();
+  if (tokens.at_end()) {
+    return fail(ErrorCode::kParse, "{}: empty file, expected a header line", table.source_);
+  }
+  while (true) {
+    auto token = tokens.next();
+    if (!token) {
+      return tl::make_unexpected(token.error());
+    }
+    for (const auto& name : table.header_) {
+      if (name == token->value) {
+        return fail(ErrorCode::kParse, "{}:{}:{}: duplicate column name '{}' in the header", table.source_,
+                    token->line, token->column, token->value);
+      }
+    }
+    table.header_.push_back(std::move(token->value));
+    if (token->ends_record) {
+      break;
+    }
+  }
+  const size_t width = table.header_.size();
+  while (true) {
+    tokens.skip_blank_lines();
+    if (tokens.at_end()) {
+      break;
+    }
+    const size_t first = table.fields_.size();
+    size_t count = 0;
+    uint32_t row_line = 0;
+    while (true) {
+      auto token = tokens.next();
+      if (!token) {
+        return tl::make_unexpected(token.error());
+      }
+      if (count == 0) {
+        row_line = token->line;
+      }
+      ++count;
+      if (count > width) {
+        return fail(ErrorCode::kParse, "{}:{}:{}: too many fields: the header has {} columns", table.source_,
+                    token->line, token->column, width);
+      }
+      table.fields_.push_back({static_cast<uint32_t>(table.text_.size()),
+                               static_cast<uint32_t>(token->value.size()), token->line, token->column});
+      table.text_ += token->value;
+      if (token->ends_record) {
+        break;
+      }
+    }
+    if (count < width) {
+      return fail(ErrorCode::kParse, "{}:{}: too few fields: found {}, the header has {} columns ({} missing)",
+                  table.source_, row_line, count, width, table.header_[count]);
+    }
+    table.row_starts_.push_back(first);
+    table.row_lines_.push_back(row_line);
+  }
+  return table;
+}
+
+Result<Table> read_file(const std::string& path) {
+  auto text = read_text_file(path);
+  if (!text) {
+    return tl::make_unexpected(text.error());
+  }
+  return parse(*text, path);
+}
+
+Table::Row Table::row(size_t index) const {
+  if (index >= row_starts_.size()) {
+    throw Exception(ErrorCode::kOutOfRange,
+                    fmt::format("{}: row {} requested, the table has {} rows", source_, index, row_starts_.size()));
+  }
+  return Row(*this, row_starts_[index], row_lines_[index]);
+}
+
+Result<size_t> Table::column(std::string_view name) const {
+  for (size_t i = 0; i < header_.size(); ++i) {
+    if (header_[i] == name) {
+      return i;
+    }
+  }
+  return fail(ErrorCode::kNotFound, "{}: missing column '{}' (the header has: {})", source_, name,
+              fmt::join(header_, ", "));
+}
+
+std::string_view Table::Row::text(size_t column) const {
+  if (column >= table_->header_.size()) {
+    throw Exception(ErrorCode::kOutOfRange, fmt::format("{}: column {} requested, the table has {} columns",
+                                                        table_->source_, column, table_->header_.size()));
+  }
+  const Field& field = table_->fields_[first_ + column];
+  return std::string_view(table_->text_).substr(field.offset, field.length);
+}
+
+Error Table::Row::error_at(size_t column, std::string_view what) const {
+  const Field& field = table_->fields_[first_ + column];
+  return Error(ErrorCode::kParse, fmt::format("{}:{}:{}: column '{}': {}", table_->source_, field.line, field.column,
+                                              table_->header_[column], what));
+}
+
+Result<double> Table::Row::number(size_t column) const {
+  const std::string_view field = trim_spaces(text(column));
+  double value = 0;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (field.empty() || ec == std::errc::invalid_argument || end != field.data() + field.size()) {
+    return tl::make_unexpected(error_at(column, fmt::format("expected a number, got {}", excerpt(text(column)))));
+  }
+  if (ec == std::errc::result_out_of_range) {
+    return tl::make_unexpected(error_at(column, fmt::format("number out of range: {}", excerpt(field))));
+  }
+  return value;
+}
+
+Result<int64_t> Table::Row::integer(size_t column) const {
+  const std::string_view field = trim_spaces(text(column));
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (field.empty() || ec == std::errc::invalid_argument || end != field.data() + field.size()) {
+    return tl::make_unexpected(
+        error_at(column, fmt::format("expected an integer, got {}", excerpt(text(column)))));
+  }
+  if (ec == std::errc::result_out_of_range) {
+    return tl::make_unexpected(error_at(column, fmt::format("integer out of range: {}", excerpt(field))));
+  }
+  return value;
+}
+
+std::string quote(std::string_view field) {
+  if (field.find_first_of(",\"\r\n") == std::string_view::npos) {
+    return std::string(field);
+  }
+  std::string quoted = "\"";
+  for (const char c : field) {
+    if (c == '"') {
+      quoted += "\"\"";
+    } else {
+      quoted.push_back(c);
+    }
+  }
+  quoted.push_back('"');
+  return quoted;
+}
+
+void write_row(std::ostream& out, const std::vector<std::string>& fields) {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) {
+      out << ',';
+    }
+    out << quote(fields[i]);
+  }
+  out << '\n';
+}
+
+std::string format_exact(double value) { return fmt::format("{:.17g}", value); }
+
+}  // namespace joule::csv

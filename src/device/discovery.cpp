@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/device/discovery.hpp"
+
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "joule/device/nvml.hpp"
+#include "joule/device/rapl.hpp"
+#include "joule/device/rocm.hpp"
+#include "joule/device/sim_gpu.hpp"
+
+namespace joule::device {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+template <class Device>
+std::vector<Device*> all_of(const std::vector<std::unique_ptr<Device>>& devices) {
+  std::vector<Device*> out;
+  for (const auto& device : devices) {
+    out.push_back(device.get());
+  }
+  return out;
+}
+
+std::string join_reports(const std::vector<BackendReport>& reports, std::string_view kind) {
+  std::vector<std::string> parts;
+  for (const auto& report : reports) {
+    if (report.kind == kind) {
+      parts.push_back(fmt::format("{}: {}", report.backend, report.detail));
+    }
+  }
+  return parts.empty() ? std::string("no backend was tried") : fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// Adds a GPU backend's devices with framework indices continuing after those already found.
+void add_gpus(DeviceSet& set, const std::string& backend, const std::string& detail,
+              Result<std::vector<std::unique_ptr<Gpu>>> opened) {
+  BackendReport report{backend, "gpu", 0, opened.has_value(), {}};
+  if (!opened) {
+    report.detail = opened.error().message();
+  } else {
+    report.devices = opened->size();
+    report.detail = opened->empty() ? fmt::format("{} loaded, but it reports no GPU", detail) : detail;
+    for (auto& gpu : *opened) {
+      set.gpus.push_back(std::move(gpu));
+    }
+  }
+  set.reports.push_back(std::move(report));
+}
+
+}  // namespace
+
+Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
+  DiscoveryOptions options;
+  if (const char* sim = env("JOULE_SIM")) {
+    options.sim_spec = sim;
+  }
+  if (const char* library = env("JOULE_NVML_LIBRARY")) {
+    options.nvml_library = library;
+  }
+  if (const char* library = env("JOULE_ROCM_SMI_LIBRARY")) {
+    options.rocm_library = library;
+  }
+  if (const char* root = env("JOULE_POWERCAP_ROOT")) {
+    options.powercap_root = root;
+  }
+  if (const char* seconds = env("JOULE_ROCM_VALIDATION_S")) {
+    const std::string_view text(seconds);
+    double value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 0) {
+      return fail(ErrorCode::kInvalidArgument, "JOULE_ROCM_VALIDATION_S='{}' is not a non-negative number of seconds",
+                  seconds);
+    }
+    options.rocm_counter_validation_s = value;
+  }
+  return options;
+}
+
+std::string DeviceSet::why_no_gpus() const { return "no GPU found: " + join_reports(reports, "gpu"); }
+
+std::string DeviceSet::why_no_cpus() const {
+  return "no CPU energy counters found: " + join_reports(reports, "cpu");
+}
+
+Result<std::vector<Gpu*>> DeviceSet::select_gpus(const std::optional<std::vector<int>>& indices) const {
+  if (!indices) {
+    return all_of(gpus);
+  }
+  std::vector<Gpu*> selected;
+  for (const int index : *indices) {
+    if (index < 0 || static_cast<size_t>(index) >= gpus.size()) {
+      if (gpus.empty()) {
+        return fail(ErrorCode::kNotFound, "unknown GPU index {}: {}", index, why_no_gpus());
+      }
+      return fail(ErrorCode::kNotFound, "unknown GPU index {}: {} GPU{} visible (indices 0 to {})", index,
+                  gpus.size(), gpus.size() == 1 ? " is" : "s are", gpus.size() - 1);
+    }
+    Gpu* gpu = gpus[static_cast<size_t>(index)].get();
+    if (std::find(selected.begin(), selected.end(), gpu) != selected.end()) {
+      return fail(ErrorCode::kInvalidArgument, "GPU index {} is listed twice", index);
+    }
+    selected.push_back(gpu);
+  }
+  return selected;
+}
+
+Result<std::vector<Cpu*>> DeviceSet::select_cpus(const std::optional<std::vector<int>>& indices) const {
+  if (!indices) {
+    return all_of(cpus);
+  }
+  std::vector<Cpu*> selected;
+  for (const int index : *indices) {
+    Cpu* found = nullptr;
+    for (const auto& cpu : cpus) {
+      if (cpu->info().index == index) {
+        found = cpu.get();
+      }
+    }
+    if (found == nullptr) {
+      if (cpus.empty()) {
+        return fail(ErrorCode::kNotFound, "unknown CPU index {}: {}", index, why_no_cpus());
+      }
+      std::vector<int> known;
+      for (const auto& cpu : cpus) {
+        known.push_back(cpu->info().index);
+      }
+      return fail(ErrorCode::kNotFound, "unknown CPU index {} (CPU packages: {})", index, fmt::join(known, ", "));
+    }
+    if (std::find(selected.begin(), selected.end(), found) != selected.end()) {
+      return fail(ErrorCode::kInvalidArgument, "CPU index {} is listed twice", index);
+    }
+    selected.push_back(found);
+  }
+  return selected;
+}
+
+Result<DeviceSet> discover(const DiscoveryOptions& options) {
+  DeviceSet set;
+  set.clock = options.clock ? options.clock : std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance());
+  if (options.gpus) {
+    if (options.sim_spec) {
+      auto spec = sim::parse_spec(*options.sim_spec);
+      if (!spec) {
+        return tl::make_unexpected(spec.error());
+      }
+      auto visible = visible_devices_from_environment("sim");
+      if (!visible) {
+        return tl::make_unexpected(visible.error());
+      }
+      auto opened = sim::open_sim_gpus(*spec, set.clock, *visible);
+      if (!opened) {
+        return tl::make_unexpected(opened.error().with_context("simulated GPUs"));
+      }
+      std::vector<std::unique_ptr<Gpu>> gpus;
+      for (auto& gpu : *opened) {
+        gpus.push_back(std::move(gpu));
+      }
+      add_gpus(set, "sim", fmt::format("simulated {}", *options.sim_spec), std::move(gpus));
+    } else {
+      for (const std::string backend : {"nvml", "rocm"}) {
+        auto visible = visible_devices_from_environment(backend);
+        if (!visible) {
+          return tl::make_unexpected(visible.error());
+        }
+        if (backend == "nvml") {
+          add_gpus(set, backend, options.nvml_library, open_nvml_gpus({options.nvml_library}, *visible));
+        } else {
+          add_gpus(set, backend, options.rocm_library,
+                   open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, *visible));
+        }
+      }
+    }
+  }
+  if (options.cpus) {
+    RaplOptions rapl;
+    rapl.powercap_root = options.powercap_root;
+    auto opened = open_rapl_cpus(rapl);
+    BackendReport report{"rapl", "cpu", 0, opened.has_value(), {}};
+    if (!opened) {
+      report.detail = opened.error().message();
+    } else {
+      report.devices = opened->size();
+      report.detail = options.powercap_root;
+      set.cpus = std::move(*opened);
+    }
+    set.reports.push_back(std::move(report));
+  }
+  return set;
+}
+
+}  // namespace joule::device

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "joule/device/sim_gpu.hpp"
+
+namespace joule::device::sim {
+
+namespace {
+
+GpuInfo make_info(const GpuModel& model, int index, int physical_index) {
+  GpuInfo info;
+  info.backend = "sim";
+  info.index = index;
+  info.physical_index = physical_index < 0 ? index : physical_index;
+  info.name = model.name;
+  info.uuid = simulated_uuid(model, info.physical_index);
+  info.has_energy_counter = model.has_energy_counter;
+  return info;
+}
+
+}  // namespace
+
+std::string simulated_uuid(const GpuModel& model, int physical_index) {
+  // FNV-1a of the model key: stable across runs and platforms, unlike std::hash.
+  uint32_t hash = 2166136261u;
+  for (const char c : model.key) {
+    hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
+  }
+  return fmt::format("GPU-{:08x}-5100-4000-8000-{:012x}", hash, physical_index);
+}
+
+SimulatedGpu::SimulatedGpu(const GpuModel& model, std::shared_ptr<const Workload> workload,
+                           std::shared_ptr<Clock> clock, int index, int physical_index)
+    : Gpu(make_info(model, index, physical_index)),
+      model_(model),
+      clock_(std::move(clock)),
+      workload_(std::move(workload)),
+      power_limit_mw_(model.default_power_limit_mw) {
+  if (!clock_ || !workload_) {
+    throw Exception(ErrorCode::kInvalidArgument, "a simulated GPU needs a clock and a workload");
+  }
+  last_update_ = clock_->now();
+  refresh_power_locked();
+}
+
+void SimulatedGpu::integrate_locked() {
+  const Nanos now = clock_->now();
+  if (now > last_update_) {
+    energy_mj_ += joule::energy_mj(power_w_ * 1e3, now - last_update_);
+    last_update_ = now;
+  }
+}
+
+void SimulatedGpu::refresh_power_locked() {
+  if (!busy_) {
+    power_w_ = model_.idle_power_w;
+    return;
+  }
+  std::optional<double> lock;
+  if (locked_max_mhz_) {
+    lock = static_cast<double>(*locked_max_mhz_);
+  }
+  power_w_ = workload_->at(power_limit_mw_ / 1e3, lock).power_w;
+}
+
+void SimulatedGpu::record_locked(std::string setting, uint32_t value, uint32_t value_min) {
+  settings_.push_back({clock_->now(), std::move(setting), value, value_min});
+}
+
+OperatingPoint SimulatedGpu::operating_point() {
+  std::lock_guard lock(state_mutex_);
+  std::optional<double> clock_lock;
+  if (locked_max_mhz_) {
+    clock_lock = static_cast<double>(*locked_max_mhz_);
+  }
+  return workload_->at(power_limit_mw_ / 1e3, clock_lock);
+}
+
+void SimulatedGpu::set_busy(bool busy) {
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  busy_ = busy;
+  refresh_power_locked();
+}
+
+void SimulatedGpu::set_workload(std::shared_ptr<const Workload> workload) {
+  if (!workload) {
+    throw Exception(ErrorCode::kInvalidArgument, "set_workload needs a workload");
+  }
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  workload_ = std::move(workload);
+  refresh_power_locked();
+}
+
+std::vector<SettingRecord> SimulatedGpu::settings_log() const {
+  std::lock_guard lock(state_mutex_);
+  return settings_;
+}
+
+double SimulatedGpu::exact_energy_mj() {
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  return energy_mj_;
+}
+
+Result<uint64_t> SimulatedGpu::do_energy_mj() {
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  return static_cast<uint64_t>(energy_mj_);
+}
+
+Result<uint32_t> SimulatedGpu::do_power_mw() {
+  std::lock_guard lock(state_mutex_);
+  return static_cast<uint32_t>(std::lround(power_w_ * 1e3));
+}
+
+Result<PowerLimitConstraints> SimulatedGpu::do_power_limit_constraints() {
+  return PowerLimitConstraints{model_.min_power_limit_mw, model_.max_power_limit_mw, model_.default_power_limit_mw};
+}
+
+Result<uint32_t> SimulatedGpu::do_power_limit_mw() {
+  std::lock_guard lock(state_mutex_);
+  return power_limit_mw_;
+}
+
+Result<void> SimulatedGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
+  // A real driver refuses limits outside its constraints; so does the simulated one.
+  if (power_limit_mw < model_.min_power_limit_mw || power_limit_mw > model_.max_power_limit_mw) {
+    return fail(ErrorCode::kOutOfRange, "power limit {} is outside {}'s range {} to {}", format_watts(power_limit_mw),
+                label(), format_watts(model_.min_power_limit_mw), format_watts(model_.max_power_limit_mw));
+  }
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  power_limit_mw_ = power_limit_mw;
+  refresh_power_locked();
+  record_locked("power_limit_mw", power_limit_mw);
+  return {};
+}
+
+Result<std::vector<uint32_t>> SimulatedGpu::do_supported_sm_clocks_mhz() {
+  std::vector<uint32_t> clocks;
+  for (uint32_t mhz = model_.max_sm_clock_mhz; mhz > model_.min_sm_clock_mhz; mhz -= model_.sm_clock_step_mhz) {
+    clocks.push_back(mhz);
+    if (mhz < model_.sm_clock_step_mhz) {
+      break;
+    }
+  }
+  clocks.push_back(model_.min_sm_clock_mhz);
+  return clocks;
+}
+
+Result<void> SimulatedGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
+  if (min_mhz < model_.min_sm_clock_mhz || max_mhz > model_.max_sm_clock_mhz) {
+    return fail(ErrorCode::kOutOfRange, "SM clock range {}-{} MHz is outside {}'s supported {}-{} MHz", min_mhz,
+                max_mhz, label(), model_.min_sm_clock_mhz, model_.max_sm_clock_mhz);
+  }
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  locked_max_mhz_ = max_mhz;
+  refresh_power_locked();
+  record_locked("sm_clocks_locked_mhz", max_mhz, min_mhz);
+  return {};
+}
+
+Result<void> SimulatedGpu::do_reset_sm_clocks() {
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  locked_max_mhz_.reset();
+  refresh_power_locked();
+  record_locked("sm_clocks_reset", 0);
+  return {};
+}
+
+Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spec, std::shared_ptr<Clock> clock,
+                                                                 const VisibleDevices& visible) {
+  if (spec.model == nullptr || spec.workload == nullptr) {
+    return fail(ErrorCode::kInvalidArgument, "incomplete sim spec: no GPU model or workload");
+  }
+  auto workload = make_trace_workload(*spec.model, *spec.workload, spec.batch_size);
+  if (!workload) {
+    return tl::make_unexpected(workload.error());
+  }
+  std::vector<std::string> uuids;
+  for (int i = 0; i < spec.count; ++i) {
+    uuids.push_back(simulated_uuid(*spec.model, i));
+  }
+  auto order = resolve_visible_devices(visible, uuids);
+  if (!order) {
+    return tl::make_unexpected(order.error());
+  }
+  std::vector<std::unique_ptr<SimulatedGpu>> gpus;
+  for (size_t i = 0; i < order->size(); ++i) {
+    gpus.push_back(std::make_unique<SimulatedGpu>(*spec.model, *workload, clock, static_cast<int>(i), (*order)[i]));
+  }
+  return gpus;
+}
+
+TrainingJob::TrainingJob(std::vector<SimulatedGpu*> gpus, VirtualClock& clock) : gpus_(std::move(gpus)), clock_(clock) {
+  if (gpus_.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "a training job needs at least one GPU");
+  }
+  for (auto* gpu : gpus_) {
+    if (&gpu->clock() != &clock_) {
+      throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} does not run on the job's clock", gpu->label()));
+    }
+  }
+}
+
+double TrainingJob::iteration_time_s() {
+  double slowest = 0;
+  for (auto* gpu : gpus_) {
+    slowest = std::max(slowest, gpu->operating_point().iteration_time_s);
+  }
+  return slowest;
+}
+
+Nanos TrainingJob::run_iterations(int64_t iterations) {
+  if (iterations < 0) {
+    throw Exception(ErrorCode::kInvalidArgument, "cannot run a negative number of iterations");
+  }
+  const Nanos elapsed = from_seconds(iteration_time_s() * static_cast<double>(iterations));
+  clock_.advance(elapsed);
+  return elapsed;
+}
+
+}  // namespace joule::device::sim

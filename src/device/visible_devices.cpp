@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/device/visible_devices.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace joule::device {
+
+namespace {
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
+  if (text.size() < prefix.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(text[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string describe(const VisibleDeviceEntry& entry) {
+  return entry.index ? std::to_string(*entry.index) : entry.uuid;
+}
+
+}  // namespace
+
+Result<VisibleDevices> parse_visible_devices(std::string_view variable, const char* value) {
+  VisibleDevices visible{std::string(variable), std::nullopt};
+  if (value == nullptr) {
+    return visible;
+  }
+  visible.entries.emplace();
+  const std::string_view text = trim(value);
+  if (text.empty()) {
+    return visible;
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string_view entry = trim(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (entry.empty()) {
+      return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: empty entry (expected comma-separated GPU indices or UUIDs)",
+                  variable, value);
+    }
+    VisibleDeviceEntry parsed;
+    if (starts_with_ignoring_case(entry, "MIG-")) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "{}='{}' selects a MIG instance ({}); MIG instances cannot be measured, because the driver reports "
+                  "power and energy only for whole GPUs. Select the parent GPU by index or UUID.",
+                  variable, value, entry);
+    }
+    if (starts_with_ignoring_case(entry, "GPU-")) {
+      if (entry.size() == 4) {
+        return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: '{}' has no UUID after 'GPU-'", variable,
+                    value, entry);
+      }
+      parsed.uuid = std::string(entry);
+    } else {
+      int index = -1;
+      const auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), index);
+      if (ec != std::errc() || end != entry.data() + entry.size() || index < 0) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "{}='{}' is malformed: '{}' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)", variable, value,
+                    entry);
+      }
+      parsed.index = index;
+    }
+    for (const auto& earlier : *visible.entries) {
+      if (earlier.index == parsed.index && earlier.uuid == parsed.uuid) {
+        return fail(ErrorCode::kInvalidArgument, "{}='{}' lists GPU {} twice", variable, value, describe(parsed));
+      }
+    }
+    visible.entries->push_back(std::move(parsed));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    start = comma + 1;
+  }
+  return visible;
+}
+
+Result<VisibleDevices> visible_devices_from_environment(std::string_view backend) {
+  if (backend == "rocm") {
+    if (const char* hip = std::getenv("HIP_VISIBLE_DEVICES")) {
+      return parse_visible_devices("HIP_VISIBLE_DEVICES", hip);
+    }
+  }
+  return parse_visible_devices("CUDA_VISIBLE_DEVICES", std::getenv("CUDA_VISIBLE_DEVICES"));
+}
+
+Result<std::vector<int>> resolve_visible_devices(const VisibleDevices& visible,
+                                                 const std::vector<std::string>& physical_uuids) {
+  const int count = static_cast<int>(physical_uuids.size());
+  std::vector<int> physical;
+  if (!visible.entries) {
+    for (int i = 0; i < count; ++i) {
+      physical.push_back(i);
+    }
+    return physical;
+  }
+  for (const auto& entry : *visible.entries) {
+    int found = -1;
+    if (entry.index) {
+      if (*entry.index >= count) {
+        return fail(ErrorCode::kNotFound, "{} names GPU {}, but this machine has {} GPU{} (indices 0 to {})",
+                    visible.variable, *entry.index, count, count == 1 ? "" : "s", count - 1);
+      }
+      found = *entry.index;
+    } else {
+      for (int i = 0; i < count; ++i) {
+        if (starts_with_ignoring_case(physical_uuids[static_cast<size_t>(i)], entry.uuid)) {
+          if (found >= 0) {
+            return fail(ErrorCode::kInvalidArgument, "{} entry '{}' matches more than one GPU (GPU {} and GPU {})",
+                        visible.variable, entry.uuid, found, i);
+          }
+          found = i;
+        }
+      }
+      if (found < 0) {
+        return fail(ErrorCode::kNotFound, "{} names {}, which matches no GPU's UUID", visible.variable, entry.uuid);
+      }
+    }
+    for (const int earlier : physical) {
+      if (earlier == found) {
+        return fail(ErrorCode::kInvalidArgument, "{} selects GPU {} twice", visible.variable, found);
+      }
+    }
+    physical.push_back(found);
+  }
+  return physical;
+}
+
+}  // namespace joule::device
