@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs a command as a child process, forwarding SIGINT/SIGTERM to it, and reports how it ended.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "joule/core/error.hpp"
+
+namespace joule::cli {
+
+struct ChildExit {
+  int exit_code = 0;  ///< the child's exit status, or 128 + signal number if a signal ended it (as shells do)
+  int signal = 0;     ///< the signal that ended it, 0 if it exited
+};
+
+/// Starts `argv` (searched on PATH) and waits for it. While it runs, SIGINT and SIGTERM sent to this
+/// process by another process are forwarded to the child; those a terminal sends reach the child directly
+/// (same process group), so they are not sent twice.
+/// @return how the child ended; kNotFound (exit 127 in shells) if the command does not exist,
+/// kPermissionDenied (126) if it is not executable.
+Result<ChildExit> run_child(const std::vector<std::string>& argv);
+
+}  // namespace joule::cli

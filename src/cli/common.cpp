@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "common.hpp"
+
+#include <charconv>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "joule/core/file.hpp"
+
+namespace joule::cli {
+
+namespace {
+std::string_view format_name(Format format) {
+  switch (format) {
+    case Format::kText:
+      return "text";
+    case Format::kJson:
+      return "json";
+    case Format::kCsv:
+      return "csv";
+  }
+  return "text";
+}
+}  // namespace
+
+CLI::Option* add_format_option(CLI::App& command, Format& format, const std::vector<Format>& allowed) {
+  std::map<std::string, Format> names;
+  std::vector<std::string> listed;
+  for (const Format f : allowed) {
+    names.emplace(std::string(format_name(f)), f);
+    listed.emplace_back(format_name(f));
+  }
+  format = allowed.front();
+  return command
+      .add_option("--format", format, fmt::format("Output format: {} (default {})", fmt::join(listed, ", "), listed[0]))
+      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+      ->option_text("FORMAT");
+}
+
+Result<device::DiscoveryOptions> discovery_options(const GlobalOptions& global) {
+  auto options = device::DiscoveryOptions::from_environment();
+  if (!options) {
+    return options;
+  }
+  if (global.sim) {
+    options->sim_spec = *global.sim;
+  }
+  return options;
+}
+
+device::DeviceSet open_devices(const GlobalOptions& global, bool gpus, bool cpus) {
+  auto options = value_or_throw(discovery_options(global));
+  options.gpus = gpus;
+  options.cpus = cpus;
+  return value_or_throw(device::discover(options));
+}
+
+Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag) {
+  std::vector<int> indices;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item =
+        std::string_view(text).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int value = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 0) {
+      return fail(ErrorCode::kInvalidArgument, "{} '{}': '{}' is not a device index (expected e.g. 0,1,3)", flag, text,
+                  item);
+    }
+    indices.push_back(value);
+    if (comma == std::string::npos) {
+      break;
+    }
+    start = comma + 1;
+  }
+  return indices;
+}
+
+void write_output(const std::string& path, const std::string& text, std::ostream& out) {
+  if (path.empty()) {
+    out << text << std::flush;
+    return;
+  }
+  value_or_throw(write_file_atomic(path, text));
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared plumbing of the `joule` subcommands: global options, device discovery, output formats.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "joule/core/error.hpp"
+#include "joule/device/discovery.hpp"
+
+namespace joule::cli {
+
+/// Options every command accepts.
+struct GlobalOptions {
+  std::optional<std::string> sim;  ///< --sim SPEC (else JOULE_SIM)
+  std::string log_level = "warn";  ///< --log-level
+};
+
+enum class Format { kText, kJson, kCsv };
+
+/// Adds `--format` accepting the given formats (the first is the default).
+CLI::Option* add_format_option(CLI::App& command, Format& format, const std::vector<Format>& allowed);
+
+/// @return the discovery options from the environment with the global flags applied.
+Result<device::DiscoveryOptions> discovery_options(const GlobalOptions& global);
+
+/// Discovers devices as the global options say. @throws joule::Exception on bad configuration.
+device::DeviceSet open_devices(const GlobalOptions& global, bool gpus = true, bool cpus = true);
+
+/// Parses "0,2,3" into indices; kInvalidArgument naming `flag` for anything else.
+Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag);
+
+/// Writes `text` to `path` atomically, or to `out` when path is empty. @throws joule::Exception.
+void write_output(const std::string& path, const std::string& text, std::ostream& out);
+
+/// Registers each subcommand; each returns the process exit code when run.
+void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+
+}  // namespace joule::cli

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule`: measure and cut the energy of deep-learning work on GPUs. Parses flags, calls the library,
+// formats its results; no algorithm lives here.
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "common.hpp"
+#include "joule/core/log.hpp"
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+void install_logger(const std::string& level) {
+  auto logger = std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern("joule: %l: %v");
+  logger->set_level(spdlog::level::from_str(level));
+  joule::set_logger(std::move(logger));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"joule: measure and cut the energy of deep-learning training and inference on GPUs", "joule"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.set_version_flag("--version", "joule 0.1.0");
+  joule::cli::GlobalOptions global;
+  app.add_option("--sim", global.sim,
+                 "Use simulated GPUs: [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256 "
+                 "(environment: JOULE_SIM)")
+      ->option_text("SPEC");
+  app.add_option("--log-level", global.log_level, "Log level: trace, debug, info, warn, error, off (default warn)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->option_text("LEVEL");
+
+  int exit_code = 0;
+  joule::cli::add_devices_command(app, global, exit_code);
+  joule::cli::add_measure_command(app, global, exit_code);
+  joule::cli::add_power_command(app, global, exit_code);
+  joule::cli::add_demo_command(app, global, exit_code);
+  app.parse_complete_callback([&global] { install_logger(global.log_level); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "joule 0.1.0\n";
+    return 0;
+  } catch (const CLI::ParseError& error) {
+    // One clear line; the help is one flag away.
+    const std::string message = error.what();
+    std::cerr << fmt::format("joule: {} (see 'joule --help')\n", message);
+    return kExitUsage;
+  } catch (const joule::Exception& error) {
+    std::cerr << fmt::format("joule: error: {}\n", error.what());
+    return error.code() == joule::ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  } catch (const std::exception& error) {
+    std::cerr << fmt::format("joule: internal error: {}\n", error.what());
+    return kExitFailure;
+  }
+  return exit_code;
+}

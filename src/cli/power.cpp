@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule power`: stream power readings with UTC timestamps.
+#include <signal.h>
+
+#include <cerrno>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "common.hpp"
+#include "joule/core/csv.hpp"
+#include "joule/measure/power_sampler.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+struct PowerFlags {
+  int interval_ms = 1000;
+  double duration_s = 0;  // 0: until interrupted
+  std::string gpus;
+  bool cpus = false;
+  Format format = Format::kText;
+};
+
+// Blocks SIGINT/SIGTERM so that the sampling loop can wait for them with sigtimedwait: the wait is the
+// sleep between samples, and a signal ends it at once.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~StopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  /// @return true if a stop signal arrived within `duration`.
+  bool wait(Nanos duration) {
+    if (duration.count() <= 0) {
+      return false;
+    }
+    timespec timeout{static_cast<time_t>(duration.count() / 1'000'000'000),
+                     static_cast<long>(duration.count() % 1'000'000'000)};
+    while (true) {
+      const int signal_number = sigtimedwait(&set_, nullptr, &timeout);
+      if (signal_number > 0) {
+        return true;
+      }
+      if (errno == EAGAIN) {
+        return false;
+      }
+      // EINTR: another signal; wait again (the remaining time is approximated by the full timeout).
+    }
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+int run_power(const GlobalOptions& global, const PowerFlags& flags) {
+  if (flags.interval_ms <= 0) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("power: --interval-ms must be positive (got {})", flags.interval_ms));
+  }
+  if (flags.duration_s < 0) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("power: --duration-s must not be negative (got {})", flags.duration_s));
+  }
+  std::optional<std::vector<int>> gpu_indices;
+  if (!flags.gpus.empty()) {
+    gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
+  }
+  // Block the stop signals before any device thread exists, so that every thread inherits the mask and
+  // the signals reach only the sampling loop's wait.
+  StopSignals stop;
+  const device::DeviceSet devices = open_devices(global, true, flags.cpus);
+  const auto gpus = value_or_throw(devices.select_gpus(gpu_indices));
+  std::vector<measure::PowerChannel> channels;
+  std::vector<std::string> names;
+  for (auto* gpu : gpus) {
+    channels.push_back(measure::gpu_power_channel(*gpu));
+    names.push_back(fmt::format("gpu{}", gpu->info().index));
+  }
+  if (flags.cpus) {
+    if (devices.cpus.empty()) {
+      throw Exception(ErrorCode::kNotFound, fmt::format("--cpus: {}", devices.why_no_cpus()));
+    }
+    for (const auto& cpu : devices.cpus) {
+      channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock));
+      names.push_back(fmt::format("cpu{}", cpu->info().index));
+      if (cpu->info().has_dram) {
+        channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock, true));
+        names.push_back(fmt::format("dram{}", cpu->info().index));
+      }
+    }
+  }
+  if (channels.empty()) {
+    throw Exception(ErrorCode::kNotFound, fmt::format("power: nothing to sample: {}", devices.why_no_gpus()));
+  }
+  Clock& clock = *devices.clock;
+  const Nanos period = std::chrono::milliseconds(flags.interval_ms);
+  measure::PowerSampler sampler(std::move(channels), clock, period);
+  if (flags.format == Format::kCsv) {
+    std::cout << "timestamp,device,power_w\n";
+  }
+  const Nanos start = clock.now();
+  const Nanos deadline = start + from_seconds(flags.duration_s);
+  Nanos next = start;
+  while (true) {
+    sampler.sample_now();
+    const Nanos now = clock.now();
+    const std::string timestamp = format_iso8601_utc(clock.to_unix_ns(now));
+    std::string line;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto sample = sampler.latest(i);
+      // Energy-derived CPU channels have no reading until their second tick.
+      const std::string watts = sample ? fmt::format("{:.3f}", mw_to_w(sample->power_mw)) : std::string();
+      if (flags.format == Format::kCsv) {
+        line += fmt::format("{},{},{}\n", timestamp, names[i], watts);
+      } else {
+        line += fmt::format("  {} {:>9} W", names[i], watts.empty() ? "-" : watts);
+      }
+    }
+    std::cout << (flags.format == Format::kCsv ? line : timestamp + line + "\n") << std::flush;
+    next += period;
+    if (flags.duration_s > 0 && next > deadline) {
+      break;
+    }
+    if (stop.wait(next - clock.now())) {
+      break;
+    }
+  }
+  const Nanos end = clock.now();
+  if (flags.format == Format::kText) {
+    std::cout << fmt::format("\n{:.3f} s sampled every {} ms\n", to_seconds(end - start), flags.interval_ms);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto energy = sampler.energy_j(i, start, end);
+      if (energy) {
+        std::cout << fmt::format("  {:<6} {:>12.3f} J  avg {:>8.1f} W  ({})\n", names[i], *energy,
+                                 to_seconds(end - start) > 0 ? *energy / to_seconds(end - start) : 0.0,
+                                 sampler.label(i));
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  auto flags = std::make_shared<PowerFlags>();
+  auto* command = app.add_subcommand("power", "Print power readings with ISO-8601 UTC timestamps until Ctrl-C");
+  command->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")->option_text("N");
+  command->add_option("--duration-s", flags->duration_s, "Stop after S seconds (default: run until interrupted)")
+      ->option_text("S");
+  command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
+  command->add_flag("--cpus", flags->cpus, "Also print CPU package and DRAM power (RAPL)");
+  add_format_option(*command, flags->format, {Format::kText, Format::kCsv});
+  command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/device/discovery.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace joule::device {
+namespace {
+
+DiscoveryOptions nothing_real() {
+  DiscoveryOptions options;
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  options.rocm_library = "/nonexistent/librocm_smi64.so.1";
+  options.powercap_root = "/nonexistent/powercap";
+  return options;
+}
+
+TEST(Discovery, SimulatedGpusReplaceVendorBackends) {
+  test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", nullptr);
+  DiscoveryOptions options = nothing_real();
+  options.sim_spec = "3xa40:squad";
+  options.cpus = false;
+  auto devices = discover(options);
+  ASSERT_TRUE(devices) << devices.error().message();
+  ASSERT_EQ(devices->gpus.size(), 3u);
+  EXPECT_EQ(devices->gpus[2]->info().index, 2);
+  ASSERT_EQ(devices->reports.size(), 1u);
+  EXPECT_EQ(devices->reports[0].backend, "sim");
+  EXPECT_TRUE(devices->reports[0].ok);
+  EXPECT_EQ(devices->reports[0].devices, 3u);
+}
+
+TEST(Discovery, BadConfigurationIsAnError) {
+  DiscoveryOptions options = nothing_real();
+  options.sim_spec = "v100:nope";
+  EXPECT_EQ(discover(options).error().code(), ErrorCode::kInvalidArgument);
+  options.sim_spec = "2xv100";
+  test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", "0,x");
+  JOULE_EXPECT_ERROR(discover(options), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='0,x' is malformed: 'x' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
+}
+
+TEST(Discovery, MissingBackendsAreReportedWithReasons) {
+  test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", nullptr);
+  test::ScopedEnv hip("HIP_VISIBLE_DEVICES", nullptr);
+  auto devices = discover(nothing_real());
+  ASSERT_TRUE(devices);
+  EXPECT_TRUE(devices->gpus.empty());
+  EXPECT_TRUE(devices->cpus.empty());
+  ASSERT_EQ(devices->reports.size(), 3u);
+  for (const auto& report : devices->reports) {
+    EXPECT_FALSE(report.ok) << report.backend;
+    EXPECT_FALSE(report.detail.empty()) << report.backend;
+  }
+  EXPECT_EQ(devices->reports[0].backend, "nvml");
+  EXPECT_NE(devices->reports[0].detail.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_EQ(devices->why_no_gpus().rfind("no GPU found: nvml: ", 0), 0u);
+  EXPECT_NE(devices->why_no_gpus().find("; rocm: "), std::string::npos);
+  const auto selected = devices->select_gpus(std::vector<int>{0});
+  ASSERT_FALSE(selected);
+  EXPECT_EQ(selected.error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(selected.error().message().rfind("unknown GPU index 0: no GPU found: nvml: ", 0), 0u);
+}
+
+TEST(Discovery, SelectGpus) {
+  DiscoveryOptions options = nothing_real();
+  options.sim_spec = "2xv100";
+  options.cpus = false;
+  test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", nullptr);
+  auto devices = discover(options);
+  ASSERT_TRUE(devices);
+  EXPECT_EQ(devices->select_gpus(std::nullopt)->size(), 2u);
+  EXPECT_EQ((*devices->select_gpus(std::vector<int>{1}))[0], devices->gpus[1].get());
+  JOULE_EXPECT_ERROR(devices->select_gpus(std::vector<int>{2}), ErrorCode::kNotFound,
+                     "unknown GPU index 2: 2 GPUs are visible (indices 0 to 1)");
+  JOULE_EXPECT_ERROR(devices->select_gpus(std::vector<int>{1, 1}), ErrorCode::kInvalidArgument,
+                     "GPU index 1 is listed twice");
+  JOULE_EXPECT_ERROR(devices->select_cpus(std::vector<int>{0}), ErrorCode::kNotFound,
+                     "unknown CPU index 0: no CPU energy counters found: no backend was tried");
+}
+
+TEST(Discovery, EnvironmentOverrides) {
+  test::ScopedEnv sim("JOULE_SIM", "p100");
+  test::ScopedEnv nvml("JOULE_NVML_LIBRARY", "/x/libnvidia-ml.so.1");
+  test::ScopedEnv root("JOULE_POWERCAP_ROOT", "/x/powercap");
+  test::ScopedEnv validation("JOULE_ROCM_VALIDATION_S", "0.25");
+  auto options = DiscoveryOptions::from_environment();
+  ASSERT_TRUE(options);
+  EXPECT_EQ(*options->sim_spec, "p100");
+  EXPECT_EQ(options->nvml_library, "/x/libnvidia-ml.so.1");
+  EXPECT_EQ(options->powercap_root, "/x/powercap");
+  EXPECT_DOUBLE_EQ(options->rocm_counter_validation_s, 0.25);
+  test::ScopedEnv bad("JOULE_ROCM_VALIDATION_S", "soon");
+  JOULE_EXPECT_ERROR(DiscoveryOptions::from_environment(), ErrorCode::kInvalidArgument,
+                     "JOULE_ROCM_VALIDATION_S='soon' is not a non-negative number of seconds");
+}
+
+}  // namespace
+}  // namespace joule::device

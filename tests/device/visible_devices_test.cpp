@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/device/visible_devices.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace joule::device {
+namespace {
+
+const std::vector<std::string> kUuids = {"GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-aaaa3333-0000"};
+
+std::vector<int> resolve(const char* value) {
+  auto visible = parse_visible_devices("CUDA_VISIBLE_DEVICES", value);
+  EXPECT_TRUE(visible) << (visible ? "" : visible.error().message());
+  auto order = resolve_visible_devices(*visible, kUuids);
+  EXPECT_TRUE(order) << (order ? "" : order.error().message());
+  return order ? *order : std::vector<int>{};
+}
+
+TEST(VisibleDevices, UnsetMeansAllInPhysicalOrder) { EXPECT_EQ(resolve(nullptr), (std::vector<int>{0, 1, 2})); }
+
+TEST(VisibleDevices, EmptyMeansNone) { EXPECT_TRUE(resolve("").empty()); }
+
+TEST(VisibleDevices, IndicesReorder) {
+  EXPECT_EQ(resolve("2,0"), (std::vector<int>{2, 0}));
+  EXPECT_EQ(resolve(" 1 , 2 "), (std::vector<int>{1, 2}));
+}
+
+TEST(VisibleDevices, UuidsAndUniquePrefixes) {
+  EXPECT_EQ(resolve("GPU-bbbb2222-0000"), (std::vector<int>{1}));
+  EXPECT_EQ(resolve("gpu-aaaa3,0"), (std::vector<int>{2, 0}));
+}
+
+TEST(VisibleDevices, MalformedListsAreRejectedWithTheEntry) {
+  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,,1"), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='0,,1' is malformed: empty entry (expected comma-separated GPU indices or "
+                     "UUIDs)");
+  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,abc"), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='0,abc' is malformed: 'abc' is neither a GPU index (0, 1, …) nor a UUID "
+                     "(GPU-…)");
+  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "-1"), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='-1' is malformed: '-1' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
+  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "1,1"), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='1,1' lists GPU 1 twice");
+  JOULE_EXPECT_ERROR(parse_visible_devices("HIP_VISIBLE_DEVICES", "GPU-"), ErrorCode::kInvalidArgument,
+                     "HIP_VISIBLE_DEVICES='GPU-' is malformed: 'GPU-' has no UUID after 'GPU-'");
+  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-GPU-1234/1/0"), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='MIG-GPU-1234/1/0' selects a MIG instance (MIG-GPU-1234/1/0); MIG instances "
+                     "cannot be measured, because the driver reports power and energy only for whole GPUs. Select the "
+                     "parent GPU by index or UUID.");
+}
+
+TEST(VisibleDevices, ResolutionErrors) {
+  const auto out_of_range = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,3");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(out_of_range, kUuids), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU 3, but this machine has 3 GPUs (indices 0 to 2)");
+  const auto unknown = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "GPU-ffff");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(unknown, kUuids), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU-ffff, which matches no GPU's UUID");
+  const auto ambiguous = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "GPU-aaaa");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(ambiguous, kUuids), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES entry 'GPU-aaaa' matches more than one GPU (GPU 0 and GPU 2)");
+  const auto twice = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "1,GPU-bbbb");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(twice, kUuids), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES selects GPU 1 twice");
+}
+
+TEST(VisibleDevices, EnvironmentPerBackend) {
+  test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", "1");
+  {
+    test::ScopedEnv hip("HIP_VISIBLE_DEVICES", "2");
+    EXPECT_EQ(*visible_devices_from_environment("rocm")->entries->at(0).index, 2);
+    EXPECT_EQ(*visible_devices_from_environment("nvml")->entries->at(0).index, 1);
+  }
+  const auto rocm = visible_devices_from_environment("rocm");
+  EXPECT_EQ(rocm->variable, "CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(*rocm->entries->at(0).index, 1);
+}
+
+}  // namespace
+}  // namespace joule::device

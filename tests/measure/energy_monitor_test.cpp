@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/measure/energy_monitor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "joule/device/sim_gpu.hpp"
+#include "mocks/mock_gpu.hpp"
+#include "test_util.hpp"
+
+namespace joule::measure {
+namespace {
+
+using ::testing::Return;
+
+struct MonitorFixture : ::testing::Test {
+  std::shared_ptr<VirtualClock> clock = std::make_shared<VirtualClock>();
+  std::vector<std::unique_ptr<device::sim::SimulatedGpu>> gpus;
+  std::vector<device::Gpu*> open(std::string_view spec_text) {
+    gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec(spec_text), clock));
+    std::vector<device::Gpu*> raw;
+    for (auto& gpu : gpus) {
+      raw.push_back(gpu.get());
+    }
+    return raw;
+  }
+  void advance_s(double seconds) { clock->advance(from_seconds(seconds)); }
+};
+
+TEST_F(MonitorFixture, CounterEnergyOverAWindow) {
+  EnergyMonitor monitor(open("2xv100:imagenet:256"), {}, *clock);
+  EXPECT_EQ(monitor.fallback_sampler(), nullptr);
+  monitor.begin_window("epoch");
+  advance_s(10);
+  const Measurement m = monitor.end_window("epoch");
+  EXPECT_EQ(m.name, "epoch");
+  EXPECT_DOUBLE_EQ(m.time_s, 10.0);
+  ASSERT_EQ(m.gpu_energy.size(), 2u);
+  EXPECT_NEAR(m.gpu_energy[1].energy_j, 2202.5029530245453, 1e-3);
+  EXPECT_EQ(m.gpu_energy[1].index, 1);
+  EXPECT_EQ(m.gpu_energy[0].source, EnergySource::kCounter);
+  EXPECT_FALSE(m.estimated());
+  EXPECT_NEAR(m.total_gpu_energy_j(), 2 * 2202.5029530245453, 2e-3);
+  EXPECT_DOUBLE_EQ(m.total_energy_j(), m.total_gpu_energy_j());
+}
+
+TEST_F(MonitorFixture, OverlappingAndNestedWindows) {
+  EnergyMonitor monitor(open("v100"), {}, *clock);
+  monitor.begin_window("outer");
+  advance_s(1);
+  monitor.begin_window("a");
+  advance_s(2);
+  monitor.begin_window("b");
+  advance_s(3);
+  const Measurement a = monitor.end_window("a");
+  advance_s(4);
+  const Measurement b = monitor.end_window("b");
+  EXPECT_EQ(monitor.open_windows(), (std::vector<std::string>{"outer"}));
+  const Measurement outer = monitor.end_window("outer");
+  EXPECT_DOUBLE_EQ(a.time_s, 5);
+  EXPECT_DOUBLE_EQ(b.time_s, 7);
+  EXPECT_DOUBLE_EQ(outer.time_s, 10);
+  EXPECT_NEAR(outer.gpu_energy[0].energy_j / 10, a.gpu_energy[0].energy_j / 5, 1e-3);
+  // A name can be reused once its window has ended.
+  monitor.begin_window("a");
+  EXPECT_TRUE(monitor.is_open("a"));
+}
+
+TEST_F(MonitorFixture, WindowNameErrors) {
+  EnergyMonitor monitor(open("v100"), {}, *clock);
+  monitor.begin_window("train");
+  JOULE_EXPECT_THROW_MESSAGE(monitor.begin_window("train"), ErrorCode::kState,
+                             "window 'train' is already open; end or cancel it first");
+  JOULE_EXPECT_THROW_MESSAGE(monitor.end_window("eval"), ErrorCode::kNotFound,
+                             "no open window named 'eval' (open: train)");
+  monitor.end_window("train");
+  JOULE_EXPECT_THROW_MESSAGE(monitor.end_window("train"), ErrorCode::kNotFound,
+                             "no open window named 'train' (no window is open)");
+  monitor.begin_window("step");
+  monitor.cancel_window("step");
+  JOULE_EXPECT_THROW_MESSAGE(monitor.end_window("step"), ErrorCode::kNotFound,
+                             "no open window named 'step' (no window is open)");
+  JOULE_EXPECT_THROW_MESSAGE(monitor.cancel_window("step"), ErrorCode::kNotFound,
+                             "no open window named 'step' (no window is open)");
+}
+
+TEST_F(MonitorFixture, SyncIsCalledBeforeEachReadingUnlessDisabled) {
+  int syncs = 0;
+  MonitorOptions options;
+  options.sync = [&syncs] { ++syncs; };
+  EnergyMonitor monitor(open("v100"), {}, *clock, options);
+  monitor.begin_window("w");
+  monitor.end_window("w");
+  EXPECT_EQ(syncs, 2);
+  monitor.begin_window("w", false);
+  monitor.end_window("w", false);
+  EXPECT_EQ(syncs, 2);
+}
+
+TEST_F(MonitorFixture, GpusWithoutCounterAreIntegratedFromPowerSamples) {
+  auto raw = open("p100:imagenet:128");
+  EnergyMonitor monitor(raw, {}, *clock);
+  ASSERT_NE(monitor.fallback_sampler(), nullptr);
+  monitor.begin_window("w");
+  advance_s(2);
+  // Samples on both sides of a change make the integral exact.
+  monitor.fallback_sampler()->sample_now();
+  ASSERT_TRUE(raw[0]->set_power_limit_mw(125'000));
+  monitor.fallback_sampler()->sample_now();
+  advance_s(8);
+  const Measurement m = monitor.end_window("w");
+  EXPECT_EQ(m.gpu_energy[0].source, EnergySource::kPowerSamples);
+  EXPECT_TRUE(m.estimated());
+  EXPECT_NEAR(m.gpu_energy[0].energy_j, 165.468 * 2 + 112.642 * 8, 0.01);
+  EXPECT_NEAR(m.gpu_energy[0].energy_j, gpus[0]->exact_energy_mj() / 1e3, 0.01);
+}
+
+TEST_F(MonitorFixture, PollingRunsInTheBackgroundOnARealClock) {
+  auto clock_ptr = std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance());
+  auto spec = *device::sim::parse_spec("p100");
+  auto p100 = std::move(device::sim::open_sim_gpus(spec, clock_ptr)->front());
+  MonitorOptions options;
+  options.polling_period = std::chrono::milliseconds(2);
+  EnergyMonitor monitor({p100.get()}, {}, SteadyClock::instance(), options);
+  ASSERT_TRUE(monitor.fallback_sampler()->running());
+  monitor.begin_window("w");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const Measurement m = monitor.end_window("w");
+  // Flat power: the integral is power × time however the samples fell.
+  EXPECT_NEAR(m.gpu_energy[0].energy_j, 165.4681180501475 * m.time_s, 1e-3);
+  EXPECT_GE(monitor.fallback_sampler()->reads(), 3u);
+}
+
+TEST(EnergyMonitor, ZeroCounterDeltaCanBeApproximatedByInstantPower) {
+  VirtualClock clock;
+  test::MockGpu gpu(test::mock_gpu_info());
+  EXPECT_CALL(gpu, do_energy_mj()).WillRepeatedly(Return(5'000u));
+  EXPECT_CALL(gpu, do_power_mw()).WillRepeatedly(Return(200'000u));
+  {
+    EnergyMonitor exact({&gpu}, {}, clock);
+    exact.begin_window("short");
+    clock.advance(std::chrono::milliseconds(5));
+    const Measurement m = exact.end_window("short");
+    EXPECT_EQ(m.gpu_energy[0].energy_j, 0.0);
+    EXPECT_EQ(m.gpu_energy[0].source, EnergySource::kCounter);
+  }
+  MonitorOptions options;
+  options.approx_instant_energy = true;
+  EnergyMonitor approx({&gpu}, {}, clock, options);
+  approx.begin_window("short");
+  clock.advance(std::chrono::milliseconds(5));
+  const Measurement m = approx.end_window("short");
+  EXPECT_DOUBLE_EQ(m.gpu_energy[0].energy_j, 1.0);  // 200 W × 5 ms
+  EXPECT_EQ(m.gpu_energy[0].source, EnergySource::kInstantPower);
+  EXPECT_EQ(to_string(m.gpu_energy[0].source), "instant-power");
+}
+
+TEST(EnergyMonitor, CpuPackageAndDram) {
+  VirtualClock clock;
+  test::MockCpu with_dram(device::CpuInfo{"mock", 0, "package-0", true});
+  test::MockCpu without_dram(device::CpuInfo{"mock", 1, "package-1", false});
+  EXPECT_CALL(with_dram, do_package_energy_mj()).WillOnce(Return(100u)).WillOnce(Return(1'100u)).WillOnce(Return(3'100u));
+  EXPECT_CALL(with_dram, do_dram_energy_mj()).WillOnce(Return(10u)).WillOnce(Return(510u));
+  EXPECT_CALL(without_dram, do_package_energy_mj()).WillOnce(Return(0u)).WillOnce(Return(0u)).WillOnce(Return(700u));
+  EnergyMonitor monitor({}, {&with_dram, &without_dram}, clock);
+  monitor.begin_window("w");
+  clock.advance(from_seconds(1));
+  const Measurement m = monitor.end_window("w");
+  ASSERT_EQ(m.cpu_energy.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.cpu_energy[0].energy_j, 2.0);
+  EXPECT_DOUBLE_EQ(m.cpu_energy[1].energy_j, 0.7);
+  EXPECT_EQ(m.cpu_energy[1].index, 1);
+  ASSERT_EQ(m.dram_energy.size(), 1u);
+  EXPECT_DOUBLE_EQ(m.dram_energy[0].energy_j, 0.5);
+  EXPECT_DOUBLE_EQ(m.total_energy_j(), 3.2);
+}
+
+TEST(EnergyMonitor, UnreadableDevicesFailLoudly) {
+  VirtualClock clock;
+  test::MockGpu gpu(test::mock_gpu_info());
+  EXPECT_CALL(gpu, do_energy_mj())
+      .WillOnce(Return(tl::make_unexpected(Error(ErrorCode::kPermissionDenied, "no permission"))))
+      .WillOnce(Return(1u))
+      .WillOnce(Return(2u))
+      .WillOnce(Return(tl::make_unexpected(Error(ErrorCode::kDevice, "GPU is lost"))));
+  JOULE_EXPECT_THROW_MESSAGE(EnergyMonitor({&gpu}, {}, clock), ErrorCode::kPermissionDenied,
+                             "cannot read the energy counter of GPU 0 (Mock GPU): no permission");
+  EnergyMonitor monitor({&gpu}, {}, clock);
+  monitor.begin_window("w");
+  JOULE_EXPECT_THROW_MESSAGE(monitor.end_window("w"), ErrorCode::kDevice,
+                             "cannot read the energy counter of GPU 0 (Mock GPU): GPU is lost");
+}
+
+TEST_F(MonitorFixture, WindowsFromManyThreads) {
+  EnergyMonitor monitor(open("v100"), {}, *clock);
+  std::vector<std::thread> threads;
+  std::atomic<int> ended{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&monitor, &ended, t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string name = fmt::format("t{}-{}", t, i);
+        monitor.begin_window(name);
+        monitor.end_window(name);
+        ++ended;
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(ended.load(), 800);
+  EXPECT_TRUE(monitor.open_windows().empty());
+}
+
+}  // namespace
+}  // namespace joule::measure
