@@ -18,6 +18,9 @@ namespace joule::cli {
 struct GlobalOptions {
   std::optional<std::string> sim;  ///< --sim SPEC (else JOULE_SIM)
   std::string log_level = "warn";  ///< --log-level
+  /// Everything after the first "--" on the command line (the command `joule measure` runs), if "--"
+  /// was given. CLI11 never sees these arguments, so the command's own flags cannot be taken for ours.
+  std::optional<std::vector<std::string>> after_dashes;
 };
 
 enum class Format { kText, kJson, kCsv };

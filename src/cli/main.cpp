@@ -46,8 +46,21 @@ int main(int argc, char** argv) {
   joule::cli::add_demo_command(app, global, exit_code);
   app.parse_complete_callback([&global] { install_logger(global.log_level); });
 
+  // Split off "--" and what follows before CLI11 parses: it is the command `joule measure` runs.
+  int cli_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      global.after_dashes = std::vector<std::string>(argv + i + 1, argv + argc);
+      cli_argc = i;
+      break;
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(cli_argc, argv);
+    if (global.after_dashes && !app.got_subcommand("measure")) {
+      std::cerr << "joule: '--' is only used by 'joule measure -- CMD ARGS…' (see 'joule --help')\n";
+      return kExitUsage;
+    }
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return 0;

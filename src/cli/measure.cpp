@@ -174,6 +174,11 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   const auto exit = run_child(flags.command);
   if (!exit) {
     monitor.cancel_window("measure");
+    // Shells' convention: 127 for a command that does not exist, 126 for one that cannot be executed.
+    if (exit.error().code() == ErrorCode::kNotFound || exit.error().code() == ErrorCode::kPermissionDenied) {
+      std::cerr << fmt::format("joule: error: {}\n", exit.error().message());
+      return exit.error().code() == ErrorCode::kNotFound ? 127 : 126;
+    }
     throw Exception(exit.error());
   }
   sampler.sample_now();
@@ -230,14 +235,18 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
   command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")->option_text("FILE");
-  // Everything from the first positional argument on (or after "--") is the command, flags included.
-  command->prefix_command();
+  // The command comes after "--" (split off in main); a command without "--" gets a pointed message.
+  auto stray = std::make_shared<std::vector<std::string>>();
+  command->add_option("command", *stray, "The command to run and its arguments, after --")
+      ->option_text("-- CMD ARGS…");
   command->footer("Example: joule measure --gpus 0 -- python train.py --epochs 1");
-  command->callback([&global, &exit_code, flags, command] {
-    flags->command = command->remaining();
-    if (!flags->command.empty() && flags->command.front() == "--") {
-      flags->command.erase(flags->command.begin());
+  command->callback([&global, &exit_code, flags, stray] {
+    if (!stray->empty()) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("measure: put the command after '--': joule measure [OPTIONS] -- {}",
+                                  fmt::join(*stray, " ")));
     }
+    flags->command = global.after_dashes.value_or(std::vector<std::string>{});
     exit_code = run_measure(global, *flags);
   });
 }

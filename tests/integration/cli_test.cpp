@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: Apache-2.0
+// End-to-end tests of the `joule` command.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "integration/run_process.hpp"
+#include "test_util.hpp"
+
+namespace joule::test {
+namespace {
+
+// Every run gets an environment with no real vendor library or sysfs tree, so results do not depend on
+// the machine; tests add what they need.
+std::map<std::string, std::string> base_env(std::map<std::string, std::string> extra = {}) {
+  std::map<std::string, std::string> env = {
+      {"JOULE_SIM", Process::kUnset},
+      {"CUDA_VISIBLE_DEVICES", Process::kUnset},
+      {"HIP_VISIBLE_DEVICES", Process::kUnset},
+      {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
+      {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
+      {"JOULE_POWERCAP_ROOT", "/nonexistent/powercap"},
+  };
+  for (auto& [name, value] : extra) {
+    env[name] = value;
+  }
+  return env;
+}
+
+ProcessResult joule(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), JOULE_BINARY);
+  return run(args, base_env(std::move(env)));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(Cli, HelpAndVersion) {
+  const auto help = joule({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* command : {"devices", "measure", "power", "demo"}) {
+    EXPECT_NE(help.out.find(command), std::string::npos) << command;
+  }
+  for (const char* command : {"devices", "measure", "power", "demo"}) {
+    const auto sub = joule({command, "--help"});
+    EXPECT_EQ(sub.exit_code, 0) << command;
+    EXPECT_NE(sub.out.find("--format"), std::string::npos) << command;
+  }
+  EXPECT_EQ(joule({"--version"}).out, "joule 0.1.0\n");
+}
+
+TEST(Cli, BadInputIsOneClearLineAndNonZero) {
+  const auto no_command = joule({});
+  EXPECT_EQ(no_command.exit_code, 2);
+  const auto unknown = joule({"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(std::count(unknown.err.begin(), unknown.err.end(), '\n'), 1) << unknown.err;
+  const auto bad_format = joule({"--sim", "v100", "devices", "--format", "xml"});
+  EXPECT_EQ(bad_format.exit_code, 2);
+  EXPECT_NE(bad_format.err.find("--format"), std::string::npos) << bad_format.err;
+  const auto bad_sim = joule({"--sim", "h200", "devices"});
+  EXPECT_EQ(bad_sim.exit_code, 2);
+  EXPECT_EQ(bad_sim.err,
+            "joule: error: sim spec 'h200': unknown simulated GPU 'h200' (known: v100, a40, p100, rtx6000, generic)\n");
+}
+
+TEST(Cli, DevicesListsSimulatedGpusAsJson) {
+  const auto result = joule({"devices", "--format", "json"}, {{"JOULE_SIM", "2xa40:imagenet:256"}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  ASSERT_EQ(json["gpus"].size(), 2u);
+  const auto& gpu = json["gpus"][1];
+  EXPECT_EQ(gpu["index"], 1);
+  EXPECT_EQ(gpu["backend"], "sim");
+  EXPECT_EQ(gpu["name"], "NVIDIA A40 (simulated)");
+  EXPECT_EQ(gpu["min_power_limit_w"], 100.0);
+  EXPECT_EQ(gpu["max_power_limit_w"], 300.0);
+  EXPECT_EQ(gpu["default_power_limit_w"], 300.0);
+  EXPECT_EQ(gpu["power_limit_w"], 300.0);
+  EXPECT_EQ(gpu["energy_counter"], true);
+  const auto& backends = json["backends"];
+  ASSERT_EQ(backends.size(), 2u);
+  EXPECT_EQ(backends[1]["backend"], "rapl");
+  EXPECT_EQ(backends[1]["ok"], false);
+  EXPECT_NE(backends[1]["detail"].get<std::string>().find("/nonexistent/powercap"), std::string::npos);
+}
+
+TEST(Cli, DevicesTextSaysWhyBackendsFoundNothing) {
+  const auto result = joule({"devices"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("GPUs: 0"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("nvml"), std::string::npos);
+  EXPECT_NE(result.out.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("/nonexistent/librocm_smi64.so.1"), std::string::npos) << result.out;
+}
+
+TEST(Cli, MalformedCudaVisibleDevices) {
+  const auto result = joule({"--sim", "2xv100", "devices"}, {{"CUDA_VISIBLE_DEVICES", "0,zero"}});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err,
+            "joule: error: CUDA_VISIBLE_DEVICES='0,zero' is malformed: 'zero' is neither a GPU index (0, 1, …) nor a "
+            "UUID (GPU-…)\n");
+  const auto reordered = joule({"--sim", "2xv100", "devices", "--format", "json"}, {{"CUDA_VISIBLE_DEVICES", "1"}});
+  ASSERT_EQ(reordered.exit_code, 0) << reordered.err;
+  const auto json = nlohmann::json::parse(reordered.out);
+  ASSERT_EQ(json["gpus"].size(), 1u);
+  EXPECT_EQ(json["gpus"][0]["physical_index"], 1);
+}
+
+TEST(Cli, MeasureReportsEnergyAndPassesTheExitCodeThrough) {
+  TempDir dir;
+  const std::string out = dir.path() + "/m.json";
+  const auto result = joule({"--sim", "v100:imagenet:256", "measure", "--format", "json", "-o", out, "--", "sh", "-c",
+                             "sleep 0.2; exit 7"});
+  EXPECT_EQ(result.exit_code, 7) << result.err;
+  const auto json = nlohmann::json::parse(read_file(out));
+  EXPECT_EQ(json["command"], (std::vector<std::string>{"sh", "-c", "sleep 0.2; exit 7"}));
+  EXPECT_EQ(json["exit_code"], 7);
+  EXPECT_TRUE(json["signal"].is_null());
+  const double wall_s = json["wall_time_s"];
+  EXPECT_GE(wall_s, 0.2);
+  ASSERT_EQ(json["devices"].size(), 1u);
+  const auto& gpu = json["devices"][0];
+  EXPECT_EQ(gpu["kind"], "gpu");
+  EXPECT_EQ(gpu["source"], "counter");
+  EXPECT_EQ(gpu["estimated"], false);
+  // The simulated V100 draws 220.25 W at its default limit: energy follows wall time to the millijoule.
+  EXPECT_NEAR(gpu["energy_j"].get<double>(), 220.25029530245453 * wall_s, 0.01);
+  EXPECT_NEAR(gpu["average_power_w"].get<double>(), 220.25, 0.05);
+  EXPECT_NEAR(gpu["peak_power_w"].get<double>(), 220.25, 0.01);
+  EXPECT_DOUBLE_EQ(json["total_energy_j"].get<double>(), gpu["energy_j"].get<double>());
+}
+
+TEST(Cli, MeasureTextAndCsv) {
+  const auto text = joule({"measure", "--", "true"}, {{"JOULE_SIM", "p100"}});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.err.find("wall time"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("estimated (power samples)"), std::string::npos) << text.err;
+  const auto csv = joule({"measure", "--format", "csv", "--", "true"}, {{"JOULE_SIM", "2xv100"}});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::istringstream lines(csv.err);
+  std::string header;
+  std::getline(lines, header);
+  EXPECT_EQ(header, "command,exit_code,wall_time_s,kind,index,name,energy_j,average_power_w,peak_power_w,source");
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line.rfind("true,0,", 0), 0u) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+}
+
+TEST(Cli, MeasureBadInput) {
+  const auto no_command = joule({"--sim", "v100", "measure"});
+  EXPECT_EQ(no_command.exit_code, 2);
+  EXPECT_EQ(no_command.err, "joule: error: measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)\n");
+  const auto only_dashes = joule({"--sim", "v100", "measure", "--"});
+  EXPECT_EQ(only_dashes.exit_code, 2);
+  const auto no_dashes = joule({"--sim", "v100", "measure", "sleep", "1"});
+  EXPECT_EQ(no_dashes.exit_code, 2);
+  EXPECT_EQ(no_dashes.err, "joule: error: measure: put the command after '--': joule measure [OPTIONS] -- sleep 1\n");
+  const auto dashes_elsewhere = joule({"--sim", "v100", "devices", "--", "x"});
+  EXPECT_EQ(dashes_elsewhere.exit_code, 2);
+  EXPECT_EQ(dashes_elsewhere.err, "joule: '--' is only used by 'joule measure -- CMD ARGS…' (see 'joule --help')\n");
+  // The command's own flags are never taken for joule's.
+  const auto flags = joule({"--sim", "v100", "measure", "--", "sh", "-c", "exit 0", "--gpus", "9", "--format", "x"});
+  EXPECT_EQ(flags.exit_code, 0) << flags.err;
+  const auto unknown_gpu = joule({"--sim", "v100", "measure", "--gpus", "3", "--", "true"});
+  EXPECT_EQ(unknown_gpu.exit_code, 1);
+  EXPECT_EQ(unknown_gpu.err, "joule: error: unknown GPU index 3: 1 GPU is visible (indices 0 to 0)\n");
+  const auto bad_list = joule({"--sim", "v100", "measure", "--gpus", "0,x", "--", "true"});
+  EXPECT_EQ(bad_list.exit_code, 2);
+  EXPECT_EQ(bad_list.err, "joule: error: --gpus '0,x': 'x' is not a device index (expected e.g. 0,1,3)\n");
+  const auto missing = joule({"--sim", "v100", "measure", "--", "/nonexistent/command"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_EQ(missing.err, "joule: error: cannot run '/nonexistent/command': command not found\n");
+  const auto no_cpus = joule({"--sim", "v100", "measure", "--cpus", "--", "true"});
+  EXPECT_EQ(no_cpus.exit_code, 1);
+  EXPECT_EQ(no_cpus.err.rfind("joule: error: --cpus: no CPU energy counters found: rapl: ", 0), 0u) << no_cpus.err;
+}
+
+TEST(Cli, MeasureForwardsTerminationSignalsToTheCommand) {
+  for (const int signal_number : {SIGTERM, SIGINT}) {
+    Process process({JOULE_BINARY, "--sim", "v100", "measure", "--", "sleep", "30"}, base_env());
+    // Wait until the child runs (the measurement window opens right before it starts).
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    process.signal(signal_number);
+    const auto start = std::chrono::steady_clock::now();
+    const auto result = process.wait();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    EXPECT_EQ(result.exit_code, 128 + signal_number) << result.err;
+    EXPECT_NE(result.err.find(fmt::format("killed by signal {}", signal_number)), std::string::npos) << result.err;
+  }
+}
+
+TEST(Cli, PowerPrintsTimestampedSamples) {
+  const auto csv = joule({"--sim", "2xrtx6000", "power", "--interval-ms", "50", "--duration-s", "0.2", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::istringstream lines(csv.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "timestamp,device,power_w");
+  const std::regex row(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z,gpu[01],\d+\.\d{3})");
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_TRUE(std::regex_match(line, row)) << line;
+    ++rows;
+  }
+  EXPECT_GE(rows, 8);  // 2 GPUs × (0, 50, 100, 150, 200 ms)
+  const auto text = joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.1"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("gpu0"), std::string::npos);
+  EXPECT_NE(text.out.find(" J  avg "), std::string::npos) << text.out;
+  const auto bad = joule({"--sim", "v100", "power", "--interval-ms", "0"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "joule: error: power: --interval-ms must be positive (got 0)\n");
+}
+
+TEST(Cli, PowerStopsOnSigint) {
+  Process process({JOULE_BINARY, "--sim", "v100", "power", "--interval-ms", "20"}, base_env());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  process.signal(SIGINT);
+  const auto result = process.wait();
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("sampled every 20 ms"), std::string::npos) << result.out;
+}
+
+TEST(Cli, DemoRunsTwoPowerLimits) {
+  const auto result = joule({"demo", "--format", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  ASSERT_EQ(json["runs"].size(), 2u);
+  EXPECT_EQ(json["runs"][0]["power_limit_w"], 250.0);
+  EXPECT_EQ(json["runs"][1]["power_limit_w"], 175.0);
+  EXPECT_LT(json["runs"][1]["energy_j"].get<double>(), json["runs"][0]["energy_j"].get<double>());
+  EXPECT_GT(json["runs"][1]["time_s"].get<double>(), json["runs"][0]["time_s"].get<double>());
+  const auto text = joule({"--sim", "a40:bert", "demo"});
+  EXPECT_EQ(text.exit_code, 2);
+  const auto other = joule({"demo"}, {{"JOULE_SIM", "a40:squad"}});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.out.find("less energy"), std::string::npos) << other.out;
+}
+
+}  // namespace
+}  // namespace joule::test
