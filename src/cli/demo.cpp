@@ -74,9 +74,7 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
   const auto& slow = runs[1].measurement;
   const double time_change = slow.time_s / fast.time_s - 1.0;
   const double energy_change = slow.total_gpu_energy_j() / fast.total_gpu_energy_j() - 1.0;
-  const std::string workload = gpus.front()->operating_point().iteration_time_s > 0
-                                   ? fmt::format("{}", spec.workload->key)
-                                   : std::string();
+  const std::string workload = gpus.front()->workload()->description();
   if (flags.format == Format::kJson) {
     nlohmann::json out = {{"gpu", spec.model->key},
                           {"gpu_count", spec.count},

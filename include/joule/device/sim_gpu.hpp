@@ -159,6 +159,8 @@ class SimulatedGpu final : public Gpu {
   OperatingPoint operating_point();
   /// Busy GPUs draw the workload's power; idle ones draw model().idle_power_w.
   void set_busy(bool busy);
+  /// @return the workload it runs.
+  std::shared_ptr<const Workload> workload() const;
   /// Swaps the running workload (e.g. a pipeline stage's next computation). Energy so far is kept.
   void set_workload(std::shared_ptr<const Workload> workload);
   /// @return every setting made so far, oldest first.

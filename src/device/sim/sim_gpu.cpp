@@ -96,6 +96,11 @@ void SimulatedGpu::set_workload(std::shared_ptr<const Workload> workload) {
   refresh_power_locked();
 }
 
+std::shared_ptr<const Workload> SimulatedGpu::workload() const {
+  std::lock_guard lock(state_mutex_);
+  return workload_;
+}
+
 std::vector<SettingRecord> SimulatedGpu::settings_log() const {
   std::lock_guard lock(state_mutex_);
   return settings_;
