@@ -66,6 +66,7 @@ Result<ChildExit> run_child(const std::vector<std::string>& argv) {
     return fail(ErrorCode::kInvalidArgument, "no command to run");
   }
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& arg : argv) {
     args.push_back(const_cast<char*>(arg.c_str()));
   }

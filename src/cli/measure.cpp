@@ -155,6 +155,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
 
   // One sampler for the peak power of every device; energy comes from the monitor.
   std::vector<measure::PowerChannel> channels;
+  channels.reserve(gpus.size() + 2 * cpus.size());
   for (auto* gpu : gpus) {
     channels.push_back(measure::gpu_power_channel(*gpu));
   }

@@ -23,6 +23,7 @@ const char* env(const char* name) {
 template <class Device>
 std::vector<Device*> all_of(const std::vector<std::unique_ptr<Device>>& devices) {
   std::vector<Device*> out;
+  out.reserve(devices.size());
   for (const auto& device : devices) {
     out.push_back(device.get());
   }

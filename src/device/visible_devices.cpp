@@ -116,6 +116,10 @@ Result<std::vector<int>> resolve_visible_devices(const VisibleDevices& visible,
   for (const auto& entry : *visible.entries) {
     int found = -1;
     if (entry.index) {
+      if (*entry.index >= count && count == 0) {
+        return fail(ErrorCode::kNotFound, "{} names GPU {}, but this machine has no GPU", visible.variable,
+                    *entry.index);
+      }
       if (*entry.index >= count) {
         return fail(ErrorCode::kNotFound, "{} names GPU {}, but this machine has {} GPU{} (indices 0 to {})",
                     visible.variable, *entry.index, count, count == 1 ? "" : "s", count - 1);

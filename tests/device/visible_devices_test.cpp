@@ -80,3 +80,13 @@ TEST(VisibleDevices, EnvironmentPerBackend) {
 
 }  // namespace
 }  // namespace joule::device
+
+namespace joule::device {
+namespace {
+TEST(VisibleDevices, IndexWithoutAnyGpu) {
+  const auto visible = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "0");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(visible, {}), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU 0, but this machine has no GPU");
+}
+}  // namespace
+}  // namespace joule::device

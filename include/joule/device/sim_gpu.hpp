@@ -202,7 +202,8 @@ std::string simulated_uuid(const GpuModel& model, int physical_index);
 
 /// Opens the GPUs `spec` describes, all on `clock`, in the order `visible` selects (default: all),
 /// with framework indices 0, 1, …. Errors as resolve_visible_devices() gives them.
-Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spec, std::shared_ptr<Clock> clock,
+Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spec,
+                                                                 const std::shared_ptr<Clock>& clock,
                                                                  const VisibleDevices& visible = {});
 
 /// Data-parallel training on simulated GPUs that share a virtual clock: every iteration takes the slowest

@@ -1,9 +1,289 @@
 // SPDX-License-Identifier: Apache-2.0
-// Placeholder until the ROCm SMI backend lands.
+// AMD GPUs through ROCm SMI (dlopened, see rocm_library.hpp). ROCm SMI speaks µW, µJ and Hz; joule's Gpu
+// interface speaks mW, mJ and MHz, so every conversion happens here.
 #include "joule/device/rocm.hpp"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "joule/core/log.hpp"
+
+#include "device/rocm/rocm_library.hpp"
+
 namespace joule::device {
-Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions&, const VisibleDevices&) {
-  return fail(ErrorCode::kNotSupported, "the ROCm SMI backend is not built yet");
+
+namespace {
+
+namespace smi = rocm_smi;
+using rocm_detail::RocmLibrary;
+
+// ROCm SMI sensor index of the board's power sensor (the only one on every supported board).
+constexpr uint32_t kPowerSensor = 0;
+
+uint32_t saturate_u32(double value) {
+  if (!(value > 0)) {
+    return 0;
+  }
+  if (value >= static_cast<double>(std::numeric_limits<uint32_t>::max())) {
+    return std::numeric_limits<uint32_t>::max();
+  }
+  return static_cast<uint32_t>(std::llround(value));
 }
+
+uint32_t uw_to_mw(uint64_t power_uw) {
+  return saturate_u32(static_cast<double>(power_uw) / 1e3);
+}
+
+class RocmGpu final : public Gpu {
+ public:
+  RocmGpu(GpuInfo info, std::shared_ptr<const RocmLibrary> library)
+      : Gpu(std::move(info)), library_(std::move(library)) {}
+
+  /// The counter in µJ (ticks × resolution). Used by do_energy_mj and, before the device is shared, by the
+  /// counter check.
+  Result<double> read_energy_uj() const {
+    uint64_t counter = 0;
+    float resolution_uj = 0;
+    uint64_t timestamp_ns = 0;
+    if (auto ok = library_->check(
+            library_->fn().rsmi_dev_energy_count_get(device(), &counter, &resolution_uj, &timestamp_ns),
+            fmt::format("cannot read the energy counter of {}", label()));
+        !ok) {
+      return tl::make_unexpected(ok.error());
+    }
+    return static_cast<double>(counter) * static_cast<double>(resolution_uj);
+  }
+
+  Result<uint32_t> read_power_mw() const {
+    uint64_t power_uw = 0;
+    if (auto ok = library_->check(library_->fn().rsmi_dev_power_ave_get(device(), kPowerSensor, &power_uw),
+                                  fmt::format("cannot read the power of {}", label()));
+        !ok) {
+      return tl::make_unexpected(ok.error());
+    }
+    return uw_to_mw(power_uw);
+  }
+
+  void set_has_energy_counter(bool has_counter) { mutable_info().has_energy_counter = has_counter; }
+
+ protected:
+  Result<uint64_t> do_energy_mj() override {
+    auto energy_uj = read_energy_uj();
+    if (!energy_uj) {
+      return tl::make_unexpected(energy_uj.error());
+    }
+    return static_cast<uint64_t>(uj_to_mj_floor(*energy_uj));
+  }
+
+  Result<uint32_t> do_power_mw() override { return read_power_mw(); }
+
+  Result<PowerLimitConstraints> do_power_limit_constraints() override {
+    uint64_t max_uw = 0;
+    uint64_t min_uw = 0;
+    const auto& fn = library_->fn();
+    if (auto ok = library_->check(fn.rsmi_dev_power_cap_range_get(device(), kPowerSensor, &max_uw, &min_uw),
+                                  fmt::format("cannot read the power cap range of {}", label()));
+        !ok) {
+      return tl::make_unexpected(ok.error());
+    }
+    // Boards and releases without a default cap ship with the cap at its maximum.
+    uint64_t default_uw = max_uw;
+    if (fn.rsmi_dev_power_cap_default_get != nullptr) {
+      if (auto ok = library_->check(fn.rsmi_dev_power_cap_default_get(device(), &default_uw),
+                                    fmt::format("cannot read the default power cap of {}", label()));
+          !ok) {
+        return tl::make_unexpected(ok.error());
+      }
+    }
+    return PowerLimitConstraints{uw_to_mw(min_uw), uw_to_mw(max_uw), uw_to_mw(default_uw)};
+  }
+
+  Result<uint32_t> do_power_limit_mw() override {
+    uint64_t cap_uw = 0;
+    if (auto ok = library_->check(library_->fn().rsmi_dev_power_cap_get(device(), kPowerSensor, &cap_uw),
+                                  fmt::format("cannot read the power cap of {}", label()));
+        !ok) {
+      return tl::make_unexpected(ok.error());
+    }
+    return uw_to_mw(cap_uw);
+  }
+
+  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
+    const uint64_t cap_uw = uint64_t{power_limit_mw} * 1000;
+    return library_->check(
+        library_->fn().rsmi_dev_power_cap_set(device(), kPowerSensor, cap_uw),
+        fmt::format("cannot set the power cap of {} to {}", label(), format_watts(power_limit_mw)));
+  }
+
+  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
+    smi::Frequencies frequencies{};
+    if (auto ok = library_->check(
+            library_->fn().rsmi_dev_gpu_clk_freq_get(device(), smi::ClkType::kSys, &frequencies),
+            fmt::format("cannot read the supported SM clocks of {}", label()));
+        !ok) {
+      return tl::make_unexpected(ok.error());
+    }
+    const size_t count = std::min<size_t>(frequencies.num_supported, smi::kMaxNumFrequencies);
+    std::vector<uint32_t> clocks_mhz;
+    for (size_t i = 0; i < count; ++i) {
+      clocks_mhz.push_back(saturate_u32(static_cast<double>(frequencies.frequency[i]) / 1e6));
+    }
+    // ROCm SMI lists DPM levels low to high; the interface promises highest first, without repeats.
+    std::sort(clocks_mhz.begin(), clocks_mhz.end(), std::greater<>());
+    clocks_mhz.erase(std::unique(clocks_mhz.begin(), clocks_mhz.end()), clocks_mhz.end());
+    return clocks_mhz;
+  }
+
+  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    // Catch an impossible range here with a clear message; ROCm SMI would answer only INVALID_ARGS.
+    if (auto clocks = do_supported_sm_clocks_mhz(); clocks && !clocks->empty()) {
+      if (min_mhz < clocks->back() || max_mhz > clocks->front()) {
+        return fail(ErrorCode::kOutOfRange, "SM clock range {}-{} MHz is outside {}'s supported {}-{} MHz",
+                    min_mhz, max_mhz, label(), clocks->back(), clocks->front());
+      }
+    }
+    return library_->check(
+        library_->fn().rsmi_dev_clk_range_set(device(), min_mhz, max_mhz, smi::ClkType::kSys),
+        fmt::format("cannot lock the SM clock of {} to {}-{} MHz", label(), min_mhz, max_mhz));
+  }
+
+  Result<void> do_reset_sm_clocks() override {
+    // A clock range puts the board in manual mode; "auto" hands clock choice back to the driver.
+    return library_->check(library_->fn().rsmi_dev_perf_level_set_v1(device(), smi::PerfLevel::kAuto),
+                           fmt::format("cannot reset the SM clock of {} (performance level auto)", label()));
+  }
+
+ private:
+  static double uj_to_mj_floor(double energy_uj) { return std::floor(energy_uj / 1e3); }
+
+  uint32_t device() const { return static_cast<uint32_t>(info().physical_index); }
+
+  std::shared_ptr<const RocmLibrary> library_;
+};
+
+// Zeus's check of AMD energy counters (spec A.1): some boards' counters are off by orders of magnitude, so
+// a counter is trusted only if its increase over `interval_s` is within 10× of average power × interval.
+// Two deliberate refinements: all GPUs are checked in the same interval, so opening N GPUs waits once, not
+// N times; and "interval" is the time that really passed between a GPU's two counter reads (a late wake-up
+// on a loaded machine would otherwise inflate the ratio and reject a good counter).
+void validate_energy_counters(const std::vector<RocmGpu*>& gpus, double interval_s) {
+  using SteadyClock = std::chrono::steady_clock;
+  struct Probe {
+    double power_mw = 0;
+    std::optional<double> start_uj;
+    SteadyClock::time_point start_time;
+  };
+  std::vector<Probe> probes(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    // Power first, then the counter (Zeus's order); power that cannot be read counts as 0.
+    probes[i].power_mw = gpus[i]->read_power_mw().value_or(0);
+    if (auto energy_uj = gpus[i]->read_energy_uj()) {
+      probes[i].start_uj = *energy_uj;
+      probes[i].start_time = SteadyClock::now();
+    } else {
+      log().info("{}: no energy counter ({}); energy will be estimated from power", gpus[i]->label(),
+                 energy_uj.error().message());
+    }
+  }
+  const bool any_counter = std::any_of(probes.begin(), probes.end(),
+                                       [](const Probe& probe) { return probe.start_uj.has_value(); });
+  if (interval_s <= 0 || !any_counter) {
+    // Checking is switched off (or there is nothing to check): trust every counter that can be read at all.
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      gpus[i]->set_has_energy_counter(probes[i].start_uj.has_value());
+    }
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    bool plausible = false;
+    if (probes[i].start_uj) {
+      if (auto end_uj = gpus[i]->read_energy_uj()) {
+        const double elapsed_s =
+            std::chrono::duration<double>(SteadyClock::now() - probes[i].start_time).count();
+        const double measured_mj = (*end_uj - *probes[i].start_uj) / 1e3;
+        const double expected_mj = probes[i].power_mw * elapsed_s;
+        plausible = rocm_detail::energy_counter_plausible(measured_mj, expected_mj);
+        if (!plausible) {
+          log().warn(
+              "{}: energy counter rejected: it rose by {:.3f} mJ in {:.3f} s, but average power {} predicts "
+              "{:.3f} mJ; energy will be estimated from power",
+              gpus[i]->label(), measured_mj, elapsed_s, format_watts(saturate_u32(probes[i].power_mw)),
+              expected_mj);
+        }
+      }
+    }
+    gpus[i]->set_has_energy_counter(plausible);
+  }
+}
+
+}  // namespace
+
+Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions& options,
+                                                         const VisibleDevices& visible) {
+  if (!(options.counter_validation_s >= 0) || !std::isfinite(options.counter_validation_s)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the ROCm energy-counter check interval must be a non-negative "
+                "number of seconds, not {}",
+                options.counter_validation_s);
+  }
+  auto library = RocmLibrary::open(options.library);
+  if (!library) {
+    return tl::make_unexpected(library.error());
+  }
+  const RocmLibrary& lib = **library;
+  const auto& fn = lib.fn();
+
+  uint32_t count = 0;
+  if (auto ok = lib.check(fn.rsmi_num_monitor_devices(&count), "cannot count the AMD GPUs"); !ok) {
+    return tl::make_unexpected(ok.error());
+  }
+  // Consumer boards often have no unique id: those get "" and can be selected only by index.
+  std::vector<std::string> uuids;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t unique_id = 0;
+    uuids.push_back(fn.rsmi_dev_unique_id_get(i, &unique_id) == smi::Status::kSuccess
+                        ? rocm_detail::format_unique_id(unique_id)
+                        : std::string());
+  }
+  auto order = resolve_visible_devices(visible, uuids);
+  if (!order) {
+    return tl::make_unexpected(order.error());
+  }
+
+  std::vector<std::unique_ptr<Gpu>> gpus;
+  std::vector<RocmGpu*> rocm_gpus;
+  for (size_t i = 0; i < order->size(); ++i) {
+    const int physical = (*order)[i];
+    GpuInfo info;
+    info.backend = "rocm";
+    info.index = static_cast<int>(i);
+    info.physical_index = physical;
+    info.uuid = uuids[static_cast<size_t>(physical)];
+    std::array<char, 256> name{};
+    if (fn.rsmi_dev_name_get(static_cast<uint32_t>(physical), name.data(), name.size()) ==
+            smi::Status::kSuccess &&
+        name[0] != '\0') {
+      name.back() = '\0';
+      info.name = name.data();
+    } else {
+      info.name = fmt::format("AMD GPU {}", physical);  // the name is cosmetic: never fail over it
+    }
+    auto gpu = std::make_unique<RocmGpu>(std::move(info), *library);
+    rocm_gpus.push_back(gpu.get());
+    gpus.push_back(std::move(gpu));
+  }
+  validate_energy_counters(rocm_gpus, options.counter_validation_s);
+  return gpus;
+}
+
 }  // namespace joule::device

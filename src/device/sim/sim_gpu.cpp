@@ -180,7 +180,8 @@ Result<void> SimulatedGpu::do_reset_sm_clocks() {
   return {};
 }
 
-Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spec, std::shared_ptr<Clock> clock,
+Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spec,
+                                                                 const std::shared_ptr<Clock>& clock,
                                                                  const VisibleDevices& visible) {
   if (spec.model == nullptr || spec.workload == nullptr) {
     return fail(ErrorCode::kInvalidArgument, "incomplete sim spec: no GPU model or workload");
@@ -190,6 +191,7 @@ Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spe
     return tl::make_unexpected(workload.error());
   }
   std::vector<std::string> uuids;
+  uuids.reserve(static_cast<size_t>(spec.count));
   for (int i = 0; i < spec.count; ++i) {
     uuids.push_back(simulated_uuid(*spec.model, i));
   }

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+// The slice of NVML's C API that joule uses, declared here because nvml.h is not installed on build machines
+// (it ships only in Debian non-free and with the CUDA toolkit). Values and layouts follow nvml.h; the fake
+// libnvidia-ml.so.1 in tests/fakes/nvml includes this header too and static_asserts its definitions against
+// the function-pointer types below.
+#pragma once
+
+#include <string_view>
+
+namespace joule::device::nvml {
+
+// NVML's own spellings, so the declarations can be compared with nvml.h line by line.
+// NOLINTBEGIN(readability-identifier-naming)
+
+/// Opaque device handle; only the library knows the struct.
+struct nvmlDevice_st;
+using nvmlDevice_t = nvmlDevice_st*;
+
+/// NVML's return codes (a C enum, hence int-sized).
+enum nvmlReturn_t : int {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_ALREADY_INITIALIZED = 5,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_INSUFFICIENT_POWER = 8,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_IRQ_ISSUE = 11,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_CORRUPTED_INFOROM = 14,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_OPERATING_SYSTEM = 17,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_MEMORY = 20,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+  NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+  NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_DEPRECATED = 26,
+  NVML_ERROR_NOT_READY = 27,
+  NVML_ERROR_GPU_NOT_FOUND = 28,
+  NVML_ERROR_INVALID_STATE = 29,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+/// @return the macro name of a return code, e.g. "NVML_ERROR_NO_PERMISSION"; "" for codes not listed above.
+constexpr std::string_view return_code_name(nvmlReturn_t code) {
+  switch (code) {
+    case NVML_SUCCESS:
+      return "NVML_SUCCESS";
+    case NVML_ERROR_UNINITIALIZED:
+      return "NVML_ERROR_UNINITIALIZED";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "NVML_ERROR_INVALID_ARGUMENT";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "NVML_ERROR_NOT_SUPPORTED";
+    case NVML_ERROR_NO_PERMISSION:
+      return "NVML_ERROR_NO_PERMISSION";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "NVML_ERROR_ALREADY_INITIALIZED";
+    case NVML_ERROR_NOT_FOUND:
+      return "NVML_ERROR_NOT_FOUND";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "NVML_ERROR_INSUFFICIENT_SIZE";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+      return "NVML_ERROR_INSUFFICIENT_POWER";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case NVML_ERROR_TIMEOUT:
+      return "NVML_ERROR_TIMEOUT";
+    case NVML_ERROR_IRQ_ISSUE:
+      return "NVML_ERROR_IRQ_ISSUE";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "NVML_ERROR_FUNCTION_NOT_FOUND";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return "NVML_ERROR_CORRUPTED_INFOROM";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "NVML_ERROR_GPU_IS_LOST";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "NVML_ERROR_RESET_REQUIRED";
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return "NVML_ERROR_OPERATING_SYSTEM";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
+    case NVML_ERROR_IN_USE:
+      return "NVML_ERROR_IN_USE";
+    case NVML_ERROR_MEMORY:
+      return "NVML_ERROR_MEMORY";
+    case NVML_ERROR_NO_DATA:
+      return "NVML_ERROR_NO_DATA";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
+      return "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return "NVML_ERROR_INSUFFICIENT_RESOURCES";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED:
+      return "NVML_ERROR_FREQ_NOT_SUPPORTED";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "NVML_ERROR_ARGUMENT_VERSION_MISMATCH";
+    case NVML_ERROR_DEPRECATED:
+      return "NVML_ERROR_DEPRECATED";
+    case NVML_ERROR_NOT_READY:
+      return "NVML_ERROR_NOT_READY";
+    case NVML_ERROR_GPU_NOT_FOUND:
+      return "NVML_ERROR_GPU_NOT_FOUND";
+    case NVML_ERROR_INVALID_STATE:
+      return "NVML_ERROR_INVALID_STATE";
+    case NVML_ERROR_UNKNOWN:
+      return "NVML_ERROR_UNKNOWN";
+  }
+  return "";
+}
+
+/// nvmlDeviceArchitecture_t and the values joule compares against.
+using nvmlDeviceArchitecture_t = unsigned int;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_KEPLER = 2;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_MAXWELL = 3;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_PASCAL = 4;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_VOLTA = 5;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_TURING = 6;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_AMPERE = 7;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_ADA = 8;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_HOPPER = 9;
+inline constexpr nvmlDeviceArchitecture_t NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffu;
+
+/// Buffer sizes nvml.h recommends for names and UUIDs (the _V2 sizes, large enough for every driver).
+inline constexpr unsigned int NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
+inline constexpr unsigned int NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
+
+/// Field id of the instantaneous board power, in mW (nvml.h NVML_FI_DEV_POWER_INSTANT).
+inline constexpr unsigned int NVML_FI_DEV_POWER_INSTANT = 186;
+/// Scope id for power fields: the GPU alone (nvml.h NVML_POWER_SCOPE_GPU).
+inline constexpr unsigned int NVML_POWER_SCOPE_GPU = 0;
+
+/// nvmlValueType_t: which member of nvmlValue_t a field value fills.
+enum nvmlValueType_t : int {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+};
+
+union nvmlValue_t {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  long long sllVal;
+  int siVal;
+};
+
+/// One request/answer of nvmlDeviceGetFieldValues: the caller fills fieldId and scopeId.
+struct nvmlFieldValue_t {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;    ///< CPU time of the reading, µs since 1970
+  long long latencyUsec;  ///< how long the reading took
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+};
+
+static_assert(sizeof(nvmlReturn_t) == sizeof(int));
+static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t must match nvml.h's layout");
+
+// Function types, one per symbol joule resolves (all extern "C" in the library; units as in nvml.h: mW,
+// mJ, MHz).
+using InitFn = nvmlReturn_t (*)();
+using ShutdownFn = nvmlReturn_t (*)();
+using ErrorStringFn = const char* (*)(nvmlReturn_t result);
+using DeviceGetCountFn = nvmlReturn_t (*)(unsigned int* device_count);
+using DeviceGetHandleByIndexFn = nvmlReturn_t (*)(unsigned int index, nvmlDevice_t* device);
+using DeviceGetNameFn = nvmlReturn_t (*)(nvmlDevice_t device, char* name, unsigned int length);
+using DeviceGetUuidFn = nvmlReturn_t (*)(nvmlDevice_t device, char* uuid, unsigned int length);
+using DeviceGetArchitectureFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch);
+using DeviceGetTotalEnergyConsumptionFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                           unsigned long long* energy_mj);
+using DeviceGetPowerUsageFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* power_mw);
+using DeviceGetFieldValuesFn = nvmlReturn_t (*)(nvmlDevice_t device, int values_count,
+                                                nvmlFieldValue_t* values);
+using DeviceGetPowerManagementLimitConstraintsFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                                    unsigned int* min_limit_mw,
+                                                                    unsigned int* max_limit_mw);
+using DeviceGetPowerManagementDefaultLimitFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                                unsigned int* default_limit_mw);
+using DeviceGetPowerManagementLimitFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* limit_mw);
+using DeviceSetPowerManagementLimitFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int limit_mw);
+/// `count` is in/out: capacity of `clocks_mhz` on entry, number of clocks on return (INSUFFICIENT_SIZE if
+/// the capacity was too small).
+using DeviceGetSupportedMemoryClocksFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
+                                                          unsigned int* clocks_mhz);
+using DeviceGetSupportedGraphicsClocksFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                            unsigned int memory_clock_mhz,
+                                                            unsigned int* count, unsigned int* clocks_mhz);
+using DeviceSetGpuLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int min_clock_mhz,
+                                                    unsigned int max_clock_mhz);
+using DeviceResetGpuLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device);
+
+// NOLINTEND(readability-identifier-naming)
+
+}  // namespace joule::device::nvml

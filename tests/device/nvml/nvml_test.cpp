@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: Apache-2.0
+// The NVML backend loaded through its real dlopen path from the fake libnvidia-ml.so.1 builds
+// (tests/fakes/nvml), scripted per test by a JOULE_FAKE_NVML_CONFIG file.
+#include "joule/device/nvml.hpp"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace joule::device {
+namespace {
+
+constexpr const char* kFakeNvml = JOULE_FAKE_NVML_PATH;
+constexpr const char* kFakeNvmlNoInit = JOULE_FAKE_NVML_NO_INIT_PATH;
+constexpr const char* kFakeNvmlNoEnergy = JOULE_FAKE_NVML_NO_ENERGY_PATH;
+constexpr const char* kFakeNvmlNoArchFields = JOULE_FAKE_NVML_NO_ARCH_FIELDS_PATH;
+
+using Gpus = std::vector<std::unique_ptr<Gpu>>;
+
+// A V100 and an A100 with distinct, easily checked values.
+constexpr const char* kTwoGpus = R"(# two GPUs
+gpu0.name=Tesla V100-SXM2-32GB
+gpu0.uuid=GPU-11111111-2222-3333-4444-555555555555
+gpu0.architecture=volta
+gpu0.power_mw=150000
+gpu0.power_instant_mw=153250
+gpu0.energy_start_mj=1000000
+gpu0.energy_step_mj=15000
+gpu0.min_power_limit_mw=150000
+gpu0.max_power_limit_mw=300000
+gpu0.default_power_limit_mw=300000
+gpu0.memory_clocks_mhz=810,877
+gpu0.graphics_clocks_mhz.877=1380,1530,1455
+gpu0.graphics_clocks_mhz.810=1005
+gpu1.name=NVIDIA A100-SXM4-40GB
+gpu1.uuid=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee
+gpu1.architecture=ampere
+gpu1.power_mw=60000
+gpu1.min_power_limit_mw=100000
+gpu1.max_power_limit_mw=400000
+gpu1.default_power_limit_mw=400000
+gpu1.power_limit_mw=250000
+)";
+
+constexpr const char* kThreeGpus = R"(gpu0.name=GPU Zero
+gpu0.uuid=GPU-00000000-aaaa-4000-8000-000000000000
+gpu1.name=GPU One
+gpu1.uuid=GPU-11111111-aaaa-4000-8000-000000000001
+gpu2.name=GPU Two
+gpu2.uuid=GPU-11112222-aaaa-4000-8000-000000000002
+gpu2.get_power=gpu_is_lost
+gpu2.get_power_instant=gpu_is_lost
+)";
+
+// The fake's test-only exports, read through a second reference to the same loaded library.
+class FakeControl {
+ public:
+  explicit FakeControl(const char* library) : handle_(dlopen(library, RTLD_NOW | RTLD_LOCAL)) {
+    if (handle_ == nullptr) {
+      throw std::runtime_error(dlerror());
+    }
+    init_count_ = reinterpret_cast<int (*)()>(dlsym(handle_, "joule_fake_nvml_init_count"));
+    locked_clocks_ = reinterpret_cast<int (*)(unsigned int, unsigned int*, unsigned int*)>(
+        dlsym(handle_, "joule_fake_nvml_locked_clocks"));
+    if (init_count_ == nullptr || locked_clocks_ == nullptr) {
+      throw std::runtime_error("the fake NVML lacks its test exports");
+    }
+  }
+  ~FakeControl() { dlclose(handle_); }
+  FakeControl(const FakeControl&) = delete;
+  FakeControl& operator=(const FakeControl&) = delete;
+
+  /// nvmlInit_v2 calls not yet matched by nvmlShutdown.
+  int init_count() const { return init_count_(); }
+
+  /// The SM clock lock of physical GPU `index`, {0, 0} when unlocked.
+  std::pair<unsigned int, unsigned int> locked_clocks(unsigned int index) const {
+    std::pair<unsigned int, unsigned int> clocks_mhz{};
+    EXPECT_EQ(locked_clocks_(index, &clocks_mhz.first, &clocks_mhz.second), 0);
+    return clocks_mhz;
+  }
+
+ private:
+  void* handle_;
+  int (*init_count_)() = nullptr;
+  int (*locked_clocks_)(unsigned int, unsigned int*, unsigned int*) = nullptr;
+};
+
+class NvmlTest : public ::testing::Test {
+ protected:
+  /// Opens the GPUs of `library` scripted by `config`, honouring CUDA_VISIBLE_DEVICES as set now.
+  Result<Gpus> open(const std::string& config, const char* library = kFakeNvml) {
+    const std::string path = dir_.write("nvml.conf", config);
+    const test::ScopedEnv script("JOULE_FAKE_NVML_CONFIG", path.c_str());
+    auto visible = visible_devices_from_environment("nvml");
+    if (!visible) {
+      return tl::make_unexpected(visible.error());
+    }
+    return open_nvml_gpus(NvmlOptions{library}, *visible);
+  }
+
+  /// Like open(), for tests that expect success.
+  Gpus open_ok(const std::string& config, const char* library = kFakeNvml) {
+    auto gpus = open(config, library);
+    if (!gpus) {
+      ADD_FAILURE() << gpus.error().message();
+      return {};
+    }
+    return std::move(*gpus);
+  }
+
+  test::TempDir dir_;
+  test::ScopedEnv visible_{"CUDA_VISIBLE_DEVICES", nullptr};
+};
+
+TEST_F(NvmlTest, OpensEveryGpuInPhysicalOrder) {
+  const Gpus gpus = open_ok(kTwoGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  const GpuInfo& v100 = gpus[0]->info();
+  EXPECT_EQ(v100.backend, "nvml");
+  EXPECT_EQ(v100.index, 0);
+  EXPECT_EQ(v100.physical_index, 0);
+  EXPECT_EQ(v100.name, "Tesla V100-SXM2-32GB");
+  EXPECT_EQ(v100.uuid, "GPU-11111111-2222-3333-4444-555555555555");
+  EXPECT_TRUE(v100.has_energy_counter);
+  const GpuInfo& a100 = gpus[1]->info();
+  EXPECT_EQ(a100.index, 1);
+  EXPECT_EQ(a100.physical_index, 1);
+  EXPECT_EQ(a100.name, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(a100.uuid, "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee");
+  EXPECT_TRUE(a100.has_energy_counter);
+  EXPECT_EQ(gpus[1]->label(), "GPU 1 (NVIDIA A100-SXM4-40GB)");
+}
+
+TEST_F(NvmlTest, ReadsEnergyCounterAndInstantPower) {
+  const Gpus gpus = open_ok(kTwoGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  // The fake's counter advances one step per read; opening probed it once (read 0).
+  EXPECT_EQ(gpus[0]->energy_mj(), 1015000u);
+  EXPECT_EQ(gpus[0]->energy_mj(), 1030000u);
+  // NVML_FI_DEV_POWER_INSTANT, not nvmlDeviceGetPowerUsage's average.
+  EXPECT_EQ(gpus[0]->power_mw(), 153250u);
+  // Without power_instant_mw the fake's instant power equals power_mw; the default step is power_mw / 10.
+  EXPECT_EQ(gpus[1]->power_mw(), 60000u);
+  EXPECT_EQ(gpus[1]->energy_mj(), 6000u);
+}
+
+TEST_F(NvmlTest, FallsBackToAveragePowerWithoutInstantField) {
+  const Gpus gpus = open_ok(std::string(kTwoGpus) + "gpu0.get_power_instant=not_supported\n");
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->power_mw(), 150000u);
+  EXPECT_EQ(gpus[1]->power_mw(), 60000u);
+}
+
+TEST_F(NvmlTest, GetsAndSetsPowerLimits) {
+  const Gpus gpus = open_ok(kTwoGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  Gpu& v100 = *gpus[0];
+  const auto constraints = v100.power_limit_constraints();
+  ASSERT_TRUE(constraints.has_value()) << constraints.error().message();
+  EXPECT_EQ(constraints->min_mw, 150000u);
+  EXPECT_EQ(constraints->max_mw, 300000u);
+  EXPECT_EQ(constraints->default_mw, 300000u);
+  EXPECT_EQ(v100.power_limit_mw(), 300000u);
+  ASSERT_TRUE(v100.set_power_limit_mw(200000).has_value());
+  EXPECT_EQ(v100.power_limit_mw(), 200000u);
+  JOULE_EXPECT_ERROR(v100.set_power_limit_mw(100000), ErrorCode::kOutOfRange,
+                     "power limit 100 W is outside GPU 0 (Tesla V100-SXM2-32GB)'s range 150 W to 300 W");
+  EXPECT_EQ(v100.power_limit_mw(), 200000u);
+  ASSERT_TRUE(v100.reset_power_limit().has_value());
+  EXPECT_EQ(v100.power_limit_mw(), 300000u);
+  // Each GPU has its own state.
+  EXPECT_EQ(gpus[1]->power_limit_mw(), 250000u);
+}
+
+TEST_F(NvmlTest, ListsSmClocksAtHighestMemoryClockAndLocksThem) {
+  const FakeControl fake(kFakeNvml);
+  const Gpus gpus = open_ok(kTwoGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  Gpu& v100 = *gpus[0];
+  EXPECT_EQ(v100.supported_sm_clocks_mhz(), (std::vector<uint32_t>{1530, 1455, 1380}));
+  EXPECT_EQ(gpus[1]->supported_sm_clocks_mhz(),
+            (std::vector<uint32_t>{1530, 1455, 1380, 1305, 1230, 1155, 1080, 1005}));
+  ASSERT_TRUE(v100.lock_sm_clocks(1005, 1380).has_value());
+  EXPECT_EQ(fake.locked_clocks(0), std::make_pair(1005u, 1380u));
+  EXPECT_EQ(fake.locked_clocks(1), std::make_pair(0u, 0u));
+  ASSERT_TRUE(v100.reset_sm_clocks().has_value());
+  EXPECT_EQ(fake.locked_clocks(0), std::make_pair(0u, 0u));
+}
+
+TEST_F(NvmlTest, ShutsNvmlDownWhenTheLastGpuIsDestroyed) {
+  const FakeControl fake(kFakeNvml);
+  EXPECT_EQ(fake.init_count(), 0);
+  Gpus gpus = open_ok(kTwoGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(fake.init_count(), 1);
+  gpus.erase(gpus.begin());
+  EXPECT_EQ(fake.init_count(), 1);
+  EXPECT_EQ(gpus[0]->power_mw(), 60000u);
+  gpus.clear();
+  EXPECT_EQ(fake.init_count(), 0);
+}
+
+TEST_F(NvmlTest, EnergyNotSupportedMeansNoCounter) {
+  const Gpus gpus = open_ok(std::string(kTwoGpus) + "gpu1.get_energy=not_supported\n");
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_TRUE(gpus[0]->info().has_energy_counter);
+  EXPECT_FALSE(gpus[1]->info().has_energy_counter);
+  JOULE_EXPECT_ERROR(
+      gpus[1]->energy_mj(), ErrorCode::kNotSupported,
+      "GPU 1 (NVIDIA A100-SXM4-40GB) has no energy counter; its energy is estimated from power samples");
+  EXPECT_EQ(gpus[1]->power_mw(), 60000u);
+}
+
+TEST_F(NvmlTest, EnergyCounterNeedsVolta) {
+  // Even when the call answers, a pre-Volta counter is not trusted (Zeus's rule); an architecture NVML cannot
+  // name is decided by the probe.
+  const Gpus gpus = open_ok(
+      "gpu0.architecture=pascal\ngpu0.get_energy=ok\n"
+      "gpu1.architecture=unknown\n"
+      "gpu2.architecture=hopper\ngpu2.get_energy=no_permission\n"
+      "gpu3.architecture=volta\ngpu3.get_architecture=not_supported\n");
+  ASSERT_EQ(gpus.size(), 4u);
+  EXPECT_FALSE(gpus[0]->info().has_energy_counter);
+  EXPECT_TRUE(gpus[1]->info().has_energy_counter);
+  EXPECT_FALSE(gpus[2]->info().has_energy_counter);
+  EXPECT_TRUE(gpus[3]->info().has_energy_counter);
+}
+
+TEST_F(NvmlTest, UnsupportedClocksAreReportedWithNvmlText) {
+  const Gpus gpus = open_ok(
+      "gpu0.get_memory_clocks=not_supported\n"
+      "gpu1.get_graphics_clocks=not_supported\ngpu1.lock_clocks=not_supported\n"
+      "gpu2.memory_clocks_mhz=\n");
+  ASSERT_EQ(gpus.size(), 3u);
+  JOULE_EXPECT_ERROR(gpus[0]->supported_sm_clocks_mhz(), ErrorCode::kNotSupported,
+                     "reading the supported memory clocks on GPU 0 (Tesla V100-SXM2-32GB): Not Supported "
+                     "(NVML_ERROR_NOT_SUPPORTED)");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->supported_sm_clocks_mhz(), ErrorCode::kNotSupported,
+      "reading the supported SM clocks at memory clock 877 MHz on GPU 1 (Tesla V100-SXM2-32GB): Not "
+      "Supported (NVML_ERROR_NOT_SUPPORTED)");
+  JOULE_EXPECT_ERROR(gpus[1]->lock_sm_clocks(1005, 1380), ErrorCode::kNotSupported,
+                     "locking the SM clock to 1005-1380 MHz on GPU 1 (Tesla V100-SXM2-32GB): Not Supported "
+                     "(NVML_ERROR_NOT_SUPPORTED)");
+  JOULE_EXPECT_ERROR(
+      gpus[2]->supported_sm_clocks_mhz(), ErrorCode::kNotSupported,
+      "GPU 2 (Tesla V100-SXM2-32GB) lists no supported memory clocks, so its SM clocks are unknown");
+}
+
+TEST_F(NvmlTest, ControlWithoutPermissionSaysHowToFix) {
+  const Gpus gpus =
+      open_ok(std::string(kTwoGpus) + "set_power_limit=no_permission\nreset_clocks=no_permission\n");
+  ASSERT_EQ(gpus.size(), 2u);
+  JOULE_EXPECT_ERROR(
+      gpus[0]->set_power_limit_mw(200000), ErrorCode::kPermissionDenied,
+      "setting the power limit to 200 W on GPU 0 (Tesla V100-SXM2-32GB): Insufficient Permissions "
+      "(NVML_ERROR_NO_PERMISSION). Changing power limits and clocks needs root or CAP_SYS_ADMIN: run "
+      "as root, or give the program that capability");
+  EXPECT_EQ(gpus[0]->power_limit_mw(), 300000u);
+  JOULE_EXPECT_ERROR(
+      gpus[1]->reset_sm_clocks(), ErrorCode::kPermissionDenied,
+      "resetting the SM clock lock on GPU 1 (NVIDIA A100-SXM4-40GB): Insufficient Permissions "
+      "(NVML_ERROR_NO_PERMISSION). Changing power limits and clocks needs root or CAP_SYS_ADMIN: run "
+      "as root, or give the program that capability");
+  // Reading still works.
+  EXPECT_EQ(gpus[1]->power_limit_mw(), 250000u);
+}
+
+TEST_F(NvmlTest, MapsNvmlReturnCodesToErrorCodes) {
+  const Gpus gpus = open_ok(
+      "gpu0.get_power_limit=invalid_argument\n"
+      "gpu1.get_power_limit=function_not_found\n"
+      "gpu2.get_power_limit=gpu_is_lost\n"
+      "gpu3.get_constraints=no_permission\n"
+      "gpu4.get_default_limit=unknown\n");
+  ASSERT_EQ(gpus.size(), 5u);
+  JOULE_EXPECT_ERROR(gpus[0]->power_limit_mw(), ErrorCode::kInvalidArgument,
+                     "reading the power limit on GPU 0 (Tesla V100-SXM2-32GB): Invalid Argument "
+                     "(NVML_ERROR_INVALID_ARGUMENT)");
+  JOULE_EXPECT_ERROR(gpus[1]->power_limit_mw(), ErrorCode::kLibraryMissing,
+                     "reading the power limit on GPU 1 (Tesla V100-SXM2-32GB): Function Not Found "
+                     "(NVML_ERROR_FUNCTION_NOT_FOUND)");
+  JOULE_EXPECT_ERROR(
+      gpus[2]->power_limit_mw(), ErrorCode::kDevice,
+      "reading the power limit on GPU 2 (Tesla V100-SXM2-32GB): GPU is lost (NVML_ERROR_GPU_IS_LOST)");
+  JOULE_EXPECT_ERROR(
+      gpus[3]->power_limit_constraints(), ErrorCode::kPermissionDenied,
+      "reading the power-limit range on GPU 3 (Tesla V100-SXM2-32GB): Insufficient Permissions "
+      "(NVML_ERROR_NO_PERMISSION). The process may not use the NVIDIA device files (/dev/nvidia*): "
+      "run as root or as a user allowed to open them");
+  JOULE_EXPECT_ERROR(gpus[4]->power_limit_constraints(), ErrorCode::kDevice,
+                     "reading the default power limit on GPU 4 (Tesla V100-SXM2-32GB): Unknown Error "
+                     "(NVML_ERROR_UNKNOWN)");
+}
+
+TEST_F(NvmlTest, InitWithoutPermissionFails) {
+  const FakeControl fake(kFakeNvml);
+  JOULE_EXPECT_ERROR(
+      open("init=no_permission\n"), ErrorCode::kPermissionDenied,
+      fmt::format("initializing NVML on this machine ({}): Insufficient Permissions "
+                  "(NVML_ERROR_NO_PERMISSION). The process may not use the NVIDIA device files "
+                  "(/dev/nvidia*): run as root or as a user allowed to open them",
+                  kFakeNvml));
+  EXPECT_EQ(fake.init_count(), 0);
+}
+
+TEST_F(NvmlTest, InitWithoutDriverFails) {
+  JOULE_EXPECT_ERROR(
+      open("init=driver_not_loaded\n"), ErrorCode::kLibraryMissing,
+      fmt::format("initializing NVML on this machine ({}): Driver Not Loaded "
+                  "(NVML_ERROR_DRIVER_NOT_LOADED). Install the NVIDIA driver, or load its kernel module "
+                  "(nvidia-smi checks both)",
+                  kFakeNvml));
+}
+
+TEST_F(NvmlTest, CountFailureShutsNvmlDown) {
+  const FakeControl fake(kFakeNvml);
+  JOULE_EXPECT_ERROR(
+      open("get_count=unknown\n"), ErrorCode::kDevice,
+      fmt::format("counting GPUs on this machine ({}): Unknown Error (NVML_ERROR_UNKNOWN)", kFakeNvml));
+  EXPECT_EQ(fake.init_count(), 0);
+}
+
+TEST_F(NvmlTest, MissingRequiredSymbol) {
+  JOULE_EXPECT_ERROR(
+      open(kTwoGpus, kFakeNvmlNoInit), ErrorCode::kLibraryMissing,
+      fmt::format("{} lacks the required symbol nvmlInit_v2: the NVIDIA driver is probably too old "
+                  "for joule; upgrade it, or set JOULE_NVML_LIBRARY to a newer libnvidia-ml.so.1",
+                  kFakeNvmlNoInit));
+}
+
+TEST_F(NvmlTest, MissingEnergySymbolMeansNoCounter) {
+  const Gpus gpus = open_ok(kTwoGpus, kFakeNvmlNoEnergy);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_FALSE(gpus[0]->info().has_energy_counter);
+  JOULE_EXPECT_ERROR(
+      gpus[0]->energy_mj(), ErrorCode::kNotSupported,
+      "GPU 0 (Tesla V100-SXM2-32GB) has no energy counter; its energy is estimated from power samples");
+  EXPECT_EQ(gpus[0]->power_mw(), 153250u);
+  EXPECT_EQ(gpus[0]->power_limit_mw(), 300000u);
+}
+
+TEST_F(NvmlTest, MissingArchitectureAndFieldSymbols) {
+  // Without nvmlDeviceGetArchitecture the probe decides; without field values power is the average.
+  const Gpus gpus = open_ok(std::string(kTwoGpus) + "gpu1.get_energy=not_supported\n", kFakeNvmlNoArchFields);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_TRUE(gpus[0]->info().has_energy_counter);
+  EXPECT_FALSE(gpus[1]->info().has_energy_counter);
+  EXPECT_EQ(gpus[0]->power_mw(), 150000u);
+  EXPECT_EQ(gpus[0]->energy_mj(), 1015000u);
+}
+
+TEST_F(NvmlTest, AbsentLibrary) {
+  JOULE_EXPECT_ERROR(
+      open(kTwoGpus, "/nonexistent/libnvidia-ml.so.1"), ErrorCode::kLibraryMissing,
+      "cannot load NVML: /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file "
+      "or directory. Install the NVIDIA driver, or set JOULE_NVML_LIBRARY to the path of "
+      "libnvidia-ml.so.1");
+}
+
+TEST_F(NvmlTest, VisibleDevicesByIndex) {
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "2,0");
+  const Gpus gpus = open_ok(kThreeGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->info().index, 0);
+  EXPECT_EQ(gpus[0]->info().physical_index, 2);
+  EXPECT_EQ(gpus[0]->info().name, "GPU Two");
+  EXPECT_EQ(gpus[1]->info().index, 1);
+  EXPECT_EQ(gpus[1]->info().physical_index, 0);
+  EXPECT_EQ(gpus[1]->info().uuid, "GPU-00000000-aaaa-4000-8000-000000000000");
+  // Messages name the framework index.
+  JOULE_EXPECT_ERROR(gpus[0]->power_mw(), ErrorCode::kDevice,
+                     "reading the power draw on GPU 0 (GPU Two): GPU is lost (NVML_ERROR_GPU_IS_LOST)");
+}
+
+TEST_F(NvmlTest, VisibleDevicesByUuidPrefix) {
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "GPU-11112,GPU-00000000-aaaa");
+  const Gpus gpus = open_ok(kThreeGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->info().physical_index, 2);
+  EXPECT_EQ(gpus[0]->info().name, "GPU Two");
+  EXPECT_EQ(gpus[1]->info().physical_index, 0);
+}
+
+TEST_F(NvmlTest, VisibleDevicesEmptyOpensNone) {
+  const FakeControl fake(kFakeNvml);
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "");
+  EXPECT_TRUE(open_ok(kThreeGpus).empty());
+  EXPECT_EQ(fake.init_count(), 0);
+}
+
+TEST_F(NvmlTest, VisibleDevicesIndexOutOfRange) {
+  const FakeControl fake(kFakeNvml);
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "0,5");
+  JOULE_EXPECT_ERROR(open(kThreeGpus), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU 5, but this machine has 3 GPUs (indices 0 to 2)");
+  EXPECT_EQ(fake.init_count(), 0);
+}
+
+TEST_F(NvmlTest, VisibleDevicesUnknownUuid) {
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "GPU-ffff");
+  JOULE_EXPECT_ERROR(open(kThreeGpus), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU-ffff, which matches no GPU's UUID");
+}
+
+TEST_F(NvmlTest, VisibleDevicesAmbiguousUuidPrefix) {
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", "GPU-1111");
+  JOULE_EXPECT_ERROR(open(kThreeGpus), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES entry 'GPU-1111' matches more than one GPU (GPU 1 and GPU 2)");
+}
+
+}  // namespace
+}  // namespace joule::device

@@ -1,0 +1,781 @@
+// SPDX-License-Identifier: Apache-2.0
+// A fake libnvidia-ml.so.1: exports the NVML functions joule resolves, with behaviour scripted by the file
+// named in JOULE_FAKE_NVML_CONFIG (format in README.md). State lives for one NVML session: the first
+// nvmlInit_v2 (re)reads the file, later calls see and change that state until the last nvmlShutdown.
+//
+// Build-time switches drop symbols, to test how joule copes with old drivers:
+//   FAKE_NVML_OMIT_INIT, FAKE_NVML_OMIT_ENERGY, FAKE_NVML_OMIT_ARCHITECTURE, FAKE_NVML_OMIT_FIELD_VALUES.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "device/nvml/nvml_api.hpp"
+
+#define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace joule::device::nvml;  // NOLINT(google-build-using-namespace): this file stands in for nvml.h
+
+// The device handle NVML keeps opaque is, here, the scripted GPU itself.
+struct joule::device::nvml::nvmlDevice_st {
+  unsigned int index = 0;
+  std::string name;
+  std::string uuid;
+  nvmlDeviceArchitecture_t architecture = NVML_DEVICE_ARCH_VOLTA;
+  unsigned int power_mw = 100000;
+  std::optional<unsigned int> power_instant_mw;  ///< defaults to power_mw
+  unsigned long long energy_start_mj = 0;
+  std::optional<unsigned long long> energy_step_mj;  ///< defaults to power_mw / 10 (100 ms at power_mw)
+  unsigned long long energy_reads = 0;
+  unsigned int min_power_limit_mw = 100000;
+  unsigned int max_power_limit_mw = 300000;
+  unsigned int default_power_limit_mw = 300000;
+  std::optional<unsigned int> power_limit_mw;  ///< defaults to default_power_limit_mw
+  std::vector<unsigned int> memory_clocks_mhz = {877};
+  std::vector<unsigned int> graphics_clocks_mhz = {1530, 1455, 1380, 1305, 1230, 1155, 1080, 1005};
+  std::map<unsigned int, std::vector<unsigned int>> graphics_clocks_by_memory_mhz;
+  unsigned int locked_min_mhz = 0;  ///< 0 while no lock is set
+  unsigned int locked_max_mhz = 0;
+  std::map<std::string, nvmlReturn_t> statuses;  ///< per-call results scripted for this GPU
+};
+
+namespace {
+
+using Gpu = nvmlDevice_st;
+
+// Calls whose result can be scripted, globally ("get_energy=…") or per GPU ("gpu0.get_energy=…").
+constexpr std::string_view kStatusKeys[] = {"init",
+                                            "get_count",
+                                            "get_handle",
+                                            "get_name",
+                                            "get_uuid",
+                                            "get_architecture",
+                                            "get_energy",
+                                            "get_power",
+                                            "get_power_instant",
+                                            "get_constraints",
+                                            "get_default_limit",
+                                            "get_power_limit",
+                                            "set_power_limit",
+                                            "get_memory_clocks",
+                                            "get_graphics_clocks",
+                                            "lock_clocks",
+                                            "reset_clocks"};
+
+bool is_status_key(std::string_view key) {
+  return std::find(std::begin(kStatusKeys), std::end(kStatusKeys), key) != std::end(kStatusKeys);
+}
+
+// Calls only the library as a whole makes.
+bool is_global_only(std::string_view key) {
+  return key == "init" || key == "get_count";
+}
+
+struct State {
+  std::mutex mutex;
+  int init_count = 0;
+  std::map<std::string, nvmlReturn_t> statuses;
+  std::vector<std::unique_ptr<Gpu>> gpus;
+};
+
+State& state() {
+  static State instance;
+  return instance;
+}
+
+const nvmlReturn_t kAllReturns[] = {
+    NVML_SUCCESS,
+    NVML_ERROR_UNINITIALIZED,
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_ALREADY_INITIALIZED,
+    NVML_ERROR_NOT_FOUND,
+    NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_ERROR_INSUFFICIENT_POWER,
+    NVML_ERROR_DRIVER_NOT_LOADED,
+    NVML_ERROR_TIMEOUT,
+    NVML_ERROR_IRQ_ISSUE,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    NVML_ERROR_FUNCTION_NOT_FOUND,
+    NVML_ERROR_CORRUPTED_INFOROM,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_RESET_REQUIRED,
+    NVML_ERROR_OPERATING_SYSTEM,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+    NVML_ERROR_IN_USE,
+    NVML_ERROR_MEMORY,
+    NVML_ERROR_NO_DATA,
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED,
+    NVML_ERROR_INSUFFICIENT_RESOURCES,
+    NVML_ERROR_FREQ_NOT_SUPPORTED,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+    NVML_ERROR_DEPRECATED,
+    NVML_ERROR_NOT_READY,
+    NVML_ERROR_GPU_NOT_FOUND,
+    NVML_ERROR_INVALID_STATE,
+    NVML_ERROR_UNKNOWN,
+};
+
+// "ok" or the lower-case suffix of an NVML_ERROR_ name ("no_permission").
+std::optional<nvmlReturn_t> parse_status(const std::string& text) {
+  if (text == "ok" || text == "success") {
+    return NVML_SUCCESS;
+  }
+  std::string upper = "NVML_ERROR_";
+  for (const char c : text) {
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  for (const nvmlReturn_t code : kAllReturns) {
+    if (return_code_name(code) == upper) {
+      return code;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<nvmlDeviceArchitecture_t> parse_architecture(const std::string& text) {
+  static const std::map<std::string, nvmlDeviceArchitecture_t> names = {
+      {"kepler", NVML_DEVICE_ARCH_KEPLER},  {"maxwell", NVML_DEVICE_ARCH_MAXWELL},
+      {"pascal", NVML_DEVICE_ARCH_PASCAL},  {"volta", NVML_DEVICE_ARCH_VOLTA},
+      {"turing", NVML_DEVICE_ARCH_TURING},  {"ampere", NVML_DEVICE_ARCH_AMPERE},
+      {"ada", NVML_DEVICE_ARCH_ADA},        {"hopper", NVML_DEVICE_ARCH_HOPPER},
+      {"unknown", NVML_DEVICE_ARCH_UNKNOWN}};
+  const auto found = names.find(text);
+  if (found == names.end()) {
+    return std::nullopt;
+  }
+  return found->second;
+}
+
+std::optional<unsigned long long> parse_number(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoull(text);
+}
+
+std::optional<unsigned int> parse_uint(const std::string& text) {
+  const auto value = parse_number(text);
+  if (!value || *value > 0xffffffffull) {
+    return std::nullopt;
+  }
+  return static_cast<unsigned int>(*value);
+}
+
+std::optional<std::vector<unsigned int>> parse_list(const std::string& text) {
+  std::vector<unsigned int> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const auto value = parse_uint(item);
+    if (!value) {
+      return std::nullopt;
+    }
+    values.push_back(*value);
+  }
+  return values;
+}
+
+std::string trim(const std::string& text) {
+  const size_t begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) {
+    return "";
+  }
+  return text.substr(begin, text.find_last_not_of(" \t\r") - begin + 1);
+}
+
+template <class Field, class Parsed>
+bool assign(Field& field, const std::optional<Parsed>& parsed) {
+  if (!parsed) {
+    return false;
+  }
+  field = *parsed;
+  return true;
+}
+
+// Applies one per-GPU setting. @return false if the key is unknown or the value malformed.
+bool set_gpu_value(Gpu& gpu, const std::string& key, const std::string& value) {
+  if (is_status_key(key) && !is_global_only(key)) {
+    const auto status = parse_status(value);
+    gpu.statuses[key] = status.value_or(NVML_ERROR_UNKNOWN);
+    return status.has_value();
+  }
+  // Per-GPU values ("gpuN.<key>=<value>"), each with its parser.
+  using Setter = bool (*)(Gpu&, const std::string&);
+  static const std::map<std::string, Setter> setters = {
+      {"name", [](Gpu& out, const std::string& text) { return assign(out.name, std::optional(text)); }},
+      {"uuid", [](Gpu& out, const std::string& text) { return assign(out.uuid, std::optional(text)); }},
+      {"architecture",
+       [](Gpu& out, const std::string& text) { return assign(out.architecture, parse_architecture(text)); }},
+      {"power_mw", [](Gpu& out, const std::string& text) { return assign(out.power_mw, parse_uint(text)); }},
+      {"power_instant_mw",
+       [](Gpu& out, const std::string& text) { return assign(out.power_instant_mw, parse_uint(text)); }},
+      {"energy_start_mj",
+       [](Gpu& out, const std::string& text) { return assign(out.energy_start_mj, parse_number(text)); }},
+      {"energy_step_mj",
+       [](Gpu& out, const std::string& text) { return assign(out.energy_step_mj, parse_number(text)); }},
+      {"min_power_limit_mw",
+       [](Gpu& out, const std::string& text) { return assign(out.min_power_limit_mw, parse_uint(text)); }},
+      {"max_power_limit_mw",
+       [](Gpu& out, const std::string& text) { return assign(out.max_power_limit_mw, parse_uint(text)); }},
+      {"default_power_limit_mw",
+       [](Gpu& out, const std::string& text) {
+         return assign(out.default_power_limit_mw, parse_uint(text));
+       }},
+      {"power_limit_mw",
+       [](Gpu& out, const std::string& text) { return assign(out.power_limit_mw, parse_uint(text)); }},
+      {"memory_clocks_mhz",
+       [](Gpu& out, const std::string& text) { return assign(out.memory_clocks_mhz, parse_list(text)); }},
+      {"graphics_clocks_mhz",
+       [](Gpu& out, const std::string& text) { return assign(out.graphics_clocks_mhz, parse_list(text)); }},
+  };
+  if (const auto setter = setters.find(key); setter != setters.end()) {
+    return setter->second(gpu, value);
+  }
+  // "graphics_clocks_mhz.<memory MHz>": the SM clocks offered at that memory clock.
+  const std::string by_memory = "graphics_clocks_mhz.";
+  if (key.rfind(by_memory, 0) == 0) {
+    const auto memory_mhz = parse_uint(key.substr(by_memory.size()));
+    return memory_mhz && assign(gpu.graphics_clocks_by_memory_mhz[*memory_mhz], parse_list(value));
+  }
+  return false;
+}
+
+Gpu make_default_gpu(unsigned int index) {
+  Gpu gpu;
+  gpu.index = index;
+  gpu.name = "Tesla V100-SXM2-32GB";
+  char uuid[64];
+  std::snprintf(uuid, sizeof uuid, "GPU-fa4e0000-0000-4000-8000-%012x", index);
+  gpu.uuid = uuid;
+  return gpu;
+}
+
+// Reads the configuration into `out`. Problems go to stderr, since the fake has no other channel. (Unused in
+// the build without nvmlInit_v2.)
+[[maybe_unused]] bool load_config(State& out) {
+  out.statuses.clear();
+  out.gpus.clear();
+  const char* path = std::getenv("JOULE_FAKE_NVML_CONFIG");
+  std::vector<std::pair<std::string, std::string>> entries;
+  if (path != nullptr && *path != '\0') {
+    std::ifstream file(path);
+    if (!file) {
+      std::fprintf(stderr, "fake libnvidia-ml.so.1: cannot read JOULE_FAKE_NVML_CONFIG=%s\n", path);
+      return false;
+    }
+    std::string line;
+    int line_number = 0;
+    while (std::getline(file, line)) {
+      ++line_number;
+      line = trim(line);
+      if (line.empty() || line[0] == '#') {
+        continue;
+      }
+      const size_t equals = line.find('=');
+      if (equals == std::string::npos) {
+        std::fprintf(stderr, "fake libnvidia-ml.so.1: %s:%d: expected key=value\n", path, line_number);
+        return false;
+      }
+      entries.emplace_back(trim(line.substr(0, equals)), trim(line.substr(equals + 1)));
+    }
+  }
+  // The GPU count is "gpus=N", else one more than the highest gpuN mentioned, else 1.
+  std::optional<unsigned int> count;
+  unsigned int mentioned = 1;
+  for (const auto& [key, value] : entries) {
+    if (key == "gpus") {
+      count = parse_uint(value);
+      if (!count) {
+        std::fprintf(stderr, "fake libnvidia-ml.so.1: gpus=%s is not a count\n", value.c_str());
+        return false;
+      }
+    } else if (key.rfind("gpu", 0) == 0) {
+      const auto index = parse_uint(key.substr(3, key.find('.') - 3));
+      if (index && *index + 1 > mentioned) {
+        mentioned = *index + 1;
+      }
+    }
+  }
+  for (unsigned int i = 0; i < count.value_or(mentioned); ++i) {
+    out.gpus.push_back(std::make_unique<Gpu>(make_default_gpu(i)));
+  }
+  for (const auto& [key, value] : entries) {
+    bool ok = false;
+    if (key == "gpus") {
+      ok = true;
+    } else if (is_status_key(key)) {
+      const auto status = parse_status(value);
+      ok = status.has_value();
+      out.statuses[key] = status.value_or(NVML_ERROR_UNKNOWN);
+    } else if (key.rfind("gpu", 0) == 0 && key.find('.') != std::string::npos) {
+      const auto index = parse_uint(key.substr(3, key.find('.') - 3));
+      ok = index && *index < out.gpus.size() &&
+           set_gpu_value(*out.gpus[*index], key.substr(key.find('.') + 1), value);
+    }
+    if (!ok) {
+      std::fprintf(stderr, "fake libnvidia-ml.so.1: %s: bad setting '%s=%s'\n", path, key.c_str(),
+                   value.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// The scripted result of `call` on `gpu` (per-GPU first, then global), NVML_SUCCESS if none.
+nvmlReturn_t scripted(const State& s, const Gpu* gpu, const char* call) {
+  if (gpu != nullptr) {
+    if (const auto found = gpu->statuses.find(call); found != gpu->statuses.end()) {
+      return found->second;
+    }
+  }
+  if (const auto found = s.statuses.find(call); found != s.statuses.end()) {
+    return found->second;
+  }
+  return NVML_SUCCESS;
+}
+
+bool valid(const State& s, nvmlDevice_t device) {
+  for (const auto& gpu : s.gpus) {
+    if (gpu.get() == device) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Common checks of every device call: initialized, a handle from this session, and the scripted result.
+nvmlReturn_t enter(const State& s, nvmlDevice_t device, const char* call) {
+  if (s.init_count == 0) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  if (!valid(s, device)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  return scripted(s, device, call);
+}
+
+nvmlReturn_t copy_string(const std::string& text, char* out, unsigned int length) {
+  if (out == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (text.size() + 1 > length) {
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return NVML_SUCCESS;
+}
+
+// NVML's list convention: *count is the capacity in and the length out.
+nvmlReturn_t copy_list(const std::vector<unsigned int>& values, unsigned int* count, unsigned int* out) {
+  if (count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const auto size = static_cast<unsigned int>(values.size());
+  if (*count < size) {
+    *count = size;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (out == nullptr && size > 0) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  std::copy(values.begin(), values.end(), out);
+  *count = size;
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+// NVML's names, not ours.
+// NOLINTBEGIN(readability-identifier-naming)
+
+#ifndef FAKE_NVML_OMIT_INIT
+FAKE_NVML_EXPORT nvmlReturn_t nvmlInit_v2() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.init_count == 0 && !load_config(s)) {
+    return NVML_ERROR_UNKNOWN;
+  }
+  if (const nvmlReturn_t status = scripted(s, nullptr, "init"); status != NVML_SUCCESS) {
+    return status;
+  }
+  ++s.init_count;
+  return NVML_SUCCESS;
+}
+#endif
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlShutdown() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.init_count == 0) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  --s.init_count;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+      return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE:
+      return "Interrupt request issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_MEMORY:
+      return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA:
+      return "No data";
+    default:
+      return "Unknown Error";
+  }
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* device_count) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.init_count == 0) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  if (device_count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (const nvmlReturn_t status = scripted(s, nullptr, "get_count"); status != NVML_SUCCESS) {
+    return status;
+  }
+  *device_count = static_cast<unsigned int>(s.gpus.size());
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.init_count == 0) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  if (device == nullptr || index >= s.gpus.size()) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  Gpu* gpu = s.gpus[index].get();
+  if (const nvmlReturn_t status = scripted(s, gpu, "get_handle"); status != NVML_SUCCESS) {
+    return status;
+  }
+  *device = gpu;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_name"); status != NVML_SUCCESS) {
+    return status;
+  }
+  return copy_string(device->name, name, length);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_uuid"); status != NVML_SUCCESS) {
+    return status;
+  }
+  return copy_string(device->uuid, uuid, length);
+}
+
+#ifndef FAKE_NVML_OMIT_ARCHITECTURE
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_architecture"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (arch == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *arch = device->architecture;
+  return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_ENERGY
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                                  unsigned long long* energy) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.init_count == 0) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  if (!valid(s, device) || energy == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  // Like the real driver, GPUs before Volta have no counter unless the script says otherwise.
+  nvmlReturn_t status = scripted(s, device, "get_energy");
+  if (device->statuses.count("get_energy") == 0 && s.statuses.count("get_energy") == 0 &&
+      device->architecture < NVML_DEVICE_ARCH_VOLTA) {
+    status = NVML_ERROR_NOT_SUPPORTED;
+  }
+  if (status != NVML_SUCCESS) {
+    return status;
+  }
+  // Read k (from 0) returns energy_start_mj + k × energy_step_mj.
+  *energy =
+      device->energy_start_mj + device->energy_reads * device->energy_step_mj.value_or(device->power_mw / 10);
+  ++device->energy_reads;
+  return NVML_SUCCESS;
+}
+#endif
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_power"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (power == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *power = device->power_mw;
+  return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_FIELD_VALUES
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values_count,
+                                                       nvmlFieldValue_t* values) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.init_count == 0) {
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  if (!valid(s, device) || values_count < 0 || (values == nullptr && values_count > 0)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  // As in NVML, the call succeeds and each field carries its own result.
+  for (int i = 0; i < values_count; ++i) {
+    nvmlFieldValue_t& field = values[i];
+    field.timestamp = 0;
+    field.latencyUsec = 0;
+    if (field.fieldId != NVML_FI_DEV_POWER_INSTANT) {
+      field.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      continue;
+    }
+    field.nvmlReturn = scripted(s, device, "get_power_instant");
+    if (field.nvmlReturn == NVML_SUCCESS) {
+      field.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+      field.value.uiVal = device->power_instant_mw.value_or(device->power_mw);
+    }
+  }
+  return NVML_SUCCESS;
+}
+#endif
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device,
+                                                                           unsigned int* min_limit,
+                                                                           unsigned int* max_limit) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_constraints"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (min_limit == nullptr || max_limit == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *min_limit = device->min_power_limit_mw;
+  *max_limit = device->max_power_limit_mw;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device,
+                                                                       unsigned int* default_limit) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_default_limit"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (default_limit == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *default_limit = device->default_power_limit_mw;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* limit) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_power_limit"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (limit == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *limit = device->power_limit_mw.value_or(device->default_power_limit_mw);
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "set_power_limit"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (limit < device->min_power_limit_mw || limit > device->max_power_limit_mw) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  device->power_limit_mw = limit;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int* count,
+                                                                 unsigned int* clocks_mhz) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_memory_clocks"); status != NVML_SUCCESS) {
+    return status;
+  }
+  return copy_list(device->memory_clocks_mhz, count, clocks_mhz);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device,
+                                                                   unsigned int memory_clock_mhz,
+                                                                   unsigned int* count,
+                                                                   unsigned int* clocks_mhz) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_graphics_clocks"); status != NVML_SUCCESS) {
+    return status;
+  }
+  const auto& memory = device->memory_clocks_mhz;
+  if (std::find(memory.begin(), memory.end(), memory_clock_mhz) == memory.end()) {
+    return NVML_ERROR_NOT_FOUND;
+  }
+  const auto specific = device->graphics_clocks_by_memory_mhz.find(memory_clock_mhz);
+  return copy_list(specific != device->graphics_clocks_by_memory_mhz.end() ? specific->second
+                                                                           : device->graphics_clocks_mhz,
+                   count, clocks_mhz);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int min_clock_mhz,
+                                                           unsigned int max_clock_mhz) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "lock_clocks"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (min_clock_mhz > max_clock_mhz) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  device->locked_min_mhz = min_clock_mhz;
+  device->locked_max_mhz = max_clock_mhz;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "reset_clocks"); status != NVML_SUCCESS) {
+    return status;
+  }
+  device->locked_min_mhz = 0;
+  device->locked_max_mhz = 0;
+  return NVML_SUCCESS;
+}
+
+// NOLINTEND(readability-identifier-naming)
+
+// Introspection for tests (not NVML API): how many nvmlInit_v2 calls are not yet matched by nvmlShutdown.
+FAKE_NVML_EXPORT int joule_fake_nvml_init_count() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.init_count;
+}
+
+// Introspection for tests: the SM clock lock of physical GPU `index` (0, 0 when unlocked).
+// @return 0, or -1 if there is no such GPU in the current session.
+FAKE_NVML_EXPORT int joule_fake_nvml_locked_clocks(unsigned int index, unsigned int* min_mhz,
+                                                   unsigned int* max_mhz) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (index >= s.gpus.size() || min_mhz == nullptr || max_mhz == nullptr) {
+    return -1;
+  }
+  *min_mhz = s.gpus[index]->locked_min_mhz;
+  *max_mhz = s.gpus[index]->locked_max_mhz;
+  return 0;
+}
+
+// The definitions must have exactly the types joule's loader casts dlsym results to.
+#ifndef FAKE_NVML_OMIT_INIT
+static_assert(std::is_same_v<decltype(&nvmlInit_v2), InitFn>);
+#endif
+#ifndef FAKE_NVML_OMIT_ARCHITECTURE
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetArchitecture), DeviceGetArchitectureFn>);
+#endif
+#ifndef FAKE_NVML_OMIT_ENERGY
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetTotalEnergyConsumption), DeviceGetTotalEnergyConsumptionFn>);
+#endif
+#ifndef FAKE_NVML_OMIT_FIELD_VALUES
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), DeviceGetFieldValuesFn>);
+#endif
+static_assert(std::is_same_v<decltype(&nvmlShutdown), ShutdownFn>);
+static_assert(std::is_same_v<decltype(&nvmlErrorString), ErrorStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount_v2), DeviceGetCountFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex_v2), DeviceGetHandleByIndexFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetName), DeviceGetNameFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), DeviceGetUuidFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPowerUsage), DeviceGetPowerUsageFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPowerManagementLimitConstraints),
+                             DeviceGetPowerManagementLimitConstraintsFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPowerManagementDefaultLimit),
+                             DeviceGetPowerManagementDefaultLimitFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPowerManagementLimit), DeviceGetPowerManagementLimitFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceSetPowerManagementLimit), DeviceSetPowerManagementLimitFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetSupportedMemoryClocks), DeviceGetSupportedMemoryClocksFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetSupportedGraphicsClocks), DeviceGetSupportedGraphicsClocksFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceSetGpuLockedClocks), DeviceSetGpuLockedClocksFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceResetGpuLockedClocks), DeviceResetGpuLockedClocksFn>);
