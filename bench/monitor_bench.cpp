@@ -2,7 +2,6 @@
 // Cost of the measurement hot paths. Budget (DESIGN.md): begin + end of a window on the simulated device
 // ≤ 2 µs.
 #include <benchmark/benchmark.h>
-
 #include <fmt/format.h>
 
 #include "joule/core/csv.hpp"
@@ -36,8 +35,9 @@ void window_begin_end(benchmark::State& state, std::shared_ptr<joule::Clock> clo
 }
 
 void BM_WindowBeginEnd_SimSteadyClock(benchmark::State& state) {
-  window_begin_end(state, std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance()),
-                   "v100");
+  window_begin_end(
+      state, std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance()),
+      "v100");
 }
 BENCHMARK(BM_WindowBeginEnd_SimSteadyClock);
 
@@ -47,8 +47,9 @@ void BM_WindowBeginEnd_SimVirtualClock(benchmark::State& state) {
 BENCHMARK(BM_WindowBeginEnd_SimVirtualClock);
 
 void BM_WindowBeginEnd_8SimGpus(benchmark::State& state) {
-  window_begin_end(state, std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance()),
-                   "8xa40");
+  window_begin_end(
+      state, std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance()),
+      "8xa40");
 }
 BENCHMARK(BM_WindowBeginEnd_8SimGpus);
 
@@ -59,7 +60,8 @@ void BM_WindowBeginEnd_SimPolledGpu(benchmark::State& state) {
 BENCHMARK(BM_WindowBeginEnd_SimPolledGpu);
 
 void BM_SimGpuEnergyRead(benchmark::State& state) {
-  auto clock = std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance());
+  auto clock =
+      std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance());
   SimSetup setup(clock, "v100");
   for (auto _ : state) {
     benchmark::DoNotOptimize(setup.raw[0]->energy_mj());

@@ -3,13 +3,13 @@
 //
 // Usage: sampler_overhead [SPEC] [HZ] [SECONDS]   (default: 8xa40 100 5)
 // Prints the process CPU time (user + system) spent while the sampler runs, as a share of one core.
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
+
+#include <sys/resource.h>
 
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/power_sampler.hpp"
@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   const std::string spec_text = argc > 1 ? argv[1] : "8xa40";
   const double hz = argc > 2 ? std::atof(argv[2]) : 100.0;
   const double seconds = argc > 3 ? std::atof(argv[3]) : 5.0;
-  auto clock = std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance());
+  auto clock =
+      std::shared_ptr<joule::Clock>(std::shared_ptr<joule::Clock>{}, &joule::SteadyClock::instance());
   auto spec = joule::device::sim::parse_spec(spec_text);
   if (!spec) {
     std::fprintf(stderr, "%s\n", spec.error().message().c_str());
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
   sampler.stop();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
   const double cpu = cpu_seconds() - cpu_before;
-  std::printf("sampler: %zu GPU(s) at %.0f Hz for %.2f s: %llu reads, CPU %.4f s = %.3f%% of one core\n", raw.size(),
-              hz, wall, static_cast<unsigned long long>(sampler.reads()), cpu, 100.0 * cpu / wall);
+  std::printf("sampler: %zu GPU(s) at %.0f Hz for %.2f s: %llu reads, CPU %.4f s = %.3f%% of one core\n",
+              raw.size(), hz, wall, static_cast<unsigned long long>(sampler.reads()), cpu,
+              100.0 * cpu / wall);
   return 0;
 }

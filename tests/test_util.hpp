@@ -2,8 +2,6 @@
 // Helpers shared by the unit tests.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +9,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "joule/core/error.hpp"
 
@@ -78,22 +77,22 @@ class ScopedEnv {
 }  // namespace joule::test
 
 /// Expects `expr` (a Result) to hold an error with exactly this message.
-#define JOULE_EXPECT_ERROR(expr, expected_code, expected_message)                  \
-  do {                                                                             \
-    const auto joule_result_ = (expr);                                             \
-    ASSERT_FALSE(joule_result_.has_value()) << "expected an error from " #expr;   \
-    EXPECT_EQ(joule_result_.error().code(), (expected_code));                      \
-    EXPECT_EQ(joule_result_.error().message(), (expected_message));               \
+#define JOULE_EXPECT_ERROR(expr, expected_code, expected_message)               \
+  do {                                                                          \
+    const auto joule_result_ = (expr);                                          \
+    ASSERT_FALSE(joule_result_.has_value()) << "expected an error from " #expr; \
+    EXPECT_EQ(joule_result_.error().code(), (expected_code));                   \
+    EXPECT_EQ(joule_result_.error().message(), (expected_message));             \
   } while (false)
 
 /// Expects `statement` to throw joule::Exception with this code and message.
-#define JOULE_EXPECT_THROW_MESSAGE(statement, expected_code, expected_message)                \
-  do {                                                                                        \
-    try {                                                                                     \
-      statement;                                                                              \
-      ADD_FAILURE() << "expected " #statement " to throw";                                    \
-    } catch (const ::joule::Exception& joule_exception_) {                                    \
-      EXPECT_EQ(joule_exception_.code(), (expected_code));                                    \
-      EXPECT_EQ(std::string(joule_exception_.what()), (expected_message));                    \
-    }                                                                                         \
+#define JOULE_EXPECT_THROW_MESSAGE(statement, expected_code, expected_message) \
+  do {                                                                         \
+    try {                                                                      \
+      statement;                                                               \
+      ADD_FAILURE() << "expected " #statement " to throw";                     \
+    } catch (const ::joule::Exception& joule_exception_) {                     \
+      EXPECT_EQ(joule_exception_.code(), (expected_code));                     \
+      EXPECT_EQ(std::string(joule_exception_.what()), (expected_message));     \
+    }                                                                          \
   } while (false)

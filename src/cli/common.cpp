@@ -33,7 +33,8 @@ CLI::Option* add_format_option(CLI::App& command, Format& format, const std::vec
   }
   format = allowed.front();
   return command
-      .add_option("--format", format, fmt::format("Output format: {} (default {})", fmt::join(listed, ", "), listed[0]))
+      .add_option("--format", format,
+                  fmt::format("Output format: {} (default {})", fmt::join(listed, ", "), listed[0]))
       ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
       ->option_text("FORMAT");
 }
@@ -66,8 +67,8 @@ Result<std::vector<int>> parse_index_list(const std::string& text, std::string_v
     int value = -1;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 0) {
-      return fail(ErrorCode::kInvalidArgument, "{} '{}': '{}' is not a device index (expected e.g. 0,1,3)", flag, text,
-                  item);
+      return fail(ErrorCode::kInvalidArgument, "{} '{}': '{}' is not a device index (expected e.g. 0,1,3)",
+                  flag, text, item);
     }
     indices.push_back(value);
     if (comma == std::string::npos) {

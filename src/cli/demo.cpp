@@ -5,9 +5,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
+
+#include "common.hpp"
 
 namespace joule::cli {
 
@@ -54,8 +55,9 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
   measure::EnergyMonitor monitor(monitored, {}, *clock);
 
   const auto constraints = value_or_throw(gpus.front()->power_limit_constraints());
-  const uint32_t low_mw = flags.low_power_limit_w ? static_cast<uint32_t>(round_w_to_mw(*flags.low_power_limit_w))
-                                                  : default_low_limit_mw(constraints);
+  const uint32_t low_mw = flags.low_power_limit_w
+                              ? static_cast<uint32_t>(round_w_to_mw(*flags.low_power_limit_w))
+                              : default_low_limit_mw(constraints);
   std::vector<DemoRun> runs;
   for (const uint32_t limit_mw : {constraints.max_mw, low_mw}) {
     for (auto* gpu : sim_gpus) {
@@ -90,23 +92,25 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("joule demo: {} simulated {} GPU{} ({}) training {} for {} iterations per run\n"
-                           "(virtual clock; energy from the {})\n\n",
-                           spec.count, spec.model->key, spec.count == 1 ? "" : "s", gpus.front()->info().name, workload,
-                           flags.iterations,
-                           gpus.front()->info().has_energy_counter ? "GPU energy counter" : "integrated power samples");
-  std::cout << fmt::format("  {:>11}  {:>10}  {:>12}  {:>13}  {:>15}\n", "power limit", "time (s)", "energy (J)",
-                           "avg power (W)", "energy/iter (J)");
+  std::cout << fmt::format(
+      "joule demo: {} simulated {} GPU{} ({}) training {} for {} iterations per run\n"
+      "(virtual clock; energy from the {})\n\n",
+      spec.count, spec.model->key, spec.count == 1 ? "" : "s", gpus.front()->info().name, workload,
+      flags.iterations,
+      gpus.front()->info().has_energy_counter ? "GPU energy counter" : "integrated power samples");
+  std::cout << fmt::format("  {:>11}  {:>10}  {:>12}  {:>13}  {:>15}\n", "power limit", "time (s)",
+                           "energy (J)", "avg power (W)", "energy/iter (J)");
   for (const auto& run : runs) {
     const double energy_j = run.measurement.total_gpu_energy_j();
     std::cout << fmt::format("  {:>9.0f} W  {:>10.1f}  {:>12.1f}  {:>13.1f}  {:>15.2f}\n", run.power_limit_w,
                              run.measurement.time_s, energy_j, energy_j / run.measurement.time_s,
                              energy_j / static_cast<double>(flags.iterations));
   }
-  std::cout << fmt::format("\nAt {:.0f} W instead of {:.0f} W the job took {:.1f}% {} and used {:.1f}% {} energy.\n",
-                           runs[1].power_limit_w, runs[0].power_limit_w, std::abs(time_change) * 100,
-                           time_change >= 0 ? "longer" : "less time", std::abs(energy_change) * 100,
-                           energy_change <= 0 ? "less" : "more");
+  std::cout << fmt::format(
+      "\nAt {:.0f} W instead of {:.0f} W the job took {:.1f}% {} and used {:.1f}% {} energy.\n",
+      runs[1].power_limit_w, runs[0].power_limit_w, std::abs(time_change) * 100,
+      time_change >= 0 ? "longer" : "less time", std::abs(energy_change) * 100,
+      energy_change <= 0 ? "less" : "more");
   return 0;
 }
 
@@ -115,11 +119,13 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
 void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   auto flags = std::make_shared<DemoFlags>();
   auto* command = app.add_subcommand(
-      "demo", fmt::format("Run a short simulated training job at two power limits (default --sim {})", kDefaultDemoSpec));
+      "demo", fmt::format("Run a short simulated training job at two power limits (default --sim {})",
+                          kDefaultDemoSpec));
   command->add_option("--iterations", flags->iterations, "Training iterations per power limit (default 500)")
       ->option_text("N");
-  command->add_option("--low-power-limit-w", flags->low_power_limit_w,
-                      "The lower power limit to compare with the maximum (default: mid-range)")
+  command
+      ->add_option("--low-power-limit-w", flags->low_power_limit_w,
+                   "The lower power limit to compare with the maximum (default: mid-range)")
       ->option_text("W");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson});
   command->callback([&global, &exit_code, flags] { exit_code = run_demo(global, *flags); });

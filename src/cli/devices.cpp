@@ -21,7 +21,9 @@ std::string watts_or_error(const Result<uint32_t>& value) {
   return value ? device::format_watts(*value) : "unknown";
 }
 
-nlohmann::json watts_json(uint32_t power_mw) { return power_mw / 1e3; }
+nlohmann::json watts_json(uint32_t power_mw) {
+  return power_mw / 1e3;
+}
 
 std::string render_text(const device::DeviceSet& devices, const std::vector<GpuRow>& rows) {
   std::string out;
@@ -33,8 +35,9 @@ std::string render_text(const device::DeviceSet& devices, const std::vector<GpuR
       out += fmt::format("      uuid           {}\n", info.uuid);
     }
     if (row.constraints) {
-      out += fmt::format("      power limit    {} (range {} to {}, default {})\n", watts_or_error(row.power_limit_mw),
-                         device::format_watts(row.constraints->min_mw), device::format_watts(row.constraints->max_mw),
+      out += fmt::format("      power limit    {} (range {} to {}, default {})\n",
+                         watts_or_error(row.power_limit_mw), device::format_watts(row.constraints->min_mw),
+                         device::format_watts(row.constraints->max_mw),
                          device::format_watts(row.constraints->default_mw));
     } else {
       out += fmt::format("      power limit    unknown: {}\n", row.constraints.error().message());
@@ -44,8 +47,8 @@ std::string render_text(const device::DeviceSet& devices, const std::vector<GpuR
   }
   out += fmt::format("CPUs: {}\n", devices.cpus.size());
   for (const auto& cpu : devices.cpus) {
-    out += fmt::format("  {} [{}] {}  DRAM counter {}\n", cpu->info().index, cpu->info().backend, cpu->info().name,
-                       cpu->info().has_dram ? "yes" : "no");
+    out += fmt::format("  {} [{}] {}  DRAM counter {}\n", cpu->info().index, cpu->info().backend,
+                       cpu->info().name, cpu->info().has_dram ? "yes" : "no");
   }
   out += "Backends:\n";
   for (const auto& report : devices.reports) {

@@ -8,8 +8,9 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "common.hpp"
 #include "joule/core/log.hpp"
+
+#include "common.hpp"
 
 namespace {
 
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
                  "Use simulated GPUs: [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256 "
                  "(environment: JOULE_SIM)")
       ->option_text("SPEC");
-  app.add_option("--log-level", global.log_level, "Log level: trace, debug, info, warn, error, off (default warn)")
+  app.add_option("--log-level", global.log_level,
+                 "Log level: trace, debug, info, warn, error, off (default warn)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->option_text("LEVEL");
 

@@ -6,12 +6,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "child_process.hpp"
-#include "common.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/log.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
+
+#include "child_process.hpp"
+#include "common.hpp"
 
 namespace joule::cli {
 
@@ -65,8 +66,9 @@ std::string how(measure::EnergySource source) {
 std::string render_text(const Summary& summary) {
   std::string out = fmt::format("\n joule measure: {}\n\n", fmt::join(summary.command, " "));
   out += fmt::format("   {:>12.3f} s   wall time\n", summary.wall_time_s);
-  out += fmt::format("   {:>12}     exit code{}\n", summary.exit.exit_code,
-                     summary.exit.signal != 0 ? fmt::format(" (killed by signal {})", summary.exit.signal) : "");
+  out +=
+      fmt::format("   {:>12}     exit code{}\n", summary.exit.exit_code,
+                  summary.exit.signal != 0 ? fmt::format(" (killed by signal {})", summary.exit.signal) : "");
   if (summary.devices.empty()) {
     out += "\n   no device measured\n";
     return out;
@@ -74,8 +76,9 @@ std::string render_text(const Summary& summary) {
   size_t name_width = 6;
   std::vector<std::string> labels;
   for (const auto& d : summary.devices) {
-    labels.push_back(d.kind == "dram" ? fmt::format("CPU {} DRAM", d.index)
-                                      : fmt::format("{} {} {}", d.kind == "gpu" ? "GPU" : "CPU", d.index, d.name));
+    labels.push_back(d.kind == "dram"
+                         ? fmt::format("CPU {} DRAM", d.index)
+                         : fmt::format("{} {} {}", d.kind == "gpu" ? "GPU" : "CPU", d.index, d.name));
     name_width = std::max(name_width, labels.back().size());
   }
   out += fmt::format("\n   {:<{}}  {:>14}  {:>10}  {:>10}  {}\n", "device", name_width, "energy", "avg power",
@@ -93,33 +96,35 @@ std::string render_text(const Summary& summary) {
 std::string render_json(const Summary& summary) {
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : summary.devices) {
-    devices.push_back({{"kind", d.kind},
-                       {"index", d.index},
-                       {"name", d.name},
-                       {"energy_j", d.energy_j},
-                       {"average_power_w", d.average_power_w},
-                       {"peak_power_w", d.peak_power_w ? nlohmann::json(*d.peak_power_w) : nlohmann::json(nullptr)},
-                       {"source", measure::to_string(d.source)},
-                       {"estimated", d.source != measure::EnergySource::kCounter}});
+    devices.push_back(
+        {{"kind", d.kind},
+         {"index", d.index},
+         {"name", d.name},
+         {"energy_j", d.energy_j},
+         {"average_power_w", d.average_power_w},
+         {"peak_power_w", d.peak_power_w ? nlohmann::json(*d.peak_power_w) : nlohmann::json(nullptr)},
+         {"source", measure::to_string(d.source)},
+         {"estimated", d.source != measure::EnergySource::kCounter}});
   }
-  nlohmann::json out = {{"command", summary.command},
-                        {"exit_code", summary.exit.exit_code},
-                        {"signal", summary.exit.signal == 0 ? nlohmann::json(nullptr) : nlohmann::json(summary.exit.signal)},
-                        {"wall_time_s", summary.wall_time_s},
-                        {"devices", devices},
-                        {"total_energy_j", summary.total_energy_j()}};
+  nlohmann::json out = {
+      {"command", summary.command},
+      {"exit_code", summary.exit.exit_code},
+      {"signal", summary.exit.signal == 0 ? nlohmann::json(nullptr) : nlohmann::json(summary.exit.signal)},
+      {"wall_time_s", summary.wall_time_s},
+      {"devices", devices},
+      {"total_energy_j", summary.total_energy_j()}};
   return out.dump(2) + "\n";
 }
 
 std::string render_csv(const Summary& summary) {
   std::ostringstream out;
-  csv::write_row(out, {"command", "exit_code", "wall_time_s", "kind", "index", "name", "energy_j", "average_power_w",
-                       "peak_power_w", "source"});
+  csv::write_row(out, {"command", "exit_code", "wall_time_s", "kind", "index", "name", "energy_j",
+                       "average_power_w", "peak_power_w", "source"});
   const std::string command = fmt::format("{}", fmt::join(summary.command, " "));
   for (const auto& d : summary.devices) {
-    csv::write_row(out, {command, std::to_string(summary.exit.exit_code), csv::format_exact(summary.wall_time_s), d.kind,
-                         std::to_string(d.index), d.name, csv::format_exact(d.energy_j),
-                         csv::format_exact(d.average_power_w),
+    csv::write_row(out, {command, std::to_string(summary.exit.exit_code),
+                         csv::format_exact(summary.wall_time_s), d.kind, std::to_string(d.index), d.name,
+                         csv::format_exact(d.energy_j), csv::format_exact(d.average_power_w),
                          d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
                          std::string(measure::to_string(d.source))});
   }
@@ -128,7 +133,8 @@ std::string render_csv(const Summary& summary) {
 
 int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (flags.command.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)");
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)");
   }
   if (flags.interval_ms <= 0) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -232,10 +238,12 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command->add_option("--gpus", flags->gpus, "GPU indices to measure, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
   command->add_flag("--cpus", flags->cpus, "Also measure CPU package and DRAM energy (RAPL)");
-  command->add_option("--interval-ms", flags->interval_ms, "Power sampling period for peak power (default 100)")
+  command
+      ->add_option("--interval-ms", flags->interval_ms, "Power sampling period for peak power (default 100)")
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
-  command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")->option_text("FILE");
+  command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")
+      ->option_text("FILE");
   // The command comes after "--" (split off in main); a command without "--" gets a pointed message.
   auto stray = std::make_shared<std::vector<std::string>>();
   command->add_option("command", *stray, "The command to run and its arguments, after --")

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule power`: stream power readings with UTC timestamps.
-#include <signal.h>
-
 #include <cerrno>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <signal.h>
 
-#include "common.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/measure/power_sampler.hpp"
+
+#include "common.hpp"
 
 namespace joule::cli {
 
@@ -153,11 +153,15 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
 
 void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   auto flags = std::make_shared<PowerFlags>();
-  auto* command = app.add_subcommand("power", "Print power readings with ISO-8601 UTC timestamps until Ctrl-C");
-  command->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")->option_text("N");
-  command->add_option("--duration-s", flags->duration_s, "Stop after S seconds (default: run until interrupted)")
+  auto* command =
+      app.add_subcommand("power", "Print power readings with ISO-8601 UTC timestamps until Ctrl-C");
+  command->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")
+      ->option_text("N");
+  command
+      ->add_option("--duration-s", flags->duration_s, "Stop after S seconds (default: run until interrupted)")
       ->option_text("S");
-  command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
+  command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
+      ->option_text("LIST");
   command->add_flag("--cpus", flags->cpus, "Also print CPU package and DRAM power (RAPL)");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });

@@ -21,7 +21,9 @@ int64_t system_ns() {
 
 SteadyClock::SteadyClock() : unix_minus_steady_ns_(system_ns() - steady_ns()) {}
 
-Nanos SteadyClock::now() const { return Nanos(steady_ns()); }
+Nanos SteadyClock::now() const {
+  return Nanos(steady_ns());
+}
 
 void SteadyClock::sleep_for(Nanos duration) {
   if (duration.count() > 0) {
@@ -29,7 +31,9 @@ void SteadyClock::sleep_for(Nanos duration) {
   }
 }
 
-int64_t SteadyClock::to_unix_ns(Nanos time) const { return time.count() + unix_minus_steady_ns_; }
+int64_t SteadyClock::to_unix_ns(Nanos time) const {
+  return time.count() + unix_minus_steady_ns_;
+}
 
 SteadyClock& SteadyClock::instance() {
   static SteadyClock clock;
@@ -38,8 +42,9 @@ SteadyClock& SteadyClock::instance() {
 
 void VirtualClock::advance(Nanos duration) {
   if (duration.count() < 0) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("a virtual clock cannot go back in time (advance by {} ns)", duration.count()));
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("a virtual clock cannot go back in time (advance by {} ns)", duration.count()));
   }
   now_ns_.fetch_add(duration.count(), std::memory_order_acq_rel);
 }

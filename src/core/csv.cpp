@@ -97,7 +97,8 @@ class Tokenizer {
     ++pos_;
     while (true) {
       if (pos_ >= text_.size()) {
-        return fail(ErrorCode::kParse, "{}:{}:{}: unterminated quoted field", source_, open_line, open_column);
+        return fail(ErrorCode::kParse, "{}:{}:{}: unterminated quoted field", source_, open_line,
+                    open_column);
       }
       const char c = text_[pos_];
       if (c == '"') {
@@ -131,7 +132,8 @@ class Tokenizer {
       token.ends_record = true;
       return token;
     }
-    return fail(ErrorCode::kParse, "{}:{}:{}: unexpected text after a closing quote", source_, line_, column());
+    return fail(ErrorCode::kParse, "{}:{}:{}: unexpected text after a closing quote", source_, line_,
+                column());
   }
 
   uint32_t column() const { return static_cast<uint32_t>(pos_ - line_start_ + 1); }
@@ -207,8 +209,9 @@ Result<Table> parse(std::string_view text, std::string source) {
       }
     }
     if (count < width) {
-      return fail(ErrorCode::kParse, "{}:{}: too few fields: found {}, the header has {} columns ({} missing)",
-                  table.source_, row_line, count, width, table.header_[count]);
+      return fail(ErrorCode::kParse,
+                  "{}:{}: too few fields: found {}, the header has {} columns ({} missing)", table.source_,
+                  row_line, count, width, table.header_[count]);
     }
     table.row_starts_.push_back(first);
     table.row_lines_.push_back(row_line);
@@ -226,8 +229,8 @@ Result<Table> read_file(const std::string& path) {
 
 Table::Row Table::row(size_t index) const {
   if (index >= row_starts_.size()) {
-    throw Exception(ErrorCode::kOutOfRange,
-                    fmt::format("{}: row {} requested, the table has {} rows", source_, index, row_starts_.size()));
+    throw Exception(ErrorCode::kOutOfRange, fmt::format("{}: row {} requested, the table has {} rows",
+                                                        source_, index, row_starts_.size()));
   }
   return Row(*this, row_starts_[index], row_lines_[index]);
 }
@@ -253,8 +256,8 @@ std::string_view Table::Row::text(size_t column) const {
 
 Error Table::Row::error_at(size_t column, std::string_view what) const {
   const Field& field = table_->fields_[first_ + column];
-  return Error(ErrorCode::kParse, fmt::format("{}:{}:{}: column '{}': {}", table_->source_, field.line, field.column,
-                                              table_->header_[column], what));
+  return Error(ErrorCode::kParse, fmt::format("{}:{}:{}: column '{}': {}", table_->source_, field.line,
+                                              field.column, table_->header_[column], what));
 }
 
 Result<double> Table::Row::number(size_t column) const {
@@ -262,7 +265,8 @@ Result<double> Table::Row::number(size_t column) const {
   double value = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (field.empty() || ec == std::errc::invalid_argument || end != field.data() + field.size()) {
-    return tl::make_unexpected(error_at(column, fmt::format("expected a number, got {}", excerpt(text(column)))));
+    return tl::make_unexpected(
+        error_at(column, fmt::format("expected a number, got {}", excerpt(text(column)))));
   }
   if (ec == std::errc::result_out_of_range) {
     return tl::make_unexpected(error_at(column, fmt::format("number out of range: {}", excerpt(field))));
@@ -310,6 +314,8 @@ void write_row(std::ostream& out, const std::vector<std::string>& fields) {
   out << '\n';
 }
 
-std::string format_exact(double value) { return fmt::format("{:.17g}", value); }
+std::string format_exact(double value) {
+  return fmt::format("{:.17g}", value);
+}
 
 }  // namespace joule::csv

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 namespace joule {
 

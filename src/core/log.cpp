@@ -13,7 +13,9 @@ std::shared_ptr<spdlog::logger>& logger_slot() {
 }
 }  // namespace
 
-spdlog::logger& log() { return *logger_slot(); }
+spdlog::logger& log() {
+  return *logger_slot();
+}
 
 void set_logger(std::shared_ptr<spdlog::logger> logger) {
   if (logger) {

@@ -5,7 +5,9 @@
 
 namespace joule::device {
 
-std::string Cpu::label() const { return fmt::format("CPU {} ({})", info_.index, info_.name); }
+std::string Cpu::label() const {
+  return fmt::format("CPU {} ({})", info_.index, info_.name);
+}
 
 Result<uint64_t> Cpu::package_energy_mj() {
   std::lock_guard lock(mutex_);

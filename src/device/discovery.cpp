@@ -77,15 +77,17 @@ Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
     double value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size() || value < 0) {
-      return fail(ErrorCode::kInvalidArgument, "JOULE_ROCM_VALIDATION_S='{}' is not a non-negative number of seconds",
-                  seconds);
+      return fail(ErrorCode::kInvalidArgument,
+                  "JOULE_ROCM_VALIDATION_S='{}' is not a non-negative number of seconds", seconds);
     }
     options.rocm_counter_validation_s = value;
   }
   return options;
 }
 
-std::string DeviceSet::why_no_gpus() const { return "no GPU found: " + join_reports(reports, "gpu"); }
+std::string DeviceSet::why_no_gpus() const {
+  return "no GPU found: " + join_reports(reports, "gpu");
+}
 
 std::string DeviceSet::why_no_cpus() const {
   return "no CPU energy counters found: " + join_reports(reports, "cpu");
@@ -133,7 +135,8 @@ Result<std::vector<Cpu*>> DeviceSet::select_cpus(const std::optional<std::vector
       for (const auto& cpu : cpus) {
         known.push_back(cpu->info().index);
       }
-      return fail(ErrorCode::kNotFound, "unknown CPU index {} (CPU packages: {})", index, fmt::join(known, ", "));
+      return fail(ErrorCode::kNotFound, "unknown CPU index {} (CPU packages: {})", index,
+                  fmt::join(known, ", "));
     }
     if (std::find(selected.begin(), selected.end(), found) != selected.end()) {
       return fail(ErrorCode::kInvalidArgument, "CPU index {} is listed twice", index);
@@ -145,7 +148,8 @@ Result<std::vector<Cpu*>> DeviceSet::select_cpus(const std::optional<std::vector
 
 Result<DeviceSet> discover(const DiscoveryOptions& options) {
   DeviceSet set;
-  set.clock = options.clock ? options.clock : std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance());
+  set.clock = options.clock ? options.clock
+                            : std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance());
   if (options.gpus) {
     if (options.sim_spec) {
       auto spec = sim::parse_spec(*options.sim_spec);

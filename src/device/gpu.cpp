@@ -16,12 +16,14 @@ std::string format_watts(uint32_t power_mw) {
   return text + " W";
 }
 
-std::string Gpu::label() const { return fmt::format("GPU {} ({})", info_.index, info_.name); }
+std::string Gpu::label() const {
+  return fmt::format("GPU {} ({})", info_.index, info_.name);
+}
 
 Result<uint64_t> Gpu::energy_mj() {
   if (!info_.has_energy_counter) {
-    return fail(ErrorCode::kNotSupported, "{} has no energy counter; its energy is estimated from power samples",
-                label());
+    return fail(ErrorCode::kNotSupported,
+                "{} has no energy counter; its energy is estimated from power samples", label());
   }
   std::lock_guard lock(mutex_);
   return do_energy_mj();
@@ -60,8 +62,9 @@ Result<void> Gpu::set_power_limit_mw(uint32_t power_limit_mw) {
     return tl::make_unexpected(constraints.error());
   }
   if (power_limit_mw < constraints->min_mw || power_limit_mw > constraints->max_mw) {
-    return fail(ErrorCode::kOutOfRange, "power limit {} is outside {}'s range {} to {}", format_watts(power_limit_mw),
-                label(), format_watts(constraints->min_mw), format_watts(constraints->max_mw));
+    return fail(ErrorCode::kOutOfRange, "power limit {} is outside {}'s range {} to {}",
+                format_watts(power_limit_mw), label(), format_watts(constraints->min_mw),
+                format_watts(constraints->max_mw));
   }
   return do_set_power_limit_mw(power_limit_mw);
 }
@@ -82,8 +85,9 @@ Result<std::vector<uint32_t>> Gpu::supported_sm_clocks_mhz() {
 
 Result<void> Gpu::lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
   if (min_mhz > max_mhz) {
-    return fail(ErrorCode::kInvalidArgument, "cannot lock {}'s SM clock: minimum {} MHz is above maximum {} MHz",
-                label(), min_mhz, max_mhz);
+    return fail(ErrorCode::kInvalidArgument,
+                "cannot lock {}'s SM clock: minimum {} MHz is above maximum {} MHz", label(), min_mhz,
+                max_mhz);
   }
   std::lock_guard lock(mutex_);
   return do_lock_sm_clocks(min_mhz, max_mhz);

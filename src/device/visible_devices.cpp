@@ -26,7 +26,8 @@ bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
     return false;
   }
   for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(text[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) {
+    if (std::tolower(static_cast<unsigned char>(text[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i]))) {
       return false;
     }
   }
@@ -52,22 +53,25 @@ Result<VisibleDevices> parse_visible_devices(std::string_view variable, const ch
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string_view entry = trim(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    const std::string_view entry =
+        trim(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
     if (entry.empty()) {
-      return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: empty entry (expected comma-separated GPU indices or UUIDs)",
+      return fail(ErrorCode::kInvalidArgument,
+                  "{}='{}' is malformed: empty entry (expected comma-separated GPU indices or UUIDs)",
                   variable, value);
     }
     VisibleDeviceEntry parsed;
     if (starts_with_ignoring_case(entry, "MIG-")) {
-      return fail(ErrorCode::kInvalidArgument,
-                  "{}='{}' selects a MIG instance ({}); MIG instances cannot be measured, because the driver reports "
-                  "power and energy only for whole GPUs. Select the parent GPU by index or UUID.",
-                  variable, value, entry);
+      return fail(
+          ErrorCode::kInvalidArgument,
+          "{}='{}' selects a MIG instance ({}); MIG instances cannot be measured, because the driver reports "
+          "power and energy only for whole GPUs. Select the parent GPU by index or UUID.",
+          variable, value, entry);
     }
     if (starts_with_ignoring_case(entry, "GPU-")) {
       if (entry.size() == 4) {
-        return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: '{}' has no UUID after 'GPU-'", variable,
-                    value, entry);
+        return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: '{}' has no UUID after 'GPU-'",
+                    variable, value, entry);
       }
       parsed.uuid = std::string(entry);
     } else {
@@ -75,14 +79,15 @@ Result<VisibleDevices> parse_visible_devices(std::string_view variable, const ch
       const auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), index);
       if (ec != std::errc() || end != entry.data() + entry.size() || index < 0) {
         return fail(ErrorCode::kInvalidArgument,
-                    "{}='{}' is malformed: '{}' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)", variable, value,
-                    entry);
+                    "{}='{}' is malformed: '{}' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)",
+                    variable, value, entry);
       }
       parsed.index = index;
     }
     for (const auto& earlier : *visible.entries) {
       if (earlier.index == parsed.index && earlier.uuid == parsed.uuid) {
-        return fail(ErrorCode::kInvalidArgument, "{}='{}' lists GPU {} twice", variable, value, describe(parsed));
+        return fail(ErrorCode::kInvalidArgument, "{}='{}' lists GPU {} twice", variable, value,
+                    describe(parsed));
       }
     }
     visible.entries->push_back(std::move(parsed));
@@ -129,14 +134,16 @@ Result<std::vector<int>> resolve_visible_devices(const VisibleDevices& visible,
       for (int i = 0; i < count; ++i) {
         if (starts_with_ignoring_case(physical_uuids[static_cast<size_t>(i)], entry.uuid)) {
           if (found >= 0) {
-            return fail(ErrorCode::kInvalidArgument, "{} entry '{}' matches more than one GPU (GPU {} and GPU {})",
-                        visible.variable, entry.uuid, found, i);
+            return fail(ErrorCode::kInvalidArgument,
+                        "{} entry '{}' matches more than one GPU (GPU {} and GPU {})", visible.variable,
+                        entry.uuid, found, i);
           }
           found = i;
         }
       }
       if (found < 0) {
-        return fail(ErrorCode::kNotFound, "{} names {}, which matches no GPU's UUID", visible.variable, entry.uuid);
+        return fail(ErrorCode::kNotFound, "{} names {}, which matches no GPU's UUID", visible.variable,
+                    entry.uuid);
       }
     }
     for (const int earlier : physical) {

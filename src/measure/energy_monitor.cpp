@@ -18,7 +18,7 @@ template <class T>
 T read_or_throw(Result<T> result, std::string_view what) {
   if (!result) {
     throw Exception(result.error().code() == ErrorCode::kPermissionDenied ? ErrorCode::kPermissionDenied
-                                                                           : ErrorCode::kDevice,
+                                                                          : ErrorCode::kDevice,
                     fmt::format("{}: {}", what, result.error().message()));
   }
   return *result;
@@ -46,7 +46,9 @@ std::string_view to_string(EnergySource source) {
   return "unknown";
 }
 
-double Measurement::total_gpu_energy_j() const { return sum_energy(gpu_energy); }
+double Measurement::total_gpu_energy_j() const {
+  return sum_energy(gpu_energy);
+}
 
 double Measurement::total_energy_j() const {
   return sum_energy(gpu_energy) + sum_energy(cpu_energy) + sum_energy(dram_energy);
@@ -80,7 +82,8 @@ EnergyMonitor::EnergyMonitor(std::vector<device::Gpu*> gpus, std::vector<device:
     if (cpu == nullptr) {
       throw Exception(ErrorCode::kInvalidArgument, "EnergyMonitor was given a null CPU");
     }
-    read_or_throw(cpu->package_energy_mj(), fmt::format("cannot read the energy counter of {}", cpu->label()));
+    read_or_throw(cpu->package_energy_mj(),
+                  fmt::format("cannot read the energy counter of {}", cpu->label()));
   }
   if (!polled.empty()) {
     sampler_ = std::make_unique<PowerSampler>(std::move(polled), clock_, options_.polling_period);
@@ -106,16 +109,16 @@ EnergyMonitor::Reading EnergyMonitor::read_all() {
   reading.time = clock_.now();
   for (size_t i = 0; i < gpus_.size(); ++i) {
     if (polled_position_[i] == kNotPolled) {
-      reading.gpu_energy_mj[i] =
-          read_or_throw(gpus_[i]->energy_mj(), fmt::format("cannot read the energy counter of {}", gpus_[i]->label()));
+      reading.gpu_energy_mj[i] = read_or_throw(
+          gpus_[i]->energy_mj(), fmt::format("cannot read the energy counter of {}", gpus_[i]->label()));
     }
   }
   for (size_t i = 0; i < cpus_.size(); ++i) {
-    reading.cpu_energy_mj[i] =
-        read_or_throw(cpus_[i]->package_energy_mj(), fmt::format("cannot read the energy of {}", cpus_[i]->label()));
+    reading.cpu_energy_mj[i] = read_or_throw(cpus_[i]->package_energy_mj(),
+                                             fmt::format("cannot read the energy of {}", cpus_[i]->label()));
     if (cpus_[i]->info().has_dram) {
-      reading.dram_energy_mj[i] = read_or_throw(cpus_[i]->dram_energy_mj(),
-                                                fmt::format("cannot read the DRAM energy of {}", cpus_[i]->label()));
+      reading.dram_energy_mj[i] = read_or_throw(
+          cpus_[i]->dram_energy_mj(), fmt::format("cannot read the DRAM energy of {}", cpus_[i]->label()));
     }
   }
   return reading;
@@ -125,7 +128,8 @@ void EnergyMonitor::begin_window(std::string_view name, bool sync) {
   {
     std::lock_guard lock(mutex_);
     if (windows_.find(name) != windows_.end()) {
-      throw Exception(ErrorCode::kState, fmt::format("window '{}' is already open; end or cancel it first", name));
+      throw Exception(ErrorCode::kState,
+                      fmt::format("window '{}' is already open; end or cancel it first", name));
     }
   }
   if (sync && options_.sync) {
@@ -134,7 +138,8 @@ void EnergyMonitor::begin_window(std::string_view name, bool sync) {
   Reading reading = read_all();
   std::lock_guard lock(mutex_);
   if (!windows_.emplace(std::string(name), std::move(reading)).second) {
-    throw Exception(ErrorCode::kState, fmt::format("window '{}' is already open; end or cancel it first", name));
+    throw Exception(ErrorCode::kState,
+                    fmt::format("window '{}' is already open; end or cancel it first", name));
   }
 }
 
@@ -145,8 +150,9 @@ void EnergyMonitor::throw_unknown_window(std::string_view name) const {
   }
   std::sort(open.begin(), open.end());
   throw Exception(ErrorCode::kNotFound,
-                  open.empty() ? fmt::format("no open window named '{}' (no window is open)", name)
-                               : fmt::format("no open window named '{}' (open: {})", name, fmt::join(open, ", ")));
+                  open.empty()
+                      ? fmt::format("no open window named '{}' (no window is open)", name)
+                      : fmt::format("no open window named '{}' (open: {})", name, fmt::join(open, ", ")));
 }
 
 Measurement EnergyMonitor::end_window(std::string_view name, bool sync) {
@@ -204,7 +210,8 @@ Measurement EnergyMonitor::difference(std::string_view name, const Reading& begi
         energy.energy_j = *integral;
         energy.source = EnergySource::kPowerSamples;
       } else {
-        const auto power = read_or_throw(gpu.power_mw(), fmt::format("cannot read the power of {}", gpu.label()));
+        const auto power =
+            read_or_throw(gpu.power_mw(), fmt::format("cannot read the power of {}", gpu.label()));
         energy.energy_j = mw_to_w(power) * measurement.time_s;
         energy.source = EnergySource::kInstantPower;
       }
@@ -214,13 +221,16 @@ Measurement EnergyMonitor::difference(std::string_view name, const Reading& begi
       energy.energy_j = mj_to_j(static_cast<double>(delta_mj));
       if (delta_mj == 0 && measurement.time_s > 0) {
         if (options_.approx_instant_energy) {
-          const auto power = read_or_throw(gpu.power_mw(), fmt::format("cannot read the power of {}", gpu.label()));
+          const auto power =
+              read_or_throw(gpu.power_mw(), fmt::format("cannot read the power of {}", gpu.label()));
           energy.energy_j = mw_to_w(power) * measurement.time_s;
           energy.source = EnergySource::kInstantPower;
         } else {
-          log().warn("window '{}': the energy counter of {} did not move in {:.6f} s; the window is shorter than the "
-                     "counter's update interval (enable approx_instant_energy to estimate it)",
-                     name, gpu.label(), measurement.time_s);
+          log().warn(
+              "window '{}': the energy counter of {} did not move in {:.6f} s; the window is shorter than "
+              "the "
+              "counter's update interval (enable approx_instant_energy to estimate it)",
+              name, gpu.label(), measurement.time_s);
         }
       }
     }
@@ -228,8 +238,11 @@ Measurement EnergyMonitor::difference(std::string_view name, const Reading& begi
   }
   for (size_t i = 0; i < cpus_.size(); ++i) {
     const int index = cpus_[i]->info().index;
-    const auto delta = [](uint64_t a, uint64_t b) { return mj_to_j(static_cast<double>(b >= a ? b - a : 0)); };
-    measurement.cpu_energy.push_back({index, delta(begin.cpu_energy_mj[i], end.cpu_energy_mj[i]), EnergySource::kCounter});
+    const auto delta = [](uint64_t a, uint64_t b) {
+      return mj_to_j(static_cast<double>(b >= a ? b - a : 0));
+    };
+    measurement.cpu_energy.push_back(
+        {index, delta(begin.cpu_energy_mj[i], end.cpu_energy_mj[i]), EnergySource::kCounter});
     if (cpus_[i]->info().has_dram) {
       measurement.dram_energy.push_back(
           {index, delta(begin.dram_energy_mj[i], end.dram_energy_mj[i]), EnergySource::kCounter});

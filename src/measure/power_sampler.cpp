@@ -50,7 +50,8 @@ PowerChannel cpu_power_channel(device::Cpu& cpu, Clock& clock, bool dram) {
             }
             std::optional<uint32_t> power;
             if (previous->valid && now > previous->time && *energy >= previous->energy_mj) {
-              const double mw = static_cast<double>(*energy - previous->energy_mj) / to_seconds(now - previous->time);
+              const double mw =
+                  static_cast<double>(*energy - previous->energy_mj) / to_seconds(now - previous->time);
               power = static_cast<uint32_t>(std::lround(mw));
             }
             *previous = {now, *energy, true};
@@ -71,18 +72,24 @@ std::vector<PowerChannel> gpu_channels(const std::vector<device::Gpu*>& gpus) {
 }
 }  // namespace
 
-PowerSampler::PowerSampler(const std::vector<device::Gpu*>& gpus, Clock& clock, Nanos period, size_t max_points)
+PowerSampler::PowerSampler(const std::vector<device::Gpu*>& gpus, Clock& clock, Nanos period,
+                           size_t max_points)
     : PowerSampler(gpu_channels(gpus), clock, period, max_points) {}
 
 PowerSampler::PowerSampler(std::vector<PowerChannel> channels, Clock& clock, Nanos period, size_t max_points)
-    : channels_(std::move(channels)), clock_(clock), period_(period), max_points_(max_points), runs_(channels_.size()) {
+    : channels_(std::move(channels)),
+      clock_(clock),
+      period_(period),
+      max_points_(max_points),
+      runs_(channels_.size()) {
   if (period_.count() <= 0) {
     throw Exception(ErrorCode::kInvalidArgument,
                     fmt::format("the power sampling period must be positive (got {} ns)", period_.count()));
   }
   for (const auto& channel : channels_) {
     if (!channel.read_mw) {
-      throw Exception(ErrorCode::kInvalidArgument, fmt::format("power channel '{}' has no reader", channel.label));
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("power channel '{}' has no reader", channel.label));
     }
   }
 }
@@ -92,7 +99,9 @@ const std::string& PowerSampler::label(size_t channel) const {
   return channels_[channel].label;
 }
 
-PowerSampler::~PowerSampler() { stop(); }
+PowerSampler::~PowerSampler() {
+  stop();
+}
 
 void PowerSampler::start() {
   std::lock_guard thread_lock(thread_mutex_);
@@ -176,12 +185,14 @@ void PowerSampler::sample_locked() {
 
 void PowerSampler::check_channel(size_t channel) const {
   if (channel >= channels_.size()) {
-    throw Exception(ErrorCode::kOutOfRange,
-                    fmt::format("power channel {} requested from a sampler of {} channels", channel, channels_.size()));
+    throw Exception(
+        ErrorCode::kOutOfRange,
+        fmt::format("power channel {} requested from a sampler of {} channels", channel, channels_.size()));
   }
 }
 
-std::vector<PowerSample> PowerSampler::timeline(size_t channel, std::optional<Nanos> start, std::optional<Nanos> end) const {
+std::vector<PowerSample> PowerSampler::timeline(size_t channel, std::optional<Nanos> start,
+                                                std::optional<Nanos> end) const {
   check_channel(channel);
   std::lock_guard lock(mutex_);
   std::vector<PowerSample> points;
@@ -234,7 +245,8 @@ Result<double> PowerSampler::energy_j(size_t channel, Nanos start, Nanos end) co
   }
   // Skip runs that end before the range: the first run that matters is the one before the first run
   // whose first sighting is after start.
-  auto it = std::upper_bound(runs.begin(), runs.end(), start, [](Nanos t, const Run& run) { return t < run.first; });
+  auto it = std::upper_bound(runs.begin(), runs.end(), start,
+                             [](Nanos t, const Run& run) { return t < run.first; });
   if (it != runs.begin()) {
     --it;
   }

@@ -31,7 +31,8 @@ TEST(SteadyClock, IsMonotonicAndMapsToWallTime) {
   clock.sleep_for(Nanos(1'000'000));
   const Nanos b = clock.now();
   EXPECT_GE(b - a, Nanos(1'000'000));
-  const int64_t wall = std::chrono::duration_cast<Nanos>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t wall =
+      std::chrono::duration_cast<Nanos>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_LT(std::llabs(clock.to_unix_ns(clock.now()) - wall), 1'000'000'000);
 }
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/csv.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
@@ -33,7 +33,8 @@ TEST(Csv, ParsesHeaderAndRows) {
 }
 
 TEST(Csv, HandlesCrlfQuotesEmbeddedNewlinesAndBom) {
-  const Table table = parse_ok("\xEF\xBB\xBFname,note\r\n\"x,y\",\"he said \"\"hi\"\"\"\r\nz,\"two\nlines\"\r\nlast,\n");
+  const Table table =
+      parse_ok("\xEF\xBB\xBFname,note\r\n\"x,y\",\"he said \"\"hi\"\"\"\r\nz,\"two\nlines\"\r\nlast,\n");
   ASSERT_EQ(table.row_count(), 3u);
   EXPECT_EQ(table.header()[0], "name");
   EXPECT_EQ(table.row(0).text(0), "x,y");
@@ -56,11 +57,14 @@ TEST(Csv, TypedFields) {
   EXPECT_EQ(*table.row(0).integer(1), 42);
   EXPECT_TRUE(std::isnan(*table.row(1).number(0)));
   EXPECT_EQ(*table.row(1).integer(1), -7);
-  EXPECT_EQ(table.row(2).number(0).error().message(), "t.csv:4:1: column 'x': number out of range: \"1e400\"");
+  EXPECT_EQ(table.row(2).number(0).error().message(),
+            "t.csv:4:1: column 'x': number out of range: \"1e400\"");
   EXPECT_EQ(table.row(2).integer(1).error().message(),
             "t.csv:4:7: column 'n': integer out of range: \"9223372036854775808\"");
-  EXPECT_EQ(table.row(3).number(0).error().message(), "t.csv:5:1: column 'x': expected a number, got \"abc\"");
-  EXPECT_EQ(table.row(3).integer(1).error().message(), "t.csv:5:5: column 'n': expected an integer, got \"1.5\"");
+  EXPECT_EQ(table.row(3).number(0).error().message(),
+            "t.csv:5:1: column 'x': expected a number, got \"abc\"");
+  EXPECT_EQ(table.row(3).integer(1).error().message(),
+            "t.csv:5:5: column 'n': expected an integer, got \"1.5\"");
   EXPECT_EQ(table.row(3).number(0).error().code(), ErrorCode::kParse);
 }
 
@@ -84,10 +88,12 @@ TEST(Csv, ErrorsNameLineAndColumn) {
   EXPECT_EQ(parse_error(""), "t.csv: empty file, expected a header line");
   EXPECT_EQ(parse_error("\n\n"), "t.csv: empty file, expected a header line");
   EXPECT_EQ(parse_error("a,b\n1,2,3\n"), "t.csv:2:5: too many fields: the header has 2 columns");
-  EXPECT_EQ(parse_error("a,b,c\n1,2\n"), "t.csv:2: too few fields: found 2, the header has 3 columns (c missing)");
+  EXPECT_EQ(parse_error("a,b,c\n1,2\n"),
+            "t.csv:2: too few fields: found 2, the header has 3 columns (c missing)");
   EXPECT_EQ(parse_error("a,b\n1,\"open\n"), "t.csv:2:3: unterminated quoted field");
   EXPECT_EQ(parse_error("a,b\n1,\"x\"y\n"), "t.csv:2:6: unexpected text after a closing quote");
-  EXPECT_EQ(parse_error("a,b\n1,x\"y\n"), "t.csv:2:4: a quote inside an unquoted field (quote the whole field)");
+  EXPECT_EQ(parse_error("a,b\n1,x\"y\n"),
+            "t.csv:2:4: a quote inside an unquoted field (quote the whole field)");
   EXPECT_EQ(parse_error("a,a\n"), "t.csv:1:3: duplicate column name 'a' in the header");
 }
 
@@ -128,7 +134,8 @@ TEST(Csv, ReadFileNamesThePath) {
   const std::string path = dir.write("bad.csv", "a,b\n1\n");
   const auto bad = read_file(path);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message(), path + ":2: too few fields: found 1, the header has 2 columns (b missing)");
+  EXPECT_EQ(bad.error().message(),
+            path + ":2: too few fields: found 1, the header has 2 columns (b missing)");
 }
 
 }  // namespace

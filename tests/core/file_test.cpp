@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/file.hpp"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
@@ -26,8 +26,9 @@ TEST(File, AtomicWriteReplacesAndLeavesNoTemporary) {
 TEST(File, ErrorsNameThePath) {
   JOULE_EXPECT_ERROR(read_text_file("/nonexistent/x"), ErrorCode::kNotFound,
                      "cannot open /nonexistent/x: No such file or directory");
-  JOULE_EXPECT_ERROR(write_file_atomic("/nonexistent/dir/out", "x"), ErrorCode::kNotFound,
-                     fmt::format("cannot create /nonexistent/dir/out.tmp.{}: No such file or directory", getpid()));
+  JOULE_EXPECT_ERROR(
+      write_file_atomic("/nonexistent/dir/out", "x"), ErrorCode::kNotFound,
+      fmt::format("cannot create /nonexistent/dir/out.tmp.{}: No such file or directory", getpid()));
   test::TempDir dir;
   const auto read_dir = read_text_file(dir.path());
   ASSERT_FALSE(read_dir);

@@ -37,8 +37,9 @@ TEST(Discovery, BadConfigurationIsAnError) {
   EXPECT_EQ(discover(options).error().code(), ErrorCode::kInvalidArgument);
   options.sim_spec = "2xv100";
   test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", "0,x");
-  JOULE_EXPECT_ERROR(discover(options), ErrorCode::kInvalidArgument,
-                     "CUDA_VISIBLE_DEVICES='0,x' is malformed: 'x' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
+  JOULE_EXPECT_ERROR(
+      discover(options), ErrorCode::kInvalidArgument,
+      "CUDA_VISIBLE_DEVICES='0,x' is malformed: 'x' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
 }
 
 TEST(Discovery, MissingBackendsAreReportedWithReasons) {

@@ -9,8 +9,8 @@
 namespace joule::device {
 namespace {
 
-using ::testing::Return;
 using test::MockGpu;
+using ::testing::Return;
 
 TEST(Gpu, RefusesLimitsOutsideTheConstraintsBeforeCallingTheBackend) {
   MockGpu gpu(test::mock_gpu_info());

@@ -18,9 +18,13 @@ std::vector<int> resolve(const char* value) {
   return order ? *order : std::vector<int>{};
 }
 
-TEST(VisibleDevices, UnsetMeansAllInPhysicalOrder) { EXPECT_EQ(resolve(nullptr), (std::vector<int>{0, 1, 2})); }
+TEST(VisibleDevices, UnsetMeansAllInPhysicalOrder) {
+  EXPECT_EQ(resolve(nullptr), (std::vector<int>{0, 1, 2}));
+}
 
-TEST(VisibleDevices, EmptyMeansNone) { EXPECT_TRUE(resolve("").empty()); }
+TEST(VisibleDevices, EmptyMeansNone) {
+  EXPECT_TRUE(resolve("").empty());
+}
 
 TEST(VisibleDevices, IndicesReorder) {
   EXPECT_EQ(resolve("2,0"), (std::vector<int>{2, 0}));
@@ -33,22 +37,26 @@ TEST(VisibleDevices, UuidsAndUniquePrefixes) {
 }
 
 TEST(VisibleDevices, MalformedListsAreRejectedWithTheEntry) {
-  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,,1"), ErrorCode::kInvalidArgument,
-                     "CUDA_VISIBLE_DEVICES='0,,1' is malformed: empty entry (expected comma-separated GPU indices or "
-                     "UUIDs)");
-  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,abc"), ErrorCode::kInvalidArgument,
-                     "CUDA_VISIBLE_DEVICES='0,abc' is malformed: 'abc' is neither a GPU index (0, 1, …) nor a UUID "
-                     "(GPU-…)");
-  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "-1"), ErrorCode::kInvalidArgument,
-                     "CUDA_VISIBLE_DEVICES='-1' is malformed: '-1' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
+  JOULE_EXPECT_ERROR(
+      parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,,1"), ErrorCode::kInvalidArgument,
+      "CUDA_VISIBLE_DEVICES='0,,1' is malformed: empty entry (expected comma-separated GPU indices or "
+      "UUIDs)");
+  JOULE_EXPECT_ERROR(
+      parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,abc"), ErrorCode::kInvalidArgument,
+      "CUDA_VISIBLE_DEVICES='0,abc' is malformed: 'abc' is neither a GPU index (0, 1, …) nor a UUID "
+      "(GPU-…)");
+  JOULE_EXPECT_ERROR(
+      parse_visible_devices("CUDA_VISIBLE_DEVICES", "-1"), ErrorCode::kInvalidArgument,
+      "CUDA_VISIBLE_DEVICES='-1' is malformed: '-1' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
   JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "1,1"), ErrorCode::kInvalidArgument,
                      "CUDA_VISIBLE_DEVICES='1,1' lists GPU 1 twice");
   JOULE_EXPECT_ERROR(parse_visible_devices("HIP_VISIBLE_DEVICES", "GPU-"), ErrorCode::kInvalidArgument,
                      "HIP_VISIBLE_DEVICES='GPU-' is malformed: 'GPU-' has no UUID after 'GPU-'");
-  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-GPU-1234/1/0"), ErrorCode::kInvalidArgument,
-                     "CUDA_VISIBLE_DEVICES='MIG-GPU-1234/1/0' selects a MIG instance (MIG-GPU-1234/1/0); MIG instances "
-                     "cannot be measured, because the driver reports power and energy only for whole GPUs. Select the "
-                     "parent GPU by index or UUID.");
+  JOULE_EXPECT_ERROR(
+      parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-GPU-1234/1/0"), ErrorCode::kInvalidArgument,
+      "CUDA_VISIBLE_DEVICES='MIG-GPU-1234/1/0' selects a MIG instance (MIG-GPU-1234/1/0); MIG instances "
+      "cannot be measured, because the driver reports power and energy only for whole GPUs. Select the "
+      "parent GPU by index or UUID.");
 }
 
 TEST(VisibleDevices, ResolutionErrors) {

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of `joule` on fake vendor libraries and a fake powercap tree: the real binary, the real
 // dlopen and sysfs code, scripted hardware.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
+#include "joule/core/file.hpp"
 
 #include "fakes/rapl/fake_powercap.hpp"
-#include "joule/core/file.hpp"
 #include "integration/run_process.hpp"
 #include "test_util.hpp"
 
@@ -93,7 +92,8 @@ TEST_F(FakeDevices, DriverFailuresAreExplained) {
   env["JOULE_NVML_LIBRARY"] = JOULE_FAKE_NVML_NO_INIT_PATH;
   const auto old_driver = joule({"measure", "--gpus", "0", "--", "true"});
   EXPECT_EQ(old_driver.exit_code, 1);
-  EXPECT_NE(old_driver.err.find("unknown GPU index 0: no GPU found: nvml: "), std::string::npos) << old_driver.err;
+  EXPECT_NE(old_driver.err.find("unknown GPU index 0: no GPU found: nvml: "), std::string::npos)
+      << old_driver.err;
   EXPECT_NE(old_driver.err.find("nvmlInit_v2"), std::string::npos) << old_driver.err;
 }
 
@@ -101,7 +101,8 @@ TEST_F(FakeDevices, RocmGpusThroughTheFakeLibrary) {
   env["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
   env["JOULE_ROCM_SMI_LIBRARY"] = JOULE_FAKE_ROCM_LIBRARY;
   env["JOULE_ROCM_VALIDATION_S"] = "0.05";
-  env["JOULE_FAKE_ROCM_CONFIG"] = dir.write("rocm.conf", "devices=2\ndevice.*.power_w=300\ndevice.1.energy_scale=100\n");
+  env["JOULE_FAKE_ROCM_CONFIG"] =
+      dir.write("rocm.conf", "devices=2\ndevice.*.power_w=300\ndevice.1.energy_scale=100\n");
   env["HIP_VISIBLE_DEVICES"] = "1,0";
   const auto result = joule({"devices", "--format", "json"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -122,9 +123,11 @@ TEST_F(FakeDevices, MeasureCpusFromPowercap) {
   // The measured command itself moves the counters: +5 J on package 0, +0.5 J DRAM, and package 1 wraps
   // (+328,850 µJ to the top, then 1,171,150 µJ more: 1.5 J).
   const std::string script = fmt::format(
-      "echo 6000000 > {0}/intel-rapl:0/energy_uj.tmp && mv {0}/intel-rapl:0/energy_uj.tmp {0}/intel-rapl:0/energy_uj && "
+      "echo 6000000 > {0}/intel-rapl:0/energy_uj.tmp && mv {0}/intel-rapl:0/energy_uj.tmp "
+      "{0}/intel-rapl:0/energy_uj && "
       "echo 2500000 > {1}.tmp && mv {1}.tmp {1} && "
-      "echo 1171149 > {0}/intel-rapl:1/energy_uj.tmp && mv {0}/intel-rapl:1/energy_uj.tmp {0}/intel-rapl:1/energy_uj",
+      "echo 1171149 > {0}/intel-rapl:1/energy_uj.tmp && mv {0}/intel-rapl:1/energy_uj.tmp "
+      "{0}/intel-rapl:1/energy_uj",
       powercap.zone_dir(), powercap.dram_energy_path(0));
   const std::string out = dir.path() + "/cpu.json";
   const auto result = joule({"measure", "--cpus", "--format", "json", "-o", out, "--", "sh", "-c", script});
@@ -150,8 +153,15 @@ TEST_F(FakeDevices, UnreadableRaplSaysHowToFixIt) {
   env["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
   // The temporary tree must be reachable by the unprivileged user.
   ::chmod(dir.path().c_str(), 0755);
-  std::vector<std::string> args = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                   JOULE_BINARY, "measure", "--cpus", "--", "true"};
+  std::vector<std::string> args = {"/usr/bin/setpriv",
+                                   "--reuid=65534",
+                                   "--regid=65534",
+                                   "--clear-groups",
+                                   JOULE_BINARY,
+                                   "measure",
+                                   "--cpus",
+                                   "--",
+                                   "true"};
   const auto result = run(args, env);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("--cpus: no CPU energy counters found: rapl: "), std::string::npos) << result.err;

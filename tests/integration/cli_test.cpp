@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of the `joule` command.
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "integration/run_process.hpp"
@@ -69,7 +68,8 @@ TEST(Cli, BadInputIsOneClearLineAndNonZero) {
   const auto bad_sim = joule({"--sim", "h200", "devices"});
   EXPECT_EQ(bad_sim.exit_code, 2);
   EXPECT_EQ(bad_sim.err,
-            "joule: error: sim spec 'h200': unknown simulated GPU 'h200' (known: v100, a40, p100, rtx6000, generic)\n");
+            "joule: error: sim spec 'h200': unknown simulated GPU 'h200' (known: v100, a40, p100, rtx6000, "
+            "generic)\n");
 }
 
 TEST(Cli, DevicesListsSimulatedGpusAsJson) {
@@ -106,9 +106,11 @@ TEST(Cli, MalformedCudaVisibleDevices) {
   const auto result = joule({"--sim", "2xv100", "devices"}, {{"CUDA_VISIBLE_DEVICES", "0,zero"}});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.err,
-            "joule: error: CUDA_VISIBLE_DEVICES='0,zero' is malformed: 'zero' is neither a GPU index (0, 1, …) nor a "
+            "joule: error: CUDA_VISIBLE_DEVICES='0,zero' is malformed: 'zero' is neither a GPU index (0, 1, "
+            "…) nor a "
             "UUID (GPU-…)\n");
-  const auto reordered = joule({"--sim", "2xv100", "devices", "--format", "json"}, {{"CUDA_VISIBLE_DEVICES", "1"}});
+  const auto reordered =
+      joule({"--sim", "2xv100", "devices", "--format", "json"}, {{"CUDA_VISIBLE_DEVICES", "1"}});
   ASSERT_EQ(reordered.exit_code, 0) << reordered.err;
   const auto json = nlohmann::json::parse(reordered.out);
   ASSERT_EQ(json["gpus"].size(), 1u);
@@ -118,8 +120,8 @@ TEST(Cli, MalformedCudaVisibleDevices) {
 TEST(Cli, MeasureReportsEnergyAndPassesTheExitCodeThrough) {
   TempDir dir;
   const std::string out = dir.path() + "/m.json";
-  const auto result = joule({"--sim", "v100:imagenet:256", "measure", "--format", "json", "-o", out, "--", "sh", "-c",
-                             "sleep 0.2; exit 7"});
+  const auto result = joule({"--sim", "v100:imagenet:256", "measure", "--format", "json", "-o", out, "--",
+                             "sh", "-c", "sleep 0.2; exit 7"});
   EXPECT_EQ(result.exit_code, 7) << result.err;
   const auto json = nlohmann::json::parse(read_file(out));
   EXPECT_EQ(json["command"], (std::vector<std::string>{"sh", "-c", "sleep 0.2; exit 7"}));
@@ -149,7 +151,8 @@ TEST(Cli, MeasureTextAndCsv) {
   std::istringstream lines(csv.err);
   std::string header;
   std::getline(lines, header);
-  EXPECT_EQ(header, "command,exit_code,wall_time_s,kind,index,name,energy_j,average_power_w,peak_power_w,source");
+  EXPECT_EQ(header,
+            "command,exit_code,wall_time_s,kind,index,name,energy_j,average_power_w,peak_power_w,source");
   int rows = 0;
   for (std::string line; std::getline(lines, line);) {
     EXPECT_EQ(line.rfind("true,0,", 0), 0u) << line;
@@ -161,17 +164,21 @@ TEST(Cli, MeasureTextAndCsv) {
 TEST(Cli, MeasureBadInput) {
   const auto no_command = joule({"--sim", "v100", "measure"});
   EXPECT_EQ(no_command.exit_code, 2);
-  EXPECT_EQ(no_command.err, "joule: error: measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)\n");
+  EXPECT_EQ(no_command.err,
+            "joule: error: measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)\n");
   const auto only_dashes = joule({"--sim", "v100", "measure", "--"});
   EXPECT_EQ(only_dashes.exit_code, 2);
   const auto no_dashes = joule({"--sim", "v100", "measure", "sleep", "1"});
   EXPECT_EQ(no_dashes.exit_code, 2);
-  EXPECT_EQ(no_dashes.err, "joule: error: measure: put the command after '--': joule measure [OPTIONS] -- sleep 1\n");
+  EXPECT_EQ(no_dashes.err,
+            "joule: error: measure: put the command after '--': joule measure [OPTIONS] -- sleep 1\n");
   const auto dashes_elsewhere = joule({"--sim", "v100", "devices", "--", "x"});
   EXPECT_EQ(dashes_elsewhere.exit_code, 2);
-  EXPECT_EQ(dashes_elsewhere.err, "joule: '--' is only used by 'joule measure -- CMD ARGS…' (see 'joule --help')\n");
+  EXPECT_EQ(dashes_elsewhere.err,
+            "joule: '--' is only used by 'joule measure -- CMD ARGS…' (see 'joule --help')\n");
   // The command's own flags are never taken for joule's.
-  const auto flags = joule({"--sim", "v100", "measure", "--", "sh", "-c", "exit 0", "--gpus", "9", "--format", "x"});
+  const auto flags =
+      joule({"--sim", "v100", "measure", "--", "sh", "-c", "exit 0", "--gpus", "9", "--format", "x"});
   EXPECT_EQ(flags.exit_code, 0) << flags.err;
   const auto unknown_gpu = joule({"--sim", "v100", "measure", "--gpus", "3", "--", "true"});
   EXPECT_EQ(unknown_gpu.exit_code, 1);
@@ -184,7 +191,8 @@ TEST(Cli, MeasureBadInput) {
   EXPECT_EQ(missing.err, "joule: error: cannot run '/nonexistent/command': command not found\n");
   const auto no_cpus = joule({"--sim", "v100", "measure", "--cpus", "--", "true"});
   EXPECT_EQ(no_cpus.exit_code, 1);
-  EXPECT_EQ(no_cpus.err.rfind("joule: error: --cpus: no CPU energy counters found: rapl: ", 0), 0u) << no_cpus.err;
+  EXPECT_EQ(no_cpus.err.rfind("joule: error: --cpus: no CPU energy counters found: rapl: ", 0), 0u)
+      << no_cpus.err;
 }
 
 TEST(Cli, MeasureForwardsTerminationSignalsToTheCommand) {
@@ -197,12 +205,14 @@ TEST(Cli, MeasureForwardsTerminationSignalsToTheCommand) {
     const auto result = process.wait();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     EXPECT_EQ(result.exit_code, 128 + signal_number) << result.err;
-    EXPECT_NE(result.err.find(fmt::format("killed by signal {}", signal_number)), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(fmt::format("killed by signal {}", signal_number)), std::string::npos)
+        << result.err;
   }
 }
 
 TEST(Cli, PowerPrintsTimestampedSamples) {
-  const auto csv = joule({"--sim", "2xrtx6000", "power", "--interval-ms", "50", "--duration-s", "0.2", "--format", "csv"});
+  const auto csv =
+      joule({"--sim", "2xrtx6000", "power", "--interval-ms", "50", "--duration-s", "0.2", "--format", "csv"});
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
   std::istringstream lines(csv.out);
   std::string line;

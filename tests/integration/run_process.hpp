@@ -2,18 +2,18 @@
 // Runs a program as a child process and captures its exit code, stdout and stderr.
 #pragma once
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -131,7 +131,8 @@ class Process {
 };
 
 /// Runs `argv` to completion.
-inline ProcessResult run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {}) {
+inline ProcessResult run(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env = {}) {
   Process process(argv, env);
   return process.wait();
 }

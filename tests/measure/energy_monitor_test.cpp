@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/measure/energy_monitor.hpp"
 
-#include <gtest/gtest.h>
-
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "joule/device/sim_gpu.hpp"
+
 #include "mocks/mock_gpu.hpp"
 #include "test_util.hpp"
 
@@ -160,9 +161,15 @@ TEST(EnergyMonitor, CpuPackageAndDram) {
   VirtualClock clock;
   test::MockCpu with_dram(device::CpuInfo{"mock", 0, "package-0", true});
   test::MockCpu without_dram(device::CpuInfo{"mock", 1, "package-1", false});
-  EXPECT_CALL(with_dram, do_package_energy_mj()).WillOnce(Return(100u)).WillOnce(Return(1'100u)).WillOnce(Return(3'100u));
+  EXPECT_CALL(with_dram, do_package_energy_mj())
+      .WillOnce(Return(100u))
+      .WillOnce(Return(1'100u))
+      .WillOnce(Return(3'100u));
   EXPECT_CALL(with_dram, do_dram_energy_mj()).WillOnce(Return(10u)).WillOnce(Return(510u));
-  EXPECT_CALL(without_dram, do_package_energy_mj()).WillOnce(Return(0u)).WillOnce(Return(0u)).WillOnce(Return(700u));
+  EXPECT_CALL(without_dram, do_package_energy_mj())
+      .WillOnce(Return(0u))
+      .WillOnce(Return(0u))
+      .WillOnce(Return(700u));
   EnergyMonitor monitor({}, {&with_dram, &without_dram}, clock);
   monitor.begin_window("w");
   clock.advance(from_seconds(1));

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/measure/power_sampler.hpp"
 
-#include <gtest/gtest.h>
-
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "mocks/mock_gpu.hpp"
 #include "test_util.hpp"
@@ -76,7 +76,8 @@ TEST_F(SamplerFixture, IntegratesFlatStretchesExactly) {
 
 TEST_F(SamplerFixture, NoReadingYet) {
   PowerSampler sampler({source.channel()}, clock, std::chrono::milliseconds(10));
-  JOULE_EXPECT_ERROR(sampler.energy_j(0, Nanos(0), Nanos(1)), ErrorCode::kNotFound, "no power reading of scripted yet");
+  JOULE_EXPECT_ERROR(sampler.energy_j(0, Nanos(0), Nanos(1)), ErrorCode::kNotFound,
+                     "no power reading of scripted yet");
   EXPECT_FALSE(sampler.latest(0));
   EXPECT_FALSE(sampler.peak_mw(0, Nanos(0), Nanos(1)));
   JOULE_EXPECT_THROW_MESSAGE(sampler.timeline(1), ErrorCode::kOutOfRange,
@@ -112,7 +113,8 @@ TEST_F(SamplerFixture, RejectsBadConfiguration) {
 TEST(PowerSampler, BackgroundThreadPollsUntilStopped) {
   test::MockGpu gpu(test::mock_gpu_info());
   EXPECT_CALL(gpu, do_power_mw()).WillRepeatedly(Return(123'000u));
-  PowerSampler sampler(std::vector<device::Gpu*>{&gpu}, SteadyClock::instance(), std::chrono::milliseconds(1));
+  PowerSampler sampler(std::vector<device::Gpu*>{&gpu}, SteadyClock::instance(),
+                       std::chrono::milliseconds(1));
   sampler.start();
   EXPECT_TRUE(sampler.running());
   JOULE_EXPECT_THROW_MESSAGE(sampler.start(), ErrorCode::kState, "the power sampler is already running");

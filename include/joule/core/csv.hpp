@@ -52,7 +52,8 @@ class Table {
 
    private:
     friend class Table;
-    Row(const Table& table, size_t first_field, size_t line) : table_(&table), first_(first_field), line_(line) {}
+    Row(const Table& table, size_t first_field, size_t line)
+        : table_(&table), first_(first_field), line_(line) {}
     const Table* table_;
     size_t first_;
     size_t line_;

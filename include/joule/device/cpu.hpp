@@ -12,9 +12,9 @@ namespace joule::device {
 
 /// What identifies a CPU package; fixed when the device is opened.
 struct CpuInfo {
-  std::string backend;   ///< "rapl"
-  int index = 0;         ///< package index (the N of intel-rapl:N)
-  std::string name;      ///< e.g. "package-0"
+  std::string backend;    ///< "rapl"
+  int index = 0;          ///< package index (the N of intel-rapl:N)
+  std::string name;       ///< e.g. "package-0"
   bool has_dram = false;  ///< dram_energy_mj() works
 };
 

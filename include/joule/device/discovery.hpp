@@ -19,12 +19,12 @@ struct DiscoveryOptions {
   /// A sim spec (`[COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]]`): if set, the GPUs are simulated and no vendor
   /// library is loaded. Environment: JOULE_SIM.
   std::optional<std::string> sim_spec;
-  std::string nvml_library = "libnvidia-ml.so.1";  ///< JOULE_NVML_LIBRARY
-  std::string rocm_library = "librocm_smi64.so.1";  ///< JOULE_ROCM_SMI_LIBRARY
-  double rocm_counter_validation_s = 0.5;           ///< JOULE_ROCM_VALIDATION_S
+  std::string nvml_library = "libnvidia-ml.so.1";     ///< JOULE_NVML_LIBRARY
+  std::string rocm_library = "librocm_smi64.so.1";    ///< JOULE_ROCM_SMI_LIBRARY
+  double rocm_counter_validation_s = 0.5;             ///< JOULE_ROCM_VALIDATION_S
   std::string powercap_root = "/sys/class/powercap";  ///< JOULE_POWERCAP_ROOT
-  bool gpus = true;  ///< look for GPUs
-  bool cpus = true;  ///< look for CPUs
+  bool gpus = true;                                   ///< look for GPUs
+  bool cpus = true;                                   ///< look for CPUs
   /// The clock simulated devices run on. Default: the steady clock.
   std::shared_ptr<Clock> clock;
 

@@ -21,11 +21,11 @@ struct PowerLimitConstraints {
 
 /// What identifies a GPU; fixed when the device is opened.
 struct GpuInfo {
-  std::string backend;            ///< "nvml", "rocm" or "sim"
-  int index = 0;                  ///< framework index: position after CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES
-  int physical_index = 0;         ///< the vendor library's own index
-  std::string name;               ///< marketing name, e.g. "Tesla V100-PCIE-32GB"
-  std::string uuid;               ///< e.g. "GPU-8f2e…"; empty if the backend has none
+  std::string backend;     ///< "nvml", "rocm" or "sim"
+  int index = 0;           ///< framework index: position after CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES
+  int physical_index = 0;  ///< the vendor library's own index
+  std::string name;        ///< marketing name, e.g. "Tesla V100-PCIE-32GB"
+  std::string uuid;        ///< e.g. "GPU-8f2e…"; empty if the backend has none
   bool has_energy_counter = false;  ///< energy_mj() works; if false, energy must be estimated from power
 };
 

@@ -25,20 +25,20 @@ namespace joule::device::sim {
 
 /// A GPU model the simulator knows.
 struct GpuModel {
-  std::string key;                  ///< as written in a sim spec: "v100"
-  std::string name;                 ///< reported device name
-  std::string trace;                ///< which built-in power trace drives it: "v100", "a40", "p100", "rtx6000"
-  double trace_power_scale = 1.0;   ///< multiplies the trace's power and power limits (generic model)
-  double trace_speed_scale = 1.0;   ///< divides the trace's epoch times (generic model)
+  std::string key;                 ///< as written in a sim spec: "v100"
+  std::string name;                ///< reported device name
+  std::string trace;               ///< which built-in power trace drives it: "v100", "a40", "p100", "rtx6000"
+  double trace_power_scale = 1.0;  ///< multiplies the trace's power and power limits (generic model)
+  double trace_speed_scale = 1.0;  ///< divides the trace's epoch times (generic model)
   uint32_t min_power_limit_mw = 0;
   uint32_t max_power_limit_mw = 0;
   uint32_t default_power_limit_mw = 0;
   uint32_t min_sm_clock_mhz = 0;
   uint32_t max_sm_clock_mhz = 0;
   uint32_t sm_clock_step_mhz = 15;
-  double idle_power_w = 0;          ///< power when not running the workload; also the static part of busy power
-  bool has_energy_counter = true;   ///< false for pre-Volta models (p100), as NVML reports them
-  std::string description;          ///< one line for `joule devices` and docs
+  double idle_power_w = 0;  ///< power when not running the workload; also the static part of busy power
+  bool has_energy_counter = true;  ///< false for pre-Volta models (p100), as NVML reports them
+  std::string description;         ///< one line for `joule devices` and docs
 };
 
 /// @return every model, in a stable order.
@@ -48,11 +48,11 @@ Result<const GpuModel*> find_gpu_model(std::string_view key);
 
 /// A training workload of the Zeus traces.
 struct WorkloadInfo {
-  std::string key;            ///< as written in a sim spec: "imagenet"
-  std::string dataset;        ///< the trace's dataset column: "imagenet"
-  std::string network;        ///< "resnet50"
-  std::string optimizer;      ///< "adadelta"
-  int default_batch_size = 0;  ///< the paper's b0
+  std::string key;                ///< as written in a sim spec: "imagenet"
+  std::string dataset;            ///< the trace's dataset column: "imagenet"
+  std::string network;            ///< "resnet50"
+  std::string optimizer;          ///< "adadelta"
+  int default_batch_size = 0;     ///< the paper's b0
   int64_t samples_per_epoch = 0;  ///< training-set size, to turn epoch time into iteration time
 };
 
@@ -95,7 +95,8 @@ struct TracePoint {
 /// the clock ratio and c, the compute-bound share, is fitted from the trace's lowest and highest limits.
 class TraceWorkload final : public Workload {
  public:
-  TraceWorkload(const GpuModel& model, const WorkloadInfo& info, int batch_size, std::vector<TracePoint> points);
+  TraceWorkload(const GpuModel& model, const WorkloadInfo& info, int batch_size,
+                std::vector<TracePoint> points);
   std::string description() const override;
   OperatingPoint at(double power_limit_w, std::optional<double> locked_sm_clock_mhz) const override;
 
@@ -122,7 +123,8 @@ Result<std::vector<int>> available_batch_sizes(const GpuModel& model, const Work
 
 /// @return the trace-driven workload for `model`, `workload` and `batch_size` (default: the paper's b0,
 /// or the largest available batch size below it). kNotFound lists the available batch sizes.
-Result<std::shared_ptr<const TraceWorkload>> make_trace_workload(const GpuModel& model, const WorkloadInfo& workload,
+Result<std::shared_ptr<const TraceWorkload>> make_trace_workload(const GpuModel& model,
+                                                                 const WorkloadInfo& workload,
                                                                  std::optional<int> batch_size);
 
 /// A parsed sim spec: `[COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]]`, e.g. "v100", "4xa40:imagenet:256".
@@ -138,9 +140,9 @@ Result<Spec> parse_spec(std::string_view text);
 
 /// One setting made on a simulated GPU.
 struct SettingRecord {
-  Nanos time{0};        ///< on the GPU's clock
-  std::string setting;  ///< "power_limit_mw", "sm_clocks_locked_mhz", "sm_clocks_reset"
-  uint32_t value = 0;   ///< the limit in mW, or the upper clock in MHz
+  Nanos time{0};           ///< on the GPU's clock
+  std::string setting;     ///< "power_limit_mw", "sm_clocks_locked_mhz", "sm_clocks_reset"
+  uint32_t value = 0;      ///< the limit in mW, or the upper clock in MHz
   uint32_t value_min = 0;  ///< the lower clock in MHz for clock locks
 };
 

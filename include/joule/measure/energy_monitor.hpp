@@ -30,8 +30,8 @@ std::string_view to_string(EnergySource source);
 
 /// Energy of one device over one window.
 struct DeviceEnergy {
-  int index = 0;          ///< the device's index (GPU framework index or CPU package index)
-  double energy_j = 0;    ///< joules
+  int index = 0;        ///< the device's index (GPU framework index or CPU package index)
+  double energy_j = 0;  ///< joules
   EnergySource source = EnergySource::kCounter;
   /// @return true unless the figure came from an energy counter.
   bool estimated() const { return source != EnergySource::kCounter; }
@@ -39,10 +39,10 @@ struct DeviceEnergy {
 
 /// What one window measured.
 struct Measurement {
-  std::string name;                      ///< the window's name
-  double time_s = 0;                     ///< elapsed time, seconds
-  std::vector<DeviceEnergy> gpu_energy;  ///< one per monitored GPU, in the monitor's order
-  std::vector<DeviceEnergy> cpu_energy;  ///< CPU package energy, one per monitored CPU
+  std::string name;                       ///< the window's name
+  double time_s = 0;                      ///< elapsed time, seconds
+  std::vector<DeviceEnergy> gpu_energy;   ///< one per monitored GPU, in the monitor's order
+  std::vector<DeviceEnergy> cpu_energy;   ///< CPU package energy, one per monitored CPU
   std::vector<DeviceEnergy> dram_energy;  ///< DRAM energy, one per monitored CPU that has a DRAM domain
 
   /// @return the sum of GPU energies, J.

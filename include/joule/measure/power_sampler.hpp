@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,9 +39,9 @@ PowerChannel gpu_power_channel(device::Gpu& gpu);
 PowerChannel cpu_power_channel(device::Cpu& cpu, Clock& clock, bool dram = false);
 
 /// Polls the power of a set of channels (GPUs, CPU domains) every `period` on a background thread and
-/// keeps, per channel, a change-only timeline: a reading equal to the previous one is not stored as a new point, but the time it
-/// was last seen is, so that flat stretches integrate exactly (polling tools that drop repeats without
-/// this underestimate flat segments at window edges).
+/// keeps, per channel, a change-only timeline: a reading equal to the previous one is not stored as a new
+/// point, but the time it was last seen is, so that flat stretches integrate exactly (polling tools that drop
+/// repeats without this underestimate flat segments at window edges).
 ///
 /// Energy over any time range is the trapezoid rule over the reconstructed signal, clipped to the range;
 /// before the first and after the last reading the signal is held flat.

@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "device/rocm/rocm_library.hpp"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <cstdio>
 
+#include <dlfcn.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "joule/core/log.hpp"
 
@@ -55,7 +54,6 @@ auto with_stderr_captured(Call&& call, std::string& captured) {
   captured = text;
   return result;
 }
-
 
 std::string dl_error_text() {
   const char* text = dlerror();
@@ -140,7 +138,8 @@ Result<std::shared_ptr<const RocmLibrary>> RocmLibrary::open(const std::string& 
   if (!init_output.empty()) {
     log().debug("rsmi_init printed: {}", init_output);
   }
-  if (auto init = loaded->check(init_status, fmt::format("cannot initialise ROCm SMI ('{}')", library)); !init) {
+  if (auto init = loaded->check(init_status, fmt::format("cannot initialise ROCm SMI ('{}')", library));
+      !init) {
     if (init_output.empty()) {
       return tl::make_unexpected(init.error());
     }

@@ -19,7 +19,8 @@ std::string lower(std::string_view text) {
 }
 
 GpuModel make_model(std::string key, std::string name, std::string trace, uint32_t min_w, uint32_t max_w,
-                    uint32_t min_mhz, uint32_t max_mhz, double idle_w, bool counter, std::string description) {
+                    uint32_t min_mhz, uint32_t max_mhz, double idle_w, bool counter,
+                    std::string description) {
   GpuModel model;
   model.key = std::move(key);
   model.name = std::move(name);
@@ -40,17 +41,19 @@ GpuModel make_model(std::string key, std::string name, std::string trace, uint32
 const std::vector<GpuModel>& gpu_models() {
   static const std::vector<GpuModel> models = [] {
     std::vector<GpuModel> list;
-    list.push_back(make_model("v100", "Tesla V100-PCIE-32GB (simulated)", "v100", 100, 250, 135, 1380, 25, true,
-                              "NVIDIA V100 (Volta), 100-250 W, Zeus V100 power trace"));
+    list.push_back(make_model("v100", "Tesla V100-PCIE-32GB (simulated)", "v100", 100, 250, 135, 1380, 25,
+                              true, "NVIDIA V100 (Volta), 100-250 W, Zeus V100 power trace"));
     list.push_back(make_model("a40", "NVIDIA A40 (simulated)", "a40", 100, 300, 210, 1740, 30, true,
                               "NVIDIA A40 (Ampere), 100-300 W, Zeus A40 power trace"));
-    list.push_back(make_model("p100", "Tesla P100-PCIE-16GB (simulated)", "p100", 125, 250, 544, 1328, 25, false,
-                              "NVIDIA P100 (Pascal, no energy counter: energy from power samples), 125-250 W, "
-                              "Zeus P100 power trace"));
-    list.push_back(make_model("rtx6000", "Quadro RTX 6000 (simulated)", "rtx6000", 100, 260, 300, 2100, 20, true,
-                              "NVIDIA Quadro RTX 6000 (Turing), 100-260 W, Zeus RTX 6000 power trace"));
-    GpuModel generic = make_model("generic", "Generic 400 W GPU (simulated)", "a40", 150, 400, 210, 1980, 40, true,
-                                  "a modern 400 W-class GPU: the A40 trace with 4/3 the power and twice the speed");
+    list.push_back(
+        make_model("p100", "Tesla P100-PCIE-16GB (simulated)", "p100", 125, 250, 544, 1328, 25, false,
+                   "NVIDIA P100 (Pascal, no energy counter: energy from power samples), 125-250 W, "
+                   "Zeus P100 power trace"));
+    list.push_back(make_model("rtx6000", "Quadro RTX 6000 (simulated)", "rtx6000", 100, 260, 300, 2100, 20,
+                              true, "NVIDIA Quadro RTX 6000 (Turing), 100-260 W, Zeus RTX 6000 power trace"));
+    GpuModel generic =
+        make_model("generic", "Generic 400 W GPU (simulated)", "a40", 150, 400, 210, 1980, 40, true,
+                   "a modern 400 W-class GPU: the A40 trace with 4/3 the power and twice the speed");
     generic.trace_power_scale = 4.0 / 3.0;
     generic.trace_speed_scale = 2.0;
     list.push_back(std::move(generic));
@@ -85,7 +88,9 @@ const std::vector<WorkloadInfo>& workloads() {
   return list;
 }
 
-const WorkloadInfo& default_workload() { return workloads()[1]; }
+const WorkloadInfo& default_workload() {
+  return workloads()[1];
+}
 
 Result<const WorkloadInfo*> find_workload(std::string_view key) {
   std::string wanted = lower(key);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "joule/device/sim_gpu.hpp"
+
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
-
-#include "joule/device/sim_gpu.hpp"
 
 namespace joule::device::sim {
 
@@ -124,7 +124,8 @@ Result<uint32_t> SimulatedGpu::do_power_mw() {
 }
 
 Result<PowerLimitConstraints> SimulatedGpu::do_power_limit_constraints() {
-  return PowerLimitConstraints{model_.min_power_limit_mw, model_.max_power_limit_mw, model_.default_power_limit_mw};
+  return PowerLimitConstraints{model_.min_power_limit_mw, model_.max_power_limit_mw,
+                               model_.default_power_limit_mw};
 }
 
 Result<uint32_t> SimulatedGpu::do_power_limit_mw() {
@@ -135,8 +136,9 @@ Result<uint32_t> SimulatedGpu::do_power_limit_mw() {
 Result<void> SimulatedGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
   // A real driver refuses limits outside its constraints; so does the simulated one.
   if (power_limit_mw < model_.min_power_limit_mw || power_limit_mw > model_.max_power_limit_mw) {
-    return fail(ErrorCode::kOutOfRange, "power limit {} is outside {}'s range {} to {}", format_watts(power_limit_mw),
-                label(), format_watts(model_.min_power_limit_mw), format_watts(model_.max_power_limit_mw));
+    return fail(ErrorCode::kOutOfRange, "power limit {} is outside {}'s range {} to {}",
+                format_watts(power_limit_mw), label(), format_watts(model_.min_power_limit_mw),
+                format_watts(model_.max_power_limit_mw));
   }
   std::lock_guard lock(state_mutex_);
   integrate_locked();
@@ -148,7 +150,8 @@ Result<void> SimulatedGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
 
 Result<std::vector<uint32_t>> SimulatedGpu::do_supported_sm_clocks_mhz() {
   std::vector<uint32_t> clocks;
-  for (uint32_t mhz = model_.max_sm_clock_mhz; mhz > model_.min_sm_clock_mhz; mhz -= model_.sm_clock_step_mhz) {
+  for (uint32_t mhz = model_.max_sm_clock_mhz; mhz > model_.min_sm_clock_mhz;
+       mhz -= model_.sm_clock_step_mhz) {
     clocks.push_back(mhz);
     if (mhz < model_.sm_clock_step_mhz) {
       break;
@@ -160,8 +163,8 @@ Result<std::vector<uint32_t>> SimulatedGpu::do_supported_sm_clocks_mhz() {
 
 Result<void> SimulatedGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
   if (min_mhz < model_.min_sm_clock_mhz || max_mhz > model_.max_sm_clock_mhz) {
-    return fail(ErrorCode::kOutOfRange, "SM clock range {}-{} MHz is outside {}'s supported {}-{} MHz", min_mhz,
-                max_mhz, label(), model_.min_sm_clock_mhz, model_.max_sm_clock_mhz);
+    return fail(ErrorCode::kOutOfRange, "SM clock range {}-{} MHz is outside {}'s supported {}-{} MHz",
+                min_mhz, max_mhz, label(), model_.min_sm_clock_mhz, model_.max_sm_clock_mhz);
   }
   std::lock_guard lock(state_mutex_);
   integrate_locked();
@@ -201,18 +204,21 @@ Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spe
   }
   std::vector<std::unique_ptr<SimulatedGpu>> gpus;
   for (size_t i = 0; i < order->size(); ++i) {
-    gpus.push_back(std::make_unique<SimulatedGpu>(*spec.model, *workload, clock, static_cast<int>(i), (*order)[i]));
+    gpus.push_back(
+        std::make_unique<SimulatedGpu>(*spec.model, *workload, clock, static_cast<int>(i), (*order)[i]));
   }
   return gpus;
 }
 
-TrainingJob::TrainingJob(std::vector<SimulatedGpu*> gpus, VirtualClock& clock) : gpus_(std::move(gpus)), clock_(clock) {
+TrainingJob::TrainingJob(std::vector<SimulatedGpu*> gpus, VirtualClock& clock)
+    : gpus_(std::move(gpus)), clock_(clock) {
   if (gpus_.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "a training job needs at least one GPU");
   }
   for (auto* gpu : gpus_) {
     if (&gpu->clock() != &clock_) {
-      throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} does not run on the job's clock", gpu->label()));
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("{} does not run on the job's clock", gpu->label()));
     }
   }
 }

@@ -17,7 +17,8 @@ Result<int> parse_positive(std::string_view text, std::string_view spec, std::st
   int value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value <= 0) {
-    return fail(ErrorCode::kInvalidArgument, "sim spec '{}': {} '{}' is not a positive integer", spec, what, text);
+    return fail(ErrorCode::kInvalidArgument, "sim spec '{}': {} '{}' is not a positive integer", spec, what,
+                text);
   }
   return value;
 }
@@ -25,7 +26,8 @@ Result<int> parse_positive(std::string_view text, std::string_view spec, std::st
 }  // namespace
 
 Result<Spec> parse_spec(std::string_view text) {
-  constexpr std::string_view kForm = "expected [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256";
+  constexpr std::string_view kForm =
+      "expected [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256";
   if (text.empty()) {
     return fail(ErrorCode::kInvalidArgument, "empty sim spec: {}", kForm);
   }
@@ -51,7 +53,8 @@ Result<Spec> parse_spec(std::string_view text) {
       return tl::make_unexpected(count.error());
     }
     if (*count > kMaxSimulatedGpus) {
-      return fail(ErrorCode::kInvalidArgument, "sim spec '{}': at most {} simulated GPUs", text, kMaxSimulatedGpus);
+      return fail(ErrorCode::kInvalidArgument, "sim spec '{}': at most {} simulated GPUs", text,
+                  kMaxSimulatedGpus);
     }
     spec.count = *count;
     gpu = gpu.substr(x + 1);
@@ -61,15 +64,16 @@ Result<Spec> parse_spec(std::string_view text) {
   }
   auto model = find_gpu_model(gpu);
   if (!model) {
-    return tl::make_unexpected(Error(ErrorCode::kInvalidArgument, fmt::format("sim spec '{}': {}", text, model.error().message())));
+    return tl::make_unexpected(
+        Error(ErrorCode::kInvalidArgument, fmt::format("sim spec '{}': {}", text, model.error().message())));
   }
   spec.model = *model;
   spec.workload = &default_workload();
   if (parts.size() >= 2) {
     auto workload = find_workload(parts[1]);
     if (!workload) {
-      return tl::make_unexpected(
-          Error(ErrorCode::kInvalidArgument, fmt::format("sim spec '{}': {}", text, workload.error().message())));
+      return tl::make_unexpected(Error(ErrorCode::kInvalidArgument,
+                                       fmt::format("sim spec '{}': {}", text, workload.error().message())));
     }
     spec.workload = *workload;
   }
@@ -83,8 +87,8 @@ Result<Spec> parse_spec(std::string_view text) {
   // Check the batch size now, so that a bad spec fails at parse time with the available sizes.
   auto workload = make_trace_workload(*spec.model, *spec.workload, spec.batch_size);
   if (!workload) {
-    return tl::make_unexpected(
-        Error(ErrorCode::kInvalidArgument, fmt::format("sim spec '{}': {}", text, workload.error().message())));
+    return tl::make_unexpected(Error(ErrorCode::kInvalidArgument,
+                                     fmt::format("sim spec '{}': {}", text, workload.error().message())));
   }
   return spec;
 }

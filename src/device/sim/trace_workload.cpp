@@ -29,7 +29,8 @@ Result<TraceTable> parse_trace(std::string_view text, const std::string& source)
     return tl::make_unexpected(table.error());
   }
   size_t columns[6];
-  const char* names[6] = {"dataset", "optimizer", "batch_size", "power_limit", "time_per_epoch", "average_power"};
+  const char* names[6] = {"dataset",     "optimizer",      "batch_size",
+                          "power_limit", "time_per_epoch", "average_power"};
   for (size_t i = 0; i < 6; ++i) {
     auto column = table->column(names[i]);
     if (!column) {
@@ -52,7 +53,8 @@ Result<TraceTable> parse_trace(std::string_view text, const std::string& source)
     if (!batch_size) {
       return tl::make_unexpected(batch_size.error());
     }
-    traces[{std::string(row.text(columns[0])), std::string(row.text(columns[1])), static_cast<int>(*batch_size)}]
+    traces[{std::string(row.text(columns[0])), std::string(row.text(columns[1])),
+            static_cast<int>(*batch_size)}]
         .push_back({*power_limit, *time, *power});
   }
   for (auto& [key, points] : traces) {
@@ -82,7 +84,9 @@ Result<const TraceTable*> builtin_trace(const std::string& trace) {
   return &cache.emplace(trace, std::move(*parsed)).first->second;
 }
 
-double lerp(double a, double b, double t) { return a + (b - a) * t; }
+double lerp(double a, double b, double t) {
+  return a + (b - a) * t;
+}
 
 }  // namespace
 
@@ -101,7 +105,8 @@ Result<std::vector<int>> available_batch_sizes(const GpuModel& model, const Work
   return sizes;
 }
 
-Result<std::shared_ptr<const TraceWorkload>> make_trace_workload(const GpuModel& model, const WorkloadInfo& workload,
+Result<std::shared_ptr<const TraceWorkload>> make_trace_workload(const GpuModel& model,
+                                                                 const WorkloadInfo& workload,
                                                                  std::optional<int> batch_size) {
   auto sizes = available_batch_sizes(model, workload);
   if (!sizes) {
@@ -113,8 +118,8 @@ Result<std::shared_ptr<const TraceWorkload>> make_trace_workload(const GpuModel&
   int chosen = 0;
   if (batch_size) {
     if (std::find(sizes->begin(), sizes->end(), *batch_size) == sizes->end()) {
-      return fail(ErrorCode::kNotFound, "no power trace for {} at batch size {} on {} (available: {})", workload.key,
-                  *batch_size, model.key, fmt::join(*sizes, ", "));
+      return fail(ErrorCode::kNotFound, "no power trace for {} at batch size {} on {} (available: {})",
+                  workload.key, *batch_size, model.key, fmt::join(*sizes, ", "));
     }
     chosen = *batch_size;
   } else {
@@ -158,7 +163,9 @@ TraceWorkload::TraceWorkload(const GpuModel& model, const WorkloadInfo& info, in
   }
 }
 
-std::string TraceWorkload::description() const { return description_; }
+std::string TraceWorkload::description() const {
+  return description_;
+}
 
 TracePoint TraceWorkload::interpolate(double power_limit_w) const {
   if (power_limit_w <= points_.front().power_limit_w) {

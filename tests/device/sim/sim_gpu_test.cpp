@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/device/sim_gpu.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
@@ -57,8 +57,9 @@ TEST_F(SimFixture, EnergyCounterIntegratesPowerOverTheClock) {
 
 TEST_F(SimFixture, RefusesLimitsOutsideItsRangeAndRecordsSettings) {
   auto gpu = open("v100");
-  JOULE_EXPECT_ERROR(gpu->set_power_limit_mw(300'000), ErrorCode::kOutOfRange,
-                     "power limit 300 W is outside GPU 0 (Tesla V100-PCIE-32GB (simulated))'s range 100 W to 250 W");
+  JOULE_EXPECT_ERROR(
+      gpu->set_power_limit_mw(300'000), ErrorCode::kOutOfRange,
+      "power limit 300 W is outside GPU 0 (Tesla V100-PCIE-32GB (simulated))'s range 100 W to 250 W");
   clock->advance(from_seconds(1));
   ASSERT_TRUE(gpu->set_power_limit_mw(150'000));
   ASSERT_TRUE(gpu->lock_sm_clocks(900, 1000));
@@ -95,8 +96,9 @@ TEST_F(SimFixture, ClockLockSlowsAndSavesPowerContinuously) {
   ASSERT_TRUE(gpu->lock_sm_clocks(210, static_cast<uint32_t>(free.sm_clock_mhz) - 1));
   EXPECT_NEAR(gpu->operating_point().power_w, free.power_w, 1.0);
   EXPECT_NEAR(gpu->operating_point().iteration_time_s, free.iteration_time_s, free.iteration_time_s * 0.01);
-  JOULE_EXPECT_ERROR(gpu->lock_sm_clocks(100, 1000), ErrorCode::kOutOfRange,
-                     "SM clock range 100-1000 MHz is outside GPU 0 (NVIDIA A40 (simulated))'s supported 210-1740 MHz");
+  JOULE_EXPECT_ERROR(
+      gpu->lock_sm_clocks(100, 1000), ErrorCode::kOutOfRange,
+      "SM clock range 100-1000 MHz is outside GPU 0 (NVIDIA A40 (simulated))'s supported 210-1740 MHz");
 }
 
 TEST_F(SimFixture, IdleGpusDrawIdlePower) {
@@ -121,7 +123,8 @@ TEST_F(SimFixture, GenericModelScalesTheA40Trace) {
   auto a40 = open("a40:imagenet:256");
   EXPECT_EQ(*generic->power_limit_mw(), 400'000u);
   EXPECT_NEAR(generic->operating_point().power_w, a40->operating_point().power_w * 4 / 3, 1e-9);
-  EXPECT_NEAR(generic->operating_point().iteration_time_s, a40->operating_point().iteration_time_s / 2, 1e-12);
+  EXPECT_NEAR(generic->operating_point().iteration_time_s, a40->operating_point().iteration_time_s / 2,
+              1e-12);
 }
 
 TEST_F(SimFixture, UuidsAreStableAndDistinct) {
@@ -172,9 +175,11 @@ TEST(SimWorkload, ComputeShareIsFittedFromTheTrace) {
 
 TEST(SimWorkload, BatchSizesAndErrors) {
   const auto* v100 = *find_gpu_model("V100");
-  EXPECT_EQ(*available_batch_sizes(*v100, **find_workload("squad")), (std::vector<int>{8, 12, 16, 24, 32, 48, 56}));
-  JOULE_EXPECT_ERROR(make_trace_workload(*v100, **find_workload("squad"), 33), ErrorCode::kNotFound,
-                     "no power trace for squad at batch size 33 on v100 (available: 8, 12, 16, 24, 32, 48, 56)");
+  EXPECT_EQ(*available_batch_sizes(*v100, **find_workload("squad")),
+            (std::vector<int>{8, 12, 16, 24, 32, 48, 56}));
+  JOULE_EXPECT_ERROR(
+      make_trace_workload(*v100, **find_workload("squad"), 33), ErrorCode::kNotFound,
+      "no power trace for squad at batch size 33 on v100 (available: 8, 12, 16, 24, 32, 48, 56)");
   EXPECT_EQ((*make_trace_workload(*v100, **find_workload("movielens"), std::nullopt))->batch_size(), 1024);
 }
 
