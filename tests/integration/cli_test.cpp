@@ -198,8 +198,7 @@ TEST(Cli, MeasureBadInput) {
 TEST(Cli, MeasureForwardsTerminationSignalsToTheCommand) {
   for (const int signal_number : {SIGTERM, SIGINT}) {
     Process process({JOULE_BINARY, "--sim", "v100", "measure", "--", "sleep", "30"}, base_env());
-    // Wait until the child runs (the measurement window opens right before it starts).
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(process.wait_for_grandchild(std::chrono::seconds(10))) << "the command never started";
     process.signal(signal_number);
     const auto start = std::chrono::steady_clock::now();
     const auto result = process.wait();
@@ -236,7 +235,7 @@ TEST(Cli, PowerPrintsTimestampedSamples) {
 
 TEST(Cli, PowerStopsOnSigint) {
   Process process({JOULE_BINARY, "--sim", "v100", "power", "--interval-ms", "20"}, base_env());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(process.wait_for_output(std::chrono::seconds(10))) << "no sample was printed";
   process.signal(SIGINT);
   const auto result = process.wait();
   EXPECT_EQ(result.exit_code, 0) << result.err;

@@ -105,8 +105,35 @@ class Process {
     return result;
   }
 
-  /// @return the child's stderr so far.
+  /// @return the child's stdout and stderr so far.
+  std::string out_so_far() const { return read_all(out_path_); }
   std::string err_so_far() const { return read_all(err_path_); }
+
+  /// @return true once the child has a child process of its own (e.g. `joule measure` started its
+  /// command), waiting at most `timeout`.
+  bool wait_for_grandchild(std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const std::string children = "/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children";
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!read_all(children).empty()) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  /// @return true once the child has written something to stdout, waiting at most `timeout`.
+  bool wait_for_output(std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!out_so_far().empty()) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
 
   static constexpr const char* kUnset = "\x01unset";
 
@@ -114,6 +141,9 @@ class Process {
   static std::string read_all(const std::string& path) {
     std::string content;
     const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+      return content;
+    }
     char buffer[4096];
     ssize_t n = 0;
     while ((n = ::read(fd, buffer, sizeof buffer)) > 0) {
