@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
+#include "signals.hpp"
 
 namespace joule::cli {
 
@@ -14,11 +15,17 @@ struct ChildExit {
   int signal = 0;     ///< the signal that ended it, 0 if it exited
 };
 
-/// Starts `argv` (searched on PATH) and waits for it. While it runs, SIGINT and SIGTERM sent to this
-/// process by another process are forwarded to the child; those a terminal sends reach the child directly
-/// (same process group), so they are not sent twice.
+/// The signals run_child() needs blocked (SIGINT, SIGTERM, SIGCHLD). Create before any thread starts.
+class ChildSignals : public BlockedSignals {
+ public:
+  ChildSignals() : BlockedSignals({SIGINT, SIGTERM, SIGCHLD}) {}
+};
+
+/// Starts `argv` (searched on PATH), with the signal mask and dispositions joule had at start, and waits for
+/// it. While it runs, SIGINT and SIGTERM sent to joule by another process are forwarded to the child; those a
+/// terminal sends reach the child directly (same process group), so they are not sent twice.
 /// @return how the child ended; kNotFound (exit 127 in shells) if the command does not exist,
 /// kPermissionDenied (126) if it is not executable.
-Result<ChildExit> run_child(const std::vector<std::string>& argv);
+Result<ChildExit> run_child(const std::vector<std::string>& argv, ChildSignals& signals);
 
 }  // namespace joule::cli

@@ -144,6 +144,8 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
   }
+  // Before any device thread exists, so that all threads inherit the block (see ChildSignals).
+  ChildSignals signals;
   const device::DeviceSet devices = open_devices(global, true, flags.cpus);
   const std::vector<device::Gpu*> gpus = value_or_throw(devices.select_gpus(gpu_indices));
   if (gpus.empty()) {
@@ -178,7 +180,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
 
   const Nanos window_start = clock.now();
   monitor.begin_window("measure", false);
-  const auto exit = run_child(flags.command);
+  const auto exit = run_child(flags.command, signals);
   if (!exit) {
     monitor.cancel_window("measure");
     // Shells' convention: 127 for a command that does not exist, 126 for one that cannot be executed.

@@ -8,6 +8,7 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/measure/power_sampler.hpp"
+#include "signals.hpp"
 
 #include "common.hpp"
 
@@ -21,44 +22,6 @@ struct PowerFlags {
   std::string gpus;
   bool cpus = false;
   Format format = Format::kText;
-};
-
-// Blocks SIGINT/SIGTERM so that the sampling loop can wait for them with sigtimedwait: the wait is the
-// sleep between samples, and a signal ends it at once.
-class StopSignals {
- public:
-  StopSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~StopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
-  /// @return true if a stop signal arrived within `duration`.
-  bool wait(Nanos duration) {
-    if (duration.count() <= 0) {
-      return false;
-    }
-    timespec timeout{static_cast<time_t>(duration.count() / 1'000'000'000),
-                     static_cast<long>(duration.count() % 1'000'000'000)};
-    while (true) {
-      const int signal_number = sigtimedwait(&set_, nullptr, &timeout);
-      if (signal_number > 0) {
-        return true;
-      }
-      if (errno == EAGAIN) {
-        return false;
-      }
-      // EINTR: another signal; wait again (the remaining time is approximated by the full timeout).
-    }
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
 };
 
 int run_power(const GlobalOptions& global, const PowerFlags& flags) {
@@ -76,7 +39,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   }
   // Block the stop signals before any device thread exists, so that every thread inherits the mask and
   // the signals reach only the sampling loop's wait.
-  StopSignals stop;
+  BlockedSignals stop({SIGINT, SIGTERM});
   const device::DeviceSet devices = open_devices(global, true, flags.cpus);
   const auto gpus = value_or_throw(devices.select_gpus(gpu_indices));
   std::vector<measure::PowerChannel> channels;
@@ -130,7 +93,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
     if (flags.duration_s > 0 && next > deadline) {
       break;
     }
-    if (stop.wait(next - clock.now())) {
+    if (stop.wait(next - clock.now())) {  // a stop signal arrived
       break;
     }
   }
