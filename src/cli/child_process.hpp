@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
+
 #include "signals.hpp"
 
 namespace joule::cli {

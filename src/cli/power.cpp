@@ -8,9 +8,9 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/measure/power_sampler.hpp"
-#include "signals.hpp"
 
 #include "common.hpp"
+#include "signals.hpp"
 
 namespace joule::cli {
 

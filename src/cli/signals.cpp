@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "signals.hpp"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <cerrno>
+
+#include <pthread.h>
 
 namespace joule::cli {
 
@@ -45,6 +45,8 @@ std::optional<siginfo_t> BlockedSignals::wait(std::optional<Nanos> timeout) {
   }
 }
 
-bool sent_by_process(const siginfo_t& info) { return info.si_code <= 0; }
+bool sent_by_process(const siginfo_t& info) {
+  return info.si_code <= 0;
+}
 
 }  // namespace joule::cli

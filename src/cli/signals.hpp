@@ -3,10 +3,10 @@
 // asynchronous handler runs (nothing to make async-signal-safe, and sanitizers see plain code).
 #pragma once
 
-#include <signal.h>
-
 #include <initializer_list>
 #include <optional>
+
+#include <signal.h>
 
 #include "joule/core/units.hpp"
 

@@ -8,20 +8,11 @@
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
+#include "joule/core/strings.hpp"
 
 namespace joule::csv {
 
 namespace {
-
-std::string_view trim_spaces(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
 
 // Shortens a field for an error message so that one bad megabyte does not flood the terminal.
 std::string excerpt(std::string_view text) {
@@ -260,32 +251,31 @@ Error Table::Row::error_at(size_t column, std::string_view what) const {
                                               field.column, table_->header_[column], what));
 }
 
-Result<double> Table::Row::number(size_t column) const {
-  const std::string_view field = trim_spaces(text(column));
-  double value = 0;
+// Parses a numeric field with std::from_chars (locale-independent; exact for doubles). Surrounding
+// spaces are allowed; anything else around the number is an error naming the field.
+template <class T>
+Result<T> parse_field(const Table::Row& row, size_t column, std::string_view kind) {
+  const std::string_view raw = row.text(column);
+  const std::string_view field = trim(raw);
+  T value{};
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (field.empty() || ec == std::errc::invalid_argument || end != field.data() + field.size()) {
-    return tl::make_unexpected(
-        error_at(column, fmt::format("expected a number, got {}", excerpt(text(column)))));
+    return tl::make_unexpected(row.error_at(column, fmt::format("expected {}, got {}", kind, excerpt(raw))));
   }
   if (ec == std::errc::result_out_of_range) {
-    return tl::make_unexpected(error_at(column, fmt::format("number out of range: {}", excerpt(field))));
+    const std::string_view noun = kind.substr(kind.find(' ') + 1);
+    return tl::make_unexpected(
+        row.error_at(column, fmt::format("{} out of range: {}", noun, excerpt(field))));
   }
   return value;
 }
 
+Result<double> Table::Row::number(size_t column) const {
+  return parse_field<double>(*this, column, "a number");
+}
+
 Result<int64_t> Table::Row::integer(size_t column) const {
-  const std::string_view field = trim_spaces(text(column));
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-  if (field.empty() || ec == std::errc::invalid_argument || end != field.data() + field.size()) {
-    return tl::make_unexpected(
-        error_at(column, fmt::format("expected an integer, got {}", excerpt(text(column)))));
-  }
-  if (ec == std::errc::result_out_of_range) {
-    return tl::make_unexpected(error_at(column, fmt::format("integer out of range: {}", excerpt(field))));
-  }
-  return value;
+  return parse_field<int64_t>(*this, column, "an integer");
 }
 
 std::string quote(std::string_view field) {

@@ -1,38 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/device/visible_devices.hpp"
 
-#include <cctype>
 #include <charconv>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
+#include "joule/core/strings.hpp"
+
 namespace joule::device {
 
 namespace {
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
-  if (text.size() < prefix.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(text[i])) !=
-        std::tolower(static_cast<unsigned char>(prefix[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::string describe(const VisibleDeviceEntry& entry) {
   return entry.index ? std::to_string(*entry.index) : entry.uuid;

@@ -113,7 +113,8 @@ class Process {
   /// command), waiting at most `timeout`.
   bool wait_for_grandchild(std::chrono::milliseconds timeout) const {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    const std::string children = "/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children";
+    const std::string children =
+        "/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children";
     while (std::chrono::steady_clock::now() < deadline) {
       if (!read_all(children).empty()) {
         return true;

@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
+#include "joule/core/strings.hpp"
 
 namespace joule::device {
 
@@ -40,15 +41,6 @@ namespace fs = std::filesystem;
 constexpr std::string_view kZonePrefix = "intel-rapl:";
 constexpr Nanos kMinWrapCheckPeriod = std::chrono::milliseconds(100);
 constexpr Nanos kMaxWrapCheckPeriod = std::chrono::seconds(60);
-
-std::string_view trim(std::string_view text) {
-  constexpr std::string_view kSpace = " \t\r\n";
-  const size_t begin = text.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) {
-    return {};
-  }
-  return text.substr(begin, text.find_last_not_of(kSpace) - begin + 1);
-}
 
 // @return N if `text` is `prefix` followed by decimal digits only (so "intel-rapl:0:1" and
 // "intel-rapl-mmio:0" do not match the package prefix), else nullopt.

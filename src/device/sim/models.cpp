@@ -1,22 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The simulator's GPU models and workloads.
-#include <cctype>
-
 #include <fmt/format.h>
 
+#include "joule/core/strings.hpp"
 #include "joule/device/sim_gpu.hpp"
 
 namespace joule::device::sim {
 
 namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
 
 GpuModel make_model(std::string key, std::string name, std::string trace, uint32_t min_w, uint32_t max_w,
                     uint32_t min_mhz, uint32_t max_mhz, double idle_w, bool counter,
@@ -34,6 +25,20 @@ GpuModel make_model(std::string key, std::string name, std::string trace, uint32
   model.has_energy_counter = counter;
   model.description = std::move(description);
   return model;
+}
+
+// @return the entry of `list` whose key is `wanted` (already lower case), or kNotFound naming `what`.
+template <class Entry>
+Result<const Entry*> find_by_key(const std::vector<Entry>& list, const std::string& wanted,
+                                 std::string_view asked, std::string_view what) {
+  std::vector<std::string> keys;
+  for (const auto& entry : list) {
+    if (entry.key == wanted) {
+      return &entry;
+    }
+    keys.push_back(entry.key);
+  }
+  return fail(ErrorCode::kNotFound, "unknown {} '{}' (known: {})", what, asked, fmt::join(keys, ", "));
 }
 
 }  // namespace
@@ -63,15 +68,7 @@ const std::vector<GpuModel>& gpu_models() {
 }
 
 Result<const GpuModel*> find_gpu_model(std::string_view key) {
-  const std::string wanted = lower(key);
-  std::vector<std::string> names;
-  for (const auto& model : gpu_models()) {
-    if (model.key == wanted) {
-      return &model;
-    }
-    names.push_back(model.key);
-  }
-  return fail(ErrorCode::kNotFound, "unknown simulated GPU '{}' (known: {})", key, fmt::join(names, ", "));
+  return find_by_key(gpu_models(), to_lower(key), key, "simulated GPU");
 }
 
 const std::vector<WorkloadInfo>& workloads() {
@@ -93,18 +90,11 @@ const WorkloadInfo& default_workload() {
 }
 
 Result<const WorkloadInfo*> find_workload(std::string_view key) {
-  std::string wanted = lower(key);
+  std::string wanted = to_lower(key);
   if (wanted == "movielens") {
     wanted = "movielens-1m";
   }
-  std::vector<std::string> names;
-  for (const auto& workload : workloads()) {
-    if (workload.key == wanted) {
-      return &workload;
-    }
-    names.push_back(workload.key);
-  }
-  return fail(ErrorCode::kNotFound, "unknown workload '{}' (known: {})", key, fmt::join(names, ", "));
+  return find_by_key(workloads(), wanted, key, "workload");
 }
 
 }  // namespace joule::device::sim
