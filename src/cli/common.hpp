@@ -45,5 +45,6 @@ void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_c
 void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_simulate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

@@ -61,14 +61,16 @@ class Generator {
   /// `Generator.choice(n, size=k, replace=False)` (shuffle=True): k distinct values in [0, n), in numpy's
   /// order. @throws joule::Exception (kInvalidArgument) if k > n.
   std::vector<int64_t> choice_without_replacement(int64_t n, int64_t k);
-  /// `Generator.permutation(n)` as `choice(n, n, replace=False)` computes it.
-  std::vector<int64_t> permutation(int64_t n) { return choice_without_replacement(n, n); }
+  /// A random order of 0 … n−1 as `choice(n, n, replace=False)` draws it (how Zeus orders bandit arms). This
+  /// is not numpy's `Generator.permutation(n)`, which shuffles differently.
+  std::vector<int64_t> random_order(int64_t n) { return choice_without_replacement(n, n); }
   /// `Generator.random()`: a double in [0, 1).
   double random() { return bits_.next_double(); }
   /// `Generator.standard_normal()`: numpy's 256-layer ziggurat.
   double standard_normal();
   /// `Generator.normal(mean, stddev)` = mean + stddev · standard_normal() (a draw is made even if stddev = 0).
-  double normal(double mean, double stddev) { return mean + stddev * standard_normal(); }
+  /// @throws joule::Exception (kInvalidArgument) if stddev < 0, as numpy refuses it.
+  double normal(double mean, double stddev);
 
   Pcg64& bit_generator() { return bits_; }
   const Pcg64& bit_generator() const { return bits_; }

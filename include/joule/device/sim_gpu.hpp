@@ -118,6 +118,9 @@ class TraceWorkload final : public Workload {
   double compute_share_;
 };
 
+/// @return the text of a built-in Zeus power trace ("v100", "a40", "p100", "rtx6000"), or nullopt.
+std::optional<std::string_view> builtin_power_trace(std::string_view gpu);
+
 /// @return the batch sizes the built-in power trace has for `workload` on `model`, ascending.
 Result<std::vector<int>> available_batch_sizes(const GpuModel& model, const WorkloadInfo& workload);
 

@@ -73,7 +73,7 @@ Result<const TraceTable*> builtin_trace(const std::string& trace) {
     return &found->second;
   }
   const std::string file = fmt::format("summary_power_{}.csv", trace);
-  const auto text = joule::embedded::zeus_power_traces(file);
+  const auto text = builtin_power_trace(trace);
   if (!text) {
     return fail(ErrorCode::kInternal, "no built-in power trace {}", file);
   }
@@ -89,6 +89,10 @@ double lerp(double a, double b, double t) {
 }
 
 }  // namespace
+
+std::optional<std::string_view> builtin_power_trace(std::string_view gpu) {
+  return joule::embedded::zeus_power_traces(fmt::format("summary_power_{}.csv", gpu));
+}
 
 Result<std::vector<int>> available_batch_sizes(const GpuModel& model, const WorkloadInfo& workload) {
   auto traces = builtin_trace(model.trace);

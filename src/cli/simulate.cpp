@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule simulate`: Zeus's trace-driven simulation of recurring training jobs.
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "joule/core/csv.hpp"
+#include "joule/sim/simulator.hpp"
+#include "simulate_report.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+struct SimulateFlags {
+  std::string gpu;
+  std::string workload;
+  bool all = false;
+  uint64_t seed = 1;
+  double eta = 0.5;
+  std::string beta = "2";
+  std::optional<int> recurrences;
+  std::optional<int> b0;
+  std::optional<double> target_metric;
+  std::optional<int> max_epochs;
+  std::optional<std::string> trace_dir;
+  std::optional<std::string> groups;
+  Format format = Format::kText;
+  std::string plot;
+};
+
+double parse_beta(const std::string& text) {
+  if (text == "inf" || text == "infinity" || text == "none") {
+    return std::numeric_limits<double>::infinity();
+  }
+  size_t used = 0;
+  double beta = 0;
+  try {
+    beta = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("simulate: --beta '{}' is not a number or 'inf'", text));
+  }
+  return beta;
+}
+
+sim::SimulationOptions options_of(const SimulateFlags& flags) {
+  sim::SimulationOptions options;
+  options.seed = flags.seed;
+  options.eta = flags.eta;
+  options.beta = parse_beta(flags.beta);
+  options.recurrences = flags.recurrences;
+  value_or_throw(sim::validate(options));
+  return options;
+}
+
+sim::Job job_of(const sim::Trace& trace, const SimulateFlags& flags) {
+  sim::Job job = value_or_throw(sim::paper_job(trace, flags.workload));
+  if (flags.b0) {
+    job.default_batch_size = *flags.b0;
+  }
+  if (flags.target_metric) {
+    job.target_metric = *flags.target_metric;
+  }
+  if (flags.max_epochs) {
+    if (*flags.max_epochs < 1) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("simulate: --max-epochs must be at least 1 (got {})", *flags.max_epochs));
+    }
+    job.max_epochs = *flags.max_epochs;
+  }
+  return job;
+}
+
+int run_all(const SimulateFlags& flags) {
+  const sim::SimulationOptions options = options_of(flags);
+  std::vector<SavingsRow> rows;
+  for (const std::string& gpu : sim::trace_gpus()) {
+    const sim::Trace trace = value_or_throw(sim::gpu_trace(gpu, flags.trace_dir));
+    const sim::Simulator simulator = sim::zeus_simulator(trace, options);
+    for (const std::string& workload : sim::paper_workloads()) {
+      const sim::Job job = value_or_throw(sim::paper_job(trace, workload));
+      rows.push_back({gpu, workload, value_or_throw(simulator.simulate(job))});
+    }
+  }
+  std::cout << render_savings_table(rows, options, flags.format);
+  return 0;
+}
+
+int run_groups(const SimulateFlags& flags) {
+  const sim::SimulationOptions base = options_of(flags);
+  const sim::Trace trace = value_or_throw(sim::gpu_trace(flags.gpu, flags.trace_dir));
+  const auto groups = value_or_throw(sim::load_groups(*flags.groups));
+  std::vector<SavingsRow> rows;
+  for (const auto& group : groups) {
+    sim::SimulationOptions options = base;
+    options.seed = sim::adler32(group.front().group);
+    const sim::Simulator simulator = sim::zeus_group_simulator(trace, options);
+    const sim::Job job = value_or_throw(sim::paper_job(trace, group.front().dataset));
+    rows.push_back({flags.gpu, fmt::format("{} (group {})", job.dataset, group.front().group),
+                    value_or_throw(simulator.simulate_group(job, group))});
+  }
+  std::cout << render_savings_table(rows, base, flags.format);
+  return 0;
+}
+
+int run_simulate(const SimulateFlags& flags) {
+  if (flags.all) {
+    return run_all(flags);
+  }
+  if (flags.gpu.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("simulate: --gpu is required (one of: {}), or use --all", fmt::join(sim::trace_gpus(), ", ")));
+  }
+  if (flags.groups) {
+    return run_groups(flags);
+  }
+  if (flags.workload.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("simulate: --workload is required (one of: {}), or use --all",
+                                fmt::join(sim::paper_workloads(), ", ")));
+  }
+  const sim::SimulationOptions options = options_of(flags);
+  const sim::Trace trace = value_or_throw(sim::gpu_trace(flags.gpu, flags.trace_dir));
+  const sim::Job job = job_of(trace, flags);
+  const sim::Simulator simulator = sim::zeus_simulator(trace, options);
+  const sim::SimulationResult result = value_or_throw(simulator.simulate(job));
+  switch (flags.format) {
+    case Format::kCsv:
+      std::cout << render_tries_csv(result);
+      break;
+    case Format::kJson:
+      std::cout << render_simulation_json(trace.gpu, result, options);
+      break;
+    case Format::kText:
+      std::cout << render_simulation_text(trace.gpu, result, options);
+      break;
+  }
+  if (!flags.plot.empty()) {
+    write_simulation_plot(flags.plot, trace.gpu, result);
+    if (flags.format == Format::kText) {
+      std::cout << fmt::format("plot written to {}\n", flags.plot);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+  auto flags = std::make_shared<SimulateFlags>();
+  auto* command = app.add_subcommand(
+      "simulate",
+      "Replay Zeus's batch-size and power-limit optimization over recurring training jobs on the NSDI'23 traces");
+  command->add_option("--gpu", flags->gpu, fmt::format("GPU trace: {}", fmt::join(sim::trace_gpus(), ", ")))
+      ->option_text("GPU");
+  command->add_option("--workload", flags->workload,
+                      fmt::format("Workload: {}", fmt::join(sim::paper_workloads(), ", ")))
+      ->option_text("W");
+  command->add_flag("--all", flags->all, "Simulate every GPU × workload and print the savings table");
+  command->add_option("--seed", flags->seed, "Random seed (default 1)")->option_text("S");
+  command->add_option("--eta", flags->eta, "Weight of energy against time in [0, 1] (default 0.5)")->option_text("E");
+  command->add_option("--beta", flags->beta, "Early-stop threshold > 1, or inf to disable (default 2)")
+      ->option_text("B|inf");
+  command->add_option("--recurrences", flags->recurrences,
+                      "Recurrences (default 2 × batch sizes × power limits of the job)")
+      ->option_text("N");
+  command->add_option("--b0", flags->b0, "Default batch size (default: the paper's)")->option_text("B");
+  command->add_option("--target-metric", flags->target_metric, "Target metric (default: the paper's)")
+      ->option_text("X");
+  command->add_option("--max-epochs", flags->max_epochs, "Epoch limit of a try (default: the paper's)")
+      ->option_text("N");
+  command->add_option("--trace-dir", flags->trace_dir,
+                      "Directory with summary_train.csv and summary_power_<gpu>.csv (default: built in)")
+      ->option_text("DIR");
+  command->add_option("--groups", flags->groups,
+                      "Concurrent recurrences from a group CSV (group,start_time,end_time,dataset,runtime_ratio)")
+      ->option_text("FILE");
+  add_format_option(*command, flags->format, {Format::kText, Format::kCsv, Format::kJson});
+  command->add_option("--plot", flags->plot,
+                      "Write an SVG of all configurations in (time, energy) with the frontier, baseline, oracle "
+                      "and the optimizer's tries")
+      ->option_text("FILE.svg");
+  command->callback([&exit_code, flags] { exit_code = run_simulate(*flags); });
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "simulate_report.hpp"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "joule/core/csv.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+sim::Totals times(const sim::FixedConfiguration& config, int recurrences) {
+  const auto n = static_cast<double>(recurrences);
+  return {config.energy_j * n, config.time_s * n, config.cost * n};
+}
+
+std::string beta_text(double beta) { return std::isinf(beta) ? "inf" : fmt::format("{:g}", beta); }
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
+
+nlohmann::json totals_json(const sim::Totals& totals) {
+  return {{"energy_j", totals.energy_j}, {"time_s", totals.time_s}, {"cost", totals.cost}};
+}
+
+nlohmann::json savings_json(const sim::Totals& zeus, const sim::Totals& reference) {
+  return {{"energy", saving(zeus.energy_j, reference.energy_j)},
+          {"time", saving(zeus.time_s, reference.time_s)},
+          {"cost", saving(zeus.cost, reference.cost)}};
+}
+
+std::string config_name(const sim::FixedConfiguration& config) {
+  return fmt::format("{}@{:g}W", config.batch_size, config.power_limit_w);
+}
+
+}  // namespace
+
+double saving(double a, double b) { return b == 0 ? 0.0 : 1.0 - a / b; }
+
+Comparison compare(const sim::SimulationResult& result) {
+  Comparison comparison;
+  comparison.zeus = result.optimizer;
+  comparison.baseline = times(result.baseline, result.recurrences);
+  if (result.oracle) {
+    comparison.oracle = times(*result.oracle, result.recurrences);
+  }
+  return comparison;
+}
+
+std::string render_simulation_text(const std::string& gpu, const sim::SimulationResult& result,
+                                   const sim::SimulationOptions& options) {
+  const sim::Job& job = result.job;
+  std::string out = fmt::format(
+      "Zeus simulation: {} ({}, {}) on {}\n"
+      "  target {:g} within {} epochs, b0 {}, eta {:g}, beta {}, seed {}, {} recurrences\n\n",
+      job.dataset, job.network, job.optimizer, gpu, job.target_metric, job.max_epochs, job.default_batch_size,
+      options.eta, beta_text(options.beta), options.seed, result.recurrences);
+  out += fmt::format("  {:>4}  {:<44}  {:>11}  {:>9}  {:>10}\n", "rec", "tries (batch size@power limit; x = stopped)",
+                     "energy (kJ)", "time (h)", "cost (kJ)");
+  size_t i = 0;
+  while (i < result.tries.size()) {
+    const int recurrence = result.tries[i].recurrence;
+    std::vector<std::string> steps;
+    double energy_j = 0;
+    double time_s = 0;
+    double cost = 0;
+    for (; i < result.tries.size() && result.tries[i].recurrence == recurrence; ++i) {
+      const sim::Try& t = result.tries[i];
+      steps.push_back(fmt::format("{}@{:g}W{}", t.batch_size, t.power_limit_w, t.reached ? "" : " x"));
+      energy_j += t.energy_j;
+      time_s += t.time_s;
+      cost += t.cost;
+    }
+    out += fmt::format("  {:>4}  {:<44}  {:>11.1f}  {:>9.3f}  {:>10.1f}\n", recurrence,
+                       fmt::format("{}", fmt::join(steps, " -> ")), energy_j / 1e3, time_s / 3600, cost / 1e3);
+  }
+  const Comparison comparison = compare(result);
+  out += fmt::format("\n  {:<34}  {:>12}  {:>10}  {:>11}\n", "over all recurrences", "energy (MJ)", "time (h)",
+                     "cost (MJ)");
+  auto line = [&](const std::string& name, const sim::Totals& totals) {
+    out += fmt::format("  {:<34}  {:>12.3f}  {:>10.2f}  {:>11.3f}\n", name, totals.energy_j / 1e6,
+                       totals.time_s / 3600, totals.cost / 1e6);
+  };
+  line("Zeus", comparison.zeus);
+  line(fmt::format("baseline {} (b0, max limit)", config_name(result.baseline)), comparison.baseline);
+  if (comparison.oracle) {
+    line(fmt::format("oracle {}", config_name(*result.oracle)), *comparison.oracle);
+  }
+  out += fmt::format("\n  Zeus vs baseline: {} energy, {} time, {} cost saved\n",
+                     percent(saving(comparison.zeus.energy_j, comparison.baseline.energy_j)),
+                     percent(saving(comparison.zeus.time_s, comparison.baseline.time_s)),
+                     percent(saving(comparison.zeus.cost, comparison.baseline.cost)));
+  if (comparison.oracle) {
+    out += fmt::format("  the oracle would save {} cost; Zeus spends {} more than the oracle (exploration)\n",
+                       percent(saving(comparison.oracle->cost, comparison.baseline.cost)),
+                       percent(comparison.zeus.cost / comparison.oracle->cost - 1));
+  }
+  return out;
+}
+
+std::string render_simulation_json(const std::string& gpu, const sim::SimulationResult& result,
+                                   const sim::SimulationOptions& options) {
+  const sim::Job& job = result.job;
+  nlohmann::json tries = nlohmann::json::array();
+  for (const sim::Try& t : result.tries) {
+    tries.push_back({{"recurrence", t.recurrence},
+                     {"try", t.attempt},
+                     {"batch_size", t.batch_size},
+                     {"power_limit_w", t.power_limit_w},
+                     {"energy_j", t.energy_j},
+                     {"time_s", t.time_s},
+                     {"reached", t.reached},
+                     {"cost", t.cost}});
+  }
+  const Comparison comparison = compare(result);
+  auto config_json = [](const sim::FixedConfiguration& config) {
+    return nlohmann::json{{"batch_size", config.batch_size}, {"power_limit_w", config.power_limit_w},
+                          {"energy_j", config.energy_j},     {"time_s", config.time_s},
+                          {"cost", config.cost},             {"reach_rate", config.reach_rate}};
+  };
+  nlohmann::json out = {
+      {"gpu", gpu},
+      {"job",
+       {{"dataset", job.dataset},
+        {"network", job.network},
+        {"optimizer", job.optimizer},
+        {"target_metric", job.target_metric},
+        {"max_epochs", job.max_epochs},
+        {"default_batch_size", job.default_batch_size}}},
+      {"options",
+       {{"seed", options.seed},
+        {"eta", options.eta},
+        {"beta", std::isinf(options.beta) ? nlohmann::json(nullptr) : nlohmann::json(options.beta)},
+        {"recurrences", result.recurrences}}},
+      {"max_power_w", result.max_power_w},
+      {"tries", tries},
+      {"totals", {{"zeus", totals_json(comparison.zeus)}, {"baseline", totals_json(comparison.baseline)}}},
+      {"baseline", config_json(result.baseline)},
+      {"savings", {{"vs_baseline", savings_json(comparison.zeus, comparison.baseline)}}}};
+  if (result.oracle) {
+    out["oracle"] = config_json(*result.oracle);
+    out["totals"]["oracle"] = totals_json(*comparison.oracle);
+    out["savings"]["oracle_vs_baseline"] = savings_json(*comparison.oracle, comparison.baseline);
+  } else {
+    out["oracle"] = nullptr;
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string render_tries_csv(const sim::SimulationResult& result) {
+  std::ostringstream out;
+  csv::write_row(out, {"recurrence", "try", "batch_size", "power_limit_w", "energy_j", "time_s", "reached", "cost"});
+  for (const sim::Try& t : result.tries) {
+    csv::write_row(out, {std::to_string(t.recurrence), std::to_string(t.attempt), std::to_string(t.batch_size),
+                         csv::format_exact(t.power_limit_w), csv::format_exact(t.energy_j),
+                         csv::format_exact(t.time_s), t.reached ? "true" : "false", csv::format_exact(t.cost)});
+  }
+  return out.str();
+}
+
+std::string render_savings_table(const std::vector<SavingsRow>& rows, const sim::SimulationOptions& options,
+                                 Format format) {
+  if (format == Format::kJson) {
+    nlohmann::json table = nlohmann::json::array();
+    for (const auto& row : rows) {
+      const Comparison comparison = compare(row.result);
+      nlohmann::json entry = {{"gpu", row.gpu},
+                              {"workload", row.workload},
+                              {"recurrences", row.result.recurrences},
+                              {"zeus", totals_json(comparison.zeus)},
+                              {"baseline", totals_json(comparison.baseline)},
+                              {"savings_vs_baseline", savings_json(comparison.zeus, comparison.baseline)}};
+      if (comparison.oracle) {
+        entry["oracle"] = totals_json(*comparison.oracle);
+        entry["oracle_savings_vs_baseline"] = savings_json(*comparison.oracle, comparison.baseline);
+      }
+      table.push_back(std::move(entry));
+    }
+    return nlohmann::json{{"eta", options.eta},
+                          {"beta", std::isinf(options.beta) ? nlohmann::json(nullptr) : nlohmann::json(options.beta)},
+                          {"seed", options.seed},
+                          {"rows", table}}
+               .dump(2) +
+           "\n";
+  }
+  if (format == Format::kCsv) {
+    std::ostringstream out;
+    csv::write_row(out, {"gpu", "workload", "recurrences", "energy_saved", "time_saved", "cost_saved",
+                         "oracle_cost_saved"});
+    for (const auto& row : rows) {
+      const Comparison c = compare(row.result);
+      csv::write_row(out, {row.gpu, row.workload, std::to_string(row.result.recurrences),
+                           csv::format_exact(saving(c.zeus.energy_j, c.baseline.energy_j)),
+                           csv::format_exact(saving(c.zeus.time_s, c.baseline.time_s)),
+                           csv::format_exact(saving(c.zeus.cost, c.baseline.cost)),
+                           c.oracle ? csv::format_exact(saving(c.oracle->cost, c.baseline.cost)) : std::string()});
+    }
+    return out.str();
+  }
+  std::string out = fmt::format(
+      "Zeus against the baseline (b0 at the maximum power limit), over all recurrences; eta {:g}, beta {}, seed {}\n\n",
+      options.eta, beta_text(options.beta), options.seed);
+  out += fmt::format("  {:<8} {:<26} {:>6}  {:>12}  {:>10}  {:>10}  {:>14}\n", "gpu", "workload", "recur.",
+                     "energy saved", "time saved", "cost saved", "oracle (cost)");
+  for (const auto& row : rows) {
+    const Comparison c = compare(row.result);
+    out += fmt::format("  {:<8} {:<26} {:>6}  {:>12}  {:>10}  {:>10}  {:>14}\n", row.gpu, row.workload,
+                       row.result.recurrences, percent(saving(c.zeus.energy_j, c.baseline.energy_j)),
+                       percent(saving(c.zeus.time_s, c.baseline.time_s)), percent(saving(c.zeus.cost, c.baseline.cost)),
+                       c.oracle ? percent(saving(c.oracle->cost, c.baseline.cost)) : std::string("-"));
+  }
+  out += "\n  (negative = more than the baseline)\n";
+  return out;
+}
+
+void write_simulation_plot(const std::string& path, const std::string& gpu, const sim::SimulationResult& result) {
+  (void)gpu;
+  (void)result;
+  throw Exception(ErrorCode::kNotSupported, fmt::format("--plot {}: plots are not available yet", path));
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+// The exact floating-point recipes of numpy, pandas and CPython that the original Zeus simulator's
+// numbers depend on. Reproducing the original to the last bit needs them; each is documented with the
+// library function it stands for.
+#pragma once
+
+#include <span>
+
+namespace joule::sim::numeric {
+
+/// numpy's pairwise summation (`np.add.reduce` on a contiguous float64 array; used by ndarray.sum/mean/var
+/// and pandas' Series.mean): blocks of ≤ 128 summed with 8 interleaved accumulators, larger arrays split in
+/// halves (rounded to a multiple of 8).
+double pairwise_sum(std::span<const double> values);
+
+/// `np.mean(values)` = pairwise_sum / n.
+double mean(std::span<const double> values);
+
+/// `np.var(values)` (population variance, ddof = 0): mean by pairwise sum, then the pairwise sum of squared
+/// deviations, divided by n.
+double variance(std::span<const double> values);
+
+/// pandas' groupby mean: Kahan-compensated sum in order, divided by the count.
+double compensated_mean(std::span<const double> values);
+
+/// CPython's `a // b` for floats (float_floor_div: fmod-based, then rounded), which is not always
+/// floor(a / b).
+double python_floor_div(double a, double b);
+
+}  // namespace joule::sim::numeric

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/sim/trace.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "joule/core/csv.hpp"
+#include "joule/core/file.hpp"
+#include "joule/core/strings.hpp"
+#include "joule/device/sim_gpu.hpp"
+
+namespace joule::embedded {
+std::optional<std::string_view> zeus_train_trace(std::string_view file_name);
+}
+
+namespace joule::sim {
+
+namespace {
+
+struct PaperWorkload {
+  std::string key;
+  std::string dataset;
+  std::string network;
+  std::string optimizer;
+  double target_metric;
+  int max_epochs;
+  int default_batch_size;
+};
+
+const std::vector<PaperWorkload>& paper_table() {
+  static const std::vector<PaperWorkload> table = {
+      {"cifar100", "cifar100", "shufflenetv2", "adadelta", 0.6, 100, 1024},
+      {"imagenet", "imagenet", "resnet50", "adadelta", 0.65, 100, 256},
+      {"squad", "squad", "bert_base_uncased", "adamw", 84.0, 6, 32},
+      {"librispeech", "librispeech", "deepspeech2", "adamw", 40.0, 16, 192},
+      {"movielens-1m", "movielens-1m", "ncf", "adam", 0.41, 100, 1024},
+      {"sentiment140", "sentiment140", "bert_base_uncased", "adamw", 0.84, 10, 128},
+  };
+  return table;
+}
+
+// Column positions of a CSV table, looked up once.
+template <size_t N>
+Result<std::array<size_t, N>> columns(const csv::Table& table, const std::array<const char*, N>& names) {
+  std::array<size_t, N> positions{};
+  for (size_t i = 0; i < N; ++i) {
+    auto column = table.column(names[i]);
+    if (!column) {
+      return tl::make_unexpected(column.error());
+    }
+    positions[i] = *column;
+  }
+  return positions;
+}
+
+struct PowerRow {
+  double power_limit_w;
+  double time_per_epoch_s;
+  double average_power_w;
+};
+
+// Reads a double that must be present and finite (the power trace has no missing values).
+Result<double> finite_number(const csv::Table::Row& row, size_t column) {
+  auto value = row.number(column);
+  if (!value) {
+    return value;
+  }
+  if (!std::isfinite(*value)) {
+    return tl::make_unexpected(row.error_at(column, fmt::format("expected a finite number, got \"{}\"", row.text(column))));
+  }
+  return value;
+}
+
+}  // namespace
+
+double Trace::max_power_limit_w() const {
+  double max_w = 0;
+  for (const auto& row : rows) {
+    max_w = std::max(max_w, row.power_limit_w);
+  }
+  return max_w;
+}
+
+Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source, std::string_view power_csv,
+                          const std::string& power_source) {
+  auto power = csv::parse(power_csv, power_source);
+  if (!power) {
+    return tl::make_unexpected(power.error());
+  }
+  const auto power_columns = columns<7>(*power, {"dataset", "network", "batch_size", "optimizer", "power_limit",
+                                                 "time_per_epoch", "average_power"});
+  if (!power_columns) {
+    return tl::make_unexpected(power_columns.error());
+  }
+  const auto& pc = *power_columns;
+  // (dataset, network, batch size, optimizer) → power rows in file order.
+  std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>> by_config;
+  for (size_t r = 0; r < power->row_count(); ++r) {
+    const auto row = power->row(r);
+    auto batch_size = row.integer(pc[2]);
+    if (!batch_size) {
+      return tl::make_unexpected(batch_size.error());
+    }
+    PowerRow values{};
+    for (auto [column, target] : {std::pair{pc[4], &values.power_limit_w}, std::pair{pc[5], &values.time_per_epoch_s},
+                                  std::pair{pc[6], &values.average_power_w}}) {
+      auto value = finite_number(row, column);
+      if (!value) {
+        return tl::make_unexpected(value.error());
+      }
+      *target = *value;
+    }
+    by_config[{std::string(row.text(pc[0])), std::string(row.text(pc[1])), static_cast<int>(*batch_size),
+               std::string(row.text(pc[3]))}]
+        .push_back(values);
+  }
+
+  auto train = csv::parse(train_csv, train_source);
+  if (!train) {
+    return tl::make_unexpected(train.error());
+  }
+  const auto train_columns = columns<7>(
+      *train, {"dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch"});
+  if (!train_columns) {
+    return tl::make_unexpected(train_columns.error());
+  }
+  const auto& tc = *train_columns;
+  Trace trace;
+  for (const auto& [config, rows] : by_config) {
+    int& largest = trace.largest_power_batch_size[std::get<0>(config)];
+    largest = std::max(largest, std::get<2>(config));
+  }
+  for (size_t r = 0; r < train->row_count(); ++r) {
+    const auto row = train->row(r);
+    auto batch_size = row.integer(tc[2]);
+    auto run = row.integer(tc[4]);
+    auto target_metric = finite_number(row, tc[5]);
+    auto target_epoch = row.number(tc[6]);  // "nan" when the run never reached the target
+    if (!batch_size || !run) {
+      return tl::make_unexpected(!batch_size ? batch_size.error() : run.error());
+    }
+    if (!target_metric || !target_epoch) {
+      return tl::make_unexpected(!target_metric ? target_metric.error() : target_epoch.error());
+    }
+    const auto found = by_config.find({std::string(row.text(tc[0])), std::string(row.text(tc[1])),
+                                       static_cast<int>(*batch_size), std::string(row.text(tc[3]))});
+    if (found == by_config.end()) {
+      continue;  // inner join: a configuration without power measurements is not usable
+    }
+    for (const PowerRow& power_row : found->second) {
+      TraceRow merged;
+      merged.dataset = row.text(tc[0]);
+      merged.network = row.text(tc[1]);
+      merged.optimizer = row.text(tc[3]);
+      merged.batch_size = static_cast<int>(*batch_size);
+      merged.run = static_cast<int>(*run);
+      merged.target_metric = *target_metric;
+      merged.target_epoch = *target_epoch;
+      merged.power_limit_w = power_row.power_limit_w;
+      merged.time_per_epoch_s = power_row.time_per_epoch_s;
+      merged.average_power_w = power_row.average_power_w;
+      merged.energy_per_epoch_j = power_row.time_per_epoch_s * power_row.average_power_w;
+      trace.rows.push_back(std::move(merged));
+    }
+  }
+  if (trace.rows.empty()) {
+    return fail(ErrorCode::kInvalidArgument, "{} and {} have no (dataset, network, batch_size, optimizer) in common",
+                train_source, power_source);
+  }
+  return trace;
+}
+
+Result<Trace> load_trace(const std::string& train_csv_path, const std::string& power_csv_path) {
+  auto train = read_text_file(train_csv_path);
+  if (!train) {
+    return tl::make_unexpected(train.error());
+  }
+  auto power = read_text_file(power_csv_path);
+  if (!power) {
+    return tl::make_unexpected(power.error());
+  }
+  return parse_trace(*train, train_csv_path, *power, power_csv_path);
+}
+
+const std::vector<std::string>& trace_gpus() {
+  static const std::vector<std::string> gpus = {"v100", "a40", "p100", "rtx6000"};
+  return gpus;
+}
+
+Result<Trace> gpu_trace(std::string_view gpu, const std::optional<std::string>& trace_dir) {
+  const std::string key = to_lower(gpu);
+  if (std::find(trace_gpus().begin(), trace_gpus().end(), key) == trace_gpus().end() && !trace_dir) {
+    return fail(ErrorCode::kNotFound, "unknown GPU '{}' (traces exist for: {})", gpu, fmt::join(trace_gpus(), ", "));
+  }
+  Result<Trace> trace = tl::make_unexpected(Error(ErrorCode::kInternal, "unset"));
+  if (trace_dir) {
+    trace = load_trace(*trace_dir + "/summary_train.csv", fmt::format("{}/summary_power_{}.csv", *trace_dir, key));
+  } else {
+    const auto train = joule::embedded::zeus_train_trace("summary_train.csv");
+    const auto power = device::sim::builtin_power_trace(key);
+    if (!train || !power) {
+      return fail(ErrorCode::kInternal, "the built-in traces of {} are missing", key);
+    }
+    trace = parse_trace(*train, "<built-in summary_train.csv>", *power,
+                        fmt::format("<built-in summary_power_{}.csv>", key));
+  }
+  if (trace) {
+    trace->gpu = key;
+  }
+  return trace;
+}
+
+const std::vector<std::string>& paper_workloads() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> list;
+    for (const auto& workload : paper_table()) {
+      list.push_back(workload.key);
+    }
+    return list;
+  }();
+  return keys;
+}
+
+Result<Job> paper_job(const Trace& trace, std::string_view workload) {
+  std::string key = to_lower(workload);
+  if (key == "movielens") {
+    key = "movielens-1m";
+  }
+  for (const auto& entry : paper_table()) {
+    if (entry.key != key) {
+      continue;
+    }
+    bool has_runs = false;
+    for (const auto& row : trace.rows) {
+      has_runs = has_runs || (row.dataset == entry.dataset && row.network == entry.network &&
+                              row.optimizer == entry.optimizer);
+    }
+    const auto largest_found = trace.largest_power_batch_size.find(entry.dataset);
+    const int largest = largest_found == trace.largest_power_batch_size.end() ? 0 : largest_found->second;
+    if (!has_runs || largest == 0) {
+      return fail(ErrorCode::kNotFound, "the {} trace has no runs of {}", trace.gpu.empty() ? "given" : trace.gpu, key);
+    }
+    return Job{entry.dataset, entry.network, entry.optimizer, entry.target_metric, entry.max_epochs,
+               std::min(entry.default_batch_size, largest)};
+  }
+  return fail(ErrorCode::kNotFound, "unknown workload '{}' (known: {})", workload, fmt::join(paper_workloads(), ", "));
+}
+
+}  // namespace joule::sim

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "sim/numeric.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace joule::sim::numeric {
+namespace {
+
+TEST(Numeric, PairwiseSumFollowsNumpysBlocking) {
+  // 1e16 + 1 + … loses the ones when added left to right; numpy's 8 accumulators keep them.
+  std::vector<double> values(16, 1.0);
+  values[0] = 1e16;
+  double sequential = 0;
+  for (const double value : values) {
+    sequential += value;
+  }
+  EXPECT_EQ(sequential, 1e16);
+  // numpy: np.array([1e16] + [1.0] * 15).sum() == 1.0000000000000014e+16
+  EXPECT_EQ(pairwise_sum(values), 1.0000000000000014e+16);
+  EXPECT_EQ(pairwise_sum(std::vector<double>{}), 0.0);
+  EXPECT_EQ(pairwise_sum(std::vector<double>{0.1, 0.2, 0.3}), (0.0 + 0.1 + 0.2) + 0.3);
+  std::vector<double> many(1000);
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i] = 1.0 / static_cast<double>(i + 1);
+  }
+  EXPECT_NEAR(pairwise_sum(many), 7.485470860550345, 1e-12);
+}
+
+TEST(Numeric, MeanAndVariance) {
+  const std::vector<double> values = {-3.0, -1.0};
+  EXPECT_EQ(mean(values), -2.0);
+  EXPECT_EQ(variance(values), 1.0);
+  EXPECT_EQ(variance(std::vector<double>{5.0, 5.0, 5.0}), 0.0);
+  std::vector<double> ramp(100);
+  for (size_t i = 0; i < ramp.size(); ++i) {
+    ramp[i] = static_cast<double>(i);
+  }
+  EXPECT_DOUBLE_EQ(variance(ramp), 833.25);
+}
+
+TEST(Numeric, CompensatedMean) {
+  const std::vector<double> values = {1e16, 1.0, 1.0, -1e16};
+  EXPECT_EQ(compensated_mean(values), 0.5);  // plain summation would give 0
+  // As pandas' groupby mean: the compensated sum of three 0.1 is 0.30000000000000004, so the mean is not 0.1.
+  EXPECT_EQ(compensated_mean(std::vector<double>{0.1, 0.1, 0.1}), 0.10000000000000002);
+}
+
+TEST(Numeric, PythonFloorDivision) {
+  EXPECT_EQ(python_floor_div(7.0, 2.0), 3.0);
+  EXPECT_EQ(python_floor_div(-7.0, 2.0), -4.0);
+  EXPECT_EQ(python_floor_div(6.0, 3.0), 2.0);
+  EXPECT_EQ(python_floor_div(0.0, 3.0), 0.0);
+  // 1 // 0.1 is 9.0 in Python (fmod(1, 0.1) ≈ 0.1), while floor(1 / 0.1) is 10.
+  EXPECT_EQ(python_floor_div(1.0, 0.1), 9.0);
+  EXPECT_EQ(std::floor(1.0 / 0.1), 10.0);
+  EXPECT_TRUE(std::signbit(python_floor_div(-0.0, 3.0)));
+}
+
+}  // namespace
+}  // namespace joule::sim::numeric

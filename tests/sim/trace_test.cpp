@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/sim/trace.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+namespace joule::sim {
+namespace {
+
+constexpr const char* kTrain =
+    "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+    "mnist,mlp,32,sgd,0.1,1,0.9,3\n"
+    "mnist,mlp,32,sgd,0.1,2,0.9,nan\n"
+    "mnist,mlp,64,sgd,0.1,1,0.9,4\n"
+    "mnist,mlp,128,sgd,0.1,1,0.9,5\n";
+constexpr const char* kPower =
+    "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+    "mnist,mlp,32,sgd,100,10,90\n"
+    "mnist,mlp,32,sgd,200,8,150\n"
+    "mnist,mlp,64,sgd,100,6,95\n"
+    "mnist,mlp,64,sgd,200,5,160\n"
+    "mnist,mlp,256,sgd,200,2,180\n";
+
+TEST(Trace, MergesInTheOriginalsOrder) {
+  auto trace = parse_trace(kTrain, "train.csv", kPower, "power.csv");
+  ASSERT_TRUE(trace) << trace.error().message();
+  ASSERT_EQ(trace->rows.size(), 6u);  // 128 has no power rows; 256 has no training rows
+  EXPECT_EQ(trace->rows[0].batch_size, 32);
+  EXPECT_EQ(trace->rows[0].power_limit_w, 100);
+  EXPECT_EQ(trace->rows[1].power_limit_w, 200);
+  EXPECT_EQ(trace->rows[2].run, 2);
+  EXPECT_TRUE(std::isnan(trace->rows[2].target_epoch));
+  EXPECT_EQ(trace->rows[1].energy_per_epoch_j, 8.0 * 150.0);
+  EXPECT_EQ(trace->max_power_limit_w(), 200);
+  EXPECT_EQ(trace->largest_power_batch_size.at("mnist"), 256);
+}
+
+TEST(Trace, BadInputNamesFileLineAndColumn) {
+  JOULE_EXPECT_ERROR(parse_trace(kTrain, "train.csv", "dataset,network,batch_size,optimizer,power_limit,average_power\n",
+                                 "power.csv"),
+                     ErrorCode::kNotFound,
+                     "power.csv: missing column 'time_per_epoch' (the header has: dataset, network, batch_size, "
+                     "optimizer, power_limit, average_power)");
+  JOULE_EXPECT_ERROR(
+      parse_trace(kTrain, "train.csv",
+                  "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+                  "mnist,mlp,32,sgd,100,fast,90\n",
+                  "power.csv"),
+      ErrorCode::kParse, "power.csv:2:22: column 'time_per_epoch': expected a number, got \"fast\"");
+  JOULE_EXPECT_ERROR(
+      parse_trace(kTrain, "train.csv",
+                  "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+                  "mnist,mlp,32,sgd,100,10,\n",
+                  "power.csv"),
+      ErrorCode::kParse, "power.csv:2:25: column 'average_power': expected a number, got \"\"");
+  JOULE_EXPECT_ERROR(
+      parse_trace(kTrain, "train.csv",
+                  "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+                  "mnist,mlp,32,sgd,nan,10,90\n",
+                  "power.csv"),
+      ErrorCode::kParse, "power.csv:2:18: column 'power_limit': expected a finite number, got \"nan\"");
+  JOULE_EXPECT_ERROR(parse_trace("dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+                                 "mnist,mlp,32.5,sgd,0.1,1,0.9,3\n",
+                                 "train.csv", kPower, "power.csv"),
+                     ErrorCode::kParse, "train.csv:2:11: column 'batch_size': expected an integer, got \"32.5\"");
+  JOULE_EXPECT_ERROR(parse_trace(kTrain, "train.csv",
+                                 "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+                                 "cifar,resnet,32,sgd,100,10,90\n",
+                                 "power.csv"),
+                     ErrorCode::kInvalidArgument,
+                     "train.csv and power.csv have no (dataset, network, batch_size, optimizer) in common");
+  JOULE_EXPECT_ERROR(load_trace("/nonexistent/train.csv", "/nonexistent/power.csv"), ErrorCode::kNotFound,
+                     "cannot open /nonexistent/train.csv: No such file or directory");
+}
+
+TEST(Trace, BuiltInTracesAndPaperJobs) {
+  auto v100 = gpu_trace("V100");
+  ASSERT_TRUE(v100);
+  EXPECT_EQ(v100->gpu, "v100");
+  EXPECT_EQ(v100->max_power_limit_w(), 250);
+  auto p100 = gpu_trace("p100");
+  ASSERT_TRUE(p100);
+  const auto imagenet = paper_job(*p100, "imagenet");
+  ASSERT_TRUE(imagenet);
+  EXPECT_EQ(imagenet->default_batch_size, 128);  // the paper's 256 does not fit a P100
+  EXPECT_EQ(imagenet->max_epochs, 100);
+  EXPECT_EQ(imagenet->target_metric, 0.65);
+  EXPECT_EQ(paper_job(*v100, "movielens")->dataset, "movielens-1m");
+  JOULE_EXPECT_ERROR(gpu_trace("h100"), ErrorCode::kNotFound, "unknown GPU 'h100' (traces exist for: v100, a40, p100, rtx6000)");
+  JOULE_EXPECT_ERROR(paper_job(*v100, "mnist"), ErrorCode::kNotFound,
+                     "unknown workload 'mnist' (known: cifar100, imagenet, squad, librispeech, movielens-1m, sentiment140)");
+}
+
+TEST(Trace, TraceDirectory) {
+  test::TempDir dir;
+  dir.write("summary_train.csv", kTrain);
+  dir.write("summary_power_mygpu.csv", kPower);
+  auto trace = gpu_trace("mygpu", dir.path());
+  ASSERT_TRUE(trace) << trace.error().message();
+  EXPECT_EQ(trace->rows.size(), 6u);
+  EXPECT_EQ(gpu_trace("other", dir.path()).error().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace joule::sim
