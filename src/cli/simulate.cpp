@@ -8,9 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/sim/simulator.hpp"
+
+#include "common.hpp"
 #include "simulate_report.hpp"
 
 namespace joule::cli {
@@ -118,7 +119,8 @@ int run_simulate(const SimulateFlags& flags) {
   }
   if (flags.gpu.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("simulate: --gpu is required (one of: {}), or use --all", fmt::join(sim::trace_gpus(), ", ")));
+                    fmt::format("simulate: --gpu is required (one of: {}), or use --all",
+                                fmt::join(sim::trace_gpus(), ", ")));
   }
   if (flags.groups) {
     return run_groups(flags);
@@ -157,37 +159,44 @@ int run_simulate(const SimulateFlags& flags) {
 
 void add_simulate_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
   auto flags = std::make_shared<SimulateFlags>();
-  auto* command = app.add_subcommand(
-      "simulate",
-      "Replay Zeus's batch-size and power-limit optimization over recurring training jobs on the NSDI'23 traces");
+  auto* command = app.add_subcommand("simulate",
+                                     "Replay Zeus's batch-size and power-limit optimization over recurring "
+                                     "training jobs on the NSDI'23 traces");
   command->add_option("--gpu", flags->gpu, fmt::format("GPU trace: {}", fmt::join(sim::trace_gpus(), ", ")))
       ->option_text("GPU");
-  command->add_option("--workload", flags->workload,
-                      fmt::format("Workload: {}", fmt::join(sim::paper_workloads(), ", ")))
+  command
+      ->add_option("--workload", flags->workload,
+                   fmt::format("Workload: {}", fmt::join(sim::paper_workloads(), ", ")))
       ->option_text("W");
   command->add_flag("--all", flags->all, "Simulate every GPU × workload and print the savings table");
   command->add_option("--seed", flags->seed, "Random seed (default 1)")->option_text("S");
-  command->add_option("--eta", flags->eta, "Weight of energy against time in [0, 1] (default 0.5)")->option_text("E");
+  command->add_option("--eta", flags->eta, "Weight of energy against time in [0, 1] (default 0.5)")
+      ->option_text("E");
   command->add_option("--beta", flags->beta, "Early-stop threshold > 1, or inf to disable (default 2)")
       ->option_text("B|inf");
-  command->add_option("--recurrences", flags->recurrences,
-                      "Recurrences (default 2 × batch sizes × power limits of the job)")
+  command
+      ->add_option("--recurrences", flags->recurrences,
+                   "Recurrences (default 2 × batch sizes × power limits of the job)")
       ->option_text("N");
   command->add_option("--b0", flags->b0, "Default batch size (default: the paper's)")->option_text("B");
   command->add_option("--target-metric", flags->target_metric, "Target metric (default: the paper's)")
       ->option_text("X");
   command->add_option("--max-epochs", flags->max_epochs, "Epoch limit of a try (default: the paper's)")
       ->option_text("N");
-  command->add_option("--trace-dir", flags->trace_dir,
-                      "Directory with summary_train.csv and summary_power_<gpu>.csv (default: built in)")
+  command
+      ->add_option("--trace-dir", flags->trace_dir,
+                   "Directory with summary_train.csv and summary_power_<gpu>.csv (default: built in)")
       ->option_text("DIR");
-  command->add_option("--groups", flags->groups,
-                      "Concurrent recurrences from a group CSV (group,start_time,end_time,dataset,runtime_ratio)")
+  command
+      ->add_option(
+          "--groups", flags->groups,
+          "Concurrent recurrences from a group CSV (group,start_time,end_time,dataset,runtime_ratio)")
       ->option_text("FILE");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv, Format::kJson});
-  command->add_option("--plot", flags->plot,
-                      "Write an SVG of all configurations in (time, energy) with the frontier, baseline, oracle "
-                      "and the optimizer's tries")
+  command
+      ->add_option("--plot", flags->plot,
+                   "Write an SVG of all configurations in (time, energy) with the frontier, baseline, oracle "
+                   "and the optimizer's tries")
       ->option_text("FILE.svg");
   command->callback([&exit_code, flags] { exit_code = run_simulate(*flags); });
 }

@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "common.hpp"
 #include "joule/sim/simulator.hpp"
+
+#include "common.hpp"
 
 namespace joule::cli {
 
@@ -40,6 +41,7 @@ std::string render_savings_table(const std::vector<SavingsRow>& rows, const sim:
 
 /// Writes an SVG: every configuration's average (time, energy) per recurrence, their Pareto frontier, the
 /// baseline, the oracle and the configurations the optimizer tried. @throws joule::Exception on I/O errors.
-void write_simulation_plot(const std::string& path, const std::string& gpu, const sim::SimulationResult& result);
+void write_simulation_plot(const std::string& path, const std::string& gpu,
+                           const sim::SimulationResult& result);
 
 }  // namespace joule::cli

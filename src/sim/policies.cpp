@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+
 #include "numeric.hpp"
 
 namespace joule::sim {
@@ -73,8 +74,8 @@ Result<void> advance(PruningGtsPolicy::Explorer& explorer, bool reached) {
 }  // namespace
 
 std::string job_key(const Job& job) {
-  return fmt::format("{}/{}/{}/{}/{}/{}", job.dataset, job.network, job.optimizer, fmt::format("{}", job.target_metric),
-                     job.max_epochs, job.default_batch_size);
+  return fmt::format("{}/{}/{}/{}/{}/{}", job.dataset, job.network, job.optimizer,
+                     fmt::format("{}", job.target_metric), job.max_epochs, job.default_batch_size);
 }
 
 Result<PruningGtsPolicy::JobState*> PruningGtsPolicy::state_of(const Job& job) {
@@ -87,7 +88,8 @@ Result<PruningGtsPolicy::JobState*> PruningGtsPolicy::state_of(const Job& job) {
 
 Result<void> PruningGtsPolicy::register_job(const Job& job, const std::vector<int>& batch_sizes) {
   if (options_.pruning_rounds < 1) {
-    return fail(ErrorCode::kInvalidArgument, "pruning rounds must be at least 1 (got {})", options_.pruning_rounds);
+    return fail(ErrorCode::kInvalidArgument, "pruning rounds must be at least 1 (got {})",
+                options_.pruning_rounds);
   }
   JobState state;
   state.explorer.batch_sizes = batch_sizes;
@@ -123,7 +125,8 @@ void PruningGtsPolicy::fit(JobState& state, Arm& arm) const {
     return;
   }
   arm.precision = options_.prior_precision + static_cast<double>(rewards.size()) * arm.reward_precision;
-  arm.mean = (options_.prior_precision * options_.prior_mean + arm.reward_precision * numeric::pairwise_sum(rewards)) /
+  arm.mean = (options_.prior_precision * options_.prior_mean +
+              arm.reward_precision * numeric::pairwise_sum(rewards)) /
              arm.precision;
 }
 
@@ -150,7 +153,7 @@ Result<int> PruningGtsPolicy::predict(const Job& job) {
   }
   // The permutation is drawn on every call, even when no arm needs exploring, to keep the stream aligned.
   const auto order = s.generator->choice_without_replacement(static_cast<int64_t>(s.arms.size()),
-                                                              static_cast<int64_t>(s.arms.size()));
+                                                             static_cast<int64_t>(s.arms.size()));
   for (const int64_t index : order) {
     const Arm& arm = s.arms[static_cast<size_t>(index)];
     if (arm.observations < options_.num_explorations) {
@@ -183,7 +186,8 @@ Result<void> PruningGtsPolicy::observe(const Job& job, int batch_size, double co
       if (options_.concurrency) {
         return {};
       }
-      return fail(ErrorCode::kState, "the pruning exploration expected batch size {}, got {}", expected, batch_size);
+      return fail(ErrorCode::kState, "the pruning exploration expected batch size {}, got {}", expected,
+                  batch_size);
     }
     if (reached) {
       s.explorer.good.push_back(batch_size);
@@ -202,7 +206,9 @@ Result<void> PruningGtsPolicy::observe(const Job& job, int batch_size, double co
   return {};
 }
 
-std::unique_ptr<BatchSizePolicy> PruningGtsPolicy::clone() const { return std::make_unique<PruningGtsPolicy>(*this); }
+std::unique_ptr<BatchSizePolicy> PruningGtsPolicy::clone() const {
+  return std::make_unique<PruningGtsPolicy>(*this);
+}
 
 std::optional<double> JitPowerLimitPolicy::predict(const Job& job, int batch_size) {
   const auto found = best_.find({job_key(job), batch_size});

@@ -15,6 +15,7 @@
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/rng.hpp"
+
 #include "numeric.hpp"
 
 namespace joule::sim {
@@ -25,11 +26,11 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // The trace rows of one job, indexed the ways the simulation looks them up.
 struct JobRows {
-  std::vector<int> feasible_batch_sizes;          // every batch size of the workload, ascending
+  std::vector<int> feasible_batch_sizes;                      // every batch size of the workload, ascending
   std::map<int, std::vector<const TraceRow*>> by_batch_size;  // B: all rows of a batch size, trace order
   std::map<std::pair<int, double>, std::vector<const TraceRow*>> by_config;  // C: rows of (batch size, limit)
-  std::map<int, double> max_power_limit_w;         // largest limit per batch size
-  std::map<int, double> mean_energy_per_epoch_j;   // over B: the profiled first epoch
+  std::map<int, double> max_power_limit_w;                                   // largest limit per batch size
+  std::map<int, double> mean_energy_per_epoch_j;  // over B: the profiled first epoch
   std::map<int, double> mean_time_per_epoch_s;
   std::set<double> power_limits_w;
   bool any_reaches = false;
@@ -51,16 +52,29 @@ Result<JobRows> index_job(const Trace& trace, const Job& job) {
     double& max_w = rows.max_power_limit_w[row.batch_size];
     max_w = std::max(max_w, row.power_limit_w);
     rows.power_limits_w.insert(row.power_limit_w);
-    rows.any_reaches = rows.any_reaches || (!std::isnan(row.target_epoch) && row.target_epoch <= job.max_epochs);
+    rows.any_reaches =
+        rows.any_reaches || (!std::isnan(row.target_epoch) && row.target_epoch <= job.max_epochs);
   }
   if (rows.by_batch_size.empty()) {
-    return fail(ErrorCode::kInvalidArgument, "the {} trace has no runs of {} ({}, {}) with target metric {}",
-                trace.gpu.empty() ? "given" : trace.gpu, job.dataset, job.network, job.optimizer, job.target_metric);
+    std::set<double> targets;
+    for (const TraceRow& row : trace.rows) {
+      if (row.dataset == job.dataset && row.network == job.network && row.optimizer == job.optimizer) {
+        targets.insert(row.target_metric);
+      }
+    }
+    if (targets.empty()) {
+      return fail(ErrorCode::kInvalidArgument, "the {} trace has no runs of {} ({}, {})",
+                  trace.gpu.empty() ? "given" : trace.gpu, job.dataset, job.network, job.optimizer);
+    }
+    return fail(ErrorCode::kInvalidArgument,
+                "the {} trace has no runs of {} ({}, {}) with target metric {} (traced targets: {})",
+                trace.gpu.empty() ? "given" : trace.gpu, job.dataset, job.network, job.optimizer,
+                job.target_metric, fmt::join(targets, ", "));
   }
   if (!rows.any_reaches) {
     return fail(ErrorCode::kInvalidArgument,
-                "{} can never reach its target {} within {} epochs: no training run in the trace does", job.dataset,
-                job.target_metric, job.max_epochs);
+                "{} can never reach its target {} within {} epoch{}: no training run in the trace does",
+                job.dataset, job.target_metric, job.max_epochs, job.max_epochs == 1 ? "" : "s");
   }
   rows.feasible_batch_sizes.assign(feasible.begin(), feasible.end());
   if (rows.by_batch_size.count(job.default_batch_size) == 0) {
@@ -96,17 +110,18 @@ Result<RunOutcome> run_job(const JobRows& rows, const Job& job, int batch_size, 
                            rng::Generator& generator, double cost_bound, double eta, bool profiled) {
   const auto config = rows.by_config.find({batch_size, power_limit_w});
   if (config == rows.by_config.end()) {
-    return fail(ErrorCode::kNotFound, "no training run of {} at batch size {} and {} W", job.dataset, batch_size,
-                power_limit_w);
+    return fail(ErrorCode::kNotFound, "no training run of {} at batch size {} and {} W", job.dataset,
+                batch_size, power_limit_w);
   }
   const auto& runs = config->second;
-  const TraceRow& path =
-      *runs[static_cast<size_t>(generator.choice_without_replacement(static_cast<int64_t>(runs.size()), 1)[0])];
+  const TraceRow& path = *runs[static_cast<size_t>(
+      generator.choice_without_replacement(static_cast<int64_t>(runs.size()), 1)[0])];
   double max_epochs = job.max_epochs;
   if (!std::isinf(cost_bound)) {
     const double cost_per_epoch = eta * path.energy_per_epoch_j +
                                   (1 - eta) * rows.max_power_limit_w.at(batch_size) * path.time_per_epoch_s;
-    max_epochs = std::min(numeric::python_floor_div(cost_bound, cost_per_epoch), static_cast<double>(job.max_epochs));
+    max_epochs =
+        std::min(numeric::python_floor_div(cost_bound, cost_per_epoch), static_cast<double>(job.max_epochs));
   }
   if (max_epochs == 0) {
     return RunOutcome{};
@@ -143,8 +158,8 @@ void profile_power_limits(const JobRows& rows, const Job& job, int batch_size, d
   }
 }
 
-FixedConfiguration expected_configuration(const std::vector<const TraceRow*>& runs, const Job& job, double eta,
-                                          double max_power_w) {
+FixedConfiguration expected_configuration(const std::vector<const TraceRow*>& runs, const Job& job,
+                                          double eta, double max_power_w) {
   FixedConfiguration config;
   config.batch_size = runs.front()->batch_size;
   config.power_limit_w = runs.front()->power_limit_w;
@@ -236,7 +251,8 @@ uint32_t adler32(std::string_view text) {
   return (b << 16) | a;
 }
 
-Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view csv_text, const std::string& source) {
+Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view csv_text,
+                                                               const std::string& source) {
   auto table = csv::parse(csv_text, source);
   if (!table) {
     return tl::make_unexpected(table.error());
@@ -257,9 +273,9 @@ Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view 
     GroupSubmission submission;
     submission.group = row.text(columns[0]);
     submission.dataset = row.text(columns[3]);
-    for (auto [column, target] : {std::pair{columns[1], &submission.start_time},
-                                  std::pair{columns[2], &submission.end_time},
-                                  std::pair{columns[4], &submission.runtime_ratio}}) {
+    for (auto [column, target] :
+         {std::pair{columns[1], &submission.start_time}, std::pair{columns[2], &submission.end_time},
+          std::pair{columns[4], &submission.runtime_ratio}}) {
       auto value = row.number(column);
       if (!value) {
         return tl::make_unexpected(value.error());
@@ -389,7 +405,8 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
         // A job that could not run one epoch under the bound is learned as an expensive failure, as in the
         // single-job simulation (the original observes its zero cost here, which rewards it).
         const double observed_cost = never_ran ? 100 * beta * min_cost : job_run.cost;
-        if (auto observed = batch_size_policy->observe(job, job_run.batch_size, observed_cost, outcome.reached);
+        if (auto observed =
+                batch_size_policy->observe(job, job_run.batch_size, observed_cost, outcome.reached);
             !observed) {
           return tl::make_unexpected(observed.error());
         }
@@ -410,8 +427,9 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
             best_batch_size = job_run.batch_size;
           }
         } else {
-          if (auto launched = launch(job_run.end_time, job_run.end_time + (job_run.end_time - job_run.start_time),
-                                     job_run.runtime_ratio);
+          if (auto launched =
+                  launch(job_run.end_time, job_run.end_time + (job_run.end_time - job_run.start_time),
+                         job_run.runtime_ratio);
               !launched) {
             return launched;
           }
@@ -422,13 +440,15 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
   };
 
   std::vector<GroupSubmission> ordered = submissions;
-  std::stable_sort(ordered.begin(), ordered.end(),
-                   [](const GroupSubmission& a, const GroupSubmission& b) { return a.start_time < b.start_time; });
+  std::stable_sort(ordered.begin(), ordered.end(), [](const GroupSubmission& a, const GroupSubmission& b) {
+    return a.start_time < b.start_time;
+  });
   for (const GroupSubmission& submission : ordered) {
     if (auto reaped = reap(submission.start_time); !reaped) {
       return tl::make_unexpected(reaped.error());
     }
-    if (auto launched = launch(submission.start_time, submission.end_time, submission.runtime_ratio); !launched) {
+    if (auto launched = launch(submission.start_time, submission.end_time, submission.runtime_ratio);
+        !launched) {
       return tl::make_unexpected(launched.error());
     }
   }
@@ -467,8 +487,8 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
   SimulationResult result;
   result.job = job;
   result.max_power_w = trace_.max_power_limit_w();
-  result.recurrences = options_.recurrences.value_or(
-      2 * static_cast<int>(rows.by_batch_size.size()) * static_cast<int>(rows.power_limits_w.size()));
+  result.recurrences = options_.recurrences.value_or(2 * static_cast<int>(rows.by_batch_size.size()) *
+                                                     static_cast<int>(rows.power_limits_w.size()));
   add_fixed_configurations(result, rows, job, eta);
 
   auto batch_size_policy = batch_size_policy_->clone();
@@ -488,8 +508,8 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
         return tl::make_unexpected(batch_size.error());
       }
       if (rows.by_batch_size.count(*batch_size) == 0) {
-        return fail(ErrorCode::kInvalidArgument, "the batch-size policy chose {}, which has no runs in the trace",
-                    *batch_size);
+        return fail(ErrorCode::kInvalidArgument,
+                    "the batch-size policy chose {}, which has no runs in the trace", *batch_size);
       }
       std::optional<double> power_limit_w = power_limit_policy->predict(job, *batch_size);
       const bool profiled = !power_limit_w;
@@ -497,17 +517,19 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
         profile_power_limits(rows, job, *batch_size, eta, *power_limit_policy);
         power_limit_w = power_limit_policy->predict(job, *batch_size);
         if (!power_limit_w) {
-          return fail(ErrorCode::kState, "the power-limit policy chose no limit for batch size {} after profiling",
-                      *batch_size);
+          return fail(ErrorCode::kState,
+                      "the power-limit policy chose no limit for batch size {} after profiling", *batch_size);
         }
       }
-      auto outcome = run_job(rows, job, *batch_size, *power_limit_w, generator, beta * min_cost, eta, profiled);
+      auto outcome =
+          run_job(rows, job, *batch_size, *power_limit_w, generator, beta * min_cost, eta, profiled);
       if (!outcome) {
         return tl::make_unexpected(outcome.error());
       }
       if (outcome->energy_j == 0 && outcome->time_s == 0 && !outcome->reached) {
         // Not even one epoch fits under the bound: the try never ran. The policy learns it as a failure.
-        if (auto observed = batch_size_policy->observe(job, *batch_size, 100 * beta * min_cost, false); !observed) {
+        if (auto observed = batch_size_policy->observe(job, *batch_size, 100 * beta * min_cost, false);
+            !observed) {
           return tl::make_unexpected(observed.error());
         }
         continue;

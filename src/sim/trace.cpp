@@ -71,7 +71,8 @@ Result<double> finite_number(const csv::Table::Row& row, size_t column) {
     return value;
   }
   if (!std::isfinite(*value)) {
-    return tl::make_unexpected(row.error_at(column, fmt::format("expected a finite number, got \"{}\"", row.text(column))));
+    return tl::make_unexpected(
+        row.error_at(column, fmt::format("expected a finite number, got \"{}\"", row.text(column))));
   }
   return value;
 }
@@ -86,14 +87,14 @@ double Trace::max_power_limit_w() const {
   return max_w;
 }
 
-Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source, std::string_view power_csv,
-                          const std::string& power_source) {
+Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source,
+                          std::string_view power_csv, const std::string& power_source) {
   auto power = csv::parse(power_csv, power_source);
   if (!power) {
     return tl::make_unexpected(power.error());
   }
-  const auto power_columns = columns<7>(*power, {"dataset", "network", "batch_size", "optimizer", "power_limit",
-                                                 "time_per_epoch", "average_power"});
+  const auto power_columns = columns<7>(*power, {"dataset", "network", "batch_size", "optimizer",
+                                                 "power_limit", "time_per_epoch", "average_power"});
   if (!power_columns) {
     return tl::make_unexpected(power_columns.error());
   }
@@ -107,8 +108,9 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
       return tl::make_unexpected(batch_size.error());
     }
     PowerRow values{};
-    for (auto [column, target] : {std::pair{pc[4], &values.power_limit_w}, std::pair{pc[5], &values.time_per_epoch_s},
-                                  std::pair{pc[6], &values.average_power_w}}) {
+    for (auto [column, target] :
+         {std::pair{pc[4], &values.power_limit_w}, std::pair{pc[5], &values.time_per_epoch_s},
+          std::pair{pc[6], &values.average_power_w}}) {
       auto value = finite_number(row, column);
       if (!value) {
         return tl::make_unexpected(value.error());
@@ -169,8 +171,9 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
     }
   }
   if (trace.rows.empty()) {
-    return fail(ErrorCode::kInvalidArgument, "{} and {} have no (dataset, network, batch_size, optimizer) in common",
-                train_source, power_source);
+    return fail(ErrorCode::kInvalidArgument,
+                "{} and {} have no (dataset, network, batch_size, optimizer) in common", train_source,
+                power_source);
   }
   return trace;
 }
@@ -195,11 +198,13 @@ const std::vector<std::string>& trace_gpus() {
 Result<Trace> gpu_trace(std::string_view gpu, const std::optional<std::string>& trace_dir) {
   const std::string key = to_lower(gpu);
   if (std::find(trace_gpus().begin(), trace_gpus().end(), key) == trace_gpus().end() && !trace_dir) {
-    return fail(ErrorCode::kNotFound, "unknown GPU '{}' (traces exist for: {})", gpu, fmt::join(trace_gpus(), ", "));
+    return fail(ErrorCode::kNotFound, "unknown GPU '{}' (traces exist for: {})", gpu,
+                fmt::join(trace_gpus(), ", "));
   }
   Result<Trace> trace = tl::make_unexpected(Error(ErrorCode::kInternal, "unset"));
   if (trace_dir) {
-    trace = load_trace(*trace_dir + "/summary_train.csv", fmt::format("{}/summary_power_{}.csv", *trace_dir, key));
+    trace = load_trace(*trace_dir + "/summary_train.csv",
+                       fmt::format("{}/summary_power_{}.csv", *trace_dir, key));
   } else {
     const auto train = joule::embedded::zeus_train_trace("summary_train.csv");
     const auto power = device::sim::builtin_power_trace(key);
@@ -243,12 +248,14 @@ Result<Job> paper_job(const Trace& trace, std::string_view workload) {
     const auto largest_found = trace.largest_power_batch_size.find(entry.dataset);
     const int largest = largest_found == trace.largest_power_batch_size.end() ? 0 : largest_found->second;
     if (!has_runs || largest == 0) {
-      return fail(ErrorCode::kNotFound, "the {} trace has no runs of {}", trace.gpu.empty() ? "given" : trace.gpu, key);
+      return fail(ErrorCode::kNotFound, "the {} trace has no runs of {}",
+                  trace.gpu.empty() ? "given" : trace.gpu, key);
     }
-    return Job{entry.dataset, entry.network, entry.optimizer, entry.target_metric, entry.max_epochs,
-               std::min(entry.default_batch_size, largest)};
+    return Job{entry.dataset,       entry.network,    entry.optimizer,
+               entry.target_metric, entry.max_epochs, std::min(entry.default_batch_size, largest)};
   }
-  return fail(ErrorCode::kNotFound, "unknown workload '{}' (known: {})", workload, fmt::join(paper_workloads(), ", "));
+  return fail(ErrorCode::kNotFound, "unknown workload '{}' (known: {})", workload,
+              fmt::join(paper_workloads(), ", "));
 }
 
 }  // namespace joule::sim

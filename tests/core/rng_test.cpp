@@ -230,7 +230,8 @@ TEST(Generator, RandomOrderMatchesNumpyChoice) {
     for (const json& p : entry.at("permutation")) {
       const auto n = p.at("n").get<int64_t>();
       Generator gen(entry.at("seed").get<uint64_t>());
-      EXPECT_EQ(gen.random_order(n), p.at("values").get<std::vector<int64_t>>()) << label(entry) << " n " << n;
+      EXPECT_EQ(gen.random_order(n), p.at("values").get<std::vector<int64_t>>())
+          << label(entry) << " n " << n;
       expect_state(gen.bit_generator(), p.at("state_after"), label(entry));
     }
   }

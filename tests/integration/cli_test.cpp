@@ -260,3 +260,138 @@ TEST(Cli, DemoRunsTwoPowerLimits) {
 
 }  // namespace
 }  // namespace joule::test
+
+namespace joule::test {
+namespace {
+
+TEST(CliSimulate, CsvMatchesTheOriginalSimulator) {
+  const auto result = joule({"simulate", "--gpu", "v100", "--workload", "squad", "--format", "csv"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "recurrence,try,batch_size,power_limit_w,energy_j,time_s,reached,cost");
+  // The reference rows of squad, without their gpu,workload,seed,eta,beta columns.
+  std::ifstream reference(std::string(JOULE_SOURCE_DIR) +
+                          "/tests/sim/data/zeus_sim_reference_v100_seed1.csv");
+  std::vector<std::string> expected;
+  for (std::string row; std::getline(reference, row);) {
+    if (row.rfind("v100,squad,", 0) == 0) {
+      size_t cut = 0;
+      for (int commas = 0; commas < 5; ++commas) {
+        cut = row.find(',', cut) + 1;
+      }
+      expected.push_back(row.substr(cut));
+    }
+  }
+  ASSERT_EQ(expected.size(), 98u);
+  size_t index = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_LT(index, expected.size());
+    // Batch size, power limit and reached must be identical; floats agree to ~1e-16 (17 digits printed).
+    auto fields = [](const std::string& text) {
+      std::vector<std::string> out;
+      std::istringstream in(text);
+      for (std::string field; std::getline(in, field, ',');) {
+        out.push_back(field);
+      }
+      return out;
+    };
+    const auto got = fields(line);
+    const auto want = fields(expected[index]);
+    ASSERT_EQ(got.size(), 8u);
+    EXPECT_EQ(got[0], want[0]);
+    EXPECT_EQ(got[2], want[2]);
+    EXPECT_EQ(std::stod(got[3]), std::stod(want[3]));
+    EXPECT_EQ(got[6], want[6]);
+    for (const size_t f : {4u, 5u, 7u}) {
+      EXPECT_NEAR(std::stod(got[f]), std::stod(want[f]), std::abs(std::stod(want[f])) * 1e-12) << line;
+    }
+    ++index;
+  }
+  EXPECT_EQ(index, expected.size());
+}
+
+TEST(CliSimulate, TextJsonAndPlot) {
+  TempDir dir;
+  const std::string plot = dir.path() + "/sim.svg";
+  const auto text = joule({"simulate", "--gpu", "a40", "--workload", "imagenet", "--plot", plot});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Zeus vs baseline:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("plot written to " + plot), std::string::npos);
+  EXPECT_EQ(read_file(plot).rfind("<svg", 0) == 0 || read_file(plot).rfind("<?xml", 0) == 0, true);
+  EXPECT_NE(read_file(plot).find("Pareto frontier"), std::string::npos);
+  const auto json = joule({"simulate", "--gpu", "p100", "--workload", "movielens", "--seed", "2", "--eta",
+                           "0.8", "--beta", "inf", "--recurrences", "15", "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["job"]["dataset"], "movielens-1m");
+  EXPECT_EQ(parsed["options"]["recurrences"], 15);
+  EXPECT_TRUE(parsed["options"]["beta"].is_null());
+  EXPECT_EQ(parsed["options"]["eta"], 0.8);
+  EXPECT_GE(parsed["tries"].size(), 15u);
+  EXPECT_TRUE(parsed["savings"]["vs_baseline"].contains("energy"));
+}
+
+TEST(CliSimulate, AllPrintsTheSavingsTable) {
+  const auto result = joule({"simulate", "--all", "--format", "csv"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 25);  // header + 4 GPUs × 6 workloads
+  EXPECT_EQ(
+      result.out.rfind("gpu,workload,recurrences,energy_saved,time_saved,cost_saved,oracle_cost_saved\n", 0),
+      0u);
+}
+
+TEST(CliSimulate, BadInput) {
+  auto check = [](std::vector<std::string> args, int code, const std::string& message) {
+    args.insert(args.begin(), "simulate");
+    const auto result = joule(args);
+    EXPECT_EQ(result.exit_code, code) << fmt::format("{}", fmt::join(args, " "));
+    EXPECT_EQ(result.err, "joule: error: " + message + "\n");
+  };
+  check({"--gpu", "h100", "--workload", "squad"}, 1,
+        "unknown GPU 'h100' (traces exist for: v100, a40, p100, rtx6000)");
+  check(
+      {"--gpu", "v100", "--workload", "mnist"}, 1,
+      "unknown workload 'mnist' (known: cifar100, imagenet, squad, librispeech, movielens-1m, sentiment140)");
+  check({"--gpu", "v100"}, 2,
+        "simulate: --workload is required (one of: cifar100, imagenet, squad, librispeech, movielens-1m, "
+        "sentiment140), or use --all");
+  check({"--gpu", "v100", "--workload", "squad", "--eta", "1.5"}, 2, "eta must be in [0, 1] (got 1.5)");
+  check({"--gpu", "v100", "--workload", "squad", "--beta", "1"}, 2,
+        "beta must be greater than 1 (got 1); use inf to turn early stopping off");
+  check({"--gpu", "v100", "--workload", "squad", "--beta", "two"}, 2,
+        "simulate: --beta 'two' is not a number or 'inf'");
+  check({"--gpu", "v100", "--workload", "squad", "--b0", "33"}, 2,
+        "batch size 33 is not in the trace of squad (available: 8, 12, 16, 24, 32, 48, 56)");
+  check({"--gpu", "v100", "--workload", "squad", "--target-metric", "99"}, 2,
+        "the v100 trace has no runs of squad (bert_base_uncased, adamw) with target metric 99 (traced "
+        "targets: 82.5, "
+        "83, 83.5, 84, 84.5, 85, 85.5, 86)");
+  check({"--gpu", "v100", "--workload", "squad", "--target-metric", "86", "--max-epochs", "1"}, 2,
+        "squad can never reach its target 86 within 1 epoch: no training run in the trace does");
+  TempDir dir;
+  dir.write("summary_train.csv", "dataset,network,batch_size,optimizer,learning_rate,run,target_metric\n");
+  dir.write("summary_power_v100.csv", "x\n");
+  check({"--gpu", "v100", "--workload", "squad", "--trace-dir", dir.path()}, 1,
+        fmt::format("{}/summary_power_v100.csv: missing column 'dataset' (the header has: x)", dir.path()));
+}
+
+TEST(CliSimulate, GroupFile) {
+  TempDir dir;
+  std::string groups = "group,start_time,end_time,dataset,runtime_ratio\n";
+  for (int i = 0; i < 12; ++i) {
+    groups += fmt::format("{},{},{},{},1\n", i % 2 == 0 ? "17" : "42", i * 3600, i * 3600 + 5400,
+                          i % 2 == 0 ? "squad" : "cifar100");
+  }
+  const std::string path = dir.write("groups.csv", groups);
+  const auto result = joule({"simulate", "--gpu", "v100", "--groups", path, "--format", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto parsed = nlohmann::json::parse(result.out);
+  ASSERT_EQ(parsed["rows"].size(), 2u);
+  EXPECT_EQ(parsed["rows"][0]["workload"], "squad (group 17)");
+  EXPECT_EQ(parsed["rows"][1]["workload"], "cifar100 (group 42)");
+}
+
+}  // namespace
+}  // namespace joule::test

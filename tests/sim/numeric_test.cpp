@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "sim/numeric.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace joule::sim::numeric {
 namespace {

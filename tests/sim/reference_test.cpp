@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The simulator against the original Zeus simulator's own output: every try of the six paper workloads on
 // V100 (seed 1, η 0.5, β 2), produced by Zeus 0.16.0's run_single.py on the same traces.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "joule/core/csv.hpp"
 #include "joule/sim/simulator.hpp"
@@ -24,7 +24,8 @@ struct ReferenceTry {
 };
 
 std::map<std::string, std::vector<ReferenceTry>> load_reference() {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "data" / "zeus_sim_reference_v100_seed1.csv";
+  const auto path =
+      std::filesystem::path(__FILE__).parent_path() / "data" / "zeus_sim_reference_v100_seed1.csv";
   const auto table = csv::read_file(path.string());
   EXPECT_TRUE(table) << table.error().message();
   std::map<std::string, std::vector<ReferenceTry>> reference;
@@ -34,13 +35,15 @@ std::map<std::string, std::vector<ReferenceTry>> load_reference() {
     reference[std::string(row.text(column("workload")))].push_back(
         {static_cast<int>(*row.integer(column("recurrence"))), static_cast<int>(*row.integer(column("try"))),
          static_cast<int>(*row.integer(column("batch_size"))), *row.number(column("power_limit_w")),
-         *row.number(column("energy_j")), *row.number(column("time_s")), row.text(column("reached")) == "true",
-         *row.number(column("cost"))});
+         *row.number(column("energy_j")), *row.number(column("time_s")),
+         row.text(column("reached")) == "true", *row.number(column("cost"))});
   }
   return reference;
 }
 
-double relative_error(double a, double b) { return a == b ? 0.0 : std::abs(a - b) / std::max(std::abs(a), std::abs(b)); }
+double relative_error(double a, double b) {
+  return a == b ? 0.0 : std::abs(a - b) / std::max(std::abs(a), std::abs(b));
+}
 
 TEST(SimulatorReference, ReproducesTheOriginalOnV100Seed1) {
   const auto reference = load_reference();
@@ -68,8 +71,8 @@ TEST(SimulatorReference, ReproducesTheOriginalOnV100Seed1) {
       ASSERT_EQ(got.batch_size, want.batch_size) << "try " << i;
       ASSERT_EQ(got.power_limit_w, want.power_limit_w) << "try " << i;
       ASSERT_EQ(got.reached, want.reached) << "try " << i;
-      worst = std::max({worst, relative_error(got.energy_j, want.energy_j), relative_error(got.time_s, want.time_s),
-                        relative_error(got.cost, want.cost)});
+      worst = std::max({worst, relative_error(got.energy_j, want.energy_j),
+                        relative_error(got.time_s, want.time_s), relative_error(got.cost, want.cost)});
       EXPECT_LE(relative_error(got.energy_j, want.energy_j), 1e-9) << "try " << i;
       EXPECT_LE(relative_error(got.time_s, want.time_s), 1e-9) << "try " << i;
       EXPECT_LE(relative_error(got.cost, want.cost), 1e-9) << "try " << i;

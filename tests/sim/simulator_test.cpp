@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/sim/simulator.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
+
+#include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
@@ -29,9 +29,13 @@ constexpr const char* kPower =
     "mnist,mlp,128,sgd,100,4,99\n"
     "mnist,mlp,128,sgd,200,3,170\n";
 
-Trace small_trace() { return *parse_trace(kTrain, "train.csv", kPower, "power.csv"); }
+Trace small_trace() {
+  return *parse_trace(kTrain, "train.csv", kPower, "power.csv");
+}
 
-Job small_job() { return Job{"mnist", "mlp", "sgd", 0.9, 10, 64}; }
+Job small_job() {
+  return Job{"mnist", "mlp", "sgd", 0.9, 10, 64};
+}
 
 TEST(Simulator, OptionValidation) {
   SimulationOptions options;
@@ -46,7 +50,8 @@ TEST(Simulator, OptionValidation) {
   options.beta = std::numeric_limits<double>::infinity();
   EXPECT_TRUE(validate(options));
   options.recurrences = 0;
-  JOULE_EXPECT_ERROR(validate(options), ErrorCode::kInvalidArgument, "recurrences must be at least 1 (got 0)");
+  JOULE_EXPECT_ERROR(validate(options), ErrorCode::kInvalidArgument,
+                     "recurrences must be at least 1 (got 0)");
   options.recurrences = 3;
   options.eta = -0.1;
   const Simulator simulator = zeus_simulator(small_trace(), options);
@@ -61,18 +66,21 @@ TEST(Simulator, JobErrors) {
                      "batch size 48 is not in the trace of mnist (available: 32, 64, 128)");
   job = small_job();
   job.target_metric = 0.99;
-  JOULE_EXPECT_ERROR(simulator.simulate(job), ErrorCode::kInvalidArgument,
-                     "mnist can never reach its target 0.99 within 10 epochs: no training run in the trace does");
+  JOULE_EXPECT_ERROR(
+      simulator.simulate(job), ErrorCode::kInvalidArgument,
+      "mnist can never reach its target 0.99 within 10 epochs: no training run in the trace does");
   job = small_job();
   job.target_metric = 0.5;
-  JOULE_EXPECT_ERROR(simulator.simulate(job), ErrorCode::kInvalidArgument,
-                     "the given trace has no runs of mnist (mlp, sgd) with target metric 0.5");
+  JOULE_EXPECT_ERROR(
+      simulator.simulate(job), ErrorCode::kInvalidArgument,
+      "the given trace has no runs of mnist (mlp, sgd) with target metric 0.5 (traced targets: 0.9, 0.99)");
   job = small_job();
   job.default_batch_size = 128;  // run 1 never reaches: the first recurrence can fail
   job.max_epochs = 8;            // and run 2 needs 9 epochs
-  JOULE_EXPECT_ERROR(simulator.simulate(job), ErrorCode::kState,
-                     "the default batch size 128 did not reach the target 0.9 in the first recurrence (try another "
-                     "--b0 or a larger --max-epochs)");
+  JOULE_EXPECT_ERROR(
+      simulator.simulate(job), ErrorCode::kState,
+      "the default batch size 128 did not reach the target 0.9 in the first recurrence (try another "
+      "--b0 or a larger --max-epochs)");
 }
 
 TEST(Simulator, RunsAndAccountsEveryTry) {
@@ -184,8 +192,8 @@ TEST(Simulator, PoliciesArePluggable) {
     EXPECT_EQ(t.batch_size, 32);
     EXPECT_TRUE(t.reached);
   }
-  const Simulator bad(small_trace(), std::make_unique<FixedBatchSize>(48), std::make_unique<JitPowerLimitPolicy>(),
-                      options);
+  const Simulator bad(small_trace(), std::make_unique<FixedBatchSize>(48),
+                      std::make_unique<JitPowerLimitPolicy>(), options);
   JOULE_EXPECT_ERROR(bad.simulate(small_job()), ErrorCode::kInvalidArgument,
                      "the batch-size policy chose 48, which has no runs in the trace");
 }
@@ -208,14 +216,18 @@ TEST(GroupSimulation, ParsesGroupFilesWithClearErrors) {
   EXPECT_EQ((*groups)[0].size(), 2u);
   EXPECT_EQ((*groups)[0][1].end_time, 200);
   EXPECT_EQ((*groups)[1][0].runtime_ratio, 0.5);
-  JOULE_EXPECT_ERROR(parse_groups("group,start_time,dataset,runtime_ratio\n", "g.csv"), ErrorCode::kNotFound,
-                     "g.csv: missing column 'end_time' (the header has: group, start_time, dataset, runtime_ratio)");
-  JOULE_EXPECT_ERROR(parse_groups("group,start_time,end_time,dataset,runtime_ratio\n1,10,5,mnist,1\n", "g.csv"),
-                     ErrorCode::kParse, "g.csv:2:6: column 'end_time': the job ends before it starts");
-  JOULE_EXPECT_ERROR(parse_groups("group,start_time,end_time,dataset,runtime_ratio\n1,0,5,mnist,0\n", "g.csv"),
-                     ErrorCode::kParse, "g.csv:2:13: column 'runtime_ratio': the runtime ratio must be positive");
-  JOULE_EXPECT_ERROR(parse_groups("group,start_time,end_time,dataset,runtime_ratio\n1,x,5,mnist,1\n", "g.csv"),
-                     ErrorCode::kParse, "g.csv:2:3: column 'start_time': expected a number, got \"x\"");
+  JOULE_EXPECT_ERROR(
+      parse_groups("group,start_time,dataset,runtime_ratio\n", "g.csv"), ErrorCode::kNotFound,
+      "g.csv: missing column 'end_time' (the header has: group, start_time, dataset, runtime_ratio)");
+  JOULE_EXPECT_ERROR(
+      parse_groups("group,start_time,end_time,dataset,runtime_ratio\n1,10,5,mnist,1\n", "g.csv"),
+      ErrorCode::kParse, "g.csv:2:6: column 'end_time': the job ends before it starts");
+  JOULE_EXPECT_ERROR(
+      parse_groups("group,start_time,end_time,dataset,runtime_ratio\n1,0,5,mnist,0\n", "g.csv"),
+      ErrorCode::kParse, "g.csv:2:13: column 'runtime_ratio': the runtime ratio must be positive");
+  JOULE_EXPECT_ERROR(
+      parse_groups("group,start_time,end_time,dataset,runtime_ratio\n1,x,5,mnist,1\n", "g.csv"),
+      ErrorCode::kParse, "g.csv:2:3: column 'start_time': expected a number, got \"x\"");
 }
 
 TEST(GroupSimulation, Adler32MatchesZlib) {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/sim/trace.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
@@ -39,11 +39,12 @@ TEST(Trace, MergesInTheOriginalsOrder) {
 }
 
 TEST(Trace, BadInputNamesFileLineAndColumn) {
-  JOULE_EXPECT_ERROR(parse_trace(kTrain, "train.csv", "dataset,network,batch_size,optimizer,power_limit,average_power\n",
-                                 "power.csv"),
-                     ErrorCode::kNotFound,
-                     "power.csv: missing column 'time_per_epoch' (the header has: dataset, network, batch_size, "
-                     "optimizer, power_limit, average_power)");
+  JOULE_EXPECT_ERROR(
+      parse_trace(kTrain, "train.csv", "dataset,network,batch_size,optimizer,power_limit,average_power\n",
+                  "power.csv"),
+      ErrorCode::kNotFound,
+      "power.csv: missing column 'time_per_epoch' (the header has: dataset, network, batch_size, "
+      "optimizer, power_limit, average_power)");
   JOULE_EXPECT_ERROR(
       parse_trace(kTrain, "train.csv",
                   "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
@@ -62,16 +63,18 @@ TEST(Trace, BadInputNamesFileLineAndColumn) {
                   "mnist,mlp,32,sgd,nan,10,90\n",
                   "power.csv"),
       ErrorCode::kParse, "power.csv:2:18: column 'power_limit': expected a finite number, got \"nan\"");
-  JOULE_EXPECT_ERROR(parse_trace("dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
-                                 "mnist,mlp,32.5,sgd,0.1,1,0.9,3\n",
-                                 "train.csv", kPower, "power.csv"),
-                     ErrorCode::kParse, "train.csv:2:11: column 'batch_size': expected an integer, got \"32.5\"");
-  JOULE_EXPECT_ERROR(parse_trace(kTrain, "train.csv",
-                                 "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
-                                 "cifar,resnet,32,sgd,100,10,90\n",
-                                 "power.csv"),
-                     ErrorCode::kInvalidArgument,
-                     "train.csv and power.csv have no (dataset, network, batch_size, optimizer) in common");
+  JOULE_EXPECT_ERROR(
+      parse_trace("dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+                  "mnist,mlp,32.5,sgd,0.1,1,0.9,3\n",
+                  "train.csv", kPower, "power.csv"),
+      ErrorCode::kParse, "train.csv:2:11: column 'batch_size': expected an integer, got \"32.5\"");
+  JOULE_EXPECT_ERROR(
+      parse_trace(kTrain, "train.csv",
+                  "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+                  "cifar,resnet,32,sgd,100,10,90\n",
+                  "power.csv"),
+      ErrorCode::kInvalidArgument,
+      "train.csv and power.csv have no (dataset, network, batch_size, optimizer) in common");
   JOULE_EXPECT_ERROR(load_trace("/nonexistent/train.csv", "/nonexistent/power.csv"), ErrorCode::kNotFound,
                      "cannot open /nonexistent/train.csv: No such file or directory");
 }
@@ -89,9 +92,11 @@ TEST(Trace, BuiltInTracesAndPaperJobs) {
   EXPECT_EQ(imagenet->max_epochs, 100);
   EXPECT_EQ(imagenet->target_metric, 0.65);
   EXPECT_EQ(paper_job(*v100, "movielens")->dataset, "movielens-1m");
-  JOULE_EXPECT_ERROR(gpu_trace("h100"), ErrorCode::kNotFound, "unknown GPU 'h100' (traces exist for: v100, a40, p100, rtx6000)");
-  JOULE_EXPECT_ERROR(paper_job(*v100, "mnist"), ErrorCode::kNotFound,
-                     "unknown workload 'mnist' (known: cifar100, imagenet, squad, librispeech, movielens-1m, sentiment140)");
+  JOULE_EXPECT_ERROR(gpu_trace("h100"), ErrorCode::kNotFound,
+                     "unknown GPU 'h100' (traces exist for: v100, a40, p100, rtx6000)");
+  JOULE_EXPECT_ERROR(
+      paper_job(*v100, "mnist"), ErrorCode::kNotFound,
+      "unknown workload 'mnist' (known: cifar100, imagenet, squad, librispeech, movielens-1m, sentiment140)");
 }
 
 TEST(Trace, TraceDirectory) {

@@ -49,10 +49,13 @@ class Frontier {
 /// Zeus's cost (NSDI'23): `eta·E + (1 − eta)·max_power_w·T`, energy and time in one unit (J). eta = 1 is
 /// energy only; eta = 0 is time only.
 struct ZeusCost {
-  double eta = 0.5;        ///< in [0, 1]
-  double max_power_w = 0;  ///< the power that converts time into energy, W (> 0); Zeus: the largest power limit
+  double eta = 0.5;  ///< in [0, 1]
+  double max_power_w =
+      0;  ///< the power that converts time into energy, W (> 0); Zeus: the largest power limit
   /// @return the cost of `energy_j` and `time_s`, in J.
-  double cost(double energy_j, double time_s) const { return eta * energy_j + (1 - eta) * max_power_w * time_s; }
+  double cost(double energy_j, double time_s) const {
+    return eta * energy_j + (1 - eta) * max_power_w * time_s;
+  }
 };
 
 /// The least-energy point whose time is at most `time_s` (a deadline, a straggler's pace, a latency SLO).

@@ -68,7 +68,8 @@ class Generator {
   double random() { return bits_.next_double(); }
   /// `Generator.standard_normal()`: numpy's 256-layer ziggurat.
   double standard_normal();
-  /// `Generator.normal(mean, stddev)` = mean + stddev · standard_normal() (a draw is made even if stddev = 0).
+  /// `Generator.normal(mean, stddev)` = mean + stddev · standard_normal() (a draw is made even if stddev =
+  /// 0).
   /// @throws joule::Exception (kInvalidArgument) if stddev < 0, as numpy refuses it.
   double normal(double mean, double stddev);
 

@@ -107,7 +107,9 @@ class JitPowerLimitPolicy final : public PowerLimitPolicy {
  public:
   std::optional<double> predict(const Job& job, int batch_size) override;
   void observe(const Job& job, int batch_size, double power_limit_w, double cost) override;
-  std::unique_ptr<PowerLimitPolicy> clone() const override { return std::make_unique<JitPowerLimitPolicy>(*this); }
+  std::unique_ptr<PowerLimitPolicy> clone() const override {
+    return std::make_unique<JitPowerLimitPolicy>(*this);
+  }
   std::string name() const override { return "jit"; }
 
  private:

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "joule/core/error.hpp"
@@ -72,11 +72,12 @@ struct SimulationResult {
 /// One job submission of a group trace (Zeus's `alibaba_groups.csv`: a cluster trace's recurring jobs mapped
 /// onto the six workloads).
 struct GroupSubmission {
-  std::string group;        ///< recurring-job group id
-  double start_time = 0;    ///< submission time, s
-  double end_time = 0;      ///< when the cluster trace's job ended, s
-  std::string dataset;      ///< which workload the group runs
-  double runtime_ratio = 1;  ///< the cluster job's runtime relative to the workload's; scales reported E and T
+  std::string group;      ///< recurring-job group id
+  double start_time = 0;  ///< submission time, s
+  double end_time = 0;    ///< when the cluster trace's job ended, s
+  std::string dataset;    ///< which workload the group runs
+  double runtime_ratio =
+      1;  ///< the cluster job's runtime relative to the workload's; scales reported E and T
 };
 
 /// @return the submissions of a group CSV (columns group, start_time, end_time, dataset, runtime_ratio),
@@ -84,7 +85,8 @@ struct GroupSubmission {
 /// before its start or a ratio ≤ 0 is an error.
 Result<std::vector<std::vector<GroupSubmission>>> load_groups(const std::string& path);
 /// The same from CSV text.
-Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view csv_text, const std::string& source);
+Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view csv_text,
+                                                               const std::string& source);
 
 /// @return zlib's Adler-32 of `text` (the original seeds each group's simulation with the group id's).
 uint32_t adler32(std::string_view text);
@@ -110,7 +112,8 @@ class Simulator {
   /// same duration. The early-stop bound is β × the cheapest single job so far. Tries' energy and time are
   /// scaled by the submission's runtime ratio. Use a batch-size policy that tolerates unexpected
   /// observations (PruningGtsPolicy::Options::concurrency).
-  Result<SimulationResult> simulate_group(const Job& job, const std::vector<GroupSubmission>& submissions) const;
+  Result<SimulationResult> simulate_group(const Job& job,
+                                          const std::vector<GroupSubmission>& submissions) const;
 
   /// The configurations of `job` with their average cost per recurrence (no policies involved).
   Result<std::vector<FixedConfiguration>> configurations(const Job& job) const;

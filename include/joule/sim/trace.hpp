@@ -20,9 +20,9 @@ struct TraceRow {
   std::string network;
   std::string optimizer;
   int batch_size = 0;
-  int run = 0;                  ///< which repetition of the training run
-  double target_metric = 0;     ///< the metric this row's target_epoch is for
-  double target_epoch = 0;      ///< epochs (1-based count) to reach target_metric; NaN if never reached
+  int run = 0;               ///< which repetition of the training run
+  double target_metric = 0;  ///< the metric this row's target_epoch is for
+  double target_epoch = 0;   ///< epochs (1-based count) to reach target_metric; NaN if never reached
   double power_limit_w = 0;
   double time_per_epoch_s = 0;
   double average_power_w = 0;
@@ -46,8 +46,8 @@ struct Trace {
 Result<Trace> load_trace(const std::string& train_csv_path, const std::string& power_csv_path);
 
 /// The same from CSV text. @param train_source / power_source names used in error messages.
-Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source, std::string_view power_csv,
-                          const std::string& power_source);
+Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source,
+                          std::string_view power_csv, const std::string& power_source);
 
 /// @return the trace of a GPU from the copies built into joule ("v100", "a40", "p100", "rtx6000"), or from
 /// `trace_dir` (summary_train.csv and summary_power_<gpu>.csv) if given. kNotFound lists the known GPUs.
