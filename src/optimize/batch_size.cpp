@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/numeric.hpp"
 #include "optimize/batch_size_internal.hpp"
 
 namespace joule::optimize::batch_size {
@@ -194,16 +195,16 @@ Result<ArmState> fit_arm(int64_t batch_size, std::span<const double> rewards, do
   ArmState arm;
   arm.batch_size = batch_size;
   arm.num_observations = static_cast<int64_t>(rewards.size());
-  const double variance = detail::numpy_var(rewards);
+  const double variance = numeric::variance(rewards);
   arm.reward_precision = variance == 0.0 ? kInf : 1.0 / variance;
   // Infinite reward precision (identical rewards, e.g. a single one) makes the posterior a point mass at the
   // mean, so sampling returns exactly the observed reward.
   if (arm.reward_precision == kInf) {
     arm.param_precision = kInf;
-    arm.param_mean = detail::numpy_sum(rewards) / static_cast<double>(rewards.size());
+    arm.param_mean = numeric::mean(rewards);
   } else {
     arm.param_precision = prior_precision + static_cast<double>(rewards.size()) * arm.reward_precision;
-    arm.param_mean = (prior_precision * prior_mean + arm.reward_precision * detail::numpy_sum(rewards)) /
+    arm.param_mean = (prior_precision * prior_mean + arm.reward_precision * numeric::pairwise_sum(rewards)) /
                      arm.param_precision;
   }
   return arm;

@@ -9,7 +9,6 @@
 
 #include "joule/core/log.hpp"
 
-#include "numeric.hpp"
 
 namespace joule::sim {
 
@@ -113,21 +112,10 @@ void PruningGtsPolicy::fit(JobState& state, Arm& arm) const {
   if (options_.window_size > 0 && rewards.size() > static_cast<size_t>(options_.window_size)) {
     rewards.erase(rewards.begin(), rewards.end() - options_.window_size);
   }
-  if (rewards.empty()) {
-    return;
+  if (auto fitted = optimize::batch_size::fit_arm(arm.batch_size, rewards, options_.prior_mean,
+                                                  options_.prior_precision)) {
+    arm = *fitted;
   }
-  const double variance = numeric::variance(rewards);
-  arm.reward_precision = variance == 0 ? kInfinity : 1.0 / variance;
-  arm.observations = static_cast<int>(rewards.size());
-  if (std::isinf(arm.reward_precision)) {
-    arm.precision = kInfinity;
-    arm.mean = numeric::mean(rewards);
-    return;
-  }
-  arm.precision = options_.prior_precision + static_cast<double>(rewards.size()) * arm.reward_precision;
-  arm.mean = (options_.prior_precision * options_.prior_mean +
-              arm.reward_precision * numeric::pairwise_sum(rewards)) /
-             arm.precision;
 }
 
 Result<int> PruningGtsPolicy::predict(const Job& job) {
@@ -145,8 +133,8 @@ Result<int> PruningGtsPolicy::predict(const Job& job) {
     for (const int batch_size : s.explorer.batch_sizes) {
       Arm arm;
       arm.batch_size = batch_size;
-      arm.mean = options_.prior_mean;
-      arm.precision = options_.prior_precision;
+      arm.param_mean = options_.prior_mean;
+      arm.param_precision = options_.prior_precision;
       fit(s, arm);
       s.arms.push_back(arm);
     }
@@ -156,18 +144,18 @@ Result<int> PruningGtsPolicy::predict(const Job& job) {
                                                              static_cast<int64_t>(s.arms.size()));
   for (const int64_t index : order) {
     const Arm& arm = s.arms[static_cast<size_t>(index)];
-    if (arm.observations < options_.num_explorations) {
-      return arm.batch_size;
+    if (arm.num_observations < options_.num_explorations) {
+      return static_cast<int>(arm.batch_size);
     }
   }
   double best_sample = -kInfinity;
-  int best_batch_size = s.arms.front().batch_size;
+  int best_batch_size = static_cast<int>(s.arms.front().batch_size);
   for (const Arm& arm : s.arms) {
-    const double stddev = std::isinf(arm.precision) ? 0.0 : std::sqrt(1.0 / arm.precision);
-    const double sample = s.generator->normal(arm.mean, stddev);
+    const double stddev = std::isinf(arm.param_precision) ? 0.0 : std::sqrt(1.0 / arm.param_precision);
+    const double sample = s.generator->normal(arm.param_mean, stddev);
     if (sample > best_sample) {
       best_sample = sample;
-      best_batch_size = arm.batch_size;
+      best_batch_size = static_cast<int>(arm.batch_size);
     }
   }
   return best_batch_size;

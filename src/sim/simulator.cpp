@@ -14,9 +14,9 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
+#include "joule/core/numeric.hpp"
 #include "joule/core/rng.hpp"
 
-#include "numeric.hpp"
 
 namespace joule::sim {
 

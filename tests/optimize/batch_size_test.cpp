@@ -198,25 +198,6 @@ TEST(BatchSizeNumbers, PythonFloatRepr) {
   EXPECT_EQ(detail::python_str_repr("it's"), "\"it's\"");
 }
 
-TEST(BatchSizeNumbers, NumpySumsArePairwise) {
-  // Values where the summation order shows: numpy (1.24) gives these exact results.
-  std::vector<double> values;
-  for (int i = 0; i < 20; ++i) {
-    values.push_back(i % 2 == 0 ? 1e16 : 1.0 + i);
-  }
-  // Eight accumulators: the small values are added to the large ones in blocks of eight.
-  double sequential = 0;
-  for (const double v : values) {
-    sequential += v;
-  }
-  EXPECT_EQ(detail::numpy_sum(values), 1.0000000000000011e+17);
-  EXPECT_NE(detail::numpy_sum(values), sequential);
-  EXPECT_EQ(detail::numpy_sum(std::vector<double>{1.0, 2.0, 3.5}), 6.5);
-  EXPECT_EQ(detail::numpy_sum(std::vector<double>{}), 0.0);
-  EXPECT_EQ(detail::numpy_var(std::vector<double>{-10, -20}), 25.0);
-  EXPECT_EQ(detail::numpy_var(std::vector<double>{-7}), 0.0);
-}
-
 TEST(BatchSizeNumbers, ArmFitsMatchHandComputedPosteriors) {
   // Two rewards: mean −15, variance 25 ⇒ ρ = 0.04, τ = 0 + 2·0.04, μ = 0.04·(−30)/0.08.
   ArmState arm = value_or_throw(fit_arm(16, std::vector<double>{-10, -20}, 0, 0));

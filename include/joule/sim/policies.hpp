@@ -11,6 +11,7 @@
 
 #include "joule/core/error.hpp"
 #include "joule/core/rng.hpp"
+#include "joule/optimize/batch_size.hpp"
 #include "joule/sim/trace.hpp"
 
 namespace joule::sim {
@@ -78,14 +79,8 @@ class PruningGtsPolicy final : public BatchSizePolicy {
     bool done = false;
   };
 
-  /// One arm of the bandit: a Gaussian posterior over the reward (−cost).
-  struct Arm {
-    int batch_size = 0;
-    double mean = 0;
-    double precision = 0;  ///< posterior precision; +inf when every reward was equal
-    double reward_precision = 0;
-    int observations = 0;
-  };
+  /// One arm of the bandit: a Gaussian posterior over the reward (−cost), fitted as Zeus's server does.
+  using Arm = optimize::batch_size::ArmState;
 
  private:
   struct JobState {

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "sim/numeric.hpp"
+#include "joule/core/numeric.hpp"
 
 #include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-namespace joule::sim::numeric {
+namespace joule::numeric {
 namespace {
 
 TEST(Numeric, PairwiseSumFollowsNumpysBlocking) {
@@ -27,6 +27,34 @@ TEST(Numeric, PairwiseSumFollowsNumpysBlocking) {
     many[i] = 1.0 / static_cast<double>(i + 1);
   }
   EXPECT_NEAR(pairwise_sum(many), 7.485470860550345, 1e-12);
+}
+
+TEST(Numeric, NumpySumsArePairwise) {
+  // Values where the summation order shows: numpy (1.24) gives these exact results.
+  std::vector<double> values;
+  for (int i = 0; i < 20; ++i) {
+    values.push_back(i % 2 == 0 ? 1e16 : 1.0 + i);
+  }
+  // Eight accumulators: the small values are added to the large ones in blocks of eight.
+  double sequential = 0;
+  for (const double v : values) {
+    sequential += v;
+  }
+  EXPECT_EQ(pairwise_sum(values), 1.0000000000000011e+17);
+  EXPECT_NE(pairwise_sum(values), sequential);
+  EXPECT_EQ(pairwise_sum(std::vector<double>{1.0, 2.0, 3.5}), 6.5);
+  EXPECT_EQ(pairwise_sum(std::vector<double>{}), 0.0);
+  EXPECT_EQ(variance(std::vector<double>{-10, -20}), 25.0);
+  EXPECT_EQ(variance(std::vector<double>{-7}), 0.0);
+}
+
+TEST(Numeric, LargeArraysAreSummedInBuffersOf8192) {
+  std::vector<double> values;
+  for (int i = 0; i < 20000; ++i) {
+    values.push_back(i % 97 == 0 ? 1e12 : 0.1 * i);
+  }
+  // numpy 1.24: np.array([1e12 if i % 97 == 0 else 0.1 * i for i in range(20000)]).sum()
+  EXPECT_EQ(pairwise_sum(values), 207000019792186.3);
 }
 
 TEST(Numeric, MeanAndVariance) {
@@ -60,4 +88,4 @@ TEST(Numeric, PythonFloorDivision) {
 }
 
 }  // namespace
-}  // namespace joule::sim::numeric
+}  // namespace joule::numeric

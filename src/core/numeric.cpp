@@ -1,17 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "numeric.hpp"
+#include "joule/core/numeric.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
 
-namespace joule::sim::numeric {
+namespace joule::numeric {
 
 namespace {
-constexpr size_t kPairwiseBlock = 128;
-}  // namespace
 
-double pairwise_sum(std::span<const double> values) {
+constexpr size_t kPairwiseBlock = 128;
+constexpr size_t kReductionBuffer = 8192;
+
+double pairwise_block_sum(std::span<const double> values) {
   const size_t n = values.size();
   if (n < 8) {
     double sum = 0.0;
@@ -39,7 +41,20 @@ double pairwise_sum(std::span<const double> values) {
   }
   size_t half = n / 2;
   half -= half % 8;
-  return pairwise_sum(values.subspan(0, half)) + pairwise_sum(values.subspan(half));
+  return pairwise_block_sum(values.subspan(0, half)) + pairwise_block_sum(values.subspan(half));
+}
+
+}  // namespace
+
+double pairwise_sum(std::span<const double> values) {
+  if (values.size() <= kReductionBuffer) {
+    return pairwise_block_sum(values);
+  }
+  double sum = 0.0;
+  for (size_t start = 0; start < values.size(); start += kReductionBuffer) {
+    sum += pairwise_block_sum(values.subspan(start, std::min(kReductionBuffer, values.size() - start)));
+  }
+  return sum;
 }
 
 double mean(std::span<const double> values) {
@@ -93,4 +108,4 @@ double python_floor_div(double a, double b) {
   return std::copysign(0.0, a / b);
 }
 
-}  // namespace joule::sim::numeric
+}  // namespace joule::numeric

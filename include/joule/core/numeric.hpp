@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// The exact floating-point recipes of numpy, pandas and CPython that the original Zeus simulator's
+// joule/core/numeric.hpp — the exact floating-point recipes of numpy, pandas and CPython that the original Zeus simulator's
 // numbers depend on. Reproducing the original to the last bit needs them; each is documented with the
-// library function it stands for.
+// library function it stands for. (The Zeus simulator and the Zeus batch-size server
+// optimizer both need them.)
 #pragma once
 
 #include <span>
 
-namespace joule::sim::numeric {
+namespace joule::numeric {
 
-/// numpy's pairwise summation (`np.add.reduce` on a contiguous float64 array; used by ndarray.sum/mean/var
-/// and pandas' Series.mean): blocks of ≤ 128 summed with 8 interleaved accumulators, larger arrays split in
-/// halves (rounded to a multiple of 8).
+/// numpy's `np.sum` of a contiguous float64 array (also used by ndarray.mean/var and pandas' Series.mean):
+/// the reduction takes the array in buffers of 8192 elements and adds each buffer's pairwise sum (blocks of
+/// ≤ 128 summed with 8 interleaved accumulators, larger ones split in halves rounded to a multiple of 8).
 double pairwise_sum(std::span<const double> values);
 
 /// `np.mean(values)` = pairwise_sum / n.
@@ -27,4 +28,4 @@ double compensated_mean(std::span<const double> values);
 /// floor(a / b).
 double python_floor_div(double a, double b);
 
-}  // namespace joule::sim::numeric
+}  // namespace joule::numeric
