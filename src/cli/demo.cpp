@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// `joule demo`: a short simulated training job at two power limits, timed and measured.
+// `joule demo`: Zeus end to end on simulated GPUs. The JIT power-limit optimizer profiles a training job live
+// (virtual clock), picks a limit and the rest of training runs with it; then the trace-driven simulator
+// shows what batch size and power limit together save on every GPU and workload. Plots go to out/.
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -7,8 +10,12 @@
 
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/optimize/power_limit.hpp"
+#include "joule/sim/simulator.hpp"
+#include "joule/viz/frontier_plot.hpp"
 
 #include "common.hpp"
+#include "simulate_report.hpp"
 
 namespace joule::cli {
 
@@ -17,100 +24,203 @@ namespace {
 constexpr std::string_view kDefaultDemoSpec = "v100:imagenet";
 
 struct DemoFlags {
-  int64_t iterations = 500;
-  std::optional<double> low_power_limit_w;
+  int64_t steps = 1000;
+  std::string out_dir = "out";
+  bool no_simulation = false;
   Format format = Format::kText;
 };
 
-struct DemoRun {
-  double power_limit_w = 0;
-  measure::Measurement measurement;
+struct RunFigures {
+  double time_s = 0;
+  double energy_j = 0;
 };
 
-// A limit halfway down the range, on a 25 W step: a typical energy-saving setting to compare with the max.
-uint32_t default_low_limit_mw(const device::PowerLimitConstraints& constraints) {
-  const uint32_t middle_mw = (constraints.min_mw + constraints.max_mw) / 2;
-  constexpr uint32_t kStepMw = 25'000;
-  return std::max(constraints.min_mw, middle_mw / kStepMw * kStepMw);
+// A simulated job: GPUs on their own virtual clock, a monitor, and the training loop's iteration.
+struct SimulatedJob {
+  std::shared_ptr<VirtualClock> clock = std::make_shared<VirtualClock>();
+  std::vector<std::unique_ptr<device::sim::SimulatedGpu>> gpus;
+  std::vector<device::sim::SimulatedGpu*> sim_gpus;
+  std::vector<device::Gpu*> monitored;
+
+  explicit SimulatedJob(const device::sim::Spec& spec) {
+    gpus = value_or_throw(device::sim::open_sim_gpus(spec, clock));
+    for (auto& gpu : gpus) {
+      sim_gpus.push_back(gpu.get());
+      monitored.push_back(gpu.get());
+    }
+  }
+};
+
+// Runs `steps` iterations at a fixed limit on a fresh simulated job: the comparison run.
+RunFigures fixed_limit_run(const device::sim::Spec& spec, uint32_t power_limit_mw, int64_t steps) {
+  SimulatedJob job(spec);
+  for (auto* gpu : job.sim_gpus) {
+    value_or_throw(gpu->set_power_limit_mw(power_limit_mw));
+  }
+  measure::EnergyMonitor monitor(job.monitored, {}, *job.clock);
+  device::sim::TrainingJob training(job.sim_gpus, *job.clock);
+  monitor.begin_window("run");
+  training.run_iterations(steps);
+  const auto m = monitor.end_window("run");
+  return {m.time_s, m.total_gpu_energy_j()};
+}
+
+std::string watts(uint32_t power_limit_mw) {
+  return fmt::format("{:g} W", power_limit_mw / 1e3);
 }
 
 int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
-  if (flags.iterations <= 0) {
+  if (flags.steps < 400) {
     throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("demo: --iterations must be positive (got {})", flags.iterations));
+                    fmt::format("demo: --steps must be at least 400, enough to profile every limit (got {})",
+                                flags.steps));
   }
   auto options = value_or_throw(discovery_options(global));
   const std::string spec_text = options.sim_spec.value_or(std::string(kDefaultDemoSpec));
   const device::sim::Spec spec = value_or_throw(device::sim::parse_spec(spec_text));
-  // Virtual time: the job "runs" for minutes of simulated time in milliseconds of real time.
-  auto clock = std::make_shared<VirtualClock>();
-  auto gpus = value_or_throw(device::sim::open_sim_gpus(spec, clock));
-  std::vector<device::sim::SimulatedGpu*> sim_gpus;
-  std::vector<device::Gpu*> monitored;
-  for (auto& gpu : gpus) {
-    sim_gpus.push_back(gpu.get());
-    monitored.push_back(gpu.get());
-  }
-  device::sim::TrainingJob job(sim_gpus, *clock);
-  measure::EnergyMonitor monitor(monitored, {}, *clock);
+  std::error_code ignored;
+  std::filesystem::create_directories(flags.out_dir, ignored);
 
-  const auto constraints = value_or_throw(gpus.front()->power_limit_constraints());
-  const uint32_t low_mw = flags.low_power_limit_w
-                              ? static_cast<uint32_t>(round_w_to_mw(*flags.low_power_limit_w))
-                              : default_low_limit_mw(constraints);
-  std::vector<DemoRun> runs;
-  for (const uint32_t limit_mw : {constraints.max_mw, low_mw}) {
-    for (auto* gpu : sim_gpus) {
-      value_or_throw(gpu->set_power_limit_mw(limit_mw));
+  // 1. The JIT power-limit optimizer, live on the simulated GPUs.
+  SimulatedJob job(spec);
+  device::sim::TrainingJob training(job.sim_gpus, *job.clock);
+  measure::EnergyMonitor monitor(job.monitored, {}, *job.clock);
+  optimize::PowerLimitOptions plo_options;
+  plo_options.restore_on_signals = false;  // the demo's GPUs are simulated: nothing to restore on a signal
+  optimize::PowerLimitOptimizer optimizer(monitor, plo_options);
+  monitor.begin_window("training");
+  int64_t done_at_step = -1;
+  for (int64_t step = 0; step < flags.steps; ++step) {
+    optimizer.on_step_begin();
+    training.run_iterations(1);
+    optimizer.on_step_end();
+    if (done_at_step < 0 && optimizer.state() == optimize::PowerLimitState::kDone) {
+      done_at_step = step + 1;
     }
-    const std::string window = fmt::format("{} W", mw_to_w(limit_mw));
-    monitor.begin_window(window);
-    job.run_iterations(flags.iterations);
-    runs.push_back({mw_to_w(limit_mw), monitor.end_window(window)});
   }
-  for (auto* gpu : sim_gpus) {
-    value_or_throw(gpu->reset_power_limit());
+  const measure::Measurement with_zeus = monitor.end_window("training");
+  const uint32_t chosen_mw = optimizer.chosen_power_limit_mw().value_or(0);
+  const RunFigures at_max = fixed_limit_run(spec, optimizer.constraints().max_mw, flags.steps);
+  const RunFigures at_chosen = fixed_limit_run(spec, chosen_mw, flags.steps);
+
+  const std::string workload = job.gpus.front()->workload()->description();
+  const std::string frontier_svg =
+      (std::filesystem::path(flags.out_dir) / "demo_power_limit_frontier.svg").string();
+  {
+    std::vector<FrontierPoint<uint32_t>> measured;
+    for (const auto& m : optimizer.measurements()) {
+      measured.push_back({m.power_limit_mw, m.time_per_step_s(), m.energy_per_step_j()});
+    }
+    const auto frontier = Frontier<uint32_t>::from_points(measured);
+    viz::FrontierPlotOptions plot_options{
+        .title = fmt::format("JIT power-limit profile: {} on {}", workload, spec.model->key),
+        .x_label = "Time per iteration (s)",
+        .y_label = "Energy per iteration (J)",
+        .measured_label = "profiled limits"};
+    auto plot = viz::frontier_plot(frontier, watts, plot_options, measured);
+    for (const auto& point : measured) {
+      if (point.knob == chosen_mw) {
+        plot.highlight(viz::highlight_point(point, fmt::format("chosen {}", watts(chosen_mw)), "#d55e00",
+                                            watts, plot_options));
+      }
+      if (point.knob == optimizer.constraints().max_mw) {
+        plot.highlight(viz::highlight_point(point, fmt::format("max {}", watts(point.knob)), "#222222", watts,
+                                            plot_options));
+      }
+    }
+    value_or_throw(plot.save(frontier_svg));
   }
 
-  const auto& fast = runs[0].measurement;
-  const auto& slow = runs[1].measurement;
-  const double time_change = slow.time_s / fast.time_s - 1.0;
-  const double energy_change = slow.total_gpu_energy_j() / fast.total_gpu_energy_j() - 1.0;
-  const std::string workload = gpus.front()->workload()->description();
+  // 2. Batch size and power limit together, across recurrences: the trace-driven simulator.
+  std::vector<SavingsRow> rows;
+  std::string simulation_svg;
+  if (!flags.no_simulation) {
+    sim::SimulationOptions sim_options;
+    for (const std::string& gpu : sim::trace_gpus()) {
+      const sim::Trace trace = value_or_throw(sim::gpu_trace(gpu));
+      const sim::Simulator simulator = sim::zeus_simulator(trace, sim_options);
+      for (const std::string& name : sim::paper_workloads()) {
+        rows.push_back(
+            {gpu, name, value_or_throw(simulator.simulate(value_or_throw(sim::paper_job(trace, name))))});
+      }
+    }
+    const std::string sim_gpu = spec.model->trace == spec.model->key ? spec.model->key : "a40";
+    for (const auto& row : rows) {
+      if (row.gpu == sim_gpu && row.workload == spec.workload->key) {
+        simulation_svg = (std::filesystem::path(flags.out_dir) /
+                          fmt::format("demo_simulation_{}_{}.svg", row.gpu, row.workload))
+                             .string();
+        write_simulation_plot(simulation_svg, row.gpu, row.result);
+      }
+    }
+  }
+
+  const double energy_saved = 1 - at_chosen.energy_j / at_max.energy_j;
+  const double time_added = at_chosen.time_s / at_max.time_s - 1;
   if (flags.format == Format::kJson) {
-    nlohmann::json out = {{"gpu", spec.model->key},
-                          {"gpu_count", spec.count},
-                          {"workload", spec.workload->key},
-                          {"iterations", flags.iterations},
-                          {"runs", nlohmann::json::array()}};
-    for (const auto& run : runs) {
-      out["runs"].push_back({{"power_limit_w", run.power_limit_w},
-                             {"time_s", run.measurement.time_s},
-                             {"energy_j", run.measurement.total_gpu_energy_j()},
-                             {"estimated", run.measurement.estimated()}});
+    nlohmann::json profile = nlohmann::json::array();
+    for (const auto& m : optimizer.measurements()) {
+      profile.push_back({{"power_limit_w", m.power_limit_mw / 1e3},
+                         {"time_per_step_s", m.time_per_step_s()},
+                         {"energy_per_step_j", m.energy_per_step_j()}});
+    }
+    nlohmann::json out = {
+        {"gpu", spec.model->key},
+        {"gpu_count", spec.count},
+        {"workload", spec.workload->key},
+        {"steps", flags.steps},
+        {"profiled_until_step", done_at_step},
+        {"profile", profile},
+        {"chosen_power_limit_w", chosen_mw / 1e3},
+        {"with_zeus", {{"time_s", with_zeus.time_s}, {"energy_j", with_zeus.total_gpu_energy_j()}}},
+        {"at_max_power_limit", {{"time_s", at_max.time_s}, {"energy_j", at_max.energy_j}}},
+        {"at_chosen_power_limit", {{"time_s", at_chosen.time_s}, {"energy_j", at_chosen.energy_j}}},
+        {"plots", {frontier_svg}}};
+    if (!simulation_svg.empty()) {
+      out["plots"].push_back(simulation_svg);
+      out["simulation"] =
+          nlohmann::json::parse(render_savings_table(rows, sim::SimulationOptions{}, Format::kJson));
     }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
+
   std::cout << fmt::format(
-      "joule demo: {} simulated {} GPU{} ({}) training {} for {} iterations per run\n"
-      "(virtual clock; energy from the {})\n\n",
-      spec.count, spec.model->key, spec.count == 1 ? "" : "s", gpus.front()->info().name, workload,
-      flags.iterations,
-      gpus.front()->info().has_energy_counter ? "GPU energy counter" : "integrated power samples");
-  std::cout << fmt::format("  {:>11}  {:>10}  {:>12}  {:>13}  {:>15}\n", "power limit", "time (s)",
-                           "energy (J)", "avg power (W)", "energy/iter (J)");
-  for (const auto& run : runs) {
-    const double energy_j = run.measurement.total_gpu_energy_j();
-    std::cout << fmt::format("  {:>9.0f} W  {:>10.1f}  {:>12.1f}  {:>13.1f}  {:>15.2f}\n", run.power_limit_w,
-                             run.measurement.time_s, energy_j, energy_j / run.measurement.time_s,
-                             energy_j / static_cast<double>(flags.iterations));
+      "joule demo, part 1: the JIT power-limit optimizer on {} simulated {} GPU{} ({}) training {}\n"
+      "(virtual clock: {} iterations of simulated training)\n\n",
+      spec.count, spec.model->key, spec.count == 1 ? "" : "s", job.gpus.front()->info().name, workload,
+      flags.steps);
+  std::cout << fmt::format(
+      "  It tried {} limits from {} down, 10 warm-up + 40 measured iterations each, and was done "
+      "after {} iterations:\n\n",
+      optimizer.candidates_mw().size(), watts(optimizer.candidates_mw().front()), done_at_step);
+  std::cout << fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)",
+                           "energy/iter (J)", "frontier");
+  const auto& frontier = optimizer.frontier();
+  for (const auto& m : optimizer.measurements()) {
+    bool on_frontier = false;
+    for (const auto& point : frontier.points()) {
+      on_frontier = on_frontier || point.knob == m.power_limit_mw;
+    }
+    std::cout << fmt::format("  {:>11}  {:>16.1f}  {:>18.2f}  {:>10}{}\n", watts(m.power_limit_mw),
+                             m.time_per_step_s() * 1e3, m.energy_per_step_j(), on_frontier ? "yes" : "",
+                             m.power_limit_mw == chosen_mw ? "   <- chosen" : "");
   }
   std::cout << fmt::format(
-      "\nAt {:.0f} W instead of {:.0f} W the job took {:.1f}% {} and used {:.1f}% {} energy.\n",
-      runs[1].power_limit_w, runs[0].power_limit_w, std::abs(time_change) * 100,
-      time_change >= 0 ? "longer" : "less time", std::abs(energy_change) * 100,
-      energy_change <= 0 ? "less" : "more");
+      "\n  Chosen by {}: {}.\n"
+      "  {} iterations at {}: {:.1f} s, {:.1f} kJ; at the maximum {}: {:.1f} s, {:.1f} kJ.\n"
+      "  The chosen limit saves {:.1f}% energy for {:.1f}% more time (profiling included, the whole run "
+      "took {:.1f} s and {:.1f} kJ).\n",
+      describe(optimizer.policy()), watts(chosen_mw), flags.steps, watts(chosen_mw), at_chosen.time_s,
+      at_chosen.energy_j / 1e3, watts(optimizer.constraints().max_mw), at_max.time_s, at_max.energy_j / 1e3,
+      energy_saved * 100, time_added * 100, with_zeus.time_s, with_zeus.total_gpu_energy_j() / 1e3);
+  if (!rows.empty()) {
+    std::cout << "\njoule demo, part 2: batch size and power limit together, on the NSDI'23 traces ("
+                 "`joule simulate --all`)\n\n";
+    std::cout << render_savings_table(rows, sim::SimulationOptions{}, Format::kText);
+  }
+  std::cout << fmt::format("\nPlots: {}{}\n", frontier_svg,
+                           simulation_svg.empty() ? "" : ", " + simulation_svg);
   return 0;
 }
 
@@ -119,14 +229,14 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
 void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   auto flags = std::make_shared<DemoFlags>();
   auto* command = app.add_subcommand(
-      "demo", fmt::format("Run a short simulated training job at two power limits (default --sim {})",
+      "demo", fmt::format("Zeus end to end on simulated GPUs: the JIT power-limit optimizer live, then the "
+                          "trace-driven savings table; plots go to out/ (default --sim {})",
                           kDefaultDemoSpec));
-  command->add_option("--iterations", flags->iterations, "Training iterations per power limit (default 500)")
+  command->add_option("--steps", flags->steps, "Training iterations of the live run (default 1000)")
       ->option_text("N");
-  command
-      ->add_option("--low-power-limit-w", flags->low_power_limit_w,
-                   "The lower power limit to compare with the maximum (default: mid-range)")
-      ->option_text("W");
+  command->add_option("--out", flags->out_dir, "Directory for the SVG plots (default out)")
+      ->option_text("DIR");
+  command->add_flag("--no-simulation", flags->no_simulation, "Skip part 2 (the trace-driven simulations)");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson});
   command->callback([&global, &exit_code, flags] { exit_code = run_demo(global, *flags); });
 }

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/numeric.hpp"
+
 #include "optimize/batch_size_internal.hpp"
 
 namespace joule::optimize::batch_size {

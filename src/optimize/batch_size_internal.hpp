@@ -21,5 +21,4 @@ std::string python_int_list(const std::vector<int64_t>& values);
 /// @return Python's repr() of a str (single quotes unless the text holds a single quote and no double one).
 std::string python_str_repr(std::string_view text);
 
-
 }  // namespace joule::optimize::batch_size::detail

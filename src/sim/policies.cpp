@@ -9,7 +9,6 @@
 
 #include "joule/core/log.hpp"
 
-
 namespace joule::sim {
 
 namespace {

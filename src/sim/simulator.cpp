@@ -17,7 +17,6 @@
 #include "joule/core/numeric.hpp"
 #include "joule/core/rng.hpp"
 
-
 namespace joule::sim {
 
 namespace {

@@ -242,20 +242,32 @@ TEST(Cli, PowerStopsOnSigint) {
   EXPECT_NE(result.out.find("sampled every 20 ms"), std::string::npos) << result.out;
 }
 
-TEST(Cli, DemoRunsTwoPowerLimits) {
-  const auto result = joule({"demo", "--format", "json"});
+TEST(Cli, DemoRunsTheJitOptimizerAndTheSimulations) {
+  TempDir dir;
+  const auto result = joule({"demo", "--format", "json", "--out", dir.path()});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto json = nlohmann::json::parse(result.out);
-  ASSERT_EQ(json["runs"].size(), 2u);
-  EXPECT_EQ(json["runs"][0]["power_limit_w"], 250.0);
-  EXPECT_EQ(json["runs"][1]["power_limit_w"], 175.0);
-  EXPECT_LT(json["runs"][1]["energy_j"].get<double>(), json["runs"][0]["energy_j"].get<double>());
-  EXPECT_GT(json["runs"][1]["time_s"].get<double>(), json["runs"][0]["time_s"].get<double>());
-  const auto text = joule({"--sim", "a40:bert", "demo"});
-  EXPECT_EQ(text.exit_code, 2);
-  const auto other = joule({"demo"}, {{"JOULE_SIM", "a40:squad"}});
-  ASSERT_EQ(other.exit_code, 0) << other.err;
-  EXPECT_NE(other.out.find("less energy"), std::string::npos) << other.out;
+  ASSERT_EQ(json["profile"].size(), 7u);  // V100: 250 W down to 100 W in 25 W steps
+  EXPECT_EQ(json["profile"][0]["power_limit_w"], 250.0);
+  EXPECT_EQ(json["profiled_until_step"], 352);  // 1 wait step + 7 × (10 warm-up + 40 profiled)
+  const double chosen = json["chosen_power_limit_w"];
+  EXPECT_LT(chosen, 250.0);
+  EXPECT_LT(json["at_chosen_power_limit"]["energy_j"].get<double>(),
+            json["at_max_power_limit"]["energy_j"].get<double>());
+  EXPECT_GT(json["at_chosen_power_limit"]["time_s"].get<double>(),
+            json["at_max_power_limit"]["time_s"].get<double>());
+  EXPECT_EQ(json["simulation"]["rows"].size(), 24u);
+  for (const auto& plot : json["plots"]) {
+    EXPECT_NE(read_file(plot.get<std::string>()).find("</svg>"), std::string::npos) << plot;
+  }
+  const auto bad = joule({"--sim", "a40:bert", "demo"});
+  EXPECT_EQ(bad.exit_code, 2);
+  const auto text = joule({"demo", "--no-simulation", "--out", dir.path()}, {{"JOULE_SIM", "2xa40:squad"}});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("The chosen limit saves"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("Plots: " + dir.path() + "/demo_power_limit_frontier.svg"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(text.out.find("part 2"), std::string::npos);
 }
 
 }  // namespace

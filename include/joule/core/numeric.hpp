@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/core/numeric.hpp — the exact floating-point recipes of numpy, pandas and CPython that the original Zeus simulator's
-// numbers depend on. Reproducing the original to the last bit needs them; each is documented with the
-// library function it stands for. (The Zeus simulator and the Zeus batch-size server
-// optimizer both need them.)
+// joule/core/numeric.hpp — the exact floating-point recipes of numpy, pandas and CPython that the original
+// Zeus simulator's numbers depend on. Reproducing the original to the last bit needs them; each is documented
+// with the library function it stands for. (The Zeus simulator and the Zeus batch-size server optimizer both
+// need them.)
 #pragma once
 
 #include <span>

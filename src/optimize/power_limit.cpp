@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/optimize/power_limit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "joule/core/file.hpp"
+#include "joule/core/log.hpp"
+#include "joule/core/units.hpp"
+
+#include "power_limit_profile.hpp"
+#include "power_limit_restore.hpp"
+
+namespace joule::optimize {
+
+namespace {
+
+// A limit in watts for names and messages: "250", "212.5".
+std::string watts(uint32_t power_mw) {
+  return fmt::format("{}", mw_to_w(power_mw));
+}
+
+bool derives_max_power(const Policy& policy) {
+  const auto* cost = std::get_if<ZeusCost>(&policy);
+  return cost != nullptr && cost->max_power_w == 0;
+}
+
+bool same_constraints(const device::PowerLimitConstraints& a, const device::PowerLimitConstraints& b) {
+  return a.min_mw == b.min_mw && a.max_mw == b.max_mw && a.default_mw == b.default_mw;
+}
+
+std::string describe(const device::PowerLimitConstraints& constraints) {
+  return fmt::format("{} W to {} W (default {} W)", watts(constraints.min_mw), watts(constraints.max_mw),
+                     watts(constraints.default_mw));
+}
+
+}  // namespace
+
+std::string_view to_string(PowerLimitState state) {
+  switch (state) {
+    case PowerLimitState::kReady:
+      return "ready";
+    case PowerLimitState::kWarmup:
+      return "warmup";
+    case PowerLimitState::kProfiling:
+      return "profiling";
+    case PowerLimitState::kDone:
+      return "done";
+  }
+  return "unknown";
+}
+
+bool RankAggregator::all_ranks(bool value) {
+  const auto [count, ignored] = aggregate(value ? 1.0 : 0.0, 0.0);
+  return std::lround(count) == world_size();
+}
+
+Result<void> validate(const PowerLimitOptions& options) {
+  if (options.wait_steps < 0) {
+    return fail(ErrorCode::kInvalidArgument, "wait_steps must be at least 0, got {}", options.wait_steps);
+  }
+  if (options.warmup_steps < 0) {
+    return fail(ErrorCode::kInvalidArgument, "warmup_steps must be at least 0, got {}", options.warmup_steps);
+  }
+  if (options.profile_steps < 1) {
+    return fail(ErrorCode::kInvalidArgument, "profile_steps must be at least 1, got {}",
+                options.profile_steps);
+  }
+  // The step is applied in whole milliwatts; NaN fails the comparison too.
+  if (!(options.step_w >= 1e-3 && options.step_w <= 1e6)) {
+    return fail(ErrorCode::kInvalidArgument, "step_w must be from 0.001 W to 1000000 W, got {} W",
+                options.step_w);
+  }
+  Policy policy = options.policy;
+  if (auto* cost = std::get_if<ZeusCost>(&policy); cost != nullptr && cost->max_power_w == 0) {
+    cost->max_power_w = 1;  // a stand-in: the real value is derived from the GPUs
+  }
+  if (auto valid = joule::validate(policy); !valid) {
+    return valid;
+  }
+  if (!options.profile_dir.empty() && !detail::valid_job_key(options.job_key)) {
+    if (options.job_key.empty()) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "job_key is required with profile_dir: it names the profile file");
+    }
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "job_key '{}' may only contain letters, digits, '.', '_' and '-', and must not start with '.'",
+        options.job_key);
+  }
+  if (options.aggregator) {
+    const int world_size = options.aggregator->world_size();
+    const int rank = options.aggregator->rank();
+    if (world_size < 1) {
+      return fail(ErrorCode::kInvalidArgument, "the aggregator's world_size must be at least 1, got {}",
+                  world_size);
+    }
+    if (rank < 0 || rank >= world_size) {
+      return fail(ErrorCode::kInvalidArgument, "the aggregator's rank {} is outside 0 to {}", rank,
+                  world_size - 1);
+    }
+  }
+  return {};
+}
+
+std::vector<uint32_t> power_limit_candidates_mw(const device::PowerLimitConstraints& constraints,
+                                                uint32_t step_mw) {
+  std::vector<uint32_t> candidates;
+  if (step_mw == 0 || constraints.min_mw > constraints.max_mw) {
+    return candidates;
+  }
+  // 64-bit arithmetic: max − k·step must not wrap below 0.
+  for (int64_t limit = constraints.max_mw; limit >= constraints.min_mw; limit -= step_mw) {
+    candidates.push_back(static_cast<uint32_t>(limit));
+  }
+  if (candidates.back() != constraints.min_mw) {
+    candidates.push_back(constraints.min_mw);
+  }
+  return candidates;
+}
+
+PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerLimitOptions options)
+    : monitor_(monitor), options_(std::move(options)) {
+  value_or_throw(validate(options_));
+  aggregator_ = options_.aggregator ? options_.aggregator : std::make_shared<SingleProcessAggregator>();
+
+  const auto& gpus = monitor_.gpus();
+  if (gpus.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "the energy monitor has no GPUs: the power-limit optimizer needs at least one");
+  }
+  // One limit for all GPUs only makes sense for identical GPUs.
+  std::vector<std::optional<uint32_t>> restore_mw;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const auto constraints = value_or_throw(gpus[i]->power_limit_constraints());
+    if (i == 0) {
+      constraints_ = constraints;
+      gpu_name_ = gpus[0]->info().name;
+    } else if (gpus[i]->info().name != gpu_name_) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("the power-limit optimizer sets one limit for all GPUs, so they must be "
+                                  "identical: {} is not the same model as {}",
+                                  gpus[i]->label(), gpus[0]->label()));
+    } else if (!same_constraints(constraints, constraints_)) {
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          fmt::format("the power-limit optimizer sets one limit for all GPUs, so they must be "
+                      "identical: {} allows {}, {} allows {}",
+                      gpus[i]->label(), describe(constraints), gpus[0]->label(), describe(constraints_)));
+    }
+    if (options_.restore_to == RestoreTarget::kInitial) {
+      restore_mw.push_back(value_or_throw(gpus[i]->power_limit_mw()));
+    } else {
+      restore_mw.emplace_back(std::nullopt);
+    }
+  }
+  candidates_mw_ =
+      power_limit_candidates_mw(constraints_, static_cast<uint32_t>(round_w_to_mw(options_.step_w)));
+  if (candidates_mw_.empty()) {
+    throw Exception(ErrorCode::kDevice, fmt::format("{} reports an empty power-limit range: {}",
+                                                    gpus[0]->label(), describe(constraints_)));
+  }
+  policy_ = options_.policy;
+  if (derives_max_power(policy_)) {
+    std::get<ZeusCost>(policy_).max_power_w = mw_to_w(candidates_mw_.front()) *
+                                              static_cast<double>(gpus.size()) *
+                                              static_cast<double>(aggregator_->world_size());
+  }
+  if (!options_.profile_dir.empty()) {
+    profile_path_ = (std::filesystem::path(options_.profile_dir) / (options_.job_key + ".json")).string();
+  }
+
+  // Registered before the first change, so that every change is covered by the restore hooks.
+  controller_ = std::make_shared<detail::LimitController>(gpus, std::move(restore_mw));
+  registration_ = std::make_unique<detail::RestoreRegistration>(controller_, options_.restore_on_signals);
+  try {
+    if (!try_load_profile()) {
+      state_ = PowerLimitState::kReady;
+      steps_left_ = options_.wait_steps + 1;
+      apply(candidates_mw_.front());
+    }
+  } catch (...) {
+    registration_.reset();
+    controller_->restore(detail::RestoreReason::kDestroy);
+    throw;
+  }
+}
+
+PowerLimitOptimizer::~PowerLimitOptimizer() {
+  try {
+    if (state_ == PowerLimitState::kProfiling && monitor_.is_open(window_name())) {
+      monitor_.cancel_window(window_name());
+    }
+  } catch (...) {
+  }
+  registration_.reset();
+  controller_->restore(detail::RestoreReason::kDestroy);
+}
+
+uint32_t PowerLimitOptimizer::current_power_limit_mw() const {
+  if (chosen_mw_) {
+    return *chosen_mw_;
+  }
+  return candidates_mw_[std::min(index_, candidates_mw_.size() - 1)];
+}
+
+void PowerLimitOptimizer::on_step_begin() {
+  if (controller_->consume_external_restore()) {
+    log().warn("power-limit optimizer: the limits were restored on a signal and the job goes on; {}",
+               state_ == PowerLimitState::kWarmup || state_ == PowerLimitState::kProfiling
+                   ? "re-measuring the interrupted limit"
+                   : "setting the limit again");
+    switch (state_) {
+      case PowerLimitState::kWarmup:
+      case PowerLimitState::kProfiling:
+        interrupt();
+        break;
+      case PowerLimitState::kReady:
+        apply(candidates_mw_.front());
+        break;
+      case PowerLimitState::kDone:
+        apply(*chosen_mw_);
+        break;
+    }
+  }
+  switch (state_) {
+    case PowerLimitState::kReady:
+      if (--steps_left_ <= 0) {
+        start_candidate();
+      }
+      break;
+    case PowerLimitState::kWarmup:
+      if (--steps_left_ <= 0) {
+        begin_profile();
+      }
+      break;
+    case PowerLimitState::kProfiling:
+      if (--steps_left_ <= 0) {
+        finish_profile();
+      }
+      break;
+    case PowerLimitState::kDone:
+      break;
+  }
+}
+
+void PowerLimitOptimizer::on_step_end() {}
+
+void PowerLimitOptimizer::on_epoch_end() {
+  if (state_ == PowerLimitState::kWarmup || state_ == PowerLimitState::kProfiling) {
+    interrupt();
+  }
+}
+
+void PowerLimitOptimizer::apply(uint32_t power_limit_mw) {
+  auto result = controller_->apply(power_limit_mw);
+  if (!result) {
+    throw Exception(result.error().with_context(
+        fmt::format("power-limit optimizer: cannot set the power limit to {} W", watts(power_limit_mw))));
+  }
+}
+
+std::string PowerLimitOptimizer::window_name() const {
+  return "__joule_power_limit_" + watts(candidates_mw_[index_]);
+}
+
+void PowerLimitOptimizer::start_candidate() {
+  apply(candidates_mw_[index_]);
+  if (options_.warmup_steps == 0) {
+    begin_profile();
+    return;
+  }
+  state_ = PowerLimitState::kWarmup;
+  steps_left_ = options_.warmup_steps;
+}
+
+void PowerLimitOptimizer::begin_profile() {
+  monitor_.begin_window(window_name());
+  state_ = PowerLimitState::kProfiling;
+  steps_left_ = options_.profile_steps;
+}
+
+void PowerLimitOptimizer::finish_profile() {
+  const measure::Measurement window = monitor_.end_window(window_name());
+  const auto [energy_j, time_s] = aggregator_->aggregate(window.total_gpu_energy_j(), window.time_s);
+  measurements_.push_back({candidates_mw_[index_], energy_j, time_s, options_.profile_steps});
+  log().debug("power-limit optimizer: {} W: {} J, {} s over {} steps", watts(candidates_mw_[index_]),
+              energy_j, time_s, options_.profile_steps);
+  ++index_;
+  if (index_ < candidates_mw_.size()) {
+    start_candidate();
+    return;
+  }
+  index_ = candidates_mw_.size() - 1;
+  choose();
+  save_profile();
+}
+
+void PowerLimitOptimizer::interrupt() {
+  if (state_ == PowerLimitState::kProfiling && monitor_.is_open(window_name())) {
+    monitor_.cancel_window(window_name());
+  }
+  // The interrupted candidate starts over with its warmup at the next step; meanwhile the job runs at full
+  // speed through the epoch boundary.
+  state_ = PowerLimitState::kReady;
+  steps_left_ = 1;
+  apply(candidates_mw_.front());
+}
+
+void PowerLimitOptimizer::choose() {
+  if (derives_max_power(options_.policy)) {
+    uint32_t max_mw = 0;
+    for (const auto& measurement : measurements_) {
+      max_mw = std::max(max_mw, measurement.power_limit_mw);
+    }
+    std::get<ZeusCost>(policy_).max_power_w = mw_to_w(max_mw) * static_cast<double>(monitor_.gpus().size()) *
+                                              static_cast<double>(aggregator_->world_size());
+  }
+  std::vector<FrontierPoint<uint32_t>> points;
+  points.reserve(measurements_.size());
+  for (const auto& measurement : measurements_) {
+    points.push_back(
+        {measurement.power_limit_mw, measurement.time_per_step_s(), measurement.energy_per_step_j()});
+  }
+  frontier_ = Frontier<uint32_t>::from_points(std::move(points));
+  auto selected = select(frontier_, policy_);
+  if (!selected && selected.error().code() == ErrorCode::kNotFound) {
+    // A bound no limit meets: run as fast as possible rather than stop the job.
+    log().warn("power-limit optimizer: {}; choosing the fastest limit", selected.error().message());
+    selected = size_t{0};
+  }
+  const auto& point = frontier_.points()[value_or_throw(std::move(selected))];
+  chosen_mw_ = point.knob;
+  state_ = PowerLimitState::kDone;
+  apply(point.knob);
+  const auto& fastest = frontier_.fastest();
+  log().info(
+      "power-limit optimizer: {} chose {} W for {} x {} ({:.4g} s and {:.4g} J per step; fastest: {} W, "
+      "{:.4g} s and {:.4g} J){}",
+      joule::describe(policy_), watts(point.knob), monitor_.gpus().size(), gpu_name_, point.time_s,
+      point.energy_j, watts(fastest.knob), fastest.time_s, fastest.energy_j,
+      loaded_from_profile_ ? fmt::format(" from the stored profile {}", *profile_path_) : std::string());
+}
+
+bool PowerLimitOptimizer::try_load_profile() {
+  if (!profile_path_) {
+    return false;
+  }
+  const std::string& path = *profile_path_;
+  std::optional<detail::StoredProfile> usable;
+  if (auto text = read_text_file(path); !text) {
+    if (text.error().code() == ErrorCode::kNotFound) {
+      log().info("power-limit optimizer: no stored profile at {}; profiling", path);
+    } else {
+      log().warn("power-limit optimizer: ignoring the stored profile: {}; profiling again",
+                 text.error().message());
+    }
+  } else if (auto stored = detail::parse_profile(*text); !stored) {
+    log().warn("power-limit optimizer: ignoring the stored profile {}: {}; profiling again", path,
+               stored.error().message());
+  } else {
+    detail::StoredProfile here;
+    here.job_key = options_.job_key;
+    here.gpu_name = gpu_name_;
+    here.gpu_count = static_cast<int>(monitor_.gpus().size());
+    here.world_size = aggregator_->world_size();
+    here.constraints = constraints_;
+    if (auto mismatch = detail::profile_mismatch(*stored, here)) {
+      log().warn("power-limit optimizer: ignoring the stored profile {}: {}; profiling again", path,
+                 *mismatch);
+    } else {
+      usable = std::move(*stored);
+    }
+  }
+  // Every rank must take the same path, or they would wait for each other in aggregate() forever.
+  if (aggregator_->world_size() > 1 && !aggregator_->all_ranks(usable.has_value())) {
+    if (usable) {
+      log().info("power-limit optimizer: another rank has no usable profile; profiling on every rank");
+    }
+    return false;
+  }
+  if (!usable) {
+    return false;
+  }
+  measurements_ = std::move(usable->measurements);
+  loaded_from_profile_ = true;
+  index_ = candidates_mw_.size() - 1;
+  choose();
+  return true;
+}
+
+void PowerLimitOptimizer::save_profile() const {
+  if (!profile_path_ || aggregator_->rank() != 0) {
+    return;
+  }
+  detail::StoredProfile profile;
+  profile.job_key = options_.job_key;
+  profile.gpu_name = gpu_name_;
+  profile.gpu_count = static_cast<int>(monitor_.gpus().size());
+  profile.world_size = aggregator_->world_size();
+  profile.constraints = constraints_;
+  profile.profile_steps = options_.profile_steps;
+  profile.measurements = measurements_;
+  std::error_code error;
+  std::filesystem::create_directories(options_.profile_dir, error);
+  if (error) {
+    log().warn("power-limit optimizer: cannot create {}: {}; the profile is not saved", options_.profile_dir,
+               error.message());
+    return;
+  }
+  if (auto written = write_file_atomic(*profile_path_, detail::profile_to_json(profile)); !written) {
+    log().warn("power-limit optimizer: the profile is not saved: {}", written.error().message());
+    return;
+  }
+  log().info("power-limit optimizer: saved the profile to {}", *profile_path_);
+}
+
+}  // namespace joule::optimize
