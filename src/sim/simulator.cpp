@@ -307,8 +307,17 @@ Result<std::vector<std::vector<GroupSubmission>>> load_groups(const std::string&
   return parse_groups(*text, path);
 }
 
-Result<SimulationResult> Simulator::simulate_group(const Job& job,
-                                                   const std::vector<GroupSubmission>& submissions) const {
+// What one simulated job needs: its indexed rows, fresh copies of the policies (registered with the job),
+// the trace-sampling generator, and the result being built.
+struct Simulator::Session {
+  JobRows rows;
+  SimulationResult result;
+  std::unique_ptr<BatchSizePolicy> batch_size_policy;
+  std::unique_ptr<PowerLimitPolicy> power_limit_policy;
+  rng::Generator generator;
+};
+
+Result<std::unique_ptr<Simulator::Session>> Simulator::start(const Job& job) const {
   if (auto valid = validate(options_); !valid) {
     return tl::make_unexpected(valid.error());
   }
@@ -316,18 +325,31 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
   if (!indexed) {
     return tl::make_unexpected(indexed.error());
   }
-  const JobRows& rows = *indexed;
-  const double eta = options_.eta;
-  const double beta = options_.beta;
-  SimulationResult result;
-  result.job = job;
-  result.max_power_w = trace_.max_power_limit_w();
-  auto batch_size_policy = batch_size_policy_->clone();
-  auto power_limit_policy = power_limit_policy_->clone();
-  if (auto registered = batch_size_policy->register_job(job, rows.feasible_batch_sizes); !registered) {
+  auto session = std::unique_ptr<Session>(new Session{std::move(*indexed), {}, batch_size_policy_->clone(),
+                                                      power_limit_policy_->clone(), rng::Generator(options_.seed)});
+  session->result.job = job;
+  session->result.max_power_w = trace_.max_power_limit_w();
+  if (auto registered = session->batch_size_policy->register_job(job, session->rows.feasible_batch_sizes);
+      !registered) {
     return tl::make_unexpected(registered.error());
   }
-  rng::Generator generator(options_.seed);
+  return session;
+}
+
+Result<SimulationResult> Simulator::simulate_group(const Job& job,
+                                                   const std::vector<GroupSubmission>& submissions) const {
+  auto session = start(job);
+  if (!session) {
+    return tl::make_unexpected(session.error());
+  }
+  Session& state = **session;
+  const JobRows& rows = state.rows;
+  SimulationResult& result = state.result;
+  BatchSizePolicy* batch_size_policy = state.batch_size_policy.get();
+  PowerLimitPolicy* power_limit_policy = state.power_limit_policy.get();
+  rng::Generator& generator = state.generator;
+  const double eta = options_.eta;
+  const double beta = options_.beta;
   double min_cost = kInfinity;
   int best_batch_size = job.default_batch_size;
 
@@ -456,7 +478,7 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
   }
   result.recurrences = recurrence;
   add_fixed_configurations(result, rows, job, eta);
-  return result;
+  return std::move(result);
 }
 
 Result<std::vector<FixedConfiguration>> Simulator::configurations(const Job& job) const {
@@ -472,31 +494,22 @@ Result<std::vector<FixedConfiguration>> Simulator::configurations(const Job& job
 }
 
 Result<SimulationResult> Simulator::simulate(const Job& job) const {
-  if (auto valid = validate(options_); !valid) {
-    return tl::make_unexpected(valid.error());
+  auto session = start(job);
+  if (!session) {
+    return tl::make_unexpected(session.error());
   }
-  auto indexed = index_job(trace_, job);
-  if (!indexed) {
-    return tl::make_unexpected(indexed.error());
-  }
-  const JobRows& rows = *indexed;
+  Session& state = **session;
+  const JobRows& rows = state.rows;
+  SimulationResult& result = state.result;
+  BatchSizePolicy* batch_size_policy = state.batch_size_policy.get();
+  PowerLimitPolicy* power_limit_policy = state.power_limit_policy.get();
+  rng::Generator& generator = state.generator;
   const double eta = options_.eta;
   const double beta = options_.beta;
-
-  SimulationResult result;
-  result.job = job;
-  result.max_power_w = trace_.max_power_limit_w();
   result.recurrences = options_.recurrences.value_or(2 * static_cast<int>(rows.by_batch_size.size()) *
                                                      static_cast<int>(rows.power_limits_w.size()));
   add_fixed_configurations(result, rows, job, eta);
-
-  auto batch_size_policy = batch_size_policy_->clone();
-  auto power_limit_policy = power_limit_policy_->clone();
-  rng::Generator generator(options_.seed);
   double min_cost = kInfinity;
-  if (auto registered = batch_size_policy->register_job(job, rows.feasible_batch_sizes); !registered) {
-    return tl::make_unexpected(registered.error());
-  }
   for (int recurrence = 0; recurrence < result.recurrences; ++recurrence) {
     double accumulated_cost = 0;
     int attempt = 0;
@@ -560,7 +573,7 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
                   options_.max_tries);
     }
   }
-  return result;
+  return std::move(result);
 }
 
 }  // namespace joule::sim

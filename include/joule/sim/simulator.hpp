@@ -122,6 +122,9 @@ class Simulator {
   const SimulationOptions& options() const { return options_; }
 
  private:
+  struct Session;
+  Result<std::unique_ptr<Session>> start(const Job& job) const;
+
   Trace trace_;
   std::unique_ptr<BatchSizePolicy> batch_size_policy_;
   std::unique_ptr<PowerLimitPolicy> power_limit_policy_;
