@@ -325,8 +325,11 @@ Result<std::unique_ptr<Simulator::Session>> Simulator::start(const Job& job) con
   if (!indexed) {
     return tl::make_unexpected(indexed.error());
   }
-  auto session = std::unique_ptr<Session>(new Session{std::move(*indexed), {}, batch_size_policy_->clone(),
-                                                      power_limit_policy_->clone(), rng::Generator(options_.seed)});
+  auto session = std::unique_ptr<Session>(new Session{std::move(*indexed),
+                                                      {},
+                                                      batch_size_policy_->clone(),
+                                                      power_limit_policy_->clone(),
+                                                      rng::Generator(options_.seed)});
   session->result.job = job;
   session->result.max_power_w = trace_.max_power_limit_w();
   if (auto registered = session->batch_size_policy->register_job(job, session->rows.feasible_batch_sizes);

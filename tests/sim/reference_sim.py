@@ -23,7 +23,6 @@ row per recorded try (floats as ``repr``, i.e. shortest round-trip). A failing s
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from dataclasses import dataclass

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "joule/core/error.hpp"
@@ -42,10 +43,12 @@ class Profile {
   static Result<Profile> read(const std::string& path);
   /// Builds a profile from options (tests, synthetic profiles); same validation as parse().
   /// @param options options[stage][0 = forward, 1 = backward].
+  /// Errors are kInvalidArgument and name the stage, instruction and frequency (there are no lines).
   static Result<Profile> from_options(std::vector<std::array<std::vector<ProfileOption>, 2>> options);
 
   int stage_count() const { return static_cast<int>(options_.size()); }
-  /// @return the options of (stage, instruction), fastest clock first (frequency descending).
+  /// @return the options of (stage, instruction), fastest clock first (frequency descending); their i-th
+  /// entry runs at frequencies_mhz()[i]. @throws joule::Exception (kOutOfRange) for a stage outside [0, S).
   const std::vector<ProfileOption>& options(int stage, Instruction instruction) const;
   /// @return every frequency, descending (the same for every stage and instruction).
   const std::vector<uint32_t>& frequencies_mhz() const { return frequencies_mhz_; }
@@ -70,7 +73,14 @@ struct Computation {
   int stage = 0;
   Instruction instruction = Instruction::kForward;
   int microbatch = 0;
+
+  friend bool operator==(const Computation&, const Computation&) = default;
 };
+
+/// @return e.g. "stage 2 forward of microbatch 3" (for messages).
+std::string to_string(const Computation& computation);
+/// @return e.g. "F3" or "B3" (instruction initial and microbatch; for timelines).
+std::string short_label(const Computation& computation);
 
 /// The computations of one iteration and their dependencies (activity on node). Node ids index
 /// `computations`. Edges: consecutive computations of a stage (one GPU runs one at a time), F(s,m) →
@@ -82,12 +92,28 @@ struct PipelineDag {
   std::vector<Computation> computations;
   std::vector<std::vector<int>> stage_order;  ///< per stage, node ids in execution order
   std::vector<std::pair<int, int>> edges;     ///< (from, to), from before to
-  /// @return the id of (stage, instruction, microbatch).
+  /// Derived from `edges` by build_pipeline() (or index_dag() after editing a DAG by hand) so that
+  /// evaluation does not rebuild them on every call: node ids in a topological order, and every node's
+  /// direct predecessors as `predecessors[predecessor_offsets[v] .. predecessor_offsets[v + 1])`.
+  /// Functions that find them missing or stale (sizes not matching) compute them afresh for that call.
+  std::vector<int> topological_order;
+  std::vector<int> predecessor_offsets;
+  std::vector<int> predecessors;
+  /// @return the id of (stage, instruction, microbatch) in build_pipeline()'s layout:
+  /// `stage·2M + (0 forward | M backward) + microbatch`. @throws joule::Exception (kOutOfRange) for a
+  /// stage or microbatch outside the DAG.
   int node(int stage, Instruction instruction, int microbatch) const;
 };
 
-/// Builds the DAG of `stages` × `microbatches`. kInvalidArgument if either is < 1.
+/// Builds the DAG of `stages` × `microbatches`. kInvalidArgument if either is < 1, or if
+/// 2·stages·microbatches exceeds 2^26 computations (no real pipeline comes close; the limit keeps node ids
+/// and edge counts in int).
 Result<PipelineDag> build_pipeline(int stages, int microbatches, Schedule schedule);
+
+/// Recomputes `topological_order`, `predecessor_offsets` and `predecessors` from `edges`.
+/// kInvalidArgument if an edge names a node outside `computations` or the edges form a cycle (the message
+/// names a computation on it).
+Result<void> index_dag(PipelineDag& dag);
 
 /// A frequency for every computation (indexed by node id), MHz.
 using FrequencyPlan = std::vector<uint32_t>;
@@ -106,15 +132,20 @@ struct Timeline {
 };
 
 /// @return the ASAP timeline of the DAG with these computation times (indexed by node id).
+/// @throws joule::Exception (kInvalidArgument) if `times_s` does not have one entry per computation or the
+/// DAG's edges form a cycle.
 Timeline schedule_times(const PipelineDag& dag, const std::vector<double>& times_s);
 
 /// @return the option of `profile` for a computation at a frequency; kNotFound naming the computation and
 /// the frequency if the profile has no such frequency.
-Result<ProfileOption> option_at(const Profile& profile, const Computation& computation, uint32_t frequency_mhz);
+Result<ProfileOption> option_at(const Profile& profile, const Computation& computation,
+                                uint32_t frequency_mhz);
 
 /// @return the time and energy of one iteration with `plan`, evaluated on the profile (Perseus §1.5).
 /// kInvalidArgument if the plan's size is not the DAG's or the profile has fewer stages; kNotFound for a
-/// frequency the profile lacks.
+/// frequency the profile lacks. Also kInvalidArgument for a negative or non-finite `p_blocking_w`.
+/// Cost: O(nodes · log frequencies + edges) with no allocation when the DAG's index (topological_order,
+/// predecessors) is present; safe to call from several threads at once.
 Result<PlanCost> evaluate(const PipelineDag& dag, const Profile& profile, const FrequencyPlan& plan,
                           double p_blocking_w);
 

@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pipeline frequency planner. Like Perseus's reference (lowtime), it walks the time–cost tradeoff with
+// Phillips–Dessouky minimum cuts, one time unit at a time, from every computation at its slowest useful
+// clock to the shortest iteration. Where it differs, and why:
+// - Each computation type's cost over integer durations is the lower convex hull of its measured options
+//   (exact at the options), not a fitted exponential: no fitting error, no fitting failures.
+// - A cut is recomputed only when the critical subnetwork or its capacities changed; otherwise the previous
+//   minimum cut is still minimal and is applied again. Most steps need no max flow.
+// - Every plan is evaluated on the profile itself, then improved by slack reclamation: a computation off the
+//   critical path moves to the option with the least effective energy that still fits in its slack. The
+//   frontier is the Pareto set of all evaluated plans.
+#include "joule/plan/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "plan/min_cut.hpp"
+
+namespace joule::plan {
+
+namespace {
+
+using detail::CutArc;
+using detail::CutResult;
+using detail::kInfiniteCapacity;
+
+// Costs go to the max flow as integers in micro-joules (per time unit of duration change).
+constexpr double kCostQuantumJ = 1e-6;
+
+// The cost model of one computation type (stage, instruction) over integer durations.
+struct CostModel {
+  std::vector<ProfileOption> options;  // the Pareto options, slowest first
+  std::vector<int> quantized;          // per option: floor(time / unit)
+  int min_units = 0;
+  int max_units = 0;
+  std::vector<double> cost_j;  // convex piecewise-linear effective energy at min_units … max_units
+  // Per duration, the option that runs in it: the slowest with quantized time ≤ duration.
+  std::vector<uint16_t> option_at_units;
+
+  double cost(int units) const { return cost_j[static_cast<size_t>(units - min_units)]; }
+  // Extra cost of shortening from `units` by one; cost saved by lengthening by one.
+  double shorten_cost(int units) const { return cost(units - 1) - cost(units); }
+  double lengthen_saving(int units) const { return cost(units) - cost(units + 1); }
+  const ProfileOption& option(int units) const {
+    return options[option_at_units[static_cast<size_t>(units - min_units)]];
+  }
+};
+
+double effective_energy_j(const ProfileOption& option, double p_blocking_w) {
+  return option.energy_j - p_blocking_w * option.time_s;
+}
+
+CostModel build_cost_model(const std::vector<ProfileOption>& all_options, double unit_s,
+                           double p_blocking_w) {
+  // Pareto options in (time, effective energy): a slower option is worth considering only if it saves
+  // effective energy.
+  std::vector<ProfileOption> sorted = all_options;
+  std::sort(sorted.begin(), sorted.end(), [&](const ProfileOption& a, const ProfileOption& b) {
+    if (a.time_s != b.time_s) {
+      return a.time_s < b.time_s;
+    }
+    return effective_energy_j(a, p_blocking_w) < effective_energy_j(b, p_blocking_w);
+  });
+  std::vector<ProfileOption> pareto;  // fastest first, effective energy strictly decreasing
+  for (const ProfileOption& option : sorted) {
+    if (pareto.empty() ||
+        effective_energy_j(option, p_blocking_w) < effective_energy_j(pareto.back(), p_blocking_w)) {
+      pareto.push_back(option);
+    }
+  }
+  // Durations round down, as the reference does; of several options in one unit, keep the fastest, whose
+  // real time is closest to the unit's start, so that modelled and real times stay close.
+  CostModel model;
+  for (size_t i = 0; i < pareto.size(); ++i) {
+    const int units = static_cast<int>(std::floor(pareto[i].time_s / unit_s));
+    if (!model.quantized.empty() && model.quantized.back() == units) {
+      continue;
+    }
+    model.quantized.push_back(units);
+    model.options.push_back(pareto[i]);
+  }
+  // Slowest first, as durations are lowered from the slowest.
+  std::reverse(model.options.begin(), model.options.end());
+  std::reverse(model.quantized.begin(), model.quantized.end());
+  model.max_units = model.quantized.front();
+  model.min_units = model.quantized.back();
+
+  // The lower convex hull of (units, effective energy), walked from the fastest option.
+  std::vector<size_t> hull;
+  for (size_t k = model.options.size(); k-- > 0;) {
+    const auto point_x = static_cast<double>(model.quantized[k]);
+    const double point_y = effective_energy_j(model.options[k], p_blocking_w);
+    while (hull.size() >= 2) {
+      const size_t a = hull[hull.size() - 2];
+      const size_t b = hull.back();
+      const auto ax = static_cast<double>(model.quantized[a]);
+      const double ay = effective_energy_j(model.options[a], p_blocking_w);
+      const auto bx = static_cast<double>(model.quantized[b]);
+      const double by = effective_energy_j(model.options[b], p_blocking_w);
+      // Drop b if it lies on or above the segment a → point.
+      if ((by - ay) * (point_x - ax) >= (point_y - ay) * (bx - ax)) {
+        hull.pop_back();
+      } else {
+        break;
+      }
+    }
+    hull.push_back(k);
+  }
+  const auto span = static_cast<size_t>(model.max_units - model.min_units + 1);
+  model.cost_j.assign(span, 0);
+  for (size_t h = 0; h + 1 < hull.size(); ++h) {
+    const size_t a = hull[h];
+    const size_t b = hull[h + 1];
+    const int ax = model.quantized[a];
+    const int bx = model.quantized[b];
+    const double ay = effective_energy_j(model.options[a], p_blocking_w);
+    const double by = effective_energy_j(model.options[b], p_blocking_w);
+    for (int units = ax; units <= bx; ++units) {
+      const double fraction = bx == ax ? 0.0 : static_cast<double>(units - ax) / static_cast<double>(bx - ax);
+      model.cost_j[static_cast<size_t>(units - model.min_units)] = ay + (by - ay) * fraction;
+    }
+  }
+  if (hull.size() == 1) {
+    model.cost_j[0] = effective_energy_j(model.options[hull[0]], p_blocking_w);
+  }
+  model.option_at_units.assign(span, 0);
+  for (int units = model.min_units; units <= model.max_units; ++units) {
+    // Options are slowest first with decreasing quantized time: the first with quantized ≤ units.
+    size_t chosen = model.options.size() - 1;
+    for (size_t k = 0; k < model.options.size(); ++k) {
+      if (model.quantized[k] <= units) {
+        chosen = k;
+        break;
+      }
+    }
+    model.option_at_units[static_cast<size_t>(units - model.min_units)] = static_cast<uint16_t>(chosen);
+  }
+  return model;
+}
+
+int64_t to_capacity(double cost_j) {
+  return std::max<int64_t>(0, static_cast<int64_t>(std::floor(cost_j / kCostQuantumJ)));
+}
+
+// The planner's working state: the DAG with a source and a sink around it, each computation's cost model
+// and current duration in units.
+class Walk {
+ public:
+  Walk(const PipelineDag& dag, const Profile& profile, const PlannerOptions& options)
+      : dag_(dag), node_count_(static_cast<int>(dag.computations.size())) {
+    models_.reserve(static_cast<size_t>(dag.stages) * 2);
+    for (int stage = 0; stage < dag.stages; ++stage) {
+      for (const Instruction instruction : {Instruction::kForward, Instruction::kBackward}) {
+        models_.push_back(
+            build_cost_model(profile.options(stage, instruction), options.unit_time_s, options.p_blocking_w));
+      }
+    }
+    model_of_.resize(static_cast<size_t>(node_count_));
+    for (int v = 0; v < node_count_; ++v) {
+      const Computation& c = dag.computations[static_cast<size_t>(v)];
+      model_of_[static_cast<size_t>(v)] =
+          static_cast<size_t>(c.stage * 2 + (c.instruction == Instruction::kForward ? 0 : 1));
+    }
+    successors_.resize(static_cast<size_t>(node_count_));
+    predecessors_.resize(static_cast<size_t>(node_count_));
+    for (const auto& [from, to] : dag.edges) {
+      successors_[static_cast<size_t>(from)].push_back(to);
+      predecessors_[static_cast<size_t>(to)].push_back(from);
+    }
+    // Topological order (Kahn).
+    std::vector<int> indegree(static_cast<size_t>(node_count_), 0);
+    for (const auto& [from, to] : dag.edges) {
+      ++indegree[static_cast<size_t>(to)];
+    }
+    for (int v = 0; v < node_count_; ++v) {
+      if (indegree[static_cast<size_t>(v)] == 0) {
+        order_.push_back(v);
+      }
+    }
+    for (size_t i = 0; i < order_.size(); ++i) {
+      for (const int next : successors_[static_cast<size_t>(order_[i])]) {
+        if (--indegree[static_cast<size_t>(next)] == 0) {
+          order_.push_back(next);
+        }
+      }
+    }
+    units_.resize(static_cast<size_t>(node_count_));
+  }
+
+  const CostModel& model(int v) const { return models_[model_of_[static_cast<size_t>(v)]]; }
+  int& units(int v) { return units_[static_cast<size_t>(v)]; }
+  int node_count() const { return node_count_; }
+  const std::vector<int>& order() const { return order_; }
+  const std::vector<int>& successors(int v) const { return successors_[static_cast<size_t>(v)]; }
+  const std::vector<int>& predecessors(int v) const { return predecessors_[static_cast<size_t>(v)]; }
+
+  void set_all_slowest() {
+    for (int v = 0; v < node_count_; ++v) {
+      units(v) = model(v).max_units;
+    }
+  }
+  void set_all_fastest() {
+    for (int v = 0; v < node_count_; ++v) {
+      units(v) = model(v).min_units;
+    }
+  }
+
+  // Critical path method on integer durations. Returns the project length.
+  int critical_path() {
+    earliest_start_.assign(static_cast<size_t>(node_count_), 0);
+    latest_finish_.assign(static_cast<size_t>(node_count_), 0);
+    int length = 0;
+    for (const int v : order_) {
+      const int finish = earliest_start_[static_cast<size_t>(v)] + units(v);
+      length = std::max(length, finish);
+      for (const int next : successors(v)) {
+        earliest_start_[static_cast<size_t>(next)] =
+            std::max(earliest_start_[static_cast<size_t>(next)], finish);
+      }
+    }
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      const int v = *it;
+      int finish = length;
+      for (const int next : successors(v)) {
+        finish = std::min(finish, latest_finish_[static_cast<size_t>(next)] - units(next));
+      }
+      latest_finish_[static_cast<size_t>(v)] = finish;
+    }
+    return length;
+  }
+
+  bool critical(int v) const {
+    return earliest_start_[static_cast<size_t>(v)] + units_[static_cast<size_t>(v)] ==
+           latest_finish_[static_cast<size_t>(v)];
+  }
+  bool critical_edge(int from, int to) const {
+    return critical(from) && critical(to) &&
+           earliest_start_[static_cast<size_t>(from)] + units_[static_cast<size_t>(from)] ==
+               earliest_start_[static_cast<size_t>(to)];
+  }
+  int earliest_start(int v) const { return earliest_start_[static_cast<size_t>(v)]; }
+
+  // The cut network on the critical subgraph in activity-on-arc form: computation v is the arc 2v → 2v+1,
+  // an edge u → v the dummy arc 2u+1 → 2v; the source is node 2N (feeding every computation without
+  // predecessors), the sink 2N+1.
+  std::vector<CutArc> critical_network() {
+    std::vector<CutArc> arcs;
+    arcs_of_computation_.assign(static_cast<size_t>(node_count_), -1);
+    const int source = 2 * node_count_;
+    const int sink = source + 1;
+    for (int v = 0; v < node_count_; ++v) {
+      if (!critical(v)) {
+        continue;
+      }
+      const CostModel& m = model(v);
+      const int d = units(v);
+      CutArc arc{2 * v, 2 * v + 1, 0, kInfiniteCapacity};
+      if (m.min_units != m.max_units) {
+        if (d > m.min_units) {
+          arc.upper = to_capacity(m.shorten_cost(d));
+        }
+        if (d < m.max_units) {
+          arc.lower = to_capacity(m.lengthen_saving(d));
+        }
+        // Floors of two costs that convexity orders can only keep the order.
+        arc.lower = std::min(arc.lower, arc.upper);
+      }
+      arcs_of_computation_[static_cast<size_t>(v)] = static_cast<int>(arcs.size());
+      arcs.push_back(arc);
+      if (predecessors(v).empty() && earliest_start(v) == 0) {
+        arcs.push_back({source, 2 * v, 0, kInfiniteCapacity});
+      }
+      if (successors(v).empty()) {
+        arcs.push_back({2 * v + 1, sink, 0, kInfiniteCapacity});
+      }
+      for (const int next : successors(v)) {
+        if (critical_edge(v, next)) {
+          arcs.push_back({2 * v + 1, 2 * next, 0, kInfiniteCapacity});
+        }
+      }
+    }
+    return arcs;
+  }
+
+  int arc_of(int v) const { return arcs_of_computation_[static_cast<size_t>(v)]; }
+
+  FrequencyPlan plan() const {
+    FrequencyPlan plan(static_cast<size_t>(node_count_));
+    for (int v = 0; v < node_count_; ++v) {
+      plan[static_cast<size_t>(v)] = model(v).option(units_[static_cast<size_t>(v)]).frequency_mhz;
+    }
+    return plan;
+  }
+
+ private:
+  const PipelineDag& dag_;
+  int node_count_;
+  std::vector<CostModel> models_;
+  std::vector<size_t> model_of_;
+  std::vector<std::vector<int>> successors_;
+  std::vector<std::vector<int>> predecessors_;
+  std::vector<int> order_;
+  std::vector<int> units_;
+  std::vector<int> earliest_start_;
+  std::vector<int> latest_finish_;
+  std::vector<int> arcs_of_computation_;
+};
+
+// Real-time evaluation and slack reclamation on the profile itself.
+class Evaluator {
+ public:
+  Evaluator(const PipelineDag& dag, const Profile& profile, const Walk& walk, double p_blocking_w)
+      : dag_(dag), profile_(profile), walk_(walk), p_blocking_w_(p_blocking_w) {
+    const size_t n = dag.computations.size();
+    options_of_.resize(n);
+    for (size_t v = 0; v < n; ++v) {
+      const Computation& c = dag.computations[v];
+      options_of_[v] = &profile.options(c.stage, c.instruction);
+    }
+    time_s_.resize(n);
+    start_s_.resize(n);
+    latest_finish_s_.resize(n);
+  }
+
+  const ProfileOption& option(size_t v, uint32_t frequency_mhz) const {
+    for (const ProfileOption& o : *options_of_[v]) {
+      if (o.frequency_mhz == frequency_mhz) {
+        return o;
+      }
+    }
+    throw Exception(ErrorCode::kInternal, fmt::format("no option at {} MHz", frequency_mhz));
+  }
+
+  PlanCost cost(const FrequencyPlan& plan) {
+    double sum_energy = 0;
+    double sum_time = 0;
+    for (size_t v = 0; v < plan.size(); ++v) {
+      const ProfileOption& o = option(v, plan[v]);
+      time_s_[v] = o.time_s;
+      sum_energy += o.energy_j;
+      sum_time += o.time_s;
+    }
+    const double length = forward_pass();
+    return {length, sum_energy + p_blocking_w_ * (static_cast<double>(dag_.stages) * length - sum_time)};
+  }
+
+  // Moves computations off the critical path to the option with the least effective energy that fits in
+  // their slack, latest first, without lengthening the iteration. @return true if anything changed.
+  bool reclaim_slack(FrequencyPlan& plan) {
+    for (size_t v = 0; v < plan.size(); ++v) {
+      time_s_[v] = option(v, plan[v]).time_s;
+    }
+    const double length = forward_pass();
+    constexpr double kTolerance = 1e-12;
+    bool changed = false;
+    const auto& order = walk_.order();
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const auto v = static_cast<size_t>(*it);
+      double finish_by = length;
+      for (const int next : walk_.successors(*it)) {
+        finish_by = std::min(
+            finish_by, latest_finish_s_[static_cast<size_t>(next)] - time_s_[static_cast<size_t>(next)]);
+      }
+      latest_finish_s_[v] = finish_by;
+      const double room_s = finish_by - start_s_[v];
+      const ProfileOption* best = &option(v, plan[v]);
+      for (const ProfileOption& candidate : *options_of_[v]) {
+        if (candidate.time_s <= room_s + kTolerance &&
+            effective_energy_j(candidate, p_blocking_w_) <
+                effective_energy_j(*best, p_blocking_w_) - kTolerance) {
+          best = &candidate;
+        }
+      }
+      if (best->frequency_mhz != plan[v]) {
+        plan[v] = best->frequency_mhz;
+        time_s_[v] = best->time_s;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+ private:
+  double forward_pass() {
+    std::fill(start_s_.begin(), start_s_.end(), 0.0);
+    double length = 0;
+    for (const int v : walk_.order()) {
+      const auto index = static_cast<size_t>(v);
+      const double finish = start_s_[index] + time_s_[index];
+      length = std::max(length, finish);
+      for (const int next : walk_.successors(v)) {
+        start_s_[static_cast<size_t>(next)] = std::max(start_s_[static_cast<size_t>(next)], finish);
+      }
+    }
+    return length;
+  }
+
+  const PipelineDag& dag_;
+  const Profile& profile_;
+  const Walk& walk_;
+  double p_blocking_w_;
+  std::vector<const std::vector<ProfileOption>*> options_of_;
+  std::vector<double> time_s_;
+  std::vector<double> start_s_;
+  std::vector<double> latest_finish_s_;
+};
+
+}  // namespace
+
+Result<void> validate(const PlannerOptions& options) {
+  if (!(options.unit_time_s > 0) || !std::isfinite(options.unit_time_s)) {
+    return fail(ErrorCode::kInvalidArgument, "the unit time must be a positive number of seconds (got {})",
+                options.unit_time_s);
+  }
+  if (!(options.p_blocking_w >= 0) || !std::isfinite(options.p_blocking_w)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the blocking power must be a non-negative number of watts (got {})", options.p_blocking_w);
+  }
+  return {};
+}
+
+Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profile,
+                                    const PlannerOptions& options) {
+  if (auto valid = validate(options); !valid) {
+    return tl::make_unexpected(valid.error());
+  }
+  if (profile.stage_count() < dag.stages) {
+    return fail(ErrorCode::kInvalidArgument, "the pipeline has {} stages but the profile only {}", dag.stages,
+                profile.stage_count());
+  }
+  if (dag.computations.empty()) {
+    return fail(ErrorCode::kInvalidArgument, "the pipeline has no computations");
+  }
+  Walk walk(dag, profile, options);
+  Evaluator evaluator(dag, profile, walk, options.p_blocking_w);
+  PlannerResult result;
+  result.max_clock = evaluator.cost(uniform_plan(dag, profile.frequencies_mhz().front()));
+
+  std::vector<FrontierPoint<FrequencyPlan>> points;
+  FrequencyPlan previous;
+  auto add_plan = [&](FrequencyPlan plan) {
+    if (plan == previous) {
+      return;
+    }
+    previous = plan;
+    const PlanCost cost = evaluator.cost(plan);
+    points.push_back({plan, cost.time_s, cost.energy_j});
+    if (evaluator.reclaim_slack(plan)) {
+      const PlanCost reclaimed = evaluator.cost(plan);
+      points.push_back({std::move(plan), reclaimed.time_s, reclaimed.energy_j});
+    }
+  };
+  add_plan(uniform_plan(dag, profile.frequencies_mhz().front()));
+
+  walk.set_all_fastest();
+  const int shortest = walk.critical_path();
+  walk.set_all_slowest();
+  int length = walk.critical_path();
+  add_plan(walk.plan());
+
+  std::vector<CutArc> last_network;
+  std::vector<char> last_side;
+  while (length > shortest) {
+    std::vector<CutArc> network = walk.critical_network();
+    const bool same =
+        network.size() == last_network.size() &&
+        std::equal(network.begin(), network.end(), last_network.begin(),
+                   [](const CutArc& a, const CutArc& b) {
+                     return a.from == b.from && a.to == b.to && a.lower == b.lower && a.upper == b.upper;
+                   });
+    if (!same) {
+      const CutResult cut = detail::min_cut_with_lower_bounds(
+          2 * walk.node_count() + 2, 2 * walk.node_count(), 2 * walk.node_count() + 1, network);
+      ++result.iterations;
+      if (getenv("JOULE_PLAN_DEBUG"))
+        fprintf(stderr, "arcs %zu of nodes %d\n", network.size(), walk.node_count());
+      if (cut.status != CutResult::Status::kOk) {
+        break;  // nothing on the critical paths can get faster any more
+      }
+      last_side = cut.source_side;
+      last_network = std::move(network);
+    }
+    // Validate the whole move before changing anything.
+    bool valid = true;
+    bool any_forward = false;
+    std::vector<std::pair<int, int>> moves;  // (computation, −1 shorten / +1 lengthen)
+    for (int v = 0; v < walk.node_count() && valid; ++v) {
+      if (walk.arc_of(v) < 0) {
+        continue;
+      }
+      const bool tail = last_side[static_cast<size_t>(2 * v)] != 0;
+      const bool head = last_side[static_cast<size_t>(2 * v + 1)] != 0;
+      if (tail && !head) {
+        valid = walk.units(v) > walk.model(v).min_units;
+        any_forward = true;
+        moves.emplace_back(v, -1);
+      } else if (!tail && head) {
+        valid = walk.units(v) < walk.model(v).max_units;
+        moves.emplace_back(v, +1);
+      }
+    }
+    if (!valid || !any_forward) {
+      break;
+    }
+    for (const auto& [v, change] : moves) {
+      walk.units(v) += change;
+    }
+    const int new_length = walk.critical_path();
+    if (new_length >= length) {
+      // The cut did not shorten every critical path (it can only happen with a stale cut): recompute.
+      for (const auto& [v, change] : moves) {
+        walk.units(v) -= change;
+      }
+      walk.critical_path();
+      if (last_network.empty()) {
+        return fail(ErrorCode::kInternal, "a minimum cut did not shorten the critical path");
+      }
+      last_network.clear();
+      continue;
+    }
+    length = new_length;
+    add_plan(walk.plan());
+  }
+  result.plans_considered = points.size();
+  result.frontier = Frontier<FrequencyPlan>::from_points(std::move(points));
+  return result;
+}
+
+double energy_at_target(const FrontierPoint<FrequencyPlan>& point, double target_time_s, double p_blocking_w,
+                        int stages) {
+  return point.energy_j +
+         p_blocking_w * static_cast<double>(stages) * std::max(0.0, target_time_s - point.time_s);
+}
+
+Result<size_t> select_for_target(const Frontier<FrequencyPlan>& frontier, double target_time_s,
+                                 double p_blocking_w, int stages) {
+  if (!(target_time_s > 0) || !std::isfinite(target_time_s)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the target iteration time must be a positive number of seconds (got {})", target_time_s);
+  }
+  if (frontier.empty()) {
+    return fail(ErrorCode::kState, "the frontier is empty");
+  }
+  std::optional<size_t> best;
+  double best_energy = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    const auto& point = frontier.points()[i];
+    if (point.time_s > target_time_s) {
+      continue;
+    }
+    const double energy = energy_at_target(point, target_time_s, p_blocking_w, stages);
+    if (energy < best_energy) {
+      best_energy = energy;
+      best = i;
+    }
+  }
+  if (!best) {
+    return fail(ErrorCode::kNotFound, "no plan meets the target of {:.6g} s: the fastest plan takes {:.6g} s",
+                target_time_s, frontier.fastest().time_s);
+  }
+  return *best;
+}
+
+}  // namespace joule::plan
