@@ -46,5 +46,6 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
 void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_simulate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_plan_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   joule::cli::add_power_command(app, global, exit_code);
   joule::cli::add_demo_command(app, global, exit_code);
   joule::cli::add_simulate_command(app, global, exit_code);
+  joule::cli::add_plan_command(app, global, exit_code);
   app.parse_complete_callback([&global] { install_logger(global.log_level); });
 
   // Split off "--" and what follows before CLI11 parses: it is the command `joule measure` runs.

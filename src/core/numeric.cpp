@@ -2,9 +2,13 @@
 #include "joule/core/numeric.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <vector>
+
+#include <fmt/format.h>
 
 namespace joule::numeric {
 
@@ -106,6 +110,85 @@ double python_floor_div(double a, double b) {
     return floor_div;
   }
   return std::copysign(0.0, a / b);
+}
+
+std::optional<double> pandas_parse_double(std::string_view text) {
+  static const std::array<double, 309> kPowersOfTen = [] {
+    std::array<double, 309> powers{};
+    for (size_t k = 0; k < powers.size(); ++k) {
+      powers[k] = std::strtod(fmt::format("1e{}", k).c_str(), nullptr);  // correctly rounded, as Python's
+    }
+    return powers;
+  }();
+  constexpr int kMaxDigits = 17;
+  size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+    negative = text[i] == '-';
+    ++i;
+  }
+  auto is_digit = [&](size_t at) { return at < text.size() && text[at] >= '0' && text[at] <= '9'; };
+  double number = 0;
+  int exponent = 0;
+  int digits = 0;
+  bool any_digit = false;
+  while (is_digit(i)) {
+    any_digit = true;
+    if (digits < kMaxDigits) {
+      number = number * 10.0 + (text[i] - '0');
+      ++digits;
+    } else {
+      ++exponent;
+    }
+    ++i;
+  }
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    int decimals = 0;
+    while (digits < kMaxDigits && is_digit(i)) {
+      any_digit = true;
+      number = number * 10.0 + (text[i] - '0');
+      ++digits;
+      ++decimals;
+      ++i;
+    }
+    exponent -= decimals;
+    while (is_digit(i)) {
+      any_digit = true;
+      ++i;
+    }
+  }
+  if (!any_digit) {
+    return std::nullopt;
+  }
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    int sign = 1;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+      sign = text[i] == '-' ? -1 : 1;
+      ++i;
+    }
+    if (!is_digit(i)) {
+      return std::nullopt;
+    }
+    int value = 0;
+    while (is_digit(i)) {
+      value = std::min(value * 10 + (text[i] - '0'), 100000);
+      ++i;
+    }
+    exponent += sign * value;
+  }
+  if (i != text.size()) {
+    return std::nullopt;
+  }
+  if (exponent > 308 || exponent < -308) {
+    return std::nullopt;  // pandas falls back to other code here; our traces never get there
+  }
+  if (negative) {
+    number = -number;
+  }
+  return exponent > 0 ? number * kPowersOfTen[static_cast<size_t>(exponent)]
+                      : number / kPowersOfTen[static_cast<size_t>(-exponent)];
 }
 
 }  // namespace joule::numeric

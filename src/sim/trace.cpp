@@ -11,6 +11,7 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
+#include "joule/core/numeric.hpp"
 #include "joule/core/strings.hpp"
 #include "joule/device/sim_gpu.hpp"
 
@@ -64,9 +65,18 @@ struct PowerRow {
   double average_power_w;
 };
 
+// Reads a number as pandas' read_csv does (the original simulator's numbers come from there, and pandas'
+// parser rounds differently from strtod), with our parser's error messages for anything that is not one.
+Result<double> pandas_number(const csv::Table::Row& row, size_t column) {
+  if (const auto value = numeric::pandas_parse_double(trim(row.text(column)))) {
+    return *value;
+  }
+  return row.number(column);  // "nan", or an error naming file, line and column
+}
+
 // Reads a double that must be present and finite (the power trace has no missing values).
 Result<double> finite_number(const csv::Table::Row& row, size_t column) {
-  auto value = row.number(column);
+  auto value = pandas_number(row, column);
   if (!value) {
     return value;
   }
@@ -142,7 +152,7 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
     auto batch_size = row.integer(tc[2]);
     auto run = row.integer(tc[4]);
     auto target_metric = finite_number(row, tc[5]);
-    auto target_epoch = row.number(tc[6]);  // "nan" when the run never reached the target
+    auto target_epoch = pandas_number(row, tc[6]);  // "nan" when the run never reached the target
     if (!batch_size || !run) {
       return tl::make_unexpected(!batch_size ? batch_size.error() : run.error());
     }

@@ -76,6 +76,20 @@ TEST(Numeric, CompensatedMean) {
   EXPECT_EQ(compensated_mean(std::vector<double>{0.1, 0.1, 0.1}), 0.10000000000000002);
 }
 
+TEST(Numeric, PandasFloatParserIsNotCorrectlyRounded) {
+  // pandas.read_csv gives 3852.18 for this trace value; a correctly rounded parser gives the next double up.
+  EXPECT_EQ(*pandas_parse_double("3852.1800000000003"), 3852.18);
+  EXPECT_NE(3852.18, 3852.1800000000003);
+  EXPECT_EQ(*pandas_parse_double("250"), 250.0);
+  EXPECT_EQ(*pandas_parse_double("-0.5"), -0.5);
+  EXPECT_EQ(*pandas_parse_double("1e-1"), 0.1);
+  EXPECT_EQ(*pandas_parse_double("12.5E2"), 1250.0);
+  EXPECT_EQ(*pandas_parse_double(".25"), 0.25);
+  for (const char* bad : {"", "nan", "inf", "1.2.3", "1e", "abc", "1,5", "--1"}) {
+    EXPECT_FALSE(pandas_parse_double(bad)) << bad;
+  }
+}
+
 TEST(Numeric, PythonFloorDivision) {
   EXPECT_EQ(python_floor_div(7.0, 2.0), 3.0);
   EXPECT_EQ(python_floor_div(-7.0, 2.0), -4.0);

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule plan`: the iteration time–energy frontier of a pipeline and the frequency plan to run (Perseus).
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "joule/core/csv.hpp"
+#include "joule/core/file.hpp"
+#include "joule/plan/plan_io.hpp"
+#include "joule/plan/planner.hpp"
+#include "joule/plan/timeline_plot.hpp"
+#include "joule/viz/frontier_plot.hpp"
+
+#include "common.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+struct PlanFlags {
+  std::string profile;
+  int stages = 0;
+  int microbatches = 0;
+  std::string schedule = "1f1b";
+  double p_blocking_w = 70;
+  double unit_time_s = 1e-3;
+  std::optional<double> target_time_s;
+  std::optional<double> straggler_slowdown;
+  std::string max_flow = "dinic";
+  Format format = Format::kText;
+  std::string plan_out;
+  std::string plot;
+  std::string timeline;
+};
+
+struct Chosen {
+  size_t index = 0;
+  std::optional<double> target_time_s;
+  double energy_at_target_j = 0;
+  double baseline_at_target_j = 0;  // all computations at the highest clock, blocking until the target
+};
+
+std::string point_label(const FrontierPoint<plan::FrequencyPlan>& point) {
+  return fmt::format("{:.4f} s, {:.2f} J", point.time_s, point.energy_j);
+}
+
+int run_plan(const PlanFlags& flags) {
+  if (flags.profile.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "plan: --profile is required");
+  }
+  if (flags.target_time_s && flags.straggler_slowdown) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "plan: give --target-time-s or --straggler-slowdown, not both");
+  }
+  if (flags.straggler_slowdown && !(*flags.straggler_slowdown >= 1)) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("plan: --straggler-slowdown must be at least 1 (got {})", *flags.straggler_slowdown));
+  }
+  const plan::Schedule schedule = value_or_throw(plan::parse_schedule(flags.schedule));
+  const plan::PipelineDag dag =
+      value_or_throw(plan::build_pipeline(flags.stages, flags.microbatches, schedule));
+  const plan::Profile profile = value_or_throw(plan::Profile::read(flags.profile));
+  if (profile.stage_count() != flags.stages) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("plan: {} profiles {} stages, but --stages is {}", flags.profile,
+                                profile.stage_count(), flags.stages));
+  }
+  plan::PlannerOptions options;
+  options.p_blocking_w = flags.p_blocking_w;
+  options.unit_time_s = flags.unit_time_s;
+  if (flags.max_flow == "boost") {
+    options.max_flow = plan::MaxFlowAlgorithm::kBoostPushRelabel;
+  } else if (flags.max_flow != "dinic") {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("plan: --max-flow '{}' is not dinic or boost", flags.max_flow));
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const plan::PlannerResult result = value_or_throw(plan::plan_frontier(dag, profile, options));
+  const double planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto& frontier = result.frontier;
+
+  // The plan to run: for a target (a straggler's pace), the cheapest until the target; else the fastest
+  // plan, which removes the intrinsic bloat at no slowdown.
+  Chosen chosen;
+  if (flags.straggler_slowdown) {
+    chosen.target_time_s = frontier.fastest().time_s * *flags.straggler_slowdown;
+  } else if (flags.target_time_s) {
+    chosen.target_time_s = *flags.target_time_s;
+  }
+  if (chosen.target_time_s) {
+    chosen.index = value_or_throw(
+        plan::select_for_target(frontier, *chosen.target_time_s, flags.p_blocking_w, flags.stages));
+    chosen.energy_at_target_j = plan::energy_at_target(frontier.points()[chosen.index], *chosen.target_time_s,
+                                                       flags.p_blocking_w, flags.stages);
+    chosen.baseline_at_target_j =
+        result.max_clock.energy_j +
+        flags.p_blocking_w * flags.stages * std::max(0.0, *chosen.target_time_s - result.max_clock.time_s);
+  }
+  const auto& point = frontier.points()[chosen.index];
+
+  if (!flags.plan_out.empty()) {
+    nlohmann::json out = plan::plan_to_json(dag, point.knob, {point.time_s, point.energy_j});
+    out["p_blocking_w"] = flags.p_blocking_w;
+    if (chosen.target_time_s) {
+      out["target_time_s"] = *chosen.target_time_s;
+      out["energy_at_target_j"] = chosen.energy_at_target_j;
+    }
+    value_or_throw(write_file_atomic(flags.plan_out, out.dump(2) + "\n"));
+  }
+  if (!flags.plot.empty()) {
+    const auto label = [](const plan::FrequencyPlan& plan) {
+      uint32_t low = plan.front();
+      uint32_t high = plan.front();
+      for (const uint32_t f : plan) {
+        low = std::min(low, f);
+        high = std::max(high, f);
+      }
+      return low == high ? fmt::format("all at {} MHz", low) : fmt::format("{}–{} MHz", low, high);
+    };
+    viz::FrontierPlotOptions plot_options{
+        .title = fmt::format("Iteration time–energy frontier: {} stages × {} microbatches ({})", flags.stages,
+                             flags.microbatches, plan::to_string(schedule)),
+        .x_label = "Iteration time (s)",
+        .y_label = "Iteration energy (J)"};
+    auto chart = viz::frontier_plot(frontier, label, plot_options);
+    chart.highlight({.x = result.max_clock.time_s,
+                     .y = result.max_clock.energy_j,
+                     .label = fmt::format("all at {} MHz", profile.frequencies_mhz().front()),
+                     .color = "#222222",
+                     .marker = viz::Marker::kSquare});
+    chart.highlight(
+        viz::highlight_point(point, chosen.target_time_s ? "chosen for the target" : "chosen: no slowdown",
+                             "#d55e00", label, plot_options));
+    if (chosen.target_time_s) {
+      chart.reference({.orientation = viz::Orientation::kVertical,
+                       .value = *chosen.target_time_s,
+                       .label = fmt::format("target {:.3f} s", *chosen.target_time_s)});
+    }
+    value_or_throw(chart.save(flags.plot));
+  }
+  if (!flags.timeline.empty()) {
+    const std::string title = fmt::format("One iteration, {:.4f} s, {:.1f} J", point.time_s, point.energy_j);
+    value_or_throw(
+        viz::save_svg(flags.timeline, plan::timeline_chart(dag, profile, point.knob, title).svg()));
+  }
+
+  const auto& points = frontier.points();
+  switch (flags.format) {
+    case Format::kCsv: {
+      std::ostringstream out;
+      csv::write_row(out, {"point", "time_s", "energy_j"});
+      for (size_t i = points.size(); i-- > 0;) {
+        csv::write_row(out, {std::to_string(points.size() - 1 - i), csv::format_exact(points[i].time_s),
+                             csv::format_exact(points[i].energy_j)});
+      }
+      std::cout << out.str();
+      break;
+    }
+    case Format::kJson: {
+      nlohmann::json rows = nlohmann::json::array();
+      for (size_t i = points.size(); i-- > 0;) {
+        rows.push_back({{"point", points.size() - 1 - i},
+                        {"time_s", points[i].time_s},
+                        {"energy_j", points[i].energy_j}});
+      }
+      nlohmann::json out = {
+          {"stages", flags.stages},
+          {"microbatches", flags.microbatches},
+          {"schedule", plan::to_string(schedule)},
+          {"p_blocking_w", flags.p_blocking_w},
+          {"unit_time_s", flags.unit_time_s},
+          {"max_clock", {{"time_s", result.max_clock.time_s}, {"energy_j", result.max_clock.energy_j}}},
+          {"frontier", rows},
+          {"cuts", result.iterations},
+          {"planning_time_s", planning_s},
+          {"chosen",
+           {{"point", points.size() - 1 - chosen.index},
+            {"time_s", point.time_s},
+            {"energy_j", point.energy_j}}}};
+      if (chosen.target_time_s) {
+        out["chosen"]["target_time_s"] = *chosen.target_time_s;
+        out["chosen"]["energy_at_target_j"] = chosen.energy_at_target_j;
+        out["chosen"]["max_clock_energy_at_target_j"] = chosen.baseline_at_target_j;
+      }
+      std::cout << out.dump(2) << "\n";
+      break;
+    }
+    case Format::kText: {
+      const auto& clocks = profile.frequencies_mhz();
+      std::cout << fmt::format(
+          "Perseus plan: {} stages x {} microbatches ({}); {} ({} clocks, {}-{} MHz); blocking power {:g} W; "
+          "unit "
+          "{:g} ms\n\n",
+          flags.stages, flags.microbatches, plan::to_string(schedule), flags.profile, clocks.size(),
+          clocks.back(), clocks.front(), flags.p_blocking_w, flags.unit_time_s * 1e3);
+      std::cout << fmt::format("  all at {} MHz:     {:.4f} s, {:.2f} J per iteration\n", clocks.front(),
+                               result.max_clock.time_s, result.max_clock.energy_j);
+      std::cout << fmt::format("  frontier:          {} plans, from {} (fastest) to {} (least energy)\n",
+                               frontier.size(), point_label(frontier.fastest()),
+                               point_label(frontier.least_energy()));
+      std::cout << fmt::format(
+          "  no slowdown:       {}: {:.1f}% less energy than all at {} MHz (intrinsic bloat)\n",
+          point_label(frontier.fastest()),
+          (1 - frontier.fastest().energy_j / result.max_clock.energy_j) * 100, clocks.front());
+      if (chosen.target_time_s) {
+        std::cout << fmt::format(
+            "  target {:.4f} s:   plan at {}; {:.2f} J with blocking until the target: {:.1f}% less than all "
+            "at {} "
+            "MHz waiting for it\n",
+            *chosen.target_time_s, point_label(point), chosen.energy_at_target_j,
+            (1 - chosen.energy_at_target_j / chosen.baseline_at_target_j) * 100, clocks.front());
+      }
+      std::cout << fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planning_s, result.iterations);
+      for (const auto& [flag, path] : {std::pair{"plan", flags.plan_out}, std::pair{"plot", flags.plot},
+                                       std::pair{"timeline", flags.timeline}}) {
+        if (!path.empty()) {
+          std::cout << fmt::format("  {} written to {}\n", flag, path);
+        }
+      }
+      break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+  auto flags = std::make_shared<PlanFlags>();
+  auto* command = app.add_subcommand(
+      "plan",
+      "Plan a GPU frequency for every forward and backward of a pipeline-parallel iteration (Perseus)");
+  command->add_option("--profile", flags->profile, "CSV: stage,instruction,frequency_mhz,time_s,energy_j")
+      ->option_text("FILE");
+  command->add_option("--stages", flags->stages, "Pipeline stages S")->option_text("S");
+  command->add_option("--microbatches", flags->microbatches, "Microbatches per iteration M")
+      ->option_text("M");
+  command->add_option("--schedule", flags->schedule, "1f1b (default) or gpipe")->option_text("1f1b|gpipe");
+  command
+      ->add_option("--p-blocking-w", flags->p_blocking_w,
+                   "Power of a GPU blocked on communication (default 70)")
+      ->option_text("W");
+  command->add_option("--unit-time-s", flags->unit_time_s, "Time unit of the planner (default 0.001)")
+      ->option_text("T");
+  command
+      ->add_option("--target-time-s", flags->target_time_s,
+                   "Plan for this iteration time (e.g. a straggler's), blocking until it")
+      ->option_text("T'");
+  command
+      ->add_option("--straggler-slowdown", flags->straggler_slowdown,
+                   "Plan for an iteration X times the fastest (X >= 1)")
+      ->option_text("X");
+  command->add_option("--max-flow", flags->max_flow, "dinic (default) or boost (Boost.Graph push-relabel)")
+      ->option_text("dinic|boost");
+  add_format_option(*command, flags->format, {Format::kText, Format::kCsv, Format::kJson});
+  command->add_option("--plan-out", flags->plan_out, "Write the chosen plan as JSON")
+      ->option_text("FILE.json");
+  command->add_option("--plot", flags->plot, "Write the frontier as SVG, with the all-max-clock baseline")
+      ->option_text("FILE.svg");
+  command
+      ->add_option("--timeline", flags->timeline,
+                   "Write one iteration of the chosen plan as an SVG Gantt chart")
+      ->option_text("FILE.svg");
+  command->callback([&exit_code, flags] { exit_code = run_plan(*flags); });
+}
+
+}  // namespace joule::cli
