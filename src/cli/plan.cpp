@@ -60,7 +60,12 @@ int run_plan(const PlanFlags& flags) {
         ErrorCode::kInvalidArgument,
         fmt::format("plan: --straggler-slowdown must be at least 1 (got {})", *flags.straggler_slowdown));
   }
-  const plan::Schedule schedule = value_or_throw(plan::parse_schedule(flags.schedule));
+  const auto parsed_schedule = plan::parse_schedule(flags.schedule);
+  if (!parsed_schedule) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("plan: --schedule: {}", parsed_schedule.error().message()));
+  }
+  const plan::Schedule schedule = *parsed_schedule;
   const plan::PipelineDag dag =
       value_or_throw(plan::build_pipeline(flags.stages, flags.microbatches, schedule));
   const plan::Profile profile = value_or_throw(plan::Profile::read(flags.profile));

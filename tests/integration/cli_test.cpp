@@ -257,6 +257,11 @@ TEST(Cli, DemoRunsTheJitOptimizerAndTheSimulations) {
   EXPECT_GT(json["at_chosen_power_limit"]["time_s"].get<double>(),
             json["at_max_power_limit"]["time_s"].get<double>());
   EXPECT_EQ(json["simulation"]["rows"].size(), 24u);
+  // Part 3: the example pipeline, as its data README states: 0.740 s and 852.27 J at 1410 MHz.
+  EXPECT_NEAR(json["pipeline"]["max_clock"]["energy_j"].get<double>(), 852.27, 0.01);
+  EXPECT_LT(json["pipeline"]["no_slowdown"]["energy_j"].get<double>(), 852.27 * 0.9);
+  EXPECT_LE(json["pipeline"]["no_slowdown"]["time_s"].get<double>(), 0.7401);
+  EXPECT_EQ(json["plots"].size(), 4u);
   for (const auto& plot : json["plots"]) {
     EXPECT_NE(read_file(plot.get<std::string>()).find("</svg>"), std::string::npos) << plot;
   }
@@ -403,6 +408,99 @@ TEST(CliSimulate, GroupFile) {
   ASSERT_EQ(parsed["rows"].size(), 2u);
   EXPECT_EQ(parsed["rows"][0]["workload"], "squad (group 17)");
   EXPECT_EQ(parsed["rows"][1]["workload"], "cifar100 (group 42)");
+}
+
+}  // namespace
+}  // namespace joule::test
+
+namespace joule::test {
+namespace {
+
+const std::string kExampleProfile = std::string(JOULE_SOURCE_DIR) + "/data/perseus/example_s4_m8_profile.csv";
+
+TEST(CliPlan, FrontierPlanPlotAndTimeline) {
+  TempDir dir;
+  const std::string plan = dir.path() + "/plan.json";
+  const std::string plot = dir.path() + "/frontier.svg";
+  const std::string timeline = dir.path() + "/timeline.svg";
+  const auto result = joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8",
+                             "--p-blocking-w", "75", "--straggler-slowdown", "1.1", "--format", "json",
+                             "--plan-out", plan, "--plot", plot, "--timeline", timeline});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_NEAR(json["max_clock"]["time_s"].get<double>(), 0.740, 1e-3);
+  const auto& frontier = json["frontier"];
+  ASSERT_GT(frontier.size(), 100u);
+  // Slowest first.
+  EXPECT_GT(frontier[0]["time_s"].get<double>(), frontier[frontier.size() - 1]["time_s"].get<double>());
+  const double target = json["chosen"]["target_time_s"];
+  EXPECT_LE(json["chosen"]["time_s"].get<double>(), target);
+  EXPECT_LT(json["chosen"]["energy_at_target_j"].get<double>(),
+            json["chosen"]["max_clock_energy_at_target_j"].get<double>());
+  const auto written = nlohmann::json::parse(read_file(plan));
+  EXPECT_EQ(written["stages"], 4);
+  EXPECT_EQ(written["stages_plan"].size(), 4u);
+  EXPECT_EQ(written["stages_plan"][0]["computations"].size(), 16u);
+  EXPECT_NE(read_file(plot).find("</svg>"), std::string::npos);
+  EXPECT_NE(read_file(timeline).find("</svg>"), std::string::npos);
+  const auto csv = joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8",
+                          "--schedule", "gpipe", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("point,time_s,energy_j\n0,", 0), 0u);
+  const auto text = joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("no slowdown:"), std::string::npos) << text.out;
+}
+
+TEST(CliPlan, BadInput) {
+  TempDir dir;
+  auto check = [](std::vector<std::string> args, int code, const std::string& message) {
+    args.insert(args.begin(), "plan");
+    const auto result = joule(args);
+    EXPECT_EQ(result.exit_code, code) << fmt::format("{}", fmt::join(args, " "));
+    EXPECT_EQ(result.err, "joule: error: " + message + "\n");
+  };
+  check({"--stages", "4", "--microbatches", "8"}, 2, "plan: --profile is required");
+  check({"--profile", kExampleProfile, "--stages", "0", "--microbatches", "8"}, 2,
+        "a pipeline needs at least 1 stage and 1 microbatch, got 0 stage(s) and 8 microbatch(es)");
+  check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "0"}, 2,
+        "a pipeline needs at least 1 stage and 1 microbatch, got 4 stage(s) and 0 microbatch(es)");
+  check({"--profile", kExampleProfile, "--stages", "3", "--microbatches", "8"}, 2,
+        fmt::format("plan: {} profiles 4 stages, but --stages is 3", kExampleProfile));
+  check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--target-time-s", "0.5"}, 1,
+        "no plan meets the target of 0.5 s: the fastest plan takes 0.739935 s");
+  check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--straggler-slowdown", "0.9"},
+        2, "plan: --straggler-slowdown must be at least 1 (got 0.9)");
+  check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--schedule", "zigzag"}, 2,
+        "plan: --schedule: unknown schedule \"zigzag\": expected 1f1b or gpipe");
+  const std::string header = "stage,instruction,frequency_mhz,time_s,energy_j\n";
+  const std::string duplicate = dir.write("dup.csv", header +
+                                                         "0,forward,1410,0.02,8\n0,backward,1410,0.04,16\n"
+                                                         "0,forward,1410,0.02,8\n");
+  const auto dup = joule({"plan", "--profile", duplicate, "--stages", "1", "--microbatches", "2"});
+  EXPECT_EQ(dup.exit_code, 1);
+  EXPECT_NE(dup.err.find("duplicate"), std::string::npos) << dup.err;
+  EXPECT_NE(dup.err.find(duplicate + ":4"), std::string::npos) << dup.err;
+  const std::string negative =
+      dir.write("neg.csv", header + "0,forward,1410,-0.02,8\n0,backward,1410,0.04,16\n");
+  const auto neg = joule({"plan", "--profile", negative, "--stages", "1", "--microbatches", "2"});
+  EXPECT_EQ(neg.exit_code, 1);
+  EXPECT_NE(neg.err.find(negative + ":2:"), std::string::npos) << neg.err;
+  EXPECT_NE(neg.err.find("time_s"), std::string::npos) << neg.err;
+  const std::string missing_stage =
+      dir.write("stage.csv", header +
+                                 "0,forward,1410,0.02,8\n0,backward,1410,0.04,16\n"
+                                 "2,forward,1410,0.02,8\n2,backward,1410,0.04,16\n");
+  const auto stage = joule({"plan", "--profile", missing_stage, "--stages", "3", "--microbatches", "2"});
+  EXPECT_EQ(stage.exit_code, 1);
+  EXPECT_NE(stage.err.find("stage 1"), std::string::npos) << stage.err;
+  const std::string missing_row = dir.write("row.csv", header +
+                                                           "0,forward,1410,0.02,8\n0,backward,1410,0.04,16\n"
+                                                           "0,forward,1005,0.03,6\n");
+  const auto row = joule({"plan", "--profile", missing_row, "--stages", "1", "--microbatches", "2"});
+  EXPECT_EQ(row.exit_code, 1);
+  EXPECT_NE(row.err.find("1005"), std::string::npos) << row.err;
+  EXPECT_NE(row.err.find("backward"), std::string::npos) << row.err;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/plan/exact.hpp"
+#include "joule/plan/runtime.hpp"
 
 #include "test_util.hpp"
 
@@ -213,6 +214,32 @@ TEST(Planner, GPipeToo) {
   EXPECT_LE(result->frontier.fastest().time_s, result->max_clock.time_s * 1.0001);
   EXPECT_LT(result->frontier.fastest().energy_j, result->max_clock.energy_j);
   EXPECT_GT(result->frontier.size(), 50u);
+}
+
+}  // namespace
+}  // namespace joule::plan
+
+namespace joule::plan {
+namespace {
+
+// The planner's promise, checked end to end: run its plans on simulated GPUs with clocks set by the frequency
+// controllers and measured by energy counters; time and energy must be what the frontier says.
+TEST(Planner, PlansRunAsPredictedOnSimulatedGpus) {
+  const Example e = example();
+  PlannerOptions options;
+  options.p_blocking_w = 75;
+  const auto result = plan_frontier(e.dag, e.profile, options);
+  ASSERT_TRUE(result);
+  const auto& points = result->frontier.points();
+  auto executor = PipelineExecutor::create(e.dag, e.profile, 75);
+  ASSERT_TRUE(executor) << executor.error().message();
+  for (const size_t index : {size_t{0}, points.size() / 3, points.size() / 2, points.size() - 1}) {
+    const auto measured = executor->run_iteration(points[index].knob);
+    ASSERT_TRUE(measured) << measured.error().message();
+    EXPECT_NEAR(measured->time_s, points[index].time_s, 1e-8) << "point " << index;
+    // Energy counters count whole millijoules per GPU.
+    EXPECT_NEAR(measured->energy_j, points[index].energy_j, 4 * 1e-3) << "point " << index;
+  }
 }
 
 }  // namespace
