@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/store/store.hpp — durable state for the optimizer service: JSON documents by (kind, key), changed in
+// transactions that lock the documents they read, plus stored responses so a retried request is never applied
+// twice. Backends: SQLite (default, one file) and PostgreSQL (shared by several `joule serve` processes).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "joule/core/error.hpp"
+
+namespace joule::store {
+
+/// A JSON document (its text) identified by (kind, key), e.g. ("bso_job", "mnist-4f2a…").
+struct Document {
+  std::string kind;
+  std::string key;
+  std::string body;     ///< JSON text
+  int64_t version = 0;  ///< 1 when created, +1 per update
+};
+
+/// The view of one transaction. Reads through get_for_update() lock the document until the transaction ends,
+/// so concurrent transactions on the same document (in this process or another one on the same database)
+/// run one after the other.
+class Transaction {
+ public:
+  virtual ~Transaction() = default;
+
+  /// @return the document, locked for this transaction, or nullopt if there is none.
+  virtual Result<std::optional<Document>> get_for_update(std::string_view kind, std::string_view key) = 0;
+  /// Creates the document. @return false (and changes nothing) if it already exists.
+  virtual Result<bool> insert(std::string_view kind, std::string_view key, std::string_view body) = 0;
+  /// Replaces an existing document's body (version + 1). kNotFound if there is none.
+  virtual Result<void> update(std::string_view kind, std::string_view key, std::string_view body) = 0;
+  /// Deletes a document. @return false if there was none.
+  virtual Result<bool> erase(std::string_view kind, std::string_view key) = 0;
+  /// @return the keys of a kind starting with `prefix`, sorted.
+  virtual Result<std::vector<std::string>> keys(std::string_view kind, std::string_view prefix) = 0;
+
+  /// @return the response stored for `request_id` by an earlier transaction, if any (idempotent retries).
+  virtual Result<std::optional<std::string>> find_response(std::string_view request_id) = 0;
+  /// Stores the response of `request_id`, committed with the rest of the transaction.
+  virtual Result<void> save_response(std::string_view request_id, std::string_view response) = 0;
+};
+
+/// A database. Thread-safe: transactions may run from many threads at once.
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  /// Runs `work` in one transaction: committed if it succeeds, rolled back if it returns an error (which is
+  /// then returned). Transactions that fail because of a conflict with a concurrent one (a deadlock, a
+  /// serialization failure, a busy database) are retried from the start, so `work` must have no effects
+  /// outside the transaction.
+  virtual Result<void> run(const std::function<Result<void>(Transaction&)>& work) = 0;
+
+  /// @return the store's URL with any password masked, for logs and messages.
+  virtual std::string description() const = 0;
+
+  /// @return the schema version the database is at after opening (migrations applied).
+  virtual int schema_version() const = 0;
+
+  /// Runs `work` and returns its value (the convenience form of run()).
+  template <class T>
+  Result<T> transact(const std::function<Result<T>(Transaction&)>& work) {
+    std::optional<T> value;
+    auto done = run([&](Transaction& transaction) -> Result<void> {
+      auto result = work(transaction);
+      if (!result) {
+        return tl::make_unexpected(result.error());
+      }
+      value = std::move(*result);
+      return {};
+    });
+    if (!done) {
+      return tl::make_unexpected(done.error());
+    }
+    return std::move(*value);
+  }
+};
+
+/// Opens a store and brings its schema to the current version:
+/// - `sqlite:PATH` (or a path ending in .db / .sqlite): a SQLite file in WAL mode, created if missing;
+/// - `postgresql://…` / `postgres://…`: a PostgreSQL database (libpq connection URI);
+/// - `memory:`: in this process only, for tests and throwaway runs.
+/// @return kInvalidArgument for an unknown scheme; kIo / kPermissionDenied with the database's own message if
+/// it cannot be opened; kState if the database's schema is newer than this joule knows.
+Result<std::unique_ptr<Store>> open_store(const std::string& url);
+
+/// @return a store that lives in this process's memory (what open_store("memory:") returns).
+std::unique_ptr<Store> memory_store();
+
+}  // namespace joule::store

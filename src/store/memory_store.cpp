@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// The in-memory store: one mutex, so a transaction sees and locks everything. Changes are made on a copy
+// and swapped in at commit, so a failed transaction leaves nothing behind.
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "joule/store/store.hpp"
+
+namespace joule::store {
+
+namespace {
+
+struct State {
+  std::map<std::pair<std::string, std::string>, Document> documents;
+  std::map<std::string, std::string> responses;
+};
+
+class MemoryTransaction final : public Transaction {
+ public:
+  explicit MemoryTransaction(State state) : state_(std::move(state)) {}
+
+  Result<std::optional<Document>> get_for_update(std::string_view kind, std::string_view key) override {
+    const auto found = state_.documents.find({std::string(kind), std::string(key)});
+    if (found == state_.documents.end()) {
+      return std::optional<Document>();
+    }
+    return std::optional<Document>(found->second);
+  }
+  Result<bool> insert(std::string_view kind, std::string_view key, std::string_view body) override {
+    return state_.documents
+        .try_emplace({std::string(kind), std::string(key)},
+                     Document{std::string(kind), std::string(key), std::string(body), 1})
+        .second;
+  }
+  Result<void> update(std::string_view kind, std::string_view key, std::string_view body) override {
+    const auto found = state_.documents.find({std::string(kind), std::string(key)});
+    if (found == state_.documents.end()) {
+      return fail(ErrorCode::kNotFound, "no {} '{}' to update", kind, key);
+    }
+    found->second.body = std::string(body);
+    ++found->second.version;
+    return {};
+  }
+  Result<bool> erase(std::string_view kind, std::string_view key) override {
+    return state_.documents.erase({std::string(kind), std::string(key)}) > 0;
+  }
+  Result<std::vector<std::string>> keys(std::string_view kind, std::string_view prefix) override {
+    std::vector<std::string> keys;
+    for (const auto& [id, document] : state_.documents) {
+      if (id.first == kind && id.second.starts_with(prefix)) {
+        keys.push_back(id.second);
+      }
+    }
+    return keys;
+  }
+  Result<std::optional<std::string>> find_response(std::string_view request_id) override {
+    const auto found = state_.responses.find(std::string(request_id));
+    if (found == state_.responses.end()) {
+      return std::optional<std::string>();
+    }
+    return std::optional<std::string>(found->second);
+  }
+  Result<void> save_response(std::string_view request_id, std::string_view response) override {
+    state_.responses[std::string(request_id)] = std::string(response);
+    return {};
+  }
+
+  State take() { return std::move(state_); }
+
+ private:
+  State state_;
+};
+
+class MemoryStore final : public Store {
+ public:
+  Result<void> run(const std::function<Result<void>(Transaction&)>& work) override {
+    std::lock_guard lock(mutex_);
+    MemoryTransaction transaction(state_);
+    auto result = work(transaction);
+    if (result) {
+      state_ = transaction.take();
+    }
+    return result;
+  }
+  std::string description() const override { return "memory:"; }
+  int schema_version() const override { return 1; }
+
+ private:
+  std::mutex mutex_;
+  State state_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> memory_store() { return std::make_unique<MemoryStore>(); }
+
+}  // namespace joule::store
