@@ -16,13 +16,8 @@ namespace joule::plan {
 
 Result<Frontier<FrequencyPlan>> exact_frontier(const PipelineDag& dag, const Profile& profile,
                                                double p_blocking_w, size_t max_plans) {
-  if (profile.stage_count() < dag.stages) {
-    return fail(ErrorCode::kInvalidArgument, "the profile has {} stages but the pipeline has {}",
-                profile.stage_count(), dag.stages);
-  }
-  if (!std::isfinite(p_blocking_w) || p_blocking_w < 0) {
-    return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",
-                p_blocking_w);
+  if (auto valid = check_inputs(dag, profile, p_blocking_w); !valid) {
+    return tl::make_unexpected(valid.error());
   }
   const std::vector<uint32_t>& frequencies = profile.frequencies_mhz();
   const size_t options = frequencies.size();

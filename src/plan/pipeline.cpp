@@ -603,13 +603,8 @@ Result<PlanCost> evaluate(const PipelineDag& dag, const Profile& profile, const 
     return fail(ErrorCode::kInvalidArgument, "the plan has {} frequencies but the DAG has {} computations",
                 plan.size(), count);
   }
-  if (profile.stage_count() < dag.stages) {
-    return fail(ErrorCode::kInvalidArgument, "the profile has {} stages but the pipeline has {}",
-                profile.stage_count(), dag.stages);
-  }
-  if (!std::isfinite(p_blocking_w) || p_blocking_w < 0) {
-    return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",
-                p_blocking_w);
+  if (auto valid = check_inputs(dag, profile, p_blocking_w); !valid) {
+    return tl::make_unexpected(valid.error());
   }
   std::optional<DagIndex> storage;
   const auto index = index_refs(dag, storage);
@@ -672,6 +667,18 @@ Result<PlanCost> evaluate(const PipelineDag& dag, const Profile& profile, const 
     energy_j += option.energy_j;
   }
   return PlanCost{time_s, energy_j + p_blocking_w * (static_cast<double>(dag.stages) * time_s - busy_s)};
+}
+
+Result<void> check_inputs(const PipelineDag& dag, const Profile& profile, double p_blocking_w) {
+  if (profile.stage_count() < dag.stages) {
+    return fail(ErrorCode::kInvalidArgument, "the profile has {} stage{} but the pipeline has {}",
+                profile.stage_count(), profile.stage_count() == 1 ? "" : "s", dag.stages);
+  }
+  if (!std::isfinite(p_blocking_w) || p_blocking_w < 0) {
+    return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",
+                p_blocking_w);
+  }
+  return {};
 }
 
 FrequencyPlan uniform_plan(const PipelineDag& dag, uint32_t frequency_mhz) {

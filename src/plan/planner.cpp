@@ -419,8 +419,8 @@ Result<void> validate(const PlannerOptions& options) {
                 options.unit_time_s);
   }
   if (!(options.p_blocking_w >= 0) || !std::isfinite(options.p_blocking_w)) {
-    return fail(ErrorCode::kInvalidArgument,
-                "the blocking power must be a non-negative number of watts (got {})", options.p_blocking_w);
+    return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",
+                options.p_blocking_w);
   }
   return {};
 }
@@ -430,9 +430,8 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
   if (auto valid = validate(options); !valid) {
     return tl::make_unexpected(valid.error());
   }
-  if (profile.stage_count() < dag.stages) {
-    return fail(ErrorCode::kInvalidArgument, "the pipeline has {} stages but the profile only {}", dag.stages,
-                profile.stage_count());
+  if (auto valid = check_inputs(dag, profile, options.p_blocking_w); !valid) {
+    return tl::make_unexpected(valid.error());
   }
   if (dag.computations.empty()) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has no computations");

@@ -105,13 +105,8 @@ Result<PipelineExecutor> PipelineExecutor::create(PipelineDag dag, Profile profi
   if (dag.stages < 1) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has no stage");
   }
-  if (profile.stage_count() < dag.stages) {
-    return fail(ErrorCode::kInvalidArgument, "the profile has {} stages but the pipeline has {}",
-                profile.stage_count(), dag.stages);
-  }
-  if (!std::isfinite(p_blocking_w) || p_blocking_w < 0) {
-    return fail(ErrorCode::kInvalidArgument, "the blocking power must be a finite number ≥ 0 W, got {}",
-                p_blocking_w);
+  if (auto valid = check_inputs(dag, profile, p_blocking_w); !valid) {
+    return tl::make_unexpected(valid.error());
   }
   if (dag.stage_order.size() != static_cast<size_t>(dag.stages)) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has {} stages but a stage order for {}",

@@ -28,11 +28,7 @@ viz::GanttChart timeline_chart(const PipelineDag& dag, const Profile& profile, c
         ErrorCode::kInvalidArgument,
         fmt::format("the plan has {} frequencies but the DAG has {} computations", plan.size(), count));
   }
-  if (profile.stage_count() < dag.stages) {
-    throw Exception(
-        ErrorCode::kInvalidArgument,
-        fmt::format("the profile has {} stages but the pipeline has {}", profile.stage_count(), dag.stages));
-  }
+  value_or_throw(check_inputs(dag, profile, 0));
   std::vector<ProfileOption> options;
   options.reserve(count);
   std::vector<double> times_s;

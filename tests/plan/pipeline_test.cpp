@@ -261,7 +261,7 @@ TEST(Evaluate, Errors) {
   JOULE_EXPECT_ERROR(evaluate(dag, profile, FrequencyPlan(7, 1000), 5), ErrorCode::kInvalidArgument,
                      "the plan has 7 frequencies but the DAG has 8 computations");
   JOULE_EXPECT_ERROR(evaluate(dag, unit_profile(1), uniform_plan(dag, 1000), 5), ErrorCode::kInvalidArgument,
-                     "the profile has 1 stages but the pipeline has 2");
+                     "the profile has 1 stage but the pipeline has 2");
   JOULE_EXPECT_ERROR(evaluate(dag, profile, uniform_plan(dag, 1000), -1), ErrorCode::kInvalidArgument,
                      "the blocking power must be finite and non-negative, got -1 W");
   FrequencyPlan plan = uniform_plan(dag, 1000);

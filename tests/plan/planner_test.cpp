@@ -198,11 +198,11 @@ TEST(Planner, BadOptions) {
   options.unit_time_s = 1e-3;
   options.p_blocking_w = -5;
   JOULE_EXPECT_ERROR(plan_frontier(e.dag, e.profile, options), ErrorCode::kInvalidArgument,
-                     "the blocking power must be a non-negative number of watts (got -5)");
+                     "the blocking power must be finite and non-negative, got -5 W");
   options.p_blocking_w = 75;
   const PipelineDag bigger = *build_pipeline(6, 4, Schedule::k1F1B);
   JOULE_EXPECT_ERROR(plan_frontier(bigger, e.profile, options), ErrorCode::kInvalidArgument,
-                     "the pipeline has 6 stages but the profile only 4");
+                     "the profile has 4 stages but the pipeline has 6");
 }
 
 TEST(Planner, GPipeToo) {

@@ -584,7 +584,7 @@ TEST(PipelineExecutor, ANewPlanResetsTheClocksFirst) {
 TEST(PipelineExecutor, RejectsBadInput) {
   const PipelineDag dag = value_or_throw(build_pipeline(2, 3, Schedule::k1F1B));
   JOULE_EXPECT_ERROR(PipelineExecutor::create(dag, toy_profile(), -1), ErrorCode::kInvalidArgument,
-                     "the blocking power must be a finite number ≥ 0 W, got -1");
+                     "the blocking power must be finite and non-negative, got -1 W");
   const PipelineDag wide = value_or_throw(build_pipeline(3, 3, Schedule::k1F1B));
   JOULE_EXPECT_ERROR(PipelineExecutor::create(wide, toy_profile(), kToyBlockingW),
                      ErrorCode::kInvalidArgument, "the profile has 2 stages but the pipeline has 3");

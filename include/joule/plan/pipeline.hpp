@@ -149,6 +149,11 @@ Result<ProfileOption> option_at(const Profile& profile, const Computation& compu
 Result<PlanCost> evaluate(const PipelineDag& dag, const Profile& profile, const FrequencyPlan& plan,
                           double p_blocking_w);
 
+/// Checks what every pipeline computation needs: a profile with at least the DAG's stages, and a finite,
+/// non-negative blocking power. @return kInvalidArgument such as "the profile has 2 stages but the pipeline
+/// has 3" or "the blocking power must be finite and non-negative, got -1 W".
+Result<void> check_inputs(const PipelineDag& dag, const Profile& profile, double p_blocking_w);
+
 /// @return the plan that runs every computation at `frequency_mhz`.
 FrequencyPlan uniform_plan(const PipelineDag& dag, uint32_t frequency_mhz);
 
