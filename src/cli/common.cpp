@@ -47,6 +47,9 @@ Result<device::DiscoveryOptions> discovery_options(const GlobalOptions& global) 
   if (global.sim) {
     options->sim_spec = *global.sim;
   }
+  if (global.daemon) {
+    options->daemon_socket = *global.daemon;
+  }
   return options;
 }
 

@@ -16,8 +16,9 @@ namespace joule::cli {
 
 /// Options every command accepts.
 struct GlobalOptions {
-  std::optional<std::string> sim;  ///< --sim SPEC (else JOULE_SIM)
-  std::string log_level = "warn";  ///< --log-level
+  std::optional<std::string> sim;     ///< --sim SPEC (else JOULE_SIM)
+  std::optional<std::string> daemon;  ///< --daemon SOCKET (else JOULE_DAEMON_SOCKET)
+  std::string log_level = "warn";     ///< --log-level
   /// Everything after the first "--" on the command line (the command `joule measure` runs), if "--"
   /// was given. CLI11 never sees these arguments, so the command's own flags cannot be taken for ours.
   std::optional<std::vector<std::string>> after_dashes;
@@ -47,5 +48,8 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
 void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_simulate_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_plan_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_serve_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
                  "Use simulated GPUs: [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256 "
                  "(environment: JOULE_SIM)")
       ->option_text("SPEC");
+  app.add_option("--daemon", global.daemon,
+                 "Use the GPUs of the joule daemon listening on this socket, without privileges "
+                 "(environment: JOULE_DAEMON_SOCKET; docs/daemon.md)")
+      ->option_text("SOCKET");
   app.add_option("--log-level", global.log_level,
                  "Log level: trace, debug, info, warn, error, off (default warn)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -48,6 +52,9 @@ int main(int argc, char** argv) {
   joule::cli::add_demo_command(app, global, exit_code);
   joule::cli::add_simulate_command(app, global, exit_code);
   joule::cli::add_plan_command(app, global, exit_code);
+  joule::cli::add_daemon_command(app, global, exit_code);
+  joule::cli::add_serve_command(app, global, exit_code);
+  joule::cli::add_job_command(app, global, exit_code);
   app.parse_complete_callback([&global] { install_logger(global.log_level); });
 
   // Split off "--" and what follows before CLI11 parses: it is the command `joule measure` runs.

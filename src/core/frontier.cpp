@@ -78,6 +78,10 @@ std::string describe(const Policy& policy) {
     std::string operator()(const ZeusCost& p) const {
       return fmt::format("ZeusCost(eta={}, max_power={} W)", p.eta, p.max_power_w);
     }
+    std::string operator()(const CarbonCost& p) const {
+      return fmt::format("CarbonCost(eta={}, intensity={} g/kWh, max_intensity={} g/kWh, max_power={} W)",
+                         p.eta, p.intensity_g_per_kwh, p.max_intensity_g_per_kwh, p.max_power_w);
+    }
     std::string operator()(const Deadline& p) const { return fmt::format("Deadline({} s)", p.time_s); }
     std::string operator()(const MaxSlowdown& p) const { return fmt::format("MaxSlowdown({}x)", p.factor); }
     std::string operator()(const MinEnergy&) const { return "MinEnergy"; }
@@ -96,6 +100,26 @@ Result<void> validate(const Policy& policy) {
       if (!(p.max_power_w > 0) || !std::isfinite(p.max_power_w)) {
         return fail(ErrorCode::kInvalidArgument, "ZeusCost max_power_w must be positive and finite, got {} W",
                     p.max_power_w);
+      }
+      return {};
+    }
+    Result<void> operator()(const CarbonCost& p) const {
+      if (!(p.eta >= 0 && p.eta <= 1)) {
+        return fail(ErrorCode::kInvalidArgument, "CarbonCost eta must be in [0, 1], got {}", p.eta);
+      }
+      if (!(p.intensity_g_per_kwh >= 0) || !std::isfinite(p.intensity_g_per_kwh)) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "CarbonCost intensity must be finite and non-negative, got {} g/kWh",
+                    p.intensity_g_per_kwh);
+      }
+      if (!(p.max_intensity_g_per_kwh > 0) || !std::isfinite(p.max_intensity_g_per_kwh)) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "CarbonCost max_intensity must be positive and finite, got {} g/kWh",
+                    p.max_intensity_g_per_kwh);
+      }
+      if (!(p.max_power_w > 0) || !std::isfinite(p.max_power_w)) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "CarbonCost max_power_w must be positive and finite, got {} W", p.max_power_w);
       }
       return {};
     }
@@ -150,6 +174,10 @@ Result<size_t> select_index(const std::vector<double>& times_s, const std::vecto
   if (const auto* zeus = std::get_if<ZeusCost>(&policy)) {
     return *argmin(
         times_s, energies_j, [&](size_t i) { return zeus->cost(energies_j[i], times_s[i]); }, all);
+  }
+  if (const auto* carbon = std::get_if<CarbonCost>(&policy)) {
+    return *argmin(
+        times_s, energies_j, [&](size_t i) { return carbon->cost(energies_j[i], times_s[i]); }, all);
   }
   if (const auto* deadline = std::get_if<Deadline>(&policy)) {
     return least_energy_within(deadline->time_s, "the deadline");

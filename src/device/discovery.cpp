@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "joule/device/daemon.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/rapl.hpp"
 #include "joule/device/rocm.hpp"
@@ -62,6 +63,9 @@ Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
   DiscoveryOptions options;
   if (const char* sim = env("JOULE_SIM")) {
     options.sim_spec = sim;
+  }
+  if (const char* socket = env("JOULE_DAEMON_SOCKET")) {
+    options.daemon_socket = socket;
   }
   if (const char* library = env("JOULE_NVML_LIBRARY")) {
     options.nvml_library = library;
@@ -169,6 +173,9 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
         gpus.push_back(std::move(gpu));
       }
       add_gpus(set, "sim", fmt::format("simulated {}", *options.sim_spec), std::move(gpus));
+    } else if (options.daemon_socket) {
+      add_gpus(set, "daemon", fmt::format("joule daemon at {}", *options.daemon_socket),
+               open_daemon_gpus(*options.daemon_socket));
     } else {
       for (const std::string backend : {"nvml", "rocm"}) {
         auto visible = visible_devices_from_environment(backend);

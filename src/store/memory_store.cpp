@@ -94,6 +94,8 @@ class MemoryStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> memory_store() { return std::make_unique<MemoryStore>(); }
+std::unique_ptr<Store> memory_store() {
+  return std::make_unique<MemoryStore>();
+}
 
 }  // namespace joule::store

@@ -270,3 +270,55 @@ TEST(Policy, SelectReportsInvalidInput) {
 
 }  // namespace
 }  // namespace joule
+
+namespace joule {
+namespace {
+
+TEST(CarbonCost, DescribeAndValidate) {
+  EXPECT_EQ(describe(CarbonCost{0.25, 412, 750, 300}),
+            "CarbonCost(eta=0.25, intensity=412 g/kWh, max_intensity=750 g/kWh, max_power=300 W)");
+  EXPECT_TRUE(validate(CarbonCost{0, 0, 1, 1}));
+  EXPECT_TRUE(validate(CarbonCost{1, 900, 750, 250}));  // above the maximum: clamped, not an error
+  const auto code = ErrorCode::kInvalidArgument;
+  JOULE_EXPECT_ERROR(validate(CarbonCost{1.5, 400, 750, 300}), code,
+                     "CarbonCost eta must be in [0, 1], got 1.5");
+  JOULE_EXPECT_ERROR(validate(CarbonCost{0.5, -1, 750, 300}), code,
+                     "CarbonCost intensity must be finite and non-negative, got -1 g/kWh");
+  JOULE_EXPECT_ERROR(validate(CarbonCost{0.5, kNan, 750, 300}), code,
+                     "CarbonCost intensity must be finite and non-negative, got nan g/kWh");
+  JOULE_EXPECT_ERROR(validate(CarbonCost{0.5, 400, 0, 300}), code,
+                     "CarbonCost max_intensity must be positive and finite, got 0 g/kWh");
+  JOULE_EXPECT_ERROR(validate(CarbonCost{0.5, 400, 750, 0}), code,
+                     "CarbonCost max_power_w must be positive and finite, got 0 W");
+}
+
+TEST(CarbonCost, EffectiveEtaMatchesChase) {
+  // chase.md §4.1's table: eta = 0.25, MAX_CI = 750.
+  EXPECT_NEAR((CarbonCost{0.25, 100, 750, 300}.effective_eta()), 0.043, 5e-4);
+  EXPECT_NEAR((CarbonCost{0.25, 400, 750, 300}.effective_eta()), 0.151, 5e-4);
+  EXPECT_NEAR((CarbonCost{0.25, 750, 750, 300}.effective_eta()), 0.25, 1e-12);
+  // Clamped at the maximum.
+  EXPECT_NEAR((CarbonCost{0.25, 900, 750, 300}.effective_eta()), 0.25, 1e-12);
+  EXPECT_EQ((CarbonCost{0.25, 0, 750, 300}.effective_eta()), 0);
+}
+
+TEST(CarbonCost, PicksAsZeusCostWithTheEffectiveEta) {
+  // A dirty grid moves the choice towards less energy; a clean one towards speed.
+  const std::vector<double> times = {1.0, 1.1, 1.3, 1.8};
+  const std::vector<double> energies = {300.0, 250.0, 220.0, 210.0};
+  for (const double intensity : {0.0, 50.0, 200.0, 400.0, 600.0, 750.0, 1000.0}) {
+    const CarbonCost carbon{0.6, intensity, 750, 300};
+    EXPECT_EQ(*select_index(times, energies, carbon),
+              *select_index(times, energies, ZeusCost{carbon.effective_eta(), 300}))
+        << intensity;
+  }
+  EXPECT_EQ(*select_index(times, energies, CarbonCost{0.6, 0, 750, 300}), 0u);
+  EXPECT_EQ(*select_index(times, energies, CarbonCost{0.9, 750, 750, 300}), 2u);
+  // The same cost as Chase's formula, up to the factor MAX_CI (power / throughput = energy per sample).
+  const CarbonCost carbon{0.25, 420, 750, 300};
+  const double chase = (0.25 * 250.0 * 420 + 0.75 * 300 * 750) * 1.1 / 750;
+  EXPECT_NEAR(carbon.cost(250.0 * 1.1, 1.1), chase, 1e-9);
+}
+
+}  // namespace
+}  // namespace joule

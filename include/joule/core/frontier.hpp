@@ -58,6 +58,35 @@ struct ZeusCost {
   }
 };
 
+/// Chase's cost (Yang et al., ICLR'23 workshop): Zeus's cost with energy weighted by the forecast carbon
+/// intensity of the grid, relative to a worst-case intensity:
+/// `eta·(I/I_max)·E + (1 − eta)·max_power_w·T`, where I = min(intensity_g_per_kwh, max_intensity_g_per_kwh).
+/// This is Chase's `(eta·P·I + (1 − eta)·MAX_PL·MAX_CI)/throughput` divided by MAX_CI, so it picks the same
+/// point; it equals ZeusCost{effective_eta()} up to a positive factor. A dirty grid favours energy (lower
+/// power limits), a clean one favours speed. With a price in $/kWh for the intensity and the highest price
+/// for the maximum it is the electricity-price variant (zeus#53).
+struct CarbonCost {
+  double eta = 0.5;                      ///< in [0, 1]; the weight of energy at the worst-case intensity
+  double intensity_g_per_kwh = 0;        ///< forecast intensity, gCO2e/kWh (≥ 0)
+  double max_intensity_g_per_kwh = 750;  ///< the worst case that normalises it (> 0); Chase: 750
+  double max_power_w = 0;                ///< converts time into energy, W (> 0), as in ZeusCost
+  /// @return the intensity used: intensity_g_per_kwh clamped to max_intensity_g_per_kwh.
+  double clamped_intensity_g_per_kwh() const {
+    return intensity_g_per_kwh < max_intensity_g_per_kwh ? intensity_g_per_kwh : max_intensity_g_per_kwh;
+  }
+  /// @return the eta of the ZeusCost that picks the same point: eta·I / (eta·I + (1 − eta)·I_max).
+  double effective_eta() const {
+    const double energy_weight = eta * clamped_intensity_g_per_kwh();
+    const double denominator = energy_weight + (1 - eta) * max_intensity_g_per_kwh;
+    return denominator > 0 ? energy_weight / denominator : 0;
+  }
+  /// @return the cost of `energy_j` and `time_s`, in J at the worst-case intensity.
+  double cost(double energy_j, double time_s) const {
+    return eta * (clamped_intensity_g_per_kwh() / max_intensity_g_per_kwh) * energy_j +
+           (1 - eta) * max_power_w * time_s;
+  }
+};
+
 /// The least-energy point whose time is at most `time_s` (a deadline, a straggler's pace, a latency SLO).
 struct Deadline {
   double time_s = 0;
@@ -75,13 +104,15 @@ struct MinEnergy {};
 struct MinTime {};
 
 /// A rule that picks one point of a frontier.
-using Policy = std::variant<ZeusCost, Deadline, MaxSlowdown, MinEnergy, MinTime>;
+using Policy = std::variant<ZeusCost, CarbonCost, Deadline, MaxSlowdown, MinEnergy, MinTime>;
 
-/// @return e.g. "ZeusCost(eta=0.5, max_power=250 W)", "Deadline(1.2 s)", "MaxSlowdown(1.1x)".
+/// @return e.g. "ZeusCost(eta=0.5, max_power=250 W)", "CarbonCost(eta=0.25, intensity=412 g/kWh,
+/// max_intensity=750 g/kWh, max_power=300 W)", "Deadline(1.2 s)", "MaxSlowdown(1.1x)".
 std::string describe(const Policy& policy);
 
 /// @return kInvalidArgument (naming the parameter and its valid range) if the policy's parameters are
-/// invalid: eta outside [0, 1], max_power_w ≤ 0, a negative or non-finite deadline, factor < 1.
+/// invalid: eta outside [0, 1], max_power_w ≤ 0, a negative or non-finite intensity, a maximum intensity
+/// ≤ 0, a negative or non-finite deadline, factor < 1.
 Result<void> validate(const Policy& policy);
 
 /// Picks a point from times and energies given fastest first (as Frontier::points() are).

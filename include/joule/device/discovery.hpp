@@ -19,6 +19,9 @@ struct DiscoveryOptions {
   /// A sim spec (`[COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]]`): if set, the GPUs are simulated and no vendor
   /// library is loaded. Environment: JOULE_SIM.
   std::optional<std::string> sim_spec;
+  /// The socket of a `joule daemon` (docs/daemon.md): if set (and sim_spec is not), the GPUs are the
+  /// daemon's, reached without privileges, and no vendor library is loaded here. JOULE_DAEMON_SOCKET.
+  std::optional<std::string> daemon_socket;
   std::string nvml_library = "libnvidia-ml.so.1";     ///< JOULE_NVML_LIBRARY
   std::string rocm_library = "librocm_smi64.so.1";    ///< JOULE_ROCM_SMI_LIBRARY
   double rocm_counter_validation_s = 0.5;             ///< JOULE_ROCM_VALIDATION_S
@@ -28,14 +31,15 @@ struct DiscoveryOptions {
   /// The clock simulated devices run on. Default: the steady clock.
   std::shared_ptr<Clock> clock;
 
-  /// @return defaults overridden by JOULE_SIM, JOULE_NVML_LIBRARY, JOULE_ROCM_SMI_LIBRARY,
-  /// JOULE_ROCM_VALIDATION_S and JOULE_POWERCAP_ROOT. kInvalidArgument for a malformed number.
+  /// @return defaults overridden by JOULE_SIM, JOULE_DAEMON_SOCKET, JOULE_NVML_LIBRARY,
+  /// JOULE_ROCM_SMI_LIBRARY, JOULE_ROCM_VALIDATION_S and JOULE_POWERCAP_ROOT. kInvalidArgument for a
+  /// malformed number.
   static Result<DiscoveryOptions> from_environment();
 };
 
 /// What one backend found, or why it found nothing.
 struct BackendReport {
-  std::string backend;  ///< "nvml", "rocm", "sim", "rapl"
+  std::string backend;  ///< "nvml", "rocm", "sim", "daemon", "rapl"
   std::string kind;     ///< "gpu" or "cpu"
   size_t devices = 0;   ///< how many devices it opened
   bool ok = false;      ///< false if the backend failed (detail says why)

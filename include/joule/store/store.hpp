@@ -4,6 +4,7 @@
 // twice. Backends: SQLite (default, one file) and PostgreSQL (shared by several `joule serve` processes).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -42,6 +43,8 @@ class Transaction {
   virtual Result<std::vector<std::string>> keys(std::string_view kind, std::string_view prefix) = 0;
 
   /// @return the response stored for `request_id` by an earlier transaction, if any (idempotent retries).
+  /// Also locks `request_id` until the transaction ends, so two concurrent transactions for the same request
+  /// run one after the other and the second one finds the first one's response.
   virtual Result<std::optional<std::string>> find_response(std::string_view request_id) = 0;
   /// Stores the response of `request_id`, committed with the rest of the transaction.
   virtual Result<void> save_response(std::string_view request_id, std::string_view response) = 0;
@@ -83,6 +86,21 @@ class Store {
   }
 };
 
+/// The schema version this joule creates and understands (the number of migrations it knows).
+inline constexpr int kSchemaVersion = 1;
+
+/// Tuning for open_store(); the defaults suit `joule serve`.
+struct OpenOptions {
+  /// Most database connections a store keeps open at once (PostgreSQL; 0: 16). Transactions wait for a free
+  /// one. SQLite runs one transaction at a time per database anyway, so it needs only one or two.
+  int max_connections = 0;
+  /// How long one statement waits for a lock that another transaction holds (SQLite's busy timeout,
+  /// PostgreSQL's lock_timeout) before run() rolls back and starts over.
+  std::chrono::milliseconds lock_timeout{5000};
+  /// How long run() keeps retrying a transaction that conflicts with others before it gives up (kIo).
+  std::chrono::milliseconds retry_timeout{30000};
+};
+
 /// Opens a store and brings its schema to the current version:
 /// - `sqlite:PATH` (or a path ending in .db / .sqlite): a SQLite file in WAL mode, created if missing;
 /// - `postgresql://…` / `postgres://…`: a PostgreSQL database (libpq connection URI);
@@ -90,6 +108,13 @@ class Store {
 /// @return kInvalidArgument for an unknown scheme; kIo / kPermissionDenied with the database's own message if
 /// it cannot be opened; kState if the database's schema is newer than this joule knows.
 Result<std::unique_ptr<Store>> open_store(const std::string& url);
+
+/// open_store() with tuning options.
+Result<std::unique_ptr<Store>> open_store(const std::string& url, const OpenOptions& options);
+
+/// @return `url` with the password of a `scheme://user:password@host…` URL (and any `password=` query
+/// parameter) replaced by `***`, for logs and messages.
+std::string mask_password(std::string_view url);
 
 /// @return a store that lives in this process's memory (what open_store("memory:") returns).
 std::unique_ptr<Store> memory_store();

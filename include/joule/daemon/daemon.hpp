@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/daemon/daemon.hpp — `joule daemon`: serves GPUs to unprivileged processes over a Unix socket,
+// judges each connection by its peer credentials, and puts every setting back when the connection that
+// made it goes away (docs/daemon.md).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "joule/core/clock.hpp"
+#include "joule/core/error.hpp"
+#include "joule/daemon/access.hpp"
+#include "joule/device/daemon_protocol.hpp"
+#include "joule/device/gpu.hpp"
+
+namespace joule::daemon {
+
+struct DaemonOptions {
+  /// The socket to listen on. Its folder is created (mode 0755) if missing; the socket is mode 0666 so
+  /// that anyone can connect and be judged by credentials.
+  std::string socket_path = std::string(device::daemon_protocol::kDefaultSocketPath);
+  /// Who may read and who may control.
+  AccessRules access;
+  /// The audit log file; empty: stderr (the journal, under systemd).
+  std::string audit_log;
+  /// How long a connection's settings outlive its last request, s (> 0, ≤ 86400).
+  double lease_s = 60;
+  /// Serve real (non-simulated) GPUs even when not running as root.
+  bool allow_unprivileged = false;
+  /// Connections beyond this wait in the listen backlog.
+  size_t max_connections = 256;
+  /// Power streams one connection may hold.
+  size_t max_streams_per_connection = 16;
+  /// Unsent bytes a connection may queue: above this the daemon stops reading its requests and skips its
+  /// stream samples until it reads (a slow reader is never dropped, and never makes the daemon grow).
+  size_t max_queued_bytes = 1024 * 1024;
+  /// User and group lookups (tests replace them).
+  UserDatabase users = UserDatabase::system();
+};
+
+class Server;
+
+/// The daemon: a single-threaded poll loop over the listening socket, the connections, a stop event and
+/// (optionally) a signalfd. Create with start(), serve with run().
+class Daemon {
+ public:
+  /// Checks that it may serve `gpus` (as root, or any simulated GPUs, or with allow_unprivileged), resolves
+  /// the access rules, opens the audit log and takes the socket: a leftover socket file is removed only if
+  /// no process answers on it, and `<socket>.lock` (flock) keeps a second daemon off the same path.
+  /// @param gpus the GPUs to serve, in index order; they must outlive the daemon.
+  /// @param clock the clock the GPUs run on (power event timestamps).
+  /// @return kPermissionDenied (not root with real GPUs), kInvalidArgument (bad option), kNotFound
+  /// (unknown user or group), kState (another daemon serves the socket), kIo (socket or log).
+  static Result<std::unique_ptr<Daemon>> start(std::vector<device::Gpu*> gpus, Clock& clock,
+                                               DaemonOptions options);
+  /// Restores whatever is still owned, closes every connection and removes the socket file (if it is
+  /// still this daemon's).
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  /// Serves until stop() is called or one of `stop_signals` arrives (they must be blocked in every thread
+  /// of the process, e.g. with a signal mask set before any thread starts; they are then read from a
+  /// signalfd, never handled asynchronously). Before returning, every setting is restored (reason
+  /// "shutdown") and every connection closed.
+  /// @return the signal that stopped it, or nullopt after stop(); kIo if polling fails.
+  Result<std::optional<int>> run(const std::vector<int>& stop_signals = {});
+
+  /// Makes run() return soon. Thread-safe; not async-signal-safe.
+  void stop();
+
+  const std::string& socket_path() const;
+  const AccessPolicy& access() const;
+  /// @return the audit log's path, or "stderr".
+  const std::string& audit_log_path() const;
+
+ private:
+  explicit Daemon(std::unique_ptr<Server> server);
+  std::unique_ptr<Server> server_;
+};
+
+}  // namespace joule::daemon

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/device/daemon_protocol.hpp — the wire protocol of `joule daemon`, shared by the daemon and its
+// clients (the device/daemon backend). docs/daemon.md describes it in prose.
+//
+// A Unix stream socket carries newline-delimited JSON, one object per line, UTF-8:
+//
+//   client → daemon   {"id":7,"op":"set_power_limit","gpu":0,"power_limit_mw":150000}
+//   daemon → client   {"id":7,"ok":true,"result":{"gpu":0,"power_limit_mw":150000,"previous_mw":250000}}
+//                     {"id":8,"ok":false,"error":{"code":"out-of-range","message":"power limit 50 W is …"}}
+//                     {"event":"power","stream":1,"gpu":0,"time_ms":1767225600123,"power_mw":212500}
+//
+// Every request line gets exactly one response line, in request order, echoing the request's `id` (null
+// if the line was too broken to read one). Event lines (power samples of a `stream_power` subscription)
+// may come between responses; no event of a stream follows the response to its `cancel_stream`.
+// The first request of a connection must be `hello` with the protocol version the client speaks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/error.hpp"
+
+namespace joule::device::daemon_protocol {
+
+/// The protocol version this build speaks (the `protocol` field of hello).
+inline constexpr int kVersion = 1;
+/// Where `joule daemon` listens unless told otherwise, and where clients look (JOULE_DAEMON_SOCKET).
+inline constexpr std::string_view kDefaultSocketPath = "/run/joule/joule.sock";
+/// Longest line either side accepts, newline excluded, bytes. Longer requests are refused (and skipped).
+inline constexpr size_t kMaxLineBytes = 64 * 1024;
+/// Deepest JSON nesting accepted in a request (requests need 2: the object and the `gpus` array).
+inline constexpr int kMaxDepth = 8;
+/// Range of `period_ms` for stream_power, ms.
+inline constexpr uint32_t kMinStreamPeriodMs = 10;
+inline constexpr uint32_t kMaxStreamPeriodMs = 60'000;
+inline constexpr uint32_t kDefaultStreamPeriodMs = 1'000;
+
+/// A request's operation (the `op` field).
+enum class Op {
+  kHello,         ///< handshake: {protocol, client?} → {protocol, server, lease_s, peer, rights}
+  kWhoAmI,        ///< → {uid, gid, pid, user, rights, reason}
+  kListDevices,   ///< → {gpus: [{index, physical_index, backend, name, uuid, has_energy_counter}]}
+  kEnergy,        ///< {gpu} → {gpu, energy_mj}
+  kPower,         ///< {gpu} → {gpu, power_mw, time_ms}
+  kPowerLimit,    ///< {gpu} → {gpu, power_limit_mw}
+  kConstraints,   ///< {gpu} → {gpu, min_mw, max_mw, default_mw}
+  kClocks,        ///< {gpu} → {gpu, supported_sm_clocks_mhz, locked_sm_clocks_mhz: {min_mhz, max_mhz}|null}
+  kStreamPower,   ///< {gpus?, period_ms?} → {stream, gpus, period_ms}, then events
+  kCancelStream,  ///< {stream} → {stream}
+  kSetPowerLimit,    ///< {gpu, power_limit_mw} → {gpu, power_limit_mw, previous_mw}
+  kResetPowerLimit,  ///< {gpu} → {gpu, power_limit_mw}: gives up this connection's limit
+  kLockSmClocks,     ///< {gpu, min_mhz, max_mhz} → {gpu, min_mhz, max_mhz}
+  kResetSmClocks,    ///< {gpu} → {gpu}: gives up this connection's clock lock
+  kRenewLease,       ///< → {lease_s}
+};
+
+/// @return the wire name, e.g. "set_power_limit".
+std::string_view to_string(Op op);
+/// @return the operation called `name`, or nullopt.
+std::optional<Op> op_from_string(std::string_view name);
+/// @return every operation, in declaration order.
+const std::vector<Op>& all_ops();
+
+/// What a peer may do. Control implies read.
+enum class Right {
+  kNone,     ///< hello and whoami only
+  kRead,     ///< every read and power streaming
+  kControl,  ///< also set/reset power limits and SM clocks
+};
+
+/// @return "none", "read" or "control".
+std::string_view to_string(Right right);
+/// @return the right `op` needs (kNone for hello, whoami and renew_lease).
+Right required_right(Op op);
+
+/// One parsed request. Fields an operation does not take keep their defaults.
+struct Request {
+  uint64_t id = 0;                              ///< echoed in the response; 0 if absent
+  Op op = Op::kHello;                           ///< what to do
+  int protocol = 0;                             ///< hello: the version the client speaks (≥ 1)
+  std::string client{};                         ///< hello: free text naming the client, for logs (optional)
+  int gpu = -1;                                 ///< device operations: the daemon's GPU index
+  std::optional<std::vector<int>> gpus{};       ///< stream_power: GPU indices (nullopt: all)
+  uint32_t power_limit_mw = 0;                  ///< set_power_limit, mW
+  uint32_t min_mhz = 0;                         ///< lock_sm_clocks, MHz
+  uint32_t max_mhz = 0;                         ///< lock_sm_clocks, MHz
+  uint32_t period_ms = kDefaultStreamPeriodMs;  ///< stream_power, ms
+  uint64_t stream = 0;                          ///< cancel_stream: the id stream_power returned
+};
+
+/// The outcome of parsing a request line: the request, or the error to answer with, and in both cases
+/// the request's id when one could be read (so that the error response can echo it).
+struct ParsedRequest {
+  std::optional<uint64_t> id;
+  Result<Request> request;
+};
+
+/// Parses one request line (without its newline). Strict: unknown fields, missing fields, wrong types,
+/// numbers out of range, lines over kMaxLineBytes and nesting over kMaxDepth are errors whose message
+/// names the field and what was expected. Codes: kParse (not a JSON object), kInvalidArgument (the rest).
+/// Never throws.
+ParsedRequest parse_request(std::string_view line);
+
+/// @return `request` as one line (no newline), with only the fields its operation takes.
+std::string format_request(const Request& request);
+
+/// One response: a result object, or an error.
+struct Response {
+  std::optional<uint64_t> id;  ///< the request's id; nullopt for a line without a readable id
+  std::optional<Error> error;  ///< set if the request failed
+  nlohmann::json result = nlohmann::json::object();  ///< the operation's fields (see Op) when ok
+
+  bool ok() const { return !error.has_value(); }
+};
+
+/// @return `response` as one line (no newline). Never throws (invalid UTF-8 is replaced).
+std::string format_response(const Response& response);
+
+/// One power sample of a stream_power subscription.
+struct PowerEvent {
+  uint64_t stream = 0;    ///< the subscription's id
+  int gpu = 0;            ///< the daemon's GPU index
+  int64_t time_ms = 0;    ///< when it was read, ms since the Unix epoch (UTC)
+  uint32_t power_mw = 0;  ///< board power, mW
+};
+
+/// @return `event` as one line (no newline).
+std::string format_event(const PowerEvent& event);
+
+/// Anything the daemon sends.
+using ServerMessage = std::variant<Response, PowerEvent>;
+
+/// Parses one line the daemon sent. kParse naming what is wrong; never throws.
+Result<ServerMessage> parse_server_line(std::string_view line);
+
+/// @return the code called `name` (as to_string(ErrorCode) writes it), or nullopt.
+std::optional<ErrorCode> error_code_from_string(std::string_view name);
+
+}  // namespace joule::device::daemon_protocol

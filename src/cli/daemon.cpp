@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule daemon`: serve this machine's GPUs to unprivileged processes over a Unix socket (docs/daemon.md).
+#include "joule/daemon/daemon.hpp"
+
+#include <cstdlib>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <string.h>
+
+#include "joule/core/log.hpp"
+
+#include "common.hpp"
+#include "signals.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+struct DaemonFlags {
+  std::string socket;
+  std::vector<std::string> allow_users;
+  std::vector<std::string> allow_groups;
+  std::vector<std::string> read_users;
+  std::vector<std::string> read_groups;
+  std::string others = "read";
+  std::string audit_log;
+  double lease_s = 60;
+  bool allow_unprivileged = false;
+};
+
+std::string signal_name(int signal_number) {
+  const char* abbreviation = ::sigabbrev_np(signal_number);
+  return abbreviation != nullptr ? fmt::format("SIG{}", abbreviation) : std::to_string(signal_number);
+}
+
+int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
+  daemon::DaemonOptions options;
+  const char* socket_env = std::getenv("JOULE_DAEMON_SOCKET");
+  options.socket_path = !flags.socket.empty()                            ? flags.socket
+                        : (socket_env != nullptr && *socket_env != '\0') ? std::string(socket_env)
+                                                                         : options.socket_path;
+  // The daemon serves the machine's own GPUs: never GPUs of another daemon (nor of itself).
+  ::unsetenv("JOULE_DAEMON_SOCKET");
+  options.access.control_users = flags.allow_users;
+  options.access.control_groups = flags.allow_groups;
+  options.access.read_users = flags.read_users;
+  options.access.read_groups = flags.read_groups;
+  options.access.others = flags.others == "none"      ? daemon::Right::kNone
+                          : flags.others == "control" ? daemon::Right::kControl
+                                                      : daemon::Right::kRead;
+  options.audit_log = flags.audit_log;
+  options.lease_s = flags.lease_s;
+  options.allow_unprivileged = flags.allow_unprivileged;
+
+  // Blocked before any thread exists, so that the stop signals only ever reach the daemon's signalfd: a
+  // signal must never kill the daemon before it has restored what its clients changed.
+  BlockedSignals stop({SIGINT, SIGTERM, SIGHUP});
+  GlobalOptions own_devices = global;
+  own_devices.daemon.reset();
+  const device::DeviceSet devices = open_devices(own_devices, true, false);
+  if (devices.gpus.empty()) {
+    throw Exception(ErrorCode::kNotFound, fmt::format("daemon: nothing to serve: {}", devices.why_no_gpus()));
+  }
+  std::vector<device::Gpu*> gpus;
+  for (const auto& gpu : devices.gpus) {
+    gpus.push_back(gpu.get());
+  }
+  auto daemon = value_or_throw(daemon::Daemon::start(gpus, *devices.clock, std::move(options)));
+  std::cout << fmt::format("joule daemon: serving {} GPU{} on {} (protocol {}, lease {} s, audit log {})\n",
+                           gpus.size(), gpus.size() == 1 ? "" : "s", daemon->socket_path(),
+                           device::daemon_protocol::kVersion, flags.lease_s, daemon->audit_log_path())
+            << fmt::format("joule daemon: {}\n", daemon->access().describe()) << std::flush;
+  const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM, SIGHUP}));
+  daemon.reset();  // restores, closes, removes the socket
+  std::cout << fmt::format("joule daemon: stopped{}; every setting made through it is restored\n",
+                           stopped_by ? " by " + signal_name(*stopped_by) : std::string())
+            << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  auto flags = std::make_shared<DaemonFlags>();
+  auto* command = app.add_subcommand(
+      "daemon",
+      "Serve this machine's GPUs to unprivileged processes over a Unix socket (run as root; see "
+      "docs/daemon.md)");
+  command
+      ->add_option("--socket", flags->socket,
+                   fmt::format("Unix socket to listen on (environment: JOULE_DAEMON_SOCKET; default {})",
+                               device::daemon_protocol::kDefaultSocketPath))
+      ->option_text("PATH");
+  command->add_option("--allow-user", flags->allow_users, "Grant USER read and control (repeatable)")
+      ->option_text("USER")
+      ->allow_extra_args(false);
+  command
+      ->add_option("--allow-group", flags->allow_groups,
+                   "Grant members of GROUP read and control (repeatable)")
+      ->option_text("GROUP")
+      ->allow_extra_args(false);
+  command->add_option("--read-user", flags->read_users, "Grant USER read only (repeatable)")
+      ->option_text("USER")
+      ->allow_extra_args(false);
+  command->add_option("--read-group", flags->read_groups, "Grant members of GROUP read only (repeatable)")
+      ->option_text("GROUP")
+      ->allow_extra_args(false);
+  command
+      ->add_option("--others", flags->others,
+                   "Right of everyone else: none, read or control (default read; root always has control)")
+      ->check(CLI::IsMember({"none", "read", "control"}))
+      ->option_text("RIGHT");
+  command->add_option("--audit-log", flags->audit_log, "Append the audit log to PATH (default: stderr)")
+      ->option_text("PATH");
+  command
+      ->add_option("--lease-s", flags->lease_s,
+                   "Restore a connection's settings after S seconds without a request (default 60)")
+      ->option_text("S");
+  command->add_flag("--allow-unprivileged", flags->allow_unprivileged,
+                    "Serve real GPUs even when not running as root");
+  command->callback([&global, &exit_code, flags] { exit_code = run_daemon(global, *flags); });
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule job`: a client of `joule serve`'s (or Zeus's) batch-size optimizer for scripts: register a job, ask
+// for the next trial's batch size, report epochs, end trials, show and delete jobs.
+#include <cstdlib>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "joule/core/file.hpp"
+#include "joule/server/client.hpp"
+
+#include "common.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+namespace bso = optimize::batch_size;
+using nlohmann::json;
+
+constexpr const char* kDefaultServer = "http://127.0.0.1:7787";
+
+struct JobFlags {
+  std::string server;
+  Format format = Format::kText;
+  std::optional<std::string> request_id;
+  double timeout_s = 120;
+  int attempts = 8;
+  std::string job_id;
+
+  // register
+  std::string job_spec;
+  std::optional<std::string> prefix;
+  std::optional<std::vector<int64_t>> batch_sizes;
+  std::optional<int64_t> default_batch_size;
+  std::optional<double> eta_knob;
+  std::optional<double> beta_knob;
+  bool no_early_stop = false;
+  std::optional<double> target_metric;
+  bool lower_is_better = false;
+  std::optional<int64_t> max_epochs;
+  std::optional<int64_t> num_pruning_rounds;
+  std::optional<int64_t> window_size;
+  std::optional<double> mab_prior_mean;
+  std::optional<double> mab_prior_precision;
+  std::optional<int64_t> mab_num_explorations;
+  std::optional<uint64_t> mab_seed;
+  std::optional<double> max_power_w;
+  std::optional<int64_t> number_of_gpus;
+  std::optional<std::string> gpu_model;
+
+  // report / end
+  int64_t trial = 0;
+  int64_t batch_size = 0;
+  double time_s = 0;
+  double energy_j = 0;
+  double metric = 0;
+  int64_t epoch = 0;
+};
+
+server::Client connect(const JobFlags& flags) {
+  std::string url = flags.server;
+  if (url.empty()) {
+    const char* from_environment = std::getenv("JOULE_SERVER");
+    url = from_environment != nullptr && *from_environment != '\0' ? from_environment : kDefaultServer;
+  }
+  if (!(flags.timeout_s > 0)) {
+    throw Exception(ErrorCode::kInvalidArgument, "job: --timeout-s must be positive");
+  }
+  server::ClientOptions options;
+  if (flags.attempts < 1) {
+    throw Exception(ErrorCode::kInvalidArgument, "job: --attempts must be at least 1");
+  }
+  options.attempts = flags.attempts;
+  options.request_id = flags.request_id;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
+  return value_or_throw(server::Client::connect(url, options));
+}
+
+void print_json(const json& value) {
+  std::cout << value.dump(2) << "\n";
+}
+
+// The register body: the --job-spec file (Zeus's JobSpec, optionally with the GpuConfig fields), with the
+// flags given on top.
+json register_body(const JobFlags& flags) {
+  json body = json::object();
+  if (!flags.job_spec.empty()) {
+    const std::string text = value_or_throw(read_text_file(flags.job_spec));
+    body = json::parse(text, nullptr, false);
+    if (!body.is_object()) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("job register: {} is not a JSON object (Zeus's JobSpec)", flags.job_spec));
+    }
+  }
+  const auto set = [&body](const char* key, const auto& value) {
+    if (value) {
+      body[key] = *value;
+    }
+  };
+  if (!flags.job_id.empty()) {
+    body["job_id"] = flags.job_id;
+  }
+  set("job_id_prefix", flags.prefix);
+  set("batch_sizes", flags.batch_sizes);
+  set("default_batch_size", flags.default_batch_size);
+  set("eta_knob", flags.eta_knob);
+  set("beta_knob", flags.beta_knob);
+  if (flags.no_early_stop) {
+    body["beta_knob"] = nullptr;
+  }
+  set("target_metric", flags.target_metric);
+  if (flags.lower_is_better) {
+    body["higher_is_better_metric"] = false;
+  }
+  set("max_epochs", flags.max_epochs);
+  set("num_pruning_rounds", flags.num_pruning_rounds);
+  set("window_size", flags.window_size);
+  set("mab_prior_mean", flags.mab_prior_mean);
+  set("mab_prior_precision", flags.mab_prior_precision);
+  set("mab_num_explorations", flags.mab_num_explorations);
+  set("mab_seed", flags.mab_seed);
+  set("max_power", flags.max_power_w);
+  set("number_of_gpus", flags.number_of_gpus);
+  set("gpu_model", flags.gpu_model);
+  return body;
+}
+
+int run_register(const JobFlags& flags) {
+  const json body = register_body(flags);
+  // Checked here first, with the server's own rules and words, so a typo costs no round trip.
+  const bso::JobSpec spec = value_or_throw(bso::JobSpec::from_json(body));
+  const bso::GpuConfig gpu = value_or_throw(bso::GpuConfig::from_json(body));
+  server::Client client = connect(flags);
+  const server::RegisteredJob job = value_or_throw(client.register_job(spec, gpu));
+  if (flags.format == Format::kJson) {
+    json out = job.spec.to_json();
+    out.update(job.gpu.to_json());
+    out["created"] = job.created;
+    print_json(out);
+  } else {
+    std::cout << fmt::format("job {} {}\n", *job.spec.job_id,
+                             job.created ? "registered" : "was already registered with this configuration");
+  }
+  return 0;
+}
+
+void require_job_id(const JobFlags& flags, std::string_view command) {
+  if (flags.job_id.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, fmt::format("job {}: --job-id is required", command));
+  }
+}
+
+int run_next(const JobFlags& flags) {
+  require_job_id(flags, "next");
+  server::Client client = connect(flags);
+  const bso::TrialId trial = value_or_throw(client.next_batch_size(flags.job_id));
+  if (flags.format == Format::kJson) {
+    print_json(trial.to_json());
+  } else {
+    std::cout << fmt::format("trial {} of job {}: batch size {}\n", trial.trial_number, trial.job_id,
+                             trial.batch_size);
+  }
+  return 0;
+}
+
+int run_report(const JobFlags& flags) {
+  require_job_id(flags, "report");
+  bso::TrainingResult result;
+  result.job_id = flags.job_id;
+  result.trial_number = flags.trial;
+  result.batch_size = flags.batch_size;
+  result.time_s = flags.time_s;
+  result.energy_j = flags.energy_j;
+  result.metric = flags.metric;
+  result.current_epoch = flags.epoch;
+  server::Client client = connect(flags);
+  const bso::ReportResponse response = value_or_throw(client.report(result));
+  if (flags.format == Format::kJson) {
+    print_json(response.to_json());
+  } else if (!response.stop_train) {
+    std::cout << fmt::format("keep training: {}\n", response.message);
+  } else {
+    std::cout << fmt::format("stop training ({}): {}\n", response.converged ? "converged" : "not converged",
+                             response.message);
+  }
+  return 0;
+}
+
+int run_end(const JobFlags& flags) {
+  require_job_id(flags, "end");
+  server::Client client = connect(flags);
+  const bso::TrialId trial{flags.job_id, flags.batch_size, flags.trial};
+  value_or_throw(client.end_trial(trial));
+  if (flags.format == Format::kJson) {
+    json out = trial.to_json();
+    out["ended"] = true;
+    print_json(out);
+  } else {
+    std::cout << fmt::format("trial {} of job {} ended\n", trial.trial_number, trial.job_id);
+  }
+  return 0;
+}
+
+int run_status(const JobFlags& flags) {
+  require_job_id(flags, "status");
+  server::Client client = connect(flags);
+  const json status = value_or_throw(client.job_status(flags.job_id));
+  if (flags.format == Format::kJson) {
+    print_json(status);
+    return 0;
+  }
+  const json& counts = status["counts"];
+  std::cout << fmt::format("job {}: stage {}, {} trials ({} running, {} succeeded, {} failed), {} reports\n",
+                           flags.job_id, status["stage"].get<std::string>(), counts["trials"].get<int64_t>(),
+                           counts["dispatched"].get<int64_t>(), counts["succeeded"].get<int64_t>(),
+                           counts["failed"].get<int64_t>(), counts["reports"].get<int64_t>());
+  if (!status["min_cost"].is_null()) {
+    std::cout << fmt::format("  min cost {:.6g} J at batch size {}\n", status["min_cost"].get<double>(),
+                             status["min_cost_batch_size"].get<int64_t>());
+  }
+  for (const auto& arm : status["arms"]) {
+    std::cout << fmt::format("  arm {}: mean reward {}, {} observations\n", arm["batch_size"].get<int64_t>(),
+                             arm["param_mean"].dump(), arm["num_observations"].get<int64_t>());
+  }
+  return 0;
+}
+
+int run_delete(const JobFlags& flags) {
+  require_job_id(flags, "delete");
+  server::Client client = connect(flags);
+  value_or_throw(client.delete_job(flags.job_id));
+  if (flags.format == Format::kJson) {
+    print_json({{"job_id", flags.job_id}, {"deleted", true}});
+  } else {
+    std::cout << fmt::format("job {} deleted\n", flags.job_id);
+  }
+  return 0;
+}
+
+// Flags every `joule job` subcommand takes.
+void add_common(CLI::App& command, JobFlags& flags) {
+  command
+      .add_option("--server", flags.server,
+                  fmt::format("Server URL(s), comma-separated (default $JOULE_SERVER or {})", kDefaultServer))
+      ->option_text("URL");
+  command
+      .add_option("--request-id", flags.request_id,
+                  "Request id: running the same command again with it is not applied twice")
+      ->option_text("ID");
+  command.add_option("--timeout-s", flags.timeout_s, "Per-attempt timeout (default 120)")->option_text("S");
+  command
+      .add_option("--attempts", flags.attempts,
+                  "Attempts per request when the server cannot be reached (default 8; retries are safe)")
+      ->option_text("N");
+  add_format_option(command, flags.format, {Format::kText, Format::kJson});
+}
+
+void add_trial_flags(CLI::App& command, JobFlags& flags) {
+  command.add_option("--job-id", flags.job_id, "Job id")->option_text("ID")->required();
+  command.add_option("--trial", flags.trial, "Trial number")->option_text("N")->required();
+  command.add_option("--batch-size", flags.batch_size, "The trial's batch size")
+      ->option_text("B")
+      ->required();
+}
+
+}  // namespace
+
+void add_job_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+  auto flags = std::make_shared<JobFlags>();
+  auto* job = app.add_subcommand("job", "Talk to a batch-size optimizer server (joule serve, or Zeus's)");
+  job->require_subcommand(1);
+
+  auto* registration = job->add_subcommand("register", "Register a job (Zeus's JobSpec and GpuConfig)");
+  add_common(*registration, *flags);
+  registration
+      ->add_option("--job-spec", flags->job_spec, "Zeus's JobSpec as JSON (flags override its fields)")
+      ->option_text("FILE.json");
+  registration->add_option("--job-id", flags->job_id, "Job id (default: <prefix>-<8 hex> from the server)")
+      ->option_text("ID");
+  registration->add_option("--prefix", flags->prefix, "job_id_prefix")->option_text("PREFIX");
+  registration->add_option("--batch-sizes", flags->batch_sizes, "Batch sizes to choose from")
+      ->delimiter(',')
+      ->option_text("B,B,…");
+  registration->add_option("--default-batch-size", flags->default_batch_size, "The first batch size tried")
+      ->option_text("B");
+  registration->add_option("--eta-knob", flags->eta_knob, "Weight of energy in the cost, [0, 1] (0.5)")
+      ->option_text("ETA");
+  registration->add_option("--beta-knob", flags->beta_knob, "Stop runs costing more than BETA x min cost (2)")
+      ->option_text("BETA");
+  registration->add_flag("--no-early-stop", flags->no_early_stop,
+                         "Never stop a run for its cost (beta_knob null)");
+  registration->add_option("--target-metric", flags->target_metric, "Metric that counts as converged (0.5)")
+      ->option_text("M");
+  registration->add_flag("--lower-is-better", flags->lower_is_better, "Converged when metric <= target");
+  registration->add_option("--max-epochs", flags->max_epochs, "Epochs before a run stops unconverged (100)")
+      ->option_text("N");
+  registration->add_option("--num-pruning-rounds", flags->num_pruning_rounds, "Pruning rounds (2)")
+      ->option_text("N");
+  registration->add_option("--window-size", flags->window_size, "Results per arm the bandit uses (0: all)")
+      ->option_text("N");
+  registration->add_option("--mab-prior-mean", flags->mab_prior_mean, "Bandit prior mean (0)")
+      ->option_text("X");
+  registration->add_option("--mab-prior-precision", flags->mab_prior_precision, "Bandit prior precision (0)")
+      ->option_text("X");
+  registration->add_option("--mab-num-explorations", flags->mab_num_explorations, "Pulls per arm first (2)")
+      ->option_text("N");
+  registration->add_option("--mab-seed", flags->mab_seed, "Seed: decisions equal Zeus's for the same history")
+      ->option_text("SEED");
+  registration
+      ->add_option("--max-power-w", flags->max_power_w, "Max power limit of GPU 0 x number of GPUs, W")
+      ->option_text("W");
+  registration->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job")->option_text("N");
+  registration->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\"")
+      ->option_text("NAME");
+  registration->callback([&exit_code, flags] { exit_code = run_register(*flags); });
+
+  auto* next = job->add_subcommand("next", "Get the next trial's batch size");
+  add_common(*next, *flags);
+  next->add_option("--job-id", flags->job_id, "Job id")->option_text("ID")->required();
+  next->callback([&exit_code, flags] { exit_code = run_next(*flags); });
+
+  auto* report = job->add_subcommand("report", "Report an epoch's cumulative time, energy and metric");
+  add_common(*report, *flags);
+  add_trial_flags(*report, *flags);
+  report->add_option("--time-s", flags->time_s, "Training time of the trial so far, s")
+      ->option_text("T")
+      ->required();
+  report->add_option("--energy-j", flags->energy_j, "Training energy of the trial so far, J")
+      ->option_text("E")
+      ->required();
+  report->add_option("--metric", flags->metric, "Validation metric after this epoch")
+      ->option_text("M")
+      ->required();
+  report->add_option("--epoch", flags->epoch, "Epochs done so far")->option_text("N")->required();
+  report->callback([&exit_code, flags] { exit_code = run_report(*flags); });
+
+  auto* end = job->add_subcommand("end", "End a trial (a trial without a final report becomes Failed)");
+  add_common(*end, *flags);
+  add_trial_flags(*end, *flags);
+  end->callback([&exit_code, flags] { exit_code = run_end(*flags); });
+
+  auto* status = job->add_subcommand("status", "Show a job: stage, trials, reports, bandit arms");
+  add_common(*status, *flags);
+  status->add_option("--job-id", flags->job_id, "Job id")->option_text("ID")->required();
+  status->callback([&exit_code, flags] { exit_code = run_status(*flags); });
+
+  auto* erase = job->add_subcommand("delete", "Delete a job and its history");
+  add_common(*erase, *flags);
+  erase->add_option("--job-id", flags->job_id, "Job id")->option_text("ID")->required();
+  erase->callback([&exit_code, flags] { exit_code = run_delete(*flags); });
+}
+
+}  // namespace joule::cli

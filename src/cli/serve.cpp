@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule serve`: the optimizer service over HTTP (Zeus's batch-size optimizer API and the pipeline planner),
+// on SQLite or PostgreSQL, until SIGINT/SIGTERM.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "joule/core/log.hpp"
+#include "joule/server/http_server.hpp"
+#include "joule/server/service.hpp"
+#include "joule/store/store.hpp"
+
+#include "common.hpp"
+#include "signals.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+struct ServeFlags {
+  std::string db = "sqlite:joule.db";
+  std::string listen = "127.0.0.1:7787";
+  size_t threads = server::kDefaultThreads;
+  int db_connections = 0;
+};
+
+int run_serve(const ServeFlags& flags) {
+  // Before any thread starts, so that only the wait below receives them.
+  BlockedSignals stop({SIGINT, SIGTERM});
+  const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));
+  if (flags.threads == 0) {
+    throw Exception(ErrorCode::kInvalidArgument, "serve: --threads must be at least 1");
+  }
+  store::OpenOptions open_options;
+  open_options.max_connections = flags.db_connections;
+  auto opened = store::open_store(flags.db, open_options);
+  if (!opened) {
+    throw Exception(
+        opened.error().with_context(fmt::format("serve: --db {}", store::mask_password(flags.db))));
+  }
+  std::shared_ptr<store::Store> database(std::move(*opened));
+  server::Service service(database);
+  server::HttpServerOptions options;
+  options.host = host;
+  options.port = port;
+  options.threads = flags.threads;
+  server::HttpServer http(service, options);
+  value_or_throw(http.start());
+  // Tests and scripts read the port from this line (with --listen HOST:0 it is the one chosen).
+  std::cout << fmt::format("joule serve: listening on http://{}:{} (store {}, {} threads)\n",
+                           host.find(':') != std::string::npos ? "[" + host + "]" : host, http.port(),
+                           database->description(), flags.threads)
+            << std::flush;
+  const auto received = stop.wait(std::nullopt);
+  log().info("serve: signal {} received, stopping", received ? received->si_signo : 0);
+  http.stop();
+  std::cout << "joule serve: stopped\n" << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+  auto flags = std::make_shared<ServeFlags>();
+  auto* command = app.add_subcommand(
+      "serve",
+      "Run the optimizer service: Zeus's batch-size optimizer REST API and the pipeline frequency planner");
+  command
+      ->add_option("--db", flags->db,
+                   "Store: sqlite:PATH, postgresql://USER@HOST:PORT/DB or memory: (default sqlite:joule.db)")
+      ->option_text("URL");
+  command->add_option("--listen", flags->listen, "Address to listen on (default 127.0.0.1:7787; port 0: any)")
+      ->option_text("HOST:PORT");
+  command
+      ->add_option("--threads", flags->threads,
+                   fmt::format("HTTP threads: one per open connection (default {})", server::kDefaultThreads))
+      ->option_text("N");
+  command
+      ->add_option("--db-connections", flags->db_connections,
+                   "Most database connections at once (PostgreSQL; default: the store's)")
+      ->option_text("N");
+  command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon's event loop and per-connection state (private to joule_daemon).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/clock.hpp"
+#include "joule/daemon/access.hpp"
+#include "joule/daemon/audit.hpp"
+#include "joule/daemon/daemon.hpp"
+#include "joule/daemon/ledger.hpp"
+#include "joule/device/daemon_protocol.hpp"
+
+#include "listener.hpp"
+
+namespace joule::daemon {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+/// Single-threaded: everything but stop() runs on the thread in run().
+class Server {
+ public:
+  Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions options, AccessPolicy access,
+         std::unique_ptr<AuditLog> audit, Listener listener, int wake_fd);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Result<std::optional<int>> run(const std::vector<int>& stop_signals);
+  void stop();
+
+  const std::string& socket_path() const { return listener_.path(); }
+  const AccessPolicy& access() const { return access_; }
+  const std::string& audit_log_path() const { return audit_->path(); }
+
+ private:
+  struct Stream {
+    uint64_t id = 0;
+    std::vector<int> gpus;
+    std::chrono::milliseconds period{0};
+    SteadyTime next{};
+  };
+
+  struct Connection {
+    uint64_t id = 0;
+    int fd = -1;
+    PeerCredentials peer;
+    Grant grant;
+    bool greeted = false;
+    std::string client_name;
+    std::string input;        // bytes received, not yet a complete line
+    bool discarding = false;  // skipping the rest of an over-long line
+    std::string output;       // bytes to send
+    SteadyTime lease_deadline{};
+    std::optional<std::string> lease_notice;  // told on the next request
+    std::vector<Stream> streams;
+    bool closing = false;  // no more reading; close once the output is sent (or at close_deadline)
+    SteadyTime close_deadline{};
+    bool dead = false;
+  };
+
+  void accept_connections();
+  void read_from(Connection& connection);
+  void write_to(Connection& connection);
+  void process_input(Connection& connection);
+  void begin_close(Connection& connection, RestoreReason reason);
+  void close_dead();
+  void run_timers(SteadyTime now);
+  void sample_stream(Connection& connection, Stream& stream);
+  std::optional<SteadyTime> next_timer() const;
+  void shutdown();
+
+  // session.cpp: one request line in, one response line out.
+  std::string handle_line(Connection& connection, std::string_view line);
+  device::daemon_protocol::Response handle(Connection& connection,
+                                           const device::daemon_protocol::Request& request);
+  device::daemon_protocol::Response handle_device(Connection& connection,
+                                                  const device::daemon_protocol::Request& request);
+  nlohmann::json rights_json(const Connection& connection) const;
+  Owner owner_of(const Connection& connection) const;
+
+  std::vector<device::Gpu*> gpus_;
+  Clock& clock_;
+  DaemonOptions options_;
+  AccessPolicy access_;
+  std::unique_ptr<AuditLog> audit_;
+  SettingsLedger ledger_;
+  Listener listener_;
+  int wake_fd_;  // eventfd: stop() writes, run() polls
+  std::chrono::nanoseconds lease_;
+  std::map<uint64_t, std::unique_ptr<Connection>> connections_;
+  uint64_t next_connection_id_ = 1;
+  uint64_t next_stream_id_ = 1;
+};
+
+}  // namespace joule::daemon

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: Apache-2.0
+// Request handling: one request line of one connection in, one response line out.
+#include <algorithm>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "joule/core/log.hpp"
+
+#include "server.hpp"
+
+namespace joule::daemon {
+
+namespace proto = device::daemon_protocol;
+using nlohmann::json;
+
+namespace {
+
+proto::Response error_response(std::optional<uint64_t> id, Error error) {
+  proto::Response response;
+  response.id = id;
+  response.error = std::move(error);
+  return response;
+}
+
+bool takes_gpu(proto::Op op) {
+  switch (op) {
+    case proto::Op::kEnergy:
+    case proto::Op::kPower:
+    case proto::Op::kPowerLimit:
+    case proto::Op::kConstraints:
+    case proto::Op::kClocks:
+    case proto::Op::kSetPowerLimit:
+    case proto::Op::kResetPowerLimit:
+    case proto::Op::kLockSmClocks:
+    case proto::Op::kResetSmClocks:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The result of a Result<T>, or the error response.
+template <class T>
+bool failed(const Result<T>& result, proto::Response& response) {
+  if (result) {
+    return false;
+  }
+  response.error = result.error();
+  return true;
+}
+
+}  // namespace
+
+json Server::rights_json(const Connection& connection) const {
+  const Right right = connection.grant.right;
+  return json{{"read", right >= Right::kRead}, {"control", right >= Right::kControl}};
+}
+
+std::string Server::handle_line(Connection& connection, std::string_view line) {
+  // Any request, even a bad one, shows the client is alive: it renews the lease.
+  connection.lease_deadline = std::chrono::steady_clock::now() + lease_;
+  std::optional<uint64_t> id;
+  proto::Response response;
+  try {
+    auto parsed = proto::parse_request(line);
+    id = parsed.id;
+    response =
+        parsed.request ? handle(connection, *parsed.request) : error_response(id, parsed.request.error());
+  } catch (const std::exception& error) {
+    // A bug must cost one request, never the daemon (which would strand every setting it holds).
+    log().error("connection {}: internal error: {}", connection.id, error.what());
+    response =
+        error_response(id, Error(ErrorCode::kInternal, fmt::format("internal error: {}", error.what())));
+  }
+  response.id = id;
+  return proto::format_response(response);
+}
+
+proto::Response Server::handle(Connection& connection, const proto::Request& request) {
+  proto::Response response;
+  if (connection.lease_notice) {
+    response.error = Error(ErrorCode::kState, *connection.lease_notice);
+    connection.lease_notice.reset();
+    return response;
+  }
+  if (request.op == proto::Op::kHello) {
+    if (connection.greeted) {
+      response.error = Error(ErrorCode::kState, "hello was already sent on this connection");
+      return response;
+    }
+    if (request.protocol != proto::kVersion) {
+      response.error =
+          Error(ErrorCode::kNotSupported,
+                fmt::format("this joule daemon speaks protocol version {}; the client speaks {}: "
+                            "use a joule of the same release as the daemon",
+                            proto::kVersion, request.protocol));
+      return response;
+    }
+    connection.greeted = true;
+    connection.client_name = request.client;
+    log().info("connection {}: hello from {} (uid {} pid {})", connection.id,
+               request.client.empty() ? std::string("a client") : request.client, connection.peer.uid,
+               connection.peer.pid);
+    response.result = {
+        {"protocol", proto::kVersion},
+        {"server", "joule-daemon"},
+        {"lease_s", options_.lease_s},
+        {"peer", {{"uid", connection.peer.uid}, {"gid", connection.peer.gid}, {"pid", connection.peer.pid}}},
+        {"user", connection.grant.user},
+        {"right", proto::to_string(connection.grant.right)},
+        {"rights", rights_json(connection)},
+        {"reason", connection.grant.reason},
+        {"gpus", gpus_.size()}};
+    return response;
+  }
+  if (!connection.greeted) {
+    response.error =
+        Error(ErrorCode::kState,
+              fmt::format(R"(send hello first, e.g. {{"op":"hello","protocol":{}}})", proto::kVersion));
+    return response;
+  }
+  const Right needed = proto::required_right(request.op);
+  if (connection.grant.right < needed) {
+    const std::string message = AccessPolicy::refusal(connection.grant, proto::to_string(request.op), needed);
+    if (needed == Right::kControl) {
+      AuditEntry entry;
+      entry.action = "refused";
+      entry.gpu = request.gpu;
+      const bool power = request.op == proto::Op::kSetPowerLimit || request.op == proto::Op::kResetPowerLimit;
+      entry.setting = power ? "power_limit_mw" : "sm_clocks_mhz";
+      switch (request.op) {
+        case proto::Op::kSetPowerLimit:
+          entry.new_value = std::to_string(request.power_limit_mw);
+          break;
+        case proto::Op::kLockSmClocks:
+          entry.new_value = fmt::format("{}-{}", request.min_mhz, request.max_mhz);
+          break;
+        default:
+          entry.new_value = "reset";
+          break;
+      }
+      entry.connection = connection.id;
+      entry.uid = connection.peer.uid;
+      entry.pid = connection.peer.pid;
+      entry.reason = "permission";
+      entry.detail = message;
+      audit_->record(entry);
+    }
+    response.error = Error(ErrorCode::kPermissionDenied, message);
+    return response;
+  }
+  if (takes_gpu(request.op) && (request.gpu < 0 || static_cast<size_t>(request.gpu) >= gpus_.size())) {
+    response.error =
+        Error(ErrorCode::kNotFound,
+              gpus_.empty()
+                  ? fmt::format("unknown GPU {}: the daemon serves no GPU", request.gpu)
+                  : fmt::format("unknown GPU {}: the daemon serves {} GPU{} (indices 0 to {})", request.gpu,
+                                gpus_.size(), gpus_.size() == 1 ? "" : "s", gpus_.size() - 1));
+    return response;
+  }
+  switch (request.op) {
+    case proto::Op::kWhoAmI:
+      response.result = {{"uid", connection.peer.uid},
+                         {"gid", connection.peer.gid},
+                         {"pid", connection.peer.pid},
+                         {"user", connection.grant.user},
+                         {"right", proto::to_string(connection.grant.right)},
+                         {"rights", rights_json(connection)},
+                         {"reason", connection.grant.reason}};
+      return response;
+    case proto::Op::kRenewLease:
+      response.result = {{"lease_s", options_.lease_s}};
+      return response;
+    case proto::Op::kListDevices: {
+      json gpus = json::array();
+      for (size_t i = 0; i < gpus_.size(); ++i) {
+        const auto& info = gpus_[i]->info();
+        gpus.push_back({{"index", i},
+                        {"physical_index", info.physical_index},
+                        {"backend", info.backend},
+                        {"name", info.name},
+                        {"uuid", info.uuid},
+                        {"has_energy_counter", info.has_energy_counter}});
+      }
+      response.result = {{"gpus", std::move(gpus)}};
+      return response;
+    }
+    case proto::Op::kStreamPower: {
+      if (connection.streams.size() >= options_.max_streams_per_connection) {
+        response.error =
+            Error(ErrorCode::kState, fmt::format("this connection already has {} power streams (the "
+                                                 "limit); cancel one first",
+                                                 connection.streams.size()));
+        return response;
+      }
+      Stream stream;
+      if (request.gpus) {
+        for (const int gpu : *request.gpus) {
+          if (static_cast<size_t>(gpu) >= gpus_.size()) {
+            response.error =
+                Error(ErrorCode::kNotFound, fmt::format("stream_power: unknown GPU {}: the daemon serves "
+                                                        "{} GPUs",
+                                                        gpu, gpus_.size()));
+            return response;
+          }
+        }
+        stream.gpus = *request.gpus;
+      } else {
+        for (size_t i = 0; i < gpus_.size(); ++i) {
+          stream.gpus.push_back(static_cast<int>(i));
+        }
+      }
+      stream.id = next_stream_id_++;
+      stream.period = std::chrono::milliseconds(request.period_ms);
+      stream.next = std::chrono::steady_clock::now();  // the first samples follow the response at once
+      response.result = {{"stream", stream.id}, {"gpus", stream.gpus}, {"period_ms", request.period_ms}};
+      connection.streams.push_back(std::move(stream));
+      return response;
+    }
+    case proto::Op::kCancelStream: {
+      const auto found = std::find_if(connection.streams.begin(), connection.streams.end(),
+                                      [&request](const Stream& s) { return s.id == request.stream; });
+      if (found == connection.streams.end()) {
+        std::vector<uint64_t> ids;
+        for (const auto& stream : connection.streams) {
+          ids.push_back(stream.id);
+        }
+        response.error =
+            Error(ErrorCode::kNotFound,
+                  fmt::format("no power stream {} on this connection ({})", request.stream,
+                              ids.empty() ? std::string("it has none")
+                                          : fmt::format("its streams: {}", fmt::join(ids, ", "))));
+        return response;
+      }
+      connection.streams.erase(found);
+      response.result = {{"stream", request.stream}};
+      return response;
+    }
+    default:
+      return handle_device(connection, request);
+  }
+}
+
+proto::Response Server::handle_device(Connection& connection, const proto::Request& request) {
+  proto::Response response;
+  const auto index = static_cast<size_t>(request.gpu);
+  device::Gpu& gpu = *gpus_[index];
+  response.result = {{"gpu", request.gpu}};
+  json& result = response.result;
+  switch (request.op) {
+    case proto::Op::kEnergy: {
+      const auto energy = gpu.energy_mj();
+      if (!failed(energy, response)) {
+        result["energy_mj"] = *energy;
+      }
+      break;
+    }
+    case proto::Op::kPower: {
+      const auto power = gpu.power_mw();
+      if (!failed(power, response)) {
+        result["power_mw"] = *power;
+        result["time_ms"] = clock_.to_unix_ns(clock_.now()) / 1'000'000;
+      }
+      break;
+    }
+    case proto::Op::kPowerLimit: {
+      const auto limit = gpu.power_limit_mw();
+      if (!failed(limit, response)) {
+        result["power_limit_mw"] = *limit;
+      }
+      break;
+    }
+    case proto::Op::kConstraints: {
+      const auto constraints = gpu.power_limit_constraints();
+      if (!failed(constraints, response)) {
+        result["min_mw"] = constraints->min_mw;
+        result["max_mw"] = constraints->max_mw;
+        result["default_mw"] = constraints->default_mw;
+      }
+      break;
+    }
+    case proto::Op::kClocks: {
+      const auto clocks = gpu.supported_sm_clocks_mhz();
+      if (!failed(clocks, response)) {
+        result["supported_sm_clocks_mhz"] = *clocks;
+        const auto lock = ledger_.sm_clock_lock(index);
+        result["locked_sm_clocks_mhz"] =
+            lock ? json{{"min_mhz", lock->min_mhz}, {"max_mhz", lock->max_mhz}} : json(nullptr);
+      }
+      break;
+    }
+    case proto::Op::kSetPowerLimit: {
+      const auto previous = ledger_.set_power_limit(owner_of(connection), index, request.power_limit_mw);
+      if (!failed(previous, response)) {
+        result["power_limit_mw"] = request.power_limit_mw;
+        result["previous_mw"] = *previous;
+      }
+      break;
+    }
+    case proto::Op::kResetPowerLimit: {
+      const auto now = ledger_.release_power_limit(owner_of(connection), index, RestoreReason::kReset);
+      if (!failed(now, response)) {
+        result["power_limit_mw"] = *now;
+      }
+      break;
+    }
+    case proto::Op::kLockSmClocks: {
+      const auto locked =
+          ledger_.lock_sm_clocks(owner_of(connection), index, SmClockLock{request.min_mhz, request.max_mhz});
+      if (!failed(locked, response)) {
+        result["min_mhz"] = request.min_mhz;
+        result["max_mhz"] = request.max_mhz;
+      }
+      break;
+    }
+    case proto::Op::kResetSmClocks: {
+      const auto reset = ledger_.release_sm_clocks(owner_of(connection), index, RestoreReason::kReset);
+      failed(reset, response);
+      break;
+    }
+    default:
+      response.error = Error(ErrorCode::kInternal,
+                             fmt::format("'{}' is not a device request", proto::to_string(request.op)));
+      break;
+  }
+  if (!response.ok()) {
+    response.result = json::object();
+  }
+  return response;
+}
+
+}  // namespace joule::daemon

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "joule/core/log.hpp"
+#include "joule/device/daemon.hpp"
+
+namespace joule::device {
+
+namespace proto = daemon_protocol;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+namespace {
+
+// Events a client queues while nobody reads them; the oldest are dropped beyond this.
+constexpr size_t kMaxQueuedEvents = 4096;
+constexpr Nanos kMinRenewInterval = std::chrono::milliseconds(10);
+
+int milliseconds_until(SteadyTime deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60'000));
+}
+
+Result<int> open_socket(const std::string& path, Nanos timeout) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+    return fail(ErrorCode::kInvalidArgument, "daemon socket path '{}' must have 1 to {} bytes", path,
+                sizeof(address.sun_path) - 1);
+  }
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return fail(ErrorCode::kIo, "cannot create a Unix socket: {}", std::strerror(errno));
+  }
+  // Writes are small; a send timeout keeps a wedged daemon from blocking the caller forever.
+  const auto timeout_us = std::chrono::duration_cast<std::chrono::microseconds>(timeout).count();
+  const timeval limit{static_cast<time_t>(timeout_us / 1'000'000),
+                      static_cast<suseconds_t>(timeout_us % 1'000'000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  // A Unix-socket connect completes or fails at once (or waits for backlog room, bounded by SO_SNDTIMEO).
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EACCES || error == EPERM) {
+      return fail(
+          ErrorCode::kPermissionDenied,
+          "cannot connect to the joule daemon at {}: {} (the socket and its folder must be accessible "
+          "to this user; the daemon makes the socket mode 0666)",
+          path, std::strerror(error));
+    }
+    return fail(
+        ErrorCode::kIo,
+        "cannot connect to the joule daemon at {}: {} (is `joule daemon` running? see docs/daemon.md; "
+        "JOULE_DAEMON_SOCKET selects another socket)",
+        path, std::strerror(error));
+  }
+  return fd;
+}
+
+}  // namespace
+
+DaemonClient::DaemonClient(std::string socket_path, int fd, DaemonClientOptions options)
+    : socket_path_(std::move(socket_path)), options_(std::move(options)), fd_(fd) {}
+
+Result<std::shared_ptr<DaemonClient>> DaemonClient::connect(const std::string& socket_path,
+                                                            DaemonClientOptions options) {
+  auto fd = open_socket(socket_path, options.timeout);
+  if (!fd) {
+    return tl::make_unexpected(fd.error());
+  }
+  const bool renew = options.renew_lease;
+  // The constructor is private (clients exist only connected), so make_shared cannot reach it.
+  std::shared_ptr<DaemonClient> client(new DaemonClient(socket_path, *fd, std::move(options)));
+  proto::Request hello;
+  hello.op = proto::Op::kHello;
+  hello.protocol = proto::kVersion;
+  hello.client = client->options_.client_name;
+  auto response = client->send(hello);
+  if (!response) {
+    return tl::make_unexpected(response.error());
+  }
+  if (!response->ok()) {
+    const ErrorCode code = response->error->code() == ErrorCode::kInvalidArgument ? ErrorCode::kNotSupported
+                                                                                  : response->error->code();
+    return fail(code, "the joule daemon at {} refused hello: {}", socket_path, response->error->message());
+  }
+  client->hello_ = response->result;
+  const auto lease = client->hello_.find("lease_s");
+  if (lease == client->hello_.end() || !lease->is_number() || lease->get<double>() <= 0) {
+    return fail(ErrorCode::kParse, "the joule daemon at {} answered hello without a positive 'lease_s'",
+                socket_path);
+  }
+  client->lease_s_ = lease->get<double>();
+  if (renew) {
+    client->renew_thread_ = std::thread([raw = client.get()] { raw->renew_loop(); });
+  }
+  return client;
+}
+
+DaemonClient::~DaemonClient() {
+  {
+    std::lock_guard lock(renew_mutex_);
+    stopping_ = true;
+  }
+  renew_wake_.notify_all();
+  if (renew_thread_.joinable()) {
+    renew_thread_.join();
+  }
+  std::lock_guard lock(request_mutex_);
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+bool DaemonClient::connected() const {
+  std::lock_guard lock(request_mutex_);
+  return !broken_.has_value();
+}
+
+Error DaemonClient::break_connection_locked(Error error) {
+  if (!broken_) {
+    broken_ =
+        Error(error.code(),
+              fmt::format("{}; the connection to the joule daemon at {} is closed, and the daemon restores "
+                          "the settings made through it",
+                          error.message(), socket_path_));
+    ::close(fd_);
+    fd_ = -1;
+  }
+  return *broken_;
+}
+
+Result<void> DaemonClient::write_locked(const std::string& line) {
+  size_t written = 0;
+  while (written < line.size()) {
+    // MSG_NOSIGNAL: a daemon that went away must give an error here, not kill the process with SIGPIPE.
+    const ssize_t n = ::send(fd_, line.data() + written, line.size() - written, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      const bool timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+      return tl::make_unexpected(break_connection_locked(Error(
+          ErrorCode::kIo, timed_out ? std::string("the daemon does not take requests (send timed out)")
+                                    : fmt::format("cannot send to the daemon: {}", std::strerror(errno)))));
+    }
+    written += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
+  while (true) {
+    if (const size_t newline = buffer_.find('\n'); newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    if (buffer_.size() > proto::kMaxLineBytes) {
+      return tl::make_unexpected(
+          break_connection_locked(Error(ErrorCode::kParse, "the daemon sent a line over the length limit")));
+    }
+    pollfd entry{fd_, POLLIN, 0};
+    const int ready = ::poll(&entry, 1, milliseconds_until(deadline));
+    if (ready < 0 && errno == EINTR) {
+      continue;
+    }
+    if (ready == 0) {
+      return fail(ErrorCode::kIo, "timeout");  // not fatal by itself: the caller decides
+    }
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return tl::make_unexpected(break_connection_locked(Error(
+          ErrorCode::kIo, n == 0 ? std::string("the daemon closed the connection")
+                                 : fmt::format("cannot read from the daemon: {}", std::strerror(errno)))));
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+void DaemonClient::queue_event_locked(const proto::PowerEvent& event) {
+  if (events_.size() >= kMaxQueuedEvents) {
+    events_.pop_front();
+  }
+  events_.push_back(event);
+}
+
+Result<proto::Response> DaemonClient::send(proto::Request request) {
+  std::lock_guard lock(request_mutex_);
+  if (broken_) {
+    return tl::make_unexpected(*broken_);
+  }
+  request.id = next_id_++;
+  if (auto written = write_locked(proto::format_request(request) + "\n"); !written) {
+    return tl::make_unexpected(written.error());
+  }
+  const SteadyTime deadline = std::chrono::steady_clock::now() + options_.timeout;
+  while (true) {
+    auto line = read_line_locked(deadline);
+    if (!line) {
+      if (!broken_) {  // a timeout: the response may still come, and would be taken for the next one's
+        return tl::make_unexpected(break_connection_locked(
+            Error(ErrorCode::kIo, fmt::format("the daemon did not answer '{}' within {:.3g} s",
+                                              proto::to_string(request.op), to_seconds(options_.timeout)))));
+      }
+      return tl::make_unexpected(line.error());
+    }
+    auto message = proto::parse_server_line(*line);
+    if (!message) {
+      return tl::make_unexpected(break_connection_locked(message.error()));
+    }
+    if (const auto* event = std::get_if<proto::PowerEvent>(&*message)) {
+      queue_event_locked(*event);
+      continue;
+    }
+    auto& response = std::get<proto::Response>(*message);
+    // Responses come in request order; one without an id answers a request the daemon could not read.
+    if (response.id && *response.id != request.id) {
+      return tl::make_unexpected(break_connection_locked(
+          Error(ErrorCode::kParse, fmt::format("the daemon answered request {} while request {} was expected",
+                                               *response.id, request.id))));
+    }
+    return std::move(response);
+  }
+}
+
+Result<nlohmann::json> DaemonClient::call(proto::Request request) {
+  auto response = send(std::move(request));
+  if (!response) {
+    return tl::make_unexpected(response.error());
+  }
+  if (!response->ok()) {
+    return tl::make_unexpected(response->error->with_context("joule daemon"));
+  }
+  return std::move(response->result);
+}
+
+Result<uint64_t> DaemonClient::stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms) {
+  proto::Request request;
+  request.op = proto::Op::kStreamPower;
+  request.gpus = std::move(gpus);
+  request.period_ms = period_ms;
+  auto result = call(std::move(request));
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  const auto stream = result->find("stream");
+  if (stream == result->end() || !stream->is_number_unsigned()) {
+    return fail(ErrorCode::kParse, "the daemon answered stream_power without a stream id");
+  }
+  return stream->get<uint64_t>();
+}
+
+Result<void> DaemonClient::cancel_stream(uint64_t stream) {
+  proto::Request request;
+  request.op = proto::Op::kCancelStream;
+  request.stream = stream;
+  auto result = call(request);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  std::lock_guard lock(request_mutex_);
+  std::erase_if(events_, [stream](const proto::PowerEvent& event) { return event.stream == stream; });
+  return {};
+}
+
+Result<std::optional<proto::PowerEvent>> DaemonClient::next_power_event(Nanos timeout) {
+  std::lock_guard lock(request_mutex_);
+  const SteadyTime deadline = std::chrono::steady_clock::now() + timeout;
+  while (events_.empty()) {
+    if (broken_) {
+      return tl::make_unexpected(*broken_);
+    }
+    auto line = read_line_locked(deadline);
+    if (!line) {
+      if (!broken_) {
+        return std::optional<proto::PowerEvent>();  // timeout
+      }
+      return tl::make_unexpected(line.error());
+    }
+    auto message = proto::parse_server_line(*line);
+    if (!message) {
+      return tl::make_unexpected(break_connection_locked(message.error()));
+    }
+    if (const auto* event = std::get_if<proto::PowerEvent>(&*message)) {
+      queue_event_locked(*event);
+    } else {
+      return tl::make_unexpected(
+          break_connection_locked(Error(ErrorCode::kParse, "the daemon sent a response nobody asked for")));
+    }
+  }
+  const proto::PowerEvent event = events_.front();
+  events_.pop_front();
+  return std::optional<proto::PowerEvent>(event);
+}
+
+void DaemonClient::renew_loop() {
+  const Nanos interval = std::max(kMinRenewInterval, from_seconds(lease_s_ / 3));
+  std::unique_lock lock(renew_mutex_);
+  while (!renew_wake_.wait_for(lock, interval, [this] { return stopping_; })) {
+    lock.unlock();
+    proto::Request renew;
+    renew.op = proto::Op::kRenewLease;
+    auto result = call(renew);
+    lock.lock();
+    if (!result) {
+      // Never thrown from a background thread: logged, and the next request sees a broken connection too.
+      log().warn("{}", result.error().message());
+      if (!connected()) {
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace joule::device

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "joule/device/daemon.hpp"
+#include "joule/device/visible_devices.hpp"
+
+namespace joule::device {
+
+namespace proto = daemon_protocol;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxPhysicalIndex = 4095;
+
+// Reads an unsigned integer field of a daemon result, with a message naming the request.
+template <class T>
+Result<T> member(const json& result, std::string_view name, std::string_view op) {
+  const auto found = result.find(name);
+  if (found == result.end() || !found->is_number_unsigned() ||
+      found->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+    return fail(ErrorCode::kParse, "joule daemon: the answer to '{}' has no valid '{}'", op, name);
+  }
+  return static_cast<T>(found->get<uint64_t>());
+}
+
+// One GPU of a list_devices answer.
+struct RemoteGpu {
+  int index = 0;
+  int physical_index = 0;
+  std::string backend;
+  std::string name;
+  std::string uuid;
+  bool has_energy_counter = false;
+};
+
+Result<std::vector<RemoteGpu>> parse_devices(const json& result) {
+  const auto gpus = result.find("gpus");
+  if (gpus == result.end() || !gpus->is_array()) {
+    return fail(ErrorCode::kParse, "joule daemon: the answer to 'list_devices' has no 'gpus' array");
+  }
+  std::vector<RemoteGpu> remote;
+  for (const auto& entry : *gpus) {
+    if (!entry.is_object()) {
+      return fail(ErrorCode::kParse, "joule daemon: 'list_devices' lists a GPU that is not an object");
+    }
+    RemoteGpu gpu;
+    const auto index = member<int>(entry, "index", "list_devices");
+    const auto physical = member<int>(entry, "physical_index", "list_devices");
+    if (!index || !physical) {
+      return tl::make_unexpected(index ? physical.error() : index.error());
+    }
+    // A bound on physical indices keeps a confused daemon from making us allocate a huge UUID table.
+    if (*physical > kMaxPhysicalIndex) {
+      return fail(ErrorCode::kParse, "joule daemon: 'list_devices' lists physical GPU index {} (limit {})",
+                  *physical, kMaxPhysicalIndex);
+    }
+    gpu.index = *index;
+    gpu.physical_index = *physical;
+    for (auto [field, target] :
+         {std::pair{"backend", &gpu.backend}, std::pair{"name", &gpu.name}, std::pair{"uuid", &gpu.uuid}}) {
+      const auto found = entry.find(field);
+      if (found == entry.end() || !found->is_string()) {
+        return fail(ErrorCode::kParse, "joule daemon: 'list_devices' lists a GPU without a string '{}'",
+                    field);
+      }
+      *target = found->get<std::string>();
+    }
+    const auto counter = entry.find("has_energy_counter");
+    gpu.has_energy_counter = counter != entry.end() && counter->is_boolean() && counter->get<bool>();
+    remote.push_back(std::move(gpu));
+  }
+  return remote;
+}
+
+// Applies this process's visible-devices variable to the daemon's GPUs of one backend, by their physical
+// indices and UUIDs. @return the selected GPUs in framework order.
+Result<std::vector<const RemoteGpu*>> visible_of(const std::string& backend,
+                                                 std::vector<const RemoteGpu*> gpus) {
+  auto visible = visible_devices_from_environment(backend);
+  if (!visible) {
+    return tl::make_unexpected(visible.error());
+  }
+  std::sort(gpus.begin(), gpus.end(),
+            [](const RemoteGpu* a, const RemoteGpu* b) { return a->physical_index < b->physical_index; });
+  const int last = gpus.empty() ? -1 : gpus.back()->physical_index;
+  std::vector<std::string> uuids(static_cast<size_t>(last + 1));
+  std::map<int, const RemoteGpu*> by_physical;
+  for (const auto* gpu : gpus) {
+    uuids[static_cast<size_t>(gpu->physical_index)] = gpu->uuid;
+    by_physical[gpu->physical_index] = gpu;
+  }
+  auto order = resolve_visible_devices(*visible, uuids);
+  if (!order) {
+    return tl::make_unexpected(order.error().with_context("GPUs of the joule daemon"));
+  }
+  std::vector<const RemoteGpu*> selected;
+  for (const int physical : *order) {
+    const auto found = by_physical.find(physical);
+    if (found == by_physical.end()) {
+      return fail(ErrorCode::kNotFound, "{} selects GPU {}, which the joule daemon does not serve",
+                  visible->variable, physical);
+    }
+    selected.push_back(found->second);
+  }
+  return selected;
+}
+
+}  // namespace
+
+DaemonGpu::DaemonGpu(GpuInfo info, std::shared_ptr<DaemonClient> client, int daemon_index)
+    : Gpu(std::move(info)), client_(std::move(client)), daemon_index_(daemon_index) {}
+
+Result<json> DaemonGpu::call(proto::Op op) {
+  proto::Request request;
+  request.op = op;
+  request.gpu = daemon_index_;
+  return client_->call(std::move(request));
+}
+
+Result<uint64_t> DaemonGpu::do_energy_mj() {
+  auto result = call(proto::Op::kEnergy);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  return member<uint64_t>(*result, "energy_mj", "energy");
+}
+
+Result<uint32_t> DaemonGpu::do_power_mw() {
+  auto result = call(proto::Op::kPower);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  return member<uint32_t>(*result, "power_mw", "power");
+}
+
+Result<PowerLimitConstraints> DaemonGpu::do_power_limit_constraints() {
+  auto result = call(proto::Op::kConstraints);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  const auto min_mw = member<uint32_t>(*result, "min_mw", "constraints");
+  const auto max_mw = member<uint32_t>(*result, "max_mw", "constraints");
+  const auto default_mw = member<uint32_t>(*result, "default_mw", "constraints");
+  for (const auto* field : {&min_mw, &max_mw, &default_mw}) {
+    if (!*field) {
+      return tl::make_unexpected(field->error());
+    }
+  }
+  return PowerLimitConstraints{*min_mw, *max_mw, *default_mw};
+}
+
+Result<uint32_t> DaemonGpu::do_power_limit_mw() {
+  auto result = call(proto::Op::kPowerLimit);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  return member<uint32_t>(*result, "power_limit_mw", "power_limit");
+}
+
+Result<void> DaemonGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
+  proto::Request request;
+  request.op = proto::Op::kSetPowerLimit;
+  request.gpu = daemon_index_;
+  request.power_limit_mw = power_limit_mw;
+  auto result = client_->call(std::move(request));
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  return {};
+}
+
+Result<std::vector<uint32_t>> DaemonGpu::do_supported_sm_clocks_mhz() {
+  auto result = call(proto::Op::kClocks);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  const auto clocks = result->find("supported_sm_clocks_mhz");
+  if (clocks == result->end() || !clocks->is_array()) {
+    return fail(ErrorCode::kParse,
+                "joule daemon: the answer to 'clocks' has no 'supported_sm_clocks_mhz' array");
+  }
+  std::vector<uint32_t> mhz;
+  for (const auto& clock : *clocks) {
+    if (!clock.is_number_unsigned() || clock.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return fail(ErrorCode::kParse,
+                  "joule daemon: 'supported_sm_clocks_mhz' holds a value that is not a clock");
+    }
+    mhz.push_back(static_cast<uint32_t>(clock.get<uint64_t>()));
+  }
+  return mhz;
+}
+
+Result<void> DaemonGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
+  proto::Request request;
+  request.op = proto::Op::kLockSmClocks;
+  request.gpu = daemon_index_;
+  request.min_mhz = min_mhz;
+  request.max_mhz = max_mhz;
+  auto result = client_->call(std::move(request));
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  return {};
+}
+
+Result<void> DaemonGpu::do_reset_sm_clocks() {
+  auto result = call(proto::Op::kResetSmClocks);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  return {};
+}
+
+Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& socket_path,
+                                                           const DaemonClientOptions& options) {
+  auto client = DaemonClient::connect(socket_path, options);
+  if (!client) {
+    return tl::make_unexpected(client.error());
+  }
+  proto::Request list;
+  list.op = proto::Op::kListDevices;
+  auto result = (*client)->call(list);
+  if (!result) {
+    return tl::make_unexpected(result.error());
+  }
+  auto remote = parse_devices(*result);
+  if (!remote) {
+    return tl::make_unexpected(remote.error());
+  }
+  // Group by backend in the daemon's order: each vendor has its own visible-devices variable.
+  std::vector<std::string> backends;
+  for (const auto& gpu : *remote) {
+    if (std::find(backends.begin(), backends.end(), gpu.backend) == backends.end()) {
+      backends.push_back(gpu.backend);
+    }
+  }
+  std::vector<std::unique_ptr<Gpu>> gpus;
+  for (const auto& backend : backends) {
+    std::vector<const RemoteGpu*> of_backend;
+    for (const auto& gpu : *remote) {
+      if (gpu.backend == backend) {
+        of_backend.push_back(&gpu);
+      }
+    }
+    auto selected = visible_of(backend, std::move(of_backend));
+    if (!selected) {
+      return tl::make_unexpected(selected.error());
+    }
+    for (const auto* gpu : *selected) {
+      GpuInfo info;
+      info.backend = "daemon";
+      info.index = static_cast<int>(gpus.size());
+      info.physical_index = gpu->physical_index;
+      info.name = gpu->name;
+      info.uuid = gpu->uuid;
+      info.has_energy_counter = gpu->has_energy_counter;
+      gpus.push_back(std::make_unique<DaemonGpu>(std::move(info), *client, gpu->index));
+    }
+  }
+  return gpus;
+}
+
+}  // namespace joule::device

@@ -1,0 +1,591 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "joule/device/daemon_protocol.hpp"
+
+namespace joule::device::daemon_protocol {
+
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr size_t kMaxClientNameBytes = 256;
+constexpr size_t kMaxStreamGpus = 256;
+constexpr size_t kMaxQuotedBytes = 40;
+
+struct OpName {
+  Op op;
+  std::string_view name;
+};
+
+constexpr std::array kOpNames = {
+    OpName{Op::kHello, "hello"},
+    OpName{Op::kWhoAmI, "whoami"},
+    OpName{Op::kListDevices, "list_devices"},
+    OpName{Op::kEnergy, "energy"},
+    OpName{Op::kPower, "power"},
+    OpName{Op::kPowerLimit, "power_limit"},
+    OpName{Op::kConstraints, "constraints"},
+    OpName{Op::kClocks, "clocks"},
+    OpName{Op::kStreamPower, "stream_power"},
+    OpName{Op::kCancelStream, "cancel_stream"},
+    OpName{Op::kSetPowerLimit, "set_power_limit"},
+    OpName{Op::kResetPowerLimit, "reset_power_limit"},
+    OpName{Op::kLockSmClocks, "lock_sm_clocks"},
+    OpName{Op::kResetSmClocks, "reset_sm_clocks"},
+    OpName{Op::kRenewLease, "renew_lease"},
+};
+
+// How a request field is read and what it means.
+enum class Kind { kProtocol, kClient, kGpu, kGpuList, kPowerMw, kClockMhz, kPeriodMs, kStream };
+
+struct Field {
+  std::string_view name;
+  Kind kind;
+  bool required;
+};
+
+std::vector<Field> fields_of(Op op) {
+  switch (op) {
+    case Op::kHello:
+      return {{"protocol", Kind::kProtocol, true}, {"client", Kind::kClient, false}};
+    case Op::kWhoAmI:
+    case Op::kListDevices:
+    case Op::kRenewLease:
+      return {};
+    case Op::kEnergy:
+    case Op::kPower:
+    case Op::kPowerLimit:
+    case Op::kConstraints:
+    case Op::kClocks:
+    case Op::kResetPowerLimit:
+    case Op::kResetSmClocks:
+      return {{"gpu", Kind::kGpu, true}};
+    case Op::kStreamPower:
+      return {{"gpus", Kind::kGpuList, false}, {"period_ms", Kind::kPeriodMs, false}};
+    case Op::kCancelStream:
+      return {{"stream", Kind::kStream, true}};
+    case Op::kSetPowerLimit:
+      return {{"gpu", Kind::kGpu, true}, {"power_limit_mw", Kind::kPowerMw, true}};
+    case Op::kLockSmClocks:
+      return {
+          {"gpu", Kind::kGpu, true}, {"min_mhz", Kind::kClockMhz, true}, {"max_mhz", Kind::kClockMhz, true}};
+  }
+  return {};
+}
+
+std::string_view what_kind(Kind kind) {
+  switch (kind) {
+    case Kind::kProtocol:
+      return "the protocol version, an integer >= 1";
+    case Kind::kClient:
+      return "a string naming the client";
+    case Kind::kGpu:
+      return "a GPU index, an integer >= 0";
+    case Kind::kGpuList:
+      return "an array of GPU indices";
+    case Kind::kPowerMw:
+      return "a power limit in mW, an integer";
+    case Kind::kClockMhz:
+      return "a clock in MHz, an integer";
+    case Kind::kPeriodMs:
+      return "a period in ms, an integer";
+    case Kind::kStream:
+      return "a stream id, an integer";
+  }
+  return "";
+}
+
+// A short rendering of a value the client sent, for messages. Containers are named, not dumped: a
+// nested value could be large.
+std::string describe(const json& value) {
+  switch (value.type()) {
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::string: {
+      const auto& text = value.get_ref<const std::string&>();
+      const std::string shown = text.size() > kMaxQuotedBytes ? text.substr(0, kMaxQuotedBytes) + "…" : text;
+      return json(shown).dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    default:
+      return value.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+}
+
+// Reads an integer in [0, max]; floats, negatives, booleans and strings are refused.
+Result<uint64_t> read_unsigned(const json& value, std::string_view context, std::string_view field,
+                               uint64_t min, uint64_t max) {
+  if (value.is_number_unsigned()) {
+    const auto number = value.get<uint64_t>();
+    if (number >= min && number <= max) {
+      return number;
+    }
+  } else if (value.is_number_integer()) {
+    const auto number = value.get<int64_t>();
+    if (number >= 0 && static_cast<uint64_t>(number) >= min && static_cast<uint64_t>(number) <= max) {
+      return static_cast<uint64_t>(number);
+    }
+  }
+  return fail(ErrorCode::kInvalidArgument, "{}field '{}' must be an integer from {} to {} (got {})", context,
+              field, min, max, describe(value));
+}
+
+std::string context_of(std::string_view op) {
+  return op.empty() ? std::string() : fmt::format("{}: ", op);
+}
+
+Result<void> read_field(const Field& field, const json& value, Request& request) {
+  const std::string context = context_of(to_string(request.op));
+  constexpr uint64_t kIntMax = static_cast<uint64_t>(std::numeric_limits<int>::max());
+  constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
+  switch (field.kind) {
+    case Kind::kProtocol: {
+      auto number = read_unsigned(value, context, field.name, 1, kIntMax);
+      if (!number) {
+        return tl::make_unexpected(number.error());
+      }
+      request.protocol = static_cast<int>(*number);
+      return {};
+    }
+    case Kind::kClient:
+      if (!value.is_string() || value.get_ref<const std::string&>().size() > kMaxClientNameBytes) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "{}field 'client' must be a string of at most {} bytes (got {})", context,
+                    kMaxClientNameBytes, describe(value));
+      }
+      request.client = value.get<std::string>();
+      return {};
+    case Kind::kGpu: {
+      auto number = read_unsigned(value, context, field.name, 0, kIntMax);
+      if (!number) {
+        return tl::make_unexpected(number.error());
+      }
+      request.gpu = static_cast<int>(*number);
+      return {};
+    }
+    case Kind::kGpuList: {
+      if (!value.is_array() || value.empty() || value.size() > kMaxStreamGpus) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "{}field 'gpus' must be an array of 1 to {} GPU indices, or be left out for every GPU "
+                    "(got {})",
+                    context, kMaxStreamGpus, value.is_array() ? "an empty array" : describe(value));
+      }
+      std::vector<int> gpus;
+      for (const auto& element : value) {
+        auto number = read_unsigned(element, context, "gpus[]", 0, kIntMax);
+        if (!number) {
+          return tl::make_unexpected(number.error());
+        }
+        const int gpu = static_cast<int>(*number);
+        if (std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) {
+          return fail(ErrorCode::kInvalidArgument, "{}GPU {} is listed twice in 'gpus'", context, gpu);
+        }
+        gpus.push_back(gpu);
+      }
+      request.gpus = std::move(gpus);
+      return {};
+    }
+    case Kind::kPowerMw:
+    case Kind::kClockMhz: {
+      auto number = read_unsigned(value, context, field.name, 0, kU32Max);
+      if (!number) {
+        return tl::make_unexpected(number.error());
+      }
+      const auto narrowed = static_cast<uint32_t>(*number);
+      if (field.name == "power_limit_mw") {
+        request.power_limit_mw = narrowed;
+      } else if (field.name == "min_mhz") {
+        request.min_mhz = narrowed;
+      } else {
+        request.max_mhz = narrowed;
+      }
+      return {};
+    }
+    case Kind::kPeriodMs: {
+      auto number = read_unsigned(value, context, field.name, kMinStreamPeriodMs, kMaxStreamPeriodMs);
+      if (!number) {
+        return tl::make_unexpected(number.error());
+      }
+      request.period_ms = static_cast<uint32_t>(*number);
+      return {};
+    }
+    case Kind::kStream: {
+      auto number = read_unsigned(value, context, field.name, 0, std::numeric_limits<uint64_t>::max());
+      if (!number) {
+        return tl::make_unexpected(number.error());
+      }
+      request.stream = *number;
+      return {};
+    }
+  }
+  return {};
+}
+
+// The nesting depth of a JSON text, counted outside strings, without parsing it: checked first so that
+// no parser or destructor ever recurses deeply on hostile input.
+int max_depth(std::string_view text) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Parses a line into a JSON object, or says why it is not one.
+Result<json> parse_object(std::string_view line, std::string_view what) {
+  if (line.size() > kMaxLineBytes) {
+    return fail(ErrorCode::kInvalidArgument, "{} line is {} bytes long; the limit is {} bytes", what,
+                line.size(), kMaxLineBytes);
+  }
+  if (max_depth(line) > kMaxDepth) {
+    return fail(ErrorCode::kParse, "{} is nested deeper than {} levels", what, kMaxDepth);
+  }
+  json value;
+  try {
+    value = json::parse(line.begin(), line.end());
+  } catch (const json::exception& error) {
+    // parse_error for bad syntax, out_of_range for numbers like 9e999 that no double holds.
+    std::string detail = error.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep its description.
+    if (const size_t tag_end = detail.find("] "); tag_end != std::string::npos) {
+      detail = detail.substr(tag_end + 2);
+    }
+    return fail(ErrorCode::kParse, "{} is not valid JSON ({}); send one JSON object per line", what, detail);
+  }
+  if (!value.is_object()) {
+    return fail(ErrorCode::kParse, "{} must be a JSON object, not {}", what, describe(value));
+  }
+  return value;
+}
+
+std::string join_fields(Op op) {
+  std::vector<std::string_view> names = {"id", "op"};
+  for (const auto& field : fields_of(op)) {
+    names.push_back(field.name);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string op_names() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : kOpNames) {
+    names.push_back(entry.name);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+Result<Request> parse_fields(const json& object, Request request) {
+  const auto op_field = object.find("op");
+  if (op_field == object.end()) {
+    return fail(ErrorCode::kInvalidArgument, "request has no 'op' field (one of: {})", op_names());
+  }
+  if (!op_field->is_string()) {
+    return fail(ErrorCode::kInvalidArgument, "field 'op' must be a string (one of: {}), not {}", op_names(),
+                describe(*op_field));
+  }
+  const auto op = op_from_string(op_field->get_ref<const std::string&>());
+  if (!op) {
+    return fail(ErrorCode::kInvalidArgument, "unknown op {} (known: {})", describe(*op_field), op_names());
+  }
+  request.op = *op;
+  const auto fields = fields_of(*op);
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();  // a named reference: clang before 16 cannot capture bindings
+    if (key == "id" || key == "op") {
+      continue;
+    }
+    const bool known =
+        std::any_of(fields.begin(), fields.end(), [&key](const Field& f) { return f.name == key; });
+    if (!known) {
+      return fail(ErrorCode::kInvalidArgument, "{}: unknown field {} (fields: {})", to_string(*op),
+                  describe(json(key)), join_fields(*op));
+    }
+  }
+  for (const auto& field : fields) {
+    const auto found = object.find(field.name);
+    if (found == object.end()) {
+      if (field.required) {
+        return fail(ErrorCode::kInvalidArgument, "{}: missing field '{}' ({})", to_string(*op), field.name,
+                    what_kind(field.kind));
+      }
+      continue;
+    }
+    if (auto read = read_field(field, *found, request); !read) {
+      return tl::make_unexpected(read.error());
+    }
+  }
+  return request;
+}
+
+std::string dump(const ordered_json& value) {
+  return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+// Client-side readers: tolerant of fields they do not know (a newer daemon may add some).
+Result<uint64_t> unsigned_member(const json& object, std::string_view name, std::string_view what) {
+  const auto found = object.find(name);
+  if (found == object.end() || !found->is_number_unsigned()) {
+    if (found != object.end() && found->is_number_integer() && found->get<int64_t>() >= 0) {
+      return found->get<uint64_t>();
+    }
+    return fail(ErrorCode::kParse, "{} has no non-negative integer '{}'", what, name);
+  }
+  return found->get<uint64_t>();
+}
+
+}  // namespace
+
+std::string_view to_string(Op op) {
+  for (const auto& entry : kOpNames) {
+    if (entry.op == op) {
+      return entry.name;
+    }
+  }
+  return "unknown";
+}
+
+std::optional<Op> op_from_string(std::string_view name) {
+  for (const auto& entry : kOpNames) {
+    if (entry.name == name) {
+      return entry.op;
+    }
+  }
+  return std::nullopt;
+}
+
+const std::vector<Op>& all_ops() {
+  static const std::vector<Op> kOps = [] {
+    std::vector<Op> ops;
+    for (const auto& entry : kOpNames) {
+      ops.push_back(entry.op);
+    }
+    return ops;
+  }();
+  return kOps;
+}
+
+std::string_view to_string(Right right) {
+  switch (right) {
+    case Right::kNone:
+      return "none";
+    case Right::kRead:
+      return "read";
+    case Right::kControl:
+      return "control";
+  }
+  return "none";
+}
+
+Right required_right(Op op) {
+  switch (op) {
+    case Op::kHello:
+    case Op::kWhoAmI:
+    case Op::kRenewLease:
+      return Right::kNone;
+    case Op::kListDevices:
+    case Op::kEnergy:
+    case Op::kPower:
+    case Op::kPowerLimit:
+    case Op::kConstraints:
+    case Op::kClocks:
+    case Op::kStreamPower:
+    case Op::kCancelStream:
+      return Right::kRead;
+    case Op::kSetPowerLimit:
+    case Op::kResetPowerLimit:
+    case Op::kLockSmClocks:
+    case Op::kResetSmClocks:
+      return Right::kControl;
+  }
+  return Right::kControl;
+}
+
+ParsedRequest parse_request(std::string_view line) {
+  ParsedRequest parsed{std::nullopt, Request{}};
+  auto object = parse_object(line, "request");
+  if (!object) {
+    parsed.request = tl::make_unexpected(object.error());
+    return parsed;
+  }
+  Request request;
+  if (const auto id = object->find("id"); id != object->end()) {
+    auto number = read_unsigned(*id, "", "id", 0, std::numeric_limits<uint64_t>::max());
+    if (!number) {
+      parsed.request = tl::make_unexpected(number.error());
+      return parsed;
+    }
+    request.id = *number;
+    parsed.id = *number;
+  }
+  parsed.request = parse_fields(*object, std::move(request));
+  return parsed;
+}
+
+std::string format_request(const Request& request) {
+  ordered_json line;
+  line["id"] = request.id;
+  line["op"] = to_string(request.op);
+  for (const auto& field : fields_of(request.op)) {
+    switch (field.kind) {
+      case Kind::kProtocol:
+        line["protocol"] = request.protocol;
+        break;
+      case Kind::kClient:
+        if (!request.client.empty()) {
+          line["client"] = request.client;
+        }
+        break;
+      case Kind::kGpu:
+        line["gpu"] = request.gpu;
+        break;
+      case Kind::kGpuList:
+        if (request.gpus) {
+          line["gpus"] = *request.gpus;
+        }
+        break;
+      case Kind::kPowerMw:
+        line["power_limit_mw"] = request.power_limit_mw;
+        break;
+      case Kind::kClockMhz:
+        line[std::string(field.name)] = field.name == "min_mhz" ? request.min_mhz : request.max_mhz;
+        break;
+      case Kind::kPeriodMs:
+        line["period_ms"] = request.period_ms;
+        break;
+      case Kind::kStream:
+        line["stream"] = request.stream;
+        break;
+    }
+  }
+  return dump(line);
+}
+
+std::string format_response(const Response& response) {
+  const std::string id = response.id ? std::to_string(*response.id) : std::string("null");
+  if (response.error) {
+    ordered_json error;
+    error["code"] = to_string(response.error->code());
+    error["message"] = response.error->message();
+    return fmt::format(R"({{"id":{},"ok":false,"error":{}}})", id, dump(error));
+  }
+  return fmt::format(R"({{"id":{},"ok":true,"result":{}}})", id,
+                     response.result.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::string format_event(const PowerEvent& event) {
+  ordered_json line;
+  line["event"] = "power";
+  line["stream"] = event.stream;
+  line["gpu"] = event.gpu;
+  line["time_ms"] = event.time_ms;
+  line["power_mw"] = event.power_mw;
+  return dump(line);
+}
+
+Result<ServerMessage> parse_server_line(std::string_view line) {
+  auto object = parse_object(line, "daemon message");
+  if (!object) {
+    return tl::make_unexpected(Error(ErrorCode::kParse, object.error().message()));
+  }
+  if (const auto event = object->find("event"); event != object->end()) {
+    if (!event->is_string() || event->get_ref<const std::string&>() != "power") {
+      return fail(ErrorCode::kParse, "daemon sent an unknown event {}", describe(*event));
+    }
+    PowerEvent power;
+    const auto stream = unsigned_member(*object, "stream", "power event");
+    const auto gpu = unsigned_member(*object, "gpu", "power event");
+    const auto time_ms = unsigned_member(*object, "time_ms", "power event");
+    const auto power_mw = unsigned_member(*object, "power_mw", "power event");
+    for (const auto* field : {&stream, &gpu, &time_ms, &power_mw}) {
+      if (!*field) {
+        return tl::make_unexpected(field->error());
+      }
+    }
+    if (*gpu > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
+        *time_ms > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        *power_mw > std::numeric_limits<uint32_t>::max()) {
+      return fail(ErrorCode::kParse, "power event has a value out of range");
+    }
+    power.stream = *stream;
+    power.gpu = static_cast<int>(*gpu);
+    power.time_ms = static_cast<int64_t>(*time_ms);
+    power.power_mw = static_cast<uint32_t>(*power_mw);
+    return ServerMessage(power);
+  }
+  const auto ok = object->find("ok");
+  if (ok == object->end() || !ok->is_boolean()) {
+    return fail(ErrorCode::kParse, "daemon message has neither 'event' nor a boolean 'ok'");
+  }
+  Response response;
+  if (const auto id = object->find("id"); id != object->end() && !id->is_null()) {
+    auto number = unsigned_member(*object, "id", "response");
+    if (!number) {
+      return tl::make_unexpected(number.error());
+    }
+    response.id = *number;
+  }
+  if (ok->get<bool>()) {
+    if (const auto result = object->find("result"); result != object->end()) {
+      if (!result->is_object()) {
+        return fail(ErrorCode::kParse, "response 'result' must be an object, not {}", describe(*result));
+      }
+      response.result = *result;
+    }
+    return ServerMessage(std::move(response));
+  }
+  const auto error = object->find("error");
+  if (error == object->end() || !error->is_object()) {
+    return fail(ErrorCode::kParse, "failed response has no 'error' object");
+  }
+  const auto code = error->find("code");
+  const auto message = error->find("message");
+  if (code == error->end() || !code->is_string() || message == error->end() || !message->is_string()) {
+    return fail(ErrorCode::kParse, "response 'error' needs string fields 'code' and 'message'");
+  }
+  // A code this build does not know (a newer daemon) keeps its message; the kind becomes kInternal.
+  const auto known = error_code_from_string(code->get_ref<const std::string&>());
+  response.error = Error(known.value_or(ErrorCode::kInternal), message->get<std::string>());
+  return ServerMessage(std::move(response));
+}
+
+std::optional<ErrorCode> error_code_from_string(std::string_view name) {
+  for (const ErrorCode code :
+       {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kOutOfRange, ErrorCode::kNotSupported,
+        ErrorCode::kPermissionDenied, ErrorCode::kLibraryMissing, ErrorCode::kParse, ErrorCode::kIo,
+        ErrorCode::kState, ErrorCode::kDevice, ErrorCode::kInternal}) {
+    if (to_string(code) == name) {
+      return code;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace joule::device::daemon_protocol

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+// The client: one request id per call, reused by every retry of the call, so that joule's server applies the
+// call once however often the network makes us send it.
+#include "joule/server/client.hpp"
+
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+namespace joule::server {
+
+namespace bso = optimize::batch_size;
+using nlohmann::json;
+
+namespace {
+
+bool transient_status(int status) {
+  return status == 502 || status == 503 || status == 504;
+}
+
+ErrorCode code_of(int status) {
+  switch (status) {
+    case 400:
+    case 413:
+    case 422:
+      return ErrorCode::kInvalidArgument;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 409:
+      return ErrorCode::kState;
+    case 502:
+    case 503:
+    case 504:
+      return ErrorCode::kIo;
+    default:
+      return ErrorCode::kInternal;
+  }
+}
+
+// The server's explanation: Zeus's {"message"}, FastAPI's {"detail": "…"} or {"detail": [{"loc", "msg"}]}.
+std::string server_message(const std::string& body) {
+  const json parsed = json::parse(body, nullptr, false);
+  if (parsed.is_object()) {
+    if (const auto message = parsed.find("message"); message != parsed.end() && message->is_string()) {
+      return message->get<std::string>();
+    }
+    if (const auto detail = parsed.find("detail"); detail != parsed.end()) {
+      if (detail->is_string()) {
+        return detail->get<std::string>();
+      }
+      if (detail->is_array()) {
+        std::string text;
+        for (const auto& entry : *detail) {
+          std::string where;
+          for (const auto& part : entry.value("loc", json::array())) {
+            if (part == "body" || part == "query") {
+              continue;
+            }
+            where += (where.empty() ? "" : ".") + (part.is_string() ? part.get<std::string>() : part.dump());
+          }
+          text += (text.empty() ? "" : "; ") + (where.empty() ? "" : where + ": ") + entry.value("msg", "?");
+        }
+        return text;
+      }
+    }
+  }
+  return body.size() > 200 ? body.substr(0, 200) + "…" : body;
+}
+
+}  // namespace
+
+struct Client::Impl {
+  std::vector<std::string> urls;
+  ClientOptions options;
+  std::vector<std::unique_ptr<httplib::Client>> connections;  // one per URL
+  size_t current = 0;
+  std::mutex mutex;
+  std::string last_request_id;
+  std::mt19937_64 random;
+  uint64_t calls = 0;
+
+  httplib::Client& connection(size_t index) {
+    auto& slot = connections[index];
+    if (!slot) {
+      slot = std::make_unique<httplib::Client>(urls[index]);
+      slot->set_connection_timeout(options.connect_timeout);
+      slot->set_read_timeout(options.timeout);
+      slot->set_write_timeout(options.timeout);
+      slot->set_keep_alive(true);
+      slot->set_tcp_nodelay(true);
+    }
+    return *slot;
+  }
+
+  std::string new_request_id() { return fmt::format("{:016x}-{}", random(), ++calls); }
+
+  Error http_error(const std::string& method, const std::string& path, const RawResponse& response) const {
+    return Error(code_of(response.status), fmt::format("{} {}: HTTP {}: {}", method, path, response.status,
+                                                       server_message(response.body)));
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+Client::~Client() = default;
+
+Result<Client> Client::connect(const std::string& urls, ClientOptions options) {
+  auto impl = std::make_unique<Impl>();
+  size_t start = 0;
+  while (start <= urls.size()) {
+    size_t end = urls.find(',', start);
+    if (end == std::string::npos) {
+      end = urls.size();
+    }
+    std::string url = urls.substr(start, end - start);
+    while (!url.empty() && url.back() == '/') {
+      url.pop_back();
+    }
+    if (!url.starts_with("http://") && !url.starts_with("https://")) {
+      return fail(ErrorCode::kInvalidArgument, "server URL '{}' must start with http:// or https://", url);
+    }
+    if (url.find('/', url.find("//") + 2) != std::string::npos) {
+      return fail(ErrorCode::kInvalidArgument, "server URL '{}' must be http://HOST:PORT without a path",
+                  url);
+    }
+    if (!httplib::Client(url).is_valid()) {
+      return fail(ErrorCode::kInvalidArgument, "server URL '{}' is not valid", url);
+    }
+    impl->urls.push_back(std::move(url));
+    start = end + 1;
+  }
+  if (options.attempts < 1) {
+    return fail(ErrorCode::kInvalidArgument, "a client needs at least one attempt per call");
+  }
+  impl->connections.resize(impl->urls.size());
+  impl->options = std::move(options);
+  std::random_device device;
+  impl->random.seed((static_cast<uint64_t>(device()) << 32) ^ device());
+  // Spread clients over the servers.
+  impl->current = static_cast<size_t>(impl->random() % impl->urls.size());
+  return Client(std::move(impl));
+}
+
+const std::string& Client::last_request_id() const {
+  return impl_->last_request_id;
+}
+
+Result<RawResponse> Client::call(const std::string& method, const std::string& path_and_query,
+                                 const std::string& body, const std::string& content_type) {
+  std::lock_guard lock(impl_->mutex);
+  Impl& impl = *impl_;
+  const std::string request_id = impl.options.request_id ? *impl.options.request_id : impl.new_request_id();
+  impl.last_request_id = request_id;
+  const httplib::Headers headers = {{"X-Request-Id", request_id}};
+  auto wait = impl.options.backoff;
+  std::string last_failure;
+  for (int attempt = 0; attempt < impl.options.attempts; ++attempt) {
+    if (attempt > 0) {
+      std::this_thread::sleep_for(wait);
+      wait = std::min(wait * 2, impl.options.max_backoff);
+    }
+    const size_t server = impl.current;
+    httplib::Client& connection = impl.connection(server);
+    if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
+      return fail(ErrorCode::kInvalidArgument, "unsupported HTTP method '{}'", method);
+    }
+    const auto send = [&]() -> httplib::Result {
+      if (method == "GET") {
+        return connection.Get(path_and_query, headers);
+      }
+      if (method == "POST") {
+        return connection.Post(path_and_query, headers, body, content_type.c_str());
+      }
+      if (method == "PUT") {
+        return connection.Put(path_and_query, headers, body, content_type.c_str());
+      }
+      if (method == "PATCH") {
+        return connection.Patch(path_and_query, headers, body, content_type.c_str());
+      }
+      return connection.Delete(path_and_query, headers, body, content_type.c_str());
+    };
+    const httplib::Result result = send();
+    if (!result) {
+      // No answer: the request may or may not have been applied; the retry's id makes that safe. Try the
+      // next server, if there are several.
+      last_failure = fmt::format("{}: {}", impl.urls[server], httplib::to_string(result.error()));
+      impl.current = (server + 1) % impl.urls.size();
+      continue;
+    }
+    RawResponse response{result->status, result->body,
+                         result->get_header_value("X-Idempotent-Replay") == "true"};
+    if (transient_status(response.status) && attempt + 1 < impl.options.attempts) {
+      last_failure =
+          fmt::format("{}: HTTP {}: {}", impl.urls[server], response.status, server_message(response.body));
+      impl.current = (server + 1) % impl.urls.size();
+      continue;
+    }
+    return response;
+  }
+  return fail(ErrorCode::kIo, "{} {}: no answer after {} attempts (last: {})", method, path_and_query,
+              impl.options.attempts, last_failure);
+}
+
+namespace {
+
+template <class T>
+Result<T> reparse(Result<T> value, const std::string& what) {
+  if (!value) {
+    return fail(ErrorCode::kParse, "the server's {} is malformed: {}", what, value.error().message());
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<std::pair<int, json>> Client::json_call(const std::string& method, const std::string& path,
+                                               const json& body) {
+  auto response = call(method, path, body.is_null() ? std::string() : body.dump());
+  if (!response) {
+    return tl::make_unexpected(response.error());
+  }
+  if (response->status < 200 || response->status >= 300) {
+    return tl::make_unexpected(impl_->http_error(method, path, *response));
+  }
+  json parsed = json::parse(response->body, nullptr, false);
+  if (parsed.is_discarded()) {
+    return fail(ErrorCode::kParse, "{} {}: the server answered {} with a body that is not JSON", method, path,
+                response->status);
+  }
+  return std::pair{response->status, std::move(parsed)};
+}
+
+Result<RegisteredJob> Client::register_job(const bso::JobSpec& spec, const bso::GpuConfig& gpu) {
+  json body = spec.to_json();
+  body.update(gpu.to_json());
+  auto answer = json_call("POST", "/jobs", body);
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  auto parsed_spec = reparse(bso::JobSpec::from_json(answer->second), "job spec");
+  if (!parsed_spec) {
+    return tl::make_unexpected(parsed_spec.error());
+  }
+  auto parsed_gpu = reparse(bso::GpuConfig::from_json(answer->second), "GPU config");
+  if (!parsed_gpu) {
+    return tl::make_unexpected(parsed_gpu.error());
+  }
+  return RegisteredJob{std::move(*parsed_spec), std::move(*parsed_gpu), answer->first == 201};
+}
+
+Result<bso::TrialId> Client::next_batch_size(const std::string& job_id) {
+  auto answer = json_call("GET", "/jobs/batch_size?job_id=" + url_encode(job_id), json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return reparse(bso::TrialId::from_json(answer->second), "trial");
+}
+
+Result<bso::ReportResponse> Client::report(const bso::TrainingResult& result) {
+  auto answer = json_call("POST", "/report", result.to_json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return reparse(bso::ReportResponse::from_json(answer->second), "report response");
+}
+
+Result<void> Client::end_trial(const bso::TrialId& trial) {
+  auto answer = json_call("PATCH", "/trials", trial.to_json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return {};
+}
+
+Result<void> Client::delete_job(const std::string& job_id) {
+  auto answer = json_call("DELETE", "/jobs?job_id=" + url_encode(job_id), json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return {};
+}
+
+Result<json> Client::job_status(const std::string& job_id) {
+  auto answer = json_call("GET", "/jobs/" + url_encode(job_id), json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
+Result<json> Client::health() {
+  auto answer = json_call("GET", "/healthz", json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
+Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSpec& spec) {
+  auto answer = json_call("POST", "/pipelines", spec.to_json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  auto parsed = reparse(PipelineSpec::from_json(answer->second), "pipeline spec");
+  if (!parsed) {
+    return tl::make_unexpected(parsed.error());
+  }
+  return std::pair{std::move(*parsed), answer->first == 201};
+}
+
+Result<json> Client::upload_profile(const std::string& pipeline_id, const std::string& csv_text) {
+  const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/profile";
+  auto response = call("PUT", path, csv_text, "text/csv");
+  if (!response) {
+    return tl::make_unexpected(response.error());
+  }
+  if (response->status != 200) {
+    return tl::make_unexpected(impl_->http_error("PUT", path, *response));
+  }
+  json parsed = json::parse(response->body, nullptr, false);
+  if (parsed.is_discarded()) {
+    return fail(ErrorCode::kParse, "PUT {}: the server's answer is not JSON", path);
+  }
+  return parsed;
+}
+
+Result<json> Client::frontier(const std::string& pipeline_id) {
+  auto answer = json_call("GET", "/pipelines/" + url_encode(pipeline_id) + "/frontier", json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
+Result<json> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
+  std::string path = "/pipelines/" + url_encode(pipeline_id) + "/plan";
+  if (target_time_s) {
+    path += fmt::format("?target_time_s={}", *target_time_s);
+  }
+  auto answer = json_call("GET", path, json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
+Result<json> Client::report_straggler(const std::string& pipeline_id,
+                                      std::optional<double> iteration_time_s) {
+  const json body = {{"iteration_time_s", iteration_time_s ? json(*iteration_time_s) : json(nullptr)}};
+  auto answer = json_call("POST", "/pipelines/" + url_encode(pipeline_id) + "/straggler", body);
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
+Result<json> Client::pipeline_status(const std::string& pipeline_id) {
+  auto answer = json_call("GET", "/pipelines/" + url_encode(pipeline_id), json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
+Result<void> Client::delete_pipeline(const std::string& pipeline_id) {
+  auto answer = json_call("DELETE", "/pipelines/" + url_encode(pipeline_id), json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return {};
+}
+
+std::string url_encode(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += fmt::format("%{:02X}", byte);
+    }
+  }
+  return out;
+}
+
+}  // namespace joule::server

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+// The service's routing, its transaction runner (commit only 2xx, replay stored responses by request id) and
+// the helpers every route uses.
+#include "joule/server/service.hpp"
+
+#include <random>
+#include <regex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "joule/core/log.hpp"
+
+#include "server/service_internal.hpp"
+
+namespace joule::server {
+
+namespace detail {
+
+namespace {
+
+// The error a handler's non-2xx response travels in through Store::run(), so that the store rolls back.
+constexpr std::string_view kRollback = "joule.server: rollback of a refused request";
+
+std::string pydantic_type(std::string_view message) {
+  static const std::map<std::string_view, std::string_view> kTypes = {
+      {"field required", "value_error.missing"},
+      {"value is not a valid integer", "type_error.integer"},
+      {"value is not a valid float", "type_error.float"},
+      {"str type expected", "type_error.str"},
+      {"value could not be parsed to a boolean", "type_error.bool"},
+      {"value is not a valid list", "type_error.list"},
+      {"value is not a valid dict", "type_error.dict"},
+      {"none is not an allowed value", "type_error.none.not_allowed"},
+      {"ensure this value is greater than 0", "value_error.number.not_gt"},
+      {"ensure this value is greater than or equal to 0", "value_error.number.not_ge"},
+  };
+  const auto found = kTypes.find(message);
+  return std::string(found == kTypes.end() ? "value_error" : found->second);
+}
+
+// "batch_sizes[1]" → ["batch_sizes", 1]; "spec.eta_knob" → ["spec", "eta_knob"].
+void append_path(nlohmann::json& loc, std::string_view path) {
+  static const std::regex kPart(R"(([^.\[\]]+)|\[(\d+)\])");
+  const std::string text(path);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kPart); it != std::sregex_iterator(); ++it) {
+    if ((*it)[1].matched) {
+      loc.push_back((*it)[1].str());
+    } else {
+      loc.push_back(std::stoll((*it)[2].str()));
+    }
+  }
+}
+
+}  // namespace
+
+Response json_response(int status, const nlohmann::json& body) {
+  Response response;
+  response.status = status;
+  // Replace invalid UTF-8 (echoed user text) instead of throwing.
+  response.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return response;
+}
+
+Response message_response(int status, std::string_view message) {
+  return json_response(status, {{"message", message}});
+}
+
+Response validation_response(const Error& error, std::string_view source) {
+  const std::string& message = error.message();
+  nlohmann::json loc = nlohmann::json::array({source});
+  std::string problem = message;
+  // "<field path>: <problem>", the field path holding no spaces.
+  const auto colon = message.find(": ");
+  if (colon != std::string::npos && colon > 0 && message.find(' ') > colon) {
+    const std::string_view field = std::string_view(message).substr(0, colon);
+    problem = message.substr(colon + 2);
+    // Zeus's root validators (pydantic puts them under "__root__").
+    if (problem.starts_with("Default BS(") || problem.starts_with("Job_id(")) {
+      loc.push_back("__root__");
+    } else {
+      append_path(loc, field);
+    }
+  }
+  nlohmann::json entry = {{"loc", loc}, {"msg", problem}, {"type", pydantic_type(problem)}};
+  if (entry["type"] == "value_error.number.not_gt" || entry["type"] == "value_error.number.not_ge") {
+    entry["ctx"] = {{"limit_value", 0}};
+  }
+  return json_response(422, {{"detail", nlohmann::json::array({entry})}});
+}
+
+Response json_decode_response(const nlohmann::json::parse_error& error) {
+  // nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 2: …".
+  std::string message = error.what();
+  if (const auto bracket = message.find("] ");
+      message.starts_with("[json.exception") && bracket != std::string::npos) {
+    message = message.substr(bracket + 2);
+  }
+  return json_response(422, {{"detail",
+                              {{{"loc", {"body", error.byte > 0 ? error.byte - 1 : 0}},
+                                {"msg", message},
+                                {"type", "value_error.jsondecode"}}}}});
+}
+
+Response missing_query_response(std::string_view name) {
+  return json_response(
+      422,
+      {{"detail", {{{"loc", {"query", name}}, {"msg", "field required"}, {"type", "value_error.missing"}}}}});
+}
+
+tl::expected<nlohmann::json, Response> parse_body(const Request& request) {
+  try {
+    return nlohmann::json::parse(request.body);
+  } catch (const nlohmann::json::parse_error& error) {
+    return tl::make_unexpected(json_decode_response(error));
+  }
+}
+
+uint64_t fnv1a(std::string_view text) {
+  uint64_t hash = 14695981039346656037ULL;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+std::string fingerprint(const Request& request) {
+  std::string text = request.method + " " + request.path;
+  char separator = '?';
+  for (const auto& [name, value] : request.query) {
+    text += separator + name + "=" + value;
+    separator = '&';
+  }
+  return fmt::format("{} #{:016x}", text, fnv1a(request.body));
+}
+
+uint64_t random_u64() {
+  static thread_local std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ static_cast<uint64_t>(device());
+}
+
+int64_t unix_ns(const Clock& clock) {
+  return clock.to_unix_ns(clock.now());
+}
+
+std::shared_ptr<const CachedFrontier> FrontierCache::find(const std::string& token) {
+  std::lock_guard lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->first == token) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return entries_.front().second;
+    }
+  }
+  return nullptr;
+}
+
+void FrontierCache::put(const std::string& token, std::shared_ptr<const CachedFrontier> frontier) {
+  if (capacity_ == 0) {
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->first == token) {
+      entries_.erase(it);
+      break;
+    }
+  }
+  entries_.emplace_front(token, std::move(frontier));
+  while (entries_.size() > capacity_) {
+    entries_.pop_back();
+  }
+}
+
+Result<std::shared_ptr<const CachedFrontier>> SingleFlight::run(
+    const std::string& key, const std::function<Result<std::shared_ptr<const CachedFrontier>>()>& compute) {
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    std::unique_lock lock(mutex_);
+    auto& slot = flights_[key];
+    if (!slot) {
+      slot = std::make_shared<Flight>();
+      leader = true;
+    }
+    flight = slot;
+    if (!leader) {
+      finished_.wait(lock, [&] { return flight->done; });
+      return *flight->result;
+    }
+  }
+  Result<std::shared_ptr<const CachedFrontier>> result =
+      fail(ErrorCode::kInternal, "planning did not finish");
+  try {
+    result = compute();
+  } catch (const std::exception& error) {
+    result = fail(ErrorCode::kInternal, "planning failed: {}", error.what());
+  }
+  {
+    std::lock_guard lock(mutex_);
+    flight->result = result;
+    flight->done = true;
+    flights_.erase(key);
+  }
+  finished_.notify_all();
+  return result;
+}
+
+}  // namespace detail
+
+using detail::json_response;
+using detail::message_response;
+
+Service::Impl::Impl(store::Store& store_ref, ServiceOptions service_options)
+    : store(store_ref),
+      options(service_options),
+      clock(service_options.clock != nullptr ? *service_options.clock : SteadyClock::instance()),
+      frontiers(service_options.frontier_cache_entries),
+      jobs(service_options.job_cache_entries) {}
+
+Response Service::Impl::transact(const Request& request, const detail::Work& work) {
+  std::optional<Response> response;
+  const auto done = store.run([&](store::Transaction& transaction) -> Result<void> {
+    response.reset();
+    Result<Response> outcome = fail(ErrorCode::kInternal, "no outcome");
+    try {
+      outcome = work(transaction);
+    } catch (const std::exception& error) {
+      return fail(ErrorCode::kInternal, "unexpected exception: {}", error.what());
+    }
+    if (!outcome) {
+      return tl::make_unexpected(outcome.error());
+    }
+    response = std::move(*outcome);
+    if (response->status >= 500) {
+      log().warn("{} {}: {} {}", request.method, request.path, response->status, response->body);
+    }
+    if (response->status < 200 || response->status >= 300) {
+      return fail(ErrorCode::kState, "{}", detail::kRollback);
+    }
+    if (request.request_id && !response->replayed) {
+      const nlohmann::json saved = {{"fingerprint", detail::fingerprint(request)},
+                                    {"status", response->status},
+                                    {"content_type", response->content_type},
+                                    {"body", response->body}};
+      auto stored = transaction.save_response(*request.request_id, saved.dump());
+      if (!stored) {
+        return tl::make_unexpected(stored.error());
+      }
+    }
+    return {};
+  });
+  if (done) {
+    return std::move(*response);
+  }
+  if (response && done.error().code() == ErrorCode::kState && done.error().message() == detail::kRollback) {
+    return std::move(*response);
+  }
+  const Error& error = done.error();
+  if (error.code() == ErrorCode::kIo || error.code() == ErrorCode::kPermissionDenied) {
+    log().error("{} {}: store unavailable: {}", request.method, request.path, error.message());
+    return message_response(503, fmt::format("store unavailable: {}", error.message()));
+  }
+  log().error("{} {}: {}", request.method, request.path, error.message());
+  return message_response(500, error.message());
+}
+
+Result<std::optional<Response>> Service::Impl::replay(store::Transaction& transaction,
+                                                      const Request& request) {
+  if (!request.request_id) {
+    return std::optional<Response>();
+  }
+  auto stored = transaction.find_response(*request.request_id);
+  if (!stored) {
+    return tl::make_unexpected(stored.error());
+  }
+  if (!*stored) {
+    return std::optional<Response>();
+  }
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(**stored);
+  } catch (const nlohmann::json::exception& error) {
+    return fail(ErrorCode::kInternal, "the stored response of request id '{}' is corrupt: {}",
+                *request.request_id, error.what());
+  }
+  const std::string expected = detail::fingerprint(request);
+  if (saved.value("fingerprint", "") != expected) {
+    return std::optional<Response>(message_response(
+        409, fmt::format("request id '{}' was already used for a different request ({}); use a new id for a "
+                         "new request",
+                         *request.request_id, saved.value("fingerprint", "?"))));
+  }
+  Response response;
+  response.status = saved.value("status", 200);
+  response.content_type = saved.value("content_type", "application/json");
+  response.body = saved.value("body", "");
+  response.replayed = true;
+  return std::optional<Response>(std::move(response));
+}
+
+Response Service::Impl::health(const Request& request) {
+  const auto probe = store.run([](store::Transaction& transaction) -> Result<void> {
+    auto keys = transaction.keys(detail::kJobKind, "\x01");  // matches nothing: a cheap round trip
+    if (!keys) {
+      return tl::make_unexpected(keys.error());
+    }
+    return {};
+  });
+  if (!probe) {
+    log().error("{} {}: store unavailable: {}", request.method, request.path, probe.error().message());
+    return json_response(
+        503,
+        {{"status", "unavailable"}, {"store", store.description()}, {"message", probe.error().message()}});
+  }
+  return json_response(
+      200, {{"status", "ok"}, {"store", store.description()}, {"schema_version", store.schema_version()}});
+}
+
+Service::Service(std::shared_ptr<store::Store> store, ServiceOptions options)
+    : store_(std::move(store)), impl_(std::make_unique<Impl>(*store_, options)) {}
+
+Service::~Service() = default;
+
+namespace {
+
+constexpr size_t kMaxRequestIdLength = 200;
+
+Response not_found() {
+  return json_response(404, {{"detail", "Not Found"}});
+}
+
+Response method_not_allowed() {
+  return json_response(405, {{"detail", "Method Not Allowed"}});
+}
+
+}  // namespace
+
+Response Service::handle(const Request& request) {
+  try {
+    const std::string& path = request.path;
+    const std::string& method = request.method;
+    if (request.request_id &&
+        (request.request_id->empty() || request.request_id->size() > kMaxRequestIdLength)) {
+      return message_response(
+          400, fmt::format("{} must be 1 to {} characters", kRequestIdHeader, kMaxRequestIdLength));
+    }
+    if (path == "/healthz") {
+      return method == "GET" ? impl_->health(request) : method_not_allowed();
+    }
+    if (path == "/jobs") {
+      if (method == "POST") {
+        return impl_->register_job(request);
+      }
+      if (method == "DELETE") {
+        return impl_->delete_job(request);
+      }
+      return method_not_allowed();
+    }
+    if (path == "/jobs/batch_size") {
+      return method == "GET" ? impl_->next_batch_size(request) : method_not_allowed();
+    }
+    if (path.starts_with("/jobs/")) {
+      const std::string job_id = path.substr(6);
+      if (job_id.empty() || job_id.find('/') != std::string::npos) {
+        return not_found();
+      }
+      return method == "GET" ? impl_->job_status(request, job_id) : method_not_allowed();
+    }
+    if (path == "/report") {
+      return method == "POST" ? impl_->report(request) : method_not_allowed();
+    }
+    if (path == "/trials") {
+      return method == "PATCH" ? impl_->end_trial(request) : method_not_allowed();
+    }
+    if (path == "/pipelines") {
+      return method == "POST" ? impl_->register_pipeline(request) : method_not_allowed();
+    }
+    if (path.starts_with("/pipelines/")) {
+      const std::string rest = path.substr(11);
+      const auto slash = rest.find('/');
+      const std::string pipeline_id = rest.substr(0, slash);
+      if (pipeline_id.empty()) {
+        return not_found();
+      }
+      return impl_->pipeline_route(request, pipeline_id,
+                                   slash == std::string::npos ? std::string() : rest.substr(slash));
+    }
+    return not_found();
+  } catch (const std::exception& error) {
+    log().error("{} {}: unexpected exception: {}", request.method, request.path, error.what());
+    return message_response(500, fmt::format("internal error: {}", error.what()));
+  }
+}
+
+}  // namespace joule::server

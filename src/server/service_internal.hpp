@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// Private parts of the service: the response helpers (Zeus's `{"message"}` errors and FastAPI's 422
+// `{"detail": [...]}`), the transaction runner with idempotent replay, and the route handlers, split by area
+// (batch_size_routes.cpp, pipeline_routes.cpp).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/error.hpp"
+#include "joule/core/frontier.hpp"
+#include "joule/optimize/batch_size.hpp"
+#include "joule/plan/pipeline.hpp"
+#include "joule/server/service.hpp"
+
+namespace joule::server::detail {
+
+/// Store document kinds.
+inline constexpr std::string_view kJobKind = "bso_job";
+inline constexpr std::string_view kReportsKind = "bso_reports";
+inline constexpr std::string_view kPipelineKind = "pipeline";
+inline constexpr std::string_view kFrontierKind = "pipeline_frontier";
+
+Response json_response(int status, const nlohmann::json& body);
+/// Zeus's error body: {"message": …}.
+Response message_response(int status, std::string_view message);
+/// FastAPI's 422 body for a library validation error "<field path>: <problem>" found in `source` ("body"
+/// or "query"): {"detail": [{"loc": [source, field…], "msg": problem, "type": pydantic's type}]}.
+Response validation_response(const Error& error, std::string_view source = "body");
+/// FastAPI's 422 for a body that is not JSON.
+Response json_decode_response(const nlohmann::json::parse_error& error);
+/// FastAPI's 422 for a missing query parameter.
+Response missing_query_response(std::string_view name);
+
+/// @return the parsed body, or FastAPI's 422 for malformed JSON.
+tl::expected<nlohmann::json, Response> parse_body(const Request& request);
+
+/// @return 64-bit FNV-1a of `text` (stable across processes and builds: request fingerprints and ids are
+/// stored).
+uint64_t fnv1a(std::string_view text);
+/// @return what identifies a request besides its id: method, path, query and a hash of the body.
+std::string fingerprint(const Request& request);
+/// @return a fresh 64-bit value from std::random_device.
+uint64_t random_u64();
+/// @return ns since the Unix epoch on `clock`.
+int64_t unix_ns(const Clock& clock);
+
+/// Parsed documents by key, reused while the stored text is exactly the same: parsing a job with a long
+/// history costs far more than comparing its text, and the comparison makes reuse correct whoever (which
+/// process) wrote the document. The least recently used entry goes when the cache is full.
+template <class T>
+class ParsedCache {
+ public:
+  explicit ParsedCache(size_t capacity) : capacity_(capacity) {}
+
+  /// @return a copy of the value parsed from `body` under `key`, if that is what the cache holds.
+  std::optional<T> find(const std::string& key, std::string_view body) {
+    std::lock_guard lock(mutex_);
+    const auto found = entries_.find(key);
+    if (found == entries_.end() || found->second.body != body) {
+      return std::nullopt;
+    }
+    found->second.last_use = ++clock_;
+    return found->second.value;
+  }
+
+  void put(const std::string& key, std::string body, T value) {
+    if (capacity_ == 0) {
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    entries_.insert_or_assign(key, Entry{std::move(body), std::move(value), ++clock_});
+    if (entries_.size() > capacity_) {
+      auto oldest = entries_.begin();
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (it->second.last_use < oldest->second.last_use) {
+          oldest = it;
+        }
+      }
+      entries_.erase(oldest);
+    }
+  }
+
+  void erase(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    entries_.erase(key);
+  }
+
+ private:
+  struct Entry {
+    std::string body;
+    T value;
+    uint64_t last_use = 0;
+  };
+  std::mutex mutex_;
+  size_t capacity_;
+  uint64_t clock_ = 0;
+  std::map<std::string, Entry> entries_;
+};
+
+/// What the store holds for one batch-size job (kind kJobKind): the library's complete state.
+struct JobDocument {
+  std::optional<optimize::batch_size::BatchSizeJob> job;  // always set; optional: the job has no default
+  int64_t registered_unix_ns = 0;
+
+  std::string dump() const;
+  static Result<JobDocument> parse(std::string_view key, std::string_view body);
+};
+
+/// Parsed frontiers by profile token (an id drawn at every profile upload), least recently used dropped.
+struct CachedFrontier {
+  std::shared_ptr<const plan::PipelineDag> dag;
+  Frontier<plan::FrequencyPlan> frontier;
+  plan::PlanCost max_clock;
+  int64_t cuts = 0;
+  double planning_time_s = 0;
+};
+
+class FrontierCache {
+ public:
+  explicit FrontierCache(size_t capacity) : capacity_(capacity) {}
+  std::shared_ptr<const CachedFrontier> find(const std::string& token);
+  void put(const std::string& token, std::shared_ptr<const CachedFrontier> frontier);
+
+ private:
+  std::mutex mutex_;
+  size_t capacity_;
+  std::list<std::pair<std::string, std::shared_ptr<const CachedFrontier>>> entries_;  // most recent first
+};
+
+/// Runs one computation per key at a time in this process: callers asking for a key being computed wait for
+/// that computation instead of starting their own (planning a frontier can take seconds).
+class SingleFlight {
+ public:
+  Result<std::shared_ptr<const CachedFrontier>> run(
+      const std::string& key, const std::function<Result<std::shared_ptr<const CachedFrontier>>()>& compute);
+
+ private:
+  struct Flight {
+    bool done = false;
+    std::optional<Result<std::shared_ptr<const CachedFrontier>>> result;
+  };
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  std::map<std::string, std::shared_ptr<Flight>> flights_;
+};
+
+/// A request handler's outcome inside a transaction: a response (2xx commits, others roll back), or a store
+/// error (which the store may retry, or which becomes 503/500).
+using Work = std::function<Result<Response>(store::Transaction&)>;
+
+}  // namespace joule::server::detail
+
+namespace joule::server {
+
+struct Service::Impl {
+  Impl(store::Store& store_ref, ServiceOptions service_options);
+
+  store::Store& store;
+  ServiceOptions options;
+  const Clock& clock;
+  detail::FrontierCache frontiers;
+  detail::ParsedCache<detail::JobDocument> jobs;
+  detail::SingleFlight planning;
+
+  /// Runs `work` in one transaction. A 2xx response is saved under the request's id (if any) and committed
+  /// with the changes; any other response rolls back. Store errors become 503 (unavailable) or 500.
+  Response transact(const Request& request, const detail::Work& work);
+  /// Call after locking what the request changes: @return the stored response if this request id was seen
+  /// (replayed), a 409 if it was used by a different request, or nullopt (apply the request).
+  Result<std::optional<Response>> replay(store::Transaction& transaction, const Request& request);
+
+  // Zeus's batch-size optimizer (batch_size_routes.cpp).
+  Response register_job(const Request& request);
+  Response next_batch_size(const Request& request);
+  Response report(const Request& request);
+  Response end_trial(const Request& request);
+  Response delete_job(const Request& request);
+  Response job_status(const Request& request, const std::string& job_id);
+
+  // The pipeline planner (pipeline_routes.cpp). `rest` is the path after "/pipelines/{id}".
+  Response register_pipeline(const Request& request);
+  Response pipeline_route(const Request& request, const std::string& pipeline_id, const std::string& rest);
+
+  Response health(const Request& request);
+};
+
+}  // namespace joule::server

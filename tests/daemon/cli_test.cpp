@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: Apache-2.0
+// The real `joule daemon` binary: start, serve, audit, restore on client death, lease expiry and
+// SIGTERM, refuse what it must refuse.
+#include <fstream>
+#include <thread>
+
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "joule/device/daemon.hpp"
+
+#include "integration/run_process.hpp"
+#include "test_util.hpp"
+
+namespace joule::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace proto = device::daemon_protocol;
+
+constexpr uint32_t kNobody = 65534;
+
+class DaemonCli : public ::testing::Test {
+ protected:
+  DaemonCli() {
+    ::chmod(dir.path().c_str(), 0755);
+    socket_path = dir.path() + "/joule.sock";
+    audit_path = dir.path() + "/audit/audit.log";
+  }
+
+  std::map<std::string, std::string> env = {{"JOULE_SIM", Process::kUnset},
+                                            {"JOULE_DAEMON_SOCKET", Process::kUnset},
+                                            {"CUDA_VISIBLE_DEVICES", Process::kUnset}};
+
+  /// Starts `joule --sim 2xv100 daemon --socket … --audit-log … ARGS` and waits until it serves.
+  std::unique_ptr<Process> start(std::vector<std::string> args = {}) {
+    std::vector<std::string> argv = {JOULE_BINARY, "--sim",     "2xv100",      "daemon",
+                                     "--socket",   socket_path, "--audit-log", audit_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto process = std::make_unique<Process>(argv, env);
+    if (!process->wait_for_output(10s)) {
+      ADD_FAILURE() << "the daemon did not start: " << process->err_so_far();
+    }
+    return process;
+  }
+
+  std::shared_ptr<device::DaemonClient> connect(bool renew = true) {
+    device::DaemonClientOptions options;
+    options.renew_lease = renew;
+    auto client = device::DaemonClient::connect(socket_path, options);
+    if (!client) {
+      throw std::runtime_error(client.error().message());
+    }
+    return *client;
+  }
+
+  uint32_t limit(device::DaemonClient& client, int gpu) {
+    return (*client.call({.op = proto::Op::kPowerLimit, .gpu = gpu}))["power_limit_mw"].get<uint32_t>();
+  }
+
+  bool wait_for_limit(device::DaemonClient& client, int gpu, uint32_t expected_mw) {
+    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (limit(client, gpu) == expected_mw) {
+        return true;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }
+
+  std::string audit_text() const {
+    std::ifstream in(audit_path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  TempDir dir;
+  std::string socket_path;
+  std::string audit_path;
+};
+
+TEST_F(DaemonCli, ServesAndRestoresEverythingOnSigterm) {
+  auto daemon = start({"--lease-s", "30"});
+  EXPECT_EQ(daemon->out_so_far(),
+            fmt::format("joule daemon: serving 2 GPUs on {} (protocol 1, lease 30 s, audit log {})\n"
+                        "joule daemon: control: root; read: (no rule); others: read\n",
+                        socket_path, audit_path));
+  auto client = connect();
+  ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+  ASSERT_TRUE(client->call({.op = proto::Op::kLockSmClocks, .gpu = 1, .min_mhz = 600, .max_mhz = 900}));
+  EXPECT_EQ(limit(*client, 0), 150'000u);
+  daemon->signal(SIGTERM);
+  const auto result = daemon->wait();
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("joule daemon: stopped by SIGTERM; every setting made through it is restored"),
+            std::string::npos)
+      << result.out;
+  const std::string audit = audit_text();
+  EXPECT_NE(audit.find("action=set gpu=0 setting=power_limit_mw old=250000 new=150000"), std::string::npos)
+      << audit;
+  EXPECT_NE(audit.find("action=set gpu=1 setting=sm_clocks_mhz old=unlocked new=600-900"), std::string::npos);
+  EXPECT_NE(audit.find("action=restore gpu=0 setting=power_limit_mw old=150000 new=250000"),
+            std::string::npos);
+  EXPECT_NE(audit.find("action=restore gpu=1 setting=sm_clocks_mhz old=600-900 new=unlocked"),
+            std::string::npos);
+  EXPECT_NE(audit.find("reason=shutdown"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(socket_path));
+  // The client learns that its daemon is gone.
+  const auto after = client->call({.op = proto::Op::kPowerLimit, .gpu = 0});
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().code(), ErrorCode::kIo);
+}
+
+TEST_F(DaemonCli, EveryCommandCanUseTheDaemonsGpus) {
+  auto daemon = start();
+  // The flag and the environment variable select the daemon's GPUs; no vendor library is loaded.
+  Process by_flag({JOULE_BINARY, "--daemon", socket_path, "devices", "--format", "json"}, env);
+  const auto listed = by_flag.wait();
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const auto devices = nlohmann::json::parse(listed.out);
+  ASSERT_EQ(devices["gpus"].size(), 2u) << listed.out;
+  EXPECT_EQ(devices["gpus"][0]["backend"], "daemon");
+  EXPECT_EQ(devices["gpus"][1]["name"], "Tesla V100-PCIE-32GB (simulated)");
+  EXPECT_EQ(devices["backends"][0]["detail"], "joule daemon at " + socket_path);
+
+  auto with_env = env;
+  with_env["JOULE_DAEMON_SOCKET"] = socket_path;
+  Process measured({JOULE_BINARY, "measure", "--format", "json", "--", "sleep", "0.2"}, with_env);
+  const auto result = measured.wait();
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // Like perf stat, the report goes to standard error.
+  const auto report = nlohmann::json::parse(result.err);
+  ASSERT_EQ(report["devices"].size(), 2u) << result.err;
+  EXPECT_GT(report["devices"][0]["energy_j"].get<double>(), 0.0) << result.err;
+
+  // Nothing listens: the backend report says where it looked and how to start the daemon.
+  Process absent({JOULE_BINARY, "--daemon", dir.path() + "/nothing.sock", "devices"}, env);
+  const auto refused = absent.wait();
+  EXPECT_NE(refused.out.find("cannot connect to the joule daemon at " + dir.path() +
+                             "/nothing.sock: No such file or directory (is `joule daemon` running?"),
+            std::string::npos)
+      << refused.out;
+}
+
+TEST_F(DaemonCli, AKilledClientIsRestored) {
+  auto daemon = start();
+  Process helper({JOULE_DAEMON_HELPER, "--socket", socket_path, "--request",
+                  R"({"id":2,"op":"set_power_limit","gpu":0,"power_limit_mw":110000})", "--hold"});
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (helper.out_so_far().find("holding") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_NE(helper.out_so_far().find(R"({"id":2,"ok":true)"), std::string::npos) << helper.out_so_far();
+  auto observer = connect();
+  EXPECT_EQ(limit(*observer, 0), 110'000u);
+  const pid_t helper_pid = helper.pid();
+  helper.signal(SIGKILL);
+  helper.wait();
+  EXPECT_TRUE(wait_for_limit(*observer, 0, 250'000));
+  const std::string audit = audit_text();
+  EXPECT_NE(
+      audit.find(fmt::format("action=restore gpu=0 setting=power_limit_mw old=110000 new=250000 conn=1 uid=0 "
+                             "pid={} reason=disconnected",
+                             helper_pid)),
+      std::string::npos)
+      << audit;
+}
+
+TEST_F(DaemonCli, AnExpiredLeaseIsRestored) {
+  auto daemon = start({"--lease-s", "0.4"});
+  auto owner = connect(/*renew=*/false);
+  ASSERT_TRUE(owner->call({.op = proto::Op::kSetPowerLimit, .gpu = 1, .power_limit_mw = 130'000}));
+  auto observer = connect();
+  EXPECT_TRUE(wait_for_limit(*observer, 1, 250'000));
+  const auto told = owner->call({.op = proto::Op::kPowerLimit, .gpu = 1});
+  ASSERT_FALSE(told);
+  EXPECT_EQ(told.error().code(), ErrorCode::kState);
+  EXPECT_NE(audit_text().find("old=130000 new=250000 conn=1 uid=0 pid=" + std::to_string(::getpid()) +
+                              " reason=lease-expired"),
+            std::string::npos)
+      << audit_text();
+}
+
+TEST_F(DaemonCli, AnotherUserIsRefusedControlAndAudited) {
+  auto daemon = start();
+  const auto result = run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path,
+                           "--request", R"({"id":2,"op":"list_devices"})", "--request",
+                           R"({"id":3,"op":"lock_sm_clocks","gpu":1,"min_mhz":600,"max_mhz":900})"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find(R"({"id":2,"ok":true,"result":{"gpus":[)"), std::string::npos) << result.out;
+  EXPECT_NE(
+      result.out.find(R"({"id":3,"ok":false,"error":{"code":"permission-denied","message":"lock_sm_clocks )"
+                      R"(needs the 'control' right; nobody has 'read')"),
+      std::string::npos)
+      << result.out;
+  EXPECT_NE(audit_text().find("action=refused gpu=1 setting=sm_clocks_mhz new=600-900 conn=1 uid=65534"),
+            std::string::npos)
+      << audit_text();
+}
+
+TEST_F(DaemonCli, AllowGroupCountsSupplementaryGroups) {
+  // A user who is a member of a group only through /etc/group (not as the primary group), if any.
+  std::optional<std::tuple<std::string, uid_t, gid_t>> member;
+  setgrent();
+  while (const group* entry = getgrent()) {
+    if (entry->gr_mem != nullptr && entry->gr_mem[0] != nullptr) {
+      if (const passwd* user = getpwnam(entry->gr_mem[0]); user != nullptr && user->pw_gid != entry->gr_gid) {
+        member = std::tuple{std::string(entry->gr_name), user->pw_uid, user->pw_gid};
+        break;
+      }
+    }
+  }
+  endgrent();
+  if (!member) {
+    GTEST_SKIP() << "no user with a supplementary group on this system";
+  }
+  const auto& [group_name, uid, gid] = *member;
+  auto daemon = start({"--allow-group", group_name, "--others", "none"});
+  // The helper drops every supplementary group of its own: only the user database can tell the daemon.
+  const auto result =
+      run({JOULE_DAEMON_HELPER, "--uid", std::to_string(uid), "--gid", std::to_string(gid), "--socket",
+           socket_path, "--request", R"({"id":2,"op":"set_power_limit","gpu":0,"power_limit_mw":150000})"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find(R"("reason":"--allow-group )" + group_name), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(R"({"id":2,"ok":true)"), std::string::npos) << result.out;
+}
+
+TEST_F(DaemonCli, OneDaemonPerSocketAndStaleSocketsAreReplaced) {
+  auto first = start();
+  const auto second = run({JOULE_BINARY, "--sim", "v100", "daemon", "--socket", socket_path}, env);
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_EQ(second.err,
+            fmt::format("joule: error: another joule daemon (pid {}) is serving {} (it holds {}.lock); "
+                        "stop it or choose another --socket\n",
+                        first->pid(), socket_path, socket_path));
+  // kill -9 leaves the socket file behind; the next daemon takes it over.
+  first->signal(SIGKILL);
+  first->wait();
+  ASSERT_TRUE(std::filesystem::exists(socket_path));
+  auto replacement = start();
+  auto client = connect();
+  EXPECT_EQ(limit(*client, 1), 250'000u);
+}
+
+TEST_F(DaemonCli, ADaemonKilledWithSigkillIsRecoveredByTheNext) {
+  auto first = start();
+  const pid_t first_pid = first->pid();
+  {
+    auto client = connect();
+    ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 1, .power_limit_mw = 140'000}));
+    ASSERT_TRUE(std::filesystem::exists(socket_path + ".state"));
+    first->signal(SIGKILL);
+    first->wait();
+  }
+  auto next = start();
+  const std::string audit = audit_text();
+  EXPECT_NE(
+      audit.find(fmt::format("action=restore gpu=1 setting=power_limit_mw new=250000 conn=0 uid=0 pid={} "
+                             "reason=recovered",
+                             first_pid)),
+      std::string::npos)
+      << audit;
+  EXPECT_FALSE(std::filesystem::exists(socket_path + ".state"));
+}
+
+TEST_F(DaemonCli, BadFlagsAreOneClearLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::pair<int, std::string>>> cases = {
+      {{"--lease-s", "0"}, {2, "joule: error: --lease-s 0 must be above 0 and at most 86400 (one day)\n"}},
+      {{"--allow-user", "no-such-user-joule"},
+       {1,
+        "joule: error: --allow-user no-such-user-joule: no such user (give a name from /etc/passwd or a "
+        "numeric "
+        "id)\n"}},
+      {{"--read-group", "no-such-group-joule"},
+       {1,
+        "joule: error: --read-group no-such-group-joule: no such group (give a name from /etc/group or a "
+        "numeric "
+        "id)\n"}},
+      {{"--others", "everyone"}, {2, ""}},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv = {JOULE_BINARY, "--sim", "v100", "daemon", "--socket", socket_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto result = run(argv, env);
+    EXPECT_EQ(result.exit_code, expected.first) << args[0] << ": " << result.err;
+    if (!expected.second.empty()) {
+      EXPECT_EQ(result.err, expected.second);
+    }
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+  const auto file = dir.write("not-a-socket", "x");
+  const auto refused = run({JOULE_BINARY, "--sim", "v100", "daemon", "--socket", file}, env);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.err,
+            "joule: error: " + file + " exists and is not a socket; remove it or choose another --socket\n");
+}
+
+TEST_F(DaemonCli, RealGpusNeedRootUnlessAllowed) {
+  // A folder the unprivileged daemon may create its socket in.
+  const std::string folder = dir.path() + "/open";
+  std::filesystem::create_directories(folder);
+  ::chmod(folder.c_str(), 0777);
+  socket_path = folder + "/joule.sock";
+  auto fake = env;
+  fake["JOULE_NVML_LIBRARY"] = JOULE_FAKE_NVML_PATH;
+  fake["JOULE_ROCM_SMI_LIBRARY"] = "/nonexistent/librocm_smi64.so.1";
+  const std::vector<std::string> as_nobody = {
+      JOULE_DAEMON_HELPER, "--uid",    std::to_string(kNobody), "--exec", JOULE_BINARY, "daemon",
+      "--socket",          socket_path};
+  const auto refused = run(as_nobody, fake);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(
+      refused.err.find("joule: error: joule daemon runs as uid 65534, not root, so it could not change the "
+                       "power limits and clocks of GPU 0"),
+      std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("--allow-unprivileged"), std::string::npos);
+
+  auto allowed_argv = as_nobody;
+  allowed_argv.push_back("--allow-unprivileged");
+  Process allowed(allowed_argv, fake);
+  ASSERT_TRUE(allowed.wait_for_output(10s)) << allowed.err_so_far();
+  auto client = connect();
+  EXPECT_EQ((*client->call({.op = proto::Op::kListDevices}))["gpus"][0]["backend"], "nvml");
+  // The daemon's own user may control; the fake library lets it.
+  EXPECT_EQ(client->hello()["reason"], "root");
+  allowed.signal(SIGTERM);
+  EXPECT_EQ(allowed.wait().exit_code, 0);
+}
+
+}  // namespace
+}  // namespace joule::test

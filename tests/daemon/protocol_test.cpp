@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon's wire protocol: round trips of every request and message, and a clear error for every kind
+// of bad request line.
+#include <gtest/gtest.h>
+
+#include "joule/device/daemon_protocol.hpp"
+
+namespace joule::test {
+namespace {
+
+namespace proto = device::daemon_protocol;
+
+proto::Request round_trip(const proto::Request& request) {
+  const std::string line = proto::format_request(request);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  auto parsed = proto::parse_request(line);
+  EXPECT_TRUE(parsed.request.has_value()) << line << ": " << parsed.request.error().message();
+  EXPECT_EQ(parsed.id, request.id);
+  return parsed.request.value_or(proto::Request{});
+}
+
+TEST(DaemonProtocol, EveryOpRoundTrips) {
+  for (const proto::Op op : proto::all_ops()) {
+    proto::Request request;
+    request.id = 42;
+    request.op = op;
+    request.protocol = 1;
+    request.client = "test";
+    request.gpu = 3;
+    request.gpus = std::vector<int>{2, 0};
+    request.power_limit_mw = 175'500;
+    request.min_mhz = 900;
+    request.max_mhz = 1200;
+    request.period_ms = 250;
+    request.stream = 9;
+    const proto::Request back = round_trip(request);
+    EXPECT_EQ(back.op, op) << proto::to_string(op);
+    EXPECT_EQ(back.id, 42u);
+    EXPECT_EQ(proto::op_from_string(proto::to_string(op)), op);
+    switch (op) {
+      case proto::Op::kHello:
+        EXPECT_EQ(back.protocol, 1);
+        EXPECT_EQ(back.client, "test");
+        break;
+      case proto::Op::kStreamPower:
+        EXPECT_EQ(back.gpus, (std::vector<int>{2, 0}));
+        EXPECT_EQ(back.period_ms, 250u);
+        break;
+      case proto::Op::kCancelStream:
+        EXPECT_EQ(back.stream, 9u);
+        break;
+      case proto::Op::kSetPowerLimit:
+        EXPECT_EQ(back.gpu, 3);
+        EXPECT_EQ(back.power_limit_mw, 175'500u);
+        break;
+      case proto::Op::kLockSmClocks:
+        EXPECT_EQ(back.gpu, 3);
+        EXPECT_EQ(back.min_mhz, 900u);
+        EXPECT_EQ(back.max_mhz, 1200u);
+        break;
+      case proto::Op::kWhoAmI:
+      case proto::Op::kListDevices:
+      case proto::Op::kRenewLease:
+        EXPECT_EQ(back.gpu, -1);  // not sent
+        break;
+      default:
+        EXPECT_EQ(back.gpu, 3);
+        break;
+    }
+  }
+}
+
+TEST(DaemonProtocol, OptionalFieldsTakeDefaults) {
+  auto parsed = proto::parse_request(R"({"op":"stream_power"})");
+  ASSERT_TRUE(parsed.request);
+  EXPECT_FALSE(parsed.id);
+  EXPECT_EQ(parsed.request->id, 0u);
+  EXPECT_FALSE(parsed.request->gpus);
+  EXPECT_EQ(parsed.request->period_ms, proto::kDefaultStreamPeriodMs);
+  // Whitespace and a trailing CR are JSON whitespace.
+  EXPECT_TRUE(proto::parse_request(" { \"op\" : \"whoami\" }\r").request);
+}
+
+TEST(DaemonProtocol, RightsOfOperations) {
+  EXPECT_EQ(proto::required_right(proto::Op::kHello), proto::Right::kNone);
+  EXPECT_EQ(proto::required_right(proto::Op::kWhoAmI), proto::Right::kNone);
+  EXPECT_EQ(proto::required_right(proto::Op::kRenewLease), proto::Right::kNone);
+  for (const auto op :
+       {proto::Op::kListDevices, proto::Op::kEnergy, proto::Op::kPower, proto::Op::kPowerLimit,
+        proto::Op::kConstraints, proto::Op::kClocks, proto::Op::kStreamPower, proto::Op::kCancelStream}) {
+    EXPECT_EQ(proto::required_right(op), proto::Right::kRead) << proto::to_string(op);
+  }
+  for (const auto op : {proto::Op::kSetPowerLimit, proto::Op::kResetPowerLimit, proto::Op::kLockSmClocks,
+                        proto::Op::kResetSmClocks}) {
+    EXPECT_EQ(proto::required_right(op), proto::Right::kControl) << proto::to_string(op);
+  }
+}
+
+struct BadRequest {
+  std::string line;
+  ErrorCode code;
+  std::string message;
+  std::optional<uint64_t> id;
+};
+
+TEST(DaemonProtocol, BadRequestsGetClearErrors) {
+  const std::string ops =
+      "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
+      "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease";
+  const std::vector<BadRequest> cases = {
+      {"", ErrorCode::kParse,
+       "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "
+       "unexpected "
+       "end of input; expected '[', '{', or a literal); send one JSON object per line",
+       std::nullopt},
+      {"[1]", ErrorCode::kParse, "request must be a JSON object, not an array", std::nullopt},
+      {"\"power\"", ErrorCode::kParse, "request must be a JSON object, not \"power\"", std::nullopt},
+      {R"({"id":1})", ErrorCode::kInvalidArgument, "request has no 'op' field (one of: " + ops + ")", 1},
+      {R"({"id":2,"op":5})", ErrorCode::kInvalidArgument,
+       "field 'op' must be a string (one of: " + ops + "), not 5", 2},
+      {R"({"id":3,"op":"set_limit"})", ErrorCode::kInvalidArgument,
+       "unknown op \"set_limit\" (known: " + ops + ")", 3},
+      {R"({"op":"power"})", ErrorCode::kInvalidArgument,
+       "power: missing field 'gpu' (a GPU index, an integer >= 0)", std::nullopt},
+      {R"({"op":"power","gpu":-1})", ErrorCode::kInvalidArgument,
+       "power: field 'gpu' must be an integer from 0 to 2147483647 (got -1)", std::nullopt},
+      {R"({"op":"power","gpu":1.5})", ErrorCode::kInvalidArgument,
+       "power: field 'gpu' must be an integer from 0 to 2147483647 (got 1.5)", std::nullopt},
+      {R"({"op":"power","gpu":"0"})", ErrorCode::kInvalidArgument,
+       "power: field 'gpu' must be an integer from 0 to 2147483647 (got \"0\")", std::nullopt},
+      {R"({"op":"power","gpu":true})", ErrorCode::kInvalidArgument,
+       "power: field 'gpu' must be an integer from 0 to 2147483647 (got true)", std::nullopt},
+      {R"({"op":"power","gpu":0,"gpu_id":0})", ErrorCode::kInvalidArgument,
+       "power: unknown field \"gpu_id\" (fields: id, op, gpu)", std::nullopt},
+      {R"({"op":"set_power_limit","gpu":0,"power_limit_mw":4294967296})", ErrorCode::kInvalidArgument,
+       "set_power_limit: field 'power_limit_mw' must be an integer from 0 to 4294967295 (got 4294967296)",
+       std::nullopt},
+      {R"({"op":"set_power_limit","gpu":0})", ErrorCode::kInvalidArgument,
+       "set_power_limit: missing field 'power_limit_mw' (a power limit in mW, an integer)", std::nullopt},
+      {R"({"op":"lock_sm_clocks","gpu":0,"min_mhz":900})", ErrorCode::kInvalidArgument,
+       "lock_sm_clocks: missing field 'max_mhz' (a clock in MHz, an integer)", std::nullopt},
+      {R"({"op":"stream_power","period_ms":5})", ErrorCode::kInvalidArgument,
+       "stream_power: field 'period_ms' must be an integer from 10 to 60000 (got 5)", std::nullopt},
+      {R"({"op":"stream_power","gpus":[]})", ErrorCode::kInvalidArgument,
+       "stream_power: field 'gpus' must be an array of 1 to 256 GPU indices, or be left out for every GPU "
+       "(got an "
+       "empty array)",
+       std::nullopt},
+      {R"({"op":"stream_power","gpus":[0,1,0]})", ErrorCode::kInvalidArgument,
+       "stream_power: GPU 0 is listed twice in 'gpus'", std::nullopt},
+      {R"({"op":"stream_power","gpus":[0,"1"]})", ErrorCode::kInvalidArgument,
+       "stream_power: field 'gpus[]' must be an integer from 0 to 2147483647 (got \"1\")", std::nullopt},
+      {R"({"op":"hello","protocol":0})", ErrorCode::kInvalidArgument,
+       "hello: field 'protocol' must be an integer from 1 to 2147483647 (got 0)", std::nullopt},
+      {R"({"op":"hello","protocol":1,"client":7})", ErrorCode::kInvalidArgument,
+       "hello: field 'client' must be a string of at most 256 bytes (got 7)", std::nullopt},
+      {R"({"op":"cancel_stream"})", ErrorCode::kInvalidArgument,
+       "cancel_stream: missing field 'stream' (a stream id, an integer)", std::nullopt},
+      {R"({"id":-1,"op":"whoami"})", ErrorCode::kInvalidArgument,
+       "field 'id' must be an integer from 0 to 18446744073709551615 (got -1)", std::nullopt},
+      {R"({"op":"power","gpu":[[[[[[[[[0]]]]]]]]]})", ErrorCode::kParse,
+       "request is nested deeper than 8 levels", std::nullopt},
+      {R"({"op":"whoami"} {"op":"whoami"})", ErrorCode::kParse,
+       "request is not valid JSON (parse error at line 1, column 17: syntax error while parsing value - "
+       "unexpected "
+       "'{'; expected end of input); send one JSON object per line",
+       std::nullopt},
+  };
+  for (const auto& bad : cases) {
+    const auto parsed = proto::parse_request(bad.line);
+    ASSERT_FALSE(parsed.request.has_value()) << bad.line;
+    EXPECT_EQ(parsed.request.error().code(), bad.code) << bad.line;
+    EXPECT_EQ(parsed.request.error().message(), bad.message) << bad.line;
+    EXPECT_EQ(parsed.id, bad.id) << bad.line;
+  }
+}
+
+TEST(DaemonProtocol, LongAndHostileLinesAreRefusedWithoutThrowing) {
+  const std::string long_line =
+      R"({"op":"hello","protocol":1,"client":")" + std::string(proto::kMaxLineBytes, 'x') + R"("})";
+  const auto parsed = proto::parse_request(long_line);
+  ASSERT_FALSE(parsed.request);
+  EXPECT_EQ(parsed.request.error().message(),
+            fmt::format("request line is {} bytes long; the limit is 65536 bytes", long_line.size()));
+  // Deep nesting is refused before any parser sees it.
+  EXPECT_FALSE(proto::parse_request(std::string(60'000, '[')).request);
+  // A number no double holds is a JSON error, not an exception (found by the fuzzer).
+  const auto huge = proto::parse_request(R"({"op":"power","gpu":9e99999})");
+  ASSERT_FALSE(huge.request);
+  EXPECT_EQ(huge.request.error().code(), ErrorCode::kParse);
+  EXPECT_FALSE(proto::parse_server_line(R"({"id":1,"ok":true,"result":{"x":-1e400}})"));
+  // Invalid UTF-8 inside a string is a JSON error.
+  EXPECT_FALSE(proto::parse_request("{\"op\":\"\xff\xfe\"}").request);
+  // A quoted value in a message is cut short.
+  const auto quoted = proto::parse_request(R"({"op":")" + std::string(100, 'a') + R"("})");
+  ASSERT_FALSE(quoted.request);
+  EXPECT_LT(quoted.request.error().message().size(), 400u);
+}
+
+TEST(DaemonProtocol, ResponsesAndEventsRoundTrip) {
+  proto::Response ok;
+  ok.id = 7;
+  ok.result = {{"gpu", 0}, {"power_limit_mw", 150000}};
+  const std::string ok_line = proto::format_response(ok);
+  EXPECT_EQ(ok_line, R"({"id":7,"ok":true,"result":{"gpu":0,"power_limit_mw":150000}})");
+  auto parsed = proto::parse_server_line(ok_line);
+  ASSERT_TRUE(parsed);
+  const auto& response = std::get<proto::Response>(*parsed);
+  EXPECT_EQ(response.id, 7u);
+  EXPECT_TRUE(response.ok());
+  EXPECT_EQ(response.result["power_limit_mw"], 150000);
+
+  proto::Response error;
+  error.error = Error(ErrorCode::kOutOfRange, "power limit 50 W is outside GPU 0's range");
+  const std::string error_line = proto::format_response(error);
+  EXPECT_EQ(
+      error_line,
+      R"({"id":null,"ok":false,"error":{"code":"out-of-range","message":"power limit 50 W is outside GPU 0's range"}})");
+  parsed = proto::parse_server_line(error_line);
+  ASSERT_TRUE(parsed);
+  const auto& failed = std::get<proto::Response>(*parsed);
+  EXPECT_FALSE(failed.id);
+  ASSERT_TRUE(failed.error);
+  EXPECT_EQ(failed.error->code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ(failed.error->message(), "power limit 50 W is outside GPU 0's range");
+
+  const proto::PowerEvent event{3, 1, 1'767'225'600'123, 212'500};
+  const std::string event_line = proto::format_event(event);
+  EXPECT_EQ(event_line, R"({"event":"power","stream":3,"gpu":1,"time_ms":1767225600123,"power_mw":212500})");
+  parsed = proto::parse_server_line(event_line);
+  ASSERT_TRUE(parsed);
+  const auto& back = std::get<proto::PowerEvent>(*parsed);
+  EXPECT_EQ(back.stream, 3u);
+  EXPECT_EQ(back.gpu, 1);
+  EXPECT_EQ(back.time_ms, 1'767'225'600'123);
+  EXPECT_EQ(back.power_mw, 212'500u);
+
+  // Every error code survives the trip.
+  for (const ErrorCode code :
+       {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kPermissionDenied, ErrorCode::kState,
+        ErrorCode::kDevice, ErrorCode::kInternal}) {
+    EXPECT_EQ(proto::error_code_from_string(to_string(code)), code);
+  }
+  EXPECT_FALSE(proto::error_code_from_string("teapot"));
+}
+
+TEST(DaemonProtocol, ClientReadsTolerantlyButRejectsBrokenMessages) {
+  // A newer daemon may add fields; an unknown error code keeps its message.
+  auto parsed = proto::parse_server_line(R"({"id":1,"ok":true,"result":{},"extra":1})");
+  ASSERT_TRUE(parsed);
+  parsed = proto::parse_server_line(
+      R"({"id":1,"ok":false,"error":{"code":"teapot","message":"short and stout"}})");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(std::get<proto::Response>(*parsed).error->code(), ErrorCode::kInternal);
+  EXPECT_EQ(std::get<proto::Response>(*parsed).error->message(), "short and stout");
+
+  const std::vector<std::pair<std::string, std::string>> broken = {
+      {"nope", "daemon message is not valid JSON"},
+      {R"({"id":1})", "daemon message has neither 'event' nor a boolean 'ok'"},
+      {R"({"id":1,"ok":false})", "failed response has no 'error' object"},
+      {R"({"id":1,"ok":false,"error":{"code":1}})",
+       "response 'error' needs string fields 'code' and 'message'"},
+      {R"({"id":1,"ok":true,"result":[]})", "response 'result' must be an object, not an array"},
+      {R"({"id":-4,"ok":true})", "response has no non-negative integer 'id'"},
+      {R"({"event":"temperature"})", "daemon sent an unknown event \"temperature\""},
+      {R"({"event":"power","stream":1,"gpu":0,"time_ms":5})",
+       "power event has no non-negative integer 'power_mw'"},
+      {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5000000000})",
+       "power event has a value out of range"},
+  };
+  for (const auto& [line, message] : broken) {
+    const auto result = proto::parse_server_line(line);
+    ASSERT_FALSE(result) << line;
+    EXPECT_EQ(result.error().code(), ErrorCode::kParse) << line;
+    EXPECT_NE(result.error().message().find(message), std::string::npos)
+        << line << ": " << result.error().message();
+  }
+}
+
+TEST(DaemonProtocol, FormattingNeverThrowsOnInvalidUtf8) {
+  proto::Response response;
+  response.error = Error(ErrorCode::kDevice, "driver said \xff\xfe");
+  std::string line;
+  EXPECT_NO_THROW(line = proto::format_response(response));
+  EXPECT_TRUE(proto::parse_server_line(line));
+  response.error.reset();
+  response.result = {{"name", "GPU \xc3"}};
+  EXPECT_NO_THROW(line = proto::format_response(response));
+  EXPECT_TRUE(proto::parse_server_line(line));
+}
+
+}  // namespace
+}  // namespace joule::test

@@ -1,0 +1,627 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon in-process on simulated GPUs, with clients on raw sockets, DaemonClient/DaemonGpu, and
+// helper processes that are other users or get killed while they own settings.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "joule/daemon/daemon.hpp"
+#include "joule/device/daemon.hpp"
+#include "joule/device/sim_gpu.hpp"
+#include "joule/measure/energy_monitor.hpp"
+#include "joule/optimize/power_limit.hpp"
+
+#include "integration/run_process.hpp"
+#include "test_util.hpp"
+
+namespace joule::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace proto = device::daemon_protocol;
+using nlohmann::json;
+
+constexpr uint32_t kNobody = 65534;
+
+// A client speaking the protocol by hand, to send what DaemonClient never would.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+      throw std::runtime_error("cannot connect to " + path);
+    }
+    const timeval limit{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  ~RawClient() { ::close(fd_); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  void send_raw(const std::string& bytes) const {
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  /// Sends one line and returns the response (as JSON), skipping events.
+  json request(const std::string& line) {
+    send_raw(line + "\n");
+    while (true) {
+      auto next = json::parse(read_line());
+      if (!next.contains("event")) {
+        return next;
+      }
+    }
+  }
+  json hello() { return request(R"({"id":1,"op":"hello","protocol":1,"client":"raw"})"); }
+
+  std::string read_line() {
+    while (true) {
+      if (const size_t newline = buffer_.find('\n'); newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        return line;
+      }
+      char chunk[4096];
+      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) {
+        throw std::runtime_error("the daemon closed the connection or did not answer");
+      }
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+std::string message_of(const json& response) {
+  return response.at("error").at("message").get<std::string>();
+}
+
+std::string code_of(const json& response) {
+  return response.at("error").at("code").get<std::string>();
+}
+
+class DaemonServer : public ::testing::Test {
+ protected:
+  DaemonServer() {
+    // Other users (the helper as nobody) must reach the socket inside the test folder.
+    ::chmod(dir.path().c_str(), 0755);
+    auto opened = device::sim::open_sim_gpus(*device::sim::parse_spec("2xv100"), clock);
+    for (auto& gpu : *opened) {
+      gpus.push_back(std::move(gpu));
+    }
+    socket_path = dir.path() + "/run/joule.sock";
+    audit_path = dir.path() + "/audit.log";
+  }
+  ~DaemonServer() override { stop(); }
+
+  void start(daemon::DaemonOptions options = {}) {
+    options.socket_path = socket_path;
+    options.audit_log = audit_path;
+    auto started = daemon::Daemon::start({gpus[0].get(), gpus[1].get()}, *clock, std::move(options));
+    ASSERT_TRUE(started) << started.error().message();
+    daemon = std::move(*started);
+    thread = std::thread([this] { run_result = daemon->run(); });
+  }
+  void stop() {
+    if (daemon) {
+      daemon->stop();
+      thread.join();
+      daemon.reset();
+    }
+  }
+
+  uint32_t limit(size_t gpu) { return *gpus[gpu]->power_limit_mw(); }
+
+  /// Waits until `done()` holds, at most `timeout`. @return done().
+  template <class Predicate>
+  static bool wait_until(Predicate done, std::chrono::milliseconds timeout = 3s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return done();
+  }
+
+  /// Waits until GPU `gpu`'s limit is `expected_mw`, at most `timeout`.
+  bool wait_for_limit(size_t gpu, uint32_t expected_mw, std::chrono::milliseconds timeout = 3s) {
+    return wait_until([&] { return limit(gpu) == expected_mw; }, timeout);
+  }
+
+  std::string audit_text() const {
+    std::ifstream in(audit_path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  std::shared_ptr<device::DaemonClient> connect(bool renew = true) {
+    device::DaemonClientOptions options;
+    options.renew_lease = renew;
+    options.client_name = "server_test";
+    auto client = device::DaemonClient::connect(socket_path, options);
+    if (!client) {
+      throw std::runtime_error(client.error().message());
+    }
+    return *client;
+  }
+
+  TempDir dir;
+  std::shared_ptr<Clock> clock{std::shared_ptr<Clock>{}, &SteadyClock::instance()};
+  std::vector<std::unique_ptr<device::sim::SimulatedGpu>> gpus;
+  std::string socket_path;
+  std::string audit_path;
+  std::unique_ptr<daemon::Daemon> daemon;
+  std::thread thread;
+  Result<std::optional<int>> run_result{std::nullopt};
+};
+
+TEST_F(DaemonServer, HelloComesFirstAndSaysWhoTheClientIs) {
+  start();
+  RawClient client(socket_path);
+  const auto early = client.request(R"({"id":5,"op":"power","gpu":0})");
+  EXPECT_EQ(early["id"], 5);
+  EXPECT_EQ(code_of(early), "state");
+  EXPECT_EQ(message_of(early), R"(send hello first, e.g. {"op":"hello","protocol":1})");
+  const auto hello = client.hello();
+  ASSERT_TRUE(hello["ok"].get<bool>()) << hello;
+  EXPECT_EQ(hello["result"]["protocol"], 1);
+  EXPECT_EQ(hello["result"]["lease_s"], 60.0);
+  EXPECT_EQ(hello["result"]["peer"]["uid"], 0);
+  EXPECT_EQ(hello["result"]["peer"]["pid"], ::getpid());
+  EXPECT_EQ(hello["result"]["rights"], (json{{"read", true}, {"control", true}}));
+  EXPECT_EQ(hello["result"]["reason"], "root");
+  EXPECT_EQ(message_of(client.hello()), "hello was already sent on this connection");
+  const auto whoami = client.request(R"({"id":2,"op":"whoami"})");
+  EXPECT_EQ(whoami["result"]["user"], "root");
+  EXPECT_EQ(whoami["result"]["right"], "control");
+
+  RawClient future(socket_path);
+  const auto refused = future.request(R"({"id":1,"op":"hello","protocol":2})");
+  EXPECT_EQ(code_of(refused), "not-supported");
+  EXPECT_EQ(message_of(refused),
+            "this joule daemon speaks protocol version 1; the client speaks 2: use a joule of "
+            "the same release as the daemon");
+}
+
+TEST_F(DaemonServer, EveryBadRequestGetsAnErrorAndChangesNothing) {
+  start();
+  RawClient client(socket_path);
+  client.hello();
+  ASSERT_TRUE(client.request(R"({"id":2,"op":"set_power_limit","gpu":1,"power_limit_mw":200000})")["ok"]);
+  struct Case {
+    std::string line;
+    std::string code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"{\"id\":3,\"op\":", "parse",
+       "request is not valid JSON (parse error at line 1, column 14: syntax error while parsing value - "
+       "unexpected "
+       "end of input; expected '[', '{', or a literal); send one JSON object per line"},
+      {R"({"id":4,"op":"fly"})", "invalid-argument", ""},
+      {R"({"id":5,"op":"set_power_limit","gpu":0,"power_limit_mw":50000})", "out-of-range",
+       "power limit 50 W is outside GPU 0 (Tesla V100-PCIE-32GB (simulated))'s range 100 W to 250 W"},
+      {R"({"id":6,"op":"set_power_limit","gpu":0,"power_limit_mw":400000})", "out-of-range", ""},
+      {R"({"id":7,"op":"set_power_limit","gpu":2,"power_limit_mw":150000})", "not-found",
+       "unknown GPU 2: the daemon serves 2 GPUs (indices 0 to 1)"},
+      {R"({"id":8,"op":"power_limit","gpu":9})", "not-found",
+       "unknown GPU 9: the daemon serves 2 GPUs (indices 0 to 1)"},
+      {R"({"id":9,"op":"lock_sm_clocks","gpu":0,"min_mhz":1200,"max_mhz":900})", "invalid-argument",
+       "cannot lock GPU 0 (Tesla V100-PCIE-32GB (simulated))'s SM clock: minimum 1200 MHz is above maximum "
+       "900 MHz"},
+      {R"({"id":10,"op":"lock_sm_clocks","gpu":0,"min_mhz":10,"max_mhz":90000})", "out-of-range", ""},
+      {R"({"id":11,"op":"set_power_limit","gpu":0,"power_limit_mw":"150000"})", "invalid-argument",
+       "set_power_limit: field 'power_limit_mw' must be an integer from 0 to 4294967295 (got \"150000\")"},
+      {R"({"id":12,"op":"cancel_stream","stream":77})", "not-found",
+       "no power stream 77 on this connection (it has none)"},
+      {R"({"id":13,"op":"stream_power","gpus":[0,5]})", "not-found",
+       "stream_power: unknown GPU 5: the daemon serves 2 GPUs"},
+  };
+  for (const auto& bad : cases) {
+    const auto response = client.request(bad.line);
+    ASSERT_FALSE(response["ok"].get<bool>()) << bad.line;
+    EXPECT_EQ(code_of(response), bad.code) << bad.line;
+    if (!bad.message.empty()) {
+      EXPECT_EQ(message_of(response), bad.message) << bad.line;
+    }
+    EXPECT_EQ(limit(0), 250'000u) << bad.line;
+    EXPECT_EQ(limit(1), 200'000u) << bad.line;
+  }
+  // An over-long line is refused, skipped to its end, and the connection goes on.
+  client.send_raw(std::string(proto::kMaxLineBytes + 10, 'x') + "\n");
+  const auto long_line = json::parse(client.read_line());
+  EXPECT_EQ(code_of(long_line), "invalid-argument");
+  EXPECT_NE(message_of(long_line).find("65536 bytes"), std::string::npos) << long_line;
+  // Longer still: refused before its end arrives, then skipped to its end.
+  client.send_raw(std::string(4 * proto::kMaxLineBytes, 'x') + "\n");
+  EXPECT_EQ(message_of(json::parse(client.read_line())),
+            "request line longer than 65536 bytes; it is skipped up to the next newline");
+  // Blank lines are ignored; a good request still works.
+  const auto good = client.request(
+      "\n\r\n"
+      R"({"id":14,"op":"power_limit","gpu":1})");
+  EXPECT_EQ(good["id"], 14);
+  EXPECT_EQ(good["result"]["power_limit_mw"], 200'000);
+  EXPECT_EQ(audit_text().find("new=50000"), std::string::npos);
+}
+
+TEST_F(DaemonServer, ReadsEveryValueThroughDaemonGpu) {
+  start();
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  ASSERT_EQ(opened->size(), 2u);
+  device::Gpu& gpu = *(*opened)[1];
+  EXPECT_EQ(gpu.info().backend, "daemon");
+  EXPECT_EQ(gpu.info().index, 1);
+  EXPECT_EQ(gpu.info().name, gpus[1]->info().name);
+  EXPECT_EQ(gpu.info().uuid, gpus[1]->info().uuid);
+  EXPECT_TRUE(gpu.info().has_energy_counter);
+  const auto constraints = gpu.power_limit_constraints();
+  ASSERT_TRUE(constraints);
+  EXPECT_EQ(constraints->min_mw, 100'000u);
+  EXPECT_EQ(constraints->max_mw, 250'000u);
+  EXPECT_EQ(constraints->default_mw, 250'000u);
+  EXPECT_EQ(gpu.power_limit_mw(), 250'000u);
+  EXPECT_EQ(*gpu.power_mw(), *gpus[1]->power_mw());
+  const auto first = gpu.energy_mj();
+  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(first);
+  EXPECT_GT(*gpu.energy_mj(), *first);
+  EXPECT_EQ(*gpu.supported_sm_clocks_mhz(), *gpus[1]->supported_sm_clocks_mhz());
+  ASSERT_TRUE(gpu.set_power_limit_mw(180'000));
+  EXPECT_EQ(limit(1), 180'000u);
+  ASSERT_TRUE(gpu.lock_sm_clocks(900, 1200));
+  ASSERT_TRUE(gpu.reset_sm_clocks());
+  ASSERT_TRUE(gpu.reset_power_limit());  // the board default, owned by this client until it goes
+  EXPECT_EQ(limit(1), 250'000u);
+  const auto refused = gpu.set_power_limit_mw(50'000);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), ErrorCode::kOutOfRange);
+}
+
+TEST_F(DaemonServer, ManyConnectionsAreServedTogether) {
+  start();
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 24; ++i) {
+    clients.push_back(std::make_unique<RawClient>(socket_path));
+  }
+  // Every client sends before any reads: the daemon must answer all of them.
+  for (auto& client : clients) {
+    client->send_raw(R"({"id":1,"op":"hello","protocol":1})"
+                     "\n"
+                     R"({"id":2,"op":"power","gpu":1})"
+                     "\n");
+  }
+  for (auto& client : clients) {
+    EXPECT_TRUE(json::parse(client->read_line())["ok"].get<bool>());
+    const auto power = json::parse(client->read_line());
+    EXPECT_EQ(power["id"], 2);
+    EXPECT_GT(power["result"]["power_mw"].get<uint32_t>(), 0u);
+  }
+}
+
+TEST_F(DaemonServer, ClosingAConnectionRestoresItsSettings) {
+  start();
+  {
+    auto client = connect();
+    ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+    ASSERT_TRUE(client->call({.op = proto::Op::kLockSmClocks, .gpu = 1, .min_mhz = 900, .max_mhz = 1200}));
+    EXPECT_EQ(limit(0), 150'000u);
+    const auto clocks = client->call({.op = proto::Op::kClocks, .gpu = 1});
+    ASSERT_TRUE(clocks);
+    EXPECT_EQ((*clocks)["locked_sm_clocks_mhz"], (json{{"min_mhz", 900}, {"max_mhz", 1200}}));
+  }
+  EXPECT_TRUE(wait_for_limit(0, 250'000));
+  // The daemon restores on its own thread: wait for the last restore to be audited.
+  EXPECT_TRUE(wait_until(
+      [this] { return audit_text().find("setting=sm_clocks_mhz old=900-1200") != std::string::npos; }));
+  const auto settings = gpus[1]->settings_log();
+  ASSERT_FALSE(settings.empty());
+  EXPECT_EQ(settings.back().setting, "sm_clocks_reset");
+  const std::string audit = audit_text();
+  EXPECT_NE(audit.find("action=restore gpu=0 setting=power_limit_mw old=150000 new=250000"),
+            std::string::npos)
+      << audit;
+  EXPECT_NE(audit.find("action=restore gpu=1 setting=sm_clocks_mhz old=900-1200 new=unlocked"),
+            std::string::npos);
+  EXPECT_NE(audit.find("reason=disconnected"), std::string::npos);
+}
+
+TEST_F(DaemonServer, TwoClientsOnOneGpuTheLaterWinsTheLastRestores) {
+  start();
+  auto first = connect();
+  auto second = connect();
+  ASSERT_TRUE(first->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+  const auto answer = second->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 200'000});
+  ASSERT_TRUE(answer);
+  EXPECT_EQ((*answer)["previous_mw"], 150'000);
+  EXPECT_EQ(limit(0), 200'000u);
+  second.reset();  // the owner in force goes: the first client's value is back
+  EXPECT_TRUE(wait_for_limit(0, 150'000));
+  first.reset();
+  EXPECT_TRUE(wait_for_limit(0, 250'000));
+}
+
+TEST_F(DaemonServer, AKilledClientProcessIsRestored) {
+  start();
+  Process helper({JOULE_DAEMON_HELPER, "--socket", socket_path, "--request",
+                  R"({"id":2,"op":"set_power_limit","gpu":1,"power_limit_mw":120000})", "--hold"});
+  ASSERT_TRUE(helper.wait_for_output(5s));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (helper.out_so_far().find("holding") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_NE(helper.out_so_far().find(R"("ok":true)"), std::string::npos) << helper.out_so_far();
+  EXPECT_EQ(limit(1), 120'000u);
+  helper.signal(SIGKILL);
+  EXPECT_EQ(helper.wait().exit_code, 128 + SIGKILL);
+  // Another connection sees the original again.
+  auto observer = connect();
+  const auto deadline_restore = std::chrono::steady_clock::now() + 3s;
+  uint32_t seen = 0;
+  while (std::chrono::steady_clock::now() < deadline_restore) {
+    seen = (*observer->call({.op = proto::Op::kPowerLimit, .gpu = 1}))["power_limit_mw"].get<uint32_t>();
+    if (seen == 250'000) {
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(seen, 250'000u);
+  EXPECT_NE(audit_text().find("action=restore gpu=1 setting=power_limit_mw old=120000 new=250000"),
+            std::string::npos);
+}
+
+TEST_F(DaemonServer, AnExpiredLeaseRestoresAndTheNextRequestSaysSo) {
+  daemon::DaemonOptions options;
+  options.lease_s = 0.3;
+  start(options);
+  auto client = connect(/*renew=*/false);
+  EXPECT_DOUBLE_EQ(client->lease_s(), 0.3);
+  ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+  EXPECT_TRUE(wait_for_limit(0, 250'000, 2s));
+  const auto told = client->call({.op = proto::Op::kPowerLimit, .gpu = 0});
+  ASSERT_FALSE(told);
+  EXPECT_EQ(told.error().code(), ErrorCode::kState);
+  EXPECT_EQ(
+      told.error().message(),
+      "joule daemon: the lease of 0.3 s ran out without a request, so the daemon restored this connection's "
+      "settings (GPU 0 (Tesla V100-PCIE-32GB (simulated)) power limit 150 W -> 250 W); this request was not "
+      "run: send it again (settings made from now on are owned again)");
+  EXPECT_EQ((*client->call({.op = proto::Op::kPowerLimit, .gpu = 0}))["power_limit_mw"], 250'000);
+  EXPECT_NE(audit_text().find("reason=lease-expired"), std::string::npos);
+}
+
+TEST_F(DaemonServer, BackgroundRenewalKeepsTheSettings) {
+  daemon::DaemonOptions options;
+  options.lease_s = 0.3;
+  start(options);
+  auto client = connect(/*renew=*/true);
+  ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(limit(0), 150'000u);
+  EXPECT_TRUE(client->call({.op = proto::Op::kPowerLimit, .gpu = 0}));
+}
+
+TEST_F(DaemonServer, StreamingDeliversSamplesUntilCancelled) {
+  start();
+  auto client = connect();
+  const auto stream = client->stream_power(std::nullopt, 20);
+  ASSERT_TRUE(stream) << stream.error().message();
+  std::set<int> seen_gpus;
+  int events = 0;
+  int64_t last_time_ms = 0;
+  while (events < 8) {
+    const auto event = client->next_power_event(2s);
+    ASSERT_TRUE(event);
+    ASSERT_TRUE(event->has_value()) << "no sample within 2 s";
+    EXPECT_EQ((*event)->stream, *stream);
+    EXPECT_GT((*event)->power_mw, 0u);
+    EXPECT_GE((*event)->time_ms, last_time_ms);
+    last_time_ms = (*event)->time_ms;
+    seen_gpus.insert((*event)->gpu);
+    ++events;
+  }
+  EXPECT_EQ(seen_gpus, (std::set<int>{0, 1}));
+  // Requests still work while samples flow.
+  EXPECT_TRUE(client->call({.op = proto::Op::kPowerLimit, .gpu = 0}));
+  ASSERT_TRUE(client->cancel_stream(*stream));
+  const auto after = client->next_power_event(200ms);
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->has_value());
+  const auto again = client->cancel_stream(*stream);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(DaemonServer, AnotherUserMayReadButNotControl) {
+  start();
+  const auto result =
+      run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--gid", std::to_string(kNobody),
+           "--socket", socket_path, "--request", R"({"id":2,"op":"power_limit","gpu":0})", "--request",
+           R"({"id":3,"op":"set_power_limit","gpu":0,"power_limit_mw":150000})"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::string hello_line, read_line, set_line;
+  std::getline(lines, hello_line);
+  std::getline(lines, read_line);
+  std::getline(lines, set_line);
+  const auto hello = json::parse(hello_line);
+  EXPECT_EQ(hello["result"]["peer"]["uid"], kNobody);
+  EXPECT_EQ(hello["result"]["rights"], (json{{"read", true}, {"control", false}}));
+  EXPECT_EQ(json::parse(read_line)["result"]["power_limit_mw"], 250'000);
+  const auto set = json::parse(set_line);
+  EXPECT_EQ(code_of(set), "permission-denied");
+  EXPECT_EQ(message_of(set),
+            "set_power_limit needs the 'control' right; nobody has 'read' (default for other users (--others "
+            "read)): "
+            "run as root, or ask the administrator to start `joule daemon` with --allow-user nobody or "
+            "--allow-group "
+            "GROUP for a group you are in");
+  EXPECT_EQ(limit(0), 250'000u);
+  EXPECT_NE(audit_text().find("action=refused gpu=0 setting=power_limit_mw new=150000"), std::string::npos)
+      << audit_text();
+}
+
+TEST_F(DaemonServer, OthersNoneRefusesReadsAndAllowUserGrantsControl) {
+  daemon::DaemonOptions options;
+  options.access.others = daemon::Right::kNone;
+  options.access.control_users = {"daemon"};  // uid 1: someone else
+  start(options);
+  const auto refused = run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path,
+                            "--request", R"({"id":2,"op":"power","gpu":0})"});
+  ASSERT_EQ(refused.exit_code, 0) << refused.err;
+  EXPECT_NE(refused.out.find("power needs the 'read' right; nobody has 'none'"), std::string::npos)
+      << refused.out;
+  stop();
+
+  daemon::DaemonOptions allowed;
+  allowed.access.others = daemon::Right::kNone;
+  allowed.access.control_users = {"nobody"};
+  start(allowed);
+  const auto controlled =
+      run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path, "--request",
+           R"({"id":2,"op":"set_power_limit","gpu":0,"power_limit_mw":150000})"});
+  ASSERT_EQ(controlled.exit_code, 0) << controlled.err;
+  EXPECT_NE(controlled.out.find(R"("id":2,"ok":true)"), std::string::npos) << controlled.out;
+  // The helper exited: its limit is gone again.
+  EXPECT_TRUE(wait_for_limit(0, 250'000));
+}
+
+TEST_F(DaemonServer, DaemonGpusDriveThePowerLimitOptimizer) {
+  start();
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  std::vector<device::Gpu*> remote;
+  for (auto& gpu : *opened) {
+    remote.push_back(gpu.get());
+  }
+  {
+    measure::EnergyMonitor monitor(remote, {}, SteadyClock::instance());
+    optimize::PowerLimitOptions options;
+    options.wait_steps = 0;
+    options.warmup_steps = 0;
+    options.profile_steps = 2;
+    options.step_w = 50;
+    options.restore_on_signals = false;
+    optimize::PowerLimitOptimizer optimizer(monitor, options);
+    EXPECT_EQ(optimizer.candidates_mw(), (std::vector<uint32_t>{250'000, 200'000, 150'000, 100'000}));
+    // The simulated GPUs run on the daemon's real clock: tiny steps keep this quick.
+    for (int step = 0; step < 50 && optimizer.state() != optimize::PowerLimitState::kDone; ++step) {
+      optimizer.on_step_begin();
+      std::this_thread::sleep_for(3ms);
+      optimizer.on_step_end();
+    }
+    ASSERT_EQ(optimizer.state(), optimize::PowerLimitState::kDone);
+    ASSERT_TRUE(optimizer.chosen_power_limit_mw());
+    EXPECT_EQ(optimizer.measurements().size(), 4u);
+    EXPECT_EQ(limit(0), *optimizer.chosen_power_limit_mw());
+    EXPECT_EQ(limit(1), *optimizer.chosen_power_limit_mw());
+  }
+  // The optimizer restored the default itself, still through the daemon.
+  EXPECT_EQ(limit(0), 250'000u);
+  EXPECT_EQ(limit(1), 250'000u);
+  opened->clear();
+  EXPECT_TRUE(wait_for_limit(0, 250'000));
+  const std::string audit = audit_text();
+  EXPECT_NE(audit.find("action=set gpu=0 setting=power_limit_mw old=250000 new=200000"), std::string::npos)
+      << audit;
+}
+
+TEST_F(DaemonServer, ALostDaemonIsAClearErrorForClients) {
+  start();
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened);
+  stop();
+  const auto power = (*opened)[0]->power_mw();
+  ASSERT_FALSE(power);
+  EXPECT_EQ(power.error().code(), ErrorCode::kIo);
+  EXPECT_NE(
+      power.error().message().find("the connection to the joule daemon at " + socket_path + " is closed"),
+      std::string::npos)
+      << power.error().message();
+  // Later calls fail the same way at once.
+  EXPECT_EQ((*opened)[1]->power_limit_mw().error().message(), power.error().message());
+  const auto missing = device::open_daemon_gpus(dir.path() + "/nothing.sock");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), ErrorCode::kIo);
+  EXPECT_EQ(missing.error().message(),
+            "cannot connect to the joule daemon at " + dir.path() +
+                "/nothing.sock: No such file or directory (is `joule daemon` running? see docs/daemon.md; "
+                "JOULE_DAEMON_SOCKET selects another socket)");
+}
+
+TEST_F(DaemonServer, VisibleDevicesSelectAndOrderDaemonGpus) {
+  start();
+  ScopedEnv visible("CUDA_VISIBLE_DEVICES", "1");
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  ASSERT_EQ(opened->size(), 1u);
+  EXPECT_EQ((*opened)[0]->info().index, 0);
+  EXPECT_EQ((*opened)[0]->info().uuid, gpus[1]->info().uuid);
+  ASSERT_TRUE((*opened)[0]->set_power_limit_mw(190'000));
+  EXPECT_EQ(limit(1), 190'000u);
+  ScopedEnv missing("CUDA_VISIBLE_DEVICES", "4");
+  EXPECT_FALSE(device::open_daemon_gpus(socket_path));
+}
+
+TEST_F(DaemonServer, StartRefusesWhatItCannotServeSafely) {
+  start();
+  // A second daemon on the same socket.
+  daemon::DaemonOptions same;
+  same.socket_path = socket_path;
+  const auto second = daemon::Daemon::start({gpus[0].get()}, *clock, same);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code(), ErrorCode::kState);
+  EXPECT_EQ(second.error().message(),
+            fmt::format("another joule daemon (pid {}) is serving {} (it holds {}.lock); "
+                        "stop it or choose another --socket",
+                        ::getpid(), socket_path, socket_path));
+  stop();
+  EXPECT_FALSE(std::filesystem::exists(socket_path));  // removed on the way out
+
+  daemon::DaemonOptions options;
+  options.socket_path = dir.write("plain-file", "not a socket");
+  JOULE_EXPECT_ERROR(
+      daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kState,
+      options.socket_path + " exists and is not a socket; remove it or choose another --socket");
+  options.socket_path = dir.path() + "/" + std::string(120, 's');
+  EXPECT_EQ(daemon::Daemon::start({gpus[0].get()}, *clock, options).error().code(),
+            ErrorCode::kInvalidArgument);
+  options.socket_path = socket_path;
+  options.lease_s = 0;
+  JOULE_EXPECT_ERROR(daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kInvalidArgument,
+                     "--lease-s 0 must be above 0 and at most 86400 (one day)");
+}
+
+TEST_F(DaemonServer, AStaleSocketIsReplaced) {
+  // A socket file nobody listens on, as a crashed daemon leaves it.
+  std::filesystem::create_directories(dir.path() + "/run");
+  const int stale = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(::bind(stale, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ::close(stale);
+  ASSERT_TRUE(std::filesystem::exists(socket_path));
+  start();
+  RawClient client(socket_path);
+  EXPECT_TRUE(client.hello()["ok"].get<bool>());
+  struct stat info {};
+  ASSERT_EQ(::stat(socket_path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0666u);
+  ASSERT_EQ(::stat((dir.path() + "/run").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0755u);
+}
+
+}  // namespace
+}  // namespace joule::test

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer target: the daemon's wire protocol. Parsing any line never throws or crashes; an error always
+// has a message; an accepted request or daemon message formats back to a line that parses to the same
+// thing.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "joule/device/daemon_protocol.hpp"
+
+namespace {
+
+namespace proto = joule::device::daemon_protocol;
+
+bool same(const proto::Request& a, const proto::Request& b) {
+  return a.id == b.id && a.op == b.op && a.protocol == b.protocol && a.client == b.client && a.gpu == b.gpu &&
+         a.gpus == b.gpus && a.power_limit_mw == b.power_limit_mw && a.min_mhz == b.min_mhz &&
+         a.max_mhz == b.max_mhz && a.period_ms == b.period_ms && a.stream == b.stream;
+}
+
+void check_request(std::string_view line) {
+  const auto parsed = proto::parse_request(line);
+  if (!parsed.request) {
+    if (parsed.request.error().message().empty()) {
+      std::abort();
+    }
+    return;
+  }
+  const auto again = proto::parse_request(proto::format_request(*parsed.request));
+  if (!again.request || !same(*again.request, *parsed.request)) {
+    std::abort();
+  }
+}
+
+void check_server_line(std::string_view line) {
+  const auto parsed = proto::parse_server_line(line);
+  if (!parsed) {
+    if (parsed.error().message().empty()) {
+      std::abort();
+    }
+    return;
+  }
+  if (const auto* response = std::get_if<proto::Response>(&*parsed)) {
+    const auto again = proto::parse_server_line(proto::format_response(*response));
+    if (!again || !std::holds_alternative<proto::Response>(*again) ||
+        std::get<proto::Response>(*again).ok() != response->ok() ||
+        std::get<proto::Response>(*again).id != response->id) {
+      std::abort();
+    }
+    return;
+  }
+  const auto& event = std::get<proto::PowerEvent>(*parsed);
+  const auto again = proto::parse_server_line(proto::format_event(event));
+  if (!again || !std::holds_alternative<proto::PowerEvent>(*again) ||
+      std::get<proto::PowerEvent>(*again).power_mw != event.power_mw) {
+    std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view line(reinterpret_cast<const char*>(data), size);
+  check_request(line);
+  check_server_line(line);
+  return 0;
+}
