@@ -170,7 +170,15 @@ Measurement EnergyMonitor::end_window(std::string_view name, bool sync) {
     options_.sync();
   }
   const Reading end = read_all();
-  return difference(name, begin, end);
+  Measurement measurement = difference(name, begin, end);
+  if (options_.on_window_end) {
+    try {
+      options_.on_window_end(measurement);
+    } catch (const std::exception& error) {
+      log().warn("window '{}': the on_window_end observer failed: {}", measurement.name, error.what());
+    }
+  }
+  return measurement;
 }
 
 void EnergyMonitor::cancel_window(std::string_view name) {

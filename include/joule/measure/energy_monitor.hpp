@@ -63,6 +63,10 @@ struct MonitorOptions {
   bool approx_instant_energy = false;
   /// Polling period for GPUs without an energy counter. Their energy is integrated from these samples.
   Nanos polling_period = std::chrono::milliseconds(100);
+  /// Called with every result of end_window(), on the thread that ended the window, after the monitor's
+  /// lock is released (e.g. WindowMetrics::observer() feeds Prometheus histograms). Exceptions it throws
+  /// are logged and dropped; it must not call back into the monitor.
+  std::function<void(const Measurement&)> on_window_end;
 };
 
 /// Measures time and energy of named windows. Windows may overlap and nest arbitrarily; each has a name
