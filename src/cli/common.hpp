@@ -51,5 +51,6 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global, int& exit_code
 void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_serve_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_carbon_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

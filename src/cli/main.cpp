@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   joule::cli::add_daemon_command(app, global, exit_code);
   joule::cli::add_serve_command(app, global, exit_code);
   joule::cli::add_job_command(app, global, exit_code);
+  joule::cli::add_carbon_command(app, global, exit_code);
   app.parse_complete_callback([&global] { install_logger(global.log_level); });
 
   // Split off "--" and what follows before CLI11 parses: it is the command `joule measure` runs.

@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: Apache-2.0
+// `joule carbon`: carbon intensity (live providers or a trace), forecaster evaluation, and the Chase replay.
+#include "joule/measure/carbon.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "joule/core/file.hpp"
+#include "joule/device/sim_gpu.hpp"
+#include "joule/optimize/carbon.hpp"
+#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/sim/trace.hpp"
+#include "joule/viz/plot.hpp"
+
+#include "common.hpp"
+
+namespace joule::cli {
+
+namespace {
+
+// ---- replay ----------------------------------------------------------------------------------------------
+
+struct ReplayFlags {
+  std::string trace;
+  std::string gpu = "v100";
+  std::string workload = "imagenet";
+  std::optional<int> batch_size;
+  int gpu_count = 1;
+  double eta = 0.5;
+  std::optional<double> zeus_eta;
+  std::optional<double> epochs;
+  std::optional<int64_t> iterations;
+  double period_min = 30;
+  double max_intensity = 750;
+  bool max_intensity_from_trace = false;
+  double step_w = 5;
+  std::string forecaster = "svr";
+  size_t training_samples = 48;
+  std::string start;
+  Format format = Format::kText;
+  std::string plot;
+};
+
+// The mean number of epochs the Zeus training trace needs to reach the workload's target metric at this
+// batch size (over the trace's repeated runs), rounded up.
+Result<int> epochs_to_target(const std::string& gpu, const std::string& workload, int batch_size) {
+  const auto model = device::sim::find_gpu_model(gpu);
+  if (!model) {
+    return tl::make_unexpected(model.error());
+  }
+  const auto trace = sim::gpu_trace((*model)->trace);
+  if (!trace) {
+    return tl::make_unexpected(trace.error());
+  }
+  const auto job = sim::paper_job(*trace, workload);
+  if (!job) {
+    return tl::make_unexpected(job.error());
+  }
+  double sum = 0;
+  int runs = 0;
+  for (const auto& row : trace->rows) {
+    if (row.dataset == job->dataset && row.network == job->network && row.batch_size == batch_size &&
+        std::abs(row.target_metric - job->target_metric) < 1e-9 &&
+        row.power_limit_w == trace->max_power_limit_w() && std::isfinite(row.target_epoch)) {
+      sum += row.target_epoch;
+      ++runs;
+    }
+  }
+  if (runs == 0) {
+    return fail(
+        ErrorCode::kNotFound,
+        "carbon replay: the Zeus trace has no run of {} at batch size {} that reaches {}: give --epochs "
+        "or --iterations",
+        workload, batch_size, job->target_metric);
+  }
+  return static_cast<int>(std::ceil(sum / runs));
+}
+
+double percent_change(double value, double reference) {
+  return reference != 0 ? 100.0 * (value - reference) / reference : 0.0;
+}
+
+const optimize::StrategyResult& strategy(const optimize::CarbonReplayResult& result, std::string_view name) {
+  for (const auto& s : result.strategies) {
+    if (s.name == name) {
+      return s;
+    }
+  }
+  throw Exception(ErrorCode::kInternal, fmt::format("no strategy {}", name));
+}
+
+nlohmann::json savings_json(const optimize::StrategyResult& chase,
+                            const optimize::StrategyResult& reference) {
+  return {{"carbon_saving_percent", -percent_change(chase.carbon_g, reference.carbon_g)},
+          {"energy_saving_percent", -percent_change(chase.energy_j, reference.energy_j)},
+          {"time_increase_percent", percent_change(chase.time_s, reference.time_s)}};
+}
+
+std::string render_replay_json(const optimize::CarbonReplayResult& result, const ReplayFlags& flags,
+                               double epochs, double zeus_eta) {
+  nlohmann::json strategies = nlohmann::json::array();
+  for (const auto& s : result.strategies) {
+    double weighted = 0;
+    for (size_t i = 0; i < s.timeline.size(); ++i) {
+      const double until = i + 1 < s.timeline.size() ? s.timeline[i + 1].time_s : s.time_s;
+      weighted += s.timeline[i].power_limit_w * (until - s.timeline[i].time_s);
+    }
+    strategies.push_back({{"name", s.name},
+                          {"carbon_g", s.carbon_g},
+                          {"energy_j", s.energy_j},
+                          {"time_s", s.time_s},
+                          {"mean_power_limit_w", s.time_s > 0 ? weighted / s.time_s : 0.0}});
+  }
+  nlohmann::json decisions = nlohmann::json::array();
+  for (const auto& tick : strategy(result, "chase").timeline) {
+    decisions.push_back({{"time_s", tick.time_s},
+                         {"time", measure::format_utc_time(tick.time_unix_s)},
+                         {"intensity_g_per_kwh", tick.intensity_g_per_kwh},
+                         {"forecast_g_per_kwh", tick.forecast_g_per_kwh},
+                         {"power_limit_w", tick.power_limit_w}});
+  }
+  nlohmann::json frontier = nlohmann::json::array();
+  for (const auto& p : result.frontier.points()) {
+    frontier.push_back({{"power_limit_w", p.knob / 1000.0}, {"time_s", p.time_s}, {"energy_j", p.energy_j}});
+  }
+  const auto& chase = strategy(result, "chase");
+  nlohmann::json out = {
+      {"gpu", result.gpu_name},
+      {"workload", result.workload},
+      {"batch_size", result.batch_size},
+      {"gpus", result.gpu_count},
+      {"epochs", epochs},
+      {"work_iterations", result.work_iterations},
+      {"trace", result.trace_source},
+      {"start", measure::format_utc_time(result.start_unix_s)},
+      {"eta", flags.eta},
+      {"zeus_eta", zeus_eta},
+      {"period_s", flags.period_min * 60},
+      {"max_intensity_g_per_kwh", flags.max_intensity},
+      {"max_power_w", result.max_power_w},
+      {"forecaster", flags.forecaster},
+      {"zeus_power_limit_w", result.zeus_power_limit_mw / 1000.0},
+      {"strategies", strategies},
+      {"savings",
+       {{"chase_vs_max_power_limit", savings_json(chase, strategy(result, "max_power_limit"))},
+        {"chase_vs_zeus", savings_json(chase, strategy(result, "zeus"))}}},
+      {"frontier_per_iteration", frontier},
+      {"chase_decisions", decisions},
+  };
+  return out.dump(2) + "\n";
+}
+
+std::string render_replay_text(const optimize::CarbonReplayResult& result, const ReplayFlags& flags,
+                               double epochs, double zeus_eta) {
+  std::ostringstream out;
+  out << fmt::format("{} × {}, {} at batch size {}: {:g} epochs = {} iterations\n", result.gpu_count,
+                     result.gpu_name, result.workload, result.batch_size, epochs, result.work_iterations);
+  out << fmt::format(
+      "trace {} from {}; Chase re-decides every {:g} min with forecaster {} (eta {:g}, max "
+      "intensity {:g} g/kWh); Zeus: eta {:g} → {:g} W\n\n",
+      result.trace_source, measure::format_utc_time(result.start_unix_s), flags.period_min, flags.forecaster,
+      flags.eta, flags.max_intensity, zeus_eta, result.zeus_power_limit_mw / 1000.0);
+  out << fmt::format("{:<16} {:>12} {:>12} {:>10}\n", "strategy", "carbon (kg)", "energy (MJ)", "time (h)");
+  for (const auto& s : result.strategies) {
+    out << fmt::format("{:<16} {:>12.3f} {:>12.3f} {:>10.3f}\n", s.name, s.carbon_g / 1000, s.energy_j / 1e6,
+                       s.time_s / 3600);
+  }
+  const auto& chase = strategy(result, "chase");
+  for (const char* reference : {"max_power_limit", "zeus"}) {
+    const auto& r = strategy(result, reference);
+    out << fmt::format("\nchase vs {}: carbon {:+.1f}%, energy {:+.1f}%, time {:+.1f}%", reference,
+                       percent_change(chase.carbon_g, r.carbon_g), percent_change(chase.energy_j, r.energy_j),
+                       percent_change(chase.time_s, r.time_s));
+  }
+  out << "\n";
+  return out.str();
+}
+
+std::string render_replay_csv(const optimize::CarbonReplayResult& result) {
+  std::string out = "strategy,carbon_g,energy_j,time_s\n";
+  for (const auto& s : result.strategies) {
+    out += fmt::format("{},{:.6f},{:.6f},{:.6f}\n", s.name, s.carbon_g, s.energy_j, s.time_s);
+  }
+  return out;
+}
+
+// Two stacked charts in one SVG: the intensity (actual and Chase's forecast) and each strategy's limit.
+void write_replay_plot(const std::string& path, const optimize::CarbonReplayResult& result) {
+  const auto& chase = strategy(result, "chase");
+  viz::Plot intensity(900, 360);
+  intensity.title(fmt::format("Carbon intensity during the run ({})", result.trace_source))
+      .x_label("Training time (h)")
+      .y_label("Intensity (gCO2e/kWh)");
+  std::vector<double> hours;
+  std::vector<double> actual;
+  std::vector<double> forecast;
+  for (const auto& tick : chase.timeline) {
+    hours.push_back(tick.time_s / 3600);
+    actual.push_back(tick.intensity_g_per_kwh);
+    forecast.push_back(tick.forecast_g_per_kwh);
+  }
+  intensity.add({.label = "actual", .x = hours, .y = actual, .kind = viz::SeriesKind::kStep});
+  intensity.add({.label = "forecast (Chase)",
+                 .x = hours,
+                 .y = forecast,
+                 .kind = viz::SeriesKind::kLine,
+                 .dash = "6 3"});
+  viz::Plot limits(900, 360);
+  limits.title("Power limit chosen").x_label("Training time (h)").y_label("Power limit (W)");
+  for (const auto& s : result.strategies) {
+    std::vector<double> x;
+    std::vector<double> y;
+    for (const auto& tick : s.timeline) {
+      x.push_back(tick.time_s / 3600);
+      y.push_back(tick.power_limit_w);
+    }
+    x.push_back(s.time_s / 3600);
+    y.push_back(y.back());
+    limits.add(
+        {.label = s.name, .x = x, .y = y, .kind = viz::SeriesKind::kStep, .marker = viz::Marker::kNone});
+  }
+  // Nest the two documents (without their XML declarations) in one SVG.
+  const auto body = [](std::string svg) {
+    const size_t start = svg.find("<svg");
+    return start == std::string::npos ? svg : svg.substr(start);
+  };
+  std::string svg = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"720\" viewBox=\"0 0 900 720\">\n";
+  svg += "<g>" + body(intensity.svg()) + "</g>\n";
+  std::string second = body(limits.svg());
+  second.insert(4, " y=\"360\"");
+  svg += second + "</svg>\n";
+  value_or_throw(write_file_atomic(path, svg));
+}
+
+int run_replay(const ReplayFlags& flags) {
+  if (flags.trace.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "carbon replay: --trace FILE is required");
+  }
+  if (flags.epochs && flags.iterations) {
+    throw Exception(ErrorCode::kInvalidArgument, "carbon replay: give --epochs or --iterations, not both");
+  }
+  if (!(flags.period_min > 0)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("carbon replay: --period-min must be positive, got {}", flags.period_min));
+  }
+  const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
+  optimize::CarbonReplayOptions options;
+  options.gpu = flags.gpu;
+  options.workload = flags.workload;
+  options.gpu_count = flags.gpu_count;
+  options.step_w = flags.step_w;
+  options.forecaster = flags.forecaster;
+  options.training_samples = flags.training_samples;
+  options.chase.eta = flags.eta;
+  options.chase.period_s = static_cast<int64_t>(std::llround(flags.period_min * 60));
+  options.chase.max_intensity_g_per_kwh = flags.max_intensity;
+  if (flags.max_intensity_from_trace) {
+    double highest = 0;
+    for (const auto& p : trace.points()) {
+      highest = std::max(highest, p.intensity_g_per_kwh);
+    }
+    options.chase.max_intensity_g_per_kwh = highest;
+  }
+  if (!flags.start.empty()) {
+    options.start_unix_s = value_or_throw(measure::parse_utc_time(flags.start));
+  }
+  const auto* model = value_or_throw(device::sim::find_gpu_model(flags.gpu));
+  const auto* workload = value_or_throw(device::sim::find_workload(flags.workload));
+  const auto trace_workload =
+      value_or_throw(device::sim::make_trace_workload(*model, *workload, flags.batch_size));
+  options.batch_size = trace_workload->batch_size();
+  const auto iterations_per_epoch = static_cast<int64_t>(
+      std::ceil(static_cast<double>(workload->samples_per_epoch) / trace_workload->batch_size()));
+  double epochs = 0;
+  if (flags.iterations) {
+    options.work_iterations = *flags.iterations;
+    epochs = static_cast<double>(*flags.iterations) / static_cast<double>(iterations_per_epoch);
+  } else {
+    epochs = flags.epochs
+                 ? *flags.epochs
+                 : value_or_throw(epochs_to_target(flags.gpu, flags.workload, trace_workload->batch_size()));
+    if (!(epochs > 0)) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("carbon replay: --epochs must be positive, got {}", epochs));
+    }
+    options.work_iterations =
+        static_cast<int64_t>(std::ceil(epochs * static_cast<double>(iterations_per_epoch)));
+  }
+  options.zeus_eta = flags.zeus_eta;
+  const double zeus_eta = flags.zeus_eta.value_or(flags.eta);
+  const auto result = value_or_throw(optimize::replay_carbon(trace, options));
+  switch (flags.format) {
+    case Format::kJson:
+      std::cout << render_replay_json(result, flags, epochs, zeus_eta);
+      break;
+    case Format::kCsv:
+      std::cout << render_replay_csv(result);
+      break;
+    case Format::kText:
+      std::cout << render_replay_text(result, flags, epochs, zeus_eta);
+      break;
+  }
+  if (!flags.plot.empty()) {
+    write_replay_plot(flags.plot, result);
+    if (flags.format == Format::kText) {
+      std::cout << fmt::format("plot written to {}\n", flags.plot);
+    }
+  }
+  return 0;
+}
+
+// ---- forecast --------------------------------------------------------------------------------------------
+
+struct ForecastFlags {
+  std::string trace;
+  std::string forecaster = "all";
+  size_t training_samples = 48;
+  int horizon = 1;
+  size_t refit_every = 0;
+  Format format = Format::kText;
+};
+
+int run_forecast(const ForecastFlags& flags) {
+  if (flags.trace.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "carbon forecast: --trace FILE is required");
+  }
+  const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
+  std::vector<std::string> names;
+  if (flags.forecaster == "all") {
+    names = optimize::forecaster_names();
+  } else {
+    value_or_throw(optimize::make_forecaster(flags.forecaster));
+    names = {flags.forecaster};
+    if (flags.forecaster != "last") {
+      names.push_back("last");  // the naive baseline is always shown
+    }
+  }
+  const optimize::ForecastEvaluationOptions options{flags.training_samples, flags.horizon, flags.refit_every};
+  std::vector<optimize::ForecastEvaluation> evaluations;
+  for (const auto& name : names) {
+    auto forecaster = value_or_throw(optimize::make_forecaster(name));
+    evaluations.push_back(value_or_throw(optimize::evaluate_forecaster(*forecaster, trace, options)));
+  }
+  double naive_mape = 0;
+  for (const auto& e : evaluations) {
+    if (e.name == "last") {
+      naive_mape = e.mape_percent;
+    }
+  }
+  switch (flags.format) {
+    case Format::kJson: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& e : evaluations) {
+        list.push_back({{"name", e.name},
+                        {"mape_percent", e.mape_percent},
+                        {"mae_g_per_kwh", e.mae_g_per_kwh},
+                        {"predictions", e.predictions},
+                        {"improvement_over_naive_percent",
+                         naive_mape > 0 ? 100 * (naive_mape - e.mape_percent) / naive_mape : 0.0}});
+      }
+      nlohmann::json out = {{"trace", trace.source()},
+                            {"period_s", trace.period_s()},
+                            {"training_samples", flags.training_samples},
+                            {"horizon_steps", flags.horizon},
+                            {"refit_every", flags.refit_every},
+                            {"forecasters", list}};
+      std::cout << out.dump(2) << "\n";
+      break;
+    }
+    case Format::kCsv:
+      std::cout << "forecaster,mape_percent,mae_g_per_kwh,predictions\n";
+      for (const auto& e : evaluations) {
+        std::cout << fmt::format("{},{:.6f},{:.6f},{}\n", e.name, e.mape_percent, e.mae_g_per_kwh,
+                                 e.predictions);
+      }
+      break;
+    case Format::kText:
+      std::cout << fmt::format("{}: {} points every {} s; trained on the first {}{}, {} step(s) ahead\n",
+                               trace.source(), trace.points().size(), trace.period_s(),
+                               flags.training_samples,
+                               flags.refit_every > 0 ? fmt::format(" (refit every {})", flags.refit_every)
+                                                     : std::string(" (once)"),
+                               flags.horizon);
+      std::cout << fmt::format("{:<10} {:>10} {:>14} {:>12} {:>14}\n", "model", "MAPE (%)", "MAE (g/kWh)",
+                               "predictions", "vs naive (%)");
+      for (const auto& e : evaluations) {
+        std::cout << fmt::format("{:<10} {:>10.3f} {:>14.2f} {:>12} {:>+14.1f}\n", e.name, e.mape_percent,
+                                 e.mae_g_per_kwh, e.predictions,
+                                 naive_mape > 0 ? -100 * (naive_mape - e.mape_percent) / naive_mape : 0.0);
+      }
+      break;
+  }
+  return 0;
+}
+
+// ---- intensity -------------------------------------------------------------------------------------------
+
+struct IntensityFlags {
+  std::string trace;
+  std::string zone;
+  std::string provider;
+  std::string at;
+  double history_h = 0;
+  double forecast_h = 0;
+  Format format = Format::kText;
+};
+
+int run_intensity(const IntensityFlags& flags) {
+  measure::CarbonSourceOptions source;
+  source.trace_path = flags.trace;
+  source.zone = flags.zone;
+  source.provider = flags.provider;
+  // A trace replays on a clock set to --at (default: its last period); live providers use the real time.
+  std::unique_ptr<VirtualClock> virtual_clock;
+  const Clock* clock = &SteadyClock::instance();
+  if (!flags.trace.empty()) {
+    const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
+    const int64_t at = flags.at.empty() ? trace.points().back().time_unix_s
+                                        : value_or_throw(measure::parse_utc_time(flags.at));
+    virtual_clock = std::make_unique<VirtualClock>(at * 1'000'000'000);
+    clock = virtual_clock.get();
+  } else if (!flags.at.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "carbon intensity: --at needs --trace");
+  }
+  auto signal = value_or_throw(measure::make_carbon_signal(source, *clock));
+  const auto latest = value_or_throw(signal->latest());
+  std::vector<measure::IntensityPoint> history;
+  std::vector<measure::IntensityPoint> forecast;
+  const int64_t now_s = clock->to_unix_ns(clock->now()) / 1'000'000'000;
+  if (flags.history_h > 0) {
+    history = value_or_throw(signal->history(now_s - static_cast<int64_t>(flags.history_h * 3600), now_s));
+  }
+  if (flags.forecast_h > 0) {
+    forecast = value_or_throw(signal->forecast(static_cast<int64_t>(flags.forecast_h * 3600)));
+  }
+  const auto to_json = [](const std::vector<measure::IntensityPoint>& points) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : points) {
+      list.push_back({{"time", measure::format_utc_time(p.time_unix_s)},
+                      {"intensity_g_per_kwh", p.intensity_g_per_kwh},
+                      {"estimated", p.estimated}});
+    }
+    return list;
+  };
+  switch (flags.format) {
+    case Format::kJson: {
+      nlohmann::json out = {{"source", signal->describe()},
+                            {"period_s", signal->period_s()},
+                            {"latest", to_json({latest})[0]},
+                            {"history", to_json(history)},
+                            {"forecast", to_json(forecast)}};
+      std::cout << out.dump(2) << "\n";
+      break;
+    }
+    case Format::kCsv:
+      std::cout << "kind,timestamp,carbon_intensity_g_per_kwh,estimated\n";
+      std::cout << fmt::format("latest,{},{:g},{}\n", measure::format_utc_time(latest.time_unix_s),
+                               latest.intensity_g_per_kwh, latest.estimated);
+      for (const auto& p : history) {
+        std::cout << fmt::format("history,{},{:g},{}\n", measure::format_utc_time(p.time_unix_s),
+                                 p.intensity_g_per_kwh, p.estimated);
+      }
+      for (const auto& p : forecast) {
+        std::cout << fmt::format("forecast,{},{:g},{}\n", measure::format_utc_time(p.time_unix_s),
+                                 p.intensity_g_per_kwh, p.estimated);
+      }
+      break;
+    case Format::kText:
+      std::cout << fmt::format("{}: {:g} gCO2e/kWh at {}{}\n", signal->describe(), latest.intensity_g_per_kwh,
+                               measure::format_utc_time(latest.time_unix_s),
+                               latest.estimated ? " (estimated)" : "");
+      for (const auto& [label, points] : {std::pair{"history", &history}, std::pair{"forecast", &forecast}}) {
+        for (const auto& p : *points) {
+          std::cout << fmt::format("  {:<8} {} {:>8.1f}{}\n", label, measure::format_utc_time(p.time_unix_s),
+                                   p.intensity_g_per_kwh, p.estimated ? " (estimated)" : "");
+        }
+      }
+      break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+  auto* command =
+      app.add_subcommand("carbon", "Carbon intensity, its forecast, and Chase's carbon-aware power limits");
+  command->require_subcommand(1);
+
+  auto replay = std::make_shared<ReplayFlags>();
+  auto* replay_command = command->add_subcommand(
+      "replay",
+      "Replay a training run on simulated GPUs under a carbon trace: max power limit, Zeus and Chase");
+  replay_command
+      ->add_option("--trace", replay->trace, "Carbon trace CSV (timestamp,carbon_intensity_g_per_kwh)")
+      ->option_text("FILE");
+  replay_command->add_option("--gpu", replay->gpu, "Simulated GPU model (default v100)")->option_text("G");
+  replay_command->add_option("--workload", replay->workload, "Zeus-trace workload (default imagenet)")
+      ->option_text("W");
+  replay_command->add_option("--batch-size", replay->batch_size, "Batch size (default: the paper's b0)")
+      ->option_text("B");
+  replay_command->add_option("--gpus", replay->gpu_count, "Data-parallel GPUs (default 1)")->option_text("N");
+  replay_command
+      ->add_option("--eta", replay->eta, "Chase's weight of energy at the maximum intensity (default 0.5)")
+      ->option_text("E");
+  replay_command->add_option("--zeus-eta", replay->zeus_eta, "Zeus's eta (default: --eta)")->option_text("E");
+  replay_command
+      ->add_option("--epochs", replay->epochs, "Work in epochs (default: epochs to the target metric)")
+      ->option_text("N");
+  replay_command->add_option("--iterations", replay->iterations, "Work in iterations")->option_text("N");
+  replay_command
+      ->add_option("--period-min", replay->period_min, "Chase's decision period, minutes (default 30)")
+      ->option_text("M");
+  replay_command
+      ->add_option("--max-intensity", replay->max_intensity, "Normalising intensity, g/kWh (default 750)")
+      ->option_text("G");
+  replay_command->add_flag("--max-intensity-from-trace", replay->max_intensity_from_trace,
+                           "Use the trace's maximum as the normalising intensity");
+  replay_command->add_option("--step-w", replay->step_w, "Candidate power-limit spacing, W (default 5)")
+      ->option_text("W");
+  replay_command->add_option("--forecaster", replay->forecaster, "svr, ridge or last (default svr)")
+      ->option_text("NAME");
+  replay_command
+      ->add_option("--training-samples", replay->training_samples,
+                   "Forecaster training window before the start, periods (default 48)")
+      ->option_text("N");
+  replay_command
+      ->add_option("--start", replay->start, "Start time, ISO-8601 UTC (default: trace start + window)")
+      ->option_text("TIME");
+  add_format_option(*replay_command, replay->format, {Format::kText, Format::kJson, Format::kCsv});
+  replay_command->add_option("--plot", replay->plot, "Write an SVG of the intensity and the chosen limits")
+      ->option_text("FILE.svg");
+  replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
+
+  auto forecast = std::make_shared<ForecastFlags>();
+  auto* forecast_command = command->add_subcommand(
+      "forecast", "Evaluate carbon-intensity forecasters on a trace (MAPE against the naive last value)");
+  forecast_command->add_option("--trace", forecast->trace, "Carbon trace CSV")->option_text("FILE");
+  forecast_command->add_option("--forecaster", forecast->forecaster, "svr, ridge, last or all (default all)")
+      ->option_text("NAME");
+  forecast_command
+      ->add_option("--training-samples", forecast->training_samples, "Fit on the first N points (default 48)")
+      ->option_text("N");
+  forecast_command
+      ->add_option("--horizon", forecast->horizon, "Steps ahead, fed back recursively (default 1)")
+      ->option_text("H");
+  forecast_command
+      ->add_option("--refit-every", forecast->refit_every, "Refit every N predictions (default 0: once)")
+      ->option_text("N");
+  add_format_option(*forecast_command, forecast->format, {Format::kText, Format::kJson, Format::kCsv});
+  forecast_command->callback([&exit_code, forecast] { exit_code = run_forecast(*forecast); });
+
+  auto intensity = std::make_shared<IntensityFlags>();
+  auto* intensity_command = command->add_subcommand(
+      "intensity", "Print the carbon intensity from a provider (--zone) or a trace (--trace, --at)");
+  intensity_command->add_option("--trace", intensity->trace, "Carbon trace CSV")->option_text("FILE");
+  intensity_command
+      ->add_option("--at", intensity->at, "Time in the trace, ISO-8601 UTC (default: its last period)")
+      ->option_text("TIME");
+  intensity_command->add_option("--zone", intensity->zone, "Zone or region of a live provider")
+      ->option_text("Z");
+  intensity_command
+      ->add_option("--provider", intensity->provider,
+                   "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps)")
+      ->option_text("P");
+  intensity_command->add_option("--history-hours", intensity->history_h, "Also print the last H hours")
+      ->option_text("H");
+  intensity_command
+      ->add_option("--forecast-hours", intensity->forecast_h, "Also print the forecast of H hours")
+      ->option_text("H");
+  add_format_option(*intensity_command, intensity->format, {Format::kText, Format::kJson, Format::kCsv});
+  intensity_command->callback([&exit_code, intensity] { exit_code = run_intensity(*intensity); });
+}
+
+}  // namespace joule::cli
