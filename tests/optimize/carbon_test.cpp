@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: Apache-2.0
+// Forecasters, the Chase controller and the carbon replay.
+#include "joule/optimize/carbon.hpp"
+
+#include <cmath>
+#include <numbers>
+
+#include <gtest/gtest.h>
+
+#include "joule/device/sim_gpu.hpp"
+#include "joule/optimize/carbon_forecast.hpp"
+
+namespace joule::optimize {
+namespace {
+
+constexpr int64_t kStart = 1'717'372'800;  // 2024-06-03T00:00:00Z
+
+// A half-hourly series with a daily cycle: 400 − 150·cos(2π·time of day) + a small deterministic wobble.
+measure::CarbonTrace daily_trace(size_t points, double wobble = 5) {
+  std::vector<measure::IntensityPoint> series;
+  for (size_t i = 0; i < points; ++i) {
+    const int64_t t = kStart + static_cast<int64_t>(i) * 1800;
+    const double day = static_cast<double>(t % 86400) / 86400.0;
+    series.push_back(
+        {t,
+         400 - 150 * std::cos(2 * std::numbers::pi * day) + wobble * std::sin(0.7 * static_cast<double>(i)),
+         false});
+  }
+  return *measure::CarbonTrace::from_points(std::move(series), "daily");
+}
+
+TEST(Forecasters, FactoryAndNames) {
+  for (const auto& name : forecaster_names()) {
+    const auto forecaster = make_forecaster(name);
+    ASSERT_TRUE(forecaster) << name;
+    EXPECT_EQ((*forecaster)->name(), name);
+  }
+  const auto unknown = make_forecaster("prophet");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message(), "unknown forecaster 'prophet' (known: svr, ridge, last)");
+}
+
+TEST(Forecasters, NeedTrainingData) {
+  for (const auto& name : forecaster_names()) {
+    auto forecaster = *make_forecaster(name);
+    const auto fit = forecaster->fit({{kStart, 1, false}});
+    ASSERT_FALSE(fit) << name;
+    EXPECT_NE(fit.error().message().find("needs at least 3 training points"), std::string::npos);
+  }
+}
+
+TEST(Forecasters, RidgeRecoversALinearProcess) {
+  // y_k = 50 + 0.8·y_{k−1} exactly: ridge must find it (up to its tiny penalty).
+  std::vector<measure::IntensityPoint> points;
+  double y = 300;
+  for (int i = 0; i < 48; ++i) {
+    points.push_back({kStart + i * 1800, y, false});
+    y = 50 + 0.8 * y;
+  }
+  RidgeForecaster ridge;
+  ASSERT_TRUE(ridge.fit(points));
+  EXPECT_NEAR(ridge.predict(kStart + 48 * 1800, 200), 50 + 0.8 * 200, 0.5);
+  const auto path = ridge.predict_steps(kStart, 1800, 200, 3);
+  ASSERT_EQ(path.size(), 3u);
+  EXPECT_NEAR(path[1], 50 + 0.8 * path[0], 0.5);  // fed back recursively
+}
+
+TEST(Forecasters, LearnedModelsBeatNaiveOnADailyCycleMultiStep) {
+  const auto trace = daily_trace(48 * 6);
+  LastValueForecaster naive;
+  const auto naive_eval = evaluate_forecaster(naive, trace, {.training_samples = 96, .horizon_steps = 4});
+  ASSERT_TRUE(naive_eval) << naive_eval.error().message();
+  for (const char* name : {"ridge", "svr"}) {
+    auto model = *make_forecaster(name);
+    const auto eval = evaluate_forecaster(*model, trace, {.training_samples = 96, .horizon_steps = 4});
+    ASSERT_TRUE(eval) << eval.error().message();
+    EXPECT_EQ(eval->predictions, naive_eval->predictions);
+    EXPECT_LT(eval->mape_percent, naive_eval->mape_percent) << name;
+  }
+}
+
+TEST(Forecasters, EvaluationIsDeterministicAndChecksItsInput) {
+  const auto trace = daily_trace(100);
+  SvrForecaster a;
+  SvrForecaster b;
+  const auto first = evaluate_forecaster(a, trace, {.refit_every = 10});
+  const auto second = evaluate_forecaster(b, trace, {.refit_every = 10});
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->predicted_g_per_kwh, second->predicted_g_per_kwh);
+  LastValueForecaster naive;
+  const auto too_short = evaluate_forecaster(naive, daily_trace(40));
+  ASSERT_FALSE(too_short);
+  EXPECT_NE(too_short.error().message().find("too few to train on 48"), std::string::npos);
+  const auto horizon = evaluate_forecaster(naive, trace, {.horizon_steps = 0});
+  ASSERT_FALSE(horizon);
+  EXPECT_NE(horizon.error().message().find("at least 1 step"), std::string::npos);
+}
+
+// A V100-like per-iteration frontier: 250 W fastest, 150 W least energy.
+Frontier<uint32_t> v100_frontier() {
+  return Frontier<uint32_t>::from_points({{250'000, 0.70, 154.0},
+                                          {225'000, 0.715, 147.0},
+                                          {200'000, 0.74, 137.0},
+                                          {175'000, 0.77, 128.0},
+                                          {150'000, 0.83, 120.0}});
+}
+
+TEST(ChaseController, DirtierGridLowerLimit) {
+  LastValueForecaster forecaster;
+  ChaseController chase(v100_frontier(), {}, forecaster, {.eta = 0.6});
+  uint32_t previous_mw = UINT32_MAX;
+  for (double intensity = 0; intensity <= 900; intensity += 50) {
+    const auto index = chase.choose(intensity);
+    ASSERT_TRUE(index);
+    const uint32_t limit = chase.frontier().points()[*index].knob;
+    EXPECT_LE(limit, previous_mw) << intensity;
+    previous_mw = limit;
+  }
+  EXPECT_EQ(chase.frontier().points()[*chase.choose(0)].knob, 250'000u);
+  // At the maximum intensity Chase's cost is Zeus's cost with the same eta.
+  const auto zeus = select(chase.frontier(), ZeusCost{0.6, 250});
+  EXPECT_EQ(*chase.choose(750), *zeus);
+  EXPECT_EQ(*chase.choose(900), *chase.choose(750));  // clamped
+  EXPECT_NEAR(chase.cost_at(300).effective_eta(), 0.6 * 300 / (0.6 * 300 + 0.4 * 750), 1e-12);
+}
+
+TEST(ChaseController, TickSetsTheLimitOnEveryGpu) {
+  auto clock = std::make_shared<VirtualClock>();
+  auto gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("2xv100:imagenet"), clock));
+  LastValueForecaster forecaster;
+  ChaseController chase(v100_frontier(), {gpus[0].get(), gpus[1].get()}, forecaster, {.eta = 0.9});
+  const auto decision = chase.tick(kStart, 700, 1800);
+  ASSERT_TRUE(decision) << decision.error().message();
+  EXPECT_DOUBLE_EQ(decision->forecast_g_per_kwh, 700);
+  for (auto& gpu : gpus) {
+    EXPECT_EQ(*gpu->power_limit_mw(), decision->power_limit_mw);
+  }
+  EXPECT_LT(decision->power_limit_mw, 250'000u);
+  EXPECT_EQ(chase.decisions().size(), 1u);
+
+  ChaseController watch(v100_frontier(), {gpus[0].get()}, forecaster, {.eta = 0.9, .monitor_only = true});
+  ASSERT_TRUE(gpus[0]->set_power_limit_mw(250'000));
+  ASSERT_TRUE(watch.tick(kStart, 700, 1800));
+  EXPECT_EQ(*gpus[0]->power_limit_mw(), 250'000u);
+}
+
+TEST(ChaseController, RejectsBadOptions) {
+  LastValueForecaster forecaster;
+  EXPECT_THROW(ChaseController(v100_frontier(), {}, forecaster, {.eta = 1.5}), Exception);
+  EXPECT_THROW(ChaseController(Frontier<uint32_t>{}, {}, forecaster, {}), Exception);
+  const auto bad = validate(ChaseOptions{.max_intensity_g_per_kwh = 0});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("maximum intensity must be positive"), std::string::npos);
+  EXPECT_FALSE(validate(ChaseOptions{.period_s = 0}));
+}
+
+CarbonReplayOptions small_replay() {
+  CarbonReplayOptions options;
+  options.gpu = "v100";
+  options.workload = "imagenet";
+  options.work_iterations = 20'000;  // about 4 h at the maximum limit
+  options.chase.eta = 0.6;
+  options.step_w = 25;
+  return options;
+}
+
+TEST(CarbonReplay, DeterministicAndConsistent) {
+  const auto trace = daily_trace(48 * 3, 20);
+  const auto first = replay_carbon(trace, small_replay());
+  ASSERT_TRUE(first) << first.error().message();
+  const auto second = replay_carbon(trace, small_replay());
+  ASSERT_TRUE(second);
+  ASSERT_EQ(first->strategies.size(), 3u);
+  EXPECT_EQ(first->strategies[0].name, "max_power_limit");
+  EXPECT_EQ(first->strategies[1].name, "zeus");
+  EXPECT_EQ(first->strategies[2].name, "chase");
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(first->strategies[i].carbon_g, second->strategies[i].carbon_g);
+    EXPECT_EQ(first->strategies[i].energy_j, second->strategies[i].energy_j);
+    EXPECT_EQ(first->strategies[i].time_s, second->strategies[i].time_s);
+  }
+  const auto& max = first->strategies[0];
+  const auto& zeus = first->strategies[1];
+  const auto& chase = first->strategies[2];
+  // The maximum limit is fastest; Chase never picks below Zeus's (its effective eta is at most eta).
+  EXPECT_LE(max.time_s, chase.time_s);
+  EXPECT_LE(chase.time_s, zeus.time_s + 1e-6);
+  EXPECT_GE(max.energy_j, chase.energy_j);
+  // Every strategy's carbon is its energy at some intensity of the trace.
+  for (const auto& s : first->strategies) {
+    const double intensity = s.carbon_g / (s.energy_j / 3.6e6);
+    EXPECT_GT(intensity, 200);
+    EXPECT_LT(intensity, 600);
+    EXPECT_FALSE(s.timeline.empty());
+  }
+  // Chase decides every 30 min of training time from a forecast, not the actual value.
+  EXPECT_GE(chase.timeline.size(), static_cast<size_t>(chase.time_s / 1800));
+  bool forecast_differs = false;
+  for (const auto& tick : chase.timeline) {
+    forecast_differs = forecast_differs || tick.forecast_g_per_kwh != tick.intensity_g_per_kwh;
+  }
+  EXPECT_TRUE(forecast_differs);
+  // At max: energy = work × the profiled energy per iteration at 250 W.
+  const auto& fastest = first->frontier.fastest();
+  EXPECT_EQ(fastest.knob, 250'000u);
+  EXPECT_NEAR(max.energy_j, fastest.energy_j * 20'000, max.energy_j * 1e-3);
+}
+
+TEST(CarbonReplay, BadInput) {
+  const auto trace = daily_trace(60);
+  auto options = small_replay();
+  options.work_iterations = 0;
+  const auto no_work = replay_carbon(trace, options);
+  ASSERT_FALSE(no_work);
+  EXPECT_NE(no_work.error().message().find("at least 1 iteration"), std::string::npos);
+
+  options = small_replay();
+  const auto too_short = replay_carbon(daily_trace(52), options);  // 2 h after the training window
+  ASSERT_FALSE(too_short);
+  EXPECT_EQ(too_short.error().code(), ErrorCode::kOutOfRange);
+  EXPECT_NE(too_short.error().message().find("use a longer trace"), std::string::npos);
+
+  options.start_unix_s = kStart + 3600;
+  const auto early = replay_carbon(daily_trace(48 * 3), options);
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.error().message().find("trains on the 48 periods before the start"), std::string::npos);
+
+  options = small_replay();
+  options.gpu = "h100";
+  EXPECT_FALSE(replay_carbon(trace, options));
+  options = small_replay();
+  options.forecaster = "oracle";
+  const auto forecaster = replay_carbon(trace, options);
+  ASSERT_FALSE(forecaster);
+  EXPECT_NE(forecaster.error().message().find("unknown forecaster 'oracle'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace joule::optimize
