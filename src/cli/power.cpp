@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// `joule power`: stream power readings with UTC timestamps.
+// `joule power`: stream power readings with UTC timestamps, or (--serve) export them to Prometheus.
 #include <cerrno>
+#include <cmath>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <signal.h>
 
 #include "joule/core/csv.hpp"
+#include "joule/measure/metrics.hpp"
+#include "joule/measure/metrics_http.hpp"
 #include "joule/measure/power_sampler.hpp"
 
 #include "common.hpp"
@@ -22,6 +25,8 @@ struct PowerFlags {
   std::string gpus;
   bool cpus = false;
   Format format = Format::kText;
+  std::string serve;                       // HOST:PORT of /metrics; empty: print readings
+  std::optional<double> carbon_intensity;  // gCO2eq/kWh, for the carbon metrics
 };
 
 int run_power(const GlobalOptions& global, const PowerFlags& flags) {
@@ -32,6 +37,19 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   if (flags.duration_s < 0) {
     throw Exception(ErrorCode::kInvalidArgument,
                     fmt::format("power: --duration-s must not be negative (got {})", flags.duration_s));
+  }
+  if (flags.carbon_intensity && flags.serve.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "power: --carbon-intensity is only used by the metrics: add --serve HOST:PORT");
+  }
+  if (flags.carbon_intensity && !(std::isfinite(*flags.carbon_intensity) && *flags.carbon_intensity >= 0)) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("power: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got {})",
+                    *flags.carbon_intensity));
+  }
+  if (!flags.serve.empty()) {
+    value_or_throw(measure::parse_metrics_address(flags.serve, "power: --serve"));
   }
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
@@ -67,7 +85,25 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   Clock& clock = *devices.clock;
   const Nanos period = std::chrono::milliseconds(flags.interval_ms);
   measure::PowerSampler sampler(std::move(channels), clock, period);
-  if (flags.format == Format::kCsv) {
+  // With --serve the scrape is the output: readings are not printed (a service's log would fill with them),
+  // only where to scrape and, at the end, the summary.
+  measure::MetricsRegistry metrics;
+  std::unique_ptr<measure::MetricsEndpoint> endpoint;
+  if (!flags.serve.empty()) {
+    auto gpu_metrics = std::make_shared<measure::GpuMetrics>(gpus, clock);
+    if (flags.carbon_intensity) {
+      value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
+    }
+    metrics.add_collector(gpu_metrics);
+    endpoint = value_or_throw(measure::MetricsEndpoint::start(
+        flags.serve, [&metrics] { return metrics.render(); }, "power: --serve"));
+    // Tests and scripts read the port from this line (with HOST:0 it is the one chosen).
+    std::cout << fmt::format("joule power: serving metrics of {} GPU{} on {}\n", gpus.size(),
+                             gpus.size() == 1 ? "" : "s", endpoint->url())
+              << std::flush;
+  }
+  const bool print_readings = !endpoint;
+  if (print_readings && flags.format == Format::kCsv) {
     std::cout << "timestamp,device,power_w\n";
   }
   const Nanos start = clock.now();
@@ -76,6 +112,13 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   while (true) {
     sampler.sample_now();
     const Nanos now = clock.now();
+    if (!print_readings) {
+      next += period;
+      if ((flags.duration_s > 0 && next > deadline) || stop.wait(next - clock.now())) {
+        break;
+      }
+      continue;
+    }
     const std::string timestamp = format_iso8601_utc(clock.to_unix_ns(now));
     std::string line;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -98,6 +141,9 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
     }
   }
   const Nanos end = clock.now();
+  if (endpoint) {
+    endpoint->stop();
+  }
   if (flags.format == Format::kText) {
     std::cout << fmt::format("\n{:.3f} s sampled every {} ms\n", to_seconds(end - start), flags.interval_ms);
     for (size_t i = 0; i < names.size(); ++i) {
@@ -126,6 +172,15 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
   command->add_flag("--cpus", flags->cpus, "Also print CPU package and DRAM power (RAPL)");
+  command
+      ->add_option("--serve", flags->serve,
+                   "Serve Prometheus metrics on http://HOST:PORT/metrics instead of printing readings "
+                   "(port 0: any free port; see docs/metrics.md)")
+      ->option_text("HOST:PORT");
+  command
+      ->add_option("--carbon-intensity", flags->carbon_intensity,
+                   "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --serve")
+      ->option_text("G_PER_KWH");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });
 }

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule serve`: the optimizer service over HTTP (Zeus's batch-size optimizer API and the pipeline planner),
-// on SQLite or PostgreSQL, until SIGINT/SIGTERM.
+// on SQLite or PostgreSQL, until SIGINT/SIGTERM; Prometheus metrics at GET /metrics.
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
 #include "joule/server/http_server.hpp"
+#include "joule/server/metrics.hpp"
 #include "joule/server/service.hpp"
 #include "joule/store/store.hpp"
 
@@ -39,8 +40,15 @@ int run_serve(const ServeFlags& flags) {
         opened.error().with_context(fmt::format("serve: --db {}", store::mask_password(flags.db))));
   }
   std::shared_ptr<store::Store> database(std::move(*opened));
-  server::Service service(database);
+  // GET /metrics on the same listener (docs/metrics.md); reports feed its epoch histograms.
+  auto metrics = std::make_shared<server::ServerMetrics>();
+  server::ServiceOptions service_options;
+  service_options.on_epoch_report = [metrics](const server::EpochReport& report) {
+    metrics->observe_epoch(report);
+  };
+  server::Service service(database, service_options);
   server::HttpServerOptions options;
+  options.metrics = metrics;
   options.host = host;
   options.port = port;
   options.threads = flags.threads;

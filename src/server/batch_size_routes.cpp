@@ -35,15 +35,19 @@ constexpr int kMaxIdDraws = 64;
 // reported (operators and tests check that every report was applied exactly once). A document of its own
 // (kind kReportsKind), so that a report that only says "keep training" writes these few bytes instead of the
 // job's whole state.
+// The cumulative time and energy of the last report give the per-epoch figures of the next one (the epoch
+// metrics); documents written before they were kept have two entries per trial.
 struct TrialReports {
   int64_t reports = 0;
   int64_t last_epoch = 0;
+  double last_time_s = 0;
+  double last_energy_j = 0;
 };
 
 std::string dump_reports(const std::vector<TrialReports>& trials) {
   json reports = json::array();
   for (const auto& trial : trials) {
-    reports.push_back({trial.reports, trial.last_epoch});
+    reports.push_back({trial.reports, trial.last_epoch, trial.last_time_s, trial.last_energy_j});
   }
   return reports.dump();
 }
@@ -52,7 +56,12 @@ Result<std::vector<TrialReports>> parse_reports(std::string_view key, std::strin
   try {
     std::vector<TrialReports> trials;
     for (const auto& entry : json::parse(body)) {
-      trials.push_back({entry.at(0).get<int64_t>(), entry.at(1).get<int64_t>()});
+      TrialReports trial{entry.at(0).get<int64_t>(), entry.at(1).get<int64_t>()};
+      if (entry.size() >= 4) {
+        trial.last_time_s = entry.at(2).get<double>();
+        trial.last_energy_j = entry.at(3).get<double>();
+      }
+      trials.push_back(trial);
     }
     return trials;
   } catch (const json::exception& error) {
@@ -319,7 +328,9 @@ Response Service::Impl::report(const Request& request) {
   if (!result) {
     return validation_response(result.error());
   }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  std::optional<EpochReport> epoch;  // set by the attempt that commits
+  Response answer = transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+    epoch.reset();
     auto document = load(transaction, jobs, result->job_id);
     if (!document) {
       return tl::make_unexpected(document.error());
@@ -359,8 +370,16 @@ Response Service::Impl::report(const Request& request) {
     if (counts->size() <= index) {
       counts->resize(index + 1);
     }
-    ++(*counts)[index].reports;
-    (*counts)[index].last_epoch = result->current_epoch;
+    TrialReports& trial = (*counts)[index];
+    if (result->current_epoch > trial.last_epoch && result->time_s >= trial.last_time_s &&
+        result->energy_j >= trial.last_energy_j) {
+      epoch = EpochReport{result->job_id, result->current_epoch - trial.last_epoch,
+                          result->time_s - trial.last_time_s, result->energy_j - trial.last_energy_j};
+    }
+    ++trial.reports;
+    trial.last_epoch = result->current_epoch;
+    trial.last_time_s = result->time_s;
+    trial.last_energy_j = result->energy_j;
     auto written =
         counted_before
             ? transaction.update(detail::kReportsKind, result->job_id, dump_reports(*counts))
@@ -371,6 +390,10 @@ Response Service::Impl::report(const Request& request) {
     }
     return json_response(200, response->to_json());
   });
+  if (epoch && answer.status == 200 && !answer.replayed && options.on_epoch_report) {
+    options.on_epoch_report(*epoch);
+  }
+  return answer;
 }
 
 Response Service::Impl::end_trial(const Request& request) {

@@ -89,7 +89,11 @@ Result<std::pair<std::string, int>> parse_listen_address(const std::string& text
 }
 
 HttpServer::HttpServer(Service& service, HttpServerOptions options)
-    : service_(service), options_(std::move(options)) {}
+    : service_(service), options_(std::move(options)) {
+  if (!options_.metrics) {
+    options_.metrics = std::make_shared<ServerMetrics>();
+  }
+}
 
 HttpServer::~HttpServer() {
   stop();
@@ -116,15 +120,32 @@ Result<void> HttpServer::start() {
     ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   });
 
-  const httplib::Server::Handler handler = [this](const httplib::Request& in, httplib::Response& out) {
+  ServerMetrics& metrics = *options_.metrics;
+  const httplib::Server::Handler handler = [this, &metrics](const httplib::Request& in,
+                                                            httplib::Response& out) {
     const auto started = std::chrono::steady_clock::now();
+    metrics.start_request();
     const Request request = to_request(in);
-    const Response response = service_.handle(request);
+    Response response;
+    if (request.path == "/metrics") {
+      // Prometheus's scrape, on the service's own listener.
+      if (request.method == "GET") {
+        response.body = metrics.render();
+        response.content_type = measure::kMetricsContentType;
+      } else {
+        response.status = 405;
+        response.body = R"({"detail":"Method Not Allowed"})";
+      }
+    } else {
+      response = service_.handle(request);
+    }
     out.status = response.status;
     out.set_content(response.body, response.content_type.c_str());
     if (response.replayed) {
       out.set_header(kReplayedHeader, "true");
     }
+    metrics.finish_request(request.method, request.path, response.status, response.replayed,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     log().debug("{} {} {} ({:.2f} ms{})", request.method, request.path, response.status,
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count(),
                 response.replayed ? ", replayed" : "");

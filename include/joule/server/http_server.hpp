@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "joule/core/error.hpp"
+#include "joule/server/metrics.hpp"
 #include "joule/server/service.hpp"
 
 namespace httplib {
@@ -27,6 +28,9 @@ struct HttpServerOptions {
   size_t threads = kDefaultThreads;
   size_t max_body_bytes = size_t{64} << 20;  ///< larger bodies get 413
   int keep_alive_timeout_s = 5;              ///< an idle keep-alive connection is closed after this
+  /// Requests are counted here and GET /metrics renders it (docs/metrics.md). nullptr: the server makes
+  /// its own (see HttpServer::metrics()).
+  std::shared_ptr<ServerMetrics> metrics;
 };
 
 /// @return the (host, port) of "HOST:PORT", "[V6]:PORT" or ":PORT" (host 0.0.0.0). kInvalidArgument
@@ -48,6 +52,8 @@ class HttpServer {
   int port() const { return port_; }
   /// Stops accepting connections, lets requests in flight finish, and joins the threads. Idempotent.
   void stop();
+  /// @return the metrics GET /metrics shows.
+  ServerMetrics& metrics() { return *options_.metrics; }
 
  private:
   Service& service_;

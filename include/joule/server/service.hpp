@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,15 @@ struct Response {
   bool replayed = false;  ///< the stored response of an earlier request with the same request id
 };
 
+/// One training epoch (or several, if the client skipped reports) learnt from a POST /report: the
+/// difference between a trial's cumulative time and energy and those of its previous report.
+struct EpochReport {
+  std::string job_id;
+  int64_t epochs = 1;   ///< epochs the difference covers (≥ 1)
+  double time_s = 0;    ///< training time of those epochs, s
+  double energy_j = 0;  ///< training energy of those epochs, J
+};
+
 /// Limits and knobs of the service.
 struct ServiceOptions {
   /// The clock that timestamps trials (its wall-clock time). nullptr: SteadyClock::instance().
@@ -58,6 +68,9 @@ struct ServiceOptions {
   /// Parsed batch-size jobs kept in memory, reused while their stored text is unchanged (a job's state
   /// grows with its trials; parsing it on every request would dominate the cost of a request).
   size_t job_cache_entries = 1024;
+  /// Called once per applied (committed, not replayed) report that advances its trial's epoch, after the
+  /// commit, on the request's thread (e.g. ServerMetrics::observe_epoch). Must not throw.
+  std::function<void(const EpochReport&)> on_epoch_report;
 };
 
 /// The optimizer service: Zeus's batch-size optimizer routes, operator routes and the pipeline planner

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/server/metrics.hpp — the Prometheus metrics of `joule serve` (GET /metrics on its own listener;
+// docs/metrics.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "joule/measure/metrics.hpp"
+#include "joule/server/service.hpp"
+
+namespace joule::server {
+
+/// What `joule serve` exports:
+///
+/// | metric | type | labels |
+/// |---|---|---|
+/// | `joule_server_requests_total` | counter | route, method, status |
+/// | `joule_server_request_duration_seconds` | histogram | route |
+/// | `joule_server_requests_in_flight` | gauge | – |
+/// | `joule_server_reports_accepted_total` | counter | – |
+/// | `joule_server_jobs_registered_total`, `joule_server_jobs_deleted_total` | counter | – |
+/// | `joule_server_trials_ended_total` | counter | – |
+/// | `joule_window_duration_seconds`, `joule_window_energy_joules` | histogram | window="epoch" |
+///
+/// Routes are templates ("/jobs/{id}", "/pipelines/{id}/plan"), never raw paths, so that the label values
+/// stay few. Replayed requests (an X-Request-Id seen before) count as requests, not as new reports or jobs.
+/// Thread-safe.
+class ServerMetrics {
+ public:
+  ServerMetrics();
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  /// @return the registry to add more metrics or collectors to.
+  measure::MetricsRegistry& registry() { return registry_; }
+
+  /// Counts a request that starts (in flight until finish_request()).
+  void start_request();
+  /// Records one answered request. @param path the request path (mapped to its route template).
+  void finish_request(std::string_view method, std::string_view path, int status, bool replayed,
+                      double duration_s);
+  /// Observes the epochs of one report (each of `report.epochs` epochs gets the average figures).
+  void observe_epoch(const EpochReport& report);
+
+  /// @return the text exposition of everything.
+  std::string render() const { return registry_.render(); }
+
+  /// @return the route template of `path`: "/jobs/{id}", "/pipelines/{id}/profile", … or "other".
+  static std::string route_of(std::string_view path);
+
+ private:
+  measure::MetricsRegistry registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Gauge& in_flight_;
+  prometheus::Counter& reports_accepted_;
+  prometheus::Counter& jobs_registered_;
+  prometheus::Counter& jobs_deleted_;
+  prometheus::Counter& trials_ended_;
+  measure::WindowMetrics epochs_;
+};
+
+}  // namespace joule::server

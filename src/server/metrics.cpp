@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// The metrics of `joule serve`: requests, latency, reports, jobs and epoch windows.
+#include "joule/server/metrics.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace joule::server {
+
+namespace {
+
+// Epochs one report may stand for in the histograms: a client that skipped reports gets its average epoch
+// counted this often at most.
+constexpr int64_t kMaxEpochsPerReport = 1000;
+
+const prometheus::Histogram::BucketBoundaries& latency_buckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return kBuckets;
+}
+
+measure::WindowMetricsOptions epoch_options() {
+  measure::WindowMetricsOptions options;
+  options.what = "training epoch reported to POST /report (window=\"epoch\")";
+  return options;
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : requests_(prometheus::BuildCounter()
+                    .Name("joule_server_requests_total")
+                    .Help("HTTP requests answered, by route template, method and status code")
+                    .Register(registry_.registry())),
+      latency_(prometheus::BuildHistogram()
+                   .Name("joule_server_request_duration_seconds")
+                   .Help("Time to answer an HTTP request in seconds, by route template")
+                   .Register(registry_.registry())),
+      in_flight_(prometheus::BuildGauge()
+                     .Name("joule_server_requests_in_flight")
+                     .Help("HTTP requests being answered now")
+                     .Register(registry_.registry())
+                     .Add({})),
+      reports_accepted_(prometheus::BuildCounter()
+                            .Name("joule_server_reports_accepted_total")
+                            .Help("Training reports (POST /report) applied; replays of a request id excluded")
+                            .Register(registry_.registry())
+                            .Add({})),
+      jobs_registered_(prometheus::BuildCounter()
+                           .Name("joule_server_jobs_registered_total")
+                           .Help("Batch-size jobs registered (POST /jobs answered 201)")
+                           .Register(registry_.registry())
+                           .Add({})),
+      jobs_deleted_(prometheus::BuildCounter()
+                        .Name("joule_server_jobs_deleted_total")
+                        .Help("Batch-size jobs deleted (DELETE /jobs answered 200)")
+                        .Register(registry_.registry())
+                        .Add({})),
+      trials_ended_(prometheus::BuildCounter()
+                        .Name("joule_server_trials_ended_total")
+                        .Help("Trials ended by their client (PATCH /trials answered 200)")
+                        .Register(registry_.registry())
+                        .Add({})),
+      epochs_(registry_.registry(), epoch_options()) {}
+
+std::string ServerMetrics::route_of(std::string_view path) {
+  static constexpr std::array<std::string_view, 8> kExact = {
+      "/", "/healthz", "/metrics", "/jobs", "/jobs/batch_size", "/report", "/trials", "/pipelines"};
+  if (std::find(kExact.begin(), kExact.end(), path) != kExact.end()) {
+    return std::string(path);
+  }
+  if (path.starts_with("/jobs/") && path.find('/', 6) == std::string_view::npos) {
+    return "/jobs/{id}";
+  }
+  if (path.starts_with("/pipelines/")) {
+    const std::string_view rest = path.substr(11);
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos || rest.substr(slash) == "/") {
+      return "/pipelines/{id}";
+    }
+    static constexpr std::array<std::string_view, 4> kSub = {"/profile", "/frontier", "/plan", "/straggler"};
+    const std::string_view sub = rest.substr(slash);
+    if (std::find(kSub.begin(), kSub.end(), sub) != kSub.end()) {
+      return "/pipelines/{id}" + std::string(sub);
+    }
+  }
+  return "other";
+}
+
+void ServerMetrics::start_request() {
+  in_flight_.Increment();
+}
+
+void ServerMetrics::finish_request(std::string_view method, std::string_view path, int status, bool replayed,
+                                   double duration_s) {
+  in_flight_.Decrement();
+  const std::string route = route_of(path);
+  // Methods outside HTTP's usual set are folded, like unknown paths, to keep label values few.
+  static constexpr std::array<std::string_view, 6> kMethods = {"GET",   "POST",   "PUT",
+                                                               "PATCH", "DELETE", "HEAD"};
+  const std::string method_label =
+      std::find(kMethods.begin(), kMethods.end(), method) != kMethods.end() ? std::string(method) : "other";
+  requests_.Add({{"route", route}, {"method", method_label}, {"status", std::to_string(status)}}).Increment();
+  latency_.Add({{"route", route}}, latency_buckets()).Observe(std::max(duration_s, 0.0));
+  if (replayed) {
+    return;
+  }
+  if (route == "/report" && method == "POST" && status == 200) {
+    reports_accepted_.Increment();
+  } else if (route == "/jobs" && method == "POST" && status == 201) {
+    jobs_registered_.Increment();
+  } else if (route == "/jobs" && method == "DELETE" && status == 200) {
+    jobs_deleted_.Increment();
+  } else if (route == "/trials" && method == "PATCH" && status == 200) {
+    trials_ended_.Increment();
+  }
+}
+
+void ServerMetrics::observe_epoch(const EpochReport& report) {
+  if (report.epochs < 1) {
+    return;
+  }
+  const int64_t epochs = std::min(report.epochs, kMaxEpochsPerReport);
+  const auto n = static_cast<double>(report.epochs);
+  for (int64_t i = 0; i < epochs; ++i) {
+    epochs_.observe("epoch", report.time_s / n, report.energy_j / n);
+  }
+}
+
+}  // namespace joule::server
