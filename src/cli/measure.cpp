@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule measure -- CMD ARGS…`: energy and time of a command, like `perf stat`.
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -8,8 +10,11 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/log.hpp"
+#include "joule/measure/carbon.hpp"
+#include "joule/measure/carbon_monitor.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
+#include "joule/measure/price.hpp"
 
 #include "child_process.hpp"
 #include "common.hpp"
@@ -25,7 +30,13 @@ struct MeasureFlags {
   Format format = Format::kText;
   std::string output;
   std::vector<std::string> command;
+  measure::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
+  std::string tariff;                   // --tariff FILE: hour,price_usd_per_kwh
 };
+
+bool wants_carbon(const MeasureFlags& flags) {
+  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty();
+}
 
 struct DeviceFigure {
   std::string kind;  // "gpu", "cpu", "dram"
@@ -42,6 +53,9 @@ struct Summary {
   ChildExit exit;
   double wall_time_s = 0;
   std::vector<DeviceFigure> devices;
+  // Carbon and cost, when asked for: a value, or the error that explains why there is none.
+  std::optional<Result<measure::CarbonReport>> carbon;
+  std::optional<measure::PriceReport> price;
   double total_energy_j() const {
     double total = 0;
     for (const auto& d : devices) {
@@ -89,7 +103,23 @@ std::string render_text(const Summary& summary) {
                        d.average_power_w, d.peak_power_w ? fmt::format("{:.1f} W", *d.peak_power_w) : "-",
                        how(d.source));
   }
-  out += fmt::format("   {:<{}}  {:>12.3f} J\n\n", "total", name_width, summary.total_energy_j());
+  out += fmt::format("   {:<{}}  {:>12.3f} J\n", "total", name_width, summary.total_energy_j());
+  if (summary.carbon) {
+    if (*summary.carbon) {
+      const auto& c = **summary.carbon;
+      out += fmt::format("   {:<{}}  {:>12.3f} g  CO2e at {:.1f} g/kWh{} ({})\n", "carbon", name_width,
+                         c.carbon_g, c.average_intensity_g_per_kwh(), c.estimated ? ", estimated" : "",
+                         c.source);
+    } else {
+      out += fmt::format("   {:<{}}  unavailable: {}\n", "carbon", name_width,
+                         summary.carbon->error().message());
+    }
+  }
+  if (summary.price) {
+    out += fmt::format("   {:<{}}  {:>12.6f} $  ({})\n", "cost", name_width, summary.price->cost_usd,
+                       summary.price->source);
+  }
+  out += "\n";
   return out;
 }
 
@@ -113,20 +143,61 @@ std::string render_json(const Summary& summary) {
       {"wall_time_s", summary.wall_time_s},
       {"devices", devices},
       {"total_energy_j", summary.total_energy_j()}};
+  if (summary.carbon) {
+    if (*summary.carbon) {
+      const auto& c = **summary.carbon;
+      nlohmann::json buckets = nlohmann::json::array();
+      for (const auto& b : c.buckets) {
+        buckets.push_back({{"start", measure::format_utc_time(b.start_unix_s)},
+                           {"energy_j", b.energy_j},
+                           {"intensity_g_per_kwh", b.intensity_g_per_kwh},
+                           {"estimated", b.estimated},
+                           {"carbon_g", b.carbon_g}});
+      }
+      out["carbon"] = {{"source", c.source},
+                       {"carbon_g", c.carbon_g},
+                       {"gpu_carbon_g", c.gpu_carbon_g},
+                       {"cpu_carbon_g", c.cpu_carbon_g},
+                       {"dram_carbon_g", c.dram_carbon_g},
+                       {"average_intensity_g_per_kwh", c.average_intensity_g_per_kwh()},
+                       {"estimated", c.estimated},
+                       {"buckets", buckets}};
+    } else {
+      out["carbon"] = {{"error", summary.carbon->error().message()}};
+    }
+  }
+  if (summary.price) {
+    out["cost"] = {{"source", summary.price->source},
+                   {"cost_usd", summary.price->cost_usd},
+                   {"gpu_cost_usd", summary.price->gpu_cost_usd}};
+  }
   return out.dump(2) + "\n";
 }
 
 std::string render_csv(const Summary& summary) {
   std::ostringstream out;
   csv::write_row(out, {"command", "exit_code", "wall_time_s", "kind", "index", "name", "energy_j",
-                       "average_power_w", "peak_power_w", "source"});
+                       "average_power_w", "peak_power_w", "source", "carbon_g", "cost_usd"});
   const std::string command = fmt::format("{}", fmt::join(summary.command, " "));
+  size_t gpu = 0;
   for (const auto& d : summary.devices) {
+    // Per-GPU carbon and cost (the carbon monitor splits GPUs; CPU figures are in the JSON format).
+    std::string carbon_g;
+    std::string cost_usd;
+    if (d.kind == "gpu") {
+      if (summary.carbon && *summary.carbon && gpu < (*summary.carbon)->gpu_carbon_g.size()) {
+        carbon_g = csv::format_exact((*summary.carbon)->gpu_carbon_g[gpu]);
+      }
+      if (summary.price && gpu < summary.price->gpu_cost_usd.size()) {
+        cost_usd = csv::format_exact(summary.price->gpu_cost_usd[gpu]);
+      }
+      ++gpu;
+    }
     csv::write_row(out, {command, std::to_string(summary.exit.exit_code),
                          csv::format_exact(summary.wall_time_s), d.kind, std::to_string(d.index), d.name,
                          csv::format_exact(d.energy_j), csv::format_exact(d.average_power_w),
                          d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
-                         std::string(measure::to_string(d.source))});
+                         std::string(measure::to_string(d.source)), carbon_g, cost_usd});
   }
   return out.str();
 }
@@ -160,6 +231,21 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   }
   Clock& clock = *devices.clock;
   measure::EnergyMonitor monitor(gpus, cpus, clock);
+  // Carbon and cost sources are checked before the command runs, so that bad flags cost nothing.
+  std::unique_ptr<measure::CarbonSignal> signal;
+  std::unique_ptr<measure::CarbonMonitor> carbon;
+  if (wants_carbon(flags)) {
+    signal = value_or_throw(measure::make_carbon_signal(flags.carbon, clock));
+    carbon = std::make_unique<measure::CarbonMonitor>(monitor, *signal);
+  } else if (!flags.carbon.provider.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "measure: --carbon-provider needs --zone");
+  }
+  std::optional<measure::HourlyTariff> tariff;
+  std::unique_ptr<measure::PriceMonitor> price;
+  if (!flags.tariff.empty()) {
+    tariff = value_or_throw(measure::HourlyTariff::read_file(flags.tariff));
+    price = std::make_unique<measure::PriceMonitor>(monitor, *tariff);
+  }
 
   // One sampler for the peak power of every device; energy comes from the monitor.
   std::vector<measure::PowerChannel> channels;
@@ -180,9 +266,21 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
 
   const Nanos window_start = clock.now();
   monitor.begin_window("measure", false);
+  if (carbon) {
+    carbon->begin_window("measure");
+  }
+  if (price) {
+    price->begin_window("measure");
+  }
   const auto exit = run_child(flags.command, signals);
   if (!exit) {
     monitor.cancel_window("measure");
+    if (carbon) {
+      carbon->cancel_window("measure");
+    }
+    if (price) {
+      price->cancel_window("measure");
+    }
     // Shells' convention: 127 for a command that does not exist, 126 for one that cannot be executed.
     if (exit.error().code() == ErrorCode::kNotFound || exit.error().code() == ErrorCode::kPermissionDenied) {
       std::cerr << fmt::format("joule: error: {}\n", exit.error().message());
@@ -194,7 +292,17 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   const measure::Measurement measurement = monitor.end_window("measure", false);
   sampler.stop();
 
-  Summary summary{flags.command, *exit, measurement.time_s, {}};
+  Summary summary{flags.command, *exit, measurement.time_s, {}, std::nullopt, std::nullopt};
+  if (carbon) {
+    auto carbon_measurement = carbon->end_window("measure");
+    if (!carbon_measurement.carbon) {
+      log().warn("carbon: {}", carbon_measurement.carbon.error().message());
+    }
+    summary.carbon = std::move(carbon_measurement.carbon);
+  }
+  if (price) {
+    summary.price = price->end_window("measure");
+  }
   const Nanos window_end = clock.now();
   size_t channel = 0;
   auto figure = [&](std::string kind, const measure::DeviceEnergy& energy, std::string name) {
@@ -245,6 +353,26 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
   command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")
+      ->option_text("FILE");
+  command
+      ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
+                   "Add the carbon (gCO2e) at this constant intensity, g/kWh")
+      ->option_text("G_PER_KWH");
+  command
+      ->add_option("--carbon-trace", flags->carbon.trace_path,
+                   "Add the carbon from a trace CSV (timestamp,carbon_intensity_g_per_kwh) covering the run")
+      ->option_text("FILE");
+  command
+      ->add_option("--zone", flags->carbon.zone,
+                   "Add the carbon from a live provider's zone (Electricity Maps zone, WattTime region, GB)")
+      ->option_text("Z");
+  command
+      ->add_option("--carbon-provider", flags->carbon.provider,
+                   "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps)")
+      ->option_text("P");
+  command
+      ->add_option("--tariff", flags->tariff,
+                   "Add the cost from an hourly tariff CSV (hour,price_usd_per_kwh)")
       ->option_text("FILE");
   // The command comes after "--" (split off in main); a command without "--" gets a pointed message.
   auto stray = std::make_shared<std::vector<std::string>>();

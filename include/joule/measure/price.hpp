@@ -69,6 +69,7 @@ class PriceMonitor {
   PriceMonitor(EnergyMonitor& monitor, const HourlyTariff& tariff, BucketedMonitorOptions options = {});
   void begin_window(std::string_view name) { buckets_.begin_window(name); }
   PriceReport end_window(std::string_view name) { return price_of(buckets_.end_window(name), tariff_); }
+  void cancel_window(std::string_view name) { buckets_.cancel_window(name); }
   void checkpoint() { buckets_.checkpoint(); }
 
  private:
