@@ -321,6 +321,61 @@ Result<std::string> WattTimeSignal::bearer() {
   return session_token_;
 }
 
+namespace {
+
+// WattTime's {"data": [{"point_time", "value"}…], "meta": {"units", "data_point_period_seconds"…}}.
+Result<std::vector<IntensityPoint>> wt_points(const json& body, std::string_view what, bool estimated,
+                                              int64_t& period_s) {
+  const json* data = array_field(body, {"data"});
+  if (data == nullptr) {
+    return tl::make_unexpected(detail::shape_error(kWattTime, what, "the response has no 'data' list"));
+  }
+  double scale = 1;
+  if (body.contains("meta") && body["meta"].is_object()) {
+    const json& meta = body["meta"];
+    const auto units_it = meta.find("units");
+    const std::string units =
+        units_it != meta.end() && units_it->is_string() ? units_it->get<std::string>() : std::string();
+    if (units == "lbs_co2_per_mwh") {
+      scale = kGramsPerKwhPerLbsPerMwh;
+    } else if (units != "g_co2_per_kwh" && units != "gco2_per_kwh") {
+      return tl::make_unexpected(detail::shape_error(
+          kWattTime, what, fmt::format("unknown units '{}' (expected lbs_co2_per_mwh)", units)));
+    }
+    if (meta.contains("data_point_period_seconds") && meta["data_point_period_seconds"].is_number_integer() &&
+        meta["data_point_period_seconds"].get<int64_t>() > 0) {
+      period_s = meta["data_point_period_seconds"].get<int64_t>();
+    }
+  } else {
+    return tl::make_unexpected(
+        detail::shape_error(kWattTime, what, "the response has no 'meta' with the units"));
+  }
+  std::vector<IntensityPoint> points;
+  for (const auto& p : *data) {
+    if (!p.is_object()) {
+      return tl::make_unexpected(detail::shape_error(kWattTime, what, "a point is not an object"));
+    }
+    const auto time = time_value(p, "point_time", kWattTime, what);
+    if (!time) {
+      return tl::make_unexpected(time.error());
+    }
+    const auto it = p.find("value");
+    if (it == p.end() || it->is_null()) {
+      continue;  // a missing value: the period stays uncovered
+    }
+    const auto value = intensity_value(*it, kWattTime, what, "value");
+    if (!value) {
+      return tl::make_unexpected(value.error());
+    }
+    points.push_back({*time, *value * scale, estimated});
+  }
+  std::sort(points.begin(), points.end(),
+            [](const IntensityPoint& a, const IntensityPoint& b) { return a.time_unix_s < b.time_unix_s; });
+  return points;
+}
+
+}  // namespace
+
 Result<std::vector<IntensityPoint>> WattTimeSignal::get_points(const std::string& path, bool estimated) {
   const auto base = base_or_throw(options_.base_url, kWattTime);
   const std::string what = base.path_prefix + path;
@@ -350,50 +405,7 @@ Result<std::vector<IntensityPoint>> WattTimeSignal::get_points(const std::string
     }
     return tl::make_unexpected(body.error());
   }
-  const json* data = array_field(*body, {"data"});
-  if (data == nullptr) {
-    return tl::make_unexpected(detail::shape_error(kWattTime, what, "the response has no 'data' list"));
-  }
-  double scale = 1;
-  if (body->contains("meta") && (*body)["meta"].is_object()) {
-    const json& meta = (*body)["meta"];
-    const std::string units = meta.value("units", std::string());
-    if (units == "lbs_co2_per_mwh") {
-      scale = kGramsPerKwhPerLbsPerMwh;
-    } else if (units != "g_co2_per_kwh" && units != "gco2_per_kwh") {
-      return tl::make_unexpected(detail::shape_error(
-          kWattTime, what, fmt::format("unknown units '{}' (expected lbs_co2_per_mwh)", units)));
-    }
-    if (meta.contains("data_point_period_seconds") && meta["data_point_period_seconds"].is_number_integer() &&
-        meta["data_point_period_seconds"].get<int64_t>() > 0) {
-      period_s_ = meta["data_point_period_seconds"].get<int64_t>();
-    }
-  } else {
-    return tl::make_unexpected(
-        detail::shape_error(kWattTime, what, "the response has no 'meta' with the units"));
-  }
-  std::vector<IntensityPoint> points;
-  for (const auto& p : *data) {
-    if (!p.is_object()) {
-      return tl::make_unexpected(detail::shape_error(kWattTime, what, "a point is not an object"));
-    }
-    const auto time = time_value(p, "point_time", kWattTime, what);
-    if (!time) {
-      return tl::make_unexpected(time.error());
-    }
-    const auto it = p.find("value");
-    if (it == p.end() || it->is_null()) {
-      continue;  // a missing value: the period stays uncovered
-    }
-    const auto value = intensity_value(*it, kWattTime, what, "value");
-    if (!value) {
-      return tl::make_unexpected(value.error());
-    }
-    points.push_back({*time, *value * scale, estimated});
-  }
-  std::sort(points.begin(), points.end(),
-            [](const IntensityPoint& a, const IntensityPoint& b) { return a.time_unix_s < b.time_unix_s; });
-  return points;
+  return wt_points(*body, what, estimated, period_s_);
 }
 
 Result<IntensityPoint> WattTimeSignal::latest() {
@@ -559,6 +571,38 @@ Result<std::vector<IntensityPoint>> UkCarbonIntensitySignal::forecast(int64_t ho
   }
   std::erase_if(*points, [&](const IntensityPoint& p) { return p.time_unix_s > now + horizon_s; });
   return points;
+}
+
+// ---- saved response bodies -----------------------------------------------------------------------------
+
+Result<std::vector<IntensityPoint>> parse_provider_body(std::string_view provider, std::string_view body) {
+  const json parsed = json::parse(body, nullptr, false);
+  const std::string what = fmt::format("<saved {} body>", provider);
+  if (parsed.is_discarded()) {
+    return fail(ErrorCode::kParse, "{}: {}: the body is not JSON", provider, what);
+  }
+  if (provider == kElectricityMaps) {
+    if (parsed.is_object() && parsed.contains("error")) {
+      return fail(ErrorCode::kNotFound, "{}: {}: {}", provider, what, parsed["error"].dump());
+    }
+    if (array_field(parsed, {"history", "data", "forecast"}) != nullptr) {
+      return em_points(parsed, {"history", "data", "forecast"}, what, false);
+    }
+    auto point = em_point(parsed, what);
+    if (!point) {
+      return tl::make_unexpected(point.error());
+    }
+    return *point ? std::vector<IntensityPoint>{**point} : std::vector<IntensityPoint>{};
+  }
+  if (provider == kWattTime) {
+    int64_t period_s = 0;
+    return wt_points(parsed, what, false, period_s);
+  }
+  if (provider == kUk) {
+    return uk_points(parsed, what, false);
+  }
+  return fail(ErrorCode::kInvalidArgument,
+              "unknown carbon provider '{}' (known: electricitymaps, watttime, uk)", provider);
 }
 
 }  // namespace joule::measure

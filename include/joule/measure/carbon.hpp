@@ -234,6 +234,12 @@ class UkCarbonIntensitySignal final : public CarbonSignal {
   const Clock& clock_;
 };
 
+/// @return the points of a response body saved from a provider's API: "electricitymaps" (latest, history,
+/// past-range or forecast), "watttime" (historical or forecast; converted to g/kWh) or "uk" (/intensity…),
+/// oldest first, with the same strict checks as the live providers (kParse naming the problem; an
+/// Electricity Maps error body is kNotFound). Null values are left out, never zero.
+Result<std::vector<IntensityPoint>> parse_provider_body(std::string_view provider, std::string_view body);
+
 /// Which carbon signal to use; see make_carbon_signal().
 struct CarbonSourceOptions {
   std::optional<double> intensity_g_per_kwh;  ///< a constant (--carbon-intensity)
