@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""joule: measure and cut the GPU energy of deep-learning training (Zeus, Perseus, Chase) from Python.
+
+The core is C++ (the module ``joule._joule``); this package gives it Pythonic names. Units are in the names:
+``_s`` seconds, ``_j`` joules, ``_w`` watts, ``_mhz`` megahertz.
+
+- :func:`devices`, :class:`DeviceSet`, :class:`Gpu`, :class:`Cpu`: what there is to measure (set
+  ``JOULE_SIM=v100:imagenet`` or ``devices(sim=...)`` to simulate GPUs).
+- :class:`Monitor` and :class:`Measurement`: energy and time of named windows (context manager, decorator).
+- :class:`PowerSampler`: power timelines sampled on a C++ thread.
+- :class:`PowerLimitOptimizer`: Zeus's just-in-time power-limit optimizer as a training-loop callback.
+- :class:`BatchSizeOptimizer`: the client of ``joule serve``'s batch-size optimizer.
+- :class:`Frontier` and the policies :class:`ZeusCost`, :class:`CarbonCost`, :class:`Deadline`,
+  :class:`MaxSlowdown`, :class:`MinEnergy`, :class:`MinTime`.
+- :func:`simulate`: Zeus's trace-driven simulator.
+- :class:`Error` and its subclasses: every C++ error, with the same message.
+- ``joule.torch`` (sync callback, torch.distributed aggregator) and ``joule.huggingface`` (Trainer
+  callback) are imported on demand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import (
+    DeviceError,
+    Error,
+    InternalError,
+    InvalidArgumentError,
+    IoError,
+    LibraryMissingError,
+    NotFoundError,
+    NotSupportedError,
+    OutOfRangeError,
+    ParseError,
+    PermissionDeniedError,
+    StateError,
+)
+from . import _joule
+from ._joule import (
+    CarbonCost,
+    Cpu,
+    Deadline,
+    DeviceSet,
+    Gpu,
+    MaxSlowdown,
+    Measurement,
+    MinEnergy,
+    MinTime,
+    RankAggregator,
+    SingleProcessAggregator,
+    ZeusCost,
+    describe,
+    paper_workloads,
+    power_limit_candidates_w,
+    simulate,
+    trace_gpus,
+    validate_policy,
+)
+from .batch_size import BatchSizeClient, BatchSizeOptimizer, TrainFailError, job_spec
+from .callbacks import Callback, CallbackSet
+from .frontier import Frontier, FrontierPoint, Policy
+from .monitor import Monitor, PowerSampler, Window, default_devices, devices
+from .power_limit import PowerLimitOptimizer
+
+__version__ = "0.1.0"
+
+
+def sim_models() -> list[dict[str, Any]]:
+    """The simulated GPU models (key, name, power-limit range in W, has_energy_counter, description)."""
+    return _joule._sim_models()
+
+
+__all__ = [
+    "BatchSizeClient",
+    "BatchSizeOptimizer",
+    "Callback",
+    "CallbackSet",
+    "CarbonCost",
+    "Cpu",
+    "Deadline",
+    "DeviceError",
+    "DeviceSet",
+    "Error",
+    "Frontier",
+    "FrontierPoint",
+    "Gpu",
+    "InternalError",
+    "InvalidArgumentError",
+    "IoError",
+    "LibraryMissingError",
+    "MaxSlowdown",
+    "Measurement",
+    "MinEnergy",
+    "MinTime",
+    "Monitor",
+    "NotFoundError",
+    "NotSupportedError",
+    "OutOfRangeError",
+    "ParseError",
+    "PermissionDeniedError",
+    "Policy",
+    "PowerLimitOptimizer",
+    "PowerSampler",
+    "RankAggregator",
+    "SingleProcessAggregator",
+    "StateError",
+    "TrainFailError",
+    "Window",
+    "ZeusCost",
+    "default_devices",
+    "describe",
+    "devices",
+    "job_spec",
+    "paper_workloads",
+    "power_limit_candidates_w",
+    "sim_models",
+    "simulate",
+    "trace_gpus",
+    "validate_policy",
+]

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Devices, energy windows (:class:`Monitor`) and power timelines (:class:`PowerSampler`)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
+
+from . import _joule
+from ._joule import DeviceSet, Measurement
+
+SyncArgument = Union[None, str, Callable[[], None]]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_default_lock = threading.Lock()
+_default_devices: Optional[DeviceSet] = None
+
+
+def devices(
+    sim: Optional[str] = None,
+    *,
+    virtual_clock: bool = False,
+    gpus: bool = True,
+    cpus: bool = True,
+    powercap_root: Optional[str] = None,
+    nvml_library: Optional[str] = None,
+    rocm_library: Optional[str] = None,
+    daemon_socket: Optional[str] = None,
+) -> DeviceSet:
+    """Discovers the GPUs and CPUs (a new DeviceSet on each call).
+
+    The JOULE_* environment variables are read first (JOULE_SIM, JOULE_DAEMON_SOCKET, JOULE_NVML_LIBRARY,
+    JOULE_ROCM_SMI_LIBRARY, JOULE_POWERCAP_ROOT, …); the arguments override them.
+
+    sim: simulate GPUs instead of loading a vendor library: ``'[COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]]'``, e.g.
+        ``'v100:imagenet'`` or ``'4xa40'`` (``joule.sim_models()`` lists the GPUs).
+    virtual_clock: with sim, run the GPUs on a virtual clock that moves only through
+        ``DeviceSet.advance(seconds)`` or ``DeviceSet.run_iterations(n)`` (deterministic simulation).
+    gpus / cpus: look for GPUs / CPU energy counters (RAPL) at all.
+    powercap_root: the RAPL sysfs root (default /sys/class/powercap).
+
+    Backends that find nothing are not errors (see ``DeviceSet.reports``); a malformed sim spec or
+    CUDA_VISIBLE_DEVICES raises InvalidArgumentError.
+    """
+    return _joule._discover(
+        sim=sim,
+        virtual_clock=virtual_clock,
+        gpus=gpus,
+        cpus=cpus,
+        powercap_root=powercap_root,
+        nvml_library=nvml_library,
+        rocm_library=rocm_library,
+        daemon_socket=daemon_socket,
+    )
+
+
+def default_devices() -> DeviceSet:
+    """The process-wide DeviceSet that Monitor and PowerSampler use when given none: discovered once, from
+    the environment (set JOULE_SIM=v100:imagenet to simulate a GPU)."""
+    global _default_devices
+    with _default_lock:
+        if _default_devices is None:
+            _default_devices = devices()
+        return _default_devices
+
+
+def _resolve_sync(sync: SyncArgument) -> Optional[Callable[[], None]]:
+    if sync is None or callable(sync):
+        return sync
+    if sync == "torch":
+        from .torch import sync_function
+
+        return sync_function()
+    _joule._raise_error("invalid-argument", f"sync must be None, 'torch' or a callable (got {sync!r})")
+    return None
+
+
+class Window(contextlib.ContextDecorator):
+    """A measurement window used as a context manager or a decorator. ``measurement`` holds what the last
+    use measured; ``on_end`` (if given) is called with each Measurement. If the body raises, the window is
+    cancelled and the exception propagates."""
+
+    def __init__(
+        self,
+        monitor: "Monitor",
+        name: str,
+        sync: bool = True,
+        on_end: Optional[Callable[[Measurement], None]] = None,
+    ) -> None:
+        self.monitor = monitor
+        self.name = name
+        self.sync = sync
+        self.on_end = on_end
+        self.measurement: Optional[Measurement] = None
+
+    def __enter__(self) -> "Window":
+        self.monitor.begin_window(self.name, self.sync)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> bool:
+        if exc_type is not None:
+            if self.monitor.is_open(self.name):
+                self.monitor.cancel_window(self.name)
+            return False
+        self.measurement = self.monitor.end_window(self.name, self.sync)
+        if self.on_end is not None:
+            self.on_end(self.measurement)
+        return False
+
+
+class Monitor(_joule._Monitor):
+    """Measures time and energy of named code regions ("windows") on GPUs and CPUs (Zeus's ZeusMonitor).
+
+    gpus: framework indices of the GPUs to measure (None: all of ``devices``); cpus: CPU package indices
+    (None: all; [] to measure none). sync: called before every reading of a window with sync=True so that
+    queued GPU work is counted: a callable, ``'torch'`` (torch.cuda.synchronize when CUDA exists; see
+    joule.torch) or None. devices: a DeviceSet (default: joule.default_devices()). approx_instant_energy:
+    estimate a counter GPU's energy as instantaneous power × time when its counter did not move during a
+    window (very short windows). polling_period_s: power polling period for GPUs without an energy counter.
+
+    Windows may overlap and nest; names are unique while open::
+
+        monitor = joule.Monitor()
+        monitor.begin_window("epoch")
+        train_one_epoch()
+        m = monitor.end_window("epoch")     # Measurement: m.time_s, m.gpu_energy_j[0], ...
+
+        with monitor.window("eval") as w:
+            evaluate()
+        print(w.measurement.total_energy_j)
+
+        @monitor.window("step")
+        def step(batch): ...
+    """
+
+    def __init__(
+        self,
+        gpus: Optional[Sequence[int]] = None,
+        cpus: Optional[Sequence[int]] = None,
+        sync: SyncArgument = None,
+        *,
+        devices: Optional[DeviceSet] = None,
+        approx_instant_energy: bool = False,
+        polling_period_s: float = 0.1,
+    ) -> None:
+        super().__init__(
+            devices if devices is not None else default_devices(),
+            None if gpus is None else list(gpus),
+            None if cpus is None else list(cpus),
+            _resolve_sync(sync),
+            approx_instant_energy,
+            polling_period_s,
+        )
+
+    def window(
+        self, name: str, sync: bool = True, on_end: Optional[Callable[[Measurement], None]] = None
+    ) -> Window:
+        """A window called `name` as a context manager or decorator (see :class:`Window`)."""
+        return Window(self, name, sync, on_end)
+
+    def __repr__(self) -> str:
+        return f"<joule.Monitor gpus={self.gpu_indices} cpus={self.cpu_indices} open={self.open_windows()}>"
+
+
+class PowerSampler(_joule.PowerSampler):
+    """Polls GPU power every ``period_s`` on a C++ thread (no GIL), keeping a change-only timeline per GPU.
+
+    gpus: framework indices (None: all); period_s: polling period, s; max_points: bound on stored points
+    per GPU (0: unbounded); devices: a DeviceSet (default: joule.default_devices()).
+
+    Use start()/stop() or ``with sampler:``; ``timeline(gpu)`` gives [(time_s, power_w)] and
+    ``energy(start_s, end_s)`` {gpu: J} on the devices' clock (``now_s()``)."""
+
+    def __init__(
+        self,
+        gpus: Optional[Sequence[int]] = None,
+        period_s: float = 0.1,
+        max_points: int = 0,
+        *,
+        devices: Optional[DeviceSet] = None,
+    ) -> None:
+        super().__init__(
+            devices if devices is not None else default_devices(),
+            None if gpus is None else list(gpus),
+            period_s,
+            max_points,
+        )
+
+    def __repr__(self) -> str:
+        return f"<joule.PowerSampler gpus={self.gpu_indices} period_s={self.period_s} running={self.running}>"

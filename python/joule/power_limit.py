@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The just-in-time power-limit optimizer (Zeus's GlobalPowerLimitOptimizer) as a training-loop callback."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional, Union
+
+from . import _joule
+from .callbacks import Callback
+from .frontier import Frontier, Policy
+from .monitor import Monitor
+
+AUTO = "auto"
+
+
+def _auto_aggregator() -> Optional[_joule.RankAggregator]:
+    """The torch.distributed aggregator if the program imported torch and initialised a process group;
+    None otherwise (torch is never imported here)."""
+    torch = sys.modules.get("torch")
+    distributed = getattr(torch, "distributed", None) if torch is not None else None
+    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+        return None
+    from .torch import DistributedAggregator
+
+    return DistributedAggregator()
+
+
+class PowerLimitOptimizer(Callback):
+    """Profiles each candidate GPU power limit for a few training steps, then keeps the one the policy picks.
+
+    monitor: a joule.Monitor over the GPUs to control (all set to one limit, so they must be identical).
+    eta: weight of energy in Zeus's cost (used when policy is None: ZeusCost(eta), whose max power is derived
+        as the highest profiled limit × GPUs × ranks).
+    policy: any joule policy (ZeusCost, CarbonCost, Deadline, MaxSlowdown, MinEnergy, MinTime); it sees
+        per-step time (s) and energy (J).
+    wait_steps, warmup_steps, profile_steps: steps before the first candidate, before each profile window,
+        and measured per candidate. step_w: distance between candidates, W.
+    aggregator: combines measurements across ranks (energy summed, time maximised) so every rank picks the
+        same limit. ``'auto'`` (default): joule.torch.DistributedAggregator when torch.distributed is
+        initialised, else single-process. None: single-process. Or any joule.RankAggregator.
+    profile_dir, job_key: a profile store; a matching stored profile skips profiling.
+    restore_to: ``'default'`` (board default) or ``'initial'`` (the limit before the optimizer): what the GPUs
+        get back on close(), destruction, process exit, SIGINT and SIGTERM (if restore_on_signals).
+
+    Call ``on_step_begin()`` at the start of each step, ``on_step_end()`` at its end, and ``on_epoch_end()``
+    at the end of each epoch (an epoch end interrupts a profile, which restarts at the next step).
+    """
+
+    def __init__(
+        self,
+        monitor: Monitor,
+        eta: float = 0.5,
+        *,
+        policy: Optional[Policy] = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        step_w: float = 25.0,
+        aggregator: Union[str, None, _joule.RankAggregator] = AUTO,
+        profile_dir: Optional[str] = None,
+        job_key: Optional[str] = None,
+        restore_to: str = "default",
+        restore_on_signals: bool = True,
+    ) -> None:
+        if policy is None:
+            policy = _joule.ZeusCost(eta, 0.0)
+        if isinstance(aggregator, str):
+            if aggregator != AUTO:
+                _joule._raise_error(
+                    "invalid-argument", f"aggregator must be 'auto', None or a joule.RankAggregator (got {aggregator!r})"
+                )
+            aggregator = _auto_aggregator()
+        self.monitor = monitor
+        self.aggregator: Optional[_joule.RankAggregator] = aggregator
+        self._optimizer = _joule._PowerLimitOptimizer(
+            monitor,
+            policy,
+            wait_steps,
+            warmup_steps,
+            profile_steps,
+            float(step_w),
+            aggregator,
+            profile_dir or "",
+            job_key or "",
+            restore_to,
+            restore_on_signals,
+        )
+
+    # Hooks -------------------------------------------------------------------------------------------------
+    def on_step_begin(self) -> None:
+        """At the start of every step: advances the profile (may set a power limit or open/close a window)."""
+        self._optimizer.on_step_begin()
+
+    def on_step_end(self) -> None:
+        """At the end of every step (nothing to do today; keeps loops stable)."""
+        self._optimizer.on_step_end()
+
+    def on_epoch_end(self) -> None:
+        """At the end of every epoch: an interrupted profile restarts its candidate at the next step."""
+        self._optimizer.on_epoch_end()
+
+    def close(self) -> None:
+        """Cancels an open profile window and restores the GPUs' limits (restore_to). Idempotent."""
+        if not self._optimizer.closed:
+            self._optimizer.close()
+
+    def __enter__(self) -> "PowerLimitOptimizer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # State -------------------------------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        """'ready', 'warmup', 'profiling' or 'done'."""
+        return self._optimizer.state
+
+    @property
+    def done(self) -> bool:
+        """True once the limit is chosen and set."""
+        return self._optimizer.state == "done"
+
+    @property
+    def candidates_w(self) -> list[float]:
+        """The candidate limits, W, highest first."""
+        return self._optimizer.candidates_w
+
+    @property
+    def current_power_limit_w(self) -> float:
+        """The candidate being warmed up or profiled (next, when ready); the chosen limit when done, W."""
+        return self._optimizer.current_power_limit_w
+
+    @property
+    def chosen_power_limit_w(self) -> Optional[float]:
+        """The chosen limit, W; None until done."""
+        return self._optimizer.chosen_power_limit_w
+
+    @property
+    def measurements(self) -> list[dict[str, float]]:
+        """Per candidate: power_limit_w, energy_j and time_s of its profile window (summed over GPUs and
+        ranks; time maximised over ranks), steps, energy_per_step_j, time_per_step_s."""
+        return self._optimizer.measurements
+
+    @property
+    def frontier(self) -> Frontier[float]:
+        """The per-step frontier of the measurements (knob: power limit, W); empty until done."""
+        return Frontier(self._optimizer.frontier)
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in use, with a derived ZeusCost max_power_w filled in."""
+        return self._optimizer.policy
+
+    @property
+    def constraints_w(self) -> dict[str, float]:
+        """The GPUs' common power-limit range {min_w, max_w, default_w}."""
+        return self._optimizer.constraints_w
+
+    @property
+    def profile_path(self) -> Optional[str]:
+        """The profile file, or None without a profile store."""
+        return self._optimizer.profile_path
+
+    @property
+    def loaded_from_profile(self) -> bool:
+        """True if the choice came from a stored profile."""
+        return self._optimizer.loaded_from_profile
+
+    def __repr__(self) -> str:
+        return (
+            f"<joule.PowerLimitOptimizer state={self.state} current={self.current_power_limit_w} W "
+            f"chosen={self.chosen_power_limit_w}>"
+        )

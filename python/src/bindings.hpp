@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// python/src/bindings.hpp — shared pieces of the pybind11 module joule._joule: one bind_* per area, the
+// device set the Python objects share, and helpers for units and errors.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+#include "joule/core/clock.hpp"
+#include "joule/core/error.hpp"
+#include "joule/core/units.hpp"
+#include "joule/device/discovery.hpp"
+#include "joule/measure/energy_monitor.hpp"
+
+namespace joule::python {
+
+namespace py = pybind11;
+
+void bind_errors(py::module_& module);
+void bind_devices(py::module_& module);
+void bind_measure(py::module_& module);
+void bind_frontier(py::module_& module);
+void bind_optimize(py::module_& module);
+void bind_simulate(py::module_& module);
+void bind_client(py::module_& module);
+
+/// The devices of one discovery, shared by every Python object made from them (Gpu, Monitor, PowerSampler,
+/// PowerLimitOptimizer), so that the devices outlive all of them.
+using SharedDeviceSet = std::shared_ptr<device::DeviceSet>;
+
+/// @return `seconds` as Nanos; kInvalidArgument (naming `what`) if it is not finite.
+Nanos seconds_to_nanos(double seconds, const char* what);
+
+/// @return the GPUs with these framework indices (all if nullopt), as joule's errors if unknown.
+std::vector<device::Gpu*> select_gpus(const device::DeviceSet& set,
+                                      const std::optional<std::vector<int>>& indices);
+
+/// A Python callable that can be called from any C++ thread (it takes the GIL) and copied or destroyed
+/// without holding the GIL.
+class PythonCallable {
+ public:
+  explicit PythonCallable(py::object function);
+  /// Calls the function with no arguments, holding the GIL. A Python exception propagates as
+  /// py::error_already_set.
+  void operator()() const;
+
+ private:
+  std::shared_ptr<py::object> function_;
+};
+
+/// joule.Monitor: an EnergyMonitor over some devices of a set, which it keeps alive.
+struct MonitorHandle {
+  SharedDeviceSet set;
+  std::vector<int> gpu_indices;  ///< framework indices of the monitored GPUs, in the monitor's order
+  std::vector<int> cpu_indices;  ///< package indices of the monitored CPUs
+  std::unique_ptr<measure::EnergyMonitor> monitor;
+};
+
+}  // namespace joule::python

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pybind11 module joule._joule. The Python package `joule` (python/joule/) re-exports it with Pythonic
+// wrappers; docs/python.md documents the API.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bindings.hpp"
+
+namespace joule::python {
+
+Nanos seconds_to_nanos(double seconds, const char* what) {
+  if (!std::isfinite(seconds)) {
+    throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} must be a finite number of seconds", what));
+  }
+  return Nanos(static_cast<int64_t>(std::llround(seconds * 1e9)));
+}
+
+std::vector<device::Gpu*> select_gpus(const device::DeviceSet& set,
+                                      const std::optional<std::vector<int>>& indices) {
+  return value_or_throw(set.select_gpus(indices));
+}
+
+PythonCallable::PythonCallable(py::object function)
+    : function_(new py::object(std::move(function)), [](py::object* object) {
+        py::gil_scoped_acquire gil;
+        delete object;
+      }) {}
+
+void PythonCallable::operator()() const {
+  py::gil_scoped_acquire gil;
+  (*function_)();
+}
+
+}  // namespace joule::python
+
+PYBIND11_MODULE(_joule, module) {
+  namespace jp = joule::python;
+  module.doc() =
+      "joule's native core: devices, energy windows, power sampling, the power-limit optimizer, "
+      "frontiers and policies, the Zeus simulator and the batch-size client. Use the package "
+      "`joule`, which wraps this module.";
+  jp::bind_errors(module);
+  jp::bind_devices(module);
+  jp::bind_measure(module);
+  jp::bind_frontier(module);
+  jp::bind_optimize(module);
+  jp::bind_simulate(module);
+  jp::bind_client(module);
+}

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule.simulate: Zeus's trace-driven simulator (as `joule simulate` runs it), returning plain Python data.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "joule/sim/simulator.hpp"
+
+#include "bindings.hpp"
+
+namespace joule::python {
+
+namespace {
+
+py::dict configuration_dict(const sim::FixedConfiguration& configuration) {
+  py::dict dict;
+  dict["batch_size"] = configuration.batch_size;
+  dict["power_limit_w"] = configuration.power_limit_w;
+  dict["energy_j"] = configuration.energy_j;
+  dict["time_s"] = configuration.time_s;
+  dict["cost"] = configuration.cost;
+  dict["reach_rate"] = configuration.reach_rate;
+  return dict;
+}
+
+py::dict result_dict(const std::string& gpu, const sim::SimulationResult& result,
+                     const sim::SimulationOptions& options) {
+  py::dict job;
+  job["dataset"] = result.job.dataset;
+  job["network"] = result.job.network;
+  job["optimizer"] = result.job.optimizer;
+  job["target_metric"] = result.job.target_metric;
+  job["max_epochs"] = result.job.max_epochs;
+  job["default_batch_size"] = result.job.default_batch_size;
+
+  py::list tries;
+  for (const auto& attempt : result.tries) {
+    py::dict dict;
+    dict["recurrence"] = attempt.recurrence;
+    dict["attempt"] = attempt.attempt;
+    dict["batch_size"] = attempt.batch_size;
+    dict["power_limit_w"] = attempt.power_limit_w;
+    dict["energy_j"] = attempt.energy_j;
+    dict["time_s"] = attempt.time_s;
+    dict["reached"] = attempt.reached;
+    dict["cost"] = attempt.cost;
+    tries.append(dict);
+  }
+  py::dict totals;
+  totals["energy_j"] = result.optimizer.energy_j;
+  totals["time_s"] = result.optimizer.time_s;
+  totals["cost"] = result.optimizer.cost;
+
+  py::list configurations;
+  for (const auto& configuration : result.configurations) {
+    configurations.append(configuration_dict(configuration));
+  }
+
+  py::dict dict;
+  dict["gpu"] = gpu;
+  dict["eta"] = options.eta;
+  dict["beta"] = options.beta;
+  dict["seed"] = options.seed;
+  dict["job"] = job;
+  dict["recurrences"] = result.recurrences;
+  dict["max_power_w"] = result.max_power_w;
+  dict["tries"] = tries;
+  dict["optimizer"] = totals;
+  dict["baseline"] = configuration_dict(result.baseline);
+  dict["oracle"] = result.oracle ? py::object(configuration_dict(*result.oracle)) : py::object(py::none());
+  dict["configurations"] = configurations;
+  return dict;
+}
+
+py::dict simulate(const std::string& gpu, const std::string& workload, double eta, double beta, uint64_t seed,
+                  std::optional<int> recurrences, std::optional<int> b0, std::optional<double> target_metric,
+                  std::optional<int> max_epochs, const std::optional<std::string>& trace_dir, int max_tries) {
+  sim::SimulationOptions options;
+  options.eta = eta;
+  options.beta = beta;
+  options.seed = seed;
+  options.recurrences = recurrences;
+  options.max_tries = max_tries;
+  value_or_throw(sim::validate(options));
+  std::string trace_gpu;
+  sim::SimulationResult result;
+  {
+    py::gil_scoped_release release;
+    const sim::Trace trace = value_or_throw(sim::gpu_trace(gpu, trace_dir));
+    sim::Job job = value_or_throw(sim::paper_job(trace, workload));
+    if (b0) {
+      job.default_batch_size = *b0;
+    }
+    if (target_metric) {
+      job.target_metric = *target_metric;
+    }
+    if (max_epochs) {
+      if (*max_epochs < 1) {
+        throw Exception(ErrorCode::kInvalidArgument,
+                        fmt::format("max_epochs must be at least 1 (got {})", *max_epochs));
+      }
+      job.max_epochs = *max_epochs;
+    }
+    trace_gpu = trace.gpu.empty() ? gpu : trace.gpu;
+    const sim::Simulator simulator = sim::zeus_simulator(trace, options);
+    result = value_or_throw(simulator.simulate(job));
+  }
+  return result_dict(trace_gpu, result, options);
+}
+
+}  // namespace
+
+void bind_simulate(py::module_& module) {
+  module.def(
+      "simulate", &simulate, py::arg("gpu"), py::arg("workload"), py::kw_only(), py::arg("eta") = 0.5,
+      py::arg("beta") = 2.0, py::arg("seed") = 1, py::arg("recurrences") = py::none(),
+      py::arg("b0") = py::none(), py::arg("target_metric") = py::none(), py::arg("max_epochs") = py::none(),
+      py::arg("trace_dir") = py::none(), py::arg("max_tries") = 20,
+      R"doc(Replays Zeus's batch-size and power-limit optimization over recurrences of a training job on the
+NSDI'23 traces (what `joule simulate --gpu GPU --workload W` prints).
+
+gpu: 'v100', 'a40', 'p100', 'rtx6000' (joule.trace_gpus()); workload: joule.paper_workloads().
+eta: weight of energy in [0, 1]; beta: early-stop threshold > 1 (math.inf disables it); seed: random seed;
+recurrences: default 2 × batch sizes × power limits; b0, target_metric, max_epochs: override the paper's job;
+trace_dir: a directory with summary_train.csv and summary_power_<gpu>.csv instead of the built-in traces.
+
+Returns a dict: gpu, eta, beta, seed, job {dataset, network, optimizer, target_metric, max_epochs,
+default_batch_size}, recurrences, max_power_w (W), tries [{recurrence, attempt, batch_size, power_limit_w,
+energy_j, time_s, reached, cost}], optimizer {energy_j, time_s, cost} summed over tries, baseline and
+oracle {batch_size, power_limit_w, energy_j, time_s, cost, reach_rate} per recurrence (oracle may be None),
+configurations [same]. Energies in J, times in s, costs in J.)doc");
+  module.def("trace_gpus", &sim::trace_gpus, "The GPUs with a built-in Zeus power trace.");
+  module.def("paper_workloads", &sim::paper_workloads, "The workloads of the Zeus paper, in its order.");
+}
+
+}  // namespace joule::python

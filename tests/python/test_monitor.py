@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: Apache-2.0
+"""joule.Monitor: windows, context manager, decorator, sync callback, CPUs, GPUs without counters."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+
+import pytest
+
+import joule
+from test_devices import make_fake_powercap, set_energy
+
+
+def test_window_measures_time_and_counter_energy(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    power_w = sim.gpus[0].power_w()
+    monitor.begin_window("step")
+    sim.advance(1.5)
+    measurement = monitor.end_window("step")
+    assert measurement.name == "step"
+    assert measurement.time_s == pytest.approx(1.5)
+    assert measurement.gpu_energy_j[0] == pytest.approx(1.5 * power_w, abs=0.002)
+    assert measurement.total_gpu_energy_j == measurement.gpu_energy_j[0]
+    assert measurement.total_energy_j == measurement.total_gpu_energy_j
+    assert measurement.cpu_energy_j == {} and measurement.dram_energy_j == {}
+    assert measurement.gpu_estimated == {0: False}
+    assert measurement.gpu_energy_source == {0: "counter"}
+    assert not measurement.estimated
+    assert measurement.to_dict()["gpu_energy_j"] == measurement.gpu_energy_j
+    assert repr(measurement).startswith("Measurement(name='step', time_s=1.5,")
+
+
+def test_windows_overlap_and_nest(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    monitor.begin_window("outer")
+    sim.advance(1)
+    monitor.begin_window("inner")
+    sim.advance(2)
+    assert monitor.open_windows() == ["inner", "outer"]
+    inner = monitor.end_window("inner")
+    sim.advance(1)
+    outer = monitor.end_window("outer")
+    assert inner.time_s == pytest.approx(2)
+    assert outer.time_s == pytest.approx(4)
+    assert monitor.open_windows() == []
+
+
+def test_cancel_restart_and_reset(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    monitor.begin_window("a")
+    monitor.cancel_window("a")
+    assert not monitor.is_open("a")
+    with pytest.raises(joule.NotFoundError):
+        monitor.cancel_window("a")
+    monitor.begin_window("a")
+    sim.advance(5)
+    monitor.begin_window("a", restart=True)
+    sim.advance(1)
+    assert monitor.end_window("a").time_s == pytest.approx(1)
+    monitor.begin_window("x")
+    monitor.begin_window("y")
+    monitor.reset_windows()
+    assert monitor.open_windows() == []
+
+
+def test_window_as_context_manager(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    seen: list[joule.Measurement] = []
+    with monitor.window("block", on_end=seen.append) as window:
+        sim.advance(0.5)
+    assert window.measurement is not None
+    assert window.measurement.time_s == pytest.approx(0.5)
+    assert seen == [window.measurement]
+
+
+def test_context_manager_cancels_on_exception(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    window = monitor.window("failing")
+    with pytest.raises(KeyError):
+        with window:
+            raise KeyError("boom")
+    assert window.measurement is None
+    assert not monitor.is_open("failing")
+
+
+def test_window_as_decorator(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    times: list[float] = []
+
+    @monitor.window("train_step", on_end=lambda m: times.append(m.time_s))
+    def train_step(seconds: float) -> str:
+        sim.advance(seconds)
+        return "done"
+
+    assert train_step(0.25) == "done"
+    assert train_step(0.75) == "done"
+    assert times == [pytest.approx(0.25), pytest.approx(0.75)]
+
+
+def test_sync_callback_runs_before_each_reading(sim: joule.DeviceSet) -> None:
+    calls: list[int] = []
+    monitor = joule.Monitor(devices=sim, sync=lambda: calls.append(1))
+    monitor.begin_window("a")
+    monitor.end_window("a")
+    assert len(calls) == 2
+    monitor.begin_window("b", sync=False)
+    monitor.end_window("b", sync=False)
+    assert len(calls) == 2
+
+
+def test_sync_callback_exception_propagates(sim: joule.DeviceSet) -> None:
+    def failing_sync() -> None:
+        raise ZeroDivisionError("sync failed")
+
+    monitor = joule.Monitor(devices=sim, sync=failing_sync)
+    with pytest.raises(ZeroDivisionError, match="sync failed"):
+        monitor.begin_window("a")
+    assert not monitor.is_open("a")
+
+
+def test_sync_callback_from_several_threads() -> None:
+    devices = joule.devices(sim="v100", cpus=False)
+    calls: list[str] = []
+    monitor = joule.Monitor(devices=devices, sync=lambda: calls.append(threading.current_thread().name))
+
+    def worker(name: str) -> None:
+        for i in range(20):
+            monitor.begin_window(f"{name}-{i}")
+            monitor.end_window(f"{name}-{i}")
+
+    threads = [threading.Thread(target=worker, args=(f"t{n}",), name=f"t{n}") for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 4 * 20 * 2
+    assert set(calls) == {"t0", "t1", "t2", "t3"}
+
+
+def test_invalid_sync_argument(sim: joule.DeviceSet) -> None:
+    with pytest.raises(joule.InvalidArgumentError, match="sync"):
+        joule.Monitor(devices=sim, sync="jax")  # type: ignore[arg-type]
+
+
+def test_gpu_selection() -> None:
+    devices = joule.devices(sim="3xv100", virtual_clock=True, cpus=False)
+    monitor = joule.Monitor(gpus=[2, 0], devices=devices)
+    assert monitor.gpu_indices == [2, 0]
+    monitor.begin_window("w")
+    devices.advance(1)
+    assert sorted(monitor.end_window("w").gpu_energy_j) == [0, 2]
+    with pytest.raises(joule.InvalidArgumentError, match="twice"):
+        joule.Monitor(gpus=[1, 1], devices=devices)
+
+
+def test_gpu_without_energy_counter_is_estimated() -> None:
+    devices = joule.devices(sim="p100", virtual_clock=True, cpus=False)
+    monitor = joule.Monitor(devices=devices)
+    assert monitor.polled_gpu_indices == [0]
+    power_w = devices.gpus[0].power_w()
+    monitor.begin_window("w")
+    devices.advance(2)
+    measurement = monitor.end_window("w")
+    assert measurement.estimated
+    assert measurement.gpu_estimated == {0: True}
+    assert measurement.gpu_energy_source[0] == "power-samples"
+    assert measurement.gpu_energy_j[0] == pytest.approx(2 * power_w, rel=1e-6)
+
+
+def test_cpu_and_dram_energy(tmp_path: pathlib.Path) -> None:
+    root = make_fake_powercap(tmp_path)
+    devices = joule.devices(sim="v100", virtual_clock=True, powercap_root=str(root))
+    monitor = joule.Monitor(devices=devices)
+    assert monitor.cpu_indices == [0]
+    monitor.begin_window("w")
+    set_energy(root, 1_000_000 + 30_000_000, 500_000 + 4_000_000)
+    devices.advance(1)
+    measurement = monitor.end_window("w")
+    assert measurement.cpu_energy_j == {0: pytest.approx(30.0)}
+    assert measurement.dram_energy_j == {0: pytest.approx(4.0)}
+    assert measurement.total_energy_j == pytest.approx(measurement.total_gpu_energy_j + 34.0)
+    assert joule.Monitor(cpus=[], devices=devices).cpu_indices == []
+
+
+def test_monitor_keeps_its_devices_alive() -> None:
+    monitor = joule.Monitor(devices=joule.devices(sim="v100", virtual_clock=True, cpus=False))
+    monitor.begin_window("w")
+    monitor.devices.advance(1)
+    assert monitor.end_window("w").time_s == pytest.approx(1)
