@@ -75,6 +75,21 @@ def thread_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def settled_thread_count() -> int:
+    """The thread count once threads of earlier tests have finished exiting (stable for 50 ms)."""
+    import gc
+
+    gc.collect()
+    count = thread_count()
+    for _ in range(100):
+        time.sleep(0.05)
+        now = thread_count()
+        if now == count:
+            break
+        count = now
+    return count
+
+
 def wait_for_thread_count(expected: int, timeout_s: float = 5.0) -> int:
     """Waits until the process has `expected` threads (a joined thread leaves /proc shortly after)."""
     deadline = time.monotonic() + timeout_s

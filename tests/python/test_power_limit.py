@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: Apache-2.0
+"""joule.PowerLimitOptimizer on a simulated V100 whose iterations run on a virtual clock."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Optional
+
+import pytest
+
+import joule
+
+FAST = dict(wait_steps=1, warmup_steps=2, profile_steps=5, restore_on_signals=False)
+
+
+def train(optimizer: joule.PowerLimitOptimizer, devices: joule.DeviceSet, steps: int, epoch_steps: Optional[int] = None) -> None:
+    for step in range(steps):
+        optimizer.on_step_begin()
+        devices.run_iterations(1)
+        optimizer.on_step_end()
+        if epoch_steps and (step + 1) % epoch_steps == 0:
+            optimizer.on_epoch_end()
+
+
+def test_profiles_every_candidate_then_keeps_the_cheapest(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    optimizer = joule.PowerLimitOptimizer(monitor, eta=0.5, **FAST)
+    assert optimizer.state == "ready"
+    assert optimizer.candidates_w == [250.0, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0]
+    assert sim.gpus[0].power_limit_w() == 250.0
+    train(optimizer, sim, 1 + 7 * 7 + 1)
+    assert optimizer.done
+    chosen = optimizer.chosen_power_limit_w
+    assert chosen is not None and sim.gpus[0].power_limit_w() == chosen
+    assert [m["power_limit_w"] for m in optimizer.measurements] == optimizer.candidates_w
+    assert all(m["steps"] == 5 for m in optimizer.measurements)
+    # The choice is ZeusCost(0.5, 250 W × 1 GPU × 1 rank) over the per-step frontier.
+    frontier = joule.Frontier(
+        (m["power_limit_w"], m["time_per_step_s"], m["energy_per_step_j"]) for m in optimizer.measurements
+    )
+    assert frontier.select(joule.ZeusCost(0.5, 250.0)).knob == chosen
+    assert [p.knob for p in optimizer.frontier] == [p.knob for p in frontier]
+    assert "ZeusCost(eta=0.5, max_power=250 W)" in joule.describe(optimizer.policy)
+    assert optimizer.constraints_w["max_w"] == 250.0
+    # Later steps change nothing.
+    train(optimizer, sim, 20)
+    assert sim.gpus[0].power_limit_w() == chosen
+    optimizer.close()
+    assert sim.gpus[0].power_limit_w() == 250.0  # back to the default
+    optimizer.close()  # idempotent
+    with pytest.raises(joule.StateError, match="closed"):
+        optimizer.on_step_begin()
+
+
+def test_policies_pick_the_ends(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    with joule.PowerLimitOptimizer(monitor, policy=joule.MinTime(), **FAST) as fastest:
+        train(fastest, sim, 60)
+        assert fastest.chosen_power_limit_w == 250.0
+    with joule.PowerLimitOptimizer(monitor, policy=joule.MinEnergy(), **FAST) as frugal:
+        train(frugal, sim, 60)
+        least = min(frugal.measurements, key=lambda m: m["energy_j"])["power_limit_w"]
+        assert frugal.chosen_power_limit_w == least
+
+
+def test_epoch_end_interrupts_a_profile(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    optimizer = joule.PowerLimitOptimizer(monitor, **FAST)
+    train(optimizer, sim, 4)  # wait 1, set 250 W, warm up 2 → profiling
+    assert optimizer.state == "profiling"
+    assert monitor.open_windows() != []
+    optimizer.on_epoch_end()
+    assert optimizer.state == "ready"
+    assert monitor.open_windows() == []
+    assert optimizer.current_power_limit_w == 250.0
+    train(optimizer, sim, 200, epoch_steps=30)
+    assert optimizer.done
+    optimizer.close()
+
+
+def test_invalid_options_are_invalid_argument_errors(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    with pytest.raises(joule.InvalidArgumentError, match="profile_steps"):
+        joule.PowerLimitOptimizer(monitor, profile_steps=0)
+    with pytest.raises(joule.InvalidArgumentError, match="eta"):
+        joule.PowerLimitOptimizer(monitor, eta=1.5)
+    with pytest.raises(joule.InvalidArgumentError, match="restore_to"):
+        joule.PowerLimitOptimizer(monitor, restore_to="somewhere")
+    with pytest.raises(joule.InvalidArgumentError, match="aggregator"):
+        joule.PowerLimitOptimizer(monitor, aggregator="mpi")
+    with pytest.raises(joule.InvalidArgumentError):
+        joule.PowerLimitOptimizer(joule.Monitor(devices=joule.devices(gpus=False, cpus=False)))
+
+
+class TwoIdenticalRanks(joule.RankAggregator):
+    """Pretends to be rank 0 of 2 ranks that measured exactly the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[float, float]] = []
+
+    def rank(self) -> int:
+        return 0
+
+    def world_size(self) -> int:
+        return 2
+
+    def aggregate(self, energy_j: float, time_s: float) -> tuple[float, float]:
+        self.calls.append((energy_j, time_s))
+        return 2 * energy_j, time_s
+
+
+def test_a_python_aggregator_combines_the_ranks(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    aggregator = TwoIdenticalRanks()
+    optimizer = joule.PowerLimitOptimizer(monitor, aggregator=aggregator, **FAST)
+    train(optimizer, sim, 60)
+    assert optimizer.done
+    assert len(aggregator.calls) == 7
+    for (energy_j, time_s), measurement in zip(aggregator.calls, optimizer.measurements):
+        assert measurement["energy_j"] == pytest.approx(2 * energy_j)
+        assert measurement["time_s"] == pytest.approx(time_s)
+    # ZeusCost's derived max power counts both ranks.
+    assert "max_power=500 W" in joule.describe(optimizer.policy)
+    optimizer.close()
+
+
+def test_an_aggregator_error_propagates(sim: joule.DeviceSet) -> None:
+    class Broken(TwoIdenticalRanks):
+        def aggregate(self, energy_j: float, time_s: float) -> tuple[float, float]:
+            raise ConnectionError("rank 1 is gone")
+
+    optimizer = joule.PowerLimitOptimizer(joule.Monitor(devices=sim), aggregator=Broken(), **FAST)
+    with pytest.raises(ConnectionError, match="rank 1 is gone"):
+        train(optimizer, sim, 60)
+    optimizer.close()
+
+
+def test_profile_store_skips_profiling_the_second_time(sim: joule.DeviceSet, tmp_path: pathlib.Path) -> None:
+    monitor = joule.Monitor(devices=sim)
+    first = joule.PowerLimitOptimizer(monitor, profile_dir=str(tmp_path), job_key="mlp", **FAST)
+    train(first, sim, 60)
+    chosen = first.chosen_power_limit_w
+    assert first.profile_path == str(tmp_path / "mlp.json")
+    first.close()
+    assert (tmp_path / "mlp.json").is_file()
+    second = joule.PowerLimitOptimizer(monitor, profile_dir=str(tmp_path), job_key="mlp", **FAST)
+    assert second.done and second.loaded_from_profile
+    assert second.chosen_power_limit_w == chosen
+    second.close()
+
+
+def test_callback_set_fans_out(sim: joule.DeviceSet) -> None:
+    class Counter(joule.Callback):
+        def __init__(self) -> None:
+            self.steps = 0
+
+        def on_step_begin(self) -> None:
+            self.steps += 1
+
+    counter = Counter()
+    optimizer = joule.PowerLimitOptimizer(joule.Monitor(devices=sim), **FAST)
+    callbacks = joule.CallbackSet([optimizer, counter])
+    callbacks.on_train_begin()
+    for _ in range(60):
+        callbacks.on_step_begin()
+        sim.run_iterations(1)
+        callbacks.on_step_end()
+    callbacks.on_epoch_end()
+    callbacks.on_evaluate(0.5)
+    callbacks.on_train_end()
+    assert counter.steps == 60 and optimizer.done
+    optimizer.close()
+
+
+def test_candidates_helper() -> None:
+    assert joule.power_limit_candidates_w(100, 250) == [250, 225, 200, 175, 150, 125, 100]
+    assert joule.power_limit_candidates_w(100, 300, 75) == [300, 225, 150, 100]

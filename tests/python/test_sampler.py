@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""joule.PowerSampler: timelines, energy, the C++ thread (no GIL, no leak)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import joule
+from conftest import settled_thread_count, wait_for_thread_count
+
+
+def test_timeline_and_energy_on_a_virtual_clock(sim: joule.DeviceSet) -> None:
+    sampler = joule.PowerSampler(devices=sim, period_s=0.01)
+    power_w = sim.gpus[0].power_w()
+    start_s = sim.now_s()
+    sampler.sample_for(2.0)
+    end_s = sim.now_s()
+    assert end_s == pytest.approx(start_s + 2.0)
+    timeline = sampler.timeline(0)
+    assert timeline[0] == (pytest.approx(start_s), pytest.approx(power_w))
+    assert all(point[1] == pytest.approx(power_w) for point in timeline)
+    assert sampler.energy(start_s, end_s) == {0: pytest.approx(2.0 * power_w)}
+    assert sampler.latest_w(0) == pytest.approx(power_w)
+    assert sampler.peak_w(0, start_s, end_s) == pytest.approx(power_w)
+    assert sampler.reads >= 2 and sampler.failed_reads == 0
+
+
+def test_timeline_follows_a_power_limit_change(sim: joule.DeviceSet) -> None:
+    sampler = joule.PowerSampler(devices=sim)
+    sampler.sample_for(1.0)
+    sim.gpus[0].set_power_limit_w(120)
+    sampler.sample_for(1.0)
+    powers = [power for _, power in sampler.timeline(0)]
+    assert powers[0] > 120 >= powers[-1]
+    middle_s = sampler.timeline(0)[-1][0] - 0.5
+    assert len(sampler.timeline(0, start_s=middle_s)) <= 1
+
+
+def test_real_clock_thread_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    devices = joule.devices(sim="2xv100", cpus=False)
+    with joule.PowerSampler(devices=devices, period_s=0.005) as sampler:
+        assert sampler.running
+        start_s = sampler.now_s()
+        while sampler.reads < 10:
+            threading.Event().wait(0.005)
+    assert not sampler.running
+    energies = sampler.energy(start_s, sampler.now_s())
+    assert sorted(energies) == [0, 1] and all(energy > 0 for energy in energies.values())
+
+
+def test_errors(sim: joule.DeviceSet) -> None:
+    sampler = joule.PowerSampler(devices=sim)
+    with pytest.raises(joule.NotFoundError):
+        sampler.energy(0, 1)  # no reading yet
+    sampler.sample_now()
+    with pytest.raises(joule.InvalidArgumentError):
+        sampler.energy(2, 1)
+    with pytest.raises(joule.NotFoundError, match="GPU 5 is not sampled"):
+        sampler.timeline(5)
+    with pytest.raises(joule.InvalidArgumentError, match="period_s"):
+        joule.PowerSampler(devices=sim, period_s=0)
+    with pytest.raises(joule.NotFoundError, match="no GPU"):
+        joule.PowerSampler(devices=joule.devices(gpus=False, cpus=False))
+    sampler.start()
+    with pytest.raises(joule.StateError):
+        sampler.start()
+    sampler.stop()
+
+
+def test_gil_is_released_while_sampling() -> None:
+    """A Python thread keeps running while the main thread is blocked in a long C++ sample."""
+    devices = joule.devices(sim="v100", cpus=False)
+    sampler = joule.PowerSampler(devices=devices, period_s=0.01)
+    progress = [0]
+    in_sample = threading.Event()
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            if in_sample.is_set():
+                progress[0] += 1
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        in_sample.set()
+        sampler.sample_for(0.3)
+        in_sample.clear()
+        during = progress[0]
+    finally:
+        stop.set()
+        thread.join()
+    # With the GIL held for 0.3 s the thread could not have counted at all (no Python bytecode runs).
+    assert during > 0
+    assert not sampler.running
+
+
+def test_no_thread_is_leaked() -> None:
+    before = settled_thread_count()
+    devices = joule.devices(sim="2xv100", cpus=False)
+    for _ in range(3):
+        sampler = joule.PowerSampler(devices=devices, period_s=0.005)
+        sampler.start()
+        assert wait_for_thread_count(before + 1) == before + 1
+        del sampler  # destruction stops and joins the thread
+        assert wait_for_thread_count(before) == before
+    # A monitor of a GPU without an energy counter owns a polling thread too.
+    polled = joule.Monitor(devices=joule.devices(sim="p100", cpus=False))
+    assert wait_for_thread_count(before + 1) == before + 1
+    polled.begin_window("w")
+    polled.end_window("w")
+    del polled
+    assert wait_for_thread_count(before) == before
+    # sample_for starts and stops its own thread.
+    sampler = joule.PowerSampler(devices=devices, period_s=0.005)
+    sampler.sample_for(0.02)
+    assert wait_for_thread_count(before) == before
