@@ -39,7 +39,7 @@ struct ReplayFlags {
   double max_intensity = 750;
   bool max_intensity_from_trace = false;
   double step_w = 5;
-  std::string forecaster = "svr";
+  std::string forecaster = "ridge";
   size_t training_samples = 48;
   std::string start;
   Format format = Format::kText;
@@ -524,7 +524,9 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
                            "Use the trace's maximum as the normalising intensity");
   replay_command->add_option("--step-w", replay->step_w, "Candidate power-limit spacing, W (default 5)")
       ->option_text("W");
-  replay_command->add_option("--forecaster", replay->forecaster, "svr, ridge or last (default svr)")
+  replay_command
+      ->add_option("--forecaster", replay->forecaster,
+                   "ridge, svr or last (default ridge: it measures better than svr, see docs/carbon.md)")
       ->option_text("NAME");
   replay_command
       ->add_option("--training-samples", replay->training_samples,

@@ -82,7 +82,7 @@ struct CarbonReplayOptions {
   std::optional<double> zeus_eta;     ///< Zeus's eta; default chase.eta
   double step_w = 5;                  ///< candidate spacing, W (Chase: 5)
   int profile_iterations = 40;        ///< iterations measured per candidate (Zeus: 40)
-  std::string forecaster = "svr";     ///< see make_forecaster()
+  std::string forecaster = "ridge";   ///< see make_forecaster(); ridge measures better than svr here
   size_t training_samples = 48;       ///< the forecaster is fitted on the samples just before the start
   /// The run starts here (UTC); default: the trace's start + training_samples periods.
   std::optional<int64_t> start_unix_s;
