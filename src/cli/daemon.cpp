@@ -2,6 +2,7 @@
 // `joule daemon`: serve this machine's GPUs to unprivileged processes over a Unix socket (docs/daemon.md).
 #include "joule/daemon/daemon.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -10,6 +11,9 @@
 #include <string.h>
 
 #include "joule/core/log.hpp"
+#include "joule/daemon/metrics.hpp"
+#include "joule/measure/metrics.hpp"
+#include "joule/measure/metrics_http.hpp"
 
 #include "common.hpp"
 #include "signals.hpp"
@@ -28,6 +32,8 @@ struct DaemonFlags {
   std::string audit_log;
   double lease_s = 60;
   bool allow_unprivileged = false;
+  std::string metrics;                     // HOST:PORT of /metrics; empty: none
+  std::optional<double> carbon_intensity;  // gCO2eq/kWh, for the carbon metrics
 };
 
 std::string signal_name(int signal_number) {
@@ -54,6 +60,20 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   options.lease_s = flags.lease_s;
   options.allow_unprivileged = flags.allow_unprivileged;
 
+  if (flags.carbon_intensity && flags.metrics.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "daemon: --carbon-intensity is only used by the metrics: add --metrics HOST:PORT");
+  }
+  if (flags.carbon_intensity && !(std::isfinite(*flags.carbon_intensity) && *flags.carbon_intensity >= 0)) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("daemon: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got {})",
+                    *flags.carbon_intensity));
+  }
+  if (!flags.metrics.empty()) {
+    value_or_throw(measure::parse_metrics_address(flags.metrics, "daemon: --metrics"));
+  }
+
   // Blocked before any thread exists, so that the stop signals only ever reach the daemon's signalfd: a
   // signal must never kill the daemon before it has restored what its clients changed.
   BlockedSignals stop({SIGINT, SIGTERM, SIGHUP});
@@ -67,13 +87,33 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   for (const auto& gpu : devices.gpus) {
     gpus.push_back(gpu.get());
   }
+  // The GPUs' and the daemon's metrics on their own HTTP listener (the daemon's socket speaks its protocol).
+  measure::MetricsRegistry metrics;
+  std::unique_ptr<measure::MetricsEndpoint> endpoint;
+  if (!flags.metrics.empty()) {
+    auto gpu_metrics = std::make_shared<measure::GpuMetrics>(gpus, *devices.clock);
+    if (flags.carbon_intensity) {
+      value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
+    }
+    metrics.add_collector(gpu_metrics);
+    options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics.registry());
+    endpoint = value_or_throw(measure::MetricsEndpoint::start(
+        flags.metrics, [&metrics] { return metrics.render(); }, "daemon: --metrics"));
+  }
   auto daemon = value_or_throw(daemon::Daemon::start(gpus, *devices.clock, std::move(options)));
   std::cout << fmt::format("joule daemon: serving {} GPU{} on {} (protocol {}, lease {} s, audit log {})\n",
                            gpus.size(), gpus.size() == 1 ? "" : "s", daemon->socket_path(),
                            device::daemon_protocol::kVersion, flags.lease_s, daemon->audit_log_path())
-            << fmt::format("joule daemon: {}\n", daemon->access().describe()) << std::flush;
+            << fmt::format("joule daemon: {}\n", daemon->access().describe());
+  if (endpoint) {
+    std::cout << fmt::format("joule daemon: metrics on {}\n", endpoint->url());
+  }
+  std::cout << std::flush;
   const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM, SIGHUP}));
   daemon.reset();  // restores, closes, removes the socket
+  if (endpoint) {
+    endpoint->stop();
+  }
   std::cout << fmt::format("joule daemon: stopped{}; every setting made through it is restored\n",
                            stopped_by ? " by " + signal_name(*stopped_by) : std::string())
             << std::flush;
@@ -120,6 +160,15 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
       ->option_text("S");
   command->add_flag("--allow-unprivileged", flags->allow_unprivileged,
                     "Serve real GPUs even when not running as root");
+  command
+      ->add_option("--metrics", flags->metrics,
+                   "Serve Prometheus metrics of the GPUs and the daemon on http://HOST:PORT/metrics (port 0: "
+                   "any free port; see docs/metrics.md)")
+      ->option_text("HOST:PORT");
+  command
+      ->add_option("--carbon-intensity", flags->carbon_intensity,
+                   "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --metrics")
+      ->option_text("G_PER_KWH");
   command->callback([&global, &exit_code, flags] { exit_code = run_daemon(global, *flags); });
 }
 

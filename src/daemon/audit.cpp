@@ -96,6 +96,9 @@ void AuditLog::record(const AuditEntry& entry) {
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   const std::string line = format(entry, now_ns);
+  if (observer_) {
+    observer_(entry);
+  }
   std::lock_guard lock(mutex_);
   size_t written = 0;
   while (written < line.size()) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "joule/core/log.hpp"
+#include "joule/daemon/metrics.hpp"
 
 namespace joule::daemon {
 
@@ -117,6 +118,9 @@ Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions optio
       wake_fd_(wake_fd),
       lease_(std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::duration<double>(options_.lease_s))) {
+  if (options_.metrics) {
+    audit_->set_observer([metrics = options_.metrics](const AuditEntry& entry) { metrics->audited(entry); });
+  }
   // The socket's lock is held: a state file left beside it is from a daemon that died without restoring.
   ledger_.set_state_file(listener_.path() + ".state");
   for (const auto& line : ledger_.recover()) {
@@ -142,6 +146,9 @@ void Server::shutdown() {
   }
   for (auto& [id, connection] : connections_) {
     ::close(connection->fd);
+    if (options_.metrics) {
+      options_.metrics->connection_closed();
+    }
   }
   connections_.clear();
 }
@@ -177,6 +184,9 @@ void Server::accept_connections() {
                connection->grant.user, credentials.pid, proto::to_string(connection->grant.right),
                connection->grant.reason);
     connections_.emplace(connection->id, std::move(connection));
+    if (options_.metrics) {
+      options_.metrics->connection_opened();
+    }
   }
 }
 
@@ -226,6 +236,9 @@ void Server::process_input(Connection& connection) {
     }
     if (line.find_first_not_of(" \t") == std::string_view::npos) {
       continue;  // blank lines are not requests
+    }
+    if (options_.metrics) {
+      options_.metrics->request();
     }
     connection.output += handle_line(connection, line);
     connection.output += '\n';
@@ -291,6 +304,9 @@ void Server::close_dead() {
     log().info("connection {} closed", connection.id);
     ::close(connection.fd);
     it = connections_.erase(it);
+    if (options_.metrics) {
+      options_.metrics->connection_closed();
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,10 @@ class AuditLog {
   /// @return the file, or "stderr".
   const std::string& path() const { return path_; }
 
+  /// Calls `observer` with every entry record() writes (e.g. DaemonMetrics::audited), on the recording
+  /// thread. Set it before the log is used; it must not throw.
+  void set_observer(std::function<void(const AuditEntry&)> observer) { observer_ = std::move(observer); }
+
  private:
   AuditLog(std::string path, int fd, bool owned) : path_(std::move(path)), fd_(fd), owned_(owned) {}
 
@@ -59,6 +64,7 @@ class AuditLog {
   bool owned_;
   std::mutex mutex_;
   bool failed_ = false;  // guarded by mutex_
+  std::function<void(const AuditEntry&)> observer_;
 };
 
 }  // namespace joule::daemon

@@ -17,6 +17,8 @@
 
 namespace joule::daemon {
 
+class DaemonMetrics;
+
 struct DaemonOptions {
   /// The socket to listen on. Its folder is created (mode 0755) if missing; the socket is mode 0666 so
   /// that anyone can connect and be judged by credentials.
@@ -38,6 +40,8 @@ struct DaemonOptions {
   size_t max_queued_bytes = 1024 * 1024;
   /// User and group lookups (tests replace them).
   UserDatabase users = UserDatabase::system();
+  /// Counts connections, requests, setting changes and restores (docs/metrics.md); nullptr: none.
+  std::shared_ptr<DaemonMetrics> metrics;
 };
 
 class Server;

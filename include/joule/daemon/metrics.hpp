@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/daemon/metrics.hpp — the Prometheus metrics of `joule daemon` (docs/metrics.md): connections,
+// requests, setting changes and restores, next to its GPUs' metrics (measure::GpuMetrics).
+#pragma once
+
+#include <string_view>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "joule/daemon/audit.hpp"
+
+namespace joule::daemon {
+
+/// | metric | type | labels |
+/// |---|---|---|
+/// | `joule_daemon_connections_accepted_total` | counter | – |
+/// | `joule_daemon_connections_open` | gauge | – |
+/// | `joule_daemon_requests_total` | counter | – |
+/// | `joule_daemon_refused_requests_total` | counter | – |
+/// | `joule_daemon_setting_changes_total` | counter | setting |
+/// | `joule_daemon_restores_total` | counter | setting, reason |
+/// | `joule_daemon_restore_failures_total` | counter | setting, reason |
+///
+/// Fed by the daemon's event loop and its audit log (every audited set, restore and refusal); read by a
+/// scrape on another thread. Thread-safe.
+class DaemonMetrics {
+ public:
+  /// Registers the families in `registry`, which must outlive this object.
+  explicit DaemonMetrics(prometheus::Registry& registry);
+
+  void connection_opened();
+  void connection_closed();
+  void request();
+  /// Counts one audit-log entry by its action ("set", "restore", "restore-failed", "refused"; "release",
+  /// a value given up while another owner's stays in force, changes nothing and is not counted).
+  void audited(const AuditEntry& entry);
+
+ private:
+  prometheus::Counter& accepted_;
+  prometheus::Gauge& open_;
+  prometheus::Counter& requests_;
+  prometheus::Counter& refused_;
+  prometheus::Family<prometheus::Counter>& changes_;
+  prometheus::Family<prometheus::Counter>& restores_;
+  prometheus::Family<prometheus::Counter>& restore_failures_;
+};
+
+}  // namespace joule::daemon

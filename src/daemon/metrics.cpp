@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/daemon/metrics.hpp"
+
+namespace joule::daemon {
+
+DaemonMetrics::DaemonMetrics(prometheus::Registry& registry)
+    : accepted_(prometheus::BuildCounter()
+                    .Name("joule_daemon_connections_accepted_total")
+                    .Help("Client connections the daemon accepted on its Unix socket")
+                    .Register(registry)
+                    .Add({})),
+      open_(prometheus::BuildGauge()
+                .Name("joule_daemon_connections_open")
+                .Help("Client connections open now")
+                .Register(registry)
+                .Add({})),
+      requests_(prometheus::BuildCounter()
+                    .Name("joule_daemon_requests_total")
+                    .Help("Request lines the daemon answered")
+                    .Register(registry)
+                    .Add({})),
+      refused_(prometheus::BuildCounter()
+                   .Name("joule_daemon_refused_requests_total")
+                   .Help("Control requests refused for lack of the right")
+                   .Register(registry)
+                   .Add({})),
+      changes_(
+          prometheus::BuildCounter()
+              .Name("joule_daemon_setting_changes_total")
+              .Help("GPU settings changed at a client's request, by setting (power_limit_mw, sm_clocks_mhz)")
+              .Register(registry)),
+      restores_(prometheus::BuildCounter()
+                    .Name("joule_daemon_restores_total")
+                    .Help("GPU settings put back when their owner went, by setting and reason (reset, "
+                          "disconnected, lease-expired, shutdown, recovered)")
+                    .Register(registry)),
+      restore_failures_(prometheus::BuildCounter()
+                            .Name("joule_daemon_restore_failures_total")
+                            .Help("GPU settings the daemon failed to put back, by setting and reason")
+                            .Register(registry)) {}
+
+void DaemonMetrics::connection_opened() {
+  accepted_.Increment();
+  open_.Increment();
+}
+
+void DaemonMetrics::connection_closed() {
+  open_.Decrement();
+}
+
+void DaemonMetrics::request() {
+  requests_.Increment();
+}
+
+void DaemonMetrics::audited(const AuditEntry& entry) {
+  if (entry.action == "set") {
+    changes_.Add({{"setting", entry.setting}}).Increment();
+  } else if (entry.action == "restore") {
+    restores_.Add({{"setting", entry.setting}, {"reason", entry.reason}}).Increment();
+  } else if (entry.action == "restore-failed") {
+    restore_failures_.Add({{"setting", entry.setting}, {"reason", entry.reason}}).Increment();
+  } else if (entry.action == "refused") {
+    refused_.Increment();
+  }
+}
+
+}  // namespace joule::daemon
