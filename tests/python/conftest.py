@@ -100,13 +100,18 @@ def wait_for_thread_count(expected: int, timeout_s: float = 5.0) -> int:
     return count
 
 
-def run_python(args: list[str], timeout_s: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs /usr/bin/python3 (this interpreter) with the package on PYTHONPATH."""
+def python_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with the package under test first on PYTHONPATH."""
     environment = dict(os.environ)
     package_parent = str(pathlib.Path(joule.__file__).resolve().parents[1])
     environment["PYTHONPATH"] = package_parent + os.pathsep + environment.get("PYTHONPATH", "")
-    if env:
-        environment.update(env)
+    environment.update(extra or {})
+    return environment
+
+
+def run_python(args: list[str], timeout_s: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs this interpreter (/usr/bin/python3) with the package on PYTHONPATH."""
+    environment = python_environment(env)
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, timeout=timeout_s, env=environment, check=False
     )
