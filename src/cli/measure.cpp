@@ -176,8 +176,16 @@ std::string render_json(const Summary& summary) {
 
 std::string render_csv(const Summary& summary) {
   std::ostringstream out;
-  csv::write_row(out, {"command", "exit_code", "wall_time_s", "kind", "index", "name", "energy_j",
-                       "average_power_w", "peak_power_w", "source", "carbon_g", "cost_usd"});
+  // The carbon and cost columns only when asked for (--carbon-…, --tariff), so the plain format stays stable.
+  std::vector<std::string> header = {"command", "exit_code", "wall_time_s",     "kind",         "index",
+                                     "name",    "energy_j",  "average_power_w", "peak_power_w", "source"};
+  if (summary.carbon) {
+    header.emplace_back("carbon_g");
+  }
+  if (summary.price) {
+    header.emplace_back("cost_usd");
+  }
+  csv::write_row(out, header);
   const std::string command = fmt::format("{}", fmt::join(summary.command, " "));
   size_t gpu = 0;
   for (const auto& d : summary.devices) {
@@ -193,11 +201,23 @@ std::string render_csv(const Summary& summary) {
       }
       ++gpu;
     }
-    csv::write_row(out, {command, std::to_string(summary.exit.exit_code),
-                         csv::format_exact(summary.wall_time_s), d.kind, std::to_string(d.index), d.name,
-                         csv::format_exact(d.energy_j), csv::format_exact(d.average_power_w),
-                         d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
-                         std::string(measure::to_string(d.source)), carbon_g, cost_usd});
+    std::vector<std::string> row = {command,
+                                    std::to_string(summary.exit.exit_code),
+                                    csv::format_exact(summary.wall_time_s),
+                                    d.kind,
+                                    std::to_string(d.index),
+                                    d.name,
+                                    csv::format_exact(d.energy_j),
+                                    csv::format_exact(d.average_power_w),
+                                    d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
+                                    std::string(measure::to_string(d.source))};
+    if (summary.carbon) {
+      row.push_back(carbon_g);
+    }
+    if (summary.price) {
+      row.push_back(cost_usd);
+    }
+    csv::write_row(out, row);
   }
   return out.str();
 }
