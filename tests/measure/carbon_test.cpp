@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -210,6 +211,24 @@ TEST(BucketedEnergyMonitor, SplitsEnergyAtHourBoundaries) {
   buckets.cancel_window("again");
   EXPECT_THROW(BucketedEnergyMonitor(*bench.monitor, {.bucket_s = 0}), Exception);
 }
+
+TEST(BucketedEnergyMonitor, RealClockStartsAndStopsItsThread) {
+  auto clock = std::make_shared<SteadyClock>();
+  auto gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("v100"), clock));
+  EnergyMonitor monitor({gpus[0].get()}, {}, *clock);
+  BucketedEnergyMonitor buckets(monitor);  // a background thread waits for the next hour boundary
+  buckets.begin_window("w");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto m = buckets.end_window("w");
+  ASSERT_FALSE(m.buckets.empty());
+  double bucketed_j = 0;
+  for (const auto& b : m.buckets) {
+    bucketed_j += b.total_energy_j();
+  }
+  EXPECT_GT(bucketed_j, 0);
+  // The bucketed energy covers the same span as the whole window (opened and closed just outside it).
+  EXPECT_LE(bucketed_j, m.measurement.total_gpu_energy_j() + 1e-9);
+}  // destruction stops the thread without waiting for the hour
 
 TEST(CarbonMonitor, GramsAreEnergyTimesTheHoursIntensity) {
   SimBench bench(kT0 + 1800);

@@ -124,6 +124,17 @@ TEST(ChaseController, DirtierGridLowerLimit) {
   EXPECT_NEAR(chase.cost_at(300).effective_eta(), 0.6 * 300 / (0.6 * 300 + 0.4 * 750), 1e-12);
 }
 
+TEST(ChaseController, ThePriceVariantUsesTheSameSelector) {
+  // zeus#53: $/kWh for the intensity and the highest price of the tariff for the maximum.
+  const auto frontier = v100_frontier();
+  const double max_price_usd_per_kwh = 0.40;
+  const auto cheap = select(frontier, CarbonCost{0.8, 0.05, max_price_usd_per_kwh, 250});
+  const auto dear = select(frontier, CarbonCost{0.8, 0.40, max_price_usd_per_kwh, 250});
+  ASSERT_TRUE(cheap && dear);
+  EXPECT_GT(frontier.points()[*cheap].knob, frontier.points()[*dear].knob);
+  EXPECT_EQ(*dear, *select(frontier, ZeusCost{0.8, 250}));
+}
+
 TEST(ChaseController, TickSetsTheLimitOnEveryGpu) {
   auto clock = std::make_shared<VirtualClock>();
   auto gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("2xv100:imagenet"), clock));
