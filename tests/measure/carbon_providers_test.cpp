@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "joule/device/sim_gpu.hpp"
 #include "joule/measure/carbon.hpp"
 #include "joule/measure/carbon_monitor.hpp"
 
@@ -197,6 +198,37 @@ TEST(ElectricityMaps, HistoryGapIsAnErrorForThatHourOnly) {
   const auto ok = carbon_of(measured, signal);
   ASSERT_TRUE(ok) << ok.error().message();
   EXPECT_DOUBLE_EQ(ok->carbon_g, 403 + 405);
+}
+
+// Zeus's CarbonEmissionMonitor test recipe (spec chase.md §9.2), end to end: three GPUs measured over three
+// UTC hours on a virtual clock, the intensities from the Electricity Maps fake's history.
+TEST(ElectricityMaps, CarbonMonitorEndToEnd) {
+  FakeApi api;
+  api.route("/v3/carbon-intensity/history", 200, em_history());
+  const int64_t start = *parse_utc_time("2024-11-30T18:20:00Z");
+  auto clock = std::make_shared<VirtualClock>(start * kNs);
+  auto gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("3xv100:imagenet"), clock));
+  std::vector<device::Gpu*> raw;
+  for (auto& gpu : gpus) {
+    raw.push_back(gpu.get());
+  }
+  ASSERT_TRUE(gpus[1]->set_power_limit_mw(150'000));
+  EnergyMonitor energy(raw, {}, *clock);
+  ElectricityMapsSignal signal(em_options(api), *clock);
+  CarbonMonitor carbon(energy, signal, {.bucket_s = 3600, .background_checkpoints = false});
+  carbon.begin_window("train");
+  clock->advance(std::chrono::seconds(2 * 3600));  // 18:20 to 20:20
+  const auto m = carbon.end_window("train");
+  ASSERT_TRUE(m.carbon) << m.carbon.error().message();
+  ASSERT_EQ(m.carbon->gpu_carbon_g.size(), 3u);
+  // Hours 18, 19, 20 are history points 12, 13, 14: 412, 413, 414 g/kWh; 40, 60 and 20 minutes of them.
+  for (size_t i = 0; i < 3; ++i) {
+    const double power_w = gpus[i]->operating_point().power_w;
+    const double expected = power_w * (2400 * 412.0 + 3600 * 413.0 + 1200 * 414.0) / 3.6e6;
+    EXPECT_NEAR(m.carbon->gpu_carbon_g[i], expected, expected * 1e-6) << i;
+  }
+  EXPECT_LT(m.carbon->gpu_carbon_g[1], m.carbon->gpu_carbon_g[0]);  // the 150 W GPU emits less
+  EXPECT_EQ(m.carbon->buckets.size(), 3u);
 }
 
 TEST(ElectricityMaps, OlderRangesUsePastRangeAndForecastParses) {
