@@ -205,7 +205,7 @@ void bind_devices(py::module_& module) {
           "Removes an SM clock lock.")
       .def("__repr__", [](const GpuRef& ref) {
         return fmt::format("<joule.Gpu {} backend={} energy_counter={}>", ref.gpu->label(),
-                           ref.gpu->info().backend, ref.gpu->info().has_energy_counter);
+                           ref.gpu->info().backend, ref.gpu->info().has_energy_counter ? "True" : "False");
       });
 
   py::class_<CpuRef>(module, "Cpu", "One CPU package (RAPL). Energies in J.")
@@ -237,7 +237,8 @@ void bind_devices(py::module_& module) {
           },
           "Cumulative DRAM energy, J. NotSupportedError without a DRAM domain.")
       .def("__repr__", [](const CpuRef& ref) {
-        return fmt::format("<joule.Cpu {} dram={}>", ref.cpu->label(), ref.cpu->info().has_dram);
+        return fmt::format("<joule.Cpu {} dram={}>", ref.cpu->label(),
+                           ref.cpu->info().has_dram ? "True" : "False");
       });
 
   py::class_<device::DeviceSet, SharedDeviceSet>(
