@@ -94,6 +94,8 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::string_view
   auto impl = std::make_unique<Impl>();
   httplib::Server& server = impl->server;
   server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  // Without it a keep-alive scrape waits for the client's delayed ACK (tens of ms) before the body goes out.
+  server.set_tcp_nodelay(true);
   // Not cpp-httplib's default SO_REUSEPORT, which would let a second exporter share a port silently.
   server.set_socket_options([](socket_t socket) {
     const int on = 1;
