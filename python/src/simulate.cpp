@@ -13,6 +13,103 @@ namespace joule::python {
 
 namespace {
 
+// A Python object that may be copied and destroyed without the GIL (the simulator runs without it).
+std::shared_ptr<py::object> hold(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* held) {
+    py::gil_scoped_acquire gil;
+    delete held;
+  });
+}
+
+py::dict job_dict(const sim::Job& job) {
+  py::dict dict;
+  dict["dataset"] = job.dataset;
+  dict["network"] = job.network;
+  dict["optimizer"] = job.optimizer;
+  dict["target_metric"] = job.target_metric;
+  dict["max_epochs"] = job.max_epochs;
+  dict["default_batch_size"] = job.default_batch_size;
+  return dict;
+}
+
+// The policy's copy for a simulation: policy.clone() if it has one, else copy.deepcopy(policy).
+py::object clone_object(const py::object& policy) {
+  if (py::hasattr(policy, "clone")) {
+    return policy.attr("clone")();
+  }
+  return py::module_::import("copy").attr("deepcopy")(policy);
+}
+
+std::string policy_name(const py::object& policy) {
+  if (py::hasattr(policy, "name")) {
+    py::object name = policy.attr("name");
+    return py::str(PyCallable_Check(name.ptr()) ? name() : name);
+  }
+  return py::str(py::type::of(policy).attr("__name__"));
+}
+
+// A batch-size policy written in Python (duck-typed: predict(job) -> int, observe(job, batch_size, cost,
+// reached), optionally register_job(job, batch_sizes), clone(), name). Every call takes the GIL.
+class PythonBatchSizePolicy final : public sim::BatchSizePolicy {
+ public:
+  explicit PythonBatchSizePolicy(py::object policy) : policy_(hold(std::move(policy))) {}
+
+  Result<void> register_job(const sim::Job& job, const std::vector<int>& batch_sizes) override {
+    py::gil_scoped_acquire gil;
+    if (py::hasattr(*policy_, "register_job")) {
+      policy_->attr("register_job")(job_dict(job), batch_sizes);
+    }
+    return {};
+  }
+  Result<int> predict(const sim::Job& job) override {
+    py::gil_scoped_acquire gil;
+    return policy_->attr("predict")(job_dict(job)).cast<int>();
+  }
+  Result<void> observe(const sim::Job& job, int batch_size, double cost, bool reached) override {
+    py::gil_scoped_acquire gil;
+    policy_->attr("observe")(job_dict(job), batch_size, cost, reached);
+    return {};
+  }
+  std::unique_ptr<sim::BatchSizePolicy> clone() const override {
+    py::gil_scoped_acquire gil;
+    return std::make_unique<PythonBatchSizePolicy>(clone_object(*policy_));
+  }
+  std::string name() const override {
+    py::gil_scoped_acquire gil;
+    return policy_name(*policy_);
+  }
+
+ private:
+  std::shared_ptr<py::object> policy_;
+};
+
+// A power-limit policy written in Python: predict(job, batch_size) -> float | None (None: profile every
+// limit during the first epoch, reported through observe(job, batch_size, power_limit_w, cost)).
+class PythonPowerLimitPolicy final : public sim::PowerLimitPolicy {
+ public:
+  explicit PythonPowerLimitPolicy(py::object policy) : policy_(hold(std::move(policy))) {}
+
+  std::optional<double> predict(const sim::Job& job, int batch_size) override {
+    py::gil_scoped_acquire gil;
+    return policy_->attr("predict")(job_dict(job), batch_size).cast<std::optional<double>>();
+  }
+  void observe(const sim::Job& job, int batch_size, double power_limit_w, double cost) override {
+    py::gil_scoped_acquire gil;
+    policy_->attr("observe")(job_dict(job), batch_size, power_limit_w, cost);
+  }
+  std::unique_ptr<sim::PowerLimitPolicy> clone() const override {
+    py::gil_scoped_acquire gil;
+    return std::make_unique<PythonPowerLimitPolicy>(clone_object(*policy_));
+  }
+  std::string name() const override {
+    py::gil_scoped_acquire gil;
+    return policy_name(*policy_);
+  }
+
+ private:
+  std::shared_ptr<py::object> policy_;
+};
+
 py::dict configuration_dict(const sim::FixedConfiguration& configuration) {
   py::dict dict;
   dict["batch_size"] = configuration.batch_size;
@@ -75,7 +172,8 @@ py::dict result_dict(const std::string& gpu, const sim::SimulationResult& result
 
 py::dict simulate(const std::string& gpu, const std::string& workload, double eta, double beta, uint64_t seed,
                   std::optional<int> recurrences, std::optional<int> b0, std::optional<double> target_metric,
-                  std::optional<int> max_epochs, const std::optional<std::string>& trace_dir, int max_tries) {
+                  std::optional<int> max_epochs, const std::optional<std::string>& trace_dir, int max_tries,
+                  const py::object& batch_size_policy, const py::object& power_limit_policy) {
   sim::SimulationOptions options;
   options.eta = eta;
   options.beta = beta;
@@ -83,6 +181,20 @@ py::dict simulate(const std::string& gpu, const std::string& workload, double et
   options.recurrences = recurrences;
   options.max_tries = max_tries;
   value_or_throw(sim::validate(options));
+  std::unique_ptr<sim::BatchSizePolicy> batch_sizes;
+  if (batch_size_policy.is_none()) {
+    sim::PruningGtsPolicy::Options pruning;
+    pruning.seed = seed;
+    batch_sizes = std::make_unique<sim::PruningGtsPolicy>(pruning);
+  } else {
+    batch_sizes = std::make_unique<PythonBatchSizePolicy>(batch_size_policy);
+  }
+  std::unique_ptr<sim::PowerLimitPolicy> power_limits;
+  if (power_limit_policy.is_none()) {
+    power_limits = std::make_unique<sim::JitPowerLimitPolicy>();
+  } else {
+    power_limits = std::make_unique<PythonPowerLimitPolicy>(power_limit_policy);
+  }
   std::string trace_gpu;
   sim::SimulationResult result;
   {
@@ -103,7 +215,7 @@ py::dict simulate(const std::string& gpu, const std::string& workload, double et
       job.max_epochs = *max_epochs;
     }
     trace_gpu = trace.gpu.empty() ? gpu : trace.gpu;
-    const sim::Simulator simulator = sim::zeus_simulator(trace, options);
+    const sim::Simulator simulator(trace, std::move(batch_sizes), std::move(power_limits), options);
     result = value_or_throw(simulator.simulate(job));
   }
   return result_dict(trace_gpu, result, options);
@@ -116,7 +228,8 @@ void bind_simulate(py::module_& module) {
       "simulate", &simulate, py::arg("gpu"), py::arg("workload"), py::kw_only(), py::arg("eta") = 0.5,
       py::arg("beta") = 2.0, py::arg("seed") = 1, py::arg("recurrences") = py::none(),
       py::arg("b0") = py::none(), py::arg("target_metric") = py::none(), py::arg("max_epochs") = py::none(),
-      py::arg("trace_dir") = py::none(), py::arg("max_tries") = 20,
+      py::arg("trace_dir") = py::none(), py::arg("max_tries") = 20, py::arg("batch_size_policy") = py::none(),
+      py::arg("power_limit_policy") = py::none(),
       R"doc(Replays Zeus's batch-size and power-limit optimization over recurrences of a training job on the
 NSDI'23 traces (what `joule simulate --gpu GPU --workload W` prints).
 
@@ -124,6 +237,13 @@ gpu: 'v100', 'a40', 'p100', 'rtx6000' (joule.trace_gpus()); workload: joule.pape
 eta: weight of energy in [0, 1]; beta: early-stop threshold > 1 (math.inf disables it); seed: random seed;
 recurrences: default 2 × batch sizes × power limits; b0, target_metric, max_epochs: override the paper's job;
 trace_dir: a directory with summary_train.csv and summary_power_<gpu>.csv instead of the built-in traces.
+batch_size_policy / power_limit_policy: your own policies instead of Zeus's (pruning + Gaussian Thompson
+sampling; JIT power limit), compared on the same traces. Duck-typed objects: a batch-size policy has
+predict(job) -> int and observe(job, batch_size, cost_j, reached) (optionally register_job(job, batch_sizes));
+a power-limit policy has predict(job, batch_size) -> W or None (None: every limit is profiled during the first
+epoch and reported through observe(job, batch_size, power_limit_w, cost_j)). job is a dict (dataset, network,
+optimizer, target_metric, max_epochs, default_batch_size). Each simulation runs on policy.clone() if defined,
+else copy.deepcopy(policy).
 
 Returns a dict: gpu, eta, beta, seed, job {dataset, network, optimizer, target_metric, max_epochs,
 default_batch_size}, recurrences, max_power_w (W), tries [{recurrence, attempt, batch_size, power_limit_w,

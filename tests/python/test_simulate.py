@@ -66,3 +66,77 @@ def test_errors() -> None:
 def test_lists() -> None:
     assert set(joule.trace_gpus()) == {"v100", "a40", "p100", "rtx6000"}
     assert "imagenet" in joule.paper_workloads()
+
+
+class FixedBatchSize:
+    """A batch-size policy that always proposes the job's default batch size."""
+
+    calls: list[str] = []  # shared by the copies the simulator makes
+
+    def register_job(self, job: dict, batch_sizes: list[int]) -> None:
+        FixedBatchSize.calls.append("register")
+        assert job["default_batch_size"] in batch_sizes
+
+    def predict(self, job: dict) -> int:
+        FixedBatchSize.calls.append("predict")
+        return int(job["default_batch_size"])
+
+    def observe(self, job: dict, batch_size: int, cost: float, reached: bool) -> None:
+        FixedBatchSize.calls.append("observe")
+
+
+class FixedPowerLimit:
+    name = "fixed-250"
+
+    def predict(self, job: dict, batch_size: int) -> float:
+        return 250.0
+
+    def observe(self, job: dict, batch_size: int, power_limit_w: float, cost: float) -> None:
+        raise AssertionError("never profiled: predict always answers")
+
+
+def test_python_policies_plug_into_the_simulator() -> None:
+    FixedBatchSize.calls.clear()
+    result = joule.simulate(
+        "v100", "cifar100", recurrences=4, batch_size_policy=FixedBatchSize(), power_limit_policy=FixedPowerLimit()
+    )
+    b0 = result["job"]["default_batch_size"]
+    assert {(t["batch_size"], t["power_limit_w"]) for t in result["tries"]} == {(b0, 250.0)}
+    assert FixedBatchSize.calls[0] == "register"
+    assert FixedBatchSize.calls.count("predict") == len(result["tries"])
+    # Always the baseline configuration: each recurrence costs about the baseline's mean.
+    zeus = joule.simulate("v100", "cifar100", recurrences=4)
+    assert result["optimizer"]["cost"] > zeus["optimizer"]["cost"]
+
+
+def test_python_power_limit_policy_profiles_when_it_returns_none() -> None:
+    seen: list[tuple[int, float]] = []
+
+    class Cheapest:
+        def __init__(self) -> None:
+            self.best: dict[int, tuple[float, float]] = {}
+
+        def clone(self) -> "Cheapest":
+            return self  # share state with the test (the simulator would otherwise deep-copy)
+
+        def predict(self, job: dict, batch_size: int):  # type: ignore[no-untyped-def]
+            return self.best[batch_size][0] if batch_size in self.best else None
+
+        def observe(self, job: dict, batch_size: int, power_limit_w: float, cost: float) -> None:
+            seen.append((batch_size, power_limit_w))
+            if batch_size not in self.best or cost < self.best[batch_size][1]:
+                self.best[batch_size] = (power_limit_w, cost)
+
+    result = joule.simulate("v100", "cifar100", recurrences=3, power_limit_policy=Cheapest())
+    assert seen, "every limit is profiled the first time a batch size is used"
+    assert {limit for _, limit in seen} == set(joule.power_limit_candidates_w(100, 250))
+    assert len(result["tries"]) >= 3
+
+
+def test_a_python_policy_error_propagates() -> None:
+    class Broken(FixedBatchSize):
+        def predict(self, job: dict) -> int:
+            raise KeyError("no batch size for you")
+
+    with pytest.raises(KeyError, match="no batch size"):
+        joule.simulate("v100", "cifar100", recurrences=2, batch_size_policy=Broken())
