@@ -168,6 +168,21 @@ void bind_measure(py::module_& module) {
             return dict;
           },
           "The measurement as plain Python data.")
+      .def(
+          "__eq__",
+          [](const measure::Measurement& a, const measure::Measurement& b) {
+            auto same = [](const std::vector<measure::DeviceEnergy>& x,
+                           const std::vector<measure::DeviceEnergy>& y) {
+              return std::equal(x.begin(), x.end(), y.begin(), y.end(),
+                                [](const auto& left, const auto& right) {
+                                  return left.index == right.index && left.energy_j == right.energy_j &&
+                                         left.source == right.source;
+                                });
+            };
+            return a.name == b.name && a.time_s == b.time_s && same(a.gpu_energy, b.gpu_energy) &&
+                   same(a.cpu_energy, b.cpu_energy) && same(a.dram_energy, b.dram_energy);
+          },
+          py::is_operator())
       .def("__repr__", [](const measure::Measurement& m) {
         return fmt::format(
             "Measurement(name='{}', time_s={:.6g}, gpu_energy_j={}, cpu_energy_j={}, "

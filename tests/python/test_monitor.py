@@ -188,3 +188,14 @@ def test_monitor_keeps_its_devices_alive() -> None:
     monitor.begin_window("w")
     monitor.devices.advance(1)
     assert monitor.end_window("w").time_s == pytest.approx(1)
+
+
+def test_measurements_compare_by_value(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    monitor.begin_window("a")
+    monitor.begin_window("b")
+    sim.advance(1)
+    a, b = monitor.end_window("a"), monitor.end_window("b")
+    assert a != b  # names differ
+    assert a.to_dict() | {"name": "b"} == b.to_dict()
+    assert a == a and not (a == "a")
