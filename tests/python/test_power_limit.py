@@ -176,3 +176,21 @@ def test_callback_set_fans_out(sim: joule.DeviceSet) -> None:
 def test_candidates_helper() -> None:
     assert joule.power_limit_candidates_w(100, 250) == [250, 225, 200, 175, 150, 125, 100]
     assert joule.power_limit_candidates_w(100, 300, 75) == [300, 225, 150, 100]
+
+
+def test_optimizers_leave_no_thread_but_the_process_wide_restorer(sim: joule.DeviceSet) -> None:
+    """The SIGINT/SIGTERM restorer is one thread per process, started with the first optimizer that restores on
+    signals and kept until exit (docs/optimize.md); optimizers coming and going add none."""
+    from conftest import settled_thread_count
+
+    monitor = joule.Monitor(devices=sim)
+    before = settled_thread_count()
+    counts = []
+    for _ in range(3):
+        optimizer = joule.PowerLimitOptimizer(monitor, warmup_steps=1, profile_steps=1, restore_on_signals=True)
+        train(optimizer, sim, 20)
+        optimizer.close()
+        del optimizer
+        counts.append(settled_thread_count())
+    assert counts[0] <= before + 1
+    assert counts == [counts[0]] * 3
