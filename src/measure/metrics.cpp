@@ -202,10 +202,12 @@ void GpuMetrics::update_locked(bool all) const {
     if (all) {
       state.power_w.reset();
       state.limit_w.reset();
+      state.energy_read = !counter;  // the integral of a GPU without a counter always has a value
     }
     if (counter) {
       if (auto energy = gpu.energy_mj()) {
         state.energy_j = static_cast<double>(*energy) * kMilli;
+        state.energy_read = true;
       } else {
         count_error(i, kEnergy, energy.error());
       }
@@ -268,7 +270,7 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
     info_labels.push_back({"backend", gpu.backend});
     info_labels.push_back({"energy_source", gpu.has_energy_counter ? "counter" : "power"});
     info.metric.push_back(gauge_sample(std::move(info_labels), 1));
-    if (state.energy_j) {
+    if (state.energy_j && state.energy_read) {
       energy.metric.push_back(counter_sample(labels, *state.energy_j));
     }
     if (state.power_w) {

@@ -3,6 +3,6 @@
 # --serve`, `joule serve` and `joule daemon --metrics`, bad addresses, and a real `prometheus` scraping on
 # loopback (skipped with a message when promtool / prometheus are not on PATH).
 joule_test(metrics_integration_test SOURCES metrics_test.cpp
-  LIBS nlohmann_json::nlohmann_json joule::core PkgConfig::HTTPLIB LABELS integration metrics)
+  LIBS nlohmann_json::nlohmann_json joule::core PkgConfig::HTTPLIB LABELS integration)
 target_compile_definitions(metrics_integration_test PRIVATE JOULE_BINARY="$<TARGET_FILE:joule>")
 add_dependencies(metrics_integration_test joule)

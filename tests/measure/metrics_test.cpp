@@ -198,6 +198,28 @@ TEST(GpuMetricsTest, AFailingReadSkipsThatSampleAndCountsTheError) {
             1.0);
 }
 
+TEST(GpuMetricsTest, AFailingEnergyReadLeavesTheEnergySampleOutOfThatScrapeOnly) {
+  VirtualClock clock;
+  test::MockGpu gpu(test::mock_gpu_info(0));
+  EXPECT_CALL(gpu, do_power_mw()).WillRepeatedly(Return(uint32_t{100000}));
+  EXPECT_CALL(gpu, do_power_limit_mw()).WillRepeatedly(Return(uint32_t{250000}));
+  EXPECT_CALL(gpu, do_energy_mj())
+      .WillOnce(Return(uint64_t{500}))                               // construction
+      .WillOnce(Return(uint64_t{1000}))                              // set_carbon_intensity
+      .WillOnce(Return(fail(ErrorCode::kDevice, "counter glitch")))  // first scrape
+      .WillOnce(Return(uint64_t{3000}));                             // second scrape
+  GpuMetrics collector({&gpu}, clock);
+  ASSERT_TRUE(collector.set_carbon_intensity(1000));
+  const auto first = parse_exposition(prometheus::TextSerializer().Serialize(collector.Collect()));
+  EXPECT_FALSE(first.value("joule_gpu_energy_joules_total"));
+  EXPECT_EQ(first.value("joule_gpu_power_watts"), 100.0);
+  EXPECT_EQ(first.value("joule_gpu_read_errors_total", {{"reading", "energy"}}), 1.0);
+  const auto second = parse_exposition(prometheus::TextSerializer().Serialize(collector.Collect()));
+  EXPECT_EQ(second.value("joule_gpu_energy_joules_total"), 3.0);
+  // The energy across the failed read is still charged: 2 J at 1000 g/kWh.
+  EXPECT_NEAR(*second.value("joule_gpu_carbon_grams_total"), 2.0 / 3.6e6 * 1000, 1e-12);
+}
+
 TEST_F(MetricsFixture, WindowHistogramsAreFedByTheEnergyMonitor) {
   MetricsRegistry metrics;
   WindowMetrics windows(metrics.registry());

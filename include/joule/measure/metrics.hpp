@@ -124,7 +124,8 @@ class GpuMetrics final : public prometheus::Collectable {
     double power_w = 0;
   };
   struct State {
-    std::optional<double> energy_j;       // last exported energy (counter or integral)
+    std::optional<double> energy_j;       // last energy read (counter or integral)
+    bool energy_read = false;             // energy_j was read in the latest full update
     std::optional<double> power_w;        // last power read in the latest update
     std::optional<double> limit_w;        // last power limit read in the latest update
     std::optional<PowerPoint> polled;     // GPUs without a counter: the last power read
