@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <regex>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -218,6 +219,42 @@ TEST(GpuMetricsTest, AFailingEnergyReadLeavesTheEnergySampleOutOfThatScrapeOnly)
   EXPECT_EQ(second.value("joule_gpu_energy_joules_total"), 3.0);
   // The energy across the failed read is still charged: 2 J at 1000 g/kWh.
   EXPECT_NEAR(*second.value("joule_gpu_carbon_grams_total"), 2.0 / 3.6e6 * 1000, 1e-12);
+}
+
+TEST_F(MetricsFixture, ConcurrentScrapesUpdatesAndIntensityChangesAreSafe) {
+  MetricsRegistry metrics;
+  auto gpus = open("2xv100");
+  auto collector = std::make_shared<GpuMetrics>(gpus, *clock);
+  metrics.add_collector(collector);
+  WindowMetrics windows(metrics.registry());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        switch (t) {
+          case 0:
+            EXPECT_EQ(parse_exposition(metrics.render()).count("joule_gpu_energy_joules_total"), 2u);
+            break;
+          case 1:
+            ASSERT_TRUE(collector->set_carbon_intensity(100 + i));
+            break;
+          case 2:
+            windows.observe(i % 2 == 0 ? "a" : "b", 1, 10);
+            clock->advance(std::chrono::milliseconds(10));
+            break;
+          default:
+            collector->update();
+            break;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  const auto parsed = parse_exposition(metrics.render());
+  EXPECT_EQ(parsed.value("joule_window_duration_seconds_count", {{"window", "a"}}), 100.0);
+  EXPECT_GT(*parsed.value("joule_gpu_carbon_grams_total", {{"gpu", "0"}}), 0);
 }
 
 TEST_F(MetricsFixture, WindowHistogramsAreFedByTheEnergyMonitor) {
