@@ -257,6 +257,24 @@ TEST_F(MetricsFixture, ConcurrentScrapesUpdatesAndIntensityChangesAreSafe) {
   EXPECT_GT(*parsed.value("joule_gpu_carbon_grams_total", {{"gpu", "0"}}), 0);
 }
 
+TEST(GpuMetricsTest, ThePollingThreadOfAGpuWithoutCounterRunsBesideScrapes) {
+  std::shared_ptr<Clock> clock{std::shared_ptr<Clock>{}, &SteadyClock::instance()};
+  auto sims = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("p100"), clock));
+  GpuMetricsOptions options;
+  options.polling_period = std::chrono::milliseconds(1);
+  auto collector = std::make_shared<GpuMetrics>(std::vector<device::Gpu*>{sims[0].get()}, *clock, options);
+  MetricsRegistry metrics;
+  metrics.add_collector(collector);
+  double previous_j = 0;
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const double energy_j = *parse_exposition(metrics.render()).value("joule_gpu_energy_joules_total");
+    EXPECT_GE(energy_j, previous_j);  // a counter never goes down
+    previous_j = energy_j;
+  }
+  EXPECT_GT(previous_j, 0);
+}
+
 TEST_F(MetricsFixture, WindowHistogramsAreFedByTheEnergyMonitor) {
   MetricsRegistry metrics;
   WindowMetrics windows(metrics.registry());
