@@ -72,7 +72,8 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
   auto flags = std::make_shared<ServeFlags>();
   auto* command = app.add_subcommand(
       "serve",
-      "Run the optimizer service: Zeus's batch-size optimizer REST API and the pipeline frequency planner");
+      "Run the optimizer service: Zeus's batch-size optimizer REST API and the pipeline frequency planner "
+      "(Prometheus metrics at GET /metrics)");
   command
       ->add_option("--db", flags->db,
                    "Store: sqlite:PATH, postgresql://USER@HOST:PORT/DB or memory: (default sqlite:joule.db)")
