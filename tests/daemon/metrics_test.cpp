@@ -128,7 +128,11 @@ TEST(DaemonMetricsTest, CountsConnectionsRequestsChangesAndRestores) {
     // The GPUs' metrics see the limit the daemon set.
     EXPECT_EQ(during.value("joule_gpu_power_limit_watts", {{"gpu", "1"}}), 200.0);
   }
-  ASSERT_TRUE(wait_until([&] { return *gpus[1]->power_limit_mw() == 250000; }));
+  // The limit comes back before the restore is audited (and counted): wait for the count.
+  ASSERT_TRUE(wait_until([&] {
+    return scrape().value("joule_daemon_restores_total",
+                          {{"setting", "power_limit_mw"}, {"reason", "disconnected"}}) == 1.0;
+  }));
   const auto after = scrape();
   EXPECT_EQ(after.value("joule_daemon_connections_accepted_total"), 1.0);
   EXPECT_TRUE(wait_until([&] { return scrape().value("joule_daemon_connections_open") == 0.0; }));
