@@ -252,6 +252,8 @@ TEST_F(MetricsFixture, ConcurrentScrapesUpdatesAndIntensityChangesAreSafe) {
   for (auto& thread : threads) {
     thread.join();
   }
+  ASSERT_EQ(collector->carbon_intensity(), 299.0);  // the last one set
+  advance_s(1);  // charged after every thread ended, whatever the interleaving was
   const auto parsed = parse_exposition(metrics.render());
   EXPECT_EQ(parsed.value("joule_window_duration_seconds_count", {{"window", "a"}}), 100.0);
   EXPECT_GT(*parsed.value("joule_gpu_carbon_grams_total", {{"gpu", "0"}}), 0);
