@@ -36,7 +36,7 @@ tidy: configure
 	scripts/run-tidy $(BUILD_DIR)
 
 format:
-	find include src tests bench -name '*.hpp' -o -name '*.cpp' -o -name '*.c' -o -name '*.h' | xargs clang-format -i
+	find include src tests bench python -name '*.hpp' -o -name '*.cpp' -o -name '*.c' -o -name '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR)
