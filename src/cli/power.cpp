@@ -8,6 +8,8 @@
 #include <signal.h>
 
 #include "joule/core/csv.hpp"
+#include "joule/core/log.hpp"
+#include "joule/measure/carbon.hpp"
 #include "joule/measure/metrics.hpp"
 #include "joule/measure/metrics_http.hpp"
 #include "joule/measure/power_sampler.hpp"
@@ -25,9 +27,28 @@ struct PowerFlags {
   std::string gpus;
   bool cpus = false;
   Format format = Format::kText;
-  std::string serve;                       // HOST:PORT of /metrics; empty: print readings
-  std::optional<double> carbon_intensity;  // gCO2eq/kWh, for the carbon metrics
+  std::string serve;  // HOST:PORT of /metrics; empty: print readings
+  // Where the carbon metrics' intensity comes from: --carbon-intensity, --carbon-trace, --zone (+ provider).
+  measure::CarbonSourceOptions carbon;
+  double carbon_refresh_s = 300;  // how often a trace or provider is asked for the current intensity
 };
+
+bool wants_carbon(const PowerFlags& flags) {
+  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty();
+}
+
+// Asks the signal for the current intensity and hands it to the metrics. A provider that fails keeps the
+// last value (a warning says why): a scrape must never show an invented intensity.
+void refresh_intensity(measure::CarbonSignal& signal, measure::GpuMetrics& metrics) {
+  const auto latest = signal.latest();
+  if (!latest) {
+    log().warn("power: carbon intensity unavailable, keeping the last value: {}", latest.error().message());
+    return;
+  }
+  if (const auto set = metrics.set_carbon_intensity(latest->intensity_g_per_kwh); !set) {
+    log().warn("power: carbon intensity from {} refused: {}", signal.describe(), set.error().message());
+  }
+}
 
 int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   if (flags.interval_ms <= 0) {
@@ -38,15 +59,22 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
     throw Exception(ErrorCode::kInvalidArgument,
                     fmt::format("power: --duration-s must not be negative (got {})", flags.duration_s));
   }
-  if (flags.carbon_intensity && flags.serve.empty()) {
+  if (wants_carbon(flags) && flags.serve.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
-                    "power: --carbon-intensity is only used by the metrics: add --serve HOST:PORT");
+                    "power: --carbon-intensity, --carbon-trace and --zone are only used by the metrics: add "
+                    "--serve HOST:PORT");
   }
-  if (flags.carbon_intensity && !(std::isfinite(*flags.carbon_intensity) && *flags.carbon_intensity >= 0)) {
+  if (flags.carbon.intensity_g_per_kwh &&
+      !(std::isfinite(*flags.carbon.intensity_g_per_kwh) && *flags.carbon.intensity_g_per_kwh >= 0)) {
     throw Exception(
         ErrorCode::kInvalidArgument,
         fmt::format("power: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got {})",
-                    *flags.carbon_intensity));
+                    *flags.carbon.intensity_g_per_kwh));
+  }
+  if (!(std::isfinite(flags.carbon_refresh_s) && flags.carbon_refresh_s > 0)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("power: --carbon-refresh-s must be a positive number of seconds (got {})",
+                                flags.carbon_refresh_s));
   }
   if (!flags.serve.empty()) {
     value_or_throw(measure::parse_metrics_address(flags.serve, "power: --serve"));
@@ -89,10 +117,18 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   // only where to scrape and, at the end, the summary.
   measure::MetricsRegistry metrics;
   std::unique_ptr<measure::MetricsEndpoint> endpoint;
+  std::shared_ptr<measure::GpuMetrics> gpu_metrics;
+  std::unique_ptr<measure::CarbonSignal> carbon_signal;
   if (!flags.serve.empty()) {
-    auto gpu_metrics = std::make_shared<measure::GpuMetrics>(gpus, clock);
-    if (flags.carbon_intensity) {
-      value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
+    gpu_metrics = std::make_shared<measure::GpuMetrics>(gpus, clock);
+    if (wants_carbon(flags)) {
+      carbon_signal = value_or_throw(measure::make_carbon_signal(flags.carbon, clock));
+      // A source that cannot give the current value at the start is a configuration error, said now.
+      const auto first = carbon_signal->latest();
+      if (!first) {
+        throw Exception(first.error().code(), fmt::format("power: {}", first.error().message()));
+      }
+      value_or_throw(gpu_metrics->set_carbon_intensity(first->intensity_g_per_kwh));
     }
     metrics.add_collector(gpu_metrics);
     endpoint = value_or_throw(measure::MetricsEndpoint::start(
@@ -109,9 +145,15 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   const Nanos start = clock.now();
   const Nanos deadline = start + from_seconds(flags.duration_s);
   Nanos next = start;
+  const Nanos carbon_refresh = from_seconds(flags.carbon_refresh_s);
+  Nanos next_carbon_refresh = start + carbon_refresh;
   while (true) {
     sampler.sample_now();
     const Nanos now = clock.now();
+    if (carbon_signal && !flags.carbon.intensity_g_per_kwh && now >= next_carbon_refresh) {
+      refresh_intensity(*carbon_signal, *gpu_metrics);
+      next_carbon_refresh = now + carbon_refresh;
+    }
     if (!print_readings) {
       next += period;
       if ((flags.duration_s > 0 && next > deadline) || stop.wait(next - clock.now())) {
@@ -178,9 +220,26 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
                    "(port 0: any free port; see docs/metrics.md)")
       ->option_text("HOST:PORT");
   command
-      ->add_option("--carbon-intensity", flags->carbon_intensity,
+      ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
                    "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --serve")
       ->option_text("G_PER_KWH");
+  command
+      ->add_option(
+          "--carbon-trace", flags->carbon.trace_path,
+          "Carbon metrics from a CSV trace (timestamp,carbon_intensity_g_per_kwh) at the current time")
+      ->option_text("FILE");
+  command
+      ->add_option("--zone", flags->carbon.zone,
+                   "Carbon metrics from a live provider for this zone (docs/carbon.md)")
+      ->option_text("ZONE");
+  command
+      ->add_option("--carbon-provider", flags->carbon.provider,
+                   "electricitymaps (default), watttime or uk; with --zone")
+      ->option_text("NAME");
+  command
+      ->add_option("--carbon-refresh-s", flags->carbon_refresh_s,
+                   "How often --carbon-trace or --zone is read again, seconds (default 300)")
+      ->option_text("S");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });
 }

@@ -4,6 +4,7 @@
 // clear message, and a real `prometheus` scrapes `joule power --serve` on loopback.
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -169,6 +170,41 @@ TEST_F(MetricsIntegration, PowerServeWithoutCounterGpusIntegratesPower) {
   EXPECT_EQ(power.wait().exit_code, 0);
 }
 
+// The intensity can come from a trace (or a live provider) read at the current time.
+TEST_F(MetricsIntegration, PowerServeTakesTheIntensityFromATraceAtTheCurrentTime) {
+  const std::string trace = dir.path() + "/now.csv";
+  {
+    // Hourly values around now, so that the current hour is covered whenever the test runs.
+    std::ofstream out(trace);
+    out << "timestamp,carbon_intensity_g_per_kwh\n";
+    const auto now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+    const int64_t hour_start = now_s.count() / 3600 * 3600;
+    for (int64_t hour = -3; hour <= 3; ++hour) {
+      const std::time_t at = static_cast<std::time_t>(hour_start + hour * 3600);
+      std::tm utc{};
+      ::gmtime_r(&at, &utc);
+      char text[32];
+      std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+      out << text << "," << 321.5 << "\n";
+    }
+  }
+  Process power({JOULE_BINARY, "power", "--sim", "v100", "--serve", "127.0.0.1:0", "--carbon-trace", trace,
+                 "--interval-ms", "100"});
+  const int port = wait_for_port(power, kPowerServing);
+  const auto parsed = parse_exposition(scrape(port));
+  EXPECT_EQ(parsed.value("joule_grid_carbon_intensity_grams_per_kwh"), 321.5);
+  power.signal(SIGTERM);
+  EXPECT_EQ(power.wait().exit_code, 0);
+
+  // A trace that does not cover now is refused at the start, with the reason.
+  const auto old = run({JOULE_BINARY, "power", "--sim", "v100", "--serve", "127.0.0.1:0", "--carbon-trace",
+                        JOULE_SOURCE_DIR "/data/carbon/synthetic_us_solar_14d.csv", "--duration-s", "1"});
+  EXPECT_NE(old.exit_code, 0);
+  EXPECT_NE(old.err.find("joule: error: power: "), std::string::npos) << old.err;
+  EXPECT_NE(old.err.find("2024-06-03T00:00:00Z"), std::string::npos) << old.err;
+}
+
 TEST_F(MetricsIntegration, PowerRefusesBadServeAddressesAndIntensities) {
   TakenPort taken;
   const std::string in_use = "127.0.0.1:" + std::to_string(taken.port());
@@ -182,7 +218,10 @@ TEST_F(MetricsIntegration, PowerRefusesBadServeAddressesAndIntensities) {
        "joule: error: power: --serve " + in_use + ": cannot listen on " + in_use +
            ": Address already in use\n"},
       {{"--carbon-intensity", "300"},
-       "joule: error: power: --carbon-intensity is only used by the metrics: add --serve HOST:PORT\n"},
+       "joule: error: power: --carbon-intensity, --carbon-trace and --zone are only used by the metrics: add "
+       "--serve HOST:PORT\n"},
+      {{"--serve", "127.0.0.1:0", "--carbon-intensity", "300", "--carbon-refresh-s", "0"},
+       "joule: error: power: --carbon-refresh-s must be a positive number of seconds (got 0)\n"},
       {{"--serve", "127.0.0.1:0", "--carbon-intensity", "-5"},
        "joule: error: power: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got -5)\n"},
   };
