@@ -31,6 +31,16 @@ std::string_view to_string(ErrorCode code) {
   return "unknown";
 }
 
+std::string exception_message(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const std::exception& exception) {
+    return exception.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 Error Error::with_context(std::string_view context) const {
   return Error(code_, fmt::format("{}: {}", context, message_));
 }

@@ -124,13 +124,7 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::string_view
   });
   server.set_exception_handler(
       [](const httplib::Request& request, httplib::Response& response, std::exception_ptr error) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& exception) {
-          what = exception.what();
-        } catch (...) {
-        }
+        const std::string what = exception_message(error);
         log().error("metrics: {} {}: {}", request.method, request.path, what);
         response.status = 500;
         response.set_content("internal error: " + what + "\n", "text/plain; charset=utf-8");

@@ -157,13 +157,7 @@ Result<void> HttpServer::start() {
   listener->Delete(".*", handler);
   listener->set_exception_handler(
       [](const httplib::Request& in, httplib::Response& out, std::exception_ptr error) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& exception) {
-          what = exception.what();
-        } catch (...) {
-        }
+        const std::string what = exception_message(error);
         log().error("{} {}: unexpected exception: {}", in.method, in.path, what);
         out.status = 500;
         out.set_content(nlohmann::json{{"message", "internal error: " + what}}.dump(), "application/json");

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/error.hpp"
 
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -33,6 +35,12 @@ TEST(Error, ContextAndNames) {
   EXPECT_EQ(error.with_context("x").code(), ErrorCode::kNotFound);
   EXPECT_EQ(to_string(ErrorCode::kPermissionDenied), "permission-denied");
   EXPECT_EQ(to_string(ErrorCode::kLibraryMissing), "library-missing");
+}
+
+TEST(Error, ExceptionMessageOfAnyException) {
+  EXPECT_EQ(exception_message(std::make_exception_ptr(std::runtime_error("disk full"))), "disk full");
+  EXPECT_EQ(exception_message(std::make_exception_ptr(Exception(ErrorCode::kIo, "gone"))), "gone");
+  EXPECT_EQ(exception_message(std::make_exception_ptr(42)), "unknown exception");
 }
 
 }  // namespace

@@ -10,18 +10,10 @@
 
 #include "joule/plan/pipeline.hpp"
 
-namespace {
-
-template <typename T>
-void require_message(const joule::Result<T>& result) {
-  if (!result && result.error().message().empty()) {
-    std::abort();
-  }
-}
-
-}  // namespace
+#include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using joule::fuzz::require_message;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   require_message(joule::plan::parse_schedule(text));
   require_message(joule::plan::parse_instruction(text));

@@ -10,6 +10,8 @@
 #include "joule/sim/simulator.hpp"
 #include "joule/sim/trace.hpp"
 
+#include "fuzz_util.hpp"
+
 namespace {
 
 constexpr std::string_view kTrain =
@@ -21,16 +23,10 @@ constexpr std::string_view kPower =
     "mnist,mlp,32,sgd,100,10,90\n"
     "mnist,mlp,64,sgd,200,5,160\n";
 
-template <typename T>
-void require_message(const joule::Result<T>& result) {
-  if (!result && result.error().message().empty()) {
-    std::abort();
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using joule::fuzz::require_message;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   require_message(joule::sim::parse_trace(text, "train.csv", kPower, "power.csv"));
   require_message(joule::sim::parse_trace(kTrain, "train.csv", text, "power.csv"));

@@ -15,18 +15,10 @@
 #include "joule/server/http_server.hpp"
 #include "joule/server/pipeline_spec.hpp"
 
-namespace {
-
-template <typename T>
-void require_message(const joule::Result<T>& result) {
-  if (!result && result.error().message().empty()) {
-    std::abort();
-  }
-}
-
-}  // namespace
+#include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using joule::fuzz::require_message;
   namespace bso = joule::optimize::batch_size;
   const std::string text(reinterpret_cast<const char*>(data), size);
   require_message(joule::server::parse_listen_address(text));

@@ -2,6 +2,7 @@
 // joule/core/error.hpp — error values, the exception type, and Result<T>.
 #pragma once
 
+#include <exception>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,10 @@ template <class... Args>
 tl::unexpected<Error> fail(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
   return tl::make_unexpected(Error(code, fmt::format(format, std::forward<Args>(args)...)));
 }
+
+/// @return the what() of the exception `error` holds, or "unknown exception" for one that is not a
+/// std::exception (for boundaries that must turn any exception into a message, e.g. an HTTP 500 body).
+std::string exception_message(std::exception_ptr error);
 
 /// @return the value of `result`, or throws joule::Exception carrying its error.
 template <class T>
