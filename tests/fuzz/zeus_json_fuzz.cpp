@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: every JSON body `joule serve` accepts (Zeus's JobSpec, GpuConfig, TrialId,
-// TrainingResult, ReportResponse, a persisted job's state, the planner's PipelineSpec) and the listen
-// address. Parsing never throws or crashes, an error always has a message, and an accepted JobSpec or
-// PipelineSpec survives a round trip through its JSON.
+// TrainingResult, ReportResponse, a persisted job's state, the planner's PipelineSpec), the listen address
+// and the /metrics address. Parsing never throws or crashes, an error always has a message, and an accepted
+// JobSpec or PipelineSpec survives a round trip through its JSON.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joule/measure/metrics_http.hpp"
 #include "joule/optimize/batch_size.hpp"
 #include "joule/server/http_server.hpp"
 #include "joule/server/pipeline_spec.hpp"
@@ -22,6 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace bso = joule::optimize::batch_size;
   const std::string text(reinterpret_cast<const char*>(data), size);
   require_message(joule::server::parse_listen_address(text));
+  require_message(joule::measure::parse_metrics_address(text, "--serve"));
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     return 0;
