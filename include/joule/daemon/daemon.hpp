@@ -37,7 +37,7 @@ struct DaemonOptions {
   size_t max_streams_per_connection = 16;
   /// Unsent bytes a connection may queue: above this the daemon stops reading its requests and skips its
   /// stream samples until it reads (a slow reader is never dropped, and never makes the daemon grow).
-  size_t max_queued_bytes = 1024 * 1024;
+  size_t max_queued_bytes = size_t{1024} * 1024;
   /// User and group lookups (tests replace them).
   UserDatabase users = UserDatabase::system();
   /// Counts connections, requests, setting changes and restores (docs/metrics.md); nullptr: none.

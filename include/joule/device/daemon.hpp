@@ -87,7 +87,7 @@ class DaemonClient {
   // The next line from the daemon, waiting until `deadline` (steady clock). Needs request_mutex_.
   Result<std::string> read_line_locked(std::chrono::steady_clock::time_point deadline);
   Result<void> write_locked(const std::string& line);
-  Error break_connection_locked(Error error);
+  Error break_connection_locked(const Error& error);
   void queue_event_locked(const daemon_protocol::PowerEvent& event);
   void renew_loop();
 

@@ -34,7 +34,7 @@ inline constexpr int kVersion = 1;
 /// Where `joule daemon` listens unless told otherwise, and where clients look (JOULE_DAEMON_SOCKET).
 inline constexpr std::string_view kDefaultSocketPath = "/run/joule/joule.sock";
 /// Longest line either side accepts, newline excluded, bytes. Longer requests are refused (and skipped).
-inline constexpr size_t kMaxLineBytes = 64 * 1024;
+inline constexpr size_t kMaxLineBytes = size_t{64} * 1024;
 /// Deepest JSON nesting accepted in a request (requests need 2: the object and the `gpus` array).
 inline constexpr int kMaxDepth = 8;
 /// Range of `period_ms` for stream_power, ms.

@@ -127,7 +127,7 @@ bool DaemonClient::connected() const {
   return !broken_.has_value();
 }
 
-Error DaemonClient::break_connection_locked(Error error) {
+Error DaemonClient::break_connection_locked(const Error& error) {
   if (!broken_) {
     broken_ =
         Error(error.code(),
