@@ -14,15 +14,6 @@ namespace joule::csv {
 
 namespace {
 
-// Shortens a field for an error message so that one bad megabyte does not flood the terminal.
-std::string excerpt(std::string_view text) {
-  constexpr size_t kMaxShown = 40;
-  if (text.size() <= kMaxShown) {
-    return fmt::format("\"{}\"", text);
-  }
-  return fmt::format("\"{}…\"", text.substr(0, kMaxShown));
-}
-
 // A streaming tokenizer over the whole text; emits fields and record ends with their positions.
 class Tokenizer {
  public:
@@ -162,7 +153,7 @@ Result<Table> parse(std::string_view text, std::string source) {
     for (const auto& name : table.header_) {
       if (name == token->value) {
         return fail(ErrorCode::kParse, "{}:{}:{}: duplicate column name '{}' in the header", table.source_,
-                    token->line, token->column, token->value);
+                    token->line, token->column, printable_excerpt(token->value));
       }
     }
     table.header_.push_back(std::move(token->value));
@@ -202,7 +193,7 @@ Result<Table> parse(std::string_view text, std::string source) {
     if (count < width) {
       return fail(ErrorCode::kParse,
                   "{}:{}: too few fields: found {}, the header has {} columns ({} missing)", table.source_,
-                  row_line, count, width, table.header_[count]);
+                  row_line, count, width, printable_excerpt(table.header_[count]));
     }
     table.row_starts_.push_back(first);
     table.row_lines_.push_back(row_line);
@@ -210,8 +201,8 @@ Result<Table> parse(std::string_view text, std::string source) {
   return table;
 }
 
-Result<Table> read_file(const std::string& path) {
-  auto text = read_text_file(path);
+Result<Table> read_file(const std::string& path, const ReadLimit& limit) {
+  auto text = read_text_file(path, limit);
   if (!text) {
     return tl::make_unexpected(text.error());
   }
@@ -232,8 +223,13 @@ Result<size_t> Table::column(std::string_view name) const {
       return i;
     }
   }
-  return fail(ErrorCode::kNotFound, "{}: missing column '{}' (the header has: {})", source_, name,
-              fmt::join(header_, ", "));
+  std::vector<std::string> shown;  // the header is input: print it safely
+  shown.reserve(header_.size());
+  for (const auto& field : header_) {
+    shown.push_back(printable_excerpt(field));
+  }
+  return fail(ErrorCode::kNotFound, "{}: missing column '{}' (the header has: {})", source_,
+              printable_excerpt(name), fmt::join(shown, ", "));
 }
 
 std::string_view Table::Row::text(size_t column) const {
@@ -247,8 +243,9 @@ std::string_view Table::Row::text(size_t column) const {
 
 Error Table::Row::error_at(size_t column, std::string_view what) const {
   const Field& field = table_->fields_[first_ + column];
-  return Error(ErrorCode::kParse, fmt::format("{}:{}:{}: column '{}': {}", table_->source_, field.line,
-                                              field.column, table_->header_[column], what));
+  return Error(ErrorCode::kParse,
+               fmt::format("{}:{}:{}: column '{}': {}", table_->source_, field.line, field.column,
+                           printable_excerpt(table_->header_[column]), what));
 }
 
 // Parses a numeric field with std::from_chars (locale-independent; exact for doubles). Surrounding
@@ -260,12 +257,13 @@ Result<T> parse_field(const Table::Row& row, size_t column, std::string_view kin
   T value{};
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (field.empty() || ec == std::errc::invalid_argument || end != field.data() + field.size()) {
-    return tl::make_unexpected(row.error_at(column, fmt::format("expected {}, got {}", kind, excerpt(raw))));
+    return tl::make_unexpected(
+        row.error_at(column, fmt::format("expected {}, got {}", kind, quoted_excerpt(raw))));
   }
   if (ec == std::errc::result_out_of_range) {
     const std::string_view noun = kind.substr(kind.find(' ') + 1);
     return tl::make_unexpected(
-        row.error_at(column, fmt::format("{} out of range: {}", noun, excerpt(field))));
+        row.error_at(column, fmt::format("{} out of range: {}", noun, quoted_excerpt(field))));
   }
   return value;
 }

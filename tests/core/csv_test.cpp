@@ -110,6 +110,27 @@ TEST(Csv, LongFieldsAreShortenedInMessages) {
   EXPECT_NE(message.find("…"), std::string::npos);
 }
 
+// Issue 11: messages quoted binary input raw. Fields and header names now come out escaped.
+TEST(Csv, BinaryInputIsEscapedInMessages) {
+  const Table table = parse_ok(std::string("x\x01,n\n\x7f\x00\xff,\x1b[2J\n", 14));
+  EXPECT_EQ(table.row(0).number(0).error().message(),
+            "t.csv:2:1: column 'x\\x01': expected a number, got \"\\x7f\\x00\\xff\"");
+  EXPECT_EQ(table.row(0).integer(1).error().message(),
+            "t.csv:2:5: column 'n': expected an integer, got \"\\x1b[2J\"");
+  EXPECT_EQ(table.column("y").error().message(), "t.csv: missing column 'y' (the header has: x\\x01, n)");
+  EXPECT_EQ(parse_error("a,\x02\n1\n"),
+            "t.csv:2: too few fields: found 1, the header has 2 columns (\\x02 missing)");
+  EXPECT_EQ(parse_error("\x03,\x03\n"), "t.csv:1:3: duplicate column name '\\x03' in the header");
+}
+
+TEST(Csv, ReadFileIsBounded) {
+  test::ScopedEnv no_override(std::string(kMaxFileMibVariable), nullptr);
+  JOULE_EXPECT_ERROR(
+      read_file("/dev/zero", ReadLimit{"CSV file", 1000}), ErrorCode::kInvalidArgument,
+      "/dev/zero: more than 1000 bytes, the most joule reads from a CSV file (real ones are far "
+      "smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)");
+}
+
 TEST(Csv, QuoteAndWriteRoundTrip) {
   std::ostringstream out;
   const std::vector<std::string> fields = {"plain", "with,comma", "with \"quote\"", "multi\nline", ""};

@@ -21,5 +21,38 @@ TEST(Strings, LowerAndPrefix) {
   EXPECT_TRUE(starts_with_ignoring_case("anything", ""));
 }
 
+// Issue 11: parsers quoted raw bytes of bad fields, so a binary file printed garbage to the terminal.
+TEST(Strings, ExcerptsEscapeWhatATerminalWouldNotShow) {
+  EXPECT_EQ(quoted_excerpt("abc"), "\"abc\"");
+  EXPECT_EQ(quoted_excerpt(std::string_view("a\0b\x01\x7f\x1b[31m", 10)), "\"a\\x00b\\x01\\x7f\\x1b[31m\"");
+  EXPECT_EQ(quoted_excerpt("tab\tcr\rlf\n"), "\"tab\\tcr\\rlf\\n\"");
+  EXPECT_EQ(quoted_excerpt("say \"hi\" \\o/"), "\"say \\\"hi\\\" \\\\o/\"");
+  EXPECT_EQ(printable_excerpt("say \"hi\""), "say \"hi\"");
+  // Well-formed UTF-8 stays readable; invalid, overlong, surrogate, C1 and layout-changing sequences do not.
+  EXPECT_EQ(printable_excerpt("données €"), "données €");
+  EXPECT_EQ(printable_excerpt("\xff\xfe"), "\\xff\\xfe");
+  EXPECT_EQ(printable_excerpt("\xc3"), "\\xc3");                    // truncated sequence
+  EXPECT_EQ(printable_excerpt("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(printable_excerpt("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printable_excerpt("\xc2\x85"), "\\xc2\\x85");           // NEL, a C1 control
+  EXPECT_EQ(printable_excerpt("a\xe2\x80\xae"
+                              "b"),
+            "a\\xe2\\x80\\xaeb");  // right-to-left override
+}
+
+TEST(Strings, ExcerptsAreShort) {
+  const std::string long_text(1000, 'x');
+  EXPECT_EQ(quoted_excerpt(long_text), "\"" + std::string(kExcerptChars, 'x') + "…\"");
+  EXPECT_EQ(printable_excerpt(std::string(kExcerptChars, 'y')), std::string(kExcerptChars, 'y'));
+  // Escapes count by what they print: 10 zero bytes are 40 characters.
+  std::string ten_zeros;
+  for (int i = 0; i < 10; ++i) {
+    ten_zeros += "\\x00";
+  }
+  EXPECT_EQ(printable_excerpt(std::string(11, '\0'), 40), ten_zeros + "…");
+  EXPECT_EQ(printable_excerpt("ééé", 2), "éé…");
+  EXPECT_EQ(printable_excerpt("", 5), "");
+}
+
 }  // namespace
 }  // namespace joule

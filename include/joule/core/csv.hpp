@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
+#include "joule/core/file.hpp"
 
 namespace joule::csv {
 
@@ -79,9 +80,9 @@ class Table {
 /// @return the table, or a kParse error such as `power.csv:7:12: unterminated quoted field`.
 Result<Table> parse(std::string_view text, std::string source);
 
-/// Reads and parses a CSV file. @return kNotFound/kPermissionDenied/kIo errors naming the path, or parse
-/// errors as parse() gives them.
-Result<Table> read_file(const std::string& path);
+/// Reads (through read_text_file(), bounded by `limit`) and parses a CSV file. @return read_text_file()'s
+/// errors naming the path, or parse errors as parse() gives them.
+Result<Table> read_file(const std::string& path, const ReadLimit& limit = read_limits::kDefault);
 
 /// @return `field` quoted for CSV if it contains a comma, quote, CR or LF; otherwise unchanged.
 std::string quote(std::string_view field);

@@ -2,6 +2,7 @@
 // joule/core/strings.hpp — small text helpers shared by the parsers.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,19 @@ std::string to_lower(std::string_view text);
 
 /// @return true if `text` starts with `prefix`, comparing ASCII letters case-insensitively.
 bool starts_with_ignoring_case(std::string_view text, std::string_view prefix);
+
+/// How many characters of quoted input an error message shows by default: enough to recognise a value,
+/// short enough that one bad megabyte does not flood the terminal.
+inline constexpr size_t kExcerptChars = 40;
+
+/// @return `text` made safe to print inside an error message: printable ASCII and valid UTF-8 (from U+00A0)
+/// as they are; a backslash as `\\`; tab, CR and LF as `\t`, `\r`, `\n`; every other byte (control
+/// characters, C1 controls, invalid UTF-8) as `\xNN`. Stops after about `max_chars` characters of output and
+/// then ends with "…". Every parser quotes its input through this (or quoted_excerpt), so that binary
+/// garbage in a file never reaches a terminal raw.
+std::string printable_excerpt(std::string_view text, size_t max_chars = kExcerptChars);
+
+/// @return printable_excerpt() in double quotes, with `"` inside escaped as `\"`: e.g. `"ab\x00c"`.
+std::string quoted_excerpt(std::string_view text, size_t max_chars = kExcerptChars);
 
 }  // namespace joule
