@@ -22,6 +22,7 @@ struct ServeFlags {
   std::string db = "sqlite:joule.db";
   std::string listen = "127.0.0.1:7787";
   size_t threads = server::kDefaultThreads;
+  size_t max_connections = server::kDefaultMaxConnections;
   int db_connections = 0;
 };
 
@@ -31,6 +32,9 @@ int run_serve(const ServeFlags& flags) {
   const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));
   if (flags.threads == 0) {
     throw Exception(ErrorCode::kInvalidArgument, "serve: --threads must be at least 1");
+  }
+  if (flags.max_connections == 0) {
+    throw Exception(ErrorCode::kInvalidArgument, "serve: --max-connections must be at least 1");
   }
   store::OpenOptions open_options;
   open_options.max_connections = flags.db_connections;
@@ -52,6 +56,7 @@ int run_serve(const ServeFlags& flags) {
   options.host = host;
   options.port = port;
   options.threads = flags.threads;
+  options.max_connections = flags.max_connections;
   server::HttpServer http(service, options);
   value_or_throw(http.start());
   // Tests and scripts read the port from this line (with --listen HOST:0 it is the one chosen).
@@ -82,7 +87,13 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->option_text("HOST:PORT");
   command
       ->add_option("--threads", flags->threads,
-                   fmt::format("HTTP threads: one per open connection (default {})", server::kDefaultThreads))
+                   fmt::format("Requests handled at once (default {}); open connections take no thread",
+                               server::kDefaultThreads))
+      ->option_text("N");
+  command
+      ->add_option("--max-connections", flags->max_connections,
+                   fmt::format("Open connections at most; more are closed at accept (default {})",
+                               server::kDefaultMaxConnections))
       ->option_text("N");
   command
       ->add_option("--db-connections", flags->db_connections,

@@ -1,91 +1,48 @@
 // SPDX-License-Identifier: Apache-2.0
-// cpp-httplib in front of the Service: every method and path goes to Service::handle(), which does the
-// routing (so that unknown routes and methods get FastAPI's bodies, and everything is testable without
-// sockets).
+// The project's HTTP listener in front of the Service: every method and path goes to Service::handle(),
+// which does the routing (so that unknown routes and methods get FastAPI's bodies, and everything is testable
+// without sockets); GET /metrics is answered here.
 #include "joule/server/http_server.hpp"
 
-#include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <cstring>
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
-#include <sys/socket.h>
 
 #include "joule/core/log.hpp"
+#include "joule/core/strings.hpp"
+#include "joule/metrics/http_listener.hpp"
 
 namespace joule::server {
 
 namespace {
 
-// Requests a connection may carry before the server closes it (the library's default is 5, which makes
-// clients reconnect all the time).
-constexpr size_t kKeepAliveRequests = 100000;
-constexpr auto kStartTimeout = std::chrono::seconds(10);
-
-// Exposes the listening socket, to raise its backlog: cpp-httplib 0.11 listens with a backlog of 5, and
-// 64 clients connecting at once would see dropped SYNs (a 1 s retransmission each).
-class Listener final : public httplib::Server {
- public:
-  int socket() const { return svr_sock_; }
-};
-
-std::string status_text(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 413:
-      return "Payload Too Large";
-    case 414:
-      return "URI Too Long";
-    case 416:
-      return "Range Not Satisfiable";
-    default:
-      return fmt::format("HTTP error {}", status);
-  }
-}
-
-Request to_request(const httplib::Request& in) {
+Request to_request(const metrics::HttpRequest& in) {
   Request request;
   request.method = in.method;
   request.path = in.path;
-  for (const auto& [name, value] : in.params) {
-    request.query[name] = value;
-  }
+  request.query = in.query;
   request.body = in.body;
-  request.content_type = in.get_header_value("Content-Type");
-  if (std::string id = in.get_header_value(kRequestIdHeader); !id.empty()) {
-    request.request_id = std::move(id);
+  request.content_type = in.header("Content-Type");
+  for (const auto& [name, value] : in.headers) {
+    if (name.size() == std::string_view(kRequestIdHeader).size() &&
+        starts_with_ignoring_case(name, kRequestIdHeader)) {
+      request.request_id = value;
+      break;
+    }
   }
   return request;
+}
+
+bool is_profile_upload(std::string_view method, std::string_view path) {
+  return (method == "PUT" || method == "POST") && path.starts_with("/pipelines/") &&
+         path.ends_with("/profile");
 }
 
 }  // namespace
 
 Result<std::pair<std::string, int>> parse_listen_address(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) {
-    return fail(ErrorCode::kInvalidArgument, "listen address '{}' is not HOST:PORT", text);
-  }
-  std::string host = text.substr(0, colon);
-  const std::string port_text = text.substr(colon + 1);
-  int port = -1;
-  const auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (error != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
-    return fail(ErrorCode::kInvalidArgument, "listen address '{}': port '{}' is not a number in [0, 65535]",
-                text, port_text);
-  }
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host.empty()) {
-    host = "0.0.0.0";
-  }
-  return std::pair{host, port};
+  return metrics::parse_host_port(text, "listen address", 7787);
 }
 
 HttpServer::HttpServer(Service& service, HttpServerOptions options)
@@ -100,37 +57,48 @@ HttpServer::~HttpServer() {
 }
 
 Result<void> HttpServer::start() {
-  if (server_) {
+  if (listener_) {
     return fail(ErrorCode::kState, "the server is already started");
   }
   if (options_.threads == 0) {
     return fail(ErrorCode::kInvalidArgument, "the server needs at least one thread");
   }
-  auto listener = std::make_unique<Listener>();
-  const size_t threads = options_.threads;
-  listener->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  listener->set_keep_alive_max_count(kKeepAliveRequests);
-  listener->set_keep_alive_timeout(options_.keep_alive_timeout_s);
-  listener->set_payload_max_length(options_.max_body_bytes);
-  listener->set_tcp_nodelay(true);
-  // cpp-httplib's default sets SO_REUSEPORT, which lets a second server bind a port already in use and
-  // silently share its connections; SO_REUSEADDR alone still allows a quick restart on the same port.
-  listener->set_socket_options([](socket_t socket) {
-    const int on = 1;
-    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  });
+  metrics::HttpListenerOptions listen;
+  listen.host = options_.host;
+  listen.port = options_.port;
+  listen.name = "joule serve";
+  listen.worker_threads = options_.threads;
+  listen.max_connections = options_.max_connections;
+  listen.max_header_bytes = options_.max_header_bytes;
+  listen.max_header_fields = options_.max_header_fields;
+  listen.max_body_bytes = options_.max_body_bytes;
+  listen.body_limit = [body = options_.max_body_bytes, profile = options_.max_profile_body_bytes](
+                          std::string_view method, std::string_view path) {
+    return is_profile_upload(method, path) ? profile : body;
+  };
+  listen.idle_timeout = std::chrono::seconds(options_.keep_alive_timeout_s);
+  listen.header_timeout = options_.header_timeout;
+  listen.body_timeout = options_.body_timeout;
+  // Zeus's error body ({"message": …}) for what the listener refuses itself.
+  listen.error_body = [](int status, std::string_view message) {
+    metrics::HttpResponse response;
+    response.status = status;
+    response.content_type = "application/json";
+    response.body =
+        nlohmann::json{{"message", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return response;
+  };
 
-  ServerMetrics& metrics = *options_.metrics;
-  const httplib::Server::Handler handler = [this, &metrics](const httplib::Request& in,
-                                                            httplib::Response& out) {
+  ServerMetrics& server_metrics = *options_.metrics;
+  auto handler = [this, &server_metrics](const metrics::HttpRequest& in) {
     const auto started = std::chrono::steady_clock::now();
-    metrics.start_request();
+    server_metrics.start_request();
     const Request request = to_request(in);
     Response response;
     if (request.path == "/metrics") {
       // Prometheus's scrape, on the service's own listener.
       if (request.method == "GET") {
-        response.body = metrics.render();
+        response.body = server_metrics.render();
         response.content_type = measure::kMetricsContentType;
       } else {
         response.status = 405;
@@ -139,73 +107,34 @@ Result<void> HttpServer::start() {
     } else {
       response = service_.handle(request);
     }
+    metrics::HttpResponse out;
     out.status = response.status;
-    out.set_content(response.body, response.content_type.c_str());
+    out.content_type = response.content_type;
+    out.body = std::move(response.body);
     if (response.replayed) {
-      out.set_header(kReplayedHeader, "true");
+      out.headers.emplace_back(kReplayedHeader, "true");
     }
-    metrics.finish_request(request.method, request.path, response.status, response.replayed,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    log().debug("{} {} {} ({:.2f} ms{})", request.method, request.path, response.status,
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count(),
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    server_metrics.finish_request(request.method, request.path, out.status, response.replayed, elapsed_s);
+    log().debug("{} {} {} ({:.2f} ms{})", request.method, request.path, out.status, elapsed_s * 1e3,
                 response.replayed ? ", replayed" : "");
+    return out;
   };
-  listener->Get(".*", handler);
-  listener->Post(".*", handler);
-  listener->Put(".*", handler);
-  listener->Patch(".*", handler);
-  listener->Delete(".*", handler);
-  listener->set_exception_handler(
-      [](const httplib::Request& in, httplib::Response& out, std::exception_ptr error) {
-        const std::string what = exception_message(error);
-        log().error("{} {}: unexpected exception: {}", in.method, in.path, what);
-        out.status = 500;
-        out.set_content(nlohmann::json{{"message", "internal error: " + what}}.dump(), "application/json");
-      });
-  // Errors cpp-httplib answers itself (a malformed request line, a body over the limit) get a JSON body too.
-  listener->set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& out) {
-        if (!out.body.empty()) {
-          return httplib::Server::HandlerResponse::Unhandled;
-        }
-        out.set_content(nlohmann::json{{"message", status_text(out.status)}}.dump(), "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-
-  if (options_.port == 0) {
-    port_ = listener->bind_to_any_port(options_.host);
-    if (port_ < 0) {
-      return fail(ErrorCode::kIo, "cannot listen on {}: {}", options_.host, std::strerror(errno));
-    }
-  } else {
-    if (!listener->bind_to_port(options_.host, options_.port)) {
-      return fail(ErrorCode::kIo, "cannot listen on {}:{}: {}", options_.host, options_.port,
-                  errno != 0 ? std::strerror(errno) : "bind failed");
-    }
-    port_ = options_.port;
+  auto listener = metrics::HttpListener::start(std::move(listen), std::move(handler));
+  if (!listener) {
+    return tl::make_unexpected(listener.error());
   }
-  ::listen(listener->socket(), SOMAXCONN);
-  server_ = std::move(listener);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-  while (!server_->is_running()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      stop();
-      return fail(ErrorCode::kIo, "the HTTP server did not start within {} s", kStartTimeout.count());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  listener_ = std::move(*listener);
+  port_ = listener_->port();
   return {};
 }
 
 void HttpServer::stop() {
-  if (server_) {
-    server_->stop();
+  if (listener_) {
+    listener_->stop();
+    listener_.reset();
   }
-  if (thread_.joinable()) {
-    thread_.join();
-  }
-  server_.reset();
 }
 
 }  // namespace joule::server

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/csv.hpp"
+#include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
 #include "joule/plan/plan_io.hpp"
@@ -113,13 +114,17 @@ Response bad_request(const Error& error) {
   return message_response(400, error.message());
 }
 
-// The planner routes answer malformed JSON with 400 and the parser's message.
-tl::expected<json, Response> parse_json(const Request& request) {
-  try {
-    return json::parse(request.body);
-  } catch (const json::parse_error& error) {
-    return tl::make_unexpected(message_response(400, fmt::format("malformed JSON: {}", error.what())));
+// The planner routes answer malformed JSON with 400 and the parser's message (which names the field of a
+// number out of range).
+tl::expected<json, Response> parse_request_json(const Request& request) {
+  auto parsed = parse_json(request.body);
+  if (!parsed) {
+    const JsonError& error = parsed.error();
+    return tl::make_unexpected(message_response(400, error.kind == JsonError::Kind::kNumberOutOfRange
+                                                         ? error.message
+                                                         : fmt::format("malformed JSON: {}", error.message)));
   }
+  return std::move(*parsed);
 }
 
 Request without_id(const Request& request) {
@@ -155,7 +160,7 @@ Result<plan::Profile> profile_from_rows(const json& rows, int64_t stages) {
     const json& row = rows[i];
     const std::string at = fmt::format("rows[{}]", i);
     if (!row.is_object()) {
-      return fail(ErrorCode::kInvalidArgument, "{}: must be an object, got {}", at, row.dump());
+      return fail(ErrorCode::kInvalidArgument, "{}: must be an object, got {}", at, describe_json(row));
     }
     const auto field = [&](const char* key) -> Result<const json*> {
       const auto found = row.find(key);
@@ -177,11 +182,11 @@ Result<plan::Profile> profile_from_rows(const json& rows, int64_t stages) {
     if (!(*stage)->is_number_integer() || (*stage)->get<int64_t>() < 0 ||
         (*stage)->get<int64_t>() >= stages) {
       return fail(ErrorCode::kInvalidArgument, "{}.stage: must be an integer in [0, {}), got {}", at, stages,
-                  (*stage)->dump());
+                  describe_json(**stage));
     }
     if (!(*instruction)->is_string()) {
       return fail(ErrorCode::kInvalidArgument, "{}.instruction: must be \"forward\" or \"backward\", got {}",
-                  at, (*instruction)->dump());
+                  at, describe_json(**instruction));
     }
     auto parsed_instruction = plan::parse_instruction((*instruction)->get<std::string>());
     if (!parsed_instruction) {
@@ -191,11 +196,12 @@ Result<plan::Profile> profile_from_rows(const json& rows, int64_t stages) {
     if (!(*frequency)->is_number_integer() || (*frequency)->get<int64_t>() <= 0 ||
         (*frequency)->get<int64_t>() > int64_t{UINT32_MAX}) {
       return fail(ErrorCode::kInvalidArgument, "{}.frequency_mhz: must be a positive integer, got {}", at,
-                  (*frequency)->dump());
+                  describe_json(**frequency));
     }
     for (const auto& [key, value] : {std::pair{"time_s", *time}, std::pair{"energy_j", *energy}}) {
       if (!value->is_number()) {
-        return fail(ErrorCode::kInvalidArgument, "{}.{}: must be a number, got {}", at, key, value->dump());
+        return fail(ErrorCode::kInvalidArgument, "{}.{}: must be a number, got {}", at, key,
+                    describe_json(*value));
       }
     }
     const size_t slot = *parsed_instruction == plan::Instruction::kForward ? 0 : 1;
@@ -214,12 +220,13 @@ Result<plan::Profile> parse_profile(const Request& request, int64_t stages) {
   if (!is_json) {
     return plan::Profile::parse(request.body, "profile");
   }
-  json parsed;
-  try {
-    parsed = json::parse(request.body);
-  } catch (const json::parse_error& error) {
-    return fail(ErrorCode::kInvalidArgument, "profile: malformed JSON: {}", error.what());
+  auto document = parse_json(request.body);
+  if (!document) {
+    const JsonError& error = document.error();
+    return fail(ErrorCode::kInvalidArgument, "profile: {}{}",
+                error.kind == JsonError::Kind::kNumberOutOfRange ? "" : "malformed JSON: ", error.message);
   }
+  json& parsed = *document;
   if (parsed.is_object() && parsed.contains("csv")) {
     if (!parsed["csv"].is_string()) {
       return fail(ErrorCode::kInvalidArgument, "csv: must be a string of CSV text");
@@ -525,7 +532,7 @@ Response plan_route(Service::Impl& impl, const Request& request, const std::stri
 }
 
 Response straggler_route(Service::Impl& impl, const Request& request, const std::string& id) {
-  auto body = parse_json(request);
+  auto body = parse_request_json(request);
   if (!body) {
     return body.error();
   }
@@ -537,8 +544,8 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
   const json& value = (*body)["iteration_time_s"];
   if (!value.is_null()) {
     if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
-      return message_response(
-          400, fmt::format("iteration_time_s: must be a positive number or null, got {}", value.dump()));
+      return message_response(400, fmt::format("iteration_time_s: must be a positive number or null, got {}",
+                                               describe_json(value)));
     }
     straggler = value.get<double>();
   }
@@ -709,7 +716,7 @@ Response method_not_allowed() {
 }  // namespace
 
 Response Service::Impl::register_pipeline(const Request& request) {
-  auto body = parse_json(request);
+  auto body = parse_request_json(request);
   if (!body) {
     return body.error();
   }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/json.hpp"
+
 namespace joule::server {
 
 namespace {
@@ -54,7 +56,7 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
       return required ? invalid(key, "field required") : Result<void>{};
     }
     if (!found->is_number_integer()) {
-      return invalid(key, fmt::format("must be an integer, got {}", found->dump()));
+      return invalid(key, fmt::format("must be an integer, got {}", describe_json(*found)));
     }
     out = found->get<int64_t>();
     if (out < 1) {
@@ -68,7 +70,7 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
       return {};
     }
     if (!found->is_number()) {
-      return invalid(key, fmt::format("must be a number, got {}", found->dump()));
+      return invalid(key, fmt::format("must be a number, got {}", describe_json(*found)));
     }
     out = found->get<double>();
     return {};
@@ -79,7 +81,7 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
       return {};
     }
     if (!found->is_string()) {
-      return invalid(key, fmt::format("must be a string, got {}", found->dump()));
+      return invalid(key, fmt::format("must be a string, got {}", describe_json(*found)));
     }
     out = found->get<std::string>();
     return {};

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
 
 #include "server/service_internal.hpp"
@@ -89,17 +90,18 @@ Response validation_response(const Error& error, std::string_view source) {
   return json_response(422, {{"detail", nlohmann::json::array({entry})}});
 }
 
-Response json_decode_response(const nlohmann::json::parse_error& error) {
-  // nlohmann's what() is "[json.exception.parse_error.101] parse error at line 1, column 2: …".
-  std::string message = error.what();
-  if (const auto bracket = message.find("] ");
-      message.starts_with("[json.exception") && bracket != std::string::npos) {
-    message = message.substr(bracket + 2);
+Response json_decode_response(const JsonError& error) {
+  if (error.kind == JsonError::Kind::kNumberOutOfRange) {
+    // A value, not the syntax, is wrong: name its field as any other out-of-range value.
+    return validation_response(Error(ErrorCode::kInvalidArgument, error.message));
   }
-  return json_response(422, {{"detail",
-                              {{{"loc", {"body", error.byte > 0 ? error.byte - 1 : 0}},
-                                {"msg", message},
-                                {"type", "value_error.jsondecode"}}}}});
+  nlohmann::json loc = {"body"};
+  if (error.kind == JsonError::Kind::kSyntax) {
+    loc.push_back(error.byte);
+  }
+  return json_response(
+      422,
+      {{"detail", {{{"loc", std::move(loc)}, {"msg", error.message}, {"type", "value_error.jsondecode"}}}}});
 }
 
 Response missing_query_response(std::string_view name) {
@@ -109,11 +111,11 @@ Response missing_query_response(std::string_view name) {
 }
 
 tl::expected<nlohmann::json, Response> parse_body(const Request& request) {
-  try {
-    return nlohmann::json::parse(request.body);
-  } catch (const nlohmann::json::parse_error& error) {
-    return tl::make_unexpected(json_decode_response(error));
+  auto parsed = parse_json(request.body);
+  if (!parsed) {
+    return tl::make_unexpected(json_decode_response(parsed.error()));
   }
+  return std::move(*parsed);
 }
 
 uint64_t fnv1a(std::string_view text) {

@@ -20,6 +20,7 @@
 
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
+#include "joule/core/json.hpp"
 #include "joule/optimize/batch_size.hpp"
 #include "joule/plan/pipeline.hpp"
 #include "joule/server/service.hpp"
@@ -38,8 +39,9 @@ Response message_response(int status, std::string_view message);
 /// FastAPI's 422 body for a library validation error "<field path>: <problem>" found in `source` ("body"
 /// or "query"): {"detail": [{"loc": [source, field…], "msg": problem, "type": pydantic's type}]}.
 Response validation_response(const Error& error, std::string_view source = "body");
-/// FastAPI's 422 for a body that is not JSON.
-Response json_decode_response(const nlohmann::json::parse_error& error);
+/// FastAPI's 422 for a body that is not JSON (or nested too deep), or a validation 422 naming the field of a
+/// number out of range.
+Response json_decode_response(const JsonError& error);
 /// FastAPI's 422 for a missing query parameter.
 Response missing_query_response(std::string_view name);
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/measure/metrics_http.hpp — a small HTTP endpoint serving `/metrics` (cpp-httplib), for commands
-// that have no HTTP server of their own (`joule power --serve`, `joule daemon --metrics`).
+// joule/measure/metrics_http.hpp — a small HTTP endpoint serving `/metrics` for commands
+// that have no HTTP server of their own (`joule power --serve`, `joule daemon --metrics`), on the project's
+// HTTP listener (joule/metrics/http_listener.hpp).
 #pragma once
 
 #include <functional>

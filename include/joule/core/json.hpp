@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/core/json.hpp — JSON text from untrusted sources (HTTP bodies, socket lines, stored documents):
+// nesting depth bounded while parsing, numbers that do not fit a double refused with the field named, and
+// error messages that quote at most a short, printable excerpt of the input.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <tl/expected.hpp>
+
+namespace joule {
+
+/// The deepest nesting parse_json() accepts by default: far more than any joule document needs (the deepest
+/// is 4 levels), far less than what makes a recursive dump(), comparison or destructor overflow the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Why a JSON text was refused.
+struct JsonError {
+  enum class Kind {
+    kSyntax,            ///< not JSON
+    kTooDeep,           ///< nested deeper than the limit
+    kNumberOutOfRange,  ///< a number no double holds (e.g. 1e999)
+  };
+  Kind kind = Kind::kSyntax;
+  size_t byte = 0;      ///< 0-based offset in the text where the problem was found
+  std::string path;     ///< where in the document: "" (the top), "rows[3].time_s"
+  std::string message;  ///< one line, e.g. "rows[3].time_s: the number 1e999 is out of range (…)"
+};
+
+/// Parses `text`, refusing (without recursing on it) a document nested deeper than `max_depth` levels and
+/// numbers outside a double's range. Duplicate keys keep the last value, as nlohmann::json::parse() does.
+/// @return the value, or what is wrong with the text (never throws for bad input).
+tl::expected<nlohmann::json, JsonError> parse_json(std::string_view text, int max_depth = kMaxJsonDepth);
+
+/// @return `value` described for an error message in at most about `max_chars` characters: the JSON text
+/// itself if it is short (quoted through printable_excerpt(), joule/core/strings.hpp) ("12.5", "\"abc\"",
+/// "[1,2]"), else its type and an excerpt ("an object of 3 keys
+/// {\"a\":[1,2,…", "a string of 12000 bytes \"abcd…\""). Safe on any value that parse_json() returns.
+std::string describe_json(const nlohmann::json& value, size_t max_chars = 60);
+
+}  // namespace joule
