@@ -32,6 +32,11 @@ struct DaemonFlags {
   std::string audit_log;
   double lease_s = 60;
   bool allow_unprivileged = false;
+  // Defaults from DaemonOptions: one place for them.
+  size_t max_connections = daemon::DaemonOptions{}.max_connections;
+  size_t max_connections_per_user = daemon::DaemonOptions{}.max_connections_per_user;
+  size_t root_reserved_connections = daemon::DaemonOptions{}.root_reserved_connections;
+  double hello_timeout_s = daemon::DaemonOptions{}.hello_timeout_s;
   std::string metrics;                     // HOST:PORT of /metrics; empty: none
   std::optional<double> carbon_intensity;  // gCO2eq/kWh, for the carbon metrics
 };
@@ -59,6 +64,10 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   options.audit_log = flags.audit_log;
   options.lease_s = flags.lease_s;
   options.allow_unprivileged = flags.allow_unprivileged;
+  options.max_connections = flags.max_connections;
+  options.max_connections_per_user = flags.max_connections_per_user;
+  options.root_reserved_connections = flags.root_reserved_connections;
+  options.hello_timeout_s = flags.hello_timeout_s;
 
   if (flags.carbon_intensity && flags.metrics.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -160,6 +169,26 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
       ->option_text("S");
   command->add_flag("--allow-unprivileged", flags->allow_unprivileged,
                     "Serve real GPUs even when not running as root");
+  command
+      ->add_option("--max-connections", flags->max_connections,
+                   fmt::format("Connections served at once; one more is told why and closed (default {})",
+                               flags->max_connections))
+      ->option_text("N");
+  command
+      ->add_option("--max-connections-per-user", flags->max_connections_per_user,
+                   fmt::format("Connections one user other than root may hold (default {})",
+                               flags->max_connections_per_user))
+      ->option_text("N");
+  command
+      ->add_option("--root-reserved-connections", flags->root_reserved_connections,
+                   fmt::format("Of --max-connections, how many only root may take (default {})",
+                               flags->root_reserved_connections))
+      ->option_text("N");
+  command
+      ->add_option("--hello-timeout-s", flags->hello_timeout_s,
+                   fmt::format("Close a connection that sends no hello within S seconds (default {})",
+                               flags->hello_timeout_s))
+      ->option_text("S");
   command
       ->add_option("--metrics", flags->metrics,
                    "Serve Prometheus metrics of the GPUs and the daemon on http://HOST:PORT/metrics (port 0: "

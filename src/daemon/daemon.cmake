@@ -6,5 +6,6 @@ target_sources(joule_daemon PRIVATE
   "${CMAKE_CURRENT_LIST_DIR}/ledger.cpp"
   "${CMAKE_CURRENT_LIST_DIR}/listener.cpp"
   "${CMAKE_CURRENT_LIST_DIR}/metrics.cpp"
+  "${CMAKE_CURRENT_LIST_DIR}/safe_files.cpp"
   "${CMAKE_CURRENT_LIST_DIR}/server.cpp"
   "${CMAKE_CURRENT_LIST_DIR}/session.cpp")

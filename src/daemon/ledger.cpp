@@ -5,14 +5,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <limits>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
+
+#include "safe_files.hpp"
 
 namespace joule::daemon {
 
@@ -20,6 +25,10 @@ namespace {
 
 constexpr std::string_view kPowerSetting = "power_limit_mw";
 constexpr std::string_view kClockSetting = "sm_clocks_mhz";
+constexpr std::string_view kStateFormat = "joule-daemon-state";
+constexpr int kStateVersion = 1;
+// Far above what the daemon writes (a few hundred bytes per GPU): a bigger file is not its own.
+constexpr off_t kMaxStateBytes = 64 * 1024;
 
 std::string audit_value(uint32_t power_mw) {
   return std::to_string(power_mw);
@@ -61,6 +70,12 @@ std::string_view to_string(RestoreReason reason) {
 
 SettingsLedger::SettingsLedger(std::vector<device::Gpu*> gpus, AuditLog& audit)
     : gpus_(std::move(gpus)), audit_(audit), power_(gpus_.size()), clocks_(gpus_.size()) {}
+
+SettingsLedger::~SettingsLedger() {
+  if (state_folder_fd_ >= 0) {
+    ::close(state_folder_fd_);
+  }
+}
 
 void SettingsLedger::audit(std::string action, const Owner& owner, size_t gpu, std::string_view setting,
                            std::string old_value, std::string new_value, std::string_view reason,
@@ -250,12 +265,32 @@ std::vector<std::string> SettingsLedger::restore_everything(RestoreReason reason
   return restored;
 }
 
-void SettingsLedger::set_state_file(std::string path) {
+void SettingsLedger::set_state_file(std::string path, int folder_fd) {
+  if (state_folder_fd_ >= 0) {
+    ::close(state_folder_fd_);
+    state_folder_fd_ = -1;
+  }
   state_path_ = std::move(path);
+  if (state_path_.empty()) {
+    return;
+  }
+  const std::filesystem::path as_path(state_path_);
+  state_name_ = as_path.filename().string();
+  if (folder_fd >= 0) {
+    state_folder_fd_ = ::fcntl(folder_fd, F_DUPFD_CLOEXEC, 0);
+  } else {
+    const std::string folder = as_path.has_parent_path() ? as_path.parent_path().string() : std::string(".");
+    state_folder_fd_ = ::open(folder.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  }
+  if (state_folder_fd_ < 0) {
+    log().warn(
+        "cannot open the folder of the daemon state file {}: {}; a daemon crash could not be recovered",
+        state_path_, std::strerror(errno));
+  }
 }
 
 void SettingsLedger::save_state() {
-  if (state_path_.empty()) {
+  if (state_path_.empty() || state_folder_fd_ < 0) {
     return;
   }
   nlohmann::json settings = nlohmann::json::array();
@@ -270,38 +305,109 @@ void SettingsLedger::save_state() {
     }
   }
   if (settings.empty()) {
-    if (::unlink(state_path_.c_str()) != 0 && errno != ENOENT) {
+    // unlinkat removes the name itself: a link planted there is removed, its target untouched.
+    if (::unlinkat(state_folder_fd_, state_name_.c_str(), 0) != 0 && errno != ENOENT) {
       log().warn("cannot remove the daemon state file {}: {}", state_path_, std::strerror(errno));
     }
     return;
   }
-  const nlohmann::json state = {{"format", "joule-daemon-state"},
-                                {"version", 1},
+  const nlohmann::json state = {{"format", kStateFormat},
+                                {"version", kStateVersion},
                                 {"pid", ::getpid()},
                                 {"settings", std::move(settings)}};
-  if (auto written = write_file_atomic(state_path_, state.dump() + "\n"); !written) {
+  if (auto written = write_file_atomic_at(state_folder_fd_, state_name_, state.dump() + "\n", state_path_);
+      !written) {
     log().warn("cannot save the daemon state (what to restore after a daemon crash): {}",
                written.error().message());
   }
 }
 
+void SettingsLedger::set_aside_state(const std::string& why) {
+  // Renamed, not deleted: the file is evidence of an attack (or of a bug) for the administrator, and a
+  // name that is not the state file's is never replayed. RENAME_NOREPLACE keeps earlier evidence too.
+  const auto seconds = static_cast<long long>(std::time(nullptr));
+  std::string suffix = fmt::format(".untrusted.{}", seconds);
+  int renamed = -1;
+  for (int attempt = 1; attempt <= 100; ++attempt) {
+    renamed = ::renameat2(state_folder_fd_, state_name_.c_str(), state_folder_fd_,
+                          (state_name_ + suffix).c_str(), RENAME_NOREPLACE);
+    if (renamed == 0 || errno != EEXIST) {
+      break;
+    }
+    suffix = fmt::format(".untrusted.{}.{}", seconds, attempt);
+  }
+  if (renamed == 0) {
+    log().error(
+        "not replaying the daemon state file {}: {}; nothing was restored from it; it was moved to {}{} "
+        "for inspection",
+        state_path_, why, state_path_, suffix);
+  } else {
+    log().error(
+        "not replaying the daemon state file {}: {}; nothing was restored from it; it is left in place "
+        "(cannot move it aside: {})",
+        state_path_, why, std::strerror(errno));
+  }
+}
+
 std::vector<std::string> SettingsLedger::recover() {
   std::vector<std::string> restored;
-  if (state_path_.empty()) {
+  if (state_path_.empty() || state_folder_fd_ < 0) {
     return restored;
   }
-  auto text = read_text_file(state_path_);
-  if (!text) {
-    if (text.error().code() != ErrorCode::kNotFound) {
-      log().warn("cannot read the daemon state file: {}", text.error().message());
+  // O_NOFOLLOW: a link is refused, not followed; O_NONBLOCK: a FIFO planted there cannot hang the start.
+  const UniqueFd file(
+      ::openat(state_folder_fd_, state_name_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!file.valid()) {
+    if (errno == ELOOP) {
+      set_aside_state("it is a symbolic link (never followed)");
+    } else if (errno != ENOENT) {
+      log().warn("cannot read the daemon state file {}: {}", state_path_, std::strerror(errno));
     }
     return restored;
   }
+  struct stat info {};
+  if (::fstat(file.get(), &info) != 0) {
+    log().warn("cannot inspect the daemon state file {}: {}", state_path_, std::strerror(errno));
+    return restored;
+  }
+  if (const auto why = why_not_own_file(info, ::geteuid())) {
+    set_aside_state(*why);
+    return restored;
+  }
+  if (info.st_size > kMaxStateBytes) {
+    set_aside_state(fmt::format("it has {} bytes, more than the daemon ever writes", info.st_size));
+    return restored;
+  }
+  std::string text;
+  char chunk[4096];
+  while (text.size() <= static_cast<size_t>(kMaxStateBytes)) {
+    const ssize_t n = ::read(file.get(), chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      log().warn("cannot read the daemon state file {}: {}", state_path_, std::strerror(errno));
+      return restored;
+    }
+    if (n == 0) {
+      break;
+    }
+    text.append(chunk, static_cast<size_t>(n));
+  }
   nlohmann::json state;
   try {
-    state = nlohmann::json::parse(*text);
+    state = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
-    log().error("the daemon state file {} is not JSON ({}); nothing recovered", state_path_, error.what());
+    set_aside_state(fmt::format("it is not JSON ({})", error.what()));
+    return restored;
+  }
+  const auto format = state.is_object() ? state.find("format") : state.end();
+  const auto version = state.is_object() ? state.find("version") : state.end();
+  if (!state.is_object() || format == state.end() || !format->is_string() ||
+      format->get<std::string>() != kStateFormat || version == state.end() || *version != kStateVersion) {
+    set_aside_state(
+        fmt::format(R"(it is not a state file of this daemon (expected "format":"{}","version":{}))",
+                    kStateFormat, kStateVersion));
     return restored;
   }
   const auto settings = state.find("settings");

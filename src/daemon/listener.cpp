@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -20,28 +21,13 @@ namespace joule::daemon {
 namespace {
 
 constexpr mode_t kSocketMode = 0666;
-constexpr mode_t kFolderMode = 0755;
-constexpr mode_t kLockMode = 0644;
+// Only the daemon's user opens the lock: anyone who could open it could also flock it and keep the daemon
+// from starting.
+constexpr mode_t kLockMode = 0600;
 constexpr int kBacklog = 128;
 
 std::string system_error() {
   return std::strerror(errno);
-}
-
-// Creates each missing folder of `folder` with mode 0755 (regardless of the umask); existing ones are
-// left as they are.
-Result<void> make_folders(const std::filesystem::path& folder) {
-  if (folder.empty() || std::filesystem::exists(folder)) {
-    return {};
-  }
-  if (auto parent = make_folders(folder.parent_path()); !parent) {
-    return parent;
-  }
-  if (::mkdir(folder.c_str(), kFolderMode) != 0 && errno != EEXIST) {
-    return fail(ErrorCode::kIo, "cannot create the socket folder {}: {}", folder.string(), system_error());
-  }
-  ::chmod(folder.c_str(), kFolderMode);
-  return {};
 }
 
 // @return true if some process accepts connections on the socket file `path`.
@@ -65,9 +51,58 @@ std::string read_small_file(int fd) {
   return text;
 }
 
+// Opens (or creates) the lock file `name` in `folder_fd`, refusing a link or a file the daemon's user did
+// not make: the daemon truncates and writes it, which must never reach another file.
+Result<UniqueFd> open_lock(int folder_fd, const std::string& name, const std::string& lock_path,
+                           uid_t daemon_uid) {
+  const auto planted_link = [&lock_path] {
+    return fail(
+        ErrorCode::kPermissionDenied,
+        "the lock file {} is a symbolic link: someone planted it to make the daemon overwrite another "
+        "file; it is not followed: remove it (after checking who made it) or choose another --socket",
+        lock_path);
+  };
+  const auto not_own = [&lock_path](const std::string& why) {
+    return fail(ErrorCode::kPermissionDenied,
+                "the lock file {} was not made by the daemon ({}); it is left untouched: remove it (after "
+                "checking who made it) or choose another --socket",
+                lock_path, why);
+  };
+  // Judged before opening too: the kernel may refuse O_CREAT on another user's name in a sticky folder
+  // (EACCES), which would hide the reason.
+  struct stat info {};
+  if (::fstatat(folder_fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(info.st_mode)) {
+      return planted_link();
+    }
+    if (const auto why = why_not_own_file(info, daemon_uid)) {
+      return not_own(*why);
+    }
+  }
+  // O_NOFOLLOW, then the same checks on what was opened: nothing can be swapped in between.
+  UniqueFd lock(
+      ::openat(folder_fd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, kLockMode));
+  if (!lock.valid()) {
+    if (errno == ELOOP) {
+      return planted_link();
+    }
+    return fail(ErrorCode::kIo, "cannot open the lock file {}: {}", lock_path, system_error());
+  }
+  if (::fstat(lock.get(), &info) != 0) {
+    return fail(ErrorCode::kIo, "cannot inspect the lock file {}: {}", lock_path, system_error());
+  }
+  if (const auto why = why_not_own_file(info, daemon_uid)) {
+    return not_own(*why);
+  }
+  if ((info.st_mode & 07777) != kLockMode) {
+    ::fchmod(lock.get(), kLockMode);  // a lock made 0644 by an earlier release
+  }
+  return lock;
+}
+
 }  // namespace
 
-Result<Listener> Listener::open(const std::string& path) {
+Result<Listener> Listener::open(const std::string& path, uid_t daemon_uid) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(address.sun_path)) {
@@ -75,17 +110,26 @@ Result<Listener> Listener::open(const std::string& path) {
                 sizeof(address.sun_path) - 1);
   }
   std::memcpy(address.sun_path, path.data(), path.size());
-  if (auto folders = make_folders(std::filesystem::path(path).parent_path()); !folders) {
-    return tl::make_unexpected(folders.error());
+  const std::filesystem::path as_path(path);
+  if (!as_path.has_filename()) {
+    return fail(ErrorCode::kInvalidArgument, "--socket '{}': a socket path must end with a file name", path);
   }
   Listener listener;
   listener.path_ = path;
+  listener.name_ = as_path.filename().string();
+  auto folder = open_checked_folder(as_path.parent_path().string(), daemon_uid);
+  if (!folder) {
+    return tl::make_unexpected(folder.error());
+  }
+  listener.folder_ = std::move(*folder);
+  const int folder_fd = listener.folder_.get();
   // The lock makes "is another daemon serving this path?" race-free between two starting daemons.
   const std::string lock_path = path + ".lock";
-  listener.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kLockMode);
-  if (listener.lock_fd_ < 0) {
-    return fail(ErrorCode::kIo, "cannot open the lock file {}: {}", lock_path, system_error());
+  auto lock = open_lock(folder_fd, listener.name_ + ".lock", lock_path, daemon_uid);
+  if (!lock) {
+    return tl::make_unexpected(lock.error());
   }
+  listener.lock_fd_ = lock->release();
   if (::flock(listener.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const std::string pid = read_small_file(listener.lock_fd_);
     return fail(ErrorCode::kState,
@@ -98,17 +142,25 @@ Result<Listener> Listener::open(const std::string& path) {
     log().warn("cannot write the pid to {}: {}", lock_path, system_error());
   }
   struct stat existing {};
-  if (::lstat(path.c_str(), &existing) == 0) {
+  if (::fstatat(folder_fd, listener.name_.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
       return fail(ErrorCode::kState, "{} exists and is not a socket; remove it or choose another --socket",
                   path);
+    }
+    if (existing.st_uid != daemon_uid) {
+      // Someone else's socket where clients look for the daemon's: it could be listening to catch them.
+      return fail(
+          ErrorCode::kPermissionDenied,
+          "{} is a socket of uid {}, not of the daemon's user (uid {}): another user made it; remove it "
+          "(after checking who made it) or choose another --socket",
+          path, existing.st_uid, daemon_uid);
     }
     if (answers(address)) {
       return fail(ErrorCode::kState, "a process already answers on {}; stop it or choose another --socket",
                   path);
     }
     // Nobody answers: a daemon that died without cleaning up left it.
-    if (::unlink(path.c_str()) != 0) {
+    if (::unlinkat(folder_fd, listener.name_.c_str(), 0) != 0) {
       return fail(ErrorCode::kIo, "cannot remove the stale socket {}: {}", path, system_error());
     }
     log().info("removed the stale socket {}", path);
@@ -117,16 +169,22 @@ Result<Listener> Listener::open(const std::string& path) {
   if (listener.fd_ < 0) {
     return fail(ErrorCode::kIo, "cannot create a Unix socket: {}", system_error());
   }
+  // bind() never follows a link in the last component (it fails with EADDRINUSE on any existing name).
   if (::bind(listener.fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     return fail(ErrorCode::kIo, "cannot bind {}: {}", path, system_error());
   }
+  // bind() went by path: the socket must now be in the checked folder, as the daemon's.
   struct stat created {};
-  if (::stat(path.c_str(), &created) == 0) {
-    listener.device_ = created.st_dev;
-    listener.inode_ = created.st_ino;
+  if (::fstatat(folder_fd, listener.name_.c_str(), &created, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISSOCK(created.st_mode) || created.st_uid != daemon_uid) {
+    return fail(ErrorCode::kIo,
+                "the socket {} is not in the checked folder after bind: its path changed meanwhile", path);
   }
-  // The mode after bind depends on the umask; anyone may connect, the daemon judges credentials.
-  if (::chmod(path.c_str(), kSocketMode) != 0) {
+  listener.device_ = created.st_dev;
+  listener.inode_ = created.st_ino;
+  // The mode after bind depends on the umask; anyone may connect, the daemon judges credentials. Through the
+  // folder's handle: nobody else can replace a file in it.
+  if (::fchmodat(folder_fd, listener.name_.c_str(), kSocketMode, 0) != 0) {
     return fail(ErrorCode::kIo, "cannot make {} mode 0666: {}", path, system_error());
   }
   if (::listen(listener.fd_, kBacklog) != 0) {
@@ -137,6 +195,8 @@ Result<Listener> Listener::open(const std::string& path) {
 
 Listener::Listener(Listener&& other) noexcept
     : path_(std::move(other.path_)),
+      name_(std::move(other.name_)),
+      folder_(std::move(other.folder_)),
       fd_(std::exchange(other.fd_, -1)),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
       device_(other.device_),
@@ -147,9 +207,10 @@ Listener::~Listener() {
     ::close(fd_);
     // Remove the file only if it is still ours: never another daemon's socket that replaced it.
     struct stat current {};
-    if (inode_ != 0 && ::lstat(path_.c_str(), &current) == 0 && current.st_dev == device_ &&
-        current.st_ino == inode_) {
-      ::unlink(path_.c_str());
+    if (inode_ != 0 && folder_.valid() &&
+        ::fstatat(folder_.get(), name_.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0 &&
+        current.st_dev == device_ && current.st_ino == inode_) {
+      ::unlinkat(folder_.get(), name_.c_str(), 0);
     }
   }
   if (lock_fd_ >= 0) {

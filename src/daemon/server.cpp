@@ -24,9 +24,24 @@ namespace proto = device::daemon_protocol;
 namespace {
 
 constexpr double kMaxLeaseS = 86'400;
+constexpr double kMaxHelloTimeoutS = 3'600;
+constexpr size_t kMaxConnections = 65'536;
 constexpr size_t kReadChunkBytes = 16 * 1024;
 // How long a closing connection may take to receive its last responses.
 constexpr auto kCloseGrace = std::chrono::seconds(2);
+// Bounded per wake-up, so that a flood of connections cannot starve the clients already served.
+constexpr int kMaxAcceptsPerWake = 64;
+// A refused connection stays open (reading nothing but the peer's first line) at most this long, and at most
+// this many at once; beyond that one is closed right after its refusal is written.
+constexpr auto kRefusalLinger = std::chrono::seconds(1);
+constexpr size_t kMaxLingeringRefusals = 64;
+// Out of file descriptors, accept() would fail at once again: the listener rests this long.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
+
+std::chrono::nanoseconds to_nanoseconds(double seconds) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
+}
 
 }  // namespace
 
@@ -38,8 +53,24 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
     return fail(ErrorCode::kInvalidArgument, "--lease-s {} must be above 0 and at most {} (one day)",
                 options.lease_s, kMaxLeaseS);
   }
-  if (options.max_connections == 0 || options.max_streams_per_connection == 0 ||
-      options.max_queued_bytes == 0) {
+  if (options.max_connections == 0 || options.max_connections > kMaxConnections) {
+    return fail(ErrorCode::kInvalidArgument, "--max-connections {} must be at least 1 and at most {}",
+                options.max_connections, kMaxConnections);
+  }
+  if (options.max_connections_per_user == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-connections-per-user 0 must be at least 1");
+  }
+  if (options.root_reserved_connections >= options.max_connections) {
+    return fail(ErrorCode::kInvalidArgument,
+                "--root-reserved-connections {} must be less than --max-connections {} (other users need "
+                "room too)",
+                options.root_reserved_connections, options.max_connections);
+  }
+  if (!(options.hello_timeout_s > 0 && options.hello_timeout_s <= kMaxHelloTimeoutS)) {
+    return fail(ErrorCode::kInvalidArgument, "--hello-timeout-s {} must be above 0 and at most {} (one hour)",
+                options.hello_timeout_s, kMaxHelloTimeoutS);
+  }
+  if (options.max_streams_per_connection == 0 || options.max_queued_bytes == 0) {
     return fail(ErrorCode::kInvalidArgument, "connection limits must be positive");
   }
   if (::geteuid() != 0 && !options.allow_unprivileged) {
@@ -66,7 +97,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
   if (!audit) {
     return tl::make_unexpected(audit.error());
   }
-  auto listener = Listener::open(options.socket_path);
+  auto listener = Listener::open(options.socket_path, ::geteuid());
   if (!listener) {
     return tl::make_unexpected(listener.error());
   }
@@ -116,13 +147,15 @@ Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions optio
       ledger_(gpus_, *audit_),
       listener_(std::move(listener)),
       wake_fd_(wake_fd),
-      lease_(std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::duration<double>(options_.lease_s))) {
+      lease_(to_nanoseconds(options_.lease_s)),
+      hello_timeout_(to_nanoseconds(options_.hello_timeout_s)),
+      daemon_uid_(static_cast<uint32_t>(::geteuid())) {
   if (options_.metrics) {
     audit_->set_observer([metrics = options_.metrics](const AuditEntry& entry) { metrics->audited(entry); });
   }
-  // The socket's lock is held: a state file left beside it is from a daemon that died without restoring.
-  ledger_.set_state_file(listener_.path() + ".state");
+  // The socket's lock is held: a state file left beside it is from a daemon that died without restoring
+  // (if the ledger finds it is the daemon's own). Through the checked folder's handle, never by path.
+  ledger_.set_state_file(listener_.path() + ".state", listener_.folder_fd());
   for (const auto& line : ledger_.recover()) {
     log().warn("recovered after a daemon that stopped without restoring: {}", line);
   }
@@ -146,22 +179,91 @@ void Server::shutdown() {
   }
   for (auto& [id, connection] : connections_) {
     ::close(connection->fd);
-    if (options_.metrics) {
+    if (options_.metrics && !connection->refused) {
       options_.metrics->connection_closed();
     }
   }
   connections_.clear();
+  served_ = 0;
+  per_user_.clear();
+  lingering_refusals_ = 0;
 }
 
 Owner Server::owner_of(const Connection& connection) const {
   return Owner{connection.id, connection.peer.uid, connection.peer.pid};
 }
 
+std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const {
+  if (served_ >= options_.max_connections) {
+    return fmt::format(
+        "the daemon already serves {} connections, its maximum (--max-connections {}); try again "
+        "later",
+        served_, options_.max_connections);
+  }
+  if (privileged(peer.uid)) {
+    return std::nullopt;
+  }
+  const size_t for_users = options_.max_connections - options_.root_reserved_connections;
+  if (served_ >= for_users) {
+    return fmt::format(
+        "the daemon already serves {} connections, the most it takes from users other than root "
+        "(--max-connections {} less --root-reserved-connections {}); try again later",
+        served_, options_.max_connections, options_.root_reserved_connections);
+  }
+  const auto mine = per_user_.find(peer.uid);
+  if (mine != per_user_.end() && mine->second >= options_.max_connections_per_user) {
+    const auto name = options_.users.name_of ? options_.users.name_of(peer.uid) : std::nullopt;
+    return fmt::format(
+        "uid {}{} already has {} connection{} to the daemon, the most one user may hold "
+        "(--max-connections-per-user {}); close one first",
+        peer.uid, name ? " (" + *name + ")" : std::string(), mine->second, mine->second == 1 ? "" : "s",
+        options_.max_connections_per_user);
+  }
+  return std::nullopt;
+}
+
+void Server::refuse(int fd, const PeerCredentials& peer, const std::string& why) {
+  proto::Response response;  // no id: it answers no request
+  response.error = Error(ErrorCode::kState, why);
+  const std::string line = proto::format_response(response) + "\n";
+  // A new connection's send buffer takes one short line whole; if not, the peer only misses the reason.
+  [[maybe_unused]] const ssize_t sent = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_refusal_log_) {
+    log().warn("refused a connection of uid {} pid {}: {}{}", peer.uid, peer.pid, why,
+               unlogged_refusals_ == 0
+                   ? std::string()
+                   : fmt::format(" ({} more refused since the last such line)", unlogged_refusals_));
+    next_refusal_log_ = now + kRefusalLogInterval;
+    unlogged_refusals_ = 0;
+  } else {
+    ++unlogged_refusals_;
+  }
+  if (lingering_refusals_ >= kMaxLingeringRefusals) {
+    ::close(fd);
+    return;
+  }
+  // Closed at once, a client that sends its hello a moment later would get EPIPE instead of the reason.
+  auto connection = std::make_unique<Connection>();
+  connection->id = next_connection_id_++;
+  connection->fd = fd;
+  connection->peer = peer;
+  connection->refused = true;
+  connection->close_deadline = now + kRefusalLinger;
+  connections_.emplace(connection->id, std::move(connection));
+  ++lingering_refusals_;
+}
+
 void Server::accept_connections() {
-  while (connections_.size() < options_.max_connections) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays in the backlog and poll() would report it again at once: rest instead.
+        accept_paused_ = std::chrono::steady_clock::now() + kAcceptPause;
+        log().warn("accept on {}: {}; accepting again in {} ms", listener_.path(), std::strerror(errno),
+                   kAcceptPause.count());
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
         log().warn("accept on {}: {}", listener_.path(), std::strerror(errno));
       }
       return;
@@ -173,16 +275,29 @@ void Server::accept_connections() {
       ::close(fd);
       continue;
     }
+    const PeerCredentials peer{credentials.uid, credentials.gid, credentials.pid};
+    // Judged before anything else is done for it: a refused connection costs one line and a file descriptor
+    // for at most kRefusalLinger.
+    if (const auto why = over_limit(peer)) {
+      refuse(fd, peer, *why);
+      continue;
+    }
     auto connection = std::make_unique<Connection>();
     connection->id = next_connection_id_++;
     connection->fd = fd;
-    connection->peer = PeerCredentials{credentials.uid, credentials.gid, credentials.pid};
+    connection->peer = peer;
     // Rights are judged once, at connection time, like file permissions at open().
     connection->grant = access_.grant(connection->peer);
-    connection->lease_deadline = std::chrono::steady_clock::now() + lease_;
+    const auto now = std::chrono::steady_clock::now();
+    connection->hello_deadline = now + hello_timeout_;
+    connection->lease_deadline = now + lease_;
     log().info("connection {}: uid {} ({}) pid {}: {} ({})", connection->id, credentials.uid,
                connection->grant.user, credentials.pid, proto::to_string(connection->grant.right),
                connection->grant.reason);
+    ++served_;
+    if (!privileged(peer.uid)) {
+      ++per_user_[peer.uid];
+    }
     connections_.emplace(connection->id, std::move(connection));
     if (options_.metrics) {
       options_.metrics->connection_opened();
@@ -192,6 +307,15 @@ void Server::accept_connections() {
 
 void Server::read_from(Connection& connection) {
   char chunk[kReadChunkBytes];
+  if (connection.refused) {
+    // Its first line (or its close) means it has sent what it would before reading the refusal.
+    const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+        (n > 0 && std::memchr(chunk, '\n', static_cast<size_t>(n)) != nullptr)) {
+      connection.dead = true;
+    }
+    return;
+  }
   // Bounded per wake-up, so that one busy client cannot starve the others.
   for (int round = 0; round < 4 && !connection.closing; ++round) {
     const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
@@ -300,9 +424,21 @@ void Server::close_dead() {
       ++it;
       continue;
     }
+    if (connection.refused) {
+      ::close(connection.fd);
+      --lingering_refusals_;
+      it = connections_.erase(it);
+      continue;
+    }
     begin_close(connection, RestoreReason::kDisconnected);  // no-op if already closing
     log().info("connection {} closed", connection.id);
     ::close(connection.fd);
+    --served_;
+    if (!privileged(connection.peer.uid)) {
+      if (auto mine = per_user_.find(connection.peer.uid); mine != per_user_.end() && --mine->second == 0) {
+        per_user_.erase(mine);
+      }
+    }
     it = connections_.erase(it);
     if (options_.metrics) {
       options_.metrics->connection_closed();
@@ -331,8 +467,29 @@ void Server::sample_stream(Connection& connection, Stream& stream) {
 }
 
 void Server::run_timers(SteadyTime now) {
+  if (accept_paused_ && now >= *accept_paused_) {
+    accept_paused_.reset();
+  }
   for (auto& [id, connection] : connections_) {
+    if (connection->refused) {
+      connection->dead = connection->dead || now >= connection->close_deadline;
+      continue;
+    }
     if (connection->closing) {
+      continue;
+    }
+    if (!connection->greeted && now >= connection->hello_deadline) {
+      // Before hello it owns nothing and streams nothing: closing it only frees its slot.
+      proto::Response response;
+      response.error =
+          Error(ErrorCode::kState,
+                fmt::format(R"(no hello within {} s of connecting (--hello-timeout-s): the daemon )"
+                            R"(closes this connection; send {{"op":"hello","protocol":{}}} first)",
+                            options_.hello_timeout_s, proto::kVersion));
+      connection->output += proto::format_response(response) + "\n";
+      log().info("connection {} (uid {} pid {}): no hello within {} s; closing it", id, connection->peer.uid,
+                 connection->peer.pid, options_.hello_timeout_s);
+      begin_close(*connection, RestoreReason::kDisconnected);
       continue;
     }
     if (now >= connection->lease_deadline && ledger_.owns_any(connection->id)) {
@@ -369,10 +526,16 @@ std::optional<SteadyTime> Server::next_timer() const {
       next = time;
     }
   };
+  if (accept_paused_) {
+    consider(*accept_paused_);
+  }
   for (const auto& [id, connection] : connections_) {
-    if (connection->closing) {
+    if (connection->closing || connection->refused) {
       consider(connection->close_deadline);
       continue;
+    }
+    if (!connection->greeted) {
+      consider(connection->hello_deadline);
     }
     if (ledger_.owns_any(connection->id)) {
       consider(connection->lease_deadline);
@@ -404,13 +567,16 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
   while (true) {
     fds.clear();
     polled.clear();
-    const bool room = connections_.size() < options_.max_connections;
-    fds.push_back({room ? listener_.fd() : -1, POLLIN, 0});
+    // Always accepting (but when out of file descriptors): a connection over a limit is told so and closed,
+    // never left in the backlog where it would hold a place that root's next connection needs.
+    fds.push_back({accept_paused_ ? -1 : listener_.fd(), POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({signal_fd, POLLIN, 0});
     for (auto& [id, connection] : connections_) {
       short events = 0;
-      if (!connection->closing && connection->output.size() <= options_.max_queued_bytes) {
+      if (connection->refused) {
+        events = POLLIN;
+      } else if (!connection->closing && connection->output.size() <= options_.max_queued_bytes) {
         events |= POLLIN;
       }
       if (!connection->output.empty()) {

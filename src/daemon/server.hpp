@@ -56,18 +56,27 @@ class Server {
     Grant grant;
     bool greeted = false;
     std::string client_name;
-    std::string input;        // bytes received, not yet a complete line
-    bool discarding = false;  // skipping the rest of an over-long line
-    std::string output;       // bytes to send
+    std::string input;            // bytes received, not yet a complete line
+    bool discarding = false;      // skipping the rest of an over-long line
+    std::string output;           // bytes to send
+    SteadyTime hello_deadline{};  // closed if not greeted by then
     SteadyTime lease_deadline{};
     std::optional<std::string> lease_notice;  // told on the next request
     std::vector<Stream> streams;
     bool closing = false;  // no more reading; close once the output is sent (or at close_deadline)
     SteadyTime close_deadline{};
     bool dead = false;
+    // Over a connection limit: told why at accept, then only read (and discarded) until the peer's first
+    // line, its close or close_deadline, so that its hello does not fail before it can read the refusal.
+    bool refused = false;
   };
 
   void accept_connections();
+  /// @return why a new connection of `peer` is over a limit, or nullopt.
+  std::optional<std::string> over_limit(const PeerCredentials& peer) const;
+  void refuse(int fd, const PeerCredentials& peer, const std::string& why);
+  /// Root and the daemon's own user: control by right, exempt from the per-user limit, may use the reserve.
+  bool privileged(uint32_t uid) const { return uid == 0 || uid == daemon_uid_; }
   void read_from(Connection& connection);
   void write_to(Connection& connection);
   void process_input(Connection& connection);
@@ -96,7 +105,15 @@ class Server {
   Listener listener_;
   int wake_fd_;  // eventfd: stop() writes, run() polls
   std::chrono::nanoseconds lease_;
+  std::chrono::nanoseconds hello_timeout_;
+  uint32_t daemon_uid_;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;
+  size_t served_ = 0;                        // connections not refused
+  std::map<uint32_t, size_t> per_user_;      // served connections of each unprivileged uid
+  size_t lingering_refusals_ = 0;            // refused connections still open
+  std::optional<SteadyTime> accept_paused_;  // out of file descriptors: accept again then
+  SteadyTime next_refusal_log_{};            // refusals are logged at most once per interval
+  size_t unlogged_refusals_ = 0;
   uint64_t next_connection_id_ = 1;
   uint64_t next_stream_id_ = 1;
 };

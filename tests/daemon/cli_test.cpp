@@ -13,6 +13,7 @@
 #include <sys/un.h>
 
 #include "joule/device/daemon.hpp"
+#include "joule/device/sim_gpu.hpp"
 
 #include "integration/run_process.hpp"
 #include "test_util.hpp"
@@ -305,7 +306,8 @@ TEST_F(DaemonCli, RealGpusNeedRootUnlessAllowed) {
   // A folder the unprivileged daemon may create its socket in.
   const std::string folder = dir.path() + "/open";
   std::filesystem::create_directories(folder);
-  ::chmod(folder.c_str(), 0777);
+  // Sticky, as /tmp: the daemon refuses a folder others may write unless it is (docs/daemon.md).
+  ::chmod(folder.c_str(), 01777);
   socket_path = folder + "/joule.sock";
   auto fake = env;
   fake["JOULE_NVML_LIBRARY"] = JOULE_FAKE_NVML_PATH;
@@ -332,6 +334,109 @@ TEST_F(DaemonCli, RealGpusNeedRootUnlessAllowed) {
   EXPECT_EQ(client->hello()["reason"], "root");
   allowed.signal(SIGTERM);
   EXPECT_EQ(allowed.wait().exit_code, 0);
+}
+
+TEST_F(DaemonCli, UnsafeFoldersAndBadConnectionLimitsAreOneClearLine) {
+  const std::string open = dir.path() + "/open";
+  std::filesystem::create_directories(open);
+  ::chmod(open.c_str(), 0777);
+  const std::string canonical = std::filesystem::canonical(open).string();
+  const auto unsafe = run({JOULE_BINARY, "--sim", "v100", "daemon", "--socket", open + "/joule.sock"}, env);
+  EXPECT_EQ(unsafe.exit_code, 1);
+  EXPECT_EQ(
+      unsafe.err,
+      fmt::format("joule: error: the socket folder {0} is writable by its group and others (mode 0777) and "
+                  "not sticky: any user could plant files that the daemon opens as root; make it 0755 "
+                  "(chmod go-w {0}) or sticky (chmod +t {0}), or choose another --socket\n",
+                  canonical));
+  EXPECT_TRUE(std::filesystem::is_empty(open));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--max-connections", "0"},
+       "joule: error: --max-connections 0 must be at least 1 and at most 65536\n"},
+      {{"--max-connections-per-user", "0"},
+       "joule: error: --max-connections-per-user 0 must be at least 1\n"},
+      {{"--max-connections", "8", "--root-reserved-connections", "8"},
+       "joule: error: --root-reserved-connections 8 must be less than --max-connections 8 (other users need "
+       "room too)\n"},
+      {{"--hello-timeout-s", "0"},
+       "joule: error: --hello-timeout-s 0 must be above 0 and at most 3600 (one hour)\n"},
+      {{"--max-connections", "many"}, ""},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv = {JOULE_BINARY, "--sim", "v100", "daemon", "--socket", socket_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto result = run(argv, env);
+    EXPECT_EQ(result.exit_code, 2) << args[0] << ": " << result.err;
+    if (!expected.empty()) {
+      EXPECT_EQ(result.err, expected);
+    }
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(socket_path));
+  }
+}
+
+TEST_F(DaemonCli, AStateFilePlantedByAUserIsNotReplayed) {
+  // The attack of issue 11: a user writes SOCKET.state in a folder they may write (here sticky, as /tmp);
+  // the daemon replayed it at start, setting GPU 0 to 100 W as root, audited as "recovered".
+  const std::string shared = dir.path() + "/shared";
+  std::filesystem::create_directories(shared);
+  ::chmod(shared.c_str(), 01777);
+  socket_path = shared + "/joule.sock";
+  const std::string state = socket_path + ".state";
+  auto clock = std::make_shared<VirtualClock>();
+  const auto sims = device::sim::open_sim_gpus(*device::sim::parse_spec("2xv100"), clock);
+  ASSERT_TRUE(sims);
+  const std::string planted =
+      nlohmann::json{{"format", "joule-daemon-state"},
+                     {"version", 1},
+                     {"pid", 4242},
+                     {"settings", nlohmann::json::array({{{"gpu", 0},
+                                                          {"uuid", (*sims)[0]->info().uuid},
+                                                          {"setting", "power_limit_mw"},
+                                                          {"original", 100'000}}})}}
+          .dump();
+  const auto planting = run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--exec", "/bin/sh", "-c",
+                             R"(umask 022; printf '%s\n' "$0" > "$1")", planted, state});
+  ASSERT_EQ(planting.exit_code, 0) << planting.err;
+  auto daemon = start();
+  auto client = connect();
+  EXPECT_EQ(limit(*client, 0), 250'000u);
+  EXPECT_NE(
+      daemon->err_so_far().find("joule: error: not replaying the daemon state file " + state +
+                                ": it belongs to uid 65534, not to the daemon's user (root); nothing was "
+                                "restored from it; it was moved to " +
+                                state + ".untrusted."),
+      std::string::npos)
+      << daemon->err_so_far();
+  daemon->signal(SIGTERM);
+  EXPECT_EQ(daemon->wait().exit_code, 0);
+  EXPECT_EQ(audit_text().find("recovered"), std::string::npos) << audit_text();
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
+TEST_F(DaemonCli, ConnectionLimitsAreFlags) {
+  auto daemon = start(
+      {"--max-connections", "3", "--root-reserved-connections", "1", "--max-connections-per-user", "1"});
+  const std::vector<std::string> as_nobody = {JOULE_DAEMON_HELPER, "--uid",     std::to_string(kNobody),
+                                              "--socket",          socket_path, "--hold"};
+  Process first(as_nobody);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (first.out_so_far().find("holding") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_NE(first.out_so_far().find(R"("ok":true)"), std::string::npos) << first.out_so_far();
+  // The same user again: told why instead of a hello answer.
+  const auto second = run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path});
+  EXPECT_EQ(
+      second.out,
+      R"({"id":null,"ok":false,"error":{"code":"state","message":"uid 65534 (nobody) already has 1 )"
+      R"(connection to the daemon, the most one user may hold (--max-connections-per-user 1); close one )"
+      R"(first"}})"
+      "\n");
+  // Root still gets in.
+  auto client = connect();
+  EXPECT_EQ(limit(*client, 1), 250'000u);
 }
 
 }  // namespace

@@ -5,11 +5,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "joule/core/log.hpp"
 #include "joule/device/sim_gpu.hpp"
 
 #include "test_util.hpp"
@@ -31,6 +37,57 @@ std::vector<std::string> lines_of(const std::string& path) {
     lines.push_back(line.substr(line.find(' ') + 1));
   }
   return lines;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Captures joule::log() for one test, one "level: message" per line.
+class CapturedLog {
+ public:
+  CapturedLog() {
+    auto logger =
+        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_));
+    logger->set_pattern("%l: %v");
+    logger->set_level(spdlog::level::debug);
+    set_logger(std::move(logger));
+  }
+  ~CapturedLog() {
+    set_logger(std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::null_sink_mt>()));
+  }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() {
+    log().flush();
+    return stream_.str();
+  }
+
+ private:
+  std::ostringstream stream_;
+};
+
+// A state file in the daemon's format asking to "restore" GPU `uuid`'s power limit to `original_mw`.
+std::string state_asking(const std::string& uuid, uint32_t original_mw) {
+  const nlohmann::json settings = nlohmann::json::array(
+      {{{"gpu", 0}, {"uuid", uuid}, {"setting", "power_limit_mw"}, {"original", original_mw}}});
+  return nlohmann::json{
+             {"format", "joule-daemon-state"}, {"version", 1}, {"pid", 4242}, {"settings", settings}}
+             .dump() +
+         "\n";
+}
+
+// @return the names in `folder` that begin with `prefix`.
+std::vector<std::string> names_beginning(const std::string& folder, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) {
+      names.push_back(name);
+    }
+  }
+  return names;
 }
 
 class Ledger : public ::testing::Test {
@@ -221,6 +278,133 @@ TEST_F(Ledger, ARestartedDaemonRestoresWhatADeadOneLeft) {
   EXPECT_TRUE(next.recover().empty());
   dir.write("joule.sock.state", "{broken");
   EXPECT_TRUE(next.recover().empty());
+}
+
+TEST_F(Ledger, OnlyAStateFileTheDaemonCanHaveWrittenIsReplayed) {
+  // Each case puts at joule.sock.state what an unprivileged user (or a bug) could put there, asking the
+  // daemon to "restore" GPU 0 to 100 W as root. None may change the GPU, none may be deleted (nor replayed
+  // later): each is logged with the reason and moved aside for the administrator.
+  const std::string state = dir.path() + "/joule.sock.state";
+  const std::string planted = state_asking(gpus[0]->info().uuid, 100'000);
+  // Root's own file in the daemon's format, elsewhere: only the way it is reached is wrong.
+  const std::string elsewhere = dir.write("elsewhere/state", planted);
+  ASSERT_EQ(::chmod(elsewhere.c_str(), 0600), 0);
+  const auto plant = [&](const std::string& content, mode_t mode) {
+    dir.write("joule.sock.state", content);
+    ASSERT_EQ(::chmod(state.c_str(), mode), 0);
+  };
+  struct Case {
+    std::string what;
+    std::function<void()> make;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"a symbolic link", [&] { ASSERT_EQ(::symlink(elsewhere.c_str(), state.c_str()), 0); },
+       "it is a symbolic link (never followed)"},
+      {"another user's file",
+       [&] {
+         plant(planted, 0600);
+         ASSERT_EQ(::chown(state.c_str(), 65534, 65534), 0);
+       },
+       "it belongs to uid 65534, not to the daemon's user (root)"},
+      {"a second name of another file", [&] { ASSERT_EQ(::link(elsewhere.c_str(), state.c_str()), 0); },
+       "it has 2 hard links (it may be another file of root under a second name)"},
+      {"a file others may write", [&] { plant(planted, 0666); }, "other users may write it (mode 0666)"},
+      {"a file its group may write", [&] { plant(planted, 0620); }, "other users may write it (mode 0620)"},
+      {"a FIFO", [&] { ASSERT_EQ(::mkfifo(state.c_str(), 0600), 0); }, "it is not a regular file"},
+      {"a file too big to be the daemon's", [&] { plant(planted + std::string(70'000, ' '), 0600); },
+       fmt::format("it has {} bytes, more than the daemon ever writes", planted.size() + 70'000)},
+      {"another format",
+       [&] {
+         plant(R"({"settings":[{"uuid":")" + gpus[0]->info().uuid +
+                   R"(","setting":"power_limit_mw","original":100000}]})",
+               0600);
+       },
+       R"(it is not a state file of this daemon (expected "format":"joule-daemon-state","version":1))"},
+      {"another version",
+       [&] {
+         plant(nlohmann::json{{"format", "joule-daemon-state"}, {"version", 2}}.dump(), 0600);
+       },
+       R"(it is not a state file of this daemon (expected "format":"joule-daemon-state","version":1))"},
+      {"not JSON", [&] { plant("{broken", 0600); }, "it is not JSON ([json.exception.parse_error.101]"},
+  };
+  ledger->set_state_file(state);
+  for (const auto& bad : cases) {
+    SCOPED_TRACE(bad.what);
+    bad.make();
+    struct stat before {};
+    ASSERT_EQ(::lstat(state.c_str(), &before), 0);
+    CapturedLog captured;
+    EXPECT_TRUE(ledger->recover().empty());
+    EXPECT_EQ(limit(0), 250'000u);
+    EXPECT_EQ(limit(1), 250'000u);
+    EXPECT_TRUE(gpus[0]->settings_log().empty());
+    const std::string logged = captured.text();
+    const std::string expected =
+        fmt::format("error: not replaying the daemon state file {}: {}", state, bad.why);
+    EXPECT_EQ(logged.rfind(expected, 0), 0u) << logged;
+    EXPECT_EQ(std::count(logged.begin(), logged.end(), '\n'), 1) << logged;
+    // Moved aside, the same file (not a copy: links stay links), and said where.
+    const auto aside = names_beginning(dir.path(), "joule.sock.state.untrusted.");
+    ASSERT_EQ(aside.size(), 1u);
+    EXPECT_NE(
+        logged.find(fmt::format("; nothing was restored from it; it was moved to {}/{} for inspection\n",
+                                dir.path(), aside[0])),
+        std::string::npos)
+        << logged;
+    struct stat after {};
+    ASSERT_EQ(::lstat((dir.path() + "/" + aside[0]).c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(state)));
+    std::filesystem::remove(dir.path() + "/" + aside[0]);
+  }
+  EXPECT_EQ(read_all(elsewhere), planted);  // the link's target was neither read into the GPU nor changed
+  EXPECT_TRUE(lines_of(audit_path).empty());
+  // A second aside in the same second does not replace the first.
+  plant(planted, 0666);
+  ledger->recover();
+  plant(planted, 0666);
+  ledger->recover();
+  EXPECT_EQ(names_beginning(dir.path(), "joule.sock.state.untrusted.").size(), 2u);
+}
+
+TEST_F(Ledger, AStateFileOfMode0644FromAnEarlierReleaseIsReplayed) {
+  // Earlier releases wrote the state file 0644 (through the umask): still the daemon's own.
+  const std::string state = dir.write("joule.sock.state", state_asking(gpus[0]->info().uuid, 150'000));
+  ASSERT_EQ(::chmod(state.c_str(), 0644), 0);
+  ledger->set_state_file(state);
+  EXPECT_EQ(ledger->recover(),
+            std::vector<std::string>{"GPU 0 (Tesla V100-PCIE-32GB (simulated)) power limit -> 150000"});
+  EXPECT_EQ(limit(0), 150'000u);
+  EXPECT_FALSE(std::filesystem::exists(state));
+  EXPECT_TRUE(names_beginning(dir.path(), "joule.sock.state.untrusted.").empty());
+}
+
+TEST_F(Ledger, TheStateFileIsWrittenAfreshNeverThroughALink) {
+  // Links planted where the daemon writes: the temporary file of this process and the state file itself.
+  const std::string victim = dir.write("victim", "precious\n");
+  const std::string state = dir.path() + "/joule.sock.state";
+  const std::string temporary = fmt::format("{}.tmp.{}", state, ::getpid());
+  ASSERT_EQ(::symlink(victim.c_str(), temporary.c_str()), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), state.c_str()), 0);
+  ledger->set_state_file(state);
+  ASSERT_TRUE(ledger->set_power_limit(alice, 0, 150'000));
+  EXPECT_EQ(read_all(victim), "precious\n");
+  struct stat info {};
+  ASSERT_EQ(::lstat(state.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISREG(info.st_mode));
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
+  EXPECT_EQ(info.st_uid, ::geteuid());
+  EXPECT_EQ(info.st_nlink, 1u);
+  EXPECT_EQ(nlohmann::json::parse(read_all(state))["settings"][0]["original"], 250'000);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(temporary)));
+  // Removing it when nothing is owned removes the name, never a link's target: a link put in its place
+  // meanwhile goes, the victim stays.
+  ASSERT_TRUE(std::filesystem::remove(state));
+  ASSERT_EQ(::symlink(victim.c_str(), state.c_str()), 0);
+  ledger->release_all(alice.connection, RestoreReason::kDisconnected);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(state)));
+  EXPECT_EQ(read_all(victim), "precious\n");
 }
 
 TEST(AuditLog, LinesAreOneLineWithQuotedDetail) {

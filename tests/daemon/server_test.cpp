@@ -3,14 +3,21 @@
 // helper processes that are other users or get killed while they own settings.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <unistd.h>
 
+#include "joule/core/log.hpp"
 #include "joule/daemon/daemon.hpp"
 #include "joule/device/daemon.hpp"
 #include "joule/device/sim_gpu.hpp"
@@ -83,6 +90,57 @@ class RawClient {
   std::string buffer_;
 };
 
+// Runs `body` on a thread of its own whose effective uid is `uid`: the raw system call changes the
+// credentials of that thread only (glibc's seteuid() would change every thread's, the daemon's too). Sockets
+// it connects carry `uid` in SO_PEERCRED, files it creates belong to `uid`.
+template <class Body>
+void as_user(uid_t uid, Body body) {
+  std::thread thread([&] {
+    if (::syscall(SYS_setresuid, -1, uid, -1) != 0) {
+      ADD_FAILURE() << "cannot become uid " << uid << ": " << std::strerror(errno);
+      return;
+    }
+    try {
+      body();
+    } catch (const std::exception& error) {
+      ADD_FAILURE() << "as uid " << uid << ": " << error.what();
+    }
+    if (::syscall(SYS_setresuid, -1, 0, -1) != 0) {
+      ADD_FAILURE() << "cannot become root again: " << std::strerror(errno);
+    }
+  });
+  thread.join();
+}
+
+// Captures joule::log() for one test, one "level: message" per line. Install it before the daemon starts
+// and stop the daemon before it goes (the logger is not replaced while others log).
+class CapturedLog {
+ public:
+  CapturedLog() {
+    auto logger =
+        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_));
+    logger->set_pattern("%l: %v");
+    set_logger(std::move(logger));
+  }
+  ~CapturedLog() {
+    set_logger(std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::null_sink_mt>()));
+  }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() {
+    log().flush();
+    return stream_.str();
+  }
+
+ private:
+  std::ostringstream stream_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::string message_of(const json& response) {
   return response.at("error").at("message").get<std::string>();
 }
@@ -123,6 +181,16 @@ class DaemonServer : public ::testing::Test {
 
   uint32_t limit(size_t gpu) { return *gpus[gpu]->power_limit_mw(); }
 
+  /// Makes dir/shared a folder every user may write, sticky (as /tmp), and puts the socket there.
+  /// @return the folder.
+  std::string use_shared_folder() {
+    const std::string shared = dir.path() + "/shared";
+    std::filesystem::create_directories(shared);
+    ::chmod(shared.c_str(), 01777);
+    socket_path = shared + "/joule.sock";
+    return shared;
+  }
+
   /// Waits until `done()` holds, at most `timeout`. @return done().
   template <class Predicate>
   static bool wait_until(Predicate done, std::chrono::milliseconds timeout = 3s) {
@@ -131,6 +199,20 @@ class DaemonServer : public ::testing::Test {
       std::this_thread::sleep_for(5ms);
     }
     return done();
+  }
+
+  /// Calls `attempt` (which does something: it is called once per try) until it returns true, at most
+  /// `timeout`. @return whether it did.
+  template <class Attempt>
+  static bool eventually(Attempt attempt, std::chrono::milliseconds timeout = 3s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!attempt()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return false;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
   }
 
   /// Waits until GPU `gpu`'s limit is `expected_mw`, at most `timeout`.
@@ -621,6 +703,317 @@ TEST_F(DaemonServer, AStaleSocketIsReplaced) {
   EXPECT_EQ(info.st_mode & 0777, 0666u);
   ASSERT_EQ(::stat((dir.path() + "/run").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0755u);
+}
+
+// ---- issue 11: what an unprivileged user can plant or hog ----------------------------------------------
+
+TEST_F(DaemonServer, AnUnsafeSocketFolderIsRefused) {
+  // Each folder lets someone other than root plant files where the daemon opens them as root.
+  const std::string base = std::filesystem::canonical(dir.path()).string();
+  struct Case {
+    std::string folder;  // made under base, with `mode` and `owner`; the socket goes in folder/run
+    mode_t mode;
+    uid_t owner;
+    std::string socket_folder;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"open", 0777, 0, "open",
+       fmt::format("the socket folder {0}/open is writable by its group and others (mode 0777) and not "
+                   "sticky: any user could "
+                   "plant files that the daemon opens as root; make it 0755 (chmod go-w {0}/open) or sticky "
+                   "(chmod +t {0}/open), or choose another --socket",
+                   base)},
+      {"group", 0775, 0, "group",
+       fmt::format(
+           "the socket folder {0}/group is writable by its group (mode 0775) and not sticky: any member "
+           "of its group could plant files that the daemon opens as root; make it 0755 (chmod go-w "
+           "{0}/group) or sticky (chmod +t {0}/group), or choose another --socket",
+           base)},
+      {"users", 0755, kNobody, "users",
+       fmt::format(
+           "the socket folder {}/users belongs to uid 65534, not to root: its owner could plant files "
+           "that the daemon opens as root; choose a folder of root's for --socket (e.g. /run/joule)",
+           base)},
+      {"above", 0703, 0, "above/run",
+       fmt::format(
+           "{0}/above (a folder above the socket's) is writable by others (mode 0703) and not sticky: "
+           "any user could replace the socket's folder; make it 0755 (chmod go-w {0}/above) or sticky "
+           "(chmod +t {0}/above), or choose another --socket",
+           base)},
+  };
+  for (const auto& unsafe : cases) {
+    SCOPED_TRACE(unsafe.folder);
+    const std::string folder = dir.path() + "/" + unsafe.folder;
+    std::filesystem::create_directories(dir.path() + "/" + unsafe.socket_folder);
+    ASSERT_EQ(::chmod(folder.c_str(), unsafe.mode), 0);
+    ASSERT_EQ(::chown(folder.c_str(), unsafe.owner, 0), 0);
+    daemon::DaemonOptions options;
+    options.socket_path = dir.path() + "/" + unsafe.socket_folder + "/joule.sock";
+    JOULE_EXPECT_ERROR(daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kPermissionDenied,
+                       unsafe.message);
+    // Refused before anything was created in it.
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path() + "/" + unsafe.socket_folder));
+  }
+  // Sticky, like /tmp: other users cannot move or remove root's files in it, so the daemon serves there.
+  use_shared_folder();
+  start();
+  RawClient client(socket_path);
+  EXPECT_TRUE(client.hello()["ok"].get<bool>());
+}
+
+TEST_F(DaemonServer, APlantedLockFileIsNeverOpenedThroughALink) {
+  // Before: the daemon opened SOCKET.lock following links, truncated it and wrote its pid there: a user who
+  // could write the socket's folder had it overwrite any file of root's. Such folders are now refused
+  // (above); a link left in a folder of root's (by whatever means) is not followed either.
+  const std::string victim = dir.write("victim", "precious\n");
+  std::filesystem::create_directories(dir.path() + "/run");
+  ASSERT_EQ(::symlink(victim.c_str(), (socket_path + ".lock").c_str()), 0);
+  daemon::DaemonOptions options;
+  options.socket_path = socket_path;
+  JOULE_EXPECT_ERROR(
+      daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kPermissionDenied,
+      "the lock file " + socket_path +
+          ".lock is a symbolic link: someone planted it to make the daemon overwrite another file; it is not "
+          "followed: remove it (after checking who made it) or choose another --socket");
+  EXPECT_EQ(read_all(victim), "precious\n");
+  // In a sticky folder every user may write (as /tmp), another user's link.
+  use_shared_folder();
+  const std::string lock = socket_path + ".lock";
+  as_user(kNobody, [&] { ASSERT_EQ(::symlink(victim.c_str(), lock.c_str()), 0); });
+  options.socket_path = socket_path;
+  JOULE_EXPECT_ERROR(
+      daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kPermissionDenied,
+      "the lock file " + lock +
+          " is a symbolic link: someone planted it to make the daemon overwrite another file; it is not "
+          "followed: remove it (after checking who made it) or choose another --socket");
+  EXPECT_EQ(read_all(victim), "precious\n");
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket_path)));
+  // A plain file of another user there: whoever can open it can flock it and keep the daemon off.
+  as_user(kNobody, [&] {
+    ASSERT_EQ(::unlink(lock.c_str()), 0);
+    std::ofstream(lock) << "4242\n";
+  });
+  JOULE_EXPECT_ERROR(daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kPermissionDenied,
+                     "the lock file " + lock +
+                         " was not made by the daemon (it belongs to uid 65534, not to the daemon's user "
+                         "(root)); it is left untouched: remove it (after checking who made it) or choose "
+                         "another --socket");
+  EXPECT_EQ(read_all(lock), "4242\n");
+  // Another user's socket where clients look for the daemon's.
+  ASSERT_EQ(::unlink(lock.c_str()), 0);
+  as_user(kNobody, [&] {
+    const int squatter = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
+    ASSERT_EQ(::bind(squatter, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+    ::close(squatter);
+  });
+  JOULE_EXPECT_ERROR(daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kPermissionDenied,
+                     socket_path +
+                         " is a socket of uid 65534, not of the daemon's user (uid 0): another user made it; "
+                         "remove it (after checking who made it) or choose another --socket");
+  EXPECT_EQ(limit(0), 250'000u);
+}
+
+TEST_F(DaemonServer, APlantedTemporaryStateFileIsNeverOpenedThroughALink) {
+  // Before: SOCKET.state.tmp.PID was opened O_CREAT|O_TRUNC following links: a link planted under the
+  // daemon's next pid made it truncate and overwrite any file of root's on the first setting.
+  use_shared_folder();
+  const std::string victim = dir.write("victim", "precious\n");
+  const std::string temporary = fmt::format("{}.state.tmp.{}", socket_path, ::getpid());
+  as_user(kNobody, [&] { ASSERT_EQ(::symlink(victim.c_str(), temporary.c_str()), 0); });
+  start();
+  auto client = connect();
+  ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+  EXPECT_EQ(read_all(victim), "precious\n");
+  struct stat info {};
+  ASSERT_EQ(::lstat((socket_path + ".state").c_str(), &info), 0);
+  EXPECT_TRUE(S_ISREG(info.st_mode));
+  EXPECT_EQ(info.st_uid, 0u);
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(temporary)));
+}
+
+TEST_F(DaemonServer, AStateFilePlantedByAnotherUserIsNotReplayed) {
+  // Before: a SOCKET.state written by any user was replayed at start: GPU 0 set to 100 W as root and
+  // audited as "recovered".
+  use_shared_folder();
+  const std::string state = socket_path + ".state";
+  const std::string planted = json{{"format", "joule-daemon-state"},
+                                   {"version", 1},
+                                   {"pid", 4242},
+                                   {"settings", json::array({{{"gpu", 0},
+                                                              {"uuid", gpus[0]->info().uuid},
+                                                              {"setting", "power_limit_mw"},
+                                                              {"original", 100'000}}})}}
+                                  .dump() +
+                              "\n";
+  as_user(kNobody, [&] {
+    std::ofstream(state) << planted;
+    ASSERT_EQ(::chmod(state.c_str(), 0644), 0);
+  });
+  CapturedLog captured;
+  start();
+  EXPECT_TRUE(connect()->call({.op = proto::Op::kPowerLimit, .gpu = 0}));  // it serves
+  stop();
+  EXPECT_TRUE(gpus[0]->settings_log().empty());
+  EXPECT_EQ(limit(0), 250'000u);
+  EXPECT_EQ(audit_text().find("recovered"), std::string::npos) << audit_text();
+  const std::string logged = captured.text();
+  const std::string expected =
+      "error: not replaying the daemon state file " + state +
+      ": it belongs to uid 65534, not to the daemon's user (root); nothing was restored "
+      "from it; it was moved to " +
+      state + ".untrusted.";
+  EXPECT_NE(logged.find(expected), std::string::npos) << logged;
+  // Kept for the administrator, under a name the daemon never replays.
+  std::vector<std::string> aside;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/shared")) {
+    if (entry.path().filename().string().rfind("joule.sock.state.untrusted.", 0) == 0) {
+      aside.push_back(entry.path().string());
+    }
+  }
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(read_all(aside[0]), planted);
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
+TEST_F(DaemonServer, OneUserCannotTakeEveryConnectionAndRootKeepsItsReserve) {
+  // Before: connections beyond 256 waited in the backlog, so one user holding 256 + 128 left nobody a place,
+  // root included.
+  daemon::DaemonOptions options;
+  options.max_connections = 6;
+  options.root_reserved_connections = 2;
+  options.max_connections_per_user = 3;
+  start(options);
+  const auto refusal = [](RawClient& client) {
+    // Told at once, before any request, then closed.
+    const auto told = json::parse(client.read_line());
+    EXPECT_EQ(told["id"], nullptr) << told;
+    EXPECT_FALSE(told["ok"].get<bool>());
+    EXPECT_THROW(client.read_line(), std::runtime_error);
+    return told.contains("error") ? message_of(told) : std::string();
+  };
+  std::vector<std::unique_ptr<RawClient>> nobody;
+  as_user(kNobody, [&] {
+    for (int i = 0; i < 4; ++i) {
+      nobody.push_back(std::make_unique<RawClient>(socket_path));
+    }
+  });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(nobody[static_cast<size_t>(i)]->hello()["ok"].get<bool>());
+  }
+  const std::string per_user =
+      "uid 65534 (nobody) already has 3 connections to the daemon, the most one user may hold "
+      "(--max-connections-per-user 3); close one first";
+  EXPECT_EQ(refusal(*nobody[3]), per_user);
+  // A client library connection gets the same reason as its hello's answer.
+  as_user(kNobody, [&] {
+    const auto refused = device::DaemonClient::connect(socket_path, {});
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code(), ErrorCode::kState);
+    EXPECT_EQ(refused.error().message(),
+              "the joule daemon at " + socket_path + " refused hello: " + per_user);
+  });
+  // A connection that goes gives its place back.
+  nobody[0].reset();
+  EXPECT_TRUE(eventually([&] {
+    bool served = false;
+    as_user(kNobody, [&] {
+      auto again = std::make_unique<RawClient>(socket_path);
+      if (again->hello()["ok"].get<bool>()) {
+        served = true;
+        nobody[0] = std::move(again);
+      }
+    });
+    return served;
+  }));
+  // Other users share what root does not keep: 6 - 2 = 4 places.
+  std::unique_ptr<RawClient> user1;
+  std::unique_ptr<RawClient> user2;
+  as_user(1, [&] { user1 = std::make_unique<RawClient>(socket_path); });
+  EXPECT_TRUE(user1->hello()["ok"].get<bool>());
+  as_user(2, [&] { user2 = std::make_unique<RawClient>(socket_path); });
+  EXPECT_EQ(refusal(*user2),
+            "the daemon already serves 4 connections, the most it takes from users other than root "
+            "(--max-connections 6 less --root-reserved-connections 2); try again later");
+  // Root takes the reserve, and no more.
+  RawClient root1(socket_path);
+  RawClient root2(socket_path);
+  EXPECT_TRUE(root1.hello()["ok"].get<bool>());
+  EXPECT_TRUE(root2.hello()["ok"].get<bool>());
+  RawClient root3(socket_path);
+  EXPECT_EQ(refusal(root3),
+            "the daemon already serves 6 connections, its maximum (--max-connections 6); try again later");
+  // Refusals change nothing; those served still are.
+  EXPECT_EQ(limit(0), 250'000u);
+  EXPECT_EQ(audit_text(), "");
+  EXPECT_EQ(root1.request(R"({"id":2,"op":"power_limit","gpu":0})")["result"]["power_limit_mw"], 250'000);
+}
+
+TEST_F(DaemonServer, AConnectionThatSaysNoHelloIsClosed) {
+  daemon::DaemonOptions options;
+  options.hello_timeout_s = 0.3;
+  options.max_connections_per_user = 1;
+  start(options);
+  const std::string timed_out =
+      R"({"id":null,"ok":false,"error":{"code":"state","message":"no hello within 0.3 s of connecting )"
+      R"((--hello-timeout-s): the daemon closes this connection; send {\"op\":\"hello\",\"protocol\":1} first"}})";
+  // A silent connection holds nobody's only place, until the timeout.
+  std::unique_ptr<RawClient> silent;
+  std::unique_ptr<RawClient> second;
+  as_user(kNobody, [&] {
+    silent = std::make_unique<RawClient>(socket_path);
+    second = std::make_unique<RawClient>(socket_path);
+  });
+  EXPECT_EQ(message_of(json::parse(second->read_line())),
+            "uid 65534 (nobody) already has 1 connection to the daemon, the most one user may hold "
+            "(--max-connections-per-user 1); close one first");
+  EXPECT_EQ(silent->read_line(), timed_out);
+  EXPECT_THROW(silent->read_line(), std::runtime_error);
+  // Requests other than hello do not count: the connection is closed all the same.
+  std::unique_ptr<RawClient> chatty;
+  ASSERT_TRUE(eventually([&] {
+    as_user(kNobody, [&] { chatty = std::make_unique<RawClient>(socket_path); });
+    const auto first = chatty->request(R"({"id":1,"op":"whoami"})");
+    return message_of(first) == R"(send hello first, e.g. {"op":"hello","protocol":1})";
+  }));
+  EXPECT_EQ(chatty->read_line(), timed_out);
+  chatty.reset();
+  // One that says hello in time stays.
+  std::unique_ptr<RawClient> greeted;
+  ASSERT_TRUE(eventually([&] {
+    as_user(kNobody, [&] { greeted = std::make_unique<RawClient>(socket_path); });
+    return greeted->hello()["ok"].get<bool>();
+  }));
+  std::this_thread::sleep_for(600ms);
+  EXPECT_TRUE(greeted->request(R"({"id":2,"op":"whoami"})")["ok"].get<bool>());
+  EXPECT_EQ(limit(0), 250'000u);
+}
+
+TEST_F(DaemonServer, BadConnectionLimitsAreRefused) {
+  const auto refused = [this](auto change) {
+    daemon::DaemonOptions options;
+    options.socket_path = socket_path;
+    change(options);
+    return daemon::Daemon::start({gpus[0].get()}, *clock, options);
+  };
+  JOULE_EXPECT_ERROR(refused([](auto& o) { o.max_connections = 0; }), ErrorCode::kInvalidArgument,
+                     "--max-connections 0 must be at least 1 and at most 65536");
+  JOULE_EXPECT_ERROR(refused([](auto& o) { o.max_connections = 100'000; }), ErrorCode::kInvalidArgument,
+                     "--max-connections 100000 must be at least 1 and at most 65536");
+  JOULE_EXPECT_ERROR(refused([](auto& o) { o.max_connections_per_user = 0; }), ErrorCode::kInvalidArgument,
+                     "--max-connections-per-user 0 must be at least 1");
+  JOULE_EXPECT_ERROR(refused([](auto& o) { o.root_reserved_connections = 256; }), ErrorCode::kInvalidArgument,
+                     "--root-reserved-connections 256 must be less than --max-connections 256 (other users "
+                     "need room too)");
+  JOULE_EXPECT_ERROR(refused([](auto& o) { o.hello_timeout_s = 0; }), ErrorCode::kInvalidArgument,
+                     "--hello-timeout-s 0 must be above 0 and at most 3600 (one hour)");
+  JOULE_EXPECT_ERROR(refused([](auto& o) { o.hello_timeout_s = 4000; }), ErrorCode::kInvalidArgument,
+                     "--hello-timeout-s 4000 must be above 0 and at most 3600 (one hour)");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run"));  // checked before anything is created
 }
 
 }  // namespace

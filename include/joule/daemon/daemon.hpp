@@ -21,7 +21,8 @@ class DaemonMetrics;
 
 struct DaemonOptions {
   /// The socket to listen on. Its folder is created (mode 0755) if missing; the socket is mode 0666 so
-  /// that anyone can connect and be judged by credentials.
+  /// that anyone can connect and be judged by credentials. The folder and every folder above it must belong
+  /// to root (or the daemon's user) and be writable by no one else unless sticky (docs/daemon.md).
   std::string socket_path = std::string(device::daemon_protocol::kDefaultSocketPath);
   /// Who may read and who may control.
   AccessRules access;
@@ -31,8 +32,18 @@ struct DaemonOptions {
   double lease_s = 60;
   /// Serve real (non-simulated) GPUs even when not running as root.
   bool allow_unprivileged = false;
-  /// Connections beyond this wait in the listen backlog.
+  /// Connections served at once (--max-connections). A connection beyond a limit below is accepted, told
+  /// why in one error line (id null, code "state") and closed: it never waits in the listen backlog.
   size_t max_connections = 256;
+  /// Connections one unprivileged uid may hold (--max-connections-per-user); root and the daemon's own
+  /// user are not counted per user.
+  size_t max_connections_per_user = 32;
+  /// Of max_connections, how many only root and the daemon's own user may take (--root-reserved-connections),
+  /// so that an administrator can always connect. Less than max_connections.
+  size_t root_reserved_connections = 16;
+  /// A connection that has not said hello this long after it was accepted is told so and closed
+  /// (--hello-timeout-s; > 0, ≤ 3600).
+  double hello_timeout_s = 5;
   /// Power streams one connection may hold.
   size_t max_streams_per_connection = 16;
   /// Unsent bytes a connection may queue: above this the daemon stops reading its requests and skips its
@@ -51,11 +62,17 @@ class Server;
 class Daemon {
  public:
   /// Checks that it may serve `gpus` (as root, or any simulated GPUs, or with allow_unprivileged), resolves
-  /// the access rules, opens the audit log and takes the socket: a leftover socket file is removed only if
-  /// no process answers on it, and `<socket>.lock` (flock) keeps a second daemon off the same path.
+  /// the access rules, opens the audit log and takes the socket: its folder must be safe (see socket_path),
+  /// a leftover socket file is removed only if it is the daemon's user's and no process answers on it, and
+  /// `<socket>.lock` (flock; never a link or another user's file) keeps a second daemon off the same path.
+  /// Then it restores what `<socket>.state` lists, if a previous daemon on this socket died without
+  /// restoring — only if the file is the daemon's user's own, mode 0600 or 0644, one link, in its format;
+  /// any other file there is logged as an error, moved aside to `<socket>.state.untrusted.<unix seconds>`
+  /// and never replayed.
   /// @param gpus the GPUs to serve, in index order; they must outlive the daemon.
   /// @param clock the clock the GPUs run on (power event timestamps).
-  /// @return kPermissionDenied (not root with real GPUs), kInvalidArgument (bad option), kNotFound
+  /// @return kPermissionDenied (not root with real GPUs; an unsafe socket folder; a lock file or socket
+  /// another user planted), kInvalidArgument (bad option), kNotFound
   /// (unknown user or group), kState (another daemon serves the socket), kIo (socket or log).
   static Result<std::unique_ptr<Daemon>> start(std::vector<device::Gpu*> gpus, Clock& clock,
                                                DaemonOptions options);

@@ -61,6 +61,9 @@ class SettingsLedger {
  public:
   /// @param gpus the daemon's GPUs (index = position); they must outlive the ledger.
   SettingsLedger(std::vector<device::Gpu*> gpus, AuditLog& audit);
+  ~SettingsLedger();
+  SettingsLedger(const SettingsLedger&) = delete;
+  SettingsLedger& operator=(const SettingsLedger&) = delete;
 
   /// Sets `gpu`'s power limit for `owner`. @return the limit in force before, mW. Errors: the device's
   /// (kOutOfRange naming the valid range, …); kDevice if the limit in force cannot be read (it could not
@@ -83,11 +86,20 @@ class SettingsLedger {
   /// Keeps the originals of owned settings in the JSON file `path`, rewritten atomically whenever a setting
   /// gains its first owner or loses its last (not on every change) and removed when nothing is owned, so
   /// that a daemon that died without restoring (kill -9, a crash) can restore them when it starts again.
-  /// Empty: no file. Write failures are logged, never returned.
-  void set_state_file(std::string path);
+  /// The file is written mode 0600 through `path.tmp.PID`, created afresh (never through a link or a file
+  /// already there). Empty: no file. Write failures are logged, never returned.
+  /// @param folder_fd a handle on the folder of `path`, already checked (the daemon's socket folder); it is
+  /// duplicated. -1: the ledger opens the folder of `path` itself.
+  void set_state_file(std::string path, int folder_fd = -1);
   /// Restores what the state file of a previous daemon lists (GPUs matched by UUID), audits it with reason
   /// "recovered", and removes the file. Call before serving, with the socket's lock held.
-  /// @return one line per setting restored or failed; nothing if there is no file.
+  ///
+  /// Only a file this daemon's user can have written is replayed: a regular file (not a link: never
+  /// followed), owned by the process's effective uid, with one hard link, writable by no one else (mode 0600
+  /// or 0644), at most 64 KiB, in the daemon's JSON format. Any other file is never replayed nor deleted: it
+  /// is logged as an error (naming the file and why) and renamed to `path.untrusted.<unix seconds>` beside
+  /// it for inspection (left in place, and said so, if it cannot be renamed).
+  /// @return one line per setting restored or failed; nothing if there is no file or it is not trusted.
   std::vector<std::string> recover();
 
   /// @return true if `connection` owns any setting.
@@ -126,10 +138,14 @@ class SettingsLedger {
              std::string old_value, std::string new_value, std::string_view reason, std::string detail = {});
 
   void save_state();
+  // Logs why the state file is not replayed and moves it aside.
+  void set_aside_state(const std::string& why);
 
   std::vector<device::Gpu*> gpus_;
   AuditLog& audit_;
   std::string state_path_;
+  std::string state_name_;    // the state file's name in its folder
+  int state_folder_fd_ = -1;  // owned: the state file's folder, reached only through this handle
   std::vector<Slot<PowerValue>> power_;
   std::vector<Slot<ClockValue>> clocks_;
 };
