@@ -27,6 +27,7 @@ struct PlanFlags {
   std::string schedule = "1f1b";
   double p_blocking_w = 70;
   double unit_time_s = 1e-3;
+  double max_planning_units = plan::kDefaultMaxPlanningUnits;
   std::optional<double> target_time_s;
   std::optional<double> straggler_slowdown;
   std::string max_flow = "dinic";
@@ -77,11 +78,18 @@ int run_plan(const PlanFlags& flags) {
   plan::PlannerOptions options;
   options.p_blocking_w = flags.p_blocking_w;
   options.unit_time_s = flags.unit_time_s;
+  options.max_planning_units = flags.max_planning_units;
   if (flags.max_flow == "boost") {
     options.max_flow = plan::MaxFlowAlgorithm::kBoostPushRelabel;
   } else if (flags.max_flow != "dinic") {
     throw Exception(ErrorCode::kInvalidArgument,
                     fmt::format("plan: --max-flow '{}' is not dinic or boost", flags.max_flow));
+  }
+  value_or_throw(plan::validate(options));
+  // plan_frontier() refuses the same way; checked here first to name the flags that raise the bound.
+  if (auto bounded = plan::check_planning_units(dag, profile, options); !bounded) {
+    throw Exception(bounded.error().code(),
+                    fmt::format("plan: {} (--unit-time-s, --max-planning-units)", bounded.error().message()));
   }
   const auto started = std::chrono::steady_clock::now();
   const plan::PlannerResult result = value_or_throw(plan::plan_frontier(dag, profile, options));
@@ -251,6 +259,13 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
       ->option_text("W");
   command->add_option("--unit-time-s", flags->unit_time_s, "Time unit of the planner (default 0.001)")
       ->option_text("T");
+  command
+      ->add_option(
+          "--max-planning-units", flags->max_planning_units,
+          fmt::format("Refuse a profile whose slowest iteration lasts more than N time units (default "
+                      "{:.0f}): the planner's work grows with it",
+                      plan::kDefaultMaxPlanningUnits))
+      ->option_text("N");
   command
       ->add_option("--target-time-s", flags->target_time_s,
                    "Plan for this iteration time (e.g. a straggler's), blocking until it")

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The minimum s–t cut of a network whose arcs have lower and upper bounds on their flow, via two maximum
-// flows (Boost.Graph push-relabel on integer capacities). Used by the pipeline planner (Phillips–Dessouky).
+// flows on integer capacities (in-house Dinic, or Boost.Graph push-relabel). Used by the pipeline planner
+// (Phillips–Dessouky).
 #pragma once
 
 #include <cstdint>

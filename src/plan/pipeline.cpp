@@ -26,6 +26,15 @@ namespace {
 // No real pipeline comes close; the bound keeps node ids, edge counts and CSR offsets within int.
 constexpr int64_t kMaxComputations = int64_t{1} << 26;
 
+// Plausibility bounds of a profile row, far above real ones (a microbatch's forward or backward takes
+// milliseconds to seconds and joules to kilojoules): a value past them is a unit mistake or garbage, and
+// would otherwise make the planner's tables and walk enormous (issue 11: 1e300 s took 55 s and 10 GB).
+constexpr double kMaxProfileTimeS = 86'400;  // one day
+constexpr double kMaxProfileEnergyJ = 1e9;   // 278 kWh
+// GPUs offer a few hundred SM clocks at most; the planner indexes a computation's options with 16 bits and
+// evaluates plans in time that grows with the number of clocks.
+constexpr size_t kMaxProfileFrequencies = 1024;
+
 size_t index_of(Instruction instruction) {
   return instruction == Instruction::kForward ? 0 : 1;
 }
@@ -60,6 +69,19 @@ std::string describe_frequencies(const std::vector<uint32_t>& frequencies_mhz) {
 
 bool positive_finite(double value) {
   return std::isfinite(value) && value > 0;
+}
+
+// @return why a row's time or energy is refused (the shared wording of parse() and from_options()), or
+// nothing if it is plausible.
+std::optional<std::string> implausible(double value, double most, std::string_view unit) {
+  if (!positive_finite(value)) {
+    return std::string("expected a positive finite number");
+  }
+  if (value > most) {
+    return fmt::format("expected at most {:g} {} for one microbatch (a larger value is a unit mistake)", most,
+                       unit);
+  }
+  return std::nullopt;
 }
 
 // --- DAG index
@@ -183,7 +205,8 @@ Result<Instruction> parse_instruction(std::string_view text) {
   if (text == "backward") {
     return Instruction::kBackward;
   }
-  return fail(ErrorCode::kParse, "unknown instruction \"{}\": expected forward or backward", text);
+  return fail(ErrorCode::kParse, "unknown instruction {}: expected forward or backward",
+              quoted_excerpt(text));
 }
 
 std::string_view to_string(Schedule schedule) {
@@ -197,7 +220,7 @@ Result<Schedule> parse_schedule(std::string_view text) {
   if (text == "gpipe") {
     return Schedule::kGPipe;
   }
-  return fail(ErrorCode::kParse, "unknown schedule \"{}\": expected 1f1b or gpipe", text);
+  return fail(ErrorCode::kParse, "unknown schedule {}: expected 1f1b or gpipe", quoted_excerpt(text));
 }
 
 std::string to_string(const Computation& computation) {
@@ -240,46 +263,45 @@ Result<Profile> Profile::parse(std::string_view csv_text, const std::string& sou
       return tl::make_unexpected(stage.error());
     }
     if (*stage < 0) {
-      return tl::make_unexpected(row.error_at(
-          stage_column,
-          fmt::format("expected a non-negative integer, got \"{}\"", trim(row.text(stage_column)))));
+      return tl::make_unexpected(
+          row.error_at(stage_column, fmt::format("expected a non-negative integer, got {}",
+                                                 quoted_excerpt(trim(row.text(stage_column))))));
     }
     if (*stage > std::numeric_limits<int>::max()) {
       return tl::make_unexpected(row.error_at(
-          stage_column, fmt::format("stage out of range: \"{}\"", trim(row.text(stage_column)))));
+          stage_column, fmt::format("stage out of range: {}", quoted_excerpt(trim(row.text(stage_column))))));
     }
     const std::string_view instruction_text = trim(row.text(instruction_column));
     const auto instruction = parse_instruction(instruction_text);
     if (!instruction) {
       return tl::make_unexpected(row.error_at(
-          instruction_column, fmt::format("expected forward or backward, got \"{}\"", instruction_text)));
+          instruction_column,
+          fmt::format("expected forward or backward, got {}", quoted_excerpt(instruction_text))));
     }
     const auto frequency = row.integer(frequency_column);
     if (!frequency) {
       return tl::make_unexpected(frequency.error());
     }
     if (*frequency <= 0 || *frequency > std::numeric_limits<uint32_t>::max()) {
-      return tl::make_unexpected(row.error_at(
-          frequency_column,
-          fmt::format("expected a positive integer (MHz), got \"{}\"", trim(row.text(frequency_column)))));
+      return tl::make_unexpected(
+          row.error_at(frequency_column, fmt::format("expected a positive integer (MHz), got {}",
+                                                     quoted_excerpt(trim(row.text(frequency_column))))));
     }
     const auto time = row.number(time_column);
     if (!time) {
       return tl::make_unexpected(time.error());
     }
-    if (!positive_finite(*time)) {
+    if (const auto why = implausible(*time, kMaxProfileTimeS, "s")) {
       return tl::make_unexpected(row.error_at(
-          time_column,
-          fmt::format("expected a positive finite number, got \"{}\"", trim(row.text(time_column)))));
+          time_column, fmt::format("{}, got {}", *why, quoted_excerpt(trim(row.text(time_column))))));
     }
     const auto energy = row.number(energy_column);
     if (!energy) {
       return tl::make_unexpected(energy.error());
     }
-    if (!positive_finite(*energy)) {
+    if (const auto why = implausible(*energy, kMaxProfileEnergyJ, "J")) {
       return tl::make_unexpected(row.error_at(
-          energy_column,
-          fmt::format("expected a positive finite number, got \"{}\"", trim(row.text(energy_column)))));
+          energy_column, fmt::format("{}, got {}", *why, quoted_excerpt(trim(row.text(energy_column))))));
     }
     const int stage_index = static_cast<int>(*stage);
     const auto frequency_mhz = static_cast<uint32_t>(*frequency);
@@ -325,6 +347,20 @@ Result<Profile> Profile::parse(std::string_view csv_text, const std::string& sou
       }
     }
   }
+  if (witnesses.size() > kMaxProfileFrequencies) {
+    // Name the row that brought the first clock past the limit, in file order.
+    std::vector<size_t> lines;
+    lines.reserve(witnesses.size());
+    for (const auto& [frequency_mhz, witness] : witnesses) {
+      lines.push_back(witness.line);
+    }
+    std::nth_element(lines.begin(), lines.begin() + kMaxProfileFrequencies, lines.end());
+    return fail(
+        ErrorCode::kParse,
+        "{}:{}: the profile has {} different clocks, more than the {} a planner accepts (GPUs offer a "
+        "few hundred): is frequency_mhz in MHz?",
+        source, lines[kMaxProfileFrequencies], witnesses.size(), kMaxProfileFrequencies);
+  }
   for (const auto& [stage, per_instruction] : rows) {
     for (size_t i = 0; i < 2; ++i) {
       for (const auto& [frequency_mhz, witness] : witnesses) {
@@ -356,7 +392,7 @@ Result<Profile> Profile::parse(std::string_view csv_text, const std::string& sou
 }
 
 Result<Profile> Profile::read(const std::string& path) {
-  auto text = read_text_file(path);
+  auto text = read_text_file(path, read_limits::kPipelineProfile);
   if (!text) {
     return tl::make_unexpected(text.error());
   }
@@ -383,10 +419,18 @@ Result<Profile> Profile::from_options(std::vector<std::array<std::vector<Profile
                       "stage {} {} at {} MHz: time_s must be positive and finite, got {}", stage, instruction,
                       option.frequency_mhz, option.time_s);
         }
+        if (const auto why = implausible(option.time_s, kMaxProfileTimeS, "s")) {
+          return fail(ErrorCode::kInvalidArgument, "stage {} {} at {} MHz: time_s: {}, got {}", stage,
+                      instruction, option.frequency_mhz, *why, option.time_s);
+        }
         if (!positive_finite(option.energy_j)) {
           return fail(ErrorCode::kInvalidArgument,
                       "stage {} {} at {} MHz: energy_j must be positive and finite, got {}", stage,
                       instruction, option.frequency_mhz, option.energy_j);
+        }
+        if (const auto why = implausible(option.energy_j, kMaxProfileEnergyJ, "J")) {
+          return fail(ErrorCode::kInvalidArgument, "stage {} {} at {} MHz: energy_j: {}, got {}", stage,
+                      instruction, option.frequency_mhz, *why, option.energy_j);
         }
         witnesses.emplace(option.frequency_mhz, std::pair{stage, i});
       }
@@ -403,6 +447,12 @@ Result<Profile> Profile::from_options(std::vector<std::array<std::vector<Profile
   }
   if (witnesses.empty()) {
     return fail(ErrorCode::kInvalidArgument, "the profile has no options");
+  }
+  if (witnesses.size() > kMaxProfileFrequencies) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the profile has {} different clocks, more than the {} a planner accepts (GPUs offer a few "
+                "hundred)",
+                witnesses.size(), kMaxProfileFrequencies);
   }
   Profile profile;
   for (const auto& [frequency_mhz, witness] : witnesses) {

@@ -12,13 +12,15 @@
 #include "joule/plan/planner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
+
+#include "joule/core/log.hpp"
 
 #include "plan/min_cut.hpp"
 
@@ -329,12 +331,16 @@ class Evaluator {
   }
 
   const ProfileOption& option(size_t v, uint32_t frequency_mhz) const {
-    for (const ProfileOption& o : *options_of_[v]) {
-      if (o.frequency_mhz == frequency_mhz) {
-        return o;
-      }
+    // A profile keeps every option list sorted by frequency, descending: a binary search, as every plan
+    // evaluation looks up every computation's option.
+    const auto& options = *options_of_[v];
+    const auto found = std::lower_bound(
+        options.begin(), options.end(), frequency_mhz,
+        [](const ProfileOption& option, uint32_t wanted) { return option.frequency_mhz > wanted; });
+    if (found == options.end() || found->frequency_mhz != frequency_mhz) {
+      throw Exception(ErrorCode::kInternal, fmt::format("no option at {} MHz", frequency_mhz));
     }
-    throw Exception(ErrorCode::kInternal, fmt::format("no option at {} MHz", frequency_mhz));
+    return *found;
   }
 
   PlanCost cost(const FrequencyPlan& plan) {
@@ -422,7 +428,78 @@ Result<void> validate(const PlannerOptions& options) {
     return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",
                 options.p_blocking_w);
   }
+  if (!(options.max_planning_units >= 1 && options.max_planning_units <= kMostPlanningUnits)) {
+    return fail(ErrorCode::kInvalidArgument, "max_planning_units must be from 1 to {:.0f}, got {}",
+                kMostPlanningUnits, options.max_planning_units);
+  }
   return {};
+}
+
+Result<PlanningUnits> planning_units(const PipelineDag& dag, const Profile& profile, double unit_time_s) {
+  if (!(unit_time_s > 0) || !std::isfinite(unit_time_s)) {
+    return fail(ErrorCode::kInvalidArgument, "the unit time must be a positive number of seconds (got {})",
+                unit_time_s);
+  }
+  if (auto valid = check_inputs(dag, profile, 0); !valid) {
+    return tl::make_unexpected(valid.error());
+  }
+  PlanningUnits result;
+  // Every computation at the slowest row of its type, whatever that row's clock: the walk's start (the
+  // slowest useful rows) can only be faster.
+  std::vector<std::array<uint32_t, 2>> slowest_mhz(static_cast<size_t>(dag.stages));
+  bool first = true;
+  for (int stage = 0; stage < dag.stages; ++stage) {
+    for (const Instruction instruction : {Instruction::kForward, Instruction::kBackward}) {
+      const auto& options = profile.options(stage, instruction);
+      const auto slowest = std::max_element(
+          options.begin(), options.end(),
+          [](const ProfileOption& a, const ProfileOption& b) { return a.time_s < b.time_s; });
+      slowest_mhz[static_cast<size_t>(stage)][instruction == Instruction::kForward ? 0 : 1] =
+          slowest->frequency_mhz;
+      if (first || slowest->time_s > result.slowest_time_s) {
+        first = false;
+        result.slowest_stage = stage;
+        result.slowest_instruction = instruction;
+        result.slowest_frequency_mhz = slowest->frequency_mhz;
+        result.slowest_time_s = slowest->time_s;
+      }
+    }
+  }
+  FrequencyPlan plan(dag.computations.size());
+  for (size_t v = 0; v < plan.size(); ++v) {
+    const Computation& c = dag.computations[v];
+    plan[v] = slowest_mhz[static_cast<size_t>(c.stage)][c.instruction == Instruction::kForward ? 0 : 1];
+  }
+  const auto cost = evaluate(dag, profile, plan, 0);
+  if (!cost) {
+    return tl::make_unexpected(cost.error());
+  }
+  result.slowest_iteration_s = cost->time_s;
+  result.units = cost->time_s / unit_time_s;
+  return result;
+}
+
+Result<PlanningUnits> check_planning_units(const PipelineDag& dag, const Profile& profile,
+                                           const PlannerOptions& options) {
+  if (auto valid = validate(options); !valid) {
+    return tl::make_unexpected(valid.error());
+  }
+  auto units = planning_units(dag, profile, options.unit_time_s);
+  if (!units) {
+    return units;
+  }
+  // Not `units > limit`: an iteration that overflows to infinity (or NaN) must be refused too.
+  if (!(units->units <= options.max_planning_units)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the planner would walk {:.3g} time units of {:g} s, more than its limit of {:.0f}: at its "
+                "slowest rows one iteration takes {:.6g} s, and the slowest row is stage {} {} at {} MHz "
+                "({:.6g} s); check that row of the profile, use a larger unit_time_s, or raise "
+                "max_planning_units",
+                units->units, options.unit_time_s, options.max_planning_units, units->slowest_iteration_s,
+                units->slowest_stage, to_string(units->slowest_instruction), units->slowest_frequency_mhz,
+                units->slowest_time_s);
+  }
+  return units;
 }
 
 Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profile,
@@ -435,6 +512,10 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
   }
   if (dag.computations.empty()) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has no computations");
+  }
+  // Before any table is sized or step taken: both grow with the units of the slowest rows.
+  if (auto bounded = check_planning_units(dag, profile, options); !bounded) {
+    return tl::make_unexpected(bounded.error());
   }
   Walk walk(dag, profile, options);
   Evaluator evaluator(dag, profile, walk, options.p_blocking_w);
@@ -474,11 +555,14 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
                      return a.from == b.from && a.to == b.to && a.lower == b.lower && a.upper == b.upper;
                    });
     if (!same) {
-      const CutResult cut = detail::min_cut_with_lower_bounds(
-          2 * walk.node_count() + 2, 2 * walk.node_count(), 2 * walk.node_count() + 1, network);
+      const CutResult cut =
+          detail::min_cut_with_lower_bounds(2 * walk.node_count() + 2, 2 * walk.node_count(),
+                                            2 * walk.node_count() + 1, network, options.max_flow);
       ++result.iterations;
-      if (getenv("JOULE_PLAN_DEBUG"))
-        fprintf(stderr, "arcs %zu of nodes %d\n", network.size(), walk.node_count());
+      // spdlog tests the level before formatting: free unless debug logging is on.
+      log().debug("planner: minimum cut {} ({}) at {} units, {} arcs over {} computations", result.iterations,
+                  options.max_flow == MaxFlowAlgorithm::kDinic ? "dinic" : "boost push-relabel", length,
+                  network.size(), walk.node_count());
       if (cut.status != CutResult::Status::kOk) {
         break;  // nothing on the critical paths can get faster any more
       }

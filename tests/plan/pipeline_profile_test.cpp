@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -143,6 +144,60 @@ TEST(Profile, ParseErrors) {
                      "p.csv:3:3: column 'instruction': expected forward or backward, got \"Forward\"");
 }
 
+// Issue 11: a 12 KB profile with one time_s = 1e300 at a lower clock made `joule plan` run for 55 s and
+// 10 GB. No microbatch takes a day or a gigajoule: such rows are refused by the parser, row named.
+TEST(Profile, ImplausibleTimesAndEnergiesAreRefused) {
+  JOULE_EXPECT_ERROR(
+      parse_with(5, "0,backward,1200,1e300,13"), ErrorCode::kParse,
+      "p.csv:5:17: column 'time_s': expected at most 86400 s for one microbatch (a larger value "
+      "is a unit mistake), got \"1e300\"");
+  JOULE_EXPECT_ERROR(
+      parse_with(5, "0,backward,1200,86400.5,13"), ErrorCode::kParse,
+      "p.csv:5:17: column 'time_s': expected at most 86400 s for one microbatch (a larger value "
+      "is a unit mistake), got \"86400.5\"");
+  JOULE_EXPECT_ERROR(parse_with(5, "0,backward,1200,0.05,1e300"), ErrorCode::kParse,
+                     "p.csv:5:22: column 'energy_j': expected at most 1e+09 J for one microbatch (a larger "
+                     "value is a unit mistake), got \"1e300\"");
+  JOULE_EXPECT_ERROR(parse_with(5, "0,backward,1200,1e400,13"), ErrorCode::kParse,
+                     "p.csv:5:17: column 'time_s': number out of range: \"1e400\"");
+  JOULE_EXPECT_ERROR(parse_with(5, "0,backward,1200,-inf,13"), ErrorCode::kParse,
+                     "p.csv:5:17: column 'time_s': expected a positive finite number, got \"-inf\"");
+  // At the bounds: accepted.
+  EXPECT_TRUE(parse_with(5, "0,backward,1200,86400,1e9"));
+}
+
+TEST(Profile, TooManyClocksAreRefused) {
+  std::string text = kRows[0] + "\n";
+  for (int mhz = 1; mhz <= 1025; ++mhz) {
+    text += fmt::format("0,forward,{0},0.02,7\n0,backward,{0},0.04,15\n", mhz);
+  }
+  // The 1025th clock in file order, 1025 MHz, comes on line 2050.
+  JOULE_EXPECT_ERROR(
+      Profile::parse(text, "p.csv"), ErrorCode::kParse,
+      "p.csv:2050: the profile has 1025 different clocks, more than the 1024 a planner accepts "
+      "(GPUs offer a few hundred): is frequency_mhz in MHz?");
+}
+
+// Issue 11: error messages printed the raw bytes of a binary profile.
+TEST(Profile, BinaryInputIsQuotedPrintably) {
+  JOULE_EXPECT_ERROR(parse_with(3, std::string("0,\x1b[2J\x00,1200,0.03,6.5", 21)), ErrorCode::kParse,
+                     "p.csv:3:3: column 'instruction': expected forward or backward, got \"\\x1b[2J\\x00\"");
+  JOULE_EXPECT_ERROR(parse_with(3, "0,forward,1200,\xff\xfe,6.5"), ErrorCode::kParse,
+                     "p.csv:3:16: column 'time_s': expected a number, got \"\\xff\\xfe\"");
+  JOULE_EXPECT_ERROR(parse_instruction("\x07"), ErrorCode::kParse,
+                     "unknown instruction \"\\x07\": expected forward or backward");
+  JOULE_EXPECT_ERROR(parse_schedule(std::string(100, 'z')), ErrorCode::kParse,
+                     "unknown schedule \"" + std::string(40, 'z') + "…\": expected 1f1b or gpipe");
+}
+
+TEST(Profile, ReadIsBounded) {
+  test::ScopedEnv no_override("JOULE_MAX_FILE_MIB", nullptr);
+  JOULE_EXPECT_ERROR(
+      Profile::read("/dev/zero"), ErrorCode::kInvalidArgument,
+      "/dev/zero: more than 16 MiB, the most joule reads from a pipeline profile (real ones are "
+      "far smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)");
+}
+
 TEST(Profile, DuplicateRowNamesBothLines) {
   JOULE_EXPECT_ERROR(
       parse_with(7, "1,forward,1410,0.021,7.9"), ErrorCode::kParse,
@@ -233,6 +288,29 @@ TEST(Profile, FromOptionsErrors) {
                                             stage({good, slow_forward}, {good})}),
                      ErrorCode::kInvalidArgument,
                      "stage 1 backward has no option at 1200 MHz (stage 0 forward has one)");
+}
+
+TEST(Profile, FromOptionsRefusesImplausibleValues) {
+  const ProfileOption good{1410, 0.02, 7.8};
+  JOULE_EXPECT_ERROR(Profile::from_options({stage({good}, {{1410, 1e300, 7.8}})}),
+                     ErrorCode::kInvalidArgument,
+                     "stage 0 backward at 1410 MHz: time_s: expected at most 86400 s for one microbatch (a "
+                     "larger value is a unit mistake), got 1e+300");
+  JOULE_EXPECT_ERROR(Profile::from_options({stage({{1410, 0.02, 2e9}}, {good})}), ErrorCode::kInvalidArgument,
+                     "stage 0 forward at 1410 MHz: energy_j: expected at most 1e+09 J for one microbatch (a "
+                     "larger value is a unit mistake), got 2000000000");
+  JOULE_EXPECT_ERROR(
+      Profile::from_options({stage({good}, {{1410, std::numeric_limits<double>::infinity(), 7.8}})}),
+      ErrorCode::kInvalidArgument,
+      "stage 0 backward at 1410 MHz: time_s must be positive and finite, got inf");
+  std::vector<ProfileOption> many;
+  for (uint32_t mhz = 1; mhz <= 1025; ++mhz) {
+    many.push_back({mhz, 0.02, 7.8});
+  }
+  JOULE_EXPECT_ERROR(
+      Profile::from_options({stage(many, many)}), ErrorCode::kInvalidArgument,
+      "the profile has 1025 different clocks, more than the 1024 a planner accepts (GPUs offer a "
+      "few hundred)");
 }
 
 }  // namespace

@@ -3,10 +3,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <sstream>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "joule/core/csv.hpp"
+#include "joule/core/log.hpp"
 #include "joule/plan/exact.hpp"
 #include "joule/plan/runtime.hpp"
 
@@ -159,6 +164,77 @@ TEST(Planner, BoostAndDinicFindCutsOfEqualValue) {
   }
 }
 
+// Issue 11, part 4: `joule plan --max-flow boost` was ignored (every cut ran Dinic). The planner's debug log
+// names the algorithm of every cut it computes.
+TEST(Planner, TheChosenMaxFlowAlgorithmComputesTheCuts) {
+  const Example e = example(2);
+  auto stream = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*stream);
+  auto logger = std::make_shared<spdlog::logger>("planner-test", sink);
+  logger->set_level(spdlog::level::debug);
+  set_logger(logger);
+  PlannerOptions options;
+  options.p_blocking_w = 75;
+  for (const auto algorithm : {MaxFlowAlgorithm::kBoostPushRelabel, MaxFlowAlgorithm::kDinic}) {
+    stream->str("");
+    options.max_flow = algorithm;
+    const auto result = plan_frontier(e.dag, e.profile, options);
+    ASSERT_TRUE(result) << result.error().message();
+    ASSERT_GT(result->iterations, 0u);
+    const std::string log_text = stream->str();
+    const bool boost = algorithm == MaxFlowAlgorithm::kBoostPushRelabel;
+    EXPECT_NE(log_text.find(boost ? "(boost push-relabel)" : "(dinic)"), std::string::npos) << log_text;
+    EXPECT_EQ(log_text.find(boost ? "(dinic)" : "(boost push-relabel)"), std::string::npos) << log_text;
+  }
+  set_logger(std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::null_sink_mt>()));
+}
+
+// Issue 11: one time_s at a lower clock made planning take 55 s (and 10 GB): the old bound looked only at
+// the highest clock. The bound now counts the slowest row of every computation, whatever its clock.
+TEST(Planner, RefusesWorkBeyondTheUnitLimitFromEveryRow) {
+  // One stage runs its four computations one after another: at the slowest rows, 2 × (0.03 + 1000) s.
+  std::array<std::vector<ProfileOption>, 2> options_of_stage = {
+      std::vector<ProfileOption>{{1410, 0.02, 7.8}, {810, 0.03, 6.5}},
+      std::vector<ProfileOption>{{1410, 0.04, 15}, {810, 1000, 13}}};
+  const Profile profile = *Profile::from_options({options_of_stage});
+  const PipelineDag dag = *build_pipeline(1, 2, Schedule::k1F1B);
+  PlannerOptions options;
+  const std::string message =
+      "the planner would walk 2e+06 time units of 0.001 s, more than its limit of 200000: at its slowest "
+      "rows "
+      "one iteration takes 2000.06 s, and the slowest row is stage 0 backward at 810 MHz (1000 s); check "
+      "that row of the profile, use a larger unit_time_s, or raise max_planning_units";
+  JOULE_EXPECT_ERROR(plan_frontier(dag, profile, options), ErrorCode::kInvalidArgument, message);
+  JOULE_EXPECT_ERROR(check_planning_units(dag, profile, options), ErrorCode::kInvalidArgument, message);
+  // The highest clock alone (what the server used to check) is 120 units: far inside the limit.
+  const auto at_max_clock = evaluate(dag, profile, uniform_plan(dag, 1410), 0);
+  ASSERT_TRUE(at_max_clock);
+  EXPECT_LT(at_max_clock->time_s / options.unit_time_s, 200);
+  // What to do, as the message says: a larger unit, or a higher limit.
+  options.unit_time_s = 0.1;
+  EXPECT_TRUE(check_planning_units(dag, profile, options));
+  options.unit_time_s = 1e-3;
+  options.max_planning_units = 3e6;
+  const auto raised = check_planning_units(dag, profile, options);
+  ASSERT_TRUE(raised) << raised.error().message();
+  EXPECT_DOUBLE_EQ(raised->slowest_iteration_s, 2000.06);
+  EXPECT_DOUBLE_EQ(raised->units, 2000.06 / 1e-3);
+}
+
+TEST(Planner, PlanningUnitsOfTheExample) {
+  const Example e = example();
+  const auto units = planning_units(e.dag, e.profile, 1e-3);
+  ASSERT_TRUE(units) << units.error().message();
+  // The example's slowest row is its heavy last stage's backward at the lowest clock.
+  EXPECT_EQ(units->slowest_stage, 3);
+  EXPECT_EQ(units->slowest_instruction, Instruction::kBackward);
+  EXPECT_EQ(units->slowest_frequency_mhz, 810u);
+  EXPECT_GT(units->slowest_iteration_s, 0.740);
+  EXPECT_LT(units->units, kDefaultMaxPlanningUnits / 100);
+  JOULE_EXPECT_ERROR(planning_units(e.dag, e.profile, 0), ErrorCode::kInvalidArgument,
+                     "the unit time must be a positive number of seconds (got 0)");
+}
+
 TEST(Planner, StragglerSelection) {
   const Example e = example();
   PlannerOptions options;
@@ -203,6 +279,11 @@ TEST(Planner, BadOptions) {
   const PipelineDag bigger = *build_pipeline(6, 4, Schedule::k1F1B);
   JOULE_EXPECT_ERROR(plan_frontier(bigger, e.profile, options), ErrorCode::kInvalidArgument,
                      "the profile has 4 stages but the pipeline has 6");
+  for (const double bad : {0.0, -1.0, 2e9, std::numeric_limits<double>::quiet_NaN()}) {
+    options.max_planning_units = bad;
+    JOULE_EXPECT_ERROR(plan_frontier(e.dag, e.profile, options), ErrorCode::kInvalidArgument,
+                       fmt::format("max_planning_units must be from 1 to 1073741824, got {}", bad));
+  }
 }
 
 TEST(Planner, GPipeToo) {

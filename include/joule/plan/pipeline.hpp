@@ -35,11 +35,14 @@ class Profile {
  public:
   /// Parses CSV with columns `stage,instruction,frequency_mhz,time_s,energy_j`. Every (stage, instruction)
   /// of stages 0 … S−1 must have the same set of frequencies. Errors (kParse, naming the source, line and
-  /// field): a malformed or non-positive value, an unknown instruction, a duplicate (stage, instruction,
-  /// frequency) row, a (stage, instruction, frequency) missing while other rows have that frequency, a stage
-  /// missing between 0 and the largest stage, an empty profile.
+  /// field, quoting the input as printable text): a malformed or non-positive value, a time over a day
+  /// (86400 s) or an energy over 1e9 J (no microbatch comes near: a unit mistake or garbage), an unknown
+  /// instruction, a duplicate (stage, instruction, frequency) row, a (stage, instruction, frequency) missing
+  /// while other rows have that frequency, more than 1024 different frequencies, a stage missing between 0
+  /// and the largest stage, an empty profile.
   static Result<Profile> parse(std::string_view csv_text, const std::string& source);
-  /// Reads and parses a file (errors as parse(), plus I/O errors naming the path).
+  /// Reads (bounded by read_limits::kPipelineProfile, 16 MiB) and parses a file (errors as parse(), plus
+  /// read_text_file()'s naming the path).
   static Result<Profile> read(const std::string& path);
   /// Builds a profile from options (tests, synthetic profiles); same validation as parse().
   /// @param options options[stage][0 = forward, 1 = backward].

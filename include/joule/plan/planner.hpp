@@ -20,10 +20,20 @@ enum class MaxFlowAlgorithm {
   kBoostPushRelabel,  ///< Boost.Graph push_relabel_max_flow on a compressed-sparse-row graph
 };
 
+/// The default of PlannerOptions::max_planning_units: 200 s of iteration at the slowest clocks in 1 ms
+/// units; real pipelines need thousands (the example, 4 × 8 at 1 ms: 1,216; 8 × 128: 15,238).
+inline constexpr double kDefaultMaxPlanningUnits = 200'000;
+/// The largest max_planning_units accepted: durations in units are ints, and sums of them must stay ints.
+inline constexpr double kMostPlanningUnits = 1 << 30;
+
 struct PlannerOptions {
   double unit_time_s = 1e-3;  ///< τ: the planner shortens the critical path one τ at a time
   double p_blocking_w = 70;   ///< power of a GPU blocked waiting for its neighbours, W
   MaxFlowAlgorithm max_flow = MaxFlowAlgorithm::kDinic;
+  /// The most time units the planner walks: it refuses (kInvalidArgument) a profile and unit time whose
+  /// slowest iteration — every computation at its slowest profile row — lasts longer than this many units,
+  /// because its work and memory grow with that number (see planning_units()). 1 to kMostPlanningUnits.
+  double max_planning_units = kDefaultMaxPlanningUnits;
 };
 
 /// What the planner produced.
@@ -35,11 +45,39 @@ struct PlannerResult {
   size_t plans_considered = 0;  ///< distinct plans evaluated before Pareto filtering
 };
 
-/// @return kInvalidArgument for a non-positive unit time or a negative or non-finite blocking power.
+/// @return kInvalidArgument for a non-positive unit time, a negative or non-finite blocking power, or a
+/// max_planning_units outside 1 … kMostPlanningUnits.
 Result<void> validate(const PlannerOptions& options);
 
-/// Computes the frontier. Errors: validate()'s; kInvalidArgument if the profile has fewer stages than the
-/// DAG; kInternal if the solver's invariants break (a bug).
+/// How much walking a plan_frontier() call would do, from every row of the profile.
+struct PlanningUnits {
+  double units = 0;                ///< slowest_iteration_s / unit_time_s: the most cuts the walk can take
+  double slowest_iteration_s = 0;  ///< the iteration with every computation at its slowest row
+  // The slowest row of the whole profile (the first such, by stage and instruction): what to check first.
+  int slowest_stage = 0;
+  Instruction slowest_instruction = Instruction::kForward;
+  uint32_t slowest_frequency_mhz = 0;
+  double slowest_time_s = 0;
+};
+
+/// @return the planner's work for this DAG, profile and unit: its walk starts from every computation at its
+/// slowest useful row and shortens the iteration one unit at a time, so the slowest iteration (every row
+/// counted, whatever its clock) in units bounds the number of steps, and each computation type's cost
+/// table is as long as its slowest row in units. O(computations). Errors: check_inputs()'s, and
+/// kInvalidArgument for a non-positive or non-finite unit time.
+Result<PlanningUnits> planning_units(const PipelineDag& dag, const Profile& profile, double unit_time_s);
+
+/// @return kInvalidArgument if planning_units() exceeds options.max_planning_units, naming the slowest row,
+/// the limit and what to do, e.g. "the planner would walk 1.33e+07 time units of 0.001 s, more than its
+/// limit of 200000: at its slowest rows one iteration takes 13325 s, and the slowest row is stage 1
+/// backward at 810 MHz (13300 s); check that row of the profile, use a larger unit_time_s, or raise
+/// max_planning_units". plan_frontier() calls it first; callers may call it to refuse early.
+Result<PlanningUnits> check_planning_units(const PipelineDag& dag, const Profile& profile,
+                                           const PlannerOptions& options);
+
+/// Computes the frontier. Errors: validate()'s; check_planning_units()'s (kInvalidArgument, before any
+/// work); kInvalidArgument if the profile has fewer stages than the DAG; kInternal if the solver's
+/// invariants break (a bug). Logs every minimum cut's size at debug level (joule::log()).
 Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profile,
                                     const PlannerOptions& options);
 
