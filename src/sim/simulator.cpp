@@ -16,6 +16,7 @@
 #include "joule/core/file.hpp"
 #include "joule/core/numeric.hpp"
 #include "joule/core/rng.hpp"
+#include "joule/core/strings.hpp"
 
 namespace joule::sim {
 
@@ -61,19 +62,23 @@ Result<JobRows> index_job(const Trace& trace, const Job& job) {
         targets.insert(row.target_metric);
       }
     }
+    // Names come from input files (a group trace's dataset column): printed as safe excerpts.
     if (targets.empty()) {
       return fail(ErrorCode::kInvalidArgument, "the {} trace has no runs of {} ({}, {})",
-                  trace.gpu.empty() ? "given" : trace.gpu, job.dataset, job.network, job.optimizer);
+                  trace.gpu.empty() ? "given" : trace.gpu, printable_excerpt(job.dataset),
+                  printable_excerpt(job.network), printable_excerpt(job.optimizer));
     }
     return fail(ErrorCode::kInvalidArgument,
                 "the {} trace has no runs of {} ({}, {}) with target metric {} (traced targets: {})",
-                trace.gpu.empty() ? "given" : trace.gpu, job.dataset, job.network, job.optimizer,
-                job.target_metric, fmt::join(targets, ", "));
+                trace.gpu.empty() ? "given" : trace.gpu, printable_excerpt(job.dataset),
+                printable_excerpt(job.network), printable_excerpt(job.optimizer), job.target_metric,
+                fmt::join(targets, ", "));
   }
   if (!rows.any_reaches) {
     return fail(ErrorCode::kInvalidArgument,
                 "{} can never reach its target {} within {} epoch{}: no training run in the trace does",
-                job.dataset, job.target_metric, job.max_epochs, job.max_epochs == 1 ? "" : "s");
+                printable_excerpt(job.dataset), job.target_metric, job.max_epochs,
+                job.max_epochs == 1 ? "" : "s");
   }
   rows.feasible_batch_sizes.assign(feasible.begin(), feasible.end());
   if (rows.by_batch_size.count(job.default_batch_size) == 0) {
@@ -82,7 +87,7 @@ Result<JobRows> index_job(const Trace& trace, const Job& job) {
       available.push_back(batch_size);
     }
     return fail(ErrorCode::kInvalidArgument, "batch size {} is not in the trace of {} (available: {})",
-                job.default_batch_size, job.dataset, fmt::join(available, ", "));
+                job.default_batch_size, printable_excerpt(job.dataset), fmt::join(available, ", "));
   }
   for (const auto& [batch_size, b_rows] : rows.by_batch_size) {
     std::vector<double> energies;
@@ -109,8 +114,8 @@ Result<RunOutcome> run_job(const JobRows& rows, const Job& job, int batch_size, 
                            rng::Generator& generator, double cost_bound, double eta, bool profiled) {
   const auto config = rows.by_config.find({batch_size, power_limit_w});
   if (config == rows.by_config.end()) {
-    return fail(ErrorCode::kNotFound, "no training run of {} at batch size {} and {} W", job.dataset,
-                batch_size, power_limit_w);
+    return fail(ErrorCode::kNotFound, "no training run of {} at batch size {} and {} W",
+                printable_excerpt(job.dataset), batch_size, power_limit_w);
   }
   const auto& runs = config->second;
   const TraceRow& path = *runs[static_cast<size_t>(
@@ -300,7 +305,7 @@ Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view 
 }
 
 Result<std::vector<std::vector<GroupSubmission>>> load_groups(const std::string& path) {
-  auto text = read_text_file(path);
+  auto text = read_text_file(path, read_limits::kSimulatorTrace);
   if (!text) {
     return tl::make_unexpected(text.error());
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -81,10 +82,36 @@ Result<double> finite_number(const csv::Table::Row& row, size_t column) {
     return value;
   }
   if (!std::isfinite(*value)) {
-    return tl::make_unexpected(
-        row.error_at(column, fmt::format("expected a finite number, got \"{}\"", row.text(column))));
+    return tl::make_unexpected(row.error_at(
+        column, fmt::format("expected a finite number, got {}", quoted_excerpt(row.text(column)))));
   }
   return value;
+}
+
+// Reads a finite number that must be positive: power limits, epoch times and powers (a zero or negative one
+// would make a configuration free, and the optimizers would choose it).
+Result<double> positive_number(const csv::Table::Row& row, size_t column) {
+  auto value = finite_number(row, column);
+  if (value && !(*value > 0)) {
+    return tl::make_unexpected(row.error_at(
+        column, fmt::format("expected a positive number, got {}", quoted_excerpt(trim(row.text(column))))));
+  }
+  return value;
+}
+
+// Reads an integer in [lowest, int's largest]: batch sizes (lowest 1) and run numbers (lowest 0), which the
+// trace keeps as int.
+Result<int> bounded_integer(const csv::Table::Row& row, size_t column, int lowest, std::string_view what) {
+  auto value = row.integer(column);
+  if (!value) {
+    return tl::make_unexpected(value.error());
+  }
+  if (*value < lowest || *value > std::numeric_limits<int>::max()) {
+    return tl::make_unexpected(row.error_at(
+        column, fmt::format("expected {} from {} to {}, got {}", what, lowest,
+                            std::numeric_limits<int>::max(), quoted_excerpt(trim(row.text(column))))));
+  }
+  return static_cast<int>(*value);
 }
 
 }  // namespace
@@ -113,7 +140,7 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
   std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>> by_config;
   for (size_t r = 0; r < power->row_count(); ++r) {
     const auto row = power->row(r);
-    auto batch_size = row.integer(pc[2]);
+    auto batch_size = bounded_integer(row, pc[2], 1, "a batch size");
     if (!batch_size) {
       return tl::make_unexpected(batch_size.error());
     }
@@ -121,13 +148,13 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
     for (auto [column, target] :
          {std::pair{pc[4], &values.power_limit_w}, std::pair{pc[5], &values.time_per_epoch_s},
           std::pair{pc[6], &values.average_power_w}}) {
-      auto value = finite_number(row, column);
+      auto value = positive_number(row, column);
       if (!value) {
         return tl::make_unexpected(value.error());
       }
       *target = *value;
     }
-    by_config[{std::string(row.text(pc[0])), std::string(row.text(pc[1])), static_cast<int>(*batch_size),
+    by_config[{std::string(row.text(pc[0])), std::string(row.text(pc[1])), *batch_size,
                std::string(row.text(pc[3]))}]
         .push_back(values);
   }
@@ -149,8 +176,8 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
   }
   for (size_t r = 0; r < train->row_count(); ++r) {
     const auto row = train->row(r);
-    auto batch_size = row.integer(tc[2]);
-    auto run = row.integer(tc[4]);
+    auto batch_size = bounded_integer(row, tc[2], 1, "a batch size");
+    auto run = bounded_integer(row, tc[4], 0, "a run number");
     auto target_metric = finite_number(row, tc[5]);
     auto target_epoch = pandas_number(row, tc[6]);  // "nan" when the run never reached the target
     if (!batch_size || !run) {
@@ -159,8 +186,14 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
     if (!target_metric || !target_epoch) {
       return tl::make_unexpected(!target_metric ? target_metric.error() : target_epoch.error());
     }
+    // Epochs count from 1; NaN (never reached) is the only non-number allowed.
+    if (!std::isnan(*target_epoch) && !(std::isfinite(*target_epoch) && *target_epoch > 0)) {
+      return tl::make_unexpected(row.error_at(
+          tc[6], fmt::format("expected a positive number of epochs or nan (never reached), got {}",
+                             quoted_excerpt(trim(row.text(tc[6]))))));
+    }
     const auto found = by_config.find({std::string(row.text(tc[0])), std::string(row.text(tc[1])),
-                                       static_cast<int>(*batch_size), std::string(row.text(tc[3]))});
+                                       *batch_size, std::string(row.text(tc[3]))});
     if (found == by_config.end()) {
       continue;  // inner join: a configuration without power measurements is not usable
     }
@@ -169,8 +202,8 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
       merged.dataset = row.text(tc[0]);
       merged.network = row.text(tc[1]);
       merged.optimizer = row.text(tc[3]);
-      merged.batch_size = static_cast<int>(*batch_size);
-      merged.run = static_cast<int>(*run);
+      merged.batch_size = *batch_size;
+      merged.run = *run;
       merged.target_metric = *target_metric;
       merged.target_epoch = *target_epoch;
       merged.power_limit_w = power_row.power_limit_w;
@@ -189,11 +222,11 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
 }
 
 Result<Trace> load_trace(const std::string& train_csv_path, const std::string& power_csv_path) {
-  auto train = read_text_file(train_csv_path);
+  auto train = read_text_file(train_csv_path, read_limits::kSimulatorTrace);
   if (!train) {
     return tl::make_unexpected(train.error());
   }
-  auto power = read_text_file(power_csv_path);
+  auto power = read_text_file(power_csv_path, read_limits::kSimulatorTrace);
   if (!power) {
     return tl::make_unexpected(power.error());
   }
@@ -208,7 +241,7 @@ const std::vector<std::string>& trace_gpus() {
 Result<Trace> gpu_trace(std::string_view gpu, const std::optional<std::string>& trace_dir) {
   const std::string key = to_lower(gpu);
   if (std::find(trace_gpus().begin(), trace_gpus().end(), key) == trace_gpus().end() && !trace_dir) {
-    return fail(ErrorCode::kNotFound, "unknown GPU '{}' (traces exist for: {})", gpu,
+    return fail(ErrorCode::kNotFound, "unknown GPU '{}' (traces exist for: {})", printable_excerpt(gpu),
                 fmt::join(trace_gpus(), ", "));
   }
   Result<Trace> trace = tl::make_unexpected(Error(ErrorCode::kInternal, "unset"));
@@ -264,7 +297,7 @@ Result<Job> paper_job(const Trace& trace, std::string_view workload) {
     return Job{entry.dataset,       entry.network,    entry.optimizer,
                entry.target_metric, entry.max_epochs, std::min(entry.default_batch_size, largest)};
   }
-  return fail(ErrorCode::kNotFound, "unknown workload '{}' (known: {})", workload,
+  return fail(ErrorCode::kNotFound, "unknown workload '{}' (known: {})", printable_excerpt(workload),
               fmt::join(paper_workloads(), ", "));
 }
 

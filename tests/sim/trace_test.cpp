@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "joule/sim/simulator.hpp"
+
 #include "test_util.hpp"
 
 namespace joule::sim {
@@ -77,6 +79,73 @@ TEST(Trace, BadInputNamesFileLineAndColumn) {
       "train.csv and power.csv have no (dataset, network, batch_size, optimizer) in common");
   JOULE_EXPECT_ERROR(load_trace("/nonexistent/train.csv", "/nonexistent/power.csv"), ErrorCode::kNotFound,
                      "cannot open /nonexistent/train.csv: No such file or directory");
+}
+
+constexpr const char* kTrainHeader =
+    "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n";
+constexpr const char* kPowerHeader =
+    "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n";
+
+// Issue 11: a negative batch size was accepted (and batch sizes past int wrapped around).
+TEST(Trace, OutOfRangeNumbersAreRefusedWithRowAndField) {
+  const auto power = [](const std::string& row) {
+    return parse_trace(kTrain, "train.csv", std::string(kPowerHeader) + row + "\n", "power.csv");
+  };
+  const auto train = [](const std::string& row) {
+    return parse_trace(std::string(kTrainHeader) + row + "\n", "train.csv", kPower, "power.csv");
+  };
+  JOULE_EXPECT_ERROR(power("mnist,mlp,-32,sgd,100,10,90"), ErrorCode::kParse,
+                     "power.csv:2:11: column 'batch_size': expected a batch size from 1 to 2147483647, got "
+                     "\"-32\"");
+  JOULE_EXPECT_ERROR(power("mnist,mlp,0,sgd,100,10,90"), ErrorCode::kParse,
+                     "power.csv:2:11: column 'batch_size': expected a batch size from 1 to 2147483647, got "
+                     "\"0\"");
+  JOULE_EXPECT_ERROR(power("mnist,mlp,4294967328,sgd,100,10,90"), ErrorCode::kParse,
+                     "power.csv:2:11: column 'batch_size': expected a batch size from 1 to 2147483647, got "
+                     "\"4294967328\"");
+  JOULE_EXPECT_ERROR(power("mnist,mlp,32,sgd,-100,10,90"), ErrorCode::kParse,
+                     "power.csv:2:18: column 'power_limit': expected a positive number, got \"-100\"");
+  JOULE_EXPECT_ERROR(power("mnist,mlp,32,sgd,100,0,90"), ErrorCode::kParse,
+                     "power.csv:2:22: column 'time_per_epoch': expected a positive number, got \"0\"");
+  JOULE_EXPECT_ERROR(power("mnist,mlp,32,sgd,100,10,-90"), ErrorCode::kParse,
+                     "power.csv:2:25: column 'average_power': expected a positive number, got \"-90\"");
+  JOULE_EXPECT_ERROR(power("mnist,mlp,32,sgd,100,inf,90"), ErrorCode::kParse,
+                     "power.csv:2:22: column 'time_per_epoch': expected a finite number, got \"inf\"");
+  JOULE_EXPECT_ERROR(train("mnist,mlp,-32,sgd,0.1,1,0.9,3"), ErrorCode::kParse,
+                     "train.csv:2:11: column 'batch_size': expected a batch size from 1 to 2147483647, got "
+                     "\"-32\"");
+  JOULE_EXPECT_ERROR(train("mnist,mlp,32,sgd,0.1,-1,0.9,3"), ErrorCode::kParse,
+                     "train.csv:2:22: column 'run': expected a run number from 0 to 2147483647, got \"-1\"");
+  JOULE_EXPECT_ERROR(train("mnist,mlp,32,sgd,0.1,1,0.9,-3"), ErrorCode::kParse,
+                     "train.csv:2:28: column 'target_epoch': expected a positive number of epochs or nan "
+                     "(never reached), got \"-3\"");
+  JOULE_EXPECT_ERROR(train("mnist,mlp,32,sgd,0.1,1,0.9,inf"), ErrorCode::kParse,
+                     "train.csv:2:28: column 'target_epoch': expected a positive number of epochs or nan "
+                     "(never reached), got \"inf\"");
+  JOULE_EXPECT_ERROR(train("mnist,mlp,32,sgd,0.1,1,-inf,3"), ErrorCode::kParse,
+                     "train.csv:2:24: column 'target_metric': expected a finite number, got \"-inf\"");
+}
+
+// Issue 11: errors printed raw binary bytes of the trace.
+TEST(Trace, BinaryFieldsArePrintedEscaped) {
+  JOULE_EXPECT_ERROR(
+      parse_trace(kTrain, "train.csv",
+                  std::string(kPowerHeader) + std::string("mnist,mlp,32,sgd,\x00\x1b[1m\xff,10,90\n", 30),
+                  "power.csv"),
+      ErrorCode::kParse,
+      "power.csv:2:18: column 'power_limit': expected a number, got \"\\x00\\x1b[1m\\xff\"");
+}
+
+TEST(Trace, LoadIsBounded) {
+  test::ScopedEnv no_override("JOULE_MAX_FILE_MIB", nullptr);
+  JOULE_EXPECT_ERROR(
+      load_trace("/dev/zero", "/dev/zero"), ErrorCode::kInvalidArgument,
+      "/dev/zero: more than 256 MiB, the most joule reads from a simulator trace (real ones are "
+      "far smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)");
+  test::ScopedEnv lowered("JOULE_MAX_FILE_MIB", "1");
+  JOULE_EXPECT_ERROR(load_groups("/dev/zero"), ErrorCode::kInvalidArgument,
+                     "/dev/zero: more than 1 MiB, the most joule reads from a simulator trace (real ones are "
+                     "far smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)");
 }
 
 TEST(Trace, BuiltInTracesAndPaperJobs) {
