@@ -58,7 +58,7 @@ Result<int64_t> parse_utc_time(std::string_view text) {
     return fail(
         ErrorCode::kParse,
         "'{}' is not an ISO-8601 UTC time (expected e.g. 2024-09-24T03:00:00Z or 2024-09-24T03:00+00:00)",
-        text);
+        printable_excerpt(text));
   };
   size_t pos = 0;
   std::tm tm{};
@@ -132,7 +132,15 @@ Result<int64_t> parse_utc_time(std::string_view text) {
   if (tm.tm_mday != *day) {
     return bad();
   }
-  return static_cast<int64_t>(seconds) - offset_s;
+  const int64_t time_unix_s = static_cast<int64_t>(seconds) - offset_s;
+  if (time_unix_s < kEarliestUtcTimeUnixS || time_unix_s >= kLatestUtcTimeUnixS) {
+    return fail(ErrorCode::kParse,
+                "'{}' is outside the times joule's clocks hold (from {} to before {}: nanoseconds since 1970 "
+                "in 64 bits)",
+                printable_excerpt(text), format_utc_time(kEarliestUtcTimeUnixS),
+                format_utc_time(kLatestUtcTimeUnixS));
+  }
+  return time_unix_s;
 }
 
 std::string format_utc_time(int64_t time_unix_s) {
@@ -220,6 +228,16 @@ Result<void> check_regular(const std::vector<IntensityPoint>& points, const std:
     return fail(ErrorCode::kParse, "{}: a carbon trace needs at least two rows to have a period, got {}",
                 source, points.size());
   }
+  // Points that parse_utc_time() did not make (from_points()) get the same bounds, before any difference
+  // is taken; with the last period's end checked below, every time inside the trace fits a clock.
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (points[i].time_unix_s < kEarliestUtcTimeUnixS || points[i].time_unix_s >= kLatestUtcTimeUnixS) {
+      return fail(ErrorCode::kParse,
+                  "{}: the time {} (Unix) is outside the times joule's clocks hold (from {} to before {})",
+                  where(i), points[i].time_unix_s, format_utc_time(kEarliestUtcTimeUnixS),
+                  format_utc_time(kLatestUtcTimeUnixS));
+    }
+  }
   period_s = points[1].time_unix_s - points[0].time_unix_s;
   for (size_t i = 0; i < points.size(); ++i) {
     const auto& p = points[i];
@@ -244,6 +262,13 @@ Result<void> check_regular(const std::vector<IntensityPoint>& points, const std:
       return fail(ErrorCode::kParse, "{}: {} is {} s after the previous row; the trace's period is {} s",
                   where(i), format_utc_time(p.time_unix_s), step, period_s);
     }
+  }
+  // Both terms are within the bounds, so the sum cannot overflow.
+  if (points.back().time_unix_s + period_s > kLatestUtcTimeUnixS) {
+    return fail(ErrorCode::kParse,
+                "{}: the trace's last period ({} s from {}) ends after {}, the last time joule's clocks hold",
+                where(points.size() - 1), period_s, format_utc_time(points.back().time_unix_s),
+                format_utc_time(kLatestUtcTimeUnixS));
   }
   return {};
 }
@@ -293,7 +318,7 @@ Result<CarbonTrace> CarbonTrace::parse(std::string_view text, std::string source
 }
 
 Result<CarbonTrace> CarbonTrace::read_file(const std::string& path) {
-  const auto text = read_text_file(path);
+  const auto text = read_text_file(path, read_limits::kCarbonTrace);
   if (!text) {
     return tl::make_unexpected(text.error());
   }

@@ -68,7 +68,7 @@ Result<HourlyTariff> HourlyTariff::parse(std::string_view text, std::string sour
 }
 
 Result<HourlyTariff> HourlyTariff::read_file(const std::string& path) {
-  const auto text = read_text_file(path);
+  const auto text = read_text_file(path, read_limits::kTariff);
   if (!text) {
     return tl::make_unexpected(text.error());
   }

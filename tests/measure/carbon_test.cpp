@@ -3,6 +3,7 @@
 #include "joule/measure/carbon.hpp"
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -43,6 +44,64 @@ TEST(UtcTime, RejectsBadText) {
     EXPECT_EQ(time.error().code(), ErrorCode::kParse);
     EXPECT_NE(message_of(time.error()).find("is not an ISO-8601 UTC time"), std::string::npos) << text;
   }
+}
+
+// Issue 11: a trace row after 2262 overflowed the nanosecond clock silently ("387409-12-18").
+TEST(UtcTime, RefusesTimesTheClockCannotHold) {
+  const std::string range =
+      "is outside the times joule's clocks hold (from 1678-01-01T00:00:00Z to before 2262-01-01T00:00:00Z: "
+      "nanoseconds since 1970 in 64 bits)";
+  JOULE_EXPECT_ERROR(parse_utc_time("2300-01-01T00:00:00Z"), ErrorCode::kParse,
+                     "'2300-01-01T00:00:00Z' " + range);
+  JOULE_EXPECT_ERROR(parse_utc_time("9999-12-31T23:59:59Z"), ErrorCode::kParse,
+                     "'9999-12-31T23:59:59Z' " + range);
+  JOULE_EXPECT_ERROR(parse_utc_time("2262-01-01T00:00:00Z"), ErrorCode::kParse,
+                     "'2262-01-01T00:00:00Z' " + range);
+  JOULE_EXPECT_ERROR(parse_utc_time("2261-12-31T23:30:00-01:00"), ErrorCode::kParse,
+                     "'2261-12-31T23:30:00-01:00' " + range);
+  JOULE_EXPECT_ERROR(parse_utc_time("1677-12-31T23:59:59Z"), ErrorCode::kParse,
+                     "'1677-12-31T23:59:59Z' " + range);
+  EXPECT_EQ(*parse_utc_time("2261-12-31T23:59:59Z"), kLatestUtcTimeUnixS - 1);
+  EXPECT_EQ(*parse_utc_time("1678-01-01T00:00:00Z"), kEarliestUtcTimeUnixS);
+  // The last accepted time still fits in nanoseconds, with room for a period after it.
+  EXPECT_LT(kLatestUtcTimeUnixS, std::numeric_limits<int64_t>::max() / kNs - 86400 * 100);
+  EXPECT_GT(kEarliestUtcTimeUnixS, std::numeric_limits<int64_t>::min() / kNs);
+}
+
+TEST(UtcTime, BadTextIsQuotedPrintably) {
+  JOULE_EXPECT_ERROR(
+      parse_utc_time(std::string("\x1b]0;pwned\x07\x00", 11)), ErrorCode::kParse,
+      "'\\x1b]0;pwned\\x07\\x00' is not an ISO-8601 UTC time (expected e.g. 2024-09-24T03:00:00Z "
+      "or 2024-09-24T03:00+00:00)");
+}
+
+TEST(CarbonTrace, RefusesTimesPastTheClock) {
+  const std::string header = "timestamp,carbon_intensity_g_per_kwh\n";
+  JOULE_EXPECT_ERROR(
+      CarbonTrace::parse(header + "2024-06-03T00:00Z,1\n2300-01-01T00:00Z,2\n", "t.csv"), ErrorCode::kParse,
+      "t.csv:3:1: column 'timestamp': '2300-01-01T00:00Z' is outside the times joule's clocks "
+      "hold (from 1678-01-01T00:00:00Z to before 2262-01-01T00:00:00Z: nanoseconds since 1970 in "
+      "64 bits)");
+  // Two rows 500 years apart: each time is fine, but the last period would end in 2700.
+  JOULE_EXPECT_ERROR(CarbonTrace::parse(header + "1700-01-01T00:00Z,1\n2200-01-01T00:00Z,2\n", "t.csv"),
+                     ErrorCode::kParse,
+                     "t.csv:3: the trace's last period (15778454400 s from 2200-01-01T00:00:00Z) ends after "
+                     "2262-01-01T00:00:00Z, the last time joule's clocks hold");
+  JOULE_EXPECT_ERROR(
+      CarbonTrace::from_points({{0, 1, false}, {std::numeric_limits<int64_t>::max(), 2, false}}, "points"),
+      ErrorCode::kInvalidArgument,
+      "points: point 1: the time 9223372036854775807 (Unix) is outside the times joule's clocks "
+      "hold (from 1678-01-01T00:00:00Z to before 2262-01-01T00:00:00Z)");
+}
+
+TEST(CarbonTrace, ReadIsBounded) {
+  test::ScopedEnv no_override("JOULE_MAX_FILE_MIB", nullptr);
+  JOULE_EXPECT_ERROR(CarbonTrace::read_file("/dev/zero"), ErrorCode::kInvalidArgument,
+                     "/dev/zero: more than 128 MiB, the most joule reads from a carbon-intensity trace (real "
+                     "ones are far smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)");
+  JOULE_EXPECT_ERROR(HourlyTariff::read_file("/dev/zero"), ErrorCode::kInvalidArgument,
+                     "/dev/zero: more than 1 MiB, the most joule reads from a tariff (real ones are far "
+                     "smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)");
 }
 
 TEST(CarbonTrace, ParsesARegularTrace) {

@@ -27,9 +27,17 @@ namespace joule::measure {
 /// Pounds per megawatt-hour to grams per kilowatt-hour (WattTime's MOER unit): 453.592 g / 1000 kWh.
 constexpr double kGramsPerKwhPerLbsPerMwh = 0.453592;
 
+/// The UTC times joule accepts, [earliest, latest): 1678-01-01T00:00:00Z to 2262-01-01T00:00:00Z. Clocks
+/// count int64 nanoseconds since 1970, which ends at 2262-04-11T23:47:16Z; a later time would wrap around
+/// (issue 11: a trace row in 2300 printed as year 387409). The last hundred days are left as room for a
+/// trace's last period and forecast horizons.
+inline constexpr int64_t kEarliestUtcTimeUnixS = -9'214'560'000;
+inline constexpr int64_t kLatestUtcTimeUnixS = 9'214'646'400;
+
 /// @return the Unix time (s) of an ISO-8601 UTC date-time: `YYYY-MM-DDTHH:MM[:SS[.fff…]]` followed by `Z`,
 /// `+HH:MM`, `-HH:MM`, `+HHMM` or nothing (then UTC); a space may replace the `T`. Fractions of a second are
-/// dropped (floor). kParse error naming the text otherwise.
+/// dropped (floor). kParse error quoting the text (printable excerpt) otherwise, and kParse for a time
+/// outside [kEarliestUtcTimeUnixS, kLatestUtcTimeUnixS).
 Result<int64_t> parse_utc_time(std::string_view text);
 
 /// @return `time_unix_s` as `YYYY-MM-DDTHH:MM:SSZ`.
@@ -98,9 +106,10 @@ class CarbonTrace {
  public:
   /// Parses CSV text. @param source the name in error messages. @return kParse errors naming
   /// `source:line:column`: a missing column, a bad timestamp or number, a negative intensity, fewer than
-  /// two rows, a timestamp out of order, or a gap ("missing 2022-10-20T08:00:00Z: the period is 1800 s").
+  /// two rows, a timestamp out of order, a gap ("missing 2022-10-20T08:00:00Z: the period is 1800 s"), or a
+  /// time (the last period's end included) outside what parse_utc_time() accepts.
   static Result<CarbonTrace> parse(std::string_view text, std::string source);
-  /// Reads and parses a file; file errors name the path.
+  /// Reads (bounded by read_limits::kCarbonTrace, 128 MiB) and parses a file; file errors name the path.
   static Result<CarbonTrace> read_file(const std::string& path);
   /// Builds a trace from points (regular, oldest first). @return kInvalidArgument as parse() would.
   static Result<CarbonTrace> from_points(std::vector<IntensityPoint> points, std::string source);
