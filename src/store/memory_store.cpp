@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The in-memory store: one mutex, so a transaction sees and locks everything. Changes are made on a copy
-// and swapped in at commit, so a failed transaction leaves nothing behind.
+// and swapped in at commit, so a failed transaction leaves nothing behind (the copy makes every transaction
+// cost the size of everything stored: this store is for tests and throwaway runs).
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -12,8 +16,11 @@ namespace joule::store {
 
 namespace {
 
+using ItemKey = std::tuple<std::string, std::string, int64_t>;
+
 struct State {
   std::map<std::pair<std::string, std::string>, Document> documents;
+  std::map<ItemKey, Item> items;
   std::map<std::string, std::string> responses;
 };
 
@@ -55,6 +62,43 @@ class MemoryTransaction final : public Transaction {
     }
     return keys;
   }
+  Result<std::optional<Item>> get_item(std::string_view kind, std::string_view key, int64_t number) override {
+    const auto found = state_.items.find({std::string(kind), std::string(key), number});
+    if (found == state_.items.end()) {
+      return std::optional<Item>();
+    }
+    return std::optional<Item>(found->second);
+  }
+  Result<void> put_item(std::string_view kind, std::string_view key, const Item& item) override {
+    state_.items[{std::string(kind), std::string(key), item.number}] = item;
+    return {};
+  }
+  Result<std::vector<Item>> items(std::string_view kind, std::string_view key,
+                                  const ItemQuery& query) override {
+    std::vector<Item> items;
+    const auto first = state_.items.lower_bound({std::string(kind), std::string(key), INT64_MIN});
+    auto last = state_.items.lower_bound(
+        {std::string(kind), std::string(key), query.before.value_or(std::numeric_limits<int64_t>::max())});
+    while (last != first && (query.limit == 0 || items.size() < query.limit)) {
+      --last;
+      if (!query.group || last->second.group == *query.group) {
+        items.push_back(last->second);
+      }
+    }
+    return items;
+  }
+  Result<int64_t> erase_items(std::string_view kind, std::string_view key) override {
+    const auto first = state_.items.lower_bound({std::string(kind), std::string(key), INT64_MIN});
+    auto last = first;
+    int64_t erased = 0;
+    while (last != state_.items.end() && std::get<0>(last->first) == kind &&
+           std::get<1>(last->first) == key) {
+      ++last;
+      ++erased;
+    }
+    state_.items.erase(first, last);
+    return erased;
+  }
   Result<std::optional<std::string>> find_response(std::string_view request_id) override {
     const auto found = state_.responses.find(std::string(request_id));
     if (found == state_.responses.end()) {
@@ -85,7 +129,7 @@ class MemoryStore final : public Store {
     return result;
   }
   std::string description() const override { return "memory:"; }
-  int schema_version() const override { return 1; }
+  int schema_version() const override { return kSchemaVersion; }
 
  private:
   std::mutex mutex_;

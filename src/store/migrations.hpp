@@ -54,6 +54,34 @@ CREATE TABLE responses (
 );
 )sql",
     },
+    Migration{
+        2,
+        // Items: records of a document read and written one at a time (a batch-size job's trials), so that
+        // a request's cost does not grow with the document's history. The group index serves "the last N
+        // finished trials of this batch size".
+        R"sql(
+CREATE TABLE items (
+  kind TEXT NOT NULL,
+  key TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  grp INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (kind, key, number)
+) WITHOUT ROWID;
+CREATE INDEX items_by_group ON items (kind, key, grp, number);
+)sql",
+        R"sql(
+CREATE TABLE items (
+  kind TEXT COLLATE "C" NOT NULL,
+  key TEXT COLLATE "C" NOT NULL,
+  number BIGINT NOT NULL,
+  grp BIGINT NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (kind, key, number)
+);
+CREATE INDEX items_by_group ON items (kind, key, grp, number);
+)sql",
+    },
 };
 
 static_assert(static_cast<int>(kMigrations.size()) == kSchemaVersion,

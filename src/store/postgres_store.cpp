@@ -6,6 +6,7 @@
 // is replaced and the transaction run again, a bounded number of times.
 #include <charconv>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,10 +46,29 @@ constexpr const char* kDeleteDocument = "DELETE FROM documents WHERE kind = $1 A
 // "C" collation sorts byte by byte.
 constexpr const char* kSelectKeys =
     "SELECT key FROM documents WHERE kind = $1 AND starts_with(key, $2) ORDER BY key";
+constexpr const char* kSelectItem =
+    "SELECT grp, body FROM items WHERE kind = $1 AND key = $2 AND number = $3";
+constexpr const char* kUpsertItem =
+    "INSERT INTO items (kind, key, number, grp, body) VALUES ($1, $2, $3, $4, $5) "
+    "ON CONFLICT (kind, key, number) DO UPDATE SET grp = excluded.grp, body = excluded.body";
+// LIMIT NULL: no limit.
+constexpr const char* kSelectItems =
+    "SELECT number, grp, body FROM items WHERE kind = $1 AND key = $2 AND number < $3 ORDER BY number DESC "
+    "LIMIT $4";
+constexpr const char* kSelectGroupItems =
+    "SELECT number, grp, body FROM items WHERE kind = $1 AND key = $2 AND grp = $5 AND number < $3 "
+    "ORDER BY number DESC LIMIT $4";
+constexpr const char* kDeleteItems = "DELETE FROM items WHERE kind = $1 AND key = $2";
 constexpr const char* kSelectResponse = "SELECT response FROM responses WHERE request_id = $1";
 constexpr const char* kUpsertResponse =
     "INSERT INTO responses (request_id, response) VALUES ($1, $2) "
     "ON CONFLICT (request_id) DO UPDATE SET response = excluded.response";
+
+int64_t to_int64(std::string_view text) {
+  int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
 
 class PgTransaction final : public Transaction {
  public:
@@ -107,6 +127,56 @@ class PgTransaction final : public Transaction {
       keys.emplace_back(rows->text(row, 0));
     }
     return keys;
+  }
+
+  Result<std::optional<Item>> get_item(std::string_view kind, std::string_view key, int64_t number) override {
+    const std::string number_text = std::to_string(number);
+    auto rows = execute(kSelectItem, {kind, key, number_text});
+    if (!rows) {
+      return tl::make_unexpected(rows.error());
+    }
+    if (rows->size() == 0) {
+      return std::optional<Item>();
+    }
+    return std::optional<Item>(Item{number, to_int64(rows->text(0, 0)), std::string(rows->text(0, 1))});
+  }
+
+  Result<void> put_item(std::string_view kind, std::string_view key, const Item& item) override {
+    const std::string number_text = std::to_string(item.number);
+    const std::string group_text = std::to_string(item.group);
+    if (auto rows = execute(kUpsertItem, {kind, key, number_text, group_text, item.body}); !rows) {
+      return tl::make_unexpected(rows.error());
+    }
+    return {};
+  }
+
+  Result<std::vector<Item>> items(std::string_view kind, std::string_view key,
+                                  const ItemQuery& query) override {
+    const std::string before = std::to_string(query.before.value_or(std::numeric_limits<int64_t>::max()));
+    // "ALL" is not a bigint; a limit beyond any count works the same.
+    const std::string limit = std::to_string(query.limit == 0 ? std::numeric_limits<int64_t>::max()
+                                                              : static_cast<int64_t>(query.limit));
+    const std::string group = query.group ? std::to_string(*query.group) : std::string();
+    auto rows = query.group ? execute(kSelectGroupItems, {kind, key, before, limit, group})
+                            : execute(kSelectItems, {kind, key, before, limit});
+    if (!rows) {
+      return tl::make_unexpected(rows.error());
+    }
+    std::vector<Item> items;
+    items.reserve(static_cast<std::size_t>(rows->size()));
+    for (int row = 0; row < rows->size(); ++row) {
+      items.push_back(
+          Item{to_int64(rows->text(row, 0)), to_int64(rows->text(row, 1)), std::string(rows->text(row, 2))});
+    }
+    return items;
+  }
+
+  Result<int64_t> erase_items(std::string_view kind, std::string_view key) override {
+    auto rows = execute(kDeleteItems, {kind, key});
+    if (!rows) {
+      return tl::make_unexpected(rows.error());
+    }
+    return static_cast<int64_t>(rows->affected());
   }
 
   Result<std::optional<std::string>> find_response(std::string_view request_id) override {

@@ -5,6 +5,7 @@
 // Store objects) on the same file wait in the busy handler; a transaction still locked out after the lock
 // timeout is rolled back and retried until the retry timeout.
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -40,6 +41,20 @@ constexpr std::string_view kDeleteDocument = "DELETE FROM documents WHERE kind =
 constexpr std::string_view kSelectKeys =
     "SELECT key FROM documents WHERE kind = ?1 AND key >= ?2 AND substr(key, 1, length(?2)) = ?2 ORDER BY "
     "key";
+constexpr std::string_view kSelectItem =
+    "SELECT grp, body FROM items WHERE kind = ?1 AND key = ?2 AND number = ?3";
+constexpr std::string_view kUpsertItem =
+    "INSERT INTO items (kind, key, number, grp, body) VALUES (?1, ?2, ?3, ?4, ?5) "
+    "ON CONFLICT (kind, key, number) DO UPDATE SET grp = excluded.grp, body = excluded.body";
+// LIMIT -1: no limit. Two statements rather than "(?3 IS NULL OR grp = ?3)", which would keep SQLite from
+// using the group index.
+constexpr std::string_view kSelectItems =
+    "SELECT number, grp, body FROM items WHERE kind = ?1 AND key = ?2 AND number < ?3 ORDER BY number DESC "
+    "LIMIT ?4";
+constexpr std::string_view kSelectGroupItems =
+    "SELECT number, grp, body FROM items WHERE kind = ?1 AND key = ?2 AND grp = ?5 AND number < ?3 "
+    "ORDER BY number DESC LIMIT ?4";
+constexpr std::string_view kDeleteItems = "DELETE FROM items WHERE kind = ?1 AND key = ?2";
 constexpr std::string_view kSelectResponse = "SELECT response FROM responses WHERE request_id = ?1";
 constexpr std::string_view kUpsertResponse =
     "INSERT INTO responses (request_id, response, created_at) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', "
@@ -111,6 +126,64 @@ class SqliteTransaction final : public Transaction {
       }
       keys.emplace_back(statement->text(0));
     }
+  }
+
+  Result<std::optional<Item>> get_item(std::string_view kind, std::string_view key, int64_t number) override {
+    auto statement = connection_.statement(kSelectItem);
+    if (!statement) {
+      return failed(statement.error());
+    }
+    statement->bind(1, kind).bind(2, key).bind(3, number);
+    auto row = statement->step();
+    if (!row) {
+      return failed(row.error());
+    }
+    if (!*row) {
+      return std::optional<Item>();
+    }
+    return std::optional<Item>(Item{number, statement->integer(0), std::string(statement->text(1))});
+  }
+
+  Result<void> put_item(std::string_view kind, std::string_view key, const Item& item) override {
+    auto statement = connection_.statement(kUpsertItem);
+    if (!statement) {
+      return failed(statement.error());
+    }
+    statement->bind(1, kind).bind(2, key).bind(3, item.number).bind(4, item.group).bind(5, item.body);
+    if (auto done = statement->run(); !done) {
+      return failed(done.error());
+    }
+    return {};
+  }
+
+  Result<std::vector<Item>> items(std::string_view kind, std::string_view key,
+                                  const ItemQuery& query) override {
+    auto statement = connection_.statement(query.group ? kSelectGroupItems : kSelectItems);
+    if (!statement) {
+      return failed(statement.error());
+    }
+    statement->bind(1, kind)
+        .bind(2, key)
+        .bind(3, query.before.value_or(std::numeric_limits<int64_t>::max()))
+        .bind(4, query.limit == 0 ? int64_t{-1} : static_cast<int64_t>(query.limit));
+    if (query.group) {
+      statement->bind(5, *query.group);
+    }
+    std::vector<Item> items;
+    for (;;) {
+      auto row = statement->step();
+      if (!row) {
+        return failed(row.error());
+      }
+      if (!*row) {
+        return items;
+      }
+      items.push_back(Item{statement->integer(0), statement->integer(1), std::string(statement->text(2))});
+    }
+  }
+
+  Result<int64_t> erase_items(std::string_view kind, std::string_view key) override {
+    return change(kDeleteItems, kind, key, std::nullopt);
   }
 
   Result<std::optional<std::string>> find_response(std::string_view request_id) override {

@@ -204,6 +204,87 @@ TEST_P(StoreContract, StoresResponsesForRetriedRequests) {
   EXPECT_EQ(response(*store_, "req-1"), R"({"limit":300})");
 }
 
+std::vector<Item> items(Store& store, const std::string& kind, const std::string& key,
+                        const ItemQuery& query) {
+  auto found = store.transact<std::vector<Item>>(
+      [&](Transaction& transaction) { return transaction.items(kind, key, query); });
+  EXPECT_TRUE(found.has_value()) << found.error().message();
+  return found ? *found : std::vector<Item>();
+}
+
+std::vector<int64_t> numbers(const std::vector<Item>& items) {
+  std::vector<int64_t> out;
+  for (const auto& item : items) {
+    out.push_back(item.number);
+  }
+  return out;
+}
+
+TEST_P(StoreContract, PutsGetsReplacesAndErasesItems) {
+  run_ok(*store_, [](Transaction& transaction) -> Result<void> {
+    for (int64_t number = 1; number <= 3; ++number) {
+      if (auto put = transaction.put_item("trial", "job-a",
+                                          {number, 10 * number, fmt::format("{{\"n\":{}}}", number)});
+          !put) {
+        return put;
+      }
+    }
+    return transaction.put_item("trial", "job-b", {1, 0, "other job"});
+  });
+  const auto item = store_->transact<std::optional<Item>>(
+      [](Transaction& transaction) { return transaction.get_item("trial", "job-a", 2); });
+  ASSERT_TRUE(item.has_value());
+  ASSERT_TRUE(item->has_value());
+  EXPECT_EQ(**item, (Item{2, 20, R"({"n":2})"}));
+  run_ok(*store_, [](Transaction& transaction) {
+    return transaction.put_item("trial", "job-a", {2, 7, "replaced"});
+  });
+  EXPECT_EQ(numbers(items(*store_, "trial", "job-a", {})), (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_EQ(items(*store_, "trial", "job-a", {})[1], (Item{2, 7, "replaced"}));
+  const auto missing = store_->transact<std::optional<Item>>(
+      [](Transaction& transaction) { return transaction.get_item("trial", "job-a", 4); });
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_FALSE(missing->has_value());
+  const auto erased = store_->transact<int64_t>(
+      [](Transaction& transaction) { return transaction.erase_items("trial", "job-a"); });
+  EXPECT_EQ(erased, 3);
+  EXPECT_TRUE(items(*store_, "trial", "job-a", {}).empty());
+  EXPECT_EQ(numbers(items(*store_, "trial", "job-b", {})), (std::vector<int64_t>{1}));
+}
+
+TEST_P(StoreContract, SelectsItemsByGroupBelowANumberNewestFirst) {
+  run_ok(*store_, [](Transaction& transaction) -> Result<void> {
+    for (int64_t number = 1; number <= 20; ++number) {
+      if (auto put = transaction.put_item("trial", "j", {number, number % 3, std::to_string(number)}); !put) {
+        return put;
+      }
+    }
+    return {};
+  });
+  EXPECT_EQ(numbers(items(*store_, "trial", "j", {2, std::nullopt, 0})),
+            (std::vector<int64_t>{20, 17, 14, 11, 8, 5, 2}));
+  EXPECT_EQ(numbers(items(*store_, "trial", "j", {2, std::nullopt, 3})), (std::vector<int64_t>{20, 17, 14}));
+  EXPECT_EQ(numbers(items(*store_, "trial", "j", {2, 14, 2})), (std::vector<int64_t>{11, 8}));
+  EXPECT_EQ(numbers(items(*store_, "trial", "j", {std::nullopt, 5, 0})), (std::vector<int64_t>{4, 3, 2, 1}));
+  EXPECT_EQ(numbers(items(*store_, "trial", "j", {std::nullopt, std::nullopt, 2})),
+            (std::vector<int64_t>{20, 19}));
+  EXPECT_TRUE(items(*store_, "trial", "j", {7, std::nullopt, 0}).empty());
+  EXPECT_TRUE(items(*store_, "other", "j", {}).empty());
+}
+
+TEST_P(StoreContract, ItemsRollBackWithTheirTransaction) {
+  run_ok(*store_, [](Transaction& transaction) {
+    return transaction.put_item("trial", "j", {1, 0, "kept"});
+  });
+  JOULE_EXPECT_ERROR(store_->run([](Transaction& transaction) -> Result<void> {
+    EXPECT_TRUE(transaction.put_item("trial", "j", {1, 5, "changed"}).has_value());
+    EXPECT_TRUE(transaction.put_item("trial", "j", {2, 0, "new"}).has_value());
+    return fail(ErrorCode::kState, "refused");
+  }),
+                     ErrorCode::kState, "refused");
+  EXPECT_EQ(items(*store_, "trial", "j", {}), (std::vector<Item>{{1, 0, "kept"}}));
+}
+
 TEST_P(StoreContract, TransactReturnsTheValueOfWork) {
   auto value = store_->transact<int>([](Transaction& transaction) -> Result<int> {
     auto inserted = transaction.insert("job", "v", "{}");
@@ -329,6 +410,23 @@ TEST_P(DurableStoreContract, DataOutlivesTheStoreAndReopeningMigratesNothing) {
   EXPECT_EQ(database_->execute("SELECT count(*) FROM schema_migrations"), std::to_string(kSchemaVersion));
   EXPECT_EQ(database_->execute("SELECT max(version) FROM schema_migrations"), std::to_string(kSchemaVersion));
   EXPECT_NE(database_->execute("SELECT applied_at FROM schema_migrations"), "");
+}
+
+TEST_P(DurableStoreContract, OpeningAVersion1DatabaseAddsItemsAndKeepsDocuments) {
+  run_ok(*store_,
+         [](Transaction& transaction) { return transaction.insert("job", "old", "{}").map([](bool) {}); });
+  store_.reset();
+  // What a database written by the previous release looks like.
+  database_->execute("DROP TABLE items");
+  database_->execute("DELETE FROM schema_migrations WHERE version > 1");
+  store_ = test::open_or_throw(database_->url());
+  EXPECT_EQ(store_->schema_version(), kSchemaVersion);
+  EXPECT_TRUE(get(*store_, "job", "old").has_value());
+  run_ok(*store_, [](Transaction& transaction) {
+    return transaction.put_item("trial", "old", {1, 0, "{}"});
+  });
+  EXPECT_EQ(items(*store_, "trial", "old", {}).size(), 1U);
+  EXPECT_EQ(database_->execute("SELECT max(version) FROM schema_migrations"), std::to_string(kSchemaVersion));
 }
 
 TEST_P(DurableStoreContract, ConcurrentFirstOpensAllSucceed) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/store/store.hpp — durable state for the optimizer service: JSON documents by (kind, key), changed in
-// transactions that lock the documents they read, plus stored responses so a retried request is never applied
-// twice. Backends: SQLite (default, one file) and PostgreSQL (shared by several `joule serve` processes).
+// joule/store/store.hpp — durable state for the optimizer service: JSON documents by (kind, key) and the
+// numbered items that belong to them, changed in transactions that lock the documents they read, plus stored
+// responses so a retried request is never applied twice. Backends: SQLite (default, one file) and PostgreSQL
+// (shared by several `joule serve` processes).
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,26 @@ struct Document {
   int64_t version = 0;  ///< 1 when created, +1 per update
 };
 
+/// A record that belongs to a document, e.g. one trial of a batch-size job: numbered within its document,
+/// with an integer group for filtered reads (the service files a finished trial under its batch size), so
+/// that a document with a long history is read and written a record at a time instead of whole. Items share
+/// their document's (kind, key) and are protected by its lock: lock the document with get_for_update() before
+/// reading or changing its items.
+struct Item {
+  int64_t number = 0;  ///< unique within the document
+  int64_t group = 0;
+  std::string body;  ///< JSON text
+
+  bool operator==(const Item&) const = default;
+};
+
+/// Which items Transaction::items() returns (always highest number first).
+struct ItemQuery {
+  std::optional<int64_t> group;   ///< only items of this group (unset: every group)
+  std::optional<int64_t> before;  ///< only items numbered below this (unset: all)
+  size_t limit = 0;               ///< at most this many (0: no limit)
+};
+
 /// The view of one transaction. Reads through get_for_update() lock the document until the transaction ends,
 /// so concurrent transactions on the same document (in this process or another one on the same database)
 /// run one after the other.
@@ -41,6 +62,18 @@ class Transaction {
   virtual Result<bool> erase(std::string_view kind, std::string_view key) = 0;
   /// @return the keys of a kind starting with `prefix`, sorted.
   virtual Result<std::vector<std::string>> keys(std::string_view kind, std::string_view prefix) = 0;
+
+  /// @return item `number` of document (kind, key), or nullopt if there is none.
+  virtual Result<std::optional<Item>> get_item(std::string_view kind, std::string_view key,
+                                               int64_t number) = 0;
+  /// Creates or replaces item `item.number` of document (kind, key) (the document itself need not exist).
+  virtual Result<void> put_item(std::string_view kind, std::string_view key, const Item& item) = 0;
+  /// @return the items of document (kind, key) that `query` selects, highest number first. Its cost follows
+  /// the items returned, not how many the document has.
+  virtual Result<std::vector<Item>> items(std::string_view kind, std::string_view key,
+                                          const ItemQuery& query) = 0;
+  /// Deletes every item of document (kind, key). @return how many there were.
+  virtual Result<int64_t> erase_items(std::string_view kind, std::string_view key) = 0;
 
   /// @return the response stored for `request_id` by an earlier transaction, if any (idempotent retries).
   /// Also locks `request_id` until the transaction ends, so two concurrent transactions for the same request
@@ -87,7 +120,7 @@ class Store {
 };
 
 /// The schema version this joule creates and understands (the number of migrations it knows).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 /// Tuning for open_store(); the defaults suit `joule serve`.
 struct OpenOptions {
