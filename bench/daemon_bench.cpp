@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: Apache-2.0
+// daemon_bench: `joule daemon` under many clients streaming power (issue 11 §6). It starts the real binary on
+// simulated GPUs as a child process, connects N raw protocol clients (one thread each), has each stream the
+// power of every GPU and send a `power` request every --request-every-ms, and reports:
+//
+//   - throughput: lines the clients received per second (stream events and responses);
+//   - latency: p50/p99/max round trip of the `power` requests, and p99 lag of the events (the time a client
+//     read an event less the daemon's sample time; millisecond resolution, the protocol's);
+//   - the daemon's resident memory (VmRSS) at start (idle), once every client streams, and at the end, and
+//     its CPU time.
+//
+//   daemon_bench [--joule PATH] [--clients 100] [--duration-s 60] [--period-ms 10] [--sim 4xv100]
+//                [--request-every-ms 100]
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct Options {
+  std::string joule = JOULE_BINARY;
+  int clients = 100;
+  double duration_s = 60;
+  int period_ms = 10;
+  std::string sim = "4xv100";
+  int request_every_ms = 100;
+};
+
+[[noreturn]] void die(const std::string& message) {
+  std::cerr << "daemon_bench: " << message << "\n";
+  std::exit(1);
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      die("missing value after " + flag);
+    }
+    const std::string value = argv[++i];
+    try {
+      if (flag == "--joule") {
+        options.joule = value;
+      } else if (flag == "--clients") {
+        options.clients = std::stoi(value);
+      } else if (flag == "--duration-s") {
+        options.duration_s = std::stod(value);
+      } else if (flag == "--period-ms") {
+        options.period_ms = std::stoi(value);
+      } else if (flag == "--sim") {
+        options.sim = value;
+      } else if (flag == "--request-every-ms") {
+        options.request_every_ms = std::stoi(value);
+      } else {
+        die("unknown flag " + flag);
+      }
+    } catch (const std::exception&) {
+      die(fmt::format("{} '{}' is not a number", flag, value));
+    }
+  }
+  if (options.clients < 1 || options.duration_s <= 0 || options.period_ms < 10 ||
+      options.request_every_ms < 1) {
+    die("--clients ≥ 1, --duration-s > 0, --period-ms ≥ 10 and --request-every-ms ≥ 1 please");
+  }
+  return options;
+}
+
+// @return the value in kB of `field` (e.g. "VmRSS") in /proc/PID/status, or -1.
+long status_kb(pid_t pid, const std::string& field) {
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::strtol(line.c_str() + field.size() + 1, nullptr, 10);
+    }
+  }
+  return -1;
+}
+
+// @return user + system CPU seconds of `pid` from /proc/PID/stat.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) {
+    return 0;
+  }
+  std::istringstream fields(text.substr(after_name + 2));
+  std::string field;
+  double utime = 0;
+  double stime = 0;
+  // Fields after the name start at 3 (state); utime and stime are fields 14 and 15.
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14) {
+      utime = std::stod(field);
+    } else if (index == 15) {
+      stime = std::stod(field);
+    }
+  }
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+int connect_to(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The integer after `"key":` in `line`, or nullopt. Enough for the daemon's own lines, and far cheaper than
+// a JSON parse per event (the clients share the CPU with the daemon).
+std::optional<int64_t> field(std::string_view line, std::string_view key) {
+  const std::string needle = fmt::format("\"{}\":", key);
+  const size_t at = line.find(needle);
+  if (at == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const char* begin = line.data() + at + needle.size();
+  char* end = nullptr;
+  const long long value = std::strtoll(begin, &end, 10);
+  if (end == begin) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct ClientResult {
+  int64_t lines = 0;
+  int64_t events = 0;
+  int64_t responses = 0;
+  std::vector<double> latencies_ms;  // power request round trips
+  std::vector<int64_t> lags_ms;      // event receive time less sample time
+  std::string error;
+};
+
+class Client {
+ public:
+  explicit Client(int fd) : fd_(fd) {}
+  ~Client() { ::close(fd_); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Reads one line, waiting until `deadline`. @return false on timeout, EOF or error.
+  bool read_line(SteadyClock::time_point deadline, std::string& line) {
+    while (true) {
+      if (const size_t newline = buffer_.find('\n', start_); newline != std::string::npos) {
+        line.assign(buffer_, start_, newline - start_);
+        start_ = newline + 1;
+        if (start_ > 64 * 1024) {
+          buffer_.erase(0, start_);
+          start_ = 0;
+        }
+        return true;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      if (left.count() < 0) {
+        return false;
+      }
+      pollfd entry{fd_, POLLIN, 0};
+      const int ready = ::poll(&entry, 1, static_cast<int>(left.count()) + 1);
+      if (ready < 0 && errno == EINTR) {
+        continue;
+      }
+      if (ready <= 0) {
+        return false;
+      }
+      char chunk[16 * 1024];
+      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) {
+        eof_ = true;
+        return false;
+      }
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  bool eof() const { return eof_; }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+  std::string buffer_;
+  size_t start_ = 0;
+  bool eof_ = false;
+};
+
+void run_client(const Options& options, int index, const std::string& socket, std::atomic<int>& streaming,
+                SteadyClock::time_point start, SteadyClock::time_point end, ClientResult& result) {
+  const int fd = connect_to(socket);
+  if (fd < 0) {
+    result.error = fmt::format("cannot connect: {}", std::strerror(errno));
+    return;
+  }
+  Client client(fd);
+  std::string line;
+  const auto setup_deadline = SteadyClock::now() + std::chrono::seconds(10);
+  if (!send_all(fd, R"({"id":1,"op":"hello","protocol":1,"client":"daemon_bench"})"
+                    "\n") ||
+      !client.read_line(setup_deadline, line) || line.find(R"("ok":true)") == std::string::npos) {
+    result.error = "hello refused or unanswered: " + line;
+    return;
+  }
+  // Everyone begins together, streams included: no backlog of samples from the connection phase.
+  std::this_thread::sleep_until(start);
+  if (!send_all(fd,
+                R"({"id":2,"op":"stream_power","period_ms":)" + std::to_string(options.period_ms) + "}\n")) {
+    result.error = "cannot send stream_power";
+    return;
+  }
+  ++streaming;
+  const auto every = std::chrono::milliseconds(options.request_every_ms);
+  // Spread the requests of the clients over the interval.
+  auto next_request = start + every * index / options.clients;
+  uint64_t next_id = 3;
+  std::optional<std::pair<uint64_t, SteadyClock::time_point>> pending;
+  while (true) {
+    const auto now = SteadyClock::now();
+    if (now >= end) {
+      break;
+    }
+    if (!pending && now >= next_request) {
+      const uint64_t id = next_id++;
+      if (!send_all(fd, fmt::format(R"({{"id":{},"op":"power","gpu":0}})"
+                                    "\n",
+                                    id))) {
+        result.error = "the daemon closed the connection";
+        return;
+      }
+      pending = std::pair{id, SteadyClock::now()};
+      next_request += every;
+    }
+    const auto wait_until = pending ? end : std::min(end, next_request);
+    if (!client.read_line(wait_until, line)) {
+      if (client.eof()) {
+        result.error = "the daemon closed the connection";
+        return;
+      }
+      continue;
+    }
+    const auto received = SteadyClock::now();
+    ++result.lines;
+    if (line.rfind(R"({"event")", 0) == 0) {
+      ++result.events;
+      if (const auto time_ms = field(line, "time_ms")) {
+        result.lags_ms.push_back(unix_ms_now() - *time_ms);
+      }
+      continue;
+    }
+    ++result.responses;
+    if (pending && field(line, "id") == static_cast<int64_t>(pending->first)) {
+      result.latencies_ms.push_back(
+          std::chrono::duration<double, std::milli>(received - pending->second).count());
+      pending.reset();
+    }
+  }
+}
+
+template <class T>
+T percentile(std::vector<T>& values, double p) {
+  if (values.empty()) {
+    return T{};
+  }
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<size_t>(std::ceil(p * static_cast<double>(values.size()))) - 1;
+  return values[std::min(index, values.size() - 1)];
+}
+
+std::string mib(long kb) {
+  return kb < 0 ? std::string("?") : fmt::format("{:.1f} MiB", static_cast<double>(kb) / 1024);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  // One descriptor per client here, one per connection in the daemon.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+  char folder_template[] = "/tmp/joule-daemon-bench-XXXXXX";
+  if (::mkdtemp(folder_template) == nullptr) {
+    die("cannot create a temporary folder");
+  }
+  const std::string folder = folder_template;
+  ::chmod(folder.c_str(), 0755);
+  const std::string socket = folder + "/joule.sock";
+  const std::string audit = folder + "/audit.log";
+  const std::string connections = std::to_string(std::max(256, options.clients + 16));
+  std::vector<std::string> args = {options.joule,       "--sim",    options.sim,   "daemon",
+                                   "--socket",          socket,     "--audit-log", audit,
+                                   "--max-connections", connections};
+  std::vector<char*> argv_daemon;
+  for (auto& arg : args) {
+    argv_daemon.push_back(arg.data());
+  }
+  argv_daemon.push_back(nullptr);
+  pid_t daemon = 0;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  if (::posix_spawn(&daemon, args[0].c_str(), &actions, nullptr, argv_daemon.data(), environ) != 0) {
+    die("cannot start " + options.joule);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  // Serving once a connection succeeds.
+  const auto ready_deadline = SteadyClock::now() + std::chrono::seconds(20);
+  while (true) {
+    const int probe = connect_to(socket);
+    if (probe >= 0) {
+      ::close(probe);
+      break;
+    }
+    int status = 0;
+    if (::waitpid(daemon, &status, WNOHANG) == daemon) {
+      die("the daemon exited before serving");
+    }
+    if (SteadyClock::now() > ready_deadline) {
+      ::kill(daemon, SIGKILL);
+      die("the daemon did not serve within 20 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long rss_start_kb = status_kb(daemon, "VmRSS");
+
+  std::atomic<int> streaming{0};
+  const auto start = SteadyClock::now() + std::chrono::seconds(3);  // time to connect everyone first
+  const auto end = start + std::chrono::duration_cast<SteadyClock::duration>(
+                               std::chrono::duration<double>(options.duration_s));
+  std::vector<ClientResult> results(static_cast<size_t>(options.clients));
+  std::vector<std::thread> threads;
+  threads.reserve(results.size());
+  for (int index = 0; index < options.clients; ++index) {
+    threads.emplace_back([&options, index, &socket, &streaming, start, end, &results] {
+      run_client(options, index, socket, streaming, start, end, results[static_cast<size_t>(index)]);
+    });
+  }
+  std::this_thread::sleep_until(start + std::chrono::seconds(1));
+  const long rss_streaming_kb = status_kb(daemon, "VmRSS");
+  const double cpu_at_start = cpu_seconds(daemon);
+  std::this_thread::sleep_until(end);
+  const double cpu_at_end = cpu_seconds(daemon);
+  const long rss_end_kb = status_kb(daemon, "VmRSS");
+  const long peak_kb = status_kb(daemon, "VmHWM");
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  ::kill(daemon, SIGTERM);
+  int status = 0;
+  ::waitpid(daemon, &status, 0);
+  std::filesystem::remove_all(folder);
+
+  ClientResult total;
+  int failed = 0;
+  std::string first_error;
+  for (auto& result : results) {
+    if (!result.error.empty()) {
+      ++failed;
+      if (first_error.empty()) {
+        first_error = result.error;
+      }
+    }
+    total.lines += result.lines;
+    total.events += result.events;
+    total.responses += result.responses;
+    total.latencies_ms.insert(total.latencies_ms.end(), result.latencies_ms.begin(),
+                              result.latencies_ms.end());
+    total.lags_ms.insert(total.lags_ms.end(), result.lags_ms.begin(), result.lags_ms.end());
+  }
+  const double seconds = options.duration_s;
+  const int gpus = std::atoi(options.sim.c_str()) > 0 ? std::atoi(options.sim.c_str()) : 1;
+  const double expected_events = static_cast<double>(options.clients) * gpus * 1000.0 / options.period_ms;
+  std::cout << fmt::format(
+      "daemon_bench: {} clients ({} streaming), GPUs {}, stream period {} ms, a power request every {} ms, "
+      "{} s\n"
+      "  throughput: {:.0f} messages/s received ({:.0f} events/s of {:.0f} scheduled, {:.0f} responses/s)\n"
+      "  power request round trip: p50 {:.3f} ms  p99 {:.3f} ms  max {:.3f} ms ({} requests)\n"
+      "  event lag (read time - sample time, 1 ms resolution): p50 {} ms  p99 {} ms  max {} ms\n"
+      "  daemon RSS: {} at start (idle), {} with every client streaming, {} at the end (peak {})\n"
+      "  daemon CPU: {:.0f}% of one core while streaming\n",
+      options.clients, streaming.load(), options.sim, options.period_ms, options.request_every_ms, seconds,
+      static_cast<double>(total.lines) / seconds, static_cast<double>(total.events) / seconds,
+      expected_events, static_cast<double>(total.responses) / seconds, percentile(total.latencies_ms, 0.50),
+      percentile(total.latencies_ms, 0.99), percentile(total.latencies_ms, 1.0), total.latencies_ms.size(),
+      percentile(total.lags_ms, 0.50), percentile(total.lags_ms, 0.99), percentile(total.lags_ms, 1.0),
+      mib(rss_start_kb), mib(rss_streaming_kb), mib(rss_end_kb), mib(peak_kb),
+      100 * (cpu_at_end - cpu_at_start) / seconds);
+  if (failed > 0) {
+    std::cout << fmt::format("  {} clients failed; the first: {}\n", failed, first_error);
+    return 1;
+  }
+  return 0;
+}
