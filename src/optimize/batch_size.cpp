@@ -107,6 +107,10 @@ Result<void> validate(const JobSpec& spec) {
   if (spec.batch_sizes.empty()) {
     return invalid("batch_sizes", "Batch Sizes = [] is empty");
   }
+  if (spec.batch_sizes.size() > kMaxBatchSizes) {
+    return invalid("batch_sizes", fmt::format("{} batch sizes given; a job explores at most {}",
+                                              spec.batch_sizes.size(), kMaxBatchSizes));
+  }
   std::set<int64_t> seen;
   for (const int64_t batch_size : spec.batch_sizes) {
     if (batch_size <= 0) {
@@ -174,11 +178,22 @@ Result<void> validate(const GpuConfig& gpu) {
   if (!(gpu.max_power > 0 && std::isfinite(gpu.max_power))) {
     return invalid("max_power", kNotGreaterThanZero);
   }
+  if (gpu.max_power > kMaxPowerW) {
+    return invalid("max_power", fmt::format("ensure this value is less than or equal to {:g}", kMaxPowerW));
+  }
   if (gpu.number_of_gpus <= 0) {
     return invalid("number_of_gpus", kNotGreaterThanZero);
   }
+  if (gpu.number_of_gpus > kMaxNumberOfGpus) {
+    return invalid("number_of_gpus",
+                   fmt::format("ensure this value is less than or equal to {}", kMaxNumberOfGpus));
+  }
   if (gpu.gpu_model.empty()) {
     return invalid("gpu_model", "Invalid gpu_model(). Shouldn't be empty.");
+  }
+  if (gpu.gpu_model.size() > kMaxGpuModelLength) {
+    return invalid("gpu_model",
+                   fmt::format("ensure this value has at most {} characters", kMaxGpuModelLength));
   }
   return {};
 }
@@ -215,14 +230,14 @@ std::string generate_job_id(std::string_view prefix, uint64_t entropy) {
   return fmt::format("{}-{:08x}", prefix, mix(entropy) >> 32);
 }
 
-BatchSizeJob::BatchSizeJob(JobSpec spec, GpuConfig gpu, const rng::Pcg64::State& rng_state)
+JobState::JobState(JobSpec spec, GpuConfig gpu, const rng::Pcg64::State& rng_state)
     : spec_(std::move(spec)), gpu_(std::move(gpu)), rng_(rng_state) {}
 
-Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu) {
+Result<JobState> JobState::create(JobSpec spec, GpuConfig gpu) {
   return create(std::move(spec), std::move(gpu), random_device_entropy());
 }
 
-Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu, uint64_t entropy) {
+Result<JobState> JobState::create(JobSpec spec, GpuConfig gpu, uint64_t entropy) {
   std::sort(spec.batch_sizes.begin(), spec.batch_sizes.end());
   if (auto valid = validate(spec); !valid) {
     return tl::make_unexpected(valid.error());
@@ -237,13 +252,13 @@ Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu, uint64_t 
   // entropy and persisted like a seeded one (deliberately not Zeus's reseed-from-the-wall-clock-second).
   const uint64_t seed = spec.mab_seed ? *spec.mab_seed : mix(entropy ^ 0x5EEDULL);
   const rng::Pcg64::State rng_state = rng::Pcg64(seed).state();
-  BatchSizeJob job(std::move(spec), std::move(gpu), rng_state);
+  JobState job(std::move(spec), std::move(gpu), rng_state);
   job.min_cost_batch_size_ = job.spec_.default_batch_size;
   job.exp_default_batch_size_ = job.spec_.default_batch_size;
   return job;
 }
 
-Result<void> BatchSizeJob::check_same_config(const JobSpec& spec, const GpuConfig& gpu) const {
+Result<void> JobState::check_same_config(const JobSpec& spec, const GpuConfig& gpu) const {
   JobSpec sorted = spec;
   std::sort(sorted.batch_sizes.begin(), sorted.batch_sizes.end());
   if (!(sorted == spec_) || !(gpu == gpu_)) {
@@ -253,15 +268,48 @@ Result<void> BatchSizeJob::check_same_config(const JobSpec& spec, const GpuConfi
   return {};
 }
 
-double BatchSizeJob::cost(double energy_j, double time_s) const {
+double JobState::cost(double energy_j, double time_s) const {
   return zeus_cost(energy_j, time_s, spec_.eta_knob, gpu_.max_power);
 }
 
-bool BatchSizeJob::operator==(const BatchSizeJob& other) const {
+bool JobState::operator==(const JobState& other) const {
   return spec_ == other.spec_ && gpu_ == other.gpu_ && stage_ == other.stage_ &&
          min_cost_ == other.min_cost_ && min_cost_batch_size_ == other.min_cost_batch_size_ &&
-         exp_default_batch_size_ == other.exp_default_batch_size_ && trials_ == other.trials_ &&
+         exp_default_batch_size_ == other.exp_default_batch_size_ && trial_count_ == other.trial_count_ &&
+         dispatched_count_ == other.dispatched_count_ && succeeded_count_ == other.succeeded_count_ &&
+         failed_count_ == other.failed_count_ && explorations_ == other.explorations_ &&
          arms_ == other.arms_ && rng_state() == other.rng_state();
+}
+
+Result<std::optional<Trial>> MemoryTrialLog::find(int64_t trial_number) {
+  if (trial_number < 1 || trial_number > static_cast<int64_t>(trials_.size())) {
+    return std::optional<Trial>();
+  }
+  return std::optional<Trial>(trials_[static_cast<size_t>(trial_number - 1)]);
+}
+
+Result<std::vector<Trial>> MemoryTrialLog::succeeded(int64_t batch_size, size_t limit) {
+  std::vector<Trial> found;
+  for (auto it = trials_.rbegin(); it != trials_.rend() && (limit == 0 || found.size() < limit); ++it) {
+    if (it->batch_size == batch_size && it->status == TrialStatus::kSucceeded) {
+      found.push_back(*it);
+    }
+  }
+  return found;
+}
+
+Result<void> MemoryTrialLog::save(const Trial& trial) {
+  const auto count = static_cast<int64_t>(trials_.size());
+  if (trial.trial_number == count + 1) {
+    trials_.push_back(trial);
+    return {};
+  }
+  if (trial.trial_number < 1 || trial.trial_number > count) {
+    return fail(ErrorCode::kInternal, "trial {} is neither one of the {} trials nor the next one",
+                trial.trial_number, count);
+  }
+  trials_[static_cast<size_t>(trial.trial_number - 1)] = trial;
+  return {};
 }
 
 namespace {
@@ -353,7 +401,7 @@ int64_t mab_predict(const std::vector<ArmState>& arms, int64_t num_explorations,
 
 }  // namespace
 
-Result<TrialId> BatchSizeJob::next_trial(int64_t now_unix_ns) {
+Result<TrialId> JobState::next_trial(TrialLog& log, int64_t now_unix_ns) {
   // Work on copies and commit at the end, so that a failure leaves the job as it was (Zeus rolls back).
   Stage stage = stage_;
   std::vector<ArmState> arms = arms_;
@@ -364,10 +412,8 @@ Result<TrialId> BatchSizeJob::next_trial(int64_t now_unix_ns) {
 
   if (stage == Stage::kPruning) {
     std::map<int64_t, std::vector<const Trial*>> explorations;
-    for (const Trial& trial : trials_) {
-      if (trial.type == TrialType::kExploration && trial.status != TrialStatus::kFailed) {
-        explorations[trial.batch_size].push_back(&trial);
-      }
+    for (const Trial& trial : explorations_) {
+      explorations[trial.batch_size].push_back(&trial);
     }
     const auto cost_of = [this](const Trial& trial) { return cost(*trial.energy_j, *trial.time_s); };
     auto outcome = pruning_walk(spec_, explorations, cost_of, min_cost_batch_size_);
@@ -410,12 +456,19 @@ Result<TrialId> BatchSizeJob::next_trial(int64_t now_unix_ns) {
   }
 
   Trial trial;
-  trial.trial_number = static_cast<int64_t>(trials_.size()) + 1;
+  trial.trial_number = trial_count_ + 1;
   trial.batch_size = batch_size;
   trial.type = type;
   trial.status = TrialStatus::kDispatched;
   trial.start_unix_ns = now_unix_ns;
-  trials_.push_back(trial);
+  if (auto saved = log.save(trial); !saved) {
+    return tl::make_unexpected(saved.error());
+  }
+  ++trial_count_;
+  ++dispatched_count_;
+  if (type == TrialType::kExploration) {
+    explorations_.push_back(trial);
+  }
   stage_ = stage;
   arms_ = std::move(arms);
   rng_ = rng;
@@ -423,34 +476,51 @@ Result<TrialId> BatchSizeJob::next_trial(int64_t now_unix_ns) {
   return TrialId{job_id(), batch_size, trial.trial_number};
 }
 
-Result<TrialId> BatchSizeJob::next_trial(const Clock& clock) {
-  return next_trial(wall_ns(clock));
-}
-
-Result<ReportResponse> BatchSizeJob::report(const TrainingResult& result, int64_t now_unix_ns) {
-  const auto index = static_cast<size_t>(result.trial_number - 1);
-  if (result.job_id != job_id() || result.trial_number < 1 || index >= trials_.size() ||
-      trials_[index].batch_size != result.batch_size) {
+Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& result, int64_t now_unix_ns) {
+  const auto unknown = [&] {
     return fail(ErrorCode::kNotFound, "Unknown trial {} time={} energy={} metric={} current_epoch={}",
                 describe_trial(result.job_id, result.batch_size, result.trial_number),
                 detail::python_float_repr(result.time_s), detail::python_float_repr(result.energy_j),
                 detail::python_float_repr(result.metric), result.current_epoch);
+  };
+  if (result.job_id != job_id() || result.trial_number < 1 || result.trial_number > trial_count_) {
+    return unknown();
+  }
+  auto found = log.find(result.trial_number);
+  if (!found) {
+    return tl::make_unexpected(found.error());
+  }
+  if (!*found || (*found)->batch_size != result.batch_size) {
+    return unknown();
   }
   if (!(std::isfinite(result.time_s) && result.time_s >= 0)) {
     return fail(ErrorCode::kInvalidArgument,
                 "time: {} s is not a valid cumulative training time (finite, >= 0)",
                 detail::python_float_repr(result.time_s));
   }
+  if (result.time_s > kMaxTrainingTimeS) {
+    return fail(ErrorCode::kInvalidArgument,
+                "time: ensure this value is less than or equal to {:g} (s, about 31.7 years)",
+                kMaxTrainingTimeS);
+  }
   if (!(std::isfinite(result.energy_j) && result.energy_j >= 0)) {
     return fail(ErrorCode::kInvalidArgument,
                 "energy: {} J is not a valid cumulative training energy (finite, >= 0)",
                 detail::python_float_repr(result.energy_j));
   }
+  if (result.energy_j > kMaxTrainingEnergyJ) {
+    return fail(ErrorCode::kInvalidArgument,
+                "energy: ensure this value is less than or equal to {:g} (J, 278 GWh)", kMaxTrainingEnergyJ);
+  }
   if (!std::isfinite(result.metric)) {
     return fail(ErrorCode::kInvalidArgument, "metric: must be a finite number, got {}",
                 detail::python_float_repr(result.metric));
   }
-  Trial& trial = trials_[index];
+  if (result.current_epoch < 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                "current_epoch: ensure this value is greater than or equal to 0");
+  }
+  Trial trial = **found;
   if (trial.status != TrialStatus::kDispatched) {
     // A duplicate or late report: the trial already has its outcome.
     if (!trial.converged) {
@@ -492,13 +562,16 @@ Result<ReportResponse> BatchSizeJob::report(const TrainingResult& result, int64_
     // Refit from scratch on the arm's recent results: Succeeded trials of this batch size of any type,
     // newest first, at most window_size of them with room made for the new one. The order (newest first,
     // or oldest first after making room) is Zeus's; it only matters for the last bits of the sums.
-    std::vector<const Trial*> history;
-    for (auto it = trials_.rbegin(); it != trials_.rend(); ++it) {
-      if (it->batch_size == result.batch_size && it->status == TrialStatus::kSucceeded) {
-        history.push_back(&*it);
-      }
-    }
     const auto window = static_cast<size_t>(spec_.window_size);
+    auto recent = log.succeeded(result.batch_size, window);
+    if (!recent) {
+      return tl::make_unexpected(recent.error());
+    }
+    std::vector<const Trial*> history;
+    history.reserve(recent->size());
+    for (const Trial& past : *recent) {
+      history.push_back(&past);
+    }
     if (window > 0 && history.size() > window) {
       history.resize(window);
     }
@@ -524,6 +597,18 @@ Result<ReportResponse> BatchSizeJob::report(const TrainingResult& result, int64_
   trial.time_s = result.time_s;
   trial.energy_j = result.energy_j;
   trial.converged = converged && within_cost_range;
+  if (auto saved = log.save(trial); !saved) {
+    return tl::make_unexpected(saved.error());
+  }
+  --dispatched_count_;
+  ++succeeded_count_;
+  if (trial.type == TrialType::kExploration) {
+    for (Trial& exploration : explorations_) {
+      if (exploration.trial_number == trial.trial_number) {
+        exploration = trial;
+      }
+    }
+  }
   if (refitted) {
     *arm = *refitted;
   }
@@ -535,27 +620,81 @@ Result<ReportResponse> BatchSizeJob::report(const TrainingResult& result, int64_
   return ReportResponse{true, *trial.converged, std::move(message)};
 }
 
+Result<void> JobState::end_trial(TrialLog& log, const TrialId& trial_id, int64_t now_unix_ns) {
+  const auto unknown = [&] {
+    return fail(ErrorCode::kNotFound, "Could not find the trial: {}",
+                describe_trial(trial_id.job_id, trial_id.batch_size, trial_id.trial_number));
+  };
+  if (trial_id.job_id != job_id() || trial_id.trial_number < 1 || trial_id.trial_number > trial_count_) {
+    return unknown();
+  }
+  auto found = log.find(trial_id.trial_number);
+  if (!found) {
+    return tl::make_unexpected(found.error());
+  }
+  if (!*found || (*found)->batch_size != trial_id.batch_size) {
+    return unknown();
+  }
+  Trial trial = **found;
+  if (trial.status != TrialStatus::kDispatched) {
+    return {};
+  }
+  trial.status = TrialStatus::kFailed;
+  trial.end_unix_ns = std::max(now_unix_ns, trial.start_unix_ns);
+  if (auto saved = log.save(trial); !saved) {
+    return tl::make_unexpected(saved.error());
+  }
+  --dispatched_count_;
+  ++failed_count_;
+  std::erase_if(explorations_,
+                [&](const Trial& exploration) { return exploration.trial_number == trial.trial_number; });
+  return {};
+}
+
+// ---- BatchSizeJob: a JobState with its history in memory ----------------------------------------------
+
+Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu) {
+  auto state = JobState::create(std::move(spec), std::move(gpu));
+  if (!state) {
+    return tl::make_unexpected(state.error());
+  }
+  return BatchSizeJob(std::move(*state), MemoryTrialLog());
+}
+
+Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu, uint64_t entropy) {
+  auto state = JobState::create(std::move(spec), std::move(gpu), entropy);
+  if (!state) {
+    return tl::make_unexpected(state.error());
+  }
+  return BatchSizeJob(std::move(*state), MemoryTrialLog());
+}
+
+Result<TrialId> BatchSizeJob::next_trial(int64_t now_unix_ns) {
+  return state_.next_trial(log_, now_unix_ns);
+}
+
+Result<TrialId> BatchSizeJob::next_trial(const Clock& clock) {
+  return next_trial(wall_ns(clock));
+}
+
+Result<ReportResponse> BatchSizeJob::report(const TrainingResult& result, int64_t now_unix_ns) {
+  return state_.report(log_, result, now_unix_ns);
+}
+
 Result<ReportResponse> BatchSizeJob::report(const TrainingResult& result, const Clock& clock) {
   return report(result, wall_ns(clock));
 }
 
-Result<void> BatchSizeJob::end_trial(const TrialId& trial_id, int64_t now_unix_ns) {
-  const auto index = static_cast<size_t>(trial_id.trial_number - 1);
-  if (trial_id.job_id != job_id() || trial_id.trial_number < 1 || index >= trials_.size() ||
-      trials_[index].batch_size != trial_id.batch_size) {
-    return fail(ErrorCode::kNotFound, "Could not find the trial: {}",
-                describe_trial(trial_id.job_id, trial_id.batch_size, trial_id.trial_number));
-  }
-  Trial& trial = trials_[index];
-  if (trial.status == TrialStatus::kDispatched) {
-    trial.status = TrialStatus::kFailed;
-    trial.end_unix_ns = std::max(now_unix_ns, trial.start_unix_ns);
-  }
-  return {};
+Result<void> BatchSizeJob::end_trial(const TrialId& trial, int64_t now_unix_ns) {
+  return state_.end_trial(log_, trial, now_unix_ns);
 }
 
 Result<void> BatchSizeJob::end_trial(const TrialId& trial, const Clock& clock) {
   return end_trial(trial, wall_ns(clock));
+}
+
+bool BatchSizeJob::operator==(const BatchSizeJob& other) const {
+  return state_ == other.state_ && trials() == other.trials();
 }
 
 }  // namespace joule::optimize::batch_size

@@ -3,10 +3,16 @@
 // and messages: POST /jobs, GET /jobs/batch_size, POST /report, PATCH /trials, DELETE /jobs; plus
 // GET /jobs/{id} for operators. The decisions are the library's (joule/optimize/batch_size.hpp); this file
 // only loads, applies and stores.
+#include <array>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
 #include "joule/optimize/batch_size.hpp"
 
@@ -25,63 +31,168 @@ using detail::validation_response;
 using nlohmann::json;
 
 constexpr std::string_view kDocumentFormat = "joule.server.batch_size_job";
-constexpr int kDocumentVersion = 1;
-// Zeus's Job.job_id is a varchar(400).
-constexpr size_t kMaxJobIdLength = 400;
+// 1: the library's whole job (every trial) in one document, report counts in another (kReportsKind);
+// 2: the job's state without trials here, one item per trial (migrated from 1 when first read).
+constexpr int kLegacyDocumentVersion = 1;
+constexpr int kDocumentVersion = 2;
+using bso::kMaxJobIdLength;
 // Attempts at drawing an unused generated job id (each collides with probability ≈ jobs / 2^32).
 constexpr int kMaxIdDraws = 64;
+// GET /jobs/{id} lists this many trials unless asked (?limit=), at most kMaxStatusTrials.
+constexpr int64_t kDefaultStatusTrials = 100;
+constexpr int64_t kMaxStatusTrials = 1000;
 
-// Per-trial accounting the library does not keep: how many reports each trial got and the last epoch
-// reported (operators and tests check that every report was applied exactly once). A document of its own
-// (kind kReportsKind), so that a report that only says "keep training" writes these few bytes instead of the
-// job's whole state.
-// The cumulative time and energy of the last report give the per-epoch figures of the next one (the epoch
-// metrics); documents written before they were kept have two entries per trial.
-struct TrialReports {
+// One trial as the store keeps it (an item of the job's document, numbered by trial number, grouped by its
+// batch size once it succeeded so the MAB refit reads only those): the library's trial plus the accounting
+// the library does not keep: how many reports it got and the last epoch reported (operators and tests check
+// that every report was applied exactly once), and the cumulative time and energy of the last report, which
+// give the per-epoch figures of the next one (the epoch metrics).
+struct TrialRecord {
+  bso::Trial trial;
   int64_t reports = 0;
   int64_t last_epoch = 0;
   double last_time_s = 0;
   double last_energy_j = 0;
+
+  store::Item item() const {
+    return store::Item{trial.trial_number,
+                       trial.status == bso::TrialStatus::kSucceeded ? trial.batch_size : int64_t{0},
+                       json{{"trial", trial.to_json()},
+                            {"reports", reports},
+                            {"last_epoch", last_epoch},
+                            {"last_time_s", last_time_s},
+                            {"last_energy_j", last_energy_j}}
+                           .dump()};
+  }
+
+  static Result<TrialRecord> parse(std::string_view job_id, const store::Item& item,
+                                   const std::vector<int64_t>& batch_sizes) {
+    auto parsed = parse_json(item.body);
+    if (!parsed) {
+      return fail(ErrorCode::kParse, "the stored trial {} of job {} is corrupt: {}", item.number, job_id,
+                  parsed.error().message);
+    }
+    try {
+      TrialRecord record;
+      auto trial = bso::Trial::from_json(parsed->at("trial"), batch_sizes, "trial");
+      if (!trial) {
+        return fail(ErrorCode::kParse, "the stored trial {} of job {} is corrupt: {}", item.number, job_id,
+                    trial.error().message());
+      }
+      record.trial = *trial;
+      record.reports = parsed->at("reports").get<int64_t>();
+      record.last_epoch = parsed->at("last_epoch").get<int64_t>();
+      record.last_time_s = parsed->at("last_time_s").get<double>();
+      record.last_energy_j = parsed->at("last_energy_j").get<double>();
+      if (record.trial.trial_number != item.number) {
+        return fail(ErrorCode::kParse, "the stored trial {} of job {} says it is trial {}", item.number,
+                    job_id, record.trial.trial_number);
+      }
+      return record;
+    } catch (const json::exception& error) {
+      return fail(ErrorCode::kParse, "the stored trial {} of job {} is corrupt: {}", item.number, job_id,
+                  error.what());
+    }
+  }
 };
 
-std::string dump_reports(const std::vector<TrialReports>& trials) {
-  json reports = json::array();
-  for (const auto& trial : trials) {
-    reports.push_back({trial.reports, trial.last_epoch, trial.last_time_s, trial.last_energy_j});
-  }
-  return reports.dump();
-}
+// A job's trials in the store, read a record at a time and written back once at the end of the request
+// (flush), so that a request touches the trials it needs and no others.
+class StoreTrialLog final : public bso::TrialLog {
+ public:
+  StoreTrialLog(store::Transaction& transaction, std::string job_id, const bso::JobState& state)
+      : transaction_(transaction),
+        job_id_(std::move(job_id)),
+        batch_sizes_(state.spec().batch_sizes),
+        known_trials_(state.trial_count()) {}
 
-Result<std::vector<TrialReports>> parse_reports(std::string_view key, std::string_view body) {
-  try {
-    std::vector<TrialReports> trials;
-    for (const auto& entry : json::parse(body)) {
-      TrialReports trial{entry.at(0).get<int64_t>(), entry.at(1).get<int64_t>()};
-      if (entry.size() >= 4) {
-        trial.last_time_s = entry.at(2).get<double>();
-        trial.last_energy_j = entry.at(3).get<double>();
+  Result<std::optional<bso::Trial>> find(int64_t trial_number) override {
+    auto found = record(trial_number);
+    if (!found) {
+      return tl::make_unexpected(found.error());
+    }
+    return *found == nullptr ? std::optional<bso::Trial>() : std::optional<bso::Trial>((*found)->trial);
+  }
+
+  Result<std::vector<bso::Trial>> succeeded(int64_t batch_size, size_t limit) override {
+    auto items = transaction_.items(detail::kJobKind, job_id_, {batch_size, std::nullopt, limit});
+    if (!items) {
+      return tl::make_unexpected(items.error());
+    }
+    std::vector<bso::Trial> trials;
+    trials.reserve(items->size());
+    for (const auto& item : *items) {
+      auto parsed = TrialRecord::parse(job_id_, item, batch_sizes_);
+      if (!parsed) {
+        return tl::make_unexpected(parsed.error());
       }
-      trials.push_back(trial);
+      trials.push_back(parsed->trial);
     }
     return trials;
-  } catch (const json::exception& error) {
-    return fail(ErrorCode::kParse, "the stored report counts of job {} are corrupt: {}", key, error.what());
   }
-}
 
-// Reads (and locks) a job's report counts; `exists` tells whether the document is there yet.
-Result<std::vector<TrialReports>> load_reports(store::Transaction& transaction, const std::string& job_id,
-                                               bool& exists) {
-  auto found = transaction.get_for_update(detail::kReportsKind, job_id);
-  if (!found) {
-    return tl::make_unexpected(found.error());
+  Result<void> save(const bso::Trial& trial) override {
+    if (trial.trial_number > known_trials_) {
+      cache_[trial.trial_number] = TrialRecord{trial};  // a new trial: nothing stored to keep
+    } else {
+      auto found = record(trial.trial_number);
+      if (!found) {
+        return tl::make_unexpected(found.error());
+      }
+      if (*found == nullptr) {
+        return fail(ErrorCode::kInternal, "job {} has no stored trial {} to update", job_id_,
+                    trial.trial_number);
+      }
+      (*found)->trial = trial;
+    }
+    dirty_.insert(trial.trial_number);
+    return {};
   }
-  exists = found->has_value();
-  if (!exists) {
-    return std::vector<TrialReports>();
+
+  // @return trial `trial_number`'s record (read once, then cached), or nullptr if there is none.
+  Result<TrialRecord*> record(int64_t trial_number) {
+    if (const auto cached = cache_.find(trial_number); cached != cache_.end()) {
+      return &cached->second;
+    }
+    if (trial_number < 1 || trial_number > known_trials_) {
+      return nullptr;
+    }
+    auto item = transaction_.get_item(detail::kJobKind, job_id_, trial_number);
+    if (!item) {
+      return tl::make_unexpected(item.error());
+    }
+    if (!*item) {
+      return fail(ErrorCode::kParse, "job {} has {} trials but trial {} is missing from the store", job_id_,
+                  known_trials_, trial_number);
+    }
+    auto parsed = TrialRecord::parse(job_id_, **item, batch_sizes_);
+    if (!parsed) {
+      return tl::make_unexpected(parsed.error());
+    }
+    return &(cache_[trial_number] = std::move(*parsed));
   }
-  return parse_reports(job_id, (*found)->body);
-}
+
+  void touch(int64_t trial_number) { dirty_.insert(trial_number); }
+
+  // Writes every changed record.
+  Result<void> flush() {
+    for (const int64_t number : dirty_) {
+      if (auto put = transaction_.put_item(detail::kJobKind, job_id_, cache_.at(number).item()); !put) {
+        return put;
+      }
+    }
+    dirty_.clear();
+    return {};
+  }
+
+ private:
+  store::Transaction& transaction_;
+  std::string job_id_;
+  std::vector<int64_t> batch_sizes_;
+  int64_t known_trials_;
+  std::map<int64_t, TrialRecord> cache_;
+  std::set<int64_t> dirty_;
+};
 
 // Zeus's register response: the JobSpecFromClient it was given (validated, batch sizes sorted, the
 // generated job id filled in).
@@ -106,8 +217,65 @@ Response library_error(const Error& error, int not_found_status, int state_statu
   }
 }
 
-// Reads and locks a job, parsing it only if the cache does not hold this exact text. @return nullopt (in the
-// outer Result) if there is none.
+// Converts a version 1 job (whole history in one document, report counts in another) to version 2 inside
+// the transaction that found it: its trials become items, the counts move into them.
+Result<JobDocument> migrate_legacy(store::Transaction& transaction, const std::string& job_id,
+                                   const json& document) {
+  try {
+    auto job = bso::BatchSizeJob::from_json(document.at("job"));
+    if (!job) {
+      return fail(ErrorCode::kParse, "the stored state of job {} is corrupt: {}", job_id,
+                  job.error().message());
+    }
+    std::vector<std::array<double, 4>> counts;  // reports, last epoch, last time, last energy per trial
+    auto reports = transaction.get_for_update(detail::kReportsKind, job_id);
+    if (!reports) {
+      return tl::make_unexpected(reports.error());
+    }
+    if (*reports) {
+      auto parsed = parse_json((*reports)->body);
+      if (!parsed || !parsed->is_array()) {
+        return fail(ErrorCode::kParse, "the stored report counts of job {} are corrupt", job_id);
+      }
+      for (const auto& entry : *parsed) {
+        counts.push_back({entry.at(0).get<double>(), entry.at(1).get<double>(),
+                          entry.size() >= 4 ? entry.at(2).get<double>() : 0.0,
+                          entry.size() >= 4 ? entry.at(3).get<double>() : 0.0});
+      }
+    }
+    JobDocument converted;
+    converted.state = job->state();
+    converted.registered_unix_ns = document.at("registered_unix_ns").get<int64_t>();
+    for (const auto& trial : job->trials()) {
+      TrialRecord record{trial};
+      const auto index = static_cast<size_t>(trial.trial_number - 1);
+      if (index < counts.size()) {
+        record.reports = static_cast<int64_t>(counts[index][0]);
+        record.last_epoch = static_cast<int64_t>(counts[index][1]);
+        record.last_time_s = counts[index][2];
+        record.last_energy_j = counts[index][3];
+      }
+      converted.reports += record.reports;
+      if (auto put = transaction.put_item(detail::kJobKind, job_id, record.item()); !put) {
+        return tl::make_unexpected(put.error());
+      }
+    }
+    if (auto erased = transaction.erase(detail::kReportsKind, job_id); !erased) {
+      return tl::make_unexpected(erased.error());
+    }
+    if (auto updated = transaction.update(detail::kJobKind, job_id, converted.dump()); !updated) {
+      return tl::make_unexpected(updated.error());
+    }
+    log().info("job {}: converted its stored state to version {} ({} trials)", job_id, kDocumentVersion,
+               job->trials().size());
+    return converted;
+  } catch (const json::exception& error) {
+    return fail(ErrorCode::kParse, "the stored job {} is corrupt: {}", job_id, error.what());
+  }
+}
+
+// Reads and locks a job, parsing it only if the cache does not hold this exact text (and converting a version
+// 1 job). @return nullopt (in the outer Result) if there is none.
 Result<std::optional<JobDocument>> load(store::Transaction& transaction,
                                         detail::ParsedCache<JobDocument>& cache, const std::string& job_id) {
   auto found = transaction.get_for_update(detail::kJobKind, job_id);
@@ -120,7 +288,19 @@ Result<std::optional<JobDocument>> load(store::Transaction& transaction,
   if (auto cached = cache.find(job_id, (*found)->body)) {
     return std::optional<JobDocument>(std::move(*cached));
   }
-  auto document = JobDocument::parse(job_id, (*found)->body);
+  auto parsed = parse_json((*found)->body);
+  if (!parsed) {
+    return fail(ErrorCode::kParse, "the stored job {} is corrupt: {}", job_id, parsed.error().message);
+  }
+  if (parsed->is_object() && parsed->value("format", "") == kDocumentFormat &&
+      parsed->value("version", 0) == kLegacyDocumentVersion) {
+    auto migrated = migrate_legacy(transaction, job_id, *parsed);
+    if (!migrated) {
+      return tl::make_unexpected(migrated.error());
+    }
+    return std::optional<JobDocument>(std::move(*migrated));
+  }
+  auto document = JobDocument::parse(job_id, *parsed);
   if (!document) {
     return tl::make_unexpected(document.error());
   }
@@ -148,6 +328,34 @@ std::optional<std::string> query(const Request& request, const std::string& name
   return found->second;
 }
 
+// A job id from the query string: Zeus's length bound, checked before it is echoed or looked up.
+std::optional<Response> check_query_job_id(const std::string& job_id) {
+  if (job_id.size() > kMaxJobIdLength) {
+    return validation_response(
+        Error(ErrorCode::kInvalidArgument,
+              fmt::format("job_id: ensure this value has at most {} characters", kMaxJobIdLength)),
+        "query");
+  }
+  return std::nullopt;
+}
+
+// An optional positive integer query parameter in [1, max]. @return the value, or the 422 naming it.
+tl::expected<std::optional<int64_t>, Response> positive_query(const Request& request, const std::string& name,
+                                                              int64_t max) {
+  const auto text = query(request, name);
+  if (!text) {
+    return std::optional<int64_t>();
+  }
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc() || end != text->data() + text->size() || value < 1 || value > max) {
+    return tl::make_unexpected(validation_response(
+        Error(ErrorCode::kInvalidArgument, fmt::format("{}: must be an integer in [1, {}]", name, max)),
+        "query"));
+  }
+  return std::optional<int64_t>(value);
+}
+
 // Copy the request without its id (read-only routes: nothing to replay).
 Request without_id(const Request& request) {
   Request copy = request;
@@ -163,24 +371,27 @@ std::string JobDocument::dump() const {
   return json{{"format", kDocumentFormat},
               {"version", kDocumentVersion},
               {"registered_unix_ns", registered_unix_ns},
-              {"job", job->to_json()}}
+              {"reports", reports},
+              {"state", state->to_json()}}
       .dump();
 }
 
-Result<JobDocument> JobDocument::parse(std::string_view key, std::string_view body) {
+Result<JobDocument> JobDocument::parse(std::string_view key, const json& document) {
   try {
-    const json document = json::parse(body);
-    if (document.value("format", "") != kDocumentFormat || document.value("version", 0) != kDocumentVersion) {
+    if (!document.is_object() || document.value("format", "") != kDocumentFormat ||
+        document.value("version", 0) != kDocumentVersion) {
       return fail(ErrorCode::kParse, "the stored job {} is not a version {} {} document", key,
                   kDocumentVersion, kDocumentFormat);
     }
     JobDocument parsed;
-    auto job = bso::BatchSizeJob::from_json(document.at("job"));
-    if (!job) {
-      return fail(ErrorCode::kParse, "the stored state of job {} is corrupt: {}", key, job.error().message());
+    auto state = bso::JobState::from_json(document.at("state"));
+    if (!state) {
+      return fail(ErrorCode::kParse, "the stored state of job {} is corrupt: {}", key,
+                  state.error().message());
     }
-    parsed.job = std::move(*job);
+    parsed.state = std::move(*state);
     parsed.registered_unix_ns = document.at("registered_unix_ns").get<int64_t>();
+    parsed.reports = document.at("reports").get<int64_t>();
     return parsed;
   } catch (const json::exception& error) {
     return fail(ErrorCode::kParse, "the stored job {} is corrupt: {}", key, error.what());
@@ -243,19 +454,19 @@ Response Service::Impl::register_job(const Request& request) {
           continue;  // taken: draw another id
         }
         // Zeus: the same id again is fine with the identical configuration (200), a conflict otherwise.
-        auto same = (*existing)->job->check_same_config(candidate, *gpu);
+        auto same = (*existing)->state->check_same_config(candidate, *gpu);
         if (!same) {
           return message_response(409, same.error().message());
         }
         return json_response(200, registration(candidate, *gpu));
       }
-      auto job = bso::BatchSizeJob::create(candidate, *gpu);
+      auto job = bso::JobState::create(candidate, *gpu);
       if (!job) {
         return validation_response(job.error());
       }
       JobDocument document;
       document.registered_unix_ns = detail::unix_ns(clock);
-      document.job = std::move(*job);
+      document.state = std::move(*job);
       auto inserted = transaction.insert(detail::kJobKind, *candidate.job_id, document.dump());
       if (!inserted) {
         return tl::make_unexpected(inserted.error());
@@ -272,12 +483,12 @@ Response Service::Impl::register_job(const Request& request) {
         if (!*theirs) {
           return message_response(503, "the job was registered and deleted concurrently; retry");
         }
-        auto same = (*theirs)->job->check_same_config(candidate, *gpu);
+        auto same = (*theirs)->state->check_same_config(candidate, *gpu);
         return same ? json_response(200, registration(candidate, *gpu))
                     : message_response(409, same.error().message());
       }
       log().info("registered job {}", *candidate.job_id);
-      return json_response(201, registration(document.job->spec(), document.job->gpu()));
+      return json_response(201, registration(document.state->spec(), document.state->gpu()));
     }
     return message_response(503,
                             fmt::format("could not draw an unused job id with prefix '{}' in {} attempts",
@@ -289,6 +500,9 @@ Response Service::Impl::next_batch_size(const Request& request) {
   const auto job_id = query(request, "job_id");
   if (!job_id) {
     return detail::missing_query_response("job_id");
+  }
+  if (auto refused = check_query_job_id(*job_id)) {
+    return *refused;
   }
   return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
     auto document = load(transaction, jobs, *job_id);
@@ -306,10 +520,21 @@ Response Service::Impl::next_batch_size(const Request& request) {
       return message_response(400, fmt::format("Unknown job({}). Please register the job first", *job_id));
     }
     JobDocument& job = **document;
-    auto trial = job.job->next_trial(detail::unix_ns(clock));
+    if (job.state->dispatched_count() >= options.max_open_trials) {
+      return message_response(
+          409, fmt::format("job {} already has {} trials in progress, the most this server hands out: end "
+                           "finished or abandoned ones (POST /report with their result, or PATCH /trials) "
+                           "before asking for another",
+                           *job_id, job.state->dispatched_count()));
+    }
+    StoreTrialLog log(transaction, *job_id, *job.state);
+    auto trial = job.state->next_trial(log, detail::unix_ns(clock));
     if (!trial) {
       // Zeus answers 500 when no batch size converged in a pruning round (the job must be re-registered).
       return library_error(trial.error(), 400, 500);
+    }
+    if (auto flushed = log.flush(); !flushed) {
+      return tl::make_unexpected(flushed.error());
     }
     auto updated = save(transaction, jobs, *job_id, job);
     if (!updated) {
@@ -346,31 +571,18 @@ Response Service::Impl::report(const Request& request) {
       return message_response(400, fmt::format("Unknown job {}", result->job_id));
     }
     JobDocument& job = **document;
-    const auto index = static_cast<size_t>(result->trial_number - 1);
-    const bool was_running =
-        index < job.job->trials().size() && job.job->trials()[index].status == bso::TrialStatus::kDispatched;
-    auto response = job.job->report(*result, detail::unix_ns(clock));
+    StoreTrialLog log(transaction, result->job_id, *job.state);
+    auto response = job.state->report(log, *result, detail::unix_ns(clock));
     if (!response) {
       // Unknown trial and a report on a Failed trial are Zeus's 400s; bad numbers are 422 here (Zeus fails
       // with 500 when it stores them).
       return library_error(response.error(), 400, 400);
     }
-    // The job's state changes only when the trial ends ("keep training" changes nothing but the counts).
-    if (was_running && job.job->trials()[index].status != bso::TrialStatus::kDispatched) {
-      auto updated = save(transaction, jobs, result->job_id, job);
-      if (!updated) {
-        return tl::make_unexpected(updated.error());
-      }
+    auto record = log.record(result->trial_number);
+    if (!record) {
+      return tl::make_unexpected(record.error());
     }
-    bool counted_before = false;
-    auto counts = load_reports(transaction, result->job_id, counted_before);
-    if (!counts) {
-      return tl::make_unexpected(counts.error());
-    }
-    if (counts->size() <= index) {
-      counts->resize(index + 1);
-    }
-    TrialReports& trial = (*counts)[index];
+    TrialRecord& trial = **record;
     if (result->current_epoch > trial.last_epoch && result->time_s >= trial.last_time_s &&
         result->energy_j >= trial.last_energy_j) {
       epoch = EpochReport{result->job_id, result->current_epoch - trial.last_epoch,
@@ -380,13 +592,13 @@ Response Service::Impl::report(const Request& request) {
     trial.last_epoch = result->current_epoch;
     trial.last_time_s = result->time_s;
     trial.last_energy_j = result->energy_j;
-    auto written =
-        counted_before
-            ? transaction.update(detail::kReportsKind, result->job_id, dump_reports(*counts))
-            : transaction.insert(detail::kReportsKind, result->job_id, dump_reports(*counts)).map([](bool) {
-              });
-    if (!written) {
-      return tl::make_unexpected(written.error());
+    log.touch(result->trial_number);
+    ++job.reports;
+    if (auto flushed = log.flush(); !flushed) {
+      return tl::make_unexpected(flushed.error());
+    }
+    if (auto updated = save(transaction, jobs, result->job_id, job); !updated) {
+      return tl::make_unexpected(updated.error());
     }
     return json_response(200, response->to_json());
   });
@@ -424,14 +636,17 @@ Response Service::Impl::end_trial(const Request& request) {
                            trial->trial_number));
     }
     JobDocument& job = **document;
-    const auto before = job.job->trials();
-    auto ended = job.job->end_trial(*trial, detail::unix_ns(clock));
+    const int64_t failed_before = job.state->failed_count();
+    StoreTrialLog log(transaction, trial->job_id, *job.state);
+    auto ended = job.state->end_trial(log, *trial, detail::unix_ns(clock));
     if (!ended) {
       return library_error(ended.error(), 404, 400);
     }
-    if (job.job->trials() != before) {
-      auto updated = save(transaction, jobs, trial->job_id, job);
-      if (!updated) {
+    if (job.state->failed_count() != failed_before) {
+      if (auto flushed = log.flush(); !flushed) {
+        return tl::make_unexpected(flushed.error());
+      }
+      if (auto updated = save(transaction, jobs, trial->job_id, job); !updated) {
         return tl::make_unexpected(updated.error());
       }
     }
@@ -443,6 +658,9 @@ Response Service::Impl::delete_job(const Request& request) {
   const auto job_id = query(request, "job_id");
   if (!job_id) {
     return detail::missing_query_response("job_id");
+  }
+  if (auto refused = check_query_job_id(*job_id)) {
+    return *refused;
   }
   return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
     auto found = transaction.get_for_update(detail::kJobKind, *job_id);
@@ -459,6 +677,9 @@ Response Service::Impl::delete_job(const Request& request) {
     if (!*found) {
       return message_response(404, "No job was deleted.");
     }
+    if (auto erased = transaction.erase_items(detail::kJobKind, *job_id); !erased) {
+      return tl::make_unexpected(erased.error());
+    }
     for (const auto kind : {detail::kJobKind, detail::kReportsKind}) {
       auto erased = transaction.erase(kind, *job_id);
       if (!erased) {
@@ -472,6 +693,20 @@ Response Service::Impl::delete_job(const Request& request) {
 }
 
 Response Service::Impl::job_status(const Request& request, const std::string& job_id) {
+  if (auto refused = check_query_job_id(job_id)) {
+    return *refused;
+  }
+  const auto limit = positive_query(request, "limit", kMaxStatusTrials);
+  if (!limit) {
+    return limit.error();
+  }
+  const auto before = positive_query(request, "before", std::numeric_limits<int64_t>::max());
+  if (!before) {
+    return before.error();
+  }
+  const int64_t page = limit->value_or(kDefaultStatusTrials);
+  // The status is a read: any transaction may run it again (load() may convert a version 1 job; then it
+  // commits like any other change).
   return transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
     auto document = load(transaction, jobs, job_id);
     if (!document) {
@@ -481,45 +716,50 @@ Response Service::Impl::job_status(const Request& request, const std::string& jo
       return message_response(404, fmt::format("Unknown job({}).", job_id));
     }
     const JobDocument& job = **document;
-    bool counted = false;
-    auto counts = load_reports(transaction, job_id, counted);
-    if (!counts) {
-      return tl::make_unexpected(counts.error());
+    const bso::JobState& state = *job.state;
+    // The newest `page` trials below `before`, one more to know whether older ones remain.
+    auto items =
+        transaction.items(detail::kJobKind, job_id, {std::nullopt, *before, static_cast<size_t>(page) + 1});
+    if (!items) {
+      return tl::make_unexpected(items.error());
     }
-    counts->resize(std::max(counts->size(), job.job->trials().size()));
-    json state = job.job->to_json();
-    int64_t reports = 0;
-    int64_t dispatched = 0;
-    int64_t succeeded = 0;
-    int64_t failed = 0;
+    const bool more = static_cast<int64_t>(items->size()) > page;
+    if (more) {
+      items->pop_back();
+    }
     json trials = json::array();
-    for (size_t i = 0; i < job.job->trials().size(); ++i) {
-      const auto& trial = job.job->trials()[i];
-      json entry = state["trials"][i];
-      entry["reports"] = (*counts)[i].reports;
-      entry["last_epoch"] = (*counts)[i].last_epoch;
+    for (auto it = items->rbegin(); it != items->rend(); ++it) {
+      auto record = TrialRecord::parse(job_id, *it, state.spec().batch_sizes);
+      if (!record) {
+        return tl::make_unexpected(record.error());
+      }
+      json entry = record->trial.to_json();
+      entry["reports"] = record->reports;
+      entry["last_epoch"] = record->last_epoch;
       trials.push_back(std::move(entry));
-      reports += (*counts)[i].reports;
-      dispatched += trial.status == bso::TrialStatus::kDispatched ? 1 : 0;
-      succeeded += trial.status == bso::TrialStatus::kSucceeded ? 1 : 0;
-      failed += trial.status == bso::TrialStatus::kFailed ? 1 : 0;
     }
+    const json full = state.to_json();
+    const json next_before = more && !trials.empty() ? json(trials.front()["trial_number"]) : json(nullptr);
     return json_response(200, {{"job_id", job_id},
-                               {"stage", bso::to_string(job.job->stage())},
-                               {"spec", state["spec"]},
-                               {"gpu", state["gpu"]},
-                               {"min_cost", state["min_cost"]},
-                               {"min_cost_batch_size", job.job->min_cost_batch_size()},
-                               {"exp_default_batch_size", job.job->exp_default_batch_size()},
+                               {"stage", bso::to_string(state.stage())},
+                               {"spec", full["spec"]},
+                               {"gpu", full["gpu"]},
+                               {"min_cost", full["min_cost"]},
+                               {"min_cost_batch_size", state.min_cost_batch_size()},
+                               {"exp_default_batch_size", state.exp_default_batch_size()},
                                {"registered", format_iso8601_utc(job.registered_unix_ns)},
                                {"counts",
-                                {{"trials", trials.size()},
-                                 {"dispatched", dispatched},
-                                 {"succeeded", succeeded},
-                                 {"failed", failed},
-                                 {"reports", reports}}},
+                                {{"trials", state.trial_count()},
+                                 {"dispatched", state.dispatched_count()},
+                                 {"succeeded", state.succeeded_count()},
+                                 {"failed", state.failed_count()},
+                                 {"reports", job.reports}}},
                                {"trials", std::move(trials)},
-                               {"arms", state["arms"]}});
+                               {"trials_page",
+                                {{"limit", page},
+                                 {"before", before->has_value() ? json(**before) : json(nullptr)},
+                                 {"next_before", next_before}}},
+                               {"arms", full["arms"]}});
   });
 }
 

@@ -27,7 +27,8 @@
 
 namespace joule::server::detail {
 
-/// Store document kinds.
+/// Store document kinds. A job's trials are the items of its kJobKind document; kReportsKind documents exist
+/// only in databases written before items (converted when their job is first read).
 inline constexpr std::string_view kJobKind = "bso_job";
 inline constexpr std::string_view kReportsKind = "bso_reports";
 inline constexpr std::string_view kPipelineKind = "pipeline";
@@ -111,13 +112,16 @@ class ParsedCache {
   std::map<std::string, Entry> entries_;
 };
 
-/// What the store holds for one batch-size job (kind kJobKind): the library's complete state.
+/// What the store holds for one batch-size job (kind kJobKind): the library's state without its trials (each
+/// trial is an item of this document), when it was registered and how many reports it took.
 struct JobDocument {
-  std::optional<optimize::batch_size::BatchSizeJob> job;  // always set; optional: the job has no default
+  std::optional<optimize::batch_size::JobState> state;  // always set; optional: the state has no default
   int64_t registered_unix_ns = 0;
+  int64_t reports = 0;
 
   std::string dump() const;
-  static Result<JobDocument> parse(std::string_view key, std::string_view body);
+  /// Parses a version 2 document. @return kParse naming the job.
+  static Result<JobDocument> parse(std::string_view key, const nlohmann::json& document);
 };
 
 /// Parsed frontiers by profile token (an id drawn at every profile upload), least recently used dropped.

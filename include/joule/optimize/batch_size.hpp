@@ -2,17 +2,20 @@
 // joule/optimize/batch_size.hpp — the batch-size optimizer of Zeus's current server (pruning exploration,
 // then Gaussian Thompson sampling) as a pure library: one job's complete decision logic and state, no I/O.
 //
-// A service (HTTP + database) owns one BatchSizeJob per job id, serialises every call on a job, and stores
-// to_json() after each mutating call. The JSON names of JobSpec, GpuConfig, TrialId, TrainingResult and
+// A service (HTTP + database) keeps one JobState per job id and the job's trials one record each (a
+// TrialLog), serialises every call on a job, and stores what changed after each call; BatchSizeJob is the
+// same with the history in memory. The JSON names of JobSpec, GpuConfig, TrialId, TrainingResult and
 // ReportResponse are Zeus's, so that the service can be wire-compatible with Zeus's REST API.
 // docs/batch_size.md describes the algorithm, the state format and the decisions on Zeus's quirks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +25,15 @@
 #include "joule/core/rng.hpp"
 
 namespace joule::optimize::batch_size {
+
+/// joule's bounds on values Zeus leaves open, so that every stored number stays finite and every state small.
+inline constexpr size_t kMaxJobIdLength = 400;     ///< Zeus's Job.job_id is a varchar(400)
+inline constexpr size_t kMaxBatchSizes = 1024;     ///< batch sizes per job (the state keeps a few per size)
+inline constexpr size_t kMaxGpuModelLength = 256;  ///< characters of gpu_model
+inline constexpr double kMaxPowerW = 1e9;          ///< max_power: 1 GW, a million GPUs at 1 kW
+inline constexpr int64_t kMaxNumberOfGpus = 10'000'000;
+inline constexpr double kMaxTrainingTimeS = 1e9;     ///< a report's time: about 31.7 years
+inline constexpr double kMaxTrainingEnergyJ = 1e15;  ///< a report's energy: 278 GWh
 
 /// What the user asks for (Zeus's `JobSpec`; JSON field names and defaults are Zeus's).
 struct JobSpec {
@@ -152,6 +164,41 @@ struct Trial {
   std::optional<bool> converged;       ///< reached the target within the cost bound
 
   bool operator==(const Trial&) const = default;
+
+  /// @return the trial as one object of the state format's "trials" (docs/batch_size.md).
+  nlohmann::json to_json() const;
+  /// Parses and checks one trial object (statuses and results consistent; `batch_sizes`, sorted, are the
+  /// job's). @return kParse naming the field under `where`, e.g. "trials[2].status: …".
+  static Result<Trial> from_json(const nlohmann::json& json, const std::vector<int64_t>& batch_sizes,
+                                 std::string_view where);
+};
+
+/// Where a job's trials live. A job's decisions read only a few of its trials at a time (the one reported,
+/// the last window_size results of one batch size), so its history need not be in memory: BatchSizeJob keeps
+/// it in a vector (MemoryTrialLog), the service in its database, a record per trial.
+class TrialLog {
+ public:
+  virtual ~TrialLog() = default;
+  /// @return trial `trial_number`, or nullopt if the log has none.
+  virtual Result<std::optional<Trial>> find(int64_t trial_number) = 0;
+  /// @return the Succeeded trials of `batch_size`, highest trial number first, at most `limit` (0: all).
+  virtual Result<std::vector<Trial>> succeeded(int64_t batch_size, size_t limit) = 0;
+  /// Records a new trial (numbered one past the last) or the new state of an existing one.
+  virtual Result<void> save(const Trial& trial) = 0;
+};
+
+/// A TrialLog in memory: trial i+1 at index i.
+class MemoryTrialLog final : public TrialLog {
+ public:
+  MemoryTrialLog() = default;
+  explicit MemoryTrialLog(std::vector<Trial> trials) : trials_(std::move(trials)) {}
+  Result<std::optional<Trial>> find(int64_t trial_number) override;
+  Result<std::vector<Trial>> succeeded(int64_t batch_size, size_t limit) override;
+  Result<void> save(const Trial& trial) override;
+  const std::vector<Trial>& trials() const { return trials_; }
+
+ private:
+  std::vector<Trial> trials_;
 };
 
 /// The Gaussian Thompson-sampling state of one arm (batch size): the posterior N(param_mean,
@@ -180,17 +227,20 @@ double zeus_cost(double energy_j, double time_s, double eta_knob, double max_pow
 /// service checks the id is unused and draws again if not.
 std::string generate_job_id(std::string_view prefix, uint64_t entropy);
 
-/// One job of the batch-size optimizer: its configuration and its complete, serialisable state.
+/// One job of the batch-size optimizer without its trial history: its configuration, stage, best cost, bandit
+/// arms, generator, the counts of its trials and the Exploration trials the pruning walk reads (at most
+/// num_pruning_rounds per batch size). Its size does not grow with the job's history; the trials live in a
+/// TrialLog given to each call.
 ///
 /// Mirrors Zeus's server call for call: next_trial() is `GET /jobs/batch_size`, report() is `POST /report`,
-/// end_trial() is `PATCH /trials`. Every call either succeeds or leaves the state unchanged. Not thread-safe:
-/// the service serialises calls on one job (Zeus holds a lock per job id).
+/// end_trial() is `PATCH /trials`. Every call either succeeds or leaves the state (and the log) unchanged.
+/// Not thread-safe: the service serialises calls on one job (Zeus holds a lock per job id).
 ///
 /// Randomness: with mab_seed set, the MAB draws come from numpy's `default_rng(mab_seed)` stream, continued
 /// across calls through the state, so decisions equal Zeus's server's for the same history. Without a seed
 /// the generator is seeded once at create() from the given entropy (std::random_device by default) and its
 /// state persists likewise (Zeus instead reseeds from the wall-clock second on every draw).
-class BatchSizeJob {
+class JobState {
  public:
   /// The version of to_json()'s format this build writes and reads.
   static constexpr int kStateVersion = 1;
@@ -199,40 +249,39 @@ class BatchSizeJob {
   /// a job id if none is given, starts in Pruning with min_cost unset and min_cost/exploration default batch
   /// size = default_batch_size. Entropy for the id and the unseeded generator comes from std::random_device.
   /// @return validate()'s errors.
-  static Result<BatchSizeJob> create(JobSpec spec, GpuConfig gpu);
+  static Result<JobState> create(JobSpec spec, GpuConfig gpu);
   /// As create(spec, gpu), with the entropy given (tests, reproducible simulations).
-  static Result<BatchSizeJob> create(JobSpec spec, GpuConfig gpu, uint64_t entropy);
+  static Result<JobState> create(JobSpec spec, GpuConfig gpu, uint64_t entropy);
 
   /// Zeus's re-registration check: the same job id may be registered again only with the identical
   /// configuration. @return kState "JobSpec doesn't match with existing jobSpec. Use a new job_id for
   /// different configuration" if `spec` (batch sizes compared sorted) or `gpu` differ from this job's.
   Result<void> check_same_config(const JobSpec& spec, const GpuConfig& gpu) const;
 
-  /// Hands out the next trial (Zeus's predict). Pruning: the walk over the history decides an Exploration
-  /// trial, a Concurrent trial with min_cost_batch_size while the expected exploration is still running,
-  /// or, after the last round, the switch to MAB (arms fitted on the survivors' explorations) and a MAB
-  /// trial. MAB: explore an arm with < mab_num_explorations observations (in a random order), else sample
-  /// each arm's posterior and take the first maximum.
-  /// @return kState if a pruning round ended with no converged batch size (every later call fails too).
-  Result<TrialId> next_trial(int64_t now_unix_ns);
-  /// next_trial() at `clock`'s wall-clock time.
-  Result<TrialId> next_trial(const Clock& clock);
+  /// Hands out the next trial (Zeus's predict) and records it in `log`. Pruning: the walk over the
+  /// explorations decides an Exploration trial, a Concurrent trial with min_cost_batch_size while the
+  /// expected exploration is still running, or, after the last round, the switch to MAB (arms fitted on the
+  /// survivors' explorations) and a MAB trial. MAB: explore an arm with < mab_num_explorations observations
+  /// (in a random order), else sample each arm's posterior and take the first maximum.
+  /// @return kState if a pruning round ended with no converged batch size (every later call fails too); the
+  /// log's errors.
+  Result<TrialId> next_trial(TrialLog& log, int64_t now_unix_ns);
 
   /// Records one epoch's cumulative result (Zeus's report) and decides whether training goes on: it stops
   /// when the metric reached the target, the cost exceeds beta_knob·min_cost (checked after the epoch), or
   /// current_epoch reached max_epochs. A stopped trial becomes Succeeded (converged or not), updates
-  /// min_cost if its cost is lower (converged or not, as Zeus does), and in the MAB stage refits its arm.
-  /// A report for a trial that already has a result gets stop_train with the stored converged.
-  /// @return kNotFound for an unknown (job id, batch size, trial number); kInvalidArgument for a negative or
-  /// non-finite time or energy or a non-finite metric; kState for a report on a Failed trial.
-  Result<ReportResponse> report(const TrainingResult& result, int64_t now_unix_ns);
-  Result<ReportResponse> report(const TrainingResult& result, const Clock& clock);
+  /// min_cost if its cost is lower (converged or not, as Zeus does), and in the MAB stage refits its arm on
+  /// the log's last window_size results of its batch size. A report for a trial that already has a result
+  /// gets stop_train with the stored converged.
+  /// @return kNotFound for an unknown (job id, batch size, trial number); kInvalidArgument naming the field
+  /// for a negative, non-finite or too large (kMaxTrainingTimeS, kMaxTrainingEnergyJ) time or energy, a
+  /// non-finite metric or a negative current_epoch; kState for a report on a Failed trial; the log's errors.
+  Result<ReportResponse> report(TrialLog& log, const TrainingResult& result, int64_t now_unix_ns);
 
   /// Ends a trial (Zeus's `PATCH /trials`, sent by the client's exit hook): a trial still Dispatched becomes
   /// Failed (so pruning retries its batch size); otherwise nothing changes. @return kNotFound for an unknown
-  /// trial.
-  Result<void> end_trial(const TrialId& trial, int64_t now_unix_ns);
-  Result<void> end_trial(const TrialId& trial, const Clock& clock);
+  /// trial; the log's errors.
+  Result<void> end_trial(TrialLog& log, const TrialId& trial, int64_t now_unix_ns);
 
   const std::string& job_id() const { return *spec_.job_id; }
   /// The validated spec, batch sizes sorted, job_id set.
@@ -246,8 +295,13 @@ class BatchSizeJob {
   /// The default batch size of the pruning round the walk is in (informational; Zeus stores but never
   /// updates it).
   int64_t exp_default_batch_size() const { return exp_default_batch_size_; }
-  /// All trials, by trial number (trial i+1 at index i).
-  const std::vector<Trial>& trials() const { return trials_; }
+  /// Trials handed out so far (the last trial number), and how many of them are in each status.
+  int64_t trial_count() const { return trial_count_; }
+  int64_t dispatched_count() const { return dispatched_count_; }
+  int64_t succeeded_count() const { return succeeded_count_; }
+  int64_t failed_count() const { return failed_count_; }
+  /// The Exploration trials that did not fail, by trial number (what the pruning walk reads).
+  const std::vector<Trial>& explorations() const { return explorations_; }
   /// The MAB arms, by batch size; empty in the Pruning stage.
   const std::vector<ArmState>& arms() const { return arms_; }
   /// The MAB generator's state (numpy's PCG64 state).
@@ -255,10 +309,81 @@ class BatchSizeJob {
   /// @return zeus_cost() with this job's eta_knob and max_power.
   double cost(double energy_j, double time_s) const;
 
-  /// @return the complete state (see docs/batch_size.md): format/version, spec, gpu, stage, min_cost,
-  /// min_cost_batch_size, exp_default_batch_size, trials, arms, rng. Doubles are written so that they parse
-  /// back to the same bits; non-finite doubles as the strings "inf", "-inf", "nan"; 128-bit generator words
-  /// as decimal strings.
+  /// @return the state without trials (docs/batch_size.md, "Job state format"): format/version, spec, gpu,
+  /// stage, min_cost, min_cost_batch_size, exp_default_batch_size, counts, explorations, arms, rng. Doubles
+  /// are written so that they parse back to the same bits; non-finite ones as "inf", "-inf", "nan"; 128-bit
+  /// generator words as decimal strings.
+  nlohmann::json to_json() const;
+  /// Restores a state from to_json()'s output, checking every field and the consistency between them.
+  /// @return kParse naming the offending field.
+  static Result<JobState> from_json(const nlohmann::json& state);
+
+  bool operator==(const JobState& other) const;
+
+ private:
+  friend class BatchSizeJob;
+  JobState(JobSpec spec, GpuConfig gpu, const rng::Pcg64::State& rng_state);
+
+  JobSpec spec_;
+  GpuConfig gpu_;
+  Stage stage_ = Stage::kPruning;
+  std::optional<double> min_cost_;
+  int64_t min_cost_batch_size_ = 0;
+  int64_t exp_default_batch_size_ = 0;
+  int64_t trial_count_ = 0;
+  int64_t dispatched_count_ = 0;
+  int64_t succeeded_count_ = 0;
+  int64_t failed_count_ = 0;
+  std::vector<Trial> explorations_;
+  std::vector<ArmState> arms_;
+  rng::Generator rng_;
+};
+
+/// One job of the batch-size optimizer with its whole history in memory: a JobState and a MemoryTrialLog,
+/// serialised together (tests, simulations, a job small enough to keep whole).
+class BatchSizeJob {
+ public:
+  /// The version of to_json()'s format this build writes and reads.
+  static constexpr int kStateVersion = 1;
+
+  /// JobState::create(); the job starts with no trials.
+  static Result<BatchSizeJob> create(JobSpec spec, GpuConfig gpu);
+  static Result<BatchSizeJob> create(JobSpec spec, GpuConfig gpu, uint64_t entropy);
+  /// Adopts a state and its complete history (e.g. to convert the service's stored form).
+  /// @return kParse if the trials do not match the state's counts and explorations.
+  static Result<BatchSizeJob> assemble(JobState state, std::vector<Trial> trials);
+
+  Result<void> check_same_config(const JobSpec& spec, const GpuConfig& gpu) const {
+    return state_.check_same_config(spec, gpu);
+  }
+
+  /// JobState::next_trial() on this job's own log.
+  Result<TrialId> next_trial(int64_t now_unix_ns);
+  /// next_trial() at `clock`'s wall-clock time.
+  Result<TrialId> next_trial(const Clock& clock);
+  /// JobState::report() on this job's own log.
+  Result<ReportResponse> report(const TrainingResult& result, int64_t now_unix_ns);
+  Result<ReportResponse> report(const TrainingResult& result, const Clock& clock);
+  /// JobState::end_trial() on this job's own log.
+  Result<void> end_trial(const TrialId& trial, int64_t now_unix_ns);
+  Result<void> end_trial(const TrialId& trial, const Clock& clock);
+
+  const JobState& state() const { return state_; }
+  const std::string& job_id() const { return state_.job_id(); }
+  const JobSpec& spec() const { return state_.spec(); }
+  const GpuConfig& gpu() const { return state_.gpu(); }
+  Stage stage() const { return state_.stage(); }
+  std::optional<double> min_cost() const { return state_.min_cost(); }
+  int64_t min_cost_batch_size() const { return state_.min_cost_batch_size(); }
+  int64_t exp_default_batch_size() const { return state_.exp_default_batch_size(); }
+  /// All trials, by trial number (trial i+1 at index i).
+  const std::vector<Trial>& trials() const { return log_.trials(); }
+  const std::vector<ArmState>& arms() const { return state_.arms(); }
+  rng::Pcg64::State rng_state() const { return state_.rng_state(); }
+  double cost(double energy_j, double time_s) const { return state_.cost(energy_j, time_s); }
+
+  /// @return the complete state with every trial (docs/batch_size.md, "State format"): format/version, spec,
+  /// gpu, stage, min_cost, min_cost_batch_size, exp_default_batch_size, trials, arms, rng.
   nlohmann::json to_json() const;
   /// Restores a job from to_json()'s output, checking every field and the consistency between them.
   /// @return kParse naming the offending field (e.g. "trials[2].status: …") for malformed state.
@@ -267,17 +392,10 @@ class BatchSizeJob {
   bool operator==(const BatchSizeJob& other) const;
 
  private:
-  BatchSizeJob(JobSpec spec, GpuConfig gpu, const rng::Pcg64::State& rng_state);
+  BatchSizeJob(JobState state, MemoryTrialLog log) : state_(std::move(state)), log_(std::move(log)) {}
 
-  JobSpec spec_;
-  GpuConfig gpu_;
-  Stage stage_ = Stage::kPruning;
-  std::optional<double> min_cost_;
-  int64_t min_cost_batch_size_ = 0;
-  int64_t exp_default_batch_size_ = 0;
-  std::vector<Trial> trials_;
-  std::vector<ArmState> arms_;
-  rng::Generator rng_;
+  JobState state_;
+  MemoryTrialLog log_;
 };
 
 }  // namespace joule::optimize::batch_size

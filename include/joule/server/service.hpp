@@ -65,9 +65,11 @@ struct ServiceOptions {
   /// Parsed frontiers kept in memory (each pipeline's, keyed by its profile upload), so that plan requests
   /// do not re-read and re-parse the stored frontier.
   size_t frontier_cache_entries = 16;
-  /// Parsed batch-size jobs kept in memory, reused while their stored text is unchanged (a job's state
-  /// grows with its trials; parsing it on every request would dominate the cost of a request).
+  /// Parsed batch-size job states kept in memory, reused while their stored text is unchanged.
   size_t job_cache_entries = 1024;
+  /// Trials of one job handed out and not ended at once; GET /jobs/batch_size answers 409 beyond it (a
+  /// client that asks without ever reporting cannot grow a job without bound).
+  int64_t max_open_trials = 1024;
   /// Called once per applied (committed, not replayed) report that advances its trial's epoch, after the
   /// commit, on the request's thread (e.g. ServerMetrics::observe_epoch). Must not throw.
   std::function<void(const EpochReport&)> on_epoch_report;
