@@ -505,3 +505,158 @@ TEST(CliPlan, BadInput) {
 
 }  // namespace
 }  // namespace joule::test
+
+// Issue 11, parts 3 and 4: bounded parsers and planner, as the real binary shows them.
+namespace joule::test {
+namespace {
+
+const std::string kProfile = std::string(JOULE_SOURCE_DIR) + "/data/perseus/example_s4_m8_profile.csv";
+
+// The example profile with stage 1's backward at 810 MHz (line 165) taking `time_s`.
+std::string slow_row_profile(const TempDir& dir, const std::string& time_s) {
+  std::string text = read_file(kProfile);
+  const std::string row = "\n1,backward,810,0.069827818,";
+  const size_t at = text.find(row);
+  EXPECT_NE(at, std::string::npos);
+  text.replace(at, row.size(), "\n1,backward,810," + time_s + ",");
+  return dir.write("slow_" + time_s + ".csv", text);
+}
+
+// The 12 KB profile of the issue (1e300 s at a lower clock) ran `joule plan` for 55 s and 10 GB.
+TEST(CliBounds, PlanRefusesAnImplausibleProfileRow) {
+  TempDir dir;
+  const std::string path = slow_row_profile(dir, "1e300");
+  const auto result = joule({"plan", "--profile", path, "--stages", "4", "--microbatches", "8"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "joule: error: " + path +
+                            ":165:16: column 'time_s': expected at most 86400 s for one microbatch (a larger "
+                            "value is a unit mistake), got \"1e300\"\n");
+  EXPECT_EQ(result.out, "");
+}
+
+// A plausible row (1000 s) at a lower clock is still far too much work at 1 ms units: the planner refuses
+// before it starts, naming the row and the flags.
+TEST(CliBounds, PlanBoundsItsWorkFromEveryRow) {
+  TempDir dir;
+  const std::string path = slow_row_profile(dir, "1000");
+  const std::string plan_out = dir.path() + "/plan.json";
+  const auto result =
+      joule({"plan", "--profile", path, "--stages", "4", "--microbatches", "8", "--plan-out", plan_out});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_EQ(result.err.rfind("joule: error: plan: the planner would walk ", 0), 0u) << result.err;
+  EXPECT_NE(result.err.find(" time units of 0.001 s, more than its limit of 200000: at its slowest rows one "
+                            "iteration takes "),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("the slowest row is stage 1 backward at 810 MHz (1000 s); check that row of the "
+                            "profile, use a larger unit_time_s, or raise max_planning_units (--unit-time-s, "
+                            "--max-planning-units)\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_FALSE(std::filesystem::exists(plan_out));
+  const auto bad_limit = joule(
+      {"plan", "--profile", kProfile, "--stages", "4", "--microbatches", "8", "--max-planning-units", "0"});
+  EXPECT_EQ(bad_limit.exit_code, 2);
+  EXPECT_EQ(bad_limit.err, "joule: error: max_planning_units must be from 1 to 1073741824, got 0\n");
+  // A limit below the example's own work refuses the example; the default plans it.
+  const auto low_limit = joule(
+      {"plan", "--profile", kProfile, "--stages", "4", "--microbatches", "8", "--max-planning-units", "100"});
+  EXPECT_EQ(low_limit.exit_code, 2);
+  EXPECT_NE(low_limit.err.find("more than its limit of 100"), std::string::npos) << low_limit.err;
+}
+
+// Reading /dev/zero as a profile, trace or tariff ended in bad_alloc.
+TEST(CliBounds, EndlessFilesAreRefused) {
+  const std::string tail =
+      " (real ones are far smaller: is it the right file? JOULE_MAX_FILE_MIB raises the limit)\n";
+  const auto profile = joule({"plan", "--profile", "/dev/zero", "--stages", "4", "--microbatches", "8"});
+  EXPECT_EQ(profile.exit_code, 2);
+  EXPECT_EQ(profile.err,
+            "joule: error: /dev/zero: more than 16 MiB, the most joule reads from a pipeline "
+            "profile" +
+                tail);
+  const auto carbon = joule({"carbon", "intensity", "--trace", "/dev/zero"});
+  EXPECT_EQ(carbon.exit_code, 2);
+  EXPECT_EQ(carbon.err,
+            "joule: error: /dev/zero: more than 128 MiB, the most joule reads from a "
+            "carbon-intensity trace" +
+                tail);
+  const auto groups =
+      joule({"simulate", "--gpu", "v100", "--groups", "/dev/zero"}, {{"JOULE_MAX_FILE_MIB", "2"}});
+  EXPECT_EQ(groups.exit_code, 2);
+  EXPECT_EQ(groups.err,
+            "joule: error: /dev/zero: more than 2 MiB, the most joule reads from a simulator "
+            "trace" +
+                tail);
+  const auto tariff = joule({"--sim", "v100", "measure", "--tariff", "/dev/zero", "--", "true"});
+  EXPECT_EQ(tariff.exit_code, 2);
+  EXPECT_EQ(tariff.err,
+            "joule: error: /dev/zero: more than 1 MiB, the most joule reads from a tariff" + tail);
+}
+
+// Simulator traces accepted a negative batch size, and quoted binary input raw.
+TEST(CliBounds, SimulatorTraceNumbersAreChecked) {
+  TempDir dir;
+  dir.write("summary_train.csv",
+            "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+            "squad,bert_base_uncased,-32,adamw,1e-5,1,84,3\n");
+  dir.write("summary_power_v100.csv",
+            "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+            "squad,bert_base_uncased,32,adamw,250,\x01\x02,200\n");
+  const auto result = joule({"simulate", "--gpu", "v100", "--workload", "squad", "--trace-dir", dir.path()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, fmt::format("joule: error: {}/summary_power_v100.csv:2:38: column 'time_per_epoch': "
+                                    "expected a number, got \"\\x01\\x02\"\n",
+                                    dir.path()));
+  dir.write("summary_power_v100.csv",
+            "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+            "squad,bert_base_uncased,32,adamw,250,100,200\n");
+  const auto negative =
+      joule({"simulate", "--gpu", "v100", "--workload", "squad", "--trace-dir", dir.path()});
+  EXPECT_EQ(negative.exit_code, 1);
+  EXPECT_EQ(negative.err,
+            fmt::format("joule: error: {}/summary_train.csv:2:25: column 'batch_size': expected "
+                        "a batch size from 1 to 2147483647, got \"-32\"\n",
+                        dir.path()));
+}
+
+// A carbon trace after 2262 overflowed the clock ("387409-12-18").
+TEST(CliBounds, CarbonTimesPastTheClockAreRefused) {
+  TempDir dir;
+  const std::string trace = dir.write("future.csv",
+                                      "timestamp,carbon_intensity_g_per_kwh\n2300-01-01T00:00:00Z,100\n"
+                                      "2300-01-01T01:00:00Z,200\n");
+  const auto result = joule({"carbon", "intensity", "--trace", trace});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err,
+            "joule: error: " + trace +
+                ":2:1: column 'timestamp': '2300-01-01T00:00:00Z' is outside the times joule's clocks "
+                "hold (from 1678-01-01T00:00:00Z to before 2262-01-01T00:00:00Z: nanoseconds since "
+                "1970 in 64 bits)\n");
+  EXPECT_EQ(result.out, "");
+  const auto at = joule({"carbon", "intensity", "--trace",
+                         std::string(JOULE_SOURCE_DIR) + "/data/carbon/synthetic_us_solar_14d.csv", "--at",
+                         "2300-01-01T00:00:00Z"});
+  EXPECT_EQ(at.exit_code, 1);
+  EXPECT_EQ(at.err,
+            "joule: error: '2300-01-01T00:00:00Z' is outside the times joule's clocks hold (from "
+            "1678-01-01T00:00:00Z to before 2262-01-01T00:00:00Z: nanoseconds since 1970 in 64 bits)\n");
+}
+
+// `--max-flow boost` was ignored: every cut ran Dinic.
+TEST(CliBounds, MaxFlowBoostIsUsed) {
+  const auto boost = joule({"--log-level", "debug", "plan", "--profile", kProfile, "--stages", "4",
+                            "--microbatches", "8", "--max-flow", "boost", "--format", "csv"});
+  ASSERT_EQ(boost.exit_code, 0) << boost.err;
+  EXPECT_NE(boost.err.find("(boost push-relabel)"), std::string::npos);
+  EXPECT_EQ(boost.err.find("(dinic)"), std::string::npos);
+  const auto dinic = joule({"--log-level", "debug", "plan", "--profile", kProfile, "--stages", "4",
+                            "--microbatches", "8", "--format", "csv"});
+  ASSERT_EQ(dinic.exit_code, 0) << dinic.err;
+  EXPECT_NE(dinic.err.find("(dinic)"), std::string::npos);
+  EXPECT_EQ(dinic.err.find("(boost push-relabel)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace joule::test
