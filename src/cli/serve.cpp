@@ -23,6 +23,7 @@ struct ServeFlags {
   std::string listen = "127.0.0.1:7787";
   size_t threads = server::kDefaultThreads;
   size_t max_connections = server::kDefaultMaxConnections;
+  int64_t max_open_trials = server::ServiceOptions().max_open_trials;
   int db_connections = 0;
 };
 
@@ -32,6 +33,9 @@ int run_serve(const ServeFlags& flags) {
   const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));
   if (flags.threads == 0) {
     throw Exception(ErrorCode::kInvalidArgument, "serve: --threads must be at least 1");
+  }
+  if (flags.max_open_trials < 1) {
+    throw Exception(ErrorCode::kInvalidArgument, "serve: --max-open-trials must be at least 1");
   }
   if (flags.max_connections == 0) {
     throw Exception(ErrorCode::kInvalidArgument, "serve: --max-connections must be at least 1");
@@ -47,6 +51,7 @@ int run_serve(const ServeFlags& flags) {
   // GET /metrics on the same listener (docs/metrics.md); reports feed its epoch histograms.
   auto metrics = std::make_shared<server::ServerMetrics>();
   server::ServiceOptions service_options;
+  service_options.max_open_trials = flags.max_open_trials;
   service_options.on_epoch_report = [metrics](const server::EpochReport& report) {
     metrics->observe_epoch(report);
   };
@@ -94,6 +99,13 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->add_option("--max-connections", flags->max_connections,
                    fmt::format("Open connections at most; more are closed at accept (default {})",
                                server::kDefaultMaxConnections))
+      ->option_text("N");
+  command
+      ->add_option(
+          "--max-open-trials", flags->max_open_trials,
+          fmt::format("Trials of one job handed out and not ended at once; GET /jobs/batch_size answers "
+                      "409 beyond (default {})",
+                      flags->max_open_trials))
       ->option_text("N");
   command
       ->add_option("--db-connections", flags->db_connections,

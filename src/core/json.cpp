@@ -173,7 +173,7 @@ std::string describe_json(const nlohmann::json& value, size_t max_chars) {
           keys += ", …";
           break;
         }
-        keys += fmt::format("{}\"{}\"", shown == 0 ? "" : ", ", printable_excerpt(key, 24));
+        keys += fmt::format("{}{}", shown == 0 ? "" : ", ", quoted_excerpt(key, 24));
         ++shown;
       }
       return fmt::format("an object with {} key{} ({})", value.size(), value.size() == 1 ? "" : "s", keys);
@@ -184,9 +184,9 @@ std::string describe_json(const nlohmann::json& value, size_t max_chars) {
     case json::value_t::string: {
       const auto& text = value.get_ref<const std::string&>();
       if (text.size() <= max_chars) {
-        return fmt::format("\"{}\"", printable_excerpt(text, max_chars));
+        return quoted_excerpt(text, max_chars);
       }
-      return fmt::format("a string of {} bytes \"{}\"", text.size(), printable_excerpt(text, max_chars / 2));
+      return fmt::format("a string of {} bytes {}", text.size(), quoted_excerpt(text, max_chars / 2));
     }
     case json::value_t::binary:
       return fmt::format("binary data of {} bytes", value.get_binary().size());

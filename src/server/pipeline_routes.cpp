@@ -260,17 +260,12 @@ Result<std::shared_ptr<const detail::CachedFrontier>> compute_frontier(const Pip
   plan::PlannerOptions options;
   options.unit_time_s = spec.unit_time_s;
   options.p_blocking_w = spec.p_blocking_w;
-  const auto fastest = plan::evaluate(
-      *dag, *profile, plan::uniform_plan(*dag, profile->frequencies_mhz().front()), spec.p_blocking_w);
-  if (!fastest) {
-    return tl::make_unexpected(fastest.error());
-  }
-  if (fastest->time_s / spec.unit_time_s > max_planning_units) {
-    return fail(
-        ErrorCode::kInvalidArgument,
-        "unit_time_s: {} s is too fine for an iteration of {} s ({:.0f} units; this server plans at most "
-        "{:.0f}); register the pipeline with a larger unit_time_s",
-        spec.unit_time_s, fastest->time_s, fastest->time_s / spec.unit_time_s, max_planning_units);
+  options.max_planning_units = max_planning_units;
+  // The planner's work follows the iteration at every computation's slowest row (whatever its clock), in
+  // units of unit_time_s: refused here, before anything is planned or allocated.
+  if (auto bounded = plan::check_planning_units(*dag, *profile, options); !bounded) {
+    return fail(ErrorCode::kInvalidArgument, "unit_time_s: {} s is too fine for this profile: {}",
+                spec.unit_time_s, bounded.error().message());
   }
   const auto started = std::chrono::steady_clock::now();
   auto result = plan::plan_frontier(*dag, *profile, options);

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/server_test_util.hpp"
+#include "server/service_fixture.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {
@@ -20,65 +20,6 @@ namespace {
 using nlohmann::json;
 using server::Request;
 using server::Response;
-
-class ServiceTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    std::string url = GetParam();
-    if (url.starts_with("sqlite:")) {
-      url = "sqlite:" + dir_.path() + "/service.db";
-    }
-    auto opened = store::open_store(url);
-    if (!opened) {
-      GTEST_SKIP() << "store " << url << " unavailable: " << opened.error().message();
-    }
-    service_ = std::make_unique<server::Service>(std::shared_ptr<store::Store>(std::move(*opened)));
-  }
-
-  Response call(const std::string& method, const std::string& path, const std::string& body = "",
-                std::map<std::string, std::string> query = {}, std::optional<std::string> request_id = {}) {
-    Request request;
-    request.method = method;
-    request.path = path;
-    request.body = body;
-    request.query = std::move(query);
-    request.request_id = std::move(request_id);
-    if (!body.empty()) {
-      request.content_type = "application/json";
-    }
-    return service_->handle(request);
-  }
-  Response call(const std::string& method, const std::string& path, const char* body,
-                std::map<std::string, std::string> query = {}, std::optional<std::string> request_id = {}) {
-    return call(method, path, std::string(body), std::move(query), std::move(request_id));
-  }
-  Response call(const std::string& method, const std::string& path, const json& body,
-                std::optional<std::string> request_id = {}) {
-    return call(method, path, body.dump(), {}, std::move(request_id));
-  }
-
-  std::string register_job(const std::string& job_id, std::optional<uint64_t> seed = 7) {
-    const Response response =
-        call("POST", "/jobs", register_body(synthetic_spec(job_id, seed), synthetic_gpu()));
-    EXPECT_EQ(response.status, 201) << response.body;
-    return job_id;
-  }
-  Response next(const std::string& job_id, std::optional<std::string> request_id = {}) {
-    return call("GET", "/jobs/batch_size", "", {{"job_id", job_id}}, std::move(request_id));
-  }
-  json status(const std::string& job_id) {
-    const Response response = call("GET", "/jobs/" + job_id);
-    EXPECT_EQ(response.status, 200) << response.body;
-    return json::parse(response.body);
-  }
-
-  TempDir dir_;
-  std::unique_ptr<server::Service> service_;
-};
-
-json parsed(const Response& response) {
-  return json::parse(response.body);
-}
 
 TEST_P(ServiceTest, RegisterCreatesThenAcceptsTheIdenticalConfigAndRefusesAnother) {
   const json body = register_body(synthetic_spec("synthetic-a"), synthetic_gpu());

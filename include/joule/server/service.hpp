@@ -14,6 +14,7 @@
 #include <string>
 
 #include "joule/core/clock.hpp"
+#include "joule/plan/planner.hpp"
 #include "joule/store/store.hpp"
 
 namespace joule::server {
@@ -59,9 +60,10 @@ struct ServiceOptions {
   /// Largest pipeline accepted by the planner routes, in computations (2 × stages × microbatches): the
   /// frontier's size and planning time grow with it.
   int64_t max_pipeline_computations = 1 << 16;
-  /// Largest (iteration time at the highest clock) / unit_time_s the planner accepts: its work grows with
-  /// the number of time units, so a tiny unit on a long iteration would plan for hours.
-  double max_planning_units = 200000;
+  /// Largest (iteration time with every computation at its slowest profiled row) / unit_time_s the planner
+  /// accepts (plan::PlannerOptions::max_planning_units): its work grows with the number of time units, so a
+  /// tiny unit or one absurdly slow row would plan for hours.
+  double max_planning_units = plan::kDefaultMaxPlanningUnits;
   /// Parsed frontiers kept in memory (each pipeline's, keyed by its profile upload), so that plan requests
   /// do not re-read and re-parse the stored frontier.
   size_t frontier_cache_entries = 16;
