@@ -5,8 +5,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "joule/server/client.hpp"
 
@@ -317,6 +321,70 @@ TEST(Serve, BadFlagsAreOneClearLine) {
   const auto help = joule({"serve", "--help"});
   EXPECT_NE(help.out.find("--listen"), std::string::npos);
   EXPECT_NE(joule({"job", "--help"}).out.find("register"), std::string::npos);
+}
+
+// The attacks of issue 11 against the real binary: each gets its clear refusal, and the server lives on.
+TEST(Serve, HostileRequestsAreRefusedAndTheServerLivesOn) {
+  ServeProcess server("memory:", 0, {"--max-open-trials", "2"});
+  httplib::Client http("127.0.0.1", server.port());
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  // The body limit answers first on routes with small bodies; the profile route parses, bounded.
+  auto straggler = http.Post("/pipelines/pipeline-x/straggler", deep, "application/json");
+  ASSERT_TRUE(straggler);
+  EXPECT_EQ(straggler->status, 413);
+  EXPECT_EQ(json::parse(straggler->body)["message"],
+            "the request body is 200000 bytes; POST /pipelines/pipeline-x/straggler takes at most 65536");
+  ASSERT_EQ(http.Post("/pipelines", R"({"pipeline_id": "pipeline-x", "stages": 2, "microbatches": 2})",
+                      "application/json")
+                ->status,
+            201);
+  auto profile = http.Put("/pipelines/pipeline-x/profile", deep, "application/json");
+  ASSERT_TRUE(profile);
+  EXPECT_EQ(profile->status, 400);
+  EXPECT_NE(profile->body.find("nested deeper than 64 levels"), std::string::npos) << profile->body;
+  auto overflow = http.Post("/jobs", R"({"job_id_prefix": "a", "batch_sizes": [8], "default_batch_size": 8,
+      "max_power": 1e999, "number_of_gpus": 1, "gpu_model": "A40"})",
+                            "application/json");
+  ASSERT_TRUE(overflow);
+  EXPECT_EQ(overflow->status, 422);
+  EXPECT_EQ(json::parse(overflow->body)["detail"][0]["loc"], json({"body", "max_power"}));
+  // 20 MB of header lines: 431 after 16 KiB.
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(server.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+    std::string lines = "GET /healthz HTTP/1.1\r\n";
+    for (int i = 0; i < 10000; ++i) {
+      lines += "a: b\r\n";
+    }
+    for (size_t sent = 0; sent < 20'000'000; sent += lines.size()) {
+      if (::send(fd, lines.data(), lines.size(), MSG_NOSIGNAL) <= 0) {
+        break;  // the server answered and closed
+      }
+    }
+    char buffer[4096];
+    const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+    ::close(fd);
+    ASSERT_GT(got, 0);
+    EXPECT_TRUE(std::string(buffer, static_cast<size_t>(got)).starts_with("HTTP/1.1 431 "));
+  }
+  // A client that asks and never reports: refused at the bound.
+  ASSERT_EQ(http.Post("/jobs", R"({"job_id": "greedy-1", "job_id_prefix": "greedy", "batch_sizes": [8, 16],
+      "default_batch_size": 8, "max_power": 300, "number_of_gpus": 1, "gpu_model": "A40"})",
+                      "application/json")
+                ->status,
+            201);
+  EXPECT_EQ(http.Get("/jobs/batch_size?job_id=greedy-1")->status, 200);
+  EXPECT_EQ(http.Get("/jobs/batch_size?job_id=greedy-1")->status, 200);
+  auto refused = http.Get("/jobs/batch_size?job_id=greedy-1");
+  EXPECT_EQ(refused->status, 409);
+  EXPECT_NE(refused->body.find("already has 2 trials in progress"), std::string::npos) << refused->body;
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  const auto result = server.stop(SIGTERM);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
 }
 
 // Every report answered with 2xx survives a kill -9 of the server (responses only after commit).
