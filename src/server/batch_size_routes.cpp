@@ -3,6 +3,7 @@
 // and messages: POST /jobs, GET /jobs/batch_size, POST /report, PATCH /trials, DELETE /jobs; plus
 // GET /jobs/{id} for operators. The decisions are the library's (joule/optimize/batch_size.hpp); this file
 // only loads, applies and stores.
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <limits>
@@ -98,13 +99,23 @@ struct TrialRecord {
 
 // A job's trials in the store, read a record at a time and written back once at the end of the request
 // (flush), so that a request touches the trials it needs and no others.
+// A trial that succeeded in this transaction, to add to the SucceededCache once it commits.
+struct SucceededAppend {
+  int64_t batch_size = 0;
+  detail::SucceededTrials before;
+  bso::Trial trial;
+};
+
 class StoreTrialLog final : public bso::TrialLog {
  public:
-  StoreTrialLog(store::Transaction& transaction, std::string job_id, const bso::JobState& state)
+  StoreTrialLog(store::Transaction& transaction, std::string job_id, JobDocument& document,
+                detail::SucceededCache& cache)
       : transaction_(transaction),
         job_id_(std::move(job_id)),
-        batch_sizes_(state.spec().batch_sizes),
-        known_trials_(state.trial_count()) {}
+        document_(document),
+        cache_succeeded_(cache),
+        batch_sizes_(document.state->spec().batch_sizes),
+        known_trials_(document.state->trial_count()) {}
 
   Result<std::optional<bso::Trial>> find(int64_t trial_number) override {
     auto found = record(trial_number);
@@ -115,6 +126,16 @@ class StoreTrialLog final : public bso::TrialLog {
   }
 
   Result<std::vector<bso::Trial>> succeeded(int64_t batch_size, size_t limit) override {
+    // All of them (window_size 0): from memory when the cached list is this job's exact list.
+    std::optional<detail::SucceededTrials> identity;
+    if (limit == 0 && document_.succeeded) {
+      const auto found = document_.succeeded->find(batch_size);
+      identity = found == document_.succeeded->end() ? detail::SucceededTrials{} : found->second;
+      if (auto cached = cache_succeeded_.find(job_id_, batch_size, *identity)) {
+        std::reverse(cached->begin(), cached->end());
+        return std::move(*cached);
+      }
+    }
     auto items = transaction_.items(detail::kJobKind, job_id_, {batch_size, std::nullopt, limit});
     if (!items) {
       return tl::make_unexpected(items.error());
@@ -127,6 +148,10 @@ class StoreTrialLog final : public bso::TrialLog {
         return tl::make_unexpected(parsed.error());
       }
       trials.push_back(parsed->trial);
+    }
+    if (identity && *identity == detail::SucceededTrials{static_cast<int64_t>(trials.size()),
+                                                         trials.empty() ? 0 : trials.front().trial_number}) {
+      cache_succeeded_.put(job_id_, batch_size, *identity, {trials.rbegin(), trials.rend()});
     }
     return trials;
   }
@@ -143,11 +168,20 @@ class StoreTrialLog final : public bso::TrialLog {
         return fail(ErrorCode::kInternal, "job {} has no stored trial {} to update", job_id_,
                     trial.trial_number);
       }
+      if (trial.status == bso::TrialStatus::kSucceeded &&
+          (*found)->trial.status != bso::TrialStatus::kSucceeded && document_.succeeded) {
+        detail::SucceededTrials& succeeded = (*document_.succeeded)[trial.batch_size];
+        appends_.push_back({trial.batch_size, succeeded, trial});
+        succeeded = {succeeded.count + 1, trial.trial_number};
+      }
       (*found)->trial = trial;
     }
     dirty_.insert(trial.trial_number);
     return {};
   }
+
+  // What to add to the SucceededCache once the transaction commits.
+  const std::vector<SucceededAppend>& appends() const { return appends_; }
 
   // @return trial `trial_number`'s record (read once, then cached), or nullptr if there is none.
   Result<TrialRecord*> record(int64_t trial_number) {
@@ -188,8 +222,11 @@ class StoreTrialLog final : public bso::TrialLog {
  private:
   store::Transaction& transaction_;
   std::string job_id_;
+  JobDocument& document_;
+  detail::SucceededCache& cache_succeeded_;
   std::vector<int64_t> batch_sizes_;
   int64_t known_trials_;
+  std::vector<SucceededAppend> appends_;
   std::map<int64_t, TrialRecord> cache_;
   std::set<int64_t> dirty_;
 };
@@ -246,7 +283,12 @@ Result<JobDocument> migrate_legacy(store::Transaction& transaction, const std::s
     JobDocument converted;
     converted.state = job->state();
     converted.registered_unix_ns = document.at("registered_unix_ns").get<int64_t>();
+    converted.succeeded.emplace();
     for (const auto& trial : job->trials()) {
+      if (trial.status == bso::TrialStatus::kSucceeded) {
+        auto& succeeded = (*converted.succeeded)[trial.batch_size];
+        succeeded = {succeeded.count + 1, trial.trial_number};
+      }
       TrialRecord record{trial};
       const auto index = static_cast<size_t>(trial.trial_number - 1);
       if (index < counts.size()) {
@@ -368,12 +410,19 @@ Request without_id(const Request& request) {
 namespace detail {
 
 std::string JobDocument::dump() const {
-  return json{{"format", kDocumentFormat},
-              {"version", kDocumentVersion},
-              {"registered_unix_ns", registered_unix_ns},
-              {"reports", reports},
-              {"state", state->to_json()}}
-      .dump();
+  json out{{"format", kDocumentFormat},
+           {"version", kDocumentVersion},
+           {"registered_unix_ns", registered_unix_ns},
+           {"reports", reports},
+           {"state", state->to_json()}};
+  if (succeeded) {
+    json by_batch_size = json::array();
+    for (const auto& [batch_size, counts] : *succeeded) {
+      by_batch_size.push_back({batch_size, counts.count, counts.last_trial_number});
+    }
+    out["succeeded"] = std::move(by_batch_size);
+  }
+  return out.dump();
 }
 
 Result<JobDocument> JobDocument::parse(std::string_view key, const json& document) {
@@ -392,6 +441,13 @@ Result<JobDocument> JobDocument::parse(std::string_view key, const json& documen
     parsed.state = std::move(*state);
     parsed.registered_unix_ns = document.at("registered_unix_ns").get<int64_t>();
     parsed.reports = document.at("reports").get<int64_t>();
+    if (const auto found = document.find("succeeded"); found != document.end()) {
+      parsed.succeeded.emplace();
+      for (const auto& entry : *found) {
+        (*parsed.succeeded)[entry.at(0).get<int64_t>()] = {entry.at(1).get<int64_t>(),
+                                                           entry.at(2).get<int64_t>()};
+      }
+    }
     return parsed;
   } catch (const json::exception& error) {
     return fail(ErrorCode::kParse, "the stored job {} is corrupt: {}", key, error.what());
@@ -467,6 +523,7 @@ Response Service::Impl::register_job(const Request& request) {
       JobDocument document;
       document.registered_unix_ns = detail::unix_ns(clock);
       document.state = std::move(*job);
+      document.succeeded.emplace();
       auto inserted = transaction.insert(detail::kJobKind, *candidate.job_id, document.dump());
       if (!inserted) {
         return tl::make_unexpected(inserted.error());
@@ -527,7 +584,7 @@ Response Service::Impl::next_batch_size(const Request& request) {
                            "before asking for another",
                            *job_id, job.state->dispatched_count()));
     }
-    StoreTrialLog log(transaction, *job_id, *job.state);
+    StoreTrialLog log(transaction, *job_id, job, succeeded);
     auto trial = job.state->next_trial(log, detail::unix_ns(clock));
     if (!trial) {
       // Zeus answers 500 when no batch size converged in a pruning round (the job must be re-registered).
@@ -553,9 +610,11 @@ Response Service::Impl::report(const Request& request) {
   if (!result) {
     return validation_response(result.error());
   }
-  std::optional<EpochReport> epoch;  // set by the attempt that commits
+  std::optional<EpochReport> epoch;      // set by the attempt that commits
+  std::vector<SucceededAppend> appends;  // likewise
   Response answer = transact(request, [&](store::Transaction& transaction) -> Result<Response> {
     epoch.reset();
+    appends.clear();
     auto document = load(transaction, jobs, result->job_id);
     if (!document) {
       return tl::make_unexpected(document.error());
@@ -571,7 +630,7 @@ Response Service::Impl::report(const Request& request) {
       return message_response(400, fmt::format("Unknown job {}", result->job_id));
     }
     JobDocument& job = **document;
-    StoreTrialLog log(transaction, result->job_id, *job.state);
+    StoreTrialLog log(transaction, result->job_id, job, succeeded);
     auto response = job.state->report(log, *result, detail::unix_ns(clock));
     if (!response) {
       // Unknown trial and a report on a Failed trial are Zeus's 400s; bad numbers are 422 here (Zeus fails
@@ -600,10 +659,16 @@ Response Service::Impl::report(const Request& request) {
     if (auto updated = save(transaction, jobs, result->job_id, job); !updated) {
       return tl::make_unexpected(updated.error());
     }
+    appends = log.appends();
     return json_response(200, response->to_json());
   });
-  if (epoch && answer.status == 200 && !answer.replayed && options.on_epoch_report) {
-    options.on_epoch_report(*epoch);
+  if (answer.status == 200 && !answer.replayed) {
+    for (const auto& append : appends) {
+      succeeded.append(result->job_id, append.batch_size, append.before, append.trial);
+    }
+    if (epoch && options.on_epoch_report) {
+      options.on_epoch_report(*epoch);
+    }
   }
   return answer;
 }
@@ -637,7 +702,7 @@ Response Service::Impl::end_trial(const Request& request) {
     }
     JobDocument& job = **document;
     const int64_t failed_before = job.state->failed_count();
-    StoreTrialLog log(transaction, trial->job_id, *job.state);
+    StoreTrialLog log(transaction, trial->job_id, job, succeeded);
     auto ended = job.state->end_trial(log, *trial, detail::unix_ns(clock));
     if (!ended) {
       return library_error(ended.error(), 404, 400);
@@ -687,6 +752,7 @@ Response Service::Impl::delete_job(const Request& request) {
       }
     }
     jobs.erase(*job_id);
+    succeeded.erase_job(*job_id);
     log().info("deleted job {}", *job_id);
     return json_response(200, nullptr);
   });

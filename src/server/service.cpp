@@ -146,6 +146,58 @@ int64_t unix_ns(const Clock& clock) {
   return clock.to_unix_ns(clock.now());
 }
 
+std::optional<std::vector<optimize::batch_size::Trial>> SucceededCache::find(
+    const std::string& job_id, int64_t batch_size, const SucceededTrials& expected) {
+  std::lock_guard lock(mutex_);
+  const auto found = entries_.find({job_id, batch_size});
+  if (found == entries_.end() || found->second.identity != expected) {
+    return std::nullopt;
+  }
+  found->second.last_use = ++clock_;
+  return found->second.trials;
+}
+
+void SucceededCache::put(const std::string& job_id, int64_t batch_size, SucceededTrials identity,
+                         std::vector<optimize::batch_size::Trial> trials) {
+  if (capacity_ == 0) {
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  entries_.insert_or_assign({job_id, batch_size}, Entry{identity, std::move(trials), ++clock_});
+  if (entries_.size() > capacity_) {
+    auto oldest = entries_.begin();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.last_use < oldest->second.last_use) {
+        oldest = it;
+      }
+    }
+    entries_.erase(oldest);
+  }
+}
+
+void SucceededCache::append(const std::string& job_id, int64_t batch_size, const SucceededTrials& before,
+                            const optimize::batch_size::Trial& trial) {
+  std::lock_guard lock(mutex_);
+  const auto found = entries_.find({job_id, batch_size});
+  if (found == entries_.end()) {
+    return;
+  }
+  if (found->second.identity != before) {
+    entries_.erase(found);
+    return;
+  }
+  found->second.trials.push_back(trial);
+  found->second.identity = {before.count + 1, trial.trial_number};
+}
+
+void SucceededCache::erase_job(const std::string& job_id) {
+  std::lock_guard lock(mutex_);
+  for (auto it = entries_.lower_bound({job_id, INT64_MIN});
+       it != entries_.end() && it->first.first == job_id;) {
+    it = entries_.erase(it);
+  }
+}
+
 std::shared_ptr<const CachedFrontier> FrontierCache::find(const std::string& token) {
   std::lock_guard lock(mutex_);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -218,7 +270,8 @@ Service::Impl::Impl(store::Store& store_ref, ServiceOptions service_options)
       options(service_options),
       clock(service_options.clock != nullptr ? *service_options.clock : SteadyClock::instance()),
       frontiers(service_options.frontier_cache_entries),
-      jobs(service_options.job_cache_entries) {}
+      jobs(service_options.job_cache_entries),
+      succeeded(service_options.job_cache_entries) {}
 
 Response Service::Impl::transact(const Request& request, const detail::Work& work) {
   std::optional<Response> response;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -112,16 +113,57 @@ class ParsedCache {
   std::map<std::string, Entry> entries_;
 };
 
+/// How many trials of one batch size succeeded, and the number of the last one: what identifies the list of
+/// them (succeeded trials never change), so that a cached list can be checked against the job.
+struct SucceededTrials {
+  int64_t count = 0;
+  int64_t last_trial_number = 0;
+  bool operator==(const SucceededTrials&) const = default;
+};
+
 /// What the store holds for one batch-size job (kind kJobKind): the library's state without its trials (each
-/// trial is an item of this document), when it was registered and how many reports it took.
+/// trial is an item of this document), when it was registered, how many reports it took, and its succeeded
+/// trials per batch size.
 struct JobDocument {
   std::optional<optimize::batch_size::JobState> state;  // always set; optional: the state has no default
   int64_t registered_unix_ns = 0;
   int64_t reports = 0;
+  /// By batch size. Unset in documents that predate it: then the cache of succeeded trials is not used.
+  std::optional<std::map<int64_t, SucceededTrials>> succeeded;
 
   std::string dump() const;
   /// Parses a version 2 document. @return kParse naming the job.
   static Result<JobDocument> parse(std::string_view key, const nlohmann::json& document);
+};
+
+/// The succeeded trials of each (job, batch size), oldest first, kept in memory: the MAB refit with
+/// window_size 0 reads all of them at every trial end (to sum them exactly as numpy does), which from the
+/// store would cost a row per past trial. An entry is used only if it matches the job's SucceededTrials, and
+/// grows only after the transaction that added a trial committed, so it is never ahead of the store. Least
+/// recently used entries go beyond `capacity`.
+class SucceededCache {
+ public:
+  explicit SucceededCache(size_t capacity) : capacity_(capacity) {}
+  /// @return the trials if the entry of (job_id, batch_size) is exactly `expected`.
+  std::optional<std::vector<optimize::batch_size::Trial>> find(const std::string& job_id, int64_t batch_size,
+                                                               const SucceededTrials& expected);
+  void put(const std::string& job_id, int64_t batch_size, SucceededTrials identity,
+           std::vector<optimize::batch_size::Trial> trials);
+  /// Appends `trial` if the entry is exactly `before`; otherwise drops the entry.
+  void append(const std::string& job_id, int64_t batch_size, const SucceededTrials& before,
+              const optimize::batch_size::Trial& trial);
+  void erase_job(const std::string& job_id);
+
+ private:
+  struct Entry {
+    SucceededTrials identity;
+    std::vector<optimize::batch_size::Trial> trials;
+    uint64_t last_use = 0;
+  };
+  std::mutex mutex_;
+  size_t capacity_;
+  uint64_t clock_ = 0;
+  std::map<std::pair<std::string, int64_t>, Entry> entries_;
 };
 
 /// Parsed frontiers by profile token (an id drawn at every profile upload), least recently used dropped.
@@ -178,6 +220,7 @@ struct Service::Impl {
   const Clock& clock;
   detail::FrontierCache frontiers;
   detail::ParsedCache<detail::JobDocument> jobs;
+  detail::SucceededCache succeeded;
   detail::SingleFlight planning;
 
   /// Runs `work` in one transaction. A 2xx response is saved under the request's id (if any) and committed

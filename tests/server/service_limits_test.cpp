@@ -4,6 +4,7 @@
 // reports, and a job whose history grows. Every refusal names its field and changes nothing; no request's
 // cost grows with the job's history (counted in bytes and rows the store touches, not in time).
 #include <atomic>
+#include <random>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -333,6 +334,44 @@ TEST_P(ServiceLimitsTest, ARequestTouchesTheSameDataWhateverTheJobsHistory) {
   EXPECT_LE(late[1], early[1] + 64) << "bytes written: after 21 trials " << early[1] << ", after 2022 "
                                     << late[1];
   EXPECT_EQ(late[2], early[2]) << "trial records read";
+}
+
+// Two services on one database (two `joule serve` replicas), calls alternating between them: each keeps its
+// own caches of parsed jobs and succeeded trials, checked against the stored job, so their decisions are
+// still exactly the library's (MAB with window_size 0 refits on every past result).
+TEST_P(ServiceLimitsTest, TwoServicesOnOneDatabaseDecideExactlyAsTheLibrary) {
+  server::Service other(store_, service_options());
+  const std::string job_id = "synthetic-two";
+  register_job(job_id, 42);
+  auto library = bso::BatchSizeJob::create(synthetic_spec(job_id, 42), synthetic_gpu());
+  ASSERT_TRUE(library);
+  std::mt19937 random(5);  // which service takes each call
+  const auto handle = [&](const std::string& method, const std::string& path, const std::string& body,
+                          std::map<std::string, std::string> query = {}) {
+    Request request{method, path, std::move(query), body, "application/json", std::nullopt};
+    return random() % 2 == 0 ? other.handle(request) : service_->handle(request);
+  };
+  for (int round = 0; round < 40; ++round) {
+    const Response response = handle("GET", "/jobs/batch_size", "", {{"job_id", job_id}});
+    ASSERT_EQ(response.status, 200) << response.body;
+    const auto expected = library->next_trial(0);
+    ASSERT_TRUE(expected);
+    ASSERT_EQ(parsed(response), expected->to_json()) << "round " << round;
+    for (int64_t epoch = 1;; ++epoch) {
+      const auto result = SyntheticTraining::result(*expected, epoch);
+      const Response reported = handle("POST", "/report", result.to_json().dump());
+      ASSERT_EQ(reported.status, 200) << reported.body;
+      const auto decided = library->report(result, 0);
+      ASSERT_TRUE(decided);
+      ASSERT_EQ(parsed(reported), decided->to_json()) << "round " << round << " epoch " << epoch;
+      if (decided->stop_train) {
+        break;
+      }
+    }
+  }
+  const json state = status(job_id);
+  EXPECT_EQ(state["stage"], "MAB");
+  EXPECT_EQ(state["arms"], library->to_json()["arms"]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ServiceLimitsTest, ::testing::Values("memory:", "sqlite:"),
