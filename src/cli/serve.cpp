@@ -24,6 +24,7 @@ struct ServeFlags {
   size_t threads = server::kDefaultThreads;
   size_t max_connections = server::kDefaultMaxConnections;
   int64_t max_open_trials = server::ServiceOptions().max_open_trials;
+  int64_t response_ttl_s = server::ServiceOptions().response_ttl.count();
   int db_connections = 0;
 };
 
@@ -33,6 +34,9 @@ int run_serve(const ServeFlags& flags) {
   const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));
   if (flags.threads == 0) {
     throw Exception(ErrorCode::kInvalidArgument, "serve: --threads must be at least 1");
+  }
+  if (flags.response_ttl_s < 0) {
+    throw Exception(ErrorCode::kInvalidArgument, "serve: --response-ttl-s must be >= 0 (0: keep forever)");
   }
   if (flags.max_open_trials < 1) {
     throw Exception(ErrorCode::kInvalidArgument, "serve: --max-open-trials must be at least 1");
@@ -52,6 +56,7 @@ int run_serve(const ServeFlags& flags) {
   auto metrics = std::make_shared<server::ServerMetrics>();
   server::ServiceOptions service_options;
   service_options.max_open_trials = flags.max_open_trials;
+  service_options.response_ttl = std::chrono::seconds(flags.response_ttl_s);
   service_options.on_epoch_report = [metrics](const server::EpochReport& report) {
     metrics->observe_epoch(report);
   };
@@ -107,6 +112,12 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                       "409 beyond (default {})",
                       flags->max_open_trials))
       ->option_text("N");
+  command
+      ->add_option("--response-ttl-s", flags->response_ttl_s,
+                   fmt::format("How long the response of a request with X-Request-Id is kept for its retries "
+                               "(default {} = 24 h; 0: forever)",
+                               flags->response_ttl_s))
+      ->option_text("S");
   command
       ->add_option("--db-connections", flags->db_connections,
                    "Most database connections at once (PostgreSQL; default: the store's)")

@@ -306,6 +306,9 @@ Response Service::Impl::transact(const Request& request, const detail::Work& wor
     return {};
   });
   if (done) {
+    if (request.request_id && !response->replayed) {
+      prune_responses();
+    }
     return std::move(*response);
   }
   if (response && done.error().code() == ErrorCode::kState && done.error().message() == detail::kRollback) {
@@ -318,6 +321,24 @@ Response Service::Impl::transact(const Request& request, const detail::Work& wor
   }
   log().error("{} {}: {}", request.method, request.path, error.message());
   return message_response(500, error.message());
+}
+
+void Service::Impl::prune_responses() {
+  // One batch per kPruneEvery saved responses keeps up with any request rate, in small transactions.
+  constexpr uint64_t kPruneEvery = 512;
+  constexpr size_t kPruneBatch = 1024;
+  if (options.response_ttl.count() <= 0 || ++saved_responses % kPruneEvery != 0) {
+    return;
+  }
+  auto erased = store.transact<int64_t>([&](store::Transaction& transaction) {
+    return transaction.erase_responses_older_than(options.response_ttl, kPruneBatch);
+  });
+  if (!erased) {
+    log().warn("pruning stored responses older than {} s: {}", options.response_ttl.count(),
+               erased.error().message());
+  } else if (*erased > 0) {
+    log().debug("pruned {} stored responses older than {} s", *erased, options.response_ttl.count());
+  }
 }
 
 Result<std::optional<Response>> Service::Impl::replay(store::Transaction& transaction,

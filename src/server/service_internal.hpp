@@ -4,6 +4,7 @@
 // (batch_size_routes.cpp, pipeline_routes.cpp).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -243,6 +244,10 @@ struct Service::Impl {
   Response pipeline_route(const Request& request, const std::string& pipeline_id, const std::string& rest);
 
   Response health(const Request& request);
+
+  /// Deletes a batch of stored responses older than options.response_ttl every so many saved ones.
+  void prune_responses();
+  std::atomic<uint64_t> saved_responses{0};
 };
 
 }  // namespace joule::server

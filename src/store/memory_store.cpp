@@ -2,6 +2,7 @@
 // The in-memory store: one mutex, so a transaction sees and locks everything. Changes are made on a copy
 // and swapped in at commit, so a failed transaction leaves nothing behind (the copy makes every transaction
 // cost the size of everything stored: this store is for tests and throwaway runs).
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -21,7 +22,7 @@ using ItemKey = std::tuple<std::string, std::string, int64_t>;
 struct State {
   std::map<std::pair<std::string, std::string>, Document> documents;
   std::map<ItemKey, Item> items;
-  std::map<std::string, std::string> responses;
+  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>> responses;
 };
 
 class MemoryTransaction final : public Transaction {
@@ -104,11 +105,25 @@ class MemoryTransaction final : public Transaction {
     if (found == state_.responses.end()) {
       return std::optional<std::string>();
     }
-    return std::optional<std::string>(found->second);
+    return std::optional<std::string>(found->second.first);
   }
   Result<void> save_response(std::string_view request_id, std::string_view response) override {
-    state_.responses[std::string(request_id)] = std::string(response);
+    state_.responses[std::string(request_id)] = {std::string(response), std::chrono::steady_clock::now()};
     return {};
+  }
+  Result<int64_t> erase_responses_older_than(std::chrono::seconds age, size_t max_rows) override {
+    const auto cutoff = std::chrono::steady_clock::now() - age;
+    int64_t erased = 0;
+    for (auto it = state_.responses.begin();
+         it != state_.responses.end() && static_cast<size_t>(erased) < max_rows;) {
+      if (it->second.second < cutoff) {
+        it = state_.responses.erase(it);
+        ++erased;
+      } else {
+        ++it;
+      }
+    }
+    return erased;
   }
 
   State take() { return std::move(state_); }

@@ -58,7 +58,7 @@ CREATE TABLE responses (
         2,
         // Items: records of a document read and written one at a time (a batch-size job's trials), so that
         // a request's cost does not grow with the document's history. The group index serves "the last N
-        // finished trials of this batch size".
+        // finished trials of this batch size"; the age index lets old stored responses be pruned.
         R"sql(
 CREATE TABLE items (
   kind TEXT NOT NULL,
@@ -69,6 +69,7 @@ CREATE TABLE items (
   PRIMARY KEY (kind, key, number)
 ) WITHOUT ROWID;
 CREATE INDEX items_by_group ON items (kind, key, grp, number);
+CREATE INDEX responses_by_age ON responses (created_at);
 )sql",
         R"sql(
 CREATE TABLE items (
@@ -80,6 +81,7 @@ CREATE TABLE items (
   PRIMARY KEY (kind, key, number)
 );
 CREATE INDEX items_by_group ON items (kind, key, grp, number);
+CREATE INDEX responses_by_age ON responses (created_at);
 )sql",
     },
 };

@@ -59,6 +59,9 @@ constexpr const char* kSelectGroupItems =
     "SELECT number, grp, body FROM items WHERE kind = $1 AND key = $2 AND grp = $5 AND number < $3 "
     "ORDER BY number DESC LIMIT $4";
 constexpr const char* kDeleteItems = "DELETE FROM items WHERE kind = $1 AND key = $2";
+constexpr const char* kEraseOldResponses =
+    "DELETE FROM responses WHERE request_id IN (SELECT request_id FROM responses WHERE created_at < now() - "
+    "make_interval(secs => $1::bigint) ORDER BY created_at LIMIT $2)";
 constexpr const char* kSelectResponse = "SELECT response FROM responses WHERE request_id = $1";
 constexpr const char* kUpsertResponse =
     "INSERT INTO responses (request_id, response) VALUES ($1, $2) "
@@ -200,6 +203,16 @@ class PgTransaction final : public Transaction {
       return tl::make_unexpected(rows.error());
     }
     return {};
+  }
+
+  Result<int64_t> erase_responses_older_than(std::chrono::seconds age, size_t max_rows) override {
+    const std::string age_text = std::to_string(age.count());
+    const std::string rows_text = std::to_string(max_rows);
+    auto rows = execute(kEraseOldResponses, {age_text, rows_text});
+    if (!rows) {
+      return tl::make_unexpected(rows.error());
+    }
+    return static_cast<int64_t>(rows->affected());
   }
 
   /// How the first failed command failed (kNone if none did).

@@ -55,6 +55,9 @@ constexpr std::string_view kSelectGroupItems =
     "SELECT number, grp, body FROM items WHERE kind = ?1 AND key = ?2 AND grp = ?5 AND number < ?3 "
     "ORDER BY number DESC LIMIT ?4";
 constexpr std::string_view kDeleteItems = "DELETE FROM items WHERE kind = ?1 AND key = ?2";
+constexpr std::string_view kEraseOldResponses =
+    "DELETE FROM responses WHERE request_id IN (SELECT request_id FROM responses WHERE created_at < "
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || ?1 || ' seconds') ORDER BY created_at LIMIT ?2)";
 constexpr std::string_view kSelectResponse = "SELECT response FROM responses WHERE request_id = ?1";
 constexpr std::string_view kUpsertResponse =
     "INSERT INTO responses (request_id, response, created_at) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', "
@@ -213,6 +216,18 @@ class SqliteTransaction final : public Transaction {
       return failed(done.error());
     }
     return {};
+  }
+
+  Result<int64_t> erase_responses_older_than(std::chrono::seconds age, size_t max_rows) override {
+    auto statement = connection_.statement(kEraseOldResponses);
+    if (!statement) {
+      return failed(statement.error());
+    }
+    statement->bind(1, static_cast<int64_t>(age.count())).bind(2, static_cast<int64_t>(max_rows));
+    if (auto done = statement->run(); !done) {
+      return failed(done.error());
+    }
+    return connection_.changes();
   }
 
   /// Whether a statement failed because another connection held a lock (the transaction must start over).

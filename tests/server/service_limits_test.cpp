@@ -6,6 +6,7 @@
 #include <atomic>
 #include <random>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -102,6 +103,9 @@ class CountingStore final : public store::Store {
     }
     Result<void> save_response(std::string_view request_id, std::string_view response) override {
       return inner_.save_response(request_id, response);
+    }
+    Result<int64_t> erase_responses_older_than(std::chrono::seconds age, size_t max_rows) override {
+      return inner_.erase_responses_older_than(age, max_rows);
     }
 
    private:
@@ -372,6 +376,31 @@ TEST_P(ServiceLimitsTest, TwoServicesOnOneDatabaseDecideExactlyAsTheLibrary) {
   const json state = status(job_id);
   EXPECT_EQ(state["stage"], "MAB");
   EXPECT_EQ(state["arms"], library->to_json()["arms"]);
+}
+
+// Stored responses (for retries) live response_ttl, then go a batch at a time: the database does not grow
+// with every request for ever.
+TEST_P(ServiceLimitsTest, StoredResponsesArePrunedAfterTheirTimeToLive) {
+  server::ServiceOptions options = service_options();
+  options.response_ttl = std::chrono::seconds(1);
+  service_ = std::make_unique<server::Service>(store_, options);
+  const std::string job = register_job("synthetic-ttl");
+  ASSERT_EQ(next(job).status, 200);
+  const json first = SyntheticTraining::result({job, 32, 1}, 1).to_json();
+  ASSERT_EQ(call("POST", "/report", first, "first").status, 200);
+  EXPECT_TRUE(call("POST", "/report", first, "first").replayed);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_EQ(
+        call("POST", "/report", SyntheticTraining::result({job, 32, 1}, 2).to_json(), fmt::format("r-{}", i))
+            .status,
+        200);
+  }
+  // "first" is gone: its retry is a new request now; the recent ones still replay.
+  EXPECT_FALSE(call("POST", "/report", first, "first").replayed);
+  EXPECT_TRUE(
+      call("POST", "/report", SyntheticTraining::result({job, 32, 1}, 2).to_json(), "r-599").replayed);
+  EXPECT_EQ(status(job)["counts"]["reports"], 602);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ServiceLimitsTest, ::testing::Values("memory:", "sqlite:"),

@@ -285,6 +285,30 @@ TEST_P(StoreContract, ItemsRollBackWithTheirTransaction) {
   EXPECT_EQ(items(*store_, "trial", "j", {}), (std::vector<Item>{{1, 0, "kept"}}));
 }
 
+TEST_P(StoreContract, PrunesStoredResponsesByAgeOldestFirst) {
+  for (int i = 0; i < 5; ++i) {
+    run_ok(*store_, [i](Transaction& transaction) {
+      return transaction.save_response(fmt::format("old-{}", i), "r");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // distinct millisecond timestamps
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  run_ok(*store_, [](Transaction& transaction) { return transaction.save_response("new", "r"); });
+  const auto erase = [&](std::chrono::seconds age, size_t rows) {
+    auto erased = store_->transact<int64_t>(
+        [&](Transaction& transaction) { return transaction.erase_responses_older_than(age, rows); });
+    EXPECT_TRUE(erased.has_value()) << erased.error().message();
+    return erased.value_or(-1);
+  };
+  EXPECT_EQ(erase(std::chrono::seconds(3600), 100), 0);
+  EXPECT_EQ(erase(std::chrono::seconds(1), 2), 2);
+  EXPECT_FALSE(response(*store_, "old-0").has_value());
+  EXPECT_FALSE(response(*store_, "old-1").has_value());
+  EXPECT_TRUE(response(*store_, "old-2").has_value());
+  EXPECT_EQ(erase(std::chrono::seconds(1), 100), 3);
+  EXPECT_EQ(response(*store_, "new"), "r");
+}
+
 TEST_P(StoreContract, TransactReturnsTheValueOfWork) {
   auto value = store_->transact<int>([](Transaction& transaction) -> Result<int> {
     auto inserted = transaction.insert("job", "v", "{}");
@@ -418,6 +442,7 @@ TEST_P(DurableStoreContract, OpeningAVersion1DatabaseAddsItemsAndKeepsDocuments)
   store_.reset();
   // What a database written by the previous release looks like.
   database_->execute("DROP TABLE items");
+  database_->execute("DROP INDEX responses_by_age");
   database_->execute("DELETE FROM schema_migrations WHERE version > 1");
   store_ = test::open_or_throw(database_->url());
   EXPECT_EQ(store_->schema_version(), kSchemaVersion);

@@ -5,6 +5,7 @@
 // pipeline frequency planner's; docs/serve.md lists them with examples.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,10 @@ struct ServiceOptions {
   /// Trials of one job handed out and not ended at once; GET /jobs/batch_size answers 409 beyond it (a
   /// client that asks without ever reporting cannot grow a job without bound).
   int64_t max_open_trials = 1024;
+  /// How long the response of a request with an X-Request-Id is kept to answer its retries; older ones are
+  /// deleted a batch at a time as requests come in (0: kept forever, and the database grows with every
+  /// request).
+  std::chrono::seconds response_ttl{24 * 3600};
   /// Called once per applied (committed, not replayed) report that advances its trial's epoch, after the
   /// commit, on the request's thread (e.g. ServerMetrics::observe_epoch). Must not throw.
   std::function<void(const EpochReport&)> on_epoch_report;

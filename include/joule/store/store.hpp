@@ -81,6 +81,9 @@ class Transaction {
   virtual Result<std::optional<std::string>> find_response(std::string_view request_id) = 0;
   /// Stores the response of `request_id`, committed with the rest of the transaction.
   virtual Result<void> save_response(std::string_view request_id, std::string_view response) = 0;
+  /// Deletes up to `max_rows` stored responses saved more than `age` ago, oldest first (a retry after that is
+  /// a new request). @return how many were deleted.
+  virtual Result<int64_t> erase_responses_older_than(std::chrono::seconds age, size_t max_rows) = 0;
 };
 
 /// A database. Thread-safe: transactions may run from many threads at once.
