@@ -6,7 +6,22 @@ CMAKE_ARGS ?=
 # Debian's Python (the default python3 on PATH may not be Debian's).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps configure build demo test bench fuzz tidy format clean
+# The sanitizer builds: every test again under AddressSanitizer + UndefinedBehaviorSanitizer (part of
+# `make test`), and ThreadSanitizer on the threaded parts (`make test-tsan`, not in CI: slower). -O1 keeps
+# them quick to build; Python is left out (its interpreter is not instrumented); warnings are errors in the
+# main build only (g++ 12 with ASan warns falsely in libstdc++).
+ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
+SANITIZER_CMAKE_ARGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DJOULE_WERROR=OFF -DJOULE_BUILD_PYTHON=OFF -DJOULE_BUILD_BENCH=OFF
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# What TSan checks: the sampler and monitor (measure), the HTTP listener (metrics), the service and its
+# stores, and the daemon.
+TSAN_LABELS = measure|metrics|server|store|daemon
+
+.PHONY: all deps configure build demo test test-asan test-tsan bench fuzz tidy format clean
 
 all: build
 
@@ -25,6 +40,19 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) --timeout 300
+	$(MAKE) --no-print-directory test-asan
+
+test-asan: deps
+	@cmake -S . -B $(ASAN_DIR) -G Ninja -DJOULE_SANITIZE="address;undefined" $(SANITIZER_CMAKE_ARGS) \
+	  -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(ASAN_DIR) -j$(JOBS)
+	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS) --timeout 600
+
+test-tsan: deps
+	@cmake -S . -B $(TSAN_DIR) -G Ninja -DJOULE_SANITIZE=thread $(SANITIZER_CMAKE_ARGS) \
+	  -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(TSAN_DIR) -j$(JOBS)
+	$(TSAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS) --timeout 900 -L "$(TSAN_LABELS)"
 
 bench: build
 	scripts/run-bench $(BUILD_DIR)
@@ -39,4 +67,4 @@ format:
 	find include src tests bench python -name '*.hpp' -o -name '*.cpp' -o -name '*.c' -o -name '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)

@@ -5,6 +5,7 @@
 #include "joule/optimize/batch_size.hpp"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -325,6 +326,12 @@ class Driver {
     BatchSizeJob restored = value_or_throw(BatchSizeJob::from_json(nlohmann::json::parse(text)));
     EXPECT_TRUE(restored == *job_);
     EXPECT_EQ(restored.to_json().dump(), text);
+    // The state without its history round-trips too, and with the trials makes the same job again.
+    const std::string state_text = job_->state().to_json().dump();
+    JobState state = value_or_throw(JobState::from_json(nlohmann::json::parse(state_text)));
+    EXPECT_TRUE(state == job_->state());
+    EXPECT_EQ(state.to_json().dump(), state_text);
+    EXPECT_TRUE(value_or_throw(BatchSizeJob::assemble(state, job_->trials())) == *job_);
     job_ = std::move(restored);
   }
 
@@ -807,6 +814,145 @@ TEST(BatchSizeJobTest, ClockOverloadsUseWallTime) {
   value_or_throw(job.end_trial(TrialId{"job-1", 16, 3}, kStartNs));
   EXPECT_EQ(job.trials()[2].end_unix_ns, kStartNs + 10);
   (void)id;
+}
+
+// ---- JobState and TrialLog: the history out of memory ---------------------------------------------------
+
+// A MemoryTrialLog that counts what the decisions ask of it.
+class CountingLog final : public TrialLog {
+ public:
+  Result<std::optional<Trial>> find(int64_t trial_number) override {
+    ++finds;
+    return log.find(trial_number);
+  }
+  Result<std::vector<Trial>> succeeded(int64_t batch_size, size_t limit) override {
+    ++succeeded_reads;
+    limits.push_back(limit);
+    return log.succeeded(batch_size, limit);
+  }
+  Result<void> save(const Trial& trial) override {
+    ++saves;
+    return log.save(trial);
+  }
+  MemoryTrialLog log;
+  int finds = 0;
+  int succeeded_reads = 0;
+  int saves = 0;
+  std::vector<size_t> limits;
+};
+
+TEST(JobStateTest, EachCallReadsOnlyWhatItsDecisionNeeds) {
+  for (const int64_t window : {int64_t{0}, int64_t{3}}) {
+    JobSpec spec = make_spec();
+    spec.window_size = window;
+    JobState state = value_or_throw(JobState::create(spec, make_gpu(), 7));
+    BatchSizeJob reference = value_or_throw(BatchSizeJob::create(spec, make_gpu(), 7));
+    CountingLog log;
+    const auto oracle = make_oracle();
+    int64_t now = kStartNs;
+    for (int round = 0; round < 40; ++round) {
+      log.finds = log.succeeded_reads = log.saves = 0;
+      const TrialId trial = value_or_throw(state.next_trial(log, ++now));
+      EXPECT_EQ(trial, value_or_throw(reference.next_trial(now)));
+      EXPECT_EQ(log.finds + log.succeeded_reads, 0) << "next_trial reads no trial";
+      EXPECT_EQ(log.saves, 1);
+      const Workload& w = oracle.at(trial.batch_size);
+      for (int64_t epoch = 1;; ++epoch) {
+        log.finds = log.succeeded_reads = log.saves = 0;
+        log.limits.clear();
+        const double time_s = w.time_per_epoch_s * static_cast<double>(epoch);
+        const bool reached = w.epochs_to_converge && epoch >= *w.epochs_to_converge;
+        const TrainingResult result{trial.job_id, trial.batch_size,   trial.trial_number,
+                                    time_s,       time_s * w.power_w, reached ? 0.9 : 0.1,
+                                    epoch};
+        const ReportResponse response = value_or_throw(state.report(log, result, ++now));
+        EXPECT_EQ(response, value_or_throw(reference.report(result, now)));
+        EXPECT_EQ(log.finds, 1) << "a report reads its own trial";
+        EXPECT_LE(log.succeeded_reads, 1);
+        for (const size_t limit : log.limits) {
+          EXPECT_EQ(limit, static_cast<size_t>(window)) << "the refit reads at most window_size results";
+        }
+        if (response.stop_train) {
+          EXPECT_EQ(log.saves, 1);
+          break;
+        }
+        EXPECT_EQ(log.saves, 0) << "keep training changes no trial";
+      }
+    }
+    EXPECT_EQ(state.stage(), Stage::kMab);
+    EXPECT_TRUE(state == reference.state());
+    EXPECT_EQ(log.log.trials(), reference.trials());
+    EXPECT_EQ(state.trial_count(), 40);
+    EXPECT_EQ(state.dispatched_count(), 0);
+    EXPECT_EQ(state.succeeded_count(), 40);
+    EXPECT_LE(state.explorations().size(), static_cast<size_t>(spec.num_pruning_rounds * 5));
+  }
+}
+
+TEST(JobStateTest, ACallThatFailsLeavesStateAndLogUnchanged) {
+  JobState state = value_or_throw(JobState::create(make_spec(), make_gpu(), 7));
+  MemoryTrialLog log;
+  const TrialId trial = value_or_throw(state.next_trial(log, kStartNs));
+  const JobState before = state;
+  const std::vector<Trial> trials = log.trials();
+  const auto refused = [&](TrainingResult result, const std::string& message) {
+    const auto response = state.report(log, result, kStartNs + 1);
+    ASSERT_FALSE(response.has_value());
+    EXPECT_EQ(response.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(response.error().message(), message);
+    EXPECT_TRUE(state == before);
+    EXPECT_EQ(log.trials(), trials);
+  };
+  const TrainingResult good{trial.job_id, trial.batch_size, trial.trial_number, 10, 1000, 0.1, 1};
+  TrainingResult bad = good;
+  bad.current_epoch = -1;
+  refused(bad, "current_epoch: ensure this value is greater than or equal to 0");
+  bad = good;
+  bad.time_s = 2e9;
+  refused(bad, "time: ensure this value is less than or equal to 1e+09 (s, about 31.7 years)");
+  bad = good;
+  bad.energy_j = 1e16;
+  refused(bad, "energy: ensure this value is less than or equal to 1e+15 (J, 278 GWh)");
+  EXPECT_TRUE(state.report(log, good, kStartNs + 1).has_value());
+}
+
+TEST(JobStateTest, MalformedStateIsRejectedWithItsPath) {
+  BatchSizeJob job = value_or_throw(BatchSizeJob::create(make_spec(), make_gpu(), 7));
+  value_or_throw(job.next_trial(kStartNs));                             // an Exploration, running
+  const TrialId second = value_or_throw(job.next_trial(kStartNs + 1));  // Concurrent with it
+  value_or_throw(job.end_trial(second, kStartNs + 2));                  // Failed
+  const nlohmann::json good = job.state().to_json();
+  ASSERT_EQ(good["explorations"].size(), 1U);
+  ASSERT_TRUE(JobState::from_json(good).has_value());
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& change, const std::string& message) {
+    nlohmann::json state = good;
+    change(state);
+    const auto parsed = JobState::from_json(state);
+    ASSERT_FALSE(parsed.has_value()) << message;
+    EXPECT_EQ(parsed.error().code(), ErrorCode::kParse);
+    EXPECT_EQ(parsed.error().message(), message);
+  };
+  refused([](nlohmann::json& s) { s["format"] = "joule.optimize.batch_size.job"; },
+          "format: expected \"joule.optimize.batch_size.job_state\", got \"joule.optimize.batch_size.job\"");
+  refused([](nlohmann::json& s) { s["version"] = 2; },
+          "version: job state version 2 is not supported (this build reads version 1)");
+  refused([](nlohmann::json& s) { s["counts"]["failed"] = 0; },
+          "counts: dispatched 1 + succeeded 0 + failed 0 must be the 2 trials, none negative");
+  refused([](nlohmann::json& s) { s["counts"]["dispatched"] = -1; },
+          "counts: dispatched -1 + succeeded 0 + failed 1 must be the 2 trials, none negative");
+  refused([](nlohmann::json& s) { s["explorations"][0]["type"] = "Concurrent"; },
+          "explorations[0]: explorations holds the Exploration trials that did not fail");
+  refused([](nlohmann::json& s) { s["explorations"][0]["trial_number"] = 9; },
+          "explorations[0].trial_number: 9 is out of order or beyond the 2 trials");
+  refused([](nlohmann::json& s) { s.erase("counts"); }, "counts: field required");
+  // A state and a history that disagree are not assembled into a job.
+  const auto mismatched = BatchSizeJob::assemble(job.state(), {job.trials().front()});
+  ASSERT_EQ(job.trials().size(), 2U);
+  ASSERT_FALSE(mismatched.has_value());
+  EXPECT_EQ(
+      mismatched.error().message(),
+      "the 1 trials do not match the job state's counts and explorations (trials 2, dispatched 1, succeeded "
+      "0, failed 1, 1 explorations)");
 }
 
 }  // namespace
