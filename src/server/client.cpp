@@ -292,6 +292,18 @@ Result<json> Client::job_status(const std::string& job_id) {
   return std::move(answer->second);
 }
 
+Result<json> Client::job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before) {
+  std::string path = fmt::format("/jobs/{}?limit={}", url_encode(job_id), limit);
+  if (before) {
+    path += fmt::format("&before={}", *before);
+  }
+  auto answer = json_call("GET", path, json());
+  if (!answer) {
+    return tl::make_unexpected(answer.error());
+  }
+  return std::move(answer->second);
+}
+
 Result<json> Client::health() {
   auto answer = json_call("GET", "/healthz", json());
   if (!answer) {

@@ -70,8 +70,12 @@ class Client {
   Result<void> end_trial(const optimize::batch_size::TrialId& trial);
   /// DELETE /jobs?job_id=.
   Result<void> delete_job(const std::string& job_id);
-  /// GET /jobs/{id} (joule): the job's stage, trials with their report counts, arms.
+  /// GET /jobs/{id} (joule): the job's stage, counts, arms and its newest 100 trials with their report
+  /// counts.
   Result<nlohmann::json> job_status(const std::string& job_id);
+  /// GET /jobs/{id}?limit=&before=: the same with the page of trials asked for (`limit` ≤ 1000 newest trials
+  /// numbered below `before`; see "trials_page" in the answer).
+  Result<nlohmann::json> job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before);
   /// GET /healthz.
   Result<nlohmann::json> health();
 
