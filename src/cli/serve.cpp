@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule serve`: the optimizer service over HTTP (Zeus's batch-size optimizer API and the pipeline planner),
 // on SQLite or PostgreSQL, until SIGINT/SIGTERM; Prometheus metrics at GET /metrics.
+#include <csignal>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -29,6 +30,9 @@ struct ServeFlags {
 };
 
 int run_serve(const ServeFlags& flags) {
+  // A file-size limit (ulimit -f) reached while writing the database must fail that write (EFBIG: the request
+  // gets a 503 and the service goes on), not kill the service with SIGXFSZ.
+  ::signal(SIGXFSZ, SIG_IGN);
   // Before any thread starts, so that only the wait below receives them.
   BlockedSignals stop({SIGINT, SIGTERM});
   const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 namespace joule::store::sqlite {
 
@@ -22,10 +23,26 @@ Error make_error(sqlite3* db, int code, const std::string& description) {
   ErrorCode kind = ErrorCode::kIo;
   switch (primary) {
     case SQLITE_PERM:
-    case SQLITE_READONLY:
     case SQLITE_AUTH:
       kind = ErrorCode::kPermissionDenied;
       break;
+    case SQLITE_READONLY:
+      kind = ErrorCode::kPermissionDenied;
+      // SQLite writes the database, its -wal and -shm files, and creates them in the folder.
+      message += fmt::format(
+          " (user {} must be able to write the database file and create files in its folder)", ::geteuid());
+      break;
+    case SQLITE_FULL:
+      message += " (free some space on the database's file system, or raise the process's file-size limit)";
+      break;
+    case SQLITE_IOERR: {
+      // "disk I/O error" alone does not say what failed; the OS error does (ENOSPC, EFBIG, EIO, …).
+      const int os_error = db != nullptr ? sqlite3_system_errno(db) : 0;
+      if (os_error != 0) {
+        message += fmt::format(" ({})", std::strerror(os_error));
+      }
+      break;
+    }
     case SQLITE_CANTOPEN: {
       // "unable to open database file" alone does not say why; the OS error does.
       const int os_error = db != nullptr ? sqlite3_system_errno(db) : 0;

@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "joule/server/client.hpp"
@@ -385,6 +386,74 @@ TEST(Serve, HostileRequestsAreRefusedAndTheServerLivesOn) {
   EXPECT_EQ(http.Get("/healthz")->status, 200);
   const auto result = server.stop(SIGTERM);
   EXPECT_EQ(result.exit_code, 0) << result.err;
+}
+
+// A full disk (stood in for by a file-size limit on the running server: SQLite's writes beyond it fail): the
+// requests that cannot be stored get 503 with the store's message and change nothing, reads go on, the
+// server lives, and once there is room again it takes writes again; every job it acknowledged is there.
+TEST(Serve, AFullDiskIs503UntilThereIsRoomAgain) {
+  TempDir dir;
+  ServeProcess server("sqlite:" + dir.path() + "/full.db");
+  const std::string pid = std::to_string(server.process().pid());
+  // Soft limit only: raising it back needs no privilege.
+  ASSERT_EQ(run({"/usr/bin/prlimit", "--pid", pid, "--fsize=200000:unlimited"}).exit_code, 0);
+  httplib::Client http("127.0.0.1", server.port());
+  const auto job = [](int i) {
+    return json{{"job_id", fmt::format("full-{}", i)},
+                {"job_id_prefix", "full"},
+                {"batch_sizes", {8, 16}},
+                {"default_batch_size", 8},
+                {"max_power", 300},
+                {"number_of_gpus", 1},
+                {"gpu_model", std::string(200, 'A')}}
+        .dump();
+  };
+  int acknowledged = 0;
+  std::optional<httplib::Result> refused;
+  for (int i = 0; i < 2000; ++i) {
+    auto response = http.Post("/jobs", job(i), "application/json");
+    ASSERT_TRUE(response);
+    if (response->status != 201) {
+      refused = std::move(response);
+      break;
+    }
+    ++acknowledged;
+  }
+  ASSERT_TRUE(refused.has_value()) << "2000 jobs fit in 200 kB";
+  EXPECT_EQ((*refused)->status, 503);
+  EXPECT_TRUE(json::parse((*refused)->body)["message"].get<std::string>().starts_with(
+      "store unavailable: sqlite:" + dir.path() + "/full.db: "))
+      << (*refused)->body;
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  EXPECT_EQ(http.Get(fmt::format("/jobs/full-{}", acknowledged))->status, 404)
+      << "the refused job is not there";
+  ASSERT_EQ(run({"/usr/bin/prlimit", "--pid", pid, "--fsize=unlimited:unlimited"}).exit_code, 0);
+  EXPECT_EQ(http.Post("/jobs", job(acknowledged), "application/json")->status, 201);
+  for (int i = 0; i <= acknowledged; ++i) {
+    EXPECT_EQ(http.Get(fmt::format("/jobs/full-{}", i))->status, 200) << i;
+  }
+  EXPECT_EQ(server.stop(SIGTERM).exit_code, 0);
+}
+
+// A database the server's user cannot write: refused at start, in one line that says what to fix.
+TEST(Serve, AReadOnlyDatabaseIsRefusedAtStartWithTheFix) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "needs root, to run the server as another user";
+  }
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);
+  const std::string db = "sqlite:" + dir.path() + "/readonly.db";
+  {
+    ServeProcess creator(db);  // as root: creates the database
+    EXPECT_EQ(creator.stop(SIGTERM).exit_code, 0);
+  }
+  const auto refused = run_bounded({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                    JOULE_BINARY, "serve", "--db", db, "--listen", "127.0.0.1:0"},
+                                   std::chrono::seconds(30));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.err, "joule: error: serve: --db " + db + ": " + db +
+                             ": attempt to write a readonly database (user 65534 must be able to write the "
+                             "database file and create files in its folder)\n");
 }
 
 // Every report answered with 2xx survives a kill -9 of the server (responses only after commit).

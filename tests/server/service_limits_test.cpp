@@ -403,6 +403,32 @@ TEST_P(ServiceLimitsTest, StoredResponsesArePrunedAfterTheirTimeToLive) {
   EXPECT_EQ(status(job)["counts"]["reports"], 602);
 }
 
+// A corrupt stored job or trial (a bad disk, a hand edit): its requests are 500 naming what is corrupt, and
+// the other jobs are served as before.
+TEST_P(ServiceLimitsTest, CorruptStoredStateIsA500NamingItAndOtherJobsGoOn) {
+  const std::string broken = register_job("synthetic-broken");
+  const std::string fine = register_job("synthetic-fine");
+  ASSERT_EQ(next(broken).status, 200);
+  ASSERT_TRUE(store_->run([&](store::Transaction& transaction) -> Result<void> {
+    return transaction.put_item("bso_job", broken, {1, 0, "{\"trial\": \x01"});
+  }));
+  const Response report = call("POST", "/report", SyntheticTraining::result({broken, 32, 1}, 1).to_json());
+  EXPECT_EQ(report.status, 500);
+  EXPECT_TRUE(parsed(report)["message"].get<std::string>().starts_with(
+      "the stored trial 1 of job synthetic-broken is corrupt: "))
+      << report.body;
+  ASSERT_TRUE(store_->run([&](store::Transaction& transaction) -> Result<void> {
+    return transaction.update("bso_job", broken, "not json at all");
+  }));
+  const Response corrupt = next(broken);
+  EXPECT_EQ(corrupt.status, 500);
+  EXPECT_TRUE(parsed(corrupt)["message"].get<std::string>().starts_with(
+      "the stored job synthetic-broken is corrupt: "))
+      << corrupt.body;
+  EXPECT_EQ(next(fine).status, 200);
+  EXPECT_EQ(status(fine)["counts"]["trials"], 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, ServiceLimitsTest, ::testing::Values("memory:", "sqlite:"),
                          [](const auto& param_info) {
                            return param_info.param == "memory:" ? "Memory" : "Sqlite";
