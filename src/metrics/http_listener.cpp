@@ -48,19 +48,6 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
 // File descriptors kept beyond max_connections for the store, logs and the like.
 constexpr rlim_t kSpareDescriptors = 256;
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 void split_target(std::string_view target, HttpRequest& request) {
   const auto question = target.find('?');
   request.path = percent_decode(target.substr(0, question), false);
@@ -122,8 +109,8 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '%' && i + 2 < text.size()) {
-      const int high = hex_value(text[i + 1]);
-      const int low = hex_value(text[i + 2]);
+      const int high = hex_digit_value(text[i + 1]);
+      const int low = hex_digit_value(text[i + 2]);
       if (high >= 0 && low >= 0) {
         out.push_back(static_cast<char>(high * 16 + low));
         i += 2;

@@ -476,6 +476,18 @@ Result<TrialId> JobState::next_trial(TrialLog& log, int64_t now_unix_ns) {
   return TrialId{job_id(), batch_size, trial.trial_number};
 }
 
+Result<std::optional<Trial>> JobState::find_trial(TrialLog& log, std::string_view job_id_given,
+                                                  int64_t batch_size, int64_t trial_number) const {
+  if (job_id_given != job_id() || trial_number < 1 || trial_number > trial_count_) {
+    return std::optional<Trial>();
+  }
+  auto found = log.find(trial_number);
+  if (!found || !*found || (*found)->batch_size == batch_size) {
+    return found;
+  }
+  return std::optional<Trial>();
+}
+
 Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& result, int64_t now_unix_ns) {
   const auto unknown = [&] {
     return fail(ErrorCode::kNotFound, "Unknown trial {} time={} energy={} metric={} current_epoch={}",
@@ -483,14 +495,11 @@ Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& res
                 detail::python_float_repr(result.time_s), detail::python_float_repr(result.energy_j),
                 detail::python_float_repr(result.metric), result.current_epoch);
   };
-  if (result.job_id != job_id() || result.trial_number < 1 || result.trial_number > trial_count_) {
-    return unknown();
-  }
-  auto found = log.find(result.trial_number);
+  auto found = find_trial(log, result.job_id, result.batch_size, result.trial_number);
   if (!found) {
     return tl::make_unexpected(found.error());
   }
-  if (!*found || (*found)->batch_size != result.batch_size) {
+  if (!*found) {
     return unknown();
   }
   if (!(std::isfinite(result.time_s) && result.time_s >= 0)) {
@@ -625,14 +634,11 @@ Result<void> JobState::end_trial(TrialLog& log, const TrialId& trial_id, int64_t
     return fail(ErrorCode::kNotFound, "Could not find the trial: {}",
                 describe_trial(trial_id.job_id, trial_id.batch_size, trial_id.trial_number));
   };
-  if (trial_id.job_id != job_id() || trial_id.trial_number < 1 || trial_id.trial_number > trial_count_) {
-    return unknown();
-  }
-  auto found = log.find(trial_id.trial_number);
+  auto found = find_trial(log, trial_id.job_id, trial_id.batch_size, trial_id.trial_number);
   if (!found) {
     return tl::make_unexpected(found.error());
   }
-  if (!*found || (*found)->batch_size != trial_id.batch_size) {
+  if (!*found) {
     return unknown();
   }
   Trial trial = **found;

@@ -149,53 +149,37 @@ int64_t unix_ns(const Clock& clock) {
 std::optional<std::vector<optimize::batch_size::Trial>> SucceededCache::find(
     const std::string& job_id, int64_t batch_size, const SucceededTrials& expected) {
   std::lock_guard lock(mutex_);
-  const auto found = entries_.find({job_id, batch_size});
-  if (found == entries_.end() || found->second.identity != expected) {
+  const Entry* found = entries_.find({job_id, batch_size});
+  if (found == nullptr || found->identity != expected) {
     return std::nullopt;
   }
-  found->second.last_use = ++clock_;
-  return found->second.trials;
+  return found->trials;
 }
 
 void SucceededCache::put(const std::string& job_id, int64_t batch_size, SucceededTrials identity,
                          std::vector<optimize::batch_size::Trial> trials) {
-  if (capacity_ == 0) {
-    return;
-  }
   std::lock_guard lock(mutex_);
-  entries_.insert_or_assign({job_id, batch_size}, Entry{identity, std::move(trials), ++clock_});
-  if (entries_.size() > capacity_) {
-    auto oldest = entries_.begin();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second.last_use < oldest->second.last_use) {
-        oldest = it;
-      }
-    }
-    entries_.erase(oldest);
-  }
+  entries_.put({job_id, batch_size}, Entry{identity, std::move(trials)});
 }
 
 void SucceededCache::append(const std::string& job_id, int64_t batch_size, const SucceededTrials& before,
                             const optimize::batch_size::Trial& trial) {
   std::lock_guard lock(mutex_);
-  const auto found = entries_.find({job_id, batch_size});
-  if (found == entries_.end()) {
+  Entry* found = entries_.find({job_id, batch_size});
+  if (found == nullptr) {
     return;
   }
-  if (found->second.identity != before) {
-    entries_.erase(found);
+  if (found->identity != before) {
+    entries_.erase({job_id, batch_size});
     return;
   }
-  found->second.trials.push_back(trial);
-  found->second.identity = {before.count + 1, trial.trial_number};
+  found->trials.push_back(trial);
+  found->identity = {before.count + 1, trial.trial_number};
 }
 
 void SucceededCache::erase_job(const std::string& job_id) {
   std::lock_guard lock(mutex_);
-  for (auto it = entries_.lower_bound({job_id, INT64_MIN});
-       it != entries_.end() && it->first.first == job_id;) {
-    it = entries_.erase(it);
-  }
+  entries_.erase_if([&](const std::pair<std::string, int64_t>& key) { return key.first == job_id; });
 }
 
 std::shared_ptr<const CachedFrontier> FrontierCache::find(const std::string& token) {

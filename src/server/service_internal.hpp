@@ -61,31 +61,28 @@ uint64_t random_u64();
 /// @return ns since the Unix epoch on `clock`.
 int64_t unix_ns(const Clock& clock);
 
-/// Parsed documents by key, reused while the stored text is exactly the same: parsing a job with a long
-/// history costs far more than comparing its text, and the comparison makes reuse correct whoever (which
-/// process) wrote the document. The least recently used entry goes when the cache is full.
-template <class T>
-class ParsedCache {
+/// A map of at most `capacity` entries that drops the least recently used one beyond it. Not thread-safe
+/// (the caches below lock around it).
+template <class Key, class Value>
+class LruMap {
  public:
-  explicit ParsedCache(size_t capacity) : capacity_(capacity) {}
+  explicit LruMap(size_t capacity) : capacity_(capacity) {}
 
-  /// @return a copy of the value parsed from `body` under `key`, if that is what the cache holds.
-  std::optional<T> find(const std::string& key, std::string_view body) {
-    std::lock_guard lock(mutex_);
+  /// @return the value under `key` (now the most recently used), or nullptr.
+  Value* find(const Key& key) {
     const auto found = entries_.find(key);
-    if (found == entries_.end() || found->second.body != body) {
-      return std::nullopt;
+    if (found == entries_.end()) {
+      return nullptr;
     }
     found->second.last_use = ++clock_;
-    return found->second.value;
+    return &found->second.value;
   }
 
-  void put(const std::string& key, std::string body, T value) {
+  void put(const Key& key, Value value) {
     if (capacity_ == 0) {
       return;
     }
-    std::lock_guard lock(mutex_);
-    entries_.insert_or_assign(key, Entry{std::move(body), std::move(value), ++clock_});
+    entries_.insert_or_assign(key, Entry{std::move(value), ++clock_});
     if (entries_.size() > capacity_) {
       auto oldest = entries_.begin();
       for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -97,6 +94,47 @@ class ParsedCache {
     }
   }
 
+  void erase(const Key& key) { entries_.erase(key); }
+
+  /// Erases every entry whose key satisfies `predicate`.
+  template <class Predicate>
+  void erase_if(Predicate predicate) {
+    std::erase_if(entries_, [&](const auto& entry) { return predicate(entry.first); });
+  }
+
+ private:
+  struct Entry {
+    Value value;
+    uint64_t last_use = 0;
+  };
+  size_t capacity_;
+  uint64_t clock_ = 0;
+  std::map<Key, Entry> entries_;
+};
+
+/// Parsed documents by key, reused while the stored text is exactly the same: parsing a job with a long
+/// history costs far more than comparing its text, and the comparison makes reuse correct whoever (which
+/// process) wrote the document. The least recently used entry goes when the cache is full.
+template <class T>
+class ParsedCache {
+ public:
+  explicit ParsedCache(size_t capacity) : entries_(capacity) {}
+
+  /// @return a copy of the value parsed from `body` under `key`, if that is what the cache holds.
+  std::optional<T> find(const std::string& key, std::string_view body) {
+    std::lock_guard lock(mutex_);
+    const Entry* found = entries_.find(key);
+    if (found == nullptr || found->body != body) {
+      return std::nullopt;
+    }
+    return found->value;
+  }
+
+  void put(const std::string& key, std::string body, T value) {
+    std::lock_guard lock(mutex_);
+    entries_.put(key, Entry{std::move(body), std::move(value)});
+  }
+
   void erase(const std::string& key) {
     std::lock_guard lock(mutex_);
     entries_.erase(key);
@@ -106,12 +144,9 @@ class ParsedCache {
   struct Entry {
     std::string body;
     T value;
-    uint64_t last_use = 0;
   };
   std::mutex mutex_;
-  size_t capacity_;
-  uint64_t clock_ = 0;
-  std::map<std::string, Entry> entries_;
+  LruMap<std::string, Entry> entries_;
 };
 
 /// How many trials of one batch size succeeded, and the number of the last one: what identifies the list of
@@ -144,7 +179,7 @@ struct JobDocument {
 /// recently used entries go beyond `capacity`.
 class SucceededCache {
  public:
-  explicit SucceededCache(size_t capacity) : capacity_(capacity) {}
+  explicit SucceededCache(size_t capacity) : entries_(capacity) {}
   /// @return the trials if the entry of (job_id, batch_size) is exactly `expected`.
   std::optional<std::vector<optimize::batch_size::Trial>> find(const std::string& job_id, int64_t batch_size,
                                                                const SucceededTrials& expected);
@@ -159,12 +194,9 @@ class SucceededCache {
   struct Entry {
     SucceededTrials identity;
     std::vector<optimize::batch_size::Trial> trials;
-    uint64_t last_use = 0;
   };
   std::mutex mutex_;
-  size_t capacity_;
-  uint64_t clock_ = 0;
-  std::map<std::pair<std::string, int64_t>, Entry> entries_;
+  LruMap<std::pair<std::string, int64_t>, Entry> entries_;
 };
 
 /// Parsed frontiers by profile token (an id drawn at every profile upload), least recently used dropped.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/strings.hpp"
 #include "joule/viz/axis.hpp"
 #include "joule/viz/svg.hpp"
 
@@ -30,27 +31,14 @@ constexpr double kMinWidth = 300;
 
 using Rgb = std::array<int, 3>;
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 std::optional<Rgb> parse_rgb(const std::string& color) {
   if (color.size() != 7 || color[0] != '#') {
     return std::nullopt;
   }
   Rgb rgb{};
   for (size_t channel = 0; channel < 3; ++channel) {
-    const int high = hex_digit(color[1 + 2 * channel]);
-    const int low = hex_digit(color[2 + 2 * channel]);
+    const int high = hex_digit_value(color[1 + 2 * channel]);
+    const int low = hex_digit_value(color[2 + 2 * channel]);
     if (high < 0 || low < 0) {
       return std::nullopt;
     }

@@ -17,6 +17,9 @@ std::string to_lower(std::string_view text);
 /// @return true if `text` starts with `prefix`, comparing ASCII letters case-insensitively.
 bool starts_with_ignoring_case(std::string_view text, std::string_view prefix);
 
+/// @return the value (0–15) of the ASCII hex digit `c` (either case), or -1 if it is not one.
+int hex_digit_value(char c);
+
 /// How many characters of quoted input an error message shows by default: enough to recognise a value,
 /// short enough that one bad megabyte does not flood the terminal.
 inline constexpr size_t kExcerptChars = 40;

@@ -323,6 +323,9 @@ class JobState {
  private:
   friend class BatchSizeJob;
   JobState(JobSpec spec, GpuConfig gpu, const rng::Pcg64::State& rng_state);
+  /// @return the trial (job id, batch size, number) names, nullopt if there is none (an unknown trial).
+  Result<std::optional<Trial>> find_trial(TrialLog& log, std::string_view job_id_given, int64_t batch_size,
+                                          int64_t trial_number) const;
 
   JobSpec spec_;
   GpuConfig gpu_;
