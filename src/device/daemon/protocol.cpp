@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/json.hpp"
 #include "joule/device/daemon_protocol.hpp"
 
 namespace joule::device::daemon_protocol {
@@ -230,60 +231,30 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
   return {};
 }
 
-// The nesting depth of a JSON text, counted outside strings, without parsing it: checked first so that
-// no parser or destructor ever recurses deeply on hostile input.
-int max_depth(std::string_view text) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-// Parses a line into a JSON object, or says why it is not one.
+// Parses a line into a JSON object, or says why it is not one. The project's bounded parser refuses a line
+// nested deeper than kMaxDepth while parsing it, so no recursive code ever meets a deep value.
 Result<json> parse_object(std::string_view line, std::string_view what) {
   if (line.size() > kMaxLineBytes) {
     return fail(ErrorCode::kInvalidArgument, "{} line is {} bytes long; the limit is {} bytes", what,
                 line.size(), kMaxLineBytes);
   }
-  if (max_depth(line) > kMaxDepth) {
-    return fail(ErrorCode::kParse, "{} is nested deeper than {} levels", what, kMaxDepth);
-  }
-  json value;
-  try {
-    value = json::parse(line.begin(), line.end());
-  } catch (const json::exception& error) {
-    // parse_error for bad syntax, out_of_range for numbers like 9e999 that no double holds.
-    std::string detail = error.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep its description.
-    if (const size_t tag_end = detail.find("] "); tag_end != std::string::npos) {
-      detail = detail.substr(tag_end + 2);
+  auto parsed = parse_json(line, kMaxDepth);
+  if (!parsed) {
+    switch (parsed.error().kind) {
+      case JsonError::Kind::kTooDeep:
+        return fail(ErrorCode::kParse, "{} is nested deeper than {} levels", what, kMaxDepth);
+      case JsonError::Kind::kNumberOutOfRange:
+        return fail(ErrorCode::kParse, "{}: {}", what, parsed.error().message);
+      case JsonError::Kind::kSyntax:
+        break;
     }
-    return fail(ErrorCode::kParse, "{} is not valid JSON ({}); send one JSON object per line", what, detail);
+    return fail(ErrorCode::kParse, "{} is not valid JSON ({}); send one JSON object per line", what,
+                parsed.error().message);
   }
-  if (!value.is_object()) {
-    return fail(ErrorCode::kParse, "{} must be a JSON object, not {}", what, describe(value));
+  if (!parsed->is_object()) {
+    return fail(ErrorCode::kParse, "{} must be a JSON object, not {}", what, describe(*parsed));
   }
-  return value;
+  return std::move(*parsed);
 }
 
 std::string join_fields(Op op) {
