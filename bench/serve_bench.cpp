@@ -163,6 +163,8 @@ class SlowClients {
         const int fd = connect_loopback(port_);
         bool ok = false;
         if (fd >= 0) {
+          const timeval timeout{5, 0};  // a probe not answered in 5 s counts as failed
+          ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
           const std::string request = "GET /healthz HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n";
           ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
           char buffer[512];
@@ -255,7 +257,11 @@ struct ClientStats {
 
 void run_client(const std::string& url, const std::string& job_id, Clock::time_point run_started,
                 Clock::time_point deadline, ClientStats& stats) {
-  auto client = joule::server::Client::connect(url);
+  // A server that stops answering (the old design under slow clients) must end the run, not hang it.
+  joule::server::ClientOptions client_options;
+  client_options.timeout = std::chrono::seconds(10);
+  client_options.attempts = 2;
+  auto client = joule::server::Client::connect(url, client_options);
   if (!client) {
     ++stats.errors;
     stats.first_error = client.error().message();
