@@ -58,10 +58,10 @@ struct HttpListenerOptions {
   /// Open connections at most; one more is closed as soon as it is accepted. The listener raises the
   /// process's open-file limit to fit (up to the hard limit).
   size_t max_connections = 4096;
-  size_t max_header_bytes = 16 * 1024;  ///< request line and header fields together; 431 beyond
-  size_t max_header_fields = 100;       ///< header fields; 431 beyond
-  size_t max_target_bytes = 8 * 1024;   ///< the request target (path and query); 414 beyond
-  size_t max_body_bytes = 64 * 1024;    ///< 413 beyond, unless body_limit says otherwise for the route
+  size_t max_header_bytes = size_t{16} * 1024;  ///< request line and header fields together; 431 beyond
+  size_t max_header_fields = 100;               ///< header fields; 431 beyond
+  size_t max_target_bytes = size_t{8} * 1024;   ///< the request target (path and query); 414 beyond
+  size_t max_body_bytes = size_t{64} * 1024;  ///< 413 beyond, unless body_limit says otherwise for the route
   /// The largest body a request to (method, decoded path) may carry, checked before any of it is read
   /// (nullptr: max_body_bytes for every route).
   std::function<size_t(std::string_view method, std::string_view path)> body_limit;

@@ -26,10 +26,10 @@ inline constexpr size_t kDefaultThreads = 16;
 inline constexpr size_t kDefaultMaxConnections = 8192;
 /// Body of every route but profile uploads: real ones are a few hundred bytes (a registration with many
 /// batch sizes stays under 16 KiB).
-inline constexpr size_t kDefaultMaxBodyBytes = 64 * 1024;
+inline constexpr size_t kDefaultMaxBodyBytes = size_t{64} * 1024;
 /// Body of `PUT|POST /pipelines/{id}/profile`: the JSON rows of the largest profile joule plans — 128
 /// stages × 2 instructions × 160 clocks × ~120 bytes a row ≈ 4.9 MB — with room to spare.
-inline constexpr size_t kDefaultMaxProfileBodyBytes = 8 * 1024 * 1024;
+inline constexpr size_t kDefaultMaxProfileBodyBytes = size_t{8} * 1024 * 1024;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -38,7 +38,7 @@ struct HttpServerOptions {
   size_t max_connections = kDefaultMaxConnections;              ///< open connections
   size_t max_body_bytes = kDefaultMaxBodyBytes;                 ///< larger bodies get 413
   size_t max_profile_body_bytes = kDefaultMaxProfileBodyBytes;  ///< profile uploads: larger get 413
-  size_t max_header_bytes = 16 * 1024;                          ///< request line + header fields: 431 beyond
+  size_t max_header_bytes = size_t{16} * 1024;                  ///< request line + header fields: 431 beyond
   size_t max_header_fields = 100;                               ///< header fields: 431 beyond
   int keep_alive_timeout_s = 5;  ///< an idle keep-alive connection is closed after this
   /// From a request's first byte to the end of its header (then the connection is closed): what keeps
