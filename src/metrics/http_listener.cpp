@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -538,14 +539,22 @@ void HttpListener::Impl::stop(std::chrono::milliseconds grace) {
     acceptor.close(ignored);
     accept_retry.cancel();
   });
+  // Collected under the lock, told and released outside it: the last reference to a session can be one of
+  // these (its handlers may finish on an I/O thread meanwhile), and ~Session takes the same lock.
+  std::vector<std::shared_ptr<Session>> live;
   {
     std::lock_guard lock(sessions_mutex);
+    live.reserve(sessions.size());
     for (const auto& [key, weak] : sessions) {
       if (auto session = weak.lock()) {
-        asio::post(session->executor(), [session] { session->on_stop(); });
+        live.push_back(std::move(session));
       }
     }
   }
+  for (const auto& session : live) {
+    asio::post(session->executor(), [session] { session->on_stop(); });
+  }
+  live.clear();
   {
     std::unique_lock lock(sessions_mutex);
     sessions_ended.wait_for(lock, grace, [this] { return sessions.empty(); });

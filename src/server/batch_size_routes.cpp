@@ -203,7 +203,7 @@ class StoreTrialLog final : public bso::TrialLog {
     if (!parsed) {
       return tl::make_unexpected(parsed.error());
     }
-    return &(cache_[trial_number] = std::move(*parsed));
+    return &(cache_[trial_number] = *parsed);
   }
 
   void touch(int64_t trial_number) { dirty_.insert(trial_number); }

@@ -24,7 +24,7 @@ namespace {
 constexpr std::string_view kRollback = "joule.server: rollback of a refused request";
 
 std::string pydantic_type(std::string_view message) {
-  static const std::map<std::string_view, std::string_view> kTypes = {
+  static const std::map<std::string_view, std::string_view> types = {
       {"field required", "value_error.missing"},
       {"value is not a valid integer", "type_error.integer"},
       {"value is not a valid float", "type_error.float"},
@@ -36,15 +36,16 @@ std::string pydantic_type(std::string_view message) {
       {"ensure this value is greater than 0", "value_error.number.not_gt"},
       {"ensure this value is greater than or equal to 0", "value_error.number.not_ge"},
   };
-  const auto found = kTypes.find(message);
-  return std::string(found == kTypes.end() ? "value_error" : found->second);
+  const auto found = types.find(message);
+  return std::string(found == types.end() ? "value_error" : found->second);
 }
 
 // "batch_sizes[1]" → ["batch_sizes", 1]; "spec.eta_knob" → ["spec", "eta_knob"].
 void append_path(nlohmann::json& loc, std::string_view path) {
-  static const std::regex kPart(R"(([^.\[\]]+)|\[(\d+)\])");
+  static const std::regex part_pattern(R"(([^.\[\]]+)|\[(\d+)\])");
   const std::string text(path);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kPart); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), part_pattern); it != std::sregex_iterator();
+       ++it) {
     if ((*it)[1].matched) {
       loc.push_back((*it)[1].str());
     } else {
@@ -131,7 +132,7 @@ std::string fingerprint(const Request& request) {
   std::string text = request.method + " " + request.path;
   char separator = '?';
   for (const auto& [name, value] : request.query) {
-    text += separator + name + "=" + value;
+    text += fmt::format("{}{}={}", separator, name, value);
     separator = '&';
   }
   return fmt::format("{} #{:016x}", text, fnv1a(request.body));
@@ -249,7 +250,7 @@ Result<std::shared_ptr<const CachedFrontier>> SingleFlight::run(
 using detail::json_response;
 using detail::message_response;
 
-Service::Impl::Impl(store::Store& store_ref, ServiceOptions service_options)
+Service::Impl::Impl(store::Store& store_ref, const ServiceOptions& service_options)
     : store(store_ref),
       options(service_options),
       clock(service_options.clock != nullptr ? *service_options.clock : SteadyClock::instance()),
@@ -377,7 +378,7 @@ Response Service::Impl::health(const Request& request) {
       200, {{"status", "ok"}, {"store", store.description()}, {"schema_version", store.schema_version()}});
 }
 
-Service::Service(std::shared_ptr<store::Store> store, ServiceOptions options)
+Service::Service(std::shared_ptr<store::Store> store, const ServiceOptions& options)
     : store_(std::move(store)), impl_(std::make_unique<Impl>(*store_, options)) {}
 
 Service::~Service() = default;

@@ -246,7 +246,7 @@ using Work = std::function<Result<Response>(store::Transaction&)>;
 namespace joule::server {
 
 struct Service::Impl {
-  Impl(store::Store& store_ref, ServiceOptions service_options);
+  Impl(store::Store& store_ref, const ServiceOptions& service_options);
 
   store::Store& store;
   ServiceOptions options;

@@ -94,7 +94,7 @@ struct ServiceOptions {
 /// several processes) may share one database.
 class Service {
  public:
-  explicit Service(std::shared_ptr<store::Store> store, ServiceOptions options = {});
+  explicit Service(std::shared_ptr<store::Store> store, const ServiceOptions& options = {});
   ~Service();
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;

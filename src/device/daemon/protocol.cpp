@@ -267,6 +267,7 @@ std::string join_fields(Op op) {
 
 std::string op_names() {
   std::vector<std::string_view> names;
+  names.reserve(std::size(kOpNames));
   for (const auto& entry : kOpNames) {
     names.push_back(entry.name);
   }
@@ -353,14 +354,15 @@ std::optional<Op> op_from_string(std::string_view name) {
 }
 
 const std::vector<Op>& all_ops() {
-  static const std::vector<Op> kOps = [] {
+  static const std::vector<Op> ops_in_order = [] {
     std::vector<Op> ops;
+    ops.reserve(std::size(kOpNames));
     for (const auto& entry : kOpNames) {
       ops.push_back(entry.op);
     }
     return ops;
   }();
-  return kOps;
+  return ops_in_order;
 }
 
 std::string_view to_string(Right right) {
