@@ -450,6 +450,28 @@ TEST_F(HttpListenerTest, StoppingFinishesRequestsInFlight) {
   EXPECT_TRUE(idle.closed_within(2s));
 }
 
+// Regression: stop() once held its session lock while it could hold the last reference to a session, whose
+// destructor takes the same lock (a hang seen in CI). Many connections that close the moment they are told
+// widen that window; stop() must return and close every one of them.
+TEST_F(HttpListenerTest, StoppingWithManyIdleConnectionsReturnsAndClosesThemAll) {
+  for (int round = 0; round < 20; ++round) {
+    start();
+    std::vector<Socket> idle;
+    for (int i = 0; i < 64; ++i) {
+      idle.emplace_back(listener_->port());
+      idle.back().send("GET /warm HTTP/1.1\r\nHost: t\r\n\r\n");
+      ASSERT_EQ(status_of(idle.back().read(2s)), 200) << "round " << round << ", connection " << i;
+    }
+    const auto began = std::chrono::steady_clock::now();
+    listener_->stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - began, 10s) << "round " << round;
+    for (auto& socket : idle) {
+      EXPECT_TRUE(socket.closed_within(2s)) << "round " << round;
+    }
+    listener_.reset();
+  }
+}
+
 TEST(HttpListenerStart, RefusesABoundPortAndBadOptions) {
   auto first = HttpListener::start({}, echo);
   ASSERT_TRUE(first.has_value());
