@@ -10,14 +10,13 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/null_sink.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "joule/core/log.hpp"
 #include "joule/device/sim_gpu.hpp"
 
+#include "captured_log.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {
@@ -43,30 +42,6 @@ std::string read_all(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
-
-// Captures joule::log() for one test, one "level: message" per line.
-class CapturedLog {
- public:
-  CapturedLog() {
-    auto logger =
-        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_));
-    logger->set_pattern("%l: %v");
-    logger->set_level(spdlog::level::debug);
-    set_logger(std::move(logger));
-  }
-  ~CapturedLog() {
-    set_logger(std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::null_sink_mt>()));
-  }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  std::string text() {
-    log().flush();
-    return stream_.str();
-  }
-
- private:
-  std::ostringstream stream_;
-};
 
 // A state file in the daemon's format asking to "restore" GPU `uuid`'s power limit to `original_mw`.
 std::string state_asking(const std::string& uuid, uint32_t original_mw) {

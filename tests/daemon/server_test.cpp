@@ -9,8 +9,6 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/null_sink.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,6 +23,7 @@
 #include "joule/optimize/power_limit.hpp"
 
 #include "integration/run_process.hpp"
+#include "captured_log.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {
@@ -111,30 +110,6 @@ void as_user(uid_t uid, Body body) {
   });
   thread.join();
 }
-
-// Captures joule::log() for one test, one "level: message" per line. Install it before the daemon starts
-// and stop the daemon before it goes (the logger is not replaced while others log).
-class CapturedLog {
- public:
-  CapturedLog() {
-    auto logger =
-        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_));
-    logger->set_pattern("%l: %v");
-    set_logger(std::move(logger));
-  }
-  ~CapturedLog() {
-    set_logger(std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::null_sink_mt>()));
-  }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  std::string text() {
-    log().flush();
-    return stream_.str();
-  }
-
- private:
-  std::ostringstream stream_;
-};
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);

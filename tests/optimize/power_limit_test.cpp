@@ -13,8 +13,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/null_sink.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
@@ -23,6 +21,7 @@
 #include "integration/run_process.hpp"
 #include "mocks/mock_gpu.hpp"
 #include "optimize/power_limit_restore.hpp"
+#include "captured_log.hpp"
 #include "test_util.hpp"
 
 namespace joule::optimize {
@@ -30,30 +29,8 @@ namespace {
 
 using device::sim::SimulatedGpu;
 using ::testing::NiceMock;
+using test::CapturedLog;
 using ::testing::Return;
-
-// Captures joule::log() for one test.
-class CapturedLog {
- public:
-  CapturedLog() {
-    auto logger =
-        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_));
-    logger->set_level(spdlog::level::debug);
-    set_logger(std::move(logger));
-  }
-  ~CapturedLog() {
-    set_logger(std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::null_sink_mt>()));
-  }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  std::string text() {
-    log().flush();
-    return stream_.str();
-  }
-
- private:
-  std::ostringstream stream_;
-};
 
 // One step's time and energy at a limit, straight from the simulated GPU's operating point (not measured).
 struct ModelPoint {
@@ -671,7 +648,7 @@ TEST(PowerLimitOptimizer, InferenceDeadlineOnPerBatchLatency) {
 }
 
 TEST(PowerLimitOptimizer, UnreachableDeadlineFallsBackToTheFastestLimit) {
-  CapturedLog captured;
+  CapturedLog captured("[%l] %v");
   Job job("v100");
   PowerLimitOptions options;
   options.warmup_steps = 1;
@@ -791,7 +768,7 @@ TEST(PowerLimitProfile, CorruptOrMismatchedProfileIsProfiledAgain) {
        "(default 250 W)"},
   };
   for (const auto& c : cases) {
-    CapturedLog captured;
+    CapturedLog captured("[%l] %v");
     ASSERT_TRUE(write_file_atomic(path, c.content));
     Job job("v100");
     PowerLimitOptimizer optimizer(*job.monitor, store_options(dir.path()));
@@ -821,7 +798,7 @@ TEST(PowerLimitProfile, OtherGpusProfileAgain) {
     PowerLimitOptimizer optimizer(*job.monitor, store_options(dir.path()));
     job.run_until_done(optimizer);
   }
-  CapturedLog captured;
+  CapturedLog captured("[%l] %v");
   Job job("a40");
   PowerLimitOptimizer optimizer(*job.monitor, store_options(dir.path()));
   EXPECT_FALSE(optimizer.loaded_from_profile());
@@ -831,7 +808,7 @@ TEST(PowerLimitProfile, OtherGpusProfileAgain) {
 TEST(PowerLimitProfile, UnwritableStoreOnlyWarns) {
   test::TempDir dir;
   const std::string blocker = dir.write("not-a-folder", "x");
-  CapturedLog captured;
+  CapturedLog captured("[%l] %v");
   Job job("v100");
   PowerLimitOptimizer optimizer(*job.monitor, store_options(blocker));
   job.run_until_done(optimizer);
