@@ -568,8 +568,9 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   intensity_command->add_option("--zone", intensity->zone, "Zone or region of a live provider")
       ->option_text("Z");
   intensity_command
-      ->add_option("--provider", intensity->provider,
-                   "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps)")
+      ->add_option("--carbon-provider,--provider", intensity->provider,
+                   "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps); "
+                   "the same flag as measure's and power's")
       ->option_text("P");
   intensity_command->add_option("--history-hours", intensity->history_h, "Also print the last H hours")
       ->option_text("H");

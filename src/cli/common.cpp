@@ -57,7 +57,15 @@ device::DeviceSet open_devices(const GlobalOptions& global, bool gpus, bool cpus
   auto options = value_or_throw(discovery_options(global));
   options.gpus = gpus;
   options.cpus = cpus;
-  return value_or_throw(device::discover(options));
+  device::DeviceSet devices = value_or_throw(device::discover(options));
+  // The daemon's GPUs were asked for by name: without them the work would go unmeasured or uncontrolled,
+  // and nobody would notice in a batch job.
+  if (gpus && options.daemon_socket && devices.gpus.empty()) {
+    const std::string asked = global.daemon ? fmt::format("--daemon {}", *options.daemon_socket)
+                                            : fmt::format("JOULE_DAEMON_SOCKET={}", *options.daemon_socket);
+    throw Exception(ErrorCode::kNotFound, fmt::format("{}: {}", asked, devices.why_no_gpus()));
+  }
+  return devices;
 }
 
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag) {

@@ -3,6 +3,8 @@
 // for the next trial's batch size, report epochs, end trials, show and delete jobs.
 #include <cstdlib>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -127,8 +129,53 @@ json register_body(const JobFlags& flags) {
   return body;
 }
 
-int run_register(const JobFlags& flags) {
-  const json body = register_body(flags);
+// Zeus's client sends the GPUs the job runs on from its monitor; so does this command when the flags and the
+// job spec leave them out: GPU 0's model, the GPUs' count, and GPU 0's maximum limit times the count (as
+// Zeus's BatchSizeOptimizer computes max_power).
+void fill_gpu_config_from_devices(json& body, const GlobalOptions& global) {
+  const bool has_power = body.contains("max_power");
+  const bool has_count = body.contains("number_of_gpus");
+  const bool has_model = body.contains("gpu_model");
+  if (has_power && has_count && has_model) {
+    return;
+  }
+  std::vector<std::string> missing;
+  for (const auto& [present, flag] :
+       {std::pair{has_power, "--max-power-w"}, std::pair{has_count, "--number-of-gpus"},
+        std::pair{has_model, "--gpu-model"}}) {
+    if (!present) {
+      missing.emplace_back(flag);
+    }
+  }
+  const device::DeviceSet devices = open_devices(global, true, false);
+  if (devices.gpus.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("job register: a job is registered with the GPUs it runs on: give {} (or the "
+                                "job spec's max_power, number_of_gpus, gpu_model), or run this on the job's "
+                                "machine; no GPU was found here ({}), and --sim v100 gives a simulated one",
+                                fmt::join(missing, ", "), devices.why_no_gpus()));
+  }
+  device::Gpu& first = *devices.gpus.front();
+  const auto count = static_cast<int64_t>(devices.gpus.size());
+  if (!has_count) {
+    body["number_of_gpus"] = count;
+  }
+  if (!has_model) {
+    body["gpu_model"] = first.info().name;
+  }
+  if (!has_power) {
+    const auto constraints = value_or_throw(first.power_limit_constraints());
+    body["max_power"] = static_cast<double>(constraints.max_mw / 1000) * static_cast<double>(count);
+  }
+  std::cerr << fmt::format(
+      "joule: job register: {} from this machine's GPUs: max_power {} W, {} GPU(s), {}\n",
+      fmt::join(missing, ", "), body["max_power"].dump(), body["number_of_gpus"].dump(),
+      body["gpu_model"].get<std::string>());
+}
+
+int run_register(const JobFlags& flags, const GlobalOptions& global) {
+  json body = register_body(flags);
+  fill_gpu_config_from_devices(body, global);
   // Checked here first, with the server's own rules and words, so a typo costs no round trip.
   const bso::JobSpec spec = value_or_throw(bso::JobSpec::from_json(body));
   const bso::GpuConfig gpu = value_or_throw(bso::GpuConfig::from_json(body));
@@ -267,7 +314,7 @@ void add_trial_flags(CLI::App& command, JobFlags& flags) {
 
 }  // namespace
 
-void add_job_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   auto flags = std::make_shared<JobFlags>();
   auto* job = app.add_subcommand("job", "Talk to a batch-size optimizer server (joule serve, or Zeus's)");
   job->require_subcommand(1);
@@ -309,12 +356,16 @@ void add_job_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_c
   registration->add_option("--mab-seed", flags->mab_seed, "Seed: decisions equal Zeus's for the same history")
       ->option_text("SEED");
   registration
-      ->add_option("--max-power-w", flags->max_power_w, "Max power limit of GPU 0 x number of GPUs, W")
+      ->add_option("--max-power-w", flags->max_power_w,
+                   "Max power limit of GPU 0 x number of GPUs, W (default: from this machine's GPUs)")
       ->option_text("W");
-  registration->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job")->option_text("N");
-  registration->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\"")
+  registration
+      ->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job (default: this machine's)")
+      ->option_text("N");
+  registration
+      ->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
       ->option_text("NAME");
-  registration->callback([&exit_code, flags] { exit_code = run_register(*flags); });
+  registration->callback([&exit_code, &global, flags] { exit_code = run_register(*flags, global); });
 
   auto* next = job->add_subcommand("next", "Get the next trial's batch size");
   add_common(*next, *flags);

@@ -84,7 +84,7 @@ std::string render_text(const Summary& summary) {
       fmt::format("   {:>12}     exit code{}\n", summary.exit.exit_code,
                   summary.exit.signal != 0 ? fmt::format(" (killed by signal {})", summary.exit.signal) : "");
   if (summary.devices.empty()) {
-    out += "\n   no device measured\n";
+    out += "\n   no device measured: no GPU found (joule --sim v100 measure … measures a simulated one)\n";
     return out;
   }
   size_t name_width = 6;
@@ -240,7 +240,8 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   const device::DeviceSet devices = open_devices(global, true, flags.cpus);
   const std::vector<device::Gpu*> gpus = value_or_throw(devices.select_gpus(gpu_indices));
   if (gpus.empty()) {
-    log().warn("{}; measuring time only", devices.why_no_gpus());
+    log().warn("nothing will be measured but time: {}. For a simulated GPU, run joule --sim v100 measure …",
+               devices.why_no_gpus());
   }
   std::vector<device::Cpu*> cpus;
   if (flags.cpus) {

@@ -139,13 +139,19 @@ TEST_F(DaemonCli, EveryCommandCanUseTheDaemonsGpus) {
   ASSERT_EQ(report["devices"].size(), 2u) << result.err;
   EXPECT_GT(report["devices"][0]["energy_j"].get<double>(), 0.0) << result.err;
 
-  // Nothing listens: the backend report says where it looked and how to start the daemon.
+  // Nothing listens: asked for by name, that is an error (exit 1) that says where it looked and how to start
+  // the daemon.
   Process absent({JOULE_BINARY, "--daemon", dir.path() + "/nothing.sock", "devices"}, env);
   const auto refused = absent.wait();
-  EXPECT_NE(refused.out.find("cannot connect to the joule daemon at " + dir.path() +
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(
+      refused.err.rfind("joule: error: --daemon " + dir.path() + "/nothing.sock: no GPU found: daemon: ", 0),
+      0u)
+      << refused.err;
+  EXPECT_NE(refused.err.find("cannot connect to the joule daemon at " + dir.path() +
                              "/nothing.sock: No such file or directory (is `joule daemon` running?"),
             std::string::npos)
-      << refused.out;
+      << refused.err;
 }
 
 TEST_F(DaemonCli, AKilledClientIsRestored) {

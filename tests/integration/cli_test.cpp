@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of the `joule` command.
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -193,6 +195,60 @@ TEST(Cli, MeasureBadInput) {
   EXPECT_EQ(no_cpus.exit_code, 1);
   EXPECT_EQ(no_cpus.err.rfind("joule: error: --cpus: no CPU energy counters found: rapl: ", 0), 0u)
       << no_cpus.err;
+}
+
+// A device source the user named that gives no GPU is an error before the command runs: a batch job must not
+// record "no energy" unnoticed. Asking for nothing still runs the command, and says how to simulate a GPU.
+TEST(Cli, MeasureFailsWhenTheDevicesAskedForAreMissing) {
+  TempDir dir;
+  const std::string ran = dir.path() + "/ran";
+  const std::vector<std::string> command = {"--", "sh", "-c", "touch " + ran};
+  auto args = std::vector<std::string>{"--daemon", "/nonexistent/joule.sock", "measure"};
+  args.insert(args.end(), command.begin(), command.end());
+  const auto daemon_flag = joule(args);
+  EXPECT_EQ(daemon_flag.exit_code, 1);
+  EXPECT_EQ(
+      daemon_flag.err.rfind("joule: error: --daemon /nonexistent/joule.sock: no GPU found: daemon: cannot "
+                            "connect to the joule daemon at /nonexistent/joule.sock",
+                            0),
+      0u)
+      << daemon_flag.err;
+  EXPECT_EQ(std::count(daemon_flag.err.begin(), daemon_flag.err.end(), '\n'), 1) << daemon_flag.err;
+  args = {"measure"};
+  args.insert(args.end(), command.begin(), command.end());
+  const auto daemon_variable = joule(args, {{"JOULE_DAEMON_SOCKET", "/nonexistent/joule.sock"}});
+  EXPECT_EQ(daemon_variable.exit_code, 1);
+  EXPECT_EQ(daemon_variable.err.rfind(
+                "joule: error: JOULE_DAEMON_SOCKET=/nonexistent/joule.sock: no GPU found: ", 0),
+            0u)
+      << daemon_variable.err;
+  const auto gpus = joule({"measure", "--gpus", "0", "--", "sh", "-c", "touch " + ran});
+  EXPECT_EQ(gpus.exit_code, 1);
+  EXPECT_EQ(gpus.err.rfind("joule: error: unknown GPU index 0: no GPU found: ", 0), 0u) << gpus.err;
+  EXPECT_FALSE(std::filesystem::exists(ran));
+
+  args = {"measure"};
+  args.insert(args.end(), command.begin(), command.end());
+  const auto nothing_asked = joule(args);
+  EXPECT_EQ(nothing_asked.exit_code, 0) << nothing_asked.err;
+  EXPECT_TRUE(std::filesystem::exists(ran));
+  EXPECT_EQ(nothing_asked.err.rfind("joule: warning: nothing will be measured but time: no GPU found: ", 0),
+            0u)
+      << nothing_asked.err;
+  EXPECT_NE(nothing_asked.err.find("For a simulated GPU, run joule --sim v100 measure …"), std::string::npos);
+  EXPECT_NE(nothing_asked.err.find("no device measured: no GPU found (joule --sim v100 measure … measures a "
+                                   "simulated one)"),
+            std::string::npos)
+      << nothing_asked.err;
+}
+
+TEST(Cli, CarbonIntensityTakesTheSameProviderFlagAsMeasure) {
+  for (const char* flag : {"--carbon-provider", "--provider"}) {
+    const auto result = joule({"carbon", "intensity", "--zone", "DE", flag, "nope"});
+    EXPECT_EQ(result.exit_code, 2) << flag;
+    EXPECT_NE(result.err.find("nope"), std::string::npos) << result.err;
+    EXPECT_EQ(result.err.find("extraneous"), std::string::npos) << result.err;
+  }
 }
 
 TEST(Cli, MeasureForwardsTerminationSignalsToTheCommand) {

@@ -31,9 +31,14 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+// No real vendor library and no JOULE_SIM from the developer's shell: `job register` reads GPUs only when
+// a test asks for simulated ones.
 ProcessResult joule(std::vector<std::string> args) {
   args.insert(args.begin(), JOULE_BINARY);
-  return run(args);
+  return run(args, {{"JOULE_SIM", Process::kUnset},
+                    {"JOULE_DAEMON_SOCKET", Process::kUnset},
+                    {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
+                    {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"}});
 }
 
 class ServeTest : public ::testing::TestWithParam<std::string> {
@@ -268,6 +273,36 @@ TEST_P(ServeTest, JobCommandTalksToTheServer) {
   const auto again =
       joule({"job", "register", "--server", server, "--job-spec", spec_file, "--eta-knob", "0.7"});
   EXPECT_EQ(again.out, "job synthetic-file was already registered with this configuration\n");
+
+  // The GPUs the job runs on default to this machine's, as Zeus's client sends them, and the command says so.
+  const auto from_devices =
+      joule({"--sim", "2xv100", "job", "register", "--server", server, "--prefix", "gpus", "--batch-sizes",
+             "8,16", "--default-batch-size", "8", "--format", "json"});
+  ASSERT_EQ(from_devices.exit_code, 0) << from_devices.err;
+  const auto device_job = json::parse(from_devices.out);
+  EXPECT_EQ(device_job["max_power"], 500.0);
+  EXPECT_EQ(device_job["number_of_gpus"], 2);
+  EXPECT_EQ(device_job["gpu_model"], "Tesla V100-PCIE-32GB (simulated)");
+  EXPECT_EQ(from_devices.err,
+            "joule: job register: --max-power-w, --number-of-gpus, --gpu-model from this machine's GPUs: "
+            "max_power 500.0 W, 2 GPU(s), Tesla V100-PCIE-32GB (simulated)\n");
+  const auto given =
+      joule({"--sim", "2xv100", "job", "register", "--server", server, "--prefix", "given", "--batch-sizes",
+             "8", "--default-batch-size", "8", "--number-of-gpus", "1", "--format", "json"});
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(json::parse(given.out)["number_of_gpus"], 1);  // a flag wins over the devices
+  EXPECT_EQ(json::parse(given.out)["max_power"], 500.0);
+  const auto no_gpu = joule({"job", "register", "--server", server, "--prefix", "gpus", "--batch-sizes",
+                             "8,16", "--default-batch-size", "8", "--gpu-model", "NVIDIA A40"});
+  EXPECT_EQ(no_gpu.exit_code, 2);  // the user must give them
+  EXPECT_EQ(
+      no_gpu.err.rfind("joule: error: job register: a job is registered with the GPUs it runs on: give "
+                       "--max-power-w, --number-of-gpus (or the job spec's max_power, number_of_gpus, "
+                       "gpu_model), or run this on the job's machine; no GPU was found here (no GPU found: ",
+                       0),
+      0u)
+      << no_gpu.err;
+  EXPECT_NE(no_gpu.err.find("--sim v100 gives a simulated one"), std::string::npos) << no_gpu.err;
 
   // Errors: one line, exit 2 for what the user must fix, 1 when the server cannot be reached.
   const auto invalid =

@@ -24,6 +24,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torch: needs PyTorch (slow import); run by the python.torch CTest test")
 
 
+# The user's own device and server settings must not change what the tests see (a developer with
+# JOULE_SIM=v100 exported runs the same tests as CI); tests that want them set them.
+USER_SETTINGS = ("JOULE_SIM", "JOULE_DAEMON_SOCKET", "JOULE_SERVER", "JOULE_CARBON_PROVIDER", "CUDA_VISIBLE_DEVICES",
+                 "HIP_VISIBLE_DEVICES")
+
+
+@pytest.fixture(autouse=True)
+def _without_user_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in USER_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def sim() -> joule.DeviceSet:
     """One simulated V100 running ImageNet on a virtual clock: deterministic time and energy."""
