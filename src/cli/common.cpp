@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
+#include "joule/core/strings.hpp"
 
 namespace joule::cli {
 
@@ -32,10 +33,21 @@ CLI::Option* add_format_option(CLI::App& command, Format& format, const std::vec
     listed.emplace_back(format_name(f));
   }
   format = allowed.front();
+  const std::string choices = fmt::format("{}", fmt::join(listed, ", "));
+  // The name becomes the enum's number for CLI11's conversion; anything else is refused in words.
+  CLI::Validator to_format(
+      [names, choices](std::string& value) -> std::string {
+        const auto found = names.find(to_lower(value));
+        if (found == names.end()) {
+          return fmt::format("must be one of {} (got '{}')", choices, value);
+        }
+        value = std::to_string(static_cast<int>(found->second));
+        return {};
+      },
+      "");
   return command
-      .add_option("--format", format,
-                  fmt::format("Output format: {} (default {})", fmt::join(listed, ", "), listed[0]))
-      ->transform(CLI::CheckedTransformer(names, CLI::ignore_case))
+      .add_option("--format", format, fmt::format("Output format: {} (default {})", choices, listed[0]))
+      ->transform(to_format)
       ->option_text("FORMAT");
 }
 

@@ -17,6 +17,7 @@
 
 #include "common.hpp"
 #include "signals.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -159,7 +160,7 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
   command
       ->add_option("--others", flags->others,
                    "Right of everyone else: none, read or control (default read; root always has control)")
-      ->check(CLI::IsMember({"none", "read", "control"}))
+      ->check(one_of({"none", "read", "control"}))
       ->option_text("RIGHT");
   command->add_option("--audit-log", flags->audit_log, "Append the audit log to PATH (default: stderr)")
       ->option_text("PATH");

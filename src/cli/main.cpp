@@ -11,11 +11,17 @@
 #include "joule/core/log.hpp"
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
+using joule::cli::kExitFailure;
+using joule::cli::kExitUsage;
+
+constexpr const char* kFooter =
+    "Exit codes: 0 success; 1 a runtime error (a device, file, server or store failed); 2 a usage error (an "
+    "unknown command or flag, a bad value); 'joule measure' exits with the command's own code (128 + N if "
+    "signal N ended it, 126 or 127 if it could not run).\nEach command has --help: joule COMMAND --help.";
 
 void install_logger(const std::string& level) {
   auto logger = std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::stderr_sink_mt>());
@@ -31,6 +37,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   app.set_version_flag("--version", "joule 0.1.0");
+  app.footer(kFooter);
   joule::cli::GlobalOptions global;
   app.add_option("--sim", global.sim,
                  "Use simulated GPUs: [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256 "
@@ -42,7 +49,7 @@ int main(int argc, char** argv) {
       ->option_text("SOCKET");
   app.add_option("--log-level", global.log_level,
                  "Log level: trace, debug, info, warn, error, off (default warn)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->check(joule::cli::one_of({"trace", "debug", "info", "warn", "error", "off"}))
       ->option_text("LEVEL");
 
   int exit_code = 0;
@@ -83,9 +90,9 @@ int main(int argc, char** argv) {
     std::cout << "joule 0.1.0\n";
     return 0;
   } catch (const CLI::ParseError& error) {
-    // One clear line; the help is one flag away.
-    const std::string message = error.what();
-    std::cerr << fmt::format("joule: {} (see 'joule --help')\n", message);
+    // One clear line naming the flag or command; the help of the command in use is one flag away.
+    std::cerr << fmt::format("joule: error: {}\n",
+                             joule::cli::explain_parse_error(app, error, cli_argc, argv));
     return kExitUsage;
   } catch (const joule::Exception& error) {
     std::cerr << fmt::format("joule: error: {}\n", error.what());

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/strings.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -146,6 +148,52 @@ std::string printable_excerpt(std::string_view text, size_t max_chars) {
 
 std::string quoted_excerpt(std::string_view text, size_t max_chars) {
   return fmt::format("\"{}\"", excerpt(text, max_chars, true));
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  // Three rows of the dynamic-programming table: the swap of adjacent characters looks two rows back.
+  std::vector<size_t> before(b.size() + 1);
+  std::vector<size_t> previous(b.size() + 1);
+  std::vector<size_t> current(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) {
+    previous[j] = j;
+  }
+  for (size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        current[j] = std::min(current[j], before[j - 2] + 1);
+      }
+    }
+    std::swap(before, previous);
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
+}
+
+std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const auto& candidate : candidates) {
+    const size_t distance = edit_distance(word, candidate);
+    if (best == nullptr || distance < best_distance) {
+      best = &candidate;
+      best_distance = distance;
+    }
+  }
+  if (best != nullptr && best_distance <= std::max<size_t>(1, word.size() / 3)) {
+    return *best;
+  }
+  if (word.size() >= 3) {
+    for (const auto& candidate : candidates) {
+      if (candidate.size() > word.size() && std::string_view(candidate).substr(0, word.size()) == word) {
+        return candidate;
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace joule

@@ -149,6 +149,29 @@ const std::string& Client::last_request_id() const {
   return impl_->last_request_id;
 }
 
+namespace {
+
+// httplib names its failures in one word ("Connection"); a person needs what happened and what to check.
+std::string describe_failure(const std::string& url, httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return fmt::format(
+          "cannot connect to {}: connection refused or host unreachable (is joule serve running "
+          "there?)",
+          url);
+    case httplib::Error::ConnectionTimeout:
+      return fmt::format("cannot connect to {}: no answer to the connection within the timeout", url);
+    case httplib::Error::Read:
+      return fmt::format("{} closed the connection or sent no answer within the timeout", url);
+    case httplib::Error::Write:
+      return fmt::format("cannot send the request to {}: the connection broke", url);
+    default:
+      return fmt::format("{}: {}", url, httplib::to_string(error));
+  }
+}
+
+}  // namespace
+
 Result<RawResponse> Client::call(const std::string& method, const std::string& path_and_query,
                                  const std::string& body, const std::string& content_type) {
   std::lock_guard lock(impl_->mutex);
@@ -187,7 +210,7 @@ Result<RawResponse> Client::call(const std::string& method, const std::string& p
     if (!result) {
       // No answer: the request may or may not have been applied; the retry's id makes that safe. Try the
       // next server, if there are several.
-      last_failure = fmt::format("{}: {}", impl.urls[server], httplib::to_string(result.error()));
+      last_failure = describe_failure(impl.urls[server], result.error());
       impl.current = (server + 1) % impl.urls.size();
       continue;
     }
@@ -201,8 +224,8 @@ Result<RawResponse> Client::call(const std::string& method, const std::string& p
     }
     return response;
   }
-  return fail(ErrorCode::kIo, "{} {}: no answer after {} attempts (last: {})", method, path_and_query,
-              impl.options.attempts, last_failure);
+  return fail(ErrorCode::kIo, "{} {}: {} ({} attempt{})", method, path_and_query, last_failure,
+              impl.options.attempts, impl.options.attempts == 1 ? "" : "s");
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/strings.hpp"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace joule {
@@ -52,6 +54,34 @@ TEST(Strings, ExcerptsAreShort) {
   EXPECT_EQ(printable_excerpt(std::string(11, '\0'), 40), ten_zeros + "…");
   EXPECT_EQ(printable_excerpt("ééé", 2), "éé…");
   EXPECT_EQ(printable_excerpt("", 5), "");
+}
+
+TEST(Strings, EditDistanceCountsTyposIncludingSwaps) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("abc", ""), 3u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("devices", "devices"), 0u);
+  EXPECT_EQ(edit_distance("devcies", "devices"), 1u);  // a swap of adjacent letters is one edit
+  EXPECT_EQ(edit_distance("mesure", "measure"), 1u);
+  EXPECT_EQ(edit_distance("measures", "measure"), 1u);
+  EXPECT_EQ(edit_distance("plam", "plan"), 1u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("ca", "abc"), 3u);  // optimal string alignment: no edit of a swapped pair
+  EXPECT_EQ(edit_distance("serve", "devices"), edit_distance("devices", "serve"));
+}
+
+TEST(Strings, ClosestMatchSuggestsTyposNotUnrelatedWords) {
+  const std::vector<std::string> commands = {"devices", "measure", "power", "demo", "simulate",
+                                             "plan",    "daemon",  "serve", "job",  "carbon"};
+  EXPECT_EQ(closest_match("devcies", commands), "devices");
+  EXPECT_EQ(closest_match("mesure", commands), "measure");
+  EXPECT_EQ(closest_match("sim", commands), "simulate");  // a prefix of 3 letters or more
+  EXPECT_EQ(closest_match("deamon", commands), "daemon");
+  EXPECT_EQ(closest_match("pwr", commands), std::nullopt);
+  EXPECT_EQ(closest_match("frobnicate", commands), std::nullopt);
+  EXPECT_EQ(closest_match("x", commands), std::nullopt);
+  EXPECT_EQ(closest_match("--formt", {"--format", "--gpus", "--output"}), "--format");
+  EXPECT_EQ(closest_match("anything", {}), std::nullopt);
 }
 
 }  // namespace

@@ -74,6 +74,50 @@ TEST(Cli, BadInputIsOneClearLineAndNonZero) {
             "generic)\n");
 }
 
+// Usage errors name the command or flag, suggest the likely one for a typo, and point at the help of the
+// command in use; every one exits 2 with one line.
+TEST(Cli, UsageErrorsSpeakHuman) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"devcies"}, "unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')"},
+      {{"frobnicate"},
+       "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
+       "serve, job, "
+       "carbon) (see 'joule --help')"},
+      {{},
+       "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon "
+       "(see 'joule --help')"},
+      {{"carbon", "intesity"},
+       "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
+      {{"carbon"}, "'joule carbon' needs a command: replay, forecast, intensity (see 'joule carbon --help')"},
+      {{"--sim", "v100", "devices", "--format", "xml"},
+       "--format must be one of text, json (got 'xml') (see 'joule devices --help')"},
+      {{"--sim", "v100", "measure", "--format", "yaml", "--", "true"},
+       "--format must be one of text, json, csv (got 'yaml') (see 'joule measure --help')"},
+      {{"measure", "--interval-ms", "x", "--", "true"},
+       "--interval-ms expects a number, got 'x' (see 'joule measure --help')"},
+      {{"--log-level", "loud", "devices"},
+       "--log-level must be one of trace, debug, info, warn, error, off (got 'loud') (see 'joule devices "
+       "--help')"},
+      {{"devices", "extra"}, "unexpected argument 'extra' for 'joule devices' (see 'joule devices --help')"},
+      {{"measure", "--formt", "json", "--", "true"},
+       "unknown option '--formt' for 'joule measure'; did you mean '--format'? (see 'joule measure --help')"},
+      {{"measure", "--nope", "--", "true"},
+       "unknown option '--nope' for 'joule measure' (see 'joule measure --help')"},
+      {{"measure", "--gpus"}, "--gpus needs a value (see 'joule measure --help')"},
+      {{"daemon", "--others", "all"},
+       "--others must be one of none, read, control (got 'all') (see 'joule daemon --help')"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto result = joule(args);
+    EXPECT_EQ(result.exit_code, 2) << message;
+    EXPECT_EQ(result.err, "joule: error: " + message + "\n");
+  }
+  // Formats are case-insensitive, as before.
+  EXPECT_EQ(joule({"--sim", "v100", "devices", "--format", "JSON"}).exit_code, 0);
+  // The exit codes are documented where every user looks.
+  EXPECT_NE(joule({"--help"}).out.find("Exit codes: 0 success; 1 a runtime error"), std::string::npos);
+}
+
 TEST(Cli, DevicesListsSimulatedGpusAsJson) {
   const auto result = joule({"devices", "--format", "json"}, {{"JOULE_SIM", "2xa40:imagenet:256"}});
   ASSERT_EQ(result.exit_code, 0) << result.err;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace joule {
 
@@ -33,5 +35,15 @@ std::string printable_excerpt(std::string_view text, size_t max_chars = kExcerpt
 
 /// @return printable_excerpt() in double quotes, with `"` inside escaped as `\"`: e.g. `"ab\x00c"`.
 std::string quoted_excerpt(std::string_view text, size_t max_chars = kExcerptChars);
+
+/// @return the edit distance between `a` and `b`: insertions, deletions, substitutions and swaps of two
+/// adjacent characters, each counting 1 (optimal string alignment), compared byte by byte.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+/// @return the candidate closest to `word` for a "did you mean …?" hint: the one with the smallest
+/// edit_distance (the first listed on a tie), if that distance is at most max(1, word.size() / 3) (so a
+/// typo is matched, an unrelated word is not), or a candidate that `word` is a prefix of when `word` has at
+/// least 3 characters; nullopt otherwise.
+std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
 }  // namespace joule

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// Usage errors a person can act on: CLI11's parse errors rewritten into one line that names the flag or
+// command, suggests the likely one for a typo, and points at the help of the command being used.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace joule::cli {
+
+/// The exit codes of every subcommand (also printed by `joule --help`).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  ///< a runtime error: a device, file, server or store failed
+inline constexpr int kExitUsage = 2;    ///< a usage error: an unknown command or flag, a bad value
+
+/// @return the message for `error`, raised while parsing `argv` with `app`: e.g. "unknown command 'devcies';
+/// did you mean 'devices'? (see 'joule --help')", "--format must be one of text, json, csv (got 'xml') (see
+/// 'joule devices --help')". No "joule: error: " prefix and no newline.
+std::string explain_parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
+
+/// A CLI11 validator: the value must be one of `names` (compared as written). Its failure reads "must be
+/// one of a, b, c (got 'x')"; explain_parse_error puts the flag's name in front.
+CLI::Validator one_of(std::vector<std::string> names);
+
+}  // namespace joule::cli
