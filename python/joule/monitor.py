@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import warnings
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from . import _joule
+from ._errors import NotFoundError
 from ._joule import DeviceSet, Measurement
 
 SyncArgument = Union[None, str, Callable[[], None]]
@@ -40,10 +43,11 @@ def devices(
     gpus / cpus: look for GPUs / CPU energy counters (RAPL) at all.
     powercap_root: the RAPL sysfs root (default /sys/class/powercap).
 
-    Backends that find nothing are not errors (see ``DeviceSet.reports``); a malformed sim spec or
-    CUDA_VISIBLE_DEVICES raises InvalidArgumentError.
+    Backends that find nothing are not errors (see ``DeviceSet.reports``), except the daemon when it was asked
+    for (``daemon_socket`` or JOULE_DAEMON_SOCKET): no GPU from it raises NotFoundError saying why. A malformed
+    sim spec or CUDA_VISIBLE_DEVICES raises InvalidArgumentError.
     """
-    return _joule._discover(
+    found = _joule._discover(
         sim=sim,
         virtual_clock=virtual_clock,
         gpus=gpus,
@@ -53,6 +57,13 @@ def devices(
         rocm_library=rocm_library,
         daemon_socket=daemon_socket,
     )
+    # The daemon's GPUs asked for by name must be there: without them, training would run unmeasured and
+    # uncontrolled, and nobody would notice (the CLI's --daemon fails the same way).
+    asked = daemon_socket if daemon_socket is not None else os.environ.get("JOULE_DAEMON_SOCKET")
+    if gpus and asked and sim is None and not found.gpus:
+        source = "daemon_socket" if daemon_socket is not None else "JOULE_DAEMON_SOCKET"
+        raise NotFoundError(f"{source}={asked}: {found.why_no_gpus()}")
+    return found
 
 
 def default_devices() -> DeviceSet:
@@ -144,14 +155,25 @@ class Monitor(_joule._Monitor):
         approx_instant_energy: bool = False,
         polling_period_s: float = 0.1,
     ) -> None:
+        device_set = devices if devices is not None else default_devices()
+        # GPUs asked for by index must exist: the C++ side raises NotFoundError naming the index and why.
         super().__init__(
-            devices if devices is not None else default_devices(),
+            device_set,
             None if gpus is None else list(gpus),
             None if cpus is None else list(cpus),
             _resolve_sync(sync),
             approx_instant_energy,
             polling_period_s,
         )
+        if gpus is None and not self.gpu_indices:
+            # Nothing asked for and nothing found: the training still runs, but say plainly that its energy is
+            # not measured, and how to get a simulated GPU (as `joule measure` does).
+            warnings.warn(
+                f"joule.Monitor: nothing will be measured but time: {device_set.why_no_gpus()}. For a simulated "
+                "GPU, set JOULE_SIM=v100 or pass devices=joule.devices(sim='v100')",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def window(
         self, name: str, sync: bool = True, on_end: Optional[Callable[[Measurement], None]] = None

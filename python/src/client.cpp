@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/core/validate.hpp"
+
 #include "bindings.hpp"
 
 namespace joule::python {
@@ -26,19 +28,14 @@ nlohmann::json parse_json(const std::string& text, const char* what) {
 }
 
 std::chrono::milliseconds milliseconds(double seconds, const char* what) {
-  if (!(seconds > 0) || !std::isfinite(seconds)) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("{} must be a positive number of seconds", what));
-  }
+  value_or_throw(check_number(seconds, NumberRule::positive(), what));
   return std::chrono::milliseconds(std::llround(seconds * 1e3));
 }
 
 class ClientHandle {
  public:
   ClientHandle(const std::string& urls, double timeout_s, double connect_timeout_s, int attempts) {
-    if (attempts < 1) {
-      throw Exception(ErrorCode::kInvalidArgument, fmt::format("attempts must be ≥ 1 (got {})", attempts));
-    }
+    value_or_throw(check_number(attempts, NumberRule{.min = 1, .integer = true}, "attempts"));
     server::ClientOptions options;
     options.timeout = milliseconds(timeout_s, "timeout_s");
     options.connect_timeout = milliseconds(connect_timeout_s, "connect_timeout_s");

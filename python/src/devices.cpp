@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include "joule/core/validate.hpp"
 #include "joule/device/sim_gpu.hpp"
 
 #include "bindings.hpp"
@@ -304,10 +305,8 @@ void bind_devices(py::module_& module) {
       .def(
           "run_iterations",
           [](const device::DeviceSet& set, int64_t iterations) {
-            if (iterations < 0) {
-              throw Exception(ErrorCode::kInvalidArgument,
-                              fmt::format("iterations must be ≥ 0 (got {})", iterations));
-            }
+            value_or_throw(check_number(static_cast<double>(iterations),
+                                        NumberRule{.min = 0, .integer = true}, "iterations"));
             device::sim::TrainingJob job(simulated_gpus(set), virtual_clock_of(set));
             return to_seconds(job.run_iterations(iterations));
           },

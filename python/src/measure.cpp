@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include "joule/core/validate.hpp"
 #include "joule/measure/power_sampler.hpp"
 
 #include "bindings.hpp"
@@ -37,10 +38,7 @@ std::shared_ptr<MonitorHandle> make_monitor(SharedDeviceSet set, const std::opti
   if (!set) {
     throw Exception(ErrorCode::kInvalidArgument, "Monitor needs a DeviceSet (joule.devices())");
   }
-  if (!(polling_period_s > 0)) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("polling_period_s must be positive (got {})", polling_period_s));
-  }
+  value_or_throw(check_number(polling_period_s, NumberRule::positive(), "polling_period_s"));
   auto handle = std::make_shared<MonitorHandle>();
   handle->set = set;
   std::vector<device::Gpu*> selected_gpus = select_gpus(*set, gpus);
@@ -86,9 +84,7 @@ std::shared_ptr<SamplerHandle> make_sampler(SharedDeviceSet set, const std::opti
   if (!set) {
     throw Exception(ErrorCode::kInvalidArgument, "PowerSampler needs a DeviceSet (joule.devices())");
   }
-  if (!(period_s > 0)) {
-    throw Exception(ErrorCode::kInvalidArgument, fmt::format("period_s must be positive (got {})", period_s));
-  }
+  value_or_throw(check_number(period_s, NumberRule::positive(), "period_s"));
   auto handle = std::make_shared<SamplerHandle>();
   handle->set = set;
   std::vector<device::Gpu*> selected = select_gpus(*set, gpus);
@@ -286,11 +282,8 @@ void bind_measure(py::module_& module) {
       .def(
           "sample_for",
           [](SamplerHandle& self, double duration_s) {
+            value_or_throw(check_number(duration_s, NumberRule::non_negative(), "duration_s"));
             const Nanos duration = seconds_to_nanos(duration_s, "duration_s");
-            if (duration.count() < 0) {
-              throw Exception(ErrorCode::kInvalidArgument,
-                              fmt::format("duration_s must be ≥ 0 (got {})", duration_s));
-            }
             py::gil_scoped_release release;
             Clock& clock = *self.set->clock;
             if (clock.is_virtual()) {

@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/validate.hpp"
+
 #include "bindings.hpp"
 
 namespace joule::python {
 
 Nanos seconds_to_nanos(double seconds, const char* what) {
-  if (!std::isfinite(seconds)) {
-    throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} must be a finite number of seconds", what));
-  }
+  value_or_throw(check_number(seconds, NumberRule::any_finite(), what));
   return Nanos(static_cast<int64_t>(std::llround(seconds * 1e9)));
 }
 

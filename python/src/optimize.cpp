@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include "joule/core/validate.hpp"
 #include "joule/optimize/power_limit.hpp"
 
 #include "bindings.hpp"
@@ -187,10 +188,7 @@ void bind_optimize(py::module_& module) {
   module.def(
       "power_limit_candidates_w",
       [](double min_w, double max_w, double step_w) {
-        if (!(step_w >= 0.001)) {
-          throw Exception(ErrorCode::kInvalidArgument,
-                          fmt::format("step_w must be ≥ 0.001 (got {})", step_w));
-        }
+        value_or_throw(check_number(step_w, NumberRule{.min = 0.001}, "step_w"));
         device::PowerLimitConstraints constraints;
         constraints.min_mw = static_cast<uint32_t>(std::llround(w_to_mw(min_w)));
         constraints.max_mw = static_cast<uint32_t>(std::llround(w_to_mw(max_w)));

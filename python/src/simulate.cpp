@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include "joule/core/validate.hpp"
 #include "joule/sim/simulator.hpp"
 
 #include "bindings.hpp"
@@ -208,10 +209,8 @@ py::dict simulate(const std::string& gpu, const std::string& workload, double et
       job.target_metric = *target_metric;
     }
     if (max_epochs) {
-      if (*max_epochs < 1) {
-        throw Exception(ErrorCode::kInvalidArgument,
-                        fmt::format("max_epochs must be at least 1 (got {})", *max_epochs));
-      }
+      value_or_throw(check_number(static_cast<double>(*max_epochs), NumberRule{.min = 1, .integer = true},
+                                  "max_epochs"));
       job.max_epochs = *max_epochs;
     }
     trace_gpu = trace.gpu.empty() ? gpu : trace.gpu;

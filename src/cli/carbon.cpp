@@ -504,25 +504,37 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   replay_command->add_option("--workload", replay->workload, "Zeus-trace workload (default imagenet)")
       ->option_text("W");
   replay_command->add_option("--batch-size", replay->batch_size, "Batch size (default: the paper's b0)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("B");
-  replay_command->add_option("--gpus", replay->gpu_count, "Data-parallel GPUs (default 1)")->option_text("N");
+  replay_command->add_option("--gpus", replay->gpu_count, "Data-parallel GPUs (default 1)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->option_text("N");
   replay_command
       ->add_option("--eta", replay->eta, "Chase's weight of energy at the maximum intensity (default 0.5)")
+      ->check(number(NumberRule::between(0, 1)))
       ->option_text("E");
-  replay_command->add_option("--zeus-eta", replay->zeus_eta, "Zeus's eta (default: --eta)")->option_text("E");
+  replay_command->add_option("--zeus-eta", replay->zeus_eta, "Zeus's eta (default: --eta)")
+      ->check(number(NumberRule::between(0, 1)))
+      ->option_text("E");
   replay_command
       ->add_option("--epochs", replay->epochs, "Work in epochs (default: epochs to the target metric)")
+      ->check(number(NumberRule::positive()))
       ->option_text("N");
-  replay_command->add_option("--iterations", replay->iterations, "Work in iterations")->option_text("N");
+  replay_command->add_option("--iterations", replay->iterations, "Work in iterations")
+      ->check(number(NumberRule::positive()))
+      ->option_text("N");
   replay_command
       ->add_option("--period-min", replay->period_min, "Chase's decision period, minutes (default 30)")
+      ->check(number(NumberRule::positive()))
       ->option_text("M");
   replay_command
       ->add_option("--max-intensity", replay->max_intensity, "Normalising intensity, g/kWh (default 750)")
+      ->check(number(NumberRule::positive()))
       ->option_text("G");
   replay_command->add_flag("--max-intensity-from-trace", replay->max_intensity_from_trace,
                            "Use the trace's maximum as the normalising intensity");
   replay_command->add_option("--step-w", replay->step_w, "Candidate power-limit spacing, W (default 5)")
+      ->check(number(NumberRule::positive()))
       ->option_text("W");
   replay_command
       ->add_option("--forecaster", replay->forecaster,
@@ -531,6 +543,7 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   replay_command
       ->add_option("--training-samples", replay->training_samples,
                    "Forecaster training window before the start, periods (default 48)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   replay_command
       ->add_option("--start", replay->start, "Start time, ISO-8601 UTC (default: trace start + window)")
@@ -548,12 +561,15 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
       ->option_text("NAME");
   forecast_command
       ->add_option("--training-samples", forecast->training_samples, "Fit on the first N points (default 48)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   forecast_command
       ->add_option("--horizon", forecast->horizon, "Steps ahead, fed back recursively (default 1)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("H");
   forecast_command
       ->add_option("--refit-every", forecast->refit_every, "Refit every N predictions (default 0: once)")
+      ->check(number(NumberRule{.min = 0, .integer = true}))
       ->option_text("N");
   add_format_option(*forecast_command, forecast->format, {Format::kText, Format::kJson, Format::kCsv});
   forecast_command->callback([&exit_code, forecast] { exit_code = run_forecast(*forecast); });
@@ -573,9 +589,11 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
                    "the same flag as measure's and power's")
       ->option_text("P");
   intensity_command->add_option("--history-hours", intensity->history_h, "Also print the last H hours")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("H");
   intensity_command
       ->add_option("--forecast-hours", intensity->forecast_h, "Also print the forecast of H hours")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("H");
   add_format_option(*intensity_command, intensity->format, {Format::kText, Format::kJson, Format::kCsv});
   intensity_command->callback([&exit_code, intensity] { exit_code = run_intensity(*intensity); });

@@ -2,6 +2,7 @@
 #include "common.hpp"
 
 #include <charconv>
+#include <map>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -78,6 +79,58 @@ device::DeviceSet open_devices(const GlobalOptions& global, bool gpus, bool cpus
     throw Exception(ErrorCode::kNotFound, fmt::format("{}: {}", asked, devices.why_no_gpus()));
   }
   return devices;
+}
+
+CLI::Validator number(NumberRule rule) {
+  return CLI::Validator(
+      [rule](std::string& text) -> std::string {
+        const std::string_view trimmed = trim(text);
+        double value = 0;
+        const auto [end, ec] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), value);
+        if (ec != std::errc() || end != trimmed.data() + trimmed.size()) {
+          return {};  // not a number: CLI11's conversion says so
+        }
+        const auto checked = check_number(value, rule, "");
+        return checked ? std::string() : checked.error().message();
+      },
+      "");
+}
+
+void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global) {
+  if (!global.sim && !global.daemon) {
+    return;
+  }
+  std::string path;
+  for (const CLI::App* command = &app;;) {
+    const auto used = command->get_subcommands();
+    if (used.empty()) {
+      break;
+    }
+    command = used.front();
+    path += path.empty() ? command->get_name() : " " + command->get_name();
+  }
+  // The commands that open devices, and why each other one does not.
+  static const std::map<std::string, std::string> kNoDevice = {
+      {"simulate", "it replays the Zeus traces (choose the GPU with --gpu)"},
+      {"plan", "it plans from a profile file, on no device"},
+      {"carbon replay",
+       "it simulates its own GPU from the Zeus traces (choose it with --gpu and --workload)"},
+      {"carbon forecast", "it uses no device"},
+      {"carbon intensity", "it uses no device"},
+      {"serve", "the server opens no device (its clients measure theirs)"},
+      {"job next", "it talks to a server and opens no device"},
+      {"job report", "it talks to a server and opens no device"},
+      {"job end", "it talks to a server and opens no device"},
+      {"job status", "it talks to a server and opens no device"},
+      {"job delete", "it talks to a server and opens no device"},
+  };
+  const auto found = kNoDevice.find(path);
+  if (found == kNoDevice.end()) {
+    return;
+  }
+  throw Exception(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply to 'joule {}': {}", global.sim ? "--sim" : "--daemon", path,
+                              found->second));
 }
 
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag) {

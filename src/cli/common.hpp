@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "joule/core/error.hpp"
+#include "joule/core/validate.hpp"
 #include "joule/device/discovery.hpp"
 
 namespace joule::cli {
@@ -35,11 +36,21 @@ Result<device::DiscoveryOptions> discovery_options(const GlobalOptions& global);
 /// Discovers devices as the global options say. @throws joule::Exception on bad configuration.
 device::DeviceSet open_devices(const GlobalOptions& global, bool gpus = true, bool cpus = true);
 
+/// A CLI11 check that the flag's value is a number obeying `rule` (joule::check_number, the same rule the
+/// server and the Python bindings apply): "--duration-s must be a finite number > 0, got nan". Text that is
+/// not a number at all is left to CLI11's conversion ("--x expects a number, got 'abc'").
+CLI::Validator number(NumberRule rule);
+
 /// Parses "0,2,3" into indices; kInvalidArgument naming `flag` for anything else.
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag);
 
 /// Writes `text` to `path` atomically, or to `out` when path is empty. @throws joule::Exception.
 void write_output(const std::string& path, const std::string& text, std::ostream& out);
+
+/// Throws kInvalidArgument if --sim or --daemon was given to a command that opens no device (`simulate`,
+/// `plan`, `carbon …`, `serve`, `job` other than `register`), saying why and what to use instead: a flag is
+/// never silently ignored. Call once parsing is complete, before the command runs.
+void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global);
 
 /// Registers each subcommand; each returns the process exit code when run.
 void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_code);

@@ -167,6 +167,7 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
   command
       ->add_option("--lease-s", flags->lease_s,
                    "Restore a connection's settings after S seconds without a request (default 60)")
+      ->check(number(NumberRule{.min = 0, .max = 86400, .min_exclusive = true}))
       ->option_text("S");
   command->add_flag("--allow-unprivileged", flags->allow_unprivileged,
                     "Serve real GPUs even when not running as root");
@@ -174,21 +175,25 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
       ->add_option("--max-connections", flags->max_connections,
                    fmt::format("Connections served at once; one more is told why and closed (default {})",
                                flags->max_connections))
+      ->check(number(NumberRule{.min = 1, .max = 65536, .integer = true}))
       ->option_text("N");
   command
       ->add_option("--max-connections-per-user", flags->max_connections_per_user,
                    fmt::format("Connections one user other than root may hold (default {})",
                                flags->max_connections_per_user))
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   command
       ->add_option("--root-reserved-connections", flags->root_reserved_connections,
                    fmt::format("Of --max-connections, how many only root may take (default {})",
                                flags->root_reserved_connections))
+      ->check(number(NumberRule{.min = 0, .integer = true}))
       ->option_text("N");
   command
       ->add_option("--hello-timeout-s", flags->hello_timeout_s,
                    fmt::format("Close a connection that sends no hello within S seconds (default {})",
                                flags->hello_timeout_s))
+      ->check(number(NumberRule{.min = 0, .max = 3600, .min_exclusive = true}))
       ->option_text("S");
   command
       ->add_option("--metrics", flags->metrics,
@@ -198,6 +203,7 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
   command
       ->add_option("--carbon-intensity", flags->carbon_intensity,
                    "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --metrics")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("G_PER_KWH");
   command->callback([&global, &exit_code, flags] { exit_code = run_daemon(global, *flags); });
 }

@@ -296,18 +296,25 @@ void add_common(CLI::App& command, JobFlags& flags) {
       .add_option("--request-id", flags.request_id,
                   "Request id: running the same command again with it is not applied twice")
       ->option_text("ID");
-  command.add_option("--timeout-s", flags.timeout_s, "Per-attempt timeout (default 120)")->option_text("S");
+  command.add_option("--timeout-s", flags.timeout_s, "Per-attempt timeout (default 120)")
+      ->check(number(NumberRule::positive()))
+      ->option_text("S");
   command
       .add_option("--attempts", flags.attempts,
                   "Attempts per request when the server cannot be reached (default 8; retries are safe)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   add_format_option(command, flags.format, {Format::kText, Format::kJson});
 }
 
 void add_trial_flags(CLI::App& command, JobFlags& flags) {
   command.add_option("--job-id", flags.job_id, "Job id")->option_text("ID")->required();
-  command.add_option("--trial", flags.trial, "Trial number")->option_text("N")->required();
+  command.add_option("--trial", flags.trial, "Trial number")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->option_text("N")
+      ->required();
   command.add_option("--batch-size", flags.batch_size, "The trial's batch size")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("B")
       ->required();
 }
@@ -333,12 +340,14 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   registration->add_option("--default-batch-size", flags->default_batch_size, "The first batch size tried")
       ->option_text("B");
   registration->add_option("--eta-knob", flags->eta_knob, "Weight of energy in the cost, [0, 1] (0.5)")
+      ->check(number(NumberRule::any_finite()))
       ->option_text("ETA");
   registration->add_option("--beta-knob", flags->beta_knob, "Stop runs costing more than BETA x min cost (2)")
       ->option_text("BETA");
   registration->add_flag("--no-early-stop", flags->no_early_stop,
                          "Never stop a run for its cost (beta_knob null)");
   registration->add_option("--target-metric", flags->target_metric, "Metric that counts as converged (0.5)")
+      ->check(number(NumberRule::any_finite()))
       ->option_text("M");
   registration->add_flag("--lower-is-better", flags->lower_is_better, "Converged when metric <= target");
   registration->add_option("--max-epochs", flags->max_epochs, "Epochs before a run stops unconverged (100)")
@@ -348,8 +357,10 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   registration->add_option("--window-size", flags->window_size, "Results per arm the bandit uses (0: all)")
       ->option_text("N");
   registration->add_option("--mab-prior-mean", flags->mab_prior_mean, "Bandit prior mean (0)")
+      ->check(number(NumberRule::any_finite()))
       ->option_text("X");
   registration->add_option("--mab-prior-precision", flags->mab_prior_precision, "Bandit prior precision (0)")
+      ->check(number(NumberRule::any_finite()))
       ->option_text("X");
   registration->add_option("--mab-num-explorations", flags->mab_num_explorations, "Pulls per arm first (2)")
       ->option_text("N");
@@ -358,9 +369,11 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   registration
       ->add_option("--max-power-w", flags->max_power_w,
                    "Max power limit of GPU 0 x number of GPUs, W (default: from this machine's GPUs)")
+      ->check(number(NumberRule::positive()))
       ->option_text("W");
   registration
       ->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job (default: this machine's)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   registration
       ->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
@@ -376,15 +389,21 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   add_common(*report, *flags);
   add_trial_flags(*report, *flags);
   report->add_option("--time-s", flags->time_s, "Training time of the trial so far, s")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("T")
       ->required();
   report->add_option("--energy-j", flags->energy_j, "Training energy of the trial so far, J")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("E")
       ->required();
   report->add_option("--metric", flags->metric, "Validation metric after this epoch")
+      ->check(number(NumberRule::any_finite()))
       ->option_text("M")
       ->required();
-  report->add_option("--epoch", flags->epoch, "Epochs done so far")->option_text("N")->required();
+  report->add_option("--epoch", flags->epoch, "Epochs done so far")
+      ->check(number(NumberRule{.min = 0, .integer = true}))
+      ->option_text("N")
+      ->required();
   report->callback([&exit_code, flags] { exit_code = run_report(*flags); });
 
   auto* end = job->add_subcommand("end", "End a trial (a trial without a final report becomes Failed)");

@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
   joule::cli::add_serve_command(app, global, exit_code);
   joule::cli::add_job_command(app, global, exit_code);
   joule::cli::add_carbon_command(app, global, exit_code);
-  app.parse_complete_callback([&global] { install_logger(global.log_level); });
+  app.parse_complete_callback([&app, &global] {
+    install_logger(global.log_level);
+    joule::cli::refuse_unused_device_flags(app, global);
+  });
 
   // Split off "--" and what follows before CLI11 parses: it is the command `joule measure` runs.
   int cli_argc = argc;

@@ -371,6 +371,7 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command->add_flag("--cpus", flags->cpus, "Also measure CPU package and DRAM energy (RAPL)");
   command
       ->add_option("--interval-ms", flags->interval_ms, "Power sampling period for peak power (default 100)")
+      ->check(number(NumberRule::positive()))
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
   command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")
@@ -378,6 +379,7 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command
       ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
                    "Add the carbon (gCO2e) at this constant intensity, g/kWh")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("G_PER_KWH");
   command
       ->add_option("--carbon-trace", flags->carbon.trace_path,

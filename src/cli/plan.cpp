@@ -249,15 +249,20 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
       "Plan a GPU frequency for every forward and backward of a pipeline-parallel iteration (Perseus)");
   command->add_option("--profile", flags->profile, "CSV: stage,instruction,frequency_mhz,time_s,energy_j")
       ->option_text("FILE");
-  command->add_option("--stages", flags->stages, "Pipeline stages S")->option_text("S");
+  command->add_option("--stages", flags->stages, "Pipeline stages S")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->option_text("S");
   command->add_option("--microbatches", flags->microbatches, "Microbatches per iteration M")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("M");
   command->add_option("--schedule", flags->schedule, "1f1b (default) or gpipe")->option_text("1f1b|gpipe");
   command
       ->add_option("--p-blocking-w", flags->p_blocking_w,
                    "Power of a GPU blocked on communication (default 70)")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("W");
   command->add_option("--unit-time-s", flags->unit_time_s, "Time unit of the planner (default 0.001)")
+      ->check(number(NumberRule::positive()))
       ->option_text("T");
   command
       ->add_option(
@@ -269,10 +274,12 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
   command
       ->add_option("--target-time-s", flags->target_time_s,
                    "Plan for this iteration time (e.g. a straggler's), blocking until it")
+      ->check(number(NumberRule::positive()))
       ->option_text("T'");
   command
       ->add_option("--straggler-slowdown", flags->straggler_slowdown,
                    "Plan for an iteration X times the fastest (X >= 1)")
+      ->check(number(NumberRule{.min = 1}))
       ->option_text("X");
   command->add_option("--max-flow", flags->max_flow, "dinic (default) or boost (Boost.Graph push-relabel)")
       ->option_text("dinic|boost");

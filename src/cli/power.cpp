@@ -207,9 +207,11 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   auto* command =
       app.add_subcommand("power", "Print power readings with ISO-8601 UTC timestamps until Ctrl-C");
   command->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")
+      ->check(number(NumberRule::positive()))
       ->option_text("N");
   command
       ->add_option("--duration-s", flags->duration_s, "Stop after S seconds (default: run until interrupted)")
+      ->check(number(NumberRule::positive()))
       ->option_text("S");
   command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
@@ -222,6 +224,7 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command
       ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
                    "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --serve")
+      ->check(number(NumberRule::non_negative()))
       ->option_text("G_PER_KWH");
   command
       ->add_option(
@@ -239,6 +242,7 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command
       ->add_option("--carbon-refresh-s", flags->carbon_refresh_s,
                    "How often --carbon-trace or --zone is read again, seconds (default 300)")
+      ->check(number(NumberRule::positive()))
       ->option_text("S");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });

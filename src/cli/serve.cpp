@@ -103,11 +103,13 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->add_option("--threads", flags->threads,
                    fmt::format("Requests handled at once (default {}); open connections take no thread",
                                server::kDefaultThreads))
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   command
       ->add_option("--max-connections", flags->max_connections,
                    fmt::format("Open connections at most; more are closed at accept (default {})",
                                server::kDefaultMaxConnections))
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   command
       ->add_option(
@@ -115,16 +117,19 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
           fmt::format("Trials of one job handed out and not ended at once; GET /jobs/batch_size answers "
                       "409 beyond (default {})",
                       flags->max_open_trials))
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   command
       ->add_option("--response-ttl-s", flags->response_ttl_s,
                    fmt::format("How long the response of a request with X-Request-Id is kept for its retries "
                                "(default {} = 24 h; 0: forever)",
                                flags->response_ttl_s))
+      ->check(number(NumberRule::non_negative()))
       ->option_text("S");
   command
       ->add_option("--db-connections", flags->db_connections,
                    "Most database connections at once (PostgreSQL; default: the store's)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }

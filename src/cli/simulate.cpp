@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule simulate`: Zeus's trace-driven simulation of recurring training jobs.
 #include <cmath>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -113,9 +116,41 @@ int run_groups(const SimulateFlags& flags) {
   return 0;
 }
 
+// No flag is silently ignored: one that does not apply in this mode is an error that says why.
+void refuse_unused(std::string_view mode, std::string_view why,
+                   std::initializer_list<std::pair<bool, std::string_view>> flags) {
+  for (const auto& [given, name] : flags) {
+    if (given) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("simulate: {} does not apply with {}: {}", name, mode, why));
+    }
+  }
+}
+
 int run_simulate(const SimulateFlags& flags) {
   if (flags.all) {
+    refuse_unused("--all",
+                  "it simulates every GPU and workload of the paper with their own settings and prints the "
+                  "savings table (for one GPU and workload, give --gpu and --workload instead of --all)",
+                  {{!flags.gpu.empty(), "--gpu"},
+                   {!flags.workload.empty(), "--workload"},
+                   {!flags.plot.empty(), "--plot"},
+                   {flags.groups.has_value(), "--groups"},
+                   {flags.b0.has_value(), "--b0"},
+                   {flags.target_metric.has_value(), "--target-metric"},
+                   {flags.max_epochs.has_value(), "--max-epochs"}});
     return run_all(flags);
+  }
+  if (flags.groups) {
+    refuse_unused(
+        "--groups",
+        "each group's workload and settings come from the groups file and the paper, and groups print "
+        "the savings table only",
+        {{!flags.workload.empty(), "--workload"},
+         {!flags.plot.empty(), "--plot"},
+         {flags.b0.has_value(), "--b0"},
+         {flags.target_metric.has_value(), "--target-metric"},
+         {flags.max_epochs.has_value(), "--max-epochs"}});
   }
   if (flags.gpu.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -171,17 +206,23 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& /*global*/, int& e
   command->add_flag("--all", flags->all, "Simulate every GPU × workload and print the savings table");
   command->add_option("--seed", flags->seed, "Random seed (default 1)")->option_text("S");
   command->add_option("--eta", flags->eta, "Weight of energy against time in [0, 1] (default 0.5)")
+      ->check(number(NumberRule::between(0, 1)))
       ->option_text("E");
   command->add_option("--beta", flags->beta, "Early-stop threshold > 1, or inf to disable (default 2)")
       ->option_text("B|inf");
   command
       ->add_option("--recurrences", flags->recurrences,
                    "Recurrences (default 2 × batch sizes × power limits of the job)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
-  command->add_option("--b0", flags->b0, "Default batch size (default: the paper's)")->option_text("B");
+  command->add_option("--b0", flags->b0, "Default batch size (default: the paper's)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->option_text("B");
   command->add_option("--target-metric", flags->target_metric, "Target metric (default: the paper's)")
+      ->check(number(NumberRule::any_finite()))
       ->option_text("X");
   command->add_option("--max-epochs", flags->max_epochs, "Epoch limit of a try (default: the paper's)")
+      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
       ->option_text("N");
   command
       ->add_option("--trace-dir", flags->trace_dir,

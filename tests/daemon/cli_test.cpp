@@ -278,7 +278,10 @@ TEST_F(DaemonCli, ADaemonKilledWithSigkillIsRecoveredByTheNext) {
 
 TEST_F(DaemonCli, BadFlagsAreOneClearLine) {
   const std::vector<std::pair<std::vector<std::string>, std::pair<int, std::string>>> cases = {
-      {{"--lease-s", "0"}, {2, "joule: error: --lease-s 0 must be above 0 and at most 86400 (one day)\n"}},
+      {{"--lease-s", "0"},
+       {2,
+        "joule: error: --lease-s must be a finite number in (0, 86400], got 0 (see 'joule daemon "
+        "--help')\n"}},
       {{"--allow-user", "no-such-user-joule"},
        {1,
         "joule: error: --allow-user no-such-user-joule: no such user (give a name from /etc/passwd or a "
@@ -358,14 +361,17 @@ TEST_F(DaemonCli, UnsafeFoldersAndBadConnectionLimitsAreOneClearLine) {
   EXPECT_TRUE(std::filesystem::is_empty(open));
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--max-connections", "0"},
-       "joule: error: --max-connections 0 must be at least 1 and at most 65536\n"},
+       "joule: error: --max-connections must be a whole number in [1, 65536], got 0 (see 'joule daemon "
+       "--help')\n"},
       {{"--max-connections-per-user", "0"},
-       "joule: error: --max-connections-per-user 0 must be at least 1\n"},
+       "joule: error: --max-connections-per-user must be a whole number > 0, got 0 (see 'joule daemon "
+       "--help')\n"},
       {{"--max-connections", "8", "--root-reserved-connections", "8"},
        "joule: error: --root-reserved-connections 8 must be less than --max-connections 8 (other users need "
        "room too)\n"},
       {{"--hello-timeout-s", "0"},
-       "joule: error: --hello-timeout-s 0 must be above 0 and at most 3600 (one hour)\n"},
+       "joule: error: --hello-timeout-s must be a finite number in (0, 3600], got 0 (see 'joule daemon "
+       "--help')\n"},
       {{"--max-connections", "many"}, ""},
   };
   for (const auto& [args, expected] : cases) {

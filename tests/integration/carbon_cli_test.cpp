@@ -70,7 +70,7 @@ TEST(CarbonCli, ReplayBadInput) {
   expect_one_line_error(joule({"carbon", "replay"}), "carbon replay: --trace FILE is required");
   expect_one_line_error(joule({"carbon", "replay", "--trace", "/nonexistent.csv"}), "/nonexistent.csv");
   expect_one_line_error(joule({"carbon", "replay", "--trace", kTrace, "--eta", "2"}),
-                        "eta must be in [0, 1]");
+                        "--eta must be a finite number in [0, 1], got 2 (see 'joule carbon replay --help')");
   expect_one_line_error(joule({"carbon", "replay", "--trace", kTrace, "--forecaster", "oracle"}),
                         "unknown forecaster 'oracle'");
   expect_one_line_error(joule({"carbon", "replay", "--trace", kTrace, "--gpu", "h100"}), "h100");
@@ -100,7 +100,7 @@ TEST(CarbonCli, ForecastComparesWithNaive) {
   EXPECT_EQ(parsed["forecasters"][1]["name"], "last");
   EXPECT_GT(parsed["forecasters"][0]["mape_percent"].get<double>(), 0);
   expect_one_line_error(joule({"carbon", "forecast", "--trace", kTrace, "--horizon", "0"}),
-                        "at least 1 step");
+                        "--horizon must be a whole number > 0, got 0 (see 'joule carbon forecast --help')");
 }
 
 TEST(CarbonCli, IntensityFromATrace) {
@@ -135,8 +135,9 @@ TEST(CarbonCli, MeasureAddsCarbonAndCost) {
               energy_j / 3.6e6 * 400 * 0.05);
   EXPECT_DOUBLE_EQ(json["carbon"]["average_intensity_g_per_kwh"].get<double>(), 400);
   EXPECT_NEAR(json["cost"]["cost_usd"].get<double>(), energy_j / 3.6e6 * 0.2, energy_j / 3.6e6 * 0.2 * 0.05);
-  expect_one_line_error(joule({"--sim", "v100", "measure", "--carbon-intensity", "-1", "--", "true"}),
-                        "non-negative");
+  expect_one_line_error(
+      joule({"--sim", "v100", "measure", "--carbon-intensity", "-1", "--", "true"}),
+      "--carbon-intensity must be a finite number ≥ 0, got -1 (see 'joule measure --help')");
   expect_one_line_error(
       joule({"--sim", "v100", "measure", "--carbon-intensity", "1", "--zone", "DE", "--", "true"}),
       "give exactly one carbon source");

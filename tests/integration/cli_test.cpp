@@ -118,6 +118,45 @@ TEST(Cli, UsageErrorsSpeakHuman) {
   EXPECT_NE(joule({"--help"}).out.find("Exit codes: 0 success; 1 a runtime error"), std::string::npos);
 }
 
+// One rule set (joule/core/validate.hpp) checks every number, and a flag that does not apply is refused with
+// the reason, never ignored. Each of these was once accepted.
+TEST(Cli, EveryNumberIsCheckedAndNoFlagIsIgnored) {
+  const std::string trace = JOULE_SOURCE_DIR "/data/carbon/synthetic_us_solar_14d.csv";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--sim", "v100", "power", "--duration-s", "nan"},
+       "--duration-s must be a finite number > 0, got nan (see 'joule power --help')"},
+      {{"carbon", "intensity", "--trace", trace, "--forecast-hours", "-2"},
+       "--forecast-hours must be a finite number ≥ 0, got -2 (see 'joule carbon intensity --help')"},
+      {{"job", "report", "--job-id", "x", "--trial", "1", "--batch-size", "8", "--time-s", "nan",
+        "--energy-j", "1", "--metric", "1", "--epoch", "1"},
+       "--time-s must be a finite number ≥ 0, got nan (see 'joule job report --help')"},
+      {{"simulate", "--all", "--plot", "all.svg"},
+       "simulate: --plot does not apply with --all: it simulates every GPU and workload of the paper with "
+       "their "
+       "own settings and prints the savings table (for one GPU and workload, give --gpu and --workload "
+       "instead "
+       "of --all)"},
+      {{"simulate", "--all", "--gpu", "v100"},
+       "simulate: --gpu does not apply with --all: it simulates every GPU and workload of the paper with "
+       "their "
+       "own settings and prints the savings table (for one GPU and workload, give --gpu and --workload "
+       "instead "
+       "of --all)"},
+      {{"--sim", "a40:squad", "carbon", "replay", "--trace", trace},
+       "--sim does not apply to 'joule carbon replay': it simulates its own GPU from the Zeus traces (choose "
+       "it "
+       "with --gpu and --workload)"},
+      {{"--sim", "v100", "simulate", "--all"},
+       "--sim does not apply to 'joule simulate': it replays the Zeus traces (choose the GPU with --gpu)"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto result = joule(args);
+    EXPECT_EQ(result.exit_code, 2) << message;
+    EXPECT_EQ(result.err, "joule: error: " + message + "\n");
+    EXPECT_TRUE(result.out.empty()) << result.out;
+  }
+}
+
 TEST(Cli, DevicesListsSimulatedGpusAsJson) {
   const auto result = joule({"devices", "--format", "json"}, {{"JOULE_SIM", "2xa40:imagenet:256"}});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -330,7 +369,8 @@ TEST(Cli, PowerPrintsTimestampedSamples) {
   EXPECT_NE(text.out.find(" J  avg "), std::string::npos) << text.out;
   const auto bad = joule({"--sim", "v100", "power", "--interval-ms", "0"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_EQ(bad.err, "joule: error: power: --interval-ms must be positive (got 0)\n");
+  EXPECT_EQ(bad.err,
+            "joule: error: --interval-ms must be a finite number > 0, got 0 (see 'joule power --help')\n");
 }
 
 TEST(Cli, PowerStopsOnSigint) {
@@ -474,7 +514,8 @@ TEST(CliSimulate, BadInput) {
   check({"--gpu", "v100"}, 2,
         "simulate: --workload is required (one of: cifar100, imagenet, squad, librispeech, movielens-1m, "
         "sentiment140), or use --all");
-  check({"--gpu", "v100", "--workload", "squad", "--eta", "1.5"}, 2, "eta must be in [0, 1] (got 1.5)");
+  check({"--gpu", "v100", "--workload", "squad", "--eta", "1.5"}, 2,
+        "--eta must be a finite number in [0, 1], got 1.5 (see 'joule simulate --help')");
   check({"--gpu", "v100", "--workload", "squad", "--beta", "1"}, 2,
         "beta must be greater than 1 (got 1); use inf to turn early stopping off");
   check({"--gpu", "v100", "--workload", "squad", "--beta", "two"}, 2,
@@ -562,15 +603,15 @@ TEST(CliPlan, BadInput) {
   };
   check({"--stages", "4", "--microbatches", "8"}, 2, "plan: --profile is required");
   check({"--profile", kExampleProfile, "--stages", "0", "--microbatches", "8"}, 2,
-        "a pipeline needs at least 1 stage and 1 microbatch, got 0 stage(s) and 8 microbatch(es)");
+        "--stages must be a whole number > 0, got 0 (see 'joule plan --help')");
   check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "0"}, 2,
-        "a pipeline needs at least 1 stage and 1 microbatch, got 4 stage(s) and 0 microbatch(es)");
+        "--microbatches must be a whole number > 0, got 0 (see 'joule plan --help')");
   check({"--profile", kExampleProfile, "--stages", "3", "--microbatches", "8"}, 2,
         fmt::format("plan: {} profiles 4 stages, but --stages is 3", kExampleProfile));
   check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--target-time-s", "0.5"}, 1,
         "no plan meets the target of 0.5 s: the fastest plan takes 0.739935 s");
   check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--straggler-slowdown", "0.9"},
-        2, "plan: --straggler-slowdown must be at least 1 (got 0.9)");
+        2, "--straggler-slowdown must be a finite number ≥ 1, got 0.9 (see 'joule plan --help')");
   check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--schedule", "zigzag"}, 2,
         "plan: --schedule: unknown schedule \"zigzag\": expected 1f1b or gpipe");
   const std::string header = "stage,instruction,frequency_mhz,time_s,energy_j\n";

@@ -221,9 +221,9 @@ TEST_F(MetricsIntegration, PowerRefusesBadServeAddressesAndIntensities) {
        "joule: error: power: --carbon-intensity, --carbon-trace and --zone are only used by the metrics: add "
        "--serve HOST:PORT\n"},
       {{"--serve", "127.0.0.1:0", "--carbon-intensity", "300", "--carbon-refresh-s", "0"},
-       "joule: error: power: --carbon-refresh-s must be a positive number of seconds (got 0)\n"},
+       "joule: error: --carbon-refresh-s must be a finite number > 0, got 0 (see 'joule power --help')\n"},
       {{"--serve", "127.0.0.1:0", "--carbon-intensity", "-5"},
-       "joule: error: power: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got -5)\n"},
+       "joule: error: --carbon-intensity must be a finite number ≥ 0, got -5 (see 'joule power --help')\n"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> argv = {JOULE_BINARY, "power", "--sim", "v100", "--duration-s", "1"};

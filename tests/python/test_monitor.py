@@ -199,3 +199,35 @@ def test_measurements_compare_by_value(sim: joule.DeviceSet) -> None:
     assert a != b  # names differ
     assert a.to_dict() | {"name": "b"} == b.to_dict()
     assert a == a and not (a == "a")
+
+
+def no_gpu_devices() -> joule.DeviceSet:
+    return joule.devices(cpus=False, nvml_library="/nonexistent/libnvidia-ml.so.1",
+                         rocm_library="/nonexistent/librocm_smi64.so.1")
+
+
+def test_a_monitor_with_no_gpu_warns_and_says_how_to_simulate_one() -> None:
+    devices = no_gpu_devices()
+    with pytest.warns(RuntimeWarning) as warned:
+        monitor = joule.Monitor(devices=devices)
+    message = str(warned[0].message)
+    assert message.startswith("joule.Monitor: nothing will be measured but time: no GPU found: ")
+    assert message.endswith("For a simulated GPU, set JOULE_SIM=v100 or pass devices=joule.devices(sim='v100')")
+    assert monitor.gpu_indices == []
+
+
+def test_gpus_asked_for_that_are_missing_raise() -> None:
+    with pytest.raises(joule.NotFoundError, match=r"^unknown GPU index 0: no GPU found: "):
+        joule.Monitor(gpus=[0], devices=no_gpu_devices())
+    with pytest.raises(joule.NotFoundError, match=r"^daemon_socket=/nonexistent/joule.sock: no GPU found: daemon: "
+                       r"cannot connect to the joule daemon at /nonexistent/joule.sock"):
+        joule.devices(daemon_socket="/nonexistent/joule.sock", cpus=False)
+
+
+def test_numbers_are_checked_by_the_shared_rules(sim: joule.DeviceSet) -> None:
+    with pytest.raises(joule.InvalidArgumentError) as caught:
+        joule.Monitor(devices=sim, polling_period_s=float("nan"))
+    assert str(caught.value) == "polling_period_s must be a finite number > 0, got nan"
+    with pytest.raises(joule.InvalidArgumentError) as caught:
+        joule.PowerSampler(devices=sim, period_s=-1)
+    assert str(caught.value) == "period_s must be a finite number > 0, got -1"

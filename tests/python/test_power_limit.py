@@ -88,8 +88,10 @@ def test_invalid_options_are_invalid_argument_errors(sim: joule.DeviceSet) -> No
         joule.PowerLimitOptimizer(monitor, restore_to="somewhere")
     with pytest.raises(joule.InvalidArgumentError, match="aggregator"):
         joule.PowerLimitOptimizer(monitor, aggregator="mpi")
+    with pytest.warns(RuntimeWarning, match="nothing will be measured but time"):
+        no_gpu = joule.Monitor(devices=joule.devices(gpus=False, cpus=False))
     with pytest.raises(joule.InvalidArgumentError):
-        joule.PowerLimitOptimizer(joule.Monitor(devices=joule.devices(gpus=False, cpus=False)))
+        joule.PowerLimitOptimizer(no_gpu)
 
 
 class TwoIdenticalRanks(joule.RankAggregator):

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/core/validate.hpp — the one place where a number from a person or a peer is checked: command-line
+// flags, HTTP bodies and Python arguments go through these, so the same value gets the same answer
+// everywhere, and the message names the field the way its caller spells it ("--duration-s", "time_s").
+#pragma once
+
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "joule/core/error.hpp"
+
+namespace joule {
+
+/// What a number must be.
+struct NumberRule {
+  double min = -std::numeric_limits<double>::infinity();  ///< inclusive lower bound (−∞: none)
+  double max = std::numeric_limits<double>::infinity();   ///< inclusive upper bound (+∞: none)
+  bool min_exclusive = false;                             ///< the bound `min` itself is refused (e.g. "> 0")
+  bool allow_infinity = false;  ///< +∞ and −∞ pass (where they mean "no limit"); NaN never does
+  bool integer = false;         ///< the value must be a whole number
+
+  static NumberRule any_finite() { return {}; }
+  static NumberRule positive() { return {.min = 0, .min_exclusive = true}; }
+  static NumberRule non_negative() { return {.min = 0}; }
+  static NumberRule between(double lo, double hi) { return {.min = lo, .max = hi}; }
+};
+
+/// Checks `value` against `rule`. @return the value, or kInvalidArgument "NAME must be …, got VALUE", e.g.
+/// "--duration-s must be a finite number, got nan", "--forecast-hours must be ≥ 0, got -2", "eta must be in
+/// [0, 1], got 3". An empty `name` gives "must be …, got …" (for callers that prefix the name themselves).
+Result<double> check_number(double value, const NumberRule& rule, std::string_view name);
+
+/// @return a description of `rule` for help texts and messages: "a finite number", "> 0", "in [0, 1]".
+std::string describe(const NumberRule& rule);
+
+}  // namespace joule

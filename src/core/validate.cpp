@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/core/validate.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace joule {
+
+namespace {
+
+std::string number_text(double value) {
+  if (std::isnan(value)) {
+    return "nan";
+  }
+  if (std::isinf(value)) {
+    return value > 0 ? "inf" : "-inf";
+  }
+  return fmt::format("{:g}", value);
+}
+
+}  // namespace
+
+std::string describe(const NumberRule& rule) {
+  const bool has_min = std::isfinite(rule.min);
+  const bool has_max = std::isfinite(rule.max);
+  const std::string kind = rule.integer ? "a whole number" : "a finite number";
+  if (has_min && has_max && !rule.min_exclusive) {
+    return fmt::format("{} in [{}, {}]", kind, number_text(rule.min), number_text(rule.max));
+  }
+  if (has_min && has_max) {
+    return fmt::format("{} in ({}, {}]", kind, number_text(rule.min), number_text(rule.max));
+  }
+  if (has_min) {
+    return fmt::format("{} {} {}", kind, rule.min_exclusive ? ">" : "≥", number_text(rule.min));
+  }
+  if (has_max) {
+    return fmt::format("{} ≤ {}", kind, number_text(rule.max));
+  }
+  return kind;
+}
+
+Result<double> check_number(double value, const NumberRule& rule, std::string_view name) {
+  const bool infinite_allowed = rule.allow_infinity && std::isinf(value);
+  const bool in_range = (rule.min_exclusive ? value > rule.min : value >= rule.min) && value <= rule.max;
+  const bool whole = !rule.integer || std::isinf(value) || std::trunc(value) == value;
+  if (!std::isnan(value) && (std::isfinite(value) || infinite_allowed) && in_range && whole) {
+    return value;
+  }
+  const std::string subject = name.empty() ? std::string("must be") : fmt::format("{} must be", name);
+  return fail(ErrorCode::kInvalidArgument, "{} {}{}, got {}", subject, describe(rule),
+              rule.allow_infinity ? " (or inf)" : "", number_text(value));
+}
+
+}  // namespace joule
