@@ -16,6 +16,7 @@
 #include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/core/validate.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/server/pipeline_spec.hpp"
@@ -465,8 +466,11 @@ std::optional<double> straggler_target(const Planned& planned) {
 Result<double> parse_positive(const std::string& text, std::string_view name) {
   double value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || value <= 0) {
-    return fail(ErrorCode::kInvalidArgument, "{}: must be a positive number, got '{}'", name, text);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return fail(ErrorCode::kInvalidArgument, "{}: must be a number, got '{}'", name, text);
+  }
+  if (const auto checked = check_number(value, NumberRule::positive(), ""); !checked) {
+    return fail(ErrorCode::kInvalidArgument, "{}: {}", name, checked.error().message());
   }
   return value;
 }
@@ -504,9 +508,11 @@ Response plan_route(Service::Impl& impl, const Request& request, const std::stri
   }
   if (const auto found = request.query.find("straggler_slowdown"); found != request.query.end()) {
     auto value = parse_positive(found->second, "straggler_slowdown");
-    if (!value || *value < 1) {
-      return message_response(
-          400, fmt::format("straggler_slowdown: must be a number >= 1, got '{}'", found->second));
+    if (!value) {
+      return bad_request(value.error());
+    }
+    if (const auto checked = check_number(*value, NumberRule{.min = 1}, ""); !checked) {
+      return message_response(400, fmt::format("straggler_slowdown: {}", checked.error().message()));
     }
     slowdown = *value;
   }
@@ -538,9 +544,12 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
   std::optional<double> straggler;
   const json& value = (*body)["iteration_time_s"];
   if (!value.is_null()) {
-    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0) {
-      return message_response(400, fmt::format("iteration_time_s: must be a positive number or null, got {}",
-                                               describe_json(value)));
+    if (!value.is_number()) {
+      return message_response(
+          400, fmt::format("iteration_time_s: must be a number or null, got {}", describe_json(value)));
+    }
+    if (const auto checked = check_number(value.get<double>(), NumberRule::positive(), ""); !checked) {
+      return message_response(400, fmt::format("iteration_time_s: {}", checked.error().message()));
     }
     straggler = value.get<double>();
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/json.hpp"
+#include "joule/core/validate.hpp"
 
 namespace joule::server {
 
@@ -118,11 +119,12 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
     }
     spec.schedule = *parsed;
   }
-  if (!(std::isfinite(spec.p_blocking_w) && spec.p_blocking_w >= 0)) {
-    return invalid("p_blocking_w", fmt::format("must be finite and >= 0, got {}", spec.p_blocking_w));
+  // The same rules as the CLI's --p-blocking-w and --unit-time-s (joule/core/validate.hpp).
+  if (const auto checked = check_number(spec.p_blocking_w, NumberRule::non_negative(), ""); !checked) {
+    return invalid("p_blocking_w", checked.error().message());
   }
-  if (!(std::isfinite(spec.unit_time_s) && spec.unit_time_s > 0)) {
-    return invalid("unit_time_s", fmt::format("must be finite and > 0, got {}", spec.unit_time_s));
+  if (const auto checked = check_number(spec.unit_time_s, NumberRule::positive(), ""); !checked) {
+    return invalid("unit_time_s", checked.error().message());
   }
   return spec;
 }

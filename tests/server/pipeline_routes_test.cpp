@@ -162,6 +162,30 @@ TEST_F(PipelineRoutesTest, FrontierEqualsThePlannersAndIsCachedInTheStore) {
   }
 }
 
+// Numbers follow the rules the CLI's flags follow (joule/core/validate.hpp), with the field named.
+TEST_F(PipelineRoutesTest, NumbersFollowTheSharedRulesWithTheFieldNamed) {
+  const std::string id = register_example();
+  ASSERT_EQ(call("PUT", "/pipelines/" + id + "/profile", example_profile(), "text/csv").status, 200);
+  const std::vector<std::pair<Response, std::string>> cases = {
+      {call("POST", "/pipelines", R"({"stages": 4, "microbatches": 8, "p_blocking_w": -1})"),
+       "p_blocking_w: must be a finite number ≥ 0, got -1"},
+      {call("POST", "/pipelines", R"({"stages": 4, "microbatches": 8, "unit_time_s": 0})"),
+       "unit_time_s: must be a finite number > 0, got 0"},
+      {call("GET", "/pipelines/" + id + "/plan", "", "", {{"target_time_s", "-1"}}),
+       "target_time_s: must be a finite number > 0, got -1"},
+      {call("GET", "/pipelines/" + id + "/plan", "", "", {{"target_time_s", "abc"}}),
+       "target_time_s: must be a number, got 'abc'"},
+      {call("GET", "/pipelines/" + id + "/plan", "", "", {{"straggler_slowdown", "0.5"}}),
+       "straggler_slowdown: must be a finite number ≥ 1, got 0.5"},
+      {call("POST", "/pipelines/" + id + "/straggler", R"({"iteration_time_s": -1})"),
+       "iteration_time_s: must be a finite number > 0, got -1"},
+  };
+  for (const auto& [response, message] : cases) {
+    EXPECT_EQ(response.status, 400) << response.body;
+    EXPECT_EQ(parsed(response)["message"], message) << response.body;
+  }
+}
+
 TEST_F(PipelineRoutesTest, StragglerReportsChangeTheCurrentPlan) {
   const std::string id = register_example();
   ASSERT_EQ(call("PUT", "/pipelines/" + id + "/profile", example_profile(), "text/csv").status, 200);
