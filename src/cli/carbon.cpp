@@ -425,6 +425,15 @@ int run_intensity(const IntensityFlags& flags) {
                                         : value_or_throw(measure::parse_utc_time(flags.at));
     virtual_clock = std::make_unique<VirtualClock>(at * 1'000'000'000);
     clock = virtual_clock.get();
+    if (flags.at.empty()) {
+      // Not now: a trace is history. Say which time stands in for "now", on stderr (stdout stays data).
+      std::cerr << fmt::format(
+          "joule: carbon intensity: no --at given, so the time is the trace's last period, {} (the trace "
+          "covers "
+          "{} to {}); give --at TIME for another\n",
+          measure::format_utc_time(at), measure::format_utc_time(trace.points().front().time_unix_s),
+          measure::format_utc_time(at));
+    }
   } else if (!flags.at.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon intensity: --at needs --trace");
   }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule measure -- CMD ARGS…`: energy and time of a command, like `perf stat`.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -327,10 +328,16 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   const Nanos window_end = clock.now();
   size_t channel = 0;
   auto figure = [&](std::string kind, const measure::DeviceEnergy& energy, std::string name) {
-    const auto peak = sampler.peak_mw(channel++, window_start, window_end);
-    summary.devices.push_back({std::move(kind), energy.index, std::move(name), energy.energy_j,
-                               measurement.time_s > 0 ? energy.energy_j / measurement.time_s : 0.0,
-                               peak ? std::optional<double>(mw_to_w(*peak)) : std::nullopt, energy.source});
+    const auto sampled_peak = sampler.peak_mw(channel++, window_start, window_end);
+    const double average_w = measurement.time_s > 0 ? energy.energy_j / measurement.time_s : 0.0;
+    // The power that was integrated never stays below its own average, but a sampler can miss its highest
+    // moments: the peak is the highest sample, or the average when that is higher (never "avg > peak").
+    std::optional<double> peak_w;
+    if (sampled_peak) {
+      peak_w = std::max(mw_to_w(*sampled_peak), average_w);
+    }
+    summary.devices.push_back(
+        {std::move(kind), energy.index, std::move(name), energy.energy_j, average_w, peak_w, energy.source});
   };
   for (size_t i = 0; i < gpus.size(); ++i) {
     figure("gpu", measurement.gpu_energy[i], gpus[i]->info().name);

@@ -251,10 +251,12 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
       ->option_text("FILE");
   command->add_option("--stages", flags->stages, "Pipeline stages S")
       ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
-      ->option_text("S");
+      ->option_text("S")
+      ->required();
   command->add_option("--microbatches", flags->microbatches, "Microbatches per iteration M")
       ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
-      ->option_text("M");
+      ->option_text("M")
+      ->required();
   command->add_option("--schedule", flags->schedule, "1f1b (default) or gpipe")->option_text("1f1b|gpipe");
   command
       ->add_option("--p-blocking-w", flags->p_blocking_w,

@@ -140,6 +140,11 @@ TEST_F(FakeDevices, MeasureCpusFromPowercap) {
   EXPECT_DOUBLE_EQ(json["devices"][1]["energy_j"].get<double>(), 0.5);
   EXPECT_EQ(json["devices"][2]["index"], 1);
   EXPECT_DOUBLE_EQ(json["devices"][2]["energy_j"].get<double>(), 1.5);
+  // Counters that jump between power samples: the peak still never reads below the average.
+  for (const auto& device : json["devices"]) {
+    ASSERT_FALSE(device["peak_power_w"].is_null()) << device.dump();
+    EXPECT_LE(device["average_power_w"].get<double>(), device["peak_power_w"].get<double>()) << device.dump();
+  }
 }
 
 TEST_F(FakeDevices, UnreadableRaplSaysHowToFixIt) {

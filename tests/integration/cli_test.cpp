@@ -226,6 +226,51 @@ TEST(Cli, MeasureReportsEnergyAndPassesTheExitCodeThrough) {
   EXPECT_DOUBLE_EQ(json["total_energy_j"].get<double>(), gpu["energy_j"].get<double>());
 }
 
+// The peak is the true maximum of what was integrated, as far as joule can know it: never below the average
+// (energy / time), whether the energy came from a counter (V100) or from power samples (P100).
+TEST(Cli, MeasureAverageNeverExceedsPeak) {
+  TempDir dir;
+  for (const auto& [sim, source] : {std::pair{"2xv100", "counter"}, std::pair{"p100", "power-samples"}}) {
+    const std::string out = dir.path() + "/m.json";
+    const auto result = joule({"--sim", sim, "measure", "--format", "json", "-o", out, "--interval-ms", "20",
+                               "--", "sleep", "0.2"});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const auto json = nlohmann::json::parse(read_file(out));
+    for (const auto& device : json["devices"]) {
+      EXPECT_EQ(device["source"], source);
+      ASSERT_FALSE(device["peak_power_w"].is_null()) << device.dump();
+      EXPECT_LE(device["average_power_w"].get<double>(), device["peak_power_w"].get<double>())
+          << device.dump();
+    }
+    // And so in the text a person reads (the same rounding for both).
+    const auto text = joule({"--sim", sim, "measure", "--", "sleep", "0.1"});
+    std::smatch figures;
+    ASSERT_TRUE(std::regex_search(text.err, figures, std::regex(R"(([0-9.]+) W +([0-9.]+) W)"))) << text.err;
+    EXPECT_LE(std::stod(figures[1]), std::stod(figures[2])) << text.err;
+  }
+}
+
+// A figure the user did not choose is named: the planner's missing sizes, the trace time that stands in for
+// now.
+TEST(Cli, WhatIsMissingOrAssumedIsSaid) {
+  const std::string profile = JOULE_SOURCE_DIR "/data/perseus/example_s4_m8_profile.csv";
+  const auto no_stages = joule({"plan", "--profile", profile, "--microbatches", "8"});
+  EXPECT_EQ(no_stages.exit_code, 2);
+  EXPECT_EQ(no_stages.err, "joule: error: --stages is required (see 'joule plan --help')\n");
+  const auto no_microbatches = joule({"plan", "--profile", profile, "--stages", "4"});
+  EXPECT_EQ(no_microbatches.err, "joule: error: --microbatches is required (see 'joule plan --help')\n");
+  const std::string trace = JOULE_SOURCE_DIR "/data/carbon/synthetic_us_solar_14d.csv";
+  const auto intensity = joule({"carbon", "intensity", "--trace", trace});
+  ASSERT_EQ(intensity.exit_code, 0) << intensity.err;
+  EXPECT_EQ(
+      intensity.err,
+      "joule: carbon intensity: no --at given, so the time is the trace's last period, 2024-06-16T23:30:00Z "
+      "(the trace covers 2024-06-03T00:00:00Z to 2024-06-16T23:30:00Z); give --at TIME for another\n");
+  const auto at = joule({"carbon", "intensity", "--trace", trace, "--at", "2024-06-05T12:00:00Z"});
+  EXPECT_TRUE(at.err.empty()) << at.err;
+  EXPECT_NE(at.out.find("at 2024-06-05T12:00:00Z"), std::string::npos) << at.out;
+}
+
 TEST(Cli, MeasureTextAndCsv) {
   const auto text = joule({"measure", "--", "true"}, {{"JOULE_SIM", "p100"}});
   ASSERT_EQ(text.exit_code, 0) << text.err;
