@@ -222,7 +222,10 @@ TEST(Cli, MeasureReportsEnergyAndPassesTheExitCodeThrough) {
   // The simulated V100 draws 220.25 W at its default limit: energy follows wall time to the millijoule.
   EXPECT_NEAR(gpu["energy_j"].get<double>(), 220.25029530245453 * wall_s, 0.01);
   EXPECT_NEAR(gpu["average_power_w"].get<double>(), 220.25, 0.05);
-  EXPECT_NEAR(gpu["peak_power_w"].get<double>(), 220.25, 0.01);
+  // The peak is the highest sample (220.25 W) or the average when that is higher, so it shares the
+  // average's tolerance (the counter and the clock are read a few microseconds apart under load).
+  EXPECT_NEAR(gpu["peak_power_w"].get<double>(), 220.25, 0.05);
+  EXPECT_GE(gpu["peak_power_w"].get<double>(), gpu["average_power_w"].get<double>());
   EXPECT_DOUBLE_EQ(json["total_energy_j"].get<double>(), gpu["energy_j"].get<double>());
 }
 
