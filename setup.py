@@ -39,13 +39,17 @@ class CMakeBuild(build_ext):
                 ]
             )
         jobs = os.environ.get("JOULE_BUILD_JOBS", "2")
-        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "joule_python", "-j", jobs])
+        subprocess.check_call(["cmake", "--build", str(build_dir), "--target", "joule_python", "joule", "-j", jobs])
         built = sorted((build_dir / "python" / "joule").glob("_joule*.so"))
         if not built:
             raise RuntimeError(f"the CMake build in {build_dir} produced no joule/_joule*.so")
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
+        # The command line, for `python -m joule` (joule/__main__.py).
+        binary_dir = target.parent / "_bin"
+        binary_dir.mkdir(exist_ok=True)
+        shutil.copy2(build_dir / "joule", binary_dir / "joule")
 
 
 WORK.mkdir(exist_ok=True)

@@ -47,6 +47,13 @@ def test_cmake_install_into_a_prefix(tmp_path: pathlib.Path) -> None:
     assert any(name.startswith("_joule.") and name.endswith(".so") for name in installed)
     output = import_from(site_packages, tmp_path)
     assert output.startswith(str(site_packages)) and output.strip().endswith(" 1.0")
+    # `python -m joule` runs the command line installed with the package.
+    assert (site_packages / "joule" / "_bin" / "joule").is_file()
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "JOULE_BIN")}
+    environment["PYTHONPATH"] = str(site_packages)
+    version = subprocess.run([sys.executable, "-m", "joule", "--version"], cwd=tmp_path, env=environment,
+                             capture_output=True, text=True, check=False)
+    assert version.returncode == 0 and version.stdout == "joule 0.1.0\n", version.stderr
 
 
 @pytest.mark.skipif(os.environ.get("JOULE_TEST_PIP") != "1" or not BUILD_DIR, reason="opt-in: JOULE_TEST_PIP=1")

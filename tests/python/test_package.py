@@ -64,3 +64,17 @@ def test_import_joule_does_not_import_torch() -> None:
 
 def test_version() -> None:
     assert joule.__version__.count(".") == 2
+
+
+def test_python_dash_m_joule_runs_the_command_line() -> None:
+    version = run_python(["-m", "joule", "--version"])
+    assert version.returncode == 0, version.stderr
+    assert version.stdout == "joule 0.1.0\n"
+    devices = run_python(["-m", "joule", "--sim", "2xa40", "devices", "--format", "json"])
+    assert devices.returncode == 0, devices.stderr
+    assert '"backend": "sim"' in devices.stdout
+    typo = run_python(["-m", "joule", "devcies"])
+    assert typo.returncode == 2
+    assert typo.stderr == "joule: error: unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')\n"
+    measured = run_python(["-m", "joule", "--sim", "v100", "measure", "--", "sh", "-c", "exit 3"])
+    assert measured.returncode == 3  # the command's own exit code, as from the binary
