@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule measure -- CMD ARGS…`: energy and time of a command, like `perf stat`.
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -10,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/core/csv.hpp"
+#include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
+#include "joule/core/strings.hpp"
 #include "joule/measure/carbon.hpp"
 #include "joule/measure/carbon_monitor.hpp"
 #include "joule/measure/energy_monitor.hpp"
@@ -33,6 +39,8 @@ struct MeasureFlags {
   std::vector<std::string> command;
   measure::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
   std::string tariff;                   // --tariff FILE: hour,price_usd_per_kwh
+  int repeat = 1;                       // -r N: run the command N times, report mean ± stddev
+  std::string append_csv;               // --append-csv FILE: one row per device per run, appended
 };
 
 bool wants_carbon(const MeasureFlags& flags) {
@@ -52,6 +60,7 @@ struct DeviceFigure {
 struct Summary {
   std::vector<std::string> command;
   ChildExit exit;
+  int64_t started_unix_s = 0;  // when the run began (UTC), for --append-csv
   double wall_time_s = 0;
   std::vector<DeviceFigure> devices;
   // Carbon and cost, when asked for: a value, or the error that explains why there is none.
@@ -223,6 +232,219 @@ std::string render_csv(const Summary& summary) {
   return out.str();
 }
 
+// Mean and sample standard deviation (n − 1; 0 for one run) of one figure over the runs.
+struct Spread {
+  double mean = 0;
+  double stddev = 0;
+};
+
+Spread spread_of(const std::vector<double>& values) {
+  Spread out;
+  if (values.empty()) {
+    return out;
+  }
+  for (const double v : values) {
+    out.mean += v;
+  }
+  out.mean /= static_cast<double>(values.size());
+  if (values.size() > 1) {
+    double squares = 0;
+    for (const double v : values) {
+      squares += (v - out.mean) * (v - out.mean);
+    }
+    out.stddev = std::sqrt(squares / static_cast<double>(values.size() - 1));
+  }
+  return out;
+}
+
+std::string plus_minus(const Spread& spread) {
+  return spread.mean != 0 ? fmt::format("± {:.2f}%", 100 * spread.stddev / std::abs(spread.mean))
+                          : fmt::format("± {:.3g}", spread.stddev);
+}
+
+// Every figure of every device over the runs (all runs measured the same devices in the same order).
+struct RepeatStatistics {
+  Spread wall_time_s;
+  Spread total_energy_j;
+  std::vector<Spread> energy_j, average_power_w, peak_power_w;
+};
+
+RepeatStatistics statistics_of(const std::vector<Summary>& runs) {
+  RepeatStatistics stats;
+  std::vector<double> wall;
+  std::vector<double> total;
+  for (const auto& run : runs) {
+    wall.push_back(run.wall_time_s);
+    total.push_back(run.total_energy_j());
+  }
+  stats.wall_time_s = spread_of(wall);
+  stats.total_energy_j = spread_of(total);
+  for (size_t d = 0; d < runs.front().devices.size(); ++d) {
+    std::vector<double> energy;
+    std::vector<double> average;
+    std::vector<double> peak;
+    for (const auto& run : runs) {
+      energy.push_back(run.devices[d].energy_j);
+      average.push_back(run.devices[d].average_power_w);
+      peak.push_back(run.devices[d].peak_power_w.value_or(0));
+    }
+    stats.energy_j.push_back(spread_of(energy));
+    stats.average_power_w.push_back(spread_of(average));
+    stats.peak_power_w.push_back(spread_of(peak));
+  }
+  return stats;
+}
+
+std::string render_repeat_text(const std::vector<Summary>& runs, int asked) {
+  const RepeatStatistics stats = statistics_of(runs);
+  const Summary& first = runs.front();
+  std::string out =
+      fmt::format("\n joule measure ({} run{}{}): {}\n\n", runs.size(), runs.size() == 1 ? "" : "s",
+                  static_cast<int>(runs.size()) < asked ? fmt::format(" of {}", asked) : "",
+                  fmt::join(first.command, " "));
+  out += fmt::format("   {:>12.3f} s   wall time  {}  (mean; ± sample standard deviation)\n",
+                     stats.wall_time_s.mean, plus_minus(stats.wall_time_s));
+  out += fmt::format("   {:>12}     exit code of the last run\n", runs.back().exit.exit_code);
+  if (first.devices.empty()) {
+    out += "\n   no device measured: no GPU found (joule --sim v100 measure … measures a simulated one)\n";
+    return out;
+  }
+  out += fmt::format("\n   {:<28}  {:>24}  {:>22}  {:>22}\n", "device", "energy", "avg power", "peak power");
+  for (size_t d = 0; d < first.devices.size(); ++d) {
+    const auto& device = first.devices[d];
+    const std::string label = device.kind == "dram"
+                                  ? fmt::format("CPU {} DRAM", device.index)
+                                  : fmt::format("{} {}", device.kind == "gpu" ? "GPU" : "CPU", device.index);
+    out += fmt::format("   {:<28}  {:>12.3f} J {:>10}  {:>10.1f} W {:>10}  {:>10.1f} W {:>10}\n", label,
+                       stats.energy_j[d].mean, plus_minus(stats.energy_j[d]), stats.average_power_w[d].mean,
+                       plus_minus(stats.average_power_w[d]), stats.peak_power_w[d].mean,
+                       plus_minus(stats.peak_power_w[d]));
+  }
+  out += fmt::format("   {:<28}  {:>12.3f} J {:>10}\n\n", "total", stats.total_energy_j.mean,
+                     plus_minus(stats.total_energy_j));
+  return out;
+}
+
+std::string render_repeat_json(const std::vector<Summary>& runs, int asked) {
+  const RepeatStatistics stats = statistics_of(runs);
+  const auto spread_json = [](const Spread& spread) {
+    return nlohmann::json{{"mean", spread.mean}, {"stddev", spread.stddev}};
+  };
+  nlohmann::json devices = nlohmann::json::array();
+  for (size_t d = 0; d < runs.front().devices.size(); ++d) {
+    const auto& device = runs.front().devices[d];
+    devices.push_back({{"kind", device.kind},
+                       {"index", device.index},
+                       {"name", device.name},
+                       {"energy_j", spread_json(stats.energy_j[d])},
+                       {"average_power_w", spread_json(stats.average_power_w[d])},
+                       {"peak_power_w", spread_json(stats.peak_power_w[d])}});
+  }
+  nlohmann::json each = nlohmann::json::array();
+  for (const auto& run : runs) {
+    each.push_back(nlohmann::json::parse(render_json(run)));
+  }
+  const nlohmann::json out = {{"command", runs.front().command},
+                              {"repeat", asked},
+                              {"completed_runs", runs.size()},
+                              {"wall_time_s", spread_json(stats.wall_time_s)},
+                              {"total_energy_j", spread_json(stats.total_energy_j)},
+                              {"devices", devices},
+                              {"runs", each}};
+  return out.dump(2) + "\n";
+}
+
+std::string render_repeat_csv(const std::vector<Summary>& runs) {
+  std::string out;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    std::string one = render_csv(runs[r]);
+    // The header once, with the run number in front of every row.
+    std::istringstream lines(one);
+    std::string line;
+    bool header = true;
+    while (std::getline(lines, line)) {
+      if (header) {
+        if (r == 0) {
+          out += "run," + line + "\n";
+        }
+        header = false;
+        continue;
+      }
+      out += fmt::format("{},{}\n", r + 1, line);
+    }
+  }
+  return out;
+}
+
+// --append-csv: one history file for many invocations (CodeCarbon's emissions.csv, for joule). The columns
+// are fixed, carbon and cost included (empty when not measured), so every row of a file has the same shape.
+const std::vector<std::string>& history_header() {
+  static const std::vector<std::string> header = {
+      "timestamp", "run",      "command",         "exit_code",    "wall_time_s", "kind",     "index",
+      "name",      "energy_j", "average_power_w", "peak_power_w", "source",      "carbon_g", "cost_usd"};
+  return header;
+}
+
+// Checked before the command runs, so that a wrong file costs no run. @return true if the header is to be
+// written (the file is new or empty); throws if the file holds something else.
+bool history_needs_header(const std::string& path) {
+  std::ostringstream header_line;
+  csv::write_row(header_line, history_header());
+  if (std::ifstream in(path, std::ios::binary); in) {
+    std::string first;
+    if (std::getline(in, first)) {
+      if (first + "\n" != header_line.str()) {
+        throw Exception(
+            ErrorCode::kInvalidArgument,
+            fmt::format("--append-csv {}: the file exists with other columns (first line {}); give "
+                        "a new file or one written by --append-csv",
+                        path, quoted_excerpt(first, 80)));
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+void append_history(const std::string& path, const std::vector<Summary>& runs, bool write_header) {
+  std::ostringstream rows;
+  if (write_header) {
+    csv::write_row(rows, history_header());
+  }
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const Summary& run = runs[r];
+    size_t gpu = 0;
+    for (const auto& d : run.devices) {
+      std::string carbon_g;
+      std::string cost_usd;
+      if (d.kind == "gpu") {
+        if (run.carbon && *run.carbon && gpu < (*run.carbon)->gpu_carbon_g.size()) {
+          carbon_g = csv::format_exact((*run.carbon)->gpu_carbon_g[gpu]);
+        }
+        if (run.price && gpu < run.price->gpu_cost_usd.size()) {
+          cost_usd = csv::format_exact(run.price->gpu_cost_usd[gpu]);
+        }
+        ++gpu;
+      }
+      csv::write_row(rows,
+                     {measure::format_utc_time(run.started_unix_s), std::to_string(r + 1),
+                      fmt::format("{}", fmt::join(run.command, " ")), std::to_string(run.exit.exit_code),
+                      csv::format_exact(run.wall_time_s), d.kind, std::to_string(d.index), d.name,
+                      csv::format_exact(d.energy_j), csv::format_exact(d.average_power_w),
+                      d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
+                      std::string(measure::to_string(d.source)), carbon_g, cost_usd});
+    }
+  }
+  // One write in append mode: rows of concurrent invocations do not interleave within a run's block.
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << rows.str();
+  out.flush();
+  if (!out) {
+    throw Exception(ErrorCode::kIo,
+                    fmt::format("--append-csv {}: cannot append: {}", path, std::strerror(errno)));
+  }
+}
+
 int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (flags.command.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -286,83 +508,115 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
     sampler.start();
   }
 
-  const Nanos window_start = clock.now();
-  monitor.begin_window("measure", false);
-  if (carbon) {
-    carbon->begin_window("measure");
-  }
-  if (price) {
-    price->begin_window("measure");
-  }
-  const auto exit = run_child(flags.command, signals);
-  if (!exit) {
-    monitor.cancel_window("measure");
+  const bool history_header_needed = !flags.append_csv.empty() && history_needs_header(flags.append_csv);
+  std::vector<Summary> runs;
+  for (int run = 0; run < flags.repeat; ++run) {
+    const Nanos window_start = clock.now();
+    const int64_t started_unix_s = clock.to_unix_ns(window_start) / 1'000'000'000;
+    monitor.begin_window("measure", false);
     if (carbon) {
-      carbon->cancel_window("measure");
+      carbon->begin_window("measure");
     }
     if (price) {
-      price->cancel_window("measure");
+      price->begin_window("measure");
     }
-    // Shells' convention: 127 for a command that does not exist, 126 for one that cannot be executed.
-    if (exit.error().code() == ErrorCode::kNotFound || exit.error().code() == ErrorCode::kPermissionDenied) {
-      std::cerr << fmt::format("joule: error: {}\n", exit.error().message());
-      return exit.error().code() == ErrorCode::kNotFound ? 127 : 126;
+    const auto exit = run_child(flags.command, signals);
+    if (!exit) {
+      monitor.cancel_window("measure");
+      if (carbon) {
+        carbon->cancel_window("measure");
+      }
+      if (price) {
+        price->cancel_window("measure");
+      }
+      sampler.stop();
+      // Shells' convention: 127 for a command that does not exist, 126 for one that cannot be executed.
+      if (exit.error().code() == ErrorCode::kNotFound ||
+          exit.error().code() == ErrorCode::kPermissionDenied) {
+        std::cerr << fmt::format("joule: error: {}\n", exit.error().message());
+        return exit.error().code() == ErrorCode::kNotFound ? 127 : 126;
+      }
+      throw Exception(exit.error());
     }
-    throw Exception(exit.error());
+    sampler.sample_now();
+    const measure::Measurement measurement = monitor.end_window("measure", false);
+
+    Summary summary{flags.command, *exit, started_unix_s, measurement.time_s, {}, std::nullopt, std::nullopt};
+    if (carbon) {
+      auto carbon_measurement = carbon->end_window("measure");
+      if (!carbon_measurement.carbon) {
+        log().warn("carbon: {}", carbon_measurement.carbon.error().message());
+      }
+      summary.carbon = std::move(carbon_measurement.carbon);
+    }
+    if (price) {
+      summary.price = price->end_window("measure");
+    }
+    const Nanos window_end = clock.now();
+    size_t channel = 0;
+    auto figure = [&](std::string kind, const measure::DeviceEnergy& energy, std::string name) {
+      const auto sampled_peak = sampler.peak_mw(channel++, window_start, window_end);
+      const double average_w = measurement.time_s > 0 ? energy.energy_j / measurement.time_s : 0.0;
+      // The power that was integrated never stays below its own average, but a sampler can miss its highest
+      // moments: the peak is the highest sample, or the average when that is higher (never "avg > peak").
+      std::optional<double> peak_w;
+      if (sampled_peak) {
+        peak_w = std::max(mw_to_w(*sampled_peak), average_w);
+      }
+      summary.devices.push_back({std::move(kind), energy.index, std::move(name), energy.energy_j, average_w,
+                                 peak_w, energy.source});
+    };
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      figure("gpu", measurement.gpu_energy[i], gpus[i]->info().name);
+    }
+    size_t dram = 0;
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      figure("cpu", measurement.cpu_energy[i], cpus[i]->info().name);
+      if (cpus[i]->info().has_dram) {
+        figure("dram", measurement.dram_energy[dram++], "dram");
+      }
+    }
+    runs.push_back(std::move(summary));
+    if (exit->exit_code != 0 && run + 1 < flags.repeat) {
+      // A failed run's figures are not a sample of the same work: stop, report what ran.
+      log().warn("run {} of {} exited with {}: not repeating further", run + 1, flags.repeat,
+                 exit->exit_code);
+      break;
+    }
   }
-  sampler.sample_now();
-  const measure::Measurement measurement = monitor.end_window("measure", false);
   sampler.stop();
 
-  Summary summary{flags.command, *exit, measurement.time_s, {}, std::nullopt, std::nullopt};
-  if (carbon) {
-    auto carbon_measurement = carbon->end_window("measure");
-    if (!carbon_measurement.carbon) {
-      log().warn("carbon: {}", carbon_measurement.carbon.error().message());
-    }
-    summary.carbon = std::move(carbon_measurement.carbon);
-  }
-  if (price) {
-    summary.price = price->end_window("measure");
-  }
-  const Nanos window_end = clock.now();
-  size_t channel = 0;
-  auto figure = [&](std::string kind, const measure::DeviceEnergy& energy, std::string name) {
-    const auto sampled_peak = sampler.peak_mw(channel++, window_start, window_end);
-    const double average_w = measurement.time_s > 0 ? energy.energy_j / measurement.time_s : 0.0;
-    // The power that was integrated never stays below its own average, but a sampler can miss its highest
-    // moments: the peak is the highest sample, or the average when that is higher (never "avg > peak").
-    std::optional<double> peak_w;
-    if (sampled_peak) {
-      peak_w = std::max(mw_to_w(*sampled_peak), average_w);
-    }
-    summary.devices.push_back(
-        {std::move(kind), energy.index, std::move(name), energy.energy_j, average_w, peak_w, energy.source});
-  };
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    figure("gpu", measurement.gpu_energy[i], gpus[i]->info().name);
-  }
-  size_t dram = 0;
-  for (size_t i = 0; i < cpus.size(); ++i) {
-    figure("cpu", measurement.cpu_energy[i], cpus[i]->info().name);
-    if (cpus[i]->info().has_dram) {
-      figure("dram", measurement.dram_energy[dram++], "dram");
-    }
+  if (!flags.append_csv.empty()) {
+    append_history(flags.append_csv, runs, history_header_needed);
   }
   std::string text;
-  switch (flags.format) {
-    case Format::kText:
-      text = render_text(summary);
-      break;
-    case Format::kJson:
-      text = render_json(summary);
-      break;
-    case Format::kCsv:
-      text = render_csv(summary);
-      break;
+  if (flags.repeat == 1) {
+    switch (flags.format) {
+      case Format::kText:
+        text = render_text(runs.front());
+        break;
+      case Format::kJson:
+        text = render_json(runs.front());
+        break;
+      case Format::kCsv:
+        text = render_csv(runs.front());
+        break;
+    }
+  } else {
+    switch (flags.format) {
+      case Format::kText:
+        text = render_repeat_text(runs, flags.repeat);
+        break;
+      case Format::kJson:
+        text = render_repeat_json(runs, flags.repeat);
+        break;
+      case Format::kCsv:
+        text = render_repeat_csv(runs);
+        break;
+    }
   }
   write_output(flags.output, text, std::cerr);
-  return exit->exit_code;
+  return runs.back().exit.exit_code;
 }
 
 }  // namespace
@@ -403,6 +657,17 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command
       ->add_option("--tariff", flags->tariff,
                    "Add the cost from an hourly tariff CSV (hour,price_usd_per_kwh)")
+      ->option_text("FILE");
+  command
+      ->add_option("-r,--repeat", flags->repeat,
+                   "Run the command N times and report each figure's mean ± sample standard deviation (like "
+                   "perf stat -r); stops at the first run that fails")
+      ->check(number(NumberRule{.min = 1, .max = 100000, .integer = true}))
+      ->option_text("N");
+  command
+      ->add_option("--append-csv", flags->append_csv,
+                   "Also append one row per device per run to FILE (timestamp, run, command, energy, power, "
+                   "carbon, cost; the header when the file is new), to build one history over many runs")
       ->option_text("FILE");
   // The command comes after "--" (split off in main); a command without "--" gets a pointed message.
   auto stray = std::make_shared<std::vector<std::string>>();

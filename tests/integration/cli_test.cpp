@@ -274,6 +274,67 @@ TEST(Cli, WhatIsMissingOrAssumedIsSaid) {
   EXPECT_NE(at.out.find("at 2024-06-05T12:00:00Z"), std::string::npos) << at.out;
 }
 
+// perf stat's -r N: N runs, each figure's mean and sample standard deviation; and a CSV history that many
+// invocations append to (CodeCarbon's emissions.csv), whose file is checked before the command runs.
+TEST(Cli, MeasureRepeatsAndAppendsAHistory) {
+  TempDir dir;
+  const std::string out = dir.path() + "/r.json";
+  const auto repeated =
+      joule({"--sim", "2xv100", "measure", "-r", "3", "--format", "json", "-o", out, "--", "sleep", "0.05"});
+  ASSERT_EQ(repeated.exit_code, 0) << repeated.err;
+  const auto json = nlohmann::json::parse(read_file(out));
+  EXPECT_EQ(json["repeat"], 3);
+  EXPECT_EQ(json["completed_runs"], 3);
+  ASSERT_EQ(json["runs"].size(), 3u);
+  ASSERT_EQ(json["devices"].size(), 2u);
+  double sum = 0;
+  for (const auto& run : json["runs"]) {
+    sum += run["devices"][0]["energy_j"].get<double>();
+  }
+  EXPECT_NEAR(json["devices"][0]["energy_j"]["mean"].get<double>(), sum / 3, 1e-9);
+  EXPECT_GE(json["devices"][0]["energy_j"]["stddev"].get<double>(), 0.0);
+  EXPECT_GE(json["wall_time_s"]["mean"].get<double>(), 0.05);
+  const auto text = joule({"--sim", "v100", "measure", "-r", "2", "--", "true"});
+  EXPECT_NE(text.err.find("joule measure (2 runs): true"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("(mean; ± sample standard deviation)"), std::string::npos) << text.err;
+  // A failing run ends the series; its code is the exit code.
+  const auto failing = joule({"--sim", "v100", "measure", "-r", "3", "--", "sh", "-c", "exit 4"});
+  EXPECT_EQ(failing.exit_code, 4);
+  EXPECT_NE(failing.err.find("run 1 of 3 exited with 4: not repeating further"), std::string::npos);
+  EXPECT_NE(failing.err.find("joule measure (1 run of 3)"), std::string::npos) << failing.err;
+  EXPECT_EQ(
+      joule({"--sim", "v100", "measure", "-r", "0", "--", "true"}).err,
+      "joule: error: --repeat must be a whole number in [1, 100000], got 0 (see 'joule measure --help')\n");
+
+  const std::string history = dir.path() + "/history.csv";
+  ASSERT_EQ(joule({"--sim", "v100", "measure", "--append-csv", history, "--", "true"}).exit_code, 0);
+  ASSERT_EQ(joule({"--sim", "2xv100", "measure", "-r", "2", "--append-csv", history, "--", "true"}).exit_code,
+            0);
+  std::istringstream lines(read_file(history));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(
+      line,
+      "timestamp,run,command,exit_code,wall_time_s,kind,index,name,energy_j,average_power_w,peak_power_w,"
+      "source,carbon_g,cost_usd");
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_TRUE(std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ,[12],true,0,)")))
+        << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 1 + 2 * 2);  // one header, then a row per device per run
+  const std::string other = dir.write("other.csv", "a,b\n1,2\n");
+  const std::string marker = dir.path() + "/ran";
+  const auto refused = joule({"--sim", "v100", "measure", "--append-csv", other, "--", "touch", marker});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err,
+            "joule: error: --append-csv " + other +
+                ": the file exists with other columns (first line \"a,b\"); give a new file or one "
+                "written by --append-csv\n");
+  EXPECT_FALSE(std::filesystem::exists(marker));  // checked before the command ran
+}
+
 TEST(Cli, MeasureTextAndCsv) {
   const auto text = joule({"measure", "--", "true"}, {{"JOULE_SIM", "p100"}});
   ASSERT_EQ(text.exit_code, 0) << text.err;
