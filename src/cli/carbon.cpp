@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <iostream>
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -224,6 +226,33 @@ void write_replay_plot(const std::string& path, const optimize::CarbonReplayResu
     limits.add(
         {.label = s.name, .x = x, .y = y, .kind = viz::SeriesKind::kStep, .marker = viz::Marker::kNone});
   }
+  // One time axis for both panels: the run's whole length (the slowest strategy's end), so that a moment
+  // lines up vertically in the two panels.
+  double end_h = hours.empty() ? 0 : hours.back();
+  for (const auto& s : result.strategies) {
+    end_h = std::max(end_h, s.time_s / 3600);
+  }
+  if (end_h > 0) {
+    intensity.x_range(0, end_h);
+    limits.x_range(0, end_h);
+  }
+  // Headroom above the data, so that the legend has a top corner where it covers nothing.
+  const auto with_headroom = [](viz::Plot& plot) {
+    double low = std::numeric_limits<double>::infinity();
+    double high = -std::numeric_limits<double>::infinity();
+    for (const auto& series : plot.series()) {
+      for (const double y : series.y) {
+        low = std::min(low, y);
+        high = std::max(high, y);
+      }
+    }
+    if (std::isfinite(low) && std::isfinite(high)) {
+      const double span = std::max(high - low, std::max(1.0, std::abs(high) * 0.05));
+      plot.y_range(low - 0.05 * span, high + 0.45 * span);
+    }
+  };
+  with_headroom(intensity);
+  with_headroom(limits);
   // Nest the two documents (without their XML declarations) in one SVG.
   const auto body = [](std::string svg) {
     const size_t start = svg.find("<svg");

@@ -3,6 +3,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <regex>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -61,6 +64,22 @@ TEST(CarbonCli, ReplayTextCsvAndPlot) {
   std::stringstream content;
   content << in.rdbuf();
   EXPECT_NE(content.str().find("Power limit chosen"), std::string::npos);
+  // The two panels share one time axis: the same x tick labels at the same pixels in each (they once ran
+  // 0–21.5 h and 0–23.5 h, so the same hour sat at different places).
+  const std::string plot = content.str();
+  const size_t second = plot.find("<svg", plot.find("<svg", plot.find("<svg") + 1) + 1);
+  ASSERT_NE(second, std::string::npos);
+  const auto x_ticks = [](const std::string& panel) {
+    std::vector<std::string> ticks;
+    const std::regex tick(R"re(<text x="([0-9.]+)"[^>]*text-anchor="middle"[^>]*>([0-9.]+)</text>)re");
+    for (std::sregex_iterator it(panel.begin(), panel.end(), tick), end; it != end; ++it) {
+      ticks.push_back((*it)[2].str() + " h at x=" + (*it)[1].str());
+    }
+    return ticks;
+  };
+  const auto first_ticks = x_ticks(plot.substr(0, second));
+  EXPECT_FALSE(first_ticks.empty());
+  EXPECT_EQ(first_ticks, x_ticks(plot.substr(second)));
   const auto csv = joule({"carbon", "replay", "--trace", kTrace, "--iterations", "5000", "--format", "csv"});
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
   EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')), "strategy,carbon_g,energy_j,time_s");
