@@ -2,9 +2,9 @@
 // `joule carbon`: carbon intensity (live providers or a trace), forecaster evaluation, and the Chase replay.
 #include "joule/measure/carbon.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <algorithm>
 #include <limits>
 #include <memory>
 #include <sstream>

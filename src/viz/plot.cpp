@@ -111,6 +111,10 @@ class LabelPlacer {
   LabelPlacer(const Box& area, std::vector<Point> obstacles)
       : area_(area), obstacles_(std::move(obstacles)) {}
 
+  // Keeps labels off `box` as if it were another label: for the highlighted markers, which a label must
+  // never hide (a point obstacle alone would let a label cover most of a 14 px marker).
+  void reserve(const Box& box) { taken_.push_back(box); }
+
   // The corner of the area (top right, top left, bottom right, bottom left) for a legend box.
   Box place_legend(double width, double height) {
     const double near_left = area_.left + kLegendInset;
@@ -457,6 +461,10 @@ std::string Plot::svg() const {
       entries.push_back(s);
       widest_entry = std::max(widest_entry, estimate_text_width_px(series_[s].label, kLegendTextSize));
     }
+  }
+  for (const Highlight& highlight : highlights_) {
+    const Point at = to_px(highlight.x, highlight.y);
+    placer.reserve({at.x - kHighlightSize / 2, at.y - kHighlightSize / 2, kHighlightSize, kHighlightSize});
   }
   if (legend_ && !entries.empty()) {
     const Box box =

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of `joule carbon` and the carbon flags of `joule measure`.
 #include <fstream>
-#include <sstream>
-
 #include <regex>
+#include <sstream>
 #include <vector>
 
 #include <gtest/gtest.h>

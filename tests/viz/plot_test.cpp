@@ -130,6 +130,46 @@ TEST(Plot, HighlightLabelsStayInsideAndApart) {
   EXPECT_GT(std::abs(positions[0].second - positions[1].second), 12) << "labels overlap";
 }
 
+TEST(Plot, HighlightLabelsNeverHideAnotherHighlightsMarker) {
+  // An unlabelled marker near a labelled one, at many places around where the label naturally goes: the
+  // label must never cover any of the 14 px marker, not only its centre.
+  const std::string text = "oracle 128@100W (a long label)";
+  const double width = estimate_text_width_px(text, 12);
+  int covered = 0;
+  for (int i = 0; i < 12; ++i) {
+    for (int j = 0; j < 9; ++j) {
+      Plot plot(400, 300);
+      plot.add({.label = "", .x = {0, 10}, .y = {0, 10}, .kind = SeriesKind::kScatter});
+      plot.highlight({.x = 5, .y = 5, .label = text, .marker = Marker::kDiamond});
+      plot.highlight({.x = 5.2 + 0.25 * i,
+                      .y = 4.6 + 0.15 * j,
+                      .label = "",
+                      .marker = Marker::kCircle,
+                      .tooltip = "zeus-marker"});
+      const std::string svg = plot.svg();
+      std::smatch label;
+      ASSERT_TRUE(std::regex_search(
+          svg, label,
+          std::regex(
+              R"re(<text x="([0-9.]+)" y="([0-9.]+)" font-size="12"( text-anchor="(\w+)")?[^>]*>oracle)re")));
+      const double x = std::stod(label[1]);
+      const double left = label[4] == "end" ? x - width : label[4] == "middle" ? x - width / 2 : x;
+      const double baseline = std::stod(label[2]);
+      std::smatch marker;
+      ASSERT_TRUE(std::regex_search(
+          svg, marker, std::regex(R"re(zeus-marker</title>\s*<circle cx="([0-9.]+)" cy="([0-9.]+)")re")));
+      const double cx = std::stod(marker[1]);
+      const double cy = std::stod(marker[2]);
+      const bool overlaps =
+          cx + 7 > left && cx - 7 < left + width && cy + 7 > baseline - 9 && cy - 7 < baseline + 3;
+      covered += overlaps ? 1 : 0;
+      EXPECT_FALSE(overlaps) << "marker at (" << cx << ", " << cy << "); label from (" << left << ", "
+                             << baseline << "), " << width << " px wide";
+    }
+  }
+  EXPECT_EQ(covered, 0);
+}
+
 TEST(Plot, ReferenceLines) {
   Plot plot;
   plot.add({.label = "", .x = {1, 2}, .y = {10, 20}});
