@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -184,6 +185,24 @@ std::string render_json(const Summary& summary) {
   return out.dump(2) + "\n";
 }
 
+// The CSV cells of a device's carbon (g) and cost ($): per GPU (the carbon and price monitors split GPUs;
+// CPU figures are in the JSON format), empty otherwise. `gpu` counts the GPUs seen so far.
+std::pair<std::string, std::string> carbon_and_cost_cells(const Summary& summary, const DeviceFigure& device,
+                                                          size_t& gpu) {
+  std::pair<std::string, std::string> cells;
+  if (device.kind != "gpu") {
+    return cells;
+  }
+  if (summary.carbon && *summary.carbon && gpu < (*summary.carbon)->gpu_carbon_g.size()) {
+    cells.first = csv::format_exact((*summary.carbon)->gpu_carbon_g[gpu]);
+  }
+  if (summary.price && gpu < summary.price->gpu_cost_usd.size()) {
+    cells.second = csv::format_exact(summary.price->gpu_cost_usd[gpu]);
+  }
+  ++gpu;
+  return cells;
+}
+
 std::string render_csv(const Summary& summary) {
   std::ostringstream out;
   // The carbon and cost columns only when asked for (--carbon-…, --tariff), so the plain format stays stable.
@@ -199,18 +218,7 @@ std::string render_csv(const Summary& summary) {
   const std::string command = fmt::format("{}", fmt::join(summary.command, " "));
   size_t gpu = 0;
   for (const auto& d : summary.devices) {
-    // Per-GPU carbon and cost (the carbon monitor splits GPUs; CPU figures are in the JSON format).
-    std::string carbon_g;
-    std::string cost_usd;
-    if (d.kind == "gpu") {
-      if (summary.carbon && *summary.carbon && gpu < (*summary.carbon)->gpu_carbon_g.size()) {
-        carbon_g = csv::format_exact((*summary.carbon)->gpu_carbon_g[gpu]);
-      }
-      if (summary.price && gpu < summary.price->gpu_cost_usd.size()) {
-        cost_usd = csv::format_exact(summary.price->gpu_cost_usd[gpu]);
-      }
-      ++gpu;
-    }
+    const auto [carbon_g, cost_usd] = carbon_and_cost_cells(summary, d, gpu);
     std::vector<std::string> row = {command,
                                     std::to_string(summary.exit.exit_code),
                                     csv::format_exact(summary.wall_time_s),
@@ -415,17 +423,7 @@ void append_history(const std::string& path, const std::vector<Summary>& runs, b
     const Summary& run = runs[r];
     size_t gpu = 0;
     for (const auto& d : run.devices) {
-      std::string carbon_g;
-      std::string cost_usd;
-      if (d.kind == "gpu") {
-        if (run.carbon && *run.carbon && gpu < (*run.carbon)->gpu_carbon_g.size()) {
-          carbon_g = csv::format_exact((*run.carbon)->gpu_carbon_g[gpu]);
-        }
-        if (run.price && gpu < run.price->gpu_cost_usd.size()) {
-          cost_usd = csv::format_exact(run.price->gpu_cost_usd[gpu]);
-        }
-        ++gpu;
-      }
+      const auto [carbon_g, cost_usd] = carbon_and_cost_cells(run, d, gpu);
       csv::write_row(rows,
                      {measure::format_utc_time(run.started_unix_s), std::to_string(r + 1),
                       fmt::format("{}", fmt::join(run.command, " ")), std::to_string(run.exit.exit_code),
