@@ -64,11 +64,11 @@ Reached walk(const CLI::App& app, int argc, char** argv) {
 }
 
 std::string command_path(const CLI::App* command) {
-  std::string path;
+  std::vector<std::string> names;
   for (const CLI::App* app = command; app != nullptr; app = app->get_parent()) {
-    path = path.empty() ? app->get_name() : app->get_name() + " " + path;
+    names.insert(names.begin(), app->get_name());
   }
-  return path;
+  return fmt::format("{}", fmt::join(names, " "));
 }
 
 std::vector<std::string> subcommand_names(const CLI::App* command) {

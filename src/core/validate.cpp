@@ -24,7 +24,7 @@ std::string number_text(double value) {
 std::string describe(const NumberRule& rule) {
   const bool has_min = std::isfinite(rule.min);
   const bool has_max = std::isfinite(rule.max);
-  const std::string kind = rule.integer ? "a whole number" : "a finite number";
+  std::string kind = rule.integer ? "a whole number" : "a finite number";
   if (has_min && has_max && !rule.min_exclusive) {
     return fmt::format("{} in [{}, {}]", kind, number_text(rule.min), number_text(rule.max));
   }
