@@ -305,8 +305,8 @@ void bind_devices(py::module_& module) {
       .def(
           "run_iterations",
           [](const device::DeviceSet& set, int64_t iterations) {
-            value_or_throw(check_number(static_cast<double>(iterations),
-                                        NumberRule{.min = 0, .integer = true}, "iterations"));
+            value_or_throw(check_number(static_cast<double>(iterations), NumberRule::non_negative_integer(),
+                                        "iterations"));
             device::sim::TrainingJob job(simulated_gpus(set), virtual_clock_of(set));
             return to_seconds(job.run_iterations(iterations));
           },

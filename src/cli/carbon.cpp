@@ -274,10 +274,6 @@ int run_replay(const ReplayFlags& flags) {
   if (flags.epochs && flags.iterations) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon replay: give --epochs or --iterations, not both");
   }
-  if (!(flags.period_min > 0)) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("carbon replay: --period-min must be positive, got {}", flags.period_min));
-  }
   const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
   optimize::CarbonReplayOptions options;
   options.gpu = flags.gpu;
@@ -542,10 +538,10 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   replay_command->add_option("--workload", replay->workload, "Zeus-trace workload (default imagenet)")
       ->option_text("W");
   replay_command->add_option("--batch-size", replay->batch_size, "Batch size (default: the paper's b0)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("B");
   replay_command->add_option("--gpus", replay->gpu_count, "Data-parallel GPUs (default 1)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command
       ->add_option("--eta", replay->eta, "Chase's weight of energy at the maximum intensity (default 0.5)")
@@ -581,7 +577,7 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   replay_command
       ->add_option("--training-samples", replay->training_samples,
                    "Forecaster training window before the start, periods (default 48)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command
       ->add_option("--start", replay->start, "Start time, ISO-8601 UTC (default: trace start + window)")
@@ -599,15 +595,15 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
       ->option_text("NAME");
   forecast_command
       ->add_option("--training-samples", forecast->training_samples, "Fit on the first N points (default 48)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   forecast_command
       ->add_option("--horizon", forecast->horizon, "Steps ahead, fed back recursively (default 1)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("H");
   forecast_command
       ->add_option("--refit-every", forecast->refit_every, "Refit every N predictions (default 0: once)")
-      ->check(number(NumberRule{.min = 0, .integer = true}))
+      ->check(number(NumberRule::non_negative_integer()))
       ->option_text("N");
   add_format_option(*forecast_command, forecast->format, {Format::kText, Format::kJson, Format::kCsv});
   forecast_command->callback([&exit_code, forecast] { exit_code = run_forecast(*forecast); });

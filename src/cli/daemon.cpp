@@ -2,7 +2,6 @@
 // `joule daemon`: serve this machine's GPUs to unprivileged processes over a Unix socket (docs/daemon.md).
 #include "joule/daemon/daemon.hpp"
 
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -73,12 +72,6 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   if (flags.carbon_intensity && flags.metrics.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "daemon: --carbon-intensity is only used by the metrics: add --metrics HOST:PORT");
-  }
-  if (flags.carbon_intensity && !(std::isfinite(*flags.carbon_intensity) && *flags.carbon_intensity >= 0)) {
-    throw Exception(
-        ErrorCode::kInvalidArgument,
-        fmt::format("daemon: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got {})",
-                    *flags.carbon_intensity));
   }
   if (!flags.metrics.empty()) {
     value_or_throw(measure::parse_metrics_address(flags.metrics, "daemon: --metrics"));
@@ -181,13 +174,13 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
       ->add_option("--max-connections-per-user", flags->max_connections_per_user,
                    fmt::format("Connections one user other than root may hold (default {})",
                                flags->max_connections_per_user))
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command
       ->add_option("--root-reserved-connections", flags->root_reserved_connections,
                    fmt::format("Of --max-connections, how many only root may take (default {})",
                                flags->root_reserved_connections))
-      ->check(number(NumberRule{.min = 0, .integer = true}))
+      ->check(number(NumberRule::non_negative_integer()))
       ->option_text("N");
   command
       ->add_option("--hello-timeout-s", flags->hello_timeout_s,

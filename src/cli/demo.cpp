@@ -310,7 +310,7 @@ void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code
                           "trace-driven savings table; plots go to out/ (default --sim {})",
                           kDefaultDemoSpec));
   command->add_option("--steps", flags->steps, "Training iterations of the live run (default 1000)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command->add_option("--out", flags->out_dir, "Directory for the SVG plots (default out)")
       ->option_text("DIR");

@@ -67,13 +67,7 @@ server::Client connect(const JobFlags& flags) {
     const char* from_environment = std::getenv("JOULE_SERVER");
     url = from_environment != nullptr && *from_environment != '\0' ? from_environment : kDefaultServer;
   }
-  if (!(flags.timeout_s > 0)) {
-    throw Exception(ErrorCode::kInvalidArgument, "job: --timeout-s must be positive");
-  }
   server::ClientOptions options;
-  if (flags.attempts < 1) {
-    throw Exception(ErrorCode::kInvalidArgument, "job: --attempts must be at least 1");
-  }
   options.attempts = flags.attempts;
   options.request_id = flags.request_id;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
@@ -302,7 +296,7 @@ void add_common(CLI::App& command, JobFlags& flags) {
   command
       .add_option("--attempts", flags.attempts,
                   "Attempts per request when the server cannot be reached (default 8; retries are safe)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   add_format_option(command, flags.format, {Format::kText, Format::kJson});
 }
@@ -310,11 +304,11 @@ void add_common(CLI::App& command, JobFlags& flags) {
 void add_trial_flags(CLI::App& command, JobFlags& flags) {
   command.add_option("--job-id", flags.job_id, "Job id")->option_text("ID")->required();
   command.add_option("--trial", flags.trial, "Trial number")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N")
       ->required();
   command.add_option("--batch-size", flags.batch_size, "The trial's batch size")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("B")
       ->required();
 }
@@ -373,7 +367,7 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
       ->option_text("W");
   registration
       ->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job (default: this machine's)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   registration
       ->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
@@ -401,7 +395,7 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
       ->option_text("M")
       ->required();
   report->add_option("--epoch", flags->epoch, "Epochs done so far")
-      ->check(number(NumberRule{.min = 0, .integer = true}))
+      ->check(number(NumberRule::non_negative_integer()))
       ->option_text("N")
       ->required();
   report->callback([&exit_code, flags] { exit_code = run_report(*flags); });

@@ -11,8 +11,10 @@
 #include <sstream>
 #include <utility>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
@@ -88,6 +90,18 @@ std::string how(measure::EnergySource source) {
   return "unknown";
 }
 
+constexpr const char* kNoDeviceLine =
+    "\n   no device measured: no GPU found (joule --sim v100 measure … measures a simulated one)\n";
+
+// "GPU 0 Tesla V100…", "CPU 1 …", "CPU 0 DRAM"; without the name where columns are tight.
+std::string device_label(const DeviceFigure& d, bool with_name) {
+  if (d.kind == "dram") {
+    return fmt::format("CPU {} DRAM", d.index);
+  }
+  const std::string kind = d.kind == "gpu" ? "GPU" : "CPU";
+  return with_name ? fmt::format("{} {} {}", kind, d.index, d.name) : fmt::format("{} {}", kind, d.index);
+}
+
 std::string render_text(const Summary& summary) {
   std::string out = fmt::format("\n joule measure: {}\n\n", fmt::join(summary.command, " "));
   out += fmt::format("   {:>12.3f} s   wall time\n", summary.wall_time_s);
@@ -95,15 +109,13 @@ std::string render_text(const Summary& summary) {
       fmt::format("   {:>12}     exit code{}\n", summary.exit.exit_code,
                   summary.exit.signal != 0 ? fmt::format(" (killed by signal {})", summary.exit.signal) : "");
   if (summary.devices.empty()) {
-    out += "\n   no device measured: no GPU found (joule --sim v100 measure … measures a simulated one)\n";
+    out += kNoDeviceLine;
     return out;
   }
   size_t name_width = 6;
   std::vector<std::string> labels;
   for (const auto& d : summary.devices) {
-    labels.push_back(d.kind == "dram"
-                         ? fmt::format("CPU {} DRAM", d.index)
-                         : fmt::format("{} {} {}", d.kind == "gpu" ? "GPU" : "CPU", d.index, d.name));
+    labels.push_back(device_label(d, true));
     name_width = std::max(name_width, labels.back().size());
   }
   out += fmt::format("\n   {:<{}}  {:>14}  {:>10}  {:>10}  {}\n", "device", name_width, "energy", "avg power",
@@ -134,7 +146,7 @@ std::string render_text(const Summary& summary) {
   return out;
 }
 
-std::string render_json(const Summary& summary) {
+nlohmann::json summary_json(const Summary& summary) {
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : summary.devices) {
     devices.push_back(
@@ -182,7 +194,11 @@ std::string render_json(const Summary& summary) {
                    {"cost_usd", summary.price->cost_usd},
                    {"gpu_cost_usd", summary.price->gpu_cost_usd}};
   }
-  return out.dump(2) + "\n";
+  return out;
+}
+
+std::string render_json(const Summary& summary) {
+  return summary_json(summary).dump(2) + "\n";
 }
 
 // The CSV cells of a device's carbon (g) and cost ($): per GPU (the carbon and price monitors split GPUs;
@@ -203,38 +219,55 @@ std::pair<std::string, std::string> carbon_and_cost_cells(const Summary& summary
   return cells;
 }
 
-std::string render_csv(const Summary& summary) {
-  std::ostringstream out;
-  // The carbon and cost columns only when asked for (--carbon-…, --tariff), so the plain format stays stable.
-  std::vector<std::string> header = {"command", "exit_code", "wall_time_s",     "kind",         "index",
-                                     "name",    "energy_j",  "average_power_w", "peak_power_w", "source"};
+// The columns every CSV form shares, and one device's cells in them.
+const std::vector<std::string>& device_columns() {
+  static const std::vector<std::string> columns = {
+      "command", "exit_code", "wall_time_s",     "kind",         "index",
+      "name",    "energy_j",  "average_power_w", "peak_power_w", "source"};
+  return columns;
+}
+
+std::vector<std::string> device_cells(const Summary& summary, const DeviceFigure& d) {
+  return {fmt::format("{}", fmt::join(summary.command, " ")),
+          std::to_string(summary.exit.exit_code),
+          csv::format_exact(summary.wall_time_s),
+          d.kind,
+          std::to_string(d.index),
+          d.name,
+          csv::format_exact(d.energy_j),
+          csv::format_exact(d.average_power_w),
+          d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
+          std::string(measure::to_string(d.source))};
+}
+
+// The header and one row per device. The carbon and cost columns only when asked for (--carbon-…,
+// --tariff), so the plain format stays stable.
+std::vector<std::vector<std::string>> csv_table(const Summary& summary) {
+  std::vector<std::vector<std::string>> table = {device_columns()};
   if (summary.carbon) {
-    header.emplace_back("carbon_g");
+    table.front().emplace_back("carbon_g");
   }
   if (summary.price) {
-    header.emplace_back("cost_usd");
+    table.front().emplace_back("cost_usd");
   }
-  csv::write_row(out, header);
-  const std::string command = fmt::format("{}", fmt::join(summary.command, " "));
   size_t gpu = 0;
   for (const auto& d : summary.devices) {
     const auto [carbon_g, cost_usd] = carbon_and_cost_cells(summary, d, gpu);
-    std::vector<std::string> row = {command,
-                                    std::to_string(summary.exit.exit_code),
-                                    csv::format_exact(summary.wall_time_s),
-                                    d.kind,
-                                    std::to_string(d.index),
-                                    d.name,
-                                    csv::format_exact(d.energy_j),
-                                    csv::format_exact(d.average_power_w),
-                                    d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
-                                    std::string(measure::to_string(d.source))};
+    std::vector<std::string> row = device_cells(summary, d);
     if (summary.carbon) {
       row.push_back(carbon_g);
     }
     if (summary.price) {
       row.push_back(cost_usd);
     }
+    table.push_back(std::move(row));
+  }
+  return table;
+}
+
+std::string render_csv(const Summary& summary) {
+  std::ostringstream out;
+  for (const auto& row : csv_table(summary)) {
     csv::write_row(out, row);
   }
   return out.str();
@@ -314,15 +347,12 @@ std::string render_repeat_text(const std::vector<Summary>& runs, int asked) {
                      stats.wall_time_s.mean, plus_minus(stats.wall_time_s));
   out += fmt::format("   {:>12}     exit code of the last run\n", runs.back().exit.exit_code);
   if (first.devices.empty()) {
-    out += "\n   no device measured: no GPU found (joule --sim v100 measure … measures a simulated one)\n";
+    out += kNoDeviceLine;
     return out;
   }
   out += fmt::format("\n   {:<28}  {:>24}  {:>22}  {:>22}\n", "device", "energy", "avg power", "peak power");
   for (size_t d = 0; d < first.devices.size(); ++d) {
-    const auto& device = first.devices[d];
-    const std::string label = device.kind == "dram"
-                                  ? fmt::format("CPU {} DRAM", device.index)
-                                  : fmt::format("{} {}", device.kind == "gpu" ? "GPU" : "CPU", device.index);
+    const std::string label = device_label(first.devices[d], false);
     out += fmt::format("   {:<28}  {:>12.3f} J {:>10}  {:>10.1f} W {:>10}  {:>10.1f} W {:>10}\n", label,
                        stats.energy_j[d].mean, plus_minus(stats.energy_j[d]), stats.average_power_w[d].mean,
                        plus_minus(stats.average_power_w[d]), stats.peak_power_w[d].mean,
@@ -350,7 +380,7 @@ std::string render_repeat_json(const std::vector<Summary>& runs, int asked) {
   }
   nlohmann::json each = nlohmann::json::array();
   for (const auto& run : runs) {
-    each.push_back(nlohmann::json::parse(render_json(run)));
+    each.push_back(summary_json(run));
   }
   const nlohmann::json out = {{"command", runs.front().command},
                               {"repeat", asked},
@@ -363,33 +393,28 @@ std::string render_repeat_json(const std::vector<Summary>& runs, int asked) {
 }
 
 std::string render_repeat_csv(const std::vector<Summary>& runs) {
-  std::string out;
+  std::ostringstream out;
   for (size_t r = 0; r < runs.size(); ++r) {
-    std::string one = render_csv(runs[r]);
-    // The header once, with the run number in front of every row.
-    std::istringstream lines(one);
-    std::string line;
-    bool header = true;
-    while (std::getline(lines, line)) {
-      if (header) {
-        if (r == 0) {
-          out += "run," + line + "\n";
-        }
-        header = false;
-        continue;
-      }
-      out += fmt::format("{},{}\n", r + 1, line);
+    auto table = csv_table(runs[r]);
+    // The header once, then every row with its run number in front.
+    for (size_t i = r == 0 ? 0 : 1; i < table.size(); ++i) {
+      table[i].insert(table[i].begin(), i == 0 ? std::string("run") : std::to_string(r + 1));
+      csv::write_row(out, table[i]);
     }
   }
-  return out;
+  return out.str();
 }
 
 // --append-csv: one history file for many invocations (CodeCarbon's emissions.csv, for joule). The columns
 // are fixed, carbon and cost included (empty when not measured), so every row of a file has the same shape.
 const std::vector<std::string>& history_header() {
-  static const std::vector<std::string> header = {
-      "timestamp", "run",      "command",         "exit_code",    "wall_time_s", "kind",     "index",
-      "name",      "energy_j", "average_power_w", "peak_power_w", "source",      "carbon_g", "cost_usd"};
+  static const std::vector<std::string> header = [] {
+    std::vector<std::string> columns = {"timestamp", "run"};
+    columns.insert(columns.end(), device_columns().begin(), device_columns().end());
+    columns.emplace_back("carbon_g");
+    columns.emplace_back("cost_usd");
+    return columns;
+  }();
   return header;
 }
 
@@ -424,22 +449,29 @@ void append_history(const std::string& path, const std::vector<Summary>& runs, b
     size_t gpu = 0;
     for (const auto& d : run.devices) {
       const auto [carbon_g, cost_usd] = carbon_and_cost_cells(run, d, gpu);
-      csv::write_row(rows,
-                     {measure::format_utc_time(run.started_unix_s), std::to_string(r + 1),
-                      fmt::format("{}", fmt::join(run.command, " ")), std::to_string(run.exit.exit_code),
-                      csv::format_exact(run.wall_time_s), d.kind, std::to_string(d.index), d.name,
-                      csv::format_exact(d.energy_j), csv::format_exact(d.average_power_w),
-                      d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
-                      std::string(measure::to_string(d.source)), carbon_g, cost_usd});
+      std::vector<std::string> row = {measure::format_utc_time(run.started_unix_s), std::to_string(r + 1)};
+      const auto cells = device_cells(run, d);
+      row.insert(row.end(), cells.begin(), cells.end());
+      row.push_back(carbon_g);
+      row.push_back(cost_usd);
+      csv::write_row(rows, row);
     }
   }
-  // One write in append mode: rows of concurrent invocations do not interleave within a run's block.
-  std::ofstream out(path, std::ios::app | std::ios::binary);
-  out << rows.str();
-  out.flush();
-  if (!out) {
+  // One write(2) on an O_APPEND descriptor: the kernel places it at the end whole, so the rows of invocations
+  // appending at the same time do not interleave (a stream could split them into several writes).
+  const std::string text = rows.str();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
     throw Exception(ErrorCode::kIo,
-                    fmt::format("--append-csv {}: cannot append: {}", path, std::strerror(errno)));
+                    fmt::format("--append-csv {}: cannot open: {}", path, std::strerror(errno)));
+  }
+  const ssize_t written = ::write(fd, text.data(), text.size());
+  const int write_errno = errno;
+  ::close(fd);
+  if (written != static_cast<ssize_t>(text.size())) {
+    throw Exception(ErrorCode::kIo,
+                    fmt::format("--append-csv {}: cannot append: {}", path,
+                                written < 0 ? std::strerror(write_errno) : "the disk took only part of it"));
   }
 }
 
@@ -447,10 +479,6 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (flags.command.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)");
-  }
-  if (flags.interval_ms <= 0) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("measure: --interval-ms must be positive (got {})", flags.interval_ms));
   }
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {

@@ -56,11 +56,6 @@ int run_plan(const PlanFlags& flags) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "plan: give --target-time-s or --straggler-slowdown, not both");
   }
-  if (flags.straggler_slowdown && !(*flags.straggler_slowdown >= 1)) {
-    throw Exception(
-        ErrorCode::kInvalidArgument,
-        fmt::format("plan: --straggler-slowdown must be at least 1 (got {})", *flags.straggler_slowdown));
-  }
   const auto parsed_schedule = plan::parse_schedule(flags.schedule);
   if (!parsed_schedule) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -250,11 +245,11 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
   command->add_option("--profile", flags->profile, "CSV: stage,instruction,frequency_mhz,time_s,energy_j")
       ->option_text("FILE");
   command->add_option("--stages", flags->stages, "Pipeline stages S")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("S")
       ->required();
   command->add_option("--microbatches", flags->microbatches, "Microbatches per iteration M")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("M")
       ->required();
   command->add_option("--schedule", flags->schedule, "1f1b (default) or gpipe")->option_text("1f1b|gpipe");

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule power`: stream power readings with UTC timestamps, or (--serve) export them to Prometheus.
 #include <cerrno>
-#include <cmath>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -51,30 +50,10 @@ void refresh_intensity(measure::CarbonSignal& signal, measure::GpuMetrics& metri
 }
 
 int run_power(const GlobalOptions& global, const PowerFlags& flags) {
-  if (flags.interval_ms <= 0) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("power: --interval-ms must be positive (got {})", flags.interval_ms));
-  }
-  if (flags.duration_s < 0) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("power: --duration-s must not be negative (got {})", flags.duration_s));
-  }
   if (wants_carbon(flags) && flags.serve.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "power: --carbon-intensity, --carbon-trace and --zone are only used by the metrics: add "
                     "--serve HOST:PORT");
-  }
-  if (flags.carbon.intensity_g_per_kwh &&
-      !(std::isfinite(*flags.carbon.intensity_g_per_kwh) && *flags.carbon.intensity_g_per_kwh >= 0)) {
-    throw Exception(
-        ErrorCode::kInvalidArgument,
-        fmt::format("power: --carbon-intensity must be a number of gCO2eq/kWh of at least 0 (got {})",
-                    *flags.carbon.intensity_g_per_kwh));
-  }
-  if (!(std::isfinite(flags.carbon_refresh_s) && flags.carbon_refresh_s > 0)) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("power: --carbon-refresh-s must be a positive number of seconds (got {})",
-                                flags.carbon_refresh_s));
   }
   if (!flags.serve.empty()) {
     value_or_throw(measure::parse_metrics_address(flags.serve, "power: --serve"));

@@ -36,18 +36,6 @@ int run_serve(const ServeFlags& flags) {
   // Before any thread starts, so that only the wait below receives them.
   BlockedSignals stop({SIGINT, SIGTERM});
   const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));
-  if (flags.threads == 0) {
-    throw Exception(ErrorCode::kInvalidArgument, "serve: --threads must be at least 1");
-  }
-  if (flags.response_ttl_s < 0) {
-    throw Exception(ErrorCode::kInvalidArgument, "serve: --response-ttl-s must be >= 0 (0: keep forever)");
-  }
-  if (flags.max_open_trials < 1) {
-    throw Exception(ErrorCode::kInvalidArgument, "serve: --max-open-trials must be at least 1");
-  }
-  if (flags.max_connections == 0) {
-    throw Exception(ErrorCode::kInvalidArgument, "serve: --max-connections must be at least 1");
-  }
   store::OpenOptions open_options;
   open_options.max_connections = flags.db_connections;
   auto opened = store::open_store(flags.db, open_options);
@@ -103,13 +91,13 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->add_option("--threads", flags->threads,
                    fmt::format("Requests handled at once (default {}); open connections take no thread",
                                server::kDefaultThreads))
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command
       ->add_option("--max-connections", flags->max_connections,
                    fmt::format("Open connections at most; more are closed at accept (default {})",
                                server::kDefaultMaxConnections))
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command
       ->add_option(
@@ -117,7 +105,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
           fmt::format("Trials of one job handed out and not ended at once; GET /jobs/batch_size answers "
                       "409 beyond (default {})",
                       flags->max_open_trials))
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command
       ->add_option("--response-ttl-s", flags->response_ttl_s,
@@ -129,7 +117,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
   command
       ->add_option("--db-connections", flags->db_connections,
                    "Most database connections at once (PostgreSQL; default: the store's)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }

@@ -75,10 +75,6 @@ sim::Job job_of(const sim::Trace& trace, const SimulateFlags& flags) {
     job.target_metric = *flags.target_metric;
   }
   if (flags.max_epochs) {
-    if (*flags.max_epochs < 1) {
-      throw Exception(ErrorCode::kInvalidArgument,
-                      fmt::format("simulate: --max-epochs must be at least 1 (got {})", *flags.max_epochs));
-    }
     job.max_epochs = *flags.max_epochs;
   }
   return job;
@@ -213,16 +209,16 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& /*global*/, int& e
   command
       ->add_option("--recurrences", flags->recurrences,
                    "Recurrences (default 2 × batch sizes × power limits of the job)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command->add_option("--b0", flags->b0, "Default batch size (default: the paper's)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("B");
   command->add_option("--target-metric", flags->target_metric, "Target metric (default: the paper's)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("X");
   command->add_option("--max-epochs", flags->max_epochs, "Epoch limit of a try (default: the paper's)")
-      ->check(number(NumberRule{.min = 0, .min_exclusive = true, .integer = true}))
+      ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command
       ->add_option("--trace-dir", flags->trace_dir,

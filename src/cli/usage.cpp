@@ -145,8 +145,7 @@ std::string explain(const Reached& reached, const CLI::ParseError& error) {
     return fmt::format("'{}' needs a command: {}", command_path(reached.command),
                        fmt::join(subcommand_names(reached.command), ", "));
   }
-  if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&error)) {
-    static_cast<void>(extras);
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
     // "The following argument(s) was/were not expected: a b"
     const auto colon = text.find(": ");
     const std::string first =

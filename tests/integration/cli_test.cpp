@@ -306,6 +306,15 @@ TEST(Cli, MeasureRepeatsAndAppendsAHistory) {
       joule({"--sim", "v100", "measure", "-r", "0", "--", "true"}).err,
       "joule: error: --repeat must be a whole number in [1, 100000], got 0 (see 'joule measure --help')\n");
 
+  // With -r, the CSV carries a run column; a command whose argument holds a newline stays one quoted field.
+  const auto csv =
+      joule({"--sim", "v100", "measure", "-r", "2", "--format", "csv", "--", "sh", "-c", "true\ntrue"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(csv.err.rfind("run,command,exit_code,", 0), 0u) << csv.err;
+  EXPECT_NE(csv.err.find("\n1,\"sh -c true\ntrue\",0,"), std::string::npos) << csv.err;
+  EXPECT_NE(csv.err.find("\n2,\"sh -c true\ntrue\",0,"), std::string::npos) << csv.err;
+  EXPECT_EQ(csv.err.find("\n1,true"), std::string::npos) << csv.err;
+
   const std::string history = dir.path() + "/history.csv";
   ASSERT_EQ(joule({"--sim", "v100", "measure", "--append-csv", history, "--", "true"}).exit_code, 0);
   ASSERT_EQ(joule({"--sim", "2xv100", "measure", "-r", "2", "--append-csv", history, "--", "true"}).exit_code,

@@ -24,6 +24,8 @@ struct NumberRule {
   static NumberRule positive() { return {.min = 0, .min_exclusive = true}; }
   static NumberRule non_negative() { return {.min = 0}; }
   static NumberRule between(double lo, double hi) { return {.min = lo, .max = hi}; }
+  static NumberRule positive_integer() { return {.min = 0, .min_exclusive = true, .integer = true}; }
+  static NumberRule non_negative_integer() { return {.min = 0, .integer = true}; }
 };
 
 /// Checks `value` against `rule`. @return the value, or kInvalidArgument "NAME must be …, got VALUE", e.g.
