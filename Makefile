@@ -20,9 +20,9 @@ TSAN_FLAGS = -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHD
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-# What TSan checks: the sampler and monitor (measure), the HTTP listener (metrics), the service and its
+# What TSan checks: the sampler and monitors (measure, carbon), the HTTP listener (metrics), the service and its
 # stores, and the daemon.
-TSAN_LABELS = measure|metrics|server|store|daemon
+TSAN_LABELS = measure|carbon|metrics|server|store|daemon
 
 .PHONY: all deps configure build demo test test-asan test-tsan bench fuzz tidy format clean
 

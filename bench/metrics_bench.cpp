@@ -5,8 +5,8 @@
 #include <httplib.h>
 
 #include "joule/device/sim_gpu.hpp"
-#include "joule/measure/metrics.hpp"
-#include "joule/measure/metrics_http.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
+#include "joule/metrics/endpoint.hpp"
 
 namespace {
 
@@ -21,17 +21,17 @@ struct Node {
     for (auto& gpu : sims) {
       raw.push_back(gpu.get());
     }
-    auto collector = std::make_shared<measure::GpuMetrics>(raw, *clock);
+    auto collector = std::make_shared<metrics::GpuMetrics>(raw, *clock);
     (void)collector->set_carbon_intensity(400);
     metrics.add_collector(collector);
-    windows = std::make_unique<measure::WindowMetrics>(metrics.registry());
+    windows = std::make_unique<metrics::WindowMetrics>(metrics.registry());
     for (const char* window : {"epoch", "step", "eval"}) {
       windows->observe(window, 1.5, 300);
     }
   }
   std::vector<std::unique_ptr<device::sim::SimulatedGpu>> sims;
-  measure::MetricsRegistry metrics;
-  std::unique_ptr<measure::WindowMetrics> windows;
+  metrics::MetricsRegistry metrics;
+  std::unique_ptr<metrics::WindowMetrics> windows;
 };
 
 void BM_RenderMetrics(benchmark::State& state) {
@@ -48,7 +48,7 @@ BENCHMARK(BM_RenderMetrics)->Arg(1)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 void BM_ScrapeOverLoopback(benchmark::State& state) {
   Node node(static_cast<int>(state.range(0)));
-  auto endpoint = measure::MetricsEndpoint::start(
+  auto endpoint = metrics::MetricsEndpoint::start(
       "127.0.0.1:0", [&node] { return node.metrics.render(); }, "bench");
   if (!endpoint) {
     state.SkipWithError(endpoint.error().message().c_str());
@@ -69,7 +69,7 @@ BENCHMARK(BM_ScrapeOverLoopback)->Arg(1)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 void BM_WindowObserve(benchmark::State& state) {
   prometheus::Registry registry;
-  measure::WindowMetrics windows(registry);
+  metrics::WindowMetrics windows(registry);
   for (auto _ : state) {
     windows.observe("epoch", 1.5, 300);
   }

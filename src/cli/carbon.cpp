@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule carbon`: carbon intensity (live providers or a trace), forecaster evaluation, and the Chase replay.
-#include "joule/measure/carbon.hpp"
+#include "joule/carbon/signal.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -121,7 +121,7 @@ std::string render_replay_json(const optimize::CarbonReplayResult& result, const
   nlohmann::json decisions = nlohmann::json::array();
   for (const auto& tick : strategy(result, "chase").timeline) {
     decisions.push_back({{"time_s", tick.time_s},
-                         {"time", measure::format_utc_time(tick.time_unix_s)},
+                         {"time", carbon::format_utc_time(tick.time_unix_s)},
                          {"intensity_g_per_kwh", tick.intensity_g_per_kwh},
                          {"forecast_g_per_kwh", tick.forecast_g_per_kwh},
                          {"power_limit_w", tick.power_limit_w}});
@@ -139,7 +139,7 @@ std::string render_replay_json(const optimize::CarbonReplayResult& result, const
       {"epochs", epochs},
       {"work_iterations", result.work_iterations},
       {"trace", result.trace_source},
-      {"start", measure::format_utc_time(result.start_unix_s)},
+      {"start", carbon::format_utc_time(result.start_unix_s)},
       {"eta", flags.eta},
       {"zeus_eta", zeus_eta},
       {"period_s", flags.period_min * 60},
@@ -165,7 +165,7 @@ std::string render_replay_text(const optimize::CarbonReplayResult& result, const
   out << fmt::format(
       "trace {} from {}; Chase re-decides every {:g} min with forecaster {} (eta {:g}, max "
       "intensity {:g} g/kWh); Zeus: eta {:g} → {:g} W\n\n",
-      result.trace_source, measure::format_utc_time(result.start_unix_s), flags.period_min, flags.forecaster,
+      result.trace_source, carbon::format_utc_time(result.start_unix_s), flags.period_min, flags.forecaster,
       flags.eta, flags.max_intensity, zeus_eta, result.zeus_power_limit_mw / 1000.0);
   out << fmt::format("{:<16} {:>12} {:>12} {:>10}\n", "strategy", "carbon (kg)", "energy (MJ)", "time (h)");
   for (const auto& s : result.strategies) {
@@ -274,7 +274,7 @@ int run_replay(const ReplayFlags& flags) {
   if (flags.epochs && flags.iterations) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon replay: give --epochs or --iterations, not both");
   }
-  const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
+  const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
   optimize::CarbonReplayOptions options;
   options.gpu = flags.gpu;
   options.workload = flags.workload;
@@ -293,7 +293,7 @@ int run_replay(const ReplayFlags& flags) {
     options.chase.max_intensity_g_per_kwh = highest;
   }
   if (!flags.start.empty()) {
-    options.start_unix_s = value_or_throw(measure::parse_utc_time(flags.start));
+    options.start_unix_s = value_or_throw(carbon::parse_utc_time(flags.start));
   }
   const auto* model = value_or_throw(device::sim::find_gpu_model(flags.gpu));
   const auto* workload = value_or_throw(device::sim::find_workload(flags.workload));
@@ -355,7 +355,7 @@ int run_forecast(const ForecastFlags& flags) {
   if (flags.trace.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon forecast: --trace FILE is required");
   }
-  const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
+  const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
   std::vector<std::string> names;
   if (flags.forecaster == "all") {
     names = optimize::forecaster_names();
@@ -437,7 +437,7 @@ struct IntensityFlags {
 };
 
 int run_intensity(const IntensityFlags& flags) {
-  measure::CarbonSourceOptions source;
+  carbon::CarbonSourceOptions source;
   source.trace_path = flags.trace;
   source.zone = flags.zone;
   source.provider = flags.provider;
@@ -445,9 +445,9 @@ int run_intensity(const IntensityFlags& flags) {
   std::unique_ptr<VirtualClock> virtual_clock;
   const Clock* clock = &SteadyClock::instance();
   if (!flags.trace.empty()) {
-    const auto trace = value_or_throw(measure::CarbonTrace::read_file(flags.trace));
+    const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
     const int64_t at = flags.at.empty() ? trace.points().back().time_unix_s
-                                        : value_or_throw(measure::parse_utc_time(flags.at));
+                                        : value_or_throw(carbon::parse_utc_time(flags.at));
     virtual_clock = std::make_unique<VirtualClock>(at * 1'000'000'000);
     clock = virtual_clock.get();
     if (flags.at.empty()) {
@@ -456,16 +456,16 @@ int run_intensity(const IntensityFlags& flags) {
           "joule: carbon intensity: no --at given, so the time is the trace's last period, {} (the trace "
           "covers "
           "{} to {}); give --at TIME for another\n",
-          measure::format_utc_time(at), measure::format_utc_time(trace.points().front().time_unix_s),
-          measure::format_utc_time(at));
+          carbon::format_utc_time(at), carbon::format_utc_time(trace.points().front().time_unix_s),
+          carbon::format_utc_time(at));
     }
   } else if (!flags.at.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon intensity: --at needs --trace");
   }
-  auto signal = value_or_throw(measure::make_carbon_signal(source, *clock));
+  auto signal = value_or_throw(carbon::make_carbon_signal(source, *clock));
   const auto latest = value_or_throw(signal->latest());
-  std::vector<measure::IntensityPoint> history;
-  std::vector<measure::IntensityPoint> forecast;
+  std::vector<carbon::IntensityPoint> history;
+  std::vector<carbon::IntensityPoint> forecast;
   const int64_t now_s = clock->to_unix_ns(clock->now()) / 1'000'000'000;
   if (flags.history_h > 0) {
     history = value_or_throw(signal->history(now_s - static_cast<int64_t>(flags.history_h * 3600), now_s));
@@ -473,10 +473,10 @@ int run_intensity(const IntensityFlags& flags) {
   if (flags.forecast_h > 0) {
     forecast = value_or_throw(signal->forecast(static_cast<int64_t>(flags.forecast_h * 3600)));
   }
-  const auto to_json = [](const std::vector<measure::IntensityPoint>& points) {
+  const auto to_json = [](const std::vector<carbon::IntensityPoint>& points) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& p : points) {
-      list.push_back({{"time", measure::format_utc_time(p.time_unix_s)},
+      list.push_back({{"time", carbon::format_utc_time(p.time_unix_s)},
                       {"intensity_g_per_kwh", p.intensity_g_per_kwh},
                       {"estimated", p.estimated}});
     }
@@ -494,24 +494,24 @@ int run_intensity(const IntensityFlags& flags) {
     }
     case Format::kCsv:
       std::cout << "kind,timestamp,carbon_intensity_g_per_kwh,estimated\n";
-      std::cout << fmt::format("latest,{},{:g},{}\n", measure::format_utc_time(latest.time_unix_s),
+      std::cout << fmt::format("latest,{},{:g},{}\n", carbon::format_utc_time(latest.time_unix_s),
                                latest.intensity_g_per_kwh, latest.estimated);
       for (const auto& p : history) {
-        std::cout << fmt::format("history,{},{:g},{}\n", measure::format_utc_time(p.time_unix_s),
+        std::cout << fmt::format("history,{},{:g},{}\n", carbon::format_utc_time(p.time_unix_s),
                                  p.intensity_g_per_kwh, p.estimated);
       }
       for (const auto& p : forecast) {
-        std::cout << fmt::format("forecast,{},{:g},{}\n", measure::format_utc_time(p.time_unix_s),
+        std::cout << fmt::format("forecast,{},{:g},{}\n", carbon::format_utc_time(p.time_unix_s),
                                  p.intensity_g_per_kwh, p.estimated);
       }
       break;
     case Format::kText:
       std::cout << fmt::format("{}: {:g} gCO2e/kWh at {}{}\n", signal->describe(), latest.intensity_g_per_kwh,
-                               measure::format_utc_time(latest.time_unix_s),
+                               carbon::format_utc_time(latest.time_unix_s),
                                latest.estimated ? " (estimated)" : "");
       for (const auto& [label, points] : {std::pair{"history", &history}, std::pair{"forecast", &forecast}}) {
         for (const auto& p : *points) {
-          std::cout << fmt::format("  {:<8} {} {:>8.1f}{}\n", label, measure::format_utc_time(p.time_unix_s),
+          std::cout << fmt::format("  {:<8} {} {:>8.1f}{}\n", label, carbon::format_utc_time(p.time_unix_s),
                                    p.intensity_g_per_kwh, p.estimated ? " (estimated)" : "");
         }
       }

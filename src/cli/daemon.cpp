@@ -11,8 +11,9 @@
 
 #include "joule/core/log.hpp"
 #include "joule/daemon/metrics.hpp"
-#include "joule/measure/metrics.hpp"
-#include "joule/measure/metrics_http.hpp"
+#include "joule/metrics/endpoint.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
+#include "joule/metrics/http_listener.hpp"
 
 #include "common.hpp"
 #include "signals.hpp"
@@ -74,7 +75,7 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
                     "daemon: --carbon-intensity is only used by the metrics: add --metrics HOST:PORT");
   }
   if (!flags.metrics.empty()) {
-    value_or_throw(measure::parse_metrics_address(flags.metrics, "daemon: --metrics"));
+    value_or_throw(metrics::parse_host_port(flags.metrics, "daemon: --metrics"));
   }
 
   // Blocked before any thread exists, so that the stop signals only ever reach the daemon's signalfd: a
@@ -91,16 +92,16 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
     gpus.push_back(gpu.get());
   }
   // The GPUs' and the daemon's metrics on their own HTTP listener (the daemon's socket speaks its protocol).
-  measure::MetricsRegistry metrics;
-  std::unique_ptr<measure::MetricsEndpoint> endpoint;
+  metrics::MetricsRegistry metrics;
+  std::unique_ptr<metrics::MetricsEndpoint> endpoint;
   if (!flags.metrics.empty()) {
-    auto gpu_metrics = std::make_shared<measure::GpuMetrics>(gpus, *devices.clock);
+    auto gpu_metrics = std::make_shared<metrics::GpuMetrics>(gpus, *devices.clock);
     if (flags.carbon_intensity) {
       value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
     }
     metrics.add_collector(gpu_metrics);
     options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics.registry());
-    endpoint = value_or_throw(measure::MetricsEndpoint::start(
+    endpoint = value_or_throw(metrics::MetricsEndpoint::start(
         flags.metrics, [&metrics] { return metrics.render(); }, "daemon: --metrics"));
   }
   auto daemon = value_or_throw(daemon::Daemon::start(gpus, *devices.clock, std::move(options)));

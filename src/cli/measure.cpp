@@ -20,11 +20,11 @@
 #include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
-#include "joule/measure/carbon.hpp"
-#include "joule/measure/carbon_monitor.hpp"
+#include "joule/carbon/signal.hpp"
+#include "joule/carbon/monitor.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
-#include "joule/measure/price.hpp"
+#include "joule/carbon/price.hpp"
 
 #include "child_process.hpp"
 #include "common.hpp"
@@ -40,7 +40,7 @@ struct MeasureFlags {
   Format format = Format::kText;
   std::string output;
   std::vector<std::string> command;
-  measure::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
+  carbon::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
   std::string tariff;                   // --tariff FILE: hour,price_usd_per_kwh
   int repeat = 1;                       // -r N: run the command N times, report mean ± stddev
   std::string append_csv;               // --append-csv FILE: one row per device per run, appended
@@ -67,8 +67,8 @@ struct Summary {
   double wall_time_s = 0;
   std::vector<DeviceFigure> devices;
   // Carbon and cost, when asked for: a value, or the error that explains why there is none.
-  std::optional<Result<measure::CarbonReport>> carbon;
-  std::optional<measure::PriceReport> price;
+  std::optional<Result<carbon::CarbonReport>> carbon;
+  std::optional<carbon::PriceReport> price;
   double total_energy_j() const {
     double total = 0;
     for (const auto& d : devices) {
@@ -171,7 +171,7 @@ nlohmann::json summary_json(const Summary& summary) {
       const auto& c = **summary.carbon;
       nlohmann::json buckets = nlohmann::json::array();
       for (const auto& b : c.buckets) {
-        buckets.push_back({{"start", measure::format_utc_time(b.start_unix_s)},
+        buckets.push_back({{"start", carbon::format_utc_time(b.start_unix_s)},
                            {"energy_j", b.energy_j},
                            {"intensity_g_per_kwh", b.intensity_g_per_kwh},
                            {"estimated", b.estimated},
@@ -449,7 +449,7 @@ void append_history(const std::string& path, const std::vector<Summary>& runs, b
     size_t gpu = 0;
     for (const auto& d : run.devices) {
       const auto [carbon_g, cost_usd] = carbon_and_cost_cells(run, d, gpu);
-      std::vector<std::string> row = {measure::format_utc_time(run.started_unix_s), std::to_string(r + 1)};
+      std::vector<std::string> row = {carbon::format_utc_time(run.started_unix_s), std::to_string(r + 1)};
       const auto cells = device_cells(run, d);
       row.insert(row.end(), cells.begin(), cells.end());
       row.push_back(carbon_g);
@@ -502,19 +502,19 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   Clock& clock = *devices.clock;
   measure::EnergyMonitor monitor(gpus, cpus, clock);
   // Carbon and cost sources are checked before the command runs, so that bad flags cost nothing.
-  std::unique_ptr<measure::CarbonSignal> signal;
-  std::unique_ptr<measure::CarbonMonitor> carbon;
+  std::unique_ptr<carbon::CarbonSignal> signal;
+  std::unique_ptr<carbon::CarbonMonitor> carbon;
   if (wants_carbon(flags)) {
-    signal = value_or_throw(measure::make_carbon_signal(flags.carbon, clock));
-    carbon = std::make_unique<measure::CarbonMonitor>(monitor, *signal);
+    signal = value_or_throw(carbon::make_carbon_signal(flags.carbon, clock));
+    carbon = std::make_unique<carbon::CarbonMonitor>(monitor, *signal);
   } else if (!flags.carbon.provider.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "measure: --carbon-provider needs --zone");
   }
-  std::optional<measure::HourlyTariff> tariff;
-  std::unique_ptr<measure::PriceMonitor> price;
+  std::optional<carbon::HourlyTariff> tariff;
+  std::unique_ptr<carbon::PriceMonitor> price;
   if (!flags.tariff.empty()) {
-    tariff = value_or_throw(measure::HourlyTariff::read_file(flags.tariff));
-    price = std::make_unique<measure::PriceMonitor>(monitor, *tariff);
+    tariff = value_or_throw(carbon::HourlyTariff::read_file(flags.tariff));
+    price = std::make_unique<carbon::PriceMonitor>(monitor, *tariff);
   }
 
   // One sampler for the peak power of every device; energy comes from the monitor.

@@ -6,12 +6,13 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/log.hpp"
-#include "joule/measure/carbon.hpp"
-#include "joule/measure/metrics.hpp"
-#include "joule/measure/metrics_http.hpp"
 #include "joule/measure/power_sampler.hpp"
+#include "joule/metrics/endpoint.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
+#include "joule/metrics/http_listener.hpp"
 
 #include "common.hpp"
 #include "signals.hpp"
@@ -28,7 +29,7 @@ struct PowerFlags {
   Format format = Format::kText;
   std::string serve;  // HOST:PORT of /metrics; empty: print readings
   // Where the carbon metrics' intensity comes from: --carbon-intensity, --carbon-trace, --zone (+ provider).
-  measure::CarbonSourceOptions carbon;
+  carbon::CarbonSourceOptions carbon;
   double carbon_refresh_s = 300;  // how often a trace or provider is asked for the current intensity
 };
 
@@ -38,7 +39,7 @@ bool wants_carbon(const PowerFlags& flags) {
 
 // Asks the signal for the current intensity and hands it to the metrics. A provider that fails keeps the
 // last value (a warning says why): a scrape must never show an invented intensity.
-void refresh_intensity(measure::CarbonSignal& signal, measure::GpuMetrics& metrics) {
+void refresh_intensity(carbon::CarbonSignal& signal, metrics::GpuMetrics& metrics) {
   const auto latest = signal.latest();
   if (!latest) {
     log().warn("power: carbon intensity unavailable, keeping the last value: {}", latest.error().message());
@@ -56,7 +57,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
                     "--serve HOST:PORT");
   }
   if (!flags.serve.empty()) {
-    value_or_throw(measure::parse_metrics_address(flags.serve, "power: --serve"));
+    value_or_throw(metrics::parse_host_port(flags.serve, "power: --serve"));
   }
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
@@ -94,14 +95,14 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   measure::PowerSampler sampler(std::move(channels), clock, period);
   // With --serve the scrape is the output: readings are not printed (a service's log would fill with them),
   // only where to scrape and, at the end, the summary.
-  measure::MetricsRegistry metrics;
-  std::unique_ptr<measure::MetricsEndpoint> endpoint;
-  std::shared_ptr<measure::GpuMetrics> gpu_metrics;
-  std::unique_ptr<measure::CarbonSignal> carbon_signal;
+  metrics::MetricsRegistry metrics;
+  std::unique_ptr<metrics::MetricsEndpoint> endpoint;
+  std::shared_ptr<metrics::GpuMetrics> gpu_metrics;
+  std::unique_ptr<carbon::CarbonSignal> carbon_signal;
   if (!flags.serve.empty()) {
-    gpu_metrics = std::make_shared<measure::GpuMetrics>(gpus, clock);
+    gpu_metrics = std::make_shared<metrics::GpuMetrics>(gpus, clock);
     if (wants_carbon(flags)) {
-      carbon_signal = value_or_throw(measure::make_carbon_signal(flags.carbon, clock));
+      carbon_signal = value_or_throw(carbon::make_carbon_signal(flags.carbon, clock));
       // A source that cannot give the current value at the start is a configuration error, said now.
       const auto first = carbon_signal->latest();
       if (!first) {
@@ -110,7 +111,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
       value_or_throw(gpu_metrics->set_carbon_intensity(first->intensity_g_per_kwh));
     }
     metrics.add_collector(gpu_metrics);
-    endpoint = value_or_throw(measure::MetricsEndpoint::start(
+    endpoint = value_or_throw(metrics::MetricsEndpoint::start(
         flags.serve, [&metrics] { return metrics.render(); }, "power: --serve"));
     // Tests and scripts read the port from this line (with HOST:0 it is the one chosen).
     std::cout << fmt::format("joule power: serving metrics of {} GPU{} on {}\n", gpus.size(),

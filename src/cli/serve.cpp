@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/metrics/http_listener.hpp"
 #include "joule/server/http_server.hpp"
 #include "joule/server/metrics.hpp"
 #include "joule/server/service.hpp"
@@ -35,7 +36,8 @@ int run_serve(const ServeFlags& flags) {
   ::signal(SIGXFSZ, SIG_IGN);
   // Before any thread starts, so that only the wait below receives them.
   BlockedSignals stop({SIGINT, SIGTERM});
-  const auto [host, port] = value_or_throw(server::parse_listen_address(flags.listen));
+  const auto [host, port] =
+      value_or_throw(metrics::parse_host_port(flags.listen, "listen address", server::kDefaultPort));
   store::OpenOptions open_options;
   open_options.max_connections = flags.db_connections;
   auto opened = store::open_store(flags.db, open_options);

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "joule/device/sim_gpu.hpp"
-#include "joule/measure/carbon_monitor.hpp"
+#include "joule/carbon/monitor.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/optimize/power_limit.hpp"
 
@@ -205,7 +205,7 @@ Result<Frontier<uint32_t>> profile_frontier(const SimSetup& setup, const CarbonR
 // Decides the limit at a period start: (now, intensity of the period before) → (limit, forecast).
 using Decide = std::function<Result<std::pair<uint32_t, double>>(int64_t, double)>;
 
-Result<StrategyResult> run_strategy(std::string name, const measure::CarbonTrace& trace,
+Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace& trace,
                                     const SimSetup& setup, const CarbonReplayOptions& options,
                                     int64_t start_unix_s, const std::function<Decide(SimRun&)>& make_decide) {
   auto run = open_run(setup, start_unix_s);
@@ -214,8 +214,8 @@ Result<StrategyResult> run_strategy(std::string name, const measure::CarbonTrace
   }
   const Decide decide = make_decide(*run);
   measure::EnergyMonitor monitor(run->gpus, {}, *run->clock);
-  measure::TraceSignal signal(trace, *run->clock);
-  measure::CarbonMonitor carbon(monitor, signal,
+  carbon::TraceSignal signal(trace, *run->clock);
+  carbon::CarbonMonitor carbon(monitor, signal,
                                 {.bucket_s = trace.period_s(), .background_checkpoints = false});
   device::sim::TrainingJob job(run->sim_gpus, *run->clock);
   StrategyResult result;
@@ -233,8 +233,8 @@ Result<StrategyResult> run_strategy(std::string name, const measure::CarbonTrace
       return fail(ErrorCode::kOutOfRange,
                   "carbon replay ({}): {} covers {} to {}, but the run needs the intensity at {} ({} "
                   "iterations still to run): use a longer trace, an earlier --start or less work",
-                  result.name, trace.source(), measure::format_utc_time(trace.start_unix_s()),
-                  measure::format_utc_time(trace.end_unix_s()), measure::format_utc_time(now_s), remaining);
+                  result.name, trace.source(), carbon::format_utc_time(trace.start_unix_s()),
+                  carbon::format_utc_time(trace.end_unix_s()), carbon::format_utc_time(now_s), remaining);
     }
     const auto decision = decide(now_s, previous->intensity_g_per_kwh);
     if (!decision) {
@@ -262,8 +262,8 @@ Result<StrategyResult> run_strategy(std::string name, const measure::CarbonTrace
     return fail(ErrorCode::kOutOfRange,
                 "carbon replay ({}): {} ends at {}, but the run ends at {}: use a longer trace, an earlier "
                 "--start or less work",
-                result.name, trace.source(), measure::format_utc_time(trace.end_unix_s()),
-                measure::format_utc_time(end_s));
+                result.name, trace.source(), carbon::format_utc_time(trace.end_unix_s()),
+                carbon::format_utc_time(end_s));
   }
   auto measured = carbon.end_window("replay");
   if (!measured.carbon) {
@@ -277,7 +277,7 @@ Result<StrategyResult> run_strategy(std::string name, const measure::CarbonTrace
 
 }  // namespace
 
-Result<CarbonReplayResult> replay_carbon(const measure::CarbonTrace& trace,
+Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
                                          const CarbonReplayOptions& options) {
   if (auto ok = validate(options.chase); !ok) {
     return tl::make_unexpected(ok.error());
@@ -305,17 +305,17 @@ Result<CarbonReplayResult> replay_carbon(const measure::CarbonTrace& trace,
   const auto start_index = trace.index_at(start_unix_s);
   if (!start_index) {
     return fail(ErrorCode::kOutOfRange, "carbon replay: the start {} is outside {} ({} to {})",
-                measure::format_utc_time(start_unix_s), trace.source(),
-                measure::format_utc_time(trace.start_unix_s()), measure::format_utc_time(trace.end_unix_s()));
+                carbon::format_utc_time(start_unix_s), trace.source(),
+                carbon::format_utc_time(trace.start_unix_s()), carbon::format_utc_time(trace.end_unix_s()));
   }
   if (*start_index < options.training_samples || *start_index < 1) {
     return fail(ErrorCode::kOutOfRange,
                 "carbon replay: the forecaster trains on the {} periods before the start, but {} has only {} "
                 "before {}: start later",
                 options.training_samples, trace.source(), *start_index,
-                measure::format_utc_time(start_unix_s));
+                carbon::format_utc_time(start_unix_s));
   }
-  const std::vector<measure::IntensityPoint> training(
+  const std::vector<carbon::IntensityPoint> training(
       points.begin() + static_cast<std::ptrdiff_t>(*start_index - options.training_samples),
       points.begin() + static_cast<std::ptrdiff_t>(*start_index));
   if (auto ok = (*forecaster)->fit(training); !ok) {

@@ -23,7 +23,7 @@ std::array<double, 2> time_of_day(int64_t time_unix_s) {
   return {std::sin(angle), std::cos(angle)};
 }
 
-Result<void> check_training(const std::vector<measure::IntensityPoint>& points, std::string_view name) {
+Result<void> check_training(const std::vector<carbon::IntensityPoint>& points, std::string_view name) {
   if (points.size() < 3) {
     return fail(ErrorCode::kInvalidArgument, "forecaster {}: needs at least 3 training points, got {}", name,
                 points.size());
@@ -49,7 +49,7 @@ std::vector<double> CarbonForecaster::predict_steps(int64_t first_time_unix_s, i
 // ---- last value
 // --------------------------------------------------------------------------------------------
 
-Result<void> LastValueForecaster::fit(const std::vector<measure::IntensityPoint>& points) {
+Result<void> LastValueForecaster::fit(const std::vector<carbon::IntensityPoint>& points) {
   return check_training(points, name());
 }
 
@@ -60,7 +60,7 @@ double LastValueForecaster::predict(int64_t /*time_unix_s*/, double previous_g_p
 // ---- ridge
 // -------------------------------------------------------------------------------------------------
 
-Result<void> RidgeForecaster::fit(const std::vector<measure::IntensityPoint>& points) {
+Result<void> RidgeForecaster::fit(const std::vector<carbon::IntensityPoint>& points) {
   if (auto ok = check_training(points, name()); !ok) {
     return ok;
   }
@@ -149,7 +149,7 @@ std::array<svm_node, 4> svr_features(int64_t time_unix_s, double previous_g_per_
 }
 }  // namespace
 
-Result<void> SvrForecaster::fit(const std::vector<measure::IntensityPoint>& points) {
+Result<void> SvrForecaster::fit(const std::vector<carbon::IntensityPoint>& points) {
   if (auto ok = check_training(points, name()); !ok) {
     return ok;
   }
@@ -226,7 +226,7 @@ Result<std::unique_ptr<CarbonForecaster>> make_forecaster(std::string_view name)
 }
 
 Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
-                                               const measure::CarbonTrace& trace,
+                                               const carbon::CarbonTrace& trace,
                                                const ForecastEvaluationOptions& options) {
   const auto& points = trace.points();
   if (options.horizon_steps < 1) {
@@ -241,7 +241,7 @@ Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
                 trace.source(), points.size(), options.training_samples, options.horizon_steps);
   }
   const auto fit_on = [&](size_t end) {
-    return forecaster.fit(std::vector<measure::IntensityPoint>(
+    return forecaster.fit(std::vector<carbon::IntensityPoint>(
         points.begin() + static_cast<std::ptrdiff_t>(end - options.training_samples),
         points.begin() + static_cast<std::ptrdiff_t>(end)));
   };

@@ -41,10 +41,6 @@ bool is_profile_upload(std::string_view method, std::string_view path) {
 
 }  // namespace
 
-Result<std::pair<std::string, int>> parse_listen_address(const std::string& text) {
-  return metrics::parse_host_port(text, "listen address", 7787);
-}
-
 HttpServer::HttpServer(Service& service, HttpServerOptions options)
     : service_(service), options_(std::move(options)) {
   if (!options_.metrics) {
@@ -99,7 +95,7 @@ Result<void> HttpServer::start() {
       // Prometheus's scrape, on the service's own listener.
       if (request.method == "GET") {
         response.body = server_metrics.render();
-        response.content_type = measure::kMetricsContentType;
+        response.content_type = metrics::kMetricsContentType;
       } else {
         response.status = 405;
         response.body = R"({"detail":"Method Not Allowed"})";

@@ -19,8 +19,8 @@ const prometheus::Histogram::BucketBoundaries& latency_buckets() {
   return kBuckets;
 }
 
-measure::WindowMetricsOptions epoch_options() {
-  measure::WindowMetricsOptions options;
+metrics::WindowMetricsOptions epoch_options() {
+  metrics::WindowMetricsOptions options;
   options.what = "training epoch reported to POST /report (window=\"epoch\")";
   return options;
 }

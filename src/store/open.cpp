@@ -89,7 +89,12 @@ Result<std::unique_ptr<Store>> open_store(const std::string& url, const OpenOpti
     return open_sqlite_store(path, options);
   }
   if (text.starts_with("postgresql://") || text.starts_with("postgres://")) {
+#if JOULE_WITH_POSTGRESQL
     return open_postgres_store(url, options);
+#else
+    return fail(ErrorCode::kNotSupported,
+                "this joule was built without PostgreSQL (JOULE_WITH_POSTGRESQL=OFF): use a sqlite: store");
+#endif
   }
   if (is_bare_sqlite_path(text)) {
     return open_sqlite_store(url, options);

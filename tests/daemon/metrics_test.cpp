@@ -14,9 +14,9 @@
 
 #include "joule/daemon/daemon.hpp"
 #include "joule/device/sim_gpu.hpp"
-#include "joule/measure/metrics.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
 
-#include "measure/metrics_text.hpp"
+#include "metrics/metrics_text.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {
@@ -91,8 +91,8 @@ TEST(DaemonMetricsTest, CountsConnectionsRequestsChangesAndRestores) {
   std::shared_ptr<Clock> clock{std::shared_ptr<Clock>{}, &SteadyClock::instance()};
   auto gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("2xv100"), clock));
   std::vector<device::Gpu*> raw = {gpus[0].get(), gpus[1].get()};
-  measure::MetricsRegistry metrics;
-  metrics.add_collector(std::make_shared<measure::GpuMetrics>(raw, *clock));
+  metrics::MetricsRegistry metrics;
+  metrics.add_collector(std::make_shared<metrics::GpuMetrics>(raw, *clock));
   daemon::DaemonOptions options;
   options.socket_path = dir.path() + "/joule.sock";
   options.audit_log = dir.path() + "/audit.log";

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "joule/measure/carbon.hpp"
+#include "joule/carbon/signal.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) {
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (data[0] == 'e' || data[0] == 'w' || data[0] == 'u')) {
       continue;
     }
-    const auto points = joule::measure::parse_provider_body(provider, body);
+    const auto points = joule::carbon::parse_provider_body(provider, body);
     if (!points) {
       continue;
     }

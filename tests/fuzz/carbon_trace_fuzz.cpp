@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "joule/measure/carbon.hpp"
+#include "joule/carbon/signal.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto trace = joule::measure::CarbonTrace::parse(text, "fuzz.csv");
+  auto trace = joule::carbon::CarbonTrace::parse(text, "fuzz.csv");
   if (!trace) {
     return 0;
   }
@@ -22,6 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!trace->at(trace->start_unix_s()) || trace->at(trace->end_unix_s())) {
     std::abort();
   }
-  (void)joule::measure::CarbonTrace::parse(trace->to_csv(), "again");
+  (void)joule::carbon::CarbonTrace::parse(trace->to_csv(), "again");
   return 0;
 }

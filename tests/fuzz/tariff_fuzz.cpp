@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "joule/measure/price.hpp"
+#include "joule/carbon/price.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto tariff = joule::measure::HourlyTariff::parse(text, "fuzz.csv");
+  auto tariff = joule::carbon::HourlyTariff::parse(text, "fuzz.csv");
   if (!tariff) {
     return 0;
   }

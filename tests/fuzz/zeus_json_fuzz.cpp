@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/core/json.hpp"
-#include "joule/measure/metrics_http.hpp"
+#include "joule/metrics/endpoint.hpp"
 #include "joule/metrics/http_listener.hpp"
 #include "joule/optimize/batch_size.hpp"
 #include "joule/server/http_server.hpp"
@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using joule::fuzz::require_message;
   namespace bso = joule::optimize::batch_size;
   const std::string text(reinterpret_cast<const char*>(data), size);
-  require_message(joule::server::parse_listen_address(text));
-  require_message(joule::measure::parse_metrics_address(text, "--serve"));
+  require_message(joule::metrics::parse_host_port(text, "listen address", joule::server::kDefaultPort));
+  require_message(joule::metrics::parse_host_port(text, "--serve"));
   (void)joule::metrics::percent_decode(text, true);
 
   // The service, on a store that lives as long as the fuzzer (a job and a pipeline for the bodies to hit).

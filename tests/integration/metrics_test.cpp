@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 
 #include "integration/run_process.hpp"
-#include "measure/metrics_text.hpp"
+#include "metrics/metrics_text.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {

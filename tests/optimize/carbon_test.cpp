@@ -16,8 +16,8 @@ namespace {
 constexpr int64_t kStart = 1'717'372'800;  // 2024-06-03T00:00:00Z
 
 // A half-hourly series with a daily cycle: 400 − 150·cos(2π·time of day) + a small deterministic wobble.
-measure::CarbonTrace daily_trace(size_t points, double wobble = 5) {
-  std::vector<measure::IntensityPoint> series;
+carbon::CarbonTrace daily_trace(size_t points, double wobble = 5) {
+  std::vector<carbon::IntensityPoint> series;
   for (size_t i = 0; i < points; ++i) {
     const int64_t t = kStart + static_cast<int64_t>(i) * 1800;
     const double day = static_cast<double>(t % 86400) / 86400.0;
@@ -26,7 +26,7 @@ measure::CarbonTrace daily_trace(size_t points, double wobble = 5) {
          400 - 150 * std::cos(2 * std::numbers::pi * day) + wobble * std::sin(0.7 * static_cast<double>(i)),
          false});
   }
-  return *measure::CarbonTrace::from_points(std::move(series), "daily");
+  return *carbon::CarbonTrace::from_points(std::move(series), "daily");
 }
 
 TEST(Forecasters, FactoryAndNames) {
@@ -51,7 +51,7 @@ TEST(Forecasters, NeedTrainingData) {
 
 TEST(Forecasters, RidgeRecoversALinearProcess) {
   // y_k = 50 + 0.8·y_{k−1} exactly: ridge must find it (up to its tiny penalty).
-  std::vector<measure::IntensityPoint> points;
+  std::vector<carbon::IntensityPoint> points;
   double y = 300;
   for (int i = 0; i < 48; ++i) {
     points.push_back({kStart + i * 1800, y, false});

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "measure/metrics_text.hpp"
+#include "metrics/metrics_text.hpp"
 #include "server/server_test_util.hpp"
 
 namespace joule::server {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/daemon/metrics.hpp — the Prometheus metrics of `joule daemon` (docs/metrics.md): connections,
-// requests, setting changes and restores, next to its GPUs' metrics (measure::GpuMetrics).
+// requests, setting changes and restores, next to its GPUs' metrics (metrics::GpuMetrics).
 #pragma once
 
 #include <string_view>

@@ -17,7 +17,7 @@
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
 #include "joule/device/gpu.hpp"
-#include "joule/measure/carbon.hpp"
+#include "joule/carbon/signal.hpp"
 #include "joule/optimize/carbon_forecast.hpp"
 
 namespace joule::optimize {
@@ -126,7 +126,7 @@ struct CarbonReplayResult {
 /// trace's period. Deterministic. @return kInvalidArgument / kNotFound for bad options (unknown GPU,
 /// workload or forecaster), kOutOfRange if the trace does not cover the training window before the start
 /// or the whole run ("the trace ends at …").
-Result<CarbonReplayResult> replay_carbon(const measure::CarbonTrace& trace,
+Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
                                          const CarbonReplayOptions& options);
 
 }  // namespace joule::optimize

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
-#include "joule/measure/carbon.hpp"
+#include "joule/carbon/signal.hpp"
 
 namespace joule::optimize {
 
@@ -31,7 +31,7 @@ class CarbonForecaster {
   virtual std::string name() const = 0;
   /// Trains on a regular series (oldest first, consecutive periods). @return kInvalidArgument for fewer
   /// than 3 points.
-  virtual Result<void> fit(const std::vector<measure::IntensityPoint>& points) = 0;
+  virtual Result<void> fit(const std::vector<carbon::IntensityPoint>& points) = 0;
   /// @return the predicted intensity (g/kWh, ≥ 0) of the period starting at `time_unix_s`, given the
   /// intensity of the period before it. Before fit(), models that need training predict the lag.
   virtual double predict(int64_t time_unix_s, double previous_g_per_kwh) const = 0;
@@ -46,7 +46,7 @@ class CarbonForecaster {
 class LastValueForecaster final : public CarbonForecaster {
  public:
   std::string name() const override { return "last"; }
-  Result<void> fit(const std::vector<measure::IntensityPoint>& points) override;
+  Result<void> fit(const std::vector<carbon::IntensityPoint>& points) override;
   double predict(int64_t time_unix_s, double previous_g_per_kwh) const override;
 };
 
@@ -55,7 +55,7 @@ class LastValueForecaster final : public CarbonForecaster {
 class RidgeForecaster final : public CarbonForecaster {
  public:
   std::string name() const override { return "ridge"; }
-  Result<void> fit(const std::vector<measure::IntensityPoint>& points) override;
+  Result<void> fit(const std::vector<carbon::IntensityPoint>& points) override;
   double predict(int64_t time_unix_s, double previous_g_per_kwh) const override;
 
  private:
@@ -78,7 +78,7 @@ class SvrForecaster final : public CarbonForecaster {
   SvrForecaster(const SvrForecaster&) = delete;
   SvrForecaster& operator=(const SvrForecaster&) = delete;
   std::string name() const override { return "svr"; }
-  Result<void> fit(const std::vector<measure::IntensityPoint>& points) override;
+  Result<void> fit(const std::vector<carbon::IntensityPoint>& points) override;
   double predict(int64_t time_unix_s, double previous_g_per_kwh) const override;
 
  private:
@@ -112,7 +112,7 @@ struct ForecastEvaluationOptions {
 /// actual value of period k − horizon, recursively. @return kInvalidArgument for a trace too short for
 /// the training window and horizon, or a horizon < 1.
 Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
-                                               const measure::CarbonTrace& trace,
+                                               const carbon::CarbonTrace& trace,
                                                const ForecastEvaluationOptions& options = {});
 
 }  // namespace joule::optimize

@@ -31,9 +31,12 @@ inline constexpr size_t kDefaultMaxBodyBytes = size_t{64} * 1024;
 /// stages × 2 instructions × 160 clocks × ~120 bytes a row ≈ 4.9 MB — with room to spare.
 inline constexpr size_t kDefaultMaxProfileBodyBytes = size_t{8} * 1024 * 1024;
 
+/// The port `joule serve` listens on by default (and the port of a "HOST" without one).
+inline constexpr int kDefaultPort = 7787;
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 7787;                                              ///< 0: any free port (see HttpServer::port())
+  int port = kDefaultPort;                                              ///< 0: any free port (see HttpServer::port())
   size_t threads = kDefaultThreads;                             ///< requests handled at once
   size_t max_connections = kDefaultMaxConnections;              ///< open connections
   size_t max_body_bytes = kDefaultMaxBodyBytes;                 ///< larger bodies get 413
@@ -49,10 +52,6 @@ struct HttpServerOptions {
   /// its own (see HttpServer::metrics()).
   std::shared_ptr<ServerMetrics> metrics;
 };
-
-/// @return the (host, port) of "HOST:PORT", "[V6]:PORT" or ":PORT" (host 0.0.0.0). kInvalidArgument
-/// otherwise (an IPv6 address must be in brackets).
-Result<std::pair<std::string, int>> parse_listen_address(const std::string& text);
 
 /// Serves a Service over HTTP on background threads.
 class HttpServer {

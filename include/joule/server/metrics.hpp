@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "joule/measure/metrics.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
 #include "joule/server/service.hpp"
 
 namespace joule::server {
@@ -33,7 +33,7 @@ class ServerMetrics {
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
   /// @return the registry to add more metrics or collectors to.
-  measure::MetricsRegistry& registry() { return registry_; }
+  metrics::MetricsRegistry& registry() { return registry_; }
 
   /// Counts a request that starts (in flight until finish_request()).
   void start_request();
@@ -50,7 +50,7 @@ class ServerMetrics {
   static std::string route_of(std::string_view path);
 
  private:
-  measure::MetricsRegistry registry_;
+  metrics::MetricsRegistry registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Gauge& in_flight_;
@@ -58,7 +58,7 @@ class ServerMetrics {
   prometheus::Counter& jobs_registered_;
   prometheus::Counter& jobs_deleted_;
   prometheus::Counter& trials_ended_;
-  measure::WindowMetrics epochs_;
+  metrics::WindowMetrics epochs_;
 };
 
 }  // namespace joule::server

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// Private: the HTTP GET + JSON plumbing the carbon-intensity providers share (cpp-httplib client).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/error.hpp"
+
+namespace joule::carbon::detail {
+
+/// A base URL split into what httplib::Client takes ("https://host:port") and a path prefix ("/v3").
+struct BaseUrl {
+  std::string origin;
+  std::string path_prefix;  // no trailing slash; may be empty
+};
+
+/// @return the parts of `url` (http:// or https://), or kInvalidArgument naming `provider` and the URL.
+Result<BaseUrl> parse_base_url(std::string_view url, std::string_view provider);
+
+/// @return `text` percent-encoded for a query value or path segment (unreserved characters kept).
+std::string url_encode(std::string_view text);
+
+struct HttpGet {
+  std::string path;  // after the prefix, starting with '/', query included
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::optional<std::pair<std::string, std::string>> basic_auth;  // user, password
+  std::string bearer_token;
+  double timeout_s = 30;
+};
+
+/// Sends the GET and parses the body as JSON. Errors name the provider and "GET <prefix><path>" (never a
+/// credential): kIo when the server cannot be reached (httplib's reason); for a non-2xx status
+/// kPermissionDenied (401, 403), kNotFound (404) or kIo, quoting the body's "error"/"message" (or the
+/// body's start); kParse for a body that is not JSON.
+Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std::string_view provider);
+
+/// @return a kParse error "<provider>: GET <what>: <problem>" for a response of an unexpected shape.
+Error shape_error(std::string_view provider, std::string_view what, std::string_view problem);
+
+}  // namespace joule::carbon::detail

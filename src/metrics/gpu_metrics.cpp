@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU metrics read at scrape time and window histograms.
+#include "joule/metrics/gpu_metrics.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "joule/core/log.hpp"
+
+namespace joule::metrics {
+
+namespace {
+
+constexpr double kJoulesPerKwh = 3.6e6;
+constexpr double kMilli = 1e-3;
+
+prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type) {
+  prometheus::MetricFamily out;
+  out.name = std::move(name);
+  out.help = std::move(help);
+  out.type = type;
+  return out;
+}
+
+std::vector<prometheus::ClientMetric::Label> gpu_labels(const device::GpuInfo& info) {
+  return {{"gpu", std::to_string(info.index)}, {"uuid", info.uuid}, {"name", info.name}};
+}
+
+prometheus::ClientMetric gauge_sample(std::vector<prometheus::ClientMetric::Label> labels, double value) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  return metric;
+}
+
+prometheus::ClientMetric counter_sample(std::vector<prometheus::ClientMetric::Label> labels, double value) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.counter.value = value;
+  return metric;
+}
+
+void check_buckets(const std::vector<double>& buckets, std::string_view what) {
+  if (buckets.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("{} buckets: at least one bound is needed", what));
+  }
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (!std::isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1]))) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("{} buckets must be finite and strictly increasing (got {})", what,
+                                  fmt::join(buckets, ", ")));
+    }
+  }
+}
+
+}  // namespace
+
+// ---- GpuMetrics ----------------------------------------------------------------------------------------
+
+GpuMetrics::GpuMetrics(std::vector<device::Gpu*> gpus, Clock& clock, GpuMetricsOptions options)
+    : gpus_(std::move(gpus)), clock_(clock), options_(options), states_(gpus_.size()) {
+  if (options_.polling_period <= Nanos(0)) {
+    throw Exception(ErrorCode::kInvalidArgument, "metrics: the polling period must be positive");
+  }
+  bool polled = false;
+  for (const auto* gpu : gpus_) {
+    polled = polled || !gpu->info().has_energy_counter;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    update_locked(true);  // the integrals of GPUs without a counter start now
+  }
+  if (polled && !clock_.is_virtual()) {
+    thread_ = std::thread([this] { poll_thread(); });
+  }
+}
+
+GpuMetrics::~GpuMetrics() {
+  {
+    std::lock_guard lock(thread_mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void GpuMetrics::poll_thread() {
+  std::unique_lock lock(thread_mutex_);
+  while (!wake_.wait_for(lock, options_.polling_period, [this] { return stop_; })) {
+    lock.unlock();
+    {
+      std::lock_guard state_lock(mutex_);
+      update_locked(false);
+    }
+    lock.lock();
+  }
+}
+
+Result<void> GpuMetrics::set_carbon_intensity(double grams_per_kwh) {
+  if (!std::isfinite(grams_per_kwh) || grams_per_kwh < 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                "carbon intensity {} gCO2eq/kWh: expected a finite number of at least 0", grams_per_kwh);
+  }
+  std::lock_guard lock(mutex_);
+  update_locked(true);  // energy so far at the old intensity
+  intensity_g_per_kwh_ = grams_per_kwh;
+  ever_intensity_ = true;
+  return {};
+}
+
+void GpuMetrics::clear_carbon_intensity() {
+  std::lock_guard lock(mutex_);
+  update_locked(true);
+  intensity_g_per_kwh_.reset();
+}
+
+std::optional<double> GpuMetrics::carbon_intensity() const {
+  std::lock_guard lock(mutex_);
+  return intensity_g_per_kwh_;
+}
+
+void GpuMetrics::update() {
+  std::lock_guard lock(mutex_);
+  update_locked(true);
+}
+
+void GpuMetrics::count_error(size_t gpu, Reading reading, const Error& error) const {
+  State& state = states_[gpu];
+  ++state.errors[reading];
+  if (!state.error_logged[reading]) {
+    state.error_logged[reading] = true;
+    log().warn("metrics: {}: {} (later failures are only counted in joule_gpu_read_errors_total)",
+               gpus_[gpu]->label(), error.message());
+  }
+}
+
+void GpuMetrics::account_carbon_locked(State& state) const {
+  if (!state.energy_j) {
+    return;
+  }
+  const double energy_j = *state.energy_j;
+  // A counter that went backwards (driver reload) starts a new base; so does energy used without intensity.
+  if (intensity_g_per_kwh_ && state.carbon_base_j && energy_j >= *state.carbon_base_j) {
+    state.carbon_g += (energy_j - *state.carbon_base_j) / kJoulesPerKwh * *intensity_g_per_kwh_;
+  }
+  state.carbon_base_j = energy_j;
+}
+
+void GpuMetrics::update_locked(bool all) const {
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    device::Gpu& gpu = *gpus_[i];
+    State& state = states_[i];
+    const bool counter = gpu.info().has_energy_counter;
+    if (!all && counter) {
+      continue;
+    }
+    if (all) {
+      state.power_w.reset();
+      state.limit_w.reset();
+      state.energy_read = !counter;  // the integral of a GPU without a counter always has a value
+    }
+    if (counter) {
+      if (auto energy = gpu.energy_mj()) {
+        state.energy_j = static_cast<double>(*energy) * kMilli;
+        state.energy_read = true;
+      } else {
+        count_error(i, kEnergy, energy.error());
+      }
+    }
+    const Nanos now = clock_.now();
+    if (auto power = gpu.power_mw()) {
+      const double power_w = static_cast<double>(*power) * kMilli;
+      state.power_w = power_w;
+      if (!counter) {
+        if (state.polled && now > state.polled->time) {
+          state.integrated_j +=
+              0.5 * (state.polled->power_w + power_w) * to_seconds(now - state.polled->time);
+        }
+        state.polled = PowerPoint{now, power_w};
+        state.energy_j = state.integrated_j;
+      }
+    } else {
+      count_error(i, kPower, power.error());
+    }
+    if (all) {
+      if (auto limit = gpu.power_limit_mw()) {
+        state.limit_w = static_cast<double>(*limit) * kMilli;
+      } else {
+        count_error(i, kPowerLimit, limit.error());
+      }
+    }
+    account_carbon_locked(state);
+  }
+}
+
+std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
+  std::lock_guard lock(mutex_);
+  update_locked(true);
+  using prometheus::MetricType;
+  auto info = family("joule_gpu_info",
+                     "Identity of each GPU (value 1): framework index, UUID, name, backend, and where its "
+                     "energy comes from (counter: the device's energy counter, measured; power: integrated "
+                     "from polled power, estimated)",
+                     MetricType::Gauge);
+  auto energy = family("joule_gpu_energy_joules_total",
+                       "GPU energy in joules: the device's cumulative energy counter (origin: driver load), "
+                       "or for GPUs without one the integral of polled power since the exporter started",
+                       MetricType::Counter);
+  auto power = family("joule_gpu_power_watts", "GPU board power draw in watts", MetricType::Gauge);
+  auto limit = family("joule_gpu_power_limit_watts", "GPU power limit in force, in watts", MetricType::Gauge);
+  auto errors = family("joule_gpu_read_errors_total",
+                       "Failed GPU reads by reading (energy, power, power_limit); a failed read leaves its "
+                       "sample out of that scrape",
+                       MetricType::Counter);
+  auto carbon = family("joule_gpu_carbon_grams_total",
+                       "Carbon emitted for GPU energy in grams CO2-equivalent: energy times the grid carbon "
+                       "intensity in force when it was used (counted since an intensity was first set)",
+                       MetricType::Counter);
+  static constexpr std::string_view kReadingNames[kReadings] = {"energy", "power", "power_limit"};
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const device::GpuInfo& gpu = gpus_[i]->info();
+    const State& state = states_[i];
+    auto labels = gpu_labels(gpu);
+    auto info_labels = labels;
+    info_labels.push_back({"backend", gpu.backend});
+    info_labels.push_back({"energy_source", gpu.has_energy_counter ? "counter" : "power"});
+    info.metric.push_back(gauge_sample(std::move(info_labels), 1));
+    if (state.energy_j && state.energy_read) {
+      energy.metric.push_back(counter_sample(labels, *state.energy_j));
+    }
+    if (state.power_w) {
+      power.metric.push_back(gauge_sample(labels, *state.power_w));
+    }
+    if (state.limit_w) {
+      limit.metric.push_back(gauge_sample(labels, *state.limit_w));
+    }
+    for (size_t reading = 0; reading < kReadings; ++reading) {
+      auto error_labels = labels;
+      error_labels.push_back({"reading", std::string(kReadingNames[reading])});
+      errors.metric.push_back(
+          counter_sample(std::move(error_labels), static_cast<double>(state.errors[reading])));
+    }
+    if (ever_intensity_) {
+      carbon.metric.push_back(counter_sample(labels, state.carbon_g));
+    }
+  }
+  std::vector<prometheus::MetricFamily> families;
+  families.push_back(std::move(info));
+  families.push_back(std::move(energy));
+  families.push_back(std::move(power));
+  families.push_back(std::move(limit));
+  families.push_back(std::move(errors));
+  if (intensity_g_per_kwh_) {
+    auto intensity =
+        family("joule_grid_carbon_intensity_grams_per_kwh",
+               "Carbon intensity of the grid in force, in grams CO2-equivalent per kWh", MetricType::Gauge);
+    intensity.metric.push_back(gauge_sample({}, *intensity_g_per_kwh_));
+    families.push_back(std::move(intensity));
+  }
+  if (ever_intensity_) {
+    families.push_back(std::move(carbon));
+  }
+  return families;
+}
+
+// ---- WindowMetrics -------------------------------------------------------------------------------------
+
+WindowMetrics::WindowMetrics(prometheus::Registry& registry, WindowMetricsOptions options)
+    : options_((check_buckets(options.duration_buckets_s, "duration"),
+                check_buckets(options.energy_buckets_j, "energy"), std::move(options))),
+      duration_(prometheus::BuildHistogram()
+                    .Name(options_.prefix + "_duration_seconds")
+                    .Help(fmt::format("Duration of each {} in seconds, by window name", options_.what))
+                    .Register(registry)),
+      energy_(prometheus::BuildHistogram()
+                  .Name(options_.prefix + "_energy_joules")
+                  .Help(fmt::format("GPU energy of each {} in joules (all its GPUs together), by window name",
+                                    options_.what))
+                  .Register(registry)) {}
+
+void WindowMetrics::observe(std::string_view window, double duration_s, double energy_j) {
+  if (!std::isfinite(duration_s) || duration_s < 0 || !std::isfinite(energy_j) || energy_j < 0) {
+    log().debug("metrics: window '{}' skipped: duration {} s, energy {} J", window, duration_s, energy_j);
+    return;
+  }
+  const prometheus::Labels labels = {{"window", std::string(window)}};
+  duration_.Add(labels, options_.duration_buckets_s).Observe(duration_s);
+  energy_.Add(labels, options_.energy_buckets_j).Observe(energy_j);
+}
+
+void WindowMetrics::observe(const measure::Measurement& measurement) {
+  observe(measurement.name, measurement.time_s, measurement.total_gpu_energy_j());
+}
+
+std::function<void(const measure::Measurement&)> WindowMetrics::observer() {
+  return [this](const measure::Measurement& measurement) { observe(measurement); };
+}
+
+}  // namespace joule::metrics
