@@ -65,6 +65,35 @@ class Exception : public std::runtime_error {
 template <class T>
 using Result = tl::expected<T, Error>;
 
+namespace detail {
+// JOULE_TRY's value: the T of a Result<T> (moved out), nothing for Result<void>.
+template <class T>
+T&& try_value(tl::expected<T, Error>& result) {
+  return *std::move(result);
+}
+inline void try_value(tl::expected<void, Error>& /*result*/) {}
+}  // namespace detail
+
+/// JOULE_TRY(expr): evaluates `expr`, a Result<T>; on an error, returns that error from the enclosing
+/// function (which must return some Result<U>); otherwise the expression's value is the T, moved out (nothing
+/// for Result<void>):
+///
+///     auto table = JOULE_TRY(csv::parse(text, source));  // a csv::Table, or return its error
+///     JOULE_TRY(gpu.set_power_limit_mw(limit_mw));       // Result<void>: return its error, if any
+///
+/// The error passes through unchanged; to add context, test the result and return `fail(…)` or
+/// `error.with_context(…)` by hand. `expr` is evaluated once, into a copy (an lvalue Result is left as it
+/// is). Do not nest JOULE_TRY in another's argument. It is a GNU statement expression (g++ and clang), the one
+/// compiler extension the project uses: C++20 has no other way to return from inside an expression.
+#define JOULE_TRY(...)                                                     \
+  __extension__({                                                          \
+    auto joule_try_result_ = (__VA_ARGS__);                                \
+    if (!joule_try_result_) {                                              \
+      return ::tl::make_unexpected(std::move(joule_try_result_).error());  \
+    }                                                                      \
+    ::joule::detail::try_value(joule_try_result_);                         \
+  })
+
 /// Shorthand for `tl::make_unexpected(Error(code, fmt::format(...)))`.
 template <class... Args>
 tl::unexpected<Error> fail(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
