@@ -70,7 +70,7 @@ TEST(Error, TryPassesValuesAndReturnsTheFirstError) {
   calls = 0;
   const auto refused = sum_of_boxes(-200, 0, calls);
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error().message(), "-200 < 0");
+  EXPECT_EQ(refused.error().message(), "-100 < 0");
   EXPECT_EQ(calls, 0);
 }
 
