@@ -24,7 +24,7 @@ TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # stores, and the daemon.
 TSAN_LABELS = measure|carbon|metrics|server|store|daemon
 
-.PHONY: all deps configure build demo test test-asan test-tsan bench fuzz tidy format clean
+.PHONY: all deps configure build demo test test-asan test-tsan bench fuzz tidy format clean package
 
 all: build
 
@@ -56,6 +56,10 @@ test-tsan: deps
 	  -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(TSAN_DIR) -j$(JOBS)
 	$(TSAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure -j$(JOBS) --timeout 900 -L "$(TSAN_LABELS)"
+
+# The Debian package build/joule_VERSION_ARCH.deb (docs/install.md).
+package: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 bench: build
 	scripts/run-bench $(BUILD_DIR)

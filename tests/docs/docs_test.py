@@ -157,6 +157,16 @@ def untagged_blocks(path: Path, source: Path) -> list[str]:
     return problems
 
 
+def unnamed_areas(source: Path) -> list[str]:
+    """Every folder of src/ (an area) has its row in docs/architecture.md's table."""
+    architecture = (source / "docs" / "architecture.md").read_text()
+    return [
+        f"docs/architecture.md: the area src/{area.name}/ is not in the table of areas"
+        for area in sorted(p for p in (source / "src").iterdir() if p.is_dir())
+        if f"| `{area.name}` |" not in architecture
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -369,6 +379,7 @@ def main() -> int:
         problems += missing_references(doc, source)
     for doc in docs + sorted((source / "data").glob("*/README.md")):
         problems += untagged_blocks(doc, source)
+    problems += unnamed_areas(source)
     for problem in problems:
         print(f"FAIL {problem}")
     for doc in docs:
