@@ -6,8 +6,6 @@ joule_warnings(power_limit_signal_helper)
 
 joule_test(power_limit_test SOURCES "${CMAKE_CURRENT_LIST_DIR}/power_limit_test.cpp" LIBS joule::optimize
   LABELS optimize)
-# The private restore header (signal_handler_installed) lives beside the sources.
-target_include_directories(power_limit_test PRIVATE "${PROJECT_SOURCE_DIR}/src")
 target_compile_definitions(power_limit_test PRIVATE
   JOULE_POWER_LIMIT_HELPER="$<TARGET_FILE:power_limit_signal_helper>")
 add_dependencies(power_limit_test power_limit_signal_helper)
