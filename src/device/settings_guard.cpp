@@ -107,29 +107,32 @@ Result<void> SettingsGuard::State::apply(Gpu& gpu, Control control, std::array<u
   }
   auto change = std::find_if(changes.begin(), changes.end(),
                              [&](const Change& c) { return c.gpu == &gpu && c.control == control; });
+  if (change != changes.end() && change->applied == value) {
+    return {};
+  }
+  // The first value is read before the first change; it is kept only if the change is made.
+  Change first{&gpu, control, std::nullopt, std::nullopt};
+  if (change == changes.end() && control == Control::kPowerLimit &&
+      options.power_limit_restore == PowerLimitRestore::kRecorded) {
+    auto current = gpu.power_limit_mw();
+    if (current) {
+      first.original = *current;
+    } else {
+      log().warn("{}: cannot read the power limit of {} ({}); it will be restored to the default",
+                 options.owner, gpu.label(), current.error().message());
+    }
+  }
+  auto result = control == Control::kPowerLimit ? gpu.set_power_limit_mw(value[0])
+                                                : gpu.lock_sm_clocks(value[0], value[1]);
   if (change == changes.end()) {
-    Change first{&gpu, control, std::nullopt, std::nullopt};
-    if (control == Control::kPowerLimit && options.power_limit_restore == PowerLimitRestore::kRecorded) {
-      auto current = gpu.power_limit_mw();
-      if (current) {
-        first.original = *current;
-      } else {
-        log().warn("{}: cannot read the power limit of {} ({}); it will be restored to the default",
-                   options.owner, gpu.label(), current.error().message());
-      }
+    if (!result) {
+      return result;  // refused: the control is as it was, nothing to restore
     }
     changes.push_back(first);
     change = std::prev(changes.end());
-  } else if (change->applied == value) {
-    return {};
   }
-  // Recorded before the call: even a failed call may have changed the device.
-  change->applied.reset();
-  auto result = control == Control::kPowerLimit ? gpu.set_power_limit_mw(value[0])
-                                                : gpu.lock_sm_clocks(value[0], value[1]);
-  if (result) {
-    change->applied = value;
-  }
+  // A refused change of a control changed before leaves it to be restored, at an unknown value.
+  change->applied = result ? std::optional(value) : std::nullopt;
   return result;
 }
 

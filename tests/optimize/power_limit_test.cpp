@@ -1002,9 +1002,9 @@ TEST_P(PowerLimitSignals, RestoreThenDieOfTheSignal) {
   EXPECT_EQ(helper.lines(), concat(kLowered, {"250000"}));
 }
 
-INSTANTIATE_TEST_SUITE_P(IntAndTerm, PowerLimitSignals, ::testing::Values(SIGINT, SIGTERM),
+INSTANTIATE_TEST_SUITE_P(IntTermAndHup, PowerLimitSignals, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
                          [](const auto& test_info) {
-                           return test_info.param == SIGINT ? "SIGINT" : "SIGTERM";
+                           return "SIG" + std::string(sigabbrev_np(test_info.param));
                          });
 
 TEST(PowerLimitSignalsChild, RaisedSigterm) {

@@ -5,3 +5,4 @@ joule_test(plan_runtime_test
   LABELS plan)
 target_compile_definitions(plan_runtime_test PRIVATE
   JOULE_PERSEUS_DATA_DIR="${PROJECT_SOURCE_DIR}/data/perseus")
+joule_settings_guard_helper(plan_runtime_test)

@@ -84,8 +84,9 @@ class SettingsGuard {
 
   /// Sets `gpu`'s power limit, in mW, recording the limit in force first if this is the first change.
   /// No device call if the guard set this very limit last and has not restored it since.
-  /// @return the device's error (code and message unchanged); the limit is restored all the same, since
-  /// a failed call may have changed it. kState in a forked child.
+  /// @return the device's error (code and message unchanged): a refused first change records nothing (the
+  /// control is as it was); a refused later change leaves the control to be restored. kState in a forked
+  /// child.
   Result<void> set_power_limit_mw(Gpu& gpu, uint32_t power_limit_mw);
 
   /// Locks `gpu`'s SM clock into [min_mhz, max_mhz] (Gpu::lock_sm_clocks()). No device call if the guard
