@@ -191,8 +191,13 @@ TEST(SettingsGuard, SignalRestoresThenCallsThePreviousHandlerInProcess) {
 
 // --- in a child process ----------------------------------------------------------------------------------
 
-const std::vector<std::string> kChanged = {"limit 200000", "lock 1200 1200"};
-const std::vector<std::string> kRestored = {"limit 220000", "reset-clocks"};
+// What the helper's guard sets, and what puts its GPU back.
+std::vector<std::string> changed() {
+  return {"limit 200000", "lock 1200 1200"};
+}
+std::vector<std::string> restored() {
+  return {"limit 220000", "reset-clocks"};
+}
 
 std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -209,7 +214,7 @@ TEST_P(SettingsGuardSignals, RestoreThenDieOfTheSignal) {
   child.signal(signal_number);
   const auto result = child.wait();
   EXPECT_EQ(result.exit_code, 128 + signal_number) << result.err;
-  EXPECT_EQ(helper.lines(), concat(kChanged, kRestored));
+  EXPECT_EQ(helper.lines(), concat(changed(), restored()));
 }
 
 INSTANTIATE_TEST_SUITE_P(IntTermAndHup, SettingsGuardSignals, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
@@ -221,14 +226,14 @@ TEST(SettingsGuardChild, RaisedSigterm) {
   test::SettingsGuardHelper helper;
   const auto result = test::run(helper.argv("guard", "raise-term"));
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
-  EXPECT_EQ(helper.lines(), concat(kChanged, kRestored));
+  EXPECT_EQ(helper.lines(), concat(changed(), restored()));
 }
 
 TEST(SettingsGuardChild, ExitWithAGuardAlive) {
   test::SettingsGuardHelper helper;
   const auto result = test::run(helper.argv("guard", "exit"));
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(helper.lines(), concat(kChanged, kRestored));
+  EXPECT_EQ(helper.lines(), concat(changed(), restored()));
 }
 
 TEST(SettingsGuardChild, AForkedChildNeverTouchesTheParentsGpus) {
@@ -236,7 +241,8 @@ TEST(SettingsGuardChild, AForkedChildNeverTouchesTheParentsGpus) {
   const auto result = test::run(helper.argv("guard", "fork"));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   // The children (change refused, guard destroyed, exit, SIGTERM) restored nothing; the parent's exit did.
-  EXPECT_EQ(helper.lines(), concat(concat(kChanged, {"child: change refused", "children done"}), kRestored));
+  EXPECT_EQ(helper.lines(),
+            concat(concat(changed(), {"child: change refused", "children done"}), restored()));
 }
 
 }  // namespace

@@ -241,7 +241,9 @@ TEST(FrequencyController, ASignalResetsTheClockAndTheNextComputationLocksAgain) 
 }
 
 // The helper's controller locks 1200 MHz for a forward, then the process ends.
-const std::vector<std::string> kLockedThenReset = {"lock 1200 1200", "reset-clocks"};
+std::vector<std::string> locked_then_reset() {
+  return {"lock 1200 1200", "reset-clocks"};
+}
 
 TEST(FrequencyControllerChild, SigtermResetsTheClock) {
   test::SettingsGuardHelper helper;
@@ -250,14 +252,14 @@ TEST(FrequencyControllerChild, SigtermResetsTheClock) {
   child.signal(SIGTERM);
   const auto result = child.wait();
   EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
-  EXPECT_EQ(helper.lines(), kLockedThenReset);
+  EXPECT_EQ(helper.lines(), locked_then_reset());
 }
 
 TEST(FrequencyControllerChild, ExitResetsTheClock) {
   test::SettingsGuardHelper helper;
   const auto result = test::run(helper.argv("frequency", "exit"));
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(helper.lines(), kLockedThenReset);
+  EXPECT_EQ(helper.lines(), locked_then_reset());
 }
 
 TEST(FrequencyController, UnsupportedFrequencyFailsAtCreation) {
