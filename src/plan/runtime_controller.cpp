@@ -142,6 +142,9 @@ Result<void> FrequencyController::end_iteration() {
 }
 
 Result<void> FrequencyController::reset_clocks() {
+  if (!guard_) {
+    return {};  // moved from: the lock, if any, is the new owner's
+  }
   if (auto reset = guard_->restore(); !reset) {
     return reset;
   }
