@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+// The daemon's ledger: the per-connection form of the device layer's restore contract
+// (joule/device/settings_guard.hpp). A SettingsGuard restores what one controller changed when the
+// controller stops, in its own process; the ledger restores what one connection changed when the
+// connection closes, so also when the client process dies of SIGKILL, which no in-process guard survives.
 #include "joule/daemon/ledger.hpp"
 
 #include <algorithm>

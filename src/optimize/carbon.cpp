@@ -51,7 +51,13 @@ ChaseController::ChaseController(Frontier<uint32_t> frontier, std::vector<device
     options_.max_power_w =
         static_cast<double>(largest_mw) / 1000.0 * static_cast<double>(std::max<size_t>(1, gpus_.size()));
   }
+  guard_ = std::make_unique<device::SettingsGuard>(
+      device::SettingsGuardOptions{.owner = "chase",
+                                   .power_limit_restore = device::PowerLimitRestore::kRecorded,
+                                   .restore_on_signals = options_.restore_on_signals});
 }
+
+ChaseController::~ChaseController() = default;
 
 CarbonCost ChaseController::cost_at(double intensity_g_per_kwh) const {
   return CarbonCost{options_.eta, intensity_g_per_kwh, options_.max_intensity_g_per_kwh,
@@ -85,7 +91,7 @@ Result<ChaseDecision> ChaseController::tick(int64_t now_unix_s, double previous_
                          frontier_.points()[*index].knob};
   if (!options_.monitor_only) {
     for (auto* gpu : gpus_) {
-      if (auto ok = gpu->set_power_limit_mw(decision.power_limit_mw); !ok) {
+      if (auto ok = guard_->set_power_limit_mw(*gpu, decision.power_limit_mw); !ok) {
         return tl::make_unexpected(ok.error());
       }
     }
@@ -355,10 +361,14 @@ Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
   };
   ChaseOptions chase_options = options.chase;
   chase_options.max_power_w = result.max_power_w;
-  std::unique_ptr<ChaseController> controller;
+  // Simulated GPUs: no process-wide signal handlers for them.
+  chase_options.restore_on_signals = false;
   const auto chase = [&](SimRun& run) -> Decide {
-    controller = std::make_unique<ChaseController>(result.frontier, run.gpus, **forecaster, chase_options);
-    return [&](int64_t now, double previous) -> Result<std::pair<uint32_t, double>> {
+    // Owned by the Decide, which run_strategy destroys before the run's GPUs (the controller restores
+    // their limits on destruction).
+    std::shared_ptr<ChaseController> controller =
+        std::make_shared<ChaseController>(result.frontier, run.gpus, **forecaster, chase_options);
+    return [&trace, controller](int64_t now, double previous) -> Result<std::pair<uint32_t, double>> {
       auto decision = controller->tick(now, previous, trace.period_s());
       if (!decision) {
         return tl::make_unexpected(decision.error());

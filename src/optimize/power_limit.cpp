@@ -12,7 +12,6 @@
 #include "joule/core/units.hpp"
 
 #include "power_limit_profile.hpp"
-#include "power_limit_restore.hpp"
 
 namespace joule::optimize {
 
@@ -133,7 +132,6 @@ PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerL
                     "the energy monitor has no GPUs: the power-limit optimizer needs at least one");
   }
   // One limit for all GPUs only makes sense for identical GPUs.
-  std::vector<std::optional<uint32_t>> restore_mw;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const auto constraints = value_or_throw(gpus[i]->power_limit_constraints());
     if (i == 0) {
@@ -150,11 +148,6 @@ PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerL
           fmt::format("the power-limit optimizer sets one limit for all GPUs, so they must be "
                       "identical: {} allows {}, {} allows {}",
                       gpus[i]->label(), describe(constraints), gpus[0]->label(), describe(constraints_)));
-    }
-    if (options_.restore_to == RestoreTarget::kInitial) {
-      restore_mw.push_back(value_or_throw(gpus[i]->power_limit_mw()));
-    } else {
-      restore_mw.emplace_back(std::nullopt);
     }
   }
   candidates_mw_ =
@@ -173,9 +166,13 @@ PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerL
     profile_path_ = (std::filesystem::path(options_.profile_dir) / (options_.job_key + ".json")).string();
   }
 
-  // Registered before the first change, so that every change is covered by the restore hooks.
-  controller_ = std::make_shared<detail::LimitController>(gpus, std::move(restore_mw));
-  registration_ = std::make_unique<detail::RestoreRegistration>(controller_, options_.restore_on_signals);
+  // Every change goes through the guard, which records the limit in force before the first one.
+  guard_ = std::make_unique<device::SettingsGuard>(
+      device::SettingsGuardOptions{.owner = "power-limit optimizer",
+                                   .power_limit_restore = options_.restore_to == RestoreTarget::kInitial
+                                                              ? device::PowerLimitRestore::kRecorded
+                                                              : device::PowerLimitRestore::kDefault,
+                                   .restore_on_signals = options_.restore_on_signals});
   try {
     if (!try_load_profile()) {
       state_ = PowerLimitState::kReady;
@@ -183,8 +180,7 @@ PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerL
       apply(candidates_mw_.front());
     }
   } catch (...) {
-    registration_.reset();
-    controller_->restore(detail::RestoreReason::kDestroy);
+    guard_.reset();
     throw;
   }
 }
@@ -196,8 +192,7 @@ PowerLimitOptimizer::~PowerLimitOptimizer() {
     }
   } catch (...) {
   }
-  registration_.reset();
-  controller_->restore(detail::RestoreReason::kDestroy);
+  guard_.reset();
 }
 
 uint32_t PowerLimitOptimizer::current_power_limit_mw() const {
@@ -208,7 +203,7 @@ uint32_t PowerLimitOptimizer::current_power_limit_mw() const {
 }
 
 void PowerLimitOptimizer::on_step_begin() {
-  if (controller_->consume_external_restore()) {
+  if (guard_->consume_signal_restore()) {
     log().warn("power-limit optimizer: the limits were restored on a signal and the job goes on; {}",
                state_ == PowerLimitState::kWarmup || state_ == PowerLimitState::kProfiling
                    ? "re-measuring the interrupted limit"
@@ -256,7 +251,14 @@ void PowerLimitOptimizer::on_epoch_end() {
 }
 
 void PowerLimitOptimizer::apply(uint32_t power_limit_mw) {
-  auto result = controller_->apply(power_limit_mw);
+  // Every GPU is tried, so that a failure on one leaves none of the others behind; the first error wins.
+  Result<void> result;
+  for (device::Gpu* gpu : monitor_.gpus()) {
+    auto set = guard_->set_power_limit_mw(*gpu, power_limit_mw);
+    if (!set && result) {
+      result = set;
+    }
+  }
   if (!result) {
     throw Exception(result.error().with_context(
         fmt::format("power-limit optimizer: cannot set the power limit to {} W", watts(power_limit_mw))));

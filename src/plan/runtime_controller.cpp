@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "joule/core/log.hpp"
 #include "joule/plan/runtime.hpp"
 
 namespace joule::plan {
@@ -56,7 +55,8 @@ Result<std::vector<StageSchedule>> stage_schedules(const PipelineDag& dag, const
   return schedules;
 }
 
-Result<FrequencyController> FrequencyController::create(device::Gpu& gpu, StageSchedule schedule) {
+Result<FrequencyController> FrequencyController::create(device::Gpu& gpu, StageSchedule schedule,
+                                                        bool restore_on_signals) {
   auto supported = gpu.supported_sm_clocks_mhz();
   if (!supported) {
     return tl::make_unexpected(supported.error());
@@ -79,29 +79,25 @@ Result<FrequencyController> FrequencyController::create(device::Gpu& gpu, StageS
         gpu.label(), planned.frequency_mhz, i + 1, describe(planned.instruction, planned.microbatch),
         nearest_clocks(supported_mhz, planned.frequency_mhz));
   }
-  return FrequencyController(gpu, std::move(schedule));
+  return FrequencyController(gpu, std::move(schedule), restore_on_signals);
 }
 
-FrequencyController::FrequencyController(device::Gpu& gpu, StageSchedule schedule)
-    : gpu_(&gpu), schedule_(std::move(schedule)) {}
+FrequencyController::FrequencyController(device::Gpu& gpu, StageSchedule schedule, bool restore_on_signals)
+    : gpu_(&gpu),
+      schedule_(std::move(schedule)),
+      guard_(std::make_unique<device::SettingsGuard>(device::SettingsGuardOptions{
+          .owner = "frequency controller", .restore_on_signals = restore_on_signals})) {}
 
 FrequencyController::FrequencyController(FrequencyController&& other) noexcept
     : gpu_(std::exchange(other.gpu_, nullptr)),
       schedule_(std::move(other.schedule_)),
       position_(other.position_),
       current_mhz_(other.current_mhz_),
-      locked_(std::exchange(other.locked_, false)),
-      lock_count_(other.lock_count_) {}
+      lock_count_(other.lock_count_),
+      guard_(std::move(other.guard_)) {}
 
-FrequencyController::~FrequencyController() {
-  if (gpu_ == nullptr || !locked_) {
-    return;
-  }
-  // A destructor cannot report; a GPU left locked is worth a warning in whatever log the host keeps.
-  if (auto reset = reset_clocks(); !reset) {
-    log().warn("could not reset the SM clocks of {}: {}", gpu_->label(), reset.error().message());
-  }
-}
+// The guard resets the lock (and logs a failure: a destructor cannot report one).
+FrequencyController::~FrequencyController() = default;
 
 Result<void> FrequencyController::begin(Instruction instruction, int microbatch) {
   if (position_ >= schedule_.size()) {
@@ -119,11 +115,13 @@ Result<void> FrequencyController::begin(Instruction instruction, int microbatch)
         gpu_->label(), position_ + 1, schedule_.size(), describe(planned.instruction, planned.microbatch),
         describe(instruction, microbatch));
   }
+  if (guard_->consume_signal_restore()) {
+    current_mhz_.reset();  // a signal reset the lock and the process lives on: lock again
+  }
   if (planned.frequency_mhz != kKeepClockMhz && current_mhz_ != planned.frequency_mhz) {
-    if (auto lock = gpu_->lock_sm_clocks(planned.frequency_mhz, planned.frequency_mhz); !lock) {
+    if (auto lock = guard_->lock_sm_clocks(*gpu_, planned.frequency_mhz, planned.frequency_mhz); !lock) {
       return tl::make_unexpected(lock.error());
     }
-    locked_ = true;
     current_mhz_ = planned.frequency_mhz;
     ++lock_count_;
   }
@@ -144,13 +142,12 @@ Result<void> FrequencyController::end_iteration() {
 }
 
 Result<void> FrequencyController::reset_clocks() {
-  if (!locked_) {
-    return {};
+  if (!guard_) {
+    return {};  // moved from: the lock, if any, is the new owner's
   }
-  if (auto reset = gpu_->reset_sm_clocks(); !reset) {
+  if (auto reset = guard_->restore(); !reset) {
     return reset;
   }
-  locked_ = false;
   current_mhz_.reset();
   return {};
 }

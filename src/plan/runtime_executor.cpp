@@ -178,7 +178,9 @@ Result<void> PipelineExecutor::use_plan(const FrequencyPlan& plan) {
     return tl::make_unexpected(schedules.error());
   }
   for (size_t stage = 0; stage < gpus_.size(); ++stage) {
-    auto controller = FrequencyController::create(*gpus_[stage], std::move((*schedules)[stage]));
+    // Simulated GPUs: no process-wide signal handlers for them.
+    auto controller = FrequencyController::create(*gpus_[stage], std::move((*schedules)[stage]),
+                                                  /*restore_on_signals=*/false);
     if (!controller) {
       controllers_.clear();
       return tl::make_unexpected(controller.error());

@@ -3,12 +3,15 @@
 #include "joule/optimize/carbon.hpp"
 
 #include <cmath>
+#include <csignal>
 #include <numbers>
 
 #include <gtest/gtest.h>
 
 #include "joule/device/sim_gpu.hpp"
 #include "joule/optimize/carbon_forecast.hpp"
+
+#include "device/settings_guard_helper.hpp"
 
 namespace joule::optimize {
 namespace {
@@ -163,6 +166,48 @@ TEST(ChaseController, RejectsBadOptions) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("maximum intensity must be positive"), std::string::npos);
   EXPECT_FALSE(validate(ChaseOptions{.period_s = 0}));
+}
+
+TEST(ChaseController, RestoresTheLimitsItChangedOnDestruction) {
+  auto clock = std::make_shared<VirtualClock>();
+  auto gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("2xv100:imagenet"), clock));
+  for (auto& gpu : gpus) {
+    ASSERT_TRUE(gpu->set_power_limit_mw(230'000));  // e.g. a site-wide cap, not the default
+  }
+  LastValueForecaster forecaster;
+  {
+    ChaseController chase(v100_frontier(), {gpus[0].get(), gpus[1].get()}, forecaster,
+                          {.eta = 0.9, .restore_on_signals = false});
+    ASSERT_TRUE(chase.tick(kStart, 700, 1800));
+    ASSERT_LT(*gpus[0]->power_limit_mw(), 230'000u);
+  }
+  for (auto& gpu : gpus) {
+    EXPECT_EQ(*gpu->power_limit_mw(), 230'000u);
+  }
+}
+
+// The helper's GPU starts at 220 W; Chase lowers it at a dirty grid.
+void expect_chase_changed_and_restored(const std::vector<std::string>& lines) {
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0], "limit 220000");
+  EXPECT_EQ(lines[1], "limit 220000");
+}
+
+TEST(ChaseControllerChild, SigtermRestoresTheLimit) {
+  test::SettingsGuardHelper helper;
+  test::Process child(helper.argv("chase", "wait"));
+  ASSERT_TRUE(child.wait_for_output(std::chrono::seconds(20))) << child.err_so_far();
+  child.signal(SIGTERM);
+  const auto result = child.wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  expect_chase_changed_and_restored(helper.lines());
+}
+
+TEST(ChaseControllerChild, ExitRestoresTheLimit) {
+  test::SettingsGuardHelper helper;
+  const auto result = test::run(helper.argv("chase", "exit"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  expect_chase_changed_and_restored(helper.lines());
 }
 
 CarbonReplayOptions small_replay() {

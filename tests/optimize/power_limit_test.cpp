@@ -18,18 +18,17 @@
 #include "joule/core/log.hpp"
 #include "joule/device/sim_gpu.hpp"
 
+#include "captured_log.hpp"
 #include "integration/run_process.hpp"
 #include "mocks/mock_gpu.hpp"
-#include "optimize/power_limit_restore.hpp"
-#include "captured_log.hpp"
 #include "test_util.hpp"
 
 namespace joule::optimize {
 namespace {
 
 using device::sim::SimulatedGpu;
-using ::testing::NiceMock;
 using test::CapturedLog;
+using ::testing::NiceMock;
 using ::testing::Return;
 
 // One step's time and energy at a limit, straight from the simulated GPU's operating point (not measured).
@@ -331,7 +330,7 @@ TEST(PowerLimitOptimizer, ConstraintMismatchAndPermissionErrors) {
   JOULE_EXPECT_THROW_MESSAGE(PowerLimitOptimizer(monitor, {}), ErrorCode::kPermissionDenied,
                              "power-limit optimizer: cannot set the power limit to 300 W: GPU 0 (Mock GPU): "
                              "needs root");
-  EXPECT_FALSE(detail::signal_handler_installed(SIGTERM));
+  EXPECT_FALSE(device::SettingsGuard::signal_handler_installed(SIGTERM));
 }
 
 TEST(PowerLimitOptimizer, StepAccountingWithDefaults) {
@@ -865,12 +864,12 @@ TEST(PowerLimitRestore, DefaultLimitOnDestruction) {
     PowerLimitOptimizer optimizer(*job.monitor, options);
     job.run_until_done(optimizer);
     ASSERT_LT(*optimizer.chosen_power_limit_mw(), 250'000u);
-    EXPECT_TRUE(detail::signal_handler_installed(SIGINT));
-    EXPECT_TRUE(detail::signal_handler_installed(SIGTERM));
+    EXPECT_TRUE(device::SettingsGuard::signal_handler_installed(SIGINT));
+    EXPECT_TRUE(device::SettingsGuard::signal_handler_installed(SIGTERM));
   }
   EXPECT_EQ(job.power_limits_set().back(), 250'000u);
-  EXPECT_FALSE(detail::signal_handler_installed(SIGINT));
-  EXPECT_FALSE(detail::signal_handler_installed(SIGTERM));
+  EXPECT_FALSE(device::SettingsGuard::signal_handler_installed(SIGINT));
+  EXPECT_FALSE(device::SettingsGuard::signal_handler_installed(SIGTERM));
 }
 
 TEST(PowerLimitRestore, InitialLimitOnDestructionMidProfile) {
@@ -898,16 +897,16 @@ TEST(PowerLimitRestore, HandlersFollowTheOptimizers) {
   quiet.restore_on_signals = false;
   {
     PowerLimitOptimizer optimizer(*job.monitor, quiet);
-    EXPECT_FALSE(detail::signal_handler_installed(SIGINT));
+    EXPECT_FALSE(device::SettingsGuard::signal_handler_installed(SIGINT));
   }
   Job other("v100");
   auto first = std::make_unique<PowerLimitOptimizer>(*job.monitor);
   auto second = std::make_unique<PowerLimitOptimizer>(*other.monitor);
-  EXPECT_TRUE(detail::signal_handler_installed(SIGINT));
+  EXPECT_TRUE(device::SettingsGuard::signal_handler_installed(SIGINT));
   first.reset();
-  EXPECT_TRUE(detail::signal_handler_installed(SIGINT));  // one is still alive
+  EXPECT_TRUE(device::SettingsGuard::signal_handler_installed(SIGINT));  // one is still alive
   second.reset();
-  EXPECT_FALSE(detail::signal_handler_installed(SIGINT));
+  EXPECT_FALSE(device::SettingsGuard::signal_handler_installed(SIGINT));
 
   // An ignored signal stays ignored.
   struct sigaction ignore {};
@@ -917,8 +916,8 @@ TEST(PowerLimitRestore, HandlersFollowTheOptimizers) {
   ASSERT_EQ(::sigaction(SIGTERM, &ignore, &before), 0);
   {
     PowerLimitOptimizer optimizer(*job.monitor);
-    EXPECT_FALSE(detail::signal_handler_installed(SIGTERM));
-    EXPECT_TRUE(detail::signal_handler_installed(SIGINT));
+    EXPECT_FALSE(device::SettingsGuard::signal_handler_installed(SIGTERM));
+    EXPECT_TRUE(device::SettingsGuard::signal_handler_installed(SIGINT));
   }
   struct sigaction after {};
   ::sigaction(SIGTERM, &before, &after);
@@ -1003,9 +1002,9 @@ TEST_P(PowerLimitSignals, RestoreThenDieOfTheSignal) {
   EXPECT_EQ(helper.lines(), concat(kLowered, {"250000"}));
 }
 
-INSTANTIATE_TEST_SUITE_P(IntAndTerm, PowerLimitSignals, ::testing::Values(SIGINT, SIGTERM),
+INSTANTIATE_TEST_SUITE_P(IntTermAndHup, PowerLimitSignals, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
                          [](const auto& test_info) {
-                           return test_info.param == SIGINT ? "SIGINT" : "SIGTERM";
+                           return "SIG" + std::string(sigabbrev_np(test_info.param));
                          });
 
 TEST(PowerLimitSignalsChild, RaisedSigterm) {

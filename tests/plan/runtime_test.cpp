@@ -2,15 +2,20 @@
 #include "joule/plan/runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <memory>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "device/settings_guard_helper.hpp"
 #include "mocks/mock_gpu.hpp"
 #include "test_util.hpp"
 
@@ -203,6 +208,58 @@ TEST(FrequencyController, ExplicitResetRelocksOnTheNextComputation) {
   EXPECT_EQ(controller->locked_clock_mhz(), std::nullopt);
   ASSERT_TRUE(controller->begin(kB, 0));
   EXPECT_EQ(locked_clocks(rig.clock_settings()), (std::vector<uint32_t>{1200, 0, 1200}));
+}
+
+std::atomic<int> g_hangups{0};
+void count_hangup(int) {
+  g_hangups.fetch_add(1);
+}
+
+TEST(FrequencyController, ASignalResetsTheClockAndTheNextComputationLocksAgain) {
+  struct sigaction mine {};
+  struct sigaction before {};
+  mine.sa_handler = &count_hangup;  // the process lives on after the signal
+  sigemptyset(&mine.sa_mask);
+  ASSERT_EQ(::sigaction(SIGHUP, &mine, &before), 0);
+  g_hangups = 0;
+  SimRig rig;
+  {
+    auto controller = FrequencyController::create(rig.gpu, {{kF, 0, 1200}, {kB, 0, 1200}});
+    ASSERT_TRUE(controller);
+    ASSERT_TRUE(controller->begin(kF, 0));
+    ASSERT_EQ(::kill(::getpid(), SIGHUP), 0);
+    for (int i = 0; i < 2000 && g_hangups.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(g_hangups.load(), 1);
+    EXPECT_EQ(locked_clocks(rig.clock_settings()), (std::vector<uint32_t>{1200, 0}));
+    ASSERT_TRUE(controller->begin(kB, 0));
+    EXPECT_EQ(locked_clocks(rig.clock_settings()), (std::vector<uint32_t>{1200, 0, 1200}));
+  }
+  EXPECT_EQ(locked_clocks(rig.clock_settings()), (std::vector<uint32_t>{1200, 0, 1200, 0}));
+  ::sigaction(SIGHUP, &before, nullptr);
+}
+
+// The helper's controller locks 1200 MHz for a forward, then the process ends.
+std::vector<std::string> locked_then_reset() {
+  return {"lock 1200 1200", "reset-clocks"};
+}
+
+TEST(FrequencyControllerChild, SigtermResetsTheClock) {
+  test::SettingsGuardHelper helper;
+  test::Process child(helper.argv("frequency", "wait"));
+  ASSERT_TRUE(child.wait_for_output(std::chrono::seconds(20))) << child.err_so_far();
+  child.signal(SIGTERM);
+  const auto result = child.wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_EQ(helper.lines(), locked_then_reset());
+}
+
+TEST(FrequencyControllerChild, ExitResetsTheClock) {
+  test::SettingsGuardHelper helper;
+  const auto result = test::run(helper.argv("frequency", "exit"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(helper.lines(), locked_then_reset());
 }
 
 TEST(FrequencyController, UnsupportedFrequencyFailsAtCreation) {

@@ -40,6 +40,8 @@ struct DaemonClientOptions {
 
 /// One connection to `joule daemon`. Every setting made through it belongs to it: the daemon restores
 /// them when the connection closes (this object is destroyed, or the process dies) or its lease runs out.
+/// This is the per-connection form of the restore contract that device::SettingsGuard keeps in-process
+/// (joule/device/settings_guard.hpp); controllers use a guard on top, which also works through a DaemonGpu.
 ///
 /// Thread-safe: requests from several threads are sent one at a time. After an I/O failure or a timeout
 /// the connection is closed for good (the daemon then restores its settings) and every later call fails

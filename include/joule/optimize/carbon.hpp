@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "joule/core/frontier.hpp"
 #include "joule/device/gpu.hpp"
 #include "joule/carbon/signal.hpp"
+#include "joule/device/settings_guard.hpp"
 #include "joule/optimize/carbon_forecast.hpp"
 
 namespace joule::optimize {
@@ -29,6 +31,9 @@ struct ChaseOptions {
   /// Converts time into energy in the cost, W; 0 = the frontier's largest power limit × GPUs.
   double max_power_w = 0;
   bool monitor_only = false;  ///< decide and log, but never change the power limit
+  /// Restore the limits on SIGINT, SIGTERM and SIGHUP too (device::SettingsGuard); destruction and normal
+  /// process exit restore regardless.
+  bool restore_on_signals = true;
 };
 
 /// @return kInvalidArgument naming the first bad option.
@@ -44,13 +49,19 @@ struct ChaseDecision {
 };
 
 /// Re-picks the power limit of a set of identical GPUs from a per-iteration frontier keyed by power limit
-/// (mW), as the Zeus power-limit profiler builds it. Not thread-safe; the GPUs and the forecaster must
-/// outlive it.
+/// (mW), as the Zeus power-limit profiler builds it. It changes limits only through a
+/// device::SettingsGuard: each GPU goes back to the limit it had before the first tick() changed it on
+/// destruction, at normal process exit and (options.restore_on_signals) on SIGINT/SIGTERM/SIGHUP. Not
+/// thread-safe; the GPUs and the forecaster must outlive it.
 class ChaseController {
  public:
   /// @throws joule::Exception kInvalidArgument for invalid options or an empty frontier.
   ChaseController(Frontier<uint32_t> frontier, std::vector<device::Gpu*> gpus, CarbonForecaster& forecaster,
                   ChaseOptions options = {});
+  /// Restores the limits it changed (failures are logged). Never throws.
+  ~ChaseController();
+  ChaseController(const ChaseController&) = delete;
+  ChaseController& operator=(const ChaseController&) = delete;
   /// @return the cost the limit is picked with at `intensity_g_per_kwh`.
   CarbonCost cost_at(double intensity_g_per_kwh) const;
   /// @return the frontier index CarbonCost picks at `intensity_g_per_kwh`.
@@ -69,6 +80,7 @@ class ChaseController {
   CarbonForecaster& forecaster_;
   ChaseOptions options_;
   std::vector<ChaseDecision> decisions_;
+  std::unique_ptr<device::SettingsGuard> guard_;
 };
 
 /// What to replay.

@@ -32,14 +32,10 @@
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
 #include "joule/device/gpu.hpp"
+#include "joule/device/settings_guard.hpp"
 #include "joule/measure/energy_monitor.hpp"
 
 namespace joule::optimize {
-
-namespace detail {
-class LimitController;
-class RestoreRegistration;
-}  // namespace detail
 
 /// Combines one rank's measurement of a profile window with the other ranks' (data-parallel training with
 /// one process per GPU or per node). Every rank's optimizer calls the collective methods in the same
@@ -88,10 +84,13 @@ enum class PowerLimitState {
 /// @return "ready", "warmup", "profiling" or "done".
 std::string_view to_string(PowerLimitState state);
 
-/// What the GPUs are set back to when the optimizer stops (destruction, process exit, SIGINT/SIGTERM).
+/// What the GPUs are set back to when the optimizer stops (destruction, process exit, SIGINT/SIGTERM/
+/// SIGHUP).
 enum class RestoreTarget {
   kDefault,  ///< the board's default power limit (PowerLimitConstraints::default_mw), as Zeus does
-  kInitial,  ///< the limit each GPU had when the optimizer was constructed (e.g. a site-wide cap)
+  /// the limit each GPU had when the optimizer was constructed (e.g. a site-wide cap); the default for a
+  /// GPU whose limit cannot be read
+  kInitial,
 };
 
 struct PowerLimitOptions {
@@ -120,7 +119,7 @@ struct PowerLimitOptions {
   std::string job_key;
   /// What the GPUs are set back to.
   RestoreTarget restore_to = RestoreTarget::kDefault;
-  /// Restore the limits on SIGINT and SIGTERM before the signal takes its course (see the class
+  /// Restore the limits on SIGINT, SIGTERM and SIGHUP before the signal takes its course (see the class
   /// documentation). Destruction and normal process exit restore regardless.
   bool restore_on_signals = true;
 };
@@ -189,22 +188,15 @@ std::vector<uint32_t> power_limit_candidates_mw(const device::PowerLimitConstrai
 /// read or parsed, or that does not match, is reported with a warning on joule::log() and the job is
 /// profiled again (and the file rewritten); a failed save is a warning too. Neither stops the job.
 ///
-/// **Restoring the limits** (to options.restore_to) happens once (never twice) after the optimizer last
-/// changed a limit, on whichever comes first:
-/// - destruction;
-/// - normal process exit (std::exit, return from main) while the optimizer is still alive;
-/// - SIGINT or SIGTERM (if options.restore_on_signals). While at least one such optimizer is alive the
-///   process has handlers for both signals (not for a signal whose disposition is "ignore"). The handler
-///   only writes the signal to a pipe; a restorer thread sets the limits back, then lets the signal take
-///   its course: if the previous disposition was the default, it is put back and the signal re-raised, so
-///   the process dies of it as it would have; if it was a handler function (e.g. Python's), that
-///   function is called (from the restorer thread, with a null ucontext, so it must not rely on running
-///   in the interrupted thread; flags it sets should be lock-free atomics) and our handler stays
-///   installed. If the process lives on, the next on_step_begin() re-applies the optimizer's limit, and an
-///   interrupted profile window is re-measured as after an epoch end. The previous dispositions come back
-///   when the last optimizer is destroyed (unless someone replaced our handler meanwhile). A forked child
-///   that receives the signal passes it straight to the previous disposition and restores nothing.
-///   After process exit started, limits are never changed again.
+/// **Restoring the limits** (to options.restore_to): the optimizer changes limits only through a
+/// device::SettingsGuard, so they are restored once (never twice) after the optimizer last changed a limit,
+/// on whichever comes first: destruction; normal process exit while the optimizer is still alive; SIGINT,
+/// SIGTERM or SIGHUP (if options.restore_on_signals), after which the signal takes its course as
+/// device::SettingsGuard describes (the default disposition: the process dies of the signal; a handler
+/// function, e.g. Python's: it is called from the restorer thread and our handler stays installed). If
+/// the process lives on, the next on_step_begin() re-applies the optimizer's limit, and an interrupted
+/// profile window is re-measured as after an epoch end. A forked child restores nothing. After process
+/// exit started, limits are never changed again.
 /// Only power limits are restored: this optimizer never changes SM clocks.
 ///
 /// **Thread-safety**: call the hooks and accessors from one thread (the training loop). Destruction,
@@ -279,8 +271,7 @@ class PowerLimitOptimizer {
   std::optional<uint32_t> chosen_mw_;
   bool loaded_from_profile_ = false;
 
-  std::shared_ptr<detail::LimitController> controller_;
-  std::unique_ptr<detail::RestoreRegistration> registration_;
+  std::unique_ptr<device::SettingsGuard> guard_;
 };
 
 }  // namespace joule::optimize

@@ -15,6 +15,7 @@
 #include "joule/core/clock.hpp"
 #include "joule/core/error.hpp"
 #include "joule/device/gpu.hpp"
+#include "joule/device/settings_guard.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/plan/pipeline.hpp"
@@ -46,8 +47,10 @@ Result<std::vector<StageSchedule>> stage_schedules(const PipelineDag& dag, const
 /// The training loop calls begin() before every forward and backward and end_iteration() after the
 /// iteration. The controller checks every call against the plan, so a loop that has drifted out of step
 /// with its plan gets an error instead of silently running computations at the wrong clocks. It calls the
-/// device only when the frequency changes (clock locks are not free), and resets the clock lock on
-/// destruction if it ever locked one, so a GPU is never left locked.
+/// device only when the frequency changes (clock locks are not free). It locks through a
+/// device::SettingsGuard, so the clock lock is reset on destruction if it ever locked one, at normal
+/// process exit and (unless created with restore_on_signals = false) on SIGINT/SIGTERM/SIGHUP: a GPU is
+/// never left locked. If the process lives on after such a signal, the next begin() locks again.
 ///
 /// Not thread-safe: use one controller per GPU from the thread that drives that GPU's computations.
 class FrequencyController {
@@ -55,7 +58,9 @@ class FrequencyController {
   /// Checks every planned frequency against the GPU's supported SM clocks. Does not touch the clock yet.
   /// @return kOutOfRange naming the first unsupported frequency, its computation and the nearest supported
   /// clocks; the device's error (code and message unchanged) if it cannot list its clocks.
-  static Result<FrequencyController> create(device::Gpu& gpu, StageSchedule schedule);
+  /// @param restore_on_signals also reset the lock on SIGINT/SIGTERM/SIGHUP (false for simulated GPUs).
+  static Result<FrequencyController> create(device::Gpu& gpu, StageSchedule schedule,
+                                            bool restore_on_signals = true);
 
   /// Resets the GPU's SM clock lock if this controller locked it; a failure is logged, not thrown.
   ~FrequencyController();
@@ -90,14 +95,14 @@ class FrequencyController {
   size_t lock_count() const { return lock_count_; }
 
  private:
-  FrequencyController(device::Gpu& gpu, StageSchedule schedule);
+  FrequencyController(device::Gpu& gpu, StageSchedule schedule, bool restore_on_signals);
 
   device::Gpu* gpu_;  // null once moved from
   StageSchedule schedule_;
   size_t position_ = 0;
   std::optional<uint32_t> current_mhz_;
-  bool locked_ = false;  // whether a lock may be in force, so destruction must reset
   size_t lock_count_ = 0;
+  std::unique_ptr<device::SettingsGuard> guard_;  // every lock goes through it; null once moved from
 };
 
 /// @return a simulated GPU model for pipeline stages running `profile`: its SM clocks span the profile's

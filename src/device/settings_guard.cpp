@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// Restoring power limits on destruction, at exit and on SIGINT/SIGTERM.
+// Restoring GPU controls on destruction, at exit and on SIGINT/SIGTERM/SIGHUP.
 //
 // Signals: the handler does only async-signal-safe work: it writes the signal and its siginfo to a
 // non-blocking pipe (one write of less than PIPE_BUF bytes, so it is atomic) and returns. A restorer
-// thread, started with every signal blocked, reads the pipe, restores every registered controller and
-// then lets the signal take its course (previous handler function, or the default action re-raised).
-// The thread and the pipe live until the process ends (closing the pipe while a handler may still be
-// writing to it would risk writing into a reused descriptor); only the handlers come and go.
-#include "power_limit_restore.hpp"
+// thread, started with every signal blocked, reads the pipe, restores every registered guard and then
+// lets the signal take its course (previous handler function, or the default action re-raised). The
+// thread and the pipe live until the process ends (closing the pipe while a handler may still be writing
+// to it would risk writing into a reused descriptor); only the handlers come and go.
+#include "joule/device/settings_guard.hpp"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,64 +27,155 @@
 
 #include "joule/core/log.hpp"
 
-namespace joule::optimize::detail {
+namespace joule::device {
 
-// ---------------------------------------------------------------------------------------------------------
-// LimitController
+namespace {
 
-LimitController::LimitController(std::vector<device::Gpu*> gpus,
-                                 std::vector<std::optional<uint32_t>> restore_mw)
-    : gpus_(std::move(gpus)), restore_mw_(std::move(restore_mw)), owner_pid_(::getpid()) {}
+/// Why controls are being restored.
+enum class Reason {
+  kCall,    ///< restore() or destruction
+  kExit,    ///< the process is exiting: no further changes
+  kSignal,  ///< a signal arrived: the process may live on (a handler that returns)
+};
 
-Result<void> LimitController::apply(uint32_t power_limit_mw) {
-  std::lock_guard lock(mutex_);
-  if (closed_ || applied_mw_ == power_limit_mw) {
-    return {};
+/// A control the guard can change. Adding one (memory clocks) means a value to record, a way to set it
+/// and a way to set it back: apply() and restore_one() below.
+enum class Control {
+  kPowerLimit,
+  kSmClocks,
+};
+
+/// One changed control of one GPU.
+struct Change {
+  Gpu* gpu = nullptr;
+  Control control = Control::kPowerLimit;
+  /// What to set back: the recorded power limit (nullopt: the default); unused for SM clocks.
+  std::optional<uint32_t> original;
+  /// What the guard set last, if that call succeeded ({limit, 0} or {min, max}); a repeat is skipped.
+  std::optional<std::array<uint32_t, 2>> applied;
+};
+
+const char* describe(Control control) {
+  return control == Control::kPowerLimit ? "power limit" : "SM clock lock";
+}
+
+Result<void> restore_one(const Change& change) {
+  switch (change.control) {
+    case Control::kPowerLimit:
+      return change.original ? change.gpu->set_power_limit_mw(*change.original)
+                             : change.gpu->reset_power_limit();
+    case Control::kSmClocks:
+      return change.gpu->reset_sm_clocks();
   }
-  std::optional<Error> first_error;
-  for (device::Gpu* gpu : gpus_) {
-    auto result = gpu->set_power_limit_mw(power_limit_mw);
-    if (!result && !first_error) {
-      first_error = result.error();
-    }
-  }
-  // Even a partial failure may have changed some GPUs: they must be restored.
-  changed_ = true;
-  if (first_error) {
-    applied_mw_.reset();
-    return tl::make_unexpected(*first_error);
-  }
-  applied_mw_ = power_limit_mw;
   return {};
 }
 
-void LimitController::restore(RestoreReason reason) noexcept {
+}  // namespace
+
+struct SettingsGuard::State {
+  explicit State(SettingsGuardOptions guard_options)
+      : options(std::move(guard_options)), owner_pid(::getpid()) {}
+
+  Result<void> apply(Gpu& gpu, Control control, std::array<uint32_t, 2> value);
+  Result<void> restore(Reason reason) noexcept;
+
+  const SettingsGuardOptions options;
+  const pid_t owner_pid;
+  std::mutex mutex;  // guards everything below; held during device calls
+  std::vector<Change> changes;
+  std::atomic<bool> signal_restored{false};
+};
+
+namespace {
+
+// Set by the exit hook: from then on no guard changes anything.
+std::atomic<bool> g_exiting{false};
+
+}  // namespace
+
+Result<void> SettingsGuard::State::apply(Gpu& gpu, Control control, std::array<uint32_t, 2> value) {
+  if (::getpid() != owner_pid) {
+    return fail(
+        ErrorCode::kState,
+        "{}: this process (pid {}) was forked from the one that owns the GPU settings guard (pid {}); "
+        "a forked child does not change the parent's GPUs",
+        options.owner, ::getpid(), owner_pid);
+  }
+  std::lock_guard lock(mutex);
+  if (g_exiting.load()) {
+    return {};
+  }
+  auto change = std::find_if(changes.begin(), changes.end(),
+                             [&](const Change& c) { return c.gpu == &gpu && c.control == control; });
+  if (change != changes.end() && change->applied == value) {
+    return {};
+  }
+  // The first value is read before the first change; it is kept only if the change is made.
+  Change first{&gpu, control, std::nullopt, std::nullopt};
+  if (change == changes.end() && control == Control::kPowerLimit &&
+      options.power_limit_restore == PowerLimitRestore::kRecorded) {
+    auto current = gpu.power_limit_mw();
+    if (current) {
+      first.original = *current;
+    } else {
+      log().warn("{}: cannot read the power limit of {} ({}); it will be restored to the default",
+                 options.owner, gpu.label(), current.error().message());
+    }
+  }
+  auto result = control == Control::kPowerLimit ? gpu.set_power_limit_mw(value[0])
+                                                : gpu.lock_sm_clocks(value[0], value[1]);
+  if (change == changes.end()) {
+    if (!result) {
+      return result;  // refused: the control is as it was, nothing to restore
+    }
+    changes.push_back(first);
+    change = std::prev(changes.end());
+  }
+  // A refused change of a control changed before leaves it to be restored, at an unknown value.
+  change->applied = result ? std::optional(value) : std::nullopt;
+  return result;
+}
+
+Result<void> SettingsGuard::State::restore(Reason reason) noexcept {
   try {
-    std::lock_guard lock(mutex_);
-    if (reason != RestoreReason::kSignal) {
-      closed_ = true;
+    if (::getpid() != owner_pid) {
+      return {};  // the GPUs are the parent's
     }
-    if (!changed_) {
-      return;
+    std::lock_guard lock(mutex);
+    if (changes.empty()) {
+      return {};
     }
-    for (size_t i = 0; i < gpus_.size(); ++i) {
-      auto result =
-          restore_mw_[i] ? gpus_[i]->set_power_limit_mw(*restore_mw_[i]) : gpus_[i]->reset_power_limit();
+    std::optional<Error> first_error;
+    std::vector<Change> failed;
+    for (const Change& change : changes) {
+      auto result = restore_one(change);
       if (!result) {
-        log().warn("power-limit optimizer: cannot restore the power limit of {}: {}", gpus_[i]->label(),
-                   result.error().message());
+        log().warn("{}: cannot restore the {} of {}: {}", options.owner, describe(change.control),
+                   change.gpu->label(), result.error().message());
+        if (!first_error) {
+          first_error = result.error();
+        }
+        Change kept = change;
+        kept.applied.reset();
+        failed.push_back(kept);
       }
     }
-    changed_ = false;
-    applied_mw_.reset();
-    if (reason == RestoreReason::kSignal) {
-      external_restore_.store(true);
+    if (failed.size() < changes.size()) {
+      static constexpr std::array<const char*, 3> kReasons = {"restore", "process exit", "signal"};
+      log().info("{}: restored {} GPU setting(s) ({})", options.owner, changes.size() - failed.size(),
+                 kReasons[static_cast<size_t>(reason)]);
+      if (reason == Reason::kSignal) {
+        signal_restored.store(true);
+      }
     }
-    static constexpr std::array<const char*, 3> kReasons = {"optimizer destroyed", "process exit", "signal"};
-    log().info("power-limit optimizer: restored the power limit of {} GPU(s) ({})", gpus_.size(),
-               kReasons[static_cast<size_t>(reason)]);
+    changes = std::move(failed);
+    if (first_error) {
+      return tl::make_unexpected(*first_error);
+    }
+    return {};
   } catch (...) {
     // Nothing may escape a destructor, an exit hook or the restorer thread.
+    return fail(ErrorCode::kInternal, "{}: restoring GPU settings failed unexpectedly", options.owner);
   }
 }
 
@@ -89,7 +184,7 @@ void LimitController::restore(RestoreReason reason) noexcept {
 
 namespace {
 
-constexpr std::array<int, 2> kSignals = {SIGINT, SIGTERM};
+constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
 
 struct SignalMessage {
   int signal_number = 0;
@@ -106,7 +201,7 @@ std::array<struct sigaction, kSignals.size()> g_previous{};
 
 struct Registry {
   std::mutex mutex;  // guards everything below; held while restoring, so GPUs cannot vanish meanwhile
-  std::vector<std::shared_ptr<LimitController>> controllers;
+  std::vector<std::shared_ptr<SettingsGuard::State>> guards;
   int signal_users = 0;
   bool exit_hook_registered = false;
   std::array<bool, kSignals.size()> installed{};
@@ -115,7 +210,7 @@ struct Registry {
 
 // Never destroyed: the exit hook and the restorer thread may use it during static destruction.
 Registry& registry() {
-  static Registry* instance = new Registry;
+  static auto* instance = new Registry;
   return *instance;
 }
 
@@ -182,19 +277,18 @@ bool is_ours(const struct sigaction& action) {
   return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == &on_signal;
 }
 
-void restore_all(RestoreReason reason) {
-  const pid_t self = ::getpid();
-  for (const auto& controller : registry().controllers) {
-    if (controller->owner_pid() == self) {
-      controller->restore(reason);
-    }
+// Needs the registry's mutex. Each guard skips itself in a forked child.
+void restore_all(Reason reason) {
+  for (const auto& guard : registry().guards) {
+    [[maybe_unused]] auto ignored = guard->restore(reason);  // failures are logged
   }
 }
 
 void on_exit_hook() {
   try {
     std::lock_guard lock(registry().mutex);
-    restore_all(RestoreReason::kExit);
+    g_exiting.store(true);
+    restore_all(Reason::kExit);
   } catch (...) {
   }
 }
@@ -208,8 +302,8 @@ void handle_signal(const SignalMessage& message) {
       return;
     }
     previous = g_previous[slot];
-    log().warn("power-limit optimizer: received signal {}; restoring power limits", message.signal_number);
-    restore_all(RestoreReason::kSignal);
+    log().warn("received signal {}; restoring the GPU settings joule changed", message.signal_number);
+    restore_all(Reason::kSignal);
   }
   // Outside the lock: the previous handler may call exit(), which runs the exit hook.
   siginfo_t info = message.info;
@@ -247,8 +341,8 @@ bool ensure_restorer_locked(Registry& state) {
   std::array<int, 2> fds{};
   if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
     log().warn(
-        "power-limit optimizer: cannot create a pipe for signal handling: power limits will not be "
-        "restored on SIGINT/SIGTERM");
+        "cannot create a pipe for signal handling: GPU settings will not be restored on "
+        "SIGINT/SIGTERM/SIGHUP");
     return false;
   }
   ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
@@ -265,8 +359,8 @@ bool ensure_restorer_locked(Registry& state) {
     ::close(fds[0]);
     ::close(fds[1]);
     log().warn(
-        "power-limit optimizer: cannot start the signal restorer thread ({}): power limits will not be "
-        "restored on SIGINT/SIGTERM",
+        "cannot start the signal restorer thread ({}): GPU settings will not be restored on "
+        "SIGINT/SIGTERM/SIGHUP",
         error.what());
     return false;
   }
@@ -322,10 +416,11 @@ void uninstall_handlers_locked(Registry& state) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
-// RestoreRegistration
+// SettingsGuard
 
-RestoreRegistration::RestoreRegistration(std::shared_ptr<LimitController> controller, bool handle_signals)
-    : controller_(std::move(controller)), handle_signals_(handle_signals) {
+SettingsGuard::SettingsGuard(SettingsGuardOptions options)
+    : state_(std::make_shared<State>(std::move(options))),
+      handles_signals_(state_->options.restore_on_signals) {
   Registry& state = registry();
   std::lock_guard lock(state.mutex);
   if (!state.exit_hook_registered) {
@@ -333,31 +428,53 @@ RestoreRegistration::RestoreRegistration(std::shared_ptr<LimitController> contro
     log();
     state.exit_hook_registered = std::atexit(on_exit_hook) == 0;
     if (!state.exit_hook_registered) {
-      log().warn("power-limit optimizer: cannot register an exit hook; limits are restored on destruction");
+      log().warn("cannot register an exit hook; GPU settings are restored on destruction only");
     }
   }
-  state.controllers.push_back(controller_);
-  if (handle_signals_ && ++state.signal_users == 1) {
+  state.guards.push_back(state_);
+  if (handles_signals_ && ++state.signal_users == 1) {
     install_handlers_locked(state);
   }
 }
 
-RestoreRegistration::~RestoreRegistration() {
+SettingsGuard::~SettingsGuard() {
   try {
     Registry& state = registry();
     std::lock_guard lock(state.mutex);
-    std::erase(state.controllers, controller_);
-    if (handle_signals_ && --state.signal_users == 0) {
+    std::erase(state.guards, state_);
+    if (handles_signals_ && --state.signal_users == 0) {
       uninstall_handlers_locked(state);
     }
   } catch (...) {
   }
+  [[maybe_unused]] auto ignored = state_->restore(Reason::kCall);  // failures are logged
 }
 
-bool signal_handler_installed(int signal_number) {
+Result<void> SettingsGuard::set_power_limit_mw(Gpu& gpu, uint32_t power_limit_mw) {
+  return state_->apply(gpu, Control::kPowerLimit, {power_limit_mw, 0});
+}
+
+Result<void> SettingsGuard::lock_sm_clocks(Gpu& gpu, uint32_t min_mhz, uint32_t max_mhz) {
+  return state_->apply(gpu, Control::kSmClocks, {min_mhz, max_mhz});
+}
+
+Result<void> SettingsGuard::restore() {
+  return state_->restore(Reason::kCall);
+}
+
+bool SettingsGuard::changed() const {
+  std::lock_guard lock(state_->mutex);
+  return !state_->changes.empty();
+}
+
+bool SettingsGuard::consume_signal_restore() {
+  return state_->signal_restored.exchange(false);
+}
+
+bool SettingsGuard::signal_handler_installed(int signal_number) {
   struct sigaction current {};
   ::sigaction(signal_number, nullptr, &current);
   return is_ours(current);
 }
 
-}  // namespace joule::optimize::detail
+}  // namespace joule::device
