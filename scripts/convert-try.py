@@ -46,8 +46,15 @@ def strip_strings(line):
     return line if i < 0 else line[:i]
 
 
+def blank_strings(text):
+    """The text with the contents of string and character literals and of comments blanked (same length)."""
+    text = re.sub(r'"(?:\\.|[^"\\\n])*"', lambda m: '"' + ' ' * (len(m.group(0)) - 2) + '"', text)
+    text = re.sub(r"'(?:\\.|[^'\\\n])*'", lambda m: "'" + ' ' * (len(m.group(0)) - 2) + "'", text)
+    return re.sub(r'//[^\n]*', lambda m: ' ' * len(m.group(0)), text)
+
+
 def uses(text, name):
-    return [m for m in re.finditer(r'(?<![\w.>])' + re.escape(name) + r'\b', text)]
+    return [m for m in re.finditer(r'(?<![\w.>])' + re.escape(name) + r'\b', blank_strings(text))]
 
 
 def rewrite_uses(text, name):
@@ -67,9 +74,10 @@ def rewrite_uses(text, name):
     if re.search(r'(?<![\w.>])' + n + r'\s*=[^=]', t):  # reassigned
         return None
     # A bare use (passed on as a Result, returned…) is ambiguous: only accept it if the original had none.
+    blank = blank_strings(text)
     orig_bare = [m for m in uses(text, name)
-                 if not re.match(r'\*|->|\.value\(\)', text[m.end():m.end() + 8]) and
-                 not text[max(0, m.start() - 1):m.start()] == '*']
+                 if not re.match(r'->|\.value\(\)', blank[m.end():m.end() + 8]) and
+                 not blank[max(0, m.start() - 1):m.start()] == '*']
     if orig_bare:
         return None
     return t

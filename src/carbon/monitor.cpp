@@ -22,7 +22,8 @@ int64_t floor_div(int64_t value, int64_t divisor) {
   return (value % divisor != 0 && (value < 0) != (divisor < 0)) ? quotient - 1 : quotient;
 }
 
-void add_scaled(std::vector<double>& into, const std::vector<measure::DeviceEnergy>& energies, double fraction) {
+void add_scaled(std::vector<double>& into, const std::vector<measure::DeviceEnergy>& energies,
+                double fraction) {
   if (into.size() < energies.size()) {
     into.resize(energies.size(), 0.0);
   }
@@ -218,14 +219,11 @@ Result<CarbonReport> carbon_of(const BucketedMeasurement& measurement, CarbonSig
   }
   const int64_t from = measurement.buckets.front().start_unix_s;
   const int64_t to = measurement.buckets.back().start_unix_s + measurement.bucket_s;
-  auto history = signal.history(from, to);
-  if (!history) {
-    return tl::make_unexpected(history.error());
-  }
+  auto history = JOULE_TRY(signal.history(from, to));
   for (size_t b = 0; b < measurement.buckets.size(); ++b) {
     const BucketEnergy& bucket = measurement.buckets[b];
     auto intensity =
-        intensity_for(*history, signal.period_s(), bucket.start_unix_s, measurement.bucket_s, report.source);
+        intensity_for(history, signal.period_s(), bucket.start_unix_s, measurement.bucket_s, report.source);
     if (!intensity && b + 1 == measurement.buckets.size()) {
       // The current hour is often not published yet: take the freshest value if it covers the bucket.
       auto latest = signal.latest();
@@ -263,7 +261,8 @@ Result<CarbonReport> carbon_of(const BucketedMeasurement& measurement, CarbonSig
   return report;
 }
 
-CarbonMonitor::CarbonMonitor(measure::EnergyMonitor& monitor, CarbonSignal& signal, BucketedMonitorOptions options)
+CarbonMonitor::CarbonMonitor(measure::EnergyMonitor& monitor, CarbonSignal& signal,
+                             BucketedMonitorOptions options)
     : buckets_(monitor, options), signal_(signal) {}
 
 CarbonMeasurement CarbonMonitor::end_window(std::string_view name) {

@@ -19,44 +19,35 @@ constexpr int64_t kDayS = 24 * kHourS;
 }  // namespace
 
 Result<HourlyTariff> HourlyTariff::parse(std::string_view text, std::string source) {
-  auto table = csv::parse(text, source);
-  if (!table) {
-    return tl::make_unexpected(table.error());
-  }
-  const auto hour_column = table->column("hour");
+  auto table = JOULE_TRY(csv::parse(text, source));
+  const auto hour_column = table.column("hour");
   if (!hour_column) {
     return tl::make_unexpected(Error(ErrorCode::kParse, hour_column.error().message()));
   }
-  const auto price_column = table->column("price_usd_per_kwh");
+  const auto price_column = table.column("price_usd_per_kwh");
   if (!price_column) {
     return tl::make_unexpected(Error(ErrorCode::kParse, price_column.error().message()));
   }
   HourlyTariff tariff;
   tariff.source_ = source;
   std::array<bool, 24> seen{};
-  for (size_t i = 0; i < table->row_count(); ++i) {
-    const auto row = table->row(i);
-    const auto hour = row.integer(*hour_column);
-    if (!hour) {
-      return tl::make_unexpected(hour.error());
-    }
-    if (*hour < 0 || *hour > 23) {
+  for (size_t i = 0; i < table.row_count(); ++i) {
+    const auto row = table.row(i);
+    const auto hour = JOULE_TRY(row.integer(*hour_column));
+    if (hour < 0 || hour > 23) {
       return tl::make_unexpected(
-          row.error_at(*hour_column, fmt::format("hour must be 0 to 23 (UTC), got {}", *hour)));
+          row.error_at(*hour_column, fmt::format("hour must be 0 to 23 (UTC), got {}", hour)));
     }
-    if (seen[static_cast<size_t>(*hour)]) {
-      return tl::make_unexpected(row.error_at(*hour_column, fmt::format("hour {} appears twice", *hour)));
+    if (seen[static_cast<size_t>(hour)]) {
+      return tl::make_unexpected(row.error_at(*hour_column, fmt::format("hour {} appears twice", hour)));
     }
-    const auto price = row.number(*price_column);
-    if (!price) {
-      return tl::make_unexpected(price.error());
-    }
-    if (!(*price >= 0) || !std::isfinite(*price)) {
+    const auto price = JOULE_TRY(row.number(*price_column));
+    if (!(price >= 0) || !std::isfinite(price)) {
       return tl::make_unexpected(
-          row.error_at(*price_column, fmt::format("price must be finite and non-negative, got {}", *price)));
+          row.error_at(*price_column, fmt::format("price must be finite and non-negative, got {}", price)));
     }
-    seen[static_cast<size_t>(*hour)] = true;
-    tariff.prices_[static_cast<size_t>(*hour)] = *price;
+    seen[static_cast<size_t>(hour)] = true;
+    tariff.prices_[static_cast<size_t>(hour)] = price;
   }
   for (size_t h = 0; h < seen.size(); ++h) {
     if (!seen[h]) {
@@ -68,11 +59,8 @@ Result<HourlyTariff> HourlyTariff::parse(std::string_view text, std::string sour
 }
 
 Result<HourlyTariff> HourlyTariff::read_file(const std::string& path) {
-  const auto text = read_text_file(path, read_limits::kTariff);
-  if (!text) {
-    return tl::make_unexpected(text.error());
-  }
-  return parse(*text, path);
+  const auto text = JOULE_TRY(read_text_file(path, read_limits::kTariff));
+  return parse(text, path);
 }
 
 HourlyTariff HourlyTariff::flat(double price_usd_per_kwh) {
@@ -123,7 +111,8 @@ PriceReport price_of(const BucketedMeasurement& measurement, const HourlyTariff&
   return report;
 }
 
-PriceMonitor::PriceMonitor(measure::EnergyMonitor& monitor, const HourlyTariff& tariff, BucketedMonitorOptions options)
+PriceMonitor::PriceMonitor(measure::EnergyMonitor& monitor, const HourlyTariff& tariff,
+                           BucketedMonitorOptions options)
     : buckets_(monitor, options), tariff_(tariff) {}
 
 }  // namespace joule::carbon

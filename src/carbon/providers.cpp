@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "joule/core/strings.hpp"
 #include "joule/carbon/signal.hpp"
+#include "joule/core/strings.hpp"
 
 #include "carbon/http.hpp"
 
@@ -87,26 +87,20 @@ Result<std::optional<IntensityPoint>> em_point(const json& p, std::string_view w
   if (!p.is_object()) {
     return tl::make_unexpected(detail::shape_error(kElectricityMaps, what, "a point is not an object"));
   }
-  const auto time = time_value(p, "datetime", kElectricityMaps, what);
-  if (!time) {
-    return tl::make_unexpected(time.error());
-  }
+  const auto time = JOULE_TRY(time_value(p, "datetime", kElectricityMaps, what));
   const auto it = p.find("carbonIntensity");
   if (it == p.end()) {
     return tl::make_unexpected(
         detail::shape_error(kElectricityMaps, what,
-                            fmt::format("the point at {} has no 'carbonIntensity'", format_utc_time(*time))));
+                            fmt::format("the point at {} has no 'carbonIntensity'", format_utc_time(time))));
   }
   if (it->is_null()) {
     return std::optional<IntensityPoint>();
   }
-  const auto value = intensity_value(*it, kElectricityMaps, what, "carbonIntensity");
-  if (!value) {
-    return tl::make_unexpected(value.error());
-  }
+  const auto value = JOULE_TRY(intensity_value(*it, kElectricityMaps, what, "carbonIntensity"));
   const auto estimated = p.find("isEstimated");
-  return std::optional<IntensityPoint>(IntensityPoint{
-      *time, *value, estimated != p.end() && estimated->is_boolean() && estimated->get<bool>()});
+  return std::optional<IntensityPoint>(
+      IntensityPoint{time, value, estimated != p.end() && estimated->is_boolean() && estimated->get<bool>()});
 }
 
 Result<std::vector<IntensityPoint>> em_points(const json& body, std::initializer_list<const char*> keys,
@@ -239,11 +233,8 @@ Result<std::vector<IntensityPoint>> ElectricityMapsSignal::history(int64_t from_
     if (!body) {
       return tl::make_unexpected(em_refused(body.error()));
     }
-    auto points = em_points(*body, {"history", "data"}, base.path_prefix + path, false);
-    if (!points) {
-      return tl::make_unexpected(points.error());
-    }
-    for (const auto& p : *points) {
+    auto points = JOULE_TRY(em_points(*body, {"history", "data"}, base.path_prefix + path, false));
+    for (const auto& p : points) {
       if (p.time_unix_s + period_s() > from_unix_s && p.time_unix_s < to_unix_s) {
         all.push_back(p);
       }
@@ -355,19 +346,13 @@ Result<std::vector<IntensityPoint>> wt_points(const json& body, std::string_view
     if (!p.is_object()) {
       return tl::make_unexpected(detail::shape_error(kWattTime, what, "a point is not an object"));
     }
-    const auto time = time_value(p, "point_time", kWattTime, what);
-    if (!time) {
-      return tl::make_unexpected(time.error());
-    }
+    const auto time = JOULE_TRY(time_value(p, "point_time", kWattTime, what));
     const auto it = p.find("value");
     if (it == p.end() || it->is_null()) {
       continue;  // a missing value: the period stays uncovered
     }
-    const auto value = intensity_value(*it, kWattTime, what, "value");
-    if (!value) {
-      return tl::make_unexpected(value.error());
-    }
-    points.push_back({*time, *value * scale, estimated});
+    const auto value = JOULE_TRY(intensity_value(*it, kWattTime, what, "value"));
+    points.push_back({time, value * scale, estimated});
   }
   std::sort(points.begin(), points.end(),
             [](const IntensityPoint& a, const IntensityPoint& b) { return a.time_unix_s < b.time_unix_s; });
@@ -382,13 +367,10 @@ Result<std::vector<IntensityPoint>> WattTimeSignal::get_points(const std::string
   Result<json> body = tl::make_unexpected(Error(ErrorCode::kInternal, "not sent"));
   // A session token expires (30 min): log in again once when it is refused.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const auto token = bearer();
-    if (!token) {
-      return tl::make_unexpected(token.error());
-    }
+    const auto token = JOULE_TRY(bearer());
     detail::HttpGet request;
     request.path = path;
-    request.bearer_token = *token;
+    request.bearer_token = token;
     request.timeout_s = options_.timeout_s;
     body = detail::get_json(base, request, kWattTime);
     if (body || body.error().code() != ErrorCode::kPermissionDenied || !options_.token.empty() ||
@@ -412,14 +394,11 @@ Result<IntensityPoint> WattTimeSignal::latest() {
   const std::string path =
       fmt::format("/v3/forecast?region={}&signal_type={}&horizon_hours=0",
                   detail::url_encode(options_.region), detail::url_encode(options_.signal_type));
-  auto points = get_points(path, false);
-  if (!points) {
-    return tl::make_unexpected(points.error());
-  }
-  if (points->empty()) {
+  auto points = JOULE_TRY(get_points(path, false));
+  if (points.empty()) {
     return fail(ErrorCode::kNotFound, "{}: GET {}: no value for region {}", kWattTime, path, options_.region);
   }
-  return points->front();
+  return points.front();
 }
 
 Result<std::vector<IntensityPoint>> WattTimeSignal::history(int64_t from_unix_s, int64_t to_unix_s) {
@@ -430,11 +409,8 @@ Result<std::vector<IntensityPoint>> WattTimeSignal::history(int64_t from_unix_s,
         fmt::format("/v3/historical?region={}&start={}&end={}&signal_type={}",
                     detail::url_encode(options_.region), detail::url_encode(format_utc_time(start)),
                     detail::url_encode(format_utc_time(end)), detail::url_encode(options_.signal_type));
-    auto points = get_points(path, false);
-    if (!points) {
-      return tl::make_unexpected(points.error());
-    }
-    all.insert(all.end(), points->begin(), points->end());
+    auto points = JOULE_TRY(get_points(path, false));
+    all.insert(all.end(), points.begin(), points.end());
   }
   return all;
 }
@@ -471,14 +447,11 @@ Result<std::vector<IntensityPoint>> uk_points(const json& body, std::string_view
     if (!slot.is_object()) {
       return tl::make_unexpected(detail::shape_error(kUk, what, "a slot is not an object"));
     }
-    const auto time = time_value(slot, "from", kUk, what);
-    if (!time) {
-      return tl::make_unexpected(time.error());
-    }
+    const auto time = JOULE_TRY(time_value(slot, "from", kUk, what));
     const auto intensity = slot.find("intensity");
     if (intensity == slot.end() || !intensity->is_object()) {
       return tl::make_unexpected(detail::shape_error(
-          kUk, what, fmt::format("the slot at {} has no 'intensity'", format_utc_time(*time))));
+          kUk, what, fmt::format("the slot at {} has no 'intensity'", format_utc_time(time))));
     }
     const json actual = intensity->value("actual", json());
     const json forecast = intensity->value("forecast", json());
@@ -487,11 +460,8 @@ Result<std::vector<IntensityPoint>> uk_points(const json& body, std::string_view
     if (chosen.is_null()) {
       continue;  // neither actual nor forecast: the slot stays uncovered
     }
-    const auto value = intensity_value(chosen, kUk, what, use_actual ? "actual" : "forecast");
-    if (!value) {
-      return tl::make_unexpected(value.error());
-    }
-    points.push_back({*time, *value, !use_actual});
+    const auto value = JOULE_TRY(intensity_value(chosen, kUk, what, use_actual ? "actual" : "forecast"));
+    points.push_back({time, value, !use_actual});
   }
   std::sort(points.begin(), points.end(),
             [](const IntensityPoint& a, const IntensityPoint& b) { return a.time_unix_s < b.time_unix_s; });
@@ -514,19 +484,13 @@ Result<IntensityPoint> UkCarbonIntensitySignal::latest() {
   detail::HttpGet request;
   request.path = "/intensity";
   request.timeout_s = options_.timeout_s;
-  const auto body = detail::get_json(base, request, kUk);
-  if (!body) {
-    return tl::make_unexpected(body.error());
-  }
-  auto points = uk_points(*body, base.path_prefix + request.path, false);
-  if (!points) {
-    return tl::make_unexpected(points.error());
-  }
-  if (points->empty()) {
+  const auto body = JOULE_TRY(detail::get_json(base, request, kUk));
+  auto points = JOULE_TRY(uk_points(body, base.path_prefix + request.path, false));
+  if (points.empty()) {
     return fail(ErrorCode::kNotFound, "{}: GET {}: no carbon intensity for the current half hour", kUk,
                 base.path_prefix + request.path);
   }
-  return points->back();
+  return points.back();
 }
 
 Result<std::vector<IntensityPoint>> UkCarbonIntensitySignal::history(int64_t from_unix_s, int64_t to_unix_s) {
@@ -537,15 +501,9 @@ Result<std::vector<IntensityPoint>> UkCarbonIntensitySignal::history(int64_t fro
     detail::HttpGet request;
     request.path = fmt::format("/intensity/{}/{}", uk_time(start), uk_time(end));
     request.timeout_s = options_.timeout_s;
-    const auto body = detail::get_json(base, request, kUk);
-    if (!body) {
-      return tl::make_unexpected(body.error());
-    }
-    auto points = uk_points(*body, base.path_prefix + request.path, false);
-    if (!points) {
-      return tl::make_unexpected(points.error());
-    }
-    for (const auto& p : *points) {
+    const auto body = JOULE_TRY(detail::get_json(base, request, kUk));
+    auto points = JOULE_TRY(uk_points(body, base.path_prefix + request.path, false));
+    for (const auto& p : points) {
       if (p.time_unix_s + period_s() > from_unix_s && p.time_unix_s < to_unix_s &&
           (all.empty() || p.time_unix_s > all.back().time_unix_s)) {
         all.push_back(p);
@@ -561,11 +519,8 @@ Result<std::vector<IntensityPoint>> UkCarbonIntensitySignal::forecast(int64_t ho
   detail::HttpGet request;
   request.path = fmt::format("/intensity/{}/{}", uk_time(now), horizon_s <= kDayS ? "fw24h" : "fw48h");
   request.timeout_s = options_.timeout_s;
-  const auto body = detail::get_json(base, request, kUk);
-  if (!body) {
-    return tl::make_unexpected(body.error());
-  }
-  auto points = uk_points(*body, base.path_prefix + request.path, true);
+  const auto body = JOULE_TRY(detail::get_json(base, request, kUk));
+  auto points = uk_points(body, base.path_prefix + request.path, true);
   if (!points) {
     return points;
   }
@@ -588,11 +543,8 @@ Result<std::vector<IntensityPoint>> parse_provider_body(std::string_view provide
     if (array_field(parsed, {"history", "data", "forecast"}) != nullptr) {
       return em_points(parsed, {"history", "data", "forecast"}, what, false);
     }
-    auto point = em_point(parsed, what);
-    if (!point) {
-      return tl::make_unexpected(point.error());
-    }
-    return *point ? std::vector<IntensityPoint>{**point} : std::vector<IntensityPoint>{};
+    auto point = JOULE_TRY(em_point(parsed, what));
+    return point ? std::vector<IntensityPoint>{*point} : std::vector<IntensityPoint>{};
   }
   if (provider == kWattTime) {
     int64_t period_s = 0;

@@ -276,53 +276,42 @@ Result<void> check_regular(const std::vector<IntensityPoint>& points, const std:
 }  // namespace
 
 Result<CarbonTrace> CarbonTrace::parse(std::string_view text, std::string source) {
-  auto table = csv::parse(text, source);
-  if (!table) {
-    return tl::make_unexpected(table.error());
-  }
-  const auto time_column = table->column("timestamp");
+  auto table = JOULE_TRY(csv::parse(text, source));
+  const auto time_column = table.column("timestamp");
   if (!time_column) {
     return tl::make_unexpected(Error(ErrorCode::kParse, time_column.error().message()));
   }
-  const auto value_column = table->column("carbon_intensity_g_per_kwh");
+  const auto value_column = table.column("carbon_intensity_g_per_kwh");
   if (!value_column) {
     return tl::make_unexpected(Error(ErrorCode::kParse, value_column.error().message()));
   }
   std::vector<IntensityPoint> points;
   std::vector<size_t> lines;
-  points.reserve(table->row_count());
-  for (size_t i = 0; i < table->row_count(); ++i) {
-    const auto row = table->row(i);
+  points.reserve(table.row_count());
+  for (size_t i = 0; i < table.row_count(); ++i) {
+    const auto row = table.row(i);
     const auto time = parse_utc_time(row.text(*time_column));
     if (!time) {
       return tl::make_unexpected(row.error_at(*time_column, time.error().message()));
     }
-    const auto value = row.number(*value_column);
-    if (!value) {
-      return tl::make_unexpected(value.error());
-    }
-    if (!(*value >= 0) || !std::isfinite(*value)) {
+    const auto value = JOULE_TRY(row.number(*value_column));
+    if (!(value >= 0) || !std::isfinite(value)) {
       return tl::make_unexpected(row.error_at(
-          *value_column, fmt::format("carbon intensity must be finite and non-negative, got {}", *value)));
+          *value_column, fmt::format("carbon intensity must be finite and non-negative, got {}", value)));
     }
-    points.push_back({*time, *value, false});
+    points.push_back({*time, value, false});
     lines.push_back(row.line());
   }
   CarbonTrace trace;
-  if (auto ok = check_regular(points, source, lines, trace.period_s_); !ok) {
-    return tl::make_unexpected(ok.error());
-  }
+  JOULE_TRY(check_regular(points, source, lines, trace.period_s_));
   trace.source_ = std::move(source);
   trace.points_ = std::move(points);
   return trace;
 }
 
 Result<CarbonTrace> CarbonTrace::read_file(const std::string& path) {
-  const auto text = read_text_file(path, read_limits::kCarbonTrace);
-  if (!text) {
-    return tl::make_unexpected(text.error());
-  }
-  return parse(*text, path);
+  const auto text = JOULE_TRY(read_text_file(path, read_limits::kCarbonTrace));
+  return parse(text, path);
 }
 
 Result<CarbonTrace> CarbonTrace::from_points(std::vector<IntensityPoint> points, std::string source) {
@@ -344,11 +333,8 @@ Result<size_t> CarbonTrace::index_at(int64_t time_unix_s) const {
 }
 
 Result<IntensityPoint> CarbonTrace::at(int64_t time_unix_s) const {
-  const auto index = index_at(time_unix_s);
-  if (!index) {
-    return tl::make_unexpected(index.error());
-  }
-  return points_[*index];
+  const auto index = JOULE_TRY(index_at(time_unix_s));
+  return points_[index];
 }
 
 std::string CarbonTrace::to_csv() const {
@@ -437,11 +423,8 @@ Result<std::unique_ptr<CarbonSignal>> make_carbon_signal(const CarbonSourceOptio
           std::make_unique<ConstantSignal>(*options.intensity_g_per_kwh, "constant", clock));
     }
     if (!options.trace_path.empty()) {
-      auto trace = CarbonTrace::read_file(options.trace_path);
-      if (!trace) {
-        return tl::make_unexpected(trace.error());
-      }
-      return std::unique_ptr<CarbonSignal>(std::make_unique<TraceSignal>(std::move(*trace), clock));
+      auto trace = JOULE_TRY(CarbonTrace::read_file(options.trace_path));
+      return std::unique_ptr<CarbonSignal>(std::make_unique<TraceSignal>(std::move(trace), clock));
     }
     const std::string provider = to_lower(
         options.provider.empty() ? env_or("JOULE_CARBON_PROVIDER", "electricitymaps") : options.provider);

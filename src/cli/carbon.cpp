@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule carbon`: carbon intensity (live providers or a trace), forecaster evaluation, and the Chase replay.
-#include "joule/carbon/signal.hpp"
+#include "joule/optimize/carbon.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/carbon/signal.hpp"
 #include "joule/core/file.hpp"
 #include "joule/device/sim_gpu.hpp"
-#include "joule/optimize/carbon.hpp"
 #include "joule/optimize/carbon_forecast.hpp"
 #include "joule/sim/trace.hpp"
 #include "joule/viz/plot.hpp"
@@ -51,24 +51,15 @@ struct ReplayFlags {
 // The mean number of epochs the Zeus training trace needs to reach the workload's target metric at this
 // batch size (over the trace's repeated runs), rounded up.
 Result<int> epochs_to_target(const std::string& gpu, const std::string& workload, int batch_size) {
-  const auto model = device::sim::find_gpu_model(gpu);
-  if (!model) {
-    return tl::make_unexpected(model.error());
-  }
-  const auto trace = sim::gpu_trace((*model)->trace);
-  if (!trace) {
-    return tl::make_unexpected(trace.error());
-  }
-  const auto job = sim::paper_job(*trace, workload);
-  if (!job) {
-    return tl::make_unexpected(job.error());
-  }
+  const auto model = JOULE_TRY(device::sim::find_gpu_model(gpu));
+  const auto trace = JOULE_TRY(sim::gpu_trace((model)->trace));
+  const auto job = JOULE_TRY(sim::paper_job(trace, workload));
   double sum = 0;
   int runs = 0;
-  for (const auto& row : trace->rows) {
-    if (row.dataset == job->dataset && row.network == job->network && row.batch_size == batch_size &&
-        std::abs(row.target_metric - job->target_metric) < 1e-9 &&
-        row.power_limit_w == trace->max_power_limit_w() && std::isfinite(row.target_epoch)) {
+  for (const auto& row : trace.rows) {
+    if (row.dataset == job.dataset && row.network == job.network && row.batch_size == batch_size &&
+        std::abs(row.target_metric - job.target_metric) < 1e-9 &&
+        row.power_limit_w == trace.max_power_limit_w() && std::isfinite(row.target_epoch)) {
       sum += row.target_epoch;
       ++runs;
     }
@@ -78,7 +69,7 @@ Result<int> epochs_to_target(const std::string& gpu, const std::string& workload
         ErrorCode::kNotFound,
         "carbon replay: the Zeus trace has no run of {} at batch size {} that reaches {}: give --epochs "
         "or --iterations",
-        workload, batch_size, job->target_metric);
+        workload, batch_size, job.target_metric);
   }
   return static_cast<int>(std::ceil(sum / runs));
 }

@@ -146,18 +146,15 @@ Result<Table> parse(std::string_view text, std::string source) {
     return fail(ErrorCode::kParse, "{}: empty file, expected a header line", table.source_);
   }
   while (true) {
-    auto token = tokens.next();
-    if (!token) {
-      return tl::make_unexpected(token.error());
-    }
+    auto token = JOULE_TRY(tokens.next());
     for (const auto& name : table.header_) {
-      if (name == token->value) {
+      if (name == token.value) {
         return fail(ErrorCode::kParse, "{}:{}:{}: duplicate column name '{}' in the header", table.source_,
-                    token->line, token->column, printable_excerpt(token->value));
+                    token.line, token.column, printable_excerpt(token.value));
       }
     }
-    table.header_.push_back(std::move(token->value));
-    if (token->ends_record) {
+    table.header_.push_back(std::move(token.value));
+    if (token.ends_record) {
       break;
     }
   }
@@ -171,22 +168,19 @@ Result<Table> parse(std::string_view text, std::string source) {
     size_t count = 0;
     uint32_t row_line = 0;
     while (true) {
-      auto token = tokens.next();
-      if (!token) {
-        return tl::make_unexpected(token.error());
-      }
+      auto token = JOULE_TRY(tokens.next());
       if (count == 0) {
-        row_line = token->line;
+        row_line = token.line;
       }
       ++count;
       if (count > width) {
         return fail(ErrorCode::kParse, "{}:{}:{}: too many fields: the header has {} columns", table.source_,
-                    token->line, token->column, width);
+                    token.line, token.column, width);
       }
       table.fields_.push_back({static_cast<uint32_t>(table.text_.size()),
-                               static_cast<uint32_t>(token->value.size()), token->line, token->column});
-      table.text_ += token->value;
-      if (token->ends_record) {
+                               static_cast<uint32_t>(token.value.size()), token.line, token.column});
+      table.text_ += token.value;
+      if (token.ends_record) {
         break;
       }
     }
@@ -202,11 +196,8 @@ Result<Table> parse(std::string_view text, std::string source) {
 }
 
 Result<Table> read_file(const std::string& path, const ReadLimit& limit) {
-  auto text = read_text_file(path, limit);
-  if (!text) {
-    return tl::make_unexpected(text.error());
-  }
-  return parse(*text, path);
+  auto text = JOULE_TRY(read_text_file(path, limit));
+  return parse(text, path);
 }
 
 Table::Row Table::row(size_t index) const {

@@ -84,10 +84,7 @@ class Descriptor {
 }  // namespace
 
 Result<std::string> read_text_file(const std::string& path, const ReadLimit& limit) {
-  const auto max_bytes = effective_limit(limit);
-  if (!max_bytes) {
-    return tl::make_unexpected(max_bytes.error());
-  }
+  const auto max_bytes = JOULE_TRY(effective_limit(limit));
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever if none comes.
   const Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
@@ -101,8 +98,8 @@ Result<std::string> read_text_file(const std::string& path, const ReadLimit& lim
     return tl::make_unexpected(errno_error(EISDIR, "cannot read", path));
   }
   const bool regular = S_ISREG(info.st_mode);
-  if (regular && static_cast<uint64_t>(info.st_size) > *max_bytes) {
-    return tl::make_unexpected(too_large(path, limit, *max_bytes));
+  if (regular && static_cast<uint64_t>(info.st_size) > max_bytes) {
+    return tl::make_unexpected(too_large(path, limit, max_bytes));
   }
   // Back to blocking reads: a pipe whose writer is slow must be waited for, not read as empty.
   const int flags = ::fcntl(fd.get(), F_GETFL);
@@ -117,7 +114,7 @@ Result<std::string> read_text_file(const std::string& path, const ReadLimit& lim
   while (true) {
     // One byte past the limit tells a file at the limit from one over it (sysfs and /proc files report a
     // size that is not their length, and a file can grow while it is read).
-    const size_t room = *max_bytes - std::min(content.size(), *max_bytes) + 1;
+    const size_t room = max_bytes - std::min(content.size(), max_bytes) + 1;
     const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, room));
     if (n < 0) {
       if (errno == EINTR) {
@@ -129,8 +126,8 @@ Result<std::string> read_text_file(const std::string& path, const ReadLimit& lim
       break;
     }
     content.append(buffer, static_cast<size_t>(n));
-    if (content.size() > *max_bytes) {
-      return tl::make_unexpected(too_large(path, limit, *max_bytes));
+    if (content.size() > max_bytes) {
+      return tl::make_unexpected(too_large(path, limit, max_bytes));
     }
   }
   return content;

@@ -145,12 +145,8 @@ Result<void> validate(const Policy& policy) {
 
 Result<size_t> select_index(const std::vector<double>& times_s, const std::vector<double>& energies_j,
                             const Policy& policy) {
-  if (auto valid = validate(policy); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
-  if (auto valid = check_points(times_s, energies_j); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(validate(policy));
+  JOULE_TRY(check_points(times_s, energies_j));
   if (times_s.empty()) {
     return fail(ErrorCode::kState, "{}: there is no point to select from", describe(policy));
   }

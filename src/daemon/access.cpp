@@ -112,9 +112,7 @@ Result<AccessPolicy> AccessPolicy::create(const AccessRules& rules, uint32_t dae
         std::tuple{&rules.control_groups, true, "--allow-group", &policy.control_groups_},
         std::tuple{&rules.read_users, false, "--read-user", &policy.read_users_},
         std::tuple{&rules.read_groups, true, "--read-group", &policy.read_groups_}}) {
-    if (auto resolved = resolve(*names, groups, flag, *out); !resolved) {
-      return tl::make_unexpected(resolved.error());
-    }
+    JOULE_TRY(resolve(*names, groups, flag, *out));
   }
   policy.database_ = std::move(database);
   return policy;

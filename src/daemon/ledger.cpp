@@ -187,9 +187,7 @@ Result<uint32_t> SettingsLedger::set_power_limit(const Owner& owner, size_t gpu,
   } else {
     before = slot.holders.back().value;
   }
-  if (auto done = set(slot, owner, gpu, kPowerSetting, power_limit_mw, before); !done) {
-    return tl::make_unexpected(done.error());
-  }
+  JOULE_TRY(set(slot, owner, gpu, kPowerSetting, power_limit_mw, before));
   return before;
 }
 

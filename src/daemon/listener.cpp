@@ -117,19 +117,13 @@ Result<Listener> Listener::open(const std::string& path, uid_t daemon_uid) {
   Listener listener;
   listener.path_ = path;
   listener.name_ = as_path.filename().string();
-  auto folder = open_checked_folder(as_path.parent_path().string(), daemon_uid);
-  if (!folder) {
-    return tl::make_unexpected(folder.error());
-  }
-  listener.folder_ = std::move(*folder);
+  auto folder = JOULE_TRY(open_checked_folder(as_path.parent_path().string(), daemon_uid));
+  listener.folder_ = std::move(folder);
   const int folder_fd = listener.folder_.get();
   // The lock makes "is another daemon serving this path?" race-free between two starting daemons.
   const std::string lock_path = path + ".lock";
-  auto lock = open_lock(folder_fd, listener.name_ + ".lock", lock_path, daemon_uid);
-  if (!lock) {
-    return tl::make_unexpected(lock.error());
-  }
-  listener.lock_fd_ = lock->release();
+  auto lock = JOULE_TRY(open_lock(folder_fd, listener.name_ + ".lock", lock_path, daemon_uid));
+  listener.lock_fd_ = lock.release();
   if (::flock(listener.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const std::string pid = read_small_file(listener.lock_fd_);
     return fail(ErrorCode::kState,

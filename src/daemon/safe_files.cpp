@@ -118,9 +118,7 @@ Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid
   if (error) {
     return fail(ErrorCode::kIo, "cannot resolve the socket folder {}: {}", folder, error.message());
   }
-  if (auto made = make_folders(absolute); !made) {
-    return tl::make_unexpected(made.error());
-  }
+  JOULE_TRY(make_folders(absolute));
   // Links in the given path are resolved once, here; the walk below then refuses to follow any, so what it
   // checks is what it opens.
   const fs::path canonical = fs::canonical(absolute, error);
@@ -146,9 +144,7 @@ Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid
                                   : fmt::format("{} (a folder above the socket's)", walked.string());
     return check_folder(info, what, walked.string(), last, daemon_uid);
   };
-  if (auto checked = check(current.get(), relative.empty()); !checked) {
-    return tl::make_unexpected(checked.error());
-  }
+  JOULE_TRY(check(current.get(), relative.empty()));
   for (auto part = relative.begin(); part != relative.end(); ++part) {
     walked /= *part;
     UniqueFd next(::openat(current.get(), part->c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -157,9 +153,7 @@ Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid
       return fail(ErrorCode::kIo, "cannot open the folder {} without following links: {}", walked.string(),
                   system_error());
     }
-    if (auto checked = check(next.get(), std::next(part) == relative.end()); !checked) {
-      return tl::make_unexpected(checked.error());
-    }
+    JOULE_TRY(check(next.get(), std::next(part) == relative.end()));
     current = std::move(next);
   }
   return current;

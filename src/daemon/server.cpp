@@ -89,24 +89,16 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
           ::geteuid(), fmt::join(real, ", "));
     }
   }
-  auto access = AccessPolicy::create(options.access, static_cast<uint32_t>(::geteuid()), options.users);
-  if (!access) {
-    return tl::make_unexpected(access.error());
-  }
-  auto audit = AuditLog::open(options.audit_log);
-  if (!audit) {
-    return tl::make_unexpected(audit.error());
-  }
-  auto listener = Listener::open(options.socket_path, ::geteuid());
-  if (!listener) {
-    return tl::make_unexpected(listener.error());
-  }
+  auto access =
+      JOULE_TRY(AccessPolicy::create(options.access, static_cast<uint32_t>(::geteuid()), options.users));
+  auto audit = JOULE_TRY(AuditLog::open(options.audit_log));
+  auto listener = JOULE_TRY(Listener::open(options.socket_path, ::geteuid()));
   const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) {
     return fail(ErrorCode::kIo, "cannot create an eventfd: {}", std::strerror(errno));
   }
-  auto server = std::make_unique<Server>(std::move(gpus), clock, std::move(options), std::move(*access),
-                                         std::move(*audit), std::move(*listener), wake_fd);
+  auto server = std::make_unique<Server>(std::move(gpus), clock, std::move(options), std::move(access),
+                                         std::move(audit), std::move(listener), wake_fd);
   // The constructor is private: a daemon exists only started.
   return std::unique_ptr<Daemon>(new Daemon(std::move(server)));
 }

@@ -156,15 +156,9 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
                             : std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance());
   if (options.gpus) {
     if (options.sim_spec) {
-      auto spec = sim::parse_spec(*options.sim_spec);
-      if (!spec) {
-        return tl::make_unexpected(spec.error());
-      }
-      auto visible = visible_devices_from_environment("sim");
-      if (!visible) {
-        return tl::make_unexpected(visible.error());
-      }
-      auto opened = sim::open_sim_gpus(*spec, set.clock, *visible);
+      auto spec = JOULE_TRY(sim::parse_spec(*options.sim_spec));
+      auto visible = JOULE_TRY(visible_devices_from_environment("sim"));
+      auto opened = sim::open_sim_gpus(spec, set.clock, visible);
       if (!opened) {
         return tl::make_unexpected(opened.error().with_context("simulated GPUs"));
       }
@@ -178,15 +172,12 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
                open_daemon_gpus(*options.daemon_socket));
     } else {
       for (const std::string backend : {"nvml", "rocm"}) {
-        auto visible = visible_devices_from_environment(backend);
-        if (!visible) {
-          return tl::make_unexpected(visible.error());
-        }
+        auto visible = JOULE_TRY(visible_devices_from_environment(backend));
         if (backend == "nvml") {
-          add_gpus(set, backend, options.nvml_library, open_nvml_gpus({options.nvml_library}, *visible));
+          add_gpus(set, backend, options.nvml_library, open_nvml_gpus({options.nvml_library}, visible));
         } else {
           add_gpus(set, backend, options.rocm_library,
-                   open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, *visible));
+                   open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, visible));
         }
       }
     }

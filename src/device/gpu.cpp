@@ -57,25 +57,19 @@ Result<uint32_t> Gpu::power_limit_mw() {
 
 Result<void> Gpu::set_power_limit_mw(uint32_t power_limit_mw) {
   std::lock_guard lock(mutex_);
-  const auto constraints = constraints_locked();
-  if (!constraints) {
-    return tl::make_unexpected(constraints.error());
-  }
-  if (power_limit_mw < constraints->min_mw || power_limit_mw > constraints->max_mw) {
+  const auto constraints = JOULE_TRY(constraints_locked());
+  if (power_limit_mw < constraints.min_mw || power_limit_mw > constraints.max_mw) {
     return fail(ErrorCode::kOutOfRange, "power limit {} is outside {}'s range {} to {}",
-                format_watts(power_limit_mw), label(), format_watts(constraints->min_mw),
-                format_watts(constraints->max_mw));
+                format_watts(power_limit_mw), label(), format_watts(constraints.min_mw),
+                format_watts(constraints.max_mw));
   }
   return do_set_power_limit_mw(power_limit_mw);
 }
 
 Result<void> Gpu::reset_power_limit() {
   std::lock_guard lock(mutex_);
-  const auto constraints = constraints_locked();
-  if (!constraints) {
-    return tl::make_unexpected(constraints.error());
-  }
-  return do_set_power_limit_mw(constraints->default_mw);
+  const auto constraints = JOULE_TRY(constraints_locked());
+  return do_set_power_limit_mw(constraints.default_mw);
 }
 
 Result<std::vector<uint32_t>> Gpu::supported_sm_clocks_mhz() {

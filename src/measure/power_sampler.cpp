@@ -26,11 +26,8 @@ double value_at(Nanos t0, double p0, Nanos t1, double p1, Nanos t) {
 
 PowerChannel gpu_power_channel(device::Gpu& gpu) {
   return {gpu.label(), [&gpu]() -> Result<std::optional<uint32_t>> {
-            auto power = gpu.power_mw();
-            if (!power) {
-              return tl::make_unexpected(power.error());
-            }
-            return std::optional<uint32_t>(*power);
+            auto power = JOULE_TRY(gpu.power_mw());
+            return std::optional<uint32_t>(power);
           }};
 }
 
@@ -44,17 +41,14 @@ PowerChannel cpu_power_channel(device::Cpu& cpu, Clock& clock, bool dram) {
   return {fmt::format("{}{}", cpu.label(), dram ? " DRAM" : ""),
           [&cpu, &clock, dram, previous]() -> Result<std::optional<uint32_t>> {
             const Nanos now = clock.now();
-            auto energy = dram ? cpu.dram_energy_mj() : cpu.package_energy_mj();
-            if (!energy) {
-              return tl::make_unexpected(energy.error());
-            }
+            auto energy = JOULE_TRY(dram ? cpu.dram_energy_mj() : cpu.package_energy_mj());
             std::optional<uint32_t> power;
-            if (previous->valid && now > previous->time && *energy >= previous->energy_mj) {
+            if (previous->valid && now > previous->time && energy >= previous->energy_mj) {
               const double mw =
-                  static_cast<double>(*energy - previous->energy_mj) / to_seconds(now - previous->time);
+                  static_cast<double>(energy - previous->energy_mj) / to_seconds(now - previous->time);
               power = static_cast<uint32_t>(std::lround(mw));
             }
-            *previous = {now, *energy, true};
+            *previous = {now, energy, true};
             return power;
           }};
 }

@@ -49,11 +49,8 @@ void MetricsEndpoint::stop() {
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::string_view address,
                                                                 std::function<std::string()> render,
                                                                 std::string_view flag) {
-  auto parsed = parse_host_port(address, flag);
-  if (!parsed) {
-    return tl::make_unexpected(parsed.error());
-  }
-  auto [host, port] = std::move(*parsed);
+  auto parsed = JOULE_TRY(parse_host_port(address, flag));
+  auto [host, port] = std::move(parsed);
   metrics::HttpListenerOptions options;
   options.host = host;
   options.port = port;

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "joule/device/sim_gpu.hpp"
 #include "joule/carbon/monitor.hpp"
+#include "joule/device/sim_gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/optimize/power_limit.hpp"
 
@@ -83,17 +83,12 @@ Result<ChaseDecision> ChaseController::tick(int64_t now_unix_s, double previous_
     forecast += value;
   }
   forecast /= static_cast<double>(path.size());
-  const auto index = choose(forecast);
-  if (!index) {
-    return tl::make_unexpected(index.error());
-  }
+  const auto index = JOULE_TRY(choose(forecast));
   ChaseDecision decision{now_unix_s, previous_g_per_kwh, forecast, cost_at(forecast).effective_eta(),
-                         frontier_.points()[*index].knob};
+                         frontier_.points()[index].knob};
   if (!options_.monitor_only) {
     for (auto* gpu : gpus_) {
-      if (auto ok = guard_->set_power_limit_mw(*gpu, decision.power_limit_mw); !ok) {
-        return tl::make_unexpected(ok.error());
-      }
+      JOULE_TRY(guard_->set_power_limit_mw(*gpu, decision.power_limit_mw));
     }
   }
   decisions_.push_back(decision);
@@ -114,29 +109,21 @@ struct SimSetup {
 };
 
 Result<SimSetup> sim_setup(const CarbonReplayOptions& options) {
-  const auto model = device::sim::find_gpu_model(options.gpu);
-  if (!model) {
-    return tl::make_unexpected(model.error());
-  }
-  const auto workload = device::sim::find_workload(options.workload);
-  if (!workload) {
-    return tl::make_unexpected(workload.error());
-  }
+  const auto model = JOULE_TRY(device::sim::find_gpu_model(options.gpu));
+  const auto workload = JOULE_TRY(device::sim::find_workload(options.workload));
   if (options.gpu_count < 1) {
     return fail(ErrorCode::kInvalidArgument, "carbon replay: the GPU count must be at least 1, got {}",
                 options.gpu_count);
   }
-  const auto trace_workload = device::sim::make_trace_workload(**model, **workload, options.batch_size);
-  if (!trace_workload) {
-    return tl::make_unexpected(trace_workload.error());
-  }
+  const auto trace_workload =
+      JOULE_TRY(device::sim::make_trace_workload(*model, *workload, options.batch_size));
   SimSetup setup;
   setup.spec.count = options.gpu_count;
-  setup.spec.model = *model;
-  setup.spec.workload = *workload;
-  setup.spec.batch_size = (*trace_workload)->batch_size();
-  setup.batch_size = (*trace_workload)->batch_size();
-  setup.gpu_name = (*model)->name;
+  setup.spec.model = model;
+  setup.spec.workload = workload;
+  setup.spec.batch_size = (trace_workload)->batch_size();
+  setup.batch_size = (trace_workload)->batch_size();
+  setup.gpu_name = (model)->name;
   return setup;
 }
 
@@ -150,11 +137,8 @@ struct SimRun {
 Result<SimRun> open_run(const SimSetup& setup, int64_t start_unix_s) {
   SimRun run;
   run.clock = std::make_shared<VirtualClock>(start_unix_s * kNsPerS);
-  auto gpus = device::sim::open_sim_gpus(setup.spec, run.clock);
-  if (!gpus) {
-    return tl::make_unexpected(gpus.error());
-  }
-  run.owned = std::move(*gpus);
+  auto gpus = JOULE_TRY(device::sim::open_sim_gpus(setup.spec, run.clock));
+  run.owned = std::move(gpus);
   for (auto& gpu : run.owned) {
     run.gpus.push_back(gpu.get());
     run.sim_gpus.push_back(gpu.get());
@@ -174,15 +158,9 @@ Result<void> set_all(const std::vector<device::Gpu*>& gpus, uint32_t power_limit
 // Zeus's JIT profile, offline: each candidate limit runs profile_iterations on fresh simulated GPUs.
 Result<Frontier<uint32_t>> profile_frontier(const SimSetup& setup, const CarbonReplayOptions& options,
                                             device::PowerLimitConstraints& constraints) {
-  auto run = open_run(setup, 0);
-  if (!run) {
-    return tl::make_unexpected(run.error());
-  }
-  auto got = run->gpus.front()->power_limit_constraints();
-  if (!got) {
-    return tl::make_unexpected(got.error());
-  }
-  constraints = *got;
+  auto run = JOULE_TRY(open_run(setup, 0));
+  auto got = JOULE_TRY(run.gpus.front()->power_limit_constraints());
+  constraints = got;
   if (!(options.step_w >= 0.001)) {
     return fail(ErrorCode::kInvalidArgument,
                 "carbon replay: the power-limit step must be at least 0.001 W, got {}", options.step_w);
@@ -191,14 +169,12 @@ Result<Frontier<uint32_t>> profile_frontier(const SimSetup& setup, const CarbonR
     return fail(ErrorCode::kInvalidArgument, "carbon replay: profile iterations must be at least 1, got {}",
                 options.profile_iterations);
   }
-  measure::EnergyMonitor monitor(run->gpus, {}, *run->clock);
-  device::sim::TrainingJob job(run->sim_gpus, *run->clock);
+  measure::EnergyMonitor monitor(run.gpus, {}, run.clock);
+  device::sim::TrainingJob job(run.sim_gpus, run.clock);
   std::vector<FrontierPoint<uint32_t>> points;
   const auto step_mw = static_cast<uint32_t>(std::lround(options.step_w * 1000));
   for (const uint32_t limit_mw : power_limit_candidates_mw(constraints, step_mw)) {
-    if (auto ok = set_all(run->gpus, limit_mw); !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(set_all(run.gpus, limit_mw));
     monitor.begin_window("profile");
     job.run_iterations(options.profile_iterations);
     const auto m = monitor.end_window("profile");
@@ -211,26 +187,23 @@ Result<Frontier<uint32_t>> profile_frontier(const SimSetup& setup, const CarbonR
 // Decides the limit at a period start: (now, intensity of the period before) → (limit, forecast).
 using Decide = std::function<Result<std::pair<uint32_t, double>>(int64_t, double)>;
 
-Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace& trace,
-                                    const SimSetup& setup, const CarbonReplayOptions& options,
-                                    int64_t start_unix_s, const std::function<Decide(SimRun&)>& make_decide) {
-  auto run = open_run(setup, start_unix_s);
-  if (!run) {
-    return tl::make_unexpected(run.error());
-  }
-  const Decide decide = make_decide(*run);
-  measure::EnergyMonitor monitor(run->gpus, {}, *run->clock);
-  carbon::TraceSignal signal(trace, *run->clock);
+Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace& trace, const SimSetup& setup,
+                                    const CarbonReplayOptions& options, int64_t start_unix_s,
+                                    const std::function<Decide(SimRun&)>& make_decide) {
+  auto run = JOULE_TRY(open_run(setup, start_unix_s));
+  const Decide decide = make_decide(run);
+  measure::EnergyMonitor monitor(run.gpus, {}, run.clock);
+  carbon::TraceSignal signal(trace, run.clock);
   carbon::CarbonMonitor carbon(monitor, signal,
-                                {.bucket_s = trace.period_s(), .background_checkpoints = false});
-  device::sim::TrainingJob job(run->sim_gpus, *run->clock);
+                               {.bucket_s = trace.period_s(), .background_checkpoints = false});
+  device::sim::TrainingJob job(run.sim_gpus, run.clock);
   StrategyResult result;
   result.name = std::move(name);
   carbon.begin_window("replay");
   int64_t remaining = options.work_iterations;
   const double period_s = static_cast<double>(options.chase.period_s);
   while (remaining > 0) {
-    const int64_t now_ns = run->clock->to_unix_ns(run->clock->now());
+    const int64_t now_ns = run.clock->to_unix_ns(run.clock->now());
     const int64_t now_s = now_ns / kNsPerS;
     const auto current = trace.at(now_s);
     const auto previous = trace.at(now_s - trace.period_s());
@@ -249,11 +222,11 @@ Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace&
     }
     // Energy so far belongs to the previous limit; from here on the power is constant until the next tick.
     carbon.checkpoint();
-    if (auto ok = set_all(run->gpus, decision->first); !ok) {
+    if (auto ok = set_all(run.gpus, decision->first); !ok) {
       carbon.cancel_window("replay");
       return tl::make_unexpected(ok.error());
     }
-    result.timeline.push_back({static_cast<double>(run->clock->now().count()) / 1e9, now_s,
+    result.timeline.push_back({static_cast<double>(run.clock->now().count()) / 1e9, now_s,
                                current->intensity_g_per_kwh, decision->second,
                                static_cast<double>(decision->first) / 1000.0});
     const double iteration_s = job.iteration_time_s();
@@ -262,7 +235,7 @@ Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace&
     job.run_iterations(iterations);
     remaining -= iterations;
   }
-  const int64_t end_s = run->clock->to_unix_ns(run->clock->now()) / kNsPerS;
+  const int64_t end_s = run.clock->to_unix_ns(run.clock->now()) / kNsPerS;
   if (end_s >= trace.end_unix_s()) {
     carbon.cancel_window("replay");
     return fail(ErrorCode::kOutOfRange,
@@ -285,9 +258,7 @@ Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace&
 
 Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
                                          const CarbonReplayOptions& options) {
-  if (auto ok = validate(options.chase); !ok) {
-    return tl::make_unexpected(ok.error());
-  }
+  JOULE_TRY(validate(options.chase));
   if (options.zeus_eta && !(*options.zeus_eta >= 0 && *options.zeus_eta <= 1)) {
     return fail(ErrorCode::kInvalidArgument, "carbon replay: Zeus's eta must be in [0, 1], got {}",
                 *options.zeus_eta);
@@ -296,14 +267,8 @@ Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
     return fail(ErrorCode::kInvalidArgument, "carbon replay: the work must be at least 1 iteration, got {}",
                 options.work_iterations);
   }
-  auto forecaster = make_forecaster(options.forecaster);
-  if (!forecaster) {
-    return tl::make_unexpected(forecaster.error());
-  }
-  const auto setup = sim_setup(options);
-  if (!setup) {
-    return tl::make_unexpected(setup.error());
-  }
+  auto forecaster = JOULE_TRY(make_forecaster(options.forecaster));
+  const auto setup = JOULE_TRY(sim_setup(options));
   // The forecaster is fitted once on the samples just before the start (Chase: the 24 h before).
   const auto& points = trace.points();
   const int64_t start_unix_s = options.start_unix_s.value_or(
@@ -324,33 +289,25 @@ Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
   const std::vector<carbon::IntensityPoint> training(
       points.begin() + static_cast<std::ptrdiff_t>(*start_index - options.training_samples),
       points.begin() + static_cast<std::ptrdiff_t>(*start_index));
-  if (auto ok = (*forecaster)->fit(training); !ok) {
-    return tl::make_unexpected(ok.error());
-  }
+  JOULE_TRY((forecaster)->fit(training));
 
   CarbonReplayResult result;
-  result.gpu_name = setup->gpu_name;
-  result.workload = setup->spec.workload->key;
-  result.batch_size = setup->batch_size;
+  result.gpu_name = setup.gpu_name;
+  result.workload = setup.spec.workload->key;
+  result.batch_size = setup.batch_size;
   result.gpu_count = options.gpu_count;
   result.work_iterations = options.work_iterations;
   result.start_unix_s = start_unix_s;
   result.trace_source = trace.source();
   device::PowerLimitConstraints constraints;
-  auto frontier = profile_frontier(*setup, options, constraints);
-  if (!frontier) {
-    return tl::make_unexpected(frontier.error());
-  }
-  result.frontier = std::move(*frontier);
+  auto frontier = JOULE_TRY(profile_frontier(setup, options, constraints));
+  result.frontier = std::move(frontier);
   result.max_power_w = options.chase.max_power_w > 0
                            ? options.chase.max_power_w
                            : static_cast<double>(constraints.max_mw) / 1000.0 * options.gpu_count;
-  const auto zeus_index =
-      select(result.frontier, ZeusCost{options.zeus_eta.value_or(options.chase.eta), result.max_power_w});
-  if (!zeus_index) {
-    return tl::make_unexpected(zeus_index.error());
-  }
-  result.zeus_power_limit_mw = result.frontier.points()[*zeus_index].knob;
+  const auto zeus_index = JOULE_TRY(
+      select(result.frontier, ZeusCost{options.zeus_eta.value_or(options.chase.eta), result.max_power_w}));
+  result.zeus_power_limit_mw = result.frontier.points()[zeus_index].knob;
 
   const auto fixed = [](uint32_t limit_mw) {
     return [limit_mw](SimRun& /*run*/) -> Decide {
@@ -367,13 +324,10 @@ Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
     // Owned by the Decide, which run_strategy destroys before the run's GPUs (the controller restores
     // their limits on destruction).
     std::shared_ptr<ChaseController> controller =
-        std::make_shared<ChaseController>(result.frontier, run.gpus, **forecaster, chase_options);
+        std::make_shared<ChaseController>(result.frontier, run.gpus, *forecaster, chase_options);
     return [&trace, controller](int64_t now, double previous) -> Result<std::pair<uint32_t, double>> {
-      auto decision = controller->tick(now, previous, trace.period_s());
-      if (!decision) {
-        return tl::make_unexpected(decision.error());
-      }
-      return std::make_pair(decision->power_limit_mw, decision->forecast_g_per_kwh);
+      auto decision = JOULE_TRY(controller->tick(now, previous, trace.period_s()));
+      return std::make_pair(decision.power_limit_mw, decision.forecast_g_per_kwh);
     };
   };
   const std::vector<std::pair<std::string, std::function<Decide(SimRun&)>>> strategies = {
@@ -382,11 +336,8 @@ Result<CarbonReplayResult> replay_carbon(const carbon::CarbonTrace& trace,
       {"chase", chase},
   };
   for (const auto& [name, make_decide] : strategies) {
-    auto strategy = run_strategy(name, trace, *setup, options, start_unix_s, make_decide);
-    if (!strategy) {
-      return tl::make_unexpected(strategy.error());
-    }
-    result.strategies.push_back(std::move(*strategy));
+    auto strategy = JOULE_TRY(run_strategy(name, trace, setup, options, start_unix_s, make_decide));
+    result.strategies.push_back(std::move(strategy));
   }
   return result;
 }

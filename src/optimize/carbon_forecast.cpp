@@ -225,8 +225,7 @@ Result<std::unique_ptr<CarbonForecaster>> make_forecaster(std::string_view name)
               fmt::join(forecaster_names(), ", "));
 }
 
-Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
-                                               const carbon::CarbonTrace& trace,
+Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster, const carbon::CarbonTrace& trace,
                                                const ForecastEvaluationOptions& options) {
   const auto& points = trace.points();
   if (options.horizon_steps < 1) {
@@ -245,9 +244,7 @@ Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
         points.begin() + static_cast<std::ptrdiff_t>(end - options.training_samples),
         points.begin() + static_cast<std::ptrdiff_t>(end)));
   };
-  if (auto ok = fit_on(options.training_samples); !ok) {
-    return tl::make_unexpected(ok.error());
-  }
+  JOULE_TRY(fit_on(options.training_samples));
   ForecastEvaluation evaluation;
   evaluation.name = forecaster.name();
   double ape_sum = 0;
@@ -257,9 +254,7 @@ Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
   for (size_t k = options.training_samples + horizon - 1; k < points.size(); ++k) {
     if (options.refit_every > 0 && since_fit == options.refit_every) {
       // Refit on the window that ends where this forecast starts (no look-ahead).
-      if (auto ok = fit_on(k + 1 - horizon); !ok) {
-        return tl::make_unexpected(ok.error());
-      }
+      JOULE_TRY(fit_on(k + 1 - horizon));
       since_fit = 0;
     }
     ++since_fit;

@@ -35,37 +35,27 @@ Result<const Json*> field(const Json& object, std::string_view parent, const cha
 }
 
 Result<std::string> string_field(const Json& object, std::string_view parent, const char* name) {
-  auto value = field(object, parent, name);
-  if (!value) {
-    return tl::make_unexpected(value.error());
-  }
-  if (!(*value)->is_string()) {
+  auto value = JOULE_TRY(field(object, parent, name));
+  if (!(value)->is_string()) {
     return fail(ErrorCode::kParse, "field '{}{}' must be a string", parent, name);
   }
-  return (*value)->get<std::string>();
+  return (value)->get<std::string>();
 }
 
 Result<int> count_field(const Json& object, std::string_view parent, const char* name) {
-  auto value = field(object, parent, name);
-  if (!value) {
-    return tl::make_unexpected(value.error());
-  }
-  if (!(*value)->is_number_integer() || (*value)->get<int64_t>() < 1 ||
-      (*value)->get<int64_t>() > 1'000'000) {
+  auto value = JOULE_TRY(field(object, parent, name));
+  if (!(value)->is_number_integer() || (value)->get<int64_t>() < 1 || (value)->get<int64_t>() > 1'000'000) {
     return fail(ErrorCode::kParse, "field '{}{}' must be an integer from 1 to 1000000", parent, name);
   }
-  return static_cast<int>((*value)->get<int64_t>());
+  return static_cast<int>((value)->get<int64_t>());
 }
 
 Result<double> number_field(const Json& object, std::string_view parent, const char* name, bool positive) {
-  auto value = field(object, parent, name);
-  if (!value) {
-    return tl::make_unexpected(value.error());
-  }
-  if (!(*value)->is_number()) {
+  auto value = JOULE_TRY(field(object, parent, name));
+  if (!(value)->is_number()) {
     return fail(ErrorCode::kParse, "field '{}{}' must be a number", parent, name);
   }
-  const double number = (*value)->get<double>();
+  const double number = (value)->get<double>();
   if (!std::isfinite(number) || number < 0 || (positive && number == 0)) {
     return fail(ErrorCode::kParse, "field '{}{}' must be a {} number, got {}", parent, name,
                 positive ? "positive" : "non-negative", number);
@@ -75,14 +65,11 @@ Result<double> number_field(const Json& object, std::string_view parent, const c
 
 // Watts as stored → mW; limits are whole milliwatts below 4.29 MW.
 Result<uint32_t> watts_field(const Json& object, std::string_view parent, const char* name) {
-  auto value = number_field(object, parent, name, true);
-  if (!value) {
-    return tl::make_unexpected(value.error());
+  auto value = JOULE_TRY(number_field(object, parent, name, true));
+  if (value > 4e6) {
+    return fail(ErrorCode::kParse, "field '{}{}' is not a power limit: {} W", parent, name, value);
   }
-  if (*value > 4e6) {
-    return fail(ErrorCode::kParse, "field '{}{}' is not a power limit: {} W", parent, name, *value);
-  }
-  return static_cast<uint32_t>(round_w_to_mw(*value));
+  return static_cast<uint32_t>(round_w_to_mw(value));
 }
 
 // @return the error of the first of `results` that holds one.
@@ -104,13 +91,10 @@ Result<StoredProfile> parse_json(const Json& root) {
   if (*format != kProfileFormat) {
     return fail(ErrorCode::kParse, "field 'format' must be \"{}\", got \"{}\"", kProfileFormat, *format);
   }
-  auto version = field(root, "", "version");
-  if (!version) {
-    return tl::make_unexpected(version.error());
-  }
-  if (!(*version)->is_number_integer() || (*version)->get<int64_t>() != kProfileVersion) {
+  auto version = JOULE_TRY(field(root, "", "version"));
+  if (!(version)->is_number_integer() || (version)->get<int64_t>() != kProfileVersion) {
     return fail(ErrorCode::kParse, "unsupported profile version {} (this joule reads version {})",
-                (*version)->dump(), kProfileVersion);
+                (version)->dump(), kProfileVersion);
   }
 
   StoredProfile profile;
@@ -128,31 +112,25 @@ Result<StoredProfile> parse_json(const Json& root) {
   profile.world_size = *world_size;
   profile.profile_steps = *profile_steps;
 
-  auto constraints = field(root, "", "constraints");
-  if (!constraints) {
-    return tl::make_unexpected(constraints.error());
-  }
-  if (!(*constraints)->is_object()) {
+  auto constraints = JOULE_TRY(field(root, "", "constraints"));
+  if (!(constraints)->is_object()) {
     return fail(ErrorCode::kParse, "field 'constraints' must be an object");
   }
-  auto min_mw = watts_field(**constraints, "constraints.", "min_w");
-  auto max_mw = watts_field(**constraints, "constraints.", "max_w");
-  auto default_mw = watts_field(**constraints, "constraints.", "default_w");
+  auto min_mw = watts_field(*constraints, "constraints.", "min_w");
+  auto max_mw = watts_field(*constraints, "constraints.", "max_w");
+  auto default_mw = watts_field(*constraints, "constraints.", "default_w");
   if (auto error = first_error(min_mw, max_mw, default_mw)) {
     return tl::make_unexpected(*error);
   }
   profile.constraints = {*min_mw, *max_mw, *default_mw};
 
-  auto measurements = field(root, "", "measurements");
-  if (!measurements) {
-    return tl::make_unexpected(measurements.error());
-  }
-  if (!(*measurements)->is_array() || (*measurements)->empty()) {
+  auto measurements = JOULE_TRY(field(root, "", "measurements"));
+  if (!(measurements)->is_array() || (measurements)->empty()) {
     return fail(ErrorCode::kParse, "field 'measurements' must be a non-empty array");
   }
   std::set<uint32_t> seen;
-  for (size_t i = 0; i < (*measurements)->size(); ++i) {
-    const Json& entry = (**measurements)[i];
+  for (size_t i = 0; i < (measurements)->size(); ++i) {
+    const Json& entry = (*measurements)[i];
     const std::string parent = fmt::format("measurements[{}].", i);
     if (!entry.is_object()) {
       return fail(ErrorCode::kParse, "field 'measurements[{}]' must be an object", i);

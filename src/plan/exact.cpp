@@ -16,9 +16,7 @@ namespace joule::plan {
 
 Result<Frontier<FrequencyPlan>> exact_frontier(const PipelineDag& dag, const Profile& profile,
                                                double p_blocking_w, size_t max_plans) {
-  if (auto valid = check_inputs(dag, profile, p_blocking_w); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(check_inputs(dag, profile, p_blocking_w));
   const std::vector<uint32_t>& frequencies = profile.frequencies_mhz();
   const size_t options = frequencies.size();
   const size_t count = dag.computations.size();
@@ -34,9 +32,7 @@ Result<Frontier<FrequencyPlan>> exact_frontier(const PipelineDag& dag, const Pro
 
   // A private index, so that a hand-built DAG works too; the per-node option tables avoid frequency lookups.
   PipelineDag indexed = dag;
-  if (auto status = index_dag(indexed); !status) {
-    return tl::make_unexpected(status.error());
-  }
+  JOULE_TRY(index_dag(indexed));
   std::vector<double> time_table(count * options);
   std::vector<double> energy_table(count * options);
   for (size_t v = 0; v < count; ++v) {

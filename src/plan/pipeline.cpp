@@ -182,11 +182,8 @@ Result<IndexRefs> index_refs(const PipelineDag& dag, std::optional<DagIndex>& st
   if (has_fresh_index(dag)) {
     return IndexRefs{dag.topological_order, dag.predecessor_offsets, dag.predecessors};
   }
-  auto computed = compute_index(dag);
-  if (!computed) {
-    return tl::make_unexpected(computed.error());
-  }
-  storage = std::move(*computed);
+  auto computed = JOULE_TRY(compute_index(dag));
+  storage = std::move(computed);
   return IndexRefs{storage->order, storage->offsets, storage->predecessors};
 }
 
@@ -236,15 +233,12 @@ std::string short_label(const Computation& computation) {
 // --- Profile ----------------------------------------------------------------------------------------------
 
 Result<Profile> Profile::parse(std::string_view csv_text, const std::string& source) {
-  auto table = csv::parse(csv_text, source);
-  if (!table) {
-    return tl::make_unexpected(table.error());
-  }
+  auto table = JOULE_TRY(csv::parse(csv_text, source));
   constexpr std::array<std::string_view, 5> kColumns = {"stage", "instruction", "frequency_mhz", "time_s",
                                                         "energy_j"};
   std::array<size_t, 5> column{};
   for (size_t i = 0; i < kColumns.size(); ++i) {
-    auto found = table->column(kColumns[i]);
+    auto found = table.column(kColumns[i]);
     if (!found) {
       // A profile without one of its columns is malformed text, whatever the CSV layer calls it.
       return tl::make_unexpected(Error(ErrorCode::kParse, found.error().message()));
@@ -256,18 +250,15 @@ Result<Profile> Profile::parse(std::string_view csv_text, const std::string& sou
   // rows[stage][instruction][frequency]
   std::map<int, std::array<std::map<uint32_t, ParsedRow>, 2>> rows;
   std::map<int, size_t> first_line;  // of each stage
-  for (size_t r = 0; r < table->row_count(); ++r) {
-    const csv::Table::Row row = table->row(r);
-    const auto stage = row.integer(stage_column);
-    if (!stage) {
-      return tl::make_unexpected(stage.error());
-    }
-    if (*stage < 0) {
+  for (size_t r = 0; r < table.row_count(); ++r) {
+    const csv::Table::Row row = table.row(r);
+    const auto stage = JOULE_TRY(row.integer(stage_column));
+    if (stage < 0) {
       return tl::make_unexpected(
           row.error_at(stage_column, fmt::format("expected a non-negative integer, got {}",
                                                  quoted_excerpt(trim(row.text(stage_column))))));
     }
-    if (*stage > std::numeric_limits<int>::max()) {
+    if (stage > std::numeric_limits<int>::max()) {
       return tl::make_unexpected(row.error_at(
           stage_column, fmt::format("stage out of range: {}", quoted_excerpt(trim(row.text(stage_column))))));
     }
@@ -278,37 +269,28 @@ Result<Profile> Profile::parse(std::string_view csv_text, const std::string& sou
           instruction_column,
           fmt::format("expected forward or backward, got {}", quoted_excerpt(instruction_text))));
     }
-    const auto frequency = row.integer(frequency_column);
-    if (!frequency) {
-      return tl::make_unexpected(frequency.error());
-    }
-    if (*frequency <= 0 || *frequency > std::numeric_limits<uint32_t>::max()) {
+    const auto frequency = JOULE_TRY(row.integer(frequency_column));
+    if (frequency <= 0 || frequency > std::numeric_limits<uint32_t>::max()) {
       return tl::make_unexpected(
           row.error_at(frequency_column, fmt::format("expected a positive integer (MHz), got {}",
                                                      quoted_excerpt(trim(row.text(frequency_column))))));
     }
-    const auto time = row.number(time_column);
-    if (!time) {
-      return tl::make_unexpected(time.error());
-    }
-    if (const auto why = implausible(*time, kMaxProfileTimeS, "s")) {
+    const auto time = JOULE_TRY(row.number(time_column));
+    if (const auto why = implausible(time, kMaxProfileTimeS, "s")) {
       return tl::make_unexpected(row.error_at(
           time_column, fmt::format("{}, got {}", *why, quoted_excerpt(trim(row.text(time_column))))));
     }
-    const auto energy = row.number(energy_column);
-    if (!energy) {
-      return tl::make_unexpected(energy.error());
-    }
-    if (const auto why = implausible(*energy, kMaxProfileEnergyJ, "J")) {
+    const auto energy = JOULE_TRY(row.number(energy_column));
+    if (const auto why = implausible(energy, kMaxProfileEnergyJ, "J")) {
       return tl::make_unexpected(row.error_at(
           energy_column, fmt::format("{}, got {}", *why, quoted_excerpt(trim(row.text(energy_column))))));
     }
-    const int stage_index = static_cast<int>(*stage);
-    const auto frequency_mhz = static_cast<uint32_t>(*frequency);
+    const int stage_index = static_cast<int>(stage);
+    const auto frequency_mhz = static_cast<uint32_t>(frequency);
     first_line.emplace(stage_index, row.line());
     auto& slot = rows[stage_index][index_of(*instruction)];
     const auto [it, inserted] =
-        slot.emplace(frequency_mhz, ParsedRow{ProfileOption{frequency_mhz, *time, *energy}, row.line()});
+        slot.emplace(frequency_mhz, ParsedRow{ProfileOption{frequency_mhz, time, energy}, row.line()});
     if (!inserted) {
       return tl::make_unexpected(
           row.error_at(frequency_column,
@@ -392,11 +374,8 @@ Result<Profile> Profile::parse(std::string_view csv_text, const std::string& sou
 }
 
 Result<Profile> Profile::read(const std::string& path) {
-  auto text = read_text_file(path, read_limits::kPipelineProfile);
-  if (!text) {
-    return tl::make_unexpected(text.error());
-  }
-  return parse(*text, path);
+  auto text = JOULE_TRY(read_text_file(path, read_limits::kPipelineProfile));
+  return parse(text, path);
 }
 
 Result<Profile> Profile::from_options(std::vector<std::array<std::vector<ProfileOption>, 2>> options) {
@@ -592,13 +571,10 @@ Result<PipelineDag> build_pipeline(int stages, int microbatches, Schedule schedu
 }
 
 Result<void> index_dag(PipelineDag& dag) {
-  auto index = compute_index(dag);
-  if (!index) {
-    return tl::make_unexpected(index.error());
-  }
-  dag.topological_order = std::move(index->order);
-  dag.predecessor_offsets = std::move(index->offsets);
-  dag.predecessors = std::move(index->predecessors);
+  auto index = JOULE_TRY(compute_index(dag));
+  dag.topological_order = std::move(index.order);
+  dag.predecessor_offsets = std::move(index.offsets);
+  dag.predecessors = std::move(index.predecessors);
   return {};
 }
 
@@ -653,17 +629,12 @@ Result<PlanCost> evaluate(const PipelineDag& dag, const Profile& profile, const 
     return fail(ErrorCode::kInvalidArgument, "the plan has {} frequencies but the DAG has {} computations",
                 plan.size(), count);
   }
-  if (auto valid = check_inputs(dag, profile, p_blocking_w); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(check_inputs(dag, profile, p_blocking_w));
   std::optional<DagIndex> storage;
-  const auto index = index_refs(dag, storage);
-  if (!index) {
-    return tl::make_unexpected(index.error());
-  }
-  const std::vector<int>& order = index->order;
-  const std::vector<int>& offsets = index->offsets;
-  const std::vector<int>& predecessors = index->predecessors;
+  const auto index = JOULE_TRY(index_refs(dag, storage));
+  const std::vector<int>& order = index.order;
+  const std::vector<int>& offsets = index.offsets;
+  const std::vector<int>& predecessors = index.predecessors;
   const std::vector<uint32_t>& frequencies = profile.frequencies_mhz();
 
   // Reused across calls: the planner evaluates thousands of plans on the same DAG.
@@ -693,10 +664,7 @@ Result<PlanCost> evaluate(const PipelineDag& dag, const Profile& profile, const 
             frequencies.begin());
       }
       if (position >= frequencies.size() || frequencies[position] != frequency_mhz) {
-        auto missing = option_at(profile, dag.computations[node], frequency_mhz);
-        if (!missing) {
-          return tl::make_unexpected(missing.error());
-        }
+        JOULE_TRY(option_at(profile, dag.computations[node], frequency_mhz));
         return fail(ErrorCode::kInternal, "the frequency lookup disagrees with option_at() at {} MHz",
                     frequency_mhz);
       }

@@ -440,9 +440,7 @@ Result<PlanningUnits> planning_units(const PipelineDag& dag, const Profile& prof
     return fail(ErrorCode::kInvalidArgument, "the unit time must be a positive number of seconds (got {})",
                 unit_time_s);
   }
-  if (auto valid = check_inputs(dag, profile, 0); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(check_inputs(dag, profile, 0));
   PlanningUnits result;
   // Every computation at the slowest row of its type, whatever that row's clock: the walk's start (the
   // slowest useful rows) can only be faster.
@@ -470,20 +468,15 @@ Result<PlanningUnits> planning_units(const PipelineDag& dag, const Profile& prof
     const Computation& c = dag.computations[v];
     plan[v] = slowest_mhz[static_cast<size_t>(c.stage)][c.instruction == Instruction::kForward ? 0 : 1];
   }
-  const auto cost = evaluate(dag, profile, plan, 0);
-  if (!cost) {
-    return tl::make_unexpected(cost.error());
-  }
-  result.slowest_iteration_s = cost->time_s;
-  result.units = cost->time_s / unit_time_s;
+  const auto cost = JOULE_TRY(evaluate(dag, profile, plan, 0));
+  result.slowest_iteration_s = cost.time_s;
+  result.units = cost.time_s / unit_time_s;
   return result;
 }
 
 Result<PlanningUnits> check_planning_units(const PipelineDag& dag, const Profile& profile,
                                            const PlannerOptions& options) {
-  if (auto valid = validate(options); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(validate(options));
   auto units = planning_units(dag, profile, options.unit_time_s);
   if (!units) {
     return units;
@@ -504,19 +497,13 @@ Result<PlanningUnits> check_planning_units(const PipelineDag& dag, const Profile
 
 Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profile,
                                     const PlannerOptions& options) {
-  if (auto valid = validate(options); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
-  if (auto valid = check_inputs(dag, profile, options.p_blocking_w); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(validate(options));
+  JOULE_TRY(check_inputs(dag, profile, options.p_blocking_w));
   if (dag.computations.empty()) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has no computations");
   }
   // Before any table is sized or step taken: both grow with the units of the slowest rows.
-  if (auto bounded = check_planning_units(dag, profile, options); !bounded) {
-    return tl::make_unexpected(bounded.error());
-  }
+  JOULE_TRY(check_planning_units(dag, profile, options));
   Walk walk(dag, profile, options);
   Evaluator evaluator(dag, profile, walk, options.p_blocking_w);
   PlannerResult result;

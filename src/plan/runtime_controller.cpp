@@ -57,11 +57,8 @@ Result<std::vector<StageSchedule>> stage_schedules(const PipelineDag& dag, const
 
 Result<FrequencyController> FrequencyController::create(device::Gpu& gpu, StageSchedule schedule,
                                                         bool restore_on_signals) {
-  auto supported = gpu.supported_sm_clocks_mhz();
-  if (!supported) {
-    return tl::make_unexpected(supported.error());
-  }
-  const std::set<uint32_t> supported_mhz(supported->begin(), supported->end());
+  auto supported = JOULE_TRY(gpu.supported_sm_clocks_mhz());
+  const std::set<uint32_t> supported_mhz(supported.begin(), supported.end());
   // Checked up front: finding out mid-iteration would leave the iteration half run at the wrong clocks.
   for (size_t i = 0; i < schedule.size(); ++i) {
     const PlannedComputation& planned = schedule[i];
@@ -119,9 +116,7 @@ Result<void> FrequencyController::begin(Instruction instruction, int microbatch)
     current_mhz_.reset();  // a signal reset the lock and the process lives on: lock again
   }
   if (planned.frequency_mhz != kKeepClockMhz && current_mhz_ != planned.frequency_mhz) {
-    if (auto lock = guard_->lock_sm_clocks(*gpu_, planned.frequency_mhz, planned.frequency_mhz); !lock) {
-      return tl::make_unexpected(lock.error());
-    }
+    JOULE_TRY(guard_->lock_sm_clocks(*gpu_, planned.frequency_mhz, planned.frequency_mhz));
     current_mhz_ = planned.frequency_mhz;
     ++lock_count_;
   }

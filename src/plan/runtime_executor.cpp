@@ -105,9 +105,7 @@ Result<PipelineExecutor> PipelineExecutor::create(PipelineDag dag, Profile profi
   if (dag.stages < 1) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has no stage");
   }
-  if (auto valid = check_inputs(dag, profile, p_blocking_w); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(check_inputs(dag, profile, p_blocking_w));
   if (dag.stage_order.size() != static_cast<size_t>(dag.stages)) {
     return fail(ErrorCode::kInvalidArgument, "the pipeline has {} stages but a stage order for {}",
                 dag.stages, dag.stage_order.size());
@@ -173,13 +171,10 @@ Result<void> PipelineExecutor::use_plan(const FrequencyPlan& plan) {
   // Old controllers reset their clocks before the new plan locks any.
   controllers_.clear();
   plan_.reset();
-  auto schedules = stage_schedules(dag_, plan);
-  if (!schedules) {
-    return tl::make_unexpected(schedules.error());
-  }
+  auto schedules = JOULE_TRY(stage_schedules(dag_, plan));
   for (size_t stage = 0; stage < gpus_.size(); ++stage) {
     // Simulated GPUs: no process-wide signal handlers for them.
-    auto controller = FrequencyController::create(*gpus_[stage], std::move((*schedules)[stage]),
+    auto controller = FrequencyController::create(*gpus_[stage], std::move((schedules)[stage]),
                                                   /*restore_on_signals=*/false);
     if (!controller) {
       controllers_.clear();
@@ -192,18 +187,13 @@ Result<void> PipelineExecutor::use_plan(const FrequencyPlan& plan) {
 }
 
 Result<IterationMeasurement> PipelineExecutor::run_iteration(const FrequencyPlan& plan) {
-  auto predicted = evaluate(dag_, profile_, plan, p_blocking_w_);
-  if (!predicted) {
-    return tl::make_unexpected(predicted.error());
-  }
-  if (auto used = use_plan(plan); !used) {
-    return tl::make_unexpected(used.error());
-  }
+  auto predicted = JOULE_TRY(evaluate(dag_, profile_, plan, p_blocking_w_));
+  JOULE_TRY(use_plan(plan));
 
   const size_t node_count = dag_.computations.size();
   const size_t stage_count = gpus_.size();
   IterationMeasurement result;
-  result.predicted = *predicted;
+  result.predicted = predicted;
 
   // The model's per-stage energy: what the stage computes plus blocking for the rest of the iteration.
   for (size_t stage = 0; stage < stage_count; ++stage) {
@@ -211,14 +201,11 @@ Result<IterationMeasurement> PipelineExecutor::run_iteration(const FrequencyPlan
     double busy_s = 0;
     for (const int node : dag_.stage_order[stage]) {
       const auto id = static_cast<size_t>(node);
-      auto option = option_at(profile_, dag_.computations[id], plan[id]);
-      if (!option) {
-        return tl::make_unexpected(option.error());
-      }
-      energy_j += option->energy_j;
-      busy_s += option->time_s;
+      auto option = JOULE_TRY(option_at(profile_, dag_.computations[id], plan[id]));
+      energy_j += option.energy_j;
+      busy_s += option.time_s;
     }
-    result.predicted_stage_energy_j.push_back(energy_j + p_blocking_w_ * (predicted->time_s - busy_s));
+    result.predicted_stage_energy_j.push_back(energy_j + p_blocking_w_ * (predicted.time_s - busy_s));
   }
 
   std::vector<int> unfinished_dependencies(node_count, 0);
@@ -348,11 +335,8 @@ Result<IterationMeasurement> PipelineExecutor::run_iteration(const FrequencyPlan
 
 Result<IterationMeasurement> run_iteration(const PipelineDag& dag, const Profile& profile,
                                            const FrequencyPlan& plan, double p_blocking_w) {
-  auto executor = PipelineExecutor::create(dag, profile, p_blocking_w);
-  if (!executor) {
-    return tl::make_unexpected(executor.error());
-  }
-  return executor->run_iteration(plan);
+  auto executor = JOULE_TRY(PipelineExecutor::create(dag, profile, p_blocking_w));
+  return executor.run_iteration(plan);
 }
 
 }  // namespace joule::plan

@@ -118,11 +118,8 @@ void PruningGtsPolicy::fit(JobState& state, Arm& arm) const {
 }
 
 Result<int> PruningGtsPolicy::predict(const Job& job) {
-  auto state = state_of(job);
-  if (!state) {
-    return tl::make_unexpected(state.error());
-  }
-  JobState& s = **state;
+  auto state = JOULE_TRY(state_of(job));
+  JobState& s = *state;
   if (!s.explorer.done) {
     return s.explorer.batch_sizes[s.explorer.position];
   }
@@ -161,11 +158,8 @@ Result<int> PruningGtsPolicy::predict(const Job& job) {
 }
 
 Result<void> PruningGtsPolicy::observe(const Job& job, int batch_size, double cost, bool reached) {
-  auto state = state_of(job);
-  if (!state) {
-    return tl::make_unexpected(state.error());
-  }
-  JobState& s = **state;
+  auto state = JOULE_TRY(state_of(job));
+  JobState& s = *state;
   s.history.emplace_back(batch_size, -cost);
   if (!s.explorer.done) {
     const int expected = s.explorer.batch_sizes[s.explorer.position];

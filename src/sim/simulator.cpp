@@ -257,37 +257,28 @@ uint32_t adler32(std::string_view text) {
 
 Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view csv_text,
                                                                const std::string& source) {
-  auto table = csv::parse(csv_text, source);
-  if (!table) {
-    return tl::make_unexpected(table.error());
-  }
+  auto table = JOULE_TRY(csv::parse(csv_text, source));
   std::array<size_t, 5> columns{};
   const std::array<const char*, 5> names = {"group", "start_time", "end_time", "dataset", "runtime_ratio"};
   for (size_t i = 0; i < names.size(); ++i) {
-    auto column = table->column(names[i]);
-    if (!column) {
-      return tl::make_unexpected(column.error());
-    }
-    columns[i] = *column;
+    auto column = JOULE_TRY(table.column(names[i]));
+    columns[i] = column;
   }
   std::vector<std::vector<GroupSubmission>> groups;
   std::map<std::string, size_t> group_index;
-  for (size_t r = 0; r < table->row_count(); ++r) {
-    const auto row = table->row(r);
+  for (size_t r = 0; r < table.row_count(); ++r) {
+    const auto row = table.row(r);
     GroupSubmission submission;
     submission.group = row.text(columns[0]);
     submission.dataset = row.text(columns[3]);
     for (auto [column, target] :
          {std::pair{columns[1], &submission.start_time}, std::pair{columns[2], &submission.end_time},
           std::pair{columns[4], &submission.runtime_ratio}}) {
-      auto value = row.number(column);
-      if (!value) {
-        return tl::make_unexpected(value.error());
-      }
-      if (!std::isfinite(*value)) {
+      auto value = JOULE_TRY(row.number(column));
+      if (!std::isfinite(value)) {
         return tl::make_unexpected(row.error_at(column, "expected a finite number"));
       }
-      *target = *value;
+      *target = value;
     }
     if (submission.end_time < submission.start_time) {
       return tl::make_unexpected(row.error_at(columns[2], "the job ends before it starts"));
@@ -305,11 +296,8 @@ Result<std::vector<std::vector<GroupSubmission>>> parse_groups(std::string_view 
 }
 
 Result<std::vector<std::vector<GroupSubmission>>> load_groups(const std::string& path) {
-  auto text = read_text_file(path, read_limits::kSimulatorTrace);
-  if (!text) {
-    return tl::make_unexpected(text.error());
-  }
-  return parse_groups(*text, path);
+  auto text = JOULE_TRY(read_text_file(path, read_limits::kSimulatorTrace));
+  return parse_groups(text, path);
 }
 
 // What one simulated job needs: its indexed rows, fresh copies of the policies (registered with the job),
@@ -323,14 +311,9 @@ struct Simulator::Session {
 };
 
 Result<std::unique_ptr<Simulator::Session>> Simulator::start(const Job& job) const {
-  if (auto valid = validate(options_); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
-  auto indexed = index_job(trace_, job);
-  if (!indexed) {
-    return tl::make_unexpected(indexed.error());
-  }
-  auto session = std::unique_ptr<Session>(new Session{std::move(*indexed),
+  JOULE_TRY(validate(options_));
+  auto indexed = JOULE_TRY(index_job(trace_, job));
+  auto session = std::unique_ptr<Session>(new Session{std::move(indexed),
                                                       {},
                                                       batch_size_policy_->clone(),
                                                       power_limit_policy_->clone(),
@@ -346,11 +329,8 @@ Result<std::unique_ptr<Simulator::Session>> Simulator::start(const Job& job) con
 
 Result<SimulationResult> Simulator::simulate_group(const Job& job,
                                                    const std::vector<GroupSubmission>& submissions) const {
-  auto session = start(job);
-  if (!session) {
-    return tl::make_unexpected(session.error());
-  }
-  Session& state = **session;
+  auto session = JOULE_TRY(start(job));
+  Session& state = *session;
   const JobRows& rows = state.rows;
   SimulationResult& result = state.result;
   BatchSizePolicy* batch_size_policy = state.batch_size_policy.get();
@@ -377,11 +357,8 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
     std::optional<double> power_limit_w;
     bool profiled = false;
     if (running.empty()) {
-      auto predicted = batch_size_policy->predict(job);
-      if (!predicted) {
-        return tl::make_unexpected(predicted.error());
-      }
-      batch_size = *predicted;
+      auto predicted = JOULE_TRY(batch_size_policy->predict(job));
+      batch_size = predicted;
       power_limit_w = power_limit_policy->predict(job, batch_size);
       if (!power_limit_w) {
         profiled = true;
@@ -394,12 +371,10 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
     if (!power_limit_w) {
       return fail(ErrorCode::kState, "no power limit is known for batch size {}", batch_size);
     }
-    auto outcome = run_job(rows, job, batch_size, *power_limit_w, generator, beta * min_cost, eta, profiled);
-    if (!outcome) {
-      return tl::make_unexpected(outcome.error());
-    }
-    const double cost = eta * outcome->energy_j + (1 - eta) * result.max_power_w * outcome->time_s;
-    running.push_back({start_time, end_time, runtime_ratio, batch_size, *power_limit_w, *outcome, cost});
+    auto outcome =
+        JOULE_TRY(run_job(rows, job, batch_size, *power_limit_w, generator, beta * min_cost, eta, profiled));
+    const double cost = eta * outcome.energy_j + (1 - eta) * result.max_power_w * outcome.time_s;
+    running.push_back({start_time, end_time, runtime_ratio, batch_size, *power_limit_w, outcome, cost});
     return {};
   };
 
@@ -473,40 +448,30 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
     return a.start_time < b.start_time;
   });
   for (const GroupSubmission& submission : ordered) {
-    if (auto reaped = reap(submission.start_time); !reaped) {
-      return tl::make_unexpected(reaped.error());
-    }
+    JOULE_TRY(reap(submission.start_time));
     if (auto launched = launch(submission.start_time, submission.end_time, submission.runtime_ratio);
         !launched) {
       return tl::make_unexpected(launched.error());
     }
   }
-  if (auto reaped = reap(kInfinity); !reaped) {
-    return tl::make_unexpected(reaped.error());
-  }
+  JOULE_TRY(reap(kInfinity));
   result.recurrences = recurrence;
   add_fixed_configurations(result, rows, job, eta);
   return std::move(result);
 }
 
 Result<std::vector<FixedConfiguration>> Simulator::configurations(const Job& job) const {
-  auto rows = index_job(trace_, job);
-  if (!rows) {
-    return tl::make_unexpected(rows.error());
-  }
+  auto rows = JOULE_TRY(index_job(trace_, job));
   std::vector<FixedConfiguration> configs;
-  for (const auto& [key, runs] : rows->by_config) {
+  for (const auto& [key, runs] : rows.by_config) {
     configs.push_back(expected_configuration(runs, job, options_.eta, trace_.max_power_limit_w()));
   }
   return configs;
 }
 
 Result<SimulationResult> Simulator::simulate(const Job& job) const {
-  auto session = start(job);
-  if (!session) {
-    return tl::make_unexpected(session.error());
-  }
-  Session& state = **session;
+  auto session = JOULE_TRY(start(job));
+  Session& state = *session;
   const JobRows& rows = state.rows;
   SimulationResult& result = state.result;
   BatchSizePolicy* batch_size_policy = state.batch_size_policy.get();
@@ -523,32 +488,29 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
     int attempt = 0;
     bool reached = false;
     for (int tries = 0; tries < options_.max_tries && !reached; ++tries) {
-      auto batch_size = batch_size_policy->predict(job);
-      if (!batch_size) {
-        return tl::make_unexpected(batch_size.error());
-      }
-      if (rows.by_batch_size.count(*batch_size) == 0) {
+      auto batch_size = JOULE_TRY(batch_size_policy->predict(job));
+      if (rows.by_batch_size.count(batch_size) == 0) {
         return fail(ErrorCode::kInvalidArgument,
-                    "the batch-size policy chose {}, which has no runs in the trace", *batch_size);
+                    "the batch-size policy chose {}, which has no runs in the trace", batch_size);
       }
-      std::optional<double> power_limit_w = power_limit_policy->predict(job, *batch_size);
+      std::optional<double> power_limit_w = power_limit_policy->predict(job, batch_size);
       const bool profiled = !power_limit_w;
       if (profiled) {
-        profile_power_limits(rows, job, *batch_size, eta, *power_limit_policy);
-        power_limit_w = power_limit_policy->predict(job, *batch_size);
+        profile_power_limits(rows, job, batch_size, eta, *power_limit_policy);
+        power_limit_w = power_limit_policy->predict(job, batch_size);
         if (!power_limit_w) {
           return fail(ErrorCode::kState,
-                      "the power-limit policy chose no limit for batch size {} after profiling", *batch_size);
+                      "the power-limit policy chose no limit for batch size {} after profiling", batch_size);
         }
       }
       auto outcome =
-          run_job(rows, job, *batch_size, *power_limit_w, generator, beta * min_cost, eta, profiled);
+          run_job(rows, job, batch_size, *power_limit_w, generator, beta * min_cost, eta, profiled);
       if (!outcome) {
         return tl::make_unexpected(outcome.error());
       }
       if (outcome->energy_j == 0 && outcome->time_s == 0 && !outcome->reached) {
         // Not even one epoch fits under the bound: the try never ran. The policy learns it as a failure.
-        if (auto observed = batch_size_policy->observe(job, *batch_size, 100 * beta * min_cost, false);
+        if (auto observed = batch_size_policy->observe(job, batch_size, 100 * beta * min_cost, false);
             !observed) {
           return tl::make_unexpected(observed.error());
         }
@@ -562,10 +524,8 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
       }
       const double cost = eta * outcome->energy_j + (1 - eta) * result.max_power_w * outcome->time_s;
       accumulated_cost += cost;
-      if (auto observed = batch_size_policy->observe(job, *batch_size, cost, outcome->reached); !observed) {
-        return tl::make_unexpected(observed.error());
-      }
-      result.tries.push_back({recurrence + 1, ++attempt, *batch_size, *power_limit_w, outcome->energy_j,
+      JOULE_TRY(batch_size_policy->observe(job, batch_size, cost, outcome->reached));
+      result.tries.push_back({recurrence + 1, ++attempt, batch_size, *power_limit_w, outcome->energy_j,
                               outcome->time_s, outcome->reached, cost});
       result.optimizer.energy_j += outcome->energy_j;
       result.optimizer.time_s += outcome->time_s;

@@ -51,11 +51,8 @@ template <size_t N>
 Result<std::array<size_t, N>> columns(const csv::Table& table, const std::array<const char*, N>& names) {
   std::array<size_t, N> positions{};
   for (size_t i = 0; i < N; ++i) {
-    auto column = table.column(names[i]);
-    if (!column) {
-      return tl::make_unexpected(column.error());
-    }
-    positions[i] = *column;
+    auto column = JOULE_TRY(table.column(names[i]));
+    positions[i] = column;
   }
   return positions;
 }
@@ -102,16 +99,13 @@ Result<double> positive_number(const csv::Table::Row& row, size_t column) {
 // Reads an integer in [lowest, int's largest]: batch sizes (lowest 1) and run numbers (lowest 0), which the
 // trace keeps as int.
 Result<int> bounded_integer(const csv::Table::Row& row, size_t column, int lowest, std::string_view what) {
-  auto value = row.integer(column);
-  if (!value) {
-    return tl::make_unexpected(value.error());
-  }
-  if (*value < lowest || *value > std::numeric_limits<int>::max()) {
+  auto value = JOULE_TRY(row.integer(column));
+  if (value < lowest || value > std::numeric_limits<int>::max()) {
     return tl::make_unexpected(row.error_at(
         column, fmt::format("expected {} from {} to {}, got {}", what, lowest,
                             std::numeric_limits<int>::max(), quoted_excerpt(trim(row.text(column))))));
   }
-  return static_cast<int>(*value);
+  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -126,56 +120,38 @@ double Trace::max_power_limit_w() const {
 
 Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source,
                           std::string_view power_csv, const std::string& power_source) {
-  auto power = csv::parse(power_csv, power_source);
-  if (!power) {
-    return tl::make_unexpected(power.error());
-  }
-  const auto power_columns = columns<7>(*power, {"dataset", "network", "batch_size", "optimizer",
-                                                 "power_limit", "time_per_epoch", "average_power"});
-  if (!power_columns) {
-    return tl::make_unexpected(power_columns.error());
-  }
-  const auto& pc = *power_columns;
+  auto power = JOULE_TRY(csv::parse(power_csv, power_source));
+  const auto power_columns = JOULE_TRY(columns<7>(power, {"dataset", "network", "batch_size", "optimizer",
+                                                          "power_limit", "time_per_epoch", "average_power"}));
+  const auto& pc = power_columns;
   // (dataset, network, batch size, optimizer) → power rows in file order.
   std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>> by_config;
-  for (size_t r = 0; r < power->row_count(); ++r) {
-    const auto row = power->row(r);
-    auto batch_size = bounded_integer(row, pc[2], 1, "a batch size");
-    if (!batch_size) {
-      return tl::make_unexpected(batch_size.error());
-    }
+  for (size_t r = 0; r < power.row_count(); ++r) {
+    const auto row = power.row(r);
+    auto batch_size = JOULE_TRY(bounded_integer(row, pc[2], 1, "a batch size"));
     PowerRow values{};
     for (auto [column, target] :
          {std::pair{pc[4], &values.power_limit_w}, std::pair{pc[5], &values.time_per_epoch_s},
           std::pair{pc[6], &values.average_power_w}}) {
-      auto value = positive_number(row, column);
-      if (!value) {
-        return tl::make_unexpected(value.error());
-      }
-      *target = *value;
+      auto value = JOULE_TRY(positive_number(row, column));
+      *target = value;
     }
-    by_config[{std::string(row.text(pc[0])), std::string(row.text(pc[1])), *batch_size,
+    by_config[{std::string(row.text(pc[0])), std::string(row.text(pc[1])), batch_size,
                std::string(row.text(pc[3]))}]
         .push_back(values);
   }
 
-  auto train = csv::parse(train_csv, train_source);
-  if (!train) {
-    return tl::make_unexpected(train.error());
-  }
-  const auto train_columns = columns<7>(
-      *train, {"dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch"});
-  if (!train_columns) {
-    return tl::make_unexpected(train_columns.error());
-  }
-  const auto& tc = *train_columns;
+  auto train = JOULE_TRY(csv::parse(train_csv, train_source));
+  const auto train_columns = JOULE_TRY(columns<7>(
+      train, {"dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch"}));
+  const auto& tc = train_columns;
   Trace trace;
   for (const auto& [config, rows] : by_config) {
     int& largest = trace.largest_power_batch_size[std::get<0>(config)];
     largest = std::max(largest, std::get<2>(config));
   }
-  for (size_t r = 0; r < train->row_count(); ++r) {
-    const auto row = train->row(r);
+  for (size_t r = 0; r < train.row_count(); ++r) {
+    const auto row = train.row(r);
     auto batch_size = bounded_integer(row, tc[2], 1, "a batch size");
     auto run = bounded_integer(row, tc[4], 0, "a run number");
     auto target_metric = finite_number(row, tc[5]);
@@ -222,15 +198,9 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
 }
 
 Result<Trace> load_trace(const std::string& train_csv_path, const std::string& power_csv_path) {
-  auto train = read_text_file(train_csv_path, read_limits::kSimulatorTrace);
-  if (!train) {
-    return tl::make_unexpected(train.error());
-  }
-  auto power = read_text_file(power_csv_path, read_limits::kSimulatorTrace);
-  if (!power) {
-    return tl::make_unexpected(power.error());
-  }
-  return parse_trace(*train, train_csv_path, *power, power_csv_path);
+  auto train = JOULE_TRY(read_text_file(train_csv_path, read_limits::kSimulatorTrace));
+  auto power = JOULE_TRY(read_text_file(power_csv_path, read_limits::kSimulatorTrace));
+  return parse_trace(train, train_csv_path, power, power_csv_path);
 }
 
 const std::vector<std::string>& trace_gpus() {

@@ -90,9 +90,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const Target& target,
   PQsetNoticeProcessor(connection, &ignore_notice, nullptr);
   std::unique_ptr<Connection> result(new Connection(connection, target));
   const std::string set_timeout = fmt::format("SET lock_timeout = {}", lock_timeout.count());
-  if (auto set = result->execute(set_timeout.c_str()); !set) {
-    return tl::make_unexpected(set.error());
-  }
+  JOULE_TRY(result->execute(set_timeout.c_str()));
   return result;
 }
 
@@ -123,10 +121,7 @@ Result<Rows> Connection::execute(const char* sql, std::initializer_list<std::str
 }
 
 Result<void> Connection::execute_script(const char* sql) {
-  auto rows = check(PQexec(connection_, sql));
-  if (!rows) {
-    return tl::make_unexpected(rows.error());
-  }
+  JOULE_TRY(check(PQexec(connection_, sql)));
   return {};
 }
 

@@ -78,78 +78,58 @@ class PgTransaction final : public Transaction {
   explicit PgTransaction(pg::Connection& connection) : connection_(connection) {}
 
   Result<std::optional<Document>> get_for_update(std::string_view kind, std::string_view key) override {
-    auto rows = execute(kSelectDocument, {kind, key});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    if (rows->size() == 0) {
+    auto rows = JOULE_TRY(execute(kSelectDocument, {kind, key}));
+    if (rows.size() == 0) {
       return std::optional<Document>();
     }
     int64_t version = 0;
-    const auto text = rows->text(0, 1);
+    const auto text = rows.text(0, 1);
     std::from_chars(text.data(), text.data() + text.size(), version);
     return std::optional<Document>(
-        Document{std::string(kind), std::string(key), std::string(rows->text(0, 0)), version});
+        Document{std::string(kind), std::string(key), std::string(rows.text(0, 0)), version});
   }
 
   Result<bool> insert(std::string_view kind, std::string_view key, std::string_view body) override {
-    auto rows = execute(kInsertDocument, {kind, key, body});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    return rows->affected() > 0;
+    auto rows = JOULE_TRY(execute(kInsertDocument, {kind, key, body}));
+    return rows.affected() > 0;
   }
 
   Result<void> update(std::string_view kind, std::string_view key, std::string_view body) override {
-    auto rows = execute(kUpdateDocument, {kind, key, body});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    if (rows->affected() == 0) {
+    auto rows = JOULE_TRY(execute(kUpdateDocument, {kind, key, body}));
+    if (rows.affected() == 0) {
       return fail(ErrorCode::kNotFound, "no {} '{}' to update", kind, key);
     }
     return {};
   }
 
   Result<bool> erase(std::string_view kind, std::string_view key) override {
-    auto rows = execute(kDeleteDocument, {kind, key});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    return rows->affected() > 0;
+    auto rows = JOULE_TRY(execute(kDeleteDocument, {kind, key}));
+    return rows.affected() > 0;
   }
 
   Result<std::vector<std::string>> keys(std::string_view kind, std::string_view prefix) override {
-    auto rows = execute(kSelectKeys, {kind, prefix});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
+    auto rows = JOULE_TRY(execute(kSelectKeys, {kind, prefix}));
     std::vector<std::string> keys;
-    keys.reserve(static_cast<std::size_t>(rows->size()));
-    for (int row = 0; row < rows->size(); ++row) {
-      keys.emplace_back(rows->text(row, 0));
+    keys.reserve(static_cast<std::size_t>(rows.size()));
+    for (int row = 0; row < rows.size(); ++row) {
+      keys.emplace_back(rows.text(row, 0));
     }
     return keys;
   }
 
   Result<std::optional<Item>> get_item(std::string_view kind, std::string_view key, int64_t number) override {
     const std::string number_text = std::to_string(number);
-    auto rows = execute(kSelectItem, {kind, key, number_text});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    if (rows->size() == 0) {
+    auto rows = JOULE_TRY(execute(kSelectItem, {kind, key, number_text}));
+    if (rows.size() == 0) {
       return std::optional<Item>();
     }
-    return std::optional<Item>(Item{number, to_int64(rows->text(0, 0)), std::string(rows->text(0, 1))});
+    return std::optional<Item>(Item{number, to_int64(rows.text(0, 0)), std::string(rows.text(0, 1))});
   }
 
   Result<void> put_item(std::string_view kind, std::string_view key, const Item& item) override {
     const std::string number_text = std::to_string(item.number);
     const std::string group_text = std::to_string(item.group);
-    if (auto rows = execute(kUpsertItem, {kind, key, number_text, group_text, item.body}); !rows) {
-      return tl::make_unexpected(rows.error());
-    }
+    JOULE_TRY(execute(kUpsertItem, {kind, key, number_text, group_text, item.body}));
     return {};
   }
 
@@ -160,59 +140,43 @@ class PgTransaction final : public Transaction {
     const std::string limit = std::to_string(query.limit == 0 ? std::numeric_limits<int64_t>::max()
                                                               : static_cast<int64_t>(query.limit));
     const std::string group = query.group ? std::to_string(*query.group) : std::string();
-    auto rows = query.group ? execute(kSelectGroupItems, {kind, key, before, limit, group})
-                            : execute(kSelectItems, {kind, key, before, limit});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
+    auto rows = JOULE_TRY(query.group ? execute(kSelectGroupItems, {kind, key, before, limit, group})
+                                      : execute(kSelectItems, {kind, key, before, limit}));
     std::vector<Item> items;
-    items.reserve(static_cast<std::size_t>(rows->size()));
-    for (int row = 0; row < rows->size(); ++row) {
+    items.reserve(static_cast<std::size_t>(rows.size()));
+    for (int row = 0; row < rows.size(); ++row) {
       items.push_back(
-          Item{to_int64(rows->text(row, 0)), to_int64(rows->text(row, 1)), std::string(rows->text(row, 2))});
+          Item{to_int64(rows.text(row, 0)), to_int64(rows.text(row, 1)), std::string(rows.text(row, 2))});
     }
     return items;
   }
 
   Result<int64_t> erase_items(std::string_view kind, std::string_view key) override {
-    auto rows = execute(kDeleteItems, {kind, key});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    return static_cast<int64_t>(rows->affected());
+    auto rows = JOULE_TRY(execute(kDeleteItems, {kind, key}));
+    return static_cast<int64_t>(rows.affected());
   }
 
   Result<std::optional<std::string>> find_response(std::string_view request_id) override {
     // Two commands: under READ COMMITTED, the SELECT's snapshot is taken after the lock is granted, so it
     // sees the response of a transaction we waited for.
-    if (auto locked = execute(kLockRequest, {request_id}); !locked) {
-      return tl::make_unexpected(locked.error());
-    }
-    auto rows = execute(kSelectResponse, {request_id});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    if (rows->size() == 0) {
+    JOULE_TRY(execute(kLockRequest, {request_id}));
+    auto rows = JOULE_TRY(execute(kSelectResponse, {request_id}));
+    if (rows.size() == 0) {
       return std::optional<std::string>();
     }
-    return std::optional<std::string>(std::string(rows->text(0, 0)));
+    return std::optional<std::string>(std::string(rows.text(0, 0)));
   }
 
   Result<void> save_response(std::string_view request_id, std::string_view response) override {
-    if (auto rows = execute(kUpsertResponse, {request_id, response}); !rows) {
-      return tl::make_unexpected(rows.error());
-    }
+    JOULE_TRY(execute(kUpsertResponse, {request_id, response}));
     return {};
   }
 
   Result<int64_t> erase_responses_older_than(std::chrono::seconds age, size_t max_rows) override {
     const std::string age_text = std::to_string(age.count());
     const std::string rows_text = std::to_string(max_rows);
-    auto rows = execute(kEraseOldResponses, {age_text, rows_text});
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
-    return static_cast<int64_t>(rows->affected());
+    auto rows = JOULE_TRY(execute(kEraseOldResponses, {age_text, rows_text}));
+    return static_cast<int64_t>(rows.affected());
   }
 
   /// How the first failed command failed (kNone if none did).
@@ -307,25 +271,18 @@ Result<int> migrate(pg::Connection& connection, const std::string& description, 
     }
     return rows;
   };
-  if (auto begun = command("BEGIN"); !begun) {
-    return tl::make_unexpected(begun.error());
-  }
+  JOULE_TRY(command("BEGIN"));
   auto migrated = [&]() -> Result<int> {
-    if (auto locked = command(kLockMigrations); !locked) {
-      return tl::make_unexpected(locked.error());
-    }
+    JOULE_TRY(command(kLockMigrations));
     if (auto created = step(connection.execute_script(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
             "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"));
         !created) {
       return tl::make_unexpected(created.error());
     }
-    auto rows = command("SELECT coalesce(max(version), 0) FROM schema_migrations");
-    if (!rows) {
-      return tl::make_unexpected(rows.error());
-    }
+    auto rows = JOULE_TRY(command("SELECT coalesce(max(version), 0) FROM schema_migrations"));
     int version = 0;
-    const auto text = rows->text(0, 0);
+    const auto text = rows.text(0, 0);
     std::from_chars(text.data(), text.data() + text.size(), version);
     if (version > kSchemaVersion) {
       return tl::make_unexpected(Error(ErrorCode::kState, newer_schema_message(description, version)));
@@ -344,9 +301,7 @@ Result<int> migrate(pg::Connection& connection, const std::string& description, 
         return tl::make_unexpected(recorded.error());
       }
     }
-    if (auto committed = command("COMMIT"); !committed) {
-      return tl::make_unexpected(committed.error());
-    }
+    JOULE_TRY(command("COMMIT"));
     return kSchemaVersion;
   }();
   if (!migrated) {
@@ -368,12 +323,9 @@ class PostgresStore final : public Store {
     const auto start = steady_clock::now();
     Backoff backoff(std::chrono::milliseconds(1), std::chrono::milliseconds(100));
     for (;;) {
-      auto lease = pool_.acquire();
-      if (!lease) {
-        return tl::make_unexpected(lease.error());
-      }
+      auto lease = JOULE_TRY(pool_.acquire());
       pg::Failure kind = pg::Failure::kNone;
-      auto version = migrate(**lease, target_.description, kind);
+      auto version = migrate(*lease, target_.description, kind);
       if (version) {
         schema_version_ = *version;
         return {};
@@ -465,9 +417,7 @@ Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url, const
   PQconninfoFree(parsed);
 
   auto store = std::make_unique<PostgresStore>(std::move(target), options);
-  if (auto opened = store->open(); !opened) {
-    return tl::make_unexpected(opened.error());
-  }
+  JOULE_TRY(store->open());
   return std::unique_ptr<Store>(std::move(store));
 }
 

@@ -167,17 +167,14 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, st
   // WAL: readers never block the writer and a commit is one append to the log. The mode is stored in the
   // file, so this only changes something the first time.
   {
-    auto mode = connection->statement("PRAGMA journal_mode=WAL");
-    if (!mode) {
-      return tl::make_unexpected(mode.error());
-    }
-    auto row = mode->step();
+    auto mode = JOULE_TRY(connection->statement("PRAGMA journal_mode=WAL"));
+    auto row = mode.step();
     if (!row) {
       return tl::make_unexpected(row.error());
     }
-    if (!*row || mode->text(0) != "wal") {
+    if (!*row || mode.text(0) != "wal") {
       return fail(ErrorCode::kIo, "{}: cannot use write-ahead logging (journal mode is '{}')",
-                  connection->description_, *row ? mode->text(0) : "");
+                  connection->description_, *row ? mode.text(0) : "");
     }
   }
   // synchronous=NORMAL in WAL mode: a commit is in the OS's hands when it returns, so it survives a crash

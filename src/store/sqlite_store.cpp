@@ -86,30 +86,21 @@ class SqliteTransaction final : public Transaction {
   }
 
   Result<bool> insert(std::string_view kind, std::string_view key, std::string_view body) override {
-    auto changed = change(kInsertDocument, kind, key, body);
-    if (!changed) {
-      return tl::make_unexpected(changed.error());
-    }
-    return *changed > 0;
+    auto changed = JOULE_TRY(change(kInsertDocument, kind, key, body));
+    return changed > 0;
   }
 
   Result<void> update(std::string_view kind, std::string_view key, std::string_view body) override {
-    auto changed = change(kUpdateDocument, kind, key, body);
-    if (!changed) {
-      return tl::make_unexpected(changed.error());
-    }
-    if (*changed == 0) {
+    auto changed = JOULE_TRY(change(kUpdateDocument, kind, key, body));
+    if (changed == 0) {
       return fail(ErrorCode::kNotFound, "no {} '{}' to update", kind, key);
     }
     return {};
   }
 
   Result<bool> erase(std::string_view kind, std::string_view key) override {
-    auto changed = change(kDeleteDocument, kind, key, std::nullopt);
-    if (!changed) {
-      return tl::make_unexpected(changed.error());
-    }
-    return *changed > 0;
+    auto changed = JOULE_TRY(change(kDeleteDocument, kind, key, std::nullopt));
+    return changed > 0;
   }
 
   Result<std::vector<std::string>> keys(std::string_view kind, std::string_view prefix) override {
@@ -266,11 +257,8 @@ class SqliteTransaction final : public Transaction {
 };
 
 Result<void> execute_cached(sqlite::Connection& connection, std::string_view sql) {
-  auto statement = connection.statement(sql);
-  if (!statement) {
-    return tl::make_unexpected(statement.error());
-  }
-  return statement->run();
+  auto statement = JOULE_TRY(connection.statement(sql));
+  return statement.run();
 }
 
 /// Ends a transaction with ROLLBACK unless it was committed (also when `work` throws).
@@ -294,9 +282,7 @@ class RollbackGuard {
 /// from racing). @return the version, or kState if the database is newer; busy = another process holds the
 /// lock.
 Result<int> migrate(sqlite::Connection& connection) {
-  if (auto begun = execute_cached(connection, kBegin); !begun) {
-    return tl::make_unexpected(begun.error());
-  }
+  JOULE_TRY(execute_cached(connection, kBegin));
   RollbackGuard guard(connection);
   if (auto created = connection.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER "
                                         "PRIMARY KEY, applied_at TEXT NOT NULL "
@@ -306,14 +292,10 @@ Result<int> migrate(sqlite::Connection& connection) {
   }
   int64_t version = 0;
   {
-    auto statement = connection.statement("SELECT coalesce(max(version), 0) FROM schema_migrations");
-    if (!statement) {
-      return tl::make_unexpected(statement.error());
-    }
-    if (auto row = statement->step(); !row) {
-      return tl::make_unexpected(row.error());
-    }
-    version = statement->integer(0);
+    auto statement =
+        JOULE_TRY(connection.statement("SELECT coalesce(max(version), 0) FROM schema_migrations"));
+    JOULE_TRY(statement.step());
+    version = statement.integer(0);
   }
   if (version > kSchemaVersion) {
     return tl::make_unexpected(
@@ -327,18 +309,11 @@ Result<int> migrate(sqlite::Connection& connection) {
       return tl::make_unexpected(
           applied.error().with_context(fmt::format("schema migration {}", step.version)));
     }
-    auto record = connection.statement("INSERT INTO schema_migrations (version) VALUES (?1)");
-    if (!record) {
-      return tl::make_unexpected(record.error());
-    }
-    record->bind(1, static_cast<int64_t>(step.version));
-    if (auto done = record->run(); !done) {
-      return tl::make_unexpected(done.error());
-    }
+    auto record = JOULE_TRY(connection.statement("INSERT INTO schema_migrations (version) VALUES (?1)"));
+    record.bind(1, static_cast<int64_t>(step.version));
+    JOULE_TRY(record.run());
   }
-  if (auto committed = execute_cached(connection, kCommit); !committed) {
-    return tl::make_unexpected(committed.error());
-  }
+  JOULE_TRY(execute_cached(connection, kCommit));
   guard.release();
   return kSchemaVersion;
 }
@@ -358,16 +333,13 @@ class SqliteStore final : public Store {
     const auto deadline = steady_clock::now() + options_.retry_timeout;
     Backoff backoff(std::chrono::microseconds(100), std::chrono::milliseconds(50));
     for (;;) {
-      auto lease = pool_.acquire();
-      if (!lease) {
-        return tl::make_unexpected(lease.error());
-      }
-      auto version = migrate(**lease);
+      auto lease = JOULE_TRY(pool_.acquire());
+      auto version = migrate(*lease);
       if (version) {
         schema_version_ = *version;
         return {};
       }
-      if (!(*lease)->last_failure_was_busy() || steady_clock::now() >= deadline) {
+      if (!(lease)->last_failure_was_busy() || steady_clock::now() >= deadline) {
         return tl::make_unexpected(version.error());
       }
       backoff.sleep();
@@ -378,11 +350,8 @@ class SqliteStore final : public Store {
     const auto start = steady_clock::now();
     Backoff backoff(std::chrono::microseconds(100), std::chrono::milliseconds(50));
     std::lock_guard gate(gate_);
-    auto lease = pool_.acquire();
-    if (!lease) {
-      return tl::make_unexpected(lease.error());
-    }
-    sqlite::Connection& connection = **lease;
+    auto lease = JOULE_TRY(pool_.acquire());
+    sqlite::Connection& connection = *lease;
     for (;;) {
       std::optional<Error> conflict;
       if (auto begun = execute_cached(connection, kBegin); !begun) {
@@ -433,9 +402,7 @@ class SqliteStore final : public Store {
 
 Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path, const OpenOptions& options) {
   auto store = std::make_unique<SqliteStore>(path, options);
-  if (auto opened = store->open(); !opened) {
-    return tl::make_unexpected(opened.error());
-  }
+  JOULE_TRY(store->open());
   return std::unique_ptr<Store>(std::move(store));
 }
 

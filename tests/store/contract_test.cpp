@@ -139,9 +139,7 @@ TEST_P(StoreContract, UpdatingAMissingDocumentIsNotFound) {
 TEST_P(StoreContract, ListsKeysByPrefixSortedByteByByte) {
   run_ok(*store_, [](Transaction& transaction) -> Result<void> {
     for (const char* key : {"b1", "a2", "z", "\xC3\xA9t\xC3\xA9", "a1", "a%", "a_x", "A0"}) {
-      if (auto inserted = transaction.insert("job", key, "{}"); !inserted) {
-        return tl::make_unexpected(inserted.error());
-      }
+      JOULE_TRY(transaction.insert("job", key, "{}"));
     }
     return transaction.insert("task", "a3", "{}").map([](bool) {});
   });
@@ -311,10 +309,7 @@ TEST_P(StoreContract, PrunesStoredResponsesByAgeOldestFirst) {
 
 TEST_P(StoreContract, TransactReturnsTheValueOfWork) {
   auto value = store_->transact<int>([](Transaction& transaction) -> Result<int> {
-    auto inserted = transaction.insert("job", "v", "{}");
-    if (!inserted) {
-      return tl::make_unexpected(inserted.error());
-    }
+    JOULE_TRY(transaction.insert("job", "v", "{}"));
     return 42;
   });
   ASSERT_TRUE(value.has_value());
@@ -401,9 +396,7 @@ TEST_P(StoreContract, ARequestRetriedConcurrentlyIsAppliedOnce) {
             !updated) {
           return tl::make_unexpected(updated.error());
         }
-        if (auto saved = transaction.save_response("request-7", "done"); !saved) {
-          return tl::make_unexpected(saved.error());
-        }
+        JOULE_TRY(transaction.save_response("request-7", "done"));
         return std::string("done");
       });
       ASSERT_TRUE(answer.has_value()) << answer.error().message();

@@ -36,9 +36,7 @@ class PostgresStore : public ::testing::Test {
     store_ = test::open_or_throw(database_.url());
     const auto created = store_->run([](Transaction& transaction) -> Result<void> {
       for (const char* key : {"a", "b"}) {
-        if (auto inserted = transaction.insert("counter", key, "0"); !inserted) {
-          return tl::make_unexpected(inserted.error());
-        }
+        JOULE_TRY(transaction.insert("counter", key, "0"));
       }
       return {};
     });

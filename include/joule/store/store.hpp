@@ -108,11 +108,8 @@ class Store {
   Result<T> transact(const std::function<Result<T>(Transaction&)>& work) {
     std::optional<T> value;
     auto done = run([&](Transaction& transaction) -> Result<void> {
-      auto result = work(transaction);
-      if (!result) {
-        return tl::make_unexpected(result.error());
-      }
-      value = std::move(*result);
+      auto result = JOULE_TRY(work(transaction));
+      value = std::move(result);
       return {};
     });
     if (!done) {

@@ -74,13 +74,10 @@ DaemonClient::DaemonClient(std::string socket_path, int fd, DaemonClientOptions 
 
 Result<std::shared_ptr<DaemonClient>> DaemonClient::connect(const std::string& socket_path,
                                                             DaemonClientOptions options) {
-  auto fd = open_socket(socket_path, options.timeout);
-  if (!fd) {
-    return tl::make_unexpected(fd.error());
-  }
+  auto fd = JOULE_TRY(open_socket(socket_path, options.timeout));
   const bool renew = options.renew_lease;
   // The constructor is private (clients exist only connected), so make_shared cannot reach it.
-  std::shared_ptr<DaemonClient> client(new DaemonClient(socket_path, *fd, std::move(options)));
+  std::shared_ptr<DaemonClient> client(new DaemonClient(socket_path, fd, std::move(options)));
   proto::Request hello;
   hello.op = proto::Op::kHello;
   hello.protocol = proto::kVersion;
@@ -205,9 +202,7 @@ Result<proto::Response> DaemonClient::send(proto::Request request) {
     return tl::make_unexpected(*broken_);
   }
   request.id = next_id_++;
-  if (auto written = write_locked(proto::format_request(request) + "\n"); !written) {
-    return tl::make_unexpected(written.error());
-  }
+  JOULE_TRY(write_locked(proto::format_request(request) + "\n"));
   const SteadyTime deadline = std::chrono::steady_clock::now() + options_.timeout;
   while (true) {
     auto line = read_line_locked(deadline);
@@ -254,12 +249,9 @@ Result<uint64_t> DaemonClient::stream_power(std::optional<std::vector<int>> gpus
   request.op = proto::Op::kStreamPower;
   request.gpus = std::move(gpus);
   request.period_ms = period_ms;
-  auto result = call(std::move(request));
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  const auto stream = result->find("stream");
-  if (stream == result->end() || !stream->is_number_unsigned()) {
+  auto result = JOULE_TRY(call(std::move(request)));
+  const auto stream = result.find("stream");
+  if (stream == result.end() || !stream->is_number_unsigned()) {
     return fail(ErrorCode::kParse, "the daemon answered stream_power without a stream id");
   }
   return stream->get<uint64_t>();
@@ -269,10 +261,7 @@ Result<void> DaemonClient::cancel_stream(uint64_t stream) {
   proto::Request request;
   request.op = proto::Op::kCancelStream;
   request.stream = stream;
-  auto result = call(request);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
+  JOULE_TRY(call(request));
   std::lock_guard lock(request_mutex_);
   std::erase_if(events_, [stream](const proto::PowerEvent& event) { return event.stream == stream; });
   return {};

@@ -81,10 +81,7 @@ Result<std::vector<RemoteGpu>> parse_devices(const json& result) {
 // indices and UUIDs. @return the selected GPUs in framework order.
 Result<std::vector<const RemoteGpu*>> visible_of(const std::string& backend,
                                                  std::vector<const RemoteGpu*> gpus) {
-  auto visible = visible_devices_from_environment(backend);
-  if (!visible) {
-    return tl::make_unexpected(visible.error());
-  }
+  auto visible = JOULE_TRY(visible_devices_from_environment(backend));
   std::sort(gpus.begin(), gpus.end(),
             [](const RemoteGpu* a, const RemoteGpu* b) { return a->physical_index < b->physical_index; });
   const int last = gpus.empty() ? -1 : gpus.back()->physical_index;
@@ -94,7 +91,7 @@ Result<std::vector<const RemoteGpu*>> visible_of(const std::string& backend,
     uuids[static_cast<size_t>(gpu->physical_index)] = gpu->uuid;
     by_physical[gpu->physical_index] = gpu;
   }
-  auto order = resolve_visible_devices(*visible, uuids);
+  auto order = resolve_visible_devices(visible, uuids);
   if (!order) {
     return tl::make_unexpected(order.error().with_context("GPUs of the joule daemon"));
   }
@@ -103,7 +100,7 @@ Result<std::vector<const RemoteGpu*>> visible_of(const std::string& backend,
     const auto found = by_physical.find(physical);
     if (found == by_physical.end()) {
       return fail(ErrorCode::kNotFound, "{} selects GPU {}, which the joule daemon does not serve",
-                  visible->variable, physical);
+                  visible.variable, physical);
     }
     selected.push_back(found->second);
   }
@@ -123,29 +120,20 @@ Result<json> DaemonGpu::call(proto::Op op) {
 }
 
 Result<uint64_t> DaemonGpu::do_energy_mj() {
-  auto result = call(proto::Op::kEnergy);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  return member<uint64_t>(*result, "energy_mj", "energy");
+  auto result = JOULE_TRY(call(proto::Op::kEnergy));
+  return member<uint64_t>(result, "energy_mj", "energy");
 }
 
 Result<uint32_t> DaemonGpu::do_power_mw() {
-  auto result = call(proto::Op::kPower);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  return member<uint32_t>(*result, "power_mw", "power");
+  auto result = JOULE_TRY(call(proto::Op::kPower));
+  return member<uint32_t>(result, "power_mw", "power");
 }
 
 Result<PowerLimitConstraints> DaemonGpu::do_power_limit_constraints() {
-  auto result = call(proto::Op::kConstraints);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  const auto min_mw = member<uint32_t>(*result, "min_mw", "constraints");
-  const auto max_mw = member<uint32_t>(*result, "max_mw", "constraints");
-  const auto default_mw = member<uint32_t>(*result, "default_mw", "constraints");
+  auto result = JOULE_TRY(call(proto::Op::kConstraints));
+  const auto min_mw = member<uint32_t>(result, "min_mw", "constraints");
+  const auto max_mw = member<uint32_t>(result, "max_mw", "constraints");
+  const auto default_mw = member<uint32_t>(result, "default_mw", "constraints");
   for (const auto* field : {&min_mw, &max_mw, &default_mw}) {
     if (!*field) {
       return tl::make_unexpected(field->error());
@@ -155,11 +143,8 @@ Result<PowerLimitConstraints> DaemonGpu::do_power_limit_constraints() {
 }
 
 Result<uint32_t> DaemonGpu::do_power_limit_mw() {
-  auto result = call(proto::Op::kPowerLimit);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  return member<uint32_t>(*result, "power_limit_mw", "power_limit");
+  auto result = JOULE_TRY(call(proto::Op::kPowerLimit));
+  return member<uint32_t>(result, "power_limit_mw", "power_limit");
 }
 
 Result<void> DaemonGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
@@ -167,20 +152,14 @@ Result<void> DaemonGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
   request.op = proto::Op::kSetPowerLimit;
   request.gpu = daemon_index_;
   request.power_limit_mw = power_limit_mw;
-  auto result = client_->call(std::move(request));
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
+  JOULE_TRY(client_->call(std::move(request)));
   return {};
 }
 
 Result<std::vector<uint32_t>> DaemonGpu::do_supported_sm_clocks_mhz() {
-  auto result = call(proto::Op::kClocks);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  const auto clocks = result->find("supported_sm_clocks_mhz");
-  if (clocks == result->end() || !clocks->is_array()) {
+  auto result = JOULE_TRY(call(proto::Op::kClocks));
+  const auto clocks = result.find("supported_sm_clocks_mhz");
+  if (clocks == result.end() || !clocks->is_array()) {
     return fail(ErrorCode::kParse,
                 "joule daemon: the answer to 'clocks' has no 'supported_sm_clocks_mhz' array");
   }
@@ -201,40 +180,25 @@ Result<void> DaemonGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
   request.gpu = daemon_index_;
   request.min_mhz = min_mhz;
   request.max_mhz = max_mhz;
-  auto result = client_->call(std::move(request));
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
+  JOULE_TRY(client_->call(std::move(request)));
   return {};
 }
 
 Result<void> DaemonGpu::do_reset_sm_clocks() {
-  auto result = call(proto::Op::kResetSmClocks);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
+  JOULE_TRY(call(proto::Op::kResetSmClocks));
   return {};
 }
 
 Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& socket_path,
                                                            const DaemonClientOptions& options) {
-  auto client = DaemonClient::connect(socket_path, options);
-  if (!client) {
-    return tl::make_unexpected(client.error());
-  }
+  auto client = JOULE_TRY(DaemonClient::connect(socket_path, options));
   proto::Request list;
   list.op = proto::Op::kListDevices;
-  auto result = (*client)->call(list);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  auto remote = parse_devices(*result);
-  if (!remote) {
-    return tl::make_unexpected(remote.error());
-  }
+  auto result = JOULE_TRY((client)->call(list));
+  auto remote = JOULE_TRY(parse_devices(result));
   // Group by backend in the daemon's order: each vendor has its own visible-devices variable.
   std::vector<std::string> backends;
-  for (const auto& gpu : *remote) {
+  for (const auto& gpu : remote) {
     if (std::find(backends.begin(), backends.end(), gpu.backend) == backends.end()) {
       backends.push_back(gpu.backend);
     }
@@ -242,16 +206,13 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& so
   std::vector<std::unique_ptr<Gpu>> gpus;
   for (const auto& backend : backends) {
     std::vector<const RemoteGpu*> of_backend;
-    for (const auto& gpu : *remote) {
+    for (const auto& gpu : remote) {
       if (gpu.backend == backend) {
         of_backend.push_back(&gpu);
       }
     }
-    auto selected = visible_of(backend, std::move(of_backend));
-    if (!selected) {
-      return tl::make_unexpected(selected.error());
-    }
-    for (const auto* gpu : *selected) {
+    auto selected = JOULE_TRY(visible_of(backend, std::move(of_backend)));
+    for (const auto* gpu : selected) {
       GpuInfo info;
       info.backend = "daemon";
       info.index = static_cast<int>(gpus.size());
@@ -259,7 +220,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& so
       info.name = gpu->name;
       info.uuid = gpu->uuid;
       info.has_energy_counter = gpu->has_energy_counter;
-      gpus.push_back(std::make_unique<DaemonGpu>(std::move(info), *client, gpu->index));
+      gpus.push_back(std::make_unique<DaemonGpu>(std::move(info), client, gpu->index));
     }
   }
   return gpus;

@@ -150,11 +150,8 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
   constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
   switch (field.kind) {
     case Kind::kProtocol: {
-      auto number = read_unsigned(value, context, field.name, 1, kIntMax);
-      if (!number) {
-        return tl::make_unexpected(number.error());
-      }
-      request.protocol = static_cast<int>(*number);
+      auto number = JOULE_TRY(read_unsigned(value, context, field.name, 1, kIntMax));
+      request.protocol = static_cast<int>(number);
       return {};
     }
     case Kind::kClient:
@@ -166,11 +163,8 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       request.client = value.get<std::string>();
       return {};
     case Kind::kGpu: {
-      auto number = read_unsigned(value, context, field.name, 0, kIntMax);
-      if (!number) {
-        return tl::make_unexpected(number.error());
-      }
-      request.gpu = static_cast<int>(*number);
+      auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kIntMax));
+      request.gpu = static_cast<int>(number);
       return {};
     }
     case Kind::kGpuList: {
@@ -182,11 +176,8 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       }
       std::vector<int> gpus;
       for (const auto& element : value) {
-        auto number = read_unsigned(element, context, "gpus[]", 0, kIntMax);
-        if (!number) {
-          return tl::make_unexpected(number.error());
-        }
-        const int gpu = static_cast<int>(*number);
+        auto number = JOULE_TRY(read_unsigned(element, context, "gpus[]", 0, kIntMax));
+        const int gpu = static_cast<int>(number);
         if (std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) {
           return fail(ErrorCode::kInvalidArgument, "{}GPU {} is listed twice in 'gpus'", context, gpu);
         }
@@ -197,11 +188,8 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
     }
     case Kind::kPowerMw:
     case Kind::kClockMhz: {
-      auto number = read_unsigned(value, context, field.name, 0, kU32Max);
-      if (!number) {
-        return tl::make_unexpected(number.error());
-      }
-      const auto narrowed = static_cast<uint32_t>(*number);
+      auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kU32Max));
+      const auto narrowed = static_cast<uint32_t>(number);
       if (field.name == "power_limit_mw") {
         request.power_limit_mw = narrowed;
       } else if (field.name == "min_mhz") {
@@ -212,19 +200,15 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       return {};
     }
     case Kind::kPeriodMs: {
-      auto number = read_unsigned(value, context, field.name, kMinStreamPeriodMs, kMaxStreamPeriodMs);
-      if (!number) {
-        return tl::make_unexpected(number.error());
-      }
-      request.period_ms = static_cast<uint32_t>(*number);
+      auto number =
+          JOULE_TRY(read_unsigned(value, context, field.name, kMinStreamPeriodMs, kMaxStreamPeriodMs));
+      request.period_ms = static_cast<uint32_t>(number);
       return {};
     }
     case Kind::kStream: {
-      auto number = read_unsigned(value, context, field.name, 0, std::numeric_limits<uint64_t>::max());
-      if (!number) {
-        return tl::make_unexpected(number.error());
-      }
-      request.stream = *number;
+      auto number =
+          JOULE_TRY(read_unsigned(value, context, field.name, 0, std::numeric_limits<uint64_t>::max()));
+      request.stream = number;
       return {};
     }
   }
@@ -310,9 +294,7 @@ Result<Request> parse_fields(const json& object, Request request) {
       }
       continue;
     }
-    if (auto read = read_field(field, *found, request); !read) {
-      return tl::make_unexpected(read.error());
-    }
+    JOULE_TRY(read_field(field, *found, request));
   }
   return request;
 }
@@ -519,11 +501,8 @@ Result<ServerMessage> parse_server_line(std::string_view line) {
   }
   Response response;
   if (const auto id = object->find("id"); id != object->end() && !id->is_null()) {
-    auto number = unsigned_member(*object, "id", "response");
-    if (!number) {
-      return tl::make_unexpected(number.error());
-    }
-    response.id = *number;
+    auto number = JOULE_TRY(unsigned_member(*object, "id", "response"));
+    response.id = number;
   }
   if (ok->get<bool>()) {
     if (const auto result = object->find("result"); result != object->end()) {

@@ -256,11 +256,8 @@ class NvmlGpu final : public Gpu {
 
 Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& options,
                                                          const VisibleDevices& visible) {
-  auto opened = NvmlLibrary::open(options.library);
-  if (!opened) {
-    return tl::make_unexpected(opened.error());
-  }
-  const std::shared_ptr<const NvmlLibrary> library = std::move(*opened);
+  auto opened = JOULE_TRY(NvmlLibrary::open(options.library));
+  const std::shared_ptr<const NvmlLibrary> library = std::move(opened);
   const nvml::NvmlApi& api = library->api();
   const auto device_label = [](unsigned int physical_index) {
     return fmt::format("NVML device {}", physical_index);
@@ -287,14 +284,11 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& opti
           library->error(status, "reading the UUID", device_label(i), NvmlAccess::kRead));
     }
   }
-  const auto physical = resolve_visible_devices(visible, uuids);
-  if (!physical) {
-    return tl::make_unexpected(physical.error());
-  }
+  const auto physical = JOULE_TRY(resolve_visible_devices(visible, uuids));
 
   std::vector<std::unique_ptr<Gpu>> gpus;
-  for (size_t index = 0; index < physical->size(); ++index) {
-    const auto physical_index = static_cast<unsigned int>((*physical)[index]);
+  for (size_t index = 0; index < physical.size(); ++index) {
+    const auto physical_index = static_cast<unsigned int>((physical)[index]);
     GpuInfo info;
     info.backend = "nvml";
     info.index = static_cast<int>(index);

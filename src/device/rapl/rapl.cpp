@@ -97,11 +97,8 @@ Error permission_error(const std::string& path, const std::string& zone_dir) {
 }
 
 Result<std::string> read_name(const std::string& zone_path) {
-  auto content = read_text_file(zone_path + "/name");
-  if (!content) {
-    return tl::make_unexpected(content.error());
-  }
-  return std::string(trim(*content));
+  auto content = JOULE_TRY(read_text_file(zone_path + "/name"));
+  return std::string(trim(content));
 }
 
 // One energy counter (a package or its DRAM domain) and the state that makes its readings monotonic.
@@ -111,24 +108,15 @@ class Counter {
   // Reads max_energy_range_uj and a first energy_uj (the origin), so permission problems show at open.
   static Result<Counter> open(const std::string& zone_path, const std::string& zone_dir) {
     const std::string max_path = zone_path + "/max_energy_range_uj";
-    auto max_content = read_text_file(max_path);
-    if (!max_content) {
-      return tl::make_unexpected(max_content.error());
-    }
-    auto max_range_uj = parse_uj(max_path, *max_content);
-    if (!max_range_uj) {
-      return tl::make_unexpected(max_range_uj.error());
-    }
-    if (*max_range_uj == 0) {
+    auto max_content = JOULE_TRY(read_text_file(max_path));
+    auto max_range_uj = JOULE_TRY(parse_uj(max_path, max_content));
+    if (max_range_uj == 0) {
       return fail(ErrorCode::kParse, "{}: the counter range must be positive, got 0", max_path);
     }
-    Counter counter(zone_path + "/energy_uj", zone_dir, *max_range_uj);
-    auto raw_uj = counter.read_raw_uj();
-    if (!raw_uj) {
-      return tl::make_unexpected(raw_uj.error());
-    }
-    counter.last_raw_uj_ = *raw_uj;
-    counter.total_uj_ = *raw_uj;
+    Counter counter(zone_path + "/energy_uj", zone_dir, max_range_uj);
+    auto raw_uj = JOULE_TRY(counter.read_raw_uj());
+    counter.last_raw_uj_ = raw_uj;
+    counter.total_uj_ = raw_uj;
     return counter;
   }
 
@@ -137,15 +125,12 @@ class Counter {
   // Reads the counter and advances the cumulative total. @return the total in µJ since the counter's zero.
   // On error the state is unchanged, so a failed read never loses or invents energy.
   Result<uint64_t> sample_uj() {
-    auto raw_uj = read_raw_uj();
-    if (!raw_uj) {
-      return tl::make_unexpected(raw_uj.error());
-    }
+    auto raw_uj = JOULE_TRY(read_raw_uj());
     // Forward distance modulo max_range_uj + 1 (see the file comment for why + 1).
     const uint64_t delta_uj =
-        *raw_uj >= last_raw_uj_ ? *raw_uj - last_raw_uj_ : (max_range_uj_ - last_raw_uj_) + 1 + *raw_uj;
+        raw_uj >= last_raw_uj_ ? raw_uj - last_raw_uj_ : (max_range_uj_ - last_raw_uj_) + 1 + raw_uj;
     total_uj_ += delta_uj;
-    last_raw_uj_ = *raw_uj;
+    last_raw_uj_ = raw_uj;
     return total_uj_;
   }
 
@@ -306,30 +291,18 @@ Nanos choose_wrap_check_period(const RaplOptions& options, uint64_t smallest_ran
 
 Result<std::unique_ptr<Cpu>> open_package(const Zone& zone, const std::string& zone_dir,
                                           const std::string& name, const RaplOptions& options) {
-  auto package = Counter::open(zone.path, zone_dir);
-  if (!package) {
-    return tl::make_unexpected(package.error());
-  }
+  auto package = JOULE_TRY(Counter::open(zone.path, zone_dir));
   std::optional<Counter> dram;
-  auto subzones = list_zones(zone.path, fmt::format("{}{}:", kZonePrefix, zone.number));
-  if (!subzones) {
-    return tl::make_unexpected(subzones.error());
-  }
-  for (const Zone& subzone : *subzones) {
-    auto subzone_name = read_name(subzone.path);
-    if (!subzone_name) {
-      return tl::make_unexpected(subzone_name.error());
-    }
-    if (*subzone_name == "dram") {
-      auto counter = Counter::open(subzone.path, zone_dir);
-      if (!counter) {
-        return tl::make_unexpected(counter.error());
-      }
-      dram = std::move(*counter);
+  auto subzones = JOULE_TRY(list_zones(zone.path, fmt::format("{}{}:", kZonePrefix, zone.number)));
+  for (const Zone& subzone : subzones) {
+    auto subzone_name = JOULE_TRY(read_name(subzone.path));
+    if (subzone_name == "dram") {
+      auto counter = JOULE_TRY(Counter::open(subzone.path, zone_dir));
+      dram = std::move(counter);
       break;
     }
   }
-  uint64_t smallest_range_uj = package->max_range_uj();
+  uint64_t smallest_range_uj = package.max_range_uj();
   if (dram) {
     smallest_range_uj = std::min(smallest_range_uj, dram->max_range_uj());
   }
@@ -337,7 +310,7 @@ Result<std::unique_ptr<Cpu>> open_package(const Zone& zone, const std::string& z
   CpuInfo info{"rapl", zone.number, name, dram.has_value()};
   try {
     return std::unique_ptr<Cpu>(
-        std::make_unique<RaplCpu>(std::move(info), std::move(*package), std::move(dram), period));
+        std::make_unique<RaplCpu>(std::move(info), std::move(package), std::move(dram), period));
   } catch (const std::system_error& error) {
     return fail(ErrorCode::kInternal, "cannot start the RAPL wraparound thread for {}: {}", zone.path,
                 error.what());
@@ -351,29 +324,20 @@ Result<std::vector<std::unique_ptr<Cpu>>> open_rapl_cpus(const RaplOptions& opti
     return fail(ErrorCode::kInvalidArgument, "the RAPL wrap check period must not be negative, got {} ns",
                 options.wrap_check_period.count());
   }
-  auto tree = find_packages(options.powercap_root);
-  if (!tree) {
-    return tl::make_unexpected(tree.error());
-  }
+  auto tree = JOULE_TRY(find_packages(options.powercap_root));
   std::vector<std::unique_ptr<Cpu>> cpus;
-  for (const Zone& zone : tree->packages) {
-    auto name = read_name(zone.path);
-    if (!name) {
-      return tl::make_unexpected(name.error());
-    }
+  for (const Zone& zone : tree.packages) {
+    auto name = JOULE_TRY(read_name(zone.path));
     // psys (platform) zones measure the whole SoC/board, not a package: counting them would double-count.
-    if (*name == "psys") {
+    if (name == "psys") {
       continue;
     }
-    auto cpu = open_package(zone, tree->zone_dir, *name, options);
-    if (!cpu) {
-      return tl::make_unexpected(cpu.error());
-    }
-    cpus.push_back(std::move(*cpu));
+    auto cpu = JOULE_TRY(open_package(zone, tree.zone_dir, name, options));
+    cpus.push_back(std::move(cpu));
   }
   if (cpus.empty()) {
     return tl::make_unexpected(Error(
-        ErrorCode::kNotFound, no_rapl_message(tree->zone_dir, "has only psys (platform) zones, no package")));
+        ErrorCode::kNotFound, no_rapl_message(tree.zone_dir, "has only psys (platform) zones, no package")));
   }
   return cpus;
 }

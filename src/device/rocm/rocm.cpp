@@ -77,11 +77,8 @@ class RocmGpu final : public Gpu {
 
  protected:
   Result<uint64_t> do_energy_mj() override {
-    auto energy_uj = read_energy_uj();
-    if (!energy_uj) {
-      return tl::make_unexpected(energy_uj.error());
-    }
-    return static_cast<uint64_t>(uj_to_mj_floor(*energy_uj));
+    auto energy_uj = JOULE_TRY(read_energy_uj());
+    return static_cast<uint64_t>(uj_to_mj_floor(energy_uj));
   }
 
   Result<uint32_t> do_power_mw() override { return read_power_mw(); }
@@ -236,17 +233,12 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions& opti
                 "number of seconds, not {}",
                 options.counter_validation_s);
   }
-  auto library = RocmLibrary::open(options.library);
-  if (!library) {
-    return tl::make_unexpected(library.error());
-  }
-  const RocmLibrary& lib = **library;
+  auto library = JOULE_TRY(RocmLibrary::open(options.library));
+  const RocmLibrary& lib = *library;
   const auto& fn = lib.fn();
 
   uint32_t count = 0;
-  if (auto ok = lib.check(fn.rsmi_num_monitor_devices(&count), "cannot count the AMD GPUs"); !ok) {
-    return tl::make_unexpected(ok.error());
-  }
+  JOULE_TRY(lib.check(fn.rsmi_num_monitor_devices(&count), "cannot count the AMD GPUs"));
   // Consumer boards often have no unique id: those get "" and can be selected only by index.
   std::vector<std::string> uuids;
   for (uint32_t i = 0; i < count; ++i) {
@@ -255,15 +247,12 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions& opti
                         ? rocm_detail::format_unique_id(unique_id)
                         : std::string());
   }
-  auto order = resolve_visible_devices(visible, uuids);
-  if (!order) {
-    return tl::make_unexpected(order.error());
-  }
+  auto order = JOULE_TRY(resolve_visible_devices(visible, uuids));
 
   std::vector<std::unique_ptr<Gpu>> gpus;
   std::vector<RocmGpu*> rocm_gpus;
-  for (size_t i = 0; i < order->size(); ++i) {
-    const int physical = (*order)[i];
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int physical = (order)[i];
     GpuInfo info;
     info.backend = "rocm";
     info.index = static_cast<int>(i);
@@ -278,7 +267,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions& opti
     } else {
       info.name = fmt::format("AMD GPU {}", physical);  // the name is cosmetic: never fail over it
     }
-    auto gpu = std::make_unique<RocmGpu>(std::move(info), *library);
+    auto gpu = std::make_unique<RocmGpu>(std::move(info), library);
     rocm_gpus.push_back(gpu.get());
     gpus.push_back(std::move(gpu));
   }

@@ -189,23 +189,17 @@ Result<std::vector<std::unique_ptr<SimulatedGpu>>> open_sim_gpus(const Spec& spe
   if (spec.model == nullptr || spec.workload == nullptr) {
     return fail(ErrorCode::kInvalidArgument, "incomplete sim spec: no GPU model or workload");
   }
-  auto workload = make_trace_workload(*spec.model, *spec.workload, spec.batch_size);
-  if (!workload) {
-    return tl::make_unexpected(workload.error());
-  }
+  auto workload = JOULE_TRY(make_trace_workload(*spec.model, *spec.workload, spec.batch_size));
   std::vector<std::string> uuids;
   uuids.reserve(static_cast<size_t>(spec.count));
   for (int i = 0; i < spec.count; ++i) {
     uuids.push_back(simulated_uuid(*spec.model, i));
   }
-  auto order = resolve_visible_devices(visible, uuids);
-  if (!order) {
-    return tl::make_unexpected(order.error());
-  }
+  auto order = JOULE_TRY(resolve_visible_devices(visible, uuids));
   std::vector<std::unique_ptr<SimulatedGpu>> gpus;
-  for (size_t i = 0; i < order->size(); ++i) {
+  for (size_t i = 0; i < order.size(); ++i) {
     gpus.push_back(
-        std::make_unique<SimulatedGpu>(*spec.model, *workload, clock, static_cast<int>(i), (*order)[i]));
+        std::make_unique<SimulatedGpu>(*spec.model, workload, clock, static_cast<int>(i), (order)[i]));
   }
   return gpus;
 }

@@ -48,15 +48,12 @@ Result<Spec> parse_spec(std::string_view text) {
   std::string_view gpu = parts[0];
   const size_t x = gpu.find('x');
   if (x != std::string_view::npos && x > 0 && std::isdigit(static_cast<unsigned char>(gpu[0]))) {
-    auto count = parse_positive(gpu.substr(0, x), text, "GPU count");
-    if (!count) {
-      return tl::make_unexpected(count.error());
-    }
-    if (*count > kMaxSimulatedGpus) {
+    auto count = JOULE_TRY(parse_positive(gpu.substr(0, x), text, "GPU count"));
+    if (count > kMaxSimulatedGpus) {
       return fail(ErrorCode::kInvalidArgument, "sim spec '{}': at most {} simulated GPUs", text,
                   kMaxSimulatedGpus);
     }
-    spec.count = *count;
+    spec.count = count;
     gpu = gpu.substr(x + 1);
   }
   if (gpu.empty()) {
@@ -78,11 +75,8 @@ Result<Spec> parse_spec(std::string_view text) {
     spec.workload = *workload;
   }
   if (parts.size() == 3) {
-    auto batch_size = parse_positive(parts[2], text, "batch size");
-    if (!batch_size) {
-      return tl::make_unexpected(batch_size.error());
-    }
-    spec.batch_size = *batch_size;
+    auto batch_size = JOULE_TRY(parse_positive(parts[2], text, "batch size"));
+    spec.batch_size = batch_size;
   }
   // Check the batch size now, so that a bad spec fails at parse time with the available sizes.
   auto workload = make_trace_workload(*spec.model, *spec.workload, spec.batch_size);

@@ -24,23 +24,17 @@ namespace {
 using TraceTable = std::map<std::tuple<std::string, std::string, int>, std::vector<TracePoint>>;
 
 Result<TraceTable> parse_trace(std::string_view text, const std::string& source) {
-  auto table = csv::parse(text, source);
-  if (!table) {
-    return tl::make_unexpected(table.error());
-  }
+  auto table = JOULE_TRY(csv::parse(text, source));
   size_t columns[6];
   const char* names[6] = {"dataset",     "optimizer",      "batch_size",
                           "power_limit", "time_per_epoch", "average_power"};
   for (size_t i = 0; i < 6; ++i) {
-    auto column = table->column(names[i]);
-    if (!column) {
-      return tl::make_unexpected(column.error());
-    }
-    columns[i] = *column;
+    auto column = JOULE_TRY(table.column(names[i]));
+    columns[i] = column;
   }
   TraceTable traces;
-  for (size_t r = 0; r < table->row_count(); ++r) {
-    const auto row = table->row(r);
+  for (size_t r = 0; r < table.row_count(); ++r) {
+    const auto row = table.row(r);
     auto batch_size = row.integer(columns[2]);
     auto power_limit = row.number(columns[3]);
     auto time = row.number(columns[4]);
@@ -77,11 +71,8 @@ Result<const TraceTable*> builtin_trace(const std::string& trace) {
   if (!text) {
     return fail(ErrorCode::kInternal, "no built-in power trace {}", file);
   }
-  auto parsed = parse_trace(*text, "<built-in " + file + ">");
-  if (!parsed) {
-    return tl::make_unexpected(parsed.error());
-  }
-  return &cache.emplace(trace, std::move(*parsed)).first->second;
+  auto parsed = JOULE_TRY(parse_trace(*text, "<built-in " + file + ">"));
+  return &cache.emplace(trace, std::move(parsed)).first->second;
 }
 
 double lerp(double a, double b, double t) {
@@ -95,12 +86,9 @@ std::optional<std::string_view> builtin_power_trace(std::string_view gpu) {
 }
 
 Result<std::vector<int>> available_batch_sizes(const GpuModel& model, const WorkloadInfo& workload) {
-  auto traces = builtin_trace(model.trace);
-  if (!traces) {
-    return tl::make_unexpected(traces.error());
-  }
+  auto traces = JOULE_TRY(builtin_trace(model.trace));
   std::vector<int> sizes;
-  for (const auto& [key, points] : **traces) {
+  for (const auto& [key, points] : *traces) {
     if (std::get<0>(key) == workload.dataset && std::get<1>(key) == workload.optimizer) {
       sizes.push_back(std::get<2>(key));
     }
@@ -112,24 +100,21 @@ Result<std::vector<int>> available_batch_sizes(const GpuModel& model, const Work
 Result<std::shared_ptr<const TraceWorkload>> make_trace_workload(const GpuModel& model,
                                                                  const WorkloadInfo& workload,
                                                                  std::optional<int> batch_size) {
-  auto sizes = available_batch_sizes(model, workload);
-  if (!sizes) {
-    return tl::make_unexpected(sizes.error());
-  }
-  if (sizes->empty()) {
+  auto sizes = JOULE_TRY(available_batch_sizes(model, workload));
+  if (sizes.empty()) {
     return fail(ErrorCode::kNotFound, "the {} power trace has no {} runs", model.key, workload.key);
   }
   int chosen = 0;
   if (batch_size) {
-    if (std::find(sizes->begin(), sizes->end(), *batch_size) == sizes->end()) {
+    if (std::find(sizes.begin(), sizes.end(), *batch_size) == sizes.end()) {
       return fail(ErrorCode::kNotFound, "no power trace for {} at batch size {} on {} (available: {})",
-                  workload.key, *batch_size, model.key, fmt::join(*sizes, ", "));
+                  workload.key, *batch_size, model.key, fmt::join(sizes, ", "));
     }
     chosen = *batch_size;
   } else {
     // The paper's b0, capped by the largest batch size that fit on this GPU.
-    chosen = sizes->front();
-    for (const int size : *sizes) {
+    chosen = sizes.front();
+    for (const int size : sizes) {
       if (size <= workload.default_batch_size) {
         chosen = size;
       }

@@ -99,11 +99,8 @@ class NvmlTest : public ::testing::Test {
   Result<Gpus> open(const std::string& config, const char* library = kFakeNvml) {
     const std::string path = dir_.write("nvml.conf", config);
     const test::ScopedEnv script("JOULE_FAKE_NVML_CONFIG", path.c_str());
-    auto visible = visible_devices_from_environment("nvml");
-    if (!visible) {
-      return tl::make_unexpected(visible.error());
-    }
-    return open_nvml_gpus(NvmlOptions{library}, *visible);
+    auto visible = JOULE_TRY(visible_devices_from_environment("nvml"));
+    return open_nvml_gpus(NvmlOptions{library}, visible);
   }
 
   /// Like open(), for tests that expect success.
