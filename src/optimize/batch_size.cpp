@@ -56,6 +56,14 @@ std::string describe_trial(std::string_view job_id, int64_t batch_size, int64_t 
                      trial_number);
 }
 
+}  // namespace
+
+std::string TrialId::describe() const {
+  return describe_trial(job_id, batch_size, trial_number);
+}
+
+namespace {
+
 // What the pruning walk decided.
 struct WalkOutcome {
   enum class Kind { kExplore, kConcurrent, kSurvivors };

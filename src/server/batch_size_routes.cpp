@@ -17,7 +17,6 @@
 #include "joule/core/log.hpp"
 #include "joule/optimize/batch_size.hpp"
 
-#include "optimize/batch_size_internal.hpp"
 #include "server/service_internal.hpp"
 
 namespace joule::server {
@@ -695,10 +694,7 @@ Response Service::Impl::end_trial(const Request& request) {
       return std::move(**replayed);
     }
     if (!*document) {
-      return message_response(
-          404, fmt::format("Could not find the trial: job_id={} batch_size={} trial_number={}",
-                           optimize::batch_size::detail::python_str_repr(trial->job_id), trial->batch_size,
-                           trial->trial_number));
+      return message_response(404, fmt::format("Could not find the trial: {}", trial->describe()));
     }
     JobDocument& job = **document;
     const int64_t failed_before = job.state->failed_count();
