@@ -19,7 +19,7 @@
 #include "joule/core/validate.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
-#include "joule/server/pipeline_spec.hpp"
+#include "joule/client/pipeline_spec.hpp"
 
 #include "server/service_internal.hpp"
 
@@ -27,6 +27,7 @@ namespace joule::server {
 
 namespace {
 
+using client::PipelineSpec;
 using detail::json_response;
 using detail::message_response;
 using nlohmann::json;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "joule/server/pipeline_spec.hpp"
+#include "joule/client/pipeline_spec.hpp"
 
 #include <cmath>
 
@@ -8,7 +8,7 @@
 #include "joule/core/json.hpp"
 #include "joule/core/validate.hpp"
 
-namespace joule::server {
+namespace joule::client {
 
 namespace {
 
@@ -129,4 +129,4 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
   return spec;
 }
 
-}  // namespace joule::server
+}  // namespace joule::client

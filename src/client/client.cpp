@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The client: one request id per call, reused by every retry of the call, so that joule's server applies the
 // call once however often the network makes us send it.
-#include "joule/server/client.hpp"
+#include "joule/client/client.hpp"
 
 #include <mutex>
 #include <random>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
-namespace joule::server {
+namespace joule::client {
 
 namespace bso = optimize::batch_size;
 using nlohmann::json;
@@ -423,4 +423,4 @@ std::string url_encode(const std::string& text) {
   return out;
 }
 
-}  // namespace joule::server
+}  // namespace joule::client
