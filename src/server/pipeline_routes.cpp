@@ -7,18 +7,16 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "joule/core/csv.hpp"
 #include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
-#include "joule/core/strings.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
+#include "joule/plan/profile_codec.hpp"
 #include "joule/client/pipeline_spec.hpp"
 
 #include "server/service_internal.hpp"
@@ -137,114 +135,6 @@ Request without_id(const Request& request) {
 
 std::string random_token() {
   return fmt::format("{:016x}{:016x}", detail::random_u64(), detail::random_u64());
-}
-
-// The profile as canonical CSV (exact doubles), so that equal profiles give equal text.
-std::string profile_csv(const plan::Profile& profile) {
-  std::ostringstream out;
-  csv::write_row(out, {"stage", "instruction", "frequency_mhz", "time_s", "energy_j"});
-  for (int stage = 0; stage < profile.stage_count(); ++stage) {
-    for (const auto instruction : {plan::Instruction::kForward, plan::Instruction::kBackward}) {
-      for (const auto& option : profile.options(stage, instruction)) {
-        csv::write_row(out, {std::to_string(stage), std::string(plan::to_string(instruction)),
-                             std::to_string(option.frequency_mhz), csv::format_exact(option.time_s),
-                             csv::format_exact(option.energy_j)});
-      }
-    }
-  }
-  return out.str();
-}
-
-// JSON rows [{"stage", "instruction", "frequency_mhz", "time_s", "energy_j"}, …] → a profile.
-Result<plan::Profile> profile_from_rows(const json& rows, int64_t stages) {
-  std::vector<std::array<std::vector<plan::ProfileOption>, 2>> options(static_cast<size_t>(stages));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const json& row = rows[i];
-    const std::string at = fmt::format("rows[{}]", i);
-    if (!row.is_object()) {
-      return fail(ErrorCode::kInvalidArgument, "{}: must be an object, got {}", at, describe_json(row));
-    }
-    const auto field = [&](const char* key) -> Result<const json*> {
-      const auto found = row.find(key);
-      if (found == row.end()) {
-        return fail(ErrorCode::kInvalidArgument, "{}.{}: field required", at, key);
-      }
-      return &*found;
-    };
-    auto stage = field("stage");
-    auto instruction = field("instruction");
-    auto frequency = field("frequency_mhz");
-    auto time = field("time_s");
-    auto energy = field("energy_j");
-    for (const auto* value : {&stage, &instruction, &frequency, &time, &energy}) {
-      if (!*value) {
-        return tl::make_unexpected(value->error());
-      }
-    }
-    if (!(*stage)->is_number_integer() || (*stage)->get<int64_t>() < 0 ||
-        (*stage)->get<int64_t>() >= stages) {
-      return fail(ErrorCode::kInvalidArgument, "{}.stage: must be an integer in [0, {}), got {}", at, stages,
-                  describe_json(**stage));
-    }
-    if (!(*instruction)->is_string()) {
-      return fail(ErrorCode::kInvalidArgument, "{}.instruction: must be \"forward\" or \"backward\", got {}",
-                  at, describe_json(**instruction));
-    }
-    auto parsed_instruction = plan::parse_instruction((*instruction)->get<std::string>());
-    if (!parsed_instruction) {
-      return fail(ErrorCode::kInvalidArgument, "{}.instruction: {}", at,
-                  parsed_instruction.error().message());
-    }
-    if (!(*frequency)->is_number_integer() || (*frequency)->get<int64_t>() <= 0 ||
-        (*frequency)->get<int64_t>() > int64_t{UINT32_MAX}) {
-      return fail(ErrorCode::kInvalidArgument, "{}.frequency_mhz: must be a positive integer, got {}", at,
-                  describe_json(**frequency));
-    }
-    for (const auto& [key, value] : {std::pair{"time_s", *time}, std::pair{"energy_j", *energy}}) {
-      if (!value->is_number()) {
-        return fail(ErrorCode::kInvalidArgument, "{}.{}: must be a number, got {}", at, key,
-                    describe_json(*value));
-      }
-    }
-    const size_t slot = *parsed_instruction == plan::Instruction::kForward ? 0 : 1;
-    options[static_cast<size_t>((*stage)->get<int64_t>())][slot].push_back(
-        {static_cast<uint32_t>((*frequency)->get<int64_t>()), (*time)->get<double>(),
-         (*energy)->get<double>()});
-  }
-  return plan::Profile::from_options(std::move(options));
-}
-
-// A profile upload: CSV text, or JSON {"csv": "…"}, {"rows": […]} or […] (rows).
-Result<plan::Profile> parse_profile(const Request& request, int64_t stages) {
-  const std::string_view body = trim(request.body);
-  const bool is_json = starts_with_ignoring_case(request.content_type, "application/json") ||
-                       (request.content_type.empty() && (body.starts_with('{') || body.starts_with('[')));
-  if (!is_json) {
-    return plan::Profile::parse(request.body, "profile");
-  }
-  auto document = parse_json(request.body);
-  if (!document) {
-    const JsonError& error = document.error();
-    return fail(ErrorCode::kInvalidArgument, "profile: {}{}",
-                error.kind == JsonError::Kind::kNumberOutOfRange ? "" : "malformed JSON: ", error.message);
-  }
-  json& parsed = *document;
-  if (parsed.is_object() && parsed.contains("csv")) {
-    if (!parsed["csv"].is_string()) {
-      return fail(ErrorCode::kInvalidArgument, "csv: must be a string of CSV text");
-    }
-    return plan::Profile::parse(parsed["csv"].get<std::string>(), "profile");
-  }
-  const json* rows = parsed.is_array() ? &parsed : nullptr;
-  if (parsed.is_object() && parsed.contains("rows")) {
-    rows = &parsed["rows"];
-  }
-  if (rows == nullptr || !rows->is_array()) {
-    return fail(
-        ErrorCode::kInvalidArgument,
-        "profile: expected CSV text, or JSON {{\"csv\": \"…\"}}, {{\"rows\": [...]}} or an array of rows");
-  }
-  return profile_from_rows(*rows, stages);
 }
 
 Result<std::shared_ptr<const detail::CachedFrontier>> compute_frontier(const PipelineDocument& document,
@@ -616,7 +506,7 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
       return unknown_pipeline(id);
     }
     PipelineDocument& pipeline = **document;
-    auto profile = parse_profile(request, pipeline.spec.stages);
+    auto profile = plan::parse_profile_upload(request.body, request.content_type, pipeline.spec.stages);
     if (!profile) {
       return bad_request(profile.error());
     }
@@ -624,7 +514,7 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
       return message_response(400, fmt::format("the profile has {} stages but pipeline {} has {}",
                                                profile->stage_count(), id, pipeline.spec.stages));
     }
-    std::string text = profile_csv(*profile);
+    std::string text = plan::profile_csv(*profile);
     const bool changed = !pipeline.profile || *pipeline.profile != text;
     if (changed) {
       pipeline.profile = std::move(text);
