@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "joule/core/file.hpp"
 #include "joule/client/client.hpp"
+#include "joule/core/file.hpp"
 
 #include "common.hpp"
 

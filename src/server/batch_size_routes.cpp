@@ -25,6 +25,8 @@ namespace {
 
 namespace bso = optimize::batch_size;
 using detail::JobDocument;
+// A job as load() finds it: nullopt if there is none.
+using LoadedJob = std::optional<JobDocument>;
 using detail::json_response;
 using detail::message_response;
 using detail::validation_response;
@@ -397,13 +399,6 @@ tl::expected<std::optional<int64_t>, Response> positive_query(const Request& req
   return std::optional<int64_t>(value);
 }
 
-// Copy the request without its id (read-only routes: nothing to replay).
-Request without_id(const Request& request) {
-  Request copy = request;
-  copy.request_id.reset();
-  return copy;
-}
-
 }  // namespace
 
 namespace detail {
@@ -483,33 +478,38 @@ Response Service::Impl::register_job(const Request& request) {
   const uint64_t base_entropy =
       request.request_id ? detail::fnv1a(*request.request_id) : detail::random_u64();
 
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const bool generated = !spec->job_id;
+  const auto candidate_of = [&](int draw) {
+    bso::JobSpec candidate = *spec;
+    if (generated) {
+      candidate.job_id = bso::generate_job_id(
+          candidate.job_id_prefix, base_entropy + static_cast<uint64_t>(draw) * 0x9E3779B97F4A7C15ULL);
+    }
+    return candidate;
+  };
+  // The first draw's job is locked before the replay check (a retry draws the same ids).
+  const auto lock = [&](store::Transaction& transaction) {
+    return load(transaction, jobs, *candidate_of(0).job_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& first) -> Result<Response> {
     for (int draw = 0; draw < kMaxIdDraws; ++draw) {
-      bso::JobSpec candidate = *spec;
-      const bool generated = !candidate.job_id;
-      if (generated) {
-        candidate.job_id = bso::generate_job_id(
-            candidate.job_id_prefix, base_entropy + static_cast<uint64_t>(draw) * 0x9E3779B97F4A7C15ULL);
-      }
-      auto existing = load(transaction, jobs, *candidate.job_id);
-      if (!existing) {
-        return tl::make_unexpected(existing.error());
-      }
+      const bso::JobSpec candidate = candidate_of(draw);
+      LoadedJob existing;
       if (draw == 0) {
-        auto replayed = replay(transaction, request);
-        if (!replayed) {
-          return tl::make_unexpected(replayed.error());
+        existing = std::move(first);
+      } else {
+        auto loaded = load(transaction, jobs, *candidate.job_id);
+        if (!loaded) {
+          return tl::make_unexpected(loaded.error());
         }
-        if (*replayed) {
-          return std::move(**replayed);
-        }
+        existing = std::move(*loaded);
       }
-      if (*existing) {
+      if (existing) {
         if (generated) {
           continue;  // taken: draw another id
         }
         // Zeus: the same id again is fine with the identical configuration (200), a conflict otherwise.
-        auto same = (*existing)->state->check_same_config(candidate, *gpu);
+        auto same = existing->state->check_same_config(candidate, *gpu);
         if (!same) {
           return message_response(409, same.error().message());
         }
@@ -549,7 +549,8 @@ Response Service::Impl::register_job(const Request& request) {
     return message_response(503,
                             fmt::format("could not draw an unused job id with prefix '{}' in {} attempts",
                                         spec->job_id_prefix, kMaxIdDraws));
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::next_batch_size(const Request& request) {
@@ -560,22 +561,12 @@ Response Service::Impl::next_batch_size(const Request& request) {
   if (auto refused = check_query_job_id(*job_id)) {
     return *refused;
   }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, jobs, *job_id);
+  const auto lock = [&](store::Transaction& transaction) { return load(transaction, jobs, *job_id); };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return message_response(400, fmt::format("Unknown job({}). Please register the job first", *job_id));
     }
-    JobDocument& job = **document;
+    JobDocument& job = *document;
     if (job.state->dispatched_count() >= options.max_open_trials) {
       return message_response(
           409, fmt::format("job {} already has {} trials in progress, the most this server hands out: end "
@@ -597,7 +588,8 @@ Response Service::Impl::next_batch_size(const Request& request) {
       return tl::make_unexpected(updated.error());
     }
     return json_response(200, trial->to_json());
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::report(const Request& request) {
@@ -611,24 +603,16 @@ Response Service::Impl::report(const Request& request) {
   }
   std::optional<EpochReport> epoch;      // set by the attempt that commits
   std::vector<SucceededAppend> appends;  // likewise
-  Response answer = transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const auto lock = [&](store::Transaction& transaction) {
     epoch.reset();
     appends.clear();
-    auto document = load(transaction, jobs, result->job_id);
+    return load(transaction, jobs, result->job_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return message_response(400, fmt::format("Unknown job {}", result->job_id));
     }
-    JobDocument& job = **document;
+    JobDocument& job = *document;
     StoreTrialLog log(transaction, result->job_id, job, succeeded);
     auto response = job.state->report(log, *result, detail::unix_ns(clock));
     if (!response) {
@@ -660,7 +644,8 @@ Response Service::Impl::report(const Request& request) {
     }
     appends = log.appends();
     return json_response(200, response->to_json());
-  });
+  };
+  Response answer = transact_locked(request, lock, apply);
   if (answer.status == 200 && !answer.replayed) {
     for (const auto& append : appends) {
       succeeded.append(result->job_id, append.batch_size, append.before, append.trial);
@@ -681,22 +666,12 @@ Response Service::Impl::end_trial(const Request& request) {
   if (!trial) {
     return validation_response(trial.error());
   }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, jobs, trial->job_id);
+  const auto lock = [&](store::Transaction& transaction) { return load(transaction, jobs, trial->job_id); };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return message_response(404, fmt::format("Could not find the trial: {}", trial->describe()));
     }
-    JobDocument& job = **document;
+    JobDocument& job = *document;
     const int64_t failed_before = job.state->failed_count();
     StoreTrialLog log(transaction, trial->job_id, job, succeeded);
     auto ended = job.state->end_trial(log, *trial, detail::unix_ns(clock));
@@ -712,7 +687,8 @@ Response Service::Impl::end_trial(const Request& request) {
       }
     }
     return json_response(200, nullptr);
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::delete_job(const Request& request) {
@@ -723,19 +699,11 @@ Response Service::Impl::delete_job(const Request& request) {
   if (auto refused = check_query_job_id(*job_id)) {
     return *refused;
   }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto found = transaction.get_for_update(detail::kJobKind, *job_id);
+  const auto lock = [&](store::Transaction& transaction) {
+    return transaction.get_for_update(detail::kJobKind, *job_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, const auto& found) -> Result<Response> {
     if (!found) {
-      return tl::make_unexpected(found.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*found) {
       return message_response(404, "No job was deleted.");
     }
     if (auto erased = transaction.erase_items(detail::kJobKind, *job_id); !erased) {
@@ -751,7 +719,8 @@ Response Service::Impl::delete_job(const Request& request) {
     succeeded.erase_job(*job_id);
     log().info("deleted job {}", *job_id);
     return json_response(200, nullptr);
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::job_status(const Request& request, const std::string& job_id) {
@@ -769,7 +738,7 @@ Response Service::Impl::job_status(const Request& request, const std::string& jo
   const int64_t page = limit->value_or(kDefaultStatusTrials);
   // The status is a read: any transaction may run it again (load() may convert a version 1 job; then it
   // commits like any other change).
-  return transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
+  return transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
     auto document = load(transaction, jobs, job_id);
     if (!document) {
       return tl::make_unexpected(document.error());

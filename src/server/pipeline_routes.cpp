@@ -11,13 +11,13 @@
 
 #include <fmt/format.h>
 
+#include "joule/client/pipeline_spec.hpp"
 #include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
-#include "joule/client/pipeline_spec.hpp"
 
 #include "server/service_internal.hpp"
 
@@ -90,6 +90,9 @@ struct PipelineDocument {
   }
 };
 
+// A pipeline as load() finds it: nullopt if there is none.
+using LoadedPipeline = std::optional<PipelineDocument>;
+
 Result<std::optional<PipelineDocument>> load(store::Transaction& transaction, const std::string& id) {
   auto found = transaction.get_for_update(detail::kPipelineKind, id);
   if (!found) {
@@ -125,12 +128,6 @@ tl::expected<json, Response> parse_request_json(const Request& request) {
                                                          : fmt::format("malformed JSON: {}", error.message)));
   }
   return std::move(*parsed);
-}
-
-Request without_id(const Request& request) {
-  Request copy = request;
-  copy.request_id.reset();
-  return copy;
 }
 
 std::string random_token() {
@@ -229,41 +226,40 @@ tl::expected<Planned, Response> ensure_frontier(Service::Impl& impl, const Reque
                                                 const std::string& id) {
   std::optional<PipelineDocument> snapshot;
   std::shared_ptr<const detail::CachedFrontier> found;
-  Response looked =
-      impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
-        snapshot.reset();
-        found.reset();
-        auto document = load(transaction, id);
-        if (!document) {
-          return tl::make_unexpected(document.error());
+  Response looked = impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
+    snapshot.reset();
+    found.reset();
+    auto document = load(transaction, id);
+    if (!document) {
+      return tl::make_unexpected(document.error());
+    }
+    if (!*document) {
+      return unknown_pipeline(id);
+    }
+    if (!(*document)->profile) {
+      return message_response(
+          409, fmt::format("pipeline {} has no profile yet: PUT /pipelines/{}/profile first", id, id));
+    }
+    snapshot = std::move(**document);
+    found = impl.frontiers.find(snapshot->profile_token);
+    if (!found && snapshot->frontier_token == snapshot->profile_token) {
+      auto stored = transaction.get_for_update(detail::kFrontierKind, id);
+      if (!stored) {
+        return tl::make_unexpected(stored.error());
+      }
+      if (*stored) {
+        auto parsed = parse_frontier(*snapshot, (*stored)->body);
+        if (!parsed) {
+          // A damaged cache entry is planned again rather than failing the pipeline.
+          log().warn("{}", parsed.error().message());
+        } else {
+          found = *parsed;
+          impl.frontiers.put(snapshot->profile_token, found);
         }
-        if (!*document) {
-          return unknown_pipeline(id);
-        }
-        if (!(*document)->profile) {
-          return message_response(
-              409, fmt::format("pipeline {} has no profile yet: PUT /pipelines/{}/profile first", id, id));
-        }
-        snapshot = std::move(**document);
-        found = impl.frontiers.find(snapshot->profile_token);
-        if (!found && snapshot->frontier_token == snapshot->profile_token) {
-          auto stored = transaction.get_for_update(detail::kFrontierKind, id);
-          if (!stored) {
-            return tl::make_unexpected(stored.error());
-          }
-          if (*stored) {
-            auto parsed = parse_frontier(*snapshot, (*stored)->body);
-            if (!parsed) {
-              // A damaged cache entry is planned again rather than failing the pipeline.
-              log().warn("{}", parsed.error().message());
-            } else {
-              found = *parsed;
-              impl.frontiers.put(snapshot->profile_token, found);
-            }
-          }
-        }
-        return json_response(200, nullptr);
-      });
+      }
+    }
+    return json_response(200, nullptr);
+  });
   if (looked.status != 200) {
     return tl::make_unexpected(looked);
   }
@@ -282,32 +278,31 @@ tl::expected<Planned, Response> ensure_frontier(Service::Impl& impl, const Reque
     return tl::make_unexpected(message_response(500, computed.error().message()));
   }
   // Store it for every server on this database, unless the profile changed meanwhile.
-  Response stored =
-      impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
-        auto document = load(transaction, id);
-        if (!document) {
-          return tl::make_unexpected(document.error());
-        }
-        if (!*document || (*document)->profile_token != token || (*document)->frontier_token == token) {
-          return json_response(200, nullptr);
-        }
-        auto existing = transaction.get_for_update(detail::kFrontierKind, id);
-        if (!existing) {
-          return tl::make_unexpected(existing.error());
-        }
-        const std::string body = dump_frontier(token, **computed);
-        auto written = *existing ? transaction.update(detail::kFrontierKind, id, body)
-                                 : transaction.insert(detail::kFrontierKind, id, body).map([](bool) {});
-        if (!written) {
-          return tl::make_unexpected(written.error());
-        }
-        (*document)->frontier_token = token;
-        auto updated = transaction.update(detail::kPipelineKind, id, (*document)->dump());
-        if (!updated) {
-          return tl::make_unexpected(updated.error());
-        }
-        return json_response(200, nullptr);
-      });
+  Response stored = impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
+    auto document = load(transaction, id);
+    if (!document) {
+      return tl::make_unexpected(document.error());
+    }
+    if (!*document || (*document)->profile_token != token || (*document)->frontier_token == token) {
+      return json_response(200, nullptr);
+    }
+    auto existing = transaction.get_for_update(detail::kFrontierKind, id);
+    if (!existing) {
+      return tl::make_unexpected(existing.error());
+    }
+    const std::string body = dump_frontier(token, **computed);
+    auto written = *existing ? transaction.update(detail::kFrontierKind, id, body)
+                             : transaction.insert(detail::kFrontierKind, id, body).map([](bool) {});
+    if (!written) {
+      return tl::make_unexpected(written.error());
+    }
+    (*document)->frontier_token = token;
+    auto updated = transaction.update(detail::kPipelineKind, id, (*document)->dump());
+    if (!updated) {
+      return tl::make_unexpected(updated.error());
+    }
+    return json_response(200, nullptr);
+  });
   if (stored.status != 200) {
     return tl::make_unexpected(stored);
   }
@@ -450,38 +445,31 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
       return planned.error();
     }
     bool replan = false;
-    Response response = impl.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+    const auto lock = [&](store::Transaction& transaction) {
       replan = false;
-      auto document = load(transaction, id);
+      return load(transaction, id);
+    };
+    const auto apply = [&](store::Transaction& transaction, LoadedPipeline& document) -> Result<Response> {
       if (!document) {
-        return tl::make_unexpected(document.error());
-      }
-      auto replayed = impl.replay(transaction, request);
-      if (!replayed) {
-        return tl::make_unexpected(replayed.error());
-      }
-      if (*replayed) {
-        return std::move(**replayed);
-      }
-      if (!*document) {
         return unknown_pipeline(id);
       }
-      if ((*document)->profile_token != planned->document.profile_token) {
+      if (document->profile_token != planned->document.profile_token) {
         replan = true;  // the profile changed since the frontier was planned
         return message_response(409, "the profile changed while planning; retry");
       }
-      (*document)->straggler_time_s = straggler;
-      auto updated = transaction.update(detail::kPipelineKind, id, (*document)->dump());
+      document->straggler_time_s = straggler;
+      auto updated = transaction.update(detail::kPipelineKind, id, document->dump());
       if (!updated) {
         return tl::make_unexpected(updated.error());
       }
-      Planned current{**document, planned->frontier, planned->cached};
+      Planned current{*document, planned->frontier, planned->cached};
       auto out = plan_response(current, straggler_target(current));
       if (!out) {
         return out.error();
       }
       return json_response(200, *out);
-    });
+    };
+    Response response = impl.transact_locked(request, lock, apply);
     if (!replan) {
       return response;
     }
@@ -490,22 +478,12 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
 }
 
 Response upload_profile(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
+  const auto lock = [&](store::Transaction& transaction) { return load(transaction, id); };
+  const auto apply = [&](store::Transaction& transaction, LoadedPipeline& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = impl.replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return unknown_pipeline(id);
     }
-    PipelineDocument& pipeline = **document;
+    PipelineDocument& pipeline = *document;
     auto profile = plan::parse_profile_upload(request.body, request.content_type, pipeline.spec.stages);
     if (!profile) {
       return bad_request(profile.error());
@@ -534,11 +512,12 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
                                {"changed", changed},
                                {"stages", profile->stage_count()},
                                {"frequencies_mhz", profile->frequencies_mhz()}});
-  });
+  };
+  return impl.transact_locked(request, lock, apply);
 }
 
 Response pipeline_status(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
+  return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
     auto document = load(transaction, id);
     if (!document) {
       return tl::make_unexpected(document.error());
@@ -560,7 +539,7 @@ Response pipeline_status(Service::Impl& impl, const Request& request, const std:
 }
 
 Response get_profile(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
+  return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
     auto document = load(transaction, id);
     if (!document) {
       return tl::make_unexpected(document.error());
@@ -579,19 +558,11 @@ Response get_profile(Service::Impl& impl, const Request& request, const std::str
 }
 
 Response delete_pipeline(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto found = transaction.get_for_update(detail::kPipelineKind, id);
+  const auto lock = [&](store::Transaction& transaction) {
+    return transaction.get_for_update(detail::kPipelineKind, id);
+  };
+  const auto apply = [&](store::Transaction& transaction, const auto& found) -> Result<Response> {
     if (!found) {
-      return tl::make_unexpected(found.error());
-    }
-    auto replayed = impl.replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*found) {
       return unknown_pipeline(id);
     }
     for (const auto kind : {detail::kFrontierKind, detail::kPipelineKind}) {
@@ -601,7 +572,8 @@ Response delete_pipeline(Service::Impl& impl, const Request& request, const std:
       }
     }
     return json_response(200, nullptr);
-  });
+  };
+  return impl.transact_locked(request, lock, apply);
 }
 
 Response method_not_allowed() {
@@ -632,37 +604,42 @@ Response Service::Impl::register_pipeline(const Request& request) {
   }
   const uint64_t base_entropy =
       request.request_id ? detail::fnv1a(*request.request_id) : detail::random_u64();
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const bool generated = !spec->pipeline_id;
+  const auto candidate_of = [&](int draw) {
+    PipelineSpec candidate = *spec;
+    if (generated) {
+      const uint64_t entropy = detail::fnv1a(fmt::format("{:x}/{}", base_entropy, draw));
+      candidate.pipeline_id = fmt::format("{}-{:08x}", candidate.pipeline_id_prefix, entropy >> 32);
+    }
+    return candidate;
+  };
+  // The first draw's pipeline is locked before the replay check (a retry draws the same ids).
+  const auto lock = [&](store::Transaction& transaction) {
+    return load(transaction, *candidate_of(0).pipeline_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, LoadedPipeline& first) -> Result<Response> {
     for (int draw = 0; draw < kMaxIdDraws; ++draw) {
-      PipelineSpec candidate = *spec;
-      const bool generated = !candidate.pipeline_id;
-      if (generated) {
-        const uint64_t entropy = detail::fnv1a(fmt::format("{:x}/{}", base_entropy, draw));
-        candidate.pipeline_id = fmt::format("{}-{:08x}", candidate.pipeline_id_prefix, entropy >> 32);
-      }
+      const PipelineSpec candidate = candidate_of(draw);
       const std::string& id = *candidate.pipeline_id;
-      auto existing = load(transaction, id);
-      if (!existing) {
-        return tl::make_unexpected(existing.error());
-      }
+      LoadedPipeline existing;
       if (draw == 0) {
-        auto replayed = replay(transaction, request);
-        if (!replayed) {
-          return tl::make_unexpected(replayed.error());
+        existing = std::move(first);
+      } else {
+        auto loaded = load(transaction, id);
+        if (!loaded) {
+          return tl::make_unexpected(loaded.error());
         }
-        if (*replayed) {
-          return std::move(**replayed);
-        }
+        existing = std::move(*loaded);
       }
-      if (*existing) {
+      if (existing) {
         if (generated) {
           continue;
         }
-        if ((*existing)->spec != candidate) {
+        if (existing->spec != candidate) {
           return message_response(
               409, fmt::format("pipeline {} is registered with a different configuration ({}); "
                                "use a new pipeline_id",
-                               id, (*existing)->spec.to_json().dump()));
+                               id, existing->spec.to_json().dump()));
         }
         return json_response(200, candidate.to_json());
       }
@@ -683,7 +660,8 @@ Response Service::Impl::register_pipeline(const Request& request) {
       return json_response(201, candidate.to_json());
     }
     return message_response(503, "could not draw an unused pipeline id; retry");
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::pipeline_route(const Request& request, const std::string& id,

@@ -291,6 +291,12 @@ Response Service::Impl::transact(const Request& request, const detail::Work& wor
   return message_response(500, error.message());
 }
 
+Response Service::Impl::transact_read(const Request& request, const detail::Work& work) {
+  Request without_id = request;
+  without_id.request_id.reset();
+  return transact(without_id, work);
+}
+
 void Service::Impl::prune_responses() {
   // One batch per kPruneEvery saved responses keeps up with any request rate, in small transactions.
   constexpr uint64_t kPruneEvery = 512;

@@ -209,8 +209,36 @@ struct Service::Impl {
   /// Runs `work` in one transaction. A 2xx response is saved under the request's id (if any) and committed
   /// with the changes; any other response rolls back. Store errors become 503 (unavailable) or 500.
   Response transact(const Request& request, const detail::Work& work);
-  /// Call after locking what the request changes: @return the stored response if this request id was seen
-  /// (replayed), a 409 if it was used by a different request, or nullopt (apply the request).
+  /// The skeleton of every state-changing route: in one transaction (as transact()), `lock` reads and locks
+  /// what the request changes; then, if this request id has a stored response, that response is returned
+  /// (replayed; a different request under the same id gets 409) and `work` does not run; otherwise
+  /// `work(transaction, locked)` applies the request. The replay check comes after the lock so that
+  /// concurrent retries of one request id are serialised: the second waits for the first to commit and
+  /// then finds its response, so two requests with the same id never both do the work.
+  /// @param lock callable (store::Transaction&) -> Result<T>: a store error aborts (retried or 503/500).
+  /// @param work callable (store::Transaction&, T&) -> Result<Response>.
+  template <class Lock, class Apply>
+  Response transact_locked(const Request& request, Lock&& lock, Apply&& work) {
+    return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+      auto locked = lock(transaction);
+      if (!locked) {
+        return tl::make_unexpected(locked.error());
+      }
+      auto replayed = replay(transaction, request);
+      if (!replayed) {
+        return tl::make_unexpected(replayed.error());
+      }
+      if (*replayed) {
+        return std::move(**replayed);
+      }
+      return work(transaction, *locked);
+    });
+  }
+  /// Runs a read-only route's `work` in one transaction without its request id: nothing to replay or save,
+  /// and any attempt may run it again.
+  Response transact_read(const Request& request, const detail::Work& work);
+  /// @return the stored response if this request id was seen (replayed), a 409 if it was used by a
+  /// different request, or nullopt (apply the request). transact_locked() calls it after locking.
   Result<std::optional<Response>> replay(store::Transaction& transaction, const Request& request);
 
   // Zeus's batch-size optimizer (batch_size_routes.cpp).

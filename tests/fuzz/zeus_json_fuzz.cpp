@@ -13,12 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joule/client/pipeline_spec.hpp"
 #include "joule/core/json.hpp"
 #include "joule/measure/metrics_http.hpp"
 #include "joule/metrics/http_listener.hpp"
 #include "joule/optimize/batch_size.hpp"
 #include "joule/server/http_server.hpp"
-#include "joule/client/pipeline_spec.hpp"
 #include "joule/server/service.hpp"
 #include "joule/store/store.hpp"
 

@@ -86,7 +86,8 @@ TEST(ProfileCodec, BadRowsNameTheRowAndField) {
   EXPECT_THAT(error_of(bad_stage), HasSubstr("rows[0].stage: must be an integer in [0, 2), got "));
   json bad_instruction = small_rows();
   bad_instruction[0]["instruction"] = 5;
-  EXPECT_THAT(error_of(bad_instruction), HasSubstr("rows[0].instruction: must be \"forward\" or \"backward\""));
+  EXPECT_THAT(error_of(bad_instruction),
+              HasSubstr("rows[0].instruction: must be \"forward\" or \"backward\""));
   bad_instruction[0]["instruction"] = "sideways";
   EXPECT_THAT(error_of(bad_instruction), HasSubstr("rows[0].instruction: "));
   json bad_frequency = small_rows();
@@ -113,7 +114,8 @@ TEST(ProfileCodec, UploadsAsCsvOrJson) {
   EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(canonical, "text/csv", 2))), canonical);
   EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(canonical, "", 2))), canonical);
   // JSON: {"rows"}, a bare array, {"csv"}; detected by content type (any case) or by the body.
-  for (const std::string& body : {json({{"rows", rows}}).dump(), rows.dump(), json({{"csv", canonical}}).dump()}) {
+  for (const std::string& body :
+       {json({{"rows", rows}}).dump(), rows.dump(), json({{"csv", canonical}}).dump()}) {
     EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(body, "Application/JSON; charset=utf-8", 2))),
               canonical)
         << body;

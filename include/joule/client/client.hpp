@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joule/client/pipeline_spec.hpp"
 #include "joule/core/error.hpp"
 #include "joule/optimize/batch_size.hpp"
-#include "joule/client/pipeline_spec.hpp"
 
 namespace joule::client {
 
