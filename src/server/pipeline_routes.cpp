@@ -3,10 +3,9 @@
 // time–energy frontier (computed once per profile and cached in the store, since planning can take seconds),
 // fetch the plan for a target iteration time or with no slowdown, and report a straggler's iteration time to
 // get the plan that fits it. Errors are {"message": …} with 400 (bad input), 404 (unknown pipeline) or 409
-// (state: no profile yet, a registration that differs).
+// (state: no profile yet, a registration that differs). The stored document is pipeline_document.cpp's, the
+// frontier planning and caching pipeline_frontier.cpp's, the profile codec plan's (profile_codec.hpp).
 #include <charconv>
-#include <chrono>
-#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,6 +18,7 @@
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
 
+#include "server/pipeline_internal.hpp"
 #include "server/service_internal.hpp"
 
 namespace joule::server {
@@ -26,96 +26,20 @@ namespace joule::server {
 namespace {
 
 using client::PipelineSpec;
+using detail::bad_request;
+using detail::ensure_frontier;
 using detail::json_response;
+using detail::load_pipeline;
+using detail::LoadedPipeline;
 using detail::message_response;
+using detail::PipelineDocument;
+using detail::Planned;
+using detail::unknown_pipeline;
 using nlohmann::json;
 
-constexpr std::string_view kPipelineFormat = "joule.server.pipeline";
-constexpr std::string_view kFrontierFormat = "joule.server.pipeline_frontier";
-constexpr int kFormatVersion = 1;
 constexpr int kMaxIdDraws = 64;
 // A profile replaced while its frontier was being planned makes a route plan again; this bounds it.
 constexpr int kMaxPlanningRounds = 3;
-
-// What the store holds for one pipeline.
-struct PipelineDocument {
-  PipelineSpec spec;                   // pipeline_id set
-  std::optional<std::string> profile;  // canonical CSV
-  int64_t profile_revision = 0;        // +1 per changed upload
-  std::string profile_token;           // drawn at every changed upload: names the frontier it determines
-  std::string frontier_token;          // the profile_token whose frontier is stored
-  std::optional<double> straggler_time_s;
-  int64_t registered_unix_ns = 0;
-
-  std::string dump() const {
-    return json{{"format", kPipelineFormat},
-                {"version", kFormatVersion},
-                {"spec", spec.to_json()},
-                {"profile", profile ? json(*profile) : json(nullptr)},
-                {"profile_revision", profile_revision},
-                {"profile_token", profile_token},
-                {"frontier_token", frontier_token},
-                {"straggler_time_s", straggler_time_s ? json(*straggler_time_s) : json(nullptr)},
-                {"registered_unix_ns", registered_unix_ns}}
-        .dump();
-  }
-
-  static Result<PipelineDocument> parse(std::string_view key, std::string_view body) {
-    try {
-      const json document = json::parse(body);
-      if (document.value("format", "") != kPipelineFormat || document.value("version", 0) != kFormatVersion) {
-        return fail(ErrorCode::kParse, "the stored pipeline {} is not a version {} {} document", key,
-                    kFormatVersion, kPipelineFormat);
-      }
-      PipelineDocument parsed;
-      auto spec = PipelineSpec::from_json(document.at("spec"));
-      if (!spec) {
-        return fail(ErrorCode::kParse, "the stored pipeline {} is corrupt: {}", key, spec.error().message());
-      }
-      parsed.spec = std::move(*spec);
-      if (!document.at("profile").is_null()) {
-        parsed.profile = document.at("profile").get<std::string>();
-      }
-      parsed.profile_revision = document.at("profile_revision").get<int64_t>();
-      parsed.profile_token = document.at("profile_token").get<std::string>();
-      parsed.frontier_token = document.at("frontier_token").get<std::string>();
-      if (!document.at("straggler_time_s").is_null()) {
-        parsed.straggler_time_s = document.at("straggler_time_s").get<double>();
-      }
-      parsed.registered_unix_ns = document.at("registered_unix_ns").get<int64_t>();
-      return parsed;
-    } catch (const json::exception& error) {
-      return fail(ErrorCode::kParse, "the stored pipeline {} is corrupt: {}", key, error.what());
-    }
-  }
-};
-
-// A pipeline as load() finds it: nullopt if there is none.
-using LoadedPipeline = std::optional<PipelineDocument>;
-
-Result<std::optional<PipelineDocument>> load(store::Transaction& transaction, const std::string& id) {
-  auto found = transaction.get_for_update(detail::kPipelineKind, id);
-  if (!found) {
-    return tl::make_unexpected(found.error());
-  }
-  if (!*found) {
-    return std::optional<PipelineDocument>();
-  }
-  auto document = PipelineDocument::parse(id, (*found)->body);
-  if (!document) {
-    return tl::make_unexpected(document.error());
-  }
-  return std::optional<PipelineDocument>(std::move(*document));
-}
-
-Response unknown_pipeline(const std::string& id) {
-  return message_response(404,
-                          fmt::format("Unknown pipeline({}). Register it first with POST /pipelines", id));
-}
-
-Response bad_request(const Error& error) {
-  return message_response(400, error.message());
-}
 
 // The planner routes answer malformed JSON with 400 and the parser's message (which names the field of a
 // number out of range).
@@ -132,182 +56,6 @@ tl::expected<json, Response> parse_request_json(const Request& request) {
 
 std::string random_token() {
   return fmt::format("{:016x}{:016x}", detail::random_u64(), detail::random_u64());
-}
-
-Result<std::shared_ptr<const detail::CachedFrontier>> compute_frontier(const PipelineDocument& document,
-                                                                       double max_planning_units) {
-  auto profile = plan::Profile::parse(*document.profile, "stored profile");
-  if (!profile) {
-    return tl::make_unexpected(profile.error());
-  }
-  const PipelineSpec& spec = document.spec;
-  auto dag =
-      plan::build_pipeline(static_cast<int>(spec.stages), static_cast<int>(spec.microbatches), spec.schedule);
-  if (!dag) {
-    return tl::make_unexpected(dag.error());
-  }
-  plan::PlannerOptions options;
-  options.unit_time_s = spec.unit_time_s;
-  options.p_blocking_w = spec.p_blocking_w;
-  options.max_planning_units = max_planning_units;
-  // The planner's work follows the iteration at every computation's slowest row (whatever its clock), in
-  // units of unit_time_s: refused here, before anything is planned or allocated.
-  if (auto bounded = plan::check_planning_units(*dag, *profile, options); !bounded) {
-    return fail(ErrorCode::kInvalidArgument, "unit_time_s: {} s is too fine for this profile: {}",
-                spec.unit_time_s, bounded.error().message());
-  }
-  const auto started = std::chrono::steady_clock::now();
-  auto result = plan::plan_frontier(*dag, *profile, options);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  auto frontier = std::make_shared<detail::CachedFrontier>();
-  frontier->planning_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  frontier->frontier = std::move(result->frontier);
-  frontier->max_clock = result->max_clock;
-  frontier->cuts = static_cast<int64_t>(result->iterations);
-  frontier->dag = std::make_shared<const plan::PipelineDag>(std::move(*dag));
-  log().info("planned pipeline {}: {} plans in {:.3f} s", *spec.pipeline_id, frontier->frontier.size(),
-             frontier->planning_time_s);
-  return std::shared_ptr<const detail::CachedFrontier>(std::move(frontier));
-}
-
-std::string dump_frontier(const std::string& token, const detail::CachedFrontier& frontier) {
-  json points = json::array();
-  for (const auto& point : frontier.frontier.points()) {
-    points.push_back({point.time_s, point.energy_j, point.knob});
-  }
-  return json{
-      {"format", kFrontierFormat},  {"version", kFormatVersion},
-      {"profile_token", token},     {"max_clock", {frontier.max_clock.time_s, frontier.max_clock.energy_j}},
-      {"cuts", frontier.cuts},      {"planning_time_s", frontier.planning_time_s},
-      {"points", std::move(points)}}
-      .dump();
-}
-
-Result<std::shared_ptr<const detail::CachedFrontier>> parse_frontier(const PipelineDocument& document,
-                                                                     std::string_view body) {
-  try {
-    const json stored = json::parse(body);
-    std::vector<FrontierPoint<plan::FrequencyPlan>> points;
-    for (const auto& point : stored.at("points")) {
-      points.push_back(
-          {point.at(2).get<plan::FrequencyPlan>(), point.at(0).get<double>(), point.at(1).get<double>()});
-    }
-    const PipelineSpec& spec = document.spec;
-    auto dag = plan::build_pipeline(static_cast<int>(spec.stages), static_cast<int>(spec.microbatches),
-                                    spec.schedule);
-    if (!dag) {
-      return tl::make_unexpected(dag.error());
-    }
-    auto frontier = std::make_shared<detail::CachedFrontier>();
-    frontier->frontier = Frontier<plan::FrequencyPlan>::from_points(std::move(points));
-    frontier->max_clock = {stored.at("max_clock").at(0).get<double>(),
-                           stored.at("max_clock").at(1).get<double>()};
-    frontier->cuts = stored.at("cuts").get<int64_t>();
-    frontier->planning_time_s = stored.at("planning_time_s").get<double>();
-    frontier->dag = std::make_shared<const plan::PipelineDag>(std::move(*dag));
-    return std::shared_ptr<const detail::CachedFrontier>(std::move(frontier));
-  } catch (const std::exception& error) {
-    return fail(ErrorCode::kParse, "the stored frontier of pipeline {} is corrupt: {}",
-                *document.spec.pipeline_id, error.what());
-  }
-}
-
-// A pipeline with its frontier (planned now, or found in memory or in the store).
-struct Planned {
-  PipelineDocument document;
-  std::shared_ptr<const detail::CachedFrontier> frontier;
-  bool cached = true;  // false: planned by this request
-};
-
-tl::expected<Planned, Response> ensure_frontier(Service::Impl& impl, const Request& request,
-                                                const std::string& id) {
-  std::optional<PipelineDocument> snapshot;
-  std::shared_ptr<const detail::CachedFrontier> found;
-  Response looked = impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-    snapshot.reset();
-    found.reset();
-    auto document = load(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document) {
-      return unknown_pipeline(id);
-    }
-    if (!(*document)->profile) {
-      return message_response(
-          409, fmt::format("pipeline {} has no profile yet: PUT /pipelines/{}/profile first", id, id));
-    }
-    snapshot = std::move(**document);
-    found = impl.frontiers.find(snapshot->profile_token);
-    if (!found && snapshot->frontier_token == snapshot->profile_token) {
-      auto stored = transaction.get_for_update(detail::kFrontierKind, id);
-      if (!stored) {
-        return tl::make_unexpected(stored.error());
-      }
-      if (*stored) {
-        auto parsed = parse_frontier(*snapshot, (*stored)->body);
-        if (!parsed) {
-          // A damaged cache entry is planned again rather than failing the pipeline.
-          log().warn("{}", parsed.error().message());
-        } else {
-          found = *parsed;
-          impl.frontiers.put(snapshot->profile_token, found);
-        }
-      }
-    }
-    return json_response(200, nullptr);
-  });
-  if (looked.status != 200) {
-    return tl::make_unexpected(looked);
-  }
-  if (found) {
-    return Planned{std::move(*snapshot), std::move(found), true};
-  }
-  const std::string token = snapshot->profile_token;
-  auto computed =
-      impl.planning.run(token, [&] { return compute_frontier(*snapshot, impl.options.max_planning_units); });
-  if (!computed) {
-    if (computed.error().code() == ErrorCode::kInvalidArgument ||
-        computed.error().code() == ErrorCode::kParse) {
-      return tl::make_unexpected(bad_request(computed.error()));
-    }
-    log().error("planning pipeline {}: {}", id, computed.error().message());
-    return tl::make_unexpected(message_response(500, computed.error().message()));
-  }
-  // Store it for every server on this database, unless the profile changed meanwhile.
-  Response stored = impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document || (*document)->profile_token != token || (*document)->frontier_token == token) {
-      return json_response(200, nullptr);
-    }
-    auto existing = transaction.get_for_update(detail::kFrontierKind, id);
-    if (!existing) {
-      return tl::make_unexpected(existing.error());
-    }
-    const std::string body = dump_frontier(token, **computed);
-    auto written = *existing ? transaction.update(detail::kFrontierKind, id, body)
-                             : transaction.insert(detail::kFrontierKind, id, body).map([](bool) {});
-    if (!written) {
-      return tl::make_unexpected(written.error());
-    }
-    (*document)->frontier_token = token;
-    auto updated = transaction.update(detail::kPipelineKind, id, (*document)->dump());
-    if (!updated) {
-      return tl::make_unexpected(updated.error());
-    }
-    return json_response(200, nullptr);
-  });
-  if (stored.status != 200) {
-    return tl::make_unexpected(stored);
-  }
-  impl.frontiers.put(token, *computed);
-  return Planned{std::move(*snapshot), std::move(*computed), false};
 }
 
 // The plan for `target_time_s` (none: the fastest plan, no slowdown) as plan_to_json() plus context.
@@ -447,7 +195,7 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
     bool replan = false;
     const auto lock = [&](store::Transaction& transaction) {
       replan = false;
-      return load(transaction, id);
+      return load_pipeline(transaction, id);
     };
     const auto apply = [&](store::Transaction& transaction, LoadedPipeline& document) -> Result<Response> {
       if (!document) {
@@ -478,7 +226,7 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
 }
 
 Response upload_profile(Service::Impl& impl, const Request& request, const std::string& id) {
-  const auto lock = [&](store::Transaction& transaction) { return load(transaction, id); };
+  const auto lock = [&](store::Transaction& transaction) { return load_pipeline(transaction, id); };
   const auto apply = [&](store::Transaction& transaction, LoadedPipeline& document) -> Result<Response> {
     if (!document) {
       return unknown_pipeline(id);
@@ -518,7 +266,7 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
 
 Response pipeline_status(Service::Impl& impl, const Request& request, const std::string& id) {
   return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
+    auto document = load_pipeline(transaction, id);
     if (!document) {
       return tl::make_unexpected(document.error());
     }
@@ -540,7 +288,7 @@ Response pipeline_status(Service::Impl& impl, const Request& request, const std:
 
 Response get_profile(Service::Impl& impl, const Request& request, const std::string& id) {
   return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
+    auto document = load_pipeline(transaction, id);
     if (!document) {
       return tl::make_unexpected(document.error());
     }
@@ -615,7 +363,7 @@ Response Service::Impl::register_pipeline(const Request& request) {
   };
   // The first draw's pipeline is locked before the replay check (a retry draws the same ids).
   const auto lock = [&](store::Transaction& transaction) {
-    return load(transaction, *candidate_of(0).pipeline_id);
+    return load_pipeline(transaction, *candidate_of(0).pipeline_id);
   };
   const auto apply = [&](store::Transaction& transaction, LoadedPipeline& first) -> Result<Response> {
     for (int draw = 0; draw < kMaxIdDraws; ++draw) {
@@ -625,7 +373,7 @@ Response Service::Impl::register_pipeline(const Request& request) {
       if (draw == 0) {
         existing = std::move(first);
       } else {
-        auto loaded = load(transaction, id);
+        auto loaded = load_pipeline(transaction, id);
         if (!loaded) {
           return tl::make_unexpected(loaded.error());
         }
