@@ -382,6 +382,18 @@ std::optional<Response> check_query_job_id(const std::string& job_id) {
   return std::nullopt;
 }
 
+// The required job_id query parameter. @return it, or the 422 that refuses it.
+tl::expected<std::string, Response> job_id_query(const Request& request) {
+  auto job_id = query(request, "job_id");
+  if (!job_id) {
+    return tl::make_unexpected(detail::missing_query_response("job_id"));
+  }
+  if (auto refused = check_query_job_id(*job_id)) {
+    return tl::make_unexpected(std::move(*refused));
+  }
+  return std::move(*job_id);
+}
+
 // An optional positive integer query parameter in [1, max]. @return the value, or the 422 naming it.
 tl::expected<std::optional<int64_t>, Response> positive_query(const Request& request, const std::string& name,
                                                               int64_t max) {
@@ -554,12 +566,9 @@ Response Service::Impl::register_job(const Request& request) {
 }
 
 Response Service::Impl::next_batch_size(const Request& request) {
-  const auto job_id = query(request, "job_id");
+  const auto job_id = job_id_query(request);
   if (!job_id) {
-    return detail::missing_query_response("job_id");
-  }
-  if (auto refused = check_query_job_id(*job_id)) {
-    return *refused;
+    return job_id.error();
   }
   const auto lock = [&](store::Transaction& transaction) { return load(transaction, jobs, *job_id); };
   const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
@@ -692,12 +701,9 @@ Response Service::Impl::end_trial(const Request& request) {
 }
 
 Response Service::Impl::delete_job(const Request& request) {
-  const auto job_id = query(request, "job_id");
+  const auto job_id = job_id_query(request);
   if (!job_id) {
-    return detail::missing_query_response("job_id");
-  }
-  if (auto refused = check_query_job_id(*job_id)) {
-    return *refused;
+    return job_id.error();
   }
   const auto lock = [&](store::Transaction& transaction) {
     return transaction.get_for_update(detail::kJobKind, *job_id);

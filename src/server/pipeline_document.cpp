@@ -81,6 +81,20 @@ Response unknown_pipeline(const std::string& id) {
                           fmt::format("Unknown pipeline({}). Register it first with POST /pipelines", id));
 }
 
+Response read_pipeline(Service::Impl& impl, const Request& request, const std::string& id,
+                       const std::function<Result<Response>(store::Transaction&, PipelineDocument&)>& work) {
+  return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
+    auto document = load_pipeline(transaction, id);
+    if (!document) {
+      return tl::make_unexpected(document.error());
+    }
+    if (!*document) {
+      return unknown_pipeline(id);
+    }
+    return work(transaction, **document);
+  });
+}
+
 Response bad_request(const Error& error) {
   return message_response(400, error.message());
 }

@@ -112,21 +112,14 @@ tl::expected<Planned, Response> ensure_frontier(Service::Impl& impl, const Reque
                                                 const std::string& id) {
   std::optional<PipelineDocument> snapshot;
   std::shared_ptr<const CachedFrontier> found;
-  Response looked = impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const auto look = [&](store::Transaction& transaction, PipelineDocument& document) -> Result<Response> {
     snapshot.reset();
     found.reset();
-    auto document = load_pipeline(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document) {
-      return unknown_pipeline(id);
-    }
-    if (!(*document)->profile) {
+    if (!document.profile) {
       return message_response(
           409, fmt::format("pipeline {} has no profile yet: PUT /pipelines/{}/profile first", id, id));
     }
-    snapshot = std::move(**document);
+    snapshot = std::move(document);
     found = impl.frontiers.find(snapshot->profile_token);
     if (!found && snapshot->frontier_token == snapshot->profile_token) {
       auto stored = transaction.get_for_update(kFrontierKind, id);
@@ -145,7 +138,8 @@ tl::expected<Planned, Response> ensure_frontier(Service::Impl& impl, const Reque
       }
     }
     return json_response(200, nullptr);
-  });
+  };
+  Response looked = read_pipeline(impl, request, id, look);
   if (looked.status != 200) {
     return tl::make_unexpected(looked);
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ Result<LoadedPipeline> load_pipeline(store::Transaction& transaction, const std:
 
 /// The 404 of a pipeline id nobody registered.
 Response unknown_pipeline(const std::string& id);
+/// Runs `work` on pipeline `id` in a read-only transaction (Service::Impl::transact_read): the pipeline's
+/// unknown_pipeline() 404 if there is none.
+Response read_pipeline(Service::Impl& impl, const Request& request, const std::string& id,
+                       const std::function<Result<Response>(store::Transaction&, PipelineDocument&)>& work);
 /// A 400 with the error's message.
 Response bad_request(const Error& error);
 

@@ -34,6 +34,7 @@ using detail::LoadedPipeline;
 using detail::message_response;
 using detail::PipelineDocument;
 using detail::Planned;
+using detail::read_pipeline;
 using detail::unknown_pipeline;
 using nlohmann::json;
 
@@ -265,15 +266,7 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
 }
 
 Response pipeline_status(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load_pipeline(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document) {
-      return unknown_pipeline(id);
-    }
-    const PipelineDocument& pipeline = **document;
+  const auto status = [&](store::Transaction&, const PipelineDocument& pipeline) -> Result<Response> {
     return json_response(
         200,
         {{"pipeline_id", id},
@@ -283,26 +276,21 @@ Response pipeline_status(Service::Impl& impl, const Request& request, const std:
          {"frontier_ready", pipeline.profile && pipeline.frontier_token == pipeline.profile_token},
          {"straggler_time_s", pipeline.straggler_time_s ? json(*pipeline.straggler_time_s) : json(nullptr)},
          {"registered", format_iso8601_utc(pipeline.registered_unix_ns)}});
-  });
+  };
+  return read_pipeline(impl, request, id, status);
 }
 
 Response get_profile(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load_pipeline(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document) {
-      return unknown_pipeline(id);
-    }
-    if (!(*document)->profile) {
+  const auto profile = [&](store::Transaction&, const PipelineDocument& pipeline) -> Result<Response> {
+    if (!pipeline.profile) {
       return message_response(404, fmt::format("pipeline {} has no profile yet", id));
     }
     Response response;
-    response.body = *(*document)->profile;
+    response.body = *pipeline.profile;
     response.content_type = "text/csv";
     return response;
-  });
+  };
+  return read_pipeline(impl, request, id, profile);
 }
 
 Response delete_pipeline(Service::Impl& impl, const Request& request, const std::string& id) {
