@@ -196,15 +196,15 @@ Result<RawResponse> Client::call(const std::string& method, const std::string& p
         return connection.Get(path_and_query, headers);
       }
       if (method == "POST") {
-        return connection.Post(path_and_query, headers, body, content_type.c_str());
+        return connection.Post(path_and_query, headers, body, content_type);
       }
       if (method == "PUT") {
-        return connection.Put(path_and_query, headers, body, content_type.c_str());
+        return connection.Put(path_and_query, headers, body, content_type);
       }
       if (method == "PATCH") {
-        return connection.Patch(path_and_query, headers, body, content_type.c_str());
+        return connection.Patch(path_and_query, headers, body, content_type);
       }
-      return connection.Delete(path_and_query, headers, body, content_type.c_str());
+      return connection.Delete(path_and_query, headers, body, content_type);
     };
     const httplib::Result result = send();
     if (!result) {
