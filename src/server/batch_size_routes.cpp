@@ -508,7 +508,7 @@ Response Service::Impl::register_job(const Request& request) {
       const bso::JobSpec candidate = candidate_of(draw);
       LoadedJob existing;
       if (draw == 0) {
-        existing = std::move(first);
+        existing.swap(first);  // loaded (and locked) by `lock`
       } else {
         auto loaded = load(transaction, jobs, *candidate.job_id);
         if (!loaded) {

@@ -359,7 +359,7 @@ Response Service::Impl::register_pipeline(const Request& request) {
       const std::string& id = *candidate.pipeline_id;
       LoadedPipeline existing;
       if (draw == 0) {
-        existing = std::move(first);
+        existing.swap(first);  // loaded (and locked) by `lock`
       } else {
         auto loaded = load_pipeline(transaction, id);
         if (!loaded) {
