@@ -36,7 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "joule/server/client.hpp"
+#include "joule/client/client.hpp"
 #include "joule/server/http_server.hpp"
 #include "joule/server/service.hpp"
 #include "joule/store/store.hpp"
@@ -258,10 +258,10 @@ struct ClientStats {
 void run_client(const std::string& url, const std::string& job_id, Clock::time_point run_started,
                 Clock::time_point deadline, ClientStats& stats) {
   // A server that stops answering (the old design under slow clients) must end the run, not hang it.
-  joule::server::ClientOptions client_options;
+  joule::client::ClientOptions client_options;
   client_options.timeout = std::chrono::seconds(10);
   client_options.attempts = 2;
-  auto client = joule::server::Client::connect(url, client_options);
+  auto client = joule::client::Client::connect(url, client_options);
   if (!client) {
     ++stats.errors;
     stats.first_error = client.error().message();
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
   }
 
   // One job per group of clients, registered up front (Zeus's defaults; an unseeded bandit).
-  auto admin = joule::server::Client::connect(url);
+  auto admin = joule::client::Client::connect(url);
   if (!admin) {
     std::cerr << "serve_bench: " << admin.error().message() << "\n";
     return 1;

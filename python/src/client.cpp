@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The client of `joule serve`'s batch-size routes (Zeus's REST API). Bodies cross the boundary as JSON text;
 // joule.BatchSizeOptimizer (batch_size.py) turns them into Python data. Calls run without the GIL.
-#include "joule/server/client.hpp"
+#include "joule/client/client.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -36,11 +36,11 @@ class ClientHandle {
  public:
   ClientHandle(const std::string& urls, double timeout_s, double connect_timeout_s, int attempts) {
     value_or_throw(check_number(attempts, NumberRule{.min = 1, .integer = true}, "attempts"));
-    server::ClientOptions options;
+    client::ClientOptions options;
     options.timeout = milliseconds(timeout_s, "timeout_s");
     options.connect_timeout = milliseconds(connect_timeout_s, "connect_timeout_s");
     options.attempts = attempts;
-    client_ = std::make_unique<server::Client>(value_or_throw(server::Client::connect(urls, options)));
+    client_ = std::make_unique<client::Client>(value_or_throw(client::Client::connect(urls, options)));
   }
 
   std::string register_job(const std::string& spec_json, const std::string& gpu_json) {
@@ -48,7 +48,7 @@ class ClientHandle {
     const bs::GpuConfig gpu =
         value_or_throw(bs::GpuConfig::from_json(parse_json(gpu_json, "the GPU config")));
     py::gil_scoped_release release;
-    const server::RegisteredJob registered = value_or_throw(client_->register_job(spec, gpu));
+    const client::RegisteredJob registered = value_or_throw(client_->register_job(spec, gpu));
     nlohmann::json json = registered.spec.to_json();
     json.update(registered.gpu.to_json());
     json["created"] = registered.created;
@@ -89,7 +89,7 @@ class ClientHandle {
   }
 
  private:
-  std::unique_ptr<server::Client> client_;
+  std::unique_ptr<client::Client> client_;
 };
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/client/client.hpp"
 #include "joule/core/file.hpp"
-#include "joule/server/client.hpp"
 
 #include "common.hpp"
 
@@ -61,17 +61,17 @@ struct JobFlags {
   int64_t epoch = 0;
 };
 
-server::Client connect(const JobFlags& flags) {
+client::Client connect(const JobFlags& flags) {
   std::string url = flags.server;
   if (url.empty()) {
     const char* from_environment = std::getenv("JOULE_SERVER");
     url = from_environment != nullptr && *from_environment != '\0' ? from_environment : kDefaultServer;
   }
-  server::ClientOptions options;
+  client::ClientOptions options;
   options.attempts = flags.attempts;
   options.request_id = flags.request_id;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
-  return value_or_throw(server::Client::connect(url, options));
+  return value_or_throw(client::Client::connect(url, options));
 }
 
 void print_json(const json& value) {
@@ -173,8 +173,8 @@ int run_register(const JobFlags& flags, const GlobalOptions& global) {
   // Checked here first, with the server's own rules and words, so a typo costs no round trip.
   const bso::JobSpec spec = value_or_throw(bso::JobSpec::from_json(body));
   const bso::GpuConfig gpu = value_or_throw(bso::GpuConfig::from_json(body));
-  server::Client client = connect(flags);
-  const server::RegisteredJob job = value_or_throw(client.register_job(spec, gpu));
+  client::Client client = connect(flags);
+  const client::RegisteredJob job = value_or_throw(client.register_job(spec, gpu));
   if (flags.format == Format::kJson) {
     json out = job.spec.to_json();
     out.update(job.gpu.to_json());
@@ -195,7 +195,7 @@ void require_job_id(const JobFlags& flags, std::string_view command) {
 
 int run_next(const JobFlags& flags) {
   require_job_id(flags, "next");
-  server::Client client = connect(flags);
+  client::Client client = connect(flags);
   const bso::TrialId trial = value_or_throw(client.next_batch_size(flags.job_id));
   if (flags.format == Format::kJson) {
     print_json(trial.to_json());
@@ -216,7 +216,7 @@ int run_report(const JobFlags& flags) {
   result.energy_j = flags.energy_j;
   result.metric = flags.metric;
   result.current_epoch = flags.epoch;
-  server::Client client = connect(flags);
+  client::Client client = connect(flags);
   const bso::ReportResponse response = value_or_throw(client.report(result));
   if (flags.format == Format::kJson) {
     print_json(response.to_json());
@@ -231,7 +231,7 @@ int run_report(const JobFlags& flags) {
 
 int run_end(const JobFlags& flags) {
   require_job_id(flags, "end");
-  server::Client client = connect(flags);
+  client::Client client = connect(flags);
   const bso::TrialId trial{flags.job_id, flags.batch_size, flags.trial};
   value_or_throw(client.end_trial(trial));
   if (flags.format == Format::kJson) {
@@ -246,7 +246,7 @@ int run_end(const JobFlags& flags) {
 
 int run_status(const JobFlags& flags) {
   require_job_id(flags, "status");
-  server::Client client = connect(flags);
+  client::Client client = connect(flags);
   const json status = value_or_throw(client.job_status(flags.job_id));
   if (flags.format == Format::kJson) {
     print_json(status);
@@ -270,7 +270,7 @@ int run_status(const JobFlags& flags) {
 
 int run_delete(const JobFlags& flags) {
   require_job_id(flags, "delete");
-  server::Client client = connect(flags);
+  client::Client client = connect(flags);
   value_or_throw(client.delete_job(flags.job_id));
   if (flags.format == Format::kJson) {
     print_json({{"job_id", flags.job_id}, {"deleted", true}});

@@ -56,6 +56,14 @@ std::string describe_trial(std::string_view job_id, int64_t batch_size, int64_t 
                      trial_number);
 }
 
+}  // namespace
+
+std::string TrialId::describe() const {
+  return describe_trial(job_id, batch_size, trial_number);
+}
+
+namespace {
+
 // What the pruning walk decided.
 struct WalkOutcome {
   enum class Kind { kExplore, kConcurrent, kSurvivors };
@@ -239,12 +247,8 @@ Result<JobState> JobState::create(JobSpec spec, GpuConfig gpu) {
 
 Result<JobState> JobState::create(JobSpec spec, GpuConfig gpu, uint64_t entropy) {
   std::sort(spec.batch_sizes.begin(), spec.batch_sizes.end());
-  if (auto valid = validate(spec); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
-  if (auto valid = validate(gpu); !valid) {
-    return tl::make_unexpected(valid.error());
-  }
+  JOULE_TRY(validate(spec));
+  JOULE_TRY(validate(gpu));
   if (!spec.job_id) {
     spec.job_id = generate_job_id(spec.job_id_prefix, entropy);
   }
@@ -416,21 +420,18 @@ Result<TrialId> JobState::next_trial(TrialLog& log, int64_t now_unix_ns) {
       explorations[trial.batch_size].push_back(&trial);
     }
     const auto cost_of = [this](const Trial& trial) { return cost(*trial.energy_j, *trial.time_s); };
-    auto outcome = pruning_walk(spec_, explorations, cost_of, min_cost_batch_size_);
-    if (!outcome) {
-      return tl::make_unexpected(outcome.error());
-    }
-    exp_default = outcome->round_default;
-    if (outcome->kind == WalkOutcome::Kind::kExplore) {
+    auto outcome = JOULE_TRY(pruning_walk(spec_, explorations, cost_of, min_cost_batch_size_));
+    exp_default = outcome.round_default;
+    if (outcome.kind == WalkOutcome::Kind::kExplore) {
       type = TrialType::kExploration;
-      batch_size = outcome->batch_size;
-    } else if (outcome->kind == WalkOutcome::Kind::kConcurrent) {
+      batch_size = outcome.batch_size;
+    } else if (outcome.kind == WalkOutcome::Kind::kConcurrent) {
       type = TrialType::kConcurrent;
-      batch_size = outcome->batch_size;
+      batch_size = outcome.batch_size;
     } else {
       // Pruning is over: fit one arm per survivor on the rewards of its explorations, then switch to MAB.
       arms.clear();
-      for (const int64_t survivor : outcome->survivors) {
+      for (const int64_t survivor : outcome.survivors) {
         std::vector<double> rewards;
         for (const Trial* trial : explorations[survivor]) {
           if (!trial->energy_j || !trial->time_s) {
@@ -438,11 +439,8 @@ Result<TrialId> JobState::next_trial(TrialLog& log, int64_t now_unix_ns) {
           }
           rewards.push_back(-cost(*trial->energy_j, *trial->time_s));
         }
-        auto arm = fit_arm(survivor, rewards, spec_.mab_prior_mean, spec_.mab_prior_precision);
-        if (!arm) {
-          return tl::make_unexpected(arm.error());
-        }
-        arms.push_back(*arm);
+        auto arm = JOULE_TRY(fit_arm(survivor, rewards, spec_.mab_prior_mean, spec_.mab_prior_precision));
+        arms.push_back(arm);
       }
       stage = Stage::kMab;
     }
@@ -461,9 +459,7 @@ Result<TrialId> JobState::next_trial(TrialLog& log, int64_t now_unix_ns) {
   trial.type = type;
   trial.status = TrialStatus::kDispatched;
   trial.start_unix_ns = now_unix_ns;
-  if (auto saved = log.save(trial); !saved) {
-    return tl::make_unexpected(saved.error());
-  }
+  JOULE_TRY(log.save(trial));
   ++trial_count_;
   ++dispatched_count_;
   if (type == TrialType::kExploration) {
@@ -572,13 +568,10 @@ Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& res
     // newest first, at most window_size of them with room made for the new one. The order (newest first,
     // or oldest first after making room) is Zeus's; it only matters for the last bits of the sums.
     const auto window = static_cast<size_t>(spec_.window_size);
-    auto recent = log.succeeded(result.batch_size, window);
-    if (!recent) {
-      return tl::make_unexpected(recent.error());
-    }
+    auto recent = JOULE_TRY(log.succeeded(result.batch_size, window));
     std::vector<const Trial*> history;
-    history.reserve(recent->size());
-    for (const Trial& past : *recent) {
+    history.reserve(recent.size());
+    for (const Trial& past : recent) {
       history.push_back(&past);
     }
     if (window > 0 && history.size() > window) {
@@ -594,11 +587,9 @@ Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& res
       rewards.push_back(-cost(*past->energy_j, *past->time_s));
     }
     rewards.push_back(-reported_cost);
-    auto fitted = fit_arm(result.batch_size, rewards, spec_.mab_prior_mean, spec_.mab_prior_precision);
-    if (!fitted) {
-      return tl::make_unexpected(fitted.error());
-    }
-    refitted = *fitted;
+    auto fitted =
+        JOULE_TRY(fit_arm(result.batch_size, rewards, spec_.mab_prior_mean, spec_.mab_prior_precision));
+    refitted = fitted;
   }
 
   trial.status = TrialStatus::kSucceeded;
@@ -606,9 +597,7 @@ Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& res
   trial.time_s = result.time_s;
   trial.energy_j = result.energy_j;
   trial.converged = converged && within_cost_range;
-  if (auto saved = log.save(trial); !saved) {
-    return tl::make_unexpected(saved.error());
-  }
+  JOULE_TRY(log.save(trial));
   --dispatched_count_;
   ++succeeded_count_;
   if (trial.type == TrialType::kExploration) {
@@ -647,9 +636,7 @@ Result<void> JobState::end_trial(TrialLog& log, const TrialId& trial_id, int64_t
   }
   trial.status = TrialStatus::kFailed;
   trial.end_unix_ns = std::max(now_unix_ns, trial.start_unix_ns);
-  if (auto saved = log.save(trial); !saved) {
-    return tl::make_unexpected(saved.error());
-  }
+  JOULE_TRY(log.save(trial));
   --dispatched_count_;
   ++failed_count_;
   std::erase_if(explorations_,
@@ -660,19 +647,13 @@ Result<void> JobState::end_trial(TrialLog& log, const TrialId& trial_id, int64_t
 // ---- BatchSizeJob: a JobState with its history in memory ----------------------------------------------
 
 Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu) {
-  auto state = JobState::create(std::move(spec), std::move(gpu));
-  if (!state) {
-    return tl::make_unexpected(state.error());
-  }
-  return BatchSizeJob(std::move(*state), MemoryTrialLog());
+  auto state = JOULE_TRY(JobState::create(std::move(spec), std::move(gpu)));
+  return BatchSizeJob(std::move(state), MemoryTrialLog());
 }
 
 Result<BatchSizeJob> BatchSizeJob::create(JobSpec spec, GpuConfig gpu, uint64_t entropy) {
-  auto state = JobState::create(std::move(spec), std::move(gpu), entropy);
-  if (!state) {
-    return tl::make_unexpected(state.error());
-  }
-  return BatchSizeJob(std::move(*state), MemoryTrialLog());
+  auto state = JOULE_TRY(JobState::create(std::move(spec), std::move(gpu), entropy));
+  return BatchSizeJob(std::move(state), MemoryTrialLog());
 }
 
 Result<TrialId> BatchSizeJob::next_trial(int64_t now_unix_ns) {

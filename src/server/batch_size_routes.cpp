@@ -17,7 +17,6 @@
 #include "joule/core/log.hpp"
 #include "joule/optimize/batch_size.hpp"
 
-#include "optimize/batch_size_internal.hpp"
 #include "server/service_internal.hpp"
 
 namespace joule::server {
@@ -26,6 +25,8 @@ namespace {
 
 namespace bso = optimize::batch_size;
 using detail::JobDocument;
+// A job as load() finds it: nullopt if there is none.
+using LoadedJob = std::optional<JobDocument>;
 using detail::json_response;
 using detail::message_response;
 using detail::validation_response;
@@ -118,11 +119,8 @@ class StoreTrialLog final : public bso::TrialLog {
         known_trials_(document.state->trial_count()) {}
 
   Result<std::optional<bso::Trial>> find(int64_t trial_number) override {
-    auto found = record(trial_number);
-    if (!found) {
-      return tl::make_unexpected(found.error());
-    }
-    return *found == nullptr ? std::optional<bso::Trial>() : std::optional<bso::Trial>((*found)->trial);
+    auto found = JOULE_TRY(record(trial_number));
+    return found == nullptr ? std::optional<bso::Trial>() : std::optional<bso::Trial>((found)->trial);
   }
 
   Result<std::vector<bso::Trial>> succeeded(int64_t batch_size, size_t limit) override {
@@ -136,18 +134,12 @@ class StoreTrialLog final : public bso::TrialLog {
         return std::move(*cached);
       }
     }
-    auto items = transaction_.items(detail::kJobKind, job_id_, {batch_size, std::nullopt, limit});
-    if (!items) {
-      return tl::make_unexpected(items.error());
-    }
+    auto items = JOULE_TRY(transaction_.items(detail::kJobKind, job_id_, {batch_size, std::nullopt, limit}));
     std::vector<bso::Trial> trials;
-    trials.reserve(items->size());
-    for (const auto& item : *items) {
-      auto parsed = TrialRecord::parse(job_id_, item, batch_sizes_);
-      if (!parsed) {
-        return tl::make_unexpected(parsed.error());
-      }
-      trials.push_back(parsed->trial);
+    trials.reserve(items.size());
+    for (const auto& item : items) {
+      auto parsed = JOULE_TRY(TrialRecord::parse(job_id_, item, batch_sizes_));
+      trials.push_back(parsed.trial);
     }
     if (identity && *identity == detail::SucceededTrials{static_cast<int64_t>(trials.size()),
                                                          trials.empty() ? 0 : trials.front().trial_number}) {
@@ -160,21 +152,18 @@ class StoreTrialLog final : public bso::TrialLog {
     if (trial.trial_number > known_trials_) {
       cache_[trial.trial_number] = TrialRecord{trial};  // a new trial: nothing stored to keep
     } else {
-      auto found = record(trial.trial_number);
-      if (!found) {
-        return tl::make_unexpected(found.error());
-      }
-      if (*found == nullptr) {
+      auto found = JOULE_TRY(record(trial.trial_number));
+      if (found == nullptr) {
         return fail(ErrorCode::kInternal, "job {} has no stored trial {} to update", job_id_,
                     trial.trial_number);
       }
       if (trial.status == bso::TrialStatus::kSucceeded &&
-          (*found)->trial.status != bso::TrialStatus::kSucceeded && document_.succeeded) {
+          (found)->trial.status != bso::TrialStatus::kSucceeded && document_.succeeded) {
         detail::SucceededTrials& succeeded = (*document_.succeeded)[trial.batch_size];
         appends_.push_back({trial.batch_size, succeeded, trial});
         succeeded = {succeeded.count + 1, trial.trial_number};
       }
-      (*found)->trial = trial;
+      (found)->trial = trial;
     }
     dirty_.insert(trial.trial_number);
     return {};
@@ -199,11 +188,8 @@ class StoreTrialLog final : public bso::TrialLog {
       return fail(ErrorCode::kParse, "job {} has {} trials but trial {} is missing from the store", job_id_,
                   known_trials_, trial_number);
     }
-    auto parsed = TrialRecord::parse(job_id_, **item, batch_sizes_);
-    if (!parsed) {
-      return tl::make_unexpected(parsed.error());
-    }
-    return &(cache_[trial_number] = *parsed);
+    auto parsed = JOULE_TRY(TrialRecord::parse(job_id_, **item, batch_sizes_));
+    return &(cache_[trial_number] = parsed);
   }
 
   void touch(int64_t trial_number) { dirty_.insert(trial_number); }
@@ -298,16 +284,10 @@ Result<JobDocument> migrate_legacy(store::Transaction& transaction, const std::s
         record.last_energy_j = counts[index][3];
       }
       converted.reports += record.reports;
-      if (auto put = transaction.put_item(detail::kJobKind, job_id, record.item()); !put) {
-        return tl::make_unexpected(put.error());
-      }
+      JOULE_TRY(transaction.put_item(detail::kJobKind, job_id, record.item()));
     }
-    if (auto erased = transaction.erase(detail::kReportsKind, job_id); !erased) {
-      return tl::make_unexpected(erased.error());
-    }
-    if (auto updated = transaction.update(detail::kJobKind, job_id, converted.dump()); !updated) {
-      return tl::make_unexpected(updated.error());
-    }
+    JOULE_TRY(transaction.erase(detail::kReportsKind, job_id));
+    JOULE_TRY(transaction.update(detail::kJobKind, job_id, converted.dump()));
     log().info("job {}: converted its stored state to version {} ({} trials)", job_id, kDocumentVersion,
                job->trials().size());
     return converted;
@@ -336,18 +316,12 @@ Result<std::optional<JobDocument>> load(store::Transaction& transaction,
   }
   if (parsed->is_object() && parsed->value("format", "") == kDocumentFormat &&
       parsed->value("version", 0) == kLegacyDocumentVersion) {
-    auto migrated = migrate_legacy(transaction, job_id, *parsed);
-    if (!migrated) {
-      return tl::make_unexpected(migrated.error());
-    }
-    return std::optional<JobDocument>(std::move(*migrated));
+    auto migrated = JOULE_TRY(migrate_legacy(transaction, job_id, *parsed));
+    return std::optional<JobDocument>(std::move(migrated));
   }
-  auto document = JobDocument::parse(job_id, *parsed);
-  if (!document) {
-    return tl::make_unexpected(document.error());
-  }
-  cache.put(job_id, std::move((*found)->body), *document);
-  return std::optional<JobDocument>(std::move(*document));
+  auto document = JOULE_TRY(JobDocument::parse(job_id, *parsed));
+  cache.put(job_id, std::move((*found)->body), document);
+  return std::optional<JobDocument>(std::move(document));
 }
 
 // Writes a changed job (and remembers its parsed form for the next request).
@@ -381,6 +355,18 @@ std::optional<Response> check_query_job_id(const std::string& job_id) {
   return std::nullopt;
 }
 
+// The required job_id query parameter. @return it, or the 422 that refuses it.
+tl::expected<std::string, Response> job_id_query(const Request& request) {
+  auto job_id = query(request, "job_id");
+  if (!job_id) {
+    return tl::make_unexpected(detail::missing_query_response("job_id"));
+  }
+  if (auto refused = check_query_job_id(*job_id)) {
+    return tl::make_unexpected(std::move(*refused));
+  }
+  return std::move(*job_id);
+}
+
 // An optional positive integer query parameter in [1, max]. @return the value, or the 422 naming it.
 tl::expected<std::optional<int64_t>, Response> positive_query(const Request& request, const std::string& name,
                                                               int64_t max) {
@@ -396,13 +382,6 @@ tl::expected<std::optional<int64_t>, Response> positive_query(const Request& req
         "query"));
   }
   return std::optional<int64_t>(value);
-}
-
-// Copy the request without its id (read-only routes: nothing to replay).
-Request without_id(const Request& request) {
-  Request copy = request;
-  copy.request_id.reset();
-  return copy;
 }
 
 }  // namespace
@@ -484,33 +463,35 @@ Response Service::Impl::register_job(const Request& request) {
   const uint64_t base_entropy =
       request.request_id ? detail::fnv1a(*request.request_id) : detail::random_u64();
 
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const bool generated = !spec->job_id;
+  const auto candidate_of = [&](int draw) {
+    bso::JobSpec candidate = *spec;
+    if (generated) {
+      candidate.job_id = bso::generate_job_id(
+          candidate.job_id_prefix, base_entropy + static_cast<uint64_t>(draw) * 0x9E3779B97F4A7C15ULL);
+    }
+    return candidate;
+  };
+  // The first draw's job is locked before the replay check (a retry draws the same ids).
+  const auto lock = [&](store::Transaction& transaction) {
+    return load(transaction, jobs, *candidate_of(0).job_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& first) -> Result<Response> {
     for (int draw = 0; draw < kMaxIdDraws; ++draw) {
-      bso::JobSpec candidate = *spec;
-      const bool generated = !candidate.job_id;
-      if (generated) {
-        candidate.job_id = bso::generate_job_id(
-            candidate.job_id_prefix, base_entropy + static_cast<uint64_t>(draw) * 0x9E3779B97F4A7C15ULL);
-      }
-      auto existing = load(transaction, jobs, *candidate.job_id);
-      if (!existing) {
-        return tl::make_unexpected(existing.error());
-      }
+      const bso::JobSpec candidate = candidate_of(draw);
+      LoadedJob existing;
       if (draw == 0) {
-        auto replayed = replay(transaction, request);
-        if (!replayed) {
-          return tl::make_unexpected(replayed.error());
-        }
-        if (*replayed) {
-          return std::move(**replayed);
-        }
+        existing.swap(first);  // loaded (and locked) by `lock`
+      } else {
+        auto loaded = JOULE_TRY(load(transaction, jobs, *candidate.job_id));
+        existing = std::move(loaded);
       }
-      if (*existing) {
+      if (existing) {
         if (generated) {
           continue;  // taken: draw another id
         }
         // Zeus: the same id again is fine with the identical configuration (200), a conflict otherwise.
-        auto same = (*existing)->state->check_same_config(candidate, *gpu);
+        auto same = existing->state->check_same_config(candidate, *gpu);
         if (!same) {
           return message_response(409, same.error().message());
         }
@@ -550,33 +531,21 @@ Response Service::Impl::register_job(const Request& request) {
     return message_response(503,
                             fmt::format("could not draw an unused job id with prefix '{}' in {} attempts",
                                         spec->job_id_prefix, kMaxIdDraws));
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::next_batch_size(const Request& request) {
-  const auto job_id = query(request, "job_id");
+  const auto job_id = job_id_query(request);
   if (!job_id) {
-    return detail::missing_query_response("job_id");
+    return job_id.error();
   }
-  if (auto refused = check_query_job_id(*job_id)) {
-    return *refused;
-  }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, jobs, *job_id);
+  const auto lock = [&](store::Transaction& transaction) { return load(transaction, jobs, *job_id); };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return message_response(400, fmt::format("Unknown job({}). Please register the job first", *job_id));
     }
-    JobDocument& job = **document;
+    JobDocument& job = *document;
     if (job.state->dispatched_count() >= options.max_open_trials) {
       return message_response(
           409, fmt::format("job {} already has {} trials in progress, the most this server hands out: end "
@@ -590,15 +559,11 @@ Response Service::Impl::next_batch_size(const Request& request) {
       // Zeus answers 500 when no batch size converged in a pruning round (the job must be re-registered).
       return library_error(trial.error(), 400, 500);
     }
-    if (auto flushed = log.flush(); !flushed) {
-      return tl::make_unexpected(flushed.error());
-    }
-    auto updated = save(transaction, jobs, *job_id, job);
-    if (!updated) {
-      return tl::make_unexpected(updated.error());
-    }
+    JOULE_TRY(log.flush());
+    JOULE_TRY(save(transaction, jobs, *job_id, job));
     return json_response(200, trial->to_json());
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::report(const Request& request) {
@@ -612,24 +577,16 @@ Response Service::Impl::report(const Request& request) {
   }
   std::optional<EpochReport> epoch;      // set by the attempt that commits
   std::vector<SucceededAppend> appends;  // likewise
-  Response answer = transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const auto lock = [&](store::Transaction& transaction) {
     epoch.reset();
     appends.clear();
-    auto document = load(transaction, jobs, result->job_id);
+    return load(transaction, jobs, result->job_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return message_response(400, fmt::format("Unknown job {}", result->job_id));
     }
-    JobDocument& job = **document;
+    JobDocument& job = *document;
     StoreTrialLog log(transaction, result->job_id, job, succeeded);
     auto response = job.state->report(log, *result, detail::unix_ns(clock));
     if (!response) {
@@ -637,11 +594,8 @@ Response Service::Impl::report(const Request& request) {
       // with 500 when it stores them).
       return library_error(response.error(), 400, 400);
     }
-    auto record = log.record(result->trial_number);
-    if (!record) {
-      return tl::make_unexpected(record.error());
-    }
-    TrialRecord& trial = **record;
+    auto record = JOULE_TRY(log.record(result->trial_number));
+    TrialRecord& trial = *record;
     if (result->current_epoch > trial.last_epoch && result->time_s >= trial.last_time_s &&
         result->energy_j >= trial.last_energy_j) {
       epoch = EpochReport{result->job_id, result->current_epoch - trial.last_epoch,
@@ -653,15 +607,12 @@ Response Service::Impl::report(const Request& request) {
     trial.last_energy_j = result->energy_j;
     log.touch(result->trial_number);
     ++job.reports;
-    if (auto flushed = log.flush(); !flushed) {
-      return tl::make_unexpected(flushed.error());
-    }
-    if (auto updated = save(transaction, jobs, result->job_id, job); !updated) {
-      return tl::make_unexpected(updated.error());
-    }
+    JOULE_TRY(log.flush());
+    JOULE_TRY(save(transaction, jobs, result->job_id, job));
     appends = log.appends();
     return json_response(200, response->to_json());
-  });
+  };
+  Response answer = transact_locked(request, lock, apply);
   if (answer.status == 200 && !answer.replayed) {
     for (const auto& append : appends) {
       succeeded.append(result->job_id, append.batch_size, append.before, append.trial);
@@ -682,25 +633,12 @@ Response Service::Impl::end_trial(const Request& request) {
   if (!trial) {
     return validation_response(trial.error());
   }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, jobs, trial->job_id);
+  const auto lock = [&](store::Transaction& transaction) { return load(transaction, jobs, trial->job_id); };
+  const auto apply = [&](store::Transaction& transaction, LoadedJob& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
+      return message_response(404, fmt::format("Could not find the trial: {}", trial->describe()));
     }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
-      return message_response(
-          404, fmt::format("Could not find the trial: job_id={} batch_size={} trial_number={}",
-                           optimize::batch_size::detail::python_str_repr(trial->job_id), trial->batch_size,
-                           trial->trial_number));
-    }
-    JobDocument& job = **document;
+    JobDocument& job = *document;
     const int64_t failed_before = job.state->failed_count();
     StoreTrialLog log(transaction, trial->job_id, job, succeeded);
     auto ended = job.state->end_trial(log, *trial, detail::unix_ns(clock));
@@ -708,54 +646,36 @@ Response Service::Impl::end_trial(const Request& request) {
       return library_error(ended.error(), 404, 400);
     }
     if (job.state->failed_count() != failed_before) {
-      if (auto flushed = log.flush(); !flushed) {
-        return tl::make_unexpected(flushed.error());
-      }
-      if (auto updated = save(transaction, jobs, trial->job_id, job); !updated) {
-        return tl::make_unexpected(updated.error());
-      }
+      JOULE_TRY(log.flush());
+      JOULE_TRY(save(transaction, jobs, trial->job_id, job));
     }
     return json_response(200, nullptr);
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::delete_job(const Request& request) {
-  const auto job_id = query(request, "job_id");
+  const auto job_id = job_id_query(request);
   if (!job_id) {
-    return detail::missing_query_response("job_id");
+    return job_id.error();
   }
-  if (auto refused = check_query_job_id(*job_id)) {
-    return *refused;
-  }
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto found = transaction.get_for_update(detail::kJobKind, *job_id);
+  const auto lock = [&](store::Transaction& transaction) {
+    return transaction.get_for_update(detail::kJobKind, *job_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, const auto& found) -> Result<Response> {
     if (!found) {
-      return tl::make_unexpected(found.error());
-    }
-    auto replayed = replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*found) {
       return message_response(404, "No job was deleted.");
     }
-    if (auto erased = transaction.erase_items(detail::kJobKind, *job_id); !erased) {
-      return tl::make_unexpected(erased.error());
-    }
+    JOULE_TRY(transaction.erase_items(detail::kJobKind, *job_id));
     for (const auto kind : {detail::kJobKind, detail::kReportsKind}) {
-      auto erased = transaction.erase(kind, *job_id);
-      if (!erased) {
-        return tl::make_unexpected(erased.error());
-      }
+      JOULE_TRY(transaction.erase(kind, *job_id));
     }
     jobs.erase(*job_id);
     succeeded.erase_job(*job_id);
     log().info("deleted job {}", *job_id);
     return json_response(200, nullptr);
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::job_status(const Request& request, const std::string& job_id) {
@@ -773,7 +693,7 @@ Response Service::Impl::job_status(const Request& request, const std::string& jo
   const int64_t page = limit->value_or(kDefaultStatusTrials);
   // The status is a read: any transaction may run it again (load() may convert a version 1 job; then it
   // commits like any other change).
-  return transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
+  return transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
     auto document = load(transaction, jobs, job_id);
     if (!document) {
       return tl::make_unexpected(document.error());
@@ -784,24 +704,18 @@ Response Service::Impl::job_status(const Request& request, const std::string& jo
     const JobDocument& job = **document;
     const bso::JobState& state = *job.state;
     // The newest `page` trials below `before`, one more to know whether older ones remain.
-    auto items =
-        transaction.items(detail::kJobKind, job_id, {std::nullopt, *before, static_cast<size_t>(page) + 1});
-    if (!items) {
-      return tl::make_unexpected(items.error());
-    }
-    const bool more = static_cast<int64_t>(items->size()) > page;
+    auto items = JOULE_TRY(
+        transaction.items(detail::kJobKind, job_id, {std::nullopt, *before, static_cast<size_t>(page) + 1}));
+    const bool more = static_cast<int64_t>(items.size()) > page;
     if (more) {
-      items->pop_back();
+      items.pop_back();
     }
     json trials = json::array();
-    for (auto it = items->rbegin(); it != items->rend(); ++it) {
-      auto record = TrialRecord::parse(job_id, *it, state.spec().batch_sizes);
-      if (!record) {
-        return tl::make_unexpected(record.error());
-      }
-      json entry = record->trial.to_json();
-      entry["reports"] = record->reports;
-      entry["last_epoch"] = record->last_epoch;
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      auto record = JOULE_TRY(TrialRecord::parse(job_id, *it, state.spec().batch_sizes));
+      json entry = record.trial.to_json();
+      entry["reports"] = record.reports;
+      entry["last_epoch"] = record.last_epoch;
       trials.push_back(std::move(entry));
     }
     const json full = state.to_json();

@@ -117,11 +117,8 @@ Result<void> HttpServer::start() {
                 response.replayed ? ", replayed" : "");
     return out;
   };
-  auto listener = metrics::HttpListener::start(std::move(listen), std::move(handler));
-  if (!listener) {
-    return tl::make_unexpected(listener.error());
-  }
-  listener_ = std::move(*listener);
+  auto listener = JOULE_TRY(metrics::HttpListener::start(std::move(listen), std::move(handler)));
+  listener_ = std::move(listener);
   port_ = listener_->port();
   return {};
 }

@@ -3,117 +3,44 @@
 // time–energy frontier (computed once per profile and cached in the store, since planning can take seconds),
 // fetch the plan for a target iteration time or with no slowdown, and report a straggler's iteration time to
 // get the plan that fits it. Errors are {"message": …} with 400 (bad input), 404 (unknown pipeline) or 409
-// (state: no profile yet, a registration that differs).
+// (state: no profile yet, a registration that differs). The stored document is pipeline_document.cpp's, the
+// frontier planning and caching pipeline_frontier.cpp's, the profile codec plan's (profile_codec.hpp).
 #include <charconv>
-#include <chrono>
-#include <cmath>
-#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "joule/core/csv.hpp"
+#include "joule/client/pipeline_spec.hpp"
 #include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
-#include "joule/core/strings.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
-#include "joule/server/pipeline_spec.hpp"
+#include "joule/plan/profile_codec.hpp"
 
+#include "server/pipeline_internal.hpp"
 #include "server/service_internal.hpp"
 
 namespace joule::server {
 
 namespace {
 
+using client::PipelineSpec;
+using detail::bad_request;
+using detail::ensure_frontier;
 using detail::json_response;
+using detail::load_pipeline;
+using detail::LoadedPipeline;
 using detail::message_response;
+using detail::PipelineDocument;
+using detail::Planned;
+using detail::read_pipeline;
+using detail::unknown_pipeline;
 using nlohmann::json;
 
-constexpr std::string_view kPipelineFormat = "joule.server.pipeline";
-constexpr std::string_view kFrontierFormat = "joule.server.pipeline_frontier";
-constexpr int kFormatVersion = 1;
 constexpr int kMaxIdDraws = 64;
 // A profile replaced while its frontier was being planned makes a route plan again; this bounds it.
 constexpr int kMaxPlanningRounds = 3;
-
-// What the store holds for one pipeline.
-struct PipelineDocument {
-  PipelineSpec spec;                   // pipeline_id set
-  std::optional<std::string> profile;  // canonical CSV
-  int64_t profile_revision = 0;        // +1 per changed upload
-  std::string profile_token;           // drawn at every changed upload: names the frontier it determines
-  std::string frontier_token;          // the profile_token whose frontier is stored
-  std::optional<double> straggler_time_s;
-  int64_t registered_unix_ns = 0;
-
-  std::string dump() const {
-    return json{{"format", kPipelineFormat},
-                {"version", kFormatVersion},
-                {"spec", spec.to_json()},
-                {"profile", profile ? json(*profile) : json(nullptr)},
-                {"profile_revision", profile_revision},
-                {"profile_token", profile_token},
-                {"frontier_token", frontier_token},
-                {"straggler_time_s", straggler_time_s ? json(*straggler_time_s) : json(nullptr)},
-                {"registered_unix_ns", registered_unix_ns}}
-        .dump();
-  }
-
-  static Result<PipelineDocument> parse(std::string_view key, std::string_view body) {
-    try {
-      const json document = json::parse(body);
-      if (document.value("format", "") != kPipelineFormat || document.value("version", 0) != kFormatVersion) {
-        return fail(ErrorCode::kParse, "the stored pipeline {} is not a version {} {} document", key,
-                    kFormatVersion, kPipelineFormat);
-      }
-      PipelineDocument parsed;
-      auto spec = PipelineSpec::from_json(document.at("spec"));
-      if (!spec) {
-        return fail(ErrorCode::kParse, "the stored pipeline {} is corrupt: {}", key, spec.error().message());
-      }
-      parsed.spec = std::move(*spec);
-      if (!document.at("profile").is_null()) {
-        parsed.profile = document.at("profile").get<std::string>();
-      }
-      parsed.profile_revision = document.at("profile_revision").get<int64_t>();
-      parsed.profile_token = document.at("profile_token").get<std::string>();
-      parsed.frontier_token = document.at("frontier_token").get<std::string>();
-      if (!document.at("straggler_time_s").is_null()) {
-        parsed.straggler_time_s = document.at("straggler_time_s").get<double>();
-      }
-      parsed.registered_unix_ns = document.at("registered_unix_ns").get<int64_t>();
-      return parsed;
-    } catch (const json::exception& error) {
-      return fail(ErrorCode::kParse, "the stored pipeline {} is corrupt: {}", key, error.what());
-    }
-  }
-};
-
-Result<std::optional<PipelineDocument>> load(store::Transaction& transaction, const std::string& id) {
-  auto found = transaction.get_for_update(detail::kPipelineKind, id);
-  if (!found) {
-    return tl::make_unexpected(found.error());
-  }
-  if (!*found) {
-    return std::optional<PipelineDocument>();
-  }
-  auto document = PipelineDocument::parse(id, (*found)->body);
-  if (!document) {
-    return tl::make_unexpected(document.error());
-  }
-  return std::optional<PipelineDocument>(std::move(*document));
-}
-
-Response unknown_pipeline(const std::string& id) {
-  return message_response(404,
-                          fmt::format("Unknown pipeline({}). Register it first with POST /pipelines", id));
-}
-
-Response bad_request(const Error& error) {
-  return message_response(400, error.message());
-}
 
 // The planner routes answer malformed JSON with 400 and the parser's message (which names the field of a
 // number out of range).
@@ -128,300 +55,8 @@ tl::expected<json, Response> parse_request_json(const Request& request) {
   return std::move(*parsed);
 }
 
-Request without_id(const Request& request) {
-  Request copy = request;
-  copy.request_id.reset();
-  return copy;
-}
-
 std::string random_token() {
   return fmt::format("{:016x}{:016x}", detail::random_u64(), detail::random_u64());
-}
-
-// The profile as canonical CSV (exact doubles), so that equal profiles give equal text.
-std::string profile_csv(const plan::Profile& profile) {
-  std::ostringstream out;
-  csv::write_row(out, {"stage", "instruction", "frequency_mhz", "time_s", "energy_j"});
-  for (int stage = 0; stage < profile.stage_count(); ++stage) {
-    for (const auto instruction : {plan::Instruction::kForward, plan::Instruction::kBackward}) {
-      for (const auto& option : profile.options(stage, instruction)) {
-        csv::write_row(out, {std::to_string(stage), std::string(plan::to_string(instruction)),
-                             std::to_string(option.frequency_mhz), csv::format_exact(option.time_s),
-                             csv::format_exact(option.energy_j)});
-      }
-    }
-  }
-  return out.str();
-}
-
-// JSON rows [{"stage", "instruction", "frequency_mhz", "time_s", "energy_j"}, …] → a profile.
-Result<plan::Profile> profile_from_rows(const json& rows, int64_t stages) {
-  std::vector<std::array<std::vector<plan::ProfileOption>, 2>> options(static_cast<size_t>(stages));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const json& row = rows[i];
-    const std::string at = fmt::format("rows[{}]", i);
-    if (!row.is_object()) {
-      return fail(ErrorCode::kInvalidArgument, "{}: must be an object, got {}", at, describe_json(row));
-    }
-    const auto field = [&](const char* key) -> Result<const json*> {
-      const auto found = row.find(key);
-      if (found == row.end()) {
-        return fail(ErrorCode::kInvalidArgument, "{}.{}: field required", at, key);
-      }
-      return &*found;
-    };
-    auto stage = field("stage");
-    auto instruction = field("instruction");
-    auto frequency = field("frequency_mhz");
-    auto time = field("time_s");
-    auto energy = field("energy_j");
-    for (const auto* value : {&stage, &instruction, &frequency, &time, &energy}) {
-      if (!*value) {
-        return tl::make_unexpected(value->error());
-      }
-    }
-    if (!(*stage)->is_number_integer() || (*stage)->get<int64_t>() < 0 ||
-        (*stage)->get<int64_t>() >= stages) {
-      return fail(ErrorCode::kInvalidArgument, "{}.stage: must be an integer in [0, {}), got {}", at, stages,
-                  describe_json(**stage));
-    }
-    if (!(*instruction)->is_string()) {
-      return fail(ErrorCode::kInvalidArgument, "{}.instruction: must be \"forward\" or \"backward\", got {}",
-                  at, describe_json(**instruction));
-    }
-    auto parsed_instruction = plan::parse_instruction((*instruction)->get<std::string>());
-    if (!parsed_instruction) {
-      return fail(ErrorCode::kInvalidArgument, "{}.instruction: {}", at,
-                  parsed_instruction.error().message());
-    }
-    if (!(*frequency)->is_number_integer() || (*frequency)->get<int64_t>() <= 0 ||
-        (*frequency)->get<int64_t>() > int64_t{UINT32_MAX}) {
-      return fail(ErrorCode::kInvalidArgument, "{}.frequency_mhz: must be a positive integer, got {}", at,
-                  describe_json(**frequency));
-    }
-    for (const auto& [key, value] : {std::pair{"time_s", *time}, std::pair{"energy_j", *energy}}) {
-      if (!value->is_number()) {
-        return fail(ErrorCode::kInvalidArgument, "{}.{}: must be a number, got {}", at, key,
-                    describe_json(*value));
-      }
-    }
-    const size_t slot = *parsed_instruction == plan::Instruction::kForward ? 0 : 1;
-    options[static_cast<size_t>((*stage)->get<int64_t>())][slot].push_back(
-        {static_cast<uint32_t>((*frequency)->get<int64_t>()), (*time)->get<double>(),
-         (*energy)->get<double>()});
-  }
-  return plan::Profile::from_options(std::move(options));
-}
-
-// A profile upload: CSV text, or JSON {"csv": "…"}, {"rows": […]} or […] (rows).
-Result<plan::Profile> parse_profile(const Request& request, int64_t stages) {
-  const std::string_view body = trim(request.body);
-  const bool is_json = starts_with_ignoring_case(request.content_type, "application/json") ||
-                       (request.content_type.empty() && (body.starts_with('{') || body.starts_with('[')));
-  if (!is_json) {
-    return plan::Profile::parse(request.body, "profile");
-  }
-  auto document = parse_json(request.body);
-  if (!document) {
-    const JsonError& error = document.error();
-    return fail(ErrorCode::kInvalidArgument, "profile: {}{}",
-                error.kind == JsonError::Kind::kNumberOutOfRange ? "" : "malformed JSON: ", error.message);
-  }
-  json& parsed = *document;
-  if (parsed.is_object() && parsed.contains("csv")) {
-    if (!parsed["csv"].is_string()) {
-      return fail(ErrorCode::kInvalidArgument, "csv: must be a string of CSV text");
-    }
-    return plan::Profile::parse(parsed["csv"].get<std::string>(), "profile");
-  }
-  const json* rows = parsed.is_array() ? &parsed : nullptr;
-  if (parsed.is_object() && parsed.contains("rows")) {
-    rows = &parsed["rows"];
-  }
-  if (rows == nullptr || !rows->is_array()) {
-    return fail(
-        ErrorCode::kInvalidArgument,
-        "profile: expected CSV text, or JSON {{\"csv\": \"…\"}}, {{\"rows\": [...]}} or an array of rows");
-  }
-  return profile_from_rows(*rows, stages);
-}
-
-Result<std::shared_ptr<const detail::CachedFrontier>> compute_frontier(const PipelineDocument& document,
-                                                                       double max_planning_units) {
-  auto profile = plan::Profile::parse(*document.profile, "stored profile");
-  if (!profile) {
-    return tl::make_unexpected(profile.error());
-  }
-  const PipelineSpec& spec = document.spec;
-  auto dag =
-      plan::build_pipeline(static_cast<int>(spec.stages), static_cast<int>(spec.microbatches), spec.schedule);
-  if (!dag) {
-    return tl::make_unexpected(dag.error());
-  }
-  plan::PlannerOptions options;
-  options.unit_time_s = spec.unit_time_s;
-  options.p_blocking_w = spec.p_blocking_w;
-  options.max_planning_units = max_planning_units;
-  // The planner's work follows the iteration at every computation's slowest row (whatever its clock), in
-  // units of unit_time_s: refused here, before anything is planned or allocated.
-  if (auto bounded = plan::check_planning_units(*dag, *profile, options); !bounded) {
-    return fail(ErrorCode::kInvalidArgument, "unit_time_s: {} s is too fine for this profile: {}",
-                spec.unit_time_s, bounded.error().message());
-  }
-  const auto started = std::chrono::steady_clock::now();
-  auto result = plan::plan_frontier(*dag, *profile, options);
-  if (!result) {
-    return tl::make_unexpected(result.error());
-  }
-  auto frontier = std::make_shared<detail::CachedFrontier>();
-  frontier->planning_time_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  frontier->frontier = std::move(result->frontier);
-  frontier->max_clock = result->max_clock;
-  frontier->cuts = static_cast<int64_t>(result->iterations);
-  frontier->dag = std::make_shared<const plan::PipelineDag>(std::move(*dag));
-  log().info("planned pipeline {}: {} plans in {:.3f} s", *spec.pipeline_id, frontier->frontier.size(),
-             frontier->planning_time_s);
-  return std::shared_ptr<const detail::CachedFrontier>(std::move(frontier));
-}
-
-std::string dump_frontier(const std::string& token, const detail::CachedFrontier& frontier) {
-  json points = json::array();
-  for (const auto& point : frontier.frontier.points()) {
-    points.push_back({point.time_s, point.energy_j, point.knob});
-  }
-  return json{
-      {"format", kFrontierFormat},  {"version", kFormatVersion},
-      {"profile_token", token},     {"max_clock", {frontier.max_clock.time_s, frontier.max_clock.energy_j}},
-      {"cuts", frontier.cuts},      {"planning_time_s", frontier.planning_time_s},
-      {"points", std::move(points)}}
-      .dump();
-}
-
-Result<std::shared_ptr<const detail::CachedFrontier>> parse_frontier(const PipelineDocument& document,
-                                                                     std::string_view body) {
-  try {
-    const json stored = json::parse(body);
-    std::vector<FrontierPoint<plan::FrequencyPlan>> points;
-    for (const auto& point : stored.at("points")) {
-      points.push_back(
-          {point.at(2).get<plan::FrequencyPlan>(), point.at(0).get<double>(), point.at(1).get<double>()});
-    }
-    const PipelineSpec& spec = document.spec;
-    auto dag = plan::build_pipeline(static_cast<int>(spec.stages), static_cast<int>(spec.microbatches),
-                                    spec.schedule);
-    if (!dag) {
-      return tl::make_unexpected(dag.error());
-    }
-    auto frontier = std::make_shared<detail::CachedFrontier>();
-    frontier->frontier = Frontier<plan::FrequencyPlan>::from_points(std::move(points));
-    frontier->max_clock = {stored.at("max_clock").at(0).get<double>(),
-                           stored.at("max_clock").at(1).get<double>()};
-    frontier->cuts = stored.at("cuts").get<int64_t>();
-    frontier->planning_time_s = stored.at("planning_time_s").get<double>();
-    frontier->dag = std::make_shared<const plan::PipelineDag>(std::move(*dag));
-    return std::shared_ptr<const detail::CachedFrontier>(std::move(frontier));
-  } catch (const std::exception& error) {
-    return fail(ErrorCode::kParse, "the stored frontier of pipeline {} is corrupt: {}",
-                *document.spec.pipeline_id, error.what());
-  }
-}
-
-// A pipeline with its frontier (planned now, or found in memory or in the store).
-struct Planned {
-  PipelineDocument document;
-  std::shared_ptr<const detail::CachedFrontier> frontier;
-  bool cached = true;  // false: planned by this request
-};
-
-tl::expected<Planned, Response> ensure_frontier(Service::Impl& impl, const Request& request,
-                                                const std::string& id) {
-  std::optional<PipelineDocument> snapshot;
-  std::shared_ptr<const detail::CachedFrontier> found;
-  Response looked =
-      impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
-        snapshot.reset();
-        found.reset();
-        auto document = load(transaction, id);
-        if (!document) {
-          return tl::make_unexpected(document.error());
-        }
-        if (!*document) {
-          return unknown_pipeline(id);
-        }
-        if (!(*document)->profile) {
-          return message_response(
-              409, fmt::format("pipeline {} has no profile yet: PUT /pipelines/{}/profile first", id, id));
-        }
-        snapshot = std::move(**document);
-        found = impl.frontiers.find(snapshot->profile_token);
-        if (!found && snapshot->frontier_token == snapshot->profile_token) {
-          auto stored = transaction.get_for_update(detail::kFrontierKind, id);
-          if (!stored) {
-            return tl::make_unexpected(stored.error());
-          }
-          if (*stored) {
-            auto parsed = parse_frontier(*snapshot, (*stored)->body);
-            if (!parsed) {
-              // A damaged cache entry is planned again rather than failing the pipeline.
-              log().warn("{}", parsed.error().message());
-            } else {
-              found = *parsed;
-              impl.frontiers.put(snapshot->profile_token, found);
-            }
-          }
-        }
-        return json_response(200, nullptr);
-      });
-  if (looked.status != 200) {
-    return tl::make_unexpected(looked);
-  }
-  if (found) {
-    return Planned{std::move(*snapshot), std::move(found), true};
-  }
-  const std::string token = snapshot->profile_token;
-  auto computed =
-      impl.planning.run(token, [&] { return compute_frontier(*snapshot, impl.options.max_planning_units); });
-  if (!computed) {
-    if (computed.error().code() == ErrorCode::kInvalidArgument ||
-        computed.error().code() == ErrorCode::kParse) {
-      return tl::make_unexpected(bad_request(computed.error()));
-    }
-    log().error("planning pipeline {}: {}", id, computed.error().message());
-    return tl::make_unexpected(message_response(500, computed.error().message()));
-  }
-  // Store it for every server on this database, unless the profile changed meanwhile.
-  Response stored =
-      impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
-        auto document = load(transaction, id);
-        if (!document) {
-          return tl::make_unexpected(document.error());
-        }
-        if (!*document || (*document)->profile_token != token || (*document)->frontier_token == token) {
-          return json_response(200, nullptr);
-        }
-        auto existing = transaction.get_for_update(detail::kFrontierKind, id);
-        if (!existing) {
-          return tl::make_unexpected(existing.error());
-        }
-        const std::string body = dump_frontier(token, **computed);
-        auto written = *existing ? transaction.update(detail::kFrontierKind, id, body)
-                                 : transaction.insert(detail::kFrontierKind, id, body).map([](bool) {});
-        if (!written) {
-          return tl::make_unexpected(written.error());
-        }
-        (*document)->frontier_token = token;
-        auto updated = transaction.update(detail::kPipelineKind, id, (*document)->dump());
-        if (!updated) {
-          return tl::make_unexpected(updated.error());
-        }
-        return json_response(200, nullptr);
-      });
-  if (stored.status != 200) {
-    return tl::make_unexpected(stored);
-  }
-  impl.frontiers.put(token, *computed);
-  return Planned{std::move(*snapshot), std::move(*computed), false};
 }
 
 // The plan for `target_time_s` (none: the fastest plan, no slowdown) as plan_to_json() plus context.
@@ -559,38 +194,28 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
       return planned.error();
     }
     bool replan = false;
-    Response response = impl.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+    const auto lock = [&](store::Transaction& transaction) {
       replan = false;
-      auto document = load(transaction, id);
+      return load_pipeline(transaction, id);
+    };
+    const auto apply = [&](store::Transaction& transaction, LoadedPipeline& document) -> Result<Response> {
       if (!document) {
-        return tl::make_unexpected(document.error());
-      }
-      auto replayed = impl.replay(transaction, request);
-      if (!replayed) {
-        return tl::make_unexpected(replayed.error());
-      }
-      if (*replayed) {
-        return std::move(**replayed);
-      }
-      if (!*document) {
         return unknown_pipeline(id);
       }
-      if ((*document)->profile_token != planned->document.profile_token) {
+      if (document->profile_token != planned->document.profile_token) {
         replan = true;  // the profile changed since the frontier was planned
         return message_response(409, "the profile changed while planning; retry");
       }
-      (*document)->straggler_time_s = straggler;
-      auto updated = transaction.update(detail::kPipelineKind, id, (*document)->dump());
-      if (!updated) {
-        return tl::make_unexpected(updated.error());
-      }
-      Planned current{**document, planned->frontier, planned->cached};
+      document->straggler_time_s = straggler;
+      JOULE_TRY(transaction.update(detail::kPipelineKind, id, document->dump()));
+      Planned current{*document, planned->frontier, planned->cached};
       auto out = plan_response(current, straggler_target(current));
       if (!out) {
         return out.error();
       }
       return json_response(200, *out);
-    });
+    };
+    Response response = impl.transact_locked(request, lock, apply);
     if (!replan) {
       return response;
     }
@@ -599,23 +224,13 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
 }
 
 Response upload_profile(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
+  const auto lock = [&](store::Transaction& transaction) { return load_pipeline(transaction, id); };
+  const auto apply = [&](store::Transaction& transaction, LoadedPipeline& document) -> Result<Response> {
     if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    auto replayed = impl.replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*document) {
       return unknown_pipeline(id);
     }
-    PipelineDocument& pipeline = **document;
-    auto profile = parse_profile(request, pipeline.spec.stages);
+    PipelineDocument& pipeline = *document;
+    auto profile = plan::parse_profile_upload(request.body, request.content_type, pipeline.spec.stages);
     if (!profile) {
       return bad_request(profile.error());
     }
@@ -623,7 +238,7 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
       return message_response(400, fmt::format("the profile has {} stages but pipeline {} has {}",
                                                profile->stage_count(), id, pipeline.spec.stages));
     }
-    std::string text = profile_csv(*profile);
+    std::string text = plan::profile_csv(*profile);
     const bool changed = !pipeline.profile || *pipeline.profile != text;
     if (changed) {
       pipeline.profile = std::move(text);
@@ -633,29 +248,19 @@ Response upload_profile(Service::Impl& impl, const Request& request, const std::
       if (!erased) {
         return tl::make_unexpected(erased.error());
       }
-      auto updated = transaction.update(detail::kPipelineKind, id, pipeline.dump());
-      if (!updated) {
-        return tl::make_unexpected(updated.error());
-      }
+      JOULE_TRY(transaction.update(detail::kPipelineKind, id, pipeline.dump()));
     }
     return json_response(200, {{"pipeline_id", id},
                                {"profile_revision", pipeline.profile_revision},
                                {"changed", changed},
                                {"stages", profile->stage_count()},
                                {"frequencies_mhz", profile->frequencies_mhz()}});
-  });
+  };
+  return impl.transact_locked(request, lock, apply);
 }
 
 Response pipeline_status(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document) {
-      return unknown_pipeline(id);
-    }
-    const PipelineDocument& pipeline = **document;
+  const auto status = [&](store::Transaction&, const PipelineDocument& pipeline) -> Result<Response> {
     return json_response(
         200,
         {{"pipeline_id", id},
@@ -665,52 +270,37 @@ Response pipeline_status(Service::Impl& impl, const Request& request, const std:
          {"frontier_ready", pipeline.profile && pipeline.frontier_token == pipeline.profile_token},
          {"straggler_time_s", pipeline.straggler_time_s ? json(*pipeline.straggler_time_s) : json(nullptr)},
          {"registered", format_iso8601_utc(pipeline.registered_unix_ns)}});
-  });
+  };
+  return read_pipeline(impl, request, id, status);
 }
 
 Response get_profile(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(without_id(request), [&](store::Transaction& transaction) -> Result<Response> {
-    auto document = load(transaction, id);
-    if (!document) {
-      return tl::make_unexpected(document.error());
-    }
-    if (!*document) {
-      return unknown_pipeline(id);
-    }
-    if (!(*document)->profile) {
+  const auto profile = [&](store::Transaction&, const PipelineDocument& pipeline) -> Result<Response> {
+    if (!pipeline.profile) {
       return message_response(404, fmt::format("pipeline {} has no profile yet", id));
     }
     Response response;
-    response.body = *(*document)->profile;
+    response.body = *pipeline.profile;
     response.content_type = "text/csv";
     return response;
-  });
+  };
+  return read_pipeline(impl, request, id, profile);
 }
 
 Response delete_pipeline(Service::Impl& impl, const Request& request, const std::string& id) {
-  return impl.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-    auto found = transaction.get_for_update(detail::kPipelineKind, id);
+  const auto lock = [&](store::Transaction& transaction) {
+    return transaction.get_for_update(detail::kPipelineKind, id);
+  };
+  const auto apply = [&](store::Transaction& transaction, const auto& found) -> Result<Response> {
     if (!found) {
-      return tl::make_unexpected(found.error());
-    }
-    auto replayed = impl.replay(transaction, request);
-    if (!replayed) {
-      return tl::make_unexpected(replayed.error());
-    }
-    if (*replayed) {
-      return std::move(**replayed);
-    }
-    if (!*found) {
       return unknown_pipeline(id);
     }
     for (const auto kind : {detail::kFrontierKind, detail::kPipelineKind}) {
-      auto erased = transaction.erase(kind, id);
-      if (!erased) {
-        return tl::make_unexpected(erased.error());
-      }
+      JOULE_TRY(transaction.erase(kind, id));
     }
     return json_response(200, nullptr);
-  });
+  };
+  return impl.transact_locked(request, lock, apply);
 }
 
 Response method_not_allowed() {
@@ -741,37 +331,39 @@ Response Service::Impl::register_pipeline(const Request& request) {
   }
   const uint64_t base_entropy =
       request.request_id ? detail::fnv1a(*request.request_id) : detail::random_u64();
-  return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  const bool generated = !spec->pipeline_id;
+  const auto candidate_of = [&](int draw) {
+    PipelineSpec candidate = *spec;
+    if (generated) {
+      const uint64_t entropy = detail::fnv1a(fmt::format("{:x}/{}", base_entropy, draw));
+      candidate.pipeline_id = fmt::format("{}-{:08x}", candidate.pipeline_id_prefix, entropy >> 32);
+    }
+    return candidate;
+  };
+  // The first draw's pipeline is locked before the replay check (a retry draws the same ids).
+  const auto lock = [&](store::Transaction& transaction) {
+    return load_pipeline(transaction, *candidate_of(0).pipeline_id);
+  };
+  const auto apply = [&](store::Transaction& transaction, LoadedPipeline& first) -> Result<Response> {
     for (int draw = 0; draw < kMaxIdDraws; ++draw) {
-      PipelineSpec candidate = *spec;
-      const bool generated = !candidate.pipeline_id;
-      if (generated) {
-        const uint64_t entropy = detail::fnv1a(fmt::format("{:x}/{}", base_entropy, draw));
-        candidate.pipeline_id = fmt::format("{}-{:08x}", candidate.pipeline_id_prefix, entropy >> 32);
-      }
+      const PipelineSpec candidate = candidate_of(draw);
       const std::string& id = *candidate.pipeline_id;
-      auto existing = load(transaction, id);
-      if (!existing) {
-        return tl::make_unexpected(existing.error());
-      }
+      LoadedPipeline existing;
       if (draw == 0) {
-        auto replayed = replay(transaction, request);
-        if (!replayed) {
-          return tl::make_unexpected(replayed.error());
-        }
-        if (*replayed) {
-          return std::move(**replayed);
-        }
+        existing.swap(first);  // loaded (and locked) by `lock`
+      } else {
+        auto loaded = JOULE_TRY(load_pipeline(transaction, id));
+        existing = std::move(loaded);
       }
-      if (*existing) {
+      if (existing) {
         if (generated) {
           continue;
         }
-        if ((*existing)->spec != candidate) {
+        if (existing->spec != candidate) {
           return message_response(
               409, fmt::format("pipeline {} is registered with a different configuration ({}); "
                                "use a new pipeline_id",
-                               id, (*existing)->spec.to_json().dump()));
+                               id, existing->spec.to_json().dump()));
         }
         return json_response(200, candidate.to_json());
       }
@@ -792,7 +384,8 @@ Response Service::Impl::register_pipeline(const Request& request) {
       return json_response(201, candidate.to_json());
     }
     return message_response(503, "could not draw an unused pipeline id; retry");
-  });
+  };
+  return transact_locked(request, lock, apply);
 }
 
 Response Service::Impl::pipeline_route(const Request& request, const std::string& id,

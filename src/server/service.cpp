@@ -185,30 +185,13 @@ void SucceededCache::erase_job(const std::string& job_id) {
 
 std::shared_ptr<const CachedFrontier> FrontierCache::find(const std::string& token) {
   std::lock_guard lock(mutex_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->first == token) {
-      entries_.splice(entries_.begin(), entries_, it);
-      return entries_.front().second;
-    }
-  }
-  return nullptr;
+  const auto* found = entries_.find(token);
+  return found == nullptr ? nullptr : *found;
 }
 
 void FrontierCache::put(const std::string& token, std::shared_ptr<const CachedFrontier> frontier) {
-  if (capacity_ == 0) {
-    return;
-  }
   std::lock_guard lock(mutex_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->first == token) {
-      entries_.erase(it);
-      break;
-    }
-  }
-  entries_.emplace_front(token, std::move(frontier));
-  while (entries_.size() > capacity_) {
-    entries_.pop_back();
-  }
+  entries_.put(token, std::move(frontier));
 }
 
 Result<std::shared_ptr<const CachedFrontier>> SingleFlight::run(
@@ -283,10 +266,7 @@ Response Service::Impl::transact(const Request& request, const detail::Work& wor
                                     {"status", response->status},
                                     {"content_type", response->content_type},
                                     {"body", response->body}};
-      auto stored = transaction.save_response(*request.request_id, saved.dump());
-      if (!stored) {
-        return tl::make_unexpected(stored.error());
-      }
+      JOULE_TRY(transaction.save_response(*request.request_id, saved.dump()));
     }
     return {};
   });
@@ -306,6 +286,12 @@ Response Service::Impl::transact(const Request& request, const detail::Work& wor
   }
   log().error("{} {}: {}", request.method, request.path, error.message());
   return message_response(500, error.message());
+}
+
+Response Service::Impl::transact_read(const Request& request, const detail::Work& work) {
+  Request without_id = request;
+  without_id.request_id.reset();
+  return transact(without_id, work);
 }
 
 void Service::Impl::prune_responses() {

@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +25,8 @@
 #include "joule/optimize/batch_size.hpp"
 #include "joule/plan/pipeline.hpp"
 #include "joule/server/service.hpp"
+
+#include "server/lru_map.hpp"
 
 namespace joule::server::detail {
 
@@ -60,57 +61,6 @@ std::string fingerprint(const Request& request);
 uint64_t random_u64();
 /// @return ns since the Unix epoch on `clock`.
 int64_t unix_ns(const Clock& clock);
-
-/// A map of at most `capacity` entries that drops the least recently used one beyond it. Not thread-safe
-/// (the caches below lock around it).
-template <class Key, class Value>
-class LruMap {
- public:
-  explicit LruMap(size_t capacity) : capacity_(capacity) {}
-
-  /// @return the value under `key` (now the most recently used), or nullptr.
-  Value* find(const Key& key) {
-    const auto found = entries_.find(key);
-    if (found == entries_.end()) {
-      return nullptr;
-    }
-    found->second.last_use = ++clock_;
-    return &found->second.value;
-  }
-
-  void put(const Key& key, Value value) {
-    if (capacity_ == 0) {
-      return;
-    }
-    entries_.insert_or_assign(key, Entry{std::move(value), ++clock_});
-    if (entries_.size() > capacity_) {
-      auto oldest = entries_.begin();
-      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (it->second.last_use < oldest->second.last_use) {
-          oldest = it;
-        }
-      }
-      entries_.erase(oldest);
-    }
-  }
-
-  void erase(const Key& key) { entries_.erase(key); }
-
-  /// Erases every entry whose key satisfies `predicate`.
-  template <class Predicate>
-  void erase_if(Predicate predicate) {
-    std::erase_if(entries_, [&](const auto& entry) { return predicate(entry.first); });
-  }
-
- private:
-  struct Entry {
-    Value value;
-    uint64_t last_use = 0;
-  };
-  size_t capacity_;
-  uint64_t clock_ = 0;
-  std::map<Key, Entry> entries_;
-};
 
 /// Parsed documents by key, reused while the stored text is exactly the same: parsing a job with a long
 /// history costs far more than comparing its text, and the comparison makes reuse correct whoever (which
@@ -210,14 +160,14 @@ struct CachedFrontier {
 
 class FrontierCache {
  public:
-  explicit FrontierCache(size_t capacity) : capacity_(capacity) {}
+  explicit FrontierCache(size_t capacity) : entries_(capacity) {}
+  /// @return the frontier planned from profile `token`, or nullptr.
   std::shared_ptr<const CachedFrontier> find(const std::string& token);
   void put(const std::string& token, std::shared_ptr<const CachedFrontier> frontier);
 
  private:
   std::mutex mutex_;
-  size_t capacity_;
-  std::list<std::pair<std::string, std::shared_ptr<const CachedFrontier>>> entries_;  // most recent first
+  LruMap<std::string, std::shared_ptr<const CachedFrontier>> entries_;
 };
 
 /// Runs one computation per key at a time in this process: callers asking for a key being computed wait for
@@ -259,8 +209,33 @@ struct Service::Impl {
   /// Runs `work` in one transaction. A 2xx response is saved under the request's id (if any) and committed
   /// with the changes; any other response rolls back. Store errors become 503 (unavailable) or 500.
   Response transact(const Request& request, const detail::Work& work);
-  /// Call after locking what the request changes: @return the stored response if this request id was seen
-  /// (replayed), a 409 if it was used by a different request, or nullopt (apply the request).
+  /// The skeleton of every state-changing route: in one transaction (as transact()), `lock` reads and locks
+  /// what the request changes; then, if this request id has a stored response, that response is returned
+  /// (replayed; a different request under the same id gets 409) and `work` does not run; otherwise
+  /// `work(transaction, locked)` applies the request. The replay check comes after the lock so that
+  /// concurrent retries of one request id are serialised: the second waits for the first to commit and
+  /// then finds its response, so two requests with the same id never both do the work.
+  /// @param lock callable (store::Transaction&) -> Result<T>: a store error aborts (retried or 503/500).
+  /// @param work callable (store::Transaction&, T&) -> Result<Response>.
+  template <class Lock, class Apply>
+  Response transact_locked(const Request& request, Lock&& lock, Apply&& work) {
+    return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+      auto locked = JOULE_TRY(lock(transaction));
+      auto replayed = replay(transaction, request);
+      if (!replayed) {
+        return tl::make_unexpected(replayed.error());
+      }
+      if (*replayed) {
+        return std::move(**replayed);
+      }
+      return work(transaction, locked);
+    });
+  }
+  /// Runs a read-only route's `work` in one transaction without its request id: nothing to replay or save,
+  /// and any attempt may run it again.
+  Response transact_read(const Request& request, const detail::Work& work);
+  /// @return the stored response if this request id was seen (replayed), a 409 if it was used by a
+  /// different request, or nullopt (apply the request). transact_locked() calls it after locking.
   Result<std::optional<Response>> replay(store::Transaction& transaction, const Request& request);
 
   // Zeus's batch-size optimizer (batch_size_routes.cpp).

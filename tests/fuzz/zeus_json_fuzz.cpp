@@ -13,12 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joule/client/pipeline_spec.hpp"
 #include "joule/core/json.hpp"
 #include "joule/metrics/endpoint.hpp"
 #include "joule/metrics/http_listener.hpp"
 #include "joule/optimize/batch_size.hpp"
 #include "joule/server/http_server.hpp"
-#include "joule/server/pipeline_spec.hpp"
 #include "joule/server/service.hpp"
 #include "joule/store/store.hpp"
 
@@ -82,10 +82,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require_message(bso::ReportResponse::from_json(json));
   require_message(bso::BatchSizeJob::from_json(json));
   require_message(bso::JobState::from_json(json));
-  const auto pipeline = joule::server::PipelineSpec::from_json(json);
+  const auto pipeline = joule::client::PipelineSpec::from_json(json);
   require_message(pipeline);
   if (pipeline) {
-    const auto again = joule::server::PipelineSpec::from_json(pipeline->to_json());
+    const auto again = joule::client::PipelineSpec::from_json(pipeline->to_json());
     if (!again || !(*again == *pipeline)) {
       std::abort();
     }

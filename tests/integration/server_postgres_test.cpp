@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "joule/server/client.hpp"
+#include "joule/client/client.hpp"
 
 #include "integration/server_process.hpp"
 #include "server/server_test_util.hpp"
@@ -55,12 +55,12 @@ struct Ledger {
 // One client: trials on its job until `stop`, each trial's epochs reported until the server says stop.
 void run_client(const std::string& urls, const std::string& job_id, int index, const std::atomic<bool>& stop,
                 Ledger& ledger) {
-  server::ClientOptions options;
+  client::ClientOptions options;
   options.attempts = 60;  // rides out a server restart (failing over to the other server meanwhile)
   options.backoff = std::chrono::milliseconds(20);
   options.max_backoff = std::chrono::milliseconds(250);
   options.timeout = std::chrono::milliseconds(30000);
-  auto client = server::Client::connect(urls, options);
+  auto client = client::Client::connect(urls, options);
   if (!client) {
     ++ledger.failures;
     return;
@@ -102,7 +102,7 @@ void run_client(const std::string& urls, const std::string& job_id, int index, c
 
 // Every trial a client got is stored, with exactly the reports that got a 2xx, and nothing else.
 void expect_accounted(const std::string& url, const std::vector<std::string>& jobs, const Ledger& ledger) {
-  auto client = value_or_throw(server::Client::connect(url));
+  auto client = value_or_throw(client::Client::connect(url));
   size_t trials = 0;
   int64_t reports = 0;
   for (const auto& job : jobs) {
@@ -159,7 +159,7 @@ class ServePostgresTest : public ::testing::Test {
   }
 
   std::vector<std::string> register_jobs(const std::string& server_url, const std::string& prefix) {
-    auto client = value_or_throw(server::Client::connect(server_url));
+    auto client = value_or_throw(client::Client::connect(server_url));
     std::vector<std::string> jobs;
     for (int i = 0; i < kJobs; ++i) {
       bso::JobSpec spec = synthetic_spec(std::nullopt, static_cast<uint64_t>(i));

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "joule/server/client.hpp"
+#include "joule/client/client.hpp"
 
 #include "integration/server_process.hpp"
 #include "server/server_test_util.hpp"
@@ -63,7 +63,7 @@ class ServeTest : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  server::Client client() { return value_or_throw(server::Client::connect(server_->url())); }
+  client::Client client() { return value_or_throw(client::Client::connect(server_->url())); }
 
   TempDir dir_;
   std::string db_;
@@ -122,7 +122,7 @@ TEST_P(ServeTest, ZeusRoutesOverHttp) {
 }
 
 TEST_P(ServeTest, SeededDecisionsThroughHttpEqualTheLibrarys) {
-  server::Client api = client();
+  client::Client api = client();
   const auto registered = api.register_job(synthetic_spec(std::nullopt, 2024), synthetic_gpu());
   ASSERT_TRUE(registered) << registered.error().message();
   EXPECT_TRUE(registered->created);
@@ -174,8 +174,8 @@ TEST_P(ServeTest, SeededDecisionsThroughHttpEqualTheLibrarys) {
 }
 
 TEST_P(ServeTest, PlannerRoutesOverHttp) {
-  server::Client api = client();
-  server::PipelineSpec spec;
+  client::Client api = client();
+  client::PipelineSpec spec;
   spec.stages = 4;
   spec.microbatches = 8;
   spec.p_blocking_w = 75;
@@ -505,7 +505,7 @@ TEST(Serve, ReportsSurviveKillNineOnSqlite) {
   std::string job_id;
   {
     ServeProcess server(db);
-    auto api = value_or_throw(server::Client::connect(server.url()));
+    auto api = value_or_throw(client::Client::connect(server.url()));
     job_id = *value_or_throw(api.register_job(synthetic_spec(std::nullopt), synthetic_gpu())).spec.job_id;
     for (int i = 0; i < 3; ++i) {
       const auto trial = value_or_throw(api.next_batch_size(job_id));
@@ -518,7 +518,7 @@ TEST(Serve, ReportsSurviveKillNineOnSqlite) {
   }
   ServeProcess restarted(db);
   const auto status =
-      value_or_throw(value_or_throw(server::Client::connect(restarted.url())).job_status(job_id));
+      value_or_throw(value_or_throw(client::Client::connect(restarted.url())).job_status(job_id));
   EXPECT_EQ(status["counts"]["trials"], 3);
   EXPECT_EQ(status["counts"]["reports"], reports);
   EXPECT_EQ(restarted.stop().exit_code, 0);
@@ -533,11 +533,11 @@ TEST(Serve, ClientRetriesAcrossARestart) {
   }
   auto server = std::make_unique<ServeProcess>(db);
   const int port = server->port();
-  server::ClientOptions options;
+  client::ClientOptions options;
   options.attempts = 40;
   options.max_backoff = std::chrono::milliseconds(200);
   auto api =
-      std::make_unique<server::Client>(value_or_throw(server::Client::connect(server->url(), options)));
+      std::make_unique<client::Client>(value_or_throw(client::Client::connect(server->url(), options)));
   const std::string job_id =
       *value_or_throw(api->register_job(synthetic_spec(std::nullopt), synthetic_gpu())).spec.job_id;
   server->stop(SIGKILL);

@@ -199,6 +199,11 @@ TEST(BatchSizeNumbers, PythonFloatRepr) {
   EXPECT_EQ(detail::python_str_repr("it's"), "\"it's\"");
 }
 
+TEST(BatchSizeNumbers, TrialIdDescribeIsZeusRepr) {
+  EXPECT_EQ((TrialId{"job-1", 32, 3}.describe()), "job_id='job-1' batch_size=32 trial_number=3");
+  EXPECT_EQ((TrialId{"it's", 8, 1}.describe()), "job_id=\"it's\" batch_size=8 trial_number=1");
+}
+
 TEST(BatchSizeNumbers, ArmFitsMatchHandComputedPosteriors) {
   // Two rewards: mean −15, variance 25 ⇒ ρ = 0.04, τ = 0 + 2·0.04, μ = 0.04·(−30)/0.08.
   ArmState arm = value_or_throw(fit_arm(16, std::vector<double>{-10, -20}, 0, 0));

@@ -94,6 +94,9 @@ struct TrialId {
   nlohmann::json to_json() const;
   /// @return kInvalidArgument for missing fields or wrong types.
   static Result<TrialId> from_json(const nlohmann::json& json);
+  /// @return Zeus's pydantic repr of the id, as its "not found" messages embed it:
+  /// "job_id='j' batch_size=8 trial_number=1" (the job id quoted as Python's repr() of a str).
+  std::string describe() const;
 };
 
 /// What the client reports after every epoch (Zeus's `TrainingResult`). Time and energy are cumulative over

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/server/client.hpp — a typed C++ client of `joule serve` (and of Zeus's batch-size optimizer server,
+// joule/client/client.hpp — a typed C++ client of `joule serve` (and of Zeus's batch-size optimizer server,
 // for the routes Zeus has). Every call carries a request id (X-Request-Id) and is retried with the same id
 // on transient failures (connection errors, 502/503/504), so a retry is never applied twice by joule's
 // server.
@@ -15,11 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joule/client/pipeline_spec.hpp"
 #include "joule/core/error.hpp"
 #include "joule/optimize/batch_size.hpp"
-#include "joule/server/pipeline_spec.hpp"
 
-namespace joule::server {
+namespace joule::client {
 
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{3000};
@@ -119,4 +119,4 @@ class Client {
 /// @return `text` with URL reserved characters percent-encoded (for query values and path segments).
 std::string url_encode(const std::string& text);
 
-}  // namespace joule::server
+}  // namespace joule::client

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/server/pipeline_spec.hpp — what a client registers with the service's pipeline planner routes
+// joule/client/pipeline_spec.hpp — what a client registers with the service's pipeline planner routes
 // (`POST /pipelines`): the pipeline's shape and the planner's knobs. docs/serve.md describes the routes.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "joule/core/error.hpp"
 #include "joule/plan/pipeline.hpp"
 
-namespace joule::server {
+namespace joule::client {
 
 /// A pipeline-parallel training job whose GPU frequencies the service plans (Perseus).
 struct PipelineSpec {
@@ -38,4 +38,4 @@ struct PipelineSpec {
 /// in URL paths). `field` names it in the message.
 Result<void> validate_id(std::string_view id, std::string_view field);
 
-}  // namespace joule::server
+}  // namespace joule::client

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "joule/server/pipeline_spec.hpp"
+#include "joule/client/pipeline_spec.hpp"
 
 #include <cmath>
 
@@ -8,7 +8,7 @@
 #include "joule/core/json.hpp"
 #include "joule/core/validate.hpp"
 
-namespace joule::server {
+namespace joule::client {
 
 namespace {
 
@@ -100,13 +100,9 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
   if (prefix) {
     spec.pipeline_id_prefix = *prefix;
   }
-  if (auto ok = validate_id(spec.pipeline_id_prefix, "pipeline_id_prefix"); !ok) {
-    return tl::make_unexpected(ok.error());
-  }
+  JOULE_TRY(validate_id(spec.pipeline_id_prefix, "pipeline_id_prefix"));
   if (spec.pipeline_id) {
-    if (auto ok = validate_id(*spec.pipeline_id, "pipeline_id"); !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(validate_id(*spec.pipeline_id, "pipeline_id"));
     if (!spec.pipeline_id->starts_with(spec.pipeline_id_prefix)) {
       return invalid("pipeline_id", fmt::format("'{}' does not start with the prefix '{}'", *spec.pipeline_id,
                                                 spec.pipeline_id_prefix));
@@ -129,4 +125,4 @@ Result<PipelineSpec> PipelineSpec::from_json(const json& value) {
   return spec;
 }
 
-}  // namespace joule::server
+}  // namespace joule::client

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The client: one request id per call, reused by every retry of the call, so that joule's server applies the
 // call once however often the network makes us send it.
-#include "joule/server/client.hpp"
+#include "joule/client/client.hpp"
 
 #include <mutex>
 #include <random>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
-namespace joule::server {
+namespace joule::client {
 
 namespace bso = optimize::batch_size;
 using nlohmann::json;
@@ -196,15 +196,15 @@ Result<RawResponse> Client::call(const std::string& method, const std::string& p
         return connection.Get(path_and_query, headers);
       }
       if (method == "POST") {
-        return connection.Post(path_and_query, headers, body, content_type.c_str());
+        return connection.Post(path_and_query, headers, body, content_type);
       }
       if (method == "PUT") {
-        return connection.Put(path_and_query, headers, body, content_type.c_str());
+        return connection.Put(path_and_query, headers, body, content_type);
       }
       if (method == "PATCH") {
-        return connection.Patch(path_and_query, headers, body, content_type.c_str());
+        return connection.Patch(path_and_query, headers, body, content_type);
       }
-      return connection.Delete(path_and_query, headers, body, content_type.c_str());
+      return connection.Delete(path_and_query, headers, body, content_type);
     };
     const httplib::Result result = send();
     if (!result) {
@@ -242,77 +242,50 @@ Result<T> reparse(Result<T> value, const std::string& what) {
 
 Result<std::pair<int, json>> Client::json_call(const std::string& method, const std::string& path,
                                                const json& body) {
-  auto response = call(method, path, body.is_null() ? std::string() : body.dump());
-  if (!response) {
-    return tl::make_unexpected(response.error());
+  auto response = JOULE_TRY(call(method, path, body.is_null() ? std::string() : body.dump()));
+  if (response.status < 200 || response.status >= 300) {
+    return tl::make_unexpected(impl_->http_error(method, path, response));
   }
-  if (response->status < 200 || response->status >= 300) {
-    return tl::make_unexpected(impl_->http_error(method, path, *response));
-  }
-  json parsed = json::parse(response->body, nullptr, false);
+  json parsed = json::parse(response.body, nullptr, false);
   if (parsed.is_discarded()) {
     return fail(ErrorCode::kParse, "{} {}: the server answered {} with a body that is not JSON", method, path,
-                response->status);
+                response.status);
   }
-  return std::pair{response->status, std::move(parsed)};
+  return std::pair{response.status, std::move(parsed)};
 }
 
 Result<RegisteredJob> Client::register_job(const bso::JobSpec& spec, const bso::GpuConfig& gpu) {
   json body = spec.to_json();
   body.update(gpu.to_json());
-  auto answer = json_call("POST", "/jobs", body);
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  auto parsed_spec = reparse(bso::JobSpec::from_json(answer->second), "job spec");
-  if (!parsed_spec) {
-    return tl::make_unexpected(parsed_spec.error());
-  }
-  auto parsed_gpu = reparse(bso::GpuConfig::from_json(answer->second), "GPU config");
-  if (!parsed_gpu) {
-    return tl::make_unexpected(parsed_gpu.error());
-  }
-  return RegisteredJob{std::move(*parsed_spec), std::move(*parsed_gpu), answer->first == 201};
+  auto answer = JOULE_TRY(json_call("POST", "/jobs", body));
+  auto parsed_spec = JOULE_TRY(reparse(bso::JobSpec::from_json(answer.second), "job spec"));
+  auto parsed_gpu = JOULE_TRY(reparse(bso::GpuConfig::from_json(answer.second), "GPU config"));
+  return RegisteredJob{std::move(parsed_spec), std::move(parsed_gpu), answer.first == 201};
 }
 
 Result<bso::TrialId> Client::next_batch_size(const std::string& job_id) {
-  auto answer = json_call("GET", "/jobs/batch_size?job_id=" + url_encode(job_id), json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return reparse(bso::TrialId::from_json(answer->second), "trial");
+  auto answer = JOULE_TRY(json_call("GET", "/jobs/batch_size?job_id=" + url_encode(job_id), json()));
+  return reparse(bso::TrialId::from_json(answer.second), "trial");
 }
 
 Result<bso::ReportResponse> Client::report(const bso::TrainingResult& result) {
-  auto answer = json_call("POST", "/report", result.to_json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return reparse(bso::ReportResponse::from_json(answer->second), "report response");
+  auto answer = JOULE_TRY(json_call("POST", "/report", result.to_json()));
+  return reparse(bso::ReportResponse::from_json(answer.second), "report response");
 }
 
 Result<void> Client::end_trial(const bso::TrialId& trial) {
-  auto answer = json_call("PATCH", "/trials", trial.to_json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
+  JOULE_TRY(json_call("PATCH", "/trials", trial.to_json()));
   return {};
 }
 
 Result<void> Client::delete_job(const std::string& job_id) {
-  auto answer = json_call("DELETE", "/jobs?job_id=" + url_encode(job_id), json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
+  JOULE_TRY(json_call("DELETE", "/jobs?job_id=" + url_encode(job_id), json()));
   return {};
 }
 
 Result<json> Client::job_status(const std::string& job_id) {
-  auto answer = json_call("GET", "/jobs/" + url_encode(job_id), json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("GET", "/jobs/" + url_encode(job_id), json()));
+  return std::move(answer.second);
 }
 
 Result<json> Client::job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before) {
@@ -320,43 +293,28 @@ Result<json> Client::job_status(const std::string& job_id, int64_t limit, std::o
   if (before) {
     path += fmt::format("&before={}", *before);
   }
-  auto answer = json_call("GET", path, json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return std::move(answer.second);
 }
 
 Result<json> Client::health() {
-  auto answer = json_call("GET", "/healthz", json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("GET", "/healthz", json()));
+  return std::move(answer.second);
 }
 
 Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSpec& spec) {
-  auto answer = json_call("POST", "/pipelines", spec.to_json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  auto parsed = reparse(PipelineSpec::from_json(answer->second), "pipeline spec");
-  if (!parsed) {
-    return tl::make_unexpected(parsed.error());
-  }
-  return std::pair{std::move(*parsed), answer->first == 201};
+  auto answer = JOULE_TRY(json_call("POST", "/pipelines", spec.to_json()));
+  auto parsed = JOULE_TRY(reparse(PipelineSpec::from_json(answer.second), "pipeline spec"));
+  return std::pair{std::move(parsed), answer.first == 201};
 }
 
 Result<json> Client::upload_profile(const std::string& pipeline_id, const std::string& csv_text) {
   const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/profile";
-  auto response = call("PUT", path, csv_text, "text/csv");
-  if (!response) {
-    return tl::make_unexpected(response.error());
+  auto response = JOULE_TRY(call("PUT", path, csv_text, "text/csv"));
+  if (response.status != 200) {
+    return tl::make_unexpected(impl_->http_error("PUT", path, response));
   }
-  if (response->status != 200) {
-    return tl::make_unexpected(impl_->http_error("PUT", path, *response));
-  }
-  json parsed = json::parse(response->body, nullptr, false);
+  json parsed = json::parse(response.body, nullptr, false);
   if (parsed.is_discarded()) {
     return fail(ErrorCode::kParse, "PUT {}: the server's answer is not JSON", path);
   }
@@ -364,11 +322,8 @@ Result<json> Client::upload_profile(const std::string& pipeline_id, const std::s
 }
 
 Result<json> Client::frontier(const std::string& pipeline_id) {
-  auto answer = json_call("GET", "/pipelines/" + url_encode(pipeline_id) + "/frontier", json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id) + "/frontier", json()));
+  return std::move(answer.second);
 }
 
 Result<json> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
@@ -376,36 +331,24 @@ Result<json> Client::plan(const std::string& pipeline_id, std::optional<double> 
   if (target_time_s) {
     path += fmt::format("?target_time_s={}", *target_time_s);
   }
-  auto answer = json_call("GET", path, json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return std::move(answer.second);
 }
 
 Result<json> Client::report_straggler(const std::string& pipeline_id,
                                       std::optional<double> iteration_time_s) {
   const json body = {{"iteration_time_s", iteration_time_s ? json(*iteration_time_s) : json(nullptr)}};
-  auto answer = json_call("POST", "/pipelines/" + url_encode(pipeline_id) + "/straggler", body);
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("POST", "/pipelines/" + url_encode(pipeline_id) + "/straggler", body));
+  return std::move(answer.second);
 }
 
 Result<json> Client::pipeline_status(const std::string& pipeline_id) {
-  auto answer = json_call("GET", "/pipelines/" + url_encode(pipeline_id), json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
-  return std::move(answer->second);
+  auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id), json()));
+  return std::move(answer.second);
 }
 
 Result<void> Client::delete_pipeline(const std::string& pipeline_id) {
-  auto answer = json_call("DELETE", "/pipelines/" + url_encode(pipeline_id), json());
-  if (!answer) {
-    return tl::make_unexpected(answer.error());
-  }
+  JOULE_TRY(json_call("DELETE", "/pipelines/" + url_encode(pipeline_id), json()));
   return {};
 }
 
@@ -423,4 +366,4 @@ std::string url_encode(const std::string& text) {
   return out;
 }
 
-}  // namespace joule::server
+}  // namespace joule::client

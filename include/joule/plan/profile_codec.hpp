@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/plan/profile_codec.hpp — a pipeline's profile (Profile) to and from the forms clients send and the
+// service stores: canonical CSV text, JSON rows, and a profile upload that may be either.
+//
+// JSON rows (one per profiled (stage, instruction, frequency)):
+//
+//   [{"stage": 0, "instruction": "forward", "frequency_mhz": 1410, "time_s": 0.012, "energy_j": 3.1}, …]
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/error.hpp"
+#include "joule/plan/pipeline.hpp"
+
+namespace joule::plan {
+
+/// @return the profile as canonical CSV (header `stage,instruction,frequency_mhz,time_s,energy_j`, stages in
+/// order, forward before backward, frequencies descending, doubles written exactly), so that equal profiles
+/// give equal text. Profile::parse() reads it back to an equal profile.
+std::string profile_csv(const Profile& profile);
+
+/// Builds a profile of a `stages`-stage pipeline from JSON rows (the format above; other keys ignored).
+/// @return kInvalidArgument "rows[<i>].<field>: <problem>" for a row that is not an object, a missing field,
+/// a stage outside [0, stages), an instruction other than "forward"/"backward", a frequency that is not a
+/// positive 32-bit integer or a time or energy that is not a number; then Profile::from_options()'s errors
+/// (kInvalidArgument).
+Result<Profile> profile_from_rows(const nlohmann::json& rows, int64_t stages);
+
+/// Parses a profile upload of a `stages`-stage pipeline: CSV text, or JSON {"csv": "…"}, {"rows": […]} or
+/// […] (rows). The body is JSON if `content_type` starts with application/json (any case), or if there is
+/// no content type and the body starts with '{' or '['.
+/// @return Profile::parse()'s errors (kParse, source "profile") for CSV; kInvalidArgument "profile: …" for
+/// malformed JSON or a JSON body of another shape, "csv: …" for a "csv" that is not a string; then
+/// profile_from_rows()'s errors.
+Result<Profile> parse_profile_upload(std::string_view body, std::string_view content_type, int64_t stages);
+
+}  // namespace joule::plan

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// The profile codec: canonical CSV (round trip, equal profiles give equal text), JSON rows and their
+// messages, and the forms of a profile upload.
+#include "joule/plan/profile_codec.hpp"
+
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace joule::plan {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// Two stages, two clocks, as JSON rows.
+json small_rows() {
+  json rows = json::array();
+  for (int stage = 0; stage < 2; ++stage) {
+    for (const char* instruction : {"forward", "backward"}) {
+      for (const int mhz : {1000, 1400}) {
+        const double time = (instruction[0] == 'f' ? 0.01 : 0.02) * 1400.0 / mhz * (stage + 1);
+        rows.push_back({{"stage", stage},
+                        {"instruction", instruction},
+                        {"frequency_mhz", mhz},
+                        {"time_s", time},
+                        {"energy_j", time * mhz / 10}});
+      }
+    }
+  }
+  return rows;
+}
+
+std::string error_of(const json& rows, int64_t stages = 2) {
+  const auto parsed = profile_from_rows(rows, stages);
+  EXPECT_FALSE(parsed);
+  return parsed ? std::string() : parsed.error().message();
+}
+
+TEST(ProfileCodec, CsvIsCanonicalAndReadsBack) {
+  const Profile example = Profile::read(JOULE_PERSEUS_DATA_DIR "/example_s4_m8_profile.csv").value();
+  const std::string text = profile_csv(example);
+  EXPECT_TRUE(text.starts_with("stage,instruction,frequency_mhz,time_s,energy_j\n"));
+  const Profile again = value_or_throw(Profile::parse(text, "again"));
+  EXPECT_EQ(profile_csv(again), text);
+  ASSERT_EQ(again.stage_count(), example.stage_count());
+  EXPECT_EQ(again.frequencies_mhz(), example.frequencies_mhz());
+  for (int stage = 0; stage < example.stage_count(); ++stage) {
+    for (const auto instruction : {Instruction::kForward, Instruction::kBackward}) {
+      const auto& expected = example.options(stage, instruction);
+      const auto& got = again.options(stage, instruction);
+      ASSERT_EQ(got.size(), expected.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].frequency_mhz, expected[i].frequency_mhz);
+        EXPECT_EQ(got[i].time_s, expected[i].time_s);  // exact doubles
+        EXPECT_EQ(got[i].energy_j, expected[i].energy_j);
+      }
+    }
+  }
+}
+
+TEST(ProfileCodec, RowsInAnyOrderGiveTheSameCanonicalCsv) {
+  const json rows = small_rows();
+  json reversed = json::array();
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
+    reversed.push_back(*it);
+  }
+  const Profile profile = value_or_throw(profile_from_rows(rows, 2));
+  EXPECT_EQ(profile.stage_count(), 2);
+  EXPECT_EQ(profile.frequencies_mhz(), (std::vector<uint32_t>{1400, 1000}));
+  EXPECT_EQ(profile_csv(value_or_throw(profile_from_rows(reversed, 2))), profile_csv(profile));
+}
+
+TEST(ProfileCodec, BadRowsNameTheRowAndField) {
+  json not_object = small_rows();
+  not_object[1] = 3;
+  EXPECT_THAT(error_of(not_object), HasSubstr("rows[1]: must be an object"));
+  json missing = small_rows();
+  missing[2].erase("energy_j");
+  EXPECT_EQ(error_of(missing), "rows[2].energy_j: field required");
+  json bad_stage = small_rows();
+  bad_stage[0]["stage"] = 7;
+  EXPECT_THAT(error_of(bad_stage), HasSubstr("rows[0].stage: must be an integer in [0, 2), got "));
+  json bad_instruction = small_rows();
+  bad_instruction[0]["instruction"] = 5;
+  EXPECT_THAT(error_of(bad_instruction),
+              HasSubstr("rows[0].instruction: must be \"forward\" or \"backward\""));
+  bad_instruction[0]["instruction"] = "sideways";
+  EXPECT_THAT(error_of(bad_instruction), HasSubstr("rows[0].instruction: "));
+  json bad_frequency = small_rows();
+  bad_frequency[0]["frequency_mhz"] = 0;
+  EXPECT_THAT(error_of(bad_frequency), HasSubstr("rows[0].frequency_mhz: must be a positive integer"));
+  bad_frequency[0]["frequency_mhz"] = int64_t{1} << 33;
+  EXPECT_THAT(error_of(bad_frequency), HasSubstr("rows[0].frequency_mhz: must be a positive integer"));
+  json bad_time = small_rows();
+  bad_time[0]["time_s"] = "fast";
+  EXPECT_THAT(error_of(bad_time), HasSubstr("rows[0].time_s: must be a number"));
+  // Valid rows, invalid profile: Profile::from_options() decides.
+  json missing_row = small_rows();
+  missing_row.erase(missing_row.begin());
+  EXPECT_EQ(profile_from_rows(missing_row, 2).error().code(), ErrorCode::kInvalidArgument);
+  json negative = small_rows();
+  negative[0]["time_s"] = -1;
+  EXPECT_FALSE(profile_from_rows(negative, 2));
+}
+
+TEST(ProfileCodec, UploadsAsCsvOrJson) {
+  const json rows = small_rows();
+  const std::string canonical = profile_csv(value_or_throw(profile_from_rows(rows, 2)));
+  // CSV text, by content type or by its first character.
+  EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(canonical, "text/csv", 2))), canonical);
+  EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(canonical, "", 2))), canonical);
+  // JSON: {"rows"}, a bare array, {"csv"}; detected by content type (any case) or by the body.
+  for (const std::string& body :
+       {json({{"rows", rows}}).dump(), rows.dump(), json({{"csv", canonical}}).dump()}) {
+    EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(body, "Application/JSON; charset=utf-8", 2))),
+              canonical)
+        << body;
+    EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload("  " + body, "", 2))), canonical) << body;
+  }
+}
+
+TEST(ProfileCodec, BadUploads) {
+  const auto message = [](std::string_view body, std::string_view content_type = "") {
+    const auto parsed = parse_profile_upload(body, content_type, 2);
+    EXPECT_FALSE(parsed) << body;
+    return parsed ? std::string() : parsed.error().message();
+  };
+  EXPECT_THAT(message("{\"rows\": ", "application/json"), HasSubstr("profile: malformed JSON: "));
+  EXPECT_EQ(message("{\"csv\": 3}"), "csv: must be a string of CSV text");
+  EXPECT_EQ(message("{\"rows\": 3}"),
+            "profile: expected CSV text, or JSON {\"csv\": \"…\"}, {\"rows\": [...]} or an array of rows");
+  EXPECT_EQ(message("{}"),
+            "profile: expected CSV text, or JSON {\"csv\": \"…\"}, {\"rows\": [...]} or an array of rows");
+  EXPECT_EQ(message("[{\"stage\": 0}]"), "rows[0].instruction: field required");
+  // CSV errors are Profile::parse()'s, with the source "profile".
+  const auto csv = parse_profile_upload("stage,instruction\n0,forward\n", "text/csv", 2);
+  ASSERT_FALSE(csv);
+  EXPECT_EQ(csv.error().code(), ErrorCode::kParse);
+  EXPECT_THAT(csv.error().message(), HasSubstr("profile"));
+}
+
+}  // namespace
+}  // namespace joule::plan
