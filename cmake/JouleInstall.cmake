@@ -54,6 +54,7 @@ if(TARGET joule_optimize)
   string(APPEND JOULE_PC_EXTRA_LIBS " ${LIBSVM_LIBRARY}")
 endif()
 string(APPEND JOULE_PC_EXTRA_LIBS " -ldl -pthread")
+file(RELATIVE_PATH JOULE_PC_PREFIX_FROM_PCFILEDIR "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/joule.pc.in" "${PROJECT_BINARY_DIR}/joule.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/joule.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig"
   COMPONENT development)
@@ -96,6 +97,7 @@ set(CPACK_PACKAGE_DESCRIPTION
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # Install with DESTDIR, so that paths written at install time (the unit's ExecStart) are /usr/….
 set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)

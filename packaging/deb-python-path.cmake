@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # CPACK_PRE_BUILD_SCRIPTS for the Debian package: Debian's Python looks for packages in
 # /usr/lib/python3/dist-packages, not in the lib/pythonX.Y/site-packages that `cmake --install` uses.
-file(GLOB_RECURSE init_files "${CPACK_TEMPORARY_INSTALL_DIRECTORY}/*/site-packages/joule/__init__.py")
+file(GLOB_RECURSE init_files "${CPACK_TEMPORARY_INSTALL_DIRECTORY}/__init__.py")
+list(FILTER init_files INCLUDE REGEX "/site-packages/joule/__init__\\.py$")
 foreach(init IN LISTS init_files)
   get_filename_component(package_dir "${init}" DIRECTORY)
   get_filename_component(site_dir "${package_dir}" DIRECTORY)

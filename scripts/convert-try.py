@@ -61,8 +61,9 @@ def rewrite_uses(text, name):
     """Rewrites *name → name, name-> → name., name.value() → name; None if another use remains."""
     n = re.escape(name)
     t = re.sub(r'std::move\(\s*\*' + n + r'\s*\)', 'std::move(' + name + ')', text)
-    t = re.sub(r'\*' + n + r'\b(?!\s*\()', name, t)  # *x (not *x(…), a call)
+    # x-> first: *x->y is *(x->y), which becomes *x.y, not x.y.
     t = re.sub(r'(?<![\w.>])' + n + r'->', name + '.', t)
+    t = re.sub(r'\*' + n + r'\b(?!\s*(?:\(|\.|->|\[))', name, t)  # *x (not *x(…), *x.y, *x->y, *x[i])
     t = re.sub(r'(?<![\w.>])' + n + r'\.value\(\)', name, t)
     # Every remaining use must be a plain value use now; reject forms that only make sense on an expected.
     for bad in (r'\.has_value\(\)', r'\.error\(\)', r'\.value_or\(', r'\.and_then\(', r'\.map\(', r'\.or_else\(',

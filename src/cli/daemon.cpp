@@ -100,7 +100,7 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
       value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
     }
     metrics.add_collector(gpu_metrics);
-    options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics.registry());
+    options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics);
     endpoint = value_or_throw(metrics::MetricsEndpoint::start(
         flags.metrics, [&metrics] { return metrics.render(); }, "daemon: --metrics"));
   }

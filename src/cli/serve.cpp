@@ -47,7 +47,8 @@ int run_serve(const ServeFlags& flags) {
   }
   std::shared_ptr<store::Store> database(std::move(*opened));
   // GET /metrics on the same listener (docs/metrics.md); reports feed its epoch histograms.
-  auto metrics = std::make_shared<server::ServerMetrics>();
+  metrics::MetricsRegistry registry;
+  auto metrics = std::make_shared<server::ServerMetrics>(registry);
   server::ServiceOptions service_options;
   service_options.max_open_trials = flags.max_open_trials;
   service_options.response_ttl = std::chrono::seconds(flags.response_ttl_s);

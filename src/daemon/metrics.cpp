@@ -3,41 +3,41 @@
 
 namespace joule::daemon {
 
-DaemonMetrics::DaemonMetrics(prometheus::Registry& registry)
+DaemonMetrics::DaemonMetrics(metrics::MetricsRegistry& registry)
     : accepted_(prometheus::BuildCounter()
                     .Name("joule_daemon_connections_accepted_total")
                     .Help("Client connections the daemon accepted on its Unix socket")
-                    .Register(registry)
+                    .Register(registry.registry())
                     .Add({})),
       open_(prometheus::BuildGauge()
                 .Name("joule_daemon_connections_open")
                 .Help("Client connections open now")
-                .Register(registry)
+                .Register(registry.registry())
                 .Add({})),
       requests_(prometheus::BuildCounter()
                     .Name("joule_daemon_requests_total")
                     .Help("Request lines the daemon answered")
-                    .Register(registry)
+                    .Register(registry.registry())
                     .Add({})),
       refused_(prometheus::BuildCounter()
                    .Name("joule_daemon_refused_requests_total")
                    .Help("Control requests refused for lack of the right")
-                   .Register(registry)
+                   .Register(registry.registry())
                    .Add({})),
       changes_(
           prometheus::BuildCounter()
               .Name("joule_daemon_setting_changes_total")
               .Help("GPU settings changed at a client's request, by setting (power_limit_mw, sm_clocks_mhz)")
-              .Register(registry)),
+              .Register(registry.registry())),
       restores_(prometheus::BuildCounter()
                     .Name("joule_daemon_restores_total")
                     .Help("GPU settings put back when their owner went, by setting and reason (reset, "
                           "disconnected, lease-expired, shutdown, recovered)")
-                    .Register(registry)),
+                    .Register(registry.registry())),
       restore_failures_(prometheus::BuildCounter()
                             .Name("joule_daemon_restore_failures_total")
                             .Help("GPU settings the daemon failed to put back, by setting and reason")
-                            .Register(registry)) {}
+                            .Register(registry.registry())) {}
 
 void DaemonMetrics::connection_opened() {
   accepted_.Increment();

@@ -169,8 +169,8 @@ Result<Frontier<uint32_t>> profile_frontier(const SimSetup& setup, const CarbonR
     return fail(ErrorCode::kInvalidArgument, "carbon replay: profile iterations must be at least 1, got {}",
                 options.profile_iterations);
   }
-  measure::EnergyMonitor monitor(run.gpus, {}, run.clock);
-  device::sim::TrainingJob job(run.sim_gpus, run.clock);
+  measure::EnergyMonitor monitor(run.gpus, {}, *run.clock);
+  device::sim::TrainingJob job(run.sim_gpus, *run.clock);
   std::vector<FrontierPoint<uint32_t>> points;
   const auto step_mw = static_cast<uint32_t>(std::lround(options.step_w * 1000));
   for (const uint32_t limit_mw : power_limit_candidates_mw(constraints, step_mw)) {
@@ -192,11 +192,11 @@ Result<StrategyResult> run_strategy(std::string name, const carbon::CarbonTrace&
                                     const std::function<Decide(SimRun&)>& make_decide) {
   auto run = JOULE_TRY(open_run(setup, start_unix_s));
   const Decide decide = make_decide(run);
-  measure::EnergyMonitor monitor(run.gpus, {}, run.clock);
-  carbon::TraceSignal signal(trace, run.clock);
+  measure::EnergyMonitor monitor(run.gpus, {}, *run.clock);
+  carbon::TraceSignal signal(trace, *run.clock);
   carbon::CarbonMonitor carbon(monitor, signal,
                                {.bucket_s = trace.period_s(), .background_checkpoints = false});
-  device::sim::TrainingJob job(run.sim_gpus, run.clock);
+  device::sim::TrainingJob job(run.sim_gpus, *run.clock);
   StrategyResult result;
   result.name = std::move(name);
   carbon.begin_window("replay");

@@ -27,8 +27,19 @@ metrics::WindowMetricsOptions epoch_options() {
 
 }  // namespace
 
-ServerMetrics::ServerMetrics()
-    : requests_(prometheus::BuildCounter()
+ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) : ServerMetrics(registry, nullptr) {}
+
+ServerMetrics::ServerMetrics() : ServerMetrics(std::make_unique<metrics::MetricsRegistry>()) {}
+
+// The registry outlives the reference: it is on the heap, and the pointer is only moved into own_registry_.
+ServerMetrics::ServerMetrics(std::unique_ptr<metrics::MetricsRegistry>&& own_registry)
+    : ServerMetrics(*own_registry, std::move(own_registry)) {}
+
+ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry,
+                             std::unique_ptr<metrics::MetricsRegistry>&& own_registry)
+    : own_registry_(std::move(own_registry)),
+      registry_(registry),
+      requests_(prometheus::BuildCounter()
                     .Name("joule_server_requests_total")
                     .Help("HTTP requests answered, by route template, method and status code")
                     .Register(registry_.registry())),

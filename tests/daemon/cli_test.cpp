@@ -13,6 +13,7 @@
 #include <sys/un.h>
 
 #include "joule/device/daemon.hpp"
+#include "joule/device/daemon_client.hpp"
 #include "joule/device/sim_gpu.hpp"
 
 #include "integration/run_process.hpp"

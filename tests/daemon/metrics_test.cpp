@@ -96,7 +96,7 @@ TEST(DaemonMetricsTest, CountsConnectionsRequestsChangesAndRestores) {
   daemon::DaemonOptions options;
   options.socket_path = dir.path() + "/joule.sock";
   options.audit_log = dir.path() + "/audit.log";
-  options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics.registry());
+  options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics);
   auto started = daemon::Daemon::start(raw, *clock, std::move(options));
   ASSERT_TRUE(started) << started.error().message();
   auto daemon = std::move(*started);
@@ -146,7 +146,7 @@ TEST(DaemonMetricsTest, CountsConnectionsRequestsChangesAndRestores) {
 }
 
 TEST(DaemonMetricsTest, AuditEntriesMapToTheirCounters) {
-  prometheus::Registry registry;
+  metrics::MetricsRegistry registry;
   daemon::DaemonMetrics metrics(registry);
   daemon::AuditEntry entry;
   entry.setting = "sm_clocks_mhz";
@@ -155,7 +155,7 @@ TEST(DaemonMetricsTest, AuditEntriesMapToTheirCounters) {
     entry.reason = "lease-expired";
     metrics.audited(entry);
   }
-  const auto parsed = parse_exposition(prometheus::TextSerializer().Serialize(registry.Collect()));
+  const auto parsed = parse_exposition(registry.render());
   EXPECT_EQ(parsed.value("joule_daemon_setting_changes_total", {{"setting", "sm_clocks_mhz"}}), 2.0);
   EXPECT_EQ(parsed.value("joule_daemon_restores_total", {{"reason", "lease-expired"}}), 1.0);
   EXPECT_EQ(parsed.value("joule_daemon_restore_failures_total", {{"reason", "lease-expired"}}), 1.0);

@@ -18,12 +18,13 @@
 #include "joule/core/log.hpp"
 #include "joule/daemon/daemon.hpp"
 #include "joule/device/daemon.hpp"
+#include "joule/device/daemon_client.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/optimize/power_limit.hpp"
 
-#include "integration/run_process.hpp"
 #include "captured_log.hpp"
+#include "integration/run_process.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {

@@ -34,53 +34,15 @@
 #include "joule/optimize/carbon_forecast.hpp"
 #include "joule/plan/runtime.hpp"
 
+#include "file_gpu.hpp"
+
 namespace {
 
-int g_file_fd = -1;
+joule::test::FileGpu* g_gpu = nullptr;  // leaked on purpose: alive in the exit hook
 
 void append(const std::string& line) {
-  const std::string text = line + "\n";
-  [[maybe_unused]] const ssize_t written = ::write(g_file_fd, text.data(), text.size());
+  g_gpu->append(line);
 }
-
-class FileGpu final : public joule::device::Gpu {
- public:
-  FileGpu() : Gpu(make_info()) {}
-
- protected:
-  joule::Result<uint64_t> do_energy_mj() override { return 0; }
-  joule::Result<uint32_t> do_power_mw() override { return 100'000; }
-  joule::Result<joule::device::PowerLimitConstraints> do_power_limit_constraints() override {
-    return joule::device::PowerLimitConstraints{100'000, 300'000, 250'000};
-  }
-  joule::Result<uint32_t> do_power_limit_mw() override { return limit_mw_; }
-  joule::Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
-    limit_mw_ = power_limit_mw;
-    append("limit " + std::to_string(power_limit_mw));
-    return {};
-  }
-  joule::Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
-    return std::vector<uint32_t>{1410, 1200};
-  }
-  joule::Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
-    append("lock " + std::to_string(min_mhz) + " " + std::to_string(max_mhz));
-    return {};
-  }
-  joule::Result<void> do_reset_sm_clocks() override {
-    append("reset-clocks");
-    return {};
-  }
-
- private:
-  static joule::device::GpuInfo make_info() {
-    joule::device::GpuInfo info;
-    info.backend = "file";
-    info.name = "File GPU";
-    info.has_energy_counter = true;
-    return info;
-  }
-  uint32_t limit_mw_ = 220'000;
-};
 
 // Forks a child that runs `body` and then _exit(0)s; @return the child's wait status.
 template <typename Body>
@@ -96,7 +58,7 @@ int in_child(Body body) {
 }
 
 // A forked child must leave the parent's GPU alone, however it ends.
-bool fork_children(joule::device::SettingsGuard*& guard, FileGpu& gpu) {
+bool fork_children(joule::device::SettingsGuard*& guard, joule::test::FileGpu& gpu) {
   const int refused = in_child([&] {
     const auto result = guard->set_power_limit_mw(gpu, 150'000);
     append(!result && result.error().code() == joule::ErrorCode::kState ? "child: change refused"
@@ -121,14 +83,18 @@ int main(int argc, char** argv) {
   }
   const std::string controller = argv[2];
   const std::string action = argv[3];
-  g_file_fd = ::open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (g_file_fd < 0) {
+  const int file_fd = ::open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (file_fd < 0) {
     std::perror("open");
     return 2;
   }
 
   // Leaked on purpose: alive in the exit hook.
-  auto* gpu = new FileGpu;
+  auto* gpu = new joule::test::FileGpu(file_fd, {.power_limit_mw = 220'000,
+                                                 .limit_prefix = "limit ",
+                                                 .supported_sm_clocks_mhz = {1410, 1200},
+                                                 .write_clock_changes = true});
+  g_gpu = gpu;
   if (controller == "guard") {
     auto* guard = new joule::device::SettingsGuard({.owner = "helper"});
     if (!guard->set_power_limit_mw(*gpu, 200'000) || !guard->lock_sm_clocks(*gpu, 1200, 1200)) {

@@ -9,6 +9,7 @@
 
 #include "joule/core/file.hpp"
 
+#include "file_gpu.hpp"
 #include "integration/run_process.hpp"
 #include "test_util.hpp"
 
@@ -24,14 +25,7 @@ struct SettingsGuardHelper {
   }
 
   /// @return the lines the helper's GPU wrote ("limit 200000", "lock 1200 1200", "reset-clocks", …).
-  std::vector<std::string> lines() const {
-    std::vector<std::string> result;
-    std::istringstream stream(read_text_file(file).value_or(""));
-    for (std::string line; std::getline(stream, line);) {
-      result.push_back(line);
-    }
-    return result;
-  }
+  std::vector<std::string> lines() const { return read_lines(file); }
 };
 
 }  // namespace joule::test

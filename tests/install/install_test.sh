@@ -31,6 +31,14 @@ done
 if grep -rhoE '#include "[a-z_]+/[a-z_]+\.hpp"' "$p/include/joule" | grep -v '"joule/' ; then
   fail "an installed header includes a private header"
 fi
+# The measurement library's headers show no third-party types beyond fmt and tl::expected (JSON is for
+# the headers whose subject is JSON: core/json.hpp and the daemon's wire protocol).
+for header in "$p"/include/joule/core/*.hpp "$p"/include/joule/device/*.hpp "$p"/include/joule/measure/*.hpp; do
+  case "$header" in */core/json.hpp|*/device/daemon_protocol.hpp|*/device/daemon_client.hpp) continue ;; esac
+  if grep -nE '#include <(nlohmann|prometheus|httplib|boost|sqlite3|libpq)' "$header"; then
+    fail "$header exposes a third-party library"
+  fi
+done
 grep -q "^ExecStart=.*/bin/joule " "$p/lib/systemd/system/joule-daemon.service" || fail "the unit has no ExecStart"
 "$p/bin/joule" --version | grep -q "^joule " || fail "installed joule --version"
 JOULE_SIM=v100 "$p/bin/joule" devices >/dev/null || fail "installed joule devices"
@@ -70,14 +78,22 @@ ls "$root"/usr/lib/python3/dist-packages/joule/__init__.py >/dev/null 2>&1 || [ 
   || fail "the package's Python module is not in /usr/lib/python3/dist-packages"
 # Every shared library the binary needs belongs to a Debian package named in Depends.
 for library in $(readelf -d "$root/usr/bin/joule" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-  path=$(ldconfig -p | awk -v lib="$library" '$1 == lib && $0 ~ /x86-64|x86_64/ {print $NF; exit}')
-  [ -n "$path" ] || path=$(ldconfig -p | awk -v lib="$library" '$1 == lib {print $NF; exit}')
+  # (awk without exit: leaving early would end ldconfig with SIGPIPE, a failure under pipefail.)
+  path=$(ldconfig -p | awk -v lib="$library" '$1 == lib && !found {print $NF; found = 1}')
   [ -n "$path" ] || fail "$library (NEEDED by joule) is not known to ldconfig"
-  package=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -1 | cut -d: -f1) \
-    || package=$(dpkg -S "$path" | head -1 | cut -d: -f1)
+  # awk reads all of dpkg's output (head would close the pipe early: SIGPIPE under pipefail).
+  package=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | awk -F: 'NR == 1 {print $1}') || true
+  [ -n "$package" ] || package=$(dpkg -S "$path" 2>/dev/null | awk -F: 'NR == 1 {print $1}') || true
   [ -n "$package" ] || fail "no Debian package owns $path"
-  echo "$library -> $package"
-  [[ ", $depends," == *", $package "* || ", $depends," == *", $package,"* ]] \
-    || fail "Depends does not name $package (for $library): $depends"
+  # The package itself, or a name it provides (spdlog's shlibs name libspdlog1.10-fmt9, which libspdlog1.10
+  # provides).
+  named=""
+  for name in "$package" $(dpkg-query -W -f='${Provides}' "$package" | sed 's/([^)]*)//g; s/,/ /g'); do
+    if [[ ", $depends," == *", $name "* || ", $depends," == *", $name,"* ]]; then
+      named=$name
+    fi
+  done
+  [ -n "$named" ] || fail "Depends does not name $package (for $library) or what it provides: $depends"
+  echo "$library: $package, named in Depends as $named"
 done
 echo "PASS"

@@ -25,51 +25,21 @@
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/optimize/power_limit.hpp"
 
+#include "file_gpu.hpp"
+
 namespace {
 
-int g_file_fd = -1;
 // Atomic, not volatile sig_atomic_t: joule calls a previous handler from its restorer thread.
 std::atomic<int> g_handler_called{0};
 
-void append(const char* text) {
-  [[maybe_unused]] const ssize_t written = ::write(g_file_fd, text, std::strlen(text));
+joule::test::FileGpu* g_gpu = nullptr;  // leaked on purpose: alive in the exit hook
+
+void append(const char* line) {
+  g_gpu->append(line);
 }
 
-class FileGpu final : public joule::device::Gpu {
- public:
-  FileGpu() : Gpu(make_info()) {}
-
- protected:
-  joule::Result<uint64_t> do_energy_mj() override { return 0; }
-  joule::Result<uint32_t> do_power_mw() override { return 100'000; }
-  joule::Result<joule::device::PowerLimitConstraints> do_power_limit_constraints() override {
-    return joule::device::PowerLimitConstraints{100'000, 300'000, 250'000};
-  }
-  joule::Result<uint32_t> do_power_limit_mw() override { return limit_mw_; }
-  joule::Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
-    limit_mw_ = power_limit_mw;
-    append((std::to_string(power_limit_mw) + "\n").c_str());
-    return {};
-  }
-  joule::Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
-    return std::vector<uint32_t>{};
-  }
-  joule::Result<void> do_lock_sm_clocks(uint32_t, uint32_t) override { return {}; }
-  joule::Result<void> do_reset_sm_clocks() override { return {}; }
-
- private:
-  static joule::device::GpuInfo make_info() {
-    joule::device::GpuInfo info;
-    info.backend = "file";
-    info.name = "File GPU";
-    info.has_energy_counter = true;
-    return info;
-  }
-  uint32_t limit_mw_ = 250'000;
-};
-
 void on_sigint(int) {
-  append("handler\n");
+  append("handler");
   g_handler_called = 1;
 }
 
@@ -81,8 +51,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string mode = argv[2];
-  g_file_fd = ::open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (g_file_fd < 0) {
+  const int file_fd = ::open(argv[1], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (file_fd < 0) {
     std::perror("open");
     return 2;
   }
@@ -93,7 +63,8 @@ int main(int argc, char** argv) {
     ::sigaction(SIGINT, &action, nullptr);
   }
 
-  auto* gpu = new FileGpu;  // leaked on purpose: alive in the exit hook
+  auto* gpu = new joule::test::FileGpu(file_fd, {});
+  g_gpu = gpu;
   joule::VirtualClock clock;
   auto* monitor = new joule::measure::EnergyMonitor({gpu}, {}, clock);
   joule::optimize::PowerLimitOptions options;

@@ -19,6 +19,7 @@
 #include "joule/device/sim_gpu.hpp"
 
 #include "captured_log.hpp"
+#include "file_gpu.hpp"
 #include "integration/run_process.hpp"
 #include "mocks/mock_gpu.hpp"
 #include "test_util.hpp"
@@ -972,14 +973,7 @@ struct Helper {
   test::TempDir dir;
   std::string file = dir.path() + "/limits";
 
-  std::vector<std::string> lines() const {
-    std::vector<std::string> result;
-    std::istringstream stream(read_text_file(file).value_or(""));
-    for (std::string line; std::getline(stream, line);) {
-      result.push_back(line);
-    }
-    return result;
-  }
+  std::vector<std::string> lines() const { return test::read_lines(file); }
 };
 
 const std::vector<std::string> kLowered = {"300000", "250000", "200000"};

@@ -11,6 +11,7 @@
 #include <prometheus/registry.h>
 
 #include "joule/daemon/audit.hpp"
+#include "joule/metrics/registry.hpp"
 
 namespace joule::daemon {
 
@@ -28,8 +29,8 @@ namespace joule::daemon {
 /// scrape on another thread. Thread-safe.
 class DaemonMetrics {
  public:
-  /// Registers the families in `registry`, which must outlive this object.
-  explicit DaemonMetrics(prometheus::Registry& registry);
+  /// Registers the families in `registry` (which must outlive this object), beside the GPUs' metrics.
+  explicit DaemonMetrics(metrics::MetricsRegistry& registry);
 
   void connection_opened();
   void connection_closed();

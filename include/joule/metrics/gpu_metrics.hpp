@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/metrics/gpu_metrics.hpp — Prometheus metrics: GPU energy, power, power limit and carbon read at scrape
-// time, window histograms, and rendering in the text exposition format (docs/metrics.md).
-//
-// The exposition is prometheus-cpp's (core + TextSerializer); the HTTP side is metrics_http.hpp.
+// joule/metrics/gpu_metrics.hpp — Prometheus metrics of GPUs: energy, power, power limit and carbon read at
+// scrape time, and window histograms (docs/metrics.md). A MetricsRegistry (registry.hpp) renders them in the
+// text exposition format; a MetricsEndpoint (endpoint.hpp) or `joule serve` serves them.
 #pragma once
 
 #include <condition_variable>

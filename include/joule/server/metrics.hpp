@@ -3,6 +3,7 @@
 // docs/metrics.md).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -28,11 +29,15 @@ namespace joule::server {
 /// Thread-safe.
 class ServerMetrics {
  public:
+  /// Registers the server's families in `registry` (which must outlive this object), beside whatever else
+  /// it renders (GPU metrics, the daemon's): one registry per /metrics endpoint.
+  explicit ServerMetrics(metrics::MetricsRegistry& registry);
+  /// As above, in a registry of its own.
   ServerMetrics();
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
-  /// @return the registry to add more metrics or collectors to.
+  /// @return the registry the families are in, to add more metrics or collectors to.
   metrics::MetricsRegistry& registry() { return registry_; }
 
   /// Counts a request that starts (in flight until finish_request()).
@@ -50,7 +55,11 @@ class ServerMetrics {
   static std::string route_of(std::string_view path);
 
  private:
-  metrics::MetricsRegistry registry_;
+  explicit ServerMetrics(std::unique_ptr<metrics::MetricsRegistry>&& own_registry);
+  ServerMetrics(metrics::MetricsRegistry& registry, std::unique_ptr<metrics::MetricsRegistry>&& own_registry);
+
+  std::unique_ptr<metrics::MetricsRegistry> own_registry_;  // the default constructor's
+  metrics::MetricsRegistry& registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Gauge& in_flight_;

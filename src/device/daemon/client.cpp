@@ -12,6 +12,7 @@
 
 #include "joule/core/log.hpp"
 #include "joule/device/daemon.hpp"
+#include "joule/device/daemon_client.hpp"
 
 namespace joule::device {
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "joule/device/daemon.hpp"
+#include "joule/device/daemon_client.hpp"
 #include "joule/device/visible_devices.hpp"
 
 namespace joule::device {
@@ -112,25 +113,30 @@ Result<std::vector<const RemoteGpu*>> visible_of(const std::string& backend,
 DaemonGpu::DaemonGpu(GpuInfo info, std::shared_ptr<DaemonClient> client, int daemon_index)
     : Gpu(std::move(info)), client_(std::move(client)), daemon_index_(daemon_index) {}
 
-Result<json> DaemonGpu::call(proto::Op op) {
+namespace {
+
+// One request about GPU `daemon_index` that takes no other field.
+Result<json> call(DaemonClient& client, int daemon_index, proto::Op op) {
   proto::Request request;
   request.op = op;
-  request.gpu = daemon_index_;
-  return client_->call(std::move(request));
+  request.gpu = daemon_index;
+  return client.call(std::move(request));
 }
 
+}  // namespace
+
 Result<uint64_t> DaemonGpu::do_energy_mj() {
-  auto result = JOULE_TRY(call(proto::Op::kEnergy));
+  auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kEnergy));
   return member<uint64_t>(result, "energy_mj", "energy");
 }
 
 Result<uint32_t> DaemonGpu::do_power_mw() {
-  auto result = JOULE_TRY(call(proto::Op::kPower));
+  auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kPower));
   return member<uint32_t>(result, "power_mw", "power");
 }
 
 Result<PowerLimitConstraints> DaemonGpu::do_power_limit_constraints() {
-  auto result = JOULE_TRY(call(proto::Op::kConstraints));
+  auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kConstraints));
   const auto min_mw = member<uint32_t>(result, "min_mw", "constraints");
   const auto max_mw = member<uint32_t>(result, "max_mw", "constraints");
   const auto default_mw = member<uint32_t>(result, "default_mw", "constraints");
@@ -143,7 +149,7 @@ Result<PowerLimitConstraints> DaemonGpu::do_power_limit_constraints() {
 }
 
 Result<uint32_t> DaemonGpu::do_power_limit_mw() {
-  auto result = JOULE_TRY(call(proto::Op::kPowerLimit));
+  auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kPowerLimit));
   return member<uint32_t>(result, "power_limit_mw", "power_limit");
 }
 
@@ -157,7 +163,7 @@ Result<void> DaemonGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
 }
 
 Result<std::vector<uint32_t>> DaemonGpu::do_supported_sm_clocks_mhz() {
-  auto result = JOULE_TRY(call(proto::Op::kClocks));
+  auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kClocks));
   const auto clocks = result.find("supported_sm_clocks_mhz");
   if (clocks == result.end() || !clocks->is_array()) {
     return fail(ErrorCode::kParse,
@@ -185,7 +191,7 @@ Result<void> DaemonGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
 }
 
 Result<void> DaemonGpu::do_reset_sm_clocks() {
-  JOULE_TRY(call(proto::Op::kResetSmClocks));
+  JOULE_TRY(call(*client_, daemon_index_, proto::Op::kResetSmClocks));
   return {};
 }
 

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/device/daemon_client.hpp — one connection to `joule daemon` speaking its line-delimited JSON protocol
+// (joule/device/daemon_protocol.hpp, docs/daemon.md): for tools that talk to the daemon directly. GPUs
+// served by the daemon are simpler to use as DaemonGpu (joule/device/daemon.hpp), which needs neither
+// this header nor nlohmann-json.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/error.hpp"
+#include "joule/core/units.hpp"
+#include "joule/device/daemon.hpp"
+#include "joule/device/daemon_protocol.hpp"
+
+namespace joule::device {
+
+/// One connection to `joule daemon`. Every setting made through it belongs to it: the daemon restores
+/// them when the connection closes (this object is destroyed, or the process dies) or its lease runs out.
+/// This is the per-connection form of the restore contract that device::SettingsGuard keeps in-process
+/// (joule/device/settings_guard.hpp); controllers use a guard on top, which also works through a DaemonGpu.
+///
+/// Thread-safe: requests from several threads are sent one at a time. After an I/O failure or a timeout
+/// the connection is closed for good (the daemon then restores its settings) and every later call fails
+/// with kIo saying so; there is no silent reconnection, because the settings would be gone.
+class DaemonClient {
+ public:
+  /// Connects to the daemon at `socket_path` and says hello.
+  /// @return kIo if nothing listens there (the message says how to start the daemon),
+  /// kPermissionDenied if the socket may not be opened, kNotSupported for a daemon speaking another
+  /// protocol version.
+  static Result<std::shared_ptr<DaemonClient>> connect(const std::string& socket_path,
+                                                       DaemonClientOptions options = {});
+  /// Stops lease renewal and closes the connection (the daemon restores this connection's settings).
+  ~DaemonClient();
+  DaemonClient(const DaemonClient&) = delete;
+  DaemonClient& operator=(const DaemonClient&) = delete;
+
+  const std::string& socket_path() const { return socket_path_; }
+  /// @return the hello result: protocol, server, lease_s, peer {uid, gid, pid}, rights {read, control}.
+  const nlohmann::json& hello() const { return hello_; }
+  /// @return the lease the daemon grants, seconds.
+  double lease_s() const { return lease_s_; }
+  /// @return false once the connection failed (see the class comment).
+  bool connected() const;
+
+  /// Sends `request` (its id is assigned here) and waits for its response; an error response is a
+  /// Response with error set, not a failed Result. Power events that arrive meanwhile are queued for
+  /// next_power_event(). @return kIo for a lost connection or a timeout, kParse for a malformed answer.
+  Result<daemon_protocol::Response> send(daemon_protocol::Request request);
+
+  /// As send(), but an error response becomes the Error, its message prefixed with "joule daemon: ".
+  /// @return the response's result object.
+  Result<nlohmann::json> call(daemon_protocol::Request request);
+
+  /// Subscribes to power samples of `gpus` (daemon indices; nullopt: all) every `period_ms`.
+  /// @return the stream id.
+  Result<uint64_t> stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms);
+  /// Ends a subscription; queued events of that stream are dropped, and no later one arrives.
+  Result<void> cancel_stream(uint64_t stream);
+  /// @return the next power event, waiting at most `timeout`; nullopt on timeout. Errors as send().
+  Result<std::optional<daemon_protocol::PowerEvent>> next_power_event(Nanos timeout);
+
+ private:
+  DaemonClient(std::string socket_path, int fd, DaemonClientOptions options);
+  // The next line from the daemon, waiting until `deadline` (steady clock). Needs request_mutex_.
+  Result<std::string> read_line_locked(std::chrono::steady_clock::time_point deadline);
+  Result<void> write_locked(const std::string& line);
+  Error break_connection_locked(const Error& error);
+  void queue_event_locked(const daemon_protocol::PowerEvent& event);
+  void renew_loop();
+
+  std::string socket_path_;
+  DaemonClientOptions options_;
+  nlohmann::json hello_;
+  double lease_s_ = 0;
+
+  mutable std::mutex request_mutex_;  // one request on the wire at a time; guards everything below
+  int fd_ = -1;
+  std::string buffer_;  // bytes read but not yet split into lines
+  std::deque<daemon_protocol::PowerEvent> events_;
+  uint64_t next_id_ = 1;
+  std::optional<Error> broken_;
+
+  std::mutex renew_mutex_;
+  std::condition_variable renew_wake_;
+  bool stopping_ = false;  // guarded by renew_mutex_
+  std::thread renew_thread_;
+};
+
+}  // namespace joule::device
