@@ -14,9 +14,9 @@ namespace {
 constexpr int64_t kMaxEpochsPerReport = 1000;
 
 const prometheus::Histogram::BucketBoundaries& latency_buckets() {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+  static const prometheus::Histogram::BucketBoundaries buckets = {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-  return kBuckets;
+  return buckets;
 }
 
 metrics::WindowMetricsOptions epoch_options() {
