@@ -99,6 +99,23 @@ def convert(path):
             out_changed += 1
             i += 1
             continue
+        # Form: if (auto x = EXPR…      (EXPR over several lines)
+        #           !x) {  return …;  }
+        m = re.match(r'^(\s*)if \((?:const )?auto (\w+) = (.*)$', line)
+        if m and not line.rstrip().endswith('{'):
+            name, end = m.group(2), None
+            for j in range(i + 1, min(i + 12, len(lines))):
+                if re.match(r'^\s*!' + re.escape(name) + r'\) \{$', lines[j]):
+                    end = j
+                    break
+            if end is not None and end + 2 < len(lines) and ret_re(name).search(lines[end + 1]) and \
+                    lines[end + 2].strip() == '}':
+                expr = '\n'.join([m.group(3)] + lines[i + 1:end]).rstrip()
+                if expr.endswith(';'):
+                    lines[i:end + 3] = f'{m.group(1)}JOULE_TRY({expr[:-1]});'.split('\n')
+                    out_changed += 1
+                    i += 1
+                    continue
         m = re.match(r'^(\s*)if \(!(\w+)\) \{$', line)
         if not (m and i + 2 < len(lines) and ret_re(m.group(2)).search(lines[i + 1]) and lines[i + 2].strip() == '}'):
             i += 1

@@ -320,10 +320,7 @@ Result<std::unique_ptr<Simulator::Session>> Simulator::start(const Job& job) con
                                                       rng::Generator(options_.seed)});
   session->result.job = job;
   session->result.max_power_w = trace_.max_power_limit_w();
-  if (auto registered = session->batch_size_policy->register_job(job, session->rows.feasible_batch_sizes);
-      !registered) {
-    return tl::make_unexpected(registered.error());
-  }
+  JOULE_TRY(session->batch_size_policy->register_job(job, session->rows.feasible_batch_sizes));
   return session;
 }
 
@@ -449,10 +446,7 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
   });
   for (const GroupSubmission& submission : ordered) {
     JOULE_TRY(reap(submission.start_time));
-    if (auto launched = launch(submission.start_time, submission.end_time, submission.runtime_ratio);
-        !launched) {
-      return tl::make_unexpected(launched.error());
-    }
+    JOULE_TRY(launch(submission.start_time, submission.end_time, submission.runtime_ratio));
   }
   JOULE_TRY(reap(kInfinity));
   result.recurrences = recurrence;
@@ -510,10 +504,7 @@ Result<SimulationResult> Simulator::simulate(const Job& job) const {
       }
       if (outcome->energy_j == 0 && outcome->time_s == 0 && !outcome->reached) {
         // Not even one epoch fits under the bound: the try never ran. The policy learns it as a failure.
-        if (auto observed = batch_size_policy->observe(job, batch_size, 100 * beta * min_cost, false);
-            !observed) {
-          return tl::make_unexpected(observed.error());
-        }
+        JOULE_TRY(batch_size_policy->observe(job, batch_size, 100 * beta * min_cost, false));
         continue;
       }
       if (!outcome->reached && recurrence == 0) {

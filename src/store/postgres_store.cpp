@@ -274,12 +274,9 @@ Result<int> migrate(pg::Connection& connection, const std::string& description, 
   JOULE_TRY(command("BEGIN"));
   auto migrated = [&]() -> Result<int> {
     JOULE_TRY(command(kLockMigrations));
-    if (auto created = step(connection.execute_script(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-            "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"));
-        !created) {
-      return tl::make_unexpected(created.error());
-    }
+    JOULE_TRY(step(connection.execute_script(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")));
     auto rows = JOULE_TRY(command("SELECT coalesce(max(version), 0) FROM schema_migrations"));
     int version = 0;
     const auto text = rows.text(0, 0);
@@ -296,10 +293,7 @@ Result<int> migrate(pg::Connection& connection, const std::string& description, 
             applied.error().with_context(fmt::format("schema migration {}", migration.version)));
       }
       const std::string number = std::to_string(migration.version);
-      if (auto recorded = command("INSERT INTO schema_migrations (version) VALUES ($1)", {number});
-          !recorded) {
-        return tl::make_unexpected(recorded.error());
-      }
+      JOULE_TRY(command("INSERT INTO schema_migrations (version) VALUES ($1)", {number}));
     }
     JOULE_TRY(command("COMMIT"));
     return kSchemaVersion;

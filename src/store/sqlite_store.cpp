@@ -284,12 +284,10 @@ class RollbackGuard {
 Result<int> migrate(sqlite::Connection& connection) {
   JOULE_TRY(execute_cached(connection, kBegin));
   RollbackGuard guard(connection);
-  if (auto created = connection.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER "
-                                        "PRIMARY KEY, applied_at TEXT NOT NULL "
-                                        "DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
-      !created) {
-    return tl::make_unexpected(created.error());
-  }
+  JOULE_TRY(
+      connection.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER "
+                         "PRIMARY KEY, applied_at TEXT NOT NULL "
+                         "DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))"));
   int64_t version = 0;
   {
     auto statement =

@@ -54,22 +54,16 @@ class RocmGpu final : public Gpu {
     uint64_t counter = 0;
     float resolution_uj = 0;
     uint64_t timestamp_ns = 0;
-    if (auto ok = library_->check(
-            library_->fn().rsmi_dev_energy_count_get(device(), &counter, &resolution_uj, &timestamp_ns),
-            fmt::format("cannot read the energy counter of {}", label()));
-        !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(library_->check(
+        library_->fn().rsmi_dev_energy_count_get(device(), &counter, &resolution_uj, &timestamp_ns),
+        fmt::format("cannot read the energy counter of {}", label())));
     return static_cast<double>(counter) * static_cast<double>(resolution_uj);
   }
 
   Result<uint32_t> read_power_mw() const {
     uint64_t power_uw = 0;
-    if (auto ok = library_->check(library_->fn().rsmi_dev_power_ave_get(device(), kPowerSensor, &power_uw),
-                                  fmt::format("cannot read the power of {}", label()));
-        !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(library_->check(library_->fn().rsmi_dev_power_ave_get(device(), kPowerSensor, &power_uw),
+                              fmt::format("cannot read the power of {}", label())));
     return uw_to_mw(power_uw);
   }
 
@@ -87,30 +81,21 @@ class RocmGpu final : public Gpu {
     uint64_t max_uw = 0;
     uint64_t min_uw = 0;
     const auto& fn = library_->fn();
-    if (auto ok = library_->check(fn.rsmi_dev_power_cap_range_get(device(), kPowerSensor, &max_uw, &min_uw),
-                                  fmt::format("cannot read the power cap range of {}", label()));
-        !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(library_->check(fn.rsmi_dev_power_cap_range_get(device(), kPowerSensor, &max_uw, &min_uw),
+                              fmt::format("cannot read the power cap range of {}", label())));
     // Boards and releases without a default cap ship with the cap at its maximum.
     uint64_t default_uw = max_uw;
     if (fn.rsmi_dev_power_cap_default_get != nullptr) {
-      if (auto ok = library_->check(fn.rsmi_dev_power_cap_default_get(device(), &default_uw),
-                                    fmt::format("cannot read the default power cap of {}", label()));
-          !ok) {
-        return tl::make_unexpected(ok.error());
-      }
+      JOULE_TRY(library_->check(fn.rsmi_dev_power_cap_default_get(device(), &default_uw),
+                                fmt::format("cannot read the default power cap of {}", label())));
     }
     return PowerLimitConstraints{uw_to_mw(min_uw), uw_to_mw(max_uw), uw_to_mw(default_uw)};
   }
 
   Result<uint32_t> do_power_limit_mw() override {
     uint64_t cap_uw = 0;
-    if (auto ok = library_->check(library_->fn().rsmi_dev_power_cap_get(device(), kPowerSensor, &cap_uw),
-                                  fmt::format("cannot read the power cap of {}", label()));
-        !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(library_->check(library_->fn().rsmi_dev_power_cap_get(device(), kPowerSensor, &cap_uw),
+                              fmt::format("cannot read the power cap of {}", label())));
     return uw_to_mw(cap_uw);
   }
 
@@ -123,12 +108,9 @@ class RocmGpu final : public Gpu {
 
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
     smi::Frequencies frequencies{};
-    if (auto ok = library_->check(
-            library_->fn().rsmi_dev_gpu_clk_freq_get(device(), smi::ClkType::kSys, &frequencies),
-            fmt::format("cannot read the supported SM clocks of {}", label()));
-        !ok) {
-      return tl::make_unexpected(ok.error());
-    }
+    JOULE_TRY(
+        library_->check(library_->fn().rsmi_dev_gpu_clk_freq_get(device(), smi::ClkType::kSys, &frequencies),
+                        fmt::format("cannot read the supported SM clocks of {}", label())));
     const size_t count = std::min<size_t>(frequencies.num_supported, smi::kMaxNumFrequencies);
     std::vector<uint32_t> clocks_mhz;
     for (size_t i = 0; i < count; ++i) {
