@@ -313,6 +313,8 @@ struct Simulator::Session {
 Result<std::unique_ptr<Simulator::Session>> Simulator::start(const Job& job) const {
   JOULE_TRY(validate(options_));
   auto indexed = JOULE_TRY(index_job(trace_, job));
+  // Session is an aggregate, which make_unique cannot brace-initialise.
+  // NOLINTNEXTLINE(modernize-make-unique)
   auto session = std::unique_ptr<Session>(new Session{std::move(indexed),
                                                       {},
                                                       batch_size_policy_->clone(),
@@ -392,6 +394,7 @@ Result<SimulationResult> Simulator::simulate_group(const Job& job,
                        [&](size_t a, size_t b) { return running[a].end_time < running[b].end_time; });
       bool resubmitted = false;
       std::vector<Running> finished;
+      finished.reserve(ended.size());
       for (const size_t index : ended) {
         finished.push_back(running[index]);
       }
