@@ -209,11 +209,9 @@ class SettingsGuardSignals : public ::testing::TestWithParam<int> {};
 TEST_P(SettingsGuardSignals, RestoreThenDieOfTheSignal) {
   const int signal_number = GetParam();
   test::SettingsGuardHelper helper;
-  test::Process child(helper.argv("guard", "wait"));
-  ASSERT_TRUE(child.wait_for_output(std::chrono::seconds(20))) << child.err_so_far();
-  child.signal(signal_number);
-  const auto result = child.wait();
-  EXPECT_EQ(result.exit_code, 128 + signal_number) << result.err;
+  const auto result = helper.end_with_signal("guard", signal_number);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->exit_code, 128 + signal_number) << result->err;
   EXPECT_EQ(helper.lines(), concat(changed(), restored()));
 }
 

@@ -195,11 +195,9 @@ void expect_chase_changed_and_restored(const std::vector<std::string>& lines) {
 
 TEST(ChaseControllerChild, SigtermRestoresTheLimit) {
   test::SettingsGuardHelper helper;
-  test::Process child(helper.argv("chase", "wait"));
-  ASSERT_TRUE(child.wait_for_output(std::chrono::seconds(20))) << child.err_so_far();
-  child.signal(SIGTERM);
-  const auto result = child.wait();
-  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  const auto result = helper.end_with_signal("chase", SIGTERM);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->exit_code, 128 + SIGTERM) << result->err;
   expect_chase_changed_and_restored(helper.lines());
 }
 

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "plan/profile_rows.hpp"
 #include "test_util.hpp"
 
 namespace joule::plan {
@@ -15,24 +16,6 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-// Two stages, two clocks, as JSON rows.
-json small_rows() {
-  json rows = json::array();
-  for (int stage = 0; stage < 2; ++stage) {
-    for (const char* instruction : {"forward", "backward"}) {
-      for (const int mhz : {1000, 1400}) {
-        const double time = (instruction[0] == 'f' ? 0.01 : 0.02) * 1400.0 / mhz * (stage + 1);
-        rows.push_back({{"stage", stage},
-                        {"instruction", instruction},
-                        {"frequency_mhz", mhz},
-                        {"time_s", time},
-                        {"energy_j", time * mhz / 10}});
-      }
-    }
-  }
-  return rows;
-}
 
 std::string error_of(const json& rows, int64_t stages = 2) {
   const auto parsed = profile_from_rows(rows, stages);
@@ -63,7 +46,7 @@ TEST(ProfileCodec, CsvIsCanonicalAndReadsBack) {
 }
 
 TEST(ProfileCodec, RowsInAnyOrderGiveTheSameCanonicalCsv) {
-  const json rows = small_rows();
+  const json rows = test::small_profile_rows();
   json reversed = json::array();
   for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
     reversed.push_back(*it);
@@ -75,40 +58,40 @@ TEST(ProfileCodec, RowsInAnyOrderGiveTheSameCanonicalCsv) {
 }
 
 TEST(ProfileCodec, BadRowsNameTheRowAndField) {
-  json not_object = small_rows();
+  json not_object = test::small_profile_rows();
   not_object[1] = 3;
   EXPECT_THAT(error_of(not_object), HasSubstr("rows[1]: must be an object"));
-  json missing = small_rows();
+  json missing = test::small_profile_rows();
   missing[2].erase("energy_j");
   EXPECT_EQ(error_of(missing), "rows[2].energy_j: field required");
-  json bad_stage = small_rows();
+  json bad_stage = test::small_profile_rows();
   bad_stage[0]["stage"] = 7;
   EXPECT_THAT(error_of(bad_stage), HasSubstr("rows[0].stage: must be an integer in [0, 2), got "));
-  json bad_instruction = small_rows();
+  json bad_instruction = test::small_profile_rows();
   bad_instruction[0]["instruction"] = 5;
   EXPECT_THAT(error_of(bad_instruction),
               HasSubstr("rows[0].instruction: must be \"forward\" or \"backward\""));
   bad_instruction[0]["instruction"] = "sideways";
   EXPECT_THAT(error_of(bad_instruction), HasSubstr("rows[0].instruction: "));
-  json bad_frequency = small_rows();
+  json bad_frequency = test::small_profile_rows();
   bad_frequency[0]["frequency_mhz"] = 0;
   EXPECT_THAT(error_of(bad_frequency), HasSubstr("rows[0].frequency_mhz: must be a positive integer"));
   bad_frequency[0]["frequency_mhz"] = int64_t{1} << 33;
   EXPECT_THAT(error_of(bad_frequency), HasSubstr("rows[0].frequency_mhz: must be a positive integer"));
-  json bad_time = small_rows();
+  json bad_time = test::small_profile_rows();
   bad_time[0]["time_s"] = "fast";
   EXPECT_THAT(error_of(bad_time), HasSubstr("rows[0].time_s: must be a number"));
   // Valid rows, invalid profile: Profile::from_options() decides.
-  json missing_row = small_rows();
+  json missing_row = test::small_profile_rows();
   missing_row.erase(missing_row.begin());
   EXPECT_EQ(profile_from_rows(missing_row, 2).error().code(), ErrorCode::kInvalidArgument);
-  json negative = small_rows();
+  json negative = test::small_profile_rows();
   negative[0]["time_s"] = -1;
   EXPECT_FALSE(profile_from_rows(negative, 2));
 }
 
 TEST(ProfileCodec, UploadsAsCsvOrJson) {
-  const json rows = small_rows();
+  const json rows = test::small_profile_rows();
   const std::string canonical = profile_csv(value_or_throw(profile_from_rows(rows, 2)));
   // CSV text, by content type or by its first character.
   EXPECT_EQ(profile_csv(value_or_throw(parse_profile_upload(canonical, "text/csv", 2))), canonical);

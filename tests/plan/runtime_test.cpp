@@ -247,11 +247,9 @@ std::vector<std::string> locked_then_reset() {
 
 TEST(FrequencyControllerChild, SigtermResetsTheClock) {
   test::SettingsGuardHelper helper;
-  test::Process child(helper.argv("frequency", "wait"));
-  ASSERT_TRUE(child.wait_for_output(std::chrono::seconds(20))) << child.err_so_far();
-  child.signal(SIGTERM);
-  const auto result = child.wait();
-  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  const auto result = helper.end_with_signal("frequency", SIGTERM);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->exit_code, 128 + SIGTERM) << result->err;
   EXPECT_EQ(helper.lines(), locked_then_reset());
 }
 

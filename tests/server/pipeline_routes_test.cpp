@@ -11,6 +11,7 @@
 #include "joule/plan/planner.hpp"
 #include "joule/server/service.hpp"
 
+#include "plan/profile_rows.hpp"
 #include "server/server_test_util.hpp"
 #include "test_util.hpp"
 
@@ -225,19 +226,7 @@ TEST_F(PipelineRoutesTest, ProfilesAsJsonRowsAndBadProfiles) {
   ASSERT_EQ(call("POST", "/pipelines", json({{"pipeline_id", id}, {"stages", 2}, {"microbatches", 2}}).dump())
                 .status,
             201);
-  json rows = json::array();
-  for (int stage = 0; stage < 2; ++stage) {
-    for (const char* instruction : {"forward", "backward"}) {
-      for (const int mhz : {1000, 1400}) {
-        const double time = (instruction[0] == 'f' ? 0.01 : 0.02) * 1400.0 / mhz * (stage + 1);
-        rows.push_back({{"stage", stage},
-                        {"instruction", instruction},
-                        {"frequency_mhz", mhz},
-                        {"time_s", time},
-                        {"energy_j", time * mhz / 10}});
-      }
-    }
-  }
+  json rows = test::small_profile_rows();
   const Response uploaded = call("PUT", "/pipelines/" + id + "/profile", json({{"rows", rows}}).dump());
   ASSERT_EQ(uploaded.status, 200) << uploaded.body;
   EXPECT_EQ(parsed(uploaded)["frequencies_mhz"], json({1400, 1000}));
