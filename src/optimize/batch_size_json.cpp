@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/json_fields.hpp"
 #include "joule/optimize/batch_size.hpp"
 
 #include "optimize/batch_size_internal.hpp"
@@ -22,104 +23,16 @@ using nlohmann::json;
 
 constexpr std::string_view kStateFormat = "joule.optimize.batch_size.job";
 
-// Parsing throws this internally; the public entry points turn it into a Result.
+// Zeus's wire objects are read with pydantic's wording (joule/core/json_fields.hpp).
+using Reader = JsonFields;
+
 [[noreturn]] void bad(ErrorCode code, const std::string& where, std::string_view message) {
-  throw Exception(code, where.empty() ? std::string(message) : fmt::format("{}: {}", where, message));
+  throw_json_field_error(code, where, message);
 }
 
-// Reads the fields of one JSON object; every error names the field's path (e.g. "trials[2].status") and uses
-// pydantic's wording where Zeus's API would.
-class Reader {
- public:
-  Reader(const json& value, std::string path, ErrorCode code)
-      : object_(value), path_(std::move(path)), code_(code) {
-    if (!object_.is_object()) {
-      bad(code_, path_, "value is not a valid dict");
-    }
-  }
-
-  std::string where(std::string_view key) const {
-    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  }
-  ErrorCode code() const { return code_; }
-
-  // @return the value, or nullptr if the key is absent.
-  const json* find(std::string_view key) const {
-    const auto it = object_.find(key);
-    return it == object_.end() ? nullptr : &*it;
-  }
-  const json& require(std::string_view key) const {
-    const json* value = find(key);
-    if (value == nullptr) {
-      bad(code_, where(key), "field required");
-    }
-    return *value;
-  }
-  // @return the value, or nullptr if it is absent or null (an optional field left unset).
-  const json* optional(std::string_view key) const {
-    const json* value = find(key);
-    return value == nullptr || value->is_null() ? nullptr : value;
-  }
-
-  int64_t integer(std::string_view key) const { return to_integer(require(key), where(key)); }
-  double number(std::string_view key) const { return to_number(require(key), where(key)); }
-  bool boolean(std::string_view key) const { return to_boolean(require(key), where(key)); }
-  std::string string(std::string_view key) const { return to_string_value(require(key), where(key)); }
-
-  int64_t to_integer(const json& value, const std::string& at) const {
-    if (value.is_number_integer() && !value.is_number_unsigned()) {
-      return value.get<int64_t>();
-    }
-    if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
-      return static_cast<int64_t>(value.get<uint64_t>());
-    }
-    if (value.is_null()) {
-      bad(code_, at, "none is not an allowed value");
-    }
-    bad(code_, at, "value is not a valid integer");
-  }
-  double to_number(const json& value, const std::string& at) const {
-    if (value.is_number()) {
-      return value.get<double>();
-    }
-    if (value.is_null()) {
-      bad(code_, at, "none is not an allowed value");
-    }
-    bad(code_, at, "value is not a valid float");
-  }
-  bool to_boolean(const json& value, const std::string& at) const {
-    if (value.is_boolean()) {
-      return value.get<bool>();
-    }
-    if (value.is_null()) {
-      bad(code_, at, "none is not an allowed value");
-    }
-    bad(code_, at, "value could not be parsed to a boolean");
-  }
-  std::string to_string_value(const json& value, const std::string& at) const {
-    if (value.is_string()) {
-      return value.get<std::string>();
-    }
-    if (value.is_null()) {
-      bad(code_, at, "none is not an allowed value");
-    }
-    bad(code_, at, "str type expected");
-  }
-
- private:
-  const json& object_;
-  std::string path_;
-  ErrorCode code_;
-};
-
-// Runs `parse` and turns a thrown Exception into the Result's error.
 template <class T, class Parse>
 Result<T> catching(Parse&& parse) {
-  try {
-    return parse();
-  } catch (const Exception& e) {
-    return tl::make_unexpected(e.error());
-  }
+  return catch_json_fields<T>(std::forward<Parse>(parse));
 }
 
 // Non-finite doubles (an arm's infinite precision) as strings: JSON has no number for them, and nlohmann

@@ -183,6 +183,17 @@ void SucceededCache::erase_job(const std::string& job_id) {
   entries_.erase_if([&](const std::pair<std::string, int64_t>& key) { return key.first == job_id; });
 }
 
+std::shared_ptr<const plan::LivePlan> LivePlanCache::find(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  const auto* found = entries_.find(key);
+  return found == nullptr ? nullptr : *found;
+}
+
+void LivePlanCache::put(const std::string& key, std::shared_ptr<const plan::LivePlan> plan) {
+  std::lock_guard lock(mutex_);
+  entries_.put(key, std::move(plan));
+}
+
 std::shared_ptr<const CachedFrontier> FrontierCache::find(const std::string& token) {
   std::lock_guard lock(mutex_);
   const auto* found = entries_.find(token);
@@ -239,7 +250,8 @@ Service::Impl::Impl(store::Store& store_ref, const ServiceOptions& service_optio
       clock(service_options.clock != nullptr ? *service_options.clock : SteadyClock::instance()),
       frontiers(service_options.frontier_cache_entries),
       jobs(service_options.job_cache_entries),
-      succeeded(service_options.job_cache_entries) {}
+      succeeded(service_options.job_cache_entries),
+      live_plans(service_options.frontier_cache_entries) {}
 
 Response Service::Impl::transact(const Request& request, const detail::Work& work) {
   std::optional<Response> response;
@@ -419,6 +431,21 @@ Response Service::handle(const Request& request) {
     }
     if (path == "/trials") {
       return method == "PATCH" ? impl_->end_trial(request) : method_not_allowed();
+    }
+    // Zeus's pipeline frequency optimizer server (zeus/optimizer/pipeline_frequency/server/router.py).
+    for (const std::string_view route : {"/register_job", "/info"}) {
+      if (path == route) {
+        return impl_->live_route(request, route, "");
+      }
+    }
+    for (const std::string_view route : {"/register_rank/", "/schedule/", "/result/"}) {
+      if (path.starts_with(route)) {
+        const std::string job_id = path.substr(route.size());
+        if (job_id.empty() || job_id.find('/') != std::string::npos) {
+          return not_found();
+        }
+        return impl_->live_route(request, route, job_id);
+      }
     }
     if (path == "/pipelines") {
       return method == "POST" ? impl_->register_pipeline(request) : method_not_allowed();

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "joule/core/clock.hpp"
+#include "joule/plan/live.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/store/store.hpp"
 
@@ -80,6 +81,20 @@ struct ServiceOptions {
   /// Called once per applied (committed, not replayed) report that advances its trial's epoch, after the
   /// commit, on the request's thread (e.g. ServerMetrics::observe_epoch). Must not throw.
   std::function<void(const EpochReport&)> on_epoch_report;
+
+  // Zeus's pipeline frequency optimizer routes (/register_job, /register_rank, /schedule, /result).
+  /// The live scheduler's knobs for every job.
+  plan::LiveOptions live;
+  /// Microbatches per iteration for jobs that do not say (Zeus's JobInfo has no such field); 0: a job must
+  /// send `num_microbatches`.
+  int live_default_microbatches = 0;
+  /// A measured profile (canonical CSV) every job starts from instead of profiling; nullopt: profile each.
+  std::optional<std::string> live_profile_csv;
+  /// How long GET /schedule waits for the other ranks (to register, or to report the round) before 409.
+  std::chrono::milliseconds live_schedule_wait{std::chrono::minutes(10)};
+  /// Ranks that may wait in GET /schedule at once, across jobs: each waits on a request thread, so this
+  /// must stay below the server's threads (joule serve sets threads − 1). Also the largest world_size.
+  int live_max_waiting = 15;
 };
 
 /// The optimizer service: Zeus's batch-size optimizer routes, operator routes and the pipeline planner
