@@ -8,6 +8,7 @@
 
 #include "joule/core/log.hpp"
 #include "joule/metrics/http_listener.hpp"
+#include "joule/plan/profile_codec.hpp"
 #include "joule/server/http_server.hpp"
 #include "joule/server/metrics.hpp"
 #include "joule/server/service.hpp"
@@ -28,6 +29,13 @@ struct ServeFlags {
   int64_t max_open_trials = server::ServiceOptions().max_open_trials;
   int64_t response_ttl_s = server::ServiceOptions().response_ttl.count();
   int db_connections = 0;
+  // Zeus's pipeline frequency optimizer (docs/perseus-live.md).
+  int pfo_microbatches = 0;
+  std::string pfo_profile;
+  int pfo_round_iterations = plan::LiveOptions().planned_round_iterations;
+  int pfo_profile_samples = plan::LiveOptions().profile_samples;
+  double pfo_blocking_w = plan::LiveOptions().default_p_blocking_w;
+  double pfo_schedule_wait_s = 600;
 };
 
 int run_serve(const ServeFlags& flags) {
@@ -55,6 +63,18 @@ int run_serve(const ServeFlags& flags) {
   service_options.on_epoch_report = [metrics](const server::EpochReport& report) {
     metrics->observe_epoch(report);
   };
+  service_options.live.planned_round_iterations = flags.pfo_round_iterations;
+  service_options.live.profile_samples = flags.pfo_profile_samples;
+  service_options.live.default_p_blocking_w = flags.pfo_blocking_w;
+  service_options.live_default_microbatches = flags.pfo_microbatches;
+  service_options.live_schedule_wait =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.pfo_schedule_wait_s * 1000));
+  // Every rank of a job waits for its schedule on a request thread: one thread stays free for the reports.
+  service_options.live_max_waiting = static_cast<int>(flags.threads) - 1;
+  if (!flags.pfo_profile.empty()) {
+    const plan::Profile profile = value_or_throw(plan::Profile::read(flags.pfo_profile));
+    service_options.live_profile_csv = plan::profile_csv(profile);
+  }
   server::Service service(database, service_options);
   server::HttpServerOptions options;
   options.metrics = metrics;
@@ -122,6 +142,43 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    "Most database connections at once (PostgreSQL; default: the store's)")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
+  command
+      ->add_option("--pfo-microbatches", flags->pfo_microbatches,
+                   "Microbatches per iteration of pipeline-frequency jobs that do not send num_microbatches "
+                   "(Zeus's client does not; default: required from the job)")
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("M");
+  command
+      ->add_option("--pfo-profile", flags->pfo_profile,
+                   "A measured pipeline profile (CSV: stage,instruction,frequency_mhz,time_s,energy_j) that "
+                   "every pipeline-frequency job starts from instead of profiling")
+      ->option_text("FILE");
+  command
+      ->add_option(
+          "--pfo-round-iterations", flags->pfo_round_iterations,
+          fmt::format("Iterations between two reports of a planned pipeline-frequency job (default {})",
+                      flags->pfo_round_iterations))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      ->add_option(
+          "--pfo-profile-samples", flags->pfo_profile_samples,
+          fmt::format("Computations measured per stage, instruction and clock while profiling (default {})",
+                      flags->pfo_profile_samples))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      ->add_option("--pfo-blocking-w", flags->pfo_blocking_w,
+                   fmt::format("Power of a GPU waiting on its neighbours when profiling cannot measure it, W "
+                               "(default {})",
+                               flags->pfo_blocking_w))
+      ->check(number(NumberRule::non_negative()))
+      ->option_text("W");
+  command
+      ->add_option("--pfo-schedule-wait-s", flags->pfo_schedule_wait_s,
+                   "How long GET /schedule waits for the other ranks before 409 (default 600)")
+      ->check(number(NumberRule::non_negative()))
+      ->option_text("S");
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }
 
