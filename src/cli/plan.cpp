@@ -11,6 +11,7 @@
 #include "joule/core/file.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
+#include "joule/plan/runtime.hpp"
 #include "joule/plan/timeline_plot.hpp"
 #include "joule/viz/frontier_plot.hpp"
 
@@ -35,7 +36,161 @@ struct PlanFlags {
   std::string plan_out;
   std::string plot;
   std::string timeline;
+  int execute = 0;      // iterations to run the chosen plan on simulated GPUs (0: none)
+  std::string plan_in;  // run this plan (plan_io.hpp JSON) instead of planning
 };
+
+// What `--execute N` measured: N iterations of the plan on one simulated GPU per stage.
+struct Execution {
+  int iterations = 0;
+  plan::PlanCost planned;
+  std::vector<double> planned_stage_end_s;  // per stage: when its last computation ends, s
+  std::vector<double> planned_stage_energy_j;
+  // Measured, averaged over the iterations.
+  double time_s = 0;
+  double energy_j = 0;
+  std::vector<double> stage_end_s;
+  std::vector<double> stage_energy_j;
+  size_t clock_locks = 0;  // over all iterations and stages
+};
+
+Execution execute_plan(const plan::PipelineDag& dag, const plan::Profile& profile,
+                       const plan::FrequencyPlan& chosen, double p_blocking_w, int iterations) {
+  Execution execution;
+  execution.iterations = iterations;
+  auto executor = value_or_throw(plan::PipelineExecutor::create(dag, profile, p_blocking_w));
+  const auto stages = static_cast<size_t>(dag.stages);
+  const auto stage_end = [&](const plan::Timeline& timeline) {
+    std::vector<double> end_s(stages, 0.0);
+    for (size_t stage = 0; stage < stages; ++stage) {
+      for (const int node : dag.stage_order[stage]) {
+        end_s[stage] = std::max(end_s[stage], timeline.end_s[static_cast<size_t>(node)]);
+      }
+    }
+    return end_s;
+  };
+  execution.stage_end_s.assign(stages, 0.0);
+  execution.stage_energy_j.assign(stages, 0.0);
+  for (int iteration = 0; iteration < iterations; ++iteration) {
+    const plan::IterationMeasurement measured = value_or_throw(executor.run_iteration(chosen));
+    if (iteration == 0) {
+      execution.planned = measured.predicted;
+      execution.planned_stage_energy_j = measured.predicted_stage_energy_j;
+      std::vector<double> times_s;
+      for (size_t node = 0; node < dag.computations.size(); ++node) {
+        times_s.push_back(
+            value_or_throw(plan::option_at(profile, dag.computations[node], chosen[node])).time_s);
+      }
+      execution.planned_stage_end_s = stage_end(plan::schedule_times(dag, times_s));
+    }
+    const std::vector<double> end_s = stage_end(measured.timeline);
+    for (size_t stage = 0; stage < stages; ++stage) {
+      execution.stage_end_s[stage] += end_s[stage] / iterations;
+      execution.stage_energy_j[stage] += measured.stage_energy_j[stage] / iterations;
+      execution.clock_locks += measured.clock_locks[stage];
+    }
+    execution.time_s += measured.time_s / iterations;
+    execution.energy_j += measured.energy_j / iterations;
+  }
+  return execution;
+}
+
+double relative_error(double measured, double planned) {
+  return planned == 0 ? 0 : (measured - planned) / planned;
+}
+
+nlohmann::json execution_json(const Execution& execution) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t stage = 0; stage < execution.stage_end_s.size(); ++stage) {
+    stages.push_back({{"stage", stage},
+                      {"planned_end_s", execution.planned_stage_end_s[stage]},
+                      {"measured_end_s", execution.stage_end_s[stage]},
+                      {"planned_energy_j", execution.planned_stage_energy_j[stage]},
+                      {"measured_energy_j", execution.stage_energy_j[stage]}});
+  }
+  return {{"iterations", execution.iterations},
+          {"planned", {{"time_s", execution.planned.time_s}, {"energy_j", execution.planned.energy_j}}},
+          {"measured", {{"time_s", execution.time_s}, {"energy_j", execution.energy_j}}},
+          {"time_error", relative_error(execution.time_s, execution.planned.time_s)},
+          {"energy_error", relative_error(execution.energy_j, execution.planned.energy_j)},
+          {"clock_locks", execution.clock_locks},
+          {"stages", stages}};
+}
+
+void print_execution_csv(const Execution& execution) {
+  std::ostringstream out;
+  csv::write_row(out, {"stage", "planned_end_s", "measured_end_s", "planned_energy_j", "measured_energy_j"});
+  for (size_t stage = 0; stage < execution.stage_end_s.size(); ++stage) {
+    csv::write_row(out, {std::to_string(stage), csv::format_exact(execution.planned_stage_end_s[stage]),
+                         csv::format_exact(execution.stage_end_s[stage]),
+                         csv::format_exact(execution.planned_stage_energy_j[stage]),
+                         csv::format_exact(execution.stage_energy_j[stage])});
+  }
+  csv::write_row(out,
+                 {"all", csv::format_exact(execution.planned.time_s), csv::format_exact(execution.time_s),
+                  csv::format_exact(execution.planned.energy_j), csv::format_exact(execution.energy_j)});
+  std::cout << out.str();
+}
+
+void print_execution_text(const Execution& execution) {
+  std::cout << fmt::format(
+      "\nExecuted on simulated GPUs ({} iteration{}; one GPU per stage, clocks locked per computation, "
+      "energy "
+      "from the GPUs' counters):\n",
+      execution.iterations, execution.iterations == 1 ? "" : "s");
+  std::cout << fmt::format("  {:>5}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>8}\n", "stage", "planned end",
+                           "measured", "error", "planned J", "measured J", "error");
+  for (size_t stage = 0; stage < execution.stage_end_s.size(); ++stage) {
+    std::cout << fmt::format(
+        "  {:>5}  {:>10.4f} s  {:>10.4f} s  {:>+7.3f}%  {:>12.3f}  {:>12.3f}  {:>+7.3f}%\n", stage,
+        execution.planned_stage_end_s[stage], execution.stage_end_s[stage],
+        relative_error(execution.stage_end_s[stage], execution.planned_stage_end_s[stage]) * 100,
+        execution.planned_stage_energy_j[stage], execution.stage_energy_j[stage],
+        relative_error(execution.stage_energy_j[stage], execution.planned_stage_energy_j[stage]) * 100);
+  }
+  std::cout << fmt::format(
+      "  {:>5}  {:>10.4f} s  {:>10.4f} s  {:>+7.3f}%  {:>12.3f}  {:>12.3f}  {:>+7.3f}%\n", "all",
+      execution.planned.time_s, execution.time_s,
+      relative_error(execution.time_s, execution.planned.time_s) * 100, execution.planned.energy_j,
+      execution.energy_j, relative_error(execution.energy_j, execution.planned.energy_j) * 100);
+  std::cout << fmt::format("  {} SM clock locks over {} iteration{} (a lock only where the clock changes)\n",
+                           execution.clock_locks, execution.iterations, execution.iterations == 1 ? "" : "s");
+}
+
+// `--plan-in FILE`: a saved plan, evaluated on the profile and (with --execute) run; no planning.
+int run_saved_plan(const PlanFlags& flags, const plan::PipelineDag& dag, const plan::Profile& profile) {
+  const std::string text = value_or_throw(read_text_file(flags.plan_in, read_limits::kPipelineProfile));
+  const auto document = nlohmann::json::parse(text, nullptr, false);
+  if (document.is_discarded()) {
+    throw Exception(ErrorCode::kParse, fmt::format("plan: --plan-in {}: not JSON", flags.plan_in));
+  }
+  auto saved = plan::plan_from_json(dag, document);
+  if (!saved) {
+    throw Exception(saved.error().with_context(fmt::format("plan: --plan-in {}", flags.plan_in)));
+  }
+  const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, profile, *saved, flags.p_blocking_w));
+  const int iterations = std::max(flags.execute, 1);
+  const Execution execution = execute_plan(dag, profile, *saved, flags.p_blocking_w, iterations);
+  switch (flags.format) {
+    case Format::kCsv:
+      print_execution_csv(execution);
+      break;
+    case Format::kJson:
+      std::cout << nlohmann::json({{"plan", flags.plan_in},
+                                   {"time_s", cost.time_s},
+                                   {"energy_j", cost.energy_j},
+                                   {"execution", execution_json(execution)}})
+                       .dump(2)
+                << "\n";
+      break;
+    case Format::kText:
+      std::cout << fmt::format("Plan {}: {:.4f} s, {:.2f} J per iteration on {} (blocking power {:g} W)\n",
+                               flags.plan_in, cost.time_s, cost.energy_j, flags.profile, flags.p_blocking_w);
+      print_execution_text(execution);
+      break;
+  }
+  return 0;
+}
 
 struct Chosen {
   size_t index = 0;
@@ -69,6 +224,9 @@ int run_plan(const PlanFlags& flags) {
     throw Exception(ErrorCode::kInvalidArgument,
                     fmt::format("plan: {} profiles {} stages, but --stages is {}", flags.profile,
                                 profile.stage_count(), flags.stages));
+  }
+  if (!flags.plan_in.empty()) {
+    return run_saved_plan(flags, dag, profile);
   }
   plan::PlannerOptions options;
   options.p_blocking_w = flags.p_blocking_w;
@@ -156,9 +314,17 @@ int run_plan(const PlanFlags& flags) {
         viz::save_svg(flags.timeline, plan::timeline_chart(dag, profile, point.knob, title).svg()));
   }
 
+  std::optional<Execution> execution;
+  if (flags.execute > 0) {
+    execution = execute_plan(dag, profile, point.knob, flags.p_blocking_w, flags.execute);
+  }
   const auto& points = frontier.points();
   switch (flags.format) {
     case Format::kCsv: {
+      if (execution) {
+        print_execution_csv(*execution);  // the frontier is in --format json
+        break;
+      }
       std::ostringstream out;
       csv::write_row(out, {"point", "time_s", "energy_j"});
       for (size_t i = points.size(); i-- > 0;) {
@@ -189,6 +355,9 @@ int run_plan(const PlanFlags& flags) {
            {{"point", points.size() - 1 - chosen.index},
             {"time_s", point.time_s},
             {"energy_j", point.energy_j}}}};
+      if (execution) {
+        out["execution"] = execution_json(*execution);
+      }
       if (chosen.target_time_s) {
         out["chosen"]["target_time_s"] = *chosen.target_time_s;
         out["chosen"]["energy_at_target_j"] = chosen.energy_at_target_j;
@@ -228,6 +397,9 @@ int run_plan(const PlanFlags& flags) {
         if (!path.empty()) {
           std::cout << fmt::format("  {} written to {}\n", flag, path);
         }
+      }
+      if (execution) {
+        print_execution_text(*execution);
       }
       break;
     }
@@ -289,6 +461,17 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
       ->add_option("--timeline", flags->timeline,
                    "Write one iteration of the chosen plan as an SVG Gantt chart")
       ->option_text("FILE.svg");
+  command
+      ->add_option("--execute", flags->execute,
+                   "Run N iterations of the chosen plan on simulated GPUs (one per stage) and print measured "
+                   "against planned time and energy per stage (--format csv: that table)")
+      ->check(number(NumberRule{.min = 1, .max = 1000, .integer = true}))
+      ->option_text("N");
+  command
+      ->add_option("--plan-in", flags->plan_in,
+                   "Check a saved plan (--plan-out's JSON) instead of planning: its time and energy on the "
+                   "profile, and one (or --execute N) iterations of it on simulated GPUs")
+      ->option_text("FILE.json");
   command->callback([&exit_code, flags] { exit_code = run_plan(*flags); });
 }
 

@@ -713,6 +713,48 @@ TEST(CliPlan, FrontierPlanPlotAndTimeline) {
   EXPECT_NE(text.out.find("no slowdown:"), std::string::npos) << text.out;
 }
 
+// --execute runs the chosen plan on simulated GPUs and compares it to the plan; --plan-in checks a saved one.
+TEST(CliPlan, ExecuteMeasuresThePlanOnSimulatedGpus) {
+  TempDir dir;
+  const std::string plan = dir.path() + "/plan.json";
+  const auto result = joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8",
+                             "--execute", "2", "--format", "json", "--plan-out", plan});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  const auto& execution = json["execution"];
+  EXPECT_EQ(execution["iterations"], 2);
+  EXPECT_NEAR(execution["planned"]["time_s"].get<double>(), json["chosen"]["time_s"].get<double>(), 1e-12);
+  // The simulated GPUs follow the profile: only the counters' 1 mJ and the clock's 1 ns remain.
+  EXPECT_LT(std::abs(execution["time_error"].get<double>()), 1e-6);
+  EXPECT_LT(std::abs(execution["energy_error"].get<double>()), 1e-5);
+  ASSERT_EQ(execution["stages"].size(), 4u);
+  EXPECT_GT(execution["clock_locks"].get<int>(), 8);
+  const auto text = joule(
+      {"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--plan-in", plan});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Executed on simulated GPUs (1 iteration;"), std::string::npos) << text.out;
+  const auto csv = joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8",
+                          "--plan-in", plan, "--execute", "3", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("stage,planned_end_s,measured_end_s,planned_energy_j,measured_energy_j\n0,", 0),
+            0u);
+  EXPECT_NE(csv.out.find("\nall,"), std::string::npos);
+  // A plan for another pipeline is refused, naming the file and the field.
+  const auto wrong = joule(
+      {"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "4", "--plan-in", plan});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("plan: --plan-in " + plan), std::string::npos) << wrong.err;
+  dir.write("plan.json", "{");
+  EXPECT_EQ(
+      joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--plan-in", plan})
+          .err,
+      "joule: error: plan: --plan-in " + plan + ": not JSON\n");
+  EXPECT_EQ(
+      joule({"plan", "--profile", kExampleProfile, "--stages", "4", "--microbatches", "8", "--execute", "0"})
+          .exit_code,
+      2);
+}
+
 TEST(CliPlan, BadInput) {
   TempDir dir;
   auto check = [](std::vector<std::string> args, int code, const std::string& message) {
