@@ -115,7 +115,7 @@ void straggler_replan(benchmark::State& state) {
     }
   };
   bool slow = false;
-  for (auto _ : state) {
+  while (state.KeepRunning()) {
     state.PauseTiming();
     slow = !slow;
     const double pace = slow ? 1.2 : 1.0;

@@ -399,7 +399,7 @@ Result<std::vector<IntensityPoint>> TraceSignal::forecast(int64_t horizon_s) {
 
 namespace {
 
-std::string env_or(const char* name, std::string fallback) {
+std::string env_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
 }

@@ -245,7 +245,7 @@ void write_replay_plot(const std::string& path, const optimize::CarbonReplayResu
   with_headroom(intensity);
   with_headroom(limits);
   // Nest the two documents (without their XML declarations) in one SVG.
-  const auto body = [](std::string svg) {
+  const auto body = [](const std::string& svg) {
     const size_t start = svg.find("<svg");
     return start == std::string::npos ? svg : svg.substr(start);
   };

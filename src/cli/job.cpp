@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule job`: a client of `joule serve`'s (or Zeus's) batch-size optimizer for scripts: register a job, ask
 // for the next trial's batch size, report epochs, end trials, show and delete jobs.
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <utility>
@@ -159,7 +160,7 @@ void fill_gpu_config_from_devices(json& body, const GlobalOptions& global) {
   }
   if (!has_power) {
     const auto constraints = value_or_throw(first.power_limit_constraints());
-    body["max_power"] = static_cast<double>(constraints.max_mw / 1000) * static_cast<double>(count);
+    body["max_power"] = std::floor(constraints.max_mw / 1000.0) * static_cast<double>(count);  // whole W, as Zeus
   }
   std::cerr << fmt::format(
       "joule: job register: {} from this machine's GPUs: max_power {} W, {} GPU(s), {}\n",

@@ -13,7 +13,7 @@ namespace joule::daemon {
 
 namespace {
 
-constexpr size_t kLookupBufferBytes = 16 * 1024;
+constexpr size_t kLookupBufferBytes = size_t{16} * 1024;
 constexpr int kMaxGroups = 65536;
 
 std::optional<uint32_t> parse_id(const std::string& text) {
@@ -179,6 +179,7 @@ std::string AccessPolicy::refusal(const Grant& grant, std::string_view op, Right
 std::string AccessPolicy::describe() const {
   const auto list = [](const std::vector<Named>& users, const std::vector<Named>& groups) {
     std::vector<std::string> parts;
+    parts.reserve(users.size() + groups.size());
     for (const auto& user : users) {
       parts.push_back(fmt::format("uid {}", user.id));
     }

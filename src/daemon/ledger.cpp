@@ -32,7 +32,7 @@ constexpr std::string_view kClockSetting = "sm_clocks_mhz";
 constexpr std::string_view kStateFormat = "joule-daemon-state";
 constexpr int kStateVersion = 1;
 // Far above what the daemon writes (a few hundred bytes per GPU): a bigger file is not its own.
-constexpr off_t kMaxStateBytes = 64 * 1024;
+constexpr off_t kMaxStateBytes = off_t{64} * 1024;
 
 std::string audit_value(uint32_t power_mw) {
   return std::to_string(power_mw);

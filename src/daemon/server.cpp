@@ -26,7 +26,7 @@ namespace {
 constexpr double kMaxLeaseS = 86'400;
 constexpr double kMaxHelloTimeoutS = 3'600;
 constexpr size_t kMaxConnections = 65'536;
-constexpr size_t kReadChunkBytes = 16 * 1024;
+constexpr size_t kReadChunkBytes = size_t{16} * 1024;
 // How long a closing connection may take to receive its last responses.
 constexpr auto kCloseGrace = std::chrono::seconds(2);
 // Bounded per wake-up, so that a flood of connections cannot starve the clients already served.

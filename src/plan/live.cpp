@@ -368,6 +368,7 @@ Result<void> LiveScheduler::check_result(const LiveResult& result, const LiveSch
       const auto expected = per_instruction.find(name);
       if (expected == per_instruction.end()) {
         std::vector<std::string> known;
+        known.reserve(per_instruction.size());
         for (const auto& [known_name, count] : per_instruction) {
           known.push_back(known_name);
         }

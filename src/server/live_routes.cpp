@@ -48,8 +48,7 @@ Response scheduler_error(const Error& error) {
   switch (error.code()) {
     case ErrorCode::kInvalidArgument:
     case ErrorCode::kOutOfRange:
-      return validation_response(error);
-    case ErrorCode::kNotFound:
+    case ErrorCode::kNotFound:  // a rank that is not part of the job: the body's `rank` is wrong
       return validation_response(error);
     case ErrorCode::kState:
       return detail_response(409, error.message());

@@ -83,13 +83,13 @@ Plot frontier_plot(const Frontier<Knob>& frontier, const std::type_identity_t<Kn
 /// @return a Highlight of `point` labelled `label`, with a tooltip naming its knob, placed with the scales of
 /// `options` (pass the options given to frontier_plot()).
 template <class Knob>
-Highlight highlight_point(const FrontierPoint<Knob>& point, std::string label, std::string color,
+Highlight highlight_point(const FrontierPoint<Knob>& point, const std::string& label, const std::string& color,
                           const std::type_identity_t<KnobLabel<Knob>>& knob_label,
                           const FrontierPlotOptions& options = {}) {
   Highlight highlight{.x = point.time_s * options.time_scale,
                       .y = point.energy_j * options.energy_scale,
-                      .label = std::move(label),
-                      .color = std::move(color),
+                      .label = label,
+                      .color = color,
                       .marker = Marker::kDiamond,
                       .tooltip = ""};
   highlight.tooltip = fmt::format("{} — {}", highlight.label, point_tooltip<Knob>(point, knob_label));
