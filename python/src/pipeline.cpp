@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pipeline (Perseus) runtime for Python: joule._joule.PipelineStageDevice (one stage as a simulated GPU),
 // SettingsGuard (the restore contract for clock locks made from Python), ClockApplier (locks clocks on a
-// C++ thread, off the training thread's critical path) and the plan functions joule.PipelineFrequencyOptimizer
-// (pipeline.py) plans with when it has no server. Device calls run without the GIL.
+// C++ thread, off the training thread's critical path) and the plan functions
+// joule.PipelineFrequencyOptimizer (pipeline.py) plans with when it has no server. Device calls run without
+// the GIL.
+#include "joule/plan/pipeline.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -20,7 +23,6 @@
 #include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/settings_guard.hpp"
-#include "joule/plan/pipeline.hpp"
 #include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/plan/runtime.hpp"
@@ -42,8 +44,13 @@ plan::Profile load_profile(const std::string& path_or_csv) {
   return value_or_throw(std::move(profile));
 }
 
+// An instruction given as an argument: a wrong name is an invalid argument, not unparsable input.
 plan::Instruction instruction_named(const std::string& name) {
-  return value_or_throw(plan::parse_instruction(name));
+  Result<plan::Instruction> instruction = plan::parse_instruction(name);
+  if (!instruction) {
+    throw Exception(ErrorCode::kInvalidArgument, instruction.error().message());
+  }
+  return *instruction;
 }
 
 py::list settings_log(const device::sim::SimulatedGpu& gpu) {
@@ -261,14 +268,16 @@ class ClockApplier {
   std::thread thread_;  // last: starts once everything above is initialised
 };
 
-// ---- plans -------------------------------------------------------------------------------------------------
+// ---- plans
+// -------------------------------------------------------------------------------------------------
 
 py::list schedules_of(const plan::PipelineDag& dag, const plan::FrequencyPlan& frequency_plan) {
   py::list stages;
   for (const auto& schedule : value_or_throw(plan::stage_schedules(dag, frequency_plan))) {
     py::list entries;
     for (const auto& planned : schedule) {
-      entries.append(py::make_tuple(std::string(plan::to_string(planned.instruction)), planned.frequency_mhz));
+      entries.append(
+          py::make_tuple(std::string(plan::to_string(planned.instruction)), planned.frequency_mhz));
     }
     stages.append(entries);
   }
@@ -395,8 +404,8 @@ py::dict plan_from_file(const std::string& path, const std::optional<std::string
   dict["schedules"] = schedules_of(dag, *parsed);
   dict["plan"] = *parsed;
   dict["predicted"] = predicted;
-  dict["target_time_s"] = json.contains("target_time_s") ? py::cast(json["target_time_s"].get<double>())
-                                                         : py::none();
+  dict["target_time_s"] =
+      json.contains("target_time_s") ? py::cast(json["target_time_s"].get<double>()) : py::none();
   return dict;
 }
 
@@ -436,10 +445,10 @@ py::dict evaluate_schedules(const std::string& profile_text, int microbatches,
   // Slowed stages: the same power for slowdown × the time, so time and energy both scale.
   std::vector<std::array<std::vector<plan::ProfileOption>, 2>> options;
   for (int stage = 0; stage < profile.stage_count(); ++stage) {
-    const double factor =
-        slowdowns && stage < stages ? value_or_throw(check_number((*slowdowns)[static_cast<size_t>(stage)],
-                                                                  NumberRule::positive(), "slowdown"))
-                                    : 1.0;
+    const double factor = slowdowns && stage < stages
+                              ? value_or_throw(check_number((*slowdowns)[static_cast<size_t>(stage)],
+                                                            NumberRule::positive(), "slowdown"))
+                              : 1.0;
     auto& stage_options = options.emplace_back();
     for (const plan::Instruction instruction : {plan::Instruction::kForward, plan::Instruction::kBackward}) {
       for (plan::ProfileOption option : profile.options(stage, instruction)) {
@@ -463,8 +472,8 @@ void bind_pipeline(py::module_& module) {
       "profile's time and energy at the SM clock locked on it (× slowdown); idle, it draws p_blocking_w. "
       "Times in s on its virtual clock, starting at 0.")
       .def(py::init([](const std::string& profile, int stage, double p_blocking_w, double slowdown) {
-             return SharedStageDevice(
-                 value_or_throw(plan::StageDevice::create(load_profile(profile), stage, p_blocking_w, slowdown)));
+             return SharedStageDevice(value_or_throw(
+                 plan::StageDevice::create(load_profile(profile), stage, p_blocking_w, slowdown)));
            }),
            py::arg("profile"), py::arg("stage"), py::arg("p_blocking_w") = 70.0, py::arg("slowdown") = 1.0,
            "profile: a profile CSV's path, or its text. InvalidArgumentError for a stage the profile lacks.")
@@ -528,7 +537,8 @@ void bind_pipeline(py::module_& module) {
       "The device layer's restore contract for settings made from Python: the first change of each control "
       "is recorded and set back on restore(), destruction, process exit and (restore_on_signals) "
       "SIGINT/SIGTERM/SIGHUP, exactly as joule's C++ controllers do. Thread-safe.")
-      .def(py::init([](const std::string& owner, bool restore_on_signals, const std::string& power_limit_restore) {
+      .def(py::init([](const std::string& owner, bool restore_on_signals,
+                       const std::string& power_limit_restore) {
              device::SettingsGuardOptions options;
              options.owner = owner;
              options.restore_on_signals = restore_on_signals;
@@ -568,7 +578,8 @@ void bind_pipeline(py::module_& module) {
             }();
             value_or_throw(std::move(result));
           },
-          py::arg("gpu"), py::arg("power_limit_w"), "Sets the power limit, W, recording the one in force first.")
+          py::arg("gpu"), py::arg("power_limit_w"),
+          "Sets the power limit, W, recording the one in force first.")
       .def(
           "restore",
           [](GuardHandle& guard) {

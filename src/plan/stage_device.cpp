@@ -25,8 +25,8 @@ Result<void> check_slowdown(double slowdown) {
 Result<std::unique_ptr<StageDevice>> StageDevice::create(const Profile& profile, int stage,
                                                          double p_blocking_w, double slowdown) {
   if (stage < 0 || stage >= profile.stage_count()) {
-    return fail(ErrorCode::kInvalidArgument, "stage {} is not in the profile, which has stages 0 to {}", stage,
-                profile.stage_count() - 1);
+    return fail(ErrorCode::kInvalidArgument, "stage {} is not in the profile, which has stages 0 to {}",
+                stage, profile.stage_count() - 1);
   }
   if (!std::isfinite(p_blocking_w) || p_blocking_w < 0) {
     return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",

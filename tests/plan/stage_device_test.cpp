@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/plan/stage_device.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "joule/device/settings_guard.hpp"
+
 #include "test_util.hpp"
 
 namespace joule::plan {
@@ -46,8 +48,8 @@ ProfileOption option(int stage, Instruction instruction, uint32_t frequency_mhz)
 TEST(StageDevice, ComputesAtTheLockedClockWithTheProfilesTimeAndEnergy) {
   auto device = make_device(2);
   const auto& frequencies = example_profile().frequencies_mhz();
-  for (const uint32_t frequency_mhz : {frequencies.front(), frequencies[frequencies.size() / 2],
-                                       frequencies.back()}) {
+  for (const uint32_t frequency_mhz :
+       {frequencies.front(), frequencies[frequencies.size() / 2], frequencies.back()}) {
     ASSERT_TRUE(device->gpu().lock_sm_clocks(frequency_mhz, frequency_mhz));
     for (const Instruction instruction : {kF, kB}) {
       const ProfileOption expected = option(2, instruction, frequency_mhz);
