@@ -21,6 +21,7 @@ stage waits for its input.
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
 import time
@@ -34,6 +35,7 @@ from ._errors import Error, InvalidArgumentError, IoError, StateError
 from .callbacks import Callback
 
 AUTO = "auto"
+HISTORY_LENGTH = 1024  # iterations kept in PipelineFrequencyOptimizer.history
 INSTRUCTIONS = ("forward", "backward")
 
 
@@ -237,6 +239,10 @@ class PipelineFrequencyOptimizer(Callback):
     - ``timeout_s``, ``schedule_timeout_s``: HTTP timeouts (the schedule request blocks until every rank has
       reported, so it waits longer).
 
+    After each iteration, ``history[-1]`` (the last 1024 iterations) holds its ``round``, ``phase``,
+    ``iteration_time_s`` (this rank's own, to the end of its last instruction), ``step_time_s``,
+    ``energy_j`` (the GPU's over the step), ``start_s`` and ``end_s``.
+
     Errors: a hook called out of order or an instruction other than the schedule's next one raises
     StateError naming what was expected and what was got; a server error raises
     :class:`PipelineServerError` (status and detail); a clock lock that failed raises its device error at the
@@ -340,7 +346,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._schedule: Optional[Schedule] = None
         self._iterations_left: Optional[int] = 0
         self._round_measurements = self._empty_round()
-        self.history: list[dict[str, Any]] = []
+        self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_LENGTH)
         # Per-iteration state.
         self._in_step = False
         self._position = 0
@@ -503,12 +509,13 @@ class PipelineFrequencyOptimizer(Callback):
         iteration_time_s = own_end_s - self._step_start_s
         energy_j = end_j - self._step_start_j
         self._in_step = False
-        measurements = self._round_measurements
-        measurements["iter_time"].append(iteration_time_s)
-        measurements["iter_energy"].append(energy_j)
-        for name in INSTRUCTIONS:
-            measurements["time_breakdown"][name].append(self._times[name])
-            measurements["energy_breakdown"][name].append(self._energies[name])
+        if self._iterations_left is not None:  # a round to report (a schedule for ever reports nothing)
+            measurements = self._round_measurements
+            measurements["iter_time"].append(iteration_time_s)
+            measurements["iter_energy"].append(energy_j)
+            for name in INSTRUCTIONS:
+                measurements["time_breakdown"][name].append(self._times[name])
+                measurements["energy_breakdown"][name].append(self._energies[name])
         self.history.append(
             {
                 "round": schedule.round,
