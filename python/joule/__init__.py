@@ -10,6 +10,10 @@ The core is C++ (the module ``joule._joule``); this package gives it Pythonic na
 - :class:`PowerSampler`: power timelines sampled on a C++ thread.
 - :class:`PowerLimitOptimizer`: Zeus's just-in-time power-limit optimizer as a training-loop callback.
 - :class:`BatchSizeOptimizer`: the client of ``joule serve``'s batch-size optimizer.
+- :class:`PipelineFrequencyOptimizer`: Perseus's per-instruction GPU frequencies for pipeline-parallel
+  training (with a server, or server-less from a profile or plan); :class:`PipelineStageDevice`: one
+  pipeline stage as a simulated GPU; :class:`SettingsGuard`: the restore contract for settings made from
+  Python.
 - :class:`Frontier` and the policies :class:`ZeusCost`, :class:`CarbonCost`, :class:`Deadline`,
   :class:`MaxSlowdown`, :class:`MinEnergy`, :class:`MinTime`.
 - :func:`simulate`: Zeus's trace-driven simulator.
@@ -47,7 +51,9 @@ from ._joule import (
     Measurement,
     MinEnergy,
     MinTime,
+    PipelineStageDevice,
     RankAggregator,
+    SettingsGuard,
     SingleProcessAggregator,
     ZeusCost,
     describe,
@@ -61,6 +67,7 @@ from .batch_size import BatchSizeClient, BatchSizeOptimizer, TrainFailError, job
 from .callbacks import Callback, CallbackSet
 from .frontier import Frontier, FrontierPoint, Policy
 from .monitor import Monitor, PowerSampler, Window, default_devices, devices
+from .pipeline import PipelineFrequencyOptimizer, PipelineServerError
 from .power_limit import PowerLimitOptimizer
 
 __version__ = "0.1.0"
@@ -99,10 +106,14 @@ __all__ = [
     "OutOfRangeError",
     "ParseError",
     "PermissionDeniedError",
+    "PipelineFrequencyOptimizer",
+    "PipelineServerError",
+    "PipelineStageDevice",
     "Policy",
     "PowerLimitOptimizer",
     "PowerSampler",
     "RankAggregator",
+    "SettingsGuard",
     "SingleProcessAggregator",
     "StateError",
     "TrainFailError",

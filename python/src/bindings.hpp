@@ -27,10 +27,17 @@ void bind_frontier(py::module_& module);
 void bind_optimize(py::module_& module);
 void bind_simulate(py::module_& module);
 void bind_client(py::module_& module);
+void bind_pipeline(py::module_& module);
 
 /// The devices of one discovery, shared by every Python object made from them (Gpu, Monitor, PowerSampler,
 /// PowerLimitOptimizer), so that the devices outlive all of them.
 using SharedDeviceSet = std::shared_ptr<device::DeviceSet>;
+
+/// joule.Gpu: one GPU and whatever keeps it alive (the DeviceSet it came from, or a PipelineStageDevice).
+struct GpuRef {
+  std::shared_ptr<const void> owner;
+  device::Gpu* gpu = nullptr;
+};
 
 /// @return `seconds` as Nanos; kInvalidArgument (naming `what`) if it is not finite.
 Nanos seconds_to_nanos(double seconds, const char* what);

@@ -15,12 +15,6 @@ namespace joule::python {
 
 namespace {
 
-// A GPU of a device set; keeps the set (and so the GPU) alive.
-struct GpuRef {
-  SharedDeviceSet set;
-  device::Gpu* gpu = nullptr;
-};
-
 struct CpuRef {
   SharedDeviceSet set;
   device::Cpu* cpu = nullptr;

@@ -38,7 +38,8 @@ PYBIND11_MODULE(_joule, module) {
   namespace jp = joule::python;
   module.doc() =
       "joule's native core: devices, energy windows, power sampling, the power-limit optimizer, "
-      "frontiers and policies, the Zeus simulator and the batch-size client. Use the package "
+      "frontiers and policies, the Zeus simulator, the batch-size client and the pipeline (Perseus) runtime. "
+      "Use the package "
       "`joule`, which wraps this module.";
   jp::bind_errors(module);
   jp::bind_devices(module);
@@ -47,4 +48,5 @@ PYBIND11_MODULE(_joule, module) {
   jp::bind_optimize(module);
   jp::bind_simulate(module);
   jp::bind_client(module);
+  jp::bind_pipeline(module);
 }

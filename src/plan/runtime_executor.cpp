@@ -9,11 +9,12 @@
 
 #include "joule/plan/runtime.hpp"
 
+#include "plan/computation_workload.hpp"
+
 namespace joule::plan {
 
 namespace {
 
-using device::sim::OperatingPoint;
 using device::sim::SimulatedGpu;
 
 constexpr std::string_view kWindow = "pipeline iteration";
@@ -21,45 +22,6 @@ constexpr std::string_view kWindow = "pipeline iteration";
 size_t index_of(Instruction instruction) {
   return instruction == Instruction::kForward ? 0 : 1;
 }
-
-// One (stage, instruction) of the profile as a simulated workload: a busy GPU draws the computation's
-// average power (energy / time) at the clock it is locked to and takes the profiled time, so integrating the
-// power over the computation gives back the profiled energy.
-class ComputationWorkload final : public device::sim::Workload {
- public:
-  ComputationWorkload(int stage, Instruction instruction, std::vector<ProfileOption> options)
-      : description_(fmt::format("stage {} {} (pipeline profile)", stage, to_string(instruction))),
-        options_(std::move(options)) {
-    if (options_.empty()) {
-      throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} has no profiled clock", description_));
-    }
-  }
-
-  std::string description() const override { return description_; }
-
-  OperatingPoint at(double /*power_limit_w*/, std::optional<double> locked_sm_clock_mhz) const override {
-    const ProfileOption& option = option_at_lock(locked_sm_clock_mhz);
-    return {option.energy_j / option.time_s, option.time_s, static_cast<double>(option.frequency_mhz)};
-  }
-
- private:
-  // Options are fastest first. Unlocked, the GPU runs at its highest clock; locked, at the fastest profiled
-  // clock not above the lock (the lowest one if the lock is below every profiled clock).
-  const ProfileOption& option_at_lock(std::optional<double> locked_mhz) const {
-    if (!locked_mhz) {
-      return options_.front();
-    }
-    for (const ProfileOption& option : options_) {
-      if (static_cast<double>(option.frequency_mhz) <= *locked_mhz) {
-        return option;
-      }
-    }
-    return options_.back();
-  }
-
-  std::string description_;
-  std::vector<ProfileOption> options_;
-};
 
 uint32_t watts_to_mw(double power_w) {
   return static_cast<uint32_t>(std::clamp(power_w * 1e3, 0.0, static_cast<double>(UINT32_MAX)));

@@ -1,0 +1,638 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Perseus's pipeline frequency optimizer as a training-loop callback (Zeus's
+``zeus.optimizer.pipeline_frequency.PipelineFrequencyOptimizer``, same constructor and hooks).
+
+Every rank of a pipeline-parallel job runs one. Around every forward and backward the training loop calls
+``on_instruction_begin(name)`` / ``on_instruction_end(name)``; around every iteration ``on_step_begin()`` /
+``on_step_end()``. The optimizer locks the GPU's SM clock to the frequency its schedule plans for each
+instruction and measures every instruction's and iteration's time and energy.
+
+Schedules come from a server (``joule serve``'s pipeline-frequency routes, or Zeus's server: the wire
+protocol is Zeus 0.16's with joule extensions its models ignore) that first sends profiling schedules and
+then the plan, or, server-less, from a profile (the plan is computed locally) or a plan file (``joule plan
+--plan-out``). See docs/perseus-live.md.
+
+Clock locks happen off the training thread's critical path: the hooks only post the wanted clock to a C++
+thread (:class:`joule._joule.ClockApplier`) that locks it through a :class:`joule._joule.SettingsGuard`, so
+the lock is undone on close(), at exit and on SIGINT/SIGTERM/SIGHUP like every joule controller's. The next
+instruction's clock is posted as soon as the previous instruction ends, so it usually lands while the
+stage waits for its input.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Optional, Sequence, Union
+
+from . import _joule
+from ._errors import Error, InvalidArgumentError, IoError, StateError
+from .callbacks import Callback
+
+AUTO = "auto"
+HISTORY_LENGTH = 1024  # iterations kept in PipelineFrequencyOptimizer.history
+INSTRUCTIONS = ("forward", "backward")
+
+
+class PipelineServerError(Error):
+    """The pipeline frequency server answered with an error status. ``status`` is the HTTP status,
+    ``detail`` the body's ``detail`` (or the body's text), ``url`` the request's URL."""
+
+    code = "server"
+
+    def __init__(self, method: str, url: str, status: int, detail: Any) -> None:
+        self.method = method
+        self.url = url
+        self.status = status
+        self.detail = detail
+        super().__init__(f"pipeline frequency server: {method} {url} failed with HTTP {status}: {detail}")
+
+
+PipelineServerError.__module__ = "joule"
+
+
+class Schedule:
+    """One round of a schedule for this rank: ``frequencies`` is one iteration's ordered
+    ``[(instruction, MHz)]`` (MHz 0: leave the clock as it is), to be run for ``iterations`` iterations
+    (None: until further notice). ``phase`` is 'profiling' or 'planned'; ``predicted`` the plan's
+    ``{iteration_time_s, iteration_energy_j, max_clock_time_s, max_clock_energy_j}`` when known."""
+
+    def __init__(
+        self,
+        frequencies: Sequence[tuple[str, int]],
+        *,
+        round: int = 0,
+        phase: str = "planned",
+        iterations: Optional[int] = None,
+        predicted: Optional[dict[str, Any]] = None,
+    ) -> None:
+        self.frequencies: list[tuple[str, int]] = [(str(name), int(mhz)) for name, mhz in frequencies]
+        self.round = round
+        self.phase = phase
+        self.iterations = iterations
+        self.predicted = predicted
+
+    @classmethod
+    def from_json(cls, body: Any, rank: int, source: str) -> "Schedule":
+        """Parses a ``GET /schedule`` body; InvalidArgumentError naming `source` if it is malformed."""
+
+        def bad(what: str) -> InvalidArgumentError:
+            return InvalidArgumentError(f"{source}: {what} (got {json.dumps(body)[:300]})")
+
+        if not isinstance(body, dict) or not isinstance(body.get("frequencies"), list):
+            raise bad("a schedule is an object with a 'frequencies' list")
+        if "rank" in body and body["rank"] != rank:
+            raise bad(f"the schedule is for rank {body['rank']}, not this rank {rank}")
+        frequencies: list[tuple[str, int]] = []
+        for index, entry in enumerate(body["frequencies"]):
+            if (
+                not isinstance(entry, (list, tuple))
+                or len(entry) != 2
+                or entry[0] not in INSTRUCTIONS
+                or not isinstance(entry[1], int)
+                or isinstance(entry[1], bool)
+                or entry[1] < 0
+            ):
+                raise bad(f"frequencies[{index}] must be ['forward' or 'backward', MHz ≥ 0]")
+            frequencies.append((entry[0], entry[1]))
+        if not frequencies:
+            raise bad("the schedule has no instruction")
+        iterations = body.get("iterations")
+        if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1):
+            raise bad("'iterations' must be a positive integer or null")
+        round_ = body.get("round", 0)
+        phase = body.get("phase", "planned")
+        predicted = body.get("predicted")
+        return cls(
+            frequencies,
+            round=int(round_) if isinstance(round_, int) else 0,
+            phase=str(phase),
+            iterations=iterations,
+            predicted=predicted if isinstance(predicted, dict) else None,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<joule.pipeline.Schedule round={self.round} phase={self.phase} iterations={self.iterations} "
+            f"instructions={len(self.frequencies)}>"
+        )
+
+
+class PipelineServerClient:
+    """The HTTP client of a pipeline frequency server (standard library only). Every method raises
+    :class:`PipelineServerError` for an error status and IoError when the server cannot be reached."""
+
+    def __init__(self, url: str, *, timeout_s: float = 60.0, schedule_timeout_s: float = 3600.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            url = "http://" + url
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.schedule_timeout_s = schedule_timeout_s
+
+    def request(self, method: str, path: str, body: Any = None, *, timeout_s: Optional[float] = None) -> Any:
+        """Sends one request with a JSON body (if not None); returns the decoded JSON answer."""
+        url = self.url + path
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
+                text = response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as error:
+            raw = error.read().decode("utf-8", "replace")
+            try:
+                parsed = json.loads(raw)
+                detail = parsed.get("detail", parsed) if isinstance(parsed, dict) else parsed
+            except ValueError:
+                detail = raw.strip() or error.reason
+            raise PipelineServerError(method, url, error.code, detail) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise IoError(f"cannot reach the pipeline frequency server: {method} {url}: {reason}") from None
+        if not text.strip():
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise IoError(f"pipeline frequency server: {method} {url} answered non-JSON: {text[:200]!r}") from None
+
+    def register_job(self, job: dict[str, Any]) -> str:
+        """``POST /register_job``: returns the job id."""
+        job_id = self.request("POST", "/register_job", job)
+        if not isinstance(job_id, str) or not job_id:
+            raise IoError(f"pipeline frequency server: /register_job answered {job_id!r}, not a job id")
+        return job_id
+
+    def register_rank(self, job_id: str, rank_info: dict[str, Any]) -> None:
+        """``POST /register_rank/{job_id}``."""
+        self.request("POST", f"/register_rank/{urllib.parse.quote(job_id, safe='')}", rank_info)
+
+    def schedule(self, job_id: str, rank: int) -> Any:
+        """``GET /schedule/{job_id}?rank=K``: blocks until the next round's schedule is ready."""
+        path = f"/schedule/{urllib.parse.quote(job_id, safe='')}?rank={rank}"
+        return self.request("GET", path, timeout_s=self.schedule_timeout_s)
+
+    def result(self, job_id: str, result: dict[str, Any]) -> None:
+        """``POST /result/{job_id}``."""
+        self.request("POST", f"/result/{urllib.parse.quote(job_id, safe='')}", result)
+
+
+def _torch_sync(device_id: int) -> Optional[Callable[[], None]]:
+    """torch.cuda.synchronize(device_id) if the program imported torch and CUDA is available (torch is
+    never imported here); None otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    from .torch import sync_function
+
+    return sync_function([device_id] if device_id < torch.cuda.device_count() else None)
+
+
+def _broadcast_job_id(job_id: Optional[str], world_size: int) -> str:
+    """Rank 0's job id on every rank, as Zeus does: torch.distributed.broadcast_object_list."""
+    torch = sys.modules.get("torch")
+    distributed = getattr(torch, "distributed", None) if torch is not None else None
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        holder = [job_id]
+        distributed.broadcast_object_list(holder, src=0)
+        if not isinstance(holder[0], str):
+            raise StateError("rank 0 did not broadcast a job id")
+        return holder[0]
+    if world_size == 1 and job_id is not None:
+        return job_id
+    raise StateError(
+        f"world_size is {world_size}, so rank 0's job id must be broadcast: call "
+        "torch.distributed.init_process_group() before creating the PipelineFrequencyOptimizer"
+    )
+
+
+class PipelineFrequencyOptimizer(Callback):
+    """Runs each rank's GPU at the frequencies a pipeline frequency plan gives each forward and backward.
+
+    The positional arguments are Zeus's: this process's global ``rank`` and its data-, pipeline- and
+    tensor-parallel ranks, ``device_id`` (the GPU's index among the visible ones), the three degrees and
+    ``world_size`` (= dp × pp × tp), ``server_url`` (None: server-less) and ``job_metadata`` (a string the
+    server stores with the job).
+
+    joule extensions (keyword-only):
+
+    - ``gpu``: any joule Gpu (simulated, daemon-backed for unprivileged users, NVML, ROCm); default the
+      ``device_id``-th GPU of :func:`joule.devices`.
+    - ``stage_device``: a :class:`joule._joule.PipelineStageDevice`: its GPU, its virtual clock as
+      ``time_fn`` and its energy counter as ``energy_fn``.
+    - ``num_microbatches``: sent to the server (``register_job``); needed server-less with ``profile``.
+    - ``time_fn``, ``energy_fn``: the time (s) and cumulative energy (J) sources; default
+      ``time.monotonic`` and ``gpu.energy_j``, preceded by ``torch.cuda.synchronize`` when the program uses
+      torch with CUDA (``sync_fn='auto'``; None: no sync; or any callable).
+    - Server-less (``server_url=None``): ``profile`` (a profile CSV's path or text: the plan is computed
+      here, the fastest one, or the cheapest for ``target_time_s`` or ``slowdown`` × the fastest time, with
+      ``p_blocking_w`` and ``unit_time_s``) or ``plan`` (a plan file of ``joule plan --plan-out``; with
+      ``profile`` too, the max-clock figures are evaluated).
+    - ``restore_on_signals``: the guard also restores on SIGINT/SIGTERM/SIGHUP (default True).
+    - ``timeout_s``, ``schedule_timeout_s``: HTTP timeouts (the schedule request blocks until every rank has
+      reported, so it waits longer).
+
+    After each iteration, ``history[-1]`` (the last 1024 iterations) holds its ``round``, ``phase``,
+    ``iteration_time_s`` (this rank's own, to the end of its last instruction), ``step_time_s``,
+    ``energy_j`` (the GPU's over the step), ``start_s`` and ``end_s``.
+
+    Errors: a hook called out of order or an instruction other than the schedule's next one raises
+    StateError naming what was expected and what was got; a server error raises
+    :class:`PipelineServerError` (status and detail); a clock lock that failed raises its device error at the
+    next hook.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        dp_rank: int,
+        pp_rank: int,
+        tp_rank: int,
+        device_id: int,
+        dp_degree: int,
+        pp_degree: int,
+        tp_degree: int,
+        world_size: int,
+        server_url: Optional[str],
+        job_metadata: Optional[str] = None,
+        *,
+        gpu: Optional[_joule.Gpu] = None,
+        stage_device: Optional[_joule.PipelineStageDevice] = None,
+        num_microbatches: Optional[int] = None,
+        profile: Optional[str] = None,
+        plan: Optional[str] = None,
+        target_time_s: Optional[float] = None,
+        slowdown: Optional[float] = None,
+        p_blocking_w: float = 70.0,
+        unit_time_s: float = 1e-3,
+        schedule: str = "1f1b",
+        time_fn: Optional[Callable[[], float]] = None,
+        energy_fn: Optional[Callable[[], float]] = None,
+        sync_fn: Union[str, None, Callable[[], None]] = AUTO,
+        restore_on_signals: bool = True,
+        timeout_s: float = 60.0,
+        schedule_timeout_s: float = 3600.0,
+    ) -> None:
+        for name, value in (("dp_degree", dp_degree), ("pp_degree", pp_degree), ("tp_degree", tp_degree)):
+            if value < 1:
+                raise InvalidArgumentError(f"{name} must be ≥ 1, got {value}")
+        if world_size != dp_degree * pp_degree * tp_degree:
+            raise InvalidArgumentError(
+                f"world_size {world_size} is not dp_degree × pp_degree × tp_degree = "
+                f"{dp_degree} × {pp_degree} × {tp_degree}"
+            )
+        for name, value, degree in (("dp_rank", dp_rank, dp_degree), ("pp_rank", pp_rank, pp_degree),
+                                    ("tp_rank", tp_rank, tp_degree), ("rank", rank, world_size)):
+            if not 0 <= value < degree:
+                raise InvalidArgumentError(f"{name} {value} is not in [0, {degree})")
+        if num_microbatches is not None and num_microbatches < 1:
+            raise InvalidArgumentError(f"num_microbatches must be ≥ 1, got {num_microbatches}")
+        self.rank, self.dp_rank, self.pp_rank, self.tp_rank = rank, dp_rank, pp_rank, tp_rank
+        self.device_id = device_id
+        self.dp_degree, self.pp_degree, self.tp_degree, self.world_size = dp_degree, pp_degree, tp_degree, world_size
+        self.server_url = server_url
+        self.job_metadata = job_metadata
+        self.num_microbatches = num_microbatches
+
+        if stage_device is not None:
+            gpu = gpu or stage_device.gpu
+            time_fn = time_fn or stage_device.now_s
+            if sync_fn == AUTO:
+                sync_fn = None
+        if gpu is None:
+            from .monitor import devices
+
+            found = devices(cpus=False)
+            if device_id >= len(found.gpus):
+                raise InvalidArgumentError(
+                    f"device_id {device_id}, but there are {len(found.gpus)} GPUs: {found.why_no_gpus()}"
+                )
+            gpu = found.gpus[device_id]
+        self.gpu: _joule.Gpu = gpu
+        self._time_fn: Callable[[], float] = time_fn or time.monotonic
+        self._energy_fn: Callable[[], float] = energy_fn or gpu.energy_j
+        if sync_fn == AUTO:
+            sync_fn = None if time_fn is not None else _torch_sync(device_id)
+        elif isinstance(sync_fn, str):
+            raise InvalidArgumentError(f"sync_fn must be 'auto', None or a callable (got {sync_fn!r})")
+        self._sync: Optional[Callable[[], None]] = sync_fn
+        self.available_frequencies_mhz: list[int] = sorted(gpu.supported_sm_clocks_mhz(), reverse=True)
+
+        self._guard = _joule.SettingsGuard("pipeline frequency optimizer", restore_on_signals)
+        self._applier = _joule.ClockApplier(self._guard, gpu)
+        self._closed = False
+
+        # The schedule source.
+        self._client: Optional[PipelineServerClient] = None
+        self._local: Optional[Schedule] = None
+        self.local_plan: Optional[dict[str, Any]] = None
+        self.job_id: Optional[str] = None
+        if server_url is None:
+            self._local = self._plan_locally(profile, plan, target_time_s, slowdown, p_blocking_w, unit_time_s, schedule)
+        else:
+            if profile is not None or plan is not None:
+                raise InvalidArgumentError("profile= and plan= are for the server-less form (server_url=None)")
+            self._client = PipelineServerClient(server_url, timeout_s=timeout_s, schedule_timeout_s=schedule_timeout_s)
+            self._register()
+
+        # Per-round state.
+        self._schedule: Optional[Schedule] = None
+        self._iterations_left: Optional[int] = 0
+        self._round_measurements = self._empty_round()
+        self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_LENGTH)
+        # Per-iteration state.
+        self._in_step = False
+        self._position = 0
+        self._begun: Optional[tuple[str, float, float]] = None
+        self._step_start_s = 0.0
+        self._step_start_j = 0.0
+        self._last_end_s: Optional[float] = None
+        self._times: dict[str, list[float]] = {"forward": [], "backward": []}
+        self._energies: dict[str, list[float]] = {"forward": [], "backward": []}
+
+    # Setup ---------------------------------------------------------------------------------------------------
+    def _plan_locally(
+        self,
+        profile: Optional[str],
+        plan: Optional[str],
+        target_time_s: Optional[float],
+        slowdown: Optional[float],
+        p_blocking_w: float,
+        unit_time_s: float,
+        schedule: str,
+    ) -> Schedule:
+        if plan is not None:
+            if target_time_s is not None or slowdown is not None:
+                raise InvalidArgumentError("target_time_s and slowdown choose a plan from a profile, not a plan file")
+            planned = _joule._pipeline_plan_file(plan, profile, p_blocking_w)
+            if planned["stages"] != self.pp_degree:
+                raise InvalidArgumentError(f"{plan} plans {planned['stages']} stages, but pp_degree is {self.pp_degree}")
+            if self.num_microbatches is not None and planned["microbatches"] != self.num_microbatches:
+                raise InvalidArgumentError(
+                    f"{plan} plans {planned['microbatches']} microbatches, but num_microbatches is {self.num_microbatches}"
+                )
+            self.num_microbatches = planned["microbatches"]
+        elif profile is not None:
+            if self.num_microbatches is None:
+                raise InvalidArgumentError("planning from a profile needs num_microbatches")
+            planned = _joule._pipeline_plan(
+                profile,
+                self.num_microbatches,
+                stages=self.pp_degree,
+                schedule=schedule,
+                p_blocking_w=p_blocking_w,
+                unit_time_s=unit_time_s,
+                target_time_s=target_time_s,
+                slowdown=slowdown,
+            )
+        else:
+            raise InvalidArgumentError("server_url=None needs profile= (plan here) or plan= (a plan file)")
+        self.local_plan = planned
+        return Schedule(planned["schedules"][self.pp_rank], round=0, phase="planned", iterations=None,
+                        predicted=planned["predicted"])
+
+    def _register(self) -> None:
+        assert self._client is not None
+        job_id: Optional[str] = None
+        if self.rank == 0:
+            job_id = self._client.register_job(
+                {
+                    "job_id": "",
+                    "pp_degree": self.pp_degree,
+                    "dp_degree": self.dp_degree,
+                    "tp_degree": self.tp_degree,
+                    "world_size": self.world_size,
+                    "job_metadata": self.job_metadata,
+                    "num_microbatches": self.num_microbatches,
+                }
+            )
+        self.job_id = _broadcast_job_id(job_id, self.world_size)
+        self._client.register_rank(
+            self.job_id,
+            {
+                "rank": self.rank,
+                "dp_rank": self.dp_rank,
+                "pp_rank": self.pp_rank,
+                "tp_rank": self.tp_rank,
+                "available_frequencies": self.available_frequencies_mhz,
+            },
+        )
+
+    # Hooks ---------------------------------------------------------------------------------------------------
+    def on_step_begin(self) -> None:
+        """At the start of every iteration: fetches the next schedule when the current one is used up
+        (blocks on the server until every rank has reported), then starts the iteration's measurement."""
+        self._check_open()
+        if self._in_step:
+            raise StateError(f"{self._who()}: on_step_begin() twice without on_step_end()")
+        if self._schedule is None or self._iterations_left == 0:
+            self._next_schedule()
+        assert self._schedule is not None
+        self._request(self._schedule.frequencies[0][1])
+        self._in_step = True
+        self._position = 0
+        self._begun = None
+        self._last_end_s = None
+        self._times = {"forward": [], "backward": []}
+        self._energies = {"forward": [], "backward": []}
+        self._step_start_s, self._step_start_j = self._measure()
+
+    def on_instruction_begin(self, name: str) -> None:
+        """Before every forward and backward: checks it is the schedule's next instruction, makes sure its
+        clock is posted, and starts measuring it."""
+        self._check_open()
+        schedule = self._check_in_step(f"on_instruction_begin({name!r})")
+        if self._begun is not None:
+            raise StateError(
+                f"{self._who()}: on_instruction_begin({name!r}) while {self._begun[0]!r} (instruction "
+                f"{self._position + 1}) has not ended (call on_instruction_end first)"
+            )
+        count = len(schedule.frequencies)
+        if self._position >= count:
+            raise StateError(
+                f"{self._who()}: the training loop is out of step with its frequency schedule: got {name!r} "
+                f"after all {count} instructions of the iteration (on_step_end() was not called)"
+            )
+        expected, mhz = schedule.frequencies[self._position]
+        if name != expected:
+            raise StateError(
+                f"{self._who()}: the training loop is out of step with its frequency schedule: instruction "
+                f"{self._position + 1} of {count} should be {expected!r}, got {name!r}"
+            )
+        self._request(mhz)
+        time_s, energy_j = self._measure()
+        self._begun = (name, time_s, energy_j)
+
+    def on_instruction_end(self, name: str) -> None:
+        """After every forward and backward: records its time and energy and posts the next instruction's
+        clock (so the lock lands while the stage waits for its next input)."""
+        self._check_open()
+        schedule = self._check_in_step(f"on_instruction_end({name!r})")
+        if self._begun is None or self._begun[0] != name:
+            begun = "none" if self._begun is None else repr(self._begun[0])
+            raise StateError(f"{self._who()}: on_instruction_end({name!r}), but the instruction begun is {begun}")
+        time_s, energy_j = self._measure()
+        _, start_s, start_j = self._begun
+        self._times[name].append(time_s - start_s)
+        self._energies[name].append(energy_j - start_j)
+        self._begun = None
+        self._last_end_s = time_s
+        self._position += 1
+        if self._position < len(schedule.frequencies):
+            self._request(schedule.frequencies[self._position][1])
+
+    def on_step_end(self) -> None:
+        """At the end of every iteration (after the data-parallel gradient synchronisation): checks every
+        instruction ran and records the iteration; after the schedule's last iteration, reports the round's
+        measurements to the server. The iteration time reported is this rank's own, up to the end of its
+        last instruction (before waiting on other pipelines); the energy is the GPU's over the whole step."""
+        self._check_open()
+        schedule = self._check_in_step("on_step_end()")
+        count = len(schedule.frequencies)
+        if self._begun is not None:
+            raise StateError(f"{self._who()}: on_step_end() while {self._begun[0]!r} has not ended")
+        if self._position != count:
+            expected = schedule.frequencies[self._position][0]
+            raise StateError(
+                f"{self._who()}: the iteration ended after {self._position} of {count} instructions of its "
+                f"frequency schedule; the next would have been {expected!r}"
+            )
+        end_s, end_j = self._measure()
+        own_end_s = self._last_end_s if self._last_end_s is not None else end_s
+        iteration_time_s = own_end_s - self._step_start_s
+        energy_j = end_j - self._step_start_j
+        self._in_step = False
+        if self._iterations_left is not None:  # a round to report (a schedule for ever reports nothing)
+            measurements = self._round_measurements
+            measurements["iter_time"].append(iteration_time_s)
+            measurements["iter_energy"].append(energy_j)
+            for name in INSTRUCTIONS:
+                measurements["time_breakdown"][name].append(self._times[name])
+                measurements["energy_breakdown"][name].append(self._energies[name])
+        self.history.append(
+            {
+                "round": schedule.round,
+                "phase": schedule.phase,
+                "iteration_time_s": iteration_time_s,
+                "step_time_s": end_s - self._step_start_s,
+                "energy_j": energy_j,
+                "start_s": self._step_start_s,
+                "end_s": end_s,
+            }
+        )
+        if self._iterations_left is not None:
+            self._iterations_left -= 1
+            if self._iterations_left == 0:
+                self._report()
+                return
+        self._request(schedule.frequencies[0][1])  # the next iteration's first clock, early
+
+    # Clocks --------------------------------------------------------------------------------------------------
+    def wait_for_clock(self, timeout_s: Optional[float] = None) -> bool:
+        """Blocks until every clock posted so far is locked (False on timeout). For callers that must be
+        sure, like a PipelineStageDevice, which charges an instruction at the clock locked when it begins.
+        Raises a failed lock's device error."""
+        self._check_open()
+        return bool(self._applier.wait(timeout_s))
+
+    @property
+    def clock_stats(self) -> dict[str, Any]:
+        """The applier's requests, locks and their device time (lock_time_s, mean_lock_time_s,
+        max_lock_time_s), applied_mhz, requested_mhz."""
+        return self._applier.stats()
+
+    # State ---------------------------------------------------------------------------------------------------
+    @property
+    def schedule(self) -> Optional[Schedule]:
+        """The schedule in force (None before the first on_step_begin())."""
+        return self._schedule
+
+    @property
+    def phase(self) -> Optional[str]:
+        """'profiling' or 'planned' (None before the first on_step_begin())."""
+        return None if self._schedule is None else self._schedule.phase
+
+    @property
+    def predicted(self) -> Optional[dict[str, Any]]:
+        """The schedule's predicted iteration time and energy and the all-max-clock figures, if known."""
+        return None if self._schedule is None else self._schedule.predicted
+
+    def close(self) -> None:
+        """Stops the clock applier and removes the clock lock (restore). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._applier.close()
+        self._guard.restore()
+
+    def __enter__(self) -> "PipelineFrequencyOptimizer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<joule.PipelineFrequencyOptimizer rank={self.rank} pp_rank={self.pp_rank} dp_rank={self.dp_rank} "
+            f"phase={self.phase} job={self.job_id}>"
+        )
+
+    # Internals -----------------------------------------------------------------------------------------------
+    def _who(self) -> str:
+        return f"rank {self.rank} (stage {self.pp_rank})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateError(f"{self._who()}: the PipelineFrequencyOptimizer is closed")
+
+    def _check_in_step(self, hook: str) -> Schedule:
+        if not self._in_step or self._schedule is None:
+            raise StateError(f"{self._who()}: {hook} outside a step (call on_step_begin() first)")
+        return self._schedule
+
+    def _request(self, mhz: int) -> None:
+        force = bool(self._guard.consume_signal_restore())  # a signal undid the lock: lock again
+        if mhz != 0:
+            self._applier.request(mhz, force)
+
+    def _measure(self) -> tuple[float, float]:
+        if self._sync is not None:
+            self._sync()
+        return float(self._time_fn()), float(self._energy_fn())
+
+    @staticmethod
+    def _empty_round() -> dict[str, Any]:
+        return {
+            "iter_time": [],
+            "iter_energy": [],
+            "time_breakdown": {"forward": [], "backward": []},
+            "energy_breakdown": {"forward": [], "backward": []},
+        }
+
+    def _next_schedule(self) -> None:
+        if self._client is None:
+            assert self._local is not None
+            self._schedule = self._local
+            self._iterations_left = None
+            return
+        assert self.job_id is not None
+        body = self._client.schedule(self.job_id, self.rank)
+        self._schedule = Schedule.from_json(body, self.rank, f"{self._client.url}/schedule/{self.job_id}")
+        self._iterations_left = self._schedule.iterations
+
+    def _report(self) -> None:
+        measurements, self._round_measurements = self._round_measurements, self._empty_round()
+        if self._client is None:
+            return
+        assert self.job_id is not None
+        self._client.result(self.job_id, {"rank": self.rank, **measurements})
+
+
+__all__ = ["PipelineFrequencyOptimizer", "PipelineServerClient", "PipelineServerError", "Schedule"]

@@ -1,0 +1,652 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pipeline (Perseus) runtime for Python: joule._joule.PipelineStageDevice (one stage as a simulated GPU),
+// SettingsGuard (the restore contract for clock locks made from Python), ClockApplier (locks clocks on a
+// C++ thread, off the training thread's critical path) and the plan functions
+// joule.PipelineFrequencyOptimizer (pipeline.py) plans with when it has no server. Device calls run without
+// the GIL.
+#include "joule/plan/pipeline.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <pybind11/stl.h>
+
+#include "joule/core/file.hpp"
+#include "joule/core/validate.hpp"
+#include "joule/device/settings_guard.hpp"
+#include "joule/plan/plan_io.hpp"
+#include "joule/plan/planner.hpp"
+#include "joule/plan/runtime.hpp"
+#include "joule/plan/stage_device.hpp"
+
+#include "bindings.hpp"
+
+namespace joule::python {
+
+namespace {
+
+using SharedStageDevice = std::shared_ptr<plan::StageDevice>;
+
+// A profile given as a path, or as CSV text (anything with a line break).
+plan::Profile load_profile(const std::string& path_or_csv) {
+  Result<plan::Profile> profile = path_or_csv.find('\n') != std::string::npos
+                                      ? plan::Profile::parse(path_or_csv, "<profile text>")
+                                      : plan::Profile::read(path_or_csv);
+  return value_or_throw(std::move(profile));
+}
+
+// An instruction given as an argument: a wrong name is an invalid argument, not unparsable input.
+plan::Instruction instruction_named(const std::string& name) {
+  Result<plan::Instruction> instruction = plan::parse_instruction(name);
+  if (!instruction) {
+    throw Exception(ErrorCode::kInvalidArgument, instruction.error().message());
+  }
+  return *instruction;
+}
+
+py::list settings_log(const device::sim::SimulatedGpu& gpu) {
+  py::list records;
+  for (const auto& record : gpu.settings_log()) {
+    py::dict dict;
+    dict["time_s"] = to_seconds(record.time);
+    dict["setting"] = record.setting;
+    dict["value"] = record.value;
+    dict["value_min"] = record.value_min;
+    records.append(dict);
+  }
+  return records;
+}
+
+// Test seam: the stage devices whose settings are written to a file when the process exits (after the
+// SettingsGuard exit hook, which was registered later and so runs earlier). Leaked on purpose: alive in
+// the exit hook.
+struct ExitLogs {
+  std::mutex mutex;
+  std::vector<std::pair<SharedStageDevice, std::string>> devices;
+};
+
+ExitLogs& exit_logs() {
+  static auto* logs = new ExitLogs;
+  return *logs;
+}
+
+void write_exit_logs() {
+  ExitLogs& logs = exit_logs();
+  std::lock_guard lock(logs.mutex);
+  for (const auto& [device, path] : logs.devices) {
+    std::ofstream out(path, std::ios::trunc);
+    for (const auto& record : device->gpu().settings_log()) {
+      out << record.setting << ' ' << record.value_min << ' ' << record.value << '\n';
+    }
+  }
+}
+
+// joule._joule.SettingsGuard: a device::SettingsGuard that keeps the GPUs it changed alive.
+class GuardHandle {
+ public:
+  explicit GuardHandle(device::SettingsGuardOptions options)
+      : guard_(std::make_unique<device::SettingsGuard>(std::move(options))) {}
+
+  ~GuardHandle() {
+    // Restores before the GPUs' owners go (members are destroyed in reverse order, but be explicit).
+    py::gil_scoped_release release;
+    guard_.reset();
+  }
+  GuardHandle(const GuardHandle&) = delete;
+  GuardHandle& operator=(const GuardHandle&) = delete;
+  GuardHandle(GuardHandle&&) = delete;
+  GuardHandle& operator=(GuardHandle&&) = delete;
+
+  // Without the GIL: may be called from the applier thread.
+  Result<void> lock_sm_clocks(const GpuRef& gpu, uint32_t min_mhz, uint32_t max_mhz) {
+    keep(gpu);
+    return guard_->lock_sm_clocks(*gpu.gpu, min_mhz, max_mhz);
+  }
+  Result<void> set_power_limit_mw(const GpuRef& gpu, uint32_t power_limit_mw) {
+    keep(gpu);
+    return guard_->set_power_limit_mw(*gpu.gpu, power_limit_mw);
+  }
+  device::SettingsGuard& guard() { return *guard_; }
+
+ private:
+  void keep(const GpuRef& gpu) {
+    std::lock_guard lock(owners_mutex_);
+    for (const auto& owner : owners_) {
+      if (owner == gpu.owner) {
+        return;
+      }
+    }
+    owners_.push_back(gpu.owner);
+  }
+
+  std::mutex owners_mutex_;
+  std::vector<std::shared_ptr<const void>> owners_;  // the GPUs outlive the guard
+  std::unique_ptr<device::SettingsGuard> guard_;
+};
+
+using SharedGuard = std::shared_ptr<GuardHandle>;
+
+// joule._joule.ClockApplier: a C++ thread that locks the latest requested SM clock through a guard, so the
+// training thread only posts a number (no device call, no GIL hand-off) on its critical path.
+class ClockApplier {
+ public:
+  ClockApplier(SharedGuard guard, GpuRef gpu)
+      : guard_(std::move(guard)), gpu_(std::move(gpu)), thread_([this] { loop(); }) {}
+
+  ~ClockApplier() { close(); }
+  ClockApplier(const ClockApplier&) = delete;
+  ClockApplier& operator=(const ClockApplier&) = delete;
+  ClockApplier(ClockApplier&&) = delete;
+  ClockApplier& operator=(ClockApplier&&) = delete;
+
+  // Posts `mhz` (latest wins). Unless `force`, nothing happens if it is the clock last requested. Raises an
+  // error a previous lock left (once).
+  void request(uint32_t mhz, bool force) {
+    std::unique_lock lock(mutex_);
+    throw_pending_error_locked();
+    if (closed_) {
+      throw Exception(ErrorCode::kState, "the clock applier is closed");
+    }
+    if (!force && requested_mhz_ == mhz) {
+      return;
+    }
+    requested_mhz_ = mhz;
+    ++requested_generation_;
+    changed_.notify_all();
+  }
+
+  // @return true once every request so far has been applied (false on timeout). Raises a lock's error.
+  bool wait(std::optional<double> timeout_s) {
+    std::unique_lock lock(mutex_);
+    auto done = [this] { return applied_generation_ == requested_generation_ || closed_; };
+    if (timeout_s) {
+      const auto timeout = std::chrono::duration<double>(std::max(0.0, *timeout_s));
+      if (!changed_.wait_for(lock, timeout, done)) {
+        return false;
+      }
+    } else {
+      changed_.wait(lock, done);
+    }
+    throw_pending_error_locked();
+    return true;
+  }
+
+  void close() {
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) {
+        return;
+      }
+      closed_ = true;
+      changed_.notify_all();
+    }
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+  }
+
+  py::dict stats() {
+    std::lock_guard lock(mutex_);
+    py::dict dict;
+    dict["requests"] = requested_generation_;
+    dict["locks"] = locks_;
+    dict["lock_time_s"] = lock_time_s_;
+    dict["mean_lock_time_s"] = locks_ == 0 ? 0.0 : lock_time_s_ / static_cast<double>(locks_);
+    dict["max_lock_time_s"] = max_lock_time_s_;
+    if (applied_mhz_) {
+      dict["applied_mhz"] = *applied_mhz_;
+    } else {
+      dict["applied_mhz"] = py::none();
+    }
+    if (requested_mhz_) {
+      dict["requested_mhz"] = *requested_mhz_;
+    } else {
+      dict["requested_mhz"] = py::none();
+    }
+    return dict;
+  }
+
+ private:
+  void throw_pending_error_locked() {
+    if (error_) {
+      Error error = std::move(*error_);
+      error_.reset();
+      throw Exception(error.code(), error.message());
+    }
+  }
+
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [this] { return closed_ || applied_generation_ != requested_generation_; });
+      if (closed_) {
+        return;
+      }
+      const uint32_t mhz = *requested_mhz_;
+      const uint64_t generation = requested_generation_;
+      lock.unlock();
+      const auto started = std::chrono::steady_clock::now();
+      Result<void> locked = guard_->lock_sm_clocks(gpu_, mhz, mhz);
+      const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      lock.lock();
+      if (locked) {
+        applied_mhz_ = mhz;
+        ++locks_;
+        lock_time_s_ += took_s;
+        max_lock_time_s_ = std::max(max_lock_time_s_, took_s);
+      } else {
+        error_ = locked.error().with_context(fmt::format("locking {} to {} MHz", gpu_.gpu->label(), mhz));
+        requested_mhz_.reset();  // the next request, even of the same clock, tries again
+      }
+      applied_generation_ = generation;
+      changed_.notify_all();
+    }
+  }
+
+  SharedGuard guard_;
+  GpuRef gpu_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::optional<uint32_t> requested_mhz_;
+  std::optional<uint32_t> applied_mhz_;
+  uint64_t requested_generation_ = 0;
+  uint64_t applied_generation_ = 0;
+  bool closed_ = false;
+  std::optional<Error> error_;
+  uint64_t locks_ = 0;
+  double lock_time_s_ = 0;
+  double max_lock_time_s_ = 0;
+  std::thread thread_;  // last: starts once everything above is initialised
+};
+
+// ---- plans
+// -------------------------------------------------------------------------------------------------
+
+py::list schedules_of(const plan::PipelineDag& dag, const plan::FrequencyPlan& frequency_plan) {
+  py::list stages;
+  for (const auto& schedule : value_or_throw(plan::stage_schedules(dag, frequency_plan))) {
+    py::list entries;
+    for (const auto& planned : schedule) {
+      entries.append(
+          py::make_tuple(std::string(plan::to_string(planned.instruction)), planned.frequency_mhz));
+    }
+    stages.append(entries);
+  }
+  return stages;
+}
+
+py::dict cost_dict(const plan::PlanCost& cost) {
+  py::dict dict;
+  dict["time_s"] = cost.time_s;
+  dict["energy_j"] = cost.energy_j;
+  return dict;
+}
+
+plan::PipelineDag dag_for(int stages, int microbatches, const std::string& schedule) {
+  const plan::Schedule parsed = value_or_throw(plan::parse_schedule(schedule));
+  return value_or_throw(plan::build_pipeline(stages, microbatches, parsed));
+}
+
+// The planner's frontier for a pipeline, and the plan for `target_time_s` (or the fastest).
+py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::optional<int> stages,
+                       const std::string& schedule, double p_blocking_w, double unit_time_s,
+                       std::optional<double> target_time_s, std::optional<double> slowdown) {
+  const plan::Profile profile = load_profile(profile_text);
+  const int stage_count = stages.value_or(profile.stage_count());
+  const plan::PipelineDag dag = dag_for(stage_count, microbatches, schedule);
+  plan::PlannerOptions options;
+  options.p_blocking_w = p_blocking_w;
+  options.unit_time_s = unit_time_s;
+  value_or_throw(plan::validate(options));
+  Result<plan::PlannerResult> planned = [&] {
+    py::gil_scoped_release release;
+    return plan::plan_frontier(dag, profile, options);
+  }();
+  const plan::PlannerResult result = value_or_throw(std::move(planned));
+  const auto& frontier = result.frontier;
+  if (target_time_s && slowdown) {
+    throw Exception(ErrorCode::kInvalidArgument, "give target_time_s or slowdown, not both");
+  }
+  std::optional<double> target = target_time_s;
+  if (slowdown) {
+    value_or_throw(check_number(*slowdown, NumberRule{.min = 1.0}, "slowdown"));
+    target = frontier.fastest().time_s * *slowdown;
+  }
+  size_t chosen = 0;
+  double time_s = frontier.points()[0].time_s;
+  double energy_j = frontier.points()[0].energy_j;
+  double max_clock_time_s = result.max_clock.time_s;
+  double max_clock_energy_j = result.max_clock.energy_j;
+  if (target) {
+    chosen = value_or_throw(plan::select_for_target(frontier, *target, p_blocking_w, stage_count));
+    time_s = *target;
+    energy_j = plan::energy_at_target(frontier.points()[chosen], *target, p_blocking_w, stage_count);
+  }
+  const auto& point = frontier.points()[chosen];
+  py::dict dict;
+  dict["stages"] = stage_count;
+  dict["microbatches"] = microbatches;
+  dict["schedule"] = schedule;
+  dict["schedules"] = schedules_of(dag, point.knob);
+  dict["plan"] = point.knob;
+  py::dict predicted;
+  predicted["iteration_time_s"] = time_s;
+  predicted["iteration_energy_j"] = energy_j;
+  predicted["max_clock_time_s"] = max_clock_time_s;
+  predicted["max_clock_energy_j"] = max_clock_energy_j;
+  dict["predicted"] = predicted;
+  dict["target_time_s"] = target ? py::cast(*target) : py::none();
+  py::list points;
+  for (const auto& frontier_point : frontier.points()) {
+    points.append(py::make_tuple(frontier_point.time_s, frontier_point.energy_j));
+  }
+  dict["frontier"] = points;
+  return dict;
+}
+
+// A plan file written by `joule plan --plan-out`, checked against its own DAG (and the profile, if given).
+py::dict plan_from_file(const std::string& path, const std::optional<std::string>& profile_text,
+                        std::optional<double> p_blocking_w) {
+  const std::string text = value_or_throw(read_text_file(path, read_limits::kPipelineProfile));
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    throw Exception(ErrorCode::kParse, fmt::format("{} is not valid JSON: {}", path, error.what()));
+  }
+  if (!json.is_object() || !json.contains("stages") || !json["stages"].is_number_integer() ||
+      !json.contains("microbatches") || !json["microbatches"].is_number_integer() ||
+      !json.contains("schedule") || !json["schedule"].is_string()) {
+    throw Exception(ErrorCode::kParse,
+                    fmt::format("{}: a plan needs integer 'stages' and 'microbatches' and a 'schedule' "
+                                "(write it with `joule plan --plan-out`)",
+                                path));
+  }
+  const int stages = json["stages"].get<int>();
+  const int microbatches = json["microbatches"].get<int>();
+  const std::string schedule = json["schedule"].get<std::string>();
+  const plan::PipelineDag dag = dag_for(stages, microbatches, schedule);
+  Result<plan::FrequencyPlan> parsed = plan::plan_from_json(dag, json);
+  if (!parsed) {
+    throw Exception(parsed.error().code(), fmt::format("{}: {}", path, parsed.error().message()));
+  }
+  const double blocking_w = p_blocking_w.value_or(json.value("p_blocking_w", 70.0));
+  py::dict predicted;
+  predicted["iteration_time_s"] = json.value("target_time_s", json.value("time_s", 0.0));
+  predicted["iteration_energy_j"] = json.value("energy_at_target_j", json.value("energy_j", 0.0));
+  predicted["max_clock_time_s"] = py::none();
+  predicted["max_clock_energy_j"] = py::none();
+  if (profile_text) {
+    const plan::Profile profile = load_profile(*profile_text);
+    const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, profile, *parsed, blocking_w));
+    const plan::PlanCost max_clock = value_or_throw(
+        plan::evaluate(dag, profile, plan::uniform_plan(dag, profile.frequencies_mhz().front()), blocking_w));
+    const double target_s = json.value("target_time_s", cost.time_s);
+    predicted["iteration_time_s"] = std::max(target_s, cost.time_s);
+    predicted["iteration_energy_j"] =
+        cost.energy_j + blocking_w * stages * std::max(0.0, target_s - cost.time_s);
+    predicted["max_clock_time_s"] = max_clock.time_s;
+    predicted["max_clock_energy_j"] = max_clock.energy_j;
+  }
+  py::dict dict;
+  dict["stages"] = stages;
+  dict["microbatches"] = microbatches;
+  dict["schedule"] = schedule;
+  dict["schedules"] = schedules_of(dag, *parsed);
+  dict["plan"] = *parsed;
+  dict["predicted"] = predicted;
+  dict["target_time_s"] =
+      json.contains("target_time_s") ? py::cast(json["target_time_s"].get<double>()) : py::none();
+  return dict;
+}
+
+// The model's iteration time and energy for per-stage schedules (as the optimizer runs them), with each
+// stage's computations stretched by its slowdown (a straggler): what a StageDevice pipeline measures.
+py::dict evaluate_schedules(const std::string& profile_text, int microbatches,
+                            const std::vector<std::vector<std::pair<std::string, uint32_t>>>& schedules,
+                            double p_blocking_w, const std::optional<std::vector<double>>& slowdowns,
+                            const std::string& schedule) {
+  const plan::Profile profile = load_profile(profile_text);
+  const auto stages = static_cast<int>(schedules.size());
+  const plan::PipelineDag dag = dag_for(stages, microbatches, schedule);
+  if (slowdowns && slowdowns->size() != schedules.size()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("{} slowdowns for {} stages", slowdowns->size(), schedules.size()));
+  }
+  value_or_throw(plan::check_inputs(dag, profile, p_blocking_w));
+  plan::FrequencyPlan frequency_plan(dag.computations.size(), 0);
+  for (int stage = 0; stage < stages; ++stage) {
+    const auto& order = dag.stage_order[static_cast<size_t>(stage)];
+    const auto& entries = schedules[static_cast<size_t>(stage)];
+    if (entries.size() != order.size()) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("stage {}'s schedule has {} computations, the pipeline {}", stage,
+                                  entries.size(), order.size()));
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto& computation = dag.computations[static_cast<size_t>(order[i])];
+      if (instruction_named(entries[i].first) != computation.instruction) {
+        throw Exception(ErrorCode::kInvalidArgument,
+                        fmt::format("stage {}'s schedule has {} as computation {}, the pipeline {}", stage,
+                                    entries[i].first, i + 1, plan::to_string(computation.instruction)));
+      }
+      frequency_plan[static_cast<size_t>(order[i])] = entries[i].second;
+    }
+  }
+  // Slowed stages: the same power for slowdown × the time, so time and energy both scale.
+  std::vector<std::array<std::vector<plan::ProfileOption>, 2>> options;
+  for (int stage = 0; stage < profile.stage_count(); ++stage) {
+    const double factor = slowdowns && stage < stages
+                              ? value_or_throw(check_number((*slowdowns)[static_cast<size_t>(stage)],
+                                                            NumberRule::positive(), "slowdown"))
+                              : 1.0;
+    auto& stage_options = options.emplace_back();
+    for (const plan::Instruction instruction : {plan::Instruction::kForward, plan::Instruction::kBackward}) {
+      for (plan::ProfileOption option : profile.options(stage, instruction)) {
+        option.time_s *= factor;
+        option.energy_j *= factor;
+        stage_options[instruction == plan::Instruction::kForward ? 0 : 1].push_back(option);
+      }
+    }
+  }
+  const plan::Profile slowed = value_or_throw(plan::Profile::from_options(std::move(options)));
+  const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, slowed, frequency_plan, p_blocking_w));
+  return cost_dict(cost);
+}
+
+}  // namespace
+
+void bind_pipeline(py::module_& module) {
+  py::class_<plan::StageDevice, SharedStageDevice>(
+      module, "PipelineStageDevice",
+      "One pipeline stage as a simulated GPU on its own virtual clock: forwards and backwards take the "
+      "profile's time and energy at the SM clock locked on it (× slowdown); idle, it draws p_blocking_w. "
+      "Times in s on its virtual clock, starting at 0.")
+      .def(py::init([](const std::string& profile, int stage, double p_blocking_w, double slowdown) {
+             return SharedStageDevice(value_or_throw(
+                 plan::StageDevice::create(load_profile(profile), stage, p_blocking_w, slowdown)));
+           }),
+           py::arg("profile"), py::arg("stage"), py::arg("p_blocking_w") = 70.0, py::arg("slowdown") = 1.0,
+           "profile: a profile CSV's path, or its text. InvalidArgumentError for a stage the profile lacks.")
+      .def_property_readonly(
+          "gpu",
+          [](const SharedStageDevice& device) {
+            return GpuRef{std::shared_ptr<const void>(device), &device->gpu()};
+          },
+          "The stage's GPU as a joule.Gpu (energy counter, supported clocks, clock locks, power).")
+      .def(
+          "run",
+          [](plan::StageDevice& device, const std::string& name, double not_before_s) {
+            const plan::Instruction instruction = instruction_named(name);
+            Result<plan::StageRun> run = [&] {
+              py::gil_scoped_release release;
+              return device.run(instruction, not_before_s);
+            }();
+            const plan::StageRun done = value_or_throw(std::move(run));
+            return py::make_tuple(done.start_s, done.end_s);
+          },
+          py::arg("name"), py::arg("not_before_s") = 0.0,
+          "Runs 'forward' or 'backward': idles until not_before_s if later than now, computes at the locked "
+          "clock, goes idle. Returns (start_s, end_s).")
+      .def(
+          "idle_until",
+          [](plan::StageDevice& device, double time_s) { value_or_throw(device.idle_until(time_s)); },
+          py::arg("time_s"), "Idles (blocking power) until time_s; nothing if that is not later than now.")
+      .def("now_s", &plan::StageDevice::now_s, "The device's virtual time, s.")
+      .def_property(
+          "slowdown", &plan::StageDevice::slowdown,
+          [](plan::StageDevice& device, double slowdown) { value_or_throw(device.set_slowdown(slowdown)); },
+          "Every computation begun from now on takes slowdown × its profiled time at the same power.")
+      .def_property_readonly("stage", &plan::StageDevice::stage)
+      .def_property_readonly("p_blocking_w", &plan::StageDevice::p_blocking_w)
+      .def(
+          "settings_log", [](const plan::StageDevice& device) { return settings_log(device.gpu()); },
+          "Every setting made on the GPU: dicts time_s, setting ('sm_clocks_locked_mhz', 'sm_clocks_reset', "
+          "'power_limit_mw'), value, value_min.")
+      .def("__repr__", [](const plan::StageDevice& device) {
+        return fmt::format("<joule.PipelineStageDevice stage={} now={:.6f} s slowdown={:g}>", device.stage(),
+                           device.now_s(), device.slowdown());
+      });
+
+  module.def(
+      "_write_settings_log_at_exit",
+      [](const SharedStageDevice& device, const std::string& path) {
+        ExitLogs& logs = exit_logs();
+        std::lock_guard lock(logs.mutex);
+        static const bool registered = std::atexit(write_exit_logs) == 0;
+        if (!registered) {
+          throw Exception(ErrorCode::kInternal, "cannot register an exit hook");
+        }
+        logs.devices.emplace_back(device, path);
+      },
+      py::arg("device"), py::arg("path"),
+      "Test seam: at process exit (after the SettingsGuard exit hook if called before the first guard "
+      "exists), write the device's settings log to `path`, one 'setting min max' per line.");
+
+  py::class_<GuardHandle, SharedGuard>(
+      module, "SettingsGuard",
+      "The device layer's restore contract for settings made from Python: the first change of each control "
+      "is recorded and set back on restore(), destruction, process exit and (restore_on_signals) "
+      "SIGINT/SIGTERM/SIGHUP, exactly as joule's C++ controllers do. Thread-safe.")
+      .def(py::init([](const std::string& owner, bool restore_on_signals,
+                       const std::string& power_limit_restore) {
+             device::SettingsGuardOptions options;
+             options.owner = owner;
+             options.restore_on_signals = restore_on_signals;
+             if (power_limit_restore == "recorded") {
+               options.power_limit_restore = device::PowerLimitRestore::kRecorded;
+             } else if (power_limit_restore == "default") {
+               options.power_limit_restore = device::PowerLimitRestore::kDefault;
+             } else {
+               throw Exception(ErrorCode::kInvalidArgument,
+                               fmt::format("power_limit_restore must be 'recorded' or 'default' (got '{}')",
+                                           power_limit_restore));
+             }
+             return std::make_shared<GuardHandle>(std::move(options));
+           }),
+           py::arg("owner") = "python", py::arg("restore_on_signals") = true,
+           py::arg("power_limit_restore") = "recorded")
+      .def(
+          "lock_sm_clocks_mhz",
+          [](GuardHandle& guard, const GpuRef& gpu, uint32_t min_mhz, uint32_t max_mhz) {
+            Result<void> result = [&] {
+              py::gil_scoped_release release;
+              return guard.lock_sm_clocks(gpu, min_mhz, max_mhz);
+            }();
+            value_or_throw(std::move(result));
+          },
+          py::arg("gpu"), py::arg("min_mhz"), py::arg("max_mhz"),
+          "Locks the GPU's SM clock into [min_mhz, max_mhz]; no device call if this guard set this very lock "
+          "last.")
+      .def(
+          "set_power_limit_w",
+          [](GuardHandle& guard, const GpuRef& gpu, double power_limit_w) {
+            value_or_throw(check_number(power_limit_w, NumberRule{.min = 0, .max = 4e6}, "power_limit_w"));
+            const auto power_limit_mw = static_cast<uint32_t>(std::llround(w_to_mw(power_limit_w)));
+            Result<void> result = [&] {
+              py::gil_scoped_release release;
+              return guard.set_power_limit_mw(gpu, power_limit_mw);
+            }();
+            value_or_throw(std::move(result));
+          },
+          py::arg("gpu"), py::arg("power_limit_w"),
+          "Sets the power limit, W, recording the one in force first.")
+      .def(
+          "restore",
+          [](GuardHandle& guard) {
+            Result<void> result = [&] {
+              py::gil_scoped_release release;
+              return guard.guard().restore();
+            }();
+            value_or_throw(std::move(result));
+          },
+          "Restores every control this guard changed, now (the guard stays usable).")
+      .def_property_readonly(
+          "changed", [](GuardHandle& guard) { return guard.guard().changed(); },
+          "True if some control is changed and not restored yet.")
+      .def(
+          "consume_signal_restore", [](GuardHandle& guard) { return guard.guard().consume_signal_restore(); },
+          "True once after a signal restore set something back (set it again if the process lives on).")
+      .def_static("signal_handler_installed", &device::SettingsGuard::signal_handler_installed,
+                  py::arg("signal_number"), "True if a guard's handler is installed for the signal now.");
+
+  py::class_<ClockApplier, std::shared_ptr<ClockApplier>>(
+      module, "ClockApplier",
+      "Locks a GPU's SM clock through a SettingsGuard on a C++ thread: request() only posts the clock "
+      "(the latest wins), wait() blocks until every request has landed.")
+      .def(py::init([](SharedGuard guard, GpuRef gpu) {
+             return std::make_shared<ClockApplier>(std::move(guard), std::move(gpu));
+           }),
+           py::arg("guard"), py::arg("gpu"))
+      .def("request", &ClockApplier::request, py::arg("mhz"), py::arg("force") = false,
+           "Posts a clock lock, MHz (nothing if it is the clock last requested, unless force). Raises the "
+           "error of a failed earlier lock, once.")
+      .def(
+          "wait",
+          [](ClockApplier& applier, std::optional<double> timeout_s) {
+            py::gil_scoped_release release;
+            return applier.wait(timeout_s);
+          },
+          py::arg("timeout_s") = py::none(),
+          "Waits until every request has been applied; False on timeout. Raises a failed lock's error.")
+      .def(
+          "close",
+          [](ClockApplier& applier) {
+            py::gil_scoped_release release;
+            applier.close();
+          },
+          "Stops the thread (pending requests are dropped). Idempotent.")
+      .def("stats", &ClockApplier::stats,
+           "requests, locks, lock_time_s, mean_lock_time_s, max_lock_time_s (device time of the locks), "
+           "applied_mhz, requested_mhz.");
+
+  module.def("_pipeline_plan", &plan_pipeline, py::arg("profile"), py::arg("microbatches"),
+             py::arg("stages") = py::none(), py::arg("schedule") = "1f1b", py::arg("p_blocking_w") = 70.0,
+             py::arg("unit_time_s") = 1e-3, py::arg("target_time_s") = py::none(),
+             py::arg("slowdown") = py::none(),
+             "Plans a pipeline from a profile (path or CSV text): the fastest plan, or the cheapest for a "
+             "target time (or slowdown × the fastest time). Returns stages, microbatches, schedule, "
+             "schedules (per stage, [(instruction, MHz)] in execution order), plan, predicted "
+             "{iteration_time_s, iteration_energy_j, max_clock_time_s, max_clock_energy_j}, target_time_s, "
+             "frontier [(time_s, energy_j)].");
+  module.def("_pipeline_plan_file", &plan_from_file, py::arg("path"), py::arg("profile") = py::none(),
+             py::arg("p_blocking_w") = py::none(),
+             "Reads a plan written by `joule plan --plan-out` (same keys as _pipeline_plan; the max-clock "
+             "figures need the profile).");
+  module.def("_pipeline_evaluate", &evaluate_schedules, py::arg("profile"), py::arg("microbatches"),
+             py::arg("schedules"), py::arg("p_blocking_w") = 70.0, py::arg("slowdowns") = py::none(),
+             py::arg("schedule") = "1f1b",
+             "The model's {time_s, energy_j} of one iteration of per-stage schedules, each stage's "
+             "computations stretched by its slowdown.");
+}
+
+}  // namespace joule::python
