@@ -83,6 +83,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         help="first iteration (0-based, profiling included) the straggler is slow")
     parser.add_argument("--straggler-until-iteration", type=int,
                         help="first iteration it is no longer slow (default: never)")
+    parser.add_argument("--straggler-planned-from", type=int,
+                        help="instead of --straggler-from-iteration: slow from this many planned iterations on")
+    parser.add_argument("--straggler-planned-until", type=int,
+                        help="with --straggler-planned-from: no longer slow from this many planned iterations on")
     parser.add_argument("--max-profiling-iterations", type=int, default=1000,
                         help="give up if the server has not planned after this many iterations")
     parser.add_argument("--seed", type=int, default=0)
@@ -205,11 +209,18 @@ def worker(rank: int, args: argparse.Namespace, port: int, profile: str) -> None
     while planned_done < args.iterations:
         if iteration - planned_done >= args.max_profiling_iterations:
             raise RuntimeError(f"no plan after {args.max_profiling_iterations} profiling iterations")
-        straggling = (
-            args.straggler_slowdown is not None
-            and args.straggler_from_iteration <= iteration
-            and (args.straggler_until_iteration is None or iteration < args.straggler_until_iteration)
-        )
+        if args.straggler_planned_from is not None:  # counted in planned iterations (the same on every rank)
+            straggling = (
+                args.straggler_slowdown is not None
+                and args.straggler_planned_from <= planned_done
+                and (args.straggler_planned_until is None or planned_done < args.straggler_planned_until)
+            )
+        else:
+            straggling = (
+                args.straggler_slowdown is not None
+                and args.straggler_from_iteration <= iteration
+                and (args.straggler_until_iteration is None or iteration < args.straggler_until_iteration)
+            )
         device.slowdown = args.straggler_slowdown if straggling and rank == args.straggler_rank else 1.0
         start_s = device.now_s()
         frequency_optimizer.on_step_begin()
@@ -324,6 +335,10 @@ def report_iteration(args: argparse.Namespace, profile: str, iteration: int, tim
         "time_error": time_error, "energy_error": energy_error,
         "slowdowns": [r[1] for r in schedules],
     }
+    # What the planner gave each pipeline: its pace (a straggler's T' for the pipelines it slows down).
+    row["pipeline_planned_time_s"] = [
+        (schedules[d * stages][4] or {}).get("iteration_time_s") for d in range(dp)
+    ]
     if planned:
         row["planned_time_s"] = planned.get("iteration_time_s")
         row["planned_energy_j"] = None if planned.get("iteration_energy_j") is None else dp * planned["iteration_energy_j"]
@@ -342,6 +357,17 @@ def report_iteration(args: argparse.Namespace, profile: str, iteration: int, tim
     print(f"iteration {iteration}: time {time_s:.4f} s (predicted {predicted_time_s:.4f} s, error "
           f"{100 * time_error:.3f}%), energy {energy_j:.1f} J (predicted {predicted_energy_j:.1f} J, error "
           f"{100 * energy_error:.3f}%){saving}", flush=True)
+    # Against the planner's own prediction (from the profile it measured, with the blocking power it measured):
+    # when every pipeline runs the same plan at full speed, the job's iteration is that plan's.
+    same_plan = all(r[4] == planned for r in schedules) and all(r[1] == 1.0 for r in schedules)
+    if planned and same_plan and planned.get("iteration_time_s") and planned.get("iteration_energy_j"):
+        plan_time_error = relative_error(time_s, planned["iteration_time_s"])
+        plan_energy_error = relative_error(energy_j, dp * planned["iteration_energy_j"])
+        row["plan_time_error"], row["plan_energy_error"] = plan_time_error, plan_energy_error
+        print(f"  the planner predicted {planned['iteration_time_s']:.4f} s, {dp * planned['iteration_energy_j']:.1f} J: "
+              f"error {100 * plan_time_error:.3f}% in time, {100 * plan_energy_error:.3f}% in energy", flush=True)
+        time_error = max(time_error, plan_time_error)
+        energy_error = max(energy_error, plan_energy_error)
     if time_error > PREDICTION_TOLERANCE or energy_error > PREDICTION_TOLERANCE:
         raise RuntimeError(f"iteration {iteration}: the measurement is more than "
                            f"{100 * PREDICTION_TOLERANCE:.0f}% off the model")

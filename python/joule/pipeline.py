@@ -354,6 +354,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._step_start_s = 0.0
         self._step_start_j = 0.0
         self._last_end_s: Optional[float] = None
+        self._last_end_j: Optional[float] = None
         self._times: dict[str, list[float]] = {"forward": [], "backward": []}
         self._energies: dict[str, list[float]] = {"forward": [], "backward": []}
 
@@ -440,6 +441,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._position = 0
         self._begun = None
         self._last_end_s = None
+        self._last_end_j = None
         self._times = {"forward": [], "backward": []}
         self._energies = {"forward": [], "backward": []}
         self._step_start_s, self._step_start_j = self._measure()
@@ -484,6 +486,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._energies[name].append(energy_j - start_j)
         self._begun = None
         self._last_end_s = time_s
+        self._last_end_j = energy_j
         self._position += 1
         if self._position < len(schedule.frequencies):
             self._request(schedule.frequencies[self._position][1])
@@ -492,7 +495,8 @@ class PipelineFrequencyOptimizer(Callback):
         """At the end of every iteration (after the data-parallel gradient synchronisation): checks every
         instruction ran and records the iteration; after the schedule's last iteration, reports the round's
         measurements to the server. The iteration time reported is this rank's own, up to the end of its
-        last instruction (before waiting on other pipelines); the energy is the GPU's over the whole step."""
+        last instruction (before waiting on other pipelines), and the energy the GPU's over that same window
+        (so that the server can tell the power of a waiting GPU from them); ``history`` keeps the whole step."""
         self._check_open()
         schedule = self._check_in_step("on_step_end()")
         count = len(schedule.frequencies)
@@ -506,13 +510,15 @@ class PipelineFrequencyOptimizer(Callback):
             )
         end_s, end_j = self._measure()
         own_end_s = self._last_end_s if self._last_end_s is not None else end_s
+        own_end_j = self._last_end_j if self._last_end_j is not None else end_j
         iteration_time_s = own_end_s - self._step_start_s
+        own_energy_j = own_end_j - self._step_start_j
         energy_j = end_j - self._step_start_j
         self._in_step = False
         if self._iterations_left is not None:  # a round to report (a schedule for ever reports nothing)
             measurements = self._round_measurements
             measurements["iter_time"].append(iteration_time_s)
-            measurements["iter_energy"].append(energy_j)
+            measurements["iter_energy"].append(own_energy_j)
             for name in INSTRUCTIONS:
                 measurements["time_breakdown"][name].append(self._times[name])
                 measurements["energy_breakdown"][name].append(self._energies[name])

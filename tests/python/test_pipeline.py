@@ -247,7 +247,11 @@ def test_optimizer_reports_the_time_before_waiting_on_other_pipelines(fake_serve
     optimizer.on_step_end()
     result = server.requests[-1][2]
     assert result["iter_time"] == [pytest.approx(own_s, abs=1e-9)]
+    # The energy over the same window: the server measures the blocking power from the two.
     assert result["iter_energy"][0] == pytest.approx(
+        option(0, "forward", 1410)[1] + option(0, "backward", 1410)[1], abs=5e-3)
+    # The history keeps the whole step, the second of waiting included.
+    assert optimizer.history[-1]["energy_j"] == pytest.approx(
         option(0, "forward", 1410)[1] + option(0, "backward", 1410)[1] + BLOCKING_W, abs=5e-3)
     optimizer.close()
 

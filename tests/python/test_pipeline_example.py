@@ -146,12 +146,44 @@ def server_answers_register_job(url: str) -> tuple[bool, str]:
 
 def test_the_example_against_joule_serve(serve: str) -> None:
     answers, status = server_answers_register_job(serve)
-    if not answers:
-        pytest.skip(f"joule serve has no pipeline-frequency routes yet (POST /register_job: {status})")
+    assert answers, f"joule serve refuses POST /register_job: {status}"
     result = run_python([str(EXAMPLE), "--stages", "4", "--microbatches", "8", "--iterations", "3",
                          "--server", serve, "--json"], timeout_s=170)
     assert result.returncode == 0, result.stderr
     summary = summary_of(result.stdout)
-    assert any(row["phase"] == "profiling" for row in summary["iterations"])
+    phases = [row["phase"] for row in summary["iterations"]]
+    assert phases[0] == "warmup"
+    # The sweep stops where every stage's energy rises (about 33 of the profile's 41 clocks, 4 per iteration).
+    assert 5 <= phases.count("profiling") <= 11, phases
     planned = check_planned_iterations(summary, 3)
-    assert all(row.get("saving_pct", 0) > 0 for row in planned)
+    for row in planned:
+        # Measured against the planner's own prediction, from the profile and blocking power it measured.
+        assert abs(row["plan_time_error"]) < 0.03 and abs(row["plan_energy_error"]) < 0.03, row
+        assert row["saving_pct"] > 5
+    assert "less energy than all-max clocks" in result.stdout
+
+
+def test_the_server_follows_a_straggler_and_its_recovery(serve: str) -> None:
+    # Two pipelines of 2 stages; rank 3 (pipeline 1) is 20% slower for a while after planning. Rounds are 2
+    # iterations once planned and detection confirms over 2 rounds, so the others slow down within 4 to 6
+    # iterations of the straggler starting, and speed up again as long after it recovers.
+    result = run_python([str(EXAMPLE), "--stages", "2", "--microbatches", "4", "--dp", "2", "--iterations", "24",
+                         "--server", serve, "--straggler-slowdown", "1.2", "--straggler-rank", "3",
+                         "--straggler-planned-from", "4", "--straggler-planned-until", "14", "--json"],
+                        timeout_s=170)
+    assert result.returncode == 0, result.stderr
+    planned = [row for row in summary_of(result.stdout)["iterations"] if row["phase"] == "planned"]
+    fastest_s = planned[0]["planned_time_s"]
+    slowed = [row["pipeline_planned_time_s"][0] > fastest_s * 1.1 for row in planned]
+    assert not any(slowed[:4]), slowed
+    first_slowed = slowed.index(True)
+    assert 4 < first_slowed <= 10, slowed
+    # T' is the straggler pipeline's own pace: one of its two stages 20% slower makes it about 16% slower, and
+    # before the others slowed down, the job's iteration took exactly that long.
+    assert planned[first_slowed]["pipeline_planned_time_s"][0] == pytest.approx(planned[4]["time_s"], rel=0.01)
+    assert planned[first_slowed]["pipeline_planned_time_s"][1] == pytest.approx(fastest_s, rel=1e-9)
+    last_slowed = len(slowed) - 1 - slowed[::-1].index(True)
+    assert 14 <= last_slowed < 20, slowed
+    assert not any(slowed[20:]), slowed
+    # Detection never flapped: one slow stretch.
+    assert all(slowed[first_slowed:last_slowed + 1]), slowed
