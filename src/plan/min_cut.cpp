@@ -238,6 +238,9 @@ class DinicNetwork {
   std::vector<uint32_t> path_;
 };
 
+// No such arc (an arc of the cut network without a backward residual).
+constexpr uint32_t kNoArc = 0xffffffffU;
+
 int64_t saturating_subtract(int64_t upper, int64_t amount) {
   return upper >= kInfiniteCapacity ? kInfiniteCapacity : upper - amount;
 }
@@ -246,45 +249,71 @@ template <class Network>
 CutResult solve(Network& feasibility, Network& augmenting, int node_count, int source, int sink,
                 const std::vector<CutArc>& arcs) {
   CutResult result;
-  // Phase 1: a feasible flow. Each arc carries its lower bound for free; the rest (upper − lower) is
-  // ordinary capacity. Nodes where lower bounds leave an excess get it from a super source, deficits go to a
-  // super sink; an unbounded sink → source arc closes the circulation.
+  // Start from each arc's guess, clamped to its bounds. Where the guesses do not balance (an arc left the
+  // network, bounds moved), nodes keep an excess or a deficit; with no guesses that is the lower bounds'.
+  std::vector<int64_t> flow(arcs.size());
+  std::vector<int64_t> excess(static_cast<size_t>(node_count), 0);
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    const CutArc& arc = arcs[i];
+    flow[i] = std::clamp(arc.flow, arc.lower, std::max(arc.lower, arc.upper));
+    excess[static_cast<size_t>(arc.to)] += flow[i];
+    excess[static_cast<size_t>(arc.from)] -= flow[i];
+  }
+  // The sink → source arc closes the circulation: it starts with what leaves the source.
+  const int64_t returned = std::max<int64_t>(0, -excess[static_cast<size_t>(source)]);
+  excess[static_cast<size_t>(source)] += returned;
+  excess[static_cast<size_t>(sink)] -= returned;
+
+  // Phase 1: a feasible flow. In the residual network of the start (forward room upper − flow, backward
+  // room flow − lower), excesses go from a super source to their nodes and deficits to a super sink.
   const int super_source = node_count;
   const int super_sink = node_count + 1;
-  feasibility.reset(node_count + 2);
-  std::vector<int64_t> excess(static_cast<size_t>(node_count), 0);
-  std::vector<uint32_t> phase1_edges;
-  phase1_edges.reserve(arcs.size());
-  for (const CutArc& arc : arcs) {
-    phase1_edges.push_back(feasibility.add(arc.from, arc.to, saturating_subtract(arc.upper, arc.lower)));
-    excess[static_cast<size_t>(arc.to)] += arc.lower;
-    excess[static_cast<size_t>(arc.from)] -= arc.lower;
-  }
-  feasibility.add(sink, source, kInfiniteCapacity);
   int64_t required = 0;
   for (int node = 0; node < node_count; ++node) {
-    const int64_t amount = excess[static_cast<size_t>(node)];
-    if (amount > 0) {
-      feasibility.add(super_source, node, amount);
-      required += amount;
-    } else if (amount < 0) {
-      feasibility.add(node, super_sink, -amount);
-    }
+    required += std::max<int64_t>(0, excess[static_cast<size_t>(node)]);
   }
-  if (required > 0 && feasibility.max_flow(super_source, super_sink) < required) {
-    result.status = CutResult::Status::kInfeasible;
-    return result;
+  if (required > 0) {
+    feasibility.reset(node_count + 2);
+    std::vector<uint32_t> forward(arcs.size());
+    std::vector<uint32_t> backward(arcs.size(), kNoArc);
+    for (size_t i = 0; i < arcs.size(); ++i) {
+      const CutArc& arc = arcs[i];
+      forward[i] = feasibility.add(arc.from, arc.to, saturating_subtract(arc.upper, flow[i]));
+      if (flow[i] > arc.lower) {
+        backward[i] = feasibility.add(arc.to, arc.from, flow[i] - arc.lower);
+      }
+    }
+    feasibility.add(sink, source, kInfiniteCapacity);
+    if (returned > 0) {
+      feasibility.add(source, sink, returned);
+    }
+    for (int node = 0; node < node_count; ++node) {
+      const int64_t amount = excess[static_cast<size_t>(node)];
+      if (amount > 0) {
+        feasibility.add(super_source, node, amount);
+      } else if (amount < 0) {
+        feasibility.add(node, super_sink, -amount);
+      }
+    }
+    if (feasibility.max_flow(super_source, super_sink) < required) {
+      result.status = CutResult::Status::kInfeasible;
+      return result;
+    }
+    for (size_t i = 0; i < arcs.size(); ++i) {
+      flow[i] += feasibility.flow(forward[i]) - (backward[i] != kNoArc ? feasibility.flow(backward[i]) : 0);
+    }
   }
 
   // Phase 2: augment the feasible flow from source to sink in its residual network: forward room upper − f,
   // backward room f − lower.
   augmenting.reset(node_count);
+  std::vector<uint32_t> forward(arcs.size());
+  std::vector<uint32_t> backward(arcs.size(), kNoArc);
   for (size_t i = 0; i < arcs.size(); ++i) {
     const CutArc& arc = arcs[i];
-    const int64_t flow = (required > 0 ? feasibility.flow(phase1_edges[i]) : 0) + arc.lower;
-    augmenting.add(arc.from, arc.to, saturating_subtract(arc.upper, flow));
-    if (flow > arc.lower) {
-      augmenting.add(arc.to, arc.from, flow - arc.lower);
+    forward[i] = augmenting.add(arc.from, arc.to, saturating_subtract(arc.upper, flow[i]));
+    if (flow[i] > arc.lower) {
+      backward[i] = augmenting.add(arc.to, arc.from, flow[i] - arc.lower);
     }
   }
   const int64_t extra = augmenting.max_flow(source, sink);
@@ -297,6 +326,9 @@ CutResult solve(Network& feasibility, Network& augmenting, int node_count, int s
   if (result.source_side[static_cast<size_t>(sink)] != 0) {
     result.status = CutResult::Status::kUnbounded;
     return result;
+  }
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    flow[i] += augmenting.flow(forward[i]) - (backward[i] != kNoArc ? augmenting.flow(backward[i]) : 0);
   }
   for (const CutArc& arc : arcs) {
     const bool from_source = result.source_side[static_cast<size_t>(arc.from)] != 0;
@@ -311,6 +343,7 @@ CutResult solve(Network& feasibility, Network& augmenting, int node_count, int s
       result.value -= arc.lower;
     }
   }
+  result.flow = std::move(flow);
   return result;
 }
 

@@ -193,6 +193,14 @@ class Walk {
       }
     }
     units_.resize(static_cast<size_t>(node_count_));
+    // Flow memory: computation arcs, source arcs and sink arcs by computation, then edges by position.
+    edge_key_.resize(static_cast<size_t>(node_count_));
+    size_t key = 3 * static_cast<size_t>(node_count_);
+    for (int v = 0; v < node_count_; ++v) {
+      edge_key_[static_cast<size_t>(v)] = key;
+      key += successors(v).size();
+    }
+    warm_flow_.assign(key, 0);
   }
 
   const CostModel& model(int v) const { return models_[model_of_[static_cast<size_t>(v)]]; }
@@ -253,7 +261,9 @@ class Walk {
   // predecessors), the sink 2N+1.
   std::vector<CutArc> critical_network() {
     std::vector<CutArc> arcs;
+    arc_keys_.clear();
     arcs_of_computation_.assign(static_cast<size_t>(node_count_), -1);
+    const auto n = static_cast<size_t>(node_count_);
     const int source = 2 * node_count_;
     const int sink = source + 1;
     for (int v = 0; v < node_count_; ++v) {
@@ -274,20 +284,31 @@ class Walk {
         arc.lower = std::min(arc.lower, arc.upper);
       }
       arcs_of_computation_[static_cast<size_t>(v)] = static_cast<int>(arcs.size());
-      arcs.push_back(arc);
+      const auto index = static_cast<size_t>(v);
+      add_arc(arcs, arc, index);
       if (predecessors(v).empty() && earliest_start(v) == 0) {
-        arcs.push_back({source, 2 * v, 0, kInfiniteCapacity});
+        add_arc(arcs, {source, 2 * v, 0, kInfiniteCapacity}, n + index);
       }
       if (successors(v).empty()) {
-        arcs.push_back({2 * v + 1, sink, 0, kInfiniteCapacity});
+        add_arc(arcs, {2 * v + 1, sink, 0, kInfiniteCapacity}, 2 * n + index);
       }
-      for (const int next : successors(v)) {
-        if (critical_edge(v, next)) {
-          arcs.push_back({2 * v + 1, 2 * next, 0, kInfiniteCapacity});
+      const auto& next_of = successors(v);
+      for (size_t k = 0; k < next_of.size(); ++k) {
+        if (critical_edge(v, next_of[k])) {
+          add_arc(arcs, {2 * v + 1, 2 * next_of[k], 0, kInfiniteCapacity}, edge_key_[index] + k);
         }
       }
     }
     return arcs;
+  }
+
+  // Keeps the maximum flow of the cut just computed on `arcs` (critical_network()'s last result), so that
+  // the next cut starts from it: consecutive critical networks differ in a few arcs and capacities.
+  void remember_flow(const std::vector<int64_t>& flow) {
+    std::fill(warm_flow_.begin(), warm_flow_.end(), 0);
+    for (size_t i = 0; i < flow.size() && i < arc_keys_.size(); ++i) {
+      warm_flow_[arc_keys_[i]] = flow[i];
+    }
   }
 
   int arc_of(int v) const { return arcs_of_computation_[static_cast<size_t>(v)]; }
@@ -301,6 +322,12 @@ class Walk {
   }
 
  private:
+  void add_arc(std::vector<CutArc>& arcs, CutArc arc, size_t key) {
+    arc.flow = warm_flow_[key];
+    arcs.push_back(arc);
+    arc_keys_.push_back(key);
+  }
+
   const PipelineDag& dag_;
   int node_count_;
   std::vector<CostModel> models_;
@@ -312,6 +339,9 @@ class Walk {
   std::vector<int> earliest_start_;
   std::vector<int> latest_finish_;
   std::vector<int> arcs_of_computation_;
+  std::vector<size_t> edge_key_;    // per computation: the flow key of its first outgoing edge
+  std::vector<int64_t> warm_flow_;  // per arc key: its flow in the last cut computed (0 if not in it)
+  std::vector<size_t> arc_keys_;    // per arc of the last critical_network(): its flow key
 };
 
 // Real-time evaluation and slack reclamation on the profile itself.
@@ -553,6 +583,7 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
       if (cut.status != CutResult::Status::kOk) {
         break;  // nothing on the critical paths can get faster any more
       }
+      walk.remember_flow(cut.flow);
       last_side = cut.source_side;
       last_network = std::move(network);
     }
