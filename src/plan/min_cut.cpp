@@ -245,6 +245,80 @@ int64_t saturating_subtract(int64_t upper, int64_t amount) {
   return upper >= kInfiniteCapacity ? kInfiniteCapacity : upper - amount;
 }
 
+// Sets the value of the cut in `result.source_side` (or kUnbounded if an unbounded arc crosses it) and keeps
+// the maximum flow it came from.
+void finish_cut(const std::vector<CutArc>& arcs, std::vector<int64_t> flow, CutResult& result) {
+  for (const CutArc& arc : arcs) {
+    const bool from_source = result.source_side[static_cast<size_t>(arc.from)] != 0;
+    const bool to_source = result.source_side[static_cast<size_t>(arc.to)] != 0;
+    if (from_source && !to_source) {
+      if (arc.upper >= kInfiniteCapacity) {
+        result.status = CutResult::Status::kUnbounded;
+        return;
+      }
+      result.value += arc.upper;
+    } else if (!from_source && to_source) {
+      result.value -= arc.lower;
+    }
+  }
+  result.flow = std::move(flow);
+}
+
+// Whether a flow within the bounds that is conserved everywhere but at the source and the sink is maximal:
+// the sink is out of reach in its residual network. If so, what is in reach is the cut, and `result` gets
+// it. After a small change to the network the previous maximum flow usually still is one, and this search
+// on arrays costs a fraction of building a network for a max-flow algorithm.
+bool cut_if_maximal(int node_count, int source, int sink, const std::vector<CutArc>& arcs,
+                    const std::vector<int64_t>& flow, CutResult& result) {
+  // Residual arcs grouped by tail (compressed rows): forward where flow < upper, backward where
+  // flow > lower.
+  thread_local std::vector<uint32_t> begin;
+  thread_local std::vector<uint32_t> heads;
+  thread_local std::vector<uint32_t> stack;
+  begin.assign(static_cast<size_t>(node_count) + 1, 0);
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    if (flow[i] < arcs[i].upper) {
+      ++begin[static_cast<size_t>(arcs[i].from) + 1];
+    }
+    if (flow[i] > arcs[i].lower) {
+      ++begin[static_cast<size_t>(arcs[i].to) + 1];
+    }
+  }
+  for (size_t node = 1; node < begin.size(); ++node) {
+    begin[node] += begin[node - 1];
+  }
+  heads.resize(begin.back());
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    // begin[tail] counts up as heads are placed, and ends where begin[tail + 1] started.
+    if (flow[i] < arcs[i].upper) {
+      heads[begin[static_cast<size_t>(arcs[i].from)]++] = static_cast<uint32_t>(arcs[i].to);
+    }
+    if (flow[i] > arcs[i].lower) {
+      heads[begin[static_cast<size_t>(arcs[i].to)]++] = static_cast<uint32_t>(arcs[i].from);
+    }
+  }
+  // Now begin[node] is where node + 1's heads start: node's are begin[node − 1] … begin[node].
+  std::vector<char> seen(static_cast<size_t>(node_count), 0);
+  stack.assign(1, static_cast<uint32_t>(source));
+  seen[static_cast<size_t>(source)] = 1;
+  while (!stack.empty()) {
+    const uint32_t node = stack.back();
+    stack.pop_back();
+    for (uint32_t e = node == 0 ? 0 : begin[node - 1]; e < begin[node]; ++e) {
+      if (seen[heads[e]] == 0) {
+        seen[heads[e]] = 1;
+        stack.push_back(heads[e]);
+      }
+    }
+  }
+  if (seen[static_cast<size_t>(sink)] != 0) {
+    return false;
+  }
+  result.source_side = std::move(seen);
+  finish_cut(arcs, flow, result);
+  return true;
+}
+
 template <class Network>
 CutResult solve(Network& feasibility, Network& augmenting, int node_count, int source, int sink,
                 const std::vector<CutArc>& arcs) {
@@ -264,14 +338,18 @@ CutResult solve(Network& feasibility, Network& augmenting, int node_count, int s
   excess[static_cast<size_t>(source)] += returned;
   excess[static_cast<size_t>(sink)] -= returned;
 
-  // Phase 1: a feasible flow. In the residual network of the start (forward room upper − flow, backward
-  // room flow − lower), excesses go from a super source to their nodes and deficits to a super sink.
-  const int super_source = node_count;
-  const int super_sink = node_count + 1;
   int64_t required = 0;
   for (int node = 0; node < node_count; ++node) {
     required += std::max<int64_t>(0, excess[static_cast<size_t>(node)]);
   }
+  if (required == 0 && cut_if_maximal(node_count, source, sink, arcs, flow, result)) {
+    return result;
+  }
+
+  // Phase 1: a feasible flow. In the residual network of the start (forward room upper − flow, backward
+  // room flow − lower), excesses go from a super source to their nodes and deficits to a super sink.
+  const int super_source = node_count;
+  const int super_sink = node_count + 1;
   if (required > 0) {
     feasibility.reset(node_count + 2);
     std::vector<uint32_t> forward(arcs.size());
@@ -330,20 +408,7 @@ CutResult solve(Network& feasibility, Network& augmenting, int node_count, int s
   for (size_t i = 0; i < arcs.size(); ++i) {
     flow[i] += augmenting.flow(forward[i]) - (backward[i] != kNoArc ? augmenting.flow(backward[i]) : 0);
   }
-  for (const CutArc& arc : arcs) {
-    const bool from_source = result.source_side[static_cast<size_t>(arc.from)] != 0;
-    const bool to_source = result.source_side[static_cast<size_t>(arc.to)] != 0;
-    if (from_source && !to_source) {
-      if (arc.upper >= kInfiniteCapacity) {
-        result.status = CutResult::Status::kUnbounded;
-        return result;
-      }
-      result.value += arc.upper;
-    } else if (!from_source && to_source) {
-      result.value -= arc.lower;
-    }
-  }
-  result.flow = std::move(flow);
+  finish_cut(arcs, std::move(flow), result);
   return result;
 }
 
