@@ -17,6 +17,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -119,7 +120,7 @@ CostModel build_cost_model(const std::vector<ProfileOption>& all_options, double
     }
     hull.push_back(k);
   }
-  const auto span = static_cast<size_t>(model.max_units - model.min_units + 1);
+  const auto span = static_cast<size_t>(model.max_units - model.min_units) + 1;
   model.cost_j.assign(span, 0);
   for (size_t h = 0; h + 1 < hull.size(); ++h) {
     const size_t a = hull[h];
@@ -178,13 +179,24 @@ class Walk {
     for (int v = 0; v < node_count_; ++v) {
       const Computation& c = dag.computations[static_cast<size_t>(v)];
       model_of_[static_cast<size_t>(v)] =
-          static_cast<size_t>(c.stage * 2 + (c.instruction == Instruction::kForward ? 0 : 1));
+          static_cast<size_t>(c.stage) * 2 + (c.instruction == Instruction::kForward ? 0 : 1);
     }
-    successors_.resize(static_cast<size_t>(node_count_));
-    predecessors_.resize(static_cast<size_t>(node_count_));
+    // Successors in compressed rows (every computation's side by side, in the edges' order): every step
+    // walks every edge several times.
+    const auto n = static_cast<size_t>(node_count_);
+    successor_begin_.assign(n + 1, 0);
+    has_predecessor_.assign(n, 0);
     for (const auto& [from, to] : dag.edges) {
-      successors_[static_cast<size_t>(from)].push_back(to);
-      predecessors_[static_cast<size_t>(to)].push_back(from);
+      ++successor_begin_[static_cast<size_t>(from) + 1];
+      has_predecessor_[static_cast<size_t>(to)] = 1;
+    }
+    for (size_t v = 0; v < n; ++v) {
+      successor_begin_[v + 1] += successor_begin_[v];
+    }
+    successors_.resize(dag.edges.size());
+    std::vector<size_t> placed(successor_begin_.begin(), successor_begin_.end() - 1);
+    for (const auto& [from, to] : dag.edges) {
+      successors_[placed[static_cast<size_t>(from)]++] = to;
     }
     // Topological order (Kahn).
     std::vector<int> indegree(static_cast<size_t>(node_count_), 0);
@@ -197,7 +209,7 @@ class Walk {
       }
     }
     for (size_t i = 0; i < order_.size(); ++i) {
-      for (const int next : successors_[static_cast<size_t>(order_[i])]) {
+      for (const int next : successors(order_[i])) {
         if (--indegree[static_cast<size_t>(next)] == 0) {
           order_.push_back(next);
         }
@@ -218,8 +230,11 @@ class Walk {
   int& units(int v) { return units_[static_cast<size_t>(v)]; }
   int node_count() const { return node_count_; }
   const std::vector<int>& order() const { return order_; }
-  const std::vector<int>& successors(int v) const { return successors_[static_cast<size_t>(v)]; }
-  const std::vector<int>& predecessors(int v) const { return predecessors_[static_cast<size_t>(v)]; }
+  std::span<const int> successors(int v) const {
+    return {successors_.data() + successor_begin_[static_cast<size_t>(v)],
+            successors_.data() + successor_begin_[static_cast<size_t>(v) + 1]};
+  }
+  bool has_predecessor(int v) const { return has_predecessor_[static_cast<size_t>(v)] != 0; }
 
   void set_all_slowest() {
     for (int v = 0; v < node_count_; ++v) {
@@ -270,8 +285,8 @@ class Walk {
   // The cut network on the critical subgraph in activity-on-arc form: computation v is the arc 2v → 2v+1,
   // an edge u → v the dummy arc 2u+1 → 2v; the source is node 2N (feeding every computation without
   // predecessors), the sink 2N+1.
-  std::vector<CutArc> critical_network() {
-    std::vector<CutArc> arcs;
+  void critical_network(std::vector<CutArc>& arcs) {
+    arcs.clear();
     arc_keys_.clear();
     arcs_of_computation_.assign(static_cast<size_t>(node_count_), -1);
     const auto n = static_cast<size_t>(node_count_);
@@ -297,7 +312,7 @@ class Walk {
       arcs_of_computation_[static_cast<size_t>(v)] = static_cast<int>(arcs.size());
       const auto index = static_cast<size_t>(v);
       add_arc(arcs, arc, index);
-      if (predecessors(v).empty() && earliest_start(v) == 0) {
+      if (!has_predecessor(v) && earliest_start(v) == 0) {
         add_arc(arcs, {source, 2 * v, 0, kInfiniteCapacity}, n + index);
       }
       if (successors(v).empty()) {
@@ -310,7 +325,6 @@ class Walk {
         }
       }
     }
-    return arcs;
   }
 
   // Keeps the maximum flow of the cut just computed on `arcs` (critical_network()'s last result), so that
@@ -342,8 +356,9 @@ class Walk {
   int node_count_;
   std::vector<CostModel> models_;
   std::vector<size_t> model_of_;
-  std::vector<std::vector<int>> successors_;
-  std::vector<std::vector<int>> predecessors_;
+  std::vector<size_t> successor_begin_;  // per computation, then the end
+  std::vector<int> successors_;
+  std::vector<char> has_predecessor_;
   std::vector<int> order_;
   std::vector<int> units_;
   std::vector<int> earliest_start_;
@@ -663,32 +678,37 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
 
   ParetoSet pareto;
   OptionPlan previous;
-  auto add_plan = [&](OptionPlan& plan) {
+  OptionPlan reclaimed;
+  auto add_plan = [&](const OptionPlan& plan) {
     if (plan == previous) {
       return;
     }
     previous = plan;
     pareto.add(plan, evaluator.cost(plan));
     ++result.plans_considered;
-    if (evaluator.reclaim_slack(plan)) {
-      pareto.add(plan, evaluator.cost(plan));
+    reclaimed = plan;
+    if (evaluator.reclaim_slack(reclaimed)) {
+      pareto.add(reclaimed, evaluator.cost(reclaimed));
       ++result.plans_considered;
     }
   };
-  OptionPlan plan = fastest_clocks;
-  add_plan(plan);
+  add_plan(fastest_clocks);
 
   walk.set_all_fastest();
   const int shortest = walk.critical_path();
   walk.set_all_slowest();
   int length = walk.critical_path();
+  // The walk's plan, kept up to date as computations move: a step changes a few of them.
+  OptionPlan plan;
   walk.plan(plan);
   add_plan(plan);
 
+  std::vector<CutArc> network;
   std::vector<CutArc> last_network;
   std::vector<char> last_side;
+  std::vector<std::pair<int, int>> moves;  // (computation, −1 shorten / +1 lengthen)
   while (length > shortest) {
-    std::vector<CutArc> network = walk.critical_network();
+    walk.critical_network(network);
     const bool same =
         network.size() == last_network.size() &&
         std::equal(network.begin(), network.end(), last_network.begin(),
@@ -696,9 +716,8 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
                      return a.from == b.from && a.to == b.to && a.lower == b.lower && a.upper == b.upper;
                    });
     if (!same) {
-      const CutResult cut =
-          detail::min_cut_with_lower_bounds(2 * walk.node_count() + 2, 2 * walk.node_count(),
-                                            2 * walk.node_count() + 1, network, options.max_flow);
+      CutResult cut = detail::min_cut_with_lower_bounds(2 * walk.node_count() + 2, 2 * walk.node_count(),
+                                                        2 * walk.node_count() + 1, network, options.max_flow);
       ++result.iterations;
       // spdlog tests the level before formatting: free unless debug logging is on.
       log().debug("planner: minimum cut {} ({}) at {} units, {} arcs over {} computations", result.iterations,
@@ -708,25 +727,27 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
         break;  // nothing on the critical paths can get faster any more
       }
       walk.remember_flow(cut.flow);
-      last_side = cut.source_side;
-      last_network = std::move(network);
+      last_side = std::move(cut.source_side);
+      std::swap(network, last_network);
     }
-    // Validate the whole move before changing anything.
+    // Validate the whole move before changing anything. The computations of the network are its arcs
+    // 2v → 2v + 1 (the source's arcs leave 2N, which is even, but end at an even node).
     bool valid = true;
     bool any_forward = false;
-    std::vector<std::pair<int, int>> moves;  // (computation, −1 shorten / +1 lengthen)
-    for (int v = 0; v < walk.node_count() && valid; ++v) {
-      if (walk.arc_of(v) < 0) {
+    moves.clear();
+    for (const CutArc& arc : last_network) {
+      if (arc.from % 2 != 0 || arc.to != arc.from + 1) {
         continue;
       }
-      const bool tail = last_side[static_cast<size_t>(2 * v)] != 0;
-      const bool head = last_side[static_cast<size_t>(2 * v + 1)] != 0;
+      const int v = arc.from / 2;
+      const bool tail = last_side[static_cast<size_t>(arc.from)] != 0;
+      const bool head = last_side[static_cast<size_t>(arc.to)] != 0;
       if (tail && !head) {
-        valid = walk.units(v) > walk.model(v).min_units;
+        valid = valid && walk.units(v) > walk.model(v).min_units;
         any_forward = true;
         moves.emplace_back(v, -1);
       } else if (!tail && head) {
-        valid = walk.units(v) < walk.model(v).max_units;
+        valid = valid && walk.units(v) < walk.model(v).max_units;
         moves.emplace_back(v, +1);
       }
     }
@@ -750,8 +771,15 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
       continue;
     }
     length = new_length;
-    walk.plan(plan);
-    add_plan(plan);
+    bool changed = false;
+    for (const auto& [v, change] : moves) {
+      const uint16_t clock = walk.model(v).clock_index_at(walk.units(v));
+      changed = changed || clock != plan[static_cast<size_t>(v)];
+      plan[static_cast<size_t>(v)] = clock;
+    }
+    if (changed) {
+      add_plan(plan);
+    }
   }
   result.frontier = pareto.frontier(profile.frequencies_mhz());
   return result;

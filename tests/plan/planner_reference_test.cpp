@@ -19,8 +19,8 @@
 namespace joule::plan {
 namespace {
 
-const std::string kPerseusDir = JOULE_PERSEUS_DATA_DIR;
-const std::string kReferenceDir = JOULE_PLAN_TEST_DATA_DIR;
+constexpr const char* kPerseusDir = JOULE_PERSEUS_DATA_DIR;
+constexpr const char* kReferenceDir = JOULE_PLAN_TEST_DATA_DIR;
 
 // Relative tolerance of "equal" and "no worse": the references are printed with 17 digits.
 constexpr double kRelativeTolerance = 1e-9;
@@ -28,7 +28,7 @@ constexpr double kRelativeTolerance = 1e-9;
 // As bench/plan_bench.cpp's profile_for(): stage s behaves like example stage s mod 3, the heavy stage 3
 // last.
 Profile bench_profile(int stages) {
-  const auto example = *Profile::read(kPerseusDir + "/example_s4_m8_profile.csv");
+  const auto example = *Profile::read(std::string(kPerseusDir) + "/example_s4_m8_profile.csv");
   std::vector<std::array<std::vector<ProfileOption>, 2>> options;
   for (int stage = 0; stage < stages; ++stage) {
     const int source = stage == stages - 1 ? 3 : stage % 3;
@@ -67,12 +67,13 @@ struct Case {
 // JOULE_PLAN_REFERENCE_DIR redirects reading and writing, e.g. for the large case kept out of the tree.
 std::string reference_path(const Case& c) {
   const char* dir = std::getenv("JOULE_PLAN_REFERENCE_DIR");
-  return (dir != nullptr ? std::string(dir) : kReferenceDir) + "/frontier_reference_" + c.name + ".csv";
+  return std::string(dir != nullptr ? dir : kReferenceDir) + "/frontier_reference_" + c.name + ".csv";
 }
 
 Result<PlannerResult> plan(const Case& c) {
-  const Profile profile = c.example_profile ? *Profile::read(kPerseusDir + "/example_s4_m8_profile.csv")
-                                            : bench_profile(c.stages);
+  const Profile profile = c.example_profile
+                              ? *Profile::read(std::string(kPerseusDir) + "/example_s4_m8_profile.csv")
+                              : bench_profile(c.stages);
   const PipelineDag dag = *build_pipeline(c.stages, c.microbatches, Schedule::k1F1B);
   PlannerOptions options;
   options.p_blocking_w = 75;
