@@ -6,9 +6,13 @@
 //   (exact at the options), not a fitted exponential: no fitting error, no fitting failures.
 // - A cut is recomputed only when the critical subnetwork or its capacities changed; otherwise the previous
 //   minimum cut is still minimal and is applied again. Most steps need no max flow.
+// - A cut starts from the previous cut's maximum flow, which usually still is one: then finding the cut is
+//   one search. The cut taken is the one with the smallest source side, the same for every maximum flow,
+//   so the walk does not depend on where the flow started or on the algorithm.
 // - Every plan is evaluated on the profile itself, then improved by slack reclamation: a computation off the
 //   critical path moves to the option with the least effective energy that still fits in its slack. The
-//   frontier is the Pareto set of all evaluated plans.
+//   frontier is the Pareto set of all evaluated plans, kept as they come (plans are as long as the
+//   pipeline, and most are dominated).
 #include "joule/plan/planner.hpp"
 
 #include <algorithm>

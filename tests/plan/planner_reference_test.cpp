@@ -64,6 +64,11 @@ struct Case {
   bool example_profile = false;  // the example's own profile, else bench_profile(stages)
 };
 
+// For test names and failure messages.
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.name;
+}
+
 // JOULE_PLAN_REFERENCE_DIR redirects reading and writing, e.g. for the large case kept out of the tree.
 std::string reference_path(const Case& c) {
   const char* dir = std::getenv("JOULE_PLAN_REFERENCE_DIR");
