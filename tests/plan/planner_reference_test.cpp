@@ -65,6 +65,7 @@ struct Case {
 };
 
 // For test names and failure messages.
+// NOLINTNEXTLINE(readability-identifier-naming): the name GoogleTest looks for
 void PrintTo(const Case& c, std::ostream* out) {
   *out << c.name;
 }
