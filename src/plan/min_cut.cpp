@@ -103,214 +103,346 @@ class BoostNetwork {
   std::vector<Edge> by_original_;
 };
 
-// Dinic's algorithm (BFS levels, then blocking flows by depth-first search) on adjacency arrays that are
-// cleared, not freed, between calls: the planner computes thousands of cuts on similar networks.
-class DinicNetwork {
+// No such arc (an arc of the cut network without a backward residual).
+constexpr uint32_t kNoArc = 0xffffffffU;
+
+int64_t saturating_subtract(int64_t upper, int64_t amount) {
+  return upper >= kInfiniteCapacity ? kInfiniteCapacity : upper - amount;
+}
+
+// The residual network of a flow within bounds, in compressed rows (every node's residual arcs side by
+// side), and Dinic's algorithm on it: BFS levels, then blocking flows by depth-first search. Its buffers are
+// kept between calls: the planner computes thousands of cuts on similar networks.
+class ResidualNetwork {
  public:
-  void reset(int nodes) {
-    head_.assign(static_cast<size_t>(nodes), kNone);
-    next_.clear();
-    to_.clear();
-    capacity_.clear();
-    flow_.clear();
+  // Every arc gives two residual arcs, each the other's twin: forward with room upper − flow (unbounded
+  // stays unbounded), backward with room flow − lower.
+  void build(int node_count, const std::vector<CutArc>& arcs, const std::vector<int64_t>& flow) {
+    const auto nodes = static_cast<size_t>(node_count);
+    begin_.assign(nodes + 1, 0);
+    for (const CutArc& arc : arcs) {
+      ++begin_[static_cast<size_t>(arc.from) + 1];
+      ++begin_[static_cast<size_t>(arc.to) + 1];
+    }
+    for (size_t node = 1; node <= nodes; ++node) {
+      begin_[node] += begin_[node - 1];
+    }
+    const size_t entries = 2 * arcs.size();
+    head_.resize(entries);
+    room_.resize(entries);
+    twin_.resize(entries);
+    backward_.resize(arcs.size());
+    lower_.resize(arcs.size());
+    cursor_.assign(begin_.begin(), begin_.end() - 1);  // where each node's next residual arc goes
+    for (size_t i = 0; i < arcs.size(); ++i) {
+      const CutArc& arc = arcs[i];
+      const uint32_t forward = cursor_[static_cast<size_t>(arc.from)]++;
+      const uint32_t backward = cursor_[static_cast<size_t>(arc.to)]++;
+      head_[forward] = static_cast<uint32_t>(arc.to);
+      room_[forward] = saturating_subtract(arc.upper, flow[i]);
+      twin_[forward] = backward;
+      head_[backward] = static_cast<uint32_t>(arc.from);
+      room_[backward] = flow[i] - arc.lower;
+      twin_[backward] = forward;
+      backward_[i] = backward;
+      lower_[i] = arc.lower;
+    }
+    level_.resize(nodes);
   }
 
-  uint32_t add(int from, int to, int64_t capacity) {
-    const auto id = static_cast<uint32_t>(to_.size());
-    link(from, to, capacity);
-    link(to, from, 0);
-    return id;
-  }
-
+  // Augments to a maximum flow. @return the flow added, or at least kInfiniteCapacity if unbounded.
   int64_t max_flow(int source, int sink) {
     const auto s = static_cast<uint32_t>(source);
     const auto t = static_cast<uint32_t>(sink);
     int64_t total = 0;
     while (levels(s, t)) {
-      cursor_ = head_;
-      while (true) {
-        const int64_t pushed = augment(s, t);
-        if (pushed == 0) {
-          break;
-        }
-        total += pushed;
-        if (total >= kInfiniteCapacity) {
-          return total;
-        }
+      cursor_.assign(begin_.begin(), begin_.end() - 1);
+      total += blocking_flow(s, t);
+      if (total >= kInfiniteCapacity) {
+        return total;
       }
     }
     return total;
   }
 
-  int64_t flow(uint32_t id) const { return flow_[id]; }
+  // @return whether the sink is in residual reach of the source; if not, reachable() gives what is.
+  bool reaches(int source, int sink) {
+    return levels(static_cast<uint32_t>(source), static_cast<uint32_t>(sink));
+  }
 
-  std::vector<char> reachable(int source) const {
-    std::vector<char> seen(head_.size(), 0);
-    std::vector<uint32_t> stack = {static_cast<uint32_t>(source)};
-    seen[static_cast<size_t>(source)] = 1;
-    while (!stack.empty()) {
-      const uint32_t node = stack.back();
-      stack.pop_back();
-      for (uint32_t e = head_[node]; e != kNone; e = next_[e]) {
-        if (seen[to_[e]] == 0 && capacity_[e] - flow_[e] > 0) {
-          seen[to_[e]] = 1;
-          stack.push_back(to_[e]);
-        }
-      }
+  // After max_flow() or a reaches() that returned false: the nodes its last search reached, those reachable
+  // through residual arcs.
+  std::vector<char> reachable() const {
+    std::vector<char> seen(level_.size());
+    for (size_t node = 0; node < level_.size(); ++node) {
+      seen[node] = level_[node] >= 0 ? 1 : 0;
     }
     return seen;
   }
 
+  // The flow on arc `i` of build()'s list now.
+  int64_t flow(size_t i) const { return lower_[i] + room_[backward_[i]]; }
+
  private:
-  static constexpr uint32_t kNone = 0xffffffffU;
-
-  void link(int from, int to, int64_t capacity) {
-    const auto id = static_cast<uint32_t>(to_.size());
-    to_.push_back(static_cast<uint32_t>(to));
-    capacity_.push_back(capacity);
-    flow_.push_back(0);
-    next_.push_back(head_[static_cast<size_t>(from)]);
-    head_[static_cast<size_t>(from)] = id;
-  }
-
+  // BFS levels from the source over residual arcs with room, up to the sink's level. @return whether the
+  // sink is in reach; if not, the levels mark exactly what is.
   bool levels(uint32_t source, uint32_t sink) {
-    level_.assign(head_.size(), -1);
+    std::fill(level_.begin(), level_.end(), -1);
     queue_.clear();
     queue_.push_back(source);
     level_[source] = 0;
     for (size_t i = 0; i < queue_.size(); ++i) {
       const uint32_t node = queue_[i];
-      for (uint32_t e = head_[node]; e != kNone; e = next_[e]) {
-        if (level_[to_[e]] < 0 && capacity_[e] - flow_[e] > 0) {
-          level_[to_[e]] = level_[node] + 1;
-          queue_.push_back(to_[e]);
+      if (level_[sink] >= 0 && level_[node] >= level_[sink]) {
+        break;  // nothing beyond the sink's level lies on a shortest path
+      }
+      for (uint32_t e = begin_[node]; e < begin_[node + 1]; ++e) {
+        if (room_[e] > 0 && level_[head_[e]] < 0) {
+          level_[head_[e]] = level_[node] + 1;
+          queue_.push_back(head_[e]);
         }
       }
     }
     return level_[sink] >= 0;
   }
 
-  // One augmenting path along increasing levels, iteratively (paths can be thousands of arcs long).
-  int64_t augment(uint32_t source, uint32_t sink) {
+  // Augmenting paths along increasing levels, iteratively (paths can be thousands of arcs long). After each
+  // augmentation the search goes on from the tail of the first arc it saturated, not from the source.
+  int64_t blocking_flow(uint32_t source, uint32_t sink) {
+    int64_t total = 0;
     path_.clear();
     uint32_t node = source;
     while (true) {
       if (node == sink) {
         int64_t bottleneck = kInfiniteCapacity;
         for (const uint32_t e : path_) {
-          bottleneck = std::min(bottleneck, capacity_[e] - flow_[e]);
+          bottleneck = std::min(bottleneck, room_[e]);
         }
-        for (const uint32_t e : path_) {
-          flow_[e] += bottleneck;
-          flow_[e ^ 1U] -= bottleneck;
+        size_t first_saturated = path_.size();
+        for (size_t k = 0; k < path_.size(); ++k) {
+          const uint32_t e = path_[k];
+          room_[e] -= bottleneck;
+          room_[twin_[e]] += bottleneck;
+          if (room_[e] == 0 && first_saturated == path_.size()) {
+            first_saturated = k;
+          }
         }
-        return bottleneck;
+        total += bottleneck;
+        if (total >= kInfiniteCapacity) {
+          return total;  // unbounded: only arcs without bounds on the path
+        }
+        node = head_[twin_[path_[first_saturated]]];
+        path_.resize(first_saturated);
+        continue;
       }
       uint32_t& e = cursor_[node];
-      while (e != kNone && !(capacity_[e] - flow_[e] > 0 && level_[to_[e]] == level_[node] + 1)) {
-        e = next_[e];
+      const uint32_t end = begin_[node + 1];
+      while (e < end && !(room_[e] > 0 && level_[head_[e]] == level_[node] + 1)) {
+        ++e;
       }
-      if (e != kNone) {
+      if (e < end) {
         path_.push_back(e);
-        node = to_[e];
+        node = head_[e];
         continue;
       }
       // Dead end: never come back here in this phase, and retreat.
       level_[node] = -1;
       if (path_.empty()) {
-        return 0;
+        return total;
       }
       const uint32_t back = path_.back();
       path_.pop_back();
-      node = to_[back ^ 1U];
-      cursor_[node] = next_[cursor_[node]];
+      node = head_[twin_[back]];
+      ++cursor_[node];
     }
   }
 
-  std::vector<uint32_t> head_;
-  std::vector<uint32_t> next_;
-  std::vector<uint32_t> to_;
-  std::vector<int64_t> capacity_;
-  std::vector<int64_t> flow_;
+  std::vector<uint32_t> begin_;     // per node: its first residual arc; begin_[nodes] = the end
+  std::vector<uint32_t> head_;      // per residual arc
+  std::vector<int64_t> room_;       // likewise
+  std::vector<uint32_t> twin_;      // likewise: the residual arc the other way
+  std::vector<uint32_t> backward_;  // per arc of build()'s list: its backward residual arc
+  std::vector<int64_t> lower_;      // likewise: its lower bound
   std::vector<int> level_;
   std::vector<uint32_t> queue_;
   std::vector<uint32_t> cursor_;
   std::vector<uint32_t> path_;
 };
 
-int64_t saturating_subtract(int64_t upper, int64_t amount) {
-  return upper >= kInfiniteCapacity ? kInfiniteCapacity : upper - amount;
-}
-
-template <class Network>
-CutResult solve(Network& feasibility, Network& augmenting, int node_count, int source, int sink,
-                const std::vector<CutArc>& arcs) {
-  CutResult result;
-  // Phase 1: a feasible flow. Each arc carries its lower bound for free; the rest (upper − lower) is
-  // ordinary capacity. Nodes where lower bounds leave an excess get it from a super source, deficits go to a
-  // super sink; an unbounded sink → source arc closes the circulation.
-  const int super_source = node_count;
-  const int super_sink = node_count + 1;
-  feasibility.reset(node_count + 2);
-  std::vector<int64_t> excess(static_cast<size_t>(node_count), 0);
-  std::vector<uint32_t> phase1_edges;
-  phase1_edges.reserve(arcs.size());
-  for (const CutArc& arc : arcs) {
-    phase1_edges.push_back(feasibility.add(arc.from, arc.to, saturating_subtract(arc.upper, arc.lower)));
-    excess[static_cast<size_t>(arc.to)] += arc.lower;
-    excess[static_cast<size_t>(arc.from)] -= arc.lower;
-  }
-  feasibility.add(sink, source, kInfiniteCapacity);
-  int64_t required = 0;
-  for (int node = 0; node < node_count; ++node) {
-    const int64_t amount = excess[static_cast<size_t>(node)];
-    if (amount > 0) {
-      feasibility.add(super_source, node, amount);
-      required += amount;
-    } else if (amount < 0) {
-      feasibility.add(node, super_sink, -amount);
-    }
-  }
-  if (required > 0 && feasibility.max_flow(super_source, super_sink) < required) {
-    result.status = CutResult::Status::kInfeasible;
-    return result;
-  }
-
-  // Phase 2: augment the feasible flow from source to sink in its residual network: forward room upper − f,
-  // backward room f − lower.
-  augmenting.reset(node_count);
-  for (size_t i = 0; i < arcs.size(); ++i) {
-    const CutArc& arc = arcs[i];
-    const int64_t flow = (required > 0 ? feasibility.flow(phase1_edges[i]) : 0) + arc.lower;
-    augmenting.add(arc.from, arc.to, saturating_subtract(arc.upper, flow));
-    if (flow > arc.lower) {
-      augmenting.add(arc.to, arc.from, flow - arc.lower);
-    }
-  }
-  const int64_t extra = augmenting.max_flow(source, sink);
-  if (extra >= kInfiniteCapacity / 2) {
-    result.status = CutResult::Status::kUnbounded;
-    return result;
-  }
-  result.source_side = augmenting.reachable(source);
-  result.source_side.resize(static_cast<size_t>(node_count));
-  if (result.source_side[static_cast<size_t>(sink)] != 0) {
-    result.status = CutResult::Status::kUnbounded;
-    return result;
-  }
+// Sets the value of the cut in `result.source_side` (or kUnbounded if an unbounded arc crosses it) and keeps
+// the maximum flow it came from.
+void finish_cut(const std::vector<CutArc>& arcs, std::vector<int64_t> flow, CutResult& result) {
   for (const CutArc& arc : arcs) {
     const bool from_source = result.source_side[static_cast<size_t>(arc.from)] != 0;
     const bool to_source = result.source_side[static_cast<size_t>(arc.to)] != 0;
     if (from_source && !to_source) {
       if (arc.upper >= kInfiniteCapacity) {
         result.status = CutResult::Status::kUnbounded;
-        return result;
+        return;
       }
       result.value += arc.upper;
     } else if (!from_source && to_source) {
       result.value -= arc.lower;
     }
   }
+  result.flow = std::move(flow);
+}
+
+// Where a cut's search starts: each arc's guess clamped to its bounds, and what that leaves unbalanced.
+// Where the guesses do not balance (an arc left the network, bounds moved), nodes keep an excess or a
+// deficit; with no guesses that is the lower bounds'.
+struct Start {
+  std::vector<int64_t> flow;    // per arc
+  std::vector<int64_t> excess;  // per node: inflow − outflow, the sink → source arc included
+  int64_t returned = 0;         // the sink → source arc's flow, which closes the circulation
+  int64_t required = 0;         // Σ positive excess: what phase 1 must move
+};
+
+Start start_flow(int node_count, int source, int sink, const std::vector<CutArc>& arcs) {
+  Start start;
+  start.flow.resize(arcs.size());
+  start.excess.assign(static_cast<size_t>(node_count), 0);
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    const CutArc& arc = arcs[i];
+    start.flow[i] = std::clamp(arc.flow, arc.lower, std::max(arc.lower, arc.upper));
+    start.excess[static_cast<size_t>(arc.to)] += start.flow[i];
+    start.excess[static_cast<size_t>(arc.from)] -= start.flow[i];
+  }
+  // The sink → source arc starts with what leaves the source.
+  start.returned = std::max<int64_t>(0, -start.excess[static_cast<size_t>(source)]);
+  start.excess[static_cast<size_t>(source)] += start.returned;
+  start.excess[static_cast<size_t>(sink)] -= start.returned;
+  for (const int64_t amount : start.excess) {
+    start.required += std::max<int64_t>(0, amount);
+  }
+  return start;
+}
+
+// The minimum cut with Dinic on compressed rows. Phase 1 (only where the start is unbalanced): a feasible
+// flow, moving excesses from a super source to their nodes and deficits to a super sink through the
+// residual network of the start plus the sink → source arc. Phase 2: a maximum flow from source to sink
+// from there. A start that is already a maximum flow costs one search.
+CutResult solve_dinic(int node_count, int source, int sink, const std::vector<CutArc>& arcs) {
+  thread_local ResidualNetwork network;
+  CutResult result;
+  Start start = start_flow(node_count, source, sink, arcs);
+  std::vector<int64_t>& flow = start.flow;
+  if (start.required > 0) {
+    const int super_source = node_count;
+    const int super_sink = node_count + 1;
+    std::vector<CutArc> circulation = arcs;
+    std::vector<int64_t> circulation_flow = flow;
+    circulation.push_back({sink, source, 0, kInfiniteCapacity});
+    circulation_flow.push_back(start.returned);
+    for (int node = 0; node < node_count; ++node) {
+      const int64_t amount = start.excess[static_cast<size_t>(node)];
+      if (amount > 0) {
+        circulation.push_back({super_source, node, 0, amount});
+        circulation_flow.push_back(0);
+      } else if (amount < 0) {
+        circulation.push_back({node, super_sink, 0, -amount});
+        circulation_flow.push_back(0);
+      }
+    }
+    network.build(node_count + 2, circulation, circulation_flow);
+    if (network.max_flow(super_source, super_sink) < start.required) {
+      result.status = CutResult::Status::kInfeasible;
+      return result;
+    }
+    for (size_t i = 0; i < arcs.size(); ++i) {
+      flow[i] = network.flow(i);
+    }
+  }
+  network.build(node_count, arcs, flow);
+  if (network.max_flow(source, sink) >= kInfiniteCapacity / 2) {
+    result.status = CutResult::Status::kUnbounded;
+    return result;
+  }
+  result.source_side = network.reachable();
+  if (result.source_side[static_cast<size_t>(sink)] != 0) {
+    result.status = CutResult::Status::kUnbounded;
+    return result;
+  }
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    flow[i] = network.flow(i);
+  }
+  finish_cut(arcs, std::move(flow), result);
+  return result;
+}
+
+// The minimum cut with Boost.Graph's push-relabel, in two networks of its own (it takes no starting flow):
+// the same two phases as solve_dinic(), after the same check of the start.
+CutResult solve_boost(int node_count, int source, int sink, const std::vector<CutArc>& arcs) {
+  CutResult result;
+  Start start = start_flow(node_count, source, sink, arcs);
+  std::vector<int64_t>& flow = start.flow;
+  if (start.required == 0) {
+    thread_local ResidualNetwork check;
+    check.build(node_count, arcs, flow);
+    if (!check.reaches(source, sink)) {
+      result.source_side = check.reachable();
+      finish_cut(arcs, std::move(flow), result);
+      return result;
+    }
+  }
+  const int super_source = node_count;
+  const int super_sink = node_count + 1;
+  if (start.required > 0) {
+    BoostNetwork feasibility;
+    feasibility.reset(node_count + 2);
+    std::vector<uint32_t> forward(arcs.size());
+    std::vector<uint32_t> backward(arcs.size(), kNoArc);
+    for (size_t i = 0; i < arcs.size(); ++i) {
+      const CutArc& arc = arcs[i];
+      forward[i] = feasibility.add(arc.from, arc.to, saturating_subtract(arc.upper, flow[i]));
+      if (flow[i] > arc.lower) {
+        backward[i] = feasibility.add(arc.to, arc.from, flow[i] - arc.lower);
+      }
+    }
+    feasibility.add(sink, source, kInfiniteCapacity);
+    if (start.returned > 0) {
+      feasibility.add(source, sink, start.returned);
+    }
+    for (int node = 0; node < node_count; ++node) {
+      const int64_t amount = start.excess[static_cast<size_t>(node)];
+      if (amount > 0) {
+        feasibility.add(super_source, node, amount);
+      } else if (amount < 0) {
+        feasibility.add(node, super_sink, -amount);
+      }
+    }
+    if (feasibility.max_flow(super_source, super_sink) < start.required) {
+      result.status = CutResult::Status::kInfeasible;
+      return result;
+    }
+    for (size_t i = 0; i < arcs.size(); ++i) {
+      flow[i] += feasibility.flow(forward[i]) - (backward[i] != kNoArc ? feasibility.flow(backward[i]) : 0);
+    }
+  }
+  BoostNetwork augmenting;
+  augmenting.reset(node_count);
+  std::vector<uint32_t> forward(arcs.size());
+  std::vector<uint32_t> backward(arcs.size(), kNoArc);
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    const CutArc& arc = arcs[i];
+    forward[i] = augmenting.add(arc.from, arc.to, saturating_subtract(arc.upper, flow[i]));
+    if (flow[i] > arc.lower) {
+      backward[i] = augmenting.add(arc.to, arc.from, flow[i] - arc.lower);
+    }
+  }
+  if (augmenting.max_flow(source, sink) >= kInfiniteCapacity / 2) {
+    result.status = CutResult::Status::kUnbounded;
+    return result;
+  }
+  result.source_side = augmenting.reachable(source);
+  if (result.source_side[static_cast<size_t>(sink)] != 0) {
+    result.status = CutResult::Status::kUnbounded;
+    return result;
+  }
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    flow[i] += augmenting.flow(forward[i]) - (backward[i] != kNoArc ? augmenting.flow(backward[i]) : 0);
+  }
+  finish_cut(arcs, std::move(flow), result);
   return result;
 }
 
@@ -319,13 +451,9 @@ CutResult solve(Network& feasibility, Network& augmenting, int node_count, int s
 CutResult min_cut_with_lower_bounds(int node_count, int source, int sink, const std::vector<CutArc>& arcs,
                                     MaxFlowAlgorithm algorithm) {
   if (algorithm == MaxFlowAlgorithm::kBoostPushRelabel) {
-    BoostNetwork feasibility;
-    BoostNetwork augmenting;
-    return solve(feasibility, augmenting, node_count, source, sink, arcs);
+    return solve_boost(node_count, source, sink, arcs);
   }
-  thread_local DinicNetwork feasibility;
-  thread_local DinicNetwork augmenting;
-  return solve(feasibility, augmenting, node_count, source, sink, arcs);
+  return solve_dinic(node_count, source, sink, arcs);
 }
 
 }  // namespace joule::plan::detail

@@ -6,9 +6,13 @@
 //   (exact at the options), not a fitted exponential: no fitting error, no fitting failures.
 // - A cut is recomputed only when the critical subnetwork or its capacities changed; otherwise the previous
 //   minimum cut is still minimal and is applied again. Most steps need no max flow.
+// - A cut starts from the previous cut's maximum flow, which usually still is one: then finding the cut is
+//   one search. The cut taken is the one with the smallest source side, the same for every maximum flow,
+//   so the walk does not depend on where the flow started or on the algorithm.
 // - Every plan is evaluated on the profile itself, then improved by slack reclamation: a computation off the
 //   critical path moves to the option with the least effective energy that still fits in its slack. The
-//   frontier is the Pareto set of all evaluated plans.
+//   frontier is the Pareto set of all evaluated plans, kept as they come (plans are as long as the
+//   pipeline, and most are dominated).
 #include "joule/plan/planner.hpp"
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -35,9 +40,14 @@ using detail::kInfiniteCapacity;
 // Costs go to the max flow as integers in micro-joules (per time unit of duration change).
 constexpr double kCostQuantumJ = 1e-6;
 
+// Per computation, the index of its option in the profile's lists: the i-th option of every list runs at
+// frequencies_mhz()[i]. Plans are handled as indices so that no evaluation searches an option list.
+using OptionPlan = std::vector<uint16_t>;
+
 // The cost model of one computation type (stage, instruction) over integer durations.
 struct CostModel {
   std::vector<ProfileOption> options;  // the Pareto options, slowest first
+  std::vector<uint16_t> clock_index;   // per option: its index in the profile's list
   std::vector<int> quantized;          // per option: floor(time / unit)
   int min_units = 0;
   int max_units = 0;
@@ -49,8 +59,8 @@ struct CostModel {
   // Extra cost of shortening from `units` by one; cost saved by lengthening by one.
   double shorten_cost(int units) const { return cost(units - 1) - cost(units); }
   double lengthen_saving(int units) const { return cost(units) - cost(units + 1); }
-  const ProfileOption& option(int units) const {
-    return options[option_at_units[static_cast<size_t>(units - min_units)]];
+  uint16_t clock_index_at(int units) const {
+    return clock_index[option_at_units[static_cast<size_t>(units - min_units)]];
   }
 };
 
@@ -114,7 +124,7 @@ CostModel build_cost_model(const std::vector<ProfileOption>& all_options, double
     }
     hull.push_back(k);
   }
-  const auto span = static_cast<size_t>(model.max_units - model.min_units + 1);
+  const auto span = static_cast<size_t>(model.max_units - model.min_units) + 1;
   model.cost_j.assign(span, 0);
   for (size_t h = 0; h + 1 < hull.size(); ++h) {
     const size_t a = hull[h];
@@ -143,6 +153,12 @@ CostModel build_cost_model(const std::vector<ProfileOption>& all_options, double
     }
     model.option_at_units[static_cast<size_t>(units - model.min_units)] = static_cast<uint16_t>(chosen);
   }
+  for (const ProfileOption& option : model.options) {
+    const auto same_clock = std::find_if(all_options.begin(), all_options.end(), [&](const ProfileOption& o) {
+      return o.frequency_mhz == option.frequency_mhz;
+    });
+    model.clock_index.push_back(static_cast<uint16_t>(same_clock - all_options.begin()));
+  }
   return model;
 }
 
@@ -167,13 +183,24 @@ class Walk {
     for (int v = 0; v < node_count_; ++v) {
       const Computation& c = dag.computations[static_cast<size_t>(v)];
       model_of_[static_cast<size_t>(v)] =
-          static_cast<size_t>(c.stage * 2 + (c.instruction == Instruction::kForward ? 0 : 1));
+          static_cast<size_t>(c.stage) * 2 + (c.instruction == Instruction::kForward ? 0 : 1);
     }
-    successors_.resize(static_cast<size_t>(node_count_));
-    predecessors_.resize(static_cast<size_t>(node_count_));
+    // Successors in compressed rows (every computation's side by side, in the edges' order): every step
+    // walks every edge several times.
+    const auto n = static_cast<size_t>(node_count_);
+    successor_begin_.assign(n + 1, 0);
+    has_predecessor_.assign(n, 0);
     for (const auto& [from, to] : dag.edges) {
-      successors_[static_cast<size_t>(from)].push_back(to);
-      predecessors_[static_cast<size_t>(to)].push_back(from);
+      ++successor_begin_[static_cast<size_t>(from) + 1];
+      has_predecessor_[static_cast<size_t>(to)] = 1;
+    }
+    for (size_t v = 0; v < n; ++v) {
+      successor_begin_[v + 1] += successor_begin_[v];
+    }
+    successors_.resize(dag.edges.size());
+    std::vector<size_t> placed(successor_begin_.begin(), successor_begin_.end() - 1);
+    for (const auto& [from, to] : dag.edges) {
+      successors_[placed[static_cast<size_t>(from)]++] = to;
     }
     // Topological order (Kahn).
     std::vector<int> indegree(static_cast<size_t>(node_count_), 0);
@@ -186,21 +213,32 @@ class Walk {
       }
     }
     for (size_t i = 0; i < order_.size(); ++i) {
-      for (const int next : successors_[static_cast<size_t>(order_[i])]) {
+      for (const int next : successors(order_[i])) {
         if (--indegree[static_cast<size_t>(next)] == 0) {
           order_.push_back(next);
         }
       }
     }
     units_.resize(static_cast<size_t>(node_count_));
+    // Flow memory: computation arcs, source arcs and sink arcs by computation, then edges by position.
+    edge_key_.resize(static_cast<size_t>(node_count_));
+    size_t key = 3 * static_cast<size_t>(node_count_);
+    for (int v = 0; v < node_count_; ++v) {
+      edge_key_[static_cast<size_t>(v)] = key;
+      key += successors(v).size();
+    }
+    warm_flow_.assign(key, 0);
   }
 
   const CostModel& model(int v) const { return models_[model_of_[static_cast<size_t>(v)]]; }
   int& units(int v) { return units_[static_cast<size_t>(v)]; }
   int node_count() const { return node_count_; }
   const std::vector<int>& order() const { return order_; }
-  const std::vector<int>& successors(int v) const { return successors_[static_cast<size_t>(v)]; }
-  const std::vector<int>& predecessors(int v) const { return predecessors_[static_cast<size_t>(v)]; }
+  std::span<const int> successors(int v) const {
+    return {successors_.data() + successor_begin_[static_cast<size_t>(v)],
+            successors_.data() + successor_begin_[static_cast<size_t>(v) + 1]};
+  }
+  bool has_predecessor(int v) const { return has_predecessor_[static_cast<size_t>(v)] != 0; }
 
   void set_all_slowest() {
     for (int v = 0; v < node_count_; ++v) {
@@ -251,9 +289,11 @@ class Walk {
   // The cut network on the critical subgraph in activity-on-arc form: computation v is the arc 2v → 2v+1,
   // an edge u → v the dummy arc 2u+1 → 2v; the source is node 2N (feeding every computation without
   // predecessors), the sink 2N+1.
-  std::vector<CutArc> critical_network() {
-    std::vector<CutArc> arcs;
+  void critical_network(std::vector<CutArc>& arcs) {
+    arcs.clear();
+    arc_keys_.clear();
     arcs_of_computation_.assign(static_cast<size_t>(node_count_), -1);
+    const auto n = static_cast<size_t>(node_count_);
     const int source = 2 * node_count_;
     const int sink = source + 1;
     for (int v = 0; v < node_count_; ++v) {
@@ -274,118 +314,140 @@ class Walk {
         arc.lower = std::min(arc.lower, arc.upper);
       }
       arcs_of_computation_[static_cast<size_t>(v)] = static_cast<int>(arcs.size());
-      arcs.push_back(arc);
-      if (predecessors(v).empty() && earliest_start(v) == 0) {
-        arcs.push_back({source, 2 * v, 0, kInfiniteCapacity});
+      const auto index = static_cast<size_t>(v);
+      add_arc(arcs, arc, index);
+      if (!has_predecessor(v) && earliest_start(v) == 0) {
+        add_arc(arcs, {source, 2 * v, 0, kInfiniteCapacity}, n + index);
       }
       if (successors(v).empty()) {
-        arcs.push_back({2 * v + 1, sink, 0, kInfiniteCapacity});
+        add_arc(arcs, {2 * v + 1, sink, 0, kInfiniteCapacity}, 2 * n + index);
       }
-      for (const int next : successors(v)) {
-        if (critical_edge(v, next)) {
-          arcs.push_back({2 * v + 1, 2 * next, 0, kInfiniteCapacity});
+      const auto& next_of = successors(v);
+      for (size_t k = 0; k < next_of.size(); ++k) {
+        if (critical_edge(v, next_of[k])) {
+          add_arc(arcs, {2 * v + 1, 2 * next_of[k], 0, kInfiniteCapacity}, edge_key_[index] + k);
         }
       }
     }
-    return arcs;
+  }
+
+  // Keeps the maximum flow of the cut just computed on `arcs` (critical_network()'s last result), so that
+  // the next cut starts from it: consecutive critical networks differ in a few arcs and capacities.
+  void remember_flow(const std::vector<int64_t>& flow) {
+    std::fill(warm_flow_.begin(), warm_flow_.end(), 0);
+    for (size_t i = 0; i < flow.size() && i < arc_keys_.size(); ++i) {
+      warm_flow_[arc_keys_[i]] = flow[i];
+    }
   }
 
   int arc_of(int v) const { return arcs_of_computation_[static_cast<size_t>(v)]; }
 
-  FrequencyPlan plan() const {
-    FrequencyPlan plan(static_cast<size_t>(node_count_));
+  void plan(OptionPlan& plan) const {
+    plan.resize(static_cast<size_t>(node_count_));
     for (int v = 0; v < node_count_; ++v) {
-      plan[static_cast<size_t>(v)] = model(v).option(units_[static_cast<size_t>(v)]).frequency_mhz;
+      plan[static_cast<size_t>(v)] = model(v).clock_index_at(units_[static_cast<size_t>(v)]);
     }
-    return plan;
   }
 
  private:
+  void add_arc(std::vector<CutArc>& arcs, CutArc arc, size_t key) {
+    arc.flow = warm_flow_[key];
+    arcs.push_back(arc);
+    arc_keys_.push_back(key);
+  }
+
   const PipelineDag& dag_;
   int node_count_;
   std::vector<CostModel> models_;
   std::vector<size_t> model_of_;
-  std::vector<std::vector<int>> successors_;
-  std::vector<std::vector<int>> predecessors_;
+  std::vector<size_t> successor_begin_;  // per computation, then the end
+  std::vector<int> successors_;
+  std::vector<char> has_predecessor_;
   std::vector<int> order_;
   std::vector<int> units_;
   std::vector<int> earliest_start_;
   std::vector<int> latest_finish_;
   std::vector<int> arcs_of_computation_;
+  std::vector<size_t> edge_key_;    // per computation: the flow key of its first outgoing edge
+  std::vector<int64_t> warm_flow_;  // per arc key: its flow in the last cut computed (0 if not in it)
+  std::vector<size_t> arc_keys_;    // per arc of the last critical_network(): its flow key
 };
 
 // Real-time evaluation and slack reclamation on the profile itself.
 class Evaluator {
  public:
   Evaluator(const PipelineDag& dag, const Profile& profile, const Walk& walk, double p_blocking_w)
-      : dag_(dag), profile_(profile), walk_(walk), p_blocking_w_(p_blocking_w) {
+      : stages_(dag.stages),
+        walk_(walk),
+        p_blocking_w_(p_blocking_w),
+        clocks_(profile.frequencies_mhz().size()) {
     const size_t n = dag.computations.size();
-    options_of_.resize(n);
+    const size_t types = 2 * static_cast<size_t>(dag.stages);
+    option_time_s_.resize(types * clocks_);
+    option_energy_j_.resize(types * clocks_);
+    for (int stage = 0; stage < dag.stages; ++stage) {
+      for (const Instruction instruction : {Instruction::kForward, Instruction::kBackward}) {
+        const size_t type = type_of(stage, instruction);
+        const auto& options = profile.options(stage, instruction);
+        for (size_t i = 0; i < clocks_; ++i) {
+          option_time_s_[type * clocks_ + i] = options[i].time_s;
+          option_energy_j_[type * clocks_ + i] = options[i].energy_j;
+        }
+      }
+    }
+    if (clocks_ <= kMostTabledClocks) {
+      build_reclaim_tables(types);
+    }
+    first_option_.resize(n);
     for (size_t v = 0; v < n; ++v) {
       const Computation& c = dag.computations[v];
-      options_of_[v] = &profile.options(c.stage, c.instruction);
+      first_option_[v] = static_cast<uint32_t>(type_of(c.stage, c.instruction) * clocks_);
     }
+    // Successors as one array (compressed rows): the passes below run over every edge of every plan.
+    successor_begin_.reserve(n + 1);
+    for (size_t v = 0; v < n; ++v) {
+      successor_begin_.push_back(static_cast<uint32_t>(successors_.size()));
+      for (const int next : walk.successors(static_cast<int>(v))) {
+        successors_.push_back(static_cast<uint32_t>(next));
+      }
+    }
+    successor_begin_.push_back(static_cast<uint32_t>(successors_.size()));
     time_s_.resize(n);
     start_s_.resize(n);
     latest_finish_s_.resize(n);
   }
 
-  const ProfileOption& option(size_t v, uint32_t frequency_mhz) const {
-    // A profile keeps every option list sorted by frequency, descending: a binary search, as every plan
-    // evaluation looks up every computation's option.
-    const auto& options = *options_of_[v];
-    const auto found = std::lower_bound(
-        options.begin(), options.end(), frequency_mhz,
-        [](const ProfileOption& option, uint32_t wanted) { return option.frequency_mhz > wanted; });
-    if (found == options.end() || found->frequency_mhz != frequency_mhz) {
-      throw Exception(ErrorCode::kInternal, fmt::format("no option at {} MHz", frequency_mhz));
-    }
-    return *found;
-  }
-
-  PlanCost cost(const FrequencyPlan& plan) {
+  PlanCost cost(const OptionPlan& plan) {
     double sum_energy = 0;
     double sum_time = 0;
     for (size_t v = 0; v < plan.size(); ++v) {
-      const ProfileOption& o = option(v, plan[v]);
-      time_s_[v] = o.time_s;
-      sum_energy += o.energy_j;
-      sum_time += o.time_s;
+      const size_t option = first_option_[v] + plan[v];
+      time_s_[v] = option_time_s_[option];
+      sum_energy += option_energy_j_[option];
+      sum_time += option_time_s_[option];
     }
-    const double length = forward_pass();
-    return {length, sum_energy + p_blocking_w_ * (static_cast<double>(dag_.stages) * length - sum_time)};
+    length_s_ = forward_pass();
+    return {length_s_, sum_energy + p_blocking_w_ * (static_cast<double>(stages_) * length_s_ - sum_time)};
   }
 
   // Moves computations off the critical path to the option with the least effective energy that fits in
-  // their slack, latest first, without lengthening the iteration. @return true if anything changed.
-  bool reclaim_slack(FrequencyPlan& plan) {
-    for (size_t v = 0; v < plan.size(); ++v) {
-      time_s_[v] = option(v, plan[v]).time_s;
-    }
-    const double length = forward_pass();
-    constexpr double kTolerance = 1e-12;
+  // their slack, latest first, without lengthening the iteration. Call right after cost(plan), whose
+  // times and starts it reuses. @return true if anything changed.
+  bool reclaim_slack(OptionPlan& plan) {
     bool changed = false;
     const auto& order = walk_.order();
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const auto v = static_cast<size_t>(*it);
-      double finish_by = length;
-      for (const int next : walk_.successors(*it)) {
-        finish_by = std::min(
-            finish_by, latest_finish_s_[static_cast<size_t>(next)] - time_s_[static_cast<size_t>(next)]);
+      double finish_by = length_s_;
+      for (uint32_t e = successor_begin_[v]; e < successor_begin_[v + 1]; ++e) {
+        const uint32_t next = successors_[e];
+        finish_by = std::min(finish_by, latest_finish_s_[next] - time_s_[next]);
       }
       latest_finish_s_[v] = finish_by;
-      const double room_s = finish_by - start_s_[v];
-      const ProfileOption* best = &option(v, plan[v]);
-      for (const ProfileOption& candidate : *options_of_[v]) {
-        if (candidate.time_s <= room_s + kTolerance &&
-            effective_energy_j(candidate, p_blocking_w_) <
-                effective_energy_j(*best, p_blocking_w_) - kTolerance) {
-          best = &candidate;
-        }
-      }
-      if (best->frequency_mhz != plan[v]) {
-        plan[v] = best->frequency_mhz;
-        time_s_[v] = best->time_s;
+      const uint16_t best = least_energy_within(v, plan[v], finish_by - start_s_[v]);
+      if (best != plan[v]) {
+        plan[v] = best;
+        time_s_[v] = option_time_s_[first_option_[v] + best];
         changed = true;
       }
     }
@@ -393,6 +455,63 @@ class Evaluator {
   }
 
  private:
+  // Reclamation tables take (clocks + 1) × clocks entries per computation type: beyond this many clocks the
+  // options are scanned instead.
+  static constexpr size_t kMostTabledClocks = 128;
+  static constexpr double kTolerance = 1e-12;
+
+  static size_t type_of(int stage, Instruction instruction) {
+    return static_cast<size_t>(stage) * 2 + (instruction == Instruction::kForward ? 0 : 1);
+  }
+
+  double effective_j(size_t option) const {
+    return option_energy_j_[option] - p_blocking_w_ * option_time_s_[option];
+  }
+
+  // The option a computation at `current` moves to with `room_s` of time: of the options that fit, scanned
+  // in profile order, each one with less effective energy (by more than the tolerance) than the best so far.
+  uint16_t scan_options(size_t first, uint16_t current, double fits_s) const {
+    size_t best = first + current;
+    for (size_t option = first; option < first + clocks_; ++option) {
+      if (option_time_s_[option] <= fits_s && effective_j(option) < effective_j(best) - kTolerance) {
+        best = option;
+      }
+    }
+    return static_cast<uint16_t>(best - first);
+  }
+
+  // scan_options() depends on `room_s` only through how many options fit: per type, the options' times
+  // sorted, and for every current option and every count of fitting options, the scan's answer.
+  void build_reclaim_tables(size_t types) {
+    sorted_time_s_.resize(types * clocks_);
+    reclaim_.resize(types * clocks_ * (clocks_ + 1));
+    for (size_t type = 0; type < types; ++type) {
+      const size_t first = type * clocks_;
+      double* sorted = &sorted_time_s_[first];
+      std::copy_n(&option_time_s_[first], clocks_, sorted);
+      std::sort(sorted, sorted + clocks_);
+      for (size_t current = 0; current < clocks_; ++current) {
+        for (size_t fitting = 0; fitting <= clocks_; ++fitting) {
+          // The fitting options are those no slower than the fitting-th fastest (ties fit together).
+          const double fits_s = fitting == 0 ? -std::numeric_limits<double>::infinity() : sorted[fitting - 1];
+          reclaim_[(first + current) * (clocks_ + 1) + fitting] =
+              scan_options(first, static_cast<uint16_t>(current), fits_s);
+        }
+      }
+    }
+  }
+
+  uint16_t least_energy_within(size_t v, uint16_t current, double room_s) const {
+    const size_t first = first_option_[v];
+    const double fits_s = room_s + kTolerance;
+    if (reclaim_.empty()) {
+      return scan_options(first, current, fits_s);
+    }
+    const double* sorted = &sorted_time_s_[first];
+    const auto fitting = static_cast<size_t>(std::upper_bound(sorted, sorted + clocks_, fits_s) - sorted);
+    return reclaim_[(first + current) * (clocks_ + 1) + fitting];
+  }
+
   double forward_pass() {
     std::fill(start_s_.begin(), start_s_.end(), 0.0);
     double length = 0;
@@ -400,21 +519,72 @@ class Evaluator {
       const auto index = static_cast<size_t>(v);
       const double finish = start_s_[index] + time_s_[index];
       length = std::max(length, finish);
-      for (const int next : walk_.successors(v)) {
-        start_s_[static_cast<size_t>(next)] = std::max(start_s_[static_cast<size_t>(next)], finish);
+      for (uint32_t e = successor_begin_[index]; e < successor_begin_[index + 1]; ++e) {
+        start_s_[successors_[e]] = std::max(start_s_[successors_[e]], finish);
       }
     }
     return length;
   }
 
-  const PipelineDag& dag_;
-  const Profile& profile_;
+  int stages_;
   const Walk& walk_;
   double p_blocking_w_;
-  std::vector<const std::vector<ProfileOption>*> options_of_;
+  size_t clocks_;
+  std::vector<double> option_time_s_;    // per computation type, per clock index
+  std::vector<double> option_energy_j_;  // likewise
+  std::vector<double> sorted_time_s_;    // per computation type, its options' times ascending
+  std::vector<uint16_t> reclaim_;        // per type, current option and count of fitting options
+  std::vector<uint32_t> first_option_;   // per computation: its type's first entry in the option arrays
+  std::vector<uint32_t> successor_begin_;
+  std::vector<uint32_t> successors_;
   std::vector<double> time_s_;
   std::vector<double> start_s_;
   std::vector<double> latest_finish_s_;
+  double length_s_ = 0;  // of the plan cost() evaluated last
+};
+
+// The Pareto set of the plans evaluated so far, kept as they come so that the dominated ones (most of them,
+// and every plan is as long as the pipeline) are dropped at once. Slowest first, energy increasing. It
+// keeps what Frontier::from_points() would keep of all of them: of equal points, the first.
+class ParetoSet {
+ public:
+  void add(const OptionPlan& plan, const PlanCost& cost) {
+    // The first entry no slower than the new point has the least energy of all those no slower.
+    const auto no_slower = std::partition_point(entries_.begin(), entries_.end(),
+                                                [&](const Entry& e) { return e.time_s > cost.time_s; });
+    if (no_slower != entries_.end() && no_slower->energy_j <= cost.energy_j) {
+      return;
+    }
+    // It dominates the entries no faster that use no less energy: a run ending where time gets shorter.
+    const auto dominated_begin = std::partition_point(
+        entries_.begin(), no_slower, [&](const Entry& e) { return e.energy_j < cost.energy_j; });
+    const auto dominated_end = std::partition_point(no_slower, entries_.end(),
+                                                    [&](const Entry& e) { return e.time_s >= cost.time_s; });
+    const auto at = entries_.erase(dominated_begin, dominated_end);
+    entries_.insert(at, Entry{cost.time_s, cost.energy_j, plan});
+  }
+
+  // @return the frontier, with every plan in MHz.
+  Frontier<FrequencyPlan> frontier(const std::vector<uint32_t>& frequencies_mhz) const {
+    std::vector<FrontierPoint<FrequencyPlan>> points;
+    points.reserve(entries_.size());
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+      FrequencyPlan plan(it->plan.size());
+      for (size_t v = 0; v < plan.size(); ++v) {
+        plan[v] = frequencies_mhz[it->plan[v]];
+      }
+      points.push_back({std::move(plan), it->time_s, it->energy_j});
+    }
+    return Frontier<FrequencyPlan>::from_points(std::move(points));
+  }
+
+ private:
+  struct Entry {
+    double time_s;
+    double energy_j;
+    OptionPlan plan;
+  };
+  std::vector<Entry> entries_;
 };
 
 }  // namespace
@@ -507,34 +677,42 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
   Walk walk(dag, profile, options);
   Evaluator evaluator(dag, profile, walk, options.p_blocking_w);
   PlannerResult result;
-  result.max_clock = evaluator.cost(uniform_plan(dag, profile.frequencies_mhz().front()));
+  const OptionPlan fastest_clocks(dag.computations.size(), 0);
+  result.max_clock = evaluator.cost(fastest_clocks);
 
-  std::vector<FrontierPoint<FrequencyPlan>> points;
-  FrequencyPlan previous;
-  auto add_plan = [&](FrequencyPlan plan) {
+  ParetoSet pareto;
+  OptionPlan previous;
+  OptionPlan reclaimed;
+  auto add_plan = [&](const OptionPlan& plan) {
     if (plan == previous) {
       return;
     }
     previous = plan;
-    const PlanCost cost = evaluator.cost(plan);
-    points.push_back({plan, cost.time_s, cost.energy_j});
-    if (evaluator.reclaim_slack(plan)) {
-      const PlanCost reclaimed = evaluator.cost(plan);
-      points.push_back({std::move(plan), reclaimed.time_s, reclaimed.energy_j});
+    pareto.add(plan, evaluator.cost(plan));
+    ++result.plans_considered;
+    reclaimed = plan;
+    if (evaluator.reclaim_slack(reclaimed)) {
+      pareto.add(reclaimed, evaluator.cost(reclaimed));
+      ++result.plans_considered;
     }
   };
-  add_plan(uniform_plan(dag, profile.frequencies_mhz().front()));
+  add_plan(fastest_clocks);
 
   walk.set_all_fastest();
   const int shortest = walk.critical_path();
   walk.set_all_slowest();
   int length = walk.critical_path();
-  add_plan(walk.plan());
+  // The walk's plan, kept up to date as computations move: a step changes a few of them.
+  OptionPlan plan;
+  walk.plan(plan);
+  add_plan(plan);
 
+  std::vector<CutArc> network;
   std::vector<CutArc> last_network;
   std::vector<char> last_side;
+  std::vector<std::pair<int, int>> moves;  // (computation, −1 shorten / +1 lengthen)
   while (length > shortest) {
-    std::vector<CutArc> network = walk.critical_network();
+    walk.critical_network(network);
     const bool same =
         network.size() == last_network.size() &&
         std::equal(network.begin(), network.end(), last_network.begin(),
@@ -542,9 +720,8 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
                      return a.from == b.from && a.to == b.to && a.lower == b.lower && a.upper == b.upper;
                    });
     if (!same) {
-      const CutResult cut =
-          detail::min_cut_with_lower_bounds(2 * walk.node_count() + 2, 2 * walk.node_count(),
-                                            2 * walk.node_count() + 1, network, options.max_flow);
+      CutResult cut = detail::min_cut_with_lower_bounds(2 * walk.node_count() + 2, 2 * walk.node_count(),
+                                                        2 * walk.node_count() + 1, network, options.max_flow);
       ++result.iterations;
       // spdlog tests the level before formatting: free unless debug logging is on.
       log().debug("planner: minimum cut {} ({}) at {} units, {} arcs over {} computations", result.iterations,
@@ -553,25 +730,28 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
       if (cut.status != CutResult::Status::kOk) {
         break;  // nothing on the critical paths can get faster any more
       }
-      last_side = cut.source_side;
-      last_network = std::move(network);
+      walk.remember_flow(cut.flow);
+      last_side = std::move(cut.source_side);
+      std::swap(network, last_network);
     }
-    // Validate the whole move before changing anything.
+    // Validate the whole move before changing anything. The computations of the network are its arcs
+    // 2v → 2v + 1 (the source's arcs leave 2N, which is even, but end at an even node).
     bool valid = true;
     bool any_forward = false;
-    std::vector<std::pair<int, int>> moves;  // (computation, −1 shorten / +1 lengthen)
-    for (int v = 0; v < walk.node_count() && valid; ++v) {
-      if (walk.arc_of(v) < 0) {
+    moves.clear();
+    for (const CutArc& arc : last_network) {
+      if (arc.from % 2 != 0 || arc.to != arc.from + 1) {
         continue;
       }
-      const bool tail = last_side[static_cast<size_t>(2 * v)] != 0;
-      const bool head = last_side[static_cast<size_t>(2 * v + 1)] != 0;
+      const int v = arc.from / 2;
+      const bool tail = last_side[static_cast<size_t>(arc.from)] != 0;
+      const bool head = last_side[static_cast<size_t>(arc.to)] != 0;
       if (tail && !head) {
-        valid = walk.units(v) > walk.model(v).min_units;
+        valid = valid && walk.units(v) > walk.model(v).min_units;
         any_forward = true;
         moves.emplace_back(v, -1);
       } else if (!tail && head) {
-        valid = walk.units(v) < walk.model(v).max_units;
+        valid = valid && walk.units(v) < walk.model(v).max_units;
         moves.emplace_back(v, +1);
       }
     }
@@ -595,10 +775,17 @@ Result<PlannerResult> plan_frontier(const PipelineDag& dag, const Profile& profi
       continue;
     }
     length = new_length;
-    add_plan(walk.plan());
+    bool changed = false;
+    for (const auto& [v, change] : moves) {
+      const uint16_t clock = walk.model(v).clock_index_at(walk.units(v));
+      changed = changed || clock != plan[static_cast<size_t>(v)];
+      plan[static_cast<size_t>(v)] = clock;
+    }
+    if (changed) {
+      add_plan(plan);
+    }
   }
-  result.plans_considered = points.size();
-  result.frontier = Frontier<FrequencyPlan>::from_points(std::move(points));
+  result.frontier = pareto.frontier(profile.frequencies_mhz());
   return result;
 }
 

@@ -37,5 +37,34 @@ TEST(MinCut, UnboundedAndInfeasible) {
   EXPECT_EQ(min_cut_with_lower_bounds(3, 0, 2, infeasible).status, Status::kInfeasible);
 }
 
+// The cut is the smallest source side of all minimum cuts, whatever flow the solver starts from: a maximum
+// flow, an unbalanced guess, or guesses outside the bounds.
+TEST(MinCut, TheSameCutFromAnyStartingFlow) {
+  std::vector<CutArc> arcs = {{0, 1, 0, 4}, {0, 2, 0, 4}, {1, 3, 0, 4}, {2, 3, 0, 4}, {2, 1, 2, 10}};
+  const CutResult cold = min_cut_with_lower_bounds(4, 0, 3, arcs);
+  ASSERT_EQ(cold.status, CutResult::Status::kOk);
+  ASSERT_EQ(cold.flow.size(), arcs.size());
+  for (const MaxFlowAlgorithm algorithm : {MaxFlowAlgorithm::kDinic, MaxFlowAlgorithm::kBoostPushRelabel}) {
+    for (const std::vector<int64_t>& start :
+         {cold.flow, std::vector<int64_t>{3, 0, 0, 7, 1}, std::vector<int64_t>{-5, 100, 2, 2, 0}}) {
+      for (size_t i = 0; i < arcs.size(); ++i) {
+        arcs[i].flow = start[i];
+      }
+      const CutResult warm = min_cut_with_lower_bounds(4, 0, 3, arcs, algorithm);
+      ASSERT_EQ(warm.status, CutResult::Status::kOk);
+      EXPECT_EQ(warm.source_side, cold.source_side);
+      EXPECT_EQ(warm.value, cold.value);
+      // What it returns is a maximum flow within the bounds: it carries the cut's value out of the source.
+      int64_t out_of_source = 0;
+      for (size_t i = 0; i < arcs.size(); ++i) {
+        EXPECT_GE(warm.flow[i], arcs[i].lower);
+        EXPECT_LE(warm.flow[i], arcs[i].upper);
+        out_of_source += arcs[i].from == 0 ? warm.flow[i] : 0;
+      }
+      EXPECT_EQ(out_of_source, cold.value);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace joule::plan::detail

@@ -13,10 +13,11 @@
 
 namespace joule::plan {
 
-/// The maximum-flow implementation behind the minimum cuts. Both give minimum cuts of the same value; the
-/// frontiers can differ only where several minimum cuts exist.
+/// The maximum-flow implementation behind the minimum cuts. Both give the same cuts (of several minimum
+/// cuts, the one with the smallest source side), hence the same frontier. Either runs only when the previous
+/// cut's maximum flow, the start of every cut, is no longer maximal.
 enum class MaxFlowAlgorithm {
-  kDinic,             ///< in-house Dinic on reused arrays (default: the fastest on pipeline networks)
+  kDinic,             ///< in-house Dinic on reused compressed rows (default: the fastest on pipelines)
   kBoostPushRelabel,  ///< Boost.Graph push_relabel_max_flow on a compressed-sparse-row graph
 };
 
