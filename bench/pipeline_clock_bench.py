@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import time
 from typing import Any, Callable
+
+from timing import best_per_call  # bench/timing.py, beside this script
 
 import joule
 from joule import _joule
@@ -28,14 +29,8 @@ CLOCKS = (1410, 1200)
 
 
 def measure(name: str, body: Callable[[int], None], iterations: int, repeats: int) -> dict[str, Any]:
-    body(min(iterations, 200))  # warm up
-    best_wall = best_cpu = float("inf")
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        body(iterations)
-        best_wall = min(best_wall, (time.perf_counter() - wall) / iterations)
-        best_cpu = min(best_cpu, (time.process_time() - cpu) / iterations)
-    return {"name": name, "wall_us": best_wall * 1e6, "cpu_us": best_cpu * 1e6, "iterations": iterations}
+    wall_s, cpu_s = best_per_call(body, iterations, repeats, warmup=200)
+    return {"name": name, "wall_us": wall_s * 1e6, "cpu_us": cpu_s * 1e6, "iterations": iterations}
 
 
 def main() -> int:

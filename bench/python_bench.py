@@ -15,22 +15,17 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from typing import Callable
+
+from timing import best_per_call  # bench/timing.py, beside this script
 
 import joule
 from joule import _joule
 
 
 def measure(name: str, body: Callable[[int], None], iterations: int, repeats: int) -> dict:
-    body(min(iterations, 1000))  # warm up
-    best_wall = best_cpu = float("inf")
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        body(iterations)
-        best_wall = min(best_wall, (time.perf_counter() - wall) / iterations)
-        best_cpu = min(best_cpu, (time.process_time() - cpu) / iterations)
-    return {"name": name, "wall_ns": best_wall * 1e9, "cpu_ns": best_cpu * 1e9, "iterations": iterations}
+    wall_s, cpu_s = best_per_call(body, iterations, repeats, warmup=1000)
+    return {"name": name, "wall_ns": wall_s * 1e9, "cpu_ns": cpu_s * 1e9, "iterations": iterations}
 
 
 def window_loop(monitor: _joule._Monitor) -> Callable[[int], None]:

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -352,13 +353,14 @@ Response Service::Impl::live_route(const Request& request, std::string_view rout
     });
   }
 
-  if (route == "/register_rank/") {
+  // POST /register_rank and POST /result: parse, lock the job, change it, store it, wake the waiting ranks.
+  const auto change_job = [&](const auto& parse, const auto& change) -> Response {
     if (request.method != "POST") {
       return detail_response(405, "Method Not Allowed");
     }
-    auto rank = parse_wire<plan::LiveRankInfo>(request, parse_rank_info);
-    if (!rank) {
-      return rank.error();
+    auto body = parse_wire<std::decay_t<decltype(parse(json()))>>(request, parse);
+    if (!body) {
+      return body.error();
     }
     const auto lock = [&](store::Transaction& transaction) { return load_job(transaction, job_id); };
     const auto apply = [&](store::Transaction& transaction,
@@ -366,8 +368,8 @@ Response Service::Impl::live_route(const Request& request, std::string_view rout
       if (!job) {
         return unknown_job(job_id);
       }
-      if (auto registered = job->register_rank(*rank, provider); !registered) {
-        return scheduler_error(registered.error());
+      if (auto changed = change(*job, *body); !changed) {
+        return scheduler_error(changed.error());
       }
       JOULE_TRY(transaction.update(detail::kLiveJobKind, job_id, job->dump()));
       return json_response(200, nullptr);
@@ -375,43 +377,28 @@ Response Service::Impl::live_route(const Request& request, std::string_view rout
     Response response = transact_locked(request, lock, apply);
     wake_waiters();
     return response;
+  };
+  if (route == "/register_rank/") {
+    return change_job(parse_rank_info, [&](LiveScheduler& job, const plan::LiveRankInfo& rank) {
+      return job.register_rank(rank, provider);
+    });
   }
-
   if (route == "/result/") {
-    if (request.method != "POST") {
-      return detail_response(405, "Method Not Allowed");
-    }
-    auto result = parse_wire<plan::LiveResult>(request, parse_result);
-    if (!result) {
-      return result.error();
-    }
-    const auto lock = [&](store::Transaction& transaction) { return load_job(transaction, job_id); };
-    const auto apply = [&](store::Transaction& transaction,
-                           std::optional<LiveScheduler>& job) -> Result<Response> {
-      if (!job) {
-        return unknown_job(job_id);
+    return change_job(parse_result, [&](LiveScheduler& job, const plan::LiveResult& result) -> Result<void> {
+      const plan::LivePhase before = job.phase();
+      const auto straggler_before = job.straggler_time_s();
+      const bool completed = JOULE_TRY(job.report(result, provider));
+      if (completed && job.phase() != before) {
+        log().info("pipeline-frequency job {}: round {} is {}", job_id, job.round(),
+                   plan::to_string(job.phase()));
       }
-      const plan::LivePhase before = job->phase();
-      const auto straggler_before = job->straggler_time_s();
-      auto completed = job->report(*result, provider);
-      if (!completed) {
-        return scheduler_error(completed.error());
-      }
-      if (*completed && job->phase() != before) {
-        log().info("pipeline-frequency job {}: round {} is {}", job_id, job->round(),
-                   plan::to_string(job->phase()));
-      }
-      if (*completed && job->straggler_time_s() != straggler_before) {
+      if (completed && job.straggler_time_s() != straggler_before) {
         log().info(
             "pipeline-frequency job {}: straggler pace {}", job_id,
-            job->straggler_time_s() ? fmt::format("{:.6f} s", *job->straggler_time_s()) : "none (recovered)");
+            job.straggler_time_s() ? fmt::format("{:.6f} s", *job.straggler_time_s()) : "none (recovered)");
       }
-      JOULE_TRY(transaction.update(detail::kLiveJobKind, job_id, job->dump()));
-      return json_response(200, nullptr);
-    };
-    Response response = transact_locked(request, lock, apply);
-    wake_waiters();
-    return response;
+      return {};
+    });
   }
 
   // GET /schedule/{job_id}?rank=K[&wait_s=S]
