@@ -32,9 +32,9 @@ if grep -rhoE '#include "[a-z_]+/[a-z_]+\.hpp"' "$p/include/joule" | grep -v '"j
   fail "an installed header includes a private header"
 fi
 # The measurement library's headers show no third-party types beyond fmt and tl::expected (JSON is for
-# the headers whose subject is JSON: core/json.hpp and the daemon's wire protocol).
+# the headers whose subject is JSON: core/json.hpp, core/json_fields.hpp and the daemon's wire protocol).
 for header in "$p"/include/joule/core/*.hpp "$p"/include/joule/device/*.hpp "$p"/include/joule/measure/*.hpp; do
-  case "$header" in */core/json.hpp|*/device/daemon_protocol.hpp|*/device/daemon_client.hpp) continue ;; esac
+  case "$header" in */core/json.hpp|*/core/json_fields.hpp|*/device/daemon_protocol.hpp|*/device/daemon_client.hpp) continue ;; esac
   if grep -nE '#include <(nlohmann|prometheus|httplib|boost|sqlite3|libpq)' "$header"; then
     fail "$header exposes a third-party library"
   fi
