@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// live_bench: how fast `joule serve` follows a straggler (issue 14: under 100 ms for an 8 × 32 pipeline).
+// live_bench: how fast `joule serve` follows a straggler (issue 14: under 100 ms for an 8 × 32 pipeline), and
+// what profiling and planning a GPT-3-class job costs the live scheduler.
 // An 8-stage × 32-microbatch job of two data-parallel pipelines is planned from a given profile (the
 // example's stages, as plan_bench lays them out), on SQLite in a temporary directory as `joule serve`'s
 // default. Each benchmark iteration is the round whose reports reveal a new straggler pace T': the timed part
 // is the last rank's POST /result (which observes the round, picks the frontier point for T' and stores the
 // job) and the GET /schedule that hands a slowed pipeline its new plan. The pace flips between 1.2 × and
 // 1.0 × the fastest time (entering and leaving straggler mode), after the confirmation round, untimed.
+#include <chrono>
 #include <filesystem>
 #include <map>
 
@@ -13,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/plan/live.hpp"
 #include "joule/plan/pipeline.hpp"
 #include "joule/plan/profile_codec.hpp"
 #include "joule/server/service.hpp"
@@ -133,5 +136,91 @@ void straggler_replan(benchmark::State& state) {
 }
 
 BENCHMARK(straggler_replan)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20);
+
+// Profile and plan a GPT-3-class job through the live scheduler (as plan_bench lays it out: 16 stages × 192
+// microbatches, GPT-3 175B on 1,024 GPUs in Megatron-LM's example), in-process: every profiling round's
+// reports are what the stages would measure (the profile at the scheduled clocks). Counters: the profiling
+// iterations the sweep needed, the scheduler's time per round (all ranks' reports, every state stored and
+// parsed back as the server does) and the planning time of the measured profile.
+void gpt3_profile_and_plan(benchmark::State& state) {
+  constexpr int kGptStages = 16;
+  constexpr int kGptMicrobatches = 192;
+  const joule::plan::Profile truth = profile_for(kGptStages);
+  std::vector<uint32_t> clocks;
+  for (uint32_t mhz = 1410; mhz >= 210; mhz -= 15) {
+    clocks.push_back(mhz);
+  }
+  double rounds = 0;
+  double round_s = 0;
+  double planning_s = 0;
+  for (auto _ : state) {
+    joule::plan::LiveJobInfo info;
+    info.job_id = "gpt3";
+    info.pp_degree = kGptStages;
+    info.world_size = kGptStages;
+    info.num_microbatches = kGptMicrobatches;
+    auto scheduler = *joule::plan::LiveScheduler::create(info, {});
+    const joule::plan::LivePlanProvider provider = [&](const std::string& csv, int stages, int microbatches,
+                                                       joule::plan::Schedule schedule, double p_blocking_w,
+                                                       double unit_time_s) {
+      auto planned = joule::plan::plan_live(csv, stages, microbatches, schedule, p_blocking_w, unit_time_s);
+      if (planned) {
+        planning_s = (*planned)->planning_time_s;
+      }
+      return planned;
+    };
+    for (int rank = 0; rank < kGptStages; ++rank) {
+      (void)scheduler.register_rank({rank, 0, rank, 0, clocks}, provider);
+    }
+    rounds = 0;
+    const auto started = std::chrono::steady_clock::now();
+    while (scheduler.phase() != joule::plan::LivePhase::kPlanned) {
+      for (int rank = 0; rank < kGptStages; ++rank) {
+        const auto schedule = *scheduler.schedule(rank);
+        joule::plan::LiveResult result;
+        result.rank = rank;
+        double busy_s = 0;
+        double busy_j = 0;
+        std::map<std::string, std::vector<double>> times;
+        std::map<std::string, std::vector<double>> energies;
+        for (const auto& [name, mhz] : schedule.frequencies) {
+          const auto& options = truth.options(rank, *joule::plan::parse_instruction(name));
+          joule::plan::ProfileOption option = options.back();
+          for (const auto& candidate : options) {
+            if (candidate.frequency_mhz <= mhz) {
+              option = candidate;
+              break;
+            }
+          }
+          times[name].push_back(option.time_s);
+          energies[name].push_back(option.energy_j);
+          busy_s += option.time_s;
+          busy_j += option.energy_j;
+        }
+        for (auto& [name, values] : times) {
+          result.time_breakdown_s[name] = {values};
+          result.energy_breakdown_j[name] = {energies[name]};
+        }
+        result.iter_time_s = {busy_s * 1.1};
+        result.iter_energy_j = {busy_j + busy_s * 0.1 * 70};
+        if (!scheduler.report(result, provider)) {
+          state.SkipWithError("a report was refused");
+          return;
+        }
+        scheduler = *joule::plan::LiveScheduler::parse(scheduler.dump());
+      }
+      ++rounds;
+    }
+    round_s =
+        (std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - planning_s) /
+        rounds;
+  }
+  state.counters["profiling_iterations"] = rounds;
+  state.counters["round_ms"] = round_s * 1e3;
+  state.counters["planning_s"] = planning_s;
+  state.counters["computations"] = 2.0 * kGptStages * kGptMicrobatches;
+}
+
+BENCHMARK(gpt3_profile_and_plan)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
