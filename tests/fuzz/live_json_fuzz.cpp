@@ -55,8 +55,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   check(service.handle(
       {"GET", "/schedule/" + job_id, {{"rank", text}, {"wait_s", "0"}}, "", "", std::nullopt}));
+  // wait_s on a job nobody registered: parsed, then 404 at once (a valid wait on the live job would wait).
   check(service.handle(
-      {"GET", "/schedule/" + job_id, {{"rank", "0"}, {"wait_s", text}}, "", "", std::nullopt}));
+      {"GET", "/schedule/no-such-job", {{"rank", "0"}, {"wait_s", text}}, "", "", std::nullopt}));
   joule::fuzz::require_message(joule::plan::LiveScheduler::parse(text));
   return 0;
 }
