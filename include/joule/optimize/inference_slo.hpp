@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/optimize/inference_slo.hpp — the GPU clock of an LLM serving replica, chosen online: least energy
+// while p99 time-to-first-token and time-per-output-token meet their SLOs. Plus the baselines it is compared
+// with (a fixed clock, a utilisation governor).
+//
+//   SloClockController controller({.ttft_s = 0.5, .tpot_s = 0.05}, gpu.supported_sm_clocks_mhz().value());
+//   // serving loop, per iteration:
+//   uint32_t clock = controller.clock_mhz();               // lock it (SettingsGuard) if it changed
+//   ... run the iteration, measure its time and energy ...
+//   controller.on_iteration({.start_s = t0, .end_s = t1, .energy_j = e, .clock_mhz = clock, …});
+//   controller.on_request_done({.finish_s = t1, .ttft_s = …, .tpot_s = …});
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "joule/core/error.hpp"
+
+namespace joule::optimize {
+
+/// Per-request latency objectives.
+struct ServingSlo {
+  double ttft_s = 0;         ///< p-th percentile time to first token, s (> 0)
+  double tpot_s = 0;         ///< p-th percentile time per output token after the first, s (> 0)
+  double attainment = 0.99;  ///< the share of requests that must meet both, in (0, 1]
+};
+
+/// @return kInvalidArgument naming the bad field.
+Result<void> validate(const ServingSlo& slo);
+
+/// One measured iteration of the serving loop.
+struct IterationSample {
+  double start_s = 0;
+  double end_s = 0;
+  double energy_j = 0;           ///< of the whole replica
+  uint32_t clock_mhz = 0;        ///< the clock (or knob) it ran at
+  int64_t decode_requests = 0;   ///< requests that decoded a token
+  int64_t prefill_tokens = 0;    ///< prompt tokens processed
+  int64_t waiting_requests = 0;  ///< requests queued, not yet admitted, after it
+  double oldest_waiting_s = 0;   ///< how long the oldest queued request has waited at end_s, s
+};
+
+/// A finished request's latency.
+struct RequestSample {
+  double finish_s = 0;
+  double ttft_s = 0;
+  std::optional<double> tpot_s;  ///< none for a request with one output token
+};
+
+/// What chooses the clock of a serving replica. Called by one serving loop (not thread-safe).
+class ServingClockPolicy {
+ public:
+  virtual ~ServingClockPolicy() = default;
+  /// @return e.g. "joule", "max_clock".
+  virtual std::string name() const = 0;
+  /// @return the clock the next iteration should run at, MHz (one of the clocks given at construction).
+  virtual uint32_t clock_mhz() const = 0;
+  virtual void on_iteration(const IterationSample& sample) = 0;
+  virtual void on_request_done(const RequestSample& /*sample*/) {}
+  /// The replica idled over [from_s, to_s] drawing `energy_j` (all its GPUs).
+  virtual void on_idle(double /*from_s*/, double /*to_s*/, double /*energy_j*/) {}
+};
+
+/// Always the same clock.
+class FixedClockPolicy final : public ServingClockPolicy {
+ public:
+  FixedClockPolicy(std::string name, uint32_t clock_mhz) : name_(std::move(name)), clock_mhz_(clock_mhz) {}
+  std::string name() const override { return name_; }
+  uint32_t clock_mhz() const override { return clock_mhz_; }
+  void on_iteration(const IterationSample& /*sample*/) override {}
+
+ private:
+  std::string name_;
+  uint32_t clock_mhz_;
+};
+
+/// A utilisation governor (like Linux's schedutil): every interval, clock = current clock × busy share /
+/// target share, rounded up to a supported clock. It knows nothing of latency.
+class UtilizationGovernor final : public ServingClockPolicy {
+ public:
+  struct Options {
+    double interval_s = 1.0;
+    double target_utilization = 0.8;  ///< in (0, 1]
+  };
+  /// @param clocks_mhz the supported clocks (any order, not empty). @throws joule::Exception
+  /// (kInvalidArgument) for empty clocks or bad options.
+  UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options);
+  explicit UtilizationGovernor(std::vector<uint32_t> clocks_mhz)
+      : UtilizationGovernor(std::move(clocks_mhz), Options{}) {}
+  std::string name() const override { return "utilization_governor"; }
+  uint32_t clock_mhz() const override { return clocks_mhz_[level_]; }
+  void on_iteration(const IterationSample& sample) override;
+  void on_idle(double from_s, double to_s, double energy_j) override;
+
+ private:
+  void tick(double now_s);
+  std::vector<uint32_t> clocks_mhz_;  // highest first
+  Options options_;
+  size_t level_ = 0;
+  double window_start_s_ = -1;
+  double busy_s_ = 0;
+};
+
+/// How SloClockController decides.
+struct SloControllerOptions {
+  double interval_s = 1.0;  ///< how often it re-decides, s of serving time
+  double window_s = 20.0;   ///< the latency window its percentiles come from, s
+  double margin = 0.85;     ///< aim at margin × SLO; shrinks after a violation, recovers slowly
+  double min_margin = 0.5;
+  int min_samples = 8;           ///< iterations at a clock before its model is trusted
+  int max_step_down = 4;         ///< clock levels it may go down per decision (up: any)
+  size_t candidate_levels = 24;  ///< clocks it considers, spread evenly over the supported ones
+};
+
+/// One clock level's learned model (for reports and tests).
+struct ClockModel {
+  uint32_t clock_mhz = 0;
+  int64_t samples = 0;
+  double predicted_time_s = 0;   ///< of the current mean iteration
+  double predicted_power_w = 0;  ///< of the replica, busy
+  bool measured = false;         ///< false: predicted from a neighbour (pessimistic in time)
+};
+
+/// The SLO-aware clock controller. It learns, per clock level, iteration time and power as linear functions
+/// of the batch (decode requests, prefill tokens) by recursive least squares from the measured iterations
+/// — no offline profile needed; seed() takes one to start from. Every interval it predicts, for each level,
+/// the p99 TTFT and TPOT (the window's measured p99 at the current clock scaled by the predicted iteration
+/// time ratio, TTFT also by the queueing growth 1/(1 − utilisation)) and the mean power (busy share × busy
+/// power + idle share × idle power), and picks the least-power level whose predictions are within margin ×
+/// SLO. Levels never measured are predicted pessimistically (fully compute-bound: time ∝ 1/clock), so it
+/// explores downward only while even that meets the SLO, and at most max_step_down levels at a time.
+///
+/// Safety: when the window's attainment falls below the target, or a queued request has waited past
+/// margin × TTFT SLO, it goes to the highest clock at once and tightens the margin (recovering by 1% per
+/// interval). When the highest clock itself misses the SLO for a whole window, slo_unattainable() turns
+/// true (it stays at the highest clock until the SLO is met again).
+class SloClockController final : public ServingClockPolicy {
+ public:
+  /// @param clocks_mhz the supported clocks (any order); @throws joule::Exception (kInvalidArgument) for
+  /// a bad SLO, no clocks or bad options.
+  SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz, SloControllerOptions options = {});
+  ~SloClockController() override;
+  SloClockController(const SloClockController&) = delete;
+  SloClockController& operator=(const SloClockController&) = delete;
+
+  std::string name() const override { return "joule"; }
+  uint32_t clock_mhz() const override;
+  void on_iteration(const IterationSample& sample) override;
+  void on_request_done(const RequestSample& sample) override;
+  void on_idle(double from_s, double to_s, double energy_j) override;
+
+  /// Seeds the models with profiled iterations (e.g. a previous run's), as if measured.
+  void seed(const std::vector<IterationSample>& samples);
+  /// @return true while even the highest clock misses the SLO.
+  bool slo_unattainable() const;
+  /// @return the window's share of requests meeting both SLOs (1 with none finished).
+  double window_attainment() const;
+  /// @return each candidate level's model for the current mean iteration, highest clock first.
+  std::vector<ClockModel> models() const;
+  const ServingSlo& slo() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace joule::optimize

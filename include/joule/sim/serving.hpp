@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/sim/serving.hpp — replay a request trace through a simulated LLM serving engine (continuous,
+// iteration-level batching with chunked prefill) on the serving cost model, under a clock policy; and
+// compare the policies `joule infer replay` prints.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "joule/core/error.hpp"
+#include "joule/measure/request_energy.hpp"
+#include "joule/optimize/inference_slo.hpp"
+#include "joule/sim/llm.hpp"
+
+namespace joule::sim {
+
+/// One request of a trace.
+struct ServingRequest {
+  double arrival_s = 0;
+  int64_t prompt_tokens = 0;  ///< ≥ 1
+  int64_t output_tokens = 0;  ///< ≥ 1 (the first token comes from the prefill)
+};
+
+/// A request trace: CSV `arrival_s,prompt_tokens,output_tokens`, arrivals non-decreasing.
+struct ServingTrace {
+  std::string source;
+  std::vector<ServingRequest> requests;
+  /// @return the last arrival, s (0 when empty).
+  double duration_s() const { return requests.empty() ? 0.0 : requests.back().arrival_s; }
+};
+
+/// Parses a trace. @return kParse naming the source, line and field for a malformed number, a token count
+/// below 1, a negative or non-finite arrival, an arrival before the previous one ("unsorted"), a missing
+/// column, or no request at all.
+Result<ServingTrace> parse_serving_trace(std::string_view text, const std::string& source);
+/// Reads and parses a trace file (bounded like every joule input file).
+Result<ServingTrace> read_serving_trace(const std::string& path);
+
+/// The engine's scheduler, vLLM-like.
+struct EngineOptions {
+  int64_t max_batch = 256;          ///< requests in flight at most (vLLM's max_num_seqs)
+  int64_t max_batch_tokens = 8192;  ///< tokens per iteration at most, prefill chunks included
+  double kv_memory_share = 0.9;     ///< share of GPU memory for weights + KV cache (vLLM's default 0.9)
+  bool lock_clocks = true;          ///< false: the policy's clock is enforced by a power limit instead
+};
+
+/// One request's outcome.
+struct ServedRequest {
+  double arrival_s = 0;
+  double first_token_s = 0;
+  double finish_s = 0;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  double energy_j = 0;  ///< attributed (tokens rule); 0 when the replay ran without attribution
+  double prefill_energy_j = 0;
+  double decode_energy_j = 0;
+  double ttft_s() const { return first_token_s - arrival_s; }
+  /// @return TPOT, s; 0 for one output token.
+  double tpot_s() const;
+};
+
+/// One time bucket of a replay, for plots.
+struct ServingBucket {
+  double start_s = 0;
+  double arrivals_per_s = 0;
+  double mean_clock_mhz = 0;  ///< busy-time weighted; 0 if idle throughout
+  double power_w = 0;         ///< replica mean power over the bucket
+  double p99_ttft_s = 0;      ///< of requests finishing in it (0 if none)
+  double p99_tpot_s = 0;
+};
+
+/// A replay's summary: what `joule infer replay` prints per strategy.
+struct ServingSummary {
+  std::string name;
+  double energy_j = 0;     ///< the replica's energy over the whole replay, idle included
+  double j_per_token = 0;  ///< energy / output tokens
+  double p50_ttft_s = 0, p99_ttft_s = 0, p50_tpot_s = 0, p99_tpot_s = 0;
+  double slo_attainment = 0;  ///< share of requests meeting both SLOs
+  double mean_clock_mhz = 0;  ///< busy-time weighted
+  double duration_s = 0;      ///< until the last request finished
+  int64_t requests = 0;
+  int64_t output_tokens = 0;
+  int64_t iterations = 0;
+  double idle_energy_j = 0;
+};
+
+struct ServingReplay {
+  ServingSummary summary;
+  std::vector<ServedRequest> requests;  ///< in trace order
+  std::vector<ServingBucket> buckets;
+};
+
+struct ReplayOptions {
+  EngineOptions engine;
+  bool attribute = true;  ///< split energy per request (RequestEnergyLedger, tokens rule)
+  double bucket_s = 0;    ///< timeline bucket; 0: no timeline
+};
+
+/// Replays `trace` on `cost` under `policy`, which sees every iteration and finished request as a live
+/// controller would (with the time and energy the model gives). Deterministic.
+ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
+                             optimize::ServingClockPolicy& policy, const optimize::ServingSlo& slo,
+                             const ReplayOptions& options);
+
+/// The four strategies of `joule infer replay`.
+struct ServingComparison {
+  std::vector<ServingReplay> strategies;  ///< max_clock, best_fixed_clock, utilization_governor, joule
+  uint32_t best_fixed_clock_mhz = 0;
+  bool slo_unattainable = false;  ///< not even the highest clock meets the SLO: every strategy ran at it
+  std::string note;               ///< a sentence for the user when something is off (empty otherwise)
+};
+
+struct ComparisonOptions {
+  ReplayOptions replay;
+  optimize::SloControllerOptions controller;
+};
+
+/// Runs max clock, the best fixed clock in hindsight (least energy meeting the attainment target, found by
+/// replaying candidate clocks), the utilisation governor and the SLO controller on the same trace.
+ServingComparison compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
+                                             const optimize::ServingSlo& slo,
+                                             const ComparisonOptions& options);
+
+}  // namespace joule::sim
