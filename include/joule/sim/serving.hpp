@@ -157,6 +157,7 @@ struct ComparisonOptions {
 /// replaying candidate clocks), the utilisation governor and the SLO controller on the same trace.
 /// @return check_fits()'s and validate(slo)'s errors.
 Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
-                                                     const optimize::ServingSlo& slo, const ComparisonOptions& options);
+                                                     const optimize::ServingSlo& slo,
+                                                     const ComparisonOptions& options);
 
 }  // namespace joule::sim
