@@ -271,14 +271,16 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
       record.energy_j = energy_j;
       record.clock_mhz = iteration.clock_mhz;
       record.work.clear();
-      for (const Running& running : decoding)
-        record.work.push_back({running.request, 0, 1, false});
+      for (const Running& running : decoding) {
+        record.work.push_back(
+            {running.request, 0, 1, false, requests[running.request].prompt_tokens + running.generated});
+      }
       for (size_t i = 0; i < prefilling.size(); ++i) {
         if (chunk_tokens[i] == 0)
           continue;
         const bool first =
             prefilling[i].prompt_done + chunk_tokens[i] == requests[prefilling[i].request].prompt_tokens;
-        record.work.push_back({prefilling[i].request, chunk_tokens[i], 0, first});
+        record.work.push_back({prefilling[i].request, chunk_tokens[i], 0, first, prefilling[i].prompt_done});
       }
       options.on_iteration(record);
     }

@@ -100,6 +100,7 @@ struct ReplayWork {
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
   bool first_token = false;
+  int64_t context_tokens = 0;  ///< KV entries before this iteration's tokens (a decode's context)
 };
 
 /// One iteration of a replay.
