@@ -33,21 +33,21 @@ TEST(ServingSlo, Validates) {
 TEST(UtilizationGovernor, FollowsTheBusyShare) {
   UtilizationGovernor governor(clocks(), {.interval_s = 1, .target_utilization = 0.8});
   EXPECT_EQ(governor.clock_mhz(), 1980u);
-  // 40% busy for a second (and a bit: the decision comes at the first event past it): 1980 × 0.4 / 0.8 =
-  // 990 MHz, or the next step up where rounding lands above it.
+  // 40% busy: the decision comes with the first event a second or more after the start, the iteration
+  // ending at 1.04 s: 0.44 s busy of 1.04 s, so 1980 × 0.423 / 0.8 = 1047 MHz, rounded up to 1050.
   double time_s = 0;
   for (int i = 0; i < 11; ++i) {
     governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.04, .clock_mhz = governor.clock_mhz()});
     governor.on_idle(time_s + 0.04, time_s + 0.1, 1.0);
     time_s += 0.1;
   }
-  EXPECT_NEAR(governor.clock_mhz(), 990, 15);
-  // Fully busy: back up by 1 / 0.8.
+  EXPECT_EQ(governor.clock_mhz(), 1050u);
+  // Then fully busy: 1.0 s busy of 1.06 s, 1050 × 0.943 / 0.8 = 1238, rounded up to 1245.
   for (int i = 0; i < 11; ++i) {
     governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.1, .clock_mhz = governor.clock_mhz()});
     time_s += 0.1;
   }
-  EXPECT_NEAR(governor.clock_mhz(), 1245, 15);
+  EXPECT_EQ(governor.clock_mhz(), 1245u);
 }
 
 // A memory-bound replica: iterations take 20 ms whatever the clock, power falls with it. With requests well
