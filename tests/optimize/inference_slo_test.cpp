@@ -10,7 +10,8 @@ namespace {
 
 std::vector<uint32_t> clocks() {
   std::vector<uint32_t> result;
-  for (uint32_t mhz = 1980; mhz >= 345; mhz -= 15) result.push_back(mhz);
+  for (uint32_t mhz = 1980; mhz >= 345; mhz -= 15)
+    result.push_back(mhz);
   return result;
 }
 
@@ -24,10 +25,10 @@ TEST(ServingSlo, Validates) {
                      "the SLO attainment target must be in (0, 1], got 1.5");
   JOULE_EXPECT_THROW_MESSAGE(SloClockController({0.5, 0.05}, {}), ErrorCode::kInvalidArgument,
                              "the SLO clock controller needs at least one clock");
-  JOULE_EXPECT_THROW_MESSAGE(SloClockController({0.5, 0.05}, clocks(), {.interval_s = 0}),
-                             ErrorCode::kInvalidArgument,
-                             "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= "
-                             "margin <= 1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+  JOULE_EXPECT_THROW_MESSAGE(
+      SloClockController({0.5, 0.05}, clocks(), {.interval_s = 0}), ErrorCode::kInvalidArgument,
+      "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= "
+      "margin <= 1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
 }
 
 TEST(UtilizationGovernor, FollowsTheBusyShare) {
@@ -89,8 +90,8 @@ TEST(SloClockController, SaysWhenEvenTheTopClockMisses) {
   SloClockController controller({0.1, 0.01}, clocks(), {.window_s = 5});
   double time_s = 0;
   for (int i = 0; i < 1000; ++i) {
-    controller.on_iteration({.start_s = time_s, .end_s = time_s + 0.02, .energy_j = 8, .clock_mhz = 1980,
-                             .decode_requests = 20});
+    controller.on_iteration(
+        {.start_s = time_s, .end_s = time_s + 0.02, .energy_j = 8, .clock_mhz = 1980, .decode_requests = 20});
     time_s += 0.02;
     controller.on_request_done({.finish_s = time_s, .ttft_s = 0.5, .tpot_s = 0.02});
   }

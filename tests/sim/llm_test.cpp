@@ -7,6 +7,7 @@
 
 #include "joule/core/file.hpp"
 #include "joule/device/settings_guard.hpp"
+
 #include "test_util.hpp"
 
 namespace joule::sim {
@@ -18,7 +19,8 @@ LlmCostModel model_of(const char* gpu, const char* model, int tensor_parallel) {
 
 IterationBatch decode_batch(int requests, int64_t context) {
   IterationBatch batch;
-  for (int i = 0; i < requests; ++i) batch.add_decode(context);
+  for (int i = 0; i < requests; ++i)
+    batch.add_decode(context);
   return batch;
 }
 
@@ -36,9 +38,10 @@ TEST(LlmSpecs, BuiltInsAndNames) {
   JOULE_EXPECT_ERROR(find_llm_gpu("v100"), ErrorCode::kNotFound,
                      "unknown GPU 'v100': known GPUs are a100-40gb, a100-80gb, h100 (or a JSON file, see "
                      "docs/inference.md)");
-  JOULE_EXPECT_ERROR(find_llm_model("gpt-4"), ErrorCode::kNotFound,
-                     "unknown model 'gpt-4': known models are llama-3-8b, llama-3-70b, llama-2-70b (or a JSON file, "
-                     "see docs/inference.md)");
+  JOULE_EXPECT_ERROR(
+      find_llm_model("gpt-4"), ErrorCode::kNotFound,
+      "unknown model 'gpt-4': known models are llama-3-8b, llama-3-70b, llama-2-70b (or a JSON file, "
+      "see docs/inference.md)");
   // Meta's configs: 8.03 B and 70.6 B parameters; 128 KiB and 320 KiB of KV cache per token in BF16.
   EXPECT_DOUBLE_EQ(find_llm_model("llama-3-8b").value()->kv_bytes_per_token(), 131072);
   EXPECT_DOUBLE_EQ(find_llm_model("llama-3-70b").value()->kv_bytes_per_token(), 327680);
@@ -46,7 +49,8 @@ TEST(LlmSpecs, BuiltInsAndNames) {
     EXPECT_FALSE(gpu.source.empty()) << gpu.key;
     EXPECT_LT(gpu.idle_power_w, gpu.tdp_w) << gpu.key;
   }
-  for (const LlmModelSpec& model : llm_models()) EXPECT_FALSE(model.source.empty()) << model.key;
+  for (const LlmModelSpec& model : llm_models())
+    EXPECT_FALSE(model.source.empty()) << model.key;
 }
 
 TEST(LlmSpecs, UserJson) {
@@ -63,36 +67,40 @@ TEST(LlmSpecs, UserJson) {
                                                  "model.json")
                                 .value();
   EXPECT_EQ(tiny.layers, 2);
-  JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"base": "h100", "tdp": 300})", "gpu.json"), ErrorCode::kParse,
-                     "gpu.json: tdp: unknown field (known: base, key, name, peak_bf16_flops, hbm_bandwidth_bps, "
-                     "memory_bytes, nvlink_bandwidth_bps, min_sm_clock_mhz, max_sm_clock_mhz, sm_clock_step_mhz, "
-                     "tdp_w, min_power_limit_w, idle_power_w, compute_efficiency, memory_efficiency, sm_power_w, "
-                     "sm_busy_share, memory_power_w, iteration_overhead_s, source)");
-  JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"base": "h100", "memory_efficiency": 1.5})", "gpu.json"), ErrorCode::kParse,
-                     "gpu.json.memory_efficiency: must be in (0, 1], got 1.5");
-  JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"base": "h100", "tdp_w": "lots"})", "gpu.json"), ErrorCode::kParse,
-                     "gpu.json.tdp_w: value is not a valid float");
+  JOULE_EXPECT_ERROR(
+      parse_llm_gpu_json(R"({"base": "h100", "tdp": 300})", "gpu.json"), ErrorCode::kParse,
+      "gpu.json: tdp: unknown field (known: base, key, name, peak_bf16_flops, hbm_bandwidth_bps, "
+      "memory_bytes, nvlink_bandwidth_bps, min_sm_clock_mhz, max_sm_clock_mhz, sm_clock_step_mhz, "
+      "tdp_w, min_power_limit_w, idle_power_w, compute_efficiency, memory_efficiency, sm_power_w, "
+      "sm_busy_share, memory_power_w, iteration_overhead_s, source)");
+  JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"base": "h100", "memory_efficiency": 1.5})", "gpu.json"),
+                     ErrorCode::kParse, "gpu.json.memory_efficiency: must be in (0, 1], got 1.5");
+  JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"base": "h100", "tdp_w": "lots"})", "gpu.json"),
+                     ErrorCode::kParse, "gpu.json.tdp_w: value is not a valid float");
   JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"name": "x"})", "gpu.json"), ErrorCode::kParse,
                      "gpu.json.peak_bf16_flops: field required");
-  JOULE_EXPECT_ERROR(parse_llm_gpu_json("[1]", "gpu.json"), ErrorCode::kParse, "gpu.json: expected a JSON object");
+  JOULE_EXPECT_ERROR(parse_llm_gpu_json("[1]", "gpu.json"), ErrorCode::kParse,
+                     "gpu.json: expected a JSON object");
   JOULE_EXPECT_ERROR(parse_llm_gpu_json("{", "gpu.json"), ErrorCode::kParse, "gpu.json: not valid JSON");
   JOULE_EXPECT_ERROR(parse_llm_gpu_json(R"({"base": "b200"})", "gpu.json"), ErrorCode::kNotFound,
                      "unknown GPU 'b200': known GPUs are a100-40gb, a100-80gb, h100 (or a JSON file, see "
                      "docs/inference.md)");
-  JOULE_EXPECT_ERROR(parse_llm_model_json(R"({"base": "llama-3-8b", "layers": 0})", "model.json"), ErrorCode::kParse,
-                     "model.json.layers: must be an integer in [1, 1000000], got 0");
-  JOULE_EXPECT_ERROR(parse_llm_model_json(R"({"base": "llama-3-8b", "attention_heads": 3})", "model.json"),
-                     ErrorCode::kParse,
-                     "model.json: hidden_size 4096 must be a multiple of attention_heads 3, and kv_heads 8 at most "
-                     "attention_heads");
+  JOULE_EXPECT_ERROR(parse_llm_model_json(R"({"base": "llama-3-8b", "layers": 0})", "model.json"),
+                     ErrorCode::kParse, "model.json.layers: must be an integer in [1, 1000000], got 0");
+  JOULE_EXPECT_ERROR(
+      parse_llm_model_json(R"({"base": "llama-3-8b", "attention_heads": 3})", "model.json"),
+      ErrorCode::kParse,
+      "model.json: hidden_size 4096 must be a multiple of attention_heads 3, and kv_heads 8 at most "
+      "attention_heads");
   JOULE_EXPECT_ERROR(load_llm_gpu("/nonexistent/gpu.json"), ErrorCode::kNotFound,
                      read_text_file("/nonexistent/gpu.json").error().message());
 }
 
 TEST(LlmCostModel, WeightsMustFit) {
-  JOULE_EXPECT_THROW_MESSAGE(model_of("a100-40gb", "llama-3-70b", 2), ErrorCode::kInvalidArgument,
-                             "llama-3-70b's weights (141.1 GB) do not fit 2 × a100-40gb (36 GB usable each): use a "
-                             "tensor parallel degree of at least 4");
+  JOULE_EXPECT_THROW_MESSAGE(
+      model_of("a100-40gb", "llama-3-70b", 2), ErrorCode::kInvalidArgument,
+      "llama-3-70b's weights (141.1 GB) do not fit 2 × a100-40gb (36 GB usable each): use a "
+      "tensor parallel degree of at least 4");
   JOULE_EXPECT_THROW_MESSAGE(model_of("h100", "llama-3-8b", 0), ErrorCode::kInvalidArgument,
                              "tensor parallel degree must be in [1, 64], got 0");
   EXPECT_GT(model_of("a100-40gb", "llama-3-70b", 8).kv_cache_tokens(), 0);
@@ -150,10 +158,10 @@ TEST(LlmCostModel, MatchesSplitwiseMeasurements) {
     double max_error;
   };
   const Point points[] = {
-      {"a100-80gb", 1, 0, 54.9, 0.02},    {"a100-80gb", 8, 0, 61.6, 0.12},    {"a100-80gb", 32, 0, 72.2, 0.22},
-      {"a100-80gb", 0, 512, 196, 0.12},   {"a100-80gb", 0, 2048, 687, 0.05},  {"a100-80gb", 0, 8192, 2990, 0.02},
-      {"h100", 1, 0, 37.0, 0.02},         {"h100", 8, 0, 40.4, 0.09},         {"h100", 32, 0, 52.3, 0.28},
-      {"h100", 0, 512, 84, 0.07},         {"h100", 0, 2048, 307, 0.05},       {"h100", 0, 8192, 1339, 0.02},
+      {"a100-80gb", 1, 0, 54.9, 0.02},  {"a100-80gb", 8, 0, 61.6, 0.12},   {"a100-80gb", 32, 0, 72.2, 0.22},
+      {"a100-80gb", 0, 512, 196, 0.12}, {"a100-80gb", 0, 2048, 687, 0.05}, {"a100-80gb", 0, 8192, 2990, 0.02},
+      {"h100", 1, 0, 37.0, 0.02},       {"h100", 8, 0, 40.4, 0.09},        {"h100", 32, 0, 52.3, 0.28},
+      {"h100", 0, 512, 84, 0.07},       {"h100", 0, 2048, 307, 0.05},      {"h100", 0, 8192, 1339, 0.02},
   };
   for (const Point& point : points) {
     const LlmCostModel cost = model_of(point.gpu, "llama-2-70b", 2);
@@ -161,8 +169,8 @@ TEST(LlmCostModel, MatchesSplitwiseMeasurements) {
         point.decode_batch > 0 ? decode_batch(point.decode_batch, 576) : prefill_batch(point.prompt_tokens);
     const double model_ms = cost.at_clock(batch, cost.gpu().max_sm_clock_mhz).time_s * 1e3;
     EXPECT_NEAR(model_ms / point.measured_ms, 1.0, point.max_error)
-        << point.gpu << " batch " << point.decode_batch << " prompt " << point.prompt_tokens << ": model " << model_ms
-        << " ms, measured " << point.measured_ms << " ms";
+        << point.gpu << " batch " << point.decode_batch << " prompt " << point.prompt_tokens << ": model "
+        << model_ms << " ms, measured " << point.measured_ms << " ms";
   }
   // Power: Splitwise's per-GPU power model puts prefill at the TDP and decode at 250 W (A100) / 380 W (H100).
   const LlmCostModel a100 = model_of("a100-80gb", "llama-2-70b", 2);
@@ -178,7 +186,8 @@ TEST(LlmDevice, EnergyCounterIntegratesTheIterations) {
   ASSERT_EQ(device.gpus().size(), 4u);
   const auto energy_mj = [&] {
     double total = 0;
-    for (auto* gpu : device.gpus()) total += gpu->exact_energy_mj();
+    for (auto* gpu : device.gpus())
+      total += gpu->exact_energy_mj();
     return total;
   };
   IterationBatch batch = decode_batch(32, 800);
@@ -192,7 +201,8 @@ TEST(LlmDevice, EnergyCounterIntegratesTheIterations) {
   // A clock locked through the device layer (and restored by its guard) applies to the next iteration.
   {
     device::SettingsGuard guard({.owner = "test", .restore_on_signals = false});
-    for (auto* gpu : device.gpus()) ASSERT_TRUE(guard.lock_sm_clocks(*gpu, 900, 900));
+    for (auto* gpu : device.gpus())
+      ASSERT_TRUE(guard.lock_sm_clocks(*gpu, 900, 900));
     const IterationCost locked = device.run_iteration(batch);
     EXPECT_DOUBLE_EQ(locked.clock_mhz, 900);
     EXPECT_GT(locked.time_s, first.time_s);

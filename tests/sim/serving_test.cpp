@@ -10,6 +10,7 @@
 
 #include "joule/device/settings_guard.hpp"
 #include "joule/measure/request_energy.hpp"
+
 #include "test_util.hpp"
 
 namespace joule::sim {
@@ -41,7 +42,8 @@ ServingTrace synthetic_trace(double duration_s, const std::vector<std::pair<doub
 
 TEST(ServingTrace, Parses) {
   const ServingTrace trace =
-      parse_serving_trace("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,20,1\n0.5,7,3\n", "t.csv").value();
+      parse_serving_trace("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,20,1\n0.5,7,3\n", "t.csv")
+          .value();
   ASSERT_EQ(trace.requests.size(), 3u);
   EXPECT_EQ(trace.requests[1].prompt_tokens, 20);
   EXPECT_DOUBLE_EQ(trace.duration_s(), 0.5);
@@ -59,15 +61,17 @@ TEST(ServingTrace, BadInputNamesLineAndField) {
             "t.csv:2:3: column 'prompt_tokens': expected at least 1 token, got 0");
   EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n0,10,-2\n"),
             "t.csv:2:6: column 'output_tokens': expected at least 1 token, got -2");
-  EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n1,10,5\n0.5,10,5\n"),
-            "t.csv:3:1: column 'arrival_s': arrivals must not go back in time (unsorted trace): 0.5 s after 1 s");
+  EXPECT_EQ(
+      error("arrival_s,prompt_tokens,output_tokens\n1,10,5\n0.5,10,5\n"),
+      "t.csv:3:1: column 'arrival_s': arrivals must not go back in time (unsorted trace): 0.5 s after 1 s");
   EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n-1,10,5\n"),
             "t.csv:2:1: column 'arrival_s': expected a finite time >= 0, got -1");
   EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\ninf,10,5\n"),
             "t.csv:2:1: column 'arrival_s': expected a finite time >= 0, got inf");
   EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n"), "t.csv: no request (only a header)");
   EXPECT_NE(error("arrival_s,prompt_tokens\n0,1\n").find("output_tokens"), std::string::npos);
-  EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n0,10\n"), parse_serving_trace("arrival_s,prompt_tokens,output_tokens\n0,10\n", "t.csv").error().message());
+  EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n0,10\n"),
+            parse_serving_trace("arrival_s,prompt_tokens,output_tokens\n0,10\n", "t.csv").error().message());
 }
 
 TEST(ServingReplay, AttributionAddsUpAndMatchesTheLedger) {
@@ -111,7 +115,8 @@ TEST(ServingReplay, AttributionAddsUpAndMatchesTheLedger) {
     attributed_j += served.energy_j;
   }
   // Every joule is accounted for: requests' shares plus idle.
-  EXPECT_NEAR(attributed_j + replay.summary.idle_energy_j, replay.summary.energy_j, 1e-6 * replay.summary.energy_j);
+  EXPECT_NEAR(attributed_j + replay.summary.idle_energy_j, replay.summary.energy_j,
+              1e-6 * replay.summary.energy_j);
   EXPECT_NEAR(iteration_energy_j + replay.summary.idle_energy_j, replay.summary.energy_j, 1e-6);
   EXPECT_DOUBLE_EQ(replay.summary.mean_clock_mhz, 1500);
   EXPECT_EQ(replay.summary.requests, static_cast<int64_t>(trace.requests.size()));
@@ -147,11 +152,13 @@ TEST(ServingReplay, BadOptionsAndRequestsThatNeverFit) {
   trace.source = "t.csv";
   trace.requests = {{0, 10, 10}, {1, 500000, 10}};
   const LlmCostModel cost = h100_8b();
-  JOULE_EXPECT_ERROR(check_fits(trace, cost, {}), ErrorCode::kInvalidArgument,
-                     "t.csv: request 2 (line 3) needs 500010 tokens of KV cache, more than the 426784 that fit 1 × "
-                     "h100 serving llama-3-8b");
-  JOULE_EXPECT_ERROR(check_fits(trace, cost, {.max_batch = 300, .max_batch_tokens = 200}), ErrorCode::kInvalidArgument,
-                     "need max_batch >= 1 and max_batch_tokens >= max_batch, got max_batch 300 and max_batch_tokens 200");
+  JOULE_EXPECT_ERROR(
+      check_fits(trace, cost, {}), ErrorCode::kInvalidArgument,
+      "t.csv: request 2 (line 3) needs 500010 tokens of KV cache, more than the 426784 that fit 1 × "
+      "h100 serving llama-3-8b");
+  JOULE_EXPECT_ERROR(
+      check_fits(trace, cost, {.max_batch = 300, .max_batch_tokens = 200}), ErrorCode::kInvalidArgument,
+      "need max_batch >= 1 and max_batch_tokens >= max_batch, got max_batch 300 and max_batch_tokens 200");
   JOULE_EXPECT_ERROR(compare_serving_strategies(trace, cost, {0, 0.1}, {}), ErrorCode::kInvalidArgument,
                      "the TTFT SLO must be a positive number of seconds, got 0");
 }
@@ -185,8 +192,10 @@ TEST(ServingComparison, ControllerMeetsTheSloAndSavesEnergy) {
   double low_load_clock = 0;
   double high_load_clock = 0;
   for (const ServingBucket& bucket : buckets) {
-    if (bucket.start_s >= 60 && bucket.start_s < 115) low_load_clock = std::max(low_load_clock, bucket.mean_clock_mhz);
-    if (bucket.start_s >= 130 && bucket.start_s < 235) high_load_clock = std::max(high_load_clock, bucket.mean_clock_mhz);
+    if (bucket.start_s >= 60 && bucket.start_s < 115)
+      low_load_clock = std::max(low_load_clock, bucket.mean_clock_mhz);
+    if (bucket.start_s >= 130 && bucket.start_s < 235)
+      high_load_clock = std::max(high_load_clock, bucket.mean_clock_mhz);
   }
   EXPECT_GT(high_load_clock, low_load_clock);
 }
@@ -196,9 +205,10 @@ TEST(ServingComparison, UnattainableSloRunsAtMaxClockAndSaysSo) {
   const LlmCostModel cost = h100_8b();
   const ServingComparison result = compare_serving_strategies(trace, cost, {0.001, 0.1}, {}).value();
   EXPECT_TRUE(result.slo_unattainable);
-  EXPECT_EQ(result.note.rfind("no clock meets the SLO (TTFT 0.001 s, TPOT 0.1 s for 99% of requests): at the maximum "
-                              "clock 0% of requests meet it",
-                              0),
+  EXPECT_EQ(result.note.rfind(
+                "no clock meets the SLO (TTFT 0.001 s, TPOT 0.1 s for 99% of requests): at the maximum "
+                "clock 0% of requests meet it",
+                0),
             0u)
       << result.note;
   EXPECT_EQ(result.best_fixed_clock_mhz, 1980u);
