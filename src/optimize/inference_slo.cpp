@@ -145,9 +145,10 @@ double percentile(std::vector<double> values, double share) {
 }  // namespace
 
 // The share of a level's compute throughput the load may use: beyond it, bursts queue.
-constexpr double kMaxComputeShare = 0.8;
+constexpr double kMaxComputeShare = 0.75;
 constexpr double kWaitTrigger = 0.5;
 constexpr double kBurstSpanS = 2.0;
+constexpr double kMaxBurstShare = 0.9;
 
 struct SloClockController::State {
   ServingSlo slo;
@@ -398,7 +399,7 @@ struct SloClockController::State {
                                 ? ttft_calibration * ttft_model(k)
                                 : ttft_now * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
       const bool keeps_up =
-          tokens_per_s * token_cost(k) <= kMaxComputeShare && peak_tokens_per_s * token_cost(k) <= 1.0;
+          tokens_per_s * token_cost(k) <= kMaxComputeShare && peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
       const bool feasible =
           k == 0 || (keeps_up && tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
