@@ -12,6 +12,8 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
+#include "joule/metrics/inference_metrics.hpp"
+#include "joule/metrics/registry.hpp"
 #include "joule/sim/serving.hpp"
 #include "joule/viz/plot.hpp"
 
@@ -36,6 +38,7 @@ struct ReplayFlags {
   Format format = Format::kText;
   std::string plot;
   std::string requests_out;
+  std::string metrics_out;
 };
 
 double saved_share(const sim::ServingSummary& strategy, const sim::ServingSummary& baseline) {
@@ -196,6 +199,37 @@ void write_requests(const std::string& path, const sim::ServingReplay& replay) {
   value_or_throw(write_file_atomic(path, out.str()));
 }
 
+// The joule strategy's run as Prometheus would have scraped it at the end (docs/metrics.md).
+void write_metrics(const std::string& path, const sim::ServingReplay& replay, const std::string& model,
+                   const optimize::ServingSlo& slo, bool power_limit) {
+  metrics::MetricsRegistry registry;
+  metrics::InferenceMetrics inference(registry.registry());
+  for (size_t i = 0; i < replay.requests.size(); ++i) {
+    const sim::ServedRequest& served = replay.requests[i];
+    measure::RequestEnergy request;
+    request.request_id = std::to_string(i);
+    request.arrival_s = served.arrival_s;
+    request.first_token_s = served.first_token_s;
+    request.finish_s = served.finish_s;
+    request.prompt_tokens = served.prompt_tokens;
+    request.output_tokens = served.output_tokens;
+    request.energy_j = served.energy_j;
+    request.prefill_energy_j = served.prefill_energy_j;
+    request.decode_energy_j = served.decode_energy_j;
+    const bool met =
+        served.ttft_s() <= slo.ttft_s && (served.output_tokens < 2 || served.tpot_s() <= slo.tpot_s);
+    inference.observe_request(model, request, met);
+  }
+  inference.add_idle_energy(model, replay.summary.idle_energy_j);
+  if (power_limit) {
+    inference.set_power_limit_w(model, replay.summary.mean_clock_mhz);
+  } else {
+    inference.set_sm_clock_mhz(model, replay.summary.mean_clock_mhz);
+  }
+  inference.set_slo_attainment(model, replay.summary.slo_attainment);
+  value_or_throw(write_file_atomic(path, registry.render()));
+}
+
 int run_replay(const ReplayFlags& flags) {
   if (flags.trace.empty())
     throw Exception(ErrorCode::kInvalidArgument, "infer replay: --trace FILE is required");
@@ -242,6 +276,11 @@ int run_replay(const ReplayFlags& flags) {
                fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name));
     if (flags.format == Format::kText)
       std::cout << fmt::format("plot written to {}\n", flags.plot);
+  }
+  if (!flags.metrics_out.empty()) {
+    write_metrics(flags.metrics_out, result.strategies.back(), model.key, slo, flags.power_limit);
+    if (flags.format == Format::kText)
+      std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
   }
   if (!flags.requests_out.empty()) {
     write_requests(flags.requests_out, result.strategies.back());
@@ -309,6 +348,10 @@ void add_infer_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->add_option("--requests-out", replay->requests_out,
                    "Write the joule strategy's per-request energy (CSV)")
       ->option_text("FILE.csv");
+  replay_command
+      ->add_option("--metrics-out", replay->metrics_out,
+                   "Write the joule strategy's Prometheus metrics (text exposition) at the end of the run")
+      ->option_text("FILE.prom");
   replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
 }
 

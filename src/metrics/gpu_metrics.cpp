@@ -9,6 +9,8 @@
 
 #include "joule/core/log.hpp"
 
+#include "metrics/buckets.hpp"
+
 namespace joule::metrics {
 
 namespace {
@@ -40,20 +42,6 @@ prometheus::ClientMetric counter_sample(std::vector<prometheus::ClientMetric::La
   metric.label = std::move(labels);
   metric.counter.value = value;
   return metric;
-}
-
-void check_buckets(const std::vector<double>& buckets, std::string_view what) {
-  if (buckets.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("{} buckets: at least one bound is needed", what));
-  }
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    if (!std::isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1]))) {
-      throw Exception(ErrorCode::kInvalidArgument,
-                      fmt::format("{} buckets must be finite and strictly increasing (got {})", what,
-                                  fmt::join(buckets, ", ")));
-    }
-  }
 }
 
 }  // namespace

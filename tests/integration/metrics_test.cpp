@@ -379,5 +379,30 @@ TEST_F(MetricsIntegration, PrometheusScrapesPowerServe) {
   EXPECT_EQ(power.wait().exit_code, 0);
 }
 
+TEST_F(MetricsIntegration, InferenceMetricsAreValidExposition) {
+  std::string trace = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 200; ++i) {
+    trace += std::to_string(i * 0.25) + "," + std::to_string(100 + (i * 37) % 800) + "," +
+             std::to_string(1 + (i * 53) % 300) + "\n";
+  }
+  const std::string trace_file = dir.write("trace.csv", trace);
+  const std::string metrics_file = dir.path() + "/inference.prom";
+  const auto result = run({JOULE_BINARY, "infer", "replay", "--trace", trace_file, "--slo-ttft-s", "1",
+                           "--slo-tpot-s", "0.1", "--format", "json", "--metrics-out", metrics_file});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::ifstream in(metrics_file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* name : {"joule_inference_request_energy_joules_bucket{model=\"llama-3-8b\",le=\"1\"}",
+                           "joule_inference_request_energy_per_token_joules_count{model=\"llama-3-8b\"} 200",
+                           "joule_inference_ttft_seconds_sum", "joule_inference_tpot_seconds_sum",
+                           "joule_inference_energy_joules_total{model=\"llama-3-8b\",phase=\"idle\"}",
+                           "joule_inference_requests_total{model=\"llama-3-8b\",slo=\"met\"}",
+                           "joule_inference_slo_attainment_ratio{model=\"llama-3-8b\"}",
+                           "joule_inference_sm_clock_mhz{knob=\"sm_clock_mhz\",model=\"llama-3-8b\"}"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
+  }
+  expect_promtool_accepts(text, "inference");
+}
+
 }  // namespace
 }  // namespace joule::test

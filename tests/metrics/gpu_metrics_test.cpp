@@ -14,6 +14,7 @@
 #include "joule/device/sim_gpu.hpp"
 #include "joule/metrics/endpoint.hpp"
 #include "joule/metrics/http_listener.hpp"
+#include "joule/metrics/inference_metrics.hpp"
 
 #include "metrics/metrics_text.hpp"
 #include "mocks/mock_gpu.hpp"
@@ -447,6 +448,49 @@ TEST(MetricsEndpointTest, ARenderThatThrowsGives500AndTheServerStaysUp) {
   ASSERT_TRUE(fine);
   EXPECT_EQ(fine->status, 200);
   EXPECT_EQ(fine->body, "ok_total 1\n");
+}
+
+TEST(InferenceMetrics, ObservesRequestsAndSkipsBadValues) {
+  MetricsRegistry metrics;
+  InferenceMetrics inference(metrics.registry());
+  measure::RequestEnergy request;
+  request.request_id = "r1";
+  request.arrival_s = 0;
+  request.first_token_s = 0.2;
+  request.finish_s = 1.2;
+  request.output_tokens = 11;
+  request.prefill_energy_j = 3;
+  request.decode_energy_j = 8;
+  request.energy_j = 11;
+  inference.observe_request("m", request, true);
+  request.energy_j = std::nan("");
+  inference.observe_request("m", request, false);  // skipped
+  inference.add_idle_energy("m", 2.5);
+  inference.add_idle_energy("m", -1);  // skipped
+  inference.set_sm_clock_mhz("m", 1200);
+  inference.set_slo_attainment("m", 1.5);  // skipped
+  const auto parsed = parse_exposition(metrics.render());
+  EXPECT_EQ(parsed.type.at("joule_inference_request_energy_joules"), "histogram");
+  const auto value = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
+    for (const auto& sample : parsed.samples) {
+      if (sample.name == name && sample.labels == labels)
+        return sample.value;
+    }
+    ADD_FAILURE() << name << " missing";
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(value("joule_inference_request_energy_joules_sum", {{"model", "m"}}), 11);
+  EXPECT_DOUBLE_EQ(value("joule_inference_request_energy_per_token_joules_sum", {{"model", "m"}}), 1);
+  EXPECT_DOUBLE_EQ(value("joule_inference_tpot_seconds_sum", {{"model", "m"}}), 0.1);
+  EXPECT_DOUBLE_EQ(value("joule_inference_energy_joules_total", {{"model", "m"}, {"phase", "idle"}}), 2.5);
+  EXPECT_DOUBLE_EQ(value("joule_inference_energy_joules_total", {{"model", "m"}, {"phase", "decode"}}), 8);
+  EXPECT_DOUBLE_EQ(value("joule_inference_requests_total", {{"model", "m"}, {"slo", "met"}}), 1);
+  EXPECT_DOUBLE_EQ(value("joule_inference_output_tokens_total", {{"model", "m"}}), 11);
+  EXPECT_DOUBLE_EQ(value("joule_inference_sm_clock_mhz", {{"knob", "sm_clock_mhz"}, {"model", "m"}}), 1200);
+  EXPECT_EQ(parsed.type.count("joule_inference_slo_attainment_ratio"), 1u);
+  JOULE_EXPECT_THROW_MESSAGE(InferenceMetrics(metrics.registry(), {.ttft_buckets_s = {1, 0.5}}),
+                             ErrorCode::kInvalidArgument,
+                             "TTFT buckets must be finite and strictly increasing (got 1, 0.5)");
 }
 
 }  // namespace
