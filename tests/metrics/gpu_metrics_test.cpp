@@ -18,6 +18,7 @@
 
 #include "metrics/metrics_text.hpp"
 #include "mocks/mock_gpu.hpp"
+#include "test_util.hpp"
 
 namespace joule::metrics {
 namespace {
