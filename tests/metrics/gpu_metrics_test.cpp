@@ -488,7 +488,8 @@ TEST(InferenceMetrics, ObservesRequestsAndSkipsBadValues) {
   EXPECT_DOUBLE_EQ(value("joule_inference_requests_total", {{"model", "m"}, {"slo", "met"}}), 1);
   EXPECT_DOUBLE_EQ(value("joule_inference_output_tokens_total", {{"model", "m"}}), 11);
   EXPECT_DOUBLE_EQ(value("joule_inference_sm_clock_mhz", {{"knob", "sm_clock_mhz"}, {"model", "m"}}), 1200);
-  EXPECT_EQ(parsed.type.count("joule_inference_slo_attainment_ratio"), 1u);
+  // An attainment outside [0, 1] is not set: no series at all, not a wrong one.
+  EXPECT_EQ(parsed.type.count("joule_inference_slo_attainment_ratio"), 0u);
   JOULE_EXPECT_THROW_MESSAGE(InferenceMetrics(metrics.registry(), {.ttft_buckets_s = {1, 0.5}}),
                              ErrorCode::kInvalidArgument,
                              "TTFT buckets must be finite and strictly increasing (got 1, 0.5)");
