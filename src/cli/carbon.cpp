@@ -228,33 +228,9 @@ void write_replay_plot(const std::string& path, const optimize::CarbonReplayResu
     limits.x_range(0, end_h);
   }
   // Headroom above the data, so that the legend has a top corner where it covers nothing.
-  const auto with_headroom = [](viz::Plot& plot) {
-    double low = std::numeric_limits<double>::infinity();
-    double high = -std::numeric_limits<double>::infinity();
-    for (const auto& series : plot.series()) {
-      for (const double y : series.y) {
-        low = std::min(low, y);
-        high = std::max(high, y);
-      }
-    }
-    if (std::isfinite(low) && std::isfinite(high)) {
-      const double span = std::max(high - low, std::max(1.0, std::abs(high) * 0.05));
-      plot.y_range(low - 0.05 * span, high + 0.45 * span);
-    }
-  };
-  with_headroom(intensity);
-  with_headroom(limits);
-  // Nest the two documents (without their XML declarations) in one SVG.
-  const auto body = [](const std::string& svg) {
-    const size_t start = svg.find("<svg");
-    return start == std::string::npos ? svg : svg.substr(start);
-  };
-  std::string svg = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"720\" viewBox=\"0 0 900 720\">\n";
-  svg += "<g>" + body(intensity.svg()) + "</g>\n";
-  std::string second = body(limits.svg());
-  second.insert(4, " y=\"360\"");
-  svg += second + "</svg>\n";
+  viz::add_top_headroom(intensity);
+  viz::add_top_headroom(limits);
+  const std::string svg = viz::stack_plots({&intensity, &limits});
   value_or_throw(write_file_atomic(path, svg));
 }
 

@@ -63,5 +63,6 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
 void add_serve_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_carbon_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

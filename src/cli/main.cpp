@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   joule::cli::add_serve_command(app, global, exit_code);
   joule::cli::add_job_command(app, global, exit_code);
   joule::cli::add_carbon_command(app, global, exit_code);
+  joule::cli::add_infer_command(app, global, exit_code);
   app.parse_complete_callback([&app, &global] {
     install_logger(global.log_level);
     joule::cli::refuse_unused_device_flags(app, global);

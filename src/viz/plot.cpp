@@ -502,4 +502,45 @@ Result<void> Plot::save(const std::string& path) const {
   return save_svg(path, svg());
 }
 
+std::string stack_plots(const std::vector<const Plot*>& panels) {
+  if (panels.empty()) throw Exception(ErrorCode::kInvalidArgument, "stack_plots needs at least one panel");
+  double width_px = 0;
+  double height_px = 0;
+  for (const Plot* panel : panels) {
+    if (panel == nullptr) throw Exception(ErrorCode::kInvalidArgument, "stack_plots got a null panel");
+    width_px = std::max(width_px, panel->width_px());
+    height_px += panel->height_px();
+  }
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n",
+                     width_px, height_px);
+  double y_px = 0;
+  for (const Plot* panel : panels) {
+    // Each panel's own document, without its XML declaration, placed at its offset.
+    std::string body = panel->svg();
+    const size_t start = body.find("<svg");
+    if (start != std::string::npos) body.erase(0, start);
+    body.insert(4, fmt::format(" y=\"{}\"", y_px));
+    out += body;
+    y_px += panel->height_px();
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+void add_top_headroom(Plot& plot, double top_headroom) {
+  double low = std::numeric_limits<double>::infinity();
+  double high = -std::numeric_limits<double>::infinity();
+  for (const Series& series : plot.series()) {
+    for (const double y : series.y) {
+      low = std::min(low, y);
+      high = std::max(high, y);
+    }
+  }
+  if (std::isfinite(low) && std::isfinite(high)) {
+    const double span = std::max(high - low, std::max(1e-9, std::abs(high) * 0.05));
+    plot.y_range(low - 0.05 * span, high + top_headroom * span);
+  }
+}
+
 }  // namespace joule::viz

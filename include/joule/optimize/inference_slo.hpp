@@ -49,6 +49,7 @@ struct RequestSample {
   double finish_s = 0;
   double ttft_s = 0;
   std::optional<double> tpot_s;  ///< none for a request with one output token
+  int64_t prompt_tokens = 0;     ///< 0 if unknown; lets the controller predict long prompts' TTFT
 };
 
 /// What chooses the clock of a serving replica. Called by one serving loop (not thread-safe).

@@ -94,17 +94,51 @@ struct ServingReplay {
   std::vector<ServingBucket> buckets;
 };
 
+/// One request's work in one iteration, as handed to ReplayOptions::on_iteration.
+struct ReplayWork {
+  size_t request = 0;  ///< index in the trace
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  bool first_token = false;
+};
+
+/// One iteration of a replay.
+struct ReplayIteration {
+  double start_s = 0;
+  double end_s = 0;
+  double energy_j = 0;  ///< of the replica
+  double clock_mhz = 0;
+  std::vector<ReplayWork> work;
+};
+
 struct ReplayOptions {
   EngineOptions engine;
-  bool attribute = true;  ///< split energy per request (RequestEnergyLedger, tokens rule)
-  double bucket_s = 0;    ///< timeline bucket; 0: no timeline
+  /// Split energy per request by the tokens rule (measure::AttributionRule::kTokens, computed with running
+  /// sums; a test checks it against RequestEnergyLedger).
+  bool attribute = true;
+  double bucket_s = 0;  ///< timeline bucket; 0: no timeline
+  /// Called after every iteration (slower: builds the work list); e.g. to feed a RequestEnergyLedger.
+  std::function<void(const ReplayIteration&)> on_iteration;
+  /// Called for every idle stretch with the replica's energy over it.
+  std::function<void(double from_s, double to_s, double energy_j)> on_idle;
 };
 
 /// Replays `trace` on `cost` under `policy`, which sees every iteration and finished request as a live
-/// controller would (with the time and energy the model gives). Deterministic.
+/// controller would (with the time and energy the model gives). Deterministic. With lock_clocks the
+/// policy's knob is an SM clock in MHz; without, a power limit in W (see power_limit_knobs_w()).
+/// @throws joule::Exception (kInvalidArgument) for bad engine options or a request that can never fit the
+/// KV cache (check_fits() says which first).
 ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
                              optimize::ServingClockPolicy& policy, const optimize::ServingSlo& slo,
                              const ReplayOptions& options);
+
+/// @return kInvalidArgument for bad options (max_batch < 1, max_batch_tokens < max_batch, a KV share outside
+/// (0, 1]) or naming the first request (trace line) whose prompt + output never fits the replica's KV cache.
+Result<void> check_fits(const ServingTrace& trace, const LlmCostModel& cost, const EngineOptions& options);
+
+/// @return the power limits a policy chooses among when clocks cannot be locked: TDP down to the lowest
+/// limit in 5 W steps, W.
+std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu);
 
 /// The four strategies of `joule infer replay`.
 struct ServingComparison {
@@ -121,8 +155,8 @@ struct ComparisonOptions {
 
 /// Runs max clock, the best fixed clock in hindsight (least energy meeting the attainment target, found by
 /// replaying candidate clocks), the utilisation governor and the SLO controller on the same trace.
-ServingComparison compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
-                                             const optimize::ServingSlo& slo,
-                                             const ComparisonOptions& options);
+/// @return check_fits()'s and validate(slo)'s errors.
+Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
+                                                     const optimize::ServingSlo& slo, const ComparisonOptions& options);
 
 }  // namespace joule::sim

@@ -93,6 +93,8 @@ class Plot {
   Plot& legend(bool shown);
 
   const std::vector<Series>& series() const { return series_; }
+  double width_px() const { return width_px_; }
+  double height_px() const { return height_px_; }
   const std::vector<Highlight>& highlights() const { return highlights_; }
 
   /// @return the SVG document.
@@ -116,5 +118,15 @@ class Plot {
   std::vector<ReferenceLine> references_;
   bool legend_ = true;
 };
+
+/// Panels stacked top to bottom in one SVG document (as wide as the widest), e.g. several quantities over
+/// one shared time axis (give the panels the same x_range()). Ids in the panels stay unique: each panel's
+/// markup is nested in its own <svg> element.
+/// @throws joule::Exception (kInvalidArgument) for no panel or a null one.
+std::string stack_plots(const std::vector<const Plot*>& panels);
+
+/// Gives `plot` a y range from its series' data with `top_headroom` × the span free above (room for the
+/// legend in a top corner) and 5% below. Nothing if it has no finite point.
+void add_top_headroom(Plot& plot, double top_headroom = 0.45);
 
 }  // namespace joule::viz

@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/optimize/inference_slo.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <cstdlib>
+
+namespace joule::optimize {
+
+Result<void> validate(const ServingSlo& slo) {
+  if (!std::isfinite(slo.ttft_s) || slo.ttft_s <= 0) {
+    return fail(ErrorCode::kInvalidArgument, "the TTFT SLO must be a positive number of seconds, got {}", slo.ttft_s);
+  }
+  if (!std::isfinite(slo.tpot_s) || slo.tpot_s <= 0) {
+    return fail(ErrorCode::kInvalidArgument, "the TPOT SLO must be a positive number of seconds, got {}", slo.tpot_s);
+  }
+  if (!(slo.attainment > 0 && slo.attainment <= 1)) {
+    return fail(ErrorCode::kInvalidArgument, "the SLO attainment target must be in (0, 1], got {}", slo.attainment);
+  }
+  return {};
+}
+
+namespace {
+
+std::vector<uint32_t> sorted_clocks(std::vector<uint32_t> clocks, const char* who) {
+  if (clocks.empty()) throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} needs at least one clock", who));
+  std::sort(clocks.begin(), clocks.end(), std::greater<>());
+  clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
+  return clocks;
+}
+
+}  // namespace
+
+UtilizationGovernor::UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options)
+    : clocks_mhz_(sorted_clocks(std::move(clocks_mhz), "the utilization governor")), options_(options) {
+  if (!(options_.interval_s > 0) || !(options_.target_utilization > 0 && options_.target_utilization <= 1)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("utilization governor: interval_s must be > 0 and target_utilization in (0, 1], got "
+                                "{} and {}",
+                                options_.interval_s, options_.target_utilization));
+  }
+}
+
+void UtilizationGovernor::tick(double now_s) {
+  if (window_start_s_ < 0) window_start_s_ = now_s;
+  const double span_s = now_s - window_start_s_;
+  if (span_s < options_.interval_s) return;
+  const double utilization = std::clamp(busy_s_ / span_s, 0.0, 1.0);
+  const double wanted_mhz = clocks_mhz_[level_] * utilization / options_.target_utilization;
+  // The lowest supported clock at or above the wanted one (clocks are highest first).
+  size_t level = 0;
+  for (size_t i = 0; i < clocks_mhz_.size(); ++i) {
+    if (clocks_mhz_[i] >= wanted_mhz) level = i;
+  }
+  level_ = level;
+  window_start_s_ = now_s;
+  busy_s_ = 0;
+}
+
+void UtilizationGovernor::on_iteration(const IterationSample& sample) {
+  if (window_start_s_ < 0) window_start_s_ = sample.start_s;
+  busy_s_ += sample.end_s - sample.start_s;
+  tick(sample.end_s);
+}
+
+void UtilizationGovernor::on_idle(double from_s, double to_s, double /*energy_j*/) {
+  if (window_start_s_ < 0) window_start_s_ = from_s;
+  tick(to_s);
+}
+
+namespace {
+
+// Recursive least squares on features (1, decode requests / 100, prefill tokens / 1000), with forgetting,
+// so that a level's model follows slow drifts (thermal, context growth).
+class Rls {
+ public:
+  Rls() {
+    for (size_t i = 0; i < 3; ++i) p_[i][i] = 1e4;
+  }
+  void add(const std::array<double, 3>& x, double y) {
+    std::array<double, 3> px{};
+    for (size_t i = 0; i < 3; ++i)
+      for (size_t j = 0; j < 3; ++j) px[i] += p_[i][j] * x[j];
+    double denominator = kForget;
+    for (size_t i = 0; i < 3; ++i) denominator += x[i] * px[i];
+    const double error = y - predict(x);
+    for (size_t i = 0; i < 3; ++i) theta_[i] += px[i] / denominator * error;
+    for (size_t i = 0; i < 3; ++i)
+      for (size_t j = 0; j < 3; ++j) p_[i][j] = (p_[i][j] - px[i] * px[j] / denominator) / kForget;
+    ++samples_;
+  }
+  double predict(const std::array<double, 3>& x) const { return theta_[0] * x[0] + theta_[1] * x[1] + theta_[2] * x[2]; }
+  int64_t samples() const { return samples_; }
+
+ private:
+  static constexpr double kForget = 0.998;
+  std::array<double, 3> theta_{};
+  std::array<std::array<double, 3>, 3> p_{};
+  int64_t samples_ = 0;
+};
+
+std::array<double, 3> features(double decode_requests, double prefill_tokens) {
+  return {1.0, decode_requests / 100.0, prefill_tokens / 1000.0};
+}
+
+struct WindowIteration {
+  double end_s;
+  double busy_s;
+  double decode_requests;
+  double prefill_tokens;
+  bool queued;  // requests were left waiting after it (the engine could not admit them)
+};
+
+double percentile(std::vector<double> values, double share) {
+  if (values.empty()) return 0;
+  const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size()))) - 1;
+  const size_t index = std::min(rank, values.size() - 1);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
+  return values[index];
+}
+
+}  // namespace
+
+struct SloClockController::State {
+  ServingSlo slo;
+  SloControllerOptions options;
+  std::vector<uint32_t> levels;  // candidate clocks, highest first
+  std::vector<Rls> time_models;
+  std::vector<Rls> power_models;
+  size_t level = 0;
+  double margin = 0;
+  double next_decision_s = -1;
+  double last_emergency_s = -1e300;
+  double window_start_s = -1;
+  std::deque<WindowIteration> iterations;
+  std::deque<RequestSample> requests;
+  double idle_power_w = -1;  // unknown until the replica idles
+  bool unattainable = false;
+  double at_top_since_s = -1;
+
+  std::optional<size_t> level_of(uint32_t clock_mhz) const {
+    for (size_t i = 0; i < levels.size(); ++i)
+      if (levels[i] == clock_mhz) return i;
+    return std::nullopt;
+  }
+  bool measured(size_t level_index) const {
+    return time_models[level_index].samples() >= options.min_samples;
+  }
+
+  // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
+  // time scaled as if fully compute-bound (pessimistic), else a measured slower level's time (not faster).
+  double predict_time(size_t level_index, const std::array<double, 3>& x) const {
+    if (measured(level_index)) return std::max(time_models[level_index].predict(x), 1e-6);
+    for (size_t k = level_index; k-- > 0;) {
+      if (measured(k)) {
+        return std::max(time_models[k].predict(x), 1e-6) * levels[k] / levels[level_index];
+      }
+    }
+    for (size_t k = level_index + 1; k < levels.size(); ++k) {
+      if (measured(k)) return std::max(time_models[k].predict(x), 1e-6);
+    }
+    return 1.0;
+  }
+
+  // Busy power of the replica at a level: its model, else a measured neighbour's dynamic part scaled by the
+  // clock ratio squared (a conservative stand-in for the cubic law, which would promise more).
+  double predict_power(size_t level_index, const std::array<double, 3>& x) const {
+    if (measured(level_index)) return std::max(power_models[level_index].predict(x), 0.0);
+    const double idle = std::max(idle_power_w, 0.0);
+    size_t nearest = levels.size();
+    for (size_t k = 0; k < levels.size(); ++k) {
+      if (measured(k) && (nearest == levels.size() || std::abs(static_cast<double>(k) - static_cast<double>(level_index)) <
+                                                          std::abs(static_cast<double>(nearest) - static_cast<double>(level_index)))) {
+        nearest = k;
+      }
+    }
+    if (nearest == levels.size()) return 0;
+    const double ratio = static_cast<double>(levels[level_index]) / levels[nearest];
+    const double dynamic = std::max(power_models[nearest].predict(x) - idle, 0.0);
+    return idle + dynamic * ratio * ratio;
+  }
+
+  size_t deepest_measured() const {
+    size_t deepest = 0;
+    for (size_t k = 0; k < levels.size(); ++k)
+      if (measured(k)) deepest = k;
+    return deepest;
+  }
+
+  void trim(double now_s) {
+    const double oldest = now_s - options.window_s;
+    while (!iterations.empty() && iterations.front().end_s < oldest) iterations.pop_front();
+    while (!requests.empty() && requests.front().finish_s < oldest) requests.pop_front();
+  }
+
+  double attainment() const {
+    if (requests.empty()) return 1;
+    size_t met = 0;
+    for (const RequestSample& request : requests) {
+      if (request.ttft_s <= slo.ttft_s && (!request.tpot_s || *request.tpot_s <= slo.tpot_s)) ++met;
+    }
+    return static_cast<double>(met) / static_cast<double>(requests.size());
+  }
+
+  void emergency(double now_s) {
+    if (std::getenv("JOULE_DEBUG_SLO") != nullptr) std::fprintf(stderr, "t=%.1f EMERGENCY level=%zu att=%.4f\n", now_s, level, attainment());
+    if (now_s - last_emergency_s >= options.interval_s) {
+      margin = std::max(options.min_margin, margin * 0.9);
+      last_emergency_s = now_s;
+    }
+    level = 0;
+    next_decision_s = now_s + options.interval_s;
+    // The violations are answered (top clock, tighter margin); judge what comes next on its own.
+    requests.clear();
+  }
+
+  void decide(double now_s) {
+    next_decision_s = now_s + options.interval_s;
+    trim(now_s);
+    const double observed_attainment = attainment();
+    const bool enough_requests = requests.size() >= 20;
+    if (level == 0) {
+      if (at_top_since_s < 0) at_top_since_s = now_s;
+    } else {
+      at_top_since_s = -1;
+    }
+    if (enough_requests && observed_attainment < slo.attainment) {
+      // At the top clock for a whole window and still missing: nothing a clock can do.
+      if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s) unattainable = true;
+      emergency(now_s);
+      return;
+    }
+    if (unattainable && enough_requests && observed_attainment >= slo.attainment) unattainable = false;
+    if (unattainable) {
+      level = 0;
+      return;
+    }
+    margin = std::min(options.margin, margin + 0.01);
+    if (iterations.empty()) return;
+
+    double decode = 0;
+    double prefill = 0;
+    double busy = 0;
+    size_t queued = 0;
+    for (const WindowIteration& iteration : iterations) {
+      decode += iteration.decode_requests;
+      prefill += iteration.prefill_tokens;
+      busy += iteration.busy_s;
+      if (iteration.queued) ++queued;
+    }
+    const auto count = static_cast<double>(iterations.size());
+    const std::array<double, 3> x = features(decode / count, prefill / count);
+    const double span = std::max(now_s - std::max(window_start_s, now_s - options.window_s), 1e-9);
+    const double utilization = std::clamp(busy / span, 0.0, 1.0);
+    // With continuous batching a busy GPU is not a saturated one: slowing iterations grows the batch, not the
+    // queue, as long as the engine admits every arrival. Requests left waiting are the sign of saturation;
+    // then it never goes lower.
+    const bool saturated = static_cast<double>(queued) > 0.05 * count;
+
+    std::vector<double> ttfts;
+    std::vector<double> tpots;
+    std::vector<double> prompts;
+    for (const RequestSample& request : requests) {
+      ttfts.push_back(request.ttft_s);
+      if (request.tpot_s) tpots.push_back(*request.tpot_s);
+      if (request.prompt_tokens > 0) prompts.push_back(static_cast<double>(request.prompt_tokens));
+    }
+    // The window holds a few hundred requests: aim at a quantile halfway beyond the target, so that the tail
+    // the window has not seen yet is covered.
+    const double p_share = 1 - (1 - slo.attainment) / 2;
+    const double current_time = predict_time(level, x);
+    // With too few finished requests, the predicted iteration time stands in for TPOT and TTFT is unknown.
+    const double tpot_now = tpots.size() >= 5 ? percentile(tpots, p_share) : current_time;
+    const double ttft_now = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0;
+    const double prompt_tail = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0;
+    const double idle = std::max(idle_power_w, 0.0);
+    // A long prompt's TTFT: one iteration of waiting, then an iteration with its prefill beside the batch.
+    const auto ttft_model = [&](size_t k) {
+      return predict_time(k, x) + predict_time(k, features(decode / count, prefill / count + prompt_tail));
+    };
+    // Measured against modelled at the current level: what the model misses (chunking, queueing) carries over.
+    const double ttft_calibration =
+        prompt_tail > 0 && ttft_now > 0 ? std::clamp(ttft_now / ttft_model(level), 0.5, 4.0) : 1.0;
+
+    const size_t lowest_allowed =
+        saturated ? level
+                  : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
+                              deepest_measured() + 1});
+    std::optional<size_t> best;
+    double best_power = std::numeric_limits<double>::infinity();
+    double current_power = std::numeric_limits<double>::infinity();
+    bool current_feasible = false;
+    for (size_t k = 0; k <= lowest_allowed; ++k) {
+      // TPOT scales with the iteration time, and slower iterations hold more requests (Little's law): the
+      // decode batch grows with the time, which the second prediction accounts for.
+      const double first = predict_time(k, x) / current_time;
+      const double ratio =
+          predict_time(k, features(decode / count * std::max(first, 1.0), prefill / count)) / current_time;
+      const double ttft_k = prompt_tail > 0
+                                ? ttft_calibration * ttft_model(k)
+                                : ttft_now * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
+      const bool feasible =
+          k == 0 || (tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
+      // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
+      const double rho = std::min(utilization * ratio, 1.0);
+      const double power = rho * predict_power(k, x) + (1 - rho) * idle;
+      if (k == level) {
+        current_power = power;
+        current_feasible = feasible;
+      }
+      if (feasible && power < best_power) {
+        best_power = power;
+        best = k;
+      }
+    }
+    if (std::getenv("JOULE_DEBUG_SLO") != nullptr) {
+      std::fprintf(stderr, "t=%.1f level=%zu clk=%u margin=%.2f att=%.4f n=%zu ttft=%.3f tpot=%.4f util=%.2f sat=%d best=%zu feas=%d\n", now_s, level, levels[level], margin, observed_attainment, requests.size(), ttft_now, tpot_now, utilization, saturated, best ? *best : 999, current_feasible);
+    }
+    if (!current_feasible) {
+      // Predicted over the margin here: go up, to the best feasible level if it is above, else a few levels.
+      level = best && *best < level ? *best : level - std::min(level, static_cast<size_t>(options.max_step_down));
+      return;
+    }
+    if (best && *best != level && best_power < current_power * 0.99) level = *best;
+  }
+};
+
+SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz, SloControllerOptions options)
+    : state_(std::make_unique<State>()) {
+  value_or_throw(validate(slo));
+  if (!(options.interval_s > 0) || !(options.window_s >= options.interval_s) || !(options.margin > 0) ||
+      options.margin > 1 || !(options.min_margin > 0) || options.min_margin > options.margin || options.min_samples < 1 ||
+      options.max_step_down < 1 || options.candidate_levels < 2) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
+                    "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+  }
+  const std::vector<uint32_t> clocks = sorted_clocks(std::move(clocks_mhz), "the SLO clock controller");
+  State& state = *state_;
+  state.slo = slo;
+  state.options = options;
+  state.margin = options.margin;
+  // Candidate levels spread evenly over the supported clocks, the highest and lowest included.
+  const size_t count = std::min(options.candidate_levels, clocks.size());
+  for (size_t i = 0; i < count; ++i) {
+    const size_t index = count == 1 ? 0 : i * (clocks.size() - 1) / (count - 1);
+    if (state.levels.empty() || state.levels.back() != clocks[index]) state.levels.push_back(clocks[index]);
+  }
+  state.time_models.resize(state.levels.size());
+  state.power_models.resize(state.levels.size());
+}
+
+SloClockController::~SloClockController() = default;
+
+uint32_t SloClockController::clock_mhz() const { return state_->levels[state_->level]; }
+
+void SloClockController::on_iteration(const IterationSample& sample) {
+  State& state = *state_;
+  const double busy_s = sample.end_s - sample.start_s;
+  if (state.window_start_s < 0) state.window_start_s = sample.start_s;
+  if (const auto level = state.level_of(sample.clock_mhz); level && busy_s > 0) {
+    const auto x = features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
+    state.time_models[*level].add(x, busy_s);
+    state.power_models[*level].add(x, sample.energy_j / busy_s);
+  }
+  state.iterations.push_back({sample.end_s, busy_s, static_cast<double>(sample.decode_requests),
+                              static_cast<double>(sample.prefill_tokens), sample.waiting_requests > 0});
+  if (state.next_decision_s < 0) state.next_decision_s = sample.end_s + state.options.interval_s;
+  // A queued request about to miss its TTFT cannot wait for the next decision.
+  if (sample.waiting_requests > 0 && sample.oldest_waiting_s > state.margin * state.slo.ttft_s && state.level != 0) {
+    state.emergency(sample.end_s);
+    return;
+  }
+  if (sample.end_s >= state.next_decision_s) state.decide(sample.end_s);
+}
+
+void SloClockController::on_request_done(const RequestSample& sample) { state_->requests.push_back(sample); }
+
+void SloClockController::on_idle(double from_s, double to_s, double energy_j) {
+  State& state = *state_;
+  if (to_s > from_s && energy_j >= 0) {
+    const double power = energy_j / (to_s - from_s);
+    state.idle_power_w = state.idle_power_w < 0 ? power : 0.9 * state.idle_power_w + 0.1 * power;
+  }
+  if (state.window_start_s < 0) state.window_start_s = from_s;
+  if (state.next_decision_s >= 0 && to_s >= state.next_decision_s) state.decide(to_s);
+}
+
+void SloClockController::seed(const std::vector<IterationSample>& samples) {
+  State& state = *state_;
+  for (const IterationSample& sample : samples) {
+    const double busy_s = sample.end_s - sample.start_s;
+    const auto level = state.level_of(sample.clock_mhz);
+    if (!level || !(busy_s > 0)) continue;
+    const auto x = features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
+    state.time_models[*level].add(x, busy_s);
+    state.power_models[*level].add(x, sample.energy_j / busy_s);
+  }
+}
+
+bool SloClockController::slo_unattainable() const { return state_->unattainable; }
+
+double SloClockController::window_attainment() const { return state_->attainment(); }
+
+std::vector<ClockModel> SloClockController::models() const {
+  const State& state = *state_;
+  double decode = 0;
+  double prefill = 0;
+  for (const WindowIteration& iteration : state.iterations) {
+    decode += iteration.decode_requests;
+    prefill += iteration.prefill_tokens;
+  }
+  const double count = std::max<double>(1.0, static_cast<double>(state.iterations.size()));
+  const auto x = features(decode / count, prefill / count);
+  std::vector<ClockModel> models;
+  for (size_t k = 0; k < state.levels.size(); ++k) {
+    models.push_back({state.levels[k], state.time_models[k].samples(), state.predict_time(k, x),
+                      state.predict_power(k, x), state.measured(k)});
+  }
+  return models;
+}
+
+const ServingSlo& SloClockController::slo() const { return state_->slo; }
+
+}  // namespace joule::optimize
