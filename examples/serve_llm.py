@@ -462,7 +462,7 @@ class Engine:
 
     def finish(self, request: Request) -> None:
         figures = self.ledger.finish_request(request.id)
-        self.controller.on_request_done(figures.finish_s, figures.ttft_s, figures.tpot_s)
+        self.controller.on_request_done(figures.finish_s, figures.ttft_s, figures.tpot_s, figures.prompt_tokens)
         request.cache = []
         request.result = {
             "text": bytes(request.output).decode("ascii"),

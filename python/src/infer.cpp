@@ -22,7 +22,9 @@ namespace joule::python {
 
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) { throw Exception(ErrorCode::kInvalidArgument, message); }
+[[noreturn]] void invalid(const std::string& message) {
+  throw Exception(ErrorCode::kInvalidArgument, message);
+}
 
 py::object optional_float(const std::optional<double>& value) {
   return value ? py::cast(*value) : py::none();
@@ -111,9 +113,10 @@ WorkItem work_item(const py::handle& entry, size_t item) {
       } else if (name == "work") {
         parsed.work = work_field<double>(value, item, "work", "a number");
       } else {
-        invalid(fmt::format("work[{}] has an unknown key '{}' (known: request_id, prefill_tokens, "
-                            "decode_tokens, first_token, work)",
-                            item, name));
+        invalid(
+            fmt::format("work[{}] has an unknown key '{}' (known: request_id, prefill_tokens, "
+                        "decode_tokens, first_token, work)",
+                        item, name));
       }
     }
     if (!dict.contains("request_id")) {
@@ -168,7 +171,8 @@ py::dict totals_dict(const measure::LedgerTotals& totals) {
   return dict;
 }
 
-// ---- LlmDevice ---------------------------------------------------------------------------------------------
+// ---- LlmDevice
+// ---------------------------------------------------------------------------------------------
 
 // One GPU of an LlmDevice seen through the Gpu interface, so that the replica's GPUs form a DeviceSet
 // (Monitor, PowerSampler) and each call reaches the simulated GPU. Keeps the LlmDevice alive.
@@ -226,12 +230,12 @@ SharedLlmDevice make_llm_device(const std::string& gpu, const std::string& model
   }
   // The set's clock is the replica's virtual clock, kept alive by the replica.
   set->clock = std::shared_ptr<Clock>(handle->device, &handle->device->clock());
-  set->reports.push_back({.backend = "sim",
-                          .kind = "gpu",
-                          .devices = set->gpus.size(),
-                          .ok = true,
-                          .detail = fmt::format("LLM serving replica: {} × {}, {}", tp, gpu_spec.name,
-                                                model_spec.name)});
+  set->reports.push_back(
+      {.backend = "sim",
+       .kind = "gpu",
+       .devices = set->gpus.size(),
+       .ok = true,
+       .detail = fmt::format("LLM serving replica: {} × {}, {}", tp, gpu_spec.name, model_spec.name)});
   handle->set = std::move(set);
   return handle;
 }
@@ -312,7 +316,8 @@ py::dict model_spec_dict(const sim::LlmModelSpec& model) {
   return dict;
 }
 
-// ---- SloClockController ------------------------------------------------------------------------------------
+// ---- SloClockController
+// ------------------------------------------------------------------------------------
 
 optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, uint32_t clock_mhz,
                                            int64_t decode_requests, int64_t prefill_tokens,
@@ -320,12 +325,12 @@ optimize::IterationSample iteration_sample(double start_s, double end_s, double 
   value_or_throw(check_number(start_s, NumberRule::any_finite(), "start_s"));
   value_or_throw(check_number(end_s, NumberRule{.min = start_s}, "end_s"));
   value_or_throw(check_number(energy_j, NumberRule::non_negative(), "energy_j"));
-  value_or_throw(check_number(static_cast<double>(decode_requests), NumberRule::non_negative(),
-                              "decode_requests"));
-  value_or_throw(check_number(static_cast<double>(prefill_tokens), NumberRule::non_negative(),
-                              "prefill_tokens"));
-  value_or_throw(check_number(static_cast<double>(waiting_requests), NumberRule::non_negative(),
-                              "waiting_requests"));
+  value_or_throw(
+      check_number(static_cast<double>(decode_requests), NumberRule::non_negative(), "decode_requests"));
+  value_or_throw(
+      check_number(static_cast<double>(prefill_tokens), NumberRule::non_negative(), "prefill_tokens"));
+  value_or_throw(
+      check_number(static_cast<double>(waiting_requests), NumberRule::non_negative(), "waiting_requests"));
   value_or_throw(check_number(oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
   return {.start_s = start_s,
           .end_s = end_s,
@@ -391,7 +396,8 @@ void bind_infer(py::module_& module) {
            }),
            py::arg("rule") = "tokens")
       .def_property_readonly(
-          "rule", [](const measure::RequestEnergyLedger& ledger) { return std::string(to_string(ledger.rule())); })
+          "rule",
+          [](const measure::RequestEnergyLedger& ledger) { return std::string(to_string(ledger.rule())); })
       .def(
           "add_request",
           [](measure::RequestEnergyLedger& ledger, const std::string& request_id, double arrival_s) {
@@ -417,7 +423,8 @@ void bind_infer(py::module_& module) {
           [](measure::RequestEnergyLedger& ledger, const std::string& request_id) {
             return value_or_throw(ledger.finish_request(request_id));
           },
-          py::arg("request_id"), "Stops tracking a request; returns its RequestEnergy. NotFoundError if unknown.")
+          py::arg("request_id"),
+          "Stops tracking a request; returns its RequestEnergy. NotFoundError if unknown.")
       .def(
           "find",
           [](const measure::RequestEnergyLedger& ledger, const std::string& request_id) -> py::object {
@@ -431,8 +438,8 @@ void bind_infer(py::module_& module) {
           "totals", [](const measure::RequestEnergyLedger& ledger) { return totals_dict(ledger.totals()); },
           "{energy_j, attributed_energy_j, idle_energy_j, iterations, prefill_tokens, decode_tokens}.")
       .def("__repr__", [](const measure::RequestEnergyLedger& ledger) {
-        return fmt::format("<joule.RequestEnergyLedger rule={} active={} energy={:.6g} J>", to_string(ledger.rule()),
-                           ledger.active_requests(), ledger.totals().energy_j);
+        return fmt::format("<joule.RequestEnergyLedger rule={} active={} energy={:.6g} J>",
+                           to_string(ledger.rule()), ledger.active_requests(), ledger.totals().energy_j);
       });
 
   // ---- the serving model
@@ -459,7 +466,8 @@ void bind_infer(py::module_& module) {
 
   py::class_<LlmDeviceHandle, SharedLlmDevice>(
       module, "LlmDevice",
-      "One LLM replica (tensor_parallel simulated serving GPUs on one virtual clock): run_iteration() costs a "
+      "One LLM replica (tensor_parallel simulated serving GPUs on one virtual clock): run_iteration() costs "
+      "a "
       "continuous-batching iteration with the serving model at the SM clock (or power limit) set on GPU 0 "
       "and advances the clock; the GPUs' energy counters follow. gpu / model: a built-in key "
       "(joule.llm_gpus(), joule.llm_models()) or a .json spec file; tensor_parallel: GPUs per replica "
@@ -481,10 +489,12 @@ void bind_infer(py::module_& module) {
           "devices", [](const SharedLlmDevice& handle) { return handle->set; },
           "The replica's GPUs as a DeviceSet on its virtual clock, for joule.Monitor(devices=...) and "
           "PowerSampler. Do not advance() it: time moves through run_iteration() and idle_until().")
-      .def_property_readonly("tensor_parallel",
-                             [](const LlmDeviceHandle& handle) { return handle.device->cost_model().tensor_parallel(); })
       .def_property_readonly(
-          "gpu_spec", [](const LlmDeviceHandle& handle) { return gpu_spec_dict(handle.device->cost_model().gpu()); })
+          "tensor_parallel",
+          [](const LlmDeviceHandle& handle) { return handle.device->cost_model().tensor_parallel(); })
+      .def_property_readonly(
+          "gpu_spec",
+          [](const LlmDeviceHandle& handle) { return gpu_spec_dict(handle.device->cost_model().gpu()); })
       .def_property_readonly(
           "model_spec",
           [](const LlmDeviceHandle& handle) { return model_spec_dict(handle.device->cost_model().model()); })
@@ -498,8 +508,8 @@ void bind_infer(py::module_& module) {
       .def(
           "kv_cache_tokens",
           [](const LlmDeviceHandle& handle, double kv_memory_share) {
-            value_or_throw(check_number(kv_memory_share, NumberRule{.min = 0, .max = 1, .min_exclusive = true},
-                                        "kv_memory_share"));
+            value_or_throw(check_number(
+                kv_memory_share, NumberRule{.min = 0, .max = 1, .min_exclusive = true}, "kv_memory_share"));
             return handle.device->cost_model().kv_cache_tokens(kv_memory_share);
           },
           py::arg("kv_memory_share") = 0.9, "Tokens that fit the replica's KV cache.")
@@ -517,6 +527,9 @@ void bind_infer(py::module_& module) {
               cost = handle.device->run_iteration(batch);
               end_s = handle.device->now_s();
             }
+            if (batch.empty()) {
+              cost = sim::IterationCost{.clock_mhz = cost.clock_mhz};  // nothing ran: no time, no energy
+            }
             py::dict dict = cost_dict(cost, handle.device->cost_model().tensor_parallel());
             dict["start_s"] = start_s;
             dict["end_s"] = end_s;
@@ -527,7 +540,7 @@ void bind_infer(py::module_& module) {
           "Runs one iteration: one decode step for each context length in decode_contexts (tokens in the "
           "request's KV cache, ≥ 1) and a prompt chunk for each (tokens, context_before) in prefill. Returns "
           "{time_s, power_w (per GPU), energy_j (the replica), clock_mhz, compute_s, memory_s, comm_s, "
-          "start_s, end_s}. An empty batch does nothing.")
+          "start_s, end_s}. An empty batch does nothing (time_s and energy_j 0).")
       .def(
           "predict",
           [](const LlmDeviceHandle& handle, const std::vector<int64_t>& decode_contexts,
@@ -563,8 +576,8 @@ void bind_infer(py::module_& module) {
           "'sm_clocks_reset', 'power_limit_mw'), value, value_min.")
       .def("__repr__", [](const LlmDeviceHandle& handle) {
         const auto& cost = handle.device->cost_model();
-        return fmt::format("<joule.LlmDevice {} × {} {} now={:.6f} s>", cost.tensor_parallel(), cost.gpu().key,
-                           cost.model().key, handle.device->now_s());
+        return fmt::format("<joule.LlmDevice {} × {} {} now={:.6f} s>", cost.tensor_parallel(),
+                           cost.gpu().key, cost.model().key, handle.device->now_s());
       });
 
   // ---- the controller
@@ -611,16 +624,21 @@ void bind_infer(py::module_& module) {
       .def(
           "on_request_done",
           [](optimize::SloClockController& controller, double finish_s, double ttft_s,
-             std::optional<double> tpot_s) {
+             std::optional<double> tpot_s, int64_t prompt_tokens) {
             value_or_throw(check_number(finish_s, NumberRule::any_finite(), "finish_s"));
             value_or_throw(check_number(ttft_s, NumberRule::non_negative(), "ttft_s"));
             if (tpot_s) {
               value_or_throw(check_number(*tpot_s, NumberRule::non_negative(), "tpot_s"));
             }
-            controller.on_request_done({.finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s});
+            value_or_throw(check_number(static_cast<double>(prompt_tokens), NumberRule::non_negative(),
+                                        "prompt_tokens"));
+            controller.on_request_done(
+                {.finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s, .prompt_tokens = prompt_tokens});
           },
           py::arg("finish_s"), py::arg("ttft_s"), py::arg("tpot_s") = py::none(),
-          "A finished request's latency (tpot_s None for a single output token).")
+          py::arg("prompt_tokens") = 0,
+          "A finished request's latency (tpot_s None for a single output token) and prompt length (0: "
+          "unknown; lets the controller predict long prompts' TTFT).")
       .def(
           "on_idle",
           [](optimize::SloClockController& controller, double from_s, double to_s, double energy_j) {
@@ -641,12 +659,13 @@ void bind_infer(py::module_& module) {
                   invalid(fmt::format("seed sample {} lacks '{}'", parsed.size(), key));
                 }
               }
-              parsed.push_back(iteration_sample(
-                  sample["start_s"].cast<double>(), sample["end_s"].cast<double>(),
-                  sample["energy_j"].cast<double>(), sample["clock_mhz"].cast<uint32_t>(),
-                  dict_value<int64_t>(sample, "decode_requests", 0), dict_value<int64_t>(sample, "prefill_tokens", 0),
-                  dict_value<int64_t>(sample, "waiting_requests", 0),
-                  dict_value<double>(sample, "oldest_waiting_s", 0.0)));
+              parsed.push_back(
+                  iteration_sample(sample["start_s"].cast<double>(), sample["end_s"].cast<double>(),
+                                   sample["energy_j"].cast<double>(), sample["clock_mhz"].cast<uint32_t>(),
+                                   dict_value<int64_t>(sample, "decode_requests", 0),
+                                   dict_value<int64_t>(sample, "prefill_tokens", 0),
+                                   dict_value<int64_t>(sample, "waiting_requests", 0),
+                                   dict_value<double>(sample, "oldest_waiting_s", 0.0)));
             }
             controller.seed(parsed);
           },
