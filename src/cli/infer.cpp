@@ -60,8 +60,9 @@ nlohmann::json summary_json(const sim::ServingSummary& s, const sim::ServingSumm
           {"iterations", s.iterations}};
 }
 
-std::string render_json(const sim::ServingComparison& result, const ReplayFlags& flags, const sim::LlmCostModel& cost,
-                        const optimize::ServingSlo& slo, const std::string& knob_unit) {
+std::string render_json(const sim::ServingComparison& result, const ReplayFlags& flags,
+                        const sim::LlmCostModel& cost, const optimize::ServingSlo& slo,
+                        const std::string& knob_unit) {
   nlohmann::json out;
   out["trace"] = flags.trace;
   out["gpu"] = cost.gpu().key;
@@ -83,8 +84,8 @@ std::string render_json(const sim::ServingComparison& result, const ReplayFlags&
 
 std::string render_csv(const sim::ServingComparison& result) {
   std::ostringstream out;
-  csv::write_row(out, {"name", "energy_j", "j_per_token", "p50_ttft_s", "p99_ttft_s", "p50_tpot_s", "p99_tpot_s",
-                       "slo_attainment", "mean_clock_mhz", "energy_saved_vs_max_clock"});
+  csv::write_row(out, {"name", "energy_j", "j_per_token", "p50_ttft_s", "p99_ttft_s", "p50_tpot_s",
+                       "p99_tpot_s", "slo_attainment", "mean_clock_mhz", "energy_saved_vs_max_clock"});
   for (const auto& strategy : result.strategies) {
     const auto& s = strategy.summary;
     csv::write_row(out, {s.name, fmt::format("{:.3f}", s.energy_j), fmt::format("{:.6f}", s.j_per_token),
@@ -96,23 +97,26 @@ std::string render_csv(const sim::ServingComparison& result) {
   return out.str();
 }
 
-std::string render_text(const sim::ServingComparison& result, const ReplayFlags& flags, const sim::LlmCostModel& cost,
-                        const optimize::ServingSlo& slo, size_t requests, double duration_s,
-                        const std::string& knob_unit) {
+std::string render_text(const sim::ServingComparison& result, const ReplayFlags& flags,
+                        const sim::LlmCostModel& cost, const optimize::ServingSlo& slo, size_t requests,
+                        double duration_s, const std::string& knob_unit) {
   std::string out = fmt::format(
       "{} requests over {:.0f} s ({}{}) on {} × {} serving {}; SLO: p{:g} TTFT ≤ {:g} s, TPOT ≤ {:g} s\n",
-      requests, duration_s, flags.trace, flags.rate_scale != 1 ? fmt::format(", rate × {:g}", flags.rate_scale) : "",
-      cost.tensor_parallel(), cost.gpu().name, cost.model().name, slo.attainment * 100, slo.ttft_s, slo.tpot_s);
-  if (!result.note.empty()) out += "note: " + result.note + "\n";
-  out += fmt::format("\n{:<22}{:>12}{:>10}{:>11}{:>11}{:>11}{:>11}{:>9}{:>10}{:>8}\n", "strategy", "energy (kJ)",
-                     "J/token", "p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "SLO met",
+      requests, duration_s, flags.trace,
+      flags.rate_scale != 1 ? fmt::format(", rate × {:g}", flags.rate_scale) : "", cost.tensor_parallel(),
+      cost.gpu().name, cost.model().name, slo.attainment * 100, slo.ttft_s, slo.tpot_s);
+  if (!result.note.empty())
+    out += "note: " + result.note + "\n";
+  out += fmt::format("\n{:<22}{:>12}{:>10}{:>11}{:>11}{:>11}{:>11}{:>9}{:>10}{:>8}\n", "strategy",
+                     "energy (kJ)", "J/token", "p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "SLO met",
                      knob_unit == "MHz" ? "mean MHz" : "mean MHz", "saved");
   for (const auto& strategy : result.strategies) {
     const auto& s = strategy.summary;
-    out += fmt::format("{:<22}{:>12.1f}{:>10.4f}{:>10.3f}s{:>10.3f}s{:>9.1f}ms{:>9.1f}ms{:>8.2f}%{:>10.0f}{:>7.1f}%\n",
-                       s.name, s.energy_j / 1e3, s.j_per_token, s.p50_ttft_s, s.p99_ttft_s, s.p50_tpot_s * 1e3,
-                       s.p99_tpot_s * 1e3, s.slo_attainment * 100, s.mean_clock_mhz,
-                       saved_share(s, result.strategies.front().summary) * 100);
+    out += fmt::format(
+        "{:<22}{:>12.1f}{:>10.4f}{:>10.3f}s{:>10.3f}s{:>9.1f}ms{:>9.1f}ms{:>8.2f}%{:>10.0f}{:>7.1f}%\n",
+        s.name, s.energy_j / 1e3, s.j_per_token, s.p50_ttft_s, s.p99_ttft_s, s.p50_tpot_s * 1e3,
+        s.p99_tpot_s * 1e3, s.slo_attainment * 100, s.mean_clock_mhz,
+        saved_share(s, result.strategies.front().summary) * 100);
   }
   out += fmt::format("\nbest fixed {} in hindsight: {} {}\n", knob_unit == "MHz" ? "clock" : "power limit",
                      result.best_fixed_clock_mhz, knob_unit);
@@ -120,11 +124,12 @@ std::string render_text(const sim::ServingComparison& result, const ReplayFlags&
 }
 
 // Load, clock, power and latency against the SLO over one time axis, one panel each.
-void write_plot(const std::string& path, const sim::ServingComparison& result, const optimize::ServingSlo& slo,
-                const std::string& title) {
+void write_plot(const std::string& path, const sim::ServingComparison& result,
+                const optimize::ServingSlo& slo, const std::string& title) {
   double end_s = 0;
   for (const auto& strategy : result.strategies) {
-    if (!strategy.buckets.empty()) end_s = std::max(end_s, strategy.buckets.back().start_s);
+    if (!strategy.buckets.empty())
+      end_s = std::max(end_s, strategy.buckets.back().start_s);
   }
   const double bucket_s = result.strategies.front().buckets.size() > 1
                               ? result.strategies.front().buckets[1].start_s
@@ -142,14 +147,16 @@ void write_plot(const std::string& path, const sim::ServingComparison& result, c
     viz::Series s{.label = replay.summary.name, .kind = viz::SeriesKind::kLine, .marker = viz::Marker::kNone};
     for (const auto& bucket : replay.buckets) {
       const double y = value(bucket);
-      if (skip_zero && y <= 0) continue;
+      if (skip_zero && y <= 0)
+        continue;
       s.x.push_back((bucket.start_s + bucket_s / 2) * scale);
       s.y.push_back(y);
     }
     return s;
   };
   viz::Plot load = panel(title + ": load", "Arrivals (requests/s)");
-  load.add(series(result.strategies.front(), [](const sim::ServingBucket& b) { return b.arrivals_per_s; }, false));
+  load.add(series(
+      result.strategies.front(), [](const sim::ServingBucket& b) { return b.arrivals_per_s; }, false));
   load.series();
   load.legend(false);
   viz::Plot clock = panel("SM clock chosen", "Clock (MHz)");
@@ -157,34 +164,41 @@ void write_plot(const std::string& path, const sim::ServingComparison& result, c
   viz::Plot ttft = panel("p99 time to first token", "TTFT (s)");
   viz::Plot tpot = panel("p99 time per output token", "TPOT (s)");
   for (const auto& strategy : result.strategies) {
-    clock.add(series(strategy, [](const sim::ServingBucket& b) { return b.mean_clock_mhz; }, true));
-    power.add(series(strategy, [](const sim::ServingBucket& b) { return b.power_w; }, false));
-    ttft.add(series(strategy, [](const sim::ServingBucket& b) { return b.p99_ttft_s; }, true));
-    tpot.add(series(strategy, [](const sim::ServingBucket& b) { return b.p99_tpot_s; }, true));
+    clock.add(series(
+        strategy, [](const sim::ServingBucket& b) { return b.mean_clock_mhz; }, true));
+    power.add(series(
+        strategy, [](const sim::ServingBucket& b) { return b.power_w; }, false));
+    ttft.add(series(
+        strategy, [](const sim::ServingBucket& b) { return b.p99_ttft_s; }, true));
+    tpot.add(series(
+        strategy, [](const sim::ServingBucket& b) { return b.p99_tpot_s; }, true));
   }
   ttft.reference({.orientation = viz::Orientation::kHorizontal, .value = slo.ttft_s, .label = "SLO"});
   tpot.reference({.orientation = viz::Orientation::kHorizontal, .value = slo.tpot_s, .label = "SLO"});
-  for (viz::Plot* plot : {&clock, &power}) viz::add_top_headroom(*plot);
+  for (viz::Plot* plot : {&clock, &power})
+    viz::add_top_headroom(*plot);
   value_or_throw(write_file_atomic(path, viz::stack_plots({&load, &clock, &power, &ttft, &tpot})));
 }
 
 void write_requests(const std::string& path, const sim::ServingReplay& replay) {
   std::ostringstream out;
-  csv::write_row(out, {"request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "energy_j",
-                       "prefill_energy_j", "decode_energy_j", "j_per_output_token"});
+  csv::write_row(out, {"request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
+                       "energy_j", "prefill_energy_j", "decode_energy_j", "j_per_output_token"});
   for (size_t i = 0; i < replay.requests.size(); ++i) {
     const auto& r = replay.requests[i];
-    csv::write_row(out, {std::to_string(i), fmt::format("{:.3f}", r.arrival_s), std::to_string(r.prompt_tokens),
-                         std::to_string(r.output_tokens), fmt::format("{:.6f}", r.ttft_s()),
-                         fmt::format("{:.6f}", r.tpot_s()), fmt::format("{:.6f}", r.energy_j),
-                         fmt::format("{:.6f}", r.prefill_energy_j), fmt::format("{:.6f}", r.decode_energy_j),
-                         fmt::format("{:.6f}", r.energy_j / static_cast<double>(r.output_tokens))});
+    csv::write_row(out,
+                   {std::to_string(i), fmt::format("{:.3f}", r.arrival_s), std::to_string(r.prompt_tokens),
+                    std::to_string(r.output_tokens), fmt::format("{:.6f}", r.ttft_s()),
+                    fmt::format("{:.6f}", r.tpot_s()), fmt::format("{:.6f}", r.energy_j),
+                    fmt::format("{:.6f}", r.prefill_energy_j), fmt::format("{:.6f}", r.decode_energy_j),
+                    fmt::format("{:.6f}", r.energy_j / static_cast<double>(r.output_tokens))});
   }
   value_or_throw(write_file_atomic(path, out.str()));
 }
 
 int run_replay(const ReplayFlags& flags) {
-  if (flags.trace.empty()) throw Exception(ErrorCode::kInvalidArgument, "infer replay: --trace FILE is required");
+  if (flags.trace.empty())
+    throw Exception(ErrorCode::kInvalidArgument, "infer replay: --trace FILE is required");
   if (!flags.slo_ttft_s || !flags.slo_tpot_s) {
     throw Exception(ErrorCode::kInvalidArgument, "infer replay: --slo-ttft-s and --slo-tpot-s are required");
   }
@@ -193,7 +207,8 @@ int run_replay(const ReplayFlags& flags) {
   const sim::LlmCostModel cost(gpu, model, flags.tensor_parallel.value_or(model.default_tensor_parallel));
   sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
   if (flags.rate_scale != 1) {
-    for (auto& request : trace.requests) request.arrival_s /= flags.rate_scale;
+    for (auto& request : trace.requests)
+      request.arrival_s /= flags.rate_scale;
   }
   const optimize::ServingSlo slo{*flags.slo_ttft_s, *flags.slo_tpot_s, flags.attainment};
   sim::ComparisonOptions options;
@@ -205,7 +220,8 @@ int run_replay(const ReplayFlags& flags) {
     const double raw = std::max(trace.duration_s() / 240, 1.0);
     options.replay.bucket_s = raw < 10 ? std::ceil(raw) : std::ceil(raw / 5) * 5;
   }
-  const sim::ServingComparison result = value_or_throw(sim::compare_serving_strategies(trace, cost, slo, options));
+  const sim::ServingComparison result =
+      value_or_throw(sim::compare_serving_strategies(trace, cost, slo, options));
   const std::string knob_unit = flags.power_limit ? "W" : "MHz";
   switch (flags.format) {
     case Format::kJson:
@@ -215,18 +231,23 @@ int run_replay(const ReplayFlags& flags) {
       std::cout << render_csv(result);
       break;
     case Format::kText:
-      std::cout << render_text(result, flags, cost, slo, trace.requests.size(), trace.duration_s(), knob_unit);
+      std::cout << render_text(result, flags, cost, slo, trace.requests.size(), trace.duration_s(),
+                               knob_unit);
       break;
   }
-  if (!result.note.empty() && flags.format != Format::kText) std::cerr << "joule: note: " << result.note << "\n";
+  if (!result.note.empty() && flags.format != Format::kText)
+    std::cerr << "joule: note: " << result.note << "\n";
   if (!flags.plot.empty()) {
-    write_plot(flags.plot, result, slo, fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name));
-    if (flags.format == Format::kText) std::cout << fmt::format("plot written to {}\n", flags.plot);
+    write_plot(flags.plot, result, slo,
+               fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name));
+    if (flags.format == Format::kText)
+      std::cout << fmt::format("plot written to {}\n", flags.plot);
   }
   if (!flags.requests_out.empty()) {
     write_requests(flags.requests_out, result.strategies.back());
     if (flags.format == Format::kText) {
-      std::cout << fmt::format("per-request energy of the joule strategy written to {}\n", flags.requests_out);
+      std::cout << fmt::format("per-request energy of the joule strategy written to {}\n",
+                               flags.requests_out);
     }
   }
   return 0;
@@ -235,16 +256,19 @@ int run_replay(const ReplayFlags& flags) {
 }  // namespace
 
 void add_infer_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
-  auto* command = app.add_subcommand("infer", "LLM inference serving: energy per request and SLO-aware GPU clocks");
+  auto* command =
+      app.add_subcommand("infer", "LLM inference serving: energy per request and SLO-aware GPU clocks");
   command->require_subcommand(1);
 
   auto replay = std::make_shared<ReplayFlags>();
   auto* replay_command = command->add_subcommand(
       "replay",
       "Replay a request trace on a simulated GPU: max clock, best fixed clock, utilisation governor, joule");
-  replay_command->add_option("--trace", replay->trace, "Request trace CSV (arrival_s,prompt_tokens,output_tokens)")
+  replay_command
+      ->add_option("--trace", replay->trace, "Request trace CSV (arrival_s,prompt_tokens,output_tokens)")
       ->option_text("FILE.csv");
-  replay_command->add_option("--gpu", replay->gpu, "GPU: a100-40gb, a100-80gb, h100, or a JSON file (default h100)")
+  replay_command
+      ->add_option("--gpu", replay->gpu, "GPU: a100-40gb, a100-80gb, h100, or a JSON file (default h100)")
       ->option_text("G");
   replay_command
       ->add_option("--model", replay->model, "Model: llama-3-8b, llama-3-70b, llama-2-70b, or a JSON file")
@@ -259,14 +283,16 @@ void add_infer_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->check(number(NumberRule::positive()))
       ->option_text("Y");
   replay_command
-      ->add_option("--attainment", replay->attainment, "Share of requests that must meet both SLOs (default 0.99)")
+      ->add_option("--attainment", replay->attainment,
+                   "Share of requests that must meet both SLOs (default 0.99)")
       ->check(number({.min = 0, .max = 1, .min_exclusive = true}))
       ->option_text("P");
   replay_command->add_option("--max-batch", replay->max_batch, "Requests in flight at most (default 256)")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command
-      ->add_option("--max-batch-tokens", replay->max_batch_tokens, "Tokens per iteration at most (default 8192)")
+      ->add_option("--max-batch-tokens", replay->max_batch_tokens,
+                   "Tokens per iteration at most (default 8192)")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command
@@ -276,13 +302,14 @@ void add_infer_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
   replay_command->add_flag("--power-limit", replay->power_limit,
                            "Control the power limit instead of locking clocks (GPUs without clock locks)");
   add_format_option(*replay_command, replay->format, {Format::kText, Format::kJson, Format::kCsv});
-  replay_command->add_option("--plot", replay->plot, "Write an SVG of load, clock, power and latency over time")
+  replay_command
+      ->add_option("--plot", replay->plot, "Write an SVG of load, clock, power and latency over time")
       ->option_text("FILE.svg");
   replay_command
-      ->add_option("--requests-out", replay->requests_out, "Write the joule strategy's per-request energy (CSV)")
+      ->add_option("--requests-out", replay->requests_out,
+                   "Write the joule strategy's per-request energy (CSV)")
       ->option_text("FILE.csv");
   replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
-
 }
 
 }  // namespace joule::cli

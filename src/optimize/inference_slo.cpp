@@ -1,26 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/optimize/inference_slo.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
-#include <cstdio>
-#include <cstdlib>
+
+#include <fmt/format.h>
 
 namespace joule::optimize {
 
 Result<void> validate(const ServingSlo& slo) {
   if (!std::isfinite(slo.ttft_s) || slo.ttft_s <= 0) {
-    return fail(ErrorCode::kInvalidArgument, "the TTFT SLO must be a positive number of seconds, got {}", slo.ttft_s);
+    return fail(ErrorCode::kInvalidArgument, "the TTFT SLO must be a positive number of seconds, got {}",
+                slo.ttft_s);
   }
   if (!std::isfinite(slo.tpot_s) || slo.tpot_s <= 0) {
-    return fail(ErrorCode::kInvalidArgument, "the TPOT SLO must be a positive number of seconds, got {}", slo.tpot_s);
+    return fail(ErrorCode::kInvalidArgument, "the TPOT SLO must be a positive number of seconds, got {}",
+                slo.tpot_s);
   }
   if (!(slo.attainment > 0 && slo.attainment <= 1)) {
-    return fail(ErrorCode::kInvalidArgument, "the SLO attainment target must be in (0, 1], got {}", slo.attainment);
+    return fail(ErrorCode::kInvalidArgument, "the SLO attainment target must be in (0, 1], got {}",
+                slo.attainment);
   }
   return {};
 }
@@ -28,7 +29,8 @@ Result<void> validate(const ServingSlo& slo) {
 namespace {
 
 std::vector<uint32_t> sorted_clocks(std::vector<uint32_t> clocks, const char* who) {
-  if (clocks.empty()) throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} needs at least one clock", who));
+  if (clocks.empty())
+    throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} needs at least one clock", who));
   std::sort(clocks.begin(), clocks.end(), std::greater<>());
   clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
   return clocks;
@@ -39,23 +41,27 @@ std::vector<uint32_t> sorted_clocks(std::vector<uint32_t> clocks, const char* wh
 UtilizationGovernor::UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options)
     : clocks_mhz_(sorted_clocks(std::move(clocks_mhz), "the utilization governor")), options_(options) {
   if (!(options_.interval_s > 0) || !(options_.target_utilization > 0 && options_.target_utilization <= 1)) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("utilization governor: interval_s must be > 0 and target_utilization in (0, 1], got "
-                                "{} and {}",
-                                options_.interval_s, options_.target_utilization));
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("utilization governor: interval_s must be > 0 and target_utilization in (0, 1], got "
+                    "{} and {}",
+                    options_.interval_s, options_.target_utilization));
   }
 }
 
 void UtilizationGovernor::tick(double now_s) {
-  if (window_start_s_ < 0) window_start_s_ = now_s;
+  if (window_start_s_ < 0)
+    window_start_s_ = now_s;
   const double span_s = now_s - window_start_s_;
-  if (span_s < options_.interval_s) return;
+  if (span_s < options_.interval_s)
+    return;
   const double utilization = std::clamp(busy_s_ / span_s, 0.0, 1.0);
   const double wanted_mhz = clocks_mhz_[level_] * utilization / options_.target_utilization;
   // The lowest supported clock at or above the wanted one (clocks are highest first).
   size_t level = 0;
   for (size_t i = 0; i < clocks_mhz_.size(); ++i) {
-    if (clocks_mhz_[i] >= wanted_mhz) level = i;
+    if (clocks_mhz_[i] >= wanted_mhz)
+      level = i;
   }
   level_ = level;
   window_start_s_ = now_s;
@@ -63,13 +69,15 @@ void UtilizationGovernor::tick(double now_s) {
 }
 
 void UtilizationGovernor::on_iteration(const IterationSample& sample) {
-  if (window_start_s_ < 0) window_start_s_ = sample.start_s;
+  if (window_start_s_ < 0)
+    window_start_s_ = sample.start_s;
   busy_s_ += sample.end_s - sample.start_s;
   tick(sample.end_s);
 }
 
 void UtilizationGovernor::on_idle(double from_s, double to_s, double /*energy_j*/) {
-  if (window_start_s_ < 0) window_start_s_ = from_s;
+  if (window_start_s_ < 0)
+    window_start_s_ = from_s;
   tick(to_s);
 }
 
@@ -80,21 +88,30 @@ namespace {
 class Rls {
  public:
   Rls() {
-    for (size_t i = 0; i < 3; ++i) p_[i][i] = 1e4;
+    for (size_t i = 0; i < 3; ++i)
+      p_[i][i] = 1e4;
   }
   void add(const std::array<double, 3>& x, double y) {
     std::array<double, 3> px{};
     for (size_t i = 0; i < 3; ++i)
-      for (size_t j = 0; j < 3; ++j) px[i] += p_[i][j] * x[j];
+      for (size_t j = 0; j < 3; ++j)
+        px[i] += p_[i][j] * x[j];
     double denominator = kForget;
-    for (size_t i = 0; i < 3; ++i) denominator += x[i] * px[i];
-    const double error = y - predict(x);
-    for (size_t i = 0; i < 3; ++i) theta_[i] += px[i] / denominator * error;
     for (size_t i = 0; i < 3; ++i)
-      for (size_t j = 0; j < 3; ++j) p_[i][j] = (p_[i][j] - px[i] * px[j] / denominator) / kForget;
+      denominator += x[i] * px[i];
+    const double error = y - predict(x);
+    for (size_t i = 0; i < 3; ++i)
+      theta_[i] += px[i] / denominator * error;
+    for (size_t i = 0; i < 3; ++i)
+      for (size_t j = 0; j < 3; ++j)
+        p_[i][j] = (p_[i][j] - px[i] * px[j] / denominator) / kForget;
     ++samples_;
   }
-  double predict(const std::array<double, 3>& x) const { return theta_[0] * x[0] + theta_[1] * x[1] + theta_[2] * x[2]; }
+  double predict(const std::array<double, 3>& x) const {
+    return theta_[0] * x[0] + theta_[1] * x[1] + theta_[2] * x[2];
+  }
+  /// @return coefficient i (0: per iteration, 1: per 100 decode requests, 2: per 1000 prefill tokens).
+  double coefficient(size_t i) const { return theta_[i]; }
   int64_t samples() const { return samples_; }
 
  private:
@@ -117,7 +134,8 @@ struct WindowIteration {
 };
 
 double percentile(std::vector<double> values, double share) {
-  if (values.empty()) return 0;
+  if (values.empty())
+    return 0;
   const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size()))) - 1;
   const size_t index = std::min(rank, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
@@ -125,6 +143,12 @@ double percentile(std::vector<double> values, double share) {
 }
 
 }  // namespace
+
+// The share of a level's compute throughput the load may use: beyond it, bursts queue.
+constexpr double kMaxComputeShare = 0.75;
+constexpr double kWaitTrigger = 0.5;
+constexpr double kBurstSpanS = 2.0;
+constexpr double kMaxBurstShare = 0.9;
 
 struct SloClockController::State {
   ServingSlo slo;
@@ -140,12 +164,15 @@ struct SloClockController::State {
   std::deque<WindowIteration> iterations;
   std::deque<RequestSample> requests;
   double idle_power_w = -1;  // unknown until the replica idles
+  int64_t finished_requests = 0;
+  int64_t violated_requests = 0;
   bool unattainable = false;
   double at_top_since_s = -1;
 
   std::optional<size_t> level_of(uint32_t clock_mhz) const {
     for (size_t i = 0; i < levels.size(); ++i)
-      if (levels[i] == clock_mhz) return i;
+      if (levels[i] == clock_mhz)
+        return i;
     return std::nullopt;
   }
   bool measured(size_t level_index) const {
@@ -155,14 +182,16 @@ struct SloClockController::State {
   // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
   // time scaled as if fully compute-bound (pessimistic), else a measured slower level's time (not faster).
   double predict_time(size_t level_index, const std::array<double, 3>& x) const {
-    if (measured(level_index)) return std::max(time_models[level_index].predict(x), 1e-6);
+    if (measured(level_index))
+      return std::max(time_models[level_index].predict(x), 1e-6);
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
         return std::max(time_models[k].predict(x), 1e-6) * levels[k] / levels[level_index];
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
-      if (measured(k)) return std::max(time_models[k].predict(x), 1e-6);
+      if (measured(k))
+        return std::max(time_models[k].predict(x), 1e-6);
     }
     return 1.0;
   }
@@ -170,46 +199,72 @@ struct SloClockController::State {
   // Busy power of the replica at a level: its model, else a measured neighbour's dynamic part scaled by the
   // clock ratio squared (a conservative stand-in for the cubic law, which would promise more).
   double predict_power(size_t level_index, const std::array<double, 3>& x) const {
-    if (measured(level_index)) return std::max(power_models[level_index].predict(x), 0.0);
+    if (measured(level_index))
+      return std::max(power_models[level_index].predict(x), 0.0);
     const double idle = std::max(idle_power_w, 0.0);
     size_t nearest = levels.size();
     for (size_t k = 0; k < levels.size(); ++k) {
-      if (measured(k) && (nearest == levels.size() || std::abs(static_cast<double>(k) - static_cast<double>(level_index)) <
-                                                          std::abs(static_cast<double>(nearest) - static_cast<double>(level_index)))) {
+      if (measured(k) && (nearest == levels.size() ||
+                          std::abs(static_cast<double>(k) - static_cast<double>(level_index)) <
+                              std::abs(static_cast<double>(nearest) - static_cast<double>(level_index)))) {
         nearest = k;
       }
     }
-    if (nearest == levels.size()) return 0;
+    if (nearest == levels.size())
+      return 0;
     const double ratio = static_cast<double>(levels[level_index]) / levels[nearest];
     const double dynamic = std::max(power_models[nearest].predict(x) - idle, 0.0);
     return idle + dynamic * ratio * ratio;
   }
 
+  // Time per prompt token at a level, s: prefill is compute-bound, so this is the level's token throughput
+  // limit (decode tokens cost the same FLOPs). Unmeasured levels scale a faster level's cost by the clock
+  // ratio, which is exact for compute-bound work.
+  double token_cost(size_t level_index) const {
+    const auto own = [&](size_t k) { return std::max(time_models[k].coefficient(2) / 1000.0, 0.0); };
+    if (measured(level_index) && own(level_index) > 0)
+      return own(level_index);
+    for (size_t k = level_index; k-- > 0;) {
+      if (measured(k) && own(k) > 0)
+        return own(k) * levels[k] / levels[level_index];
+    }
+    for (size_t k = level_index + 1; k < levels.size(); ++k) {
+      if (measured(k) && own(k) > 0)
+        return own(k);
+    }
+    return 0;
+  }
+
   size_t deepest_measured() const {
     size_t deepest = 0;
     for (size_t k = 0; k < levels.size(); ++k)
-      if (measured(k)) deepest = k;
+      if (measured(k))
+        deepest = k;
     return deepest;
   }
 
   void trim(double now_s) {
     const double oldest = now_s - options.window_s;
-    while (!iterations.empty() && iterations.front().end_s < oldest) iterations.pop_front();
-    while (!requests.empty() && requests.front().finish_s < oldest) requests.pop_front();
+    while (!iterations.empty() && iterations.front().end_s < oldest)
+      iterations.pop_front();
+    while (!requests.empty() && requests.front().finish_s < oldest)
+      requests.pop_front();
   }
 
   double attainment() const {
-    if (requests.empty()) return 1;
+    if (requests.empty())
+      return 1;
     size_t met = 0;
     for (const RequestSample& request : requests) {
-      if (request.ttft_s <= slo.ttft_s && (!request.tpot_s || *request.tpot_s <= slo.tpot_s)) ++met;
+      if (request.ttft_s <= slo.ttft_s && (!request.tpot_s || *request.tpot_s <= slo.tpot_s))
+        ++met;
     }
     return static_cast<double>(met) / static_cast<double>(requests.size());
   }
 
-  void emergency(double now_s) {
-    if (std::getenv("JOULE_DEBUG_SLO") != nullptr) std::fprintf(stderr, "t=%.1f EMERGENCY level=%zu att=%.4f\n", now_s, level, attainment());
-    if (now_s - last_emergency_s >= options.interval_s) {
+  // To the top clock at once. `tighten`: after measured violations, also aim further below the SLO.
+  void emergency(double now_s, bool tighten) {
+    if (tighten && now_s - last_emergency_s >= options.interval_s) {
       margin = std::max(options.min_margin, margin * 0.9);
       last_emergency_s = now_s;
     }
@@ -225,23 +280,40 @@ struct SloClockController::State {
     const double observed_attainment = attainment();
     const bool enough_requests = requests.size() >= 20;
     if (level == 0) {
-      if (at_top_since_s < 0) at_top_since_s = now_s;
+      if (at_top_since_s < 0)
+        at_top_since_s = now_s;
     } else {
       at_top_since_s = -1;
     }
-    if (enough_requests && observed_attainment < slo.attainment) {
+    // One violation among a window's requests is noise at a 99% target; two below the target are a trend.
+    const auto violations =
+        static_cast<size_t>(std::lround((1 - observed_attainment) * static_cast<double>(requests.size())));
+    if (enough_requests && observed_attainment < slo.attainment && violations >= 2) {
       // At the top clock for a whole window and still missing: nothing a clock can do.
-      if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s) unattainable = true;
-      emergency(now_s);
+      if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s)
+        unattainable = true;
+      emergency(now_s, /*tighten=*/true);
       return;
     }
-    if (unattainable && enough_requests && observed_attainment >= slo.attainment) unattainable = false;
+    if (unattainable && enough_requests && observed_attainment >= slo.attainment)
+      unattainable = false;
     if (unattainable) {
       level = 0;
       return;
     }
-    margin = std::min(options.margin, margin + 0.01);
-    if (iterations.empty()) return;
+    // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
+    // window showed.
+    // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
+    const double budget = (1 - slo.attainment) * static_cast<double>(finished_requests);
+    double ceiling = options.margin;
+    if (finished_requests >= 200 && static_cast<double>(violated_requests) < 0.5 * budget) {
+      ceiling = std::max(options.margin, 0.95);
+    } else if (finished_requests >= 200 && static_cast<double>(violated_requests) > budget) {
+      ceiling = options.min_margin;  // over budget: stay well inside the SLO until the run is back within it
+    }
+    margin = std::min(ceiling, margin + 0.002);
+    if (iterations.empty())
+      return;
 
     double decode = 0;
     double prefill = 0;
@@ -251,12 +323,30 @@ struct SloClockController::State {
       decode += iteration.decode_requests;
       prefill += iteration.prefill_tokens;
       busy += iteration.busy_s;
-      if (iteration.queued) ++queued;
+      if (iteration.queued)
+        ++queued;
     }
     const auto count = static_cast<double>(iterations.size());
     const std::array<double, 3> x = features(decode / count, prefill / count);
     const double span = std::max(now_s - std::max(window_start_s, now_s - options.window_s), 1e-9);
     const double utilization = std::clamp(busy / span, 0.0, 1.0);
+    // Tokens per second the load asks for; a level whose token throughput cannot keep a margin above it
+    // would let the batch and the queue grow without bound.
+    const double tokens_per_s = (decode + prefill) / span;
+    // Bursts: the busiest stretch of kBurstSpanS within the window must fit the level's whole throughput.
+    double peak_tokens_per_s = 0;
+    {
+      double stretch_tokens = 0;
+      size_t first = 0;
+      for (size_t i = 0; i < iterations.size(); ++i) {
+        stretch_tokens += iterations[i].decode_requests + iterations[i].prefill_tokens;
+        while (iterations[i].end_s - iterations[first].end_s > kBurstSpanS) {
+          stretch_tokens -= iterations[first].decode_requests + iterations[first].prefill_tokens;
+          ++first;
+        }
+        peak_tokens_per_s = std::max(peak_tokens_per_s, stretch_tokens / kBurstSpanS);
+      }
+    }
     // With continuous batching a busy GPU is not a saturated one: slowing iterations grows the batch, not the
     // queue, as long as the engine admits every arrival. Requests left waiting are the sign of saturation;
     // then it never goes lower.
@@ -267,8 +357,10 @@ struct SloClockController::State {
     std::vector<double> prompts;
     for (const RequestSample& request : requests) {
       ttfts.push_back(request.ttft_s);
-      if (request.tpot_s) tpots.push_back(*request.tpot_s);
-      if (request.prompt_tokens > 0) prompts.push_back(static_cast<double>(request.prompt_tokens));
+      if (request.tpot_s)
+        tpots.push_back(*request.tpot_s);
+      if (request.prompt_tokens > 0)
+        prompts.push_back(static_cast<double>(request.prompt_tokens));
     }
     // The window holds a few hundred requests: aim at a quantile halfway beyond the target, so that the tail
     // the window has not seen yet is covered.
@@ -279,11 +371,13 @@ struct SloClockController::State {
     const double ttft_now = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0;
     const double prompt_tail = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0;
     const double idle = std::max(idle_power_w, 0.0);
-    // A long prompt's TTFT: one iteration of waiting, then an iteration with its prefill beside the batch.
+    // The TTFT tail: a request that arrives while a long prompt is prefilled waits for that iteration, then
+    // runs its own prefill beside the batch (head-of-line blocking): two iterations with a long prompt.
     const auto ttft_model = [&](size_t k) {
-      return predict_time(k, x) + predict_time(k, features(decode / count, prefill / count + prompt_tail));
+      return 2 * predict_time(k, features(decode / count, prefill / count + prompt_tail));
     };
-    // Measured against modelled at the current level: what the model misses (chunking, queueing) carries over.
+    // Measured against modelled at the current level: what the model misses (chunking, queueing) carries
+    // over.
     const double ttft_calibration =
         prompt_tail > 0 && ttft_now > 0 ? std::clamp(ttft_now / ttft_model(level), 0.5, 4.0) : 1.0;
 
@@ -304,8 +398,10 @@ struct SloClockController::State {
       const double ttft_k = prompt_tail > 0
                                 ? ttft_calibration * ttft_model(k)
                                 : ttft_now * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
+      const bool keeps_up =
+          tokens_per_s * token_cost(k) <= kMaxComputeShare && peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
       const bool feasible =
-          k == 0 || (tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
+          k == 0 || (keeps_up && tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
       const double rho = std::min(utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
@@ -318,27 +414,29 @@ struct SloClockController::State {
         best = k;
       }
     }
-    if (std::getenv("JOULE_DEBUG_SLO") != nullptr) {
-      std::fprintf(stderr, "t=%.1f level=%zu clk=%u margin=%.2f att=%.4f n=%zu ttft=%.3f tpot=%.4f util=%.2f sat=%d best=%zu feas=%d\n", now_s, level, levels[level], margin, observed_attainment, requests.size(), ttft_now, tpot_now, utilization, saturated, best ? *best : 999, current_feasible);
-    }
     if (!current_feasible) {
       // Predicted over the margin here: go up, to the best feasible level if it is above, else a few levels.
-      level = best && *best < level ? *best : level - std::min(level, static_cast<size_t>(options.max_step_down));
+      level =
+          best && *best < level ? *best : level - std::min(level, static_cast<size_t>(options.max_step_down));
       return;
     }
-    if (best && *best != level && best_power < current_power * 0.99) level = *best;
+    // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
+    if (best && *best != level && best_power < current_power * 0.97)
+      level = *best;
   }
 };
 
-SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz, SloControllerOptions options)
+SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz,
+                                       SloControllerOptions options)
     : state_(std::make_unique<State>()) {
   value_or_throw(validate(slo));
   if (!(options.interval_s > 0) || !(options.window_s >= options.interval_s) || !(options.margin > 0) ||
-      options.margin > 1 || !(options.min_margin > 0) || options.min_margin > options.margin || options.min_samples < 1 ||
-      options.max_step_down < 1 || options.candidate_levels < 2) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
-                    "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+      options.margin > 1 || !(options.min_margin > 0) || options.min_margin > options.margin ||
+      options.min_samples < 1 || options.max_step_down < 1 || options.candidate_levels < 2) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
+        "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
   }
   const std::vector<uint32_t> clocks = sorted_clocks(std::move(clocks_mhz), "the SLO clock controller");
   State& state = *state_;
@@ -349,7 +447,8 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
   const size_t count = std::min(options.candidate_levels, clocks.size());
   for (size_t i = 0; i < count; ++i) {
     const size_t index = count == 1 ? 0 : i * (clocks.size() - 1) / (count - 1);
-    if (state.levels.empty() || state.levels.back() != clocks[index]) state.levels.push_back(clocks[index]);
+    if (state.levels.empty() || state.levels.back() != clocks[index])
+      state.levels.push_back(clocks[index]);
   }
   state.time_models.resize(state.levels.size());
   state.power_models.resize(state.levels.size());
@@ -357,29 +456,43 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
 
 SloClockController::~SloClockController() = default;
 
-uint32_t SloClockController::clock_mhz() const { return state_->levels[state_->level]; }
+uint32_t SloClockController::clock_mhz() const {
+  return state_->levels[state_->level];
+}
 
 void SloClockController::on_iteration(const IterationSample& sample) {
   State& state = *state_;
   const double busy_s = sample.end_s - sample.start_s;
-  if (state.window_start_s < 0) state.window_start_s = sample.start_s;
+  if (state.window_start_s < 0)
+    state.window_start_s = sample.start_s;
   if (const auto level = state.level_of(sample.clock_mhz); level && busy_s > 0) {
-    const auto x = features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
+    const auto x =
+        features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
     state.time_models[*level].add(x, busy_s);
     state.power_models[*level].add(x, sample.energy_j / busy_s);
   }
   state.iterations.push_back({sample.end_s, busy_s, static_cast<double>(sample.decode_requests),
                               static_cast<double>(sample.prefill_tokens), sample.waiting_requests > 0});
-  if (state.next_decision_s < 0) state.next_decision_s = sample.end_s + state.options.interval_s;
-  // A queued request about to miss its TTFT cannot wait for the next decision.
-  if (sample.waiting_requests > 0 && sample.oldest_waiting_s > state.margin * state.slo.ttft_s && state.level != 0) {
-    state.emergency(sample.end_s);
+  if (state.next_decision_s < 0)
+    state.next_decision_s = sample.end_s + state.options.interval_s;
+  // A burst cannot wait for the next decision: a request not yet started that has waited half its TTFT
+  // budget is about to miss it.
+  if (state.level != 0 && sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s) {
+    state.emergency(sample.end_s, /*tighten=*/false);
     return;
   }
-  if (sample.end_s >= state.next_decision_s) state.decide(sample.end_s);
+  if (sample.end_s >= state.next_decision_s)
+    state.decide(sample.end_s);
 }
 
-void SloClockController::on_request_done(const RequestSample& sample) { state_->requests.push_back(sample); }
+void SloClockController::on_request_done(const RequestSample& sample) {
+  State& state = *state_;
+  ++state.finished_requests;
+  if (sample.ttft_s > state.slo.ttft_s || (sample.tpot_s && *sample.tpot_s > state.slo.tpot_s)) {
+    ++state.violated_requests;
+  }
+  state.requests.push_back(sample);
+}
 
 void SloClockController::on_idle(double from_s, double to_s, double energy_j) {
   State& state = *state_;
@@ -387,8 +500,10 @@ void SloClockController::on_idle(double from_s, double to_s, double energy_j) {
     const double power = energy_j / (to_s - from_s);
     state.idle_power_w = state.idle_power_w < 0 ? power : 0.9 * state.idle_power_w + 0.1 * power;
   }
-  if (state.window_start_s < 0) state.window_start_s = from_s;
-  if (state.next_decision_s >= 0 && to_s >= state.next_decision_s) state.decide(to_s);
+  if (state.window_start_s < 0)
+    state.window_start_s = from_s;
+  if (state.next_decision_s >= 0 && to_s >= state.next_decision_s)
+    state.decide(to_s);
 }
 
 void SloClockController::seed(const std::vector<IterationSample>& samples) {
@@ -396,16 +511,22 @@ void SloClockController::seed(const std::vector<IterationSample>& samples) {
   for (const IterationSample& sample : samples) {
     const double busy_s = sample.end_s - sample.start_s;
     const auto level = state.level_of(sample.clock_mhz);
-    if (!level || !(busy_s > 0)) continue;
-    const auto x = features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
+    if (!level || !(busy_s > 0))
+      continue;
+    const auto x =
+        features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
     state.time_models[*level].add(x, busy_s);
     state.power_models[*level].add(x, sample.energy_j / busy_s);
   }
 }
 
-bool SloClockController::slo_unattainable() const { return state_->unattainable; }
+bool SloClockController::slo_unattainable() const {
+  return state_->unattainable;
+}
 
-double SloClockController::window_attainment() const { return state_->attainment(); }
+double SloClockController::window_attainment() const {
+  return state_->attainment();
+}
 
 std::vector<ClockModel> SloClockController::models() const {
   const State& state = *state_;
@@ -425,6 +546,8 @@ std::vector<ClockModel> SloClockController::models() const {
   return models;
 }
 
-const ServingSlo& SloClockController::slo() const { return state_->slo; }
+const ServingSlo& SloClockController::slo() const {
+  return state_->slo;
+}
 
 }  // namespace joule::optimize

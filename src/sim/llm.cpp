@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/sim/llm.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "joule/core/file.hpp"
@@ -41,7 +41,8 @@ std::vector<LlmGpuSpec> make_gpus() {
   a100_80.sm_power_w = 334;
   a100_80.sm_busy_share = 0.30;
   a100_80.source =
-      "NVIDIA A100 datasheet; NVML limits from nvidia-smi; idle, prefill and decode power and MFU/MBU fitted to "
+      "NVIDIA A100 datasheet; NVML limits from nvidia-smi; idle, prefill and decode power and MFU/MBU fitted "
+      "to "
       "Splitwise (Patel et al., ISCA 2024) DGX-A100 measurements";
 
   LlmGpuSpec a100_40 = a100_80;
@@ -70,7 +71,8 @@ std::vector<LlmGpuSpec> make_gpus() {
   h100.sm_power_w = 620;
   h100.sm_busy_share = 0.27;
   h100.source =
-      "NVIDIA H100 datasheet; NVML limits from nvidia-smi; idle, prefill and decode power and MFU/MBU fitted to "
+      "NVIDIA H100 datasheet; NVML limits from nvidia-smi; idle, prefill and decode power and MFU/MBU fitted "
+      "to "
       "Splitwise (Patel et al., ISCA 2024) DGX-H100 measurements";
   return {a100_40, a100_80, h100};
 }
@@ -87,7 +89,8 @@ std::vector<LlmModelSpec> make_models() {
   llama3_8b.vocab_size = 128256;
   llama3_8b.parameters = 8030261248;
   llama3_8b.default_tensor_parallel = 1;
-  llama3_8b.source = "Meta's config.json (Hugging Face meta-llama/Meta-Llama-3-8B); Llama 3 Herd of Models, 2024";
+  llama3_8b.source =
+      "Meta's config.json (Hugging Face meta-llama/Meta-Llama-3-8B); Llama 3 Herd of Models, 2024";
 
   LlmModelSpec llama3_70b = llama3_8b;
   llama3_70b.key = "llama-3-70b";
@@ -98,7 +101,8 @@ std::vector<LlmModelSpec> make_models() {
   llama3_70b.intermediate_size = 28672;
   llama3_70b.parameters = 70553706496;
   llama3_70b.default_tensor_parallel = 4;
-  llama3_70b.source = "Meta's config.json (Hugging Face meta-llama/Meta-Llama-3-70B); Llama 3 Herd of Models, 2024";
+  llama3_70b.source =
+      "Meta's config.json (Hugging Face meta-llama/Meta-Llama-3-70B); Llama 3 Herd of Models, 2024";
 
   // The model Splitwise measured (validation in docs/inference.md).
   LlmModelSpec llama2_70b = llama3_70b;
@@ -115,13 +119,15 @@ template <class Spec>
 std::string known_keys(const std::vector<Spec>& specs) {
   std::vector<std::string> keys;
   keys.reserve(specs.size());
-  for (const Spec& spec : specs) keys.push_back(spec.key);
+  for (const Spec& spec : specs)
+    keys.push_back(spec.key);
   return fmt::format("{}", fmt::join(keys, ", "));
 }
 
 std::string lower(std::string_view text) {
   std::string result(text);
-  std::transform(result.begin(), result.end(), result.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(result.begin(), result.end(), result.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return result;
 }
 
@@ -154,24 +160,32 @@ const std::vector<LlmModelSpec>& llm_models() {
 
 Result<const LlmGpuSpec*> find_llm_gpu(std::string_view key) {
   std::string wanted = lower(key);
-  if (wanted == "a100") wanted = "a100-80gb";
-  if (wanted == "h100-sxm" || wanted == "h100-sxm5-80gb" || wanted == "h100-80gb") wanted = "h100";
-  if (wanted == "a100-sxm4-80gb") wanted = "a100-80gb";
-  if (wanted == "a100-sxm4-40gb") wanted = "a100-40gb";
+  if (wanted == "a100")
+    wanted = "a100-80gb";
+  if (wanted == "h100-sxm" || wanted == "h100-sxm5-80gb" || wanted == "h100-80gb")
+    wanted = "h100";
+  if (wanted == "a100-sxm4-80gb")
+    wanted = "a100-80gb";
+  if (wanted == "a100-sxm4-40gb")
+    wanted = "a100-40gb";
   for (const LlmGpuSpec& gpu : llm_gpus()) {
-    if (gpu.key == wanted) return &gpu;
+    if (gpu.key == wanted)
+      return &gpu;
   }
-  return fail(ErrorCode::kNotFound, "unknown GPU '{}': known GPUs are {} (or a JSON file, see docs/inference.md)", key,
+  return fail(ErrorCode::kNotFound,
+              "unknown GPU '{}': known GPUs are {} (or a JSON file, see docs/inference.md)", key,
               known_keys(llm_gpus()));
 }
 
 Result<const LlmModelSpec*> find_llm_model(std::string_view key) {
   const std::string wanted = lower(key);
   for (const LlmModelSpec& model : llm_models()) {
-    if (model.key == wanted) return &model;
+    if (model.key == wanted)
+      return &model;
   }
-  return fail(ErrorCode::kNotFound, "unknown model '{}': known models are {} (or a JSON file, see docs/inference.md)",
-              key, known_keys(llm_models()));
+  return fail(ErrorCode::kNotFound,
+              "unknown model '{}': known models are {} (or a JSON file, see docs/inference.md)", key,
+              known_keys(llm_models()));
 }
 
 namespace {
@@ -180,7 +194,8 @@ void read_positive(const JsonFields& fields, std::string_view key, double& value
   if (const nlohmann::json* field = fields.optional(key)) {
     const double number = fields.to_number(*field, fields.where(key));
     if (!std::isfinite(number) || number <= 0) {
-      throw_json_field_error(fields.code(), fields.where(key), fmt::format("must be a positive number, got {}", number));
+      throw_json_field_error(fields.code(), fields.where(key),
+                             fmt::format("must be a positive number, got {}", number));
     }
     value = number;
   }
@@ -190,7 +205,8 @@ void read_share(const JsonFields& fields, std::string_view key, double& value) {
   if (const nlohmann::json* field = fields.optional(key)) {
     const double number = fields.to_number(*field, fields.where(key));
     if (!(number > 0 && number <= 1)) {
-      throw_json_field_error(fields.code(), fields.where(key), fmt::format("must be in (0, 1], got {}", number));
+      throw_json_field_error(fields.code(), fields.where(key),
+                             fmt::format("must be in (0, 1], got {}", number));
     }
     value = number;
   }
@@ -200,7 +216,8 @@ void read_non_negative(const JsonFields& fields, std::string_view key, double& v
   if (const nlohmann::json* field = fields.optional(key)) {
     const double number = fields.to_number(*field, fields.where(key));
     if (!std::isfinite(number) || number < 0) {
-      throw_json_field_error(fields.code(), fields.where(key), fmt::format("must be a number >= 0, got {}", number));
+      throw_json_field_error(fields.code(), fields.where(key),
+                             fmt::format("must be a number >= 0, got {}", number));
     }
     value = number;
   }
@@ -211,17 +228,20 @@ void read_count(const JsonFields& fields, std::string_view key, Int& value) {
   if (const nlohmann::json* field = fields.optional(key)) {
     const int64_t number = fields.to_integer(*field, fields.where(key));
     if (number < 1 || number > 1000000) {
-      throw_json_field_error(fields.code(), fields.where(key), fmt::format("must be an integer in [1, 1000000], got {}", number));
+      throw_json_field_error(fields.code(), fields.where(key),
+                             fmt::format("must be an integer in [1, 1000000], got {}", number));
     }
     value = static_cast<Int>(number);
   }
 }
 
 void read_text(const JsonFields& fields, std::string_view key, std::string& value) {
-  if (const nlohmann::json* field = fields.optional(key)) value = fields.to_string_value(*field, fields.where(key));
+  if (const nlohmann::json* field = fields.optional(key))
+    value = fields.to_string_value(*field, fields.where(key));
 }
 
-void check_unknown(const nlohmann::json& object, std::initializer_list<std::string_view> known, const std::string& source) {
+void check_unknown(const nlohmann::json& object, std::initializer_list<std::string_view> known,
+                   const std::string& source) {
   for (const auto& [key, value] : object.items()) {
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       throw_json_field_error(ErrorCode::kParse, source + ": " + key,
@@ -232,8 +252,10 @@ void check_unknown(const nlohmann::json& object, std::initializer_list<std::stri
 
 nlohmann::json parse_object(std::string_view text, const std::string& source) {
   nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded()) throw Exception(ErrorCode::kParse, fmt::format("{}: not valid JSON", source));
-  if (!object.is_object()) throw Exception(ErrorCode::kParse, fmt::format("{}: expected a JSON object", source));
+  if (object.is_discarded())
+    throw Exception(ErrorCode::kParse, fmt::format("{}: not valid JSON", source));
+  if (!object.is_object())
+    throw Exception(ErrorCode::kParse, fmt::format("{}: expected a JSON object", source));
   return object;
 }
 
@@ -243,27 +265,45 @@ Result<LlmGpuSpec> parse_llm_gpu_json(std::string_view text, const std::string& 
   return catch_json_fields<LlmGpuSpec>([&]() -> Result<LlmGpuSpec> {
     const nlohmann::json object = parse_object(text, source);
     check_unknown(object,
-                  {"base", "key", "name", "peak_bf16_flops", "hbm_bandwidth_bps", "memory_bytes", "nvlink_bandwidth_bps",
-                   "min_sm_clock_mhz", "max_sm_clock_mhz", "sm_clock_step_mhz", "tdp_w", "min_power_limit_w",
-                   "idle_power_w", "compute_efficiency", "memory_efficiency", "sm_power_w", "sm_busy_share",
-                   "memory_power_w", "iteration_overhead_s", "source"},
+                  {"base",
+                   "key",
+                   "name",
+                   "peak_bf16_flops",
+                   "hbm_bandwidth_bps",
+                   "memory_bytes",
+                   "nvlink_bandwidth_bps",
+                   "min_sm_clock_mhz",
+                   "max_sm_clock_mhz",
+                   "sm_clock_step_mhz",
+                   "tdp_w",
+                   "min_power_limit_w",
+                   "idle_power_w",
+                   "compute_efficiency",
+                   "memory_efficiency",
+                   "sm_power_w",
+                   "sm_busy_share",
+                   "memory_power_w",
+                   "iteration_overhead_s",
+                   "source"},
                   source);
     const JsonFields fields(object, source, ErrorCode::kParse);
     LlmGpuSpec gpu;
     if (const nlohmann::json* base = fields.optional("base")) {
       gpu = *value_or_throw(find_llm_gpu(fields.to_string_value(*base, fields.where("base"))));
     } else {
-      for (const char* key : {"peak_bf16_flops", "hbm_bandwidth_bps", "memory_bytes", "max_sm_clock_mhz",
-                              "min_sm_clock_mhz", "tdp_w", "min_power_limit_w", "idle_power_w", "sm_power_w",
-                              "memory_power_w"}) {
+      for (const char* key :
+           {"peak_bf16_flops", "hbm_bandwidth_bps", "memory_bytes", "max_sm_clock_mhz", "min_sm_clock_mhz",
+            "tdp_w", "min_power_limit_w", "idle_power_w", "sm_power_w", "memory_power_w"}) {
         fields.require(key);
       }
     }
     read_text(fields, "key", gpu.key);
     read_text(fields, "name", gpu.name);
     read_text(fields, "source", gpu.source);
-    if (gpu.key.empty()) gpu.key = "custom";
-    if (gpu.name.empty()) gpu.name = gpu.key;
+    if (gpu.key.empty())
+      gpu.key = "custom";
+    if (gpu.name.empty())
+      gpu.name = gpu.key;
     read_positive(fields, "peak_bf16_flops", gpu.peak_bf16_flops);
     read_positive(fields, "hbm_bandwidth_bps", gpu.hbm_bandwidth_bps);
     read_positive(fields, "memory_bytes", gpu.memory_bytes);
@@ -282,14 +322,15 @@ Result<LlmGpuSpec> parse_llm_gpu_json(std::string_view text, const std::string& 
     read_non_negative(fields, "iteration_overhead_s", gpu.iteration_overhead_s);
     if (gpu.min_sm_clock_mhz > gpu.max_sm_clock_mhz) {
       throw_json_field_error(ErrorCode::kParse, source,
-                             fmt::format("min_sm_clock_mhz {} is above max_sm_clock_mhz {}", gpu.min_sm_clock_mhz,
-                                         gpu.max_sm_clock_mhz));
+                             fmt::format("min_sm_clock_mhz {} is above max_sm_clock_mhz {}",
+                                         gpu.min_sm_clock_mhz, gpu.max_sm_clock_mhz));
     }
     if (gpu.min_power_limit_w > gpu.tdp_w || gpu.idle_power_w >= gpu.tdp_w) {
-      throw_json_field_error(ErrorCode::kParse, source,
-                             fmt::format("need idle_power_w < tdp_w and min_power_limit_w <= tdp_w, got idle {} W, "
-                                         "min limit {} W, TDP {} W",
-                                         gpu.idle_power_w, gpu.min_power_limit_w, gpu.tdp_w));
+      throw_json_field_error(
+          ErrorCode::kParse, source,
+          fmt::format("need idle_power_w < tdp_w and min_power_limit_w <= tdp_w, got idle {} W, "
+                      "min limit {} W, TDP {} W",
+                      gpu.idle_power_w, gpu.min_power_limit_w, gpu.tdp_w));
     }
     return gpu;
   });
@@ -298,24 +339,28 @@ Result<LlmGpuSpec> parse_llm_gpu_json(std::string_view text, const std::string& 
 Result<LlmModelSpec> parse_llm_model_json(std::string_view text, const std::string& source) {
   return catch_json_fields<LlmModelSpec>([&]() -> Result<LlmModelSpec> {
     const nlohmann::json object = parse_object(text, source);
-    check_unknown(object,
-                  {"base", "key", "name", "layers", "hidden_size", "attention_heads", "kv_heads", "intermediate_size",
-                   "vocab_size", "parameters", "bytes_per_parameter", "default_tensor_parallel", "source"},
-                  source);
+    check_unknown(
+        object,
+        {"base", "key", "name", "layers", "hidden_size", "attention_heads", "kv_heads", "intermediate_size",
+         "vocab_size", "parameters", "bytes_per_parameter", "default_tensor_parallel", "source"},
+        source);
     const JsonFields fields(object, source, ErrorCode::kParse);
     LlmModelSpec model;
     if (const nlohmann::json* base = fields.optional("base")) {
       model = *value_or_throw(find_llm_model(fields.to_string_value(*base, fields.where("base"))));
     } else {
-      for (const char* key : {"layers", "hidden_size", "attention_heads", "kv_heads", "vocab_size", "parameters"}) {
+      for (const char* key :
+           {"layers", "hidden_size", "attention_heads", "kv_heads", "vocab_size", "parameters"}) {
         fields.require(key);
       }
     }
     read_text(fields, "key", model.key);
     read_text(fields, "name", model.name);
     read_text(fields, "source", model.source);
-    if (model.key.empty()) model.key = "custom";
-    if (model.name.empty()) model.name = model.key;
+    if (model.key.empty())
+      model.key = "custom";
+    if (model.name.empty())
+      model.name = model.key;
     read_count(fields, "layers", model.layers);
     read_count(fields, "hidden_size", model.hidden_size);
     read_count(fields, "attention_heads", model.attention_heads);
@@ -326,14 +371,16 @@ Result<LlmModelSpec> parse_llm_model_json(std::string_view text, const std::stri
     read_positive(fields, "bytes_per_parameter", model.bytes_per_parameter);
     read_count(fields, "default_tensor_parallel", model.default_tensor_parallel);
     if (model.hidden_size % model.attention_heads != 0 || model.kv_heads > model.attention_heads) {
-      throw_json_field_error(ErrorCode::kParse, source,
-                             fmt::format("hidden_size {} must be a multiple of attention_heads {}, and kv_heads {} at "
-                                         "most attention_heads",
-                                         model.hidden_size, model.attention_heads, model.kv_heads));
+      throw_json_field_error(
+          ErrorCode::kParse, source,
+          fmt::format("hidden_size {} must be a multiple of attention_heads {}, and kv_heads {} at "
+                      "most attention_heads",
+                      model.hidden_size, model.attention_heads, model.kv_heads));
     }
     if (model.matmul_parameters() <= 0) {
       throw_json_field_error(ErrorCode::kParse, source,
-                             fmt::format("parameters {} must exceed the embedding's vocab_size × hidden_size", model.parameters));
+                             fmt::format("parameters {} must exceed the embedding's vocab_size × hidden_size",
+                                         model.parameters));
     }
     return model;
   });
@@ -341,7 +388,9 @@ Result<LlmModelSpec> parse_llm_model_json(std::string_view text, const std::stri
 
 namespace {
 
-bool is_json_path(std::string_view name) { return name.size() > 5 && name.substr(name.size() - 5) == ".json"; }
+bool is_json_path(std::string_view name) {
+  return name.size() > 5 && name.substr(name.size() - 5) == ".json";
+}
 
 }  // namespace
 
@@ -389,21 +438,22 @@ LlmCostModel::LlmCostModel(LlmGpuSpec gpu, LlmModelSpec model, int tensor_parall
   matmul_flops_per_token_ = 2.0 * model_.matmul_parameters() / tp;
   weight_bytes_ = model_.matmul_parameters() * model_.bytes_per_parameter / tp;
   const double head_dim = static_cast<double>(model_.hidden_size) / model_.attention_heads;
-  kv_bytes_per_token_ =
-      2.0 * model_.layers * ceil_div_heads(model_.kv_heads, tensor_parallel_) * head_dim * model_.bytes_per_parameter;
+  kv_bytes_per_token_ = 2.0 * model_.layers * ceil_div_heads(model_.kv_heads, tensor_parallel_) * head_dim *
+                        model_.bytes_per_parameter;
   attention_flops_per_pair_ = 4.0 * model_.layers * model_.hidden_size / tp;
   // Two all-reduces per layer of hidden_size values per token; a ring sends 2(t − 1)/t of the data.
   comm_bytes_per_token_ = tensor_parallel_ == 1 ? 0.0
-                                                : 2.0 * model_.layers * (2.0 * (tp - 1) / tp) * model_.hidden_size *
-                                                      model_.bytes_per_parameter;
+                                                : 2.0 * model_.layers * (2.0 * (tp - 1) / tp) *
+                                                      model_.hidden_size * model_.bytes_per_parameter;
   const double usable_bytes = gpu_.memory_bytes * 0.9;
   if (model_.parameters * model_.bytes_per_parameter / tp > usable_bytes) {
     const double total_gb = model_.parameters * model_.bytes_per_parameter / 1e9;
     const int needed = static_cast<int>(std::ceil(total_gb * 1e9 / usable_bytes));
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("{}'s weights ({:.1f} GB) do not fit {} × {} ({:.0f} GB usable each): use a tensor "
-                                "parallel degree of at least {}",
-                                model_.key, total_gb, tensor_parallel_, gpu_.key, usable_bytes / 1e9, needed));
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}'s weights ({:.1f} GB) do not fit {} × {} ({:.0f} GB usable each): use a tensor "
+                    "parallel degree of at least {}",
+                    model_.key, total_gb, tensor_parallel_, gpu_.key, usable_bytes / 1e9, needed));
   }
 }
 
@@ -419,10 +469,11 @@ IterationCost LlmCostModel::at_clock(const IterationBatch& batch, double clock_m
   }
   const auto tokens = static_cast<double>(batch.tokens());
   const double flops = matmul_flops_per_token_ * tokens +
-                       attention_flops_per_pair_ * (static_cast<double>(batch.decode_context_tokens) +
-                                                    batch.prefill_attention_pairs);
-  const double bytes = weight_bytes_ + kv_bytes_per_token_ * (static_cast<double>(batch.decode_context_tokens) +
-                                                              static_cast<double>(batch.prefill_context_tokens) + tokens);
+                       attention_flops_per_pair_ *
+                           (static_cast<double>(batch.decode_context_tokens) + batch.prefill_attention_pairs);
+  const double bytes =
+      weight_bytes_ + kv_bytes_per_token_ * (static_cast<double>(batch.decode_context_tokens) +
+                                             static_cast<double>(batch.prefill_context_tokens) + tokens);
   cost.compute_s = flops / (gpu_.peak_bf16_flops * ratio * gpu_.compute_efficiency);
   cost.memory_s = bytes / (gpu_.hbm_bandwidth_bps * gpu_.memory_efficiency);
   cost.comm_s = comm_bytes_per_token_ > 0 && gpu_.nvlink_bandwidth_bps > 0
@@ -432,22 +483,28 @@ IterationCost LlmCostModel::at_clock(const IterationBatch& batch, double clock_m
   const double compute_share = cost.compute_s / cost.time_s;
   const double memory_share = cost.memory_s / cost.time_s;
   cost.power_w = gpu_.idle_power_w +
-                 gpu_.sm_power_w * (gpu_.sm_busy_share + (1 - gpu_.sm_busy_share) * compute_share) * ratio * ratio * ratio +
+                 gpu_.sm_power_w * (gpu_.sm_busy_share + (1 - gpu_.sm_busy_share) * compute_share) * ratio *
+                     ratio * ratio +
                  gpu_.memory_power_w * memory_share;
   return cost;
 }
 
 IterationCost LlmCostModel::at_power_limit(const IterationBatch& batch, double power_limit_w,
                                            std::optional<double> max_clock_mhz) const {
-  const double top = std::min(max_clock_mhz.value_or(gpu_.max_sm_clock_mhz), static_cast<double>(gpu_.max_sm_clock_mhz));
+  const double top =
+      std::min(max_clock_mhz.value_or(gpu_.max_sm_clock_mhz), static_cast<double>(gpu_.max_sm_clock_mhz));
   IterationCost best = at_clock(batch, top);
-  if (best.power_w <= power_limit_w) return best;
+  if (best.power_w <= power_limit_w)
+    return best;
   // Power grows with the clock: bisect on supported clock steps for the highest one within the limit.
   const auto step = static_cast<double>(std::max<uint32_t>(gpu_.sm_clock_step_mhz, 1));
   auto low_steps = static_cast<int64_t>(0);
   auto high_steps = static_cast<int64_t>(std::floor((top - gpu_.min_sm_clock_mhz) / step));
-  const auto clock_at = [&](int64_t steps) { return gpu_.min_sm_clock_mhz + static_cast<double>(steps) * step; };
-  if (at_clock(batch, clock_at(0)).power_w > power_limit_w) return at_clock(batch, clock_at(0));
+  const auto clock_at = [&](int64_t steps) {
+    return gpu_.min_sm_clock_mhz + static_cast<double>(steps) * step;
+  };
+  if (at_clock(batch, clock_at(0)).power_w > power_limit_w)
+    return at_clock(batch, clock_at(0));
   while (high_steps - low_steps > 1) {
     const int64_t middle = (low_steps + high_steps) / 2;
     if (at_clock(batch, clock_at(middle)).power_w <= power_limit_w) {
@@ -463,7 +520,8 @@ std::vector<uint32_t> LlmCostModel::supported_clocks_mhz() const {
   std::vector<uint32_t> clocks;
   for (uint32_t mhz = gpu_.max_sm_clock_mhz; mhz > gpu_.min_sm_clock_mhz; mhz -= gpu_.sm_clock_step_mhz) {
     clocks.push_back(mhz);
-    if (mhz < gpu_.sm_clock_step_mhz) break;
+    if (mhz < gpu_.sm_clock_step_mhz)
+      break;
   }
   clocks.push_back(gpu_.min_sm_clock_mhz);
   return clocks;
@@ -502,7 +560,8 @@ class IterationWorkload final : public device::sim::Workload {
     return fmt::format("LLM iteration: {} decode requests, {} prefill tokens", batch_.decode_requests,
                        batch_.prefill_tokens);
   }
-  device::sim::OperatingPoint at(double power_limit_w, std::optional<double> locked_sm_clock_mhz) const override {
+  device::sim::OperatingPoint at(double power_limit_w,
+                                 std::optional<double> locked_sm_clock_mhz) const override {
     const IterationCost cost = cost_.at_power_limit(batch_, power_limit_w, locked_sm_clock_mhz);
     return {cost.power_w, cost.time_s, cost.clock_mhz};
   }
@@ -530,24 +589,29 @@ LlmDevice::~LlmDevice() = default;
 std::vector<device::sim::SimulatedGpu*> LlmDevice::gpus() {
   std::vector<device::sim::SimulatedGpu*> gpus;
   gpus.reserve(gpus_.size());
-  for (const auto& gpu : gpus_) gpus.push_back(gpu.get());
+  for (const auto& gpu : gpus_)
+    gpus.push_back(gpu.get());
   return gpus;
 }
 
-double LlmDevice::now_s() const { return now_s_; }
+double LlmDevice::now_s() const {
+  return now_s_;
+}
 
 namespace {
 
 void move_clock_to(VirtualClock& clock, double time_s) {
   const Nanos target = from_seconds(time_s);
   const Nanos now = clock.now();
-  if (target > now) clock.advance(target - now);
+  if (target > now)
+    clock.advance(target - now);
 }
 
 }  // namespace
 
 IterationCost LlmDevice::run_iteration(const IterationBatch& batch) {
-  if (batch.empty()) return cost_.at_clock(batch, cost_.gpu().max_sm_clock_mhz);
+  if (batch.empty())
+    return cost_.at_clock(batch, cost_.gpu().max_sm_clock_mhz);
   const auto workload = std::make_shared<IterationWorkload>(cost_, batch);
   for (const auto& gpu : gpus_) {
     gpu->set_workload(workload);
@@ -557,12 +621,14 @@ IterationCost LlmDevice::run_iteration(const IterationBatch& batch) {
   IterationCost cost = cost_.at_clock(batch, point.sm_clock_mhz);
   now_s_ += point.iteration_time_s;
   move_clock_to(*clock_, now_s_);
-  for (const auto& gpu : gpus_) gpu->set_busy(false);
+  for (const auto& gpu : gpus_)
+    gpu->set_busy(false);
   return cost;
 }
 
 void LlmDevice::idle_until(double time_s) {
-  if (!(time_s > now_s_)) return;
+  if (!(time_s > now_s_))
+    return;
   now_s_ = time_s;
   move_clock_to(*clock_, now_s_);
 }

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/sim/serving.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <deque>
+
+#include <fmt/format.h>
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
@@ -17,7 +17,8 @@ Result<ServingTrace> parse_serving_trace(std::string_view text, const std::strin
   const size_t arrival_column = JOULE_TRY(table.column("arrival_s"));
   const size_t prompt_column = JOULE_TRY(table.column("prompt_tokens"));
   const size_t output_column = JOULE_TRY(table.column("output_tokens"));
-  if (table.row_count() == 0) return fail(ErrorCode::kParse, "{}: no request (only a header)", source);
+  if (table.row_count() == 0)
+    return fail(ErrorCode::kParse, "{}: no request (only a header)", source);
   ServingTrace trace;
   trace.source = source;
   trace.requests.reserve(table.row_count());
@@ -27,7 +28,8 @@ Result<ServingTrace> parse_serving_trace(std::string_view text, const std::strin
     ServingRequest request;
     request.arrival_s = JOULE_TRY(row.number(arrival_column));
     if (!std::isfinite(request.arrival_s) || request.arrival_s < 0) {
-      return tl::unexpected(row.error_at(arrival_column, fmt::format("expected a finite time >= 0, got {}", row.text(arrival_column))));
+      return tl::unexpected(row.error_at(
+          arrival_column, fmt::format("expected a finite time >= 0, got {}", row.text(arrival_column))));
     }
     if (request.arrival_s < previous_arrival_s) {
       return tl::unexpected(row.error_at(
@@ -37,11 +39,13 @@ Result<ServingTrace> parse_serving_trace(std::string_view text, const std::strin
     previous_arrival_s = request.arrival_s;
     request.prompt_tokens = JOULE_TRY(row.integer(prompt_column));
     if (request.prompt_tokens < 1) {
-      return tl::unexpected(row.error_at(prompt_column, fmt::format("expected at least 1 token, got {}", request.prompt_tokens)));
+      return tl::unexpected(row.error_at(
+          prompt_column, fmt::format("expected at least 1 token, got {}", request.prompt_tokens)));
     }
     request.output_tokens = JOULE_TRY(row.integer(output_column));
     if (request.output_tokens < 1) {
-      return tl::unexpected(row.error_at(output_column, fmt::format("expected at least 1 token, got {}", request.output_tokens)));
+      return tl::unexpected(row.error_at(
+          output_column, fmt::format("expected at least 1 token, got {}", request.output_tokens)));
     }
     trace.requests.push_back(request);
   }
@@ -58,19 +62,22 @@ double ServedRequest::tpot_s() const {
 
 Result<void> check_fits(const ServingTrace& trace, const LlmCostModel& cost, const EngineOptions& options) {
   if (options.max_batch < 1 || options.max_batch_tokens < options.max_batch) {
-    return fail(ErrorCode::kInvalidArgument,
-                "need max_batch >= 1 and max_batch_tokens >= max_batch, got max_batch {} and max_batch_tokens {}",
-                options.max_batch, options.max_batch_tokens);
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "need max_batch >= 1 and max_batch_tokens >= max_batch, got max_batch {} and max_batch_tokens {}",
+        options.max_batch, options.max_batch_tokens);
   }
   if (!(options.kv_memory_share > 0 && options.kv_memory_share <= 1)) {
-    return fail(ErrorCode::kInvalidArgument, "the KV memory share must be in (0, 1], got {}", options.kv_memory_share);
+    return fail(ErrorCode::kInvalidArgument, "the KV memory share must be in (0, 1], got {}",
+                options.kv_memory_share);
   }
   const int64_t capacity = cost.kv_cache_tokens(options.kv_memory_share);
   for (size_t i = 0; i < trace.requests.size(); ++i) {
     const ServingRequest& request = trace.requests[i];
     if (request.prompt_tokens + request.output_tokens > capacity) {
       return fail(ErrorCode::kInvalidArgument,
-                  "{}: request {} (line {}) needs {} tokens of KV cache, more than the {} that fit {} × {} serving {}",
+                  "{}: request {} (line {}) needs {} tokens of KV cache, more than the {} that fit {} × {} "
+                  "serving {}",
                   trace.source, i + 1, i + 2, request.prompt_tokens + request.output_tokens, capacity,
                   cost.tensor_parallel(), cost.gpu().key, cost.model().key);
     }
@@ -82,8 +89,10 @@ std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu) {
   std::vector<uint32_t> limits;
   const auto top = static_cast<uint32_t>(std::floor(gpu.tdp_w));
   const auto bottom = static_cast<uint32_t>(std::ceil(gpu.min_power_limit_w));
-  for (uint32_t limit = top; limit >= bottom && limit >= 5; limit -= 5) limits.push_back(limit);
-  if (limits.empty() || limits.back() != bottom) limits.push_back(bottom);
+  for (uint32_t limit = top; limit >= bottom && limit >= 5; limit -= 5)
+    limits.push_back(limit);
+  if (limits.empty() || limits.back() != bottom)
+    limits.push_back(bottom);
   return limits;
 }
 
@@ -97,7 +106,8 @@ struct Running {
 };
 
 double percentile(std::vector<double>& values, double share) {
-  if (values.empty()) return 0;
+  if (values.empty())
+    return 0;
   const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size())));
   const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
@@ -115,8 +125,9 @@ struct BucketSums {
 
 }  // namespace
 
-ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost, optimize::ServingClockPolicy& policy,
-                             const optimize::ServingSlo& slo, const ReplayOptions& options) {
+ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
+                             optimize::ServingClockPolicy& policy, const optimize::ServingSlo& slo,
+                             const ReplayOptions& options) {
   value_or_throw(check_fits(trace, cost, options.engine));
   const EngineOptions& engine = options.engine;
   const auto& requests = trace.requests;
@@ -134,9 +145,11 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   }
   std::vector<BucketSums> buckets;
   const auto bucket_at = [&](double time_s) -> BucketSums* {
-    if (options.bucket_s <= 0) return nullptr;
+    if (options.bucket_s <= 0)
+      return nullptr;
     const auto index = static_cast<size_t>(time_s / options.bucket_s);
-    if (index >= buckets.size()) buckets.resize(index + 1);
+    if (index >= buckets.size())
+      buckets.resize(index + 1);
     return &buckets[index];
   };
 
@@ -171,28 +184,34 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     const double ttft = served.ttft_s();
     const double tpot = served.tpot_s();
     ttfts.push_back(ttft);
-    if (served.output_tokens > 1) tpots.push_back(tpot);
-    if (ttft <= slo.ttft_s && (served.output_tokens < 2 || tpot <= slo.tpot_s)) ++met;
-    policy.on_request_done(
-        {at_s, ttft, served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt, served.prompt_tokens});
+    if (served.output_tokens > 1)
+      tpots.push_back(tpot);
+    if (ttft <= slo.ttft_s && (served.output_tokens < 2 || tpot <= slo.tpot_s))
+      ++met;
+    policy.on_request_done({at_s, ttft, served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt,
+                            served.prompt_tokens});
     if (BucketSums* bucket = bucket_at(at_s)) {
       bucket->ttfts.push_back(ttft);
-      if (served.output_tokens > 1) bucket->tpots.push_back(tpot);
+      if (served.output_tokens > 1)
+        bucket->tpots.push_back(tpot);
     }
   };
 
   while (finished < requests.size()) {
     while (next_arrival < requests.size() && requests[next_arrival].arrival_s <= now_s) {
-      if (BucketSums* bucket = bucket_at(requests[next_arrival].arrival_s)) ++bucket->arrivals;
+      if (BucketSums* bucket = bucket_at(requests[next_arrival].arrival_s))
+        ++bucket->arrivals;
       waiting.push_back(next_arrival++);
     }
     if (decoding.empty() && prefilling.empty() && waiting.empty()) {
       const double until_s = requests[next_arrival].arrival_s;
       const double energy_j = idle_power_w * (until_s - now_s);
       replay.summary.idle_energy_j += energy_j;
-      if (BucketSums* bucket = bucket_at(now_s)) bucket->energy_j += energy_j;
+      if (BucketSums* bucket = bucket_at(now_s))
+        bucket->energy_j += energy_j;
       policy.on_idle(now_s, until_s, energy_j);
-      if (options.on_idle) options.on_idle(now_s, until_s, energy_j);
+      if (options.on_idle)
+        options.on_idle(now_s, until_s, energy_j);
       now_s = until_s;
       continue;
     }
@@ -206,7 +225,8 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     budget -= static_cast<int64_t>(decoding.size());
     while (!waiting.empty() && static_cast<int64_t>(decoding.size() + prefilling.size()) < engine.max_batch) {
       const ServingRequest& request = requests[waiting.front()];
-      if (kv_used + request.prompt_tokens + request.output_tokens > kv_capacity) break;
+      if (kv_used + request.prompt_tokens + request.output_tokens > kv_capacity)
+        break;
       kv_used += request.prompt_tokens + request.output_tokens;
       prefilling.push_back({waiting.front(), 0, 0, 0});
       waiting.pop_front();
@@ -227,9 +247,9 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     }
 
     const uint32_t knob = policy.clock_mhz();
-    const IterationCost iteration = engine.lock_clocks
-                                        ? cost.at_power_limit(batch, cost.gpu().tdp_w, static_cast<double>(knob))
-                                        : cost.at_power_limit(batch, static_cast<double>(knob));
+    const IterationCost iteration =
+        engine.lock_clocks ? cost.at_power_limit(batch, cost.gpu().tdp_w, static_cast<double>(knob))
+                           : cost.at_power_limit(batch, static_cast<double>(knob));
     const double energy_j = iteration.energy_j(tp);
     const double iteration_start_s = now_s;
     now_s += iteration.time_s;
@@ -251,11 +271,16 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
       record.energy_j = energy_j;
       record.clock_mhz = iteration.clock_mhz;
       record.work.clear();
-      for (const Running& running : decoding) record.work.push_back({running.request, 0, 1, false});
+      for (const Running& running : decoding) {
+        record.work.push_back(
+            {running.request, 0, 1, false, requests[running.request].prompt_tokens + running.generated});
+      }
       for (size_t i = 0; i < prefilling.size(); ++i) {
-        if (chunk_tokens[i] == 0) continue;
-        const bool first = prefilling[i].prompt_done + chunk_tokens[i] == requests[prefilling[i].request].prompt_tokens;
-        record.work.push_back({prefilling[i].request, chunk_tokens[i], 0, first});
+        if (chunk_tokens[i] == 0)
+          continue;
+        const bool first =
+            prefilling[i].prompt_done + chunk_tokens[i] == requests[prefilling[i].request].prompt_tokens;
+        record.work.push_back({prefilling[i].request, chunk_tokens[i], 0, first, prefilling[i].prompt_done});
       }
       options.on_iteration(record);
     }
@@ -278,7 +303,8 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
       Running running = prefilling[i];
       running.prompt_done += chunk_tokens[i];
       ServedRequest& served = replay.requests[running.request];
-      if (options.attribute) served.prefill_energy_j += per_token_j * static_cast<double>(chunk_tokens[i]);
+      if (options.attribute)
+        served.prefill_energy_j += per_token_j * static_cast<double>(chunk_tokens[i]);
       if (running.prompt_done < served.prompt_tokens) {
         prefilling[kept++] = running;
         continue;
@@ -316,14 +342,17 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   ServingSummary& summary = replay.summary;
   summary.energy_j += summary.idle_energy_j;
   summary.requests = static_cast<int64_t>(requests.size());
-  for (const ServedRequest& served : replay.requests) summary.output_tokens += served.output_tokens;
+  for (const ServedRequest& served : replay.requests)
+    summary.output_tokens += served.output_tokens;
   summary.duration_s = now_s - start_s;
-  summary.j_per_token = summary.output_tokens > 0 ? summary.energy_j / static_cast<double>(summary.output_tokens) : 0;
+  summary.j_per_token =
+      summary.output_tokens > 0 ? summary.energy_j / static_cast<double>(summary.output_tokens) : 0;
   summary.p50_ttft_s = percentile(ttfts, 0.5);
   summary.p99_ttft_s = percentile(ttfts, 0.99);
   summary.p50_tpot_s = percentile(tpots, 0.5);
   summary.p99_tpot_s = percentile(tpots, 0.99);
-  summary.slo_attainment = requests.empty() ? 1.0 : static_cast<double>(met) / static_cast<double>(requests.size());
+  summary.slo_attainment =
+      requests.empty() ? 1.0 : static_cast<double>(met) / static_cast<double>(requests.size());
   summary.mean_clock_mhz = busy_s > 0 ? clock_time / busy_s : 0;
 
   replay.buckets.reserve(buckets.size());
@@ -389,7 +418,8 @@ struct HindsightSearch {
     }
     size_t best = a;
     for (size_t i = a; i <= b; ++i) {
-      if (feasible(i) && at(i).energy_j < at(best).energy_j) best = i;
+      if (feasible(i) && at(i).energy_j < at(best).energy_j)
+        best = i;
     }
     return best;
   }
@@ -398,7 +428,8 @@ struct HindsightSearch {
 }  // namespace
 
 Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
-                                                     const optimize::ServingSlo& slo, const ComparisonOptions& options) {
+                                                     const optimize::ServingSlo& slo,
+                                                     const ComparisonOptions& options) {
   JOULE_TRY(optimize::validate(slo));
   JOULE_TRY(check_fits(trace, cost, options.replay.engine));
   const std::vector<uint32_t> knobs =
@@ -414,7 +445,8 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
     comparison.slo_unattainable = true;
     comparison.best_fixed_clock_mhz = knobs.front();
     comparison.note = fmt::format(
-        "no clock meets the SLO (TTFT {} s, TPOT {} s for {:.4g}% of requests): at the maximum clock {:.4g}% of "
+        "no clock meets the SLO (TTFT {} s, TPOT {} s for {:.4g}% of requests): at the maximum clock {:.4g}% "
+        "of "
         "requests meet it, so best_fixed_clock and joule run at the maximum clock ({} {})",
         slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, knobs.front(), unit);
     optimize::FixedClockPolicy best("best_fixed_clock", knobs.front());
@@ -440,7 +472,9 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   optimize::SloClockController controller(slo, knobs, options.controller);
   comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
   if (controller.slo_unattainable()) {
-    comparison.note = "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum clock";
+    comparison.note =
+        "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum "
+        "clock";
   }
   return comparison;
 }

@@ -503,23 +503,27 @@ Result<void> Plot::save(const std::string& path) const {
 }
 
 std::string stack_plots(const std::vector<const Plot*>& panels) {
-  if (panels.empty()) throw Exception(ErrorCode::kInvalidArgument, "stack_plots needs at least one panel");
+  if (panels.empty())
+    throw Exception(ErrorCode::kInvalidArgument, "stack_plots needs at least one panel");
   double width_px = 0;
   double height_px = 0;
   for (const Plot* panel : panels) {
-    if (panel == nullptr) throw Exception(ErrorCode::kInvalidArgument, "stack_plots got a null panel");
+    if (panel == nullptr)
+      throw Exception(ErrorCode::kInvalidArgument, "stack_plots got a null panel");
     width_px = std::max(width_px, panel->width_px());
     height_px += panel->height_px();
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n",
-                     width_px, height_px);
+  out += fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\">\n",
+      width_px, height_px);
   double y_px = 0;
   for (const Plot* panel : panels) {
     // Each panel's own document, without its XML declaration, placed at its offset.
     std::string body = panel->svg();
     const size_t start = body.find("<svg");
-    if (start != std::string::npos) body.erase(0, start);
+    if (start != std::string::npos)
+      body.erase(0, start);
     body.insert(4, fmt::format(" y=\"{}\"", y_px));
     out += body;
     y_px += panel->height_px();

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // End-to-end tests of the `joule` command.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -959,6 +961,131 @@ TEST(CliBounds, MaxFlowBoostIsUsed) {
   ASSERT_EQ(dinic.exit_code, 0) << dinic.err;
   EXPECT_NE(dinic.err.find("(dinic)"), std::string::npos);
   EXPECT_EQ(dinic.err.find("(boost push-relabel)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace joule::test
+
+namespace joule::test {
+namespace {
+
+// ---- joule infer ---------------------------------------------------------------------------------------
+
+// Two minutes of Poisson-like arrivals at about 4 requests/s (deterministic), a few hundred tokens each.
+std::string small_serving_trace() {
+  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
+  uint64_t state = 12345;
+  const auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  double time_s = 0;
+  while ((time_s += -std::log(1 - next()) / 4.0) < 120) {
+    text += fmt::format("{:.3f},{},{}\n", time_s, 50 + static_cast<int>(next() * 900),
+                        20 + static_cast<int>(next() * 300));
+  }
+  return text;
+}
+
+TEST(CliInfer, ReplayComparesTheFourStrategies) {
+  TempDir dir;
+  const std::string trace = dir.write("trace.csv", small_serving_trace());
+  const auto json = joule({"infer", "replay", "--trace", trace, "--gpu", "h100", "--model", "llama-3-8b",
+                           "--slo-ttft-s", "1", "--slo-tpot-s", "0.1", "--format", "json", "--plot",
+                           dir.path() + "/replay.svg", "--requests-out", dir.path() + "/requests.csv"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto out = nlohmann::json::parse(json.out);
+  ASSERT_EQ(out["strategies"].size(), 4u);
+  const std::vector<std::string> names = {"max_clock", "best_fixed_clock", "utilization_governor", "joule"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& strategy = out["strategies"][i];
+    EXPECT_EQ(strategy["name"], names[i]);
+    for (const char* field : {"energy_j", "j_per_token", "p50_ttft_s", "p99_ttft_s", "p50_tpot_s",
+                              "p99_tpot_s", "slo_attainment", "mean_clock_mhz"}) {
+      EXPECT_TRUE(strategy[field].is_number()) << names[i] << " " << field;
+    }
+  }
+  EXPECT_GE(out["strategies"][3]["slo_attainment"].get<double>(), 0.99);
+  EXPECT_LT(out["strategies"][3]["energy_j"].get<double>(), out["strategies"][0]["energy_j"].get<double>());
+  EXPECT_EQ(out["gpu"], "h100");
+  EXPECT_EQ(out["tensor_parallel"], 1);
+  // The plot is one SVG with the five panels; the per-request file has a row per request.
+  const std::string svg = read_file(dir.path() + "/replay.svg");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("p99 time per output token"), std::string::npos);
+  const std::string requests = read_file(dir.path() + "/requests.csv");
+  EXPECT_EQ(requests.rfind("request,arrival_s,prompt_tokens,output_tokens,ttft_s,tpot_s,energy_j,", 0), 0u);
+  EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'),
+            std::count(json.out.begin(), json.out.end(), '\n') > 0
+                ? static_cast<std::ptrdiff_t>(out["strategies"][0]["requests"].get<int>() + 1)
+                : 0);
+
+  const auto csv =
+      joule({"infer", "replay", "--trace", trace, "--slo-ttft-s", "1", "--slo-tpot-s", "0.1", "--format",
+             "csv", "--gpu", "a100-80gb", "--model", "llama-3-70b", "--rate-scale", "0.5"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(
+      csv.out.rfind("name,energy_j,j_per_token,p50_ttft_s,p99_ttft_s,p50_tpot_s,p99_tpot_s,slo_attainment,"
+                    "mean_clock_mhz,energy_saved_vs_max_clock\nmax_clock,",
+                    0),
+      0u)
+      << csv.out;
+  const auto text = joule({"infer", "replay", "--trace", trace, "--slo-ttft-s", "1", "--slo-tpot-s", "0.1"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("best fixed clock in hindsight: "), std::string::npos) << text.out;
+}
+
+TEST(CliInfer, ReplayBadInput) {
+  TempDir dir;
+  const std::string trace = dir.write("trace.csv", small_serving_trace());
+  const auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> all = {"infer", "replay"};
+    all.insert(all.end(), args.begin(), args.end());
+    return joule(all);
+  };
+  // Exit 1 for bad input files and names, 2 for bad arguments (as every joule command).
+  const auto expect_error = [](const ProcessResult& result, const std::string& message, int exit_code = 1) {
+    EXPECT_EQ(result.exit_code, exit_code) << message;
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  };
+  const std::vector<std::string> slo = {"--slo-ttft-s", "1", "--slo-tpot-s", "0.1"};
+  const auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), slo.begin(), slo.end());
+    return run(args);
+  };
+  expect_error(
+      with({"--trace", dir.write("bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,ten,5\n")}),
+      "bad.csv:3:3: column 'prompt_tokens': expected an integer, got \"ten\"");
+  expect_error(with({"--trace", dir.write("zero.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,0\n")}),
+               "zero.csv:2:6: column 'output_tokens': expected at least 1 token, got 0");
+  expect_error(
+      with({"--trace", dir.write("back.csv", "arrival_s,prompt_tokens,output_tokens\n2,10,5\n1,10,5\n")}),
+      "back.csv:3:1: column 'arrival_s': arrivals must not go back in time (unsorted trace): 1 s after 2 s");
+  expect_error(with({"--trace", trace, "--gpu", "v100"}),
+               "unknown GPU 'v100': known GPUs are a100-40gb, a100-80gb, h100");
+  expect_error(with({"--trace", trace, "--model", "llama-3-405b"}),
+               "unknown model 'llama-3-405b': known models are llama-3-8b, llama-3-70b, llama-2-70b");
+  expect_error(
+      with({"--trace", trace, "--model", "llama-3-70b", "--tp", "1"}),
+      "llama-3-70b's weights (141.1 GB) do not fit 1 × h100 (72 GB usable each): use a tensor parallel "
+      "degree of at least 2",
+      2);
+  expect_error(run({"--trace", trace, "--slo-ttft-s", "1"}),
+               "infer replay: --slo-ttft-s and --slo-tpot-s are required", 2);
+  expect_error(with({"--trace", trace, "--rate-scale", "0"}),
+               "--rate-scale must be a finite number > 0, got 0", 2);
+  expect_error(with({"--trace", dir.path() + "/missing.csv"}), "missing.csv");
+  // An SLO no clock meets: said plainly, and every strategy runs at the maximum clock.
+  const auto tight =
+      run({"--trace", trace, "--slo-ttft-s", "0.001", "--slo-tpot-s", "0.1", "--format", "json"});
+  ASSERT_EQ(tight.exit_code, 0) << tight.err;
+  EXPECT_NE(
+      tight.err.find("joule: note: no clock meets the SLO (TTFT 0.001 s, TPOT 0.1 s for 99% of requests)"),
+      std::string::npos)
+      << tight.err;
+  const auto tight_json = nlohmann::json::parse(tight.out);
+  EXPECT_TRUE(tight_json["slo_unattainable"].get<bool>());
+  EXPECT_EQ(tight_json["strategies"][3]["mean_clock_mhz"], tight_json["strategies"][0]["mean_clock_mhz"]);
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ struct ReplayWork {
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
   bool first_token = false;
+  int64_t context_tokens = 0;  ///< KV entries before this iteration's tokens (a decode's context)
 };
 
 /// One iteration of a replay.
@@ -157,6 +158,7 @@ struct ComparisonOptions {
 /// replaying candidate clocks), the utilisation governor and the SLO controller on the same trace.
 /// @return check_fits()'s and validate(slo)'s errors.
 Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
-                                                     const optimize::ServingSlo& slo, const ComparisonOptions& options);
+                                                     const optimize::ServingSlo& slo,
+                                                     const ComparisonOptions& options);
 
 }  // namespace joule::sim

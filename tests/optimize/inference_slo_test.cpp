@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/optimize/inference_slo.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace joule::optimize {
+namespace {
+
+std::vector<uint32_t> clocks() {
+  std::vector<uint32_t> result;
+  for (uint32_t mhz = 1980; mhz >= 345; mhz -= 15)
+    result.push_back(mhz);
+  return result;
+}
+
+TEST(ServingSlo, Validates) {
+  EXPECT_TRUE(validate(ServingSlo{0.5, 0.05}));
+  JOULE_EXPECT_ERROR(validate(ServingSlo{-1, 0.05}), ErrorCode::kInvalidArgument,
+                     "the TTFT SLO must be a positive number of seconds, got -1");
+  JOULE_EXPECT_ERROR(validate(ServingSlo{0.5, 0}), ErrorCode::kInvalidArgument,
+                     "the TPOT SLO must be a positive number of seconds, got 0");
+  JOULE_EXPECT_ERROR(validate(ServingSlo{0.5, 0.05, 1.5}), ErrorCode::kInvalidArgument,
+                     "the SLO attainment target must be in (0, 1], got 1.5");
+  JOULE_EXPECT_THROW_MESSAGE(SloClockController({0.5, 0.05}, {}), ErrorCode::kInvalidArgument,
+                             "the SLO clock controller needs at least one clock");
+  JOULE_EXPECT_THROW_MESSAGE(
+      SloClockController({0.5, 0.05}, clocks(), {.interval_s = 0}), ErrorCode::kInvalidArgument,
+      "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= "
+      "margin <= 1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+}
+
+TEST(UtilizationGovernor, FollowsTheBusyShare) {
+  UtilizationGovernor governor(clocks(), {.interval_s = 1, .target_utilization = 0.8});
+  EXPECT_EQ(governor.clock_mhz(), 1980u);
+  // 40% busy: the decision comes with the first event a second or more after the start, the iteration
+  // ending at 1.04 s: 0.44 s busy of 1.04 s, so 1980 × 0.423 / 0.8 = 1047 MHz, rounded up to 1050.
+  double time_s = 0;
+  for (int i = 0; i < 11; ++i) {
+    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.04, .clock_mhz = governor.clock_mhz()});
+    governor.on_idle(time_s + 0.04, time_s + 0.1, 1.0);
+    time_s += 0.1;
+  }
+  EXPECT_EQ(governor.clock_mhz(), 1050u);
+  // Then fully busy: 1.0 s busy of 1.06 s, 1050 × 0.943 / 0.8 = 1238, rounded up to 1245.
+  for (int i = 0; i < 11; ++i) {
+    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.1, .clock_mhz = governor.clock_mhz()});
+    time_s += 0.1;
+  }
+  EXPECT_EQ(governor.clock_mhz(), 1245u);
+}
+
+// A memory-bound replica: iterations take 20 ms whatever the clock, power falls with it. With requests well
+// inside the SLO the controller walks down, measuring each level it visits.
+TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
+  SloClockController controller({1.0, 0.1}, clocks());
+  EXPECT_EQ(controller.clock_mhz(), 1980u);
+  double time_s = 0;
+  const auto run = [&](double seconds, double oldest_waiting_s) {
+    for (const double end = time_s + seconds; time_s < end;) {
+      const double clock = controller.clock_mhz();
+      const double power_w = 100 + 300 * (clock / 1980) * (clock / 1980) * (clock / 1980);
+      controller.on_iteration({.start_s = time_s,
+                               .end_s = time_s + 0.02,
+                               .energy_j = power_w * 0.02,
+                               .clock_mhz = static_cast<uint32_t>(clock),
+                               .decode_requests = 20,
+                               .prefill_tokens = 50,
+                               .oldest_waiting_s = oldest_waiting_s});
+      time_s += 0.02;
+      controller.on_request_done({.finish_s = time_s, .ttft_s = 0.05, .tpot_s = 0.02, .prompt_tokens = 100});
+    }
+  };
+  run(30, 0);
+  EXPECT_LT(controller.clock_mhz(), 1000u);
+  const auto models = controller.models();
+  EXPECT_EQ(models.front().clock_mhz, 1980u);
+  EXPECT_TRUE(models.front().measured);
+  EXPECT_NEAR(models.front().predicted_time_s, 0.02, 1e-6);
+  EXPECT_NEAR(models.front().predicted_power_w, 400, 1e-3);
+  EXPECT_FALSE(controller.slo_unattainable());
+  EXPECT_DOUBLE_EQ(controller.window_attainment(), 1.0);
+  // A request waiting half its TTFT budget: straight to the top.
+  run(0.02, 0.6);
+  EXPECT_EQ(controller.clock_mhz(), 1980u);
+}
+
+TEST(SloClockController, SaysWhenEvenTheTopClockMisses) {
+  SloClockController controller({0.1, 0.01}, clocks(), {.window_s = 5});
+  double time_s = 0;
+  for (int i = 0; i < 1000; ++i) {
+    controller.on_iteration(
+        {.start_s = time_s, .end_s = time_s + 0.02, .energy_j = 8, .clock_mhz = 1980, .decode_requests = 20});
+    time_s += 0.02;
+    controller.on_request_done({.finish_s = time_s, .ttft_s = 0.5, .tpot_s = 0.02});
+  }
+  EXPECT_TRUE(controller.slo_unattainable());
+  EXPECT_EQ(controller.clock_mhz(), 1980u);
+  EXPECT_LT(controller.window_attainment(), 0.01);
+}
+
+}  // namespace
+}  // namespace joule::optimize
