@@ -17,6 +17,9 @@ The core is C++ (the module ``joule._joule``); this package gives it Pythonic na
 - :class:`Frontier` and the policies :class:`ZeusCost`, :class:`CarbonCost`, :class:`Deadline`,
   :class:`MaxSlowdown`, :class:`MinEnergy`, :class:`MinTime`.
 - :func:`simulate`: Zeus's trace-driven simulator.
+- LLM serving: :class:`RequestEnergyLedger` (each iteration's energy split among its requests, per-request
+  :class:`RequestEnergy`), :class:`LlmDevice` (a model replica on simulated serving GPUs; :func:`llm_gpus`,
+  :func:`llm_models`) and :class:`SloClockController` (the least-energy GPU clock meeting a TTFT/TPOT SLO).
 - :class:`Error` and its subclasses: every C++ error, with the same message.
 - ``joule.torch`` (sync callback, torch.distributed aggregator) and ``joule.huggingface`` (Trainer
   callback) are imported on demand.
@@ -47,16 +50,22 @@ from ._joule import (
     Deadline,
     DeviceSet,
     Gpu,
+    LlmDevice,
     MaxSlowdown,
     Measurement,
     MinEnergy,
     MinTime,
     PipelineStageDevice,
     RankAggregator,
+    RequestEnergy,
+    RequestEnergyLedger,
     SettingsGuard,
     SingleProcessAggregator,
+    SloClockController,
     ZeusCost,
     describe,
+    llm_gpus,
+    llm_models,
     paper_workloads,
     power_limit_candidates_w,
     simulate,
@@ -96,6 +105,7 @@ __all__ = [
     "InvalidArgumentError",
     "IoError",
     "LibraryMissingError",
+    "LlmDevice",
     "MaxSlowdown",
     "Measurement",
     "MinEnergy",
@@ -113,8 +123,11 @@ __all__ = [
     "PowerLimitOptimizer",
     "PowerSampler",
     "RankAggregator",
+    "RequestEnergy",
+    "RequestEnergyLedger",
     "SettingsGuard",
     "SingleProcessAggregator",
+    "SloClockController",
     "StateError",
     "TrainFailError",
     "Window",
@@ -123,6 +136,8 @@ __all__ = [
     "describe",
     "devices",
     "job_spec",
+    "llm_gpus",
+    "llm_models",
     "paper_workloads",
     "power_limit_candidates_w",
     "sim_models",

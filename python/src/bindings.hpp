@@ -16,6 +16,10 @@
 #include "joule/device/discovery.hpp"
 #include "joule/measure/energy_monitor.hpp"
 
+namespace joule::device::sim {
+class SimulatedGpu;
+}  // namespace joule::device::sim
+
 namespace joule::python {
 
 namespace py = pybind11;
@@ -28,6 +32,7 @@ void bind_optimize(py::module_& module);
 void bind_simulate(py::module_& module);
 void bind_client(py::module_& module);
 void bind_pipeline(py::module_& module);
+void bind_infer(py::module_& module);
 
 /// The devices of one discovery, shared by every Python object made from them (Gpu, Monitor, PowerSampler,
 /// PowerLimitOptimizer), so that the devices outlive all of them.
@@ -66,5 +71,8 @@ struct MonitorHandle {
   std::vector<int> cpu_indices;  ///< package indices of the monitored CPUs
   std::unique_ptr<measure::EnergyMonitor> monitor;
 };
+
+/// @return every setting made on a simulated GPU: dicts time_s, setting, value, value_min, oldest first.
+py::list settings_log_list(const device::sim::SimulatedGpu& gpu);
 
 }  // namespace joule::python

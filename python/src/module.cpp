@@ -38,7 +38,8 @@ PYBIND11_MODULE(_joule, module) {
   namespace jp = joule::python;
   module.doc() =
       "joule's native core: devices, energy windows, power sampling, the power-limit optimizer, "
-      "frontiers and policies, the Zeus simulator, the batch-size client and the pipeline (Perseus) runtime. "
+      "frontiers and policies, the Zeus simulator, the batch-size client, the pipeline (Perseus) runtime and "
+      "LLM serving energy (attribution, the serving model, the SLO clock controller). "
       "Use the package "
       "`joule`, which wraps this module.";
   jp::bind_errors(module);
@@ -49,4 +50,5 @@ PYBIND11_MODULE(_joule, module) {
   jp::bind_simulate(module);
   jp::bind_client(module);
   jp::bind_pipeline(module);
+  jp::bind_infer(module);
 }

@@ -53,19 +53,6 @@ plan::Instruction instruction_named(const std::string& name) {
   return *instruction;
 }
 
-py::list settings_log(const device::sim::SimulatedGpu& gpu) {
-  py::list records;
-  for (const auto& record : gpu.settings_log()) {
-    py::dict dict;
-    dict["time_s"] = to_seconds(record.time);
-    dict["setting"] = record.setting;
-    dict["value"] = record.value;
-    dict["value_min"] = record.value_min;
-    records.append(dict);
-  }
-  return records;
-}
-
 // Test seam: the stage devices whose settings are written to a file when the process exits (after the
 // SettingsGuard exit hook, which was registered later and so runs earlier). Leaked on purpose: alive in
 // the exit hook.
@@ -465,6 +452,19 @@ py::dict evaluate_schedules(const std::string& profile_text, int microbatches,
 
 }  // namespace
 
+py::list settings_log_list(const device::sim::SimulatedGpu& gpu) {
+  py::list records;
+  for (const auto& record : gpu.settings_log()) {
+    py::dict dict;
+    dict["time_s"] = to_seconds(record.time);
+    dict["setting"] = record.setting;
+    dict["value"] = record.value;
+    dict["value_min"] = record.value_min;
+    records.append(dict);
+  }
+  return records;
+}
+
 void bind_pipeline(py::module_& module) {
   py::class_<plan::StageDevice, SharedStageDevice>(
       module, "PipelineStageDevice",
@@ -509,7 +509,7 @@ void bind_pipeline(py::module_& module) {
       .def_property_readonly("stage", &plan::StageDevice::stage)
       .def_property_readonly("p_blocking_w", &plan::StageDevice::p_blocking_w)
       .def(
-          "settings_log", [](const plan::StageDevice& device) { return settings_log(device.gpu()); },
+          "settings_log", [](const plan::StageDevice& device) { return settings_log_list(device.gpu()); },
           "Every setting made on the GPU: dicts time_s, setting ('sm_clocks_locked_mhz', 'sm_clocks_reset', "
           "'power_limit_mw'), value, value_min.")
       .def("__repr__", [](const plan::StageDevice& device) {

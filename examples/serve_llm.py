@@ -1,0 +1,654 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""An OpenAI-compatible LLM server (PyTorch on the CPU, continuous batching) whose every iteration is charged
+to a simulated serving GPU, with per-request energy and an SLO-aware GPU clock.
+
+    PYTHONPATH=build/python /usr/bin/python3 examples/serve_llm.py --port 8000
+    curl -s http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
+         -d '{"model": "llama-3-8b", "prompt": "Hello", "max_tokens": 8}'
+    curl -s http://127.0.0.1:8000/metrics
+
+What really runs: a small decoder-only transformer (byte-level tokens, random weights from ``--seed``,
+greedy decoding restricted to printable ASCII: deterministic) on the CPU, behind ``POST /v1/completions``
+(``model``, ``prompt``, ``max_tokens``; ``stream`` must be false), ``GET /v1/models`` and ``GET /metrics``
+(Prometheus text). One engine thread batches continuously: each iteration admits waiting requests (up to
+``--max-batch`` in flight) and runs their prefill — the whole prompt, which emits the first token — and one
+decode step (one token) for every request already running, each with its own KV cache. A request finishes
+after ``max_tokens`` tokens (``finish_reason: "length"``).
+
+How an iteration is charged to the simulated GPU (``--gpu h100 --model llama-3-8b [--tp N]``):
+
+- ``joule.LlmDevice(gpu, model, tp)`` is one replica of that real model on that many simulated GPUs of that
+  kind (real ``joule.Gpu`` objects: energy counters, clock locks, settings log) on one virtual clock. The toy
+  transformer stands in for the real model: only the *shape* of each iteration is passed on.
+- Per iteration the engine calls ``device.run_iteration(decode_contexts, prefill)`` with the batch's token
+  counts and context lengths: for every decoding request the tokens in its context (prompt + tokens so far,
+  the one being fed included), for every admitted request ``(prompt_tokens, 0)``. The serving model costs
+  that batch at the SM clock locked on the GPUs and advances the virtual clock by the iteration's time; the
+  GPUs' energy counters advance by its energy.
+- The iteration's energy is *measured*, not taken from the model: a ``joule.Monitor`` window over the
+  replica's GPUs (``device.devices``) is opened before ``run_iteration`` and closed after it, and its
+  energy (all GPUs, J, read from the counters at 1 mJ) is what ``joule.RequestEnergyLedger`` splits among
+  the iteration's requests (``--rule``, default ``tokens``: each prompt token and each decoded token counts
+  one; ``work``: in proportion to the serving model's time for each request's part alone, from
+  ``device.predict``; ``equal``). Energy spent while no request is in flight is idle energy, charged to none.
+- ``joule.SloClockController`` (``--slo-ttft-s``, ``--slo-tpot-s``, p99 by default) sees every iteration
+  (times, measured energy, clock, batch) and finished request, and picks the next iteration's clock; the
+  engine locks it on every GPU of the replica through one ``joule.SettingsGuard``, which sets the clocks
+  back on exit, on an uncaught exception and on SIGTERM/SIGINT/SIGHUP (before this script's own handler
+  stops the server).
+
+Virtual and wall time: the latency a client sees is real wall time (CPU compute, HTTP, queueing). Energy,
+the ``ttft_s``/``tpot_s`` reported per request and the SLO controller all run on the simulated GPU's
+virtual clock, which moves only by the simulated iterations' times and, while the engine has nothing to do,
+by the wall time it waited (``idle_until``: the GPUs draw idle power meanwhile). A request's virtual
+arrival is the virtual time at the first iteration boundary after it reached the engine, so its virtual
+TTFT is the time it queued behind a full batch plus its prefill iteration — what it would be on the real
+GPU with the same batches, not on this CPU.
+
+Each response's ``usage`` has the OpenAI fields plus ``"energy": {"energy_j", "prefill_energy_j",
+"decode_energy_j", "j_per_output_token", "ttft_s", "tpot_s", "clock_mhz"}`` (virtual s; ``tpot_s`` null for
+one output token; ``clock_mhz`` the iteration-time-weighted mean SM clock of the request's iterations).
+``/metrics`` has, labelled ``model`` and ``gpu``: ``joule_inference_requests_total``,
+``joule_inference_prompt_tokens_total``, ``joule_inference_output_tokens_total``,
+``joule_inference_iterations_total``, ``joule_inference_energy_joules_total`` (measured, idle included),
+``joule_inference_idle_energy_joules_total``, histograms ``joule_inference_request_energy_joules``,
+``joule_inference_energy_per_output_token_joules``, ``joule_inference_time_to_first_token_seconds`` and
+``joule_inference_time_per_output_token_seconds`` (virtual), gauges ``joule_inference_requests_running``,
+``joule_inference_requests_waiting``, ``joule_inference_slo_target_seconds{slo="ttft"|"tpot"}``,
+``joule_inference_slo_attainment_ratio`` (the controller's window), ``joule_inference_slo_unattainable``
+and ``joule_inference_sm_clock_hertz`` (the clock chosen for the next iteration).
+
+``--port 0`` picks a free port; the first line on stdout is ``listening on http://HOST:PORT``. On SIGTERM or
+SIGINT the server stops, restores the clocks and prints a JSON summary as its last line (requests, energy,
+each GPU's settings log, and the clock a probe iteration ran at after the restore).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+import joule
+
+VOCAB = 257  # bytes 0..255 and BOS
+BOS = 256
+PRINTABLE = torch.tensor([32 <= token <= 126 for token in range(VOCAB)])
+MAX_BODY_BYTES = 1 << 20
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: a free one; default 8000)")
+    parser.add_argument("--gpu", default="h100", help="simulated GPU the iterations are costed on (joule.llm_gpus())")
+    parser.add_argument("--model", default="llama-3-8b",
+                        help="model the iterations are costed as (joule.llm_models()); also the served model id")
+    parser.add_argument("--tp", type=int, default=None, help="tensor-parallel GPUs (default: the model's)")
+    parser.add_argument("--slo-ttft-s", type=float, default=0.5, help="p99 time-to-first-token SLO, s")
+    parser.add_argument("--slo-tpot-s", type=float, default=0.05, help="p99 time-per-output-token SLO, s")
+    parser.add_argument("--slo-attainment", type=float, default=0.99, help="share of requests meeting both")
+    parser.add_argument("--controller-interval-s", type=float, default=1.0,
+                        help="how often the controller re-decides, virtual s (default 1)")
+    parser.add_argument("--rule", default="tokens", choices=["tokens", "work", "equal"],
+                        help="energy attribution rule (default tokens)")
+    parser.add_argument("--max-batch", type=int, default=32, help="requests in flight at most (default 32)")
+    parser.add_argument("--max-context", type=int, default=1024,
+                        help="prompt + output tokens per request at most (default 1024)")
+    parser.add_argument("--seed", type=int, default=0, help="weights' random seed (default 0)")
+    parser.add_argument("--layers", type=int, default=2, help="transformer layers (default 2)")
+    parser.add_argument("--hidden", type=int, default=64, help="hidden size (default 64)")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    args = parser.parse_args(argv)
+    if args.max_batch < 1:
+        parser.error("--max-batch must be ≥ 1")
+    if args.hidden % args.heads != 0:
+        parser.error("--hidden must be a multiple of --heads")
+    if args.max_context < 2:
+        parser.error("--max-context must be ≥ 2")
+    return args
+
+
+# ---- the model ------------------------------------------------------------------------------------------------
+
+KvCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: K, V of shape [heads, tokens, head_dim]
+
+
+class Block(nn.Module):
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.head_dim = hidden // heads
+        self.ln1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden))
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:  # [T, hidden] → [heads, T, head_dim]
+        return x.view(x.shape[0], self.heads, self.head_dim).transpose(0, 1)
+
+    def prefill(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One request's whole prompt x [T, hidden] (causal); returns the output and the layer's K, V."""
+        q, k, v = (self.split(part) for part in self.qkv(self.ln1(x)).chunk(3, dim=-1))
+        scores = q @ k.transpose(1, 2) / math.sqrt(self.head_dim)
+        steps = x.shape[0]
+        mask = torch.ones(steps, steps, dtype=torch.bool).triu(1)
+        attended = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        x = x + self.proj(attended.transpose(0, 1).reshape(steps, -1))
+        return x + self.mlp(self.ln2(x)), (k, v)
+
+    def decode(self, x: torch.Tensor, caches: list[KvCache], layer: int) -> torch.Tensor:
+        """One new token of each of B requests x [B, hidden], each attending to its own cache (extended)."""
+        q, k, v = (part.view(x.shape[0], self.heads, 1, self.head_dim) for part in self.qkv(self.ln1(x)).chunk(3, -1))
+        outputs = []
+        for i, cache in enumerate(caches):
+            keys = torch.cat([cache[layer][0], k[i]], dim=1)
+            values = torch.cat([cache[layer][1], v[i]], dim=1)
+            cache[layer] = (keys, values)
+            weights = (q[i] @ keys.transpose(1, 2) / math.sqrt(self.head_dim)).softmax(-1)
+            outputs.append((weights @ values).reshape(-1))
+        x = x + self.proj(torch.stack(outputs))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyDecoder(nn.Module):
+    """A small decoder-only transformer over bytes (random weights: it babbles, deterministically)."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, max_context: int) -> None:
+        super().__init__()
+        self.token = nn.Embedding(VOCAB, hidden)
+        self.position = nn.Embedding(max_context, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, VOCAB)
+
+    def next_token(self, x: torch.Tensor) -> list[int]:
+        logits = self.head(self.norm(x)).masked_fill(~PRINTABLE, float("-inf"))
+        return [int(token) for token in logits.argmax(-1)]
+
+    def prefill(self, tokens: list[int]) -> tuple[int, KvCache]:
+        x = self.token(torch.tensor(tokens)) + self.position(torch.arange(len(tokens)))
+        cache: KvCache = []
+        for block in self.blocks:
+            x, kv = block.prefill(x)
+            cache.append(kv)
+        return self.next_token(x[-1:])[0], cache
+
+    def decode(self, tokens: list[int], positions: list[int], caches: list[KvCache]) -> list[int]:
+        x = self.token(torch.tensor(tokens)) + self.position(torch.tensor(positions))
+        for layer, block in enumerate(self.blocks):
+            x = block.decode(x, caches, layer)
+        return self.next_token(x)
+
+
+# ---- requests and metrics -------------------------------------------------------------------------------------
+
+
+class BadRequest(Exception):
+    """An OpenAI-style error: HTTP status, message, param, type, code."""
+
+    def __init__(self, status: int, message: str, param: Optional[str] = None,
+                 error_type: str = "invalid_request_error", code: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+@dataclass
+class Request:
+    id: str
+    prompt: str
+    tokens: list[int]
+    max_tokens: int
+    done: threading.Event = field(default_factory=threading.Event)
+    arrival_s: float = 0.0  # virtual
+    output: list[int] = field(default_factory=list)
+    cache: KvCache = field(default_factory=list)
+    clock_time_mhz_s: float = 0.0  # Σ clock × iteration time over its iterations
+    busy_s: float = 0.0
+    result: Optional[dict[str, Any]] = None
+    error: Optional[str] = None
+
+
+class Histogram:
+    def __init__(self, bounds: list[float]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        out, cumulative = [], 0
+        for bound, count in zip(self.bounds, self.counts):
+            cumulative += count
+            out.append(f'{name}_bucket{{{labels},le="{bound:g}"}} {cumulative}')
+        cumulative += self.counts[-1]
+        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {cumulative}')
+        out.append(f"{name}_sum{{{labels}}} {self.sum!r}")
+        out.append(f"{name}_count{{{labels}}} {cumulative}")
+        return out
+
+
+class Metrics:
+    def __init__(self, model: str, gpu: str) -> None:
+        self.lock = threading.Lock()
+        self.labels = f'model="{model}",gpu="{gpu}"'
+        self.counters = {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "iterations": 0,
+                         "energy_joules": 0.0, "idle_energy_joules": 0.0}
+        self.request_energy = Histogram([0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000])
+        self.energy_per_token = Histogram([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+        self.ttft = Histogram([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+        self.tpot = Histogram([0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5])
+        self.gauges: dict[str, float] = {"requests_running": 0, "requests_waiting": 0, "slo_attainment_ratio": 1.0,
+                                         "slo_unattainable": 0, "sm_clock_hertz": 0}
+        self.slo = {"ttft": 0.0, "tpot": 0.0}
+
+    def render(self) -> str:
+        with self.lock:
+            lines: list[str] = []
+
+            def metric(name: str, kind: str, help_text: str, samples: list[str]) -> None:
+                lines.append(f"# HELP joule_inference_{name} {help_text}")
+                lines.append(f"# TYPE joule_inference_{name} {kind}")
+                lines.extend(samples)
+
+            def simple(name: str, kind: str, help_text: str, value: float) -> None:
+                metric(name, kind, help_text, [f"joule_inference_{name}{{{self.labels}}} {value!r}"])
+
+            c = self.counters
+            simple("requests_total", "counter", "Completions finished.", c["requests"])
+            simple("prompt_tokens_total", "counter", "Prompt tokens prefilled.", c["prompt_tokens"])
+            simple("output_tokens_total", "counter", "Output tokens generated.", c["output_tokens"])
+            simple("iterations_total", "counter", "Engine iterations run on the simulated GPU.", c["iterations"])
+            simple("energy_joules_total", "counter",
+                   "Energy the replica's simulated GPUs used, measured (idle included), J.", c["energy_joules"])
+            simple("idle_energy_joules_total", "counter", "Energy used with no request in flight, J.",
+                   c["idle_energy_joules"])
+            for name, histogram, help_text in (
+                    ("request_energy_joules", self.request_energy, "Energy attributed to each request, J."),
+                    ("energy_per_output_token_joules", self.energy_per_token,
+                     "Energy per output token of each request, J."),
+                    ("time_to_first_token_seconds", self.ttft,
+                     "Time to first token of each request on the simulated GPU's clock, s."),
+                    ("time_per_output_token_seconds", self.tpot,
+                     "Time per output token after the first on the simulated GPU's clock, s.")):
+                metric(name, "histogram", help_text, histogram.lines(f"joule_inference_{name}", self.labels))
+            g = self.gauges
+            simple("requests_running", "gauge", "Requests in the running batch.", g["requests_running"])
+            simple("requests_waiting", "gauge", "Requests queued, not yet admitted.", g["requests_waiting"])
+            metric("slo_target_seconds", "gauge", "The latency SLOs (p-th percentile), s.",
+                   [f'joule_inference_slo_target_seconds{{{self.labels},slo="{slo}"}} {value!r}'
+                    for slo, value in self.slo.items()])
+            simple("slo_attainment_ratio", "gauge",
+                   "Share of the controller window's requests meeting both SLOs.", g["slo_attainment_ratio"])
+            simple("slo_unattainable", "gauge", "1 while even the highest clock misses the SLO.",
+                   g["slo_unattainable"])
+            simple("sm_clock_hertz", "gauge", "SM clock the controller chose for the next iteration, Hz.",
+                   g["sm_clock_hertz"])
+            return "\n".join(lines) + "\n"
+
+
+# ---- the engine -----------------------------------------------------------------------------------------------
+
+
+class Engine:
+    """One thread: continuous batching of the toy model, every iteration run on the simulated replica."""
+
+    def __init__(self, args: argparse.Namespace, model: TinyDecoder, metrics: Metrics) -> None:
+        self.args = args
+        self.model = model
+        self.metrics = metrics
+        self.device = joule.LlmDevice(args.gpu, args.model, args.tp)
+        self.gpus = self.device.gpus
+        self.monitor = joule.Monitor(devices=self.device.devices, cpus=[])
+        self.ledger = joule.RequestEnergyLedger(args.rule)
+        self.controller = joule.SloClockController(
+            args.slo_ttft_s, args.slo_tpot_s, self.device.supported_clocks_mhz(),
+            attainment=args.slo_attainment, interval_s=args.controller_interval_s)
+        self.guard = joule.SettingsGuard("serve_llm")
+        self.locked_mhz: Optional[int] = None
+        self.lock_clock(self.controller.clock_mhz)
+        self.condition = threading.Condition()
+        self.inbox: list[Request] = []
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.stopping = False
+        self.next_id = 0
+        self.thread = threading.Thread(target=self.loop, name="engine", daemon=True)
+
+    def lock_clock(self, mhz: int) -> None:
+        if self.guard.consume_signal_restore():
+            self.locked_mhz = None  # a signal set the clocks back: lock again
+        if mhz != self.locked_mhz:
+            for gpu in self.gpus:
+                self.guard.lock_sm_clocks_mhz(gpu, mhz, mhz)
+            self.locked_mhz = mhz
+        with self.metrics.lock:
+            self.metrics.gauges["sm_clock_hertz"] = mhz * 1e6
+
+    def submit(self, prompt: str, max_tokens: int) -> Request:
+        tokens = [BOS, *prompt.encode("utf-8")]
+        with self.condition:
+            if self.stopping:
+                raise BadRequest(503, "the server is shutting down", error_type="server_error")
+            self.next_id += 1
+            request = Request(f"cmpl-{self.next_id}", prompt, tokens, max_tokens)
+            self.inbox.append(request)
+            self.condition.notify()
+        return request
+
+    def stop(self) -> None:
+        with self.condition:
+            self.stopping = True
+            self.condition.notify()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def loop(self) -> None:
+        try:
+            while True:
+                with self.condition:
+                    if not self.inbox and not self.waiting and not self.running and not self.stopping:
+                        waited_from = time.monotonic()
+                        self.condition.wait(timeout=0.1)
+                        self.idle(time.monotonic() - waited_from)
+                    if self.stopping:
+                        break
+                    now_s = self.device.now_s()
+                    for request in self.inbox:
+                        request.arrival_s = now_s
+                        self.ledger.add_request(request.id, now_s)
+                        self.waiting.append(request)
+                    self.inbox.clear()
+                if self.waiting or self.running:
+                    self.iteration()
+        except BaseException as error:  # fail every request rather than leave clients hanging
+            message = f"engine failed: {error!r}"
+            print(message, file=sys.stderr, flush=True)
+            with self.condition:
+                self.stopping = True
+                for request in self.inbox + self.waiting + self.running:
+                    request.error = message
+                    request.done.set()
+            raise
+        finally:
+            with self.condition:
+                for request in self.inbox + self.waiting + self.running:
+                    request.error = request.error or "the server is shutting down"
+                    request.done.set()
+
+    def idle(self, wall_s: float) -> None:
+        start_s = self.device.now_s()
+        self.monitor.begin_window("idle")
+        self.device.idle_until(start_s + wall_s)
+        energy_j = self.monitor.end_window("idle").total_gpu_energy_j
+        self.ledger.record_idle(energy_j)
+        self.controller.on_idle(start_s, self.device.now_s(), energy_j)
+        with self.metrics.lock:
+            self.metrics.counters["energy_joules"] += energy_j
+            self.metrics.counters["idle_energy_joules"] += energy_j
+
+    def iteration(self) -> None:
+        free = self.args.max_batch - len(self.running)
+        admitted, self.waiting = self.waiting[:free], self.waiting[free:]
+        decoding = list(self.running)
+        # The real computation, on the CPU.
+        with torch.inference_mode():
+            for request in admitted:
+                first, request.cache = self.model.prefill(request.tokens)
+                request.output.append(first)
+            if decoding:
+                feed = [request.output[-1] for request in decoding]
+                positions = [len(request.tokens) + len(request.output) - 1 for request in decoding]
+                for request, token in zip(decoding, self.model.decode(feed, positions, [r.cache for r in decoding])):
+                    request.output.append(token)
+        # The same batch on the simulated replica, measured by a Monitor window.
+        clock_mhz = self.controller.clock_mhz
+        self.lock_clock(clock_mhz)
+        decode_contexts = [len(request.tokens) + len(request.output) - 1 for request in decoding]
+        prefill = [(len(request.tokens), 0) for request in admitted]
+        self.monitor.begin_window("iteration")
+        cost = self.device.run_iteration(decode_contexts, prefill)
+        energy_j = self.monitor.end_window("iteration").total_gpu_energy_j
+        start_s, end_s = cost["start_s"], cost["end_s"]
+        work = [(r.id, len(r.tokens), 0, True, self.work([], [(len(r.tokens), 0)], clock_mhz)) for r in admitted]
+        work += [(r.id, 0, 1, False, self.work([context], [], clock_mhz))
+                 for r, context in zip(decoding, decode_contexts)]
+        self.ledger.record_iteration(start_s, end_s, energy_j, work)
+        oldest_waiting_s = end_s - self.waiting[0].arrival_s if self.waiting else 0.0
+        self.controller.on_iteration(start_s=start_s, end_s=end_s, energy_j=energy_j, clock_mhz=int(cost["clock_mhz"]),
+                                     decode_requests=len(decoding), prefill_tokens=sum(t for t, _ in prefill),
+                                     waiting_requests=len(self.waiting), oldest_waiting_s=oldest_waiting_s)
+        self.running = decoding + admitted
+        for request in self.running:
+            request.clock_time_mhz_s += cost["clock_mhz"] * cost["time_s"]
+            request.busy_s += cost["time_s"]
+        finished = [r for r in self.running if len(r.output) >= r.max_tokens]
+        self.running = [r for r in self.running if len(r.output) < r.max_tokens]
+        for request in finished:
+            self.finish(request)
+        with self.metrics.lock:
+            counters, gauges = self.metrics.counters, self.metrics.gauges
+            counters["iterations"] += 1
+            counters["energy_joules"] += energy_j
+            gauges["requests_running"] = len(self.running)
+            gauges["requests_waiting"] = len(self.waiting) + len(self.inbox)
+            gauges["slo_attainment_ratio"] = self.controller.window_attainment
+            gauges["slo_unattainable"] = int(self.controller.slo_unattainable)
+            gauges["sm_clock_hertz"] = self.controller.clock_mhz * 1e6
+
+    def work(self, decode_contexts: list[int], prefill: list[tuple[int, int]], clock_mhz: int) -> float:
+        """A request's share of the iteration under --rule work: the model's time for its part alone."""
+        if self.args.rule != "work":
+            return 0.0
+        return self.device.predict(decode_contexts, prefill, clock_mhz)["time_s"]
+
+    def finish(self, request: Request) -> None:
+        figures = self.ledger.finish_request(request.id)
+        self.controller.on_request_done(figures.finish_s, figures.ttft_s, figures.tpot_s, figures.prompt_tokens)
+        request.cache = []
+        request.result = {
+            "text": bytes(request.output).decode("ascii"),
+            "prompt_tokens": figures.prompt_tokens,
+            "completion_tokens": figures.output_tokens,
+            "energy": {
+                "energy_j": figures.energy_j,
+                "prefill_energy_j": figures.prefill_energy_j,
+                "decode_energy_j": figures.decode_energy_j,
+                "j_per_output_token": figures.energy_per_output_token_j,
+                "ttft_s": figures.ttft_s,
+                "tpot_s": figures.tpot_s,
+                "clock_mhz": request.clock_time_mhz_s / request.busy_s if request.busy_s > 0 else None,
+            },
+        }
+        with self.metrics.lock:
+            metrics = self.metrics
+            metrics.counters["requests"] += 1
+            metrics.counters["prompt_tokens"] += figures.prompt_tokens
+            metrics.counters["output_tokens"] += figures.output_tokens
+            metrics.request_energy.observe(figures.energy_j)
+            metrics.energy_per_token.observe(figures.energy_per_output_token_j)
+            if figures.ttft_s is not None:
+                metrics.ttft.observe(figures.ttft_s)
+            if figures.tpot_s is not None:
+                metrics.tpot.observe(figures.tpot_s)
+        request.done.set()
+
+    def close(self) -> dict[str, Any]:
+        """Stops the engine, restores the clocks and returns the summary (with a probe of the clock)."""
+        self.stop()
+        self.guard.restore()
+        settings = [self.device.settings_log(i) for i in range(len(self.gpus))]
+        probe = self.device.run_iteration([1], [])  # a fresh read: what clock does the GPU run at now?
+        totals = self.ledger.totals
+        return {"event": "stopped", "requests": self.metrics.counters["requests"], "energy_j": totals["energy_j"],
+                "idle_energy_j": totals["idle_energy_j"], "iterations": totals["iterations"],
+                "virtual_time_s": self.device.now_s(), "settings_log": settings,
+                "clock_after_restore_mhz": probe["clock_mhz"],
+                "max_clock_mhz": self.device.supported_clocks_mhz()[0]}
+
+
+# ---- HTTP -----------------------------------------------------------------------------------------------------
+
+
+def parse_completion(body: bytes, served_model: str) -> tuple[str, int]:
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(400, f"We could not parse the JSON body of your request: {error}") from None
+    if not isinstance(payload, dict):
+        raise BadRequest(400, "The request body must be a JSON object.")
+    if "model" not in payload:
+        raise BadRequest(400, "you must provide a model parameter", "model")
+    if payload["model"] != served_model:
+        raise BadRequest(404, f"The model `{payload['model']}` does not exist (this server serves "
+                              f"`{served_model}`).", "model", code="model_not_found")
+    if "prompt" not in payload:
+        raise BadRequest(400, "you must provide a prompt parameter", "prompt")
+    prompt = payload["prompt"]
+    if not isinstance(prompt, str):
+        raise BadRequest(400, "prompt must be a string (lists of prompts and token arrays are not supported)",
+                         "prompt")
+    max_tokens = payload.get("max_tokens", 16)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise BadRequest(400, f"max_tokens must be an integer ≥ 1, got {max_tokens!r}", "max_tokens")
+    if payload.get("stream", False) not in (False, None):
+        raise BadRequest(400, "stream=true is not supported by this server", "stream")
+    if payload.get("n", 1) != 1:
+        raise BadRequest(400, "only n=1 is supported", "n")
+    return prompt, max_tokens
+
+
+def make_handler(engine: Engine, metrics: Metrics, served_model: str, created: int, max_context: int) -> type:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "joule-serve-llm/0.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: stdout/stderr stay for the summary
+            pass
+
+        def send_json(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/v1/models":
+                self.send_json(200, {"object": "list", "data": [
+                    {"id": served_model, "object": "model", "created": created, "owned_by": "joule"}]})
+            elif self.path == "/metrics":
+                data = metrics.render().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            else:
+                self.send_json(404, BadRequest(404, f"no route GET {self.path}").body)
+
+        def do_POST(self) -> None:
+            try:
+                if self.path != "/v1/completions":
+                    raise BadRequest(404, f"no route POST {self.path}")
+                length = self.headers.get("Content-Length")
+                if length is None or not length.isdigit():
+                    raise BadRequest(411, "a Content-Length header is required")
+                if int(length) > MAX_BODY_BYTES:
+                    raise BadRequest(413, f"the body exceeds {MAX_BODY_BYTES} bytes")
+                prompt, max_tokens = parse_completion(self.rfile.read(int(length)), served_model)
+                prompt_tokens = len(prompt.encode("utf-8")) + 1
+                if prompt_tokens + max_tokens > max_context:
+                    raise BadRequest(400, f"This model's maximum context length is {max_context} tokens, "
+                                          f"however you requested {prompt_tokens + max_tokens} tokens "
+                                          f"({prompt_tokens} in your prompt; {max_tokens} for the completion).",
+                                     "max_tokens", code="context_length_exceeded")
+                request = engine.submit(prompt, max_tokens)
+                request.done.wait()
+                if request.result is None:
+                    raise BadRequest(503, request.error or "the request failed", error_type="server_error")
+                result = request.result
+                self.send_json(200, {
+                    "id": request.id, "object": "text_completion", "created": int(time.time()),
+                    "model": served_model,
+                    "choices": [{"text": result["text"], "index": 0, "logprobs": None, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": result["prompt_tokens"],
+                              "completion_tokens": result["completion_tokens"],
+                              "total_tokens": result["prompt_tokens"] + result["completion_tokens"],
+                              "energy": result["energy"]},
+                })
+            except BadRequest as error:
+                self.send_json(error.status, error.body)
+                if error.status in (411, 413):
+                    self.close_connection = True
+
+    return Handler
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    model = TinyDecoder(args.layers, args.hidden, args.heads, args.max_context).eval()
+
+    server_box: list[ThreadingHTTPServer] = []
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # The SettingsGuard has already set the clocks back (it runs first); stop serving from another thread
+        # (shutdown() waits for serve_forever(), which runs on this one).
+        if not stop_requested.is_set():
+            stop_requested.set()
+            if server_box:
+                threading.Thread(target=server_box[0].shutdown, daemon=True).start()
+
+    # Before the SettingsGuard exists: it keeps these handlers and calls them after restoring.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    try:
+        metrics = Metrics(args.model, args.gpu)
+        engine = Engine(args, model, metrics)
+    except joule.Error as error:
+        print(f"serve_llm: {error}", file=sys.stderr)
+        return 2
+    metrics.slo = {"ttft": args.slo_ttft_s, "tpot": args.slo_tpot_s}
+    served_model = engine.device.model_spec["key"]
+    server = ThreadingHTTPServer((args.host, args.port),
+                                 make_handler(engine, metrics, served_model, int(time.time()), args.max_context))
+    server.daemon_threads = True
+    server_box.append(server)
+    engine.thread.start()
+    host, port = server.server_address[:2]
+    print(f"listening on http://{host}:{port}", flush=True)
+    try:
+        if not stop_requested.is_set():
+            server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+        summary = engine.close()
+        print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,711 @@
+// SPDX-License-Identifier: Apache-2.0
+// LLM inference serving from Python: joule.RequestEnergyLedger (each iteration's energy split among its
+// requests), joule.LlmDevice (a model replica on simulated serving GPUs, usable with Monitor and
+// SettingsGuard), the built-in serving GPU and model specs, and joule.SloClockController (the least-energy
+// clock that meets the latency SLO). Device calls run without the GIL.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "joule/core/validate.hpp"
+#include "joule/device/sim_gpu.hpp"
+#include "joule/measure/request_energy.hpp"
+#include "joule/optimize/inference_slo.hpp"
+#include "joule/sim/llm.hpp"
+
+#include "bindings.hpp"
+
+namespace joule::python {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Exception(ErrorCode::kInvalidArgument, message);
+}
+
+py::object optional_float(const std::optional<double>& value) {
+  return value ? py::cast(*value) : py::none();
+}
+
+// ---- RequestEnergyLedger ---------------------------------------------------------------------------------
+
+py::dict request_energy_dict(const measure::RequestEnergy& request) {
+  py::dict dict;
+  dict["request_id"] = request.request_id;
+  dict["arrival_s"] = request.arrival_s;
+  dict["first_token_s"] = request.first_token_s < 0 ? py::none() : py::cast(request.first_token_s);
+  dict["finish_s"] = request.finish_s;
+  dict["prompt_tokens"] = request.prompt_tokens;
+  dict["output_tokens"] = request.output_tokens;
+  dict["energy_j"] = request.energy_j;
+  dict["prefill_energy_j"] = request.prefill_energy_j;
+  dict["decode_energy_j"] = request.decode_energy_j;
+  dict["energy_per_output_token_j"] = request.energy_per_output_token_j();
+  dict["ttft_s"] = optional_float(request.ttft_s());
+  dict["tpot_s"] = optional_float(request.tpot_s());
+  return dict;
+}
+
+// One field of a work item, converted with a message naming the item and the field.
+template <class T>
+T work_field(const py::handle& value, size_t item, const char* field, const char* expected) {
+  // bool is an int in Python: refuse it for counts, and refuse non-bools for first_token.
+  const bool is_bool = PyBool_Check(value.ptr()) != 0;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!is_bool) {
+      invalid(fmt::format("work[{}].{} must be {}, got {}", item, field, expected,
+                          py::str(py::repr(value)).cast<std::string>()));
+    }
+    return value.cast<bool>();
+  } else {
+    if (!is_bool) {
+      try {
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (py::isinstance<py::str>(value)) {
+            return value.cast<std::string>();
+          }
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value)) {
+            return value.cast<double>();
+          }
+        } else {
+          if (py::isinstance<py::int_>(value)) {
+            return value.cast<T>();
+          }
+        }
+      } catch (const py::cast_error&) {
+        // falls through to the message below (e.g. an int beyond 64 bits)
+      }
+    }
+    invalid(fmt::format("work[{}].{} must be {}, got {}", item, field, expected,
+                        py::str(py::repr(value)).cast<std::string>()));
+  }
+}
+
+struct WorkItem {
+  std::string request_id;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  bool first_token = false;
+  double work = 0;
+};
+
+constexpr const char* kWorkShape =
+    "a dict or a tuple (request_id, prefill_tokens, decode_tokens, first_token[, work])";
+
+WorkItem work_item(const py::handle& entry, size_t item) {
+  WorkItem parsed;
+  if (py::isinstance<py::dict>(entry)) {
+    const auto dict = py::reinterpret_borrow<py::dict>(entry);
+    for (const auto& [key, value] : dict) {
+      const std::string name = py::str(key).cast<std::string>();
+      if (name == "request_id") {
+        parsed.request_id = work_field<std::string>(value, item, "request_id", "a string");
+      } else if (name == "prefill_tokens") {
+        parsed.prefill_tokens = work_field<int64_t>(value, item, "prefill_tokens", "an integer");
+      } else if (name == "decode_tokens") {
+        parsed.decode_tokens = work_field<int64_t>(value, item, "decode_tokens", "an integer");
+      } else if (name == "first_token") {
+        parsed.first_token = work_field<bool>(value, item, "first_token", "True or False");
+      } else if (name == "work") {
+        parsed.work = work_field<double>(value, item, "work", "a number");
+      } else {
+        invalid(
+            fmt::format("work[{}] has an unknown key '{}' (known: request_id, prefill_tokens, "
+                        "decode_tokens, first_token, work)",
+                        item, name));
+      }
+    }
+    if (!dict.contains("request_id")) {
+      invalid(fmt::format("work[{}] lacks 'request_id'", item));
+    }
+    return parsed;
+  }
+  if (!py::isinstance<py::tuple>(entry) && !py::isinstance<py::list>(entry)) {
+    invalid(fmt::format("work[{}] must be {}, got {}", item, kWorkShape,
+                        py::str(py::repr(entry)).cast<std::string>()));
+  }
+  const auto sequence = py::reinterpret_borrow<py::sequence>(entry);
+  if (sequence.size() != 4 && sequence.size() != 5) {
+    invalid(fmt::format("work[{}] has {} fields; it must be {}", item, sequence.size(), kWorkShape));
+  }
+  parsed.request_id = work_field<std::string>(sequence[0], item, "request_id", "a string");
+  parsed.prefill_tokens = work_field<int64_t>(sequence[1], item, "prefill_tokens", "an integer");
+  parsed.decode_tokens = work_field<int64_t>(sequence[2], item, "decode_tokens", "an integer");
+  parsed.first_token = work_field<bool>(sequence[3], item, "first_token", "True or False");
+  if (sequence.size() == 5) {
+    parsed.work = work_field<double>(sequence[4], item, "work", "a number");
+  }
+  return parsed;
+}
+
+void record_iteration(measure::RequestEnergyLedger& ledger, double start_s, double end_s, double energy_j,
+                      const py::iterable& work) {
+  std::vector<WorkItem> items;
+  for (const auto& entry : work) {
+    items.push_back(work_item(entry, items.size()));
+  }
+  std::vector<measure::IterationWork> views;
+  views.reserve(items.size());
+  for (const auto& item : items) {
+    views.push_back({.request_id = item.request_id,
+                     .prefill_tokens = item.prefill_tokens,
+                     .decode_tokens = item.decode_tokens,
+                     .first_token = item.first_token,
+                     .work = item.work});
+  }
+  value_or_throw(ledger.record_iteration(start_s, end_s, energy_j, views));
+}
+
+py::dict totals_dict(const measure::LedgerTotals& totals) {
+  py::dict dict;
+  dict["energy_j"] = totals.energy_j;
+  dict["attributed_energy_j"] = totals.attributed_energy_j;
+  dict["idle_energy_j"] = totals.idle_energy_j;
+  dict["iterations"] = totals.iterations;
+  dict["prefill_tokens"] = totals.prefill_tokens;
+  dict["decode_tokens"] = totals.decode_tokens;
+  return dict;
+}
+
+// ---- LlmDevice
+// ---------------------------------------------------------------------------------------------
+
+// One GPU of an LlmDevice seen through the Gpu interface, so that the replica's GPUs form a DeviceSet
+// (Monitor, PowerSampler) and each call reaches the simulated GPU. Keeps the LlmDevice alive.
+class ReplicaGpu final : public device::Gpu {
+ public:
+  ReplicaGpu(std::shared_ptr<sim::LlmDevice> owner, device::sim::SimulatedGpu* target)
+      : Gpu(target->info()), owner_(std::move(owner)), target_(target) {}
+
+  device::sim::SimulatedGpu& target() const { return *target_; }
+
+ protected:
+  Result<uint64_t> do_energy_mj() override { return target_->energy_mj(); }
+  Result<uint32_t> do_power_mw() override { return target_->power_mw(); }
+  Result<device::PowerLimitConstraints> do_power_limit_constraints() override {
+    return target_->power_limit_constraints();
+  }
+  Result<uint32_t> do_power_limit_mw() override { return target_->power_limit_mw(); }
+  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
+    return target_->set_power_limit_mw(power_limit_mw);
+  }
+  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
+    return target_->supported_sm_clocks_mhz();
+  }
+  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    return target_->lock_sm_clocks(min_mhz, max_mhz);
+  }
+  Result<void> do_reset_sm_clocks() override { return target_->reset_sm_clocks(); }
+
+ private:
+  std::shared_ptr<sim::LlmDevice> owner_;
+  device::sim::SimulatedGpu* target_;
+};
+
+// joule._joule.LlmDevice: the replica and the DeviceSet of its GPUs (on its virtual clock).
+struct LlmDeviceHandle {
+  std::shared_ptr<sim::LlmDevice> device;
+  SharedDeviceSet set;
+};
+
+using SharedLlmDevice = std::shared_ptr<LlmDeviceHandle>;
+
+SharedLlmDevice make_llm_device(const std::string& gpu, const std::string& model,
+                                std::optional<int> tensor_parallel, int index_base) {
+  const sim::LlmGpuSpec gpu_spec = value_or_throw(sim::load_llm_gpu(gpu));
+  const sim::LlmModelSpec model_spec = value_or_throw(sim::load_llm_model(model));
+  const int tp = tensor_parallel.value_or(model_spec.default_tensor_parallel);
+  if (index_base < 0) {
+    invalid(fmt::format("index_base must be ≥ 0, got {}", index_base));
+  }
+  auto handle = std::make_shared<LlmDeviceHandle>();
+  handle->device = std::make_shared<sim::LlmDevice>(gpu_spec, model_spec, tp, index_base);
+  auto set = std::make_shared<device::DeviceSet>();
+  for (device::sim::SimulatedGpu* simulated : handle->device->gpus()) {
+    set->gpus.push_back(std::make_unique<ReplicaGpu>(handle->device, simulated));
+  }
+  // The set's clock is the replica's virtual clock, kept alive by the replica.
+  set->clock = std::shared_ptr<Clock>(handle->device, &handle->device->clock());
+  set->reports.push_back(
+      {.backend = "sim",
+       .kind = "gpu",
+       .devices = set->gpus.size(),
+       .ok = true,
+       .detail = fmt::format("LLM serving replica: {} × {}, {}", tp, gpu_spec.name, model_spec.name)});
+  handle->set = std::move(set);
+  return handle;
+}
+
+sim::IterationBatch batch_of(const std::vector<int64_t>& decode_contexts,
+                             const std::vector<std::pair<int64_t, int64_t>>& prefill) {
+  sim::IterationBatch batch;
+  for (size_t i = 0; i < decode_contexts.size(); ++i) {
+    if (decode_contexts[i] < 1) {
+      invalid(fmt::format("decode_contexts[{}] must be ≥ 1 (the tokens in the request's context), got {}", i,
+                          decode_contexts[i]));
+    }
+    batch.add_decode(decode_contexts[i]);
+  }
+  for (size_t i = 0; i < prefill.size(); ++i) {
+    const auto [tokens, context_before] = prefill[i];
+    if (tokens < 1) {
+      invalid(fmt::format("prefill[{}] tokens must be ≥ 1, got {}", i, tokens));
+    }
+    if (context_before < 0) {
+      invalid(fmt::format("prefill[{}] context_before must be ≥ 0, got {}", i, context_before));
+    }
+    batch.add_prefill(tokens, context_before);
+  }
+  return batch;
+}
+
+py::dict cost_dict(const sim::IterationCost& cost, int tensor_parallel) {
+  py::dict dict;
+  dict["time_s"] = cost.time_s;
+  dict["power_w"] = cost.power_w;
+  dict["energy_j"] = cost.energy_j(tensor_parallel);
+  dict["clock_mhz"] = cost.clock_mhz;
+  dict["compute_s"] = cost.compute_s;
+  dict["memory_s"] = cost.memory_s;
+  dict["comm_s"] = cost.comm_s;
+  return dict;
+}
+
+py::dict gpu_spec_dict(const sim::LlmGpuSpec& gpu) {
+  py::dict dict;
+  dict["key"] = gpu.key;
+  dict["name"] = gpu.name;
+  dict["peak_bf16_flops"] = gpu.peak_bf16_flops;
+  dict["hbm_bandwidth_bps"] = gpu.hbm_bandwidth_bps;
+  dict["memory_bytes"] = gpu.memory_bytes;
+  dict["nvlink_bandwidth_bps"] = gpu.nvlink_bandwidth_bps;
+  dict["min_sm_clock_mhz"] = gpu.min_sm_clock_mhz;
+  dict["max_sm_clock_mhz"] = gpu.max_sm_clock_mhz;
+  dict["sm_clock_step_mhz"] = gpu.sm_clock_step_mhz;
+  dict["tdp_w"] = gpu.tdp_w;
+  dict["min_power_limit_w"] = gpu.min_power_limit_w;
+  dict["idle_power_w"] = gpu.idle_power_w;
+  dict["compute_efficiency"] = gpu.compute_efficiency;
+  dict["memory_efficiency"] = gpu.memory_efficiency;
+  dict["sm_power_w"] = gpu.sm_power_w;
+  dict["sm_busy_share"] = gpu.sm_busy_share;
+  dict["memory_power_w"] = gpu.memory_power_w;
+  dict["iteration_overhead_s"] = gpu.iteration_overhead_s;
+  dict["source"] = gpu.source;
+  return dict;
+}
+
+py::dict model_spec_dict(const sim::LlmModelSpec& model) {
+  py::dict dict;
+  dict["key"] = model.key;
+  dict["name"] = model.name;
+  dict["layers"] = model.layers;
+  dict["hidden_size"] = model.hidden_size;
+  dict["attention_heads"] = model.attention_heads;
+  dict["kv_heads"] = model.kv_heads;
+  dict["intermediate_size"] = model.intermediate_size;
+  dict["vocab_size"] = model.vocab_size;
+  dict["parameters"] = model.parameters;
+  dict["bytes_per_parameter"] = model.bytes_per_parameter;
+  dict["default_tensor_parallel"] = model.default_tensor_parallel;
+  dict["source"] = model.source;
+  return dict;
+}
+
+// ---- SloClockController
+// ------------------------------------------------------------------------------------
+
+optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, uint32_t clock_mhz,
+                                           int64_t decode_requests, int64_t prefill_tokens,
+                                           int64_t waiting_requests, double oldest_waiting_s) {
+  value_or_throw(check_number(start_s, NumberRule::any_finite(), "start_s"));
+  value_or_throw(check_number(end_s, NumberRule{.min = start_s}, "end_s"));
+  value_or_throw(check_number(energy_j, NumberRule::non_negative(), "energy_j"));
+  value_or_throw(
+      check_number(static_cast<double>(decode_requests), NumberRule::non_negative(), "decode_requests"));
+  value_or_throw(
+      check_number(static_cast<double>(prefill_tokens), NumberRule::non_negative(), "prefill_tokens"));
+  value_or_throw(
+      check_number(static_cast<double>(waiting_requests), NumberRule::non_negative(), "waiting_requests"));
+  value_or_throw(check_number(oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
+  return {.start_s = start_s,
+          .end_s = end_s,
+          .energy_j = energy_j,
+          .clock_mhz = clock_mhz,
+          .decode_requests = decode_requests,
+          .prefill_tokens = prefill_tokens,
+          .waiting_requests = waiting_requests,
+          .oldest_waiting_s = oldest_waiting_s};
+}
+
+template <class T>
+T dict_value(const py::dict& dict, const char* key, T fallback) {
+  return dict.contains(key) ? dict[key].cast<T>() : fallback;
+}
+
+}  // namespace
+
+void bind_infer(py::module_& module) {
+  // ---- attribution
+  py::class_<measure::RequestEnergy>(
+      module, "RequestEnergy",
+      "One request's energy and latency from a RequestEnergyLedger. Times in s on the caller's clock, "
+      "energies in J.")
+      .def_readonly("request_id", &measure::RequestEnergy::request_id)
+      .def_readonly("arrival_s", &measure::RequestEnergy::arrival_s)
+      .def_property_readonly(
+          "first_token_s",
+          [](const measure::RequestEnergy& request) {
+            return request.first_token_s < 0 ? py::none() : py::cast(request.first_token_s);
+          },
+          "End of the iteration that emitted the first output token; None if none came.")
+      .def_readonly("finish_s", &measure::RequestEnergy::finish_s,
+                    "End of its last iteration (its arrival if it never ran).")
+      .def_readonly("prompt_tokens", &measure::RequestEnergy::prompt_tokens, "Prefill tokens processed.")
+      .def_readonly("output_tokens", &measure::RequestEnergy::output_tokens, "First token + decoded tokens.")
+      .def_readonly("energy_j", &measure::RequestEnergy::energy_j, "prefill_energy_j + decode_energy_j.")
+      .def_readonly("prefill_energy_j", &measure::RequestEnergy::prefill_energy_j)
+      .def_readonly("decode_energy_j", &measure::RequestEnergy::decode_energy_j)
+      .def_property_readonly("energy_per_output_token_j", &measure::RequestEnergy::energy_per_output_token_j,
+                             "energy_j / output_tokens (0 without output).")
+      .def_property_readonly(
+          "ttft_s", [](const measure::RequestEnergy& request) { return optional_float(request.ttft_s()); },
+          "Time to first token, s; None if no token came.")
+      .def_property_readonly(
+          "tpot_s", [](const measure::RequestEnergy& request) { return optional_float(request.tpot_s()); },
+          "Time per output token after the first, s; None with fewer than 2 output tokens.")
+      .def("to_dict", &request_energy_dict, "Every field (and ttft_s, tpot_s, energy_per_output_token_j).")
+      .def("__repr__", [](const measure::RequestEnergy& request) {
+        return fmt::format("<joule.RequestEnergy {} energy={:.6g} J prompt={} output={}>", request.request_id,
+                           request.energy_j, request.prompt_tokens, request.output_tokens);
+      });
+
+  py::class_<measure::RequestEnergyLedger>(
+      module, "RequestEnergyLedger",
+      "Splits each serving iteration's measured energy among the requests it worked on and keeps per-request "
+      "energy and latency until finish_request(). rule: 'tokens' (each prefill and decoded token counts "
+      "one), 'work' (in proportion to each item's work, split between prefill and decode by tokens) or "
+      "'equal'. One serving loop owns it.")
+      .def(py::init([](const std::string& rule) {
+             return std::make_unique<measure::RequestEnergyLedger>(
+                 value_or_throw(measure::parse_attribution_rule(rule)));
+           }),
+           py::arg("rule") = "tokens")
+      .def_property_readonly(
+          "rule",
+          [](const measure::RequestEnergyLedger& ledger) { return std::string(to_string(ledger.rule())); })
+      .def(
+          "add_request",
+          [](measure::RequestEnergyLedger& ledger, const std::string& request_id, double arrival_s) {
+            value_or_throw(ledger.add_request(request_id, arrival_s));
+          },
+          py::arg("request_id"), py::arg("arrival_s"),
+          "Starts tracking a request. InvalidArgumentError for an empty id or a non-finite arrival; "
+          "StateError if the id is tracked already.")
+      .def("record_iteration", &record_iteration, py::arg("start_s"), py::arg("end_s"), py::arg("energy_j"),
+           py::arg("work"),
+           "Records one iteration [start_s, end_s] and its measured energy, J, split among `work`: dicts "
+           "{request_id, prefill_tokens, decode_tokens, first_token, work} or tuples (request_id, "
+           "prefill_tokens, decode_tokens, first_token[, work]). With no work the energy is idle. Nothing is "
+           "recorded on an error (InvalidArgumentError, NotFoundError for a request not added).")
+      .def(
+          "record_idle",
+          [](measure::RequestEnergyLedger& ledger, double energy_j) {
+            value_or_throw(ledger.record_idle(energy_j));
+          },
+          py::arg("energy_j"), "Energy spent with no request in flight, J.")
+      .def(
+          "finish_request",
+          [](measure::RequestEnergyLedger& ledger, const std::string& request_id) {
+            return value_or_throw(ledger.finish_request(request_id));
+          },
+          py::arg("request_id"),
+          "Stops tracking a request; returns its RequestEnergy. NotFoundError if unknown.")
+      .def(
+          "find",
+          [](const measure::RequestEnergyLedger& ledger, const std::string& request_id) -> py::object {
+            const measure::RequestEnergy* found = ledger.find(request_id);
+            return found == nullptr ? py::none() : py::cast(*found);
+          },
+          py::arg("request_id"), "A tracked request's figures so far (a copy), or None.")
+      .def_property_readonly("active_requests", &measure::RequestEnergyLedger::active_requests,
+                             "How many requests are tracked.")
+      .def_property_readonly(
+          "totals", [](const measure::RequestEnergyLedger& ledger) { return totals_dict(ledger.totals()); },
+          "{energy_j, attributed_energy_j, idle_energy_j, iterations, prefill_tokens, decode_tokens}.")
+      .def("__repr__", [](const measure::RequestEnergyLedger& ledger) {
+        return fmt::format("<joule.RequestEnergyLedger rule={} active={} energy={:.6g} J>",
+                           to_string(ledger.rule()), ledger.active_requests(), ledger.totals().energy_j);
+      });
+
+  // ---- the serving model
+  module.def(
+      "llm_gpus",
+      [] {
+        py::list gpus;
+        for (const auto& gpu : sim::llm_gpus()) {
+          gpus.append(gpu_spec_dict(gpu));
+        }
+        return gpus;
+      },
+      "The built-in serving GPUs (dicts with every LlmGpuSpec field).");
+  module.def(
+      "llm_models",
+      [] {
+        py::list models;
+        for (const auto& model : sim::llm_models()) {
+          models.append(model_spec_dict(model));
+        }
+        return models;
+      },
+      "The built-in LLMs (dicts with every LlmModelSpec field).");
+
+  py::class_<LlmDeviceHandle, SharedLlmDevice>(
+      module, "LlmDevice",
+      "One LLM replica (tensor_parallel simulated serving GPUs on one virtual clock): run_iteration() costs "
+      "a "
+      "continuous-batching iteration with the serving model at the SM clock (or power limit) set on GPU 0 "
+      "and advances the clock; the GPUs' energy counters follow. gpu / model: a built-in key "
+      "(joule.llm_gpus(), joule.llm_models()) or a .json spec file; tensor_parallel: GPUs per replica "
+      "(default: the model's).")
+      .def(py::init(&make_llm_device), py::arg("gpu") = "h100", py::arg("model") = "llama-3-8b",
+           py::arg("tensor_parallel") = py::none(), py::arg("index_base") = 0)
+      .def_property_readonly(
+          "gpus",
+          [](const SharedLlmDevice& handle) {
+            std::vector<GpuRef> gpus;
+            for (const auto& gpu : handle->set->gpus) {
+              gpus.push_back({handle->set, gpu.get()});
+            }
+            return gpus;
+          },
+          "The replica's GPUs as joule.Gpu objects (energy counters, clock locks, power limits): lock "
+          "clocks on them through a SettingsGuard.")
+      .def_property_readonly(
+          "devices", [](const SharedLlmDevice& handle) { return handle->set; },
+          "The replica's GPUs as a DeviceSet on its virtual clock, for joule.Monitor(devices=...) and "
+          "PowerSampler. Do not advance() it: time moves through run_iteration() and idle_until().")
+      .def_property_readonly(
+          "tensor_parallel",
+          [](const LlmDeviceHandle& handle) { return handle.device->cost_model().tensor_parallel(); })
+      .def_property_readonly(
+          "gpu_spec",
+          [](const LlmDeviceHandle& handle) { return gpu_spec_dict(handle.device->cost_model().gpu()); })
+      .def_property_readonly(
+          "model_spec",
+          [](const LlmDeviceHandle& handle) { return model_spec_dict(handle.device->cost_model().model()); })
+      .def(
+          "now_s", [](const LlmDeviceHandle& handle) { return handle.device->now_s(); },
+          "The replica's virtual time, s (starts at 0).")
+      .def(
+          "supported_clocks_mhz",
+          [](const LlmDeviceHandle& handle) { return handle.device->cost_model().supported_clocks_mhz(); },
+          "The SM clocks of the GPU, MHz, highest first.")
+      .def(
+          "kv_cache_tokens",
+          [](const LlmDeviceHandle& handle, double kv_memory_share) {
+            value_or_throw(check_number(
+                kv_memory_share, NumberRule{.min = 0, .max = 1, .min_exclusive = true}, "kv_memory_share"));
+            return handle.device->cost_model().kv_cache_tokens(kv_memory_share);
+          },
+          py::arg("kv_memory_share") = 0.9, "Tokens that fit the replica's KV cache.")
+      .def(
+          "run_iteration",
+          [](const LlmDeviceHandle& handle, const std::vector<int64_t>& decode_contexts,
+             const std::vector<std::pair<int64_t, int64_t>>& prefill) {
+            const sim::IterationBatch batch = batch_of(decode_contexts, prefill);
+            sim::IterationCost cost;
+            double start_s = 0;
+            double end_s = 0;
+            {
+              py::gil_scoped_release release;
+              start_s = handle.device->now_s();
+              cost = handle.device->run_iteration(batch);
+              end_s = handle.device->now_s();
+            }
+            if (batch.empty()) {
+              cost = sim::IterationCost{.clock_mhz = cost.clock_mhz};  // nothing ran: no time, no energy
+            }
+            py::dict dict = cost_dict(cost, handle.device->cost_model().tensor_parallel());
+            dict["start_s"] = start_s;
+            dict["end_s"] = end_s;
+            return dict;
+          },
+          py::arg("decode_contexts") = std::vector<int64_t>{},
+          py::arg("prefill") = std::vector<std::pair<int64_t, int64_t>>{},
+          "Runs one iteration: one decode step for each context length in decode_contexts (tokens in the "
+          "request's KV cache, ≥ 1) and a prompt chunk for each (tokens, context_before) in prefill. Returns "
+          "{time_s, power_w (per GPU), energy_j (the replica), clock_mhz, compute_s, memory_s, comm_s, "
+          "start_s, end_s}. An empty batch does nothing (time_s and energy_j 0).")
+      .def(
+          "predict",
+          [](const LlmDeviceHandle& handle, const std::vector<int64_t>& decode_contexts,
+             const std::vector<std::pair<int64_t, int64_t>>& prefill, double clock_mhz) {
+            value_or_throw(check_number(clock_mhz, NumberRule::positive(), "clock_mhz"));
+            const sim::IterationBatch batch = batch_of(decode_contexts, prefill);
+            return cost_dict(handle.device->cost_model().at_clock(batch, clock_mhz),
+                             handle.device->cost_model().tensor_parallel());
+          },
+          py::arg("decode_contexts"), py::arg("prefill"), py::arg("clock_mhz"),
+          "The serving model's figures for a batch at a clock, without running it (run_iteration's keys but "
+          "start_s, end_s).")
+      .def(
+          "idle_until",
+          [](const LlmDeviceHandle& handle, double time_s) {
+            value_or_throw(check_number(time_s, NumberRule::any_finite(), "time_s"));
+            py::gil_scoped_release release;
+            handle.device->idle_until(time_s);
+          },
+          py::arg("time_s"), "Idles until time_s (virtual, s); nothing if that is not later than now.")
+      .def(
+          "settings_log",
+          [](const LlmDeviceHandle& handle, int gpu) {
+            const auto gpus = handle.device->gpus();
+            if (gpu < 0 || static_cast<size_t>(gpu) >= gpus.size()) {
+              throw Exception(ErrorCode::kNotFound,
+                              fmt::format("the replica has no GPU {} (it has {})", gpu, gpus.size()));
+            }
+            return settings_log_list(*gpus[static_cast<size_t>(gpu)]);
+          },
+          py::arg("gpu") = 0,
+          "Every setting made on GPU `gpu` of the replica: dicts time_s, setting ('sm_clocks_locked_mhz', "
+          "'sm_clocks_reset', 'power_limit_mw'), value, value_min.")
+      .def("__repr__", [](const LlmDeviceHandle& handle) {
+        const auto& cost = handle.device->cost_model();
+        return fmt::format("<joule.LlmDevice {} × {} {} now={:.6f} s>", cost.tensor_parallel(),
+                           cost.gpu().key, cost.model().key, handle.device->now_s());
+      });
+
+  // ---- the controller
+  py::class_<optimize::SloClockController>(
+      module, "SloClockController",
+      "The SM clock of a serving replica chosen online: least energy while the p-th percentile TTFT and "
+      "TPOT meet their SLOs (attainment: the share of requests that must meet both). Call on_iteration() "
+      "after every iteration, on_request_done() per finished request and on_idle() for idle stretches, on "
+      "the clock the serving loop measures with; lock clock_mhz before the next iteration.")
+      .def(py::init([](double ttft_s, double tpot_s, std::vector<uint32_t> clocks_mhz, double attainment,
+                       double interval_s, double window_s, double margin, double min_margin, int min_samples,
+                       int max_step_down, size_t candidate_levels) {
+             optimize::ServingSlo slo{.ttft_s = ttft_s, .tpot_s = tpot_s, .attainment = attainment};
+             optimize::SloControllerOptions options{.interval_s = interval_s,
+                                                    .window_s = window_s,
+                                                    .margin = margin,
+                                                    .min_margin = min_margin,
+                                                    .min_samples = min_samples,
+                                                    .max_step_down = max_step_down,
+                                                    .candidate_levels = candidate_levels};
+             return std::make_unique<optimize::SloClockController>(slo, std::move(clocks_mhz), options);
+           }),
+           py::arg("ttft_s"), py::arg("tpot_s"), py::arg("clocks_mhz"), py::arg("attainment") = 0.99,
+           py::arg("interval_s") = 1.0, py::arg("window_s") = 20.0, py::arg("margin") = 0.85,
+           py::arg("min_margin") = 0.5, py::arg("min_samples") = 8, py::arg("max_step_down") = 4,
+           py::arg("candidate_levels") = 24)
+      .def_property_readonly("name", &optimize::SloClockController::name)
+      .def_property_readonly("clock_mhz", &optimize::SloClockController::clock_mhz,
+                             "The clock the next iteration should run at, MHz.")
+      .def(
+          "on_iteration",
+          [](optimize::SloClockController& controller, double start_s, double end_s, double energy_j,
+             uint32_t clock_mhz, int64_t decode_requests, int64_t prefill_tokens, int64_t waiting_requests,
+             double oldest_waiting_s) {
+            controller.on_iteration(iteration_sample(start_s, end_s, energy_j, clock_mhz, decode_requests,
+                                                     prefill_tokens, waiting_requests, oldest_waiting_s));
+          },
+          py::kw_only(), py::arg("start_s"), py::arg("end_s"), py::arg("energy_j"), py::arg("clock_mhz"),
+          py::arg("decode_requests") = 0, py::arg("prefill_tokens") = 0, py::arg("waiting_requests") = 0,
+          py::arg("oldest_waiting_s") = 0.0,
+          "One measured iteration: its times, energy (J, the whole replica), the clock it ran at, requests "
+          "that decoded, prompt tokens processed, requests still queued after it and how long the oldest "
+          "has waited, s.")
+      .def(
+          "on_request_done",
+          [](optimize::SloClockController& controller, double finish_s, double ttft_s,
+             std::optional<double> tpot_s, int64_t prompt_tokens) {
+            value_or_throw(check_number(finish_s, NumberRule::any_finite(), "finish_s"));
+            value_or_throw(check_number(ttft_s, NumberRule::non_negative(), "ttft_s"));
+            if (tpot_s) {
+              value_or_throw(check_number(*tpot_s, NumberRule::non_negative(), "tpot_s"));
+            }
+            value_or_throw(check_number(static_cast<double>(prompt_tokens), NumberRule::non_negative(),
+                                        "prompt_tokens"));
+            controller.on_request_done(
+                {.finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s, .prompt_tokens = prompt_tokens});
+          },
+          py::arg("finish_s"), py::arg("ttft_s"), py::arg("tpot_s") = py::none(),
+          py::arg("prompt_tokens") = 0,
+          "A finished request's latency (tpot_s None for a single output token) and prompt length (0: "
+          "unknown; lets the controller predict long prompts' TTFT).")
+      .def(
+          "on_idle",
+          [](optimize::SloClockController& controller, double from_s, double to_s, double energy_j) {
+            value_or_throw(check_number(from_s, NumberRule::any_finite(), "from_s"));
+            value_or_throw(check_number(to_s, NumberRule{.min = from_s}, "to_s"));
+            value_or_throw(check_number(energy_j, NumberRule::non_negative(), "energy_j"));
+            controller.on_idle(from_s, to_s, energy_j);
+          },
+          py::arg("from_s"), py::arg("to_s"), py::arg("energy_j"),
+          "The replica idled over [from_s, to_s] drawing energy_j (all its GPUs).")
+      .def(
+          "seed",
+          [](optimize::SloClockController& controller, const std::vector<py::dict>& samples) {
+            std::vector<optimize::IterationSample> parsed;
+            for (const auto& sample : samples) {
+              for (const char* key : {"start_s", "end_s", "energy_j", "clock_mhz"}) {
+                if (!sample.contains(key)) {
+                  invalid(fmt::format("seed sample {} lacks '{}'", parsed.size(), key));
+                }
+              }
+              parsed.push_back(
+                  iteration_sample(sample["start_s"].cast<double>(), sample["end_s"].cast<double>(),
+                                   sample["energy_j"].cast<double>(), sample["clock_mhz"].cast<uint32_t>(),
+                                   dict_value<int64_t>(sample, "decode_requests", 0),
+                                   dict_value<int64_t>(sample, "prefill_tokens", 0),
+                                   dict_value<int64_t>(sample, "waiting_requests", 0),
+                                   dict_value<double>(sample, "oldest_waiting_s", 0.0)));
+            }
+            controller.seed(parsed);
+          },
+          py::arg("samples"),
+          "Seeds the per-clock models with profiled iterations: dicts with on_iteration's keywords.")
+      .def_property_readonly("slo_unattainable", &optimize::SloClockController::slo_unattainable,
+                             "True while even the highest clock misses the SLO (it runs at the highest).")
+      .def_property_readonly("window_attainment", &optimize::SloClockController::window_attainment,
+                             "The window's share of requests meeting both SLOs (1 with none finished).")
+      .def_property_readonly(
+          "slo",
+          [](const optimize::SloClockController& controller) {
+            py::dict dict;
+            dict["ttft_s"] = controller.slo().ttft_s;
+            dict["tpot_s"] = controller.slo().tpot_s;
+            dict["attainment"] = controller.slo().attainment;
+            return dict;
+          },
+          "{ttft_s, tpot_s, attainment}.")
+      .def(
+          "models",
+          [](const optimize::SloClockController& controller) {
+            py::list models;
+            for (const auto& model : controller.models()) {
+              py::dict dict;
+              dict["clock_mhz"] = model.clock_mhz;
+              dict["samples"] = model.samples;
+              dict["predicted_time_s"] = model.predicted_time_s;
+              dict["predicted_power_w"] = model.predicted_power_w;
+              dict["measured"] = model.measured;
+              models.append(dict);
+            }
+            return models;
+          },
+          "Each candidate clock's learned model for the current mean iteration, highest clock first: dicts "
+          "clock_mhz, samples, predicted_time_s, predicted_power_w (the replica, busy), measured.")
+      .def("__repr__", [](const optimize::SloClockController& controller) {
+        return fmt::format("<joule.SloClockController ttft={:g} s tpot={:g} s clock={} MHz>",
+                           controller.slo().ttft_s, controller.slo().tpot_s, controller.clock_mhz());
+      });
+}
+
+}  // namespace joule::python
