@@ -201,9 +201,9 @@ void write_requests(const std::string& path, const sim::ServingReplay& replay) {
 
 // The joule strategy's run as Prometheus would have scraped it at the end (docs/metrics.md).
 void write_metrics(const std::string& path, const sim::ServingReplay& replay, const std::string& model,
-                   const optimize::ServingSlo& slo, bool power_limit) {
+                   const std::string& gpu_key, const optimize::ServingSlo& slo, bool power_limit) {
   metrics::MetricsRegistry registry;
-  metrics::InferenceMetrics inference(registry.registry());
+  metrics::InferenceMetrics inference(registry.registry(), {.gpu = gpu_key});
   for (size_t i = 0; i < replay.requests.size(); ++i) {
     const sim::ServedRequest& served = replay.requests[i];
     measure::RequestEnergy request;
@@ -227,6 +227,9 @@ void write_metrics(const std::string& path, const sim::ServingReplay& replay, co
     inference.set_sm_clock_mhz(model, replay.summary.mean_clock_mhz);
   }
   inference.set_slo_attainment(model, replay.summary.slo_attainment);
+  inference.set_slo(model, slo.ttft_s, slo.tpot_s);
+  inference.add_iterations(model, replay.summary.iterations);
+  inference.set_requests(model, 0, 0);
   value_or_throw(write_file_atomic(path, registry.render()));
 }
 
@@ -278,7 +281,7 @@ int run_replay(const ReplayFlags& flags) {
       std::cout << fmt::format("plot written to {}\n", flags.plot);
   }
   if (!flags.metrics_out.empty()) {
-    write_metrics(flags.metrics_out, result.strategies.back(), model.key, slo, flags.power_limit);
+    write_metrics(flags.metrics_out, result.strategies.back(), model.key, gpu.key, slo, flags.power_limit);
     if (flags.format == Format::kText)
       std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
   }

@@ -392,13 +392,17 @@ TEST_F(MetricsIntegration, InferenceMetricsAreValidExposition) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::ifstream in(metrics_file);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* name : {"joule_inference_request_energy_joules_bucket{model=\"llama-3-8b\",le=\"1\"}",
-                           "joule_inference_request_energy_per_token_joules_count{model=\"llama-3-8b\"} 200",
-                           "joule_inference_ttft_seconds_sum", "joule_inference_tpot_seconds_sum",
-                           "joule_inference_energy_joules_total{model=\"llama-3-8b\",phase=\"idle\"}",
-                           "joule_inference_requests_total{model=\"llama-3-8b\",slo=\"met\"}",
-                           "joule_inference_slo_attainment_ratio{model=\"llama-3-8b\"}",
-                           "joule_inference_sm_clock_mhz{knob=\"sm_clock_mhz\",model=\"llama-3-8b\"}"}) {
+  for (const char* name :
+       {"joule_inference_request_energy_joules_bucket{gpu=\"h100\",model=\"llama-3-8b\",le=\"1\"}",
+        "joule_inference_energy_per_output_token_joules_count{gpu=\"h100\",model=\"llama-3-8b\"} 200",
+        "joule_inference_time_to_first_token_seconds_sum",
+        "joule_inference_time_per_output_token_seconds_sum",
+        "joule_inference_energy_joules_total{gpu=\"h100\",model=\"llama-3-8b\",phase=\"idle\"}",
+        "joule_inference_requests_total{gpu=\"h100\",model=\"llama-3-8b\",slo=\"met\"}",
+        "joule_inference_slo_attainment_ratio{gpu=\"h100\",model=\"llama-3-8b\"}",
+        "joule_inference_sm_clock_hertz{gpu=\"h100\",model=\"llama-3-8b\"}",
+        "joule_inference_iterations_total{gpu=\"h100\",model=\"llama-3-8b\"}",
+        "joule_inference_slo_target_seconds{gpu=\"h100\",model=\"llama-3-8b\",slo=\"tpot\"} 0.1"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << "\n" << text;
   }
   expect_promtool_accepts(text, "inference");

@@ -481,13 +481,13 @@ TEST(InferenceMetrics, ObservesRequestsAndSkipsBadValues) {
     return -1.0;
   };
   EXPECT_DOUBLE_EQ(value("joule_inference_request_energy_joules_sum", {{"model", "m"}}), 11);
-  EXPECT_DOUBLE_EQ(value("joule_inference_request_energy_per_token_joules_sum", {{"model", "m"}}), 1);
-  EXPECT_DOUBLE_EQ(value("joule_inference_tpot_seconds_sum", {{"model", "m"}}), 0.1);
+  EXPECT_DOUBLE_EQ(value("joule_inference_energy_per_output_token_joules_sum", {{"model", "m"}}), 1);
+  EXPECT_DOUBLE_EQ(value("joule_inference_time_per_output_token_seconds_sum", {{"model", "m"}}), 0.1);
   EXPECT_DOUBLE_EQ(value("joule_inference_energy_joules_total", {{"model", "m"}, {"phase", "idle"}}), 2.5);
   EXPECT_DOUBLE_EQ(value("joule_inference_energy_joules_total", {{"model", "m"}, {"phase", "decode"}}), 8);
   EXPECT_DOUBLE_EQ(value("joule_inference_requests_total", {{"model", "m"}, {"slo", "met"}}), 1);
   EXPECT_DOUBLE_EQ(value("joule_inference_output_tokens_total", {{"model", "m"}}), 11);
-  EXPECT_DOUBLE_EQ(value("joule_inference_sm_clock_mhz", {{"knob", "sm_clock_mhz"}, {"model", "m"}}), 1200);
+  EXPECT_DOUBLE_EQ(value("joule_inference_sm_clock_hertz", {{"model", "m"}}), 1.2e9);
   // An attainment outside [0, 1] is not set: no series at all, not a wrong one.
   EXPECT_EQ(parsed.type.count("joule_inference_slo_attainment_ratio"), 0u);
   JOULE_EXPECT_THROW_MESSAGE(InferenceMetrics(metrics.registry(), {.ttft_buckets_s = {1, 0.5}}),
