@@ -83,11 +83,11 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"devcies"}, "unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')"},
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
-       "serve, job, "
-       "carbon) (see 'joule --help')"},
+       "serve, job, carbon, infer) (see 'joule --help')"},
       {{},
-       "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon "
-       "(see 'joule --help')"},
+       "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
+       "infer (see 'joule --help')"},
+      {{"infer"}, "'joule infer' needs a command: replay (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
       {{"carbon"}, "'joule carbon' needs a command: replay, forecast, intensity (see 'joule carbon --help')"},
