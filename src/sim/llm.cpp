@@ -595,7 +595,7 @@ std::vector<device::sim::SimulatedGpu*> LlmDevice::gpus() {
 }
 
 double LlmDevice::now_s() const {
-  return now_s_;
+  return std::max(now_s_, to_seconds(clock_->now()));
 }
 
 namespace {
@@ -609,9 +609,16 @@ void move_clock_to(VirtualClock& clock, double time_s) {
 
 }  // namespace
 
+void LlmDevice::catch_up() {
+  // Someone advanced the shared clock (e.g. a monitor on a virtual clock): time passed idle.
+  now_s_ = std::max(now_s_, to_seconds(clock_->now()));
+}
+
 IterationCost LlmDevice::run_iteration(const IterationBatch& batch) {
-  if (batch.empty())
-    return cost_.at_clock(batch, cost_.gpu().max_sm_clock_mhz);
+  catch_up();
+  if (batch.empty()) {
+    return IterationCost{};
+  }
   const auto workload = std::make_shared<IterationWorkload>(cost_, batch);
   for (const auto& gpu : gpus_) {
     gpu->set_workload(workload);
@@ -627,6 +634,7 @@ IterationCost LlmDevice::run_iteration(const IterationBatch& batch) {
 }
 
 void LlmDevice::idle_until(double time_s) {
+  catch_up();
   if (!(time_s > now_s_))
     return;
   now_s_ = time_s;

@@ -184,15 +184,19 @@ class LlmDevice {
   /// @return the replica's GPUs (tensor_parallel of them).
   std::vector<device::sim::SimulatedGpu*> gpus();
   VirtualClock& clock() { return *clock_; }
-  /// @return the virtual time, s (starts at 0).
+  /// @return the virtual time, s (starts at 0). Kept exactly in seconds; if the clock is advanced from
+  /// outside, the device counts the time as idle.
   double now_s() const;
 
-  /// Runs one iteration (nothing for an empty batch). @return its cost, as the GPUs ran it.
+  /// Runs one iteration. @return its cost, as the GPUs ran it; an empty batch runs nothing and costs
+  /// IterationCost{} (all zero).
   IterationCost run_iteration(const IterationBatch& batch);
   /// Idles until `time_s` (nothing if not later than now).
   void idle_until(double time_s);
 
  private:
+  void catch_up();
+
   LlmCostModel cost_;
   std::unique_ptr<device::sim::GpuModel> model_;
   std::shared_ptr<VirtualClock> clock_;
