@@ -573,8 +573,8 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
   out += "\n";
   if (!r.first_error.empty())
     out += fmt::format("first error   {}\n", r.first_error);
-  out += fmt::format("started late  {} (every one of {} workers busy; largest delay {})\n", r.late,
-                     flags.max_concurrency, seconds_text(r.max_start_delay_s));
+  out += fmt::format("started late  {} (arrived while all {} workers were busy); largest start delay {}\n",
+                     r.late, flags.max_concurrency, seconds_text(r.max_start_delay_s));
   out += fmt::format("duration      {:.2f} s; {:.2f} requests/s, {:.1f} output tokens/s\n", r.duration_s,
                      per(static_cast<double>(r.ok), r.duration_s),
                      per(static_cast<double>(r.output_tokens), r.duration_s));
