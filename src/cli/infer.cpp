@@ -18,6 +18,7 @@
 #include "joule/viz/plot.hpp"
 
 #include "common.hpp"
+#include "infer_bench.hpp"
 
 namespace joule::cli {
 
@@ -297,7 +298,7 @@ int run_replay(const ReplayFlags& flags) {
 
 }  // namespace
 
-void add_infer_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
   auto* command =
       app.add_subcommand("infer", "LLM inference serving: energy per request and SLO-aware GPU clocks");
   command->require_subcommand(1);
@@ -356,6 +357,8 @@ void add_infer_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    "Write the joule strategy's Prometheus metrics (text exposition) at the end of the run")
       ->option_text("FILE.prom");
   replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
+
+  add_infer_bench_command(*command, global, exit_code);
 }
 
 }  // namespace joule::cli

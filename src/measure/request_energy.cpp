@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/measure/request_energy.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -189,6 +190,114 @@ Result<RequestEnergy> RequestEnergyLedger::finish_request(std::string_view reque
 const RequestEnergy* RequestEnergyLedger::find(std::string_view request_id) const {
   const auto found = requests_.find(request_id);
   return found == requests_.end() ? nullptr : &found->second;
+}
+
+Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInterval> intervals,
+                                                       std::span<const FlightInterval> requests) {
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    const EnergyInterval& interval = intervals[i];
+    if (!std::isfinite(interval.start_s) || !std::isfinite(interval.end_s) ||
+        !std::isfinite(interval.energy_j)) {
+      return fail(ErrorCode::kInvalidArgument, "energy interval {}: times and energy must be finite", i);
+    }
+    if (interval.end_s < interval.start_s) {
+      return fail(ErrorCode::kInvalidArgument, "energy interval {}: ends at {} s, before it starts at {} s",
+                  i, interval.end_s, interval.start_s);
+    }
+    if (interval.energy_j < 0) {
+      return fail(ErrorCode::kInvalidArgument, "energy interval {}: negative energy {} J", i,
+                  interval.energy_j);
+    }
+    if (interval.end_s == interval.start_s && interval.energy_j > 0) {
+      return fail(ErrorCode::kInvalidArgument, "energy interval {}: {} J over no time", i, interval.energy_j);
+    }
+    if (i > 0 && interval.start_s < intervals[i - 1].end_s) {
+      return fail(
+          ErrorCode::kInvalidArgument,
+          "energy interval {}: starts at {} s, before the previous one ends ({} s): intervals must be "
+          "sorted and not overlap",
+          i, interval.start_s, intervals[i - 1].end_s);
+    }
+  }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (!std::isfinite(requests[r].start_s) || !std::isfinite(requests[r].end_s)) {
+      return fail(ErrorCode::kInvalidArgument, "request {}: times must be finite", r);
+    }
+    if (requests[r].end_s < requests[r].start_s) {
+      return fail(ErrorCode::kInvalidArgument, "request {}: ends at {} s, before it starts at {} s", r,
+                  requests[r].end_s, requests[r].start_s);
+    }
+  }
+
+  TimelineAttribution result;
+  result.request_energy_j.assign(requests.size(), 0.0);
+  for (const EnergyInterval& interval : intervals)
+    result.energy_j += interval.energy_j;
+  if (intervals.empty())
+    return result;
+
+  // Every request in flight gets the same share at every instant, so one running sum does: `share` is the
+  // energy a request in flight since the beginning would have got; a request's energy is the sum's growth
+  // between its start and its end.
+  struct Event {
+    double time_s;
+    size_t request;
+    bool start;
+  };
+  std::vector<Event> events;
+  events.reserve(2 * requests.size());
+  for (size_t r = 0; r < requests.size(); ++r) {
+    events.push_back({requests[r].start_s, r, true});
+    events.push_back({requests[r].end_s, r, false});
+  }
+  // At equal times, starts first: a request of no duration then gets nothing, never a negative count.
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.time_s != b.time_s ? a.time_s < b.time_s : a.start && !b.start;
+  });
+
+  double share = 0;
+  int64_t in_flight = 0;
+  size_t next = 0;  // the first interval that may still hold time after `now`
+  double now = intervals.front().start_s;
+  if (!events.empty())
+    now = std::min(now, events.front().time_s);
+  // Moves `now` to `to`, charging the energy of the intervals' time in between.
+  const auto advance = [&](double to) {
+    while (now < to && next < intervals.size()) {
+      const EnergyInterval& interval = intervals[next];
+      if (interval.end_s <= now) {
+        ++next;
+        continue;
+      }
+      if (now < interval.start_s) {  // a gap (or before the first interval): no energy known
+        now = std::min(to, interval.start_s);
+        continue;
+      }
+      const double until = std::min(to, interval.end_s);
+      const double energy_j = interval.energy_j * (until - now) / (interval.end_s - interval.start_s);
+      if (in_flight > 0) {
+        share += energy_j / static_cast<double>(in_flight);
+        result.attributed_energy_j += energy_j;
+      } else {
+        result.idle_energy_j += energy_j;
+      }
+      now = until;
+    }
+    now = std::max(now, to);
+  };
+  std::vector<double> share_at_start(requests.size(), 0.0);
+  for (const Event& event : events) {
+    advance(event.time_s);
+    if (event.start) {
+      share_at_start[event.request] = share;
+      ++in_flight;
+    } else {
+      result.request_energy_j[event.request] = share - share_at_start[event.request];
+      --in_flight;
+    }
+  }
+  advance(intervals.back().end_s);
+  return result;
 }
 
 }  // namespace joule::measure

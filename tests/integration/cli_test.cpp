@@ -4,11 +4,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "integration/run_process.hpp"
@@ -1086,6 +1090,265 @@ TEST(CliInfer, ReplayBadInput) {
   const auto tight_json = nlohmann::json::parse(tight.out);
   EXPECT_TRUE(tight_json["slo_unattainable"].get<bool>());
   EXPECT_EQ(tight_json["strategies"][3]["mean_clock_mhz"], tight_json["strategies"][0]["mean_clock_mhz"]);
+}
+
+}  // namespace
+}  // namespace joule::test
+
+namespace joule::test {
+namespace {
+
+// ---- joule infer bench ---------------------------------------------------------------------------------
+
+// A fake OpenAI-compatible server on loopback: GET /v1/models lists "fake-model"; POST /v1/completions
+// answers after 20 ms + 2 ms per output token with usage (prompt tokens = words of the prompt) and no
+// energy extension; max_tokens 13 is refused with an OpenAI-style 400. It records every body it got.
+class FakeOpenAiServer {
+ public:
+  FakeOpenAiServer() {
+    server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content(R"({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})",
+                           "application/json");
+    });
+    server_.Post("/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
+      const auto body = nlohmann::json::parse(request.body);
+      {
+        std::lock_guard lock(mutex_);
+        bodies_.push_back(body);
+      }
+      const int64_t max_tokens = body.at("max_tokens").get<int64_t>();
+      if (max_tokens == 13) {
+        response.status = 400;
+        response.set_content(
+            R"({"error": {"message": "thirteen is unlucky", "type": "invalid_request_error"}})",
+            "application/json");
+        return;
+      }
+      const std::string prompt = body.at("prompt").get<std::string>();
+      const auto words = static_cast<int64_t>(std::count(prompt.begin(), prompt.end(), ' ') + 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + 2 * max_tokens));
+      const nlohmann::json answer = {
+          {"id", "cmpl-1"},
+          {"object", "text_completion"},
+          {"choices", {{{"text", "…"}, {"index", 0}, {"finish_reason", "length"}}}},
+          {"usage",
+           {{"prompt_tokens", words},
+            {"completion_tokens", max_tokens},
+            {"total_tokens", words + max_tokens}}}};
+      response.set_content(answer.dump(), "application/json");
+    });
+    // One request per connection: the bench's idle keep-alive connections must not hold the server's threads.
+    server_.set_keep_alive_max_count(1);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FakeOpenAiServer() {
+    server_.stop();
+    thread_.join();
+  }
+  FakeOpenAiServer(const FakeOpenAiServer&) = delete;
+  FakeOpenAiServer& operator=(const FakeOpenAiServer&) = delete;
+
+  std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
+  std::vector<nlohmann::json> bodies() const {
+    std::lock_guard lock(mutex_);
+    return bodies_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::vector<nlohmann::json> bodies_;
+};
+
+// 12 requests over 0.55 s; the seventh asks for 13 tokens (refused by the fake server).
+std::string bench_trace() {
+  std::string text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 12; ++i)
+    text += fmt::format("{:.2f},{},{}\n", 2 + 0.05 * i, 10 + 5 * i, i == 6 ? 13 : 4 + 2 * i);
+  return text;
+}
+
+TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
+  FakeOpenAiServer server;
+  TempDir dir;
+  const std::string trace = dir.write("trace.csv", bench_trace());
+  const std::string requests_csv = dir.path() + "/requests.csv";
+  const std::string metrics = dir.path() + "/bench.prom";
+  const auto result =
+      joule({"--sim", "2xv100", "infer", "bench", "--endpoint", server.url(), "--trace", trace, "--gpus",
+             "0,1", "--format", "json", "--requests-out", requests_csv, "--metrics-out", metrics});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto out = nlohmann::json::parse(result.out);
+  EXPECT_EQ(out["model"], "fake-model");  // the first id /v1/models lists
+  EXPECT_EQ(out["endpoint"], server.url());
+  EXPECT_EQ(out["requests"], 12);
+  EXPECT_EQ(out["requests_ok"], 11);
+  EXPECT_EQ(out["requests_failed"], 1);
+  EXPECT_EQ(out["http_errors"], 1);
+  EXPECT_EQ(out["timeouts"], 0);
+  EXPECT_EQ(out["first_error"], "HTTP 400: thirteen is unlucky");
+  EXPECT_NE(result.err.find("joule: note: 1 of 12 requests failed; the first: HTTP 400: thirteen is unlucky"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(out["started_late"], 0);
+  EXPECT_TRUE(out["simulated_gpus"].get<bool>());
+  // Output tokens: the ok requests' max_tokens, as the fake server's usage says.
+  int64_t output_tokens = 0;
+  for (int i = 0; i < 12; ++i)
+    output_tokens += i == 6 ? 0 : 4 + 2 * i;
+  EXPECT_EQ(out["output_tokens"], output_tokens);
+  // Energy: both GPUs measured by their counters over the whole run.
+  ASSERT_EQ(out["gpus"].size(), 2u);
+  double gpu_sum = 0;
+  for (const auto& gpu : out["gpus"]) {
+    EXPECT_GT(gpu["energy_j"].get<double>(), 0);
+    EXPECT_EQ(gpu["source"], "counter");
+    gpu_sum += gpu["energy_j"].get<double>();
+  }
+  const double energy = out["energy_j"].get<double>();
+  EXPECT_NEAR(energy, gpu_sum, 1e-9 * energy);
+  EXPECT_FALSE(out["energy_estimated"].get<bool>());
+  // A simulated V100 draws at least its idle power (≥ 20 W here) for the ≥ 0.55 s the run lasts.
+  const double duration = out["duration_s"].get<double>();
+  EXPECT_GE(duration, 0.55);
+  EXPECT_GT(energy, 20 * duration);
+  EXPECT_NEAR(out["j_per_request"].get<double>(), energy / 11, 1e-9 * energy);
+  EXPECT_NEAR(out["j_per_output_token"].get<double>(), energy / static_cast<double>(output_tokens),
+              1e-9 * energy);
+  EXPECT_NEAR(out["requests_per_s"].get<double>(), 11 / duration, 1e-9);
+  // The attribution adds up to the measured energy minus the idle energy.
+  const double attributed = out["attributed_energy_j"].get<double>();
+  const double idle = out["idle_energy_j"].get<double>();
+  EXPECT_GT(attributed, 0);
+  EXPECT_GE(idle, 0);
+  EXPECT_NEAR(attributed + idle, energy, 1e-6 * energy);
+  // Latency: the fake server takes ≥ 20 ms; it gives no TTFT/TPOT, so those are null.
+  EXPECT_GE(out["p50_latency_s"].get<double>(), 0.02);
+  EXPECT_LE(out["p50_latency_s"].get<double>(), out["p90_latency_s"].get<double>());
+  EXPECT_LE(out["p90_latency_s"].get<double>(), out["p99_latency_s"].get<double>());
+  for (const char* field : {"p50_ttft_s", "p90_ttft_s", "p99_ttft_s", "p50_tpot_s", "p99_tpot_s"})
+    EXPECT_TRUE(out[field].is_null()) << field;
+
+  // What the server got: the model, max_tokens = the trace's output tokens, no streaming, a prompt of about
+  // prompt_tokens words, different for every request.
+  const auto bodies = server.bodies();
+  ASSERT_EQ(bodies.size(), 12u);
+  std::set<std::string> prompts;
+  for (const auto& body : bodies) {
+    EXPECT_EQ(body["model"], "fake-model");
+    EXPECT_EQ(body["stream"], false);
+    prompts.insert(body["prompt"].get<std::string>());
+  }
+  EXPECT_EQ(prompts.size(), bodies.size());
+  EXPECT_EQ(out["prompt_tokens"].get<int64_t>(), out["requested_prompt_tokens"].get<int64_t>());
+
+  // Per-request rows: times, outcome, tokens and attributed energy adding up to the attributed total.
+  std::istringstream rows(read_file(requests_csv));
+  std::string line;
+  std::getline(rows, line);
+  EXPECT_EQ(line,
+            "request,arrival_s,start_s,end_s,latency_s,outcome,prompt_tokens,completion_tokens,ttft_s,tpot_s,"
+            "energy_j,late,error");
+  double row_energy = 0;
+  int row_count = 0;
+  while (std::getline(rows, line)) {
+    std::vector<std::string> cells;
+    std::stringstream cell_stream(line);
+    for (std::string cell; std::getline(cell_stream, cell, ',');)
+      cells.push_back(cell);
+    ASSERT_GE(cells.size(), 11u) << line;
+    EXPECT_NEAR(std::stod(cells[1]), 0.05 * row_count, 1e-6) << line;  // arrivals from the first one
+    EXPECT_GE(std::stod(cells[2]), std::stod(cells[1])) << line;
+    EXPECT_EQ(cells[5], row_count == 6 ? "http_error" : "ok") << line;
+    EXPECT_GT(std::stod(cells[10]), 0) << line;
+    row_energy += std::stod(cells[10]);
+    ++row_count;
+  }
+  EXPECT_EQ(row_count, 12);
+  EXPECT_NEAR(row_energy, attributed, 1e-3 + 1e-6 * attributed);  // rows are rounded to µJ
+  // Prometheus exposition: one model label, the ok requests' energy histogram.
+  const std::string prom = read_file(metrics);
+  EXPECT_NE(prom.find("joule_inference_request_energy_joules_count{model=\"fake-model\"} 11"),
+            std::string::npos)
+      << prom;
+  EXPECT_NE(prom.find("joule_inference_energy_joules_total{model=\"fake-model\",phase=\"idle\"}"),
+            std::string::npos)
+      << prom;
+
+  // Text and CSV summaries, and --model, --rate-scale and --duration-s: 0.19 s at twice the rate (8
+  // requests).
+  const auto text = joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url() + "/", "--trace",
+                           trace, "--model", "other", "--rate-scale", "2", "--duration-s", "0.19"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("8 requests to " + server.url() + " (model other)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("first error   HTTP 400: thirteen is unlucky"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("J/token"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("TTFT and TPOT: the server does not report them"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the GPUs are simulated"), std::string::npos) << text.out;
+  EXPECT_EQ(server.bodies().back()["model"], "other");
+  const auto csv = joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace,
+                          "--duration-s", "0.09", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("endpoint,model,trace,rate_scale,simulated_gpus,requests,requests_ok,", 0), 0u)
+      << csv.out;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 2);
+}
+
+TEST(CliInfer, BenchBadInput) {
+  TempDir dir;
+  const std::string trace = dir.write("trace.csv", bench_trace());
+  const auto expect_error = [](const ProcessResult& result, const std::string& message, int exit_code) {
+    EXPECT_EQ(result.exit_code, exit_code) << message << "\n" << result.err;
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  };
+  const auto bench = [&](std::vector<std::string> args) {
+    std::vector<std::string> all = {"--sim", "v100", "infer", "bench"};
+    all.insert(all.end(), args.begin(), args.end());
+    return joule(all);
+  };
+  // A port nobody listens on: the fake server's, after it stopped.
+  std::string closed;
+  {
+    FakeOpenAiServer gone;
+    closed = gone.url();
+  }
+  expect_error(
+      bench({"--endpoint", closed, "--trace", trace}),
+      fmt::format("joule: error: infer bench: cannot reach the endpoint {} (GET /v1/models: connection "
+                  "refused or host unreachable)",
+                  closed),
+      1);
+  expect_error(bench({"--endpoint", "https://127.0.0.1:8000", "--trace", trace}),
+               "--endpoint 'https://127.0.0.1:8000': https is not supported: expected http://HOST:PORT", 2);
+  expect_error(bench({"--endpoint", "127.0.0.1:8000", "--trace", trace}),
+               "--endpoint '127.0.0.1:8000': not an http:// URL", 2);
+  expect_error(bench({"--endpoint", "http://127.0.0.1", "--trace", trace}),
+               "--endpoint 'http://127.0.0.1': no port", 2);
+  expect_error(bench({"--endpoint", "http://127.0.0.1:8000/v1", "--trace", trace}), "a path is not allowed",
+               2);
+  expect_error(bench({"--endpoint", "http://127.0.0.1:99999", "--trace", trace}), "'99999' is not a port", 2);
+  expect_error(bench({"--trace", trace}), "infer bench: --endpoint http://HOST:PORT is required", 2);
+  expect_error(bench({"--endpoint", closed}), "infer bench: --trace FILE is required", 2);
+  // Trace errors as read_serving_trace gives them, before any request is sent.
+  expect_error(bench({"--endpoint", closed, "--trace",
+                      dir.write("bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,ten,5\n")}),
+               "bad.csv:3:3: column 'prompt_tokens': expected an integer, got \"ten\"", 1);
+  expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/missing.csv"}), "missing.csv", 1);
+  // GPUs that are not there.
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--gpus", "3"}),
+               "unknown GPU index 3: 1 GPU is visible (indices 0 to 0)", 1);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--gpus", "x"}), "--gpus 'x'", 2);
+  expect_error(joule({"infer", "bench", "--endpoint", closed, "--trace", trace}),
+               "infer bench: no GPU to measure", 1);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--max-concurrency", "0"}), "--max-concurrency",
+               2);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--timeout-s", "0"}),
+               "--timeout-s must be a finite number > 0, got 0", 2);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/measure/request_energy.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -111,6 +113,119 @@ TEST(RequestEnergyLedger, BadInputRecordsNothing) {
   JOULE_EXPECT_ERROR(ledger.record_idle(-2), ErrorCode::kInvalidArgument,
                      "idle energy_j must be finite and >= 0, got -2");
   JOULE_EXPECT_ERROR(ledger.finish_request("b"), ErrorCode::kNotFound, "request 'b' is not tracked");
+}
+
+}  // namespace
+}  // namespace joule::measure
+
+namespace joule::measure {
+namespace {
+
+TEST(AttributeEnergyOverTime, SplitsEachIntervalAmongTheRequestsInFlight) {
+  // Four 1-s intervals; a in flight over [0, 2], b over [1, 3]; nothing over [3, 4].
+  const EnergyInterval intervals[] = {{0, 1, 10}, {1, 2, 20}, {2, 3, 30}, {3, 4, 40}};
+  const FlightInterval requests[] = {{0, 2}, {1, 3}};
+  const TimelineAttribution result = attribute_energy_over_time(intervals, requests).value();
+  ASSERT_EQ(result.request_energy_j.size(), 2u);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[0], 10 + 20.0 / 2);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[1], 20.0 / 2 + 30);
+  EXPECT_DOUBLE_EQ(result.energy_j, 100);
+  EXPECT_DOUBLE_EQ(result.idle_energy_j, 40);
+  EXPECT_DOUBLE_EQ(result.attributed_energy_j, 60);
+}
+
+TEST(AttributeEnergyOverTime, PartialOverlapGetsThePartOfTheInterval) {
+  // One 1-s interval of 8 J: a over [0.25, 0.75] alone, so half the energy is a's and half idle; b over
+  // [0.5, 0.75] shares a's last quarter.
+  const EnergyInterval intervals[] = {{0, 1, 8}};
+  const FlightInterval requests[] = {{0.25, 0.75}, {0.5, 0.75}, {0.6, 0.6}};
+  const TimelineAttribution result = attribute_energy_over_time(intervals, requests).value();
+  EXPECT_DOUBLE_EQ(result.request_energy_j[0], 2 + 1);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[1], 1);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[2], 0);  // no duration, nothing
+  EXPECT_DOUBLE_EQ(result.idle_energy_j, 4);
+  EXPECT_DOUBLE_EQ(result.attributed_energy_j + result.idle_energy_j, result.energy_j);
+}
+
+TEST(AttributeEnergyOverTime, TimeOutsideTheIntervalsCostsNothing) {
+  // A gap [1, 2] with no measurement, and requests reaching before and after the measured span.
+  const EnergyInterval intervals[] = {{0, 1, 6}, {2, 3, 6}};
+  const FlightInterval requests[] = {{-5, 0.5}, {0.5, 2.5}, {2.5, 10}, {20, 30}};
+  const TimelineAttribution result = attribute_energy_over_time(intervals, requests).value();
+  EXPECT_DOUBLE_EQ(result.request_energy_j[0], 3);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[1], 3 + 3);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[2], 3);
+  EXPECT_DOUBLE_EQ(result.request_energy_j[3], 0);
+  EXPECT_DOUBLE_EQ(result.idle_energy_j, 0);
+  EXPECT_DOUBLE_EQ(result.attributed_energy_j, 12);
+}
+
+TEST(AttributeEnergyOverTime, SharesAddUpOnAManyRequestTimeline) {
+  // 100-ms intervals of varying energy over 60 s and 500 overlapping requests: the shares add up to the
+  // energy minus idle, whatever the overlap.
+  std::vector<EnergyInterval> intervals;
+  for (int i = 0; i < 600; ++i)
+    intervals.push_back({i * 0.1, (i + 1) * 0.1, 20.0 + (i * 37 % 11)});
+  std::vector<FlightInterval> requests;
+  uint64_t state = 7;
+  const auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (int r = 0; r < 500; ++r) {
+    const double start = next() * 50;
+    requests.push_back({start, start + next() * 5});
+  }
+  const TimelineAttribution result = attribute_energy_over_time(intervals, requests).value();
+  double sum = 0;
+  for (const double energy : result.request_energy_j) {
+    EXPECT_GE(energy, 0);
+    sum += energy;
+  }
+  EXPECT_NEAR(sum, result.attributed_energy_j, 1e-9 * result.energy_j);
+  EXPECT_NEAR(result.attributed_energy_j + result.idle_energy_j, result.energy_j, 1e-9 * result.energy_j);
+  EXPECT_GT(result.idle_energy_j, 0);  // the last 5 s at least
+}
+
+TEST(AttributeEnergyOverTime, EmptyInputs) {
+  const FlightInterval requests[] = {{0, 1}};
+  const TimelineAttribution none = attribute_energy_over_time({}, requests).value();
+  EXPECT_EQ(none.request_energy_j, std::vector<double>{0.0});
+  const EnergyInterval intervals[] = {{0, 1, 5}};
+  const TimelineAttribution idle = attribute_energy_over_time(intervals, {}).value();
+  EXPECT_DOUBLE_EQ(idle.idle_energy_j, 5);
+  EXPECT_DOUBLE_EQ(idle.attributed_energy_j, 0);
+}
+
+TEST(AttributeEnergyOverTime, RefusesBadInput) {
+  const FlightInterval ok_requests[] = {{0, 1}};
+  const EnergyInterval ok_intervals[] = {{0, 1, 1}};
+  const auto message = [](const Result<TimelineAttribution>& result) {
+    EXPECT_FALSE(result);
+    return result ? std::string() : result.error().message();
+  };
+  const EnergyInterval overlapping[] = {{0, 1, 1}, {0.5, 2, 1}};
+  EXPECT_EQ(
+      message(attribute_energy_over_time(overlapping, ok_requests)),
+      "energy interval 1: starts at 0.5 s, before the previous one ends (1 s): intervals must be sorted "
+      "and not overlap");
+  const EnergyInterval negative[] = {{0, 1, -1}};
+  EXPECT_EQ(message(attribute_energy_over_time(negative, ok_requests)),
+            "energy interval 0: negative energy -1 J");
+  const EnergyInterval backwards[] = {{1, 0, 1}};
+  EXPECT_EQ(message(attribute_energy_over_time(backwards, ok_requests)),
+            "energy interval 0: ends at 0 s, before it starts at 1 s");
+  const EnergyInterval instant[] = {{1, 1, 1}};
+  EXPECT_EQ(message(attribute_energy_over_time(instant, ok_requests)), "energy interval 0: 1 J over no time");
+  const EnergyInterval not_finite[] = {{0, 1, std::nan("")}};
+  EXPECT_EQ(message(attribute_energy_over_time(not_finite, ok_requests)),
+            "energy interval 0: times and energy must be finite");
+  const FlightInterval backwards_request[] = {{0, 1}, {2, 1}};
+  EXPECT_EQ(message(attribute_energy_over_time(ok_intervals, backwards_request)),
+            "request 1: ends at 1 s, before it starts at 2 s");
+  const FlightInterval infinite_request[] = {{0, INFINITY}};
+  EXPECT_EQ(message(attribute_energy_over_time(ok_intervals, infinite_request)),
+            "request 0: times must be finite");
 }
 
 }  // namespace

@@ -131,4 +131,46 @@ class RequestEnergyLedger {
   LedgerTotals totals_;
 };
 
+/// One stretch of a measured power timeline: [start_s, end_s] and the energy used over it (e.g. a
+/// PowerSampler's integral over one sampling period), s and J.
+struct EnergyInterval {
+  double start_s = 0;
+  double end_s = 0;
+  double energy_j = 0;
+};
+
+/// When one request was in flight, seen from its client: [start_s, end_s] (sent → response received), s.
+struct FlightInterval {
+  double start_s = 0;
+  double end_s = 0;
+};
+
+/// What attribute_energy_over_time() found.
+struct TimelineAttribution {
+  std::vector<double> request_energy_j;  ///< per request, in the order given
+  double energy_j = 0;                   ///< every interval's energy
+  double attributed_energy_j = 0;        ///< the sum of request_energy_j
+  double idle_energy_j = 0;              ///< energy of the stretches with no request in flight
+};
+
+/// Attributes energy measured over time to the requests in flight, for a serving endpoint seen from outside
+/// (no iteration boundaries, no token counts per iteration): the rule of `joule infer bench`
+/// (docs/inference.md).
+///
+/// Each interval's energy is spread evenly over its time (its power is taken as constant within it), and at
+/// every instant that power is shared equally among the requests in flight then; time with no request in
+/// flight is idle. When every request in flight spans a whole interval, each gets 1/k of its energy; a
+/// request in flight for part of an interval gets the matching part. So the shares add up to the intervals'
+/// energy minus the idle energy (up to rounding), and a request outside every interval gets nothing.
+///
+/// Limits: a request's share does not depend on its size (a 2000-token prompt and a 10-token one in flight
+/// together pay the same), and time spent queued inside the server counts as in flight.
+///
+/// Complexity O((intervals + requests) · log requests).
+/// @param intervals sorted by time, not overlapping (gaps allowed; energy in a gap is unknown: none).
+/// @return kInvalidArgument for a non-finite time or energy, a negative energy, an interval or request
+/// ending before it starts, energy over a zero-length interval, or intervals out of order or overlapping.
+Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInterval> intervals,
+                                                       std::span<const FlightInterval> requests);
+
 }  // namespace joule::measure
