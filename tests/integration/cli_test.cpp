@@ -91,7 +91,7 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{},
        "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
        "infer (see 'joule --help')"},
-      {{"infer"}, "'joule infer' needs a command: replay (see 'joule infer --help')"},
+      {{"infer"}, "'joule infer' needs a command: replay, bench (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
       {{"carbon"}, "'joule carbon' needs a command: replay, forecast, intensity (see 'joule carbon --help')"},
