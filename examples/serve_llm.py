@@ -49,15 +49,19 @@ GPU with the same batches, not on this CPU.
 Each response's ``usage`` has the OpenAI fields plus ``"energy": {"energy_j", "prefill_energy_j",
 "decode_energy_j", "j_per_output_token", "ttft_s", "tpot_s", "clock_mhz"}`` (virtual s; ``tpot_s`` null for
 one output token; ``clock_mhz`` the iteration-time-weighted mean SM clock of the request's iterations).
-``/metrics`` has, labelled ``model`` and ``gpu``: ``joule_inference_requests_total``,
-``joule_inference_prompt_tokens_total``, ``joule_inference_output_tokens_total``,
-``joule_inference_iterations_total``, ``joule_inference_energy_joules_total`` (measured, idle included),
-``joule_inference_idle_energy_joules_total``, histograms ``joule_inference_request_energy_joules``,
+``/metrics`` is ``joule.InferenceMetrics`` (the C++ ``joule::metrics::InferenceMetrics``) rendered, every
+series labelled ``gpu`` and ``model``: histograms ``joule_inference_request_energy_joules``,
 ``joule_inference_energy_per_output_token_joules``, ``joule_inference_time_to_first_token_seconds`` and
-``joule_inference_time_per_output_token_seconds`` (virtual), gauges ``joule_inference_requests_running``,
+``joule_inference_time_per_output_token_seconds`` (virtual), counters
+``joule_inference_energy_joules_total{phase="prefill"|"decode"|"idle"}`` (measured: finished requests' shares
+and idle energy; the shares of requests still in flight join when they finish),
+``joule_inference_requests_total{slo="met"|"missed"}`` (finished requests, judged against both SLOs),
+``joule_inference_prompt_tokens_total``, ``joule_inference_output_tokens_total`` and
+``joule_inference_iterations_total``, gauges ``joule_inference_requests_running``,
 ``joule_inference_requests_waiting``, ``joule_inference_slo_target_seconds{slo="ttft"|"tpot"}``,
-``joule_inference_slo_attainment_ratio`` (the controller's window), ``joule_inference_slo_unattainable``
-and ``joule_inference_sm_clock_hertz`` (the clock chosen for the next iteration).
+``joule_inference_slo_attainment_ratio`` (the controller's window), ``joule_inference_slo_unattainable`` and
+``joule_inference_sm_clock_hertz`` (the clock chosen for the next iteration). Series appear with their first
+value: the counters and histograms after the first finished request.
 
 ``--port 0`` picks a free port; the first line on stdout is ``listening on http://HOST:PORT``. On SIGTERM or
 SIGINT the server stops, restores the clocks and prints a JSON summary as its last line (requests, energy,
@@ -67,7 +71,6 @@ each GPU's settings log, and the clock a probe iteration ran at after the restor
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import math
 import signal
@@ -195,7 +198,7 @@ class TinyDecoder(nn.Module):
         return self.next_token(x)
 
 
-# ---- requests and metrics -------------------------------------------------------------------------------------
+# ---- requests -------------------------------------------------------------------------------------------------
 
 
 class BadRequest(Exception):
@@ -224,98 +227,21 @@ class Request:
     error: Optional[str] = None
 
 
-class Histogram:
-    def __init__(self, bounds: list[float]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.sum += value
-
-    def lines(self, name: str, labels: str) -> list[str]:
-        out, cumulative = [], 0
-        for bound, count in zip(self.bounds, self.counts):
-            cumulative += count
-            out.append(f'{name}_bucket{{{labels},le="{bound:g}"}} {cumulative}')
-        cumulative += self.counts[-1]
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {cumulative}')
-        out.append(f"{name}_sum{{{labels}}} {self.sum!r}")
-        out.append(f"{name}_count{{{labels}}} {cumulative}")
-        return out
-
-
-class Metrics:
-    def __init__(self, model: str, gpu: str) -> None:
-        self.lock = threading.Lock()
-        self.labels = f'model="{model}",gpu="{gpu}"'
-        self.counters = {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "iterations": 0,
-                         "energy_joules": 0.0, "idle_energy_joules": 0.0}
-        self.request_energy = Histogram([0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000])
-        self.energy_per_token = Histogram([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
-        self.ttft = Histogram([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
-        self.tpot = Histogram([0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5])
-        self.gauges: dict[str, float] = {"requests_running": 0, "requests_waiting": 0, "slo_attainment_ratio": 1.0,
-                                         "slo_unattainable": 0, "sm_clock_hertz": 0}
-        self.slo = {"ttft": 0.0, "tpot": 0.0}
-
-    def render(self) -> str:
-        with self.lock:
-            lines: list[str] = []
-
-            def metric(name: str, kind: str, help_text: str, samples: list[str]) -> None:
-                lines.append(f"# HELP joule_inference_{name} {help_text}")
-                lines.append(f"# TYPE joule_inference_{name} {kind}")
-                lines.extend(samples)
-
-            def simple(name: str, kind: str, help_text: str, value: float) -> None:
-                metric(name, kind, help_text, [f"joule_inference_{name}{{{self.labels}}} {value!r}"])
-
-            c = self.counters
-            simple("requests_total", "counter", "Completions finished.", c["requests"])
-            simple("prompt_tokens_total", "counter", "Prompt tokens prefilled.", c["prompt_tokens"])
-            simple("output_tokens_total", "counter", "Output tokens generated.", c["output_tokens"])
-            simple("iterations_total", "counter", "Engine iterations run on the simulated GPU.", c["iterations"])
-            simple("energy_joules_total", "counter",
-                   "Energy the replica's simulated GPUs used, measured (idle included), J.", c["energy_joules"])
-            simple("idle_energy_joules_total", "counter", "Energy used with no request in flight, J.",
-                   c["idle_energy_joules"])
-            for name, histogram, help_text in (
-                    ("request_energy_joules", self.request_energy, "Energy attributed to each request, J."),
-                    ("energy_per_output_token_joules", self.energy_per_token,
-                     "Energy per output token of each request, J."),
-                    ("time_to_first_token_seconds", self.ttft,
-                     "Time to first token of each request on the simulated GPU's clock, s."),
-                    ("time_per_output_token_seconds", self.tpot,
-                     "Time per output token after the first on the simulated GPU's clock, s.")):
-                metric(name, "histogram", help_text, histogram.lines(f"joule_inference_{name}", self.labels))
-            g = self.gauges
-            simple("requests_running", "gauge", "Requests in the running batch.", g["requests_running"])
-            simple("requests_waiting", "gauge", "Requests queued, not yet admitted.", g["requests_waiting"])
-            metric("slo_target_seconds", "gauge", "The latency SLOs (p-th percentile), s.",
-                   [f'joule_inference_slo_target_seconds{{{self.labels},slo="{slo}"}} {value!r}'
-                    for slo, value in self.slo.items()])
-            simple("slo_attainment_ratio", "gauge",
-                   "Share of the controller window's requests meeting both SLOs.", g["slo_attainment_ratio"])
-            simple("slo_unattainable", "gauge", "1 while even the highest clock misses the SLO.",
-                   g["slo_unattainable"])
-            simple("sm_clock_hertz", "gauge", "SM clock the controller chose for the next iteration, Hz.",
-                   g["sm_clock_hertz"])
-            return "\n".join(lines) + "\n"
-
-
 # ---- the engine -----------------------------------------------------------------------------------------------
 
 
 class Engine:
     """One thread: continuous batching of the toy model, every iteration run on the simulated replica."""
 
-    def __init__(self, args: argparse.Namespace, model: TinyDecoder, metrics: Metrics) -> None:
+    def __init__(self, args: argparse.Namespace, model: TinyDecoder) -> None:
         self.args = args
         self.model = model
-        self.metrics = metrics
         self.device = joule.LlmDevice(args.gpu, args.model, args.tp)
+        self.served_model: str = self.device.model_spec["key"]
+        self.metrics = joule.InferenceMetrics(gpu=self.device.gpu_spec["key"])
+        self.metrics.set_slo(self.served_model, args.slo_ttft_s, args.slo_tpot_s)
+        self.metrics.set_requests(self.served_model, 0, 0)
+        self.finished_requests = 0
         self.gpus = self.device.gpus
         self.monitor = joule.Monitor(devices=self.device.devices, cpus=[])
         self.ledger = joule.RequestEnergyLedger(args.rule)
@@ -325,6 +251,8 @@ class Engine:
         self.guard = joule.SettingsGuard("serve_llm")
         self.locked_mhz: Optional[int] = None
         self.lock_clock(self.controller.clock_mhz)
+        self.metrics.set_slo_attainment(self.served_model, self.controller.window_attainment)
+        self.metrics.set_slo_unattainable(self.served_model, self.controller.slo_unattainable)
         self.condition = threading.Condition()
         self.inbox: list[Request] = []
         self.waiting: list[Request] = []
@@ -340,8 +268,7 @@ class Engine:
             for gpu in self.gpus:
                 self.guard.lock_sm_clocks_mhz(gpu, mhz, mhz)
             self.locked_mhz = mhz
-        with self.metrics.lock:
-            self.metrics.gauges["sm_clock_hertz"] = mhz * 1e6
+        self.metrics.set_sm_clock_mhz(self.served_model, mhz)
 
     def submit(self, prompt: str, max_tokens: int) -> Request:
         tokens = [BOS, *prompt.encode("utf-8")]
@@ -401,9 +328,7 @@ class Engine:
         energy_j = self.monitor.end_window("idle").total_gpu_energy_j
         self.ledger.record_idle(energy_j)
         self.controller.on_idle(start_s, self.device.now_s(), energy_j)
-        with self.metrics.lock:
-            self.metrics.counters["energy_joules"] += energy_j
-            self.metrics.counters["idle_energy_joules"] += energy_j
+        self.metrics.add_idle_energy(self.served_model, energy_j)
 
     def iteration(self) -> None:
         free = self.args.max_batch - len(self.running)
@@ -444,15 +369,12 @@ class Engine:
         self.running = [r for r in self.running if len(r.output) < r.max_tokens]
         for request in finished:
             self.finish(request)
-        with self.metrics.lock:
-            counters, gauges = self.metrics.counters, self.metrics.gauges
-            counters["iterations"] += 1
-            counters["energy_joules"] += energy_j
-            gauges["requests_running"] = len(self.running)
-            gauges["requests_waiting"] = len(self.waiting) + len(self.inbox)
-            gauges["slo_attainment_ratio"] = self.controller.window_attainment
-            gauges["slo_unattainable"] = int(self.controller.slo_unattainable)
-            gauges["sm_clock_hertz"] = self.controller.clock_mhz * 1e6
+        metrics, model = self.metrics, self.served_model
+        metrics.add_iterations(model, 1)
+        metrics.set_requests(model, len(self.running), len(self.waiting) + len(self.inbox))
+        metrics.set_slo_attainment(model, self.controller.window_attainment)
+        metrics.set_slo_unattainable(model, self.controller.slo_unattainable)
+        metrics.set_sm_clock_mhz(model, self.controller.clock_mhz)
 
     def work(self, decode_contexts: list[int], prefill: list[tuple[int, int]], clock_mhz: int) -> float:
         """A request's share of the iteration under --rule work: the model's time for its part alone."""
@@ -478,17 +400,11 @@ class Engine:
                 "clock_mhz": request.clock_time_mhz_s / request.busy_s if request.busy_s > 0 else None,
             },
         }
-        with self.metrics.lock:
-            metrics = self.metrics
-            metrics.counters["requests"] += 1
-            metrics.counters["prompt_tokens"] += figures.prompt_tokens
-            metrics.counters["output_tokens"] += figures.output_tokens
-            metrics.request_energy.observe(figures.energy_j)
-            metrics.energy_per_token.observe(figures.energy_per_output_token_j)
-            if figures.ttft_s is not None:
-                metrics.ttft.observe(figures.ttft_s)
-            if figures.tpot_s is not None:
-                metrics.tpot.observe(figures.tpot_s)
+        # The controller's rule: TTFT and (with two or more output tokens) TPOT within their SLOs.
+        slo_met = figures.ttft_s is not None and figures.ttft_s <= self.args.slo_ttft_s and (
+            figures.tpot_s is None or figures.tpot_s <= self.args.slo_tpot_s)
+        self.metrics.observe_request(self.served_model, figures, slo_met)
+        self.finished_requests += 1
         request.done.set()
 
     def close(self) -> dict[str, Any]:
@@ -498,7 +414,7 @@ class Engine:
         settings = [self.device.settings_log(i) for i in range(len(self.gpus))]
         probe = self.device.run_iteration([1], [])  # a fresh read: what clock does the GPU run at now?
         totals = self.ledger.totals
-        return {"event": "stopped", "requests": self.metrics.counters["requests"], "energy_j": totals["energy_j"],
+        return {"event": "stopped", "requests": self.finished_requests, "energy_j": totals["energy_j"],
                 "idle_energy_j": totals["idle_energy_j"], "iterations": totals["iterations"],
                 "virtual_time_s": self.device.now_s(), "settings_log": settings,
                 "clock_after_restore_mhz": probe["clock_mhz"],
@@ -536,7 +452,7 @@ def parse_completion(body: bytes, served_model: str) -> tuple[str, int]:
     return prompt, max_tokens
 
 
-def make_handler(engine: Engine, metrics: Metrics, served_model: str, created: int, max_context: int) -> type:
+def make_handler(engine: Engine, served_model: str, created: int, max_context: int) -> type:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "joule-serve-llm/0.1"
@@ -557,9 +473,9 @@ def make_handler(engine: Engine, metrics: Metrics, served_model: str, created: i
                 self.send_json(200, {"object": "list", "data": [
                     {"id": served_model, "object": "model", "created": created, "owned_by": "joule"}]})
             elif self.path == "/metrics":
-                data = metrics.render().encode()
+                data = engine.metrics.render().encode()
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Type", joule.InferenceMetrics.CONTENT_TYPE)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -626,15 +542,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     try:
-        metrics = Metrics(args.model, args.gpu)
-        engine = Engine(args, model, metrics)
+        engine = Engine(args, model)
     except joule.Error as error:
         print(f"serve_llm: {error}", file=sys.stderr)
         return 2
-    metrics.slo = {"ttft": args.slo_ttft_s, "tpot": args.slo_tpot_s}
-    served_model = engine.device.model_spec["key"]
     server = ThreadingHTTPServer((args.host, args.port),
-                                 make_handler(engine, metrics, served_model, int(time.time()), args.max_context))
+                                 make_handler(engine, engine.served_model, int(time.time()), args.max_context))
     server.daemon_threads = True
     server_box.append(server)
     engine.thread.start()

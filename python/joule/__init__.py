@@ -19,7 +19,8 @@ The core is C++ (the module ``joule._joule``); this package gives it Pythonic na
 - :func:`simulate`: Zeus's trace-driven simulator.
 - LLM serving: :class:`RequestEnergyLedger` (each iteration's energy split among its requests, per-request
   :class:`RequestEnergy`), :class:`LlmDevice` (a model replica on simulated serving GPUs; :func:`llm_gpus`,
-  :func:`llm_models`) and :class:`SloClockController` (the least-energy GPU clock meeting a TTFT/TPOT SLO).
+  :func:`llm_models`), :class:`SloClockController` (the least-energy GPU clock meeting a TTFT/TPOT SLO) and
+  :class:`InferenceMetrics` (the replica's Prometheus metrics, rendered for ``/metrics``).
 - :class:`Error` and its subclasses: every C++ error, with the same message.
 - ``joule.torch`` (sync callback, torch.distributed aggregator) and ``joule.huggingface`` (Trainer
   callback) are imported on demand.
@@ -50,6 +51,7 @@ from ._joule import (
     Deadline,
     DeviceSet,
     Gpu,
+    InferenceMetrics,
     LlmDevice,
     MaxSlowdown,
     Measurement,
@@ -101,6 +103,7 @@ __all__ = [
     "Frontier",
     "FrontierPoint",
     "Gpu",
+    "InferenceMetrics",
     "InternalError",
     "InvalidArgumentError",
     "IoError",

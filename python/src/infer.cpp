@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // LLM inference serving from Python: joule.RequestEnergyLedger (each iteration's energy split among its
 // requests), joule.LlmDevice (a model replica on simulated serving GPUs, usable with Monitor and
-// SettingsGuard), the built-in serving GPU and model specs, and joule.SloClockController (the least-energy
-// clock that meets the latency SLO). Device calls run without the GIL.
+// SettingsGuard), the built-in serving GPU and model specs, joule.SloClockController (the least-energy
+// clock that meets the latency SLO) and joule.InferenceMetrics (the replica's Prometheus metrics). Device
+// calls and rendering run without the GIL.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "joule/core/validate.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/request_energy.hpp"
+#include "joule/metrics/inference_metrics.hpp"
+#include "joule/metrics/registry.hpp"
 #include "joule/optimize/inference_slo.hpp"
 #include "joule/sim/llm.hpp"
 
@@ -345,6 +348,40 @@ optimize::IterationSample iteration_sample(double start_s, double end_s, double 
 template <class T>
 T dict_value(const py::dict& dict, const char* key, T fallback) {
   return dict.contains(key) ? dict[key].cast<T>() : fallback;
+}
+
+// ---- InferenceMetrics
+// --------------------------------------------------------------------------------------
+
+// joule.InferenceMetrics: the metrics and the registry they live in (declared first: destroyed last).
+struct InferenceMetricsHandle {
+  explicit InferenceMetricsHandle(metrics::InferenceMetricsOptions options)
+      : gpu(options.gpu), metrics(registry.registry(), std::move(options)) {}
+
+  std::string gpu;
+  metrics::MetricsRegistry registry;
+  metrics::InferenceMetrics metrics;
+};
+
+std::unique_ptr<InferenceMetricsHandle> make_inference_metrics(
+    std::string gpu, std::optional<std::vector<double>> request_energy_buckets_j,
+    std::optional<std::vector<double>> token_energy_buckets_j, std::optional<std::vector<double>> ttft_buckets_s,
+    std::optional<std::vector<double>> tpot_buckets_s) {
+  metrics::InferenceMetricsOptions options;
+  options.gpu = std::move(gpu);
+  if (request_energy_buckets_j) {
+    options.request_energy_buckets_j = std::move(*request_energy_buckets_j);
+  }
+  if (token_energy_buckets_j) {
+    options.token_energy_buckets_j = std::move(*token_energy_buckets_j);
+  }
+  if (ttft_buckets_s) {
+    options.ttft_buckets_s = std::move(*ttft_buckets_s);
+  }
+  if (tpot_buckets_s) {
+    options.tpot_buckets_s = std::move(*tpot_buckets_s);
+  }
+  return std::make_unique<InferenceMetricsHandle>(std::move(options));
 }
 
 }  // namespace
@@ -705,6 +742,97 @@ void bind_infer(py::module_& module) {
       .def("__repr__", [](const optimize::SloClockController& controller) {
         return fmt::format("<joule.SloClockController ttft={:g} s tpot={:g} s clock={} MHz>",
                            controller.slo().ttft_s, controller.slo().tpot_s, controller.clock_mhz());
+      });
+
+  // ---- the metrics
+  using Metrics = InferenceMetricsHandle;
+  py::class_<Metrics> inference_metrics(
+      module, "InferenceMetrics",
+      "Prometheus metrics of an LLM serving replica, in their own registry: per-request energy, energy per "
+      "output token, TTFT/TPOT histograms, energy by phase (prefill, decode, idle), finished requests by "
+      "SLO outcome, tokens, iterations, the queue, the SLO and the controller's clock — every series "
+      "labelled `model` (keep models few) and `gpu` if given. Units are base units (J, s, Hz, W). Values "
+      "that are negative or not finite are skipped, as the C++ class does. render() gives the text "
+      "exposition (Content-Type: CONTENT_TYPE). Thread-safe. Buckets: strictly increasing upper bounds "
+      "(+Inf is implicit); None keeps the defaults (docs/metrics.md).");
+  inference_metrics.attr("CONTENT_TYPE") = metrics::kMetricsContentType;
+  inference_metrics
+      .def(py::init(&make_inference_metrics), py::arg("gpu") = "", py::kw_only(),
+           py::arg("request_energy_buckets_j") = py::none(), py::arg("token_energy_buckets_j") = py::none(),
+           py::arg("ttft_buckets_s") = py::none(), py::arg("tpot_buckets_s") = py::none())
+      .def_readonly("gpu", &Metrics::gpu, "The `gpu` label on every series ('' for none).")
+      .def(
+          "observe_request",
+          [](Metrics& handle, const std::string& model, const measure::RequestEnergy& request,
+             std::optional<bool> slo_met) { handle.metrics.observe_request(model, request, slo_met); },
+          py::arg("model"), py::arg("request"), py::arg("slo_met") = py::none(),
+          "A finished request (RequestEnergyLedger.finish_request()): its energy, energy per output token, "
+          "TTFT and TPOT (those it has), its prefill and decode energy, its tokens, and one request counted "
+          "under slo='met', 'missed' or, with slo_met None, 'none'.")
+      .def(
+          "add_iterations",
+          [](Metrics& handle, const std::string& model, int64_t iterations) {
+            handle.metrics.add_iterations(model, iterations);
+          },
+          py::arg("model"), py::arg("iterations"), "Counts serving iterations (nothing for ≤ 0).")
+      .def(
+          "add_idle_energy",
+          [](Metrics& handle, const std::string& model, double energy_j) {
+            handle.metrics.add_idle_energy(model, energy_j);
+          },
+          py::arg("model"), py::arg("energy_j"), "Energy spent with no request in flight, J (phase='idle').")
+      .def(
+          "set_requests",
+          [](Metrics& handle, const std::string& model, int64_t running, int64_t waiting) {
+            handle.metrics.set_requests(model, running, waiting);
+          },
+          py::arg("model"), py::arg("running"), py::arg("waiting"),
+          "The engine's queue now: requests being served and waiting to be admitted.")
+      .def(
+          "set_slo",
+          [](Metrics& handle, const std::string& model, double ttft_s, double tpot_s) {
+            handle.metrics.set_slo(model, ttft_s, tpot_s);
+          },
+          py::arg("model"), py::arg("ttft_s"), py::arg("tpot_s"), "The latency SLO in force, s.")
+      .def(
+          "set_slo_attainment",
+          [](Metrics& handle, const std::string& model, double ratio) {
+            handle.metrics.set_slo_attainment(model, ratio);
+          },
+          py::arg("model"), py::arg("ratio"),
+          "The controller's window attainment in [0, 1] (skipped outside it).")
+      .def(
+          "set_slo_unattainable",
+          [](Metrics& handle, const std::string& model, bool unattainable) {
+            handle.metrics.set_slo_unattainable(model, unattainable);
+          },
+          py::arg("model"), py::arg("unattainable"), "Whether even the top clock misses the SLO.")
+      .def(
+          "set_sm_clock_mhz",
+          [](Metrics& handle, const std::string& model, double clock_mhz) {
+            handle.metrics.set_sm_clock_mhz(model, clock_mhz);
+          },
+          py::arg("model"), py::arg("clock_mhz"), "The SM clock chosen, MHz (exported in Hz).")
+      .def(
+          "set_power_limit_w",
+          [](Metrics& handle, const std::string& model, double power_limit_w) {
+            handle.metrics.set_power_limit_w(model, power_limit_w);
+          },
+          py::arg("model"), py::arg("power_limit_w"),
+          "The power limit chosen where clocks cannot be locked, W.")
+      .def(
+          "render",
+          [](const Metrics& handle) {
+            std::string text;
+            {
+              py::gil_scoped_release release;
+              text = handle.registry.render();
+            }
+            return text;
+          },
+          "The Prometheus text exposition (version 0.0.4) of every series.")
+      .def("__repr__", [](const Metrics& handle) {
+        return fmt::format("<joule.InferenceMetrics gpu='{}'>", handle.gpu);
       });
 }
 

@@ -1,11 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """LLM serving energy from Python: joule.RequestEnergyLedger (attribution rules, errors), joule.LlmDevice
-(the serving model on simulated GPUs: energy counters, Monitor, clock locks) and joule.SloClockController on a
-serving loop written in Python."""
+(the serving model on simulated GPUs: energy counters, Monitor, clock locks), joule.SloClockController on a
+serving loop written in Python, and joule.InferenceMetrics (the C++ metrics, rendered and promtool-checked when
+promtool is on PATH)."""
 
 from __future__ import annotations
 
 import math
+import re
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -334,3 +340,189 @@ def test_the_controller_lowers_the_clock_under_light_load() -> None:
     fixed = joule.SloClockController(1.0, 0.1, [clocks[0]])
     max_clock = serve(fixed_device, fixed, joule.SettingsGuard("test"), arrivals, prompt=256, output=32)
     assert served["energy_j"] < max_clock["energy_j"]
+
+
+# ---- InferenceMetrics -------------------------------------------------------------------------------------------
+
+SAMPLE_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse_exposition(text: str) -> tuple[dict[str, str], Samples]:
+    """The text exposition → {family: type}, {(sample name, labels): value}."""
+    types: dict[str, str] = {}
+    samples: Samples = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            match = SAMPLE_LINE.match(line)
+            assert match, line
+            labels = frozenset(LABEL_PAIR.findall(match.group(2) or ""))
+            samples[(match.group(1), labels)] = float(match.group(3))
+    return types, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def promtool_check(text: str) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        return
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def finished_requests() -> list[joule.RequestEnergy]:
+    ledger = joule.RequestEnergyLedger()
+    two_iterations(ledger)
+    return [ledger.finish_request("r1"), ledger.finish_request("r2")]
+
+
+def test_inference_metrics_render_every_family_in_base_units() -> None:
+    metrics = joule.InferenceMetrics(gpu="h100")
+    assert metrics.gpu == "h100" and repr(metrics) == "<joule.InferenceMetrics gpu='h100'>"
+    assert joule.InferenceMetrics.CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+    r1, r2 = finished_requests()  # r1: 6.5 J (6 + 0.5), TTFT 1.5 s; r2: 2.5 J (2 + 0.5), TTFT 1 s; TPOT 0.1 s
+    metrics.observe_request("llama", r1, True)
+    metrics.observe_request("llama", r2, slo_met=False)
+    metrics.add_iterations("llama", 2)
+    metrics.add_idle_energy("llama", 0.25)
+    metrics.set_requests("llama", 3, 1)
+    metrics.set_slo("llama", 0.5, 0.05)
+    metrics.set_slo_attainment("llama", 0.75)
+    metrics.set_slo_unattainable("llama", True)
+    metrics.set_sm_clock_mhz("llama", 1410)
+    metrics.set_power_limit_w("llama", 300)
+    text = metrics.render()
+    types, samples = parse_exposition(text)
+    assert types == {
+        "joule_inference_request_energy_joules": "histogram",
+        "joule_inference_energy_per_output_token_joules": "histogram",
+        "joule_inference_time_to_first_token_seconds": "histogram",
+        "joule_inference_time_per_output_token_seconds": "histogram",
+        "joule_inference_energy_joules_total": "counter",
+        "joule_inference_requests_total": "counter",
+        "joule_inference_prompt_tokens_total": "counter",
+        "joule_inference_output_tokens_total": "counter",
+        "joule_inference_iterations_total": "counter",
+        "joule_inference_requests_running": "gauge",
+        "joule_inference_requests_waiting": "gauge",
+        "joule_inference_slo_target_seconds": "gauge",
+        "joule_inference_slo_attainment_ratio": "gauge",
+        "joule_inference_slo_unattainable": "gauge",
+        "joule_inference_sm_clock_hertz": "gauge",
+        "joule_inference_power_limit_watts": "gauge",
+    }
+    for _, labels in samples:
+        assert {("model", "llama"), ("gpu", "h100")} <= labels
+    base = {"model": "llama", "gpu": "h100"}
+    assert value(samples, "joule_inference_request_energy_joules_count", **base) == 2
+    assert value(samples, "joule_inference_request_energy_joules_sum", **base) == pytest.approx(9.0)
+    assert value(samples, "joule_inference_request_energy_joules_bucket", **base, le="5") == 1  # r2
+    assert value(samples, "joule_inference_request_energy_joules_bucket", **base, le="10") == 2
+    assert value(samples, "joule_inference_energy_per_output_token_joules_sum", **base) == pytest.approx(4.5)
+    assert value(samples, "joule_inference_time_to_first_token_seconds_sum", **base) == pytest.approx(2.5)
+    assert value(samples, "joule_inference_time_to_first_token_seconds_bucket", **base, le="1") == 1
+    assert value(samples, "joule_inference_time_per_output_token_seconds_count", **base) == 2
+    assert value(samples, "joule_inference_time_per_output_token_seconds_sum", **base) == pytest.approx(0.2)
+    assert value(samples, "joule_inference_energy_joules_total", **base, phase="prefill") == pytest.approx(8.0)
+    assert value(samples, "joule_inference_energy_joules_total", **base, phase="decode") == pytest.approx(1.0)
+    assert value(samples, "joule_inference_energy_joules_total", **base, phase="idle") == 0.25
+    assert value(samples, "joule_inference_requests_total", **base, slo="met") == 1
+    assert value(samples, "joule_inference_requests_total", **base, slo="missed") == 1
+    assert value(samples, "joule_inference_prompt_tokens_total", **base) == 40
+    assert value(samples, "joule_inference_output_tokens_total", **base) == 4
+    assert value(samples, "joule_inference_iterations_total", **base) == 2
+    assert value(samples, "joule_inference_requests_running", **base) == 3
+    assert value(samples, "joule_inference_requests_waiting", **base) == 1
+    assert value(samples, "joule_inference_slo_target_seconds", **base, slo="ttft") == 0.5
+    assert value(samples, "joule_inference_slo_target_seconds", **base, slo="tpot") == 0.05
+    assert value(samples, "joule_inference_slo_attainment_ratio", **base) == 0.75
+    assert value(samples, "joule_inference_slo_unattainable", **base) == 1
+    assert value(samples, "joule_inference_sm_clock_hertz", **base) == 1.41e9
+    assert value(samples, "joule_inference_power_limit_watts", **base) == 300
+    # No phase-less total and no separate idle counter: the phases are the whole energy.
+    assert "joule_inference_idle_energy_joules_total" not in text
+    assert not any(name == "joule_inference_energy_joules_total" and "phase" not in dict(labels)
+                   for name, labels in samples)
+    promtool_check(text)
+
+
+def test_inference_metrics_skip_bad_values_and_label_models_apart() -> None:
+    metrics = joule.InferenceMetrics()  # no gpu label
+    assert metrics.gpu == ""
+    assert not [line for line in metrics.render().splitlines() if line and not line.startswith("#")]
+    r1, _ = finished_requests()
+    metrics.observe_request("a", r1)  # no SLO: slo="none"
+    metrics.observe_request('b "quoted"\\', r1, None)
+    metrics.add_idle_energy("a", 1.0)
+    for bad in (-1.0, math.nan, math.inf):
+        metrics.add_idle_energy("a", bad)
+        metrics.set_sm_clock_mhz("a", bad)
+    metrics.set_sm_clock_mhz("a", 1000)
+    metrics.set_slo_attainment("a", 0.5)
+    metrics.set_slo_attainment("a", 1.5)
+    metrics.add_iterations("a", 0)
+    metrics.set_requests("a", -1, 2)
+    text = metrics.render()
+    _, samples = parse_exposition(text)
+    for _, labels in samples:
+        assert "gpu" not in dict(labels)
+    assert value(samples, "joule_inference_requests_total", model="a", slo="none") == 1
+    assert value(samples, "joule_inference_requests_total", model='b \\"quoted\\"\\\\', slo="none") == 1
+    assert value(samples, "joule_inference_energy_joules_total", model="a", phase="idle") == 1.0
+    assert value(samples, "joule_inference_sm_clock_hertz", model="a") == 1e9
+    assert value(samples, "joule_inference_slo_attainment_ratio", model="a") == 0.5
+    assert value(samples, "joule_inference_requests_waiting", model="a") == 2
+    assert ("joule_inference_requests_running", frozenset({("model", "a")})) not in samples
+    assert not any(name == "joule_inference_iterations_total" for name, _ in samples)
+    promtool_check(text)
+
+
+def test_inference_metrics_buckets() -> None:
+    metrics = joule.InferenceMetrics("a100", ttft_buckets_s=[0.5, 2.0], request_energy_buckets_j=(1, 10))
+    r1, r2 = finished_requests()
+    metrics.observe_request("m", r1, True)
+    metrics.observe_request("m", r2, True)
+    _, samples = parse_exposition(metrics.render())
+    ttft = sorted((dict(labels)["le"], count) for (name, labels), count in samples.items()
+                  if name == "joule_inference_time_to_first_token_seconds_bucket")
+    assert ttft == [("+Inf", 2), ("0.5", 0), ("2", 2)]
+    energy = {dict(labels)["le"] for name, labels in samples if name == "joule_inference_request_energy_joules_bucket"}
+    assert energy == {"1", "10", "+Inf"}
+    assert value(samples, "joule_inference_time_per_output_token_seconds_bucket", model="m", gpu="a100", le="0.15") == 2
+    for bad in ([], [1.0, 0.5], [0.1, 0.1], [math.nan]):
+        with pytest.raises(joule.InvalidArgumentError, match="TPOT buckets"):
+            joule.InferenceMetrics(tpot_buckets_s=bad)
+    with pytest.raises(TypeError):
+        joule.InferenceMetrics("h100", [1.0])  # buckets are keywords
+
+
+def test_inference_metrics_render_while_another_thread_observes() -> None:
+    metrics = joule.InferenceMetrics("h100")
+    r1, _ = finished_requests()
+    stop = threading.Event()
+
+    def observe() -> int:
+        count = 0
+        while not stop.is_set() and count < 20000:
+            metrics.observe_request("m", r1, True)
+            metrics.add_iterations("m", 1)
+            count += 1
+        return count
+
+    with ThreadPoolExecutor(1) as pool:
+        observed = pool.submit(observe)
+        for _ in range(50):
+            parse_exposition(metrics.render())
+        stop.set()
+        count = observed.result()
+    _, samples = parse_exposition(metrics.render())
+    assert value(samples, "joule_inference_requests_total", model="m", gpu="h100", slo="met") == count
+    assert value(samples, "joule_inference_iterations_total", model="m", gpu="h100") == count

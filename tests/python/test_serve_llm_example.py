@@ -109,39 +109,62 @@ def test_concurrent_completions_report_their_energy(server: Server) -> None:
     assert results[6][1]["choices"][0]["text"].startswith(results[0][1]["choices"][0]["text"])
 
 
-METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
+SAMPLE_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 def test_metrics_parse_and_pass_promtool(server: Server) -> None:
     status, first = call(server.url + "/v1/completions", {"model": MODEL, "prompt": "metrics", "max_tokens": 3})
     assert status == 200, first
-    status, text = call(server.url + "/metrics")
-    assert status == 200 and isinstance(text, str)
-    samples: dict[str, float] = {}
+    with urllib.request.urlopen(server.url + "/metrics", timeout=60) as response:
+        assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        text = response.read().decode()
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
     types: dict[str, str] = {}
     for line in text.splitlines():
         if line.startswith("# TYPE "):
             _, _, name, kind = line.split(" ", 3)
             types[name] = kind
         elif line and not line.startswith("#"):
-            match = METRIC_LINE.match(line)
+            match = SAMPLE_LINE.match(line)
             assert match, line
-            assert match.group(2) and f'model="{MODEL}"' in match.group(2) and 'gpu="h100"' in match.group(2)
-            samples[match.group(1) + (match.group(2) or "")] = float(match.group(3))
-    labels = f'{{model="{MODEL}",gpu="h100"}}'
+            labels = frozenset(LABEL_PAIR.findall(match.group(2) or ""))
+            assert {("model", MODEL), ("gpu", "h100")} <= labels, line
+            samples[(match.group(1), labels)] = float(match.group(3))
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, frozenset({"model": MODEL, "gpu": "h100", **labels}.items()))]
+
+    def total(name: str) -> float:
+        return sum(figure for (sample, _), figure in samples.items() if sample == name)
+
     assert types["joule_inference_request_energy_joules"] == "histogram"
     assert types["joule_inference_energy_per_output_token_joules"] == "histogram"
+    assert types["joule_inference_time_to_first_token_seconds"] == "histogram"
+    assert types["joule_inference_energy_joules_total"] == "counter"
     assert types["joule_inference_sm_clock_hertz"] == "gauge"
-    assert samples["joule_inference_requests_total" + labels] >= 1
-    assert samples["joule_inference_request_energy_joules_count" + labels] == samples[
-        "joule_inference_requests_total" + labels]
-    assert samples["joule_inference_request_energy_joules_sum" + labels] > 0
-    assert samples["joule_inference_energy_joules_total" + labels] >= samples[
-        "joule_inference_request_energy_joules_sum" + labels] * 0.999
-    assert 0 <= samples["joule_inference_slo_attainment_ratio" + labels] <= 1
-    assert samples["joule_inference_sm_clock_hertz" + labels] > 1e8
-    ttft = f'joule_inference_slo_target_seconds{{model="{MODEL}",gpu="h100",slo="ttft"}}'
-    assert samples[ttft] == 0.5
+    assert "joule_inference_idle_energy_joules_total" not in types  # idle energy is phase="idle"
+    requests = total("joule_inference_requests_total")  # by slo="met"/"missed"
+    assert requests >= 1
+    assert {dict(labels)["slo"] for name, labels in samples if name == "joule_inference_requests_total"} <= {
+        "met", "missed"}
+    assert value("joule_inference_request_energy_joules_count") == requests
+    assert value("joule_inference_time_to_first_token_seconds_count") == requests
+    energy_sum = value("joule_inference_request_energy_joules_sum")
+    assert energy_sum > 0
+    # Finished requests' prefill and decode shares are their energy; idle energy is the rest of the measured.
+    assert value("joule_inference_energy_joules_total", phase="prefill") + value(
+        "joule_inference_energy_joules_total", phase="decode") == pytest.approx(energy_sum, rel=1e-9)
+    assert value("joule_inference_energy_joules_total", phase="idle") > 0  # the engine idled before the first
+    assert value("joule_inference_output_tokens_total") >= 3
+    assert value("joule_inference_prompt_tokens_total") >= len(b"metrics") + 1
+    assert value("joule_inference_iterations_total") >= 3
+    assert value("joule_inference_requests_running") >= 0 and value("joule_inference_requests_waiting") >= 0
+    assert 0 <= value("joule_inference_slo_attainment_ratio") <= 1
+    assert value("joule_inference_slo_unattainable") in (0, 1)
+    assert value("joule_inference_sm_clock_hertz") > 1e8
+    assert value("joule_inference_slo_target_seconds", slo="ttft") == 0.5
+    assert value("joule_inference_slo_target_seconds", slo="tpot") == 0.05
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not on PATH (Debian: prometheus); the text parsed")
