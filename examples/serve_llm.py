@@ -400,9 +400,7 @@ class Engine:
                 "clock_mhz": request.clock_time_mhz_s / request.busy_s if request.busy_s > 0 else None,
             },
         }
-        # The controller's rule: TTFT and (with two or more output tokens) TPOT within their SLOs.
-        slo_met = figures.ttft_s is not None and figures.ttft_s <= self.args.slo_ttft_s and (
-            figures.tpot_s is None or figures.tpot_s <= self.args.slo_tpot_s)
+        slo_met = figures.ttft_s is not None and self.controller.slo_met(figures.ttft_s, figures.tpot_s)
         self.metrics.observe_request(self.served_model, figures, slo_met)
         self.finished_requests += 1
         request.done.set()

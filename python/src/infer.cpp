@@ -365,8 +365,8 @@ struct InferenceMetricsHandle {
 
 std::unique_ptr<InferenceMetricsHandle> make_inference_metrics(
     std::string gpu, std::optional<std::vector<double>> request_energy_buckets_j,
-    std::optional<std::vector<double>> token_energy_buckets_j, std::optional<std::vector<double>> ttft_buckets_s,
-    std::optional<std::vector<double>> tpot_buckets_s) {
+    std::optional<std::vector<double>> token_energy_buckets_j,
+    std::optional<std::vector<double>> ttft_buckets_s, std::optional<std::vector<double>> tpot_buckets_s) {
   metrics::InferenceMetricsOptions options;
   options.gpu = std::move(gpu);
   if (request_energy_buckets_j) {
@@ -712,6 +712,14 @@ void bind_infer(py::module_& module) {
                              "True while even the highest clock misses the SLO (it runs at the highest).")
       .def_property_readonly("window_attainment", &optimize::SloClockController::window_attainment,
                              "The window's share of requests meeting both SLOs (1 with none finished).")
+      .def(
+          "slo_met",
+          [](const optimize::SloClockController& controller, double ttft_s, std::optional<double> tpot_s) {
+            return controller.slo().met(ttft_s, tpot_s);
+          },
+          py::arg("ttft_s"), py::arg("tpot_s") = py::none(),
+          "Whether a request with this TTFT and TPOT (None: one output token) met both SLOs, by the "
+          "controller's own rule.")
       .def_property_readonly(
           "slo",
           [](const optimize::SloClockController& controller) {

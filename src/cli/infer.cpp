@@ -217,9 +217,7 @@ void write_metrics(const std::string& path, const sim::ServingReplay& replay, co
     request.energy_j = served.energy_j;
     request.prefill_energy_j = served.prefill_energy_j;
     request.decode_energy_j = served.decode_energy_j;
-    const bool met =
-        served.ttft_s() <= slo.ttft_s && (served.output_tokens < 2 || served.tpot_s() <= slo.tpot_s);
-    inference.observe_request(model, request, met);
+    inference.observe_request(model, request, slo.met(*request.ttft_s(), request.tpot_s()));
   }
   inference.add_idle_energy(model, replay.summary.idle_energy_j);
   if (power_limit) {

@@ -256,7 +256,7 @@ struct SloClockController::State {
       return 1;
     size_t met = 0;
     for (const RequestSample& request : requests) {
-      if (request.ttft_s <= slo.ttft_s && (!request.tpot_s || *request.tpot_s <= slo.tpot_s))
+      if (slo.met(request.ttft_s, request.tpot_s))
         ++met;
     }
     return static_cast<double>(met) / static_cast<double>(requests.size());
@@ -398,8 +398,8 @@ struct SloClockController::State {
       const double ttft_k = prompt_tail > 0
                                 ? ttft_calibration * ttft_model(k)
                                 : ttft_now * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
-      const bool keeps_up =
-          tokens_per_s * token_cost(k) <= kMaxComputeShare && peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
+      const bool keeps_up = tokens_per_s * token_cost(k) <= kMaxComputeShare &&
+                            peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
       const bool feasible =
           k == 0 || (keeps_up && tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
@@ -488,7 +488,7 @@ void SloClockController::on_iteration(const IterationSample& sample) {
 void SloClockController::on_request_done(const RequestSample& sample) {
   State& state = *state_;
   ++state.finished_requests;
-  if (sample.ttft_s > state.slo.ttft_s || (sample.tpot_s && *sample.tpot_s > state.slo.tpot_s)) {
+  if (!state.slo.met(sample.ttft_s, sample.tpot_s)) {
     ++state.violated_requests;
   }
   state.requests.push_back(sample);

@@ -183,13 +183,14 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     ++finished;
     const double ttft = served.ttft_s();
     const double tpot = served.tpot_s();
+    const std::optional<double> request_tpot =
+        served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt;
     ttfts.push_back(ttft);
-    if (served.output_tokens > 1)
+    if (request_tpot)
       tpots.push_back(tpot);
-    if (ttft <= slo.ttft_s && (served.output_tokens < 2 || tpot <= slo.tpot_s))
+    if (slo.met(ttft, request_tpot))
       ++met;
-    policy.on_request_done({at_s, ttft, served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt,
-                            served.prompt_tokens});
+    policy.on_request_done({at_s, ttft, request_tpot, served.prompt_tokens});
     if (BucketSums* bucket = bucket_at(at_s)) {
       bucket->ttfts.push_back(ttft);
       if (served.output_tokens > 1)

@@ -32,22 +32,20 @@ struct InferenceMetricsOptions {
 /// The metrics, all labelled by `model` (the served model's name; keep them few) and, if
 /// InferenceMetricsOptions::gpu is set, `gpu`. Units are Prometheus's base units:
 ///
-/// | metric | type | unit |
-/// |---|---|---|
-/// | `joule_inference_request_energy_joules` | histogram | J per finished request |
-/// | `joule_inference_energy_per_output_token_joules` | histogram | J per output token, per request |
-/// | `joule_inference_time_to_first_token_seconds` | histogram | s |
-/// | `joule_inference_time_per_output_token_seconds` | histogram | s |
-/// | `joule_inference_energy_joules_total{phase="prefill"/"decode"/"idle"}` | counter | J (finished requests'
-/// shares, and idle) | | `joule_inference_requests_total{slo="met"/"missed"/"none"}` | counter | finished
-/// requests | | `joule_inference_prompt_tokens_total`, `joule_inference_output_tokens_total` | counter |
-/// tokens | | `joule_inference_iterations_total` | counter | serving iterations | |
-/// `joule_inference_requests_running`, `joule_inference_requests_waiting` | gauge | requests | |
-/// `joule_inference_slo_target_seconds{slo="ttft"/"tpot"}` | gauge | s | |
-/// `joule_inference_slo_attainment_ratio` | gauge | share of recent requests meeting the SLO | |
-/// `joule_inference_slo_unattainable` | gauge | 1 while even the top clock misses the SLO | |
-/// `joule_inference_sm_clock_hertz` | gauge | the SM clock chosen, Hz | | `joule_inference_power_limit_watts`
-/// | gauge | the power limit chosen where clocks cannot be locked, W |
+/// - histograms: `joule_inference_request_energy_joules` (J per finished request),
+///   `joule_inference_energy_per_output_token_joules` (J per output token, per request),
+///   `joule_inference_time_to_first_token_seconds`, `joule_inference_time_per_output_token_seconds` (s);
+/// - counters: `joule_inference_energy_joules_total{phase="prefill"|"decode"|"idle"}` (J: finished
+///   requests' shares, and idle; requests still running are counted when they finish),
+///   `joule_inference_requests_total{slo="met"|"missed"|"none"}`, `joule_inference_prompt_tokens_total`,
+///   `joule_inference_output_tokens_total`, `joule_inference_iterations_total`;
+/// - gauges: `joule_inference_requests_running`, `joule_inference_requests_waiting`,
+///   `joule_inference_slo_target_seconds{slo="ttft"|"tpot"}` (s), `joule_inference_slo_attainment_ratio`,
+///   `joule_inference_slo_unattainable` (1 while even the top clock misses the SLO),
+///   `joule_inference_sm_clock_hertz` (the SM clock chosen, Hz), `joule_inference_power_limit_watts` (the
+///   power limit chosen where clocks cannot be locked, W).
+///
+/// A series appears with its first value (docs/metrics.md has the table).
 ///
 /// Values that are negative or not finite are skipped (logged at debug level). Thread-safe (prometheus-cpp's
 /// families and metrics are).

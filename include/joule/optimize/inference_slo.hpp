@@ -27,6 +27,11 @@ struct ServingSlo {
   double ttft_s = 0;         ///< p-th percentile time to first token, s (> 0)
   double tpot_s = 0;         ///< p-th percentile time per output token after the first, s (> 0)
   double attainment = 0.99;  ///< the share of requests that must meet both, in (0, 1]
+
+  /// @return whether a request with this TTFT and TPOT (none: one output token) met both SLOs.
+  bool met(double request_ttft_s, std::optional<double> request_tpot_s) const {
+    return request_ttft_s <= ttft_s && (!request_tpot_s || *request_tpot_s <= tpot_s);
+  }
 };
 
 /// @return kInvalidArgument naming the bad field.
