@@ -56,6 +56,7 @@ nlohmann::json summary_json(const sim::ServingSummary& s, const sim::ServingSumm
           {"p99_tpot_s", s.p99_tpot_s},
           {"slo_attainment", s.slo_attainment},
           {"mean_clock_mhz", s.mean_clock_mhz},
+          {"mean_knob", s.mean_knob},
           {"energy_saved_vs_max_clock", saved_share(s, baseline)},
           {"idle_energy_j", s.idle_energy_j},
           {"duration_s", s.duration_s},
@@ -109,11 +110,12 @@ std::string render_text(const sim::ServingComparison& result, const ReplayFlags&
       requests, duration_s, flags.trace,
       flags.rate_scale != 1 ? fmt::format(", rate × {:g}", flags.rate_scale) : "", cost.tensor_parallel(),
       cost.gpu().name, cost.model().name, slo.attainment * 100, slo.ttft_s, slo.tpot_s);
-  if (!result.note.empty())
+  if (!result.note.empty()) {
     out += "note: " + result.note + "\n";
-  out += fmt::format("\n{:<22}{:>12}{:>10}{:>11}{:>11}{:>11}{:>11}{:>9}{:>10}{:>8}\n", "strategy",
-                     "energy (kJ)", "J/token", "p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "SLO met",
-                     knob_unit == "MHz" ? "mean MHz" : "mean MHz", "saved");
+  }
+  out +=
+      fmt::format("\n{:<22}{:>12}{:>10}{:>11}{:>11}{:>11}{:>11}{:>9}{:>10}{:>8}\n", "strategy", "energy (kJ)",
+                  "J/token", "p50 TTFT", "p99 TTFT", "p50 TPOT", "p99 TPOT", "SLO met", "mean MHz", "saved");
   for (const auto& strategy : result.strategies) {
     const auto& s = strategy.summary;
     out += fmt::format(
@@ -132,8 +134,9 @@ void write_plot(const std::string& path, const sim::ServingComparison& result,
                 const optimize::ServingSlo& slo, const std::string& title) {
   double end_s = 0;
   for (const auto& strategy : result.strategies) {
-    if (!strategy.buckets.empty())
+    if (!strategy.buckets.empty()) {
       end_s = std::max(end_s, strategy.buckets.back().start_s);
+    }
   }
   const double bucket_s = result.strategies.front().buckets.size() > 1
                               ? result.strategies.front().buckets[1].start_s
@@ -151,8 +154,9 @@ void write_plot(const std::string& path, const sim::ServingComparison& result,
     viz::Series s{.label = replay.summary.name, .kind = viz::SeriesKind::kLine, .marker = viz::Marker::kNone};
     for (const auto& bucket : replay.buckets) {
       const double y = value(bucket);
-      if (skip_zero && y <= 0)
+      if (skip_zero && y <= 0) {
         continue;
+      }
       s.x.push_back((bucket.start_s + bucket_s / 2) * scale);
       s.y.push_back(y);
     }
@@ -179,8 +183,9 @@ void write_plot(const std::string& path, const sim::ServingComparison& result,
   }
   ttft.reference({.orientation = viz::Orientation::kHorizontal, .value = slo.ttft_s, .label = "SLO"});
   tpot.reference({.orientation = viz::Orientation::kHorizontal, .value = slo.tpot_s, .label = "SLO"});
-  for (viz::Plot* plot : {&clock, &power})
+  for (viz::Plot* plot : {&clock, &power}) {
     viz::add_top_headroom(*plot);
+  }
   value_or_throw(write_file_atomic(path, viz::stack_plots({&load, &clock, &power, &ttft, &tpot})));
 }
 
@@ -220,10 +225,9 @@ void write_metrics(const std::string& path, const sim::ServingReplay& replay, co
     inference.observe_request(model, request, slo.met(*request.ttft_s(), request.tpot_s()));
   }
   inference.add_idle_energy(model, replay.summary.idle_energy_j);
+  inference.set_sm_clock_mhz(model, replay.summary.mean_clock_mhz);
   if (power_limit) {
-    inference.set_power_limit_w(model, replay.summary.mean_clock_mhz);
-  } else {
-    inference.set_sm_clock_mhz(model, replay.summary.mean_clock_mhz);
+    inference.set_power_limit_w(model, replay.summary.mean_knob);
   }
   inference.set_slo_attainment(model, replay.summary.slo_attainment);
   inference.set_slo(model, slo.ttft_s, slo.tpot_s);
@@ -233,8 +237,9 @@ void write_metrics(const std::string& path, const sim::ServingReplay& replay, co
 }
 
 int run_replay(const ReplayFlags& flags) {
-  if (flags.trace.empty())
+  if (flags.trace.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "infer replay: --trace FILE is required");
+  }
   if (!flags.slo_ttft_s || !flags.slo_tpot_s) {
     throw Exception(ErrorCode::kInvalidArgument, "infer replay: --slo-ttft-s and --slo-tpot-s are required");
   }
@@ -243,8 +248,9 @@ int run_replay(const ReplayFlags& flags) {
   const sim::LlmCostModel cost(gpu, model, flags.tensor_parallel.value_or(model.default_tensor_parallel));
   sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
   if (flags.rate_scale != 1) {
-    for (auto& request : trace.requests)
+    for (auto& request : trace.requests) {
       request.arrival_s /= flags.rate_scale;
+    }
   }
   const optimize::ServingSlo slo{*flags.slo_ttft_s, *flags.slo_tpot_s, flags.attainment};
   sim::ComparisonOptions options;
@@ -271,18 +277,21 @@ int run_replay(const ReplayFlags& flags) {
                                knob_unit);
       break;
   }
-  if (!result.note.empty() && flags.format != Format::kText)
+  if (!result.note.empty() && flags.format != Format::kText) {
     std::cerr << "joule: note: " << result.note << "\n";
+  }
   if (!flags.plot.empty()) {
     write_plot(flags.plot, result, slo,
                fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name));
-    if (flags.format == Format::kText)
+    if (flags.format == Format::kText) {
       std::cout << fmt::format("plot written to {}\n", flags.plot);
+    }
   }
   if (!flags.metrics_out.empty()) {
     write_metrics(flags.metrics_out, result.strategies.back(), model.key, gpu.key, slo, flags.power_limit);
-    if (flags.format == Format::kText)
+    if (flags.format == Format::kText) {
       std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
+    }
   }
   if (!flags.requests_out.empty()) {
     write_requests(flags.requests_out, result.strategies.back());

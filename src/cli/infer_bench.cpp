@@ -72,13 +72,16 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
     return refuse(text.rfind("https://", 0) == 0 ? "https is not supported" : "not an http:// URL");
   }
   std::string rest = text.substr(kScheme.size());
-  if (!rest.empty() && rest.back() == '/')
+  if (!rest.empty() && rest.back() == '/') {
     rest.pop_back();
-  if (rest.find('/') != std::string::npos)
+  }
+  if (rest.find('/') != std::string::npos) {
     return refuse("a path is not allowed (the endpoint's /v1/… paths are used)");
+  }
   const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos)
+  if (colon == std::string::npos) {
     return refuse("no port");
+  }
   Endpoint endpoint;
   endpoint.host = rest.substr(0, colon);
   const std::string port = rest.substr(colon + 1);
@@ -87,8 +90,9 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
       endpoint.port > 65535) {
     return refuse(fmt::format("'{}' is not a port", port));
   }
-  if (endpoint.host.empty() || endpoint.host.find_first_of("@?#") != std::string::npos)
+  if (endpoint.host.empty() || endpoint.host.find_first_of("@?#") != std::string::npos) {
     return refuse("no host");
+  }
   endpoint.origin = fmt::format("http://{}:{}", endpoint.host, endpoint.port);
   return endpoint;
 }
@@ -115,12 +119,15 @@ std::string body_message(const std::string& body) {
   if (!json.is_discarded() && json.is_object()) {
     for (const char* key : {"error", "message", "detail"}) {
       const auto it = json.find(key);
-      if (it == json.end())
+      if (it == json.end()) {
         continue;
-      if (it->is_string())
+      }
+      if (it->is_string()) {
         return it->get<std::string>();
-      if (it->is_object() && it->contains("message") && (*it)["message"].is_string())
+      }
+      if (it->is_object() && it->contains("message") && (*it)["message"].is_string()) {
         return (*it)["message"].get<std::string>();
+      }
     }
   }
   std::string start = body.substr(0, 200);
@@ -150,8 +157,9 @@ std::string resolve_model(const Endpoint& endpoint, const BenchFlags& flags) {
                     fmt::format("infer bench: cannot reach the endpoint {} (GET /v1/models: {})",
                                 endpoint.origin, describe(response.error())));
   }
-  if (!flags.model.empty())
+  if (!flags.model.empty()) {
     return flags.model;
+  }
   if (response->status != 200) {
     throw Exception(ErrorCode::kIo,
                     fmt::format("infer bench: {} GET /v1/models: HTTP {}: {} (name the model with --model)",
@@ -187,8 +195,9 @@ std::string synthetic_prompt(int64_t tokens, size_t request, bool words) {
   prompt.reserve(static_cast<size_t>(tokens) * (words ? 5 : 1));
   for (int64_t i = 0; i < tokens; ++i) {
     if (words) {
-      if (i > 0)
+      if (i > 0) {
         prompt += ' ';
+      }
       prompt += kWords[next() % kWordCount];
     } else {
       prompt += static_cast<char>('a' + next() % 26);
@@ -255,21 +264,25 @@ void read_completion(const httplib::Result& response, double timeout_s, Sent& se
     sent.outcome = Outcome::kBadResponse;
     sent.error = fmt::format("the response {}", why);
   };
-  if (json.is_discarded() || !json.is_object())
+  if (json.is_discarded() || !json.is_object()) {
     return bad(fmt::format("is not a JSON object: {}", body_message(response->body)));
+  }
   const auto usage = json.find("usage");
-  if (usage == json.end() || !usage->is_object())
+  if (usage == json.end() || !usage->is_object()) {
     return bad("has no usage object (token counts)");
+  }
   const auto count = [&](const char* key) -> std::optional<int64_t> {
     const auto it = usage->find(key);
-    if (it == usage->end() || !it->is_number_integer() || it->get<int64_t>() < 0)
+    if (it == usage->end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
       return std::nullopt;
+    }
     return it->get<int64_t>();
   };
   const auto prompt = count("prompt_tokens");
   const auto completion = count("completion_tokens");
-  if (!completion)
+  if (!completion) {
     return bad("has no usage.completion_tokens");
+  }
   sent.prompt_tokens = prompt.value_or(0);
   sent.completion_tokens = *completion;
   // joule's extension (examples/serve_llm.py): usage.energy.ttft_s / tpot_s.
@@ -278,8 +291,9 @@ void read_completion(const httplib::Result& response, double timeout_s, Sent& se
     const auto seconds = [&](const char* key) -> std::optional<double> {
       const auto it = energy->find(key);
       if (it == energy->end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
-          it->get<double>() < 0)
+          it->get<double>() < 0) {
         return std::nullopt;
+      }
       return it->get<double>();
     };
     sent.ttft_s = seconds("ttft_s");
@@ -296,8 +310,9 @@ class WorkerPool {
   WorkerPool(std::string origin, double timeout_s, size_t max_workers, size_t initial, Work work)
       : origin_(std::move(origin)), timeout_s_(timeout_s), max_workers_(max_workers), work_(std::move(work)) {
     std::lock_guard lock(mutex_);
-    while (threads_.size() < std::min(initial, max_workers_))
+    while (threads_.size() < std::min(initial, max_workers_)) {
       threads_.emplace_back([this] { run(); });
+    }
   }
   ~WorkerPool() { close(); }
   WorkerPool(const WorkerPool&) = delete;
@@ -326,8 +341,9 @@ class WorkerPool {
     }
     wake_.notify_all();
     for (auto& thread : threads_) {
-      if (thread.joinable())
+      if (thread.joinable()) {
         thread.join();
+      }
     }
   }
 
@@ -347,8 +363,9 @@ class WorkerPool {
       ++idle_;
       wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
       --idle_;
-      if (queue_.empty())
+      if (queue_.empty()) {
         return;  // closing
+      }
       const size_t index = queue_.front();
       queue_.pop_front();
       lock.unlock();
@@ -371,8 +388,9 @@ class WorkerPool {
 
 // Nearest-rank percentile; nullopt for no values.
 std::optional<double> percentile(std::vector<double> values, double share) {
-  if (values.empty())
+  if (values.empty()) {
     return std::nullopt;
+  }
   const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size())));
   const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
@@ -445,10 +463,12 @@ void summarize(Report& report) {
     report.prompt_tokens += sent.prompt_tokens;
     report.output_tokens += sent.completion_tokens;
     latencies.push_back(sent.latency_s());
-    if (sent.ttft_s)
+    if (sent.ttft_s) {
       ttfts.push_back(*sent.ttft_s);
-    if (sent.tpot_s)
+    }
+    if (sent.tpot_s) {
       tpots.push_back(*sent.tpot_s);
+    }
   }
   for (size_t i = 0; i < 3; ++i) {
     report.latency[i] = percentile(latencies, kShares[i]);
@@ -501,12 +521,15 @@ std::vector<std::pair<std::string, nlohmann::ordered_json>> summary_fields(const
       {"requests_per_s", per(static_cast<double>(r.ok), r.duration_s)},
       {"output_tokens_per_s", per(static_cast<double>(r.output_tokens), r.duration_s)},
   };
-  for (size_t i = 0; i < 3; ++i)
+  for (size_t i = 0; i < 3; ++i) {
     fields.emplace_back(fmt::format("{}_latency_s", kShareNames[i]), optional_json(r.latency[i]));
-  for (size_t i = 0; i < 3; ++i)
+  }
+  for (size_t i = 0; i < 3; ++i) {
     fields.emplace_back(fmt::format("{}_ttft_s", kShareNames[i]), optional_json(r.ttft[i]));
-  for (size_t i = 0; i < 3; ++i)
+  }
+  for (size_t i = 0; i < 3; ++i) {
     fields.emplace_back(fmt::format("{}_tpot_s", kShareNames[i]), optional_json(r.tpot[i]));
+  }
   return fields;
 }
 
@@ -524,21 +547,26 @@ nlohmann::ordered_json gpus_json(const Report& r) {
 
 std::string render_json(const Report& r, const BenchFlags& flags) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (auto& [name, value] : summary_fields(r, flags))
+  for (auto& [name, value] : summary_fields(r, flags)) {
     out[name] = value;
+  }
   out["gpus"] = gpus_json(r);
   return out.dump(2) + "\n";
 }
 
 std::string csv_value(const nlohmann::ordered_json& value) {
-  if (value.is_null())
+  if (value.is_null()) {
     return "";
-  if (value.is_string())
+  }
+  if (value.is_string()) {
     return value.get<std::string>();
-  if (value.is_boolean())
+  }
+  if (value.is_boolean()) {
     return value.get<bool>() ? "true" : "false";
-  if (value.is_number_float())
+  }
+  if (value.is_number_float()) {
     return fmt::format("{:.6g}", value.get<double>());
+  }
   return value.dump();
 }
 
@@ -555,8 +583,9 @@ std::string render_csv(const Report& r, const BenchFlags& flags) {
 }
 
 std::string seconds_text(const std::optional<double>& value) {
-  if (!value)
+  if (!value) {
     return "n/a";
+  }
   return *value < 1 ? fmt::format("{:.1f} ms", *value * 1e3) : fmt::format("{:.3f} s", *value);
 }
 
@@ -571,8 +600,9 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
                        r.http_errors, r.timeouts, r.connection_errors, r.bad_responses);
   }
   out += "\n";
-  if (!r.first_error.empty())
+  if (!r.first_error.empty()) {
     out += fmt::format("first error   {}\n", r.first_error);
+  }
   out += fmt::format("started late  {} (arrived while all {} workers were busy); largest start delay {}\n",
                      r.late, flags.max_concurrency, seconds_text(r.max_start_delay_s));
   out += fmt::format("duration      {:.2f} s; {:.2f} requests/s, {:.1f} output tokens/s\n", r.duration_s,
@@ -597,8 +627,9 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
   row("latency", r.latency);
   row("TTFT", r.ttft);
   row("TPOT", r.tpot);
-  if (!r.ttft[0])
+  if (!r.ttft[0]) {
     out += "(TTFT and TPOT: the server does not report them in usage.energy)\n";
+  }
   if (r.simulated) {
     out +=
         "note: the GPUs are simulated: they draw their own workload's power, so this energy is not the "
@@ -634,17 +665,19 @@ void write_metrics(const std::string& path, const Report& r) {
   metrics::InferenceMetrics inference(registry.registry());
   for (size_t i = 0; i < r.sent.size(); ++i) {
     const Sent& sent = r.sent[i];
-    if (sent.outcome != Outcome::kOk)
+    if (sent.outcome != Outcome::kOk) {
       continue;
+    }
     measure::RequestEnergy request;
     request.request_id = std::to_string(i);
     request.arrival_s = sent.start_s;
     request.finish_s = sent.end_s;
     if (sent.ttft_s) {
       request.first_token_s = sent.start_s + *sent.ttft_s;
-      if (sent.tpot_s && sent.completion_tokens > 1)
+      if (sent.tpot_s && sent.completion_tokens > 1) {
         request.finish_s =
             request.first_token_s + *sent.tpot_s * static_cast<double>(sent.completion_tokens - 1);
+      }
     }
     request.prompt_tokens = sent.prompt_tokens;
     request.output_tokens = sent.completion_tokens;
@@ -661,14 +694,17 @@ void write_metrics(const std::string& path, const Report& r) {
 }
 
 int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
-  if (flags.endpoint.empty())
+  if (flags.endpoint.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "infer bench: --endpoint http://HOST:PORT is required");
-  if (flags.trace.empty())
+  }
+  if (flags.trace.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "infer bench: --trace FILE is required");
+  }
   const Endpoint endpoint = value_or_throw(parse_endpoint(flags.endpoint));
   std::optional<std::vector<int>> gpu_indices;
-  if (!flags.gpus.empty())
+  if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
+  }
   const sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
 
   // The requests to send: arrivals from the first one, scaled, cut at --duration-s.
@@ -678,8 +714,9 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   const double first_arrival_s = trace.requests.front().arrival_s;
   for (const sim::ServingRequest& request : trace.requests) {
     const double at_s = (request.arrival_s - first_arrival_s) / flags.rate_scale;
-    if (flags.duration_s && at_s >= *flags.duration_s)
+    if (flags.duration_s && at_s >= *flags.duration_s) {
       break;
+    }
     Sent sent;
     sent.scheduled_s = at_s;
     sent.requested_prompt_tokens = request.prompt_tokens;
@@ -737,8 +774,9 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
       const Nanos due =
           t0 + std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(report.sent[i].scheduled_s));
       const Nanos wait = due - clock.now();
-      if (wait > Nanos(0))
+      if (wait > Nanos(0)) {
         std::this_thread::sleep_for(wait);
+      }
       const bool late = pool.submit(i);
       std::lock_guard lock(sent_mutex);
       report.sent[i].late = late;
@@ -758,8 +796,11 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   const double span_s = to_seconds(t1 - t0);
   const double period_s = to_seconds(kSamplingPeriod);
   std::vector<measure::EnergyInterval> intervals;
-  for (double start_s = 0; start_s < span_s; start_s += period_s)
+  const auto periods = static_cast<size_t>(std::ceil(span_s / period_s));
+  for (size_t i = 0; i < periods; ++i) {
+    const double start_s = static_cast<double>(i) * period_s;
     intervals.push_back({start_s, std::min(start_s + period_s, span_s), 0});
+  }
   for (size_t g = 0; g < gpus.size(); ++g) {
     const GpuFigure figure{gpus[g]->info().index, gpus[g]->info().name, measurement.gpu_energy[g].energy_j,
                            measurement.gpu_energy[g].source};
@@ -777,17 +818,20 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
       sampled_total_j += sampled[i];
     }
     const double scale = sampled_total_j > 0 ? figure.energy_j / sampled_total_j : 0.0;
-    for (size_t i = 0; i < intervals.size(); ++i)
+    for (size_t i = 0; i < intervals.size(); ++i) {
       intervals[i].energy_j += sampled[i] * scale;
+    }
   }
   std::vector<measure::FlightInterval> flights;
   flights.reserve(report.sent.size());
-  for (const Sent& sent : report.sent)
+  for (const Sent& sent : report.sent) {
     flights.push_back({sent.start_s, sent.end_s});
+  }
   const measure::TimelineAttribution attribution =
       value_or_throw(measure::attribute_energy_over_time(intervals, flights));
-  for (size_t i = 0; i < report.sent.size(); ++i)
+  for (size_t i = 0; i < report.sent.size(); ++i) {
     report.sent[i].energy_j = attribution.request_energy_j[i];
+  }
   report.attributed_energy_j = attribution.attributed_energy_j;
   report.idle_energy_j = attribution.idle_energy_j;
   summarize(report);
@@ -805,13 +849,15 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   }
   if (!flags.requests_out.empty()) {
     write_requests(flags.requests_out, report);
-    if (flags.format == Format::kText)
+    if (flags.format == Format::kText) {
       std::cout << fmt::format("per-request figures written to {}\n", flags.requests_out);
+    }
   }
   if (!flags.metrics_out.empty()) {
     write_metrics(flags.metrics_out, report);
-    if (flags.format == Format::kText)
+    if (flags.format == Format::kText) {
       std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
+    }
   }
   if (report.ok == 0) {
     std::cerr << fmt::format("joule: error: infer bench: no request to {} succeeded: {}\n", endpoint.origin,

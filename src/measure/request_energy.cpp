@@ -23,8 +23,9 @@ std::string_view to_string(AttributionRule rule) {
 Result<AttributionRule> parse_attribution_rule(std::string_view name) {
   for (const AttributionRule rule :
        {AttributionRule::kTokens, AttributionRule::kWork, AttributionRule::kEqual}) {
-    if (name == to_string(rule))
+    if (name == to_string(rule)) {
       return rule;
+    }
   }
   return tl::unexpected(
       Error(ErrorCode::kInvalidArgument,
@@ -36,22 +37,25 @@ double RequestEnergy::energy_per_output_token_j() const {
 }
 
 std::optional<double> RequestEnergy::ttft_s() const {
-  if (first_token_s < 0)
+  if (first_token_s < 0) {
     return std::nullopt;
+  }
   return first_token_s - arrival_s;
 }
 
 std::optional<double> RequestEnergy::tpot_s() const {
-  if (first_token_s < 0 || output_tokens < 2)
+  if (first_token_s < 0 || output_tokens < 2) {
     return std::nullopt;
+  }
   return (finish_s - first_token_s) / static_cast<double>(output_tokens - 1);
 }
 
 RequestEnergyLedger::RequestEnergyLedger(AttributionRule rule) : rule_(rule) {}
 
 Result<void> RequestEnergyLedger::add_request(std::string_view request_id, double arrival_s) {
-  if (request_id.empty())
+  if (request_id.empty()) {
     return tl::unexpected(Error(ErrorCode::kInvalidArgument, "a request id must not be empty"));
+  }
   if (!std::isfinite(arrival_s)) {
     return tl::unexpected(
         Error(ErrorCode::kInvalidArgument,
@@ -139,16 +143,18 @@ Result<void> RequestEnergyLedger::record_iteration(double start_s, double end_s,
       rule_ == AttributionRule::kTokens || (rule_ == AttributionRule::kWork && total_weight <= 0);
   if (by_tokens && rule_ == AttributionRule::kWork) {
     total_weight = 0;
-    for (const IterationWork& item : work)
+    for (const IterationWork& item : work) {
       total_weight += static_cast<double>(item.prefill_tokens + item.decode_tokens);
+    }
   }
   for (size_t i = 0; i < work.size(); ++i) {
     const IterationWork& item = work[i];
     RequestEnergy& request = *scratch_[i];
     const auto tokens = static_cast<double>(item.prefill_tokens + item.decode_tokens);
     double weight = tokens;
-    if (!by_tokens)
+    if (!by_tokens) {
       weight = rule_ == AttributionRule::kWork ? item.work : 1.0;
+    }
     const double share_j = energy_j * weight / total_weight;
     const double prefill_part = static_cast<double>(item.prefill_tokens) / tokens;
     request.prefill_energy_j += share_j * prefill_part;
@@ -156,8 +162,9 @@ Result<void> RequestEnergyLedger::record_iteration(double start_s, double end_s,
     request.energy_j += share_j;
     request.prompt_tokens += item.prefill_tokens;
     request.output_tokens += item.decode_tokens + (item.first_token ? 1 : 0);
-    if (item.first_token && request.first_token_s < 0)
+    if (item.first_token && request.first_token_s < 0) {
       request.first_token_s = end_s;
+    }
     request.finish_s = end_s;
     totals_.attributed_energy_j += share_j;
     totals_.prefill_tokens += item.prefill_tokens;
@@ -231,10 +238,12 @@ Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInt
 
   TimelineAttribution result;
   result.request_energy_j.assign(requests.size(), 0.0);
-  for (const EnergyInterval& interval : intervals)
+  for (const EnergyInterval& interval : intervals) {
     result.energy_j += interval.energy_j;
-  if (intervals.empty())
+  }
+  if (intervals.empty()) {
     return result;
+  }
 
   // Every request in flight gets the same share at every instant, so one running sum does: `share` is the
   // energy a request in flight since the beginning would have got; a request's energy is the sum's growth
@@ -259,8 +268,9 @@ Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInt
   int64_t in_flight = 0;
   size_t next = 0;  // the first interval that may still hold time after `now`
   double now = intervals.front().start_s;
-  if (!events.empty())
+  if (!events.empty()) {
     now = std::min(now, events.front().time_s);
+  }
   // Moves `now` to `to`, charging the energy of the intervals' time in between.
   const auto advance = [&](double to) {
     while (now < to && next < intervals.size()) {

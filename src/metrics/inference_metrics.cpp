@@ -20,8 +20,9 @@ InferenceMetricsOptions checked(InferenceMetricsOptions options) {
 }
 
 bool usable(double value) {
-  if (std::isfinite(value) && value >= 0)
+  if (std::isfinite(value) && value >= 0) {
     return true;
+  }
   log().debug("metrics: inference value {} skipped", value);
   return false;
 }
@@ -87,8 +88,9 @@ InferenceMetrics::InferenceMetrics(prometheus::Registry& registry, InferenceMetr
 
 prometheus::Labels InferenceMetrics::labels(std::string_view model) const {
   prometheus::Labels result = {{"model", std::string(model)}};
-  if (!options_.gpu.empty())
+  if (!options_.gpu.empty()) {
     result.emplace("gpu", options_.gpu);
+  }
   return result;
 }
 
@@ -101,52 +103,63 @@ prometheus::Labels InferenceMetrics::labels(std::string_view model, const char* 
 
 void InferenceMetrics::observe_request(std::string_view model, const measure::RequestEnergy& request,
                                        std::optional<bool> slo_met) {
-  if (!usable(request.energy_j) || !usable(request.prefill_energy_j) || !usable(request.decode_energy_j))
+  if (!usable(request.energy_j) || !usable(request.prefill_energy_j) || !usable(request.decode_energy_j)) {
     return;
+  }
   const prometheus::Labels base = labels(model);
   request_energy_.Add(base, options_.request_energy_buckets_j).Observe(request.energy_j);
   if (request.output_tokens > 0) {
     token_energy_.Add(base, options_.token_energy_buckets_j).Observe(request.energy_per_output_token_j());
     output_tokens_.Add(base).Increment(static_cast<double>(request.output_tokens));
   }
-  if (request.prompt_tokens > 0)
+  if (request.prompt_tokens > 0) {
     prompt_tokens_.Add(base).Increment(static_cast<double>(request.prompt_tokens));
-  if (const auto ttft = request.ttft_s(); ttft && usable(*ttft))
+  }
+  if (const auto ttft = request.ttft_s(); ttft && usable(*ttft)) {
     ttft_.Add(base, options_.ttft_buckets_s).Observe(*ttft);
-  if (const auto tpot = request.tpot_s(); tpot && usable(*tpot))
+  }
+  if (const auto tpot = request.tpot_s(); tpot && usable(*tpot)) {
     tpot_.Add(base, options_.tpot_buckets_s).Observe(*tpot);
+  }
   energy_.Add(labels(model, "phase", "prefill")).Increment(request.prefill_energy_j);
   energy_.Add(labels(model, "phase", "decode")).Increment(request.decode_energy_j);
   requests_.Add(labels(model, "slo", !slo_met ? "none" : (*slo_met ? "met" : "missed"))).Increment();
 }
 
 void InferenceMetrics::add_iterations(std::string_view model, int64_t iterations) {
-  if (iterations > 0)
+  if (iterations > 0) {
     iterations_.Add(labels(model)).Increment(static_cast<double>(iterations));
+  }
 }
 
 void InferenceMetrics::add_idle_energy(std::string_view model, double energy_j) {
-  if (usable(energy_j))
+  if (usable(energy_j)) {
     energy_.Add(labels(model, "phase", "idle")).Increment(energy_j);
+  }
 }
 
 void InferenceMetrics::set_requests(std::string_view model, int64_t running, int64_t waiting) {
-  if (running >= 0)
+  if (running >= 0) {
     running_.Add(labels(model)).Set(static_cast<double>(running));
-  if (waiting >= 0)
+  }
+  if (waiting >= 0) {
     waiting_.Add(labels(model)).Set(static_cast<double>(waiting));
+  }
 }
 
 void InferenceMetrics::set_slo(std::string_view model, double ttft_s, double tpot_s) {
-  if (usable(ttft_s))
+  if (usable(ttft_s)) {
     slo_target_.Add(labels(model, "slo", "ttft")).Set(ttft_s);
-  if (usable(tpot_s))
+  }
+  if (usable(tpot_s)) {
     slo_target_.Add(labels(model, "slo", "tpot")).Set(tpot_s);
+  }
 }
 
 void InferenceMetrics::set_slo_attainment(std::string_view model, double ratio) {
-  if (ratio >= 0 && ratio <= 1)
+  if (ratio >= 0 && ratio <= 1) {
     attainment_.Add(labels(model)).Set(ratio);
+  }
 }
 
 void InferenceMetrics::set_slo_unattainable(std::string_view model, bool unattainable) {
@@ -154,13 +167,15 @@ void InferenceMetrics::set_slo_unattainable(std::string_view model, bool unattai
 }
 
 void InferenceMetrics::set_sm_clock_mhz(std::string_view model, double clock_mhz) {
-  if (usable(clock_mhz))
+  if (usable(clock_mhz)) {
     clock_.Add(labels(model)).Set(clock_mhz * 1e6);
+  }
 }
 
 void InferenceMetrics::set_power_limit_w(std::string_view model, double power_limit_w) {
-  if (usable(power_limit_w))
+  if (usable(power_limit_w)) {
     power_limit_.Add(labels(model)).Set(power_limit_w);
+  }
 }
 
 }  // namespace joule::metrics

@@ -29,8 +29,9 @@ Result<void> validate(const ServingSlo& slo) {
 namespace {
 
 std::vector<uint32_t> sorted_clocks(std::vector<uint32_t> clocks, const char* who) {
-  if (clocks.empty())
+  if (clocks.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} needs at least one clock", who));
+  }
   std::sort(clocks.begin(), clocks.end(), std::greater<>());
   clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
   return clocks;
@@ -50,18 +51,21 @@ UtilizationGovernor::UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Optio
 }
 
 void UtilizationGovernor::tick(double now_s) {
-  if (window_start_s_ < 0)
+  if (window_start_s_ < 0) {
     window_start_s_ = now_s;
+  }
   const double span_s = now_s - window_start_s_;
-  if (span_s < options_.interval_s)
+  if (span_s < options_.interval_s) {
     return;
+  }
   const double utilization = std::clamp(busy_s_ / span_s, 0.0, 1.0);
   const double wanted_mhz = clocks_mhz_[level_] * utilization / options_.target_utilization;
   // The lowest supported clock at or above the wanted one (clocks are highest first).
   size_t level = 0;
   for (size_t i = 0; i < clocks_mhz_.size(); ++i) {
-    if (clocks_mhz_[i] >= wanted_mhz)
+    if (clocks_mhz_[i] >= wanted_mhz) {
       level = i;
+    }
   }
   level_ = level;
   window_start_s_ = now_s;
@@ -69,15 +73,17 @@ void UtilizationGovernor::tick(double now_s) {
 }
 
 void UtilizationGovernor::on_iteration(const IterationSample& sample) {
-  if (window_start_s_ < 0)
+  if (window_start_s_ < 0) {
     window_start_s_ = sample.start_s;
+  }
   busy_s_ += sample.end_s - sample.start_s;
   tick(sample.end_s);
 }
 
 void UtilizationGovernor::on_idle(double from_s, double to_s, double /*energy_j*/) {
-  if (window_start_s_ < 0)
+  if (window_start_s_ < 0) {
     window_start_s_ = from_s;
+  }
   tick(to_s);
 }
 
@@ -88,23 +94,30 @@ namespace {
 class Rls {
  public:
   Rls() {
-    for (size_t i = 0; i < 3; ++i)
+    for (size_t i = 0; i < 3; ++i) {
       p_[i][i] = 1e4;
+    }
   }
   void add(const std::array<double, 3>& x, double y) {
     std::array<double, 3> px{};
-    for (size_t i = 0; i < 3; ++i)
-      for (size_t j = 0; j < 3; ++j)
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t j = 0; j < 3; ++j) {
         px[i] += p_[i][j] * x[j];
+      }
+    }
     double denominator = kForget;
-    for (size_t i = 0; i < 3; ++i)
+    for (size_t i = 0; i < 3; ++i) {
       denominator += x[i] * px[i];
+    }
     const double error = y - predict(x);
-    for (size_t i = 0; i < 3; ++i)
+    for (size_t i = 0; i < 3; ++i) {
       theta_[i] += px[i] / denominator * error;
-    for (size_t i = 0; i < 3; ++i)
-      for (size_t j = 0; j < 3; ++j)
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t j = 0; j < 3; ++j) {
         p_[i][j] = (p_[i][j] - px[i] * px[j] / denominator) / kForget;
+      }
+    }
     ++samples_;
   }
   double predict(const std::array<double, 3>& x) const {
@@ -134,8 +147,9 @@ struct WindowIteration {
 };
 
 double percentile(std::vector<double> values, double share) {
-  if (values.empty())
+  if (values.empty()) {
     return 0;
+  }
   const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size()))) - 1;
   const size_t index = std::min(rank, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
@@ -170,9 +184,11 @@ struct SloClockController::State {
   double at_top_since_s = -1;
 
   std::optional<size_t> level_of(uint32_t clock_mhz) const {
-    for (size_t i = 0; i < levels.size(); ++i)
-      if (levels[i] == clock_mhz)
+    for (size_t i = 0; i < levels.size(); ++i) {
+      if (levels[i] == clock_mhz) {
         return i;
+      }
+    }
     return std::nullopt;
   }
   bool measured(size_t level_index) const {
@@ -182,16 +198,18 @@ struct SloClockController::State {
   // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
   // time scaled as if fully compute-bound (pessimistic), else a measured slower level's time (not faster).
   double predict_time(size_t level_index, const std::array<double, 3>& x) const {
-    if (measured(level_index))
+    if (measured(level_index)) {
       return std::max(time_models[level_index].predict(x), 1e-6);
+    }
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
         return std::max(time_models[k].predict(x), 1e-6) * levels[k] / levels[level_index];
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
-      if (measured(k))
+      if (measured(k)) {
         return std::max(time_models[k].predict(x), 1e-6);
+      }
     }
     return 1.0;
   }
@@ -199,8 +217,9 @@ struct SloClockController::State {
   // Busy power of the replica at a level: its model, else a measured neighbour's dynamic part scaled by the
   // clock ratio squared (a conservative stand-in for the cubic law, which would promise more).
   double predict_power(size_t level_index, const std::array<double, 3>& x) const {
-    if (measured(level_index))
+    if (measured(level_index)) {
       return std::max(power_models[level_index].predict(x), 0.0);
+    }
     const double idle = std::max(idle_power_w, 0.0);
     size_t nearest = levels.size();
     for (size_t k = 0; k < levels.size(); ++k) {
@@ -210,8 +229,9 @@ struct SloClockController::State {
         nearest = k;
       }
     }
-    if (nearest == levels.size())
+    if (nearest == levels.size()) {
       return 0;
+    }
     const double ratio = static_cast<double>(levels[level_index]) / levels[nearest];
     const double dynamic = std::max(power_models[nearest].predict(x) - idle, 0.0);
     return idle + dynamic * ratio * ratio;
@@ -222,42 +242,51 @@ struct SloClockController::State {
   // ratio, which is exact for compute-bound work.
   double token_cost(size_t level_index) const {
     const auto own = [&](size_t k) { return std::max(time_models[k].coefficient(2) / 1000.0, 0.0); };
-    if (measured(level_index) && own(level_index) > 0)
+    if (measured(level_index) && own(level_index) > 0) {
       return own(level_index);
+    }
     for (size_t k = level_index; k-- > 0;) {
-      if (measured(k) && own(k) > 0)
+      if (measured(k) && own(k) > 0) {
         return own(k) * levels[k] / levels[level_index];
+      }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
-      if (measured(k) && own(k) > 0)
+      if (measured(k) && own(k) > 0) {
         return own(k);
+      }
     }
     return 0;
   }
 
   size_t deepest_measured() const {
     size_t deepest = 0;
-    for (size_t k = 0; k < levels.size(); ++k)
-      if (measured(k))
+    for (size_t k = 0; k < levels.size(); ++k) {
+      if (measured(k)) {
         deepest = k;
+      }
+    }
     return deepest;
   }
 
   void trim(double now_s) {
     const double oldest = now_s - options.window_s;
-    while (!iterations.empty() && iterations.front().end_s < oldest)
+    while (!iterations.empty() && iterations.front().end_s < oldest) {
       iterations.pop_front();
-    while (!requests.empty() && requests.front().finish_s < oldest)
+    }
+    while (!requests.empty() && requests.front().finish_s < oldest) {
       requests.pop_front();
+    }
   }
 
   double attainment() const {
-    if (requests.empty())
+    if (requests.empty()) {
       return 1;
+    }
     size_t met = 0;
     for (const RequestSample& request : requests) {
-      if (slo.met(request.ttft_s, request.tpot_s))
+      if (slo.met(request.ttft_s, request.tpot_s)) {
         ++met;
+      }
     }
     return static_cast<double>(met) / static_cast<double>(requests.size());
   }
@@ -280,8 +309,9 @@ struct SloClockController::State {
     const double observed_attainment = attainment();
     const bool enough_requests = requests.size() >= 20;
     if (level == 0) {
-      if (at_top_since_s < 0)
+      if (at_top_since_s < 0) {
         at_top_since_s = now_s;
+      }
     } else {
       at_top_since_s = -1;
     }
@@ -290,13 +320,15 @@ struct SloClockController::State {
         static_cast<size_t>(std::lround((1 - observed_attainment) * static_cast<double>(requests.size())));
     if (enough_requests && observed_attainment < slo.attainment && violations >= 2) {
       // At the top clock for a whole window and still missing: nothing a clock can do.
-      if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s)
+      if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s) {
         unattainable = true;
+      }
       emergency(now_s, /*tighten=*/true);
       return;
     }
-    if (unattainable && enough_requests && observed_attainment >= slo.attainment)
+    if (unattainable && enough_requests && observed_attainment >= slo.attainment) {
       unattainable = false;
+    }
     if (unattainable) {
       level = 0;
       return;
@@ -312,8 +344,9 @@ struct SloClockController::State {
       ceiling = options.min_margin;  // over budget: stay well inside the SLO until the run is back within it
     }
     margin = std::min(ceiling, margin + 0.002);
-    if (iterations.empty())
+    if (iterations.empty()) {
       return;
+    }
 
     double decode = 0;
     double prefill = 0;
@@ -323,8 +356,9 @@ struct SloClockController::State {
       decode += iteration.decode_requests;
       prefill += iteration.prefill_tokens;
       busy += iteration.busy_s;
-      if (iteration.queued)
+      if (iteration.queued) {
         ++queued;
+      }
     }
     const auto count = static_cast<double>(iterations.size());
     const std::array<double, 3> x = features(decode / count, prefill / count);
@@ -357,10 +391,12 @@ struct SloClockController::State {
     std::vector<double> prompts;
     for (const RequestSample& request : requests) {
       ttfts.push_back(request.ttft_s);
-      if (request.tpot_s)
+      if (request.tpot_s) {
         tpots.push_back(*request.tpot_s);
-      if (request.prompt_tokens > 0)
+      }
+      if (request.prompt_tokens > 0) {
         prompts.push_back(static_cast<double>(request.prompt_tokens));
+      }
     }
     // The window holds a few hundred requests: aim at a quantile halfway beyond the target, so that the tail
     // the window has not seen yet is covered.
@@ -421,8 +457,9 @@ struct SloClockController::State {
       return;
     }
     // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
-    if (best && *best != level && best_power < current_power * 0.97)
+    if (best && *best != level && best_power < current_power * 0.97) {
       level = *best;
+    }
   }
 };
 
@@ -447,8 +484,9 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
   const size_t count = std::min(options.candidate_levels, clocks.size());
   for (size_t i = 0; i < count; ++i) {
     const size_t index = count == 1 ? 0 : i * (clocks.size() - 1) / (count - 1);
-    if (state.levels.empty() || state.levels.back() != clocks[index])
+    if (state.levels.empty() || state.levels.back() != clocks[index]) {
       state.levels.push_back(clocks[index]);
+    }
   }
   state.time_models.resize(state.levels.size());
   state.power_models.resize(state.levels.size());
@@ -463,8 +501,9 @@ uint32_t SloClockController::clock_mhz() const {
 void SloClockController::on_iteration(const IterationSample& sample) {
   State& state = *state_;
   const double busy_s = sample.end_s - sample.start_s;
-  if (state.window_start_s < 0)
+  if (state.window_start_s < 0) {
     state.window_start_s = sample.start_s;
+  }
   if (const auto level = state.level_of(sample.clock_mhz); level && busy_s > 0) {
     const auto x =
         features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
@@ -473,16 +512,18 @@ void SloClockController::on_iteration(const IterationSample& sample) {
   }
   state.iterations.push_back({sample.end_s, busy_s, static_cast<double>(sample.decode_requests),
                               static_cast<double>(sample.prefill_tokens), sample.waiting_requests > 0});
-  if (state.next_decision_s < 0)
+  if (state.next_decision_s < 0) {
     state.next_decision_s = sample.end_s + state.options.interval_s;
+  }
   // A burst cannot wait for the next decision: a request not yet started that has waited half its TTFT
   // budget is about to miss it.
   if (state.level != 0 && sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s) {
     state.emergency(sample.end_s, /*tighten=*/false);
     return;
   }
-  if (sample.end_s >= state.next_decision_s)
+  if (sample.end_s >= state.next_decision_s) {
     state.decide(sample.end_s);
+  }
 }
 
 void SloClockController::on_request_done(const RequestSample& sample) {
@@ -500,10 +541,12 @@ void SloClockController::on_idle(double from_s, double to_s, double energy_j) {
     const double power = energy_j / (to_s - from_s);
     state.idle_power_w = state.idle_power_w < 0 ? power : 0.9 * state.idle_power_w + 0.1 * power;
   }
-  if (state.window_start_s < 0)
+  if (state.window_start_s < 0) {
     state.window_start_s = from_s;
-  if (state.next_decision_s >= 0 && to_s >= state.next_decision_s)
+  }
+  if (state.next_decision_s >= 0 && to_s >= state.next_decision_s) {
     state.decide(to_s);
+  }
 }
 
 void SloClockController::seed(const std::vector<IterationSample>& samples) {
@@ -511,8 +554,9 @@ void SloClockController::seed(const std::vector<IterationSample>& samples) {
   for (const IterationSample& sample : samples) {
     const double busy_s = sample.end_s - sample.start_s;
     const auto level = state.level_of(sample.clock_mhz);
-    if (!level || !(busy_s > 0))
+    if (!level || !(busy_s > 0)) {
       continue;
+    }
     const auto x =
         features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
     state.time_models[*level].add(x, busy_s);

@@ -119,8 +119,9 @@ template <class Spec>
 std::string known_keys(const std::vector<Spec>& specs) {
   std::vector<std::string> keys;
   keys.reserve(specs.size());
-  for (const Spec& spec : specs)
+  for (const Spec& spec : specs) {
     keys.push_back(spec.key);
+  }
   return fmt::format("{}", fmt::join(keys, ", "));
 }
 
@@ -160,17 +161,22 @@ const std::vector<LlmModelSpec>& llm_models() {
 
 Result<const LlmGpuSpec*> find_llm_gpu(std::string_view key) {
   std::string wanted = lower(key);
-  if (wanted == "a100")
+  if (wanted == "a100") {
     wanted = "a100-80gb";
-  if (wanted == "h100-sxm" || wanted == "h100-sxm5-80gb" || wanted == "h100-80gb")
+  }
+  if (wanted == "h100-sxm" || wanted == "h100-sxm5-80gb" || wanted == "h100-80gb") {
     wanted = "h100";
-  if (wanted == "a100-sxm4-80gb")
+  }
+  if (wanted == "a100-sxm4-80gb") {
     wanted = "a100-80gb";
-  if (wanted == "a100-sxm4-40gb")
+  }
+  if (wanted == "a100-sxm4-40gb") {
     wanted = "a100-40gb";
+  }
   for (const LlmGpuSpec& gpu : llm_gpus()) {
-    if (gpu.key == wanted)
+    if (gpu.key == wanted) {
       return &gpu;
+    }
   }
   return fail(ErrorCode::kNotFound,
               "unknown GPU '{}': known GPUs are {} (or a JSON file, see docs/inference.md)", key,
@@ -180,8 +186,9 @@ Result<const LlmGpuSpec*> find_llm_gpu(std::string_view key) {
 Result<const LlmModelSpec*> find_llm_model(std::string_view key) {
   const std::string wanted = lower(key);
   for (const LlmModelSpec& model : llm_models()) {
-    if (model.key == wanted)
+    if (model.key == wanted) {
       return &model;
+    }
   }
   return fail(ErrorCode::kNotFound,
               "unknown model '{}': known models are {} (or a JSON file, see docs/inference.md)", key,
@@ -236,15 +243,16 @@ void read_count(const JsonFields& fields, std::string_view key, Int& value) {
 }
 
 void read_text(const JsonFields& fields, std::string_view key, std::string& value) {
-  if (const nlohmann::json* field = fields.optional(key))
+  if (const nlohmann::json* field = fields.optional(key)) {
     value = fields.to_string_value(*field, fields.where(key));
+  }
 }
 
 void check_unknown(const nlohmann::json& object, std::initializer_list<std::string_view> known,
                    const std::string& source) {
   for (const auto& [key, value] : object.items()) {
     if (std::find(known.begin(), known.end(), key) == known.end()) {
-      throw_json_field_error(ErrorCode::kParse, source + ": " + key,
+      throw_json_field_error(ErrorCode::kParse, fmt::format("{}: {}", source, key),
                              fmt::format("unknown field (known: {})", fmt::join(known, ", ")));
     }
   }
@@ -252,10 +260,12 @@ void check_unknown(const nlohmann::json& object, std::initializer_list<std::stri
 
 nlohmann::json parse_object(std::string_view text, const std::string& source) {
   nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded())
+  if (object.is_discarded()) {
     throw Exception(ErrorCode::kParse, fmt::format("{}: not valid JSON", source));
-  if (!object.is_object())
+  }
+  if (!object.is_object()) {
     throw Exception(ErrorCode::kParse, fmt::format("{}: expected a JSON object", source));
+  }
   return object;
 }
 
@@ -300,10 +310,12 @@ Result<LlmGpuSpec> parse_llm_gpu_json(std::string_view text, const std::string& 
     read_text(fields, "key", gpu.key);
     read_text(fields, "name", gpu.name);
     read_text(fields, "source", gpu.source);
-    if (gpu.key.empty())
+    if (gpu.key.empty()) {
       gpu.key = "custom";
-    if (gpu.name.empty())
+    }
+    if (gpu.name.empty()) {
       gpu.name = gpu.key;
+    }
     read_positive(fields, "peak_bf16_flops", gpu.peak_bf16_flops);
     read_positive(fields, "hbm_bandwidth_bps", gpu.hbm_bandwidth_bps);
     read_positive(fields, "memory_bytes", gpu.memory_bytes);
@@ -357,10 +369,12 @@ Result<LlmModelSpec> parse_llm_model_json(std::string_view text, const std::stri
     read_text(fields, "key", model.key);
     read_text(fields, "name", model.name);
     read_text(fields, "source", model.source);
-    if (model.key.empty())
+    if (model.key.empty()) {
       model.key = "custom";
-    if (model.name.empty())
+    }
+    if (model.name.empty()) {
       model.name = model.key;
+    }
     read_count(fields, "layers", model.layers);
     read_count(fields, "hidden_size", model.hidden_size);
     read_count(fields, "attention_heads", model.attention_heads);
@@ -494,8 +508,9 @@ IterationCost LlmCostModel::at_power_limit(const IterationBatch& batch, double p
   const double top =
       std::min(max_clock_mhz.value_or(gpu_.max_sm_clock_mhz), static_cast<double>(gpu_.max_sm_clock_mhz));
   IterationCost best = at_clock(batch, top);
-  if (best.power_w <= power_limit_w)
+  if (best.power_w <= power_limit_w) {
     return best;
+  }
   // Power grows with the clock: bisect on supported clock steps for the highest one within the limit.
   const auto step = static_cast<double>(std::max<uint32_t>(gpu_.sm_clock_step_mhz, 1));
   auto low_steps = static_cast<int64_t>(0);
@@ -503,8 +518,9 @@ IterationCost LlmCostModel::at_power_limit(const IterationBatch& batch, double p
   const auto clock_at = [&](int64_t steps) {
     return gpu_.min_sm_clock_mhz + static_cast<double>(steps) * step;
   };
-  if (at_clock(batch, clock_at(0)).power_w > power_limit_w)
+  if (at_clock(batch, clock_at(0)).power_w > power_limit_w) {
     return at_clock(batch, clock_at(0));
+  }
   while (high_steps - low_steps > 1) {
     const int64_t middle = (low_steps + high_steps) / 2;
     if (at_clock(batch, clock_at(middle)).power_w <= power_limit_w) {
@@ -520,8 +536,9 @@ std::vector<uint32_t> LlmCostModel::supported_clocks_mhz() const {
   std::vector<uint32_t> clocks;
   for (uint32_t mhz = gpu_.max_sm_clock_mhz; mhz > gpu_.min_sm_clock_mhz; mhz -= gpu_.sm_clock_step_mhz) {
     clocks.push_back(mhz);
-    if (mhz < gpu_.sm_clock_step_mhz)
+    if (mhz < gpu_.sm_clock_step_mhz) {
       break;
+    }
   }
   clocks.push_back(gpu_.min_sm_clock_mhz);
   return clocks;
@@ -589,8 +606,9 @@ LlmDevice::~LlmDevice() = default;
 std::vector<device::sim::SimulatedGpu*> LlmDevice::gpus() {
   std::vector<device::sim::SimulatedGpu*> gpus;
   gpus.reserve(gpus_.size());
-  for (const auto& gpu : gpus_)
+  for (const auto& gpu : gpus_) {
     gpus.push_back(gpu.get());
+  }
   return gpus;
 }
 
@@ -603,8 +621,9 @@ namespace {
 void move_clock_to(VirtualClock& clock, double time_s) {
   const Nanos target = from_seconds(time_s);
   const Nanos now = clock.now();
-  if (target > now)
+  if (target > now) {
     clock.advance(target - now);
+  }
 }
 
 }  // namespace
@@ -628,15 +647,17 @@ IterationCost LlmDevice::run_iteration(const IterationBatch& batch) {
   IterationCost cost = cost_.at_clock(batch, point.sm_clock_mhz);
   now_s_ += point.iteration_time_s;
   move_clock_to(*clock_, now_s_);
-  for (const auto& gpu : gpus_)
+  for (const auto& gpu : gpus_) {
     gpu->set_busy(false);
+  }
   return cost;
 }
 
 void LlmDevice::idle_until(double time_s) {
   catch_up();
-  if (!(time_s > now_s_))
+  if (!(time_s > now_s_)) {
     return;
+  }
   now_s_ = time_s;
   move_clock_to(*clock_, now_s_);
 }

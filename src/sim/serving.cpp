@@ -17,8 +17,9 @@ Result<ServingTrace> parse_serving_trace(std::string_view text, const std::strin
   const size_t arrival_column = JOULE_TRY(table.column("arrival_s"));
   const size_t prompt_column = JOULE_TRY(table.column("prompt_tokens"));
   const size_t output_column = JOULE_TRY(table.column("output_tokens"));
-  if (table.row_count() == 0)
+  if (table.row_count() == 0) {
     return fail(ErrorCode::kParse, "{}: no request (only a header)", source);
+  }
   ServingTrace trace;
   trace.source = source;
   trace.requests.reserve(table.row_count());
@@ -89,10 +90,12 @@ std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu) {
   std::vector<uint32_t> limits;
   const auto top = static_cast<uint32_t>(std::floor(gpu.tdp_w));
   const auto bottom = static_cast<uint32_t>(std::ceil(gpu.min_power_limit_w));
-  for (uint32_t limit = top; limit >= bottom && limit >= 5; limit -= 5)
+  for (uint32_t limit = top; limit >= bottom && limit >= 5; limit -= 5) {
     limits.push_back(limit);
-  if (limits.empty() || limits.back() != bottom)
+  }
+  if (limits.empty() || limits.back() != bottom) {
     limits.push_back(bottom);
+  }
   return limits;
 }
 
@@ -106,8 +109,9 @@ struct Running {
 };
 
 double percentile(std::vector<double>& values, double share) {
-  if (values.empty())
+  if (values.empty()) {
     return 0;
+  }
   const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size())));
   const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
@@ -145,11 +149,13 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   }
   std::vector<BucketSums> buckets;
   const auto bucket_at = [&](double time_s) -> BucketSums* {
-    if (options.bucket_s <= 0)
+    if (options.bucket_s <= 0) {
       return nullptr;
+    }
     const auto index = static_cast<size_t>(time_s / options.bucket_s);
-    if (index >= buckets.size())
+    if (index >= buckets.size()) {
       buckets.resize(index + 1);
+    }
     return &buckets[index];
   };
 
@@ -163,6 +169,7 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   double start_s = now_s;
   double decode_accumulator_j = 0;  // Σ energy per token over iterations (the tokens rule)
   double busy_s = 0;
+  double knob_time = 0;
   double clock_time = 0;
   ReplayIteration record;
   std::vector<int64_t> chunk_tokens;
@@ -186,33 +193,39 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     const std::optional<double> request_tpot =
         served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt;
     ttfts.push_back(ttft);
-    if (request_tpot)
+    if (request_tpot) {
       tpots.push_back(tpot);
-    if (slo.met(ttft, request_tpot))
+    }
+    if (slo.met(ttft, request_tpot)) {
       ++met;
+    }
     policy.on_request_done({at_s, ttft, request_tpot, served.prompt_tokens});
     if (BucketSums* bucket = bucket_at(at_s)) {
       bucket->ttfts.push_back(ttft);
-      if (served.output_tokens > 1)
+      if (served.output_tokens > 1) {
         bucket->tpots.push_back(tpot);
+      }
     }
   };
 
   while (finished < requests.size()) {
     while (next_arrival < requests.size() && requests[next_arrival].arrival_s <= now_s) {
-      if (BucketSums* bucket = bucket_at(requests[next_arrival].arrival_s))
+      if (BucketSums* bucket = bucket_at(requests[next_arrival].arrival_s)) {
         ++bucket->arrivals;
+      }
       waiting.push_back(next_arrival++);
     }
     if (decoding.empty() && prefilling.empty() && waiting.empty()) {
       const double until_s = requests[next_arrival].arrival_s;
       const double energy_j = idle_power_w * (until_s - now_s);
       replay.summary.idle_energy_j += energy_j;
-      if (BucketSums* bucket = bucket_at(now_s))
+      if (BucketSums* bucket = bucket_at(now_s)) {
         bucket->energy_j += energy_j;
+      }
       policy.on_idle(now_s, until_s, energy_j);
-      if (options.on_idle)
+      if (options.on_idle) {
         options.on_idle(now_s, until_s, energy_j);
+      }
       now_s = until_s;
       continue;
     }
@@ -226,8 +239,9 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     budget -= static_cast<int64_t>(decoding.size());
     while (!waiting.empty() && static_cast<int64_t>(decoding.size() + prefilling.size()) < engine.max_batch) {
       const ServingRequest& request = requests[waiting.front()];
-      if (kv_used + request.prompt_tokens + request.output_tokens > kv_capacity)
+      if (kv_used + request.prompt_tokens + request.output_tokens > kv_capacity) {
         break;
+      }
       kv_used += request.prompt_tokens + request.output_tokens;
       prefilling.push_back({waiting.front(), 0, 0, 0});
       waiting.pop_front();
@@ -256,6 +270,7 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     now_s += iteration.time_s;
     busy_s += iteration.time_s;
     clock_time += iteration.clock_mhz * iteration.time_s;
+    knob_time += static_cast<double>(knob) * iteration.time_s;
     replay.summary.energy_j += energy_j;
     ++replay.summary.iterations;
     if (BucketSums* bucket = bucket_at(iteration_start_s)) {
@@ -277,8 +292,9 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
             {running.request, 0, 1, false, requests[running.request].prompt_tokens + running.generated});
       }
       for (size_t i = 0; i < prefilling.size(); ++i) {
-        if (chunk_tokens[i] == 0)
+        if (chunk_tokens[i] == 0) {
           continue;
+        }
         const bool first =
             prefilling[i].prompt_done + chunk_tokens[i] == requests[prefilling[i].request].prompt_tokens;
         record.work.push_back({prefilling[i].request, chunk_tokens[i], 0, first, prefilling[i].prompt_done});
@@ -304,8 +320,9 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
       Running running = prefilling[i];
       running.prompt_done += chunk_tokens[i];
       ServedRequest& served = replay.requests[running.request];
-      if (options.attribute)
+      if (options.attribute) {
         served.prefill_energy_j += per_token_j * static_cast<double>(chunk_tokens[i]);
+      }
       if (running.prompt_done < served.prompt_tokens) {
         prefilling[kept++] = running;
         continue;
@@ -343,8 +360,9 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   ServingSummary& summary = replay.summary;
   summary.energy_j += summary.idle_energy_j;
   summary.requests = static_cast<int64_t>(requests.size());
-  for (const ServedRequest& served : replay.requests)
+  for (const ServedRequest& served : replay.requests) {
     summary.output_tokens += served.output_tokens;
+  }
   summary.duration_s = now_s - start_s;
   summary.j_per_token =
       summary.output_tokens > 0 ? summary.energy_j / static_cast<double>(summary.output_tokens) : 0;
@@ -355,6 +373,7 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   summary.slo_attainment =
       requests.empty() ? 1.0 : static_cast<double>(met) / static_cast<double>(requests.size());
   summary.mean_clock_mhz = busy_s > 0 ? clock_time / busy_s : 0;
+  summary.mean_knob = busy_s > 0 ? knob_time / busy_s : 0;
 
   replay.buckets.reserve(buckets.size());
   for (size_t i = 0; i < buckets.size(); ++i) {
@@ -419,8 +438,9 @@ struct HindsightSearch {
     }
     size_t best = a;
     for (size_t i = a; i <= b; ++i) {
-      if (feasible(i) && at(i).energy_j < at(best).energy_j)
+      if (feasible(i) && at(i).energy_j < at(best).energy_j) {
         best = i;
+      }
     }
     return best;
   }

@@ -503,13 +503,15 @@ Result<void> Plot::save(const std::string& path) const {
 }
 
 std::string stack_plots(const std::vector<const Plot*>& panels) {
-  if (panels.empty())
+  if (panels.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "stack_plots needs at least one panel");
+  }
   double width_px = 0;
   double height_px = 0;
   for (const Plot* panel : panels) {
-    if (panel == nullptr)
+    if (panel == nullptr) {
       throw Exception(ErrorCode::kInvalidArgument, "stack_plots got a null panel");
+    }
     width_px = std::max(width_px, panel->width_px());
     height_px += panel->height_px();
   }
@@ -522,8 +524,9 @@ std::string stack_plots(const std::vector<const Plot*>& panels) {
     // Each panel's own document, without its XML declaration, placed at its offset.
     std::string body = panel->svg();
     const size_t start = body.find("<svg");
-    if (start != std::string::npos)
+    if (start != std::string::npos) {
       body.erase(0, start);
+    }
     body.insert(4, fmt::format(" y=\"{}\"", y_px));
     out += body;
     y_px += panel->height_px();

@@ -80,8 +80,9 @@ struct ServingSummary {
   double j_per_token = 0;  ///< energy / output tokens
   double p50_ttft_s = 0, p99_ttft_s = 0, p50_tpot_s = 0, p99_tpot_s = 0;
   double slo_attainment = 0;  ///< share of requests meeting both SLOs
-  double mean_clock_mhz = 0;  ///< busy-time weighted
-  double duration_s = 0;      ///< until the last request finished
+  double mean_clock_mhz = 0;  ///< the clock the GPUs ran at, busy-time weighted
+  double mean_knob = 0;   ///< the policy's knob, busy-time weighted: a clock lock (MHz) or a power limit (W)
+  double duration_s = 0;  ///< until the last request finished
   int64_t requests = 0;
   int64_t output_tokens = 0;
   int64_t iterations = 0;
