@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "joule/core/json.hpp"
+
 namespace joule::carbon::detail {
 
 Result<BaseUrl> parse_base_url(std::string_view url, std::string_view provider) {
@@ -48,38 +50,6 @@ Error shape_error(std::string_view provider, std::string_view what, std::string_
   return Error(ErrorCode::kParse, fmt::format("{}: GET {}: {}", provider, what, problem));
 }
 
-namespace {
-
-// The message an API put in its error body: {"error": "…"}, {"error": {"message": "…"}}, {"message": "…"},
-// or the start of a non-JSON body.
-std::string body_message(const std::string& body) {
-  const auto json = nlohmann::json::parse(body, nullptr, false);
-  if (!json.is_discarded() && json.is_object()) {
-    for (const char* key : {"error", "message", "detail"}) {
-      const auto it = json.find(key);
-      if (it == json.end()) {
-        continue;
-      }
-      if (it->is_string()) {
-        return it->get<std::string>();
-      }
-      if (it->is_object() && it->contains("message") && (*it)["message"].is_string()) {
-        return (*it)["message"].get<std::string>();
-      }
-    }
-  }
-  constexpr size_t kMaxQuoted = 200;
-  std::string start = body.substr(0, kMaxQuoted);
-  for (char& c : start) {
-    if (c == '\n' || c == '\r') {
-      c = ' ';
-    }
-  }
-  return start.empty() ? "empty body" : start;
-}
-
-}  // namespace
-
 Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std::string_view provider) {
   const std::string path = base.path_prefix + request.path;
   httplib::Client client(base.origin);
@@ -109,12 +79,12 @@ Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std
                            : response->status == 404                          ? ErrorCode::kNotFound
                                                                               : ErrorCode::kIo;
     return fail(code, "{}: GET {}: HTTP {}: {}", provider, path, response->status,
-                body_message(response->body));
+                error_body_message(response->body));
   }
   auto json = nlohmann::json::parse(response->body, nullptr, false);
   if (json.is_discarded()) {
     return fail(ErrorCode::kParse, "{}: GET {}: the response is not JSON: {}", provider, path,
-                body_message(response->body));
+                error_body_message(response->body));
   }
   return json;
 }

@@ -23,6 +23,8 @@
 namespace joule::cli {
 
 namespace {
+// A namespace of its own: in a unity build this file shares a translation unit with other commands.
+namespace infer_replay {
 
 struct ReplayFlags {
   std::string trace;
@@ -303,6 +305,7 @@ int run_replay(const ReplayFlags& flags) {
   return 0;
 }
 
+}  // namespace infer_replay
 }  // namespace
 
 void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -310,7 +313,7 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       app.add_subcommand("infer", "LLM inference serving: energy per request and SLO-aware GPU clocks");
   command->require_subcommand(1);
 
-  auto replay = std::make_shared<ReplayFlags>();
+  auto replay = std::make_shared<infer_replay::ReplayFlags>();
   auto* replay_command = command->add_subcommand(
       "replay",
       "Replay a request trace on a simulated GPU: max clock, best fixed clock, utilisation governor, joule");
@@ -363,7 +366,7 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->add_option("--metrics-out", replay->metrics_out,
                    "Write the joule strategy's Prometheus metrics (text exposition) at the end of the run")
       ->option_text("FILE.prom");
-  replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
+  replay_command->callback([&exit_code, replay] { exit_code = infer_replay::run_replay(*replay); });
 
   add_infer_bench_command(*command, global, exit_code);
 }

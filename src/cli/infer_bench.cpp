@@ -27,6 +27,7 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
+#include "joule/core/json.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/measure/request_energy.hpp"
@@ -37,6 +38,8 @@
 namespace joule::cli {
 
 namespace {
+// A namespace of its own: in a unity build this file shares a translation unit with other commands.
+namespace infer_bench {
 
 constexpr auto kSamplingPeriod = std::chrono::milliseconds(100);
 
@@ -112,29 +115,6 @@ std::string describe(httplib::Error error) {
   }
 }
 
-// The message of an error body: {"error": {"message": …}} (OpenAI), {"error": "…"}, {"message": …},
-// {"detail": …}, or the start of the body.
-std::string body_message(const std::string& body) {
-  const auto json = nlohmann::json::parse(body, nullptr, false);
-  if (!json.is_discarded() && json.is_object()) {
-    for (const char* key : {"error", "message", "detail"}) {
-      const auto it = json.find(key);
-      if (it == json.end()) {
-        continue;
-      }
-      if (it->is_string()) {
-        return it->get<std::string>();
-      }
-      if (it->is_object() && it->contains("message") && (*it)["message"].is_string()) {
-        return (*it)["message"].get<std::string>();
-      }
-    }
-  }
-  std::string start = body.substr(0, 200);
-  std::replace(start.begin(), start.end(), '\n', ' ');
-  return start.empty() ? "empty body" : start;
-}
-
 void set_timeouts(httplib::Client& client, double timeout_s) {
   const auto seconds = [](double s) {
     return std::make_pair(static_cast<time_t>(std::floor(s)), static_cast<time_t>((s - std::floor(s)) * 1e6));
@@ -163,7 +143,7 @@ std::string resolve_model(const Endpoint& endpoint, const BenchFlags& flags) {
   if (response->status != 200) {
     throw Exception(ErrorCode::kIo,
                     fmt::format("infer bench: {} GET /v1/models: HTTP {}: {} (name the model with --model)",
-                                endpoint.origin, response->status, body_message(response->body)));
+                                endpoint.origin, response->status, error_body_message(response->body)));
   }
   const auto json = nlohmann::json::parse(response->body, nullptr, false);
   if (json.is_discarded() || !json.is_object() || !json.contains("data") || !json["data"].is_array() ||
@@ -256,7 +236,7 @@ void read_completion(const httplib::Result& response, double timeout_s, Sent& se
   }
   if (response->status < 200 || response->status >= 300) {
     sent.outcome = Outcome::kHttpError;
-    sent.error = fmt::format("HTTP {}: {}", response->status, body_message(response->body));
+    sent.error = fmt::format("HTTP {}: {}", response->status, error_body_message(response->body));
     return;
   }
   const auto json = nlohmann::json::parse(response->body, nullptr, false);
@@ -265,7 +245,7 @@ void read_completion(const httplib::Result& response, double timeout_s, Sent& se
     sent.error = fmt::format("the response {}", why);
   };
   if (json.is_discarded() || !json.is_object()) {
-    return bad(fmt::format("is not a JSON object: {}", body_message(response->body)));
+    return bad(fmt::format("is not a JSON object: {}", error_body_message(response->body)));
   }
   const auto usage = json.find("usage");
   if (usage == json.end() || !usage->is_object()) {
@@ -799,7 +779,8 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   const auto periods = static_cast<size_t>(std::ceil(span_s / period_s));
   for (size_t i = 0; i < periods; ++i) {
     const double start_s = static_cast<double>(i) * period_s;
-    intervals.push_back({start_s, std::min(start_s + period_s, span_s), 0});
+    // Each end is the next start, computed the same way, so that rounding never makes them overlap.
+    intervals.push_back({start_s, std::min(static_cast<double>(i + 1) * period_s, span_s), 0});
   }
   for (size_t g = 0; g < gpus.size(); ++g) {
     const GpuFigure figure{gpus[g]->info().index, gpus[g]->info().name, measurement.gpu_energy[g].energy_j,
@@ -872,10 +853,11 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   return 0;
 }
 
+}  // namespace infer_bench
 }  // namespace
 
 void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& global, int& exit_code) {
-  auto flags = std::make_shared<BenchFlags>();
+  auto flags = std::make_shared<infer_bench::BenchFlags>();
   auto* command = infer_command.add_subcommand(
       "bench", "Benchmark the energy of an OpenAI-compatible endpoint: send a trace, measure the GPUs");
   command->add_option("--endpoint", flags->endpoint, "The server: http://HOST:PORT (POST /v1/completions)")
@@ -913,7 +895,7 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
       ->add_option("--metrics-out", flags->metrics_out,
                    "Write the run's Prometheus metrics (text exposition)")
       ->option_text("FILE.prom");
-  command->callback([&exit_code, &global, flags] { exit_code = run_bench(global, *flags); });
+  command->callback([&exit_code, &global, flags] { exit_code = infer_bench::run_bench(global, *flags); });
 }
 
 }  // namespace joule::cli

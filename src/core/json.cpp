@@ -198,4 +198,30 @@ std::string describe_json(const nlohmann::json& value, size_t max_chars) {
   }
 }
 
+std::string error_body_message(const std::string& body) {
+  const auto json = nlohmann::json::parse(body, nullptr, false);
+  if (!json.is_discarded() && json.is_object()) {
+    for (const char* key : {"error", "message", "detail"}) {
+      const auto it = json.find(key);
+      if (it == json.end()) {
+        continue;
+      }
+      if (it->is_string()) {
+        return it->get<std::string>();
+      }
+      if (it->is_object() && it->contains("message") && (*it)["message"].is_string()) {
+        return (*it)["message"].get<std::string>();
+      }
+    }
+  }
+  constexpr size_t kMaxQuoted = 200;
+  std::string start = body.substr(0, kMaxQuoted);
+  for (char& c : start) {
+    if (c == '\n' || c == '\r') {
+      c = ' ';
+    }
+  }
+  return start.empty() ? "empty body" : start;
+}
+
 }  // namespace joule

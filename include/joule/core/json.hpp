@@ -41,4 +41,9 @@ tl::expected<nlohmann::json, JsonError> parse_json(std::string_view text, int ma
 /// {\"a\":[1,2,…", "a string of 12000 bytes \"abcd…\""). Safe on any value that parse_json() returns.
 std::string describe_json(const nlohmann::json& value, size_t max_chars = 60);
 
+/// @return the message an HTTP API put in an error body, for a one-line error: the string of "error",
+/// "message" or "detail" (or their "message" field: {"error": {"message": "…"}}, as OpenAI answers), else the
+/// body's first 200 bytes on one line, or "empty body".
+std::string error_body_message(const std::string& body);
+
 }  // namespace joule
