@@ -125,13 +125,6 @@ std::string known_keys(const std::vector<Spec>& specs) {
   return fmt::format("{}", fmt::join(keys, ", "));
 }
 
-std::string lower(std::string_view text) {
-  std::string result(text);
-  std::transform(result.begin(), result.end(), result.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return result;
-}
-
 double ceil_div_heads(int heads, int tensor_parallel) {
   // KV heads are split over the group; with fewer heads than GPUs each GPU keeps (a copy of) one.
   return std::max(1.0, std::ceil(static_cast<double>(heads) / tensor_parallel));
@@ -160,7 +153,7 @@ const std::vector<LlmModelSpec>& llm_models() {
 }
 
 Result<const LlmGpuSpec*> find_llm_gpu(std::string_view key) {
-  std::string wanted = lower(key);
+  std::string wanted = to_lower(key);
   if (wanted == "a100") {
     wanted = "a100-80gb";
   }
@@ -184,7 +177,7 @@ Result<const LlmGpuSpec*> find_llm_gpu(std::string_view key) {
 }
 
 Result<const LlmModelSpec*> find_llm_model(std::string_view key) {
-  const std::string wanted = lower(key);
+  const std::string wanted = to_lower(key);
   for (const LlmModelSpec& model : llm_models()) {
     if (model.key == wanted) {
       return &model;
