@@ -28,6 +28,7 @@
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/json.hpp"
+#include "joule/core/numeric.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/measure/request_energy.hpp"
@@ -368,13 +369,7 @@ class WorkerPool {
 
 // Nearest-rank percentile; nullopt for no values.
 std::optional<double> percentile(std::vector<double> values, double share) {
-  if (values.empty()) {
-    return std::nullopt;
-  }
-  const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size())));
-  const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
-  return values[index];
+  return numeric::nearest_rank_percentile(values, share);
 }
 
 struct GpuFigure {

@@ -61,6 +61,16 @@ double pairwise_sum(std::span<const double> values) {
   return sum;
 }
 
+std::optional<double> nearest_rank_percentile(std::span<double> values, double share) {
+  if (values.empty()) {
+    return std::nullopt;
+  }
+  const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size())));
+  const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
+  return values[index];
+}
+
 double mean(std::span<const double> values) {
   return pairwise_sum(values) / static_cast<double>(values.size());
 }

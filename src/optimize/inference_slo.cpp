@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/numeric.hpp"
+
 namespace joule::optimize {
 
 Result<void> validate(const ServingSlo& slo) {
@@ -147,13 +149,7 @@ struct WindowIteration {
 };
 
 double percentile(std::vector<double> values, double share) {
-  if (values.empty()) {
-    return 0;
-  }
-  const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size()))) - 1;
-  const size_t index = std::min(rank, values.size() - 1);
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
-  return values[index];
+  return numeric::nearest_rank_percentile(values, share).value_or(0.0);
 }
 
 }  // namespace

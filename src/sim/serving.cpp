@@ -9,6 +9,7 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
+#include "joule/core/numeric.hpp"
 
 namespace joule::sim {
 
@@ -108,14 +109,9 @@ struct Running {
   double decode_mark_j = 0;  // the decode accumulator when it started decoding
 };
 
+// The nearest-rank percentile; 0 when there is no value.
 double percentile(std::vector<double>& values, double share) {
-  if (values.empty()) {
-    return 0;
-  }
-  const auto rank = static_cast<size_t>(std::ceil(share * static_cast<double>(values.size())));
-  const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
-  return values[index];
+  return numeric::nearest_rank_percentile(values, share).value_or(0.0);
 }
 
 struct BucketSums {

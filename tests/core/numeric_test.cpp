@@ -101,5 +101,15 @@ TEST(Numeric, PythonFloorDivision) {
   EXPECT_TRUE(std::signbit(python_floor_div(-0.0, 3.0)));
 }
 
+TEST(NearestRankPercentile, CountsAsLatencySlosDo) {
+  std::vector<double> values = {5, 1, 4, 2, 3};
+  EXPECT_EQ(nearest_rank_percentile(values, 0.5), 3.0);   // ⌈2.5⌉ = 3rd smallest
+  EXPECT_EQ(nearest_rank_percentile(values, 0.99), 5.0);  // ⌈4.95⌉ = 5th
+  EXPECT_EQ(nearest_rank_percentile(values, 0.2), 1.0);   // ⌈1⌉ = 1st
+  EXPECT_EQ(nearest_rank_percentile(values, 0.0), 1.0);
+  std::vector<double> none;
+  EXPECT_EQ(nearest_rank_percentile(none, 0.5), std::nullopt);
+}
+
 }  // namespace
 }  // namespace joule::numeric

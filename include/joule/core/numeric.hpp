@@ -19,6 +19,11 @@ double pairwise_sum(std::span<const double> values);
 /// `np.mean(values)` = pairwise_sum / n.
 double mean(std::span<const double> values);
 
+/// The nearest-rank percentile: the ⌈share · n⌉-th smallest value (the smallest for share · n ≤ 1), as
+/// latency SLOs count ("p99: 99% of requests at or below it"). Reorders `values` (std::nth_element: O(n)).
+/// @return nullopt for no value.
+std::optional<double> nearest_rank_percentile(std::span<double> values, double share);
+
 /// `np.var(values)` (population variance, ddof = 0): mean by pairwise sum, then the pairwise sum of squared
 /// deviations, divided by n.
 double variance(std::span<const double> values);
