@@ -7,7 +7,6 @@ promtool is on PATH)."""
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import subprocess
 import threading
@@ -17,6 +16,8 @@ from typing import Any
 import pytest
 
 import joule
+
+from prometheus_text import parse_exposition
 
 # ---- RequestEnergyLedger ----------------------------------------------------------------------------------------
 
@@ -344,26 +345,6 @@ def test_the_controller_lowers_the_clock_under_light_load() -> None:
 
 # ---- InferenceMetrics -------------------------------------------------------------------------------------------
 
-SAMPLE_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def parse_exposition(text: str) -> tuple[dict[str, str], Samples]:
-    """The text exposition → {family: type}, {(sample name, labels): value}."""
-    types: dict[str, str] = {}
-    samples: Samples = {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ", 3)
-            types[name] = kind
-        elif line and not line.startswith("#"):
-            match = SAMPLE_LINE.match(line)
-            assert match, line
-            labels = frozenset(LABEL_PAIR.findall(match.group(2) or ""))
-            samples[(match.group(1), labels)] = float(match.group(3))
-    return types, samples
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

@@ -6,7 +6,6 @@ OpenAI-style 400s, and SIGTERM restoring the simulated GPU's clock."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import SOURCE_DIR, python_environment
+from prometheus_text import parse_exposition
 
 pytestmark = pytest.mark.torch
 
@@ -109,28 +109,15 @@ def test_concurrent_completions_report_their_energy(server: Server) -> None:
     assert results[6][1]["choices"][0]["text"].startswith(results[0][1]["choices"][0]["text"])
 
 
-SAMPLE_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
 def test_metrics_parse_and_pass_promtool(server: Server) -> None:
     status, first = call(server.url + "/v1/completions", {"model": MODEL, "prompt": "metrics", "max_tokens": 3})
     assert status == 200, first
     with urllib.request.urlopen(server.url + "/metrics", timeout=60) as response:
         assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
         text = response.read().decode()
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
-    types: dict[str, str] = {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ", 3)
-            types[name] = kind
-        elif line and not line.startswith("#"):
-            match = SAMPLE_LINE.match(line)
-            assert match, line
-            labels = frozenset(LABEL_PAIR.findall(match.group(2) or ""))
-            assert {("model", MODEL), ("gpu", "h100")} <= labels, line
-            samples[(match.group(1), labels)] = float(match.group(3))
+    types, samples = parse_exposition(text)
+    for name, labels in samples:
+        assert {("model", MODEL), ("gpu", "h100")} <= labels, (name, labels)
 
     def value(name: str, **labels: str) -> float:
         return samples[(name, frozenset({"model": MODEL, "gpu": "h100", **labels}.items()))]
