@@ -92,4 +92,182 @@ Result<void> Gpu::reset_sm_clocks() {
   return do_reset_sm_clocks();
 }
 
+// ---- Telemetry ------------------------------------------------------------------------------------------
+
+std::vector<std::string> clock_event_reason_names(uint64_t mask) {
+  static constexpr std::pair<uint64_t, const char*> kNames[] = {
+      {clock_event::kIdle, "idle"},
+      {clock_event::kApplicationClocks, "applications_clocks"},
+      {clock_event::kSwPowerCap, "sw_power_cap"},
+      {clock_event::kHwSlowdown, "hw_slowdown"},
+      {clock_event::kSyncBoost, "sync_boost"},
+      {clock_event::kSwThermalSlowdown, "sw_thermal_slowdown"},
+      {clock_event::kHwThermalSlowdown, "hw_thermal_slowdown"},
+      {clock_event::kHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+      {clock_event::kDisplayClocks, "display_clocks"},
+  };
+  std::vector<std::string> names;
+  uint64_t known = 0;
+  for (const auto& [bit, name] : kNames) {
+    known |= bit;
+    if ((mask & bit) != 0) {
+      names.emplace_back(name);
+    }
+  }
+  for (int bit = 0; bit < 64; ++bit) {
+    const uint64_t value = uint64_t{1} << bit;
+    if ((mask & value) != 0 && (known & value) == 0) {
+      names.push_back(fmt::format("{:#x}", value));
+    }
+  }
+  return names;
+}
+
+const std::vector<TelemetryField>& telemetry_fields() {
+  static const std::vector<TelemetryField> fields = {
+      TelemetryField::kTemperature,    TelemetryField::kSmClock,           TelemetryField::kMemoryClock,
+      TelemetryField::kGpuUtilization, TelemetryField::kMemoryUtilization, TelemetryField::kClockEventReasons,
+      TelemetryField::kMemoryPower,
+  };
+  return fields;
+}
+
+std::string_view telemetry_field_name(TelemetryField field) {
+  switch (field) {
+    case TelemetryField::kTemperature:
+      return "temperature_c";
+    case TelemetryField::kSmClock:
+      return "sm_clock_mhz";
+    case TelemetryField::kMemoryClock:
+      return "memory_clock_mhz";
+    case TelemetryField::kGpuUtilization:
+      return "gpu_utilization_pct";
+    case TelemetryField::kMemoryUtilization:
+      return "memory_utilization_pct";
+    case TelemetryField::kClockEventReasons:
+      return "clock_event_reasons";
+    case TelemetryField::kMemoryPower:
+      return "memory_power_w";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// What a field is called in messages.
+std::string_view telemetry_reading(TelemetryField field) {
+  switch (field) {
+    case TelemetryField::kTemperature:
+      return "temperature";
+    case TelemetryField::kSmClock:
+      return "the SM clock";
+    case TelemetryField::kMemoryClock:
+      return "the memory clock";
+    case TelemetryField::kGpuUtilization:
+      return "GPU utilisation";
+    case TelemetryField::kMemoryUtilization:
+      return "memory utilisation";
+    case TelemetryField::kClockEventReasons:
+      return "clock event (throttle) reasons";
+    case TelemetryField::kMemoryPower:
+      return "memory power";
+  }
+  return "this reading";
+}
+
+}  // namespace
+
+bool GpuTelemetry::has(TelemetryField field) const {
+  return error(field) == nullptr;
+}
+
+const Error* GpuTelemetry::error(TelemetryField field) const {
+  for (const auto& [failed, why] : errors) {
+    if (failed == field) {
+      return &why;
+    }
+  }
+  return nullptr;
+}
+
+Error Gpu::telemetry_not_supported(TelemetryField field, std::string_view why) const {
+  std::string message =
+      fmt::format("{} does not report {} ({} backend)", label(), telemetry_reading(field), info_.backend);
+  if (!why.empty()) {
+    message += fmt::format(": {}", why);
+  }
+  return Error(ErrorCode::kNotSupported, std::move(message));
+}
+
+Result<double> Gpu::do_temperature_c() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kTemperature));
+}
+Result<uint32_t> Gpu::do_sm_clock_mhz() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kSmClock));
+}
+Result<uint32_t> Gpu::do_memory_clock_mhz() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kMemoryClock));
+}
+Result<uint32_t> Gpu::do_gpu_utilization_pct() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kGpuUtilization));
+}
+Result<uint32_t> Gpu::do_memory_utilization_pct() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kMemoryUtilization));
+}
+Result<uint64_t> Gpu::do_clock_event_reasons() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kClockEventReasons));
+}
+Result<uint32_t> Gpu::do_memory_power_mw() {
+  return tl::unexpected(telemetry_not_supported(TelemetryField::kMemoryPower));
+}
+
+Result<double> Gpu::temperature_c() {
+  std::lock_guard lock(mutex_);
+  return do_temperature_c();
+}
+Result<uint32_t> Gpu::sm_clock_mhz() {
+  std::lock_guard lock(mutex_);
+  return do_sm_clock_mhz();
+}
+Result<uint32_t> Gpu::memory_clock_mhz() {
+  std::lock_guard lock(mutex_);
+  return do_memory_clock_mhz();
+}
+Result<uint32_t> Gpu::gpu_utilization_pct() {
+  std::lock_guard lock(mutex_);
+  return do_gpu_utilization_pct();
+}
+Result<uint32_t> Gpu::memory_utilization_pct() {
+  std::lock_guard lock(mutex_);
+  return do_memory_utilization_pct();
+}
+Result<uint64_t> Gpu::clock_event_reasons() {
+  std::lock_guard lock(mutex_);
+  return do_clock_event_reasons();
+}
+Result<uint32_t> Gpu::memory_power_mw() {
+  std::lock_guard lock(mutex_);
+  return do_memory_power_mw();
+}
+
+GpuTelemetry Gpu::telemetry() {
+  std::lock_guard lock(mutex_);
+  GpuTelemetry out;
+  const auto take = [&out](TelemetryField field, auto result, auto& slot) {
+    if (result) {
+      slot = *result;
+    } else {
+      out.errors.emplace_back(field, std::move(result.error()));
+    }
+  };
+  take(TelemetryField::kTemperature, do_temperature_c(), out.temperature_c);
+  take(TelemetryField::kSmClock, do_sm_clock_mhz(), out.sm_clock_mhz);
+  take(TelemetryField::kMemoryClock, do_memory_clock_mhz(), out.memory_clock_mhz);
+  take(TelemetryField::kGpuUtilization, do_gpu_utilization_pct(), out.gpu_utilization_pct);
+  take(TelemetryField::kMemoryUtilization, do_memory_utilization_pct(), out.memory_utilization_pct);
+  take(TelemetryField::kClockEventReasons, do_clock_event_reasons(), out.clock_event_reasons);
+  take(TelemetryField::kMemoryPower, do_memory_power_mw(), out.memory_power_mw);
+  return out;
+}
+
 }  // namespace joule::device

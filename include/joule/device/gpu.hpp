@@ -6,6 +6,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "joule/core/error.hpp"
@@ -27,6 +29,60 @@ struct GpuInfo {
   std::string name;        ///< marketing name, e.g. "Tesla V100-PCIE-32GB"
   std::string uuid;        ///< e.g. "GPU-8f2e…"; empty if the backend has none
   bool has_energy_counter = false;  ///< energy_mj() works; if false, energy must be estimated from power
+};
+
+/// Why a GPU's clocks are below their maximum: a bit set with NVML's clocks-event (formerly "throttle")
+/// reason bits; other vendors' reasons are mapped onto them.
+namespace clock_event {
+inline constexpr uint64_t kIdle = 0x1;                   ///< nothing is running
+inline constexpr uint64_t kApplicationClocks = 0x2;      ///< an applications-clock or locked-clock setting
+inline constexpr uint64_t kSwPowerCap = 0x4;             ///< the power limit holds the clocks down
+inline constexpr uint64_t kHwSlowdown = 0x8;             ///< hardware slowdown (thermal, power brake, …)
+inline constexpr uint64_t kSyncBoost = 0x10;             ///< synchronised boost with other GPUs
+inline constexpr uint64_t kSwThermalSlowdown = 0x20;     ///< the driver cools the GPU down
+inline constexpr uint64_t kHwThermalSlowdown = 0x40;     ///< the hardware cools the GPU down
+inline constexpr uint64_t kHwPowerBrakeSlowdown = 0x80;  ///< an external power brake
+inline constexpr uint64_t kDisplayClocks = 0x100;        ///< display clock setting
+}  // namespace clock_event
+
+/// @return the names of the reasons set in `mask`, in bit order: "idle", "applications_clocks",
+/// "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
+/// "hw_power_brake_slowdown", "display_clocks"; unknown bits as "0x…". Empty if none is set.
+std::vector<std::string> clock_event_reason_names(uint64_t mask);
+
+/// The readings beyond energy and power a GPU may offer (`joule power`, `joule devices`, exporters).
+enum class TelemetryField {
+  kTemperature,        ///< GPU (edge/core) temperature, °C
+  kSmClock,            ///< current SM (graphics) clock, MHz
+  kMemoryClock,        ///< current memory clock, MHz
+  kGpuUtilization,     ///< share of time a kernel ran over the driver's last sample period, %
+  kMemoryUtilization,  ///< share of time device memory was read or written over that period, %
+  kClockEventReasons,  ///< why clocks are held down (clock_event bits)
+  kMemoryPower,        ///< memory subsystem power, mW
+};
+
+/// @return every field, in declaration order.
+const std::vector<TelemetryField>& telemetry_fields();
+/// @return the field's column name with its unit: "temperature_c", "sm_clock_mhz", "memory_clock_mhz",
+/// "gpu_utilization_pct", "memory_utilization_pct", "clock_event_reasons", "memory_power_w".
+std::string_view telemetry_field_name(TelemetryField field);
+
+/// One reading of every telemetry field. A field is nullopt when it could not be read; `errors` then says
+/// why (kNotSupported: the device or backend does not report it — never shown as zero).
+struct GpuTelemetry {
+  std::optional<double> temperature_c;                   ///< °C
+  std::optional<uint32_t> sm_clock_mhz;                  ///< MHz
+  std::optional<uint32_t> memory_clock_mhz;              ///< MHz
+  std::optional<uint32_t> gpu_utilization_pct;           ///< 0–100 %
+  std::optional<uint32_t> memory_utilization_pct;        ///< 0–100 %
+  std::optional<uint64_t> clock_event_reasons;           ///< clock_event bits
+  std::optional<uint32_t> memory_power_mw;               ///< mW
+  std::vector<std::pair<TelemetryField, Error>> errors;  ///< fields left empty, and why
+
+  /// @return whether `field` holds a value.
+  bool has(TelemetryField field) const;
+  /// @return the error that left `field` empty, or nullptr if it has a value.
+  const Error* error(TelemetryField field) const;
 };
 
 /// One GPU. All calls are thread-safe: the public methods take this device's lock and call the backend's
@@ -77,6 +133,26 @@ class Gpu {
   /// Removes an SM clock lock.
   Result<void> reset_sm_clocks();
 
+  // Telemetry. Each call is kNotSupported (naming the GPU, the reading and the backend) where the device
+  // or its backend does not report the value; other failures as for power_mw().
+
+  /// @return the GPU (edge/core) temperature in °C.
+  Result<double> temperature_c();
+  /// @return the current SM (graphics) clock in MHz.
+  Result<uint32_t> sm_clock_mhz();
+  /// @return the current memory clock in MHz.
+  Result<uint32_t> memory_clock_mhz();
+  /// @return the GPU's utilisation over the driver's last sample period, 0–100 %.
+  Result<uint32_t> gpu_utilization_pct();
+  /// @return the memory's utilisation (time reading or writing) over that period, 0–100 %.
+  Result<uint32_t> memory_utilization_pct();
+  /// @return why the clocks are held down now, as clock_event bits (0: they are not).
+  Result<uint64_t> clock_event_reasons();
+  /// @return the memory subsystem's power draw in mW.
+  Result<uint32_t> memory_power_mw();
+  /// @return every telemetry field read once, under one lock; never fails as a whole.
+  GpuTelemetry telemetry();
+
  protected:
   virtual Result<uint64_t> do_energy_mj() = 0;
   virtual Result<uint32_t> do_power_mw() = 0;
@@ -86,6 +162,18 @@ class Gpu {
   virtual Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() = 0;
   virtual Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) = 0;
   virtual Result<void> do_reset_sm_clocks() = 0;
+  // Telemetry hooks: the defaults say the backend does not report the value (telemetry_not_supported).
+  virtual Result<double> do_temperature_c();
+  virtual Result<uint32_t> do_sm_clock_mhz();
+  virtual Result<uint32_t> do_memory_clock_mhz();
+  virtual Result<uint32_t> do_gpu_utilization_pct();
+  virtual Result<uint32_t> do_memory_utilization_pct();
+  virtual Result<uint64_t> do_clock_event_reasons();
+  virtual Result<uint32_t> do_memory_power_mw();
+
+  /// @return kNotSupported: "<label> does not report <reading> (<backend> backend)"; `why` (if not empty)
+  /// is appended after a colon, e.g. the vendor library's status.
+  Error telemetry_not_supported(TelemetryField field, std::string_view why = {}) const;
 
   /// Lets a backend learn capabilities after construction (e.g. the energy-counter probe). Call only
   /// before the device is shared between threads.

@@ -39,6 +39,14 @@ struct GpuModel {
   double idle_power_w = 0;  ///< power when not running the workload; also the static part of busy power
   bool has_energy_counter = true;  ///< false for pre-Volta models (p100), as NVML reports them
   std::string description;         ///< one line for `joule devices` and docs
+  uint32_t memory_clock_mhz = 0;   ///< reported memory clock, MHz; 0: the model does not report one
+  // Thermal model (docs/metrics.md): first order, dT/dt = (T_ss − T)/τ with T_ss = ambient + R·P.
+  double ambient_c = 25;                  ///< temperature of a cold GPU, °C
+  double thermal_resistance_c_per_w = 0;  ///< R, °C per W; 0: 55 °C over ambient at the largest limit
+  double thermal_time_constant_s = 45;    ///< τ, s
+  /// Extra power per °C of temperature (leakage): a GPU below its steady temperature draws
+  /// leakage·(T_ss − T) watts less than the trace (measured warm). 0: 0.15% of the largest limit per °C.
+  double leakage_w_per_c = 0;
 };
 
 /// @return every model, in a stable order.
@@ -149,7 +157,21 @@ struct SettingRecord {
   uint32_t value_min = 0;  ///< the lower clock in MHz for clock locks
 };
 
+/// The thermal state a simulated GPU starts in, and whether temperature changes its power.
+struct ThermalOptions {
+  /// Temperature now, °C; nullopt: the steady state of the current load (a GPU that has run for a while).
+  std::optional<double> temperature_c;
+  /// Whether power follows temperature (leakage): off by default, so that power is exactly the trace's.
+  bool leakage = false;
+};
+
 /// A simulated GPU. Busy (running its workload) from construction; see set_busy().
+///
+/// Telemetry: temperature follows a first-order thermal model of the power drawn (it rises under load
+/// and settles with the model's time constant); the SM clock is the operating point's (the lowest clock
+/// while idle); utilisation is 98% busy (memory: scaled by throughput), 0 idle; clock event reasons say
+/// idle, a clock lock, a binding power limit or thermal slowdown (above 87 °C); memory power is 0.3 of
+/// idle power plus 12% of the power above idle.
 class SimulatedGpu final : public Gpu {
  public:
   /// @param index the framework index; @param physical_index the index before CUDA_VISIBLE_DEVICES
@@ -172,6 +194,10 @@ class SimulatedGpu final : public Gpu {
   std::vector<SettingRecord> settings_log() const;
   /// @return the exact integrated energy in mJ (the counter reports its integer part).
   double exact_energy_mj();
+  /// Sets the thermal state now (e.g. a cold start: {model().ambient_c, true}). Energy so far is kept.
+  void set_thermal(ThermalOptions options);
+  /// @return the steady-state temperature of the current load, °C.
+  double steady_temperature_c();
 
  protected:
   Result<uint64_t> do_energy_mj() override;
@@ -182,11 +208,22 @@ class SimulatedGpu final : public Gpu {
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override;
   Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override;
   Result<void> do_reset_sm_clocks() override;
+  Result<double> do_temperature_c() override;
+  Result<uint32_t> do_sm_clock_mhz() override;
+  Result<uint32_t> do_memory_clock_mhz() override;
+  Result<uint32_t> do_gpu_utilization_pct() override;
+  Result<uint32_t> do_memory_utilization_pct() override;
+  Result<uint64_t> do_clock_event_reasons() override;
+  Result<uint32_t> do_memory_power_mw() override;
 
  private:
   // Adds energy up to now at the current power; call before any change of power. Needs state_mutex_.
   void integrate_locked();
   void refresh_power_locked();
+  // The power drawn now: the load's power less leakage below steady temperature, capped by the limit.
+  double drawn_power_w_locked() const;
+  double steady_temperature_locked() const;
+  double temperature_now_locked() const;
   void record_locked(std::string setting, uint32_t value, uint32_t value_min = 0);
 
   const GpuModel& model_;
@@ -196,8 +233,10 @@ class SimulatedGpu final : public Gpu {
   bool busy_ = true;
   uint32_t power_limit_mw_;
   std::optional<uint32_t> locked_max_mhz_;
-  double power_w_ = 0;
+  double power_w_ = 0;  // the load's power at steady temperature (the trace's)
   double energy_mj_ = 0;
+  double temperature_c_ = 0;
+  bool leakage_ = false;
   Nanos last_update_{0};
   std::vector<SettingRecord> settings_;
 };

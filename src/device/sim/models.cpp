@@ -56,11 +56,16 @@ const std::vector<GpuModel>& gpu_models() {
                    "Zeus P100 power trace"));
     list.push_back(make_model("rtx6000", "Quadro RTX 6000 (simulated)", "rtx6000", 100, 260, 300, 2100, 20,
                               true, "NVIDIA Quadro RTX 6000 (Turing), 100-260 W, Zeus RTX 6000 power trace"));
+    const uint32_t memory_clocks_mhz[] = {877, 7251, 715, 7000};  // as nvidia-smi reports them
+    for (size_t i = 0; i < list.size(); ++i) {
+      list[i].memory_clock_mhz = memory_clocks_mhz[i];
+    }
     GpuModel generic =
         make_model("generic", "Generic 400 W GPU (simulated)", "a40", 150, 400, 210, 1980, 40, true,
                    "a modern 400 W-class GPU: the A40 trace with 4/3 the power and twice the speed");
     generic.trace_power_scale = 4.0 / 3.0;
     generic.trace_speed_scale = 2.0;
+    generic.memory_clock_mhz = 1593;
     list.push_back(std::move(generic));
     return list;
   }();

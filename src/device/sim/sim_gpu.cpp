@@ -10,6 +10,28 @@ namespace joule::device::sim {
 
 namespace {
 
+// Above this temperature the simulated driver slows the clocks (reported, not modelled).
+constexpr double kThermalSlowdownC = 87;
+
+double thermal_resistance_c_per_w(const GpuModel& model) {
+  if (model.thermal_resistance_c_per_w > 0) {
+    return model.thermal_resistance_c_per_w;
+  }
+  const double max_w = model.max_power_limit_mw / 1e3;
+  return max_w > 0 ? 55.0 / max_w : 0.2;
+}
+
+double leakage_w_per_c(const GpuModel& model) {
+  if (model.leakage_w_per_c > 0) {
+    return model.leakage_w_per_c;
+  }
+  return 0.0015 * model.max_power_limit_mw / 1e3;
+}
+
+double thermal_time_constant_s(const GpuModel& model) {
+  return model.thermal_time_constant_s > 0 ? model.thermal_time_constant_s : 45.0;
+}
+
 GpuInfo make_info(const GpuModel& model, int index, int physical_index) {
   GpuInfo info;
   info.backend = "sim";
@@ -44,14 +66,71 @@ SimulatedGpu::SimulatedGpu(const GpuModel& model, std::shared_ptr<const Workload
   }
   last_update_ = clock_->now();
   refresh_power_locked();
+  temperature_c_ = steady_temperature_locked();
+}
+
+double SimulatedGpu::steady_temperature_locked() const {
+  return model_.ambient_c + thermal_resistance_c_per_w(model_) * power_w_;
+}
+
+double SimulatedGpu::temperature_now_locked() const {
+  // Without moving last_update_: readings must not split the energy integral.
+  const double steady_c = steady_temperature_locked();
+  const double since_s = to_seconds(clock_->now() - last_update_);
+  return steady_c + (temperature_c_ - steady_c) * std::exp(-since_s / thermal_time_constant_s(model_));
+}
+
+double SimulatedGpu::drawn_power_w_locked() const {
+  if (!leakage_) {
+    return power_w_;
+  }
+  double power_w =
+      power_w_ - leakage_w_per_c(model_) * (steady_temperature_locked() - temperature_now_locked());
+  if (busy_) {
+    power_w = std::min(power_w, power_limit_mw_ / 1e3);
+  }
+  return power_w;
 }
 
 void SimulatedGpu::integrate_locked() {
   const Nanos now = clock_->now();
-  if (now > last_update_) {
-    energy_mj_ += joule::energy_mj(power_w_ * 1e3, now - last_update_);
-    last_update_ = now;
+  if (now <= last_update_) {
+    return;
   }
+  const double tau_s = thermal_time_constant_s(model_);
+  const double steady_c = steady_temperature_locked();
+  const double dt_s = to_seconds(now - last_update_);
+  const double offset_c = temperature_c_ - steady_c;  // T(t) = T_ss + offset·e^(−t/τ)
+  if (!leakage_) {
+    energy_mj_ += joule::energy_mj(power_w_ * 1e3, now - last_update_);
+  } else {
+    // P(t) = P + k·offset·e^(−t/τ), integrated exactly; above the power limit (a GPU hotter than its
+    // load's steady state) the limit holds until P(t) falls to it at t*.
+    const double excess_w = leakage_w_per_c(model_) * offset_c;
+    const double limit_w = power_limit_mw_ / 1e3;
+    double capped_s = 0;
+    if (busy_ && power_w_ + excess_w > limit_w) {
+      capped_s =
+          limit_w > power_w_ ? std::min(dt_s, tau_s * std::log(excess_w / (limit_w - power_w_))) : dt_s;
+    }
+    const double joules = limit_w * capped_s + power_w_ * (dt_s - capped_s) +
+                          excess_w * tau_s * (std::exp(-capped_s / tau_s) - std::exp(-dt_s / tau_s));
+    energy_mj_ += joules * 1e3;
+  }
+  temperature_c_ = steady_c + offset_c * std::exp(-dt_s / tau_s);
+  last_update_ = now;
+}
+
+void SimulatedGpu::set_thermal(ThermalOptions options) {
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  leakage_ = options.leakage;
+  temperature_c_ = options.temperature_c.value_or(steady_temperature_locked());
+}
+
+double SimulatedGpu::steady_temperature_c() {
+  std::lock_guard lock(state_mutex_);
+  return steady_temperature_locked();
 }
 
 void SimulatedGpu::refresh_power_locked() {
@@ -120,7 +199,86 @@ Result<uint64_t> SimulatedGpu::do_energy_mj() {
 
 Result<uint32_t> SimulatedGpu::do_power_mw() {
   std::lock_guard lock(state_mutex_);
-  return static_cast<uint32_t>(std::lround(power_w_ * 1e3));
+  return static_cast<uint32_t>(std::lround(drawn_power_w_locked() * 1e3));
+}
+
+Result<double> SimulatedGpu::do_temperature_c() {
+  std::lock_guard lock(state_mutex_);
+  return temperature_now_locked();
+}
+
+Result<uint32_t> SimulatedGpu::do_sm_clock_mhz() {
+  std::lock_guard lock(state_mutex_);
+  if (!busy_) {
+    return model_.min_sm_clock_mhz;
+  }
+  std::optional<double> clock_lock;
+  if (locked_max_mhz_) {
+    clock_lock = static_cast<double>(*locked_max_mhz_);
+  }
+  const double mhz = workload_->at(power_limit_mw_ / 1e3, clock_lock).sm_clock_mhz;
+  if (!(mhz > 0)) {
+    return tl::unexpected(
+        telemetry_not_supported(TelemetryField::kSmClock, "the workload has no clock model"));
+  }
+  return static_cast<uint32_t>(std::lround(mhz));
+}
+
+Result<uint32_t> SimulatedGpu::do_memory_clock_mhz() {
+  if (model_.memory_clock_mhz == 0) {
+    return tl::unexpected(
+        telemetry_not_supported(TelemetryField::kMemoryClock, "the simulated model has no memory clock"));
+  }
+  return model_.memory_clock_mhz;
+}
+
+Result<uint32_t> SimulatedGpu::do_gpu_utilization_pct() {
+  std::lock_guard lock(state_mutex_);
+  return busy_ ? 98u : 0u;
+}
+
+Result<uint32_t> SimulatedGpu::do_memory_utilization_pct() {
+  std::lock_guard lock(state_mutex_);
+  if (!busy_) {
+    return 0u;
+  }
+  // Memory traffic follows throughput: 50% at the fastest setting.
+  std::optional<double> clock_lock;
+  if (locked_max_mhz_) {
+    clock_lock = static_cast<double>(*locked_max_mhz_);
+  }
+  const double now_s = workload_->at(power_limit_mw_ / 1e3, clock_lock).iteration_time_s;
+  const double fastest_s = workload_->at(model_.max_power_limit_mw / 1e3, std::nullopt).iteration_time_s;
+  if (!(now_s > 0) || !(fastest_s > 0)) {
+    return 50u;
+  }
+  return static_cast<uint32_t>(std::lround(std::clamp(50.0 * fastest_s / now_s, 0.0, 100.0)));
+}
+
+Result<uint64_t> SimulatedGpu::do_clock_event_reasons() {
+  std::lock_guard lock(state_mutex_);
+  uint64_t reasons = 0;
+  if (!busy_) {
+    reasons |= clock_event::kIdle;
+  }
+  if (locked_max_mhz_) {
+    reasons |= clock_event::kApplicationClocks;
+  }
+  const double limit_w = power_limit_mw_ / 1e3;
+  if (busy_ && power_limit_mw_ < model_.max_power_limit_mw && drawn_power_w_locked() >= 0.97 * limit_w) {
+    reasons |= clock_event::kSwPowerCap;
+  }
+  if (temperature_now_locked() > kThermalSlowdownC) {
+    reasons |= clock_event::kSwThermalSlowdown;
+  }
+  return reasons;
+}
+
+Result<uint32_t> SimulatedGpu::do_memory_power_mw() {
+  std::lock_guard lock(state_mutex_);
+  const double idle_w = model_.idle_power_w;
+  const double memory_w = 0.3 * idle_w + 0.12 * std::max(0.0, drawn_power_w_locked() - idle_w);
+  return static_cast<uint32_t>(std::lround(memory_w * 1e3));
 }
 
 Result<PowerLimitConstraints> SimulatedGpu::do_power_limit_constraints() {
