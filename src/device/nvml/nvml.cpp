@@ -87,6 +87,17 @@ std::optional<uint32_t> field_to_mw(const nvml::nvmlFieldValue_t& field) {
   return static_cast<uint32_t>(std::lround(value));
 }
 
+// joule's clock_event bits are NVML's, so masks pass through unchanged.
+static_assert(clock_event::kIdle == nvml::nvmlClocksEventReasonGpuIdle);
+static_assert(clock_event::kApplicationClocks == nvml::nvmlClocksEventReasonApplicationsClocksSetting);
+static_assert(clock_event::kSwPowerCap == nvml::nvmlClocksEventReasonSwPowerCap);
+static_assert(clock_event::kHwSlowdown == nvml::nvmlClocksThrottleReasonHwSlowdown);
+static_assert(clock_event::kSyncBoost == nvml::nvmlClocksEventReasonSyncBoost);
+static_assert(clock_event::kSwThermalSlowdown == nvml::nvmlClocksEventReasonSwThermalSlowdown);
+static_assert(clock_event::kHwThermalSlowdown == nvml::nvmlClocksThrottleReasonHwThermalSlowdown);
+static_assert(clock_event::kHwPowerBrakeSlowdown == nvml::nvmlClocksThrottleReasonHwPowerBrakeSlowdown);
+static_assert(clock_event::kDisplayClocks == nvml::nvmlClocksEventReasonDisplayClockSetting);
+
 /// One NVIDIA GPU. Holds the library so that NVML stays initialized while any GPU is alive.
 class NvmlGpu final : public Gpu {
  public:
@@ -210,9 +221,103 @@ class NvmlGpu final : public Gpu {
     return {};
   }
 
+  // ---- Telemetry (memory power stays the default: NVML documents no memory-power reading) ----
+
+  Result<double> do_temperature_c() override {
+    constexpr TelemetryField kField = TelemetryField::kTemperature;
+    if (api_.device_get_temperature == nullptr) {
+      return tl::make_unexpected(missing_symbol(kField, "nvmlDeviceGetTemperature"));
+    }
+    unsigned int temperature_c = 0;
+    if (const nvmlReturn_t status =
+            api_.device_get_temperature(device_, nvml::NVML_TEMPERATURE_GPU, &temperature_c);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(
+          telemetry_error(kField, status, "nvmlDeviceGetTemperature", "reading the temperature"));
+    }
+    return static_cast<double>(temperature_c);
+  }
+
+  Result<uint32_t> do_sm_clock_mhz() override {
+    return read_clock_mhz(TelemetryField::kSmClock, nvml::NVML_CLOCK_SM, "reading the SM clock");
+  }
+
+  Result<uint32_t> do_memory_clock_mhz() override {
+    return read_clock_mhz(TelemetryField::kMemoryClock, nvml::NVML_CLOCK_MEM, "reading the memory clock");
+  }
+
+  Result<uint32_t> do_gpu_utilization_pct() override {
+    const auto utilization = JOULE_TRY(read_utilization(TelemetryField::kGpuUtilization));
+    return utilization.gpu;
+  }
+
+  Result<uint32_t> do_memory_utilization_pct() override {
+    const auto utilization = JOULE_TRY(read_utilization(TelemetryField::kMemoryUtilization));
+    return utilization.memory;
+  }
+
+  Result<uint64_t> do_clock_event_reasons() override {
+    constexpr TelemetryField kField = TelemetryField::kClockEventReasons;
+    if (api_.device_get_current_clocks_event_reasons == nullptr) {
+      return tl::make_unexpected(missing_symbol(
+          kField, "nvmlDeviceGetCurrentClocksEventReasons and nvmlDeviceGetCurrentClocksThrottleReasons"));
+    }
+    unsigned long long reasons = 0;
+    if (const nvmlReturn_t status = api_.device_get_current_clocks_event_reasons(device_, &reasons);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(telemetry_error(kField, status, api_.clocks_event_reasons_symbol,
+                                                 "reading the clock event reasons"));
+    }
+    return static_cast<uint64_t>(reasons);
+  }
+
  private:
   Error error(nvmlReturn_t status, std::string_view what, NvmlAccess access) const {
     return library_->error(status, what, label(), access);
+  }
+
+  // A telemetry read that failed: what NVML calls not supported becomes telemetry_not_supported (naming the
+  // call and NVML's answer); anything else is the ordinary error.
+  Error telemetry_error(TelemetryField field, nvmlReturn_t status, std::string_view symbol,
+                        std::string_view what) const {
+    Error converted = error(status, what, NvmlAccess::kRead);
+    if (converted.code() == ErrorCode::kNotSupported) {
+      return telemetry_not_supported(field,
+                                     fmt::format("{} returned {}", symbol, library_->status_text(status)));
+    }
+    return converted;
+  }
+
+  // Telemetry symbols are optional: a driver without one still loads and lacks only that reading.
+  Error missing_symbol(TelemetryField field, std::string_view symbols) const {
+    return telemetry_not_supported(
+        field, fmt::format("{} lacks {}; a newer NVIDIA driver may provide it", library_->name(), symbols));
+  }
+
+  Result<uint32_t> read_clock_mhz(TelemetryField field, nvml::nvmlClockType_t type, std::string_view what) {
+    if (api_.device_get_clock_info == nullptr) {
+      return tl::make_unexpected(missing_symbol(field, "nvmlDeviceGetClockInfo"));
+    }
+    unsigned int clock_mhz = 0;
+    if (const nvmlReturn_t status = api_.device_get_clock_info(device_, type, &clock_mhz);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(telemetry_error(field, status, "nvmlDeviceGetClockInfo", what));
+    }
+    return clock_mhz;
+  }
+
+  // GPU and memory utilisation come from one call; each field reads it on its own.
+  Result<nvml::nvmlUtilization_t> read_utilization(TelemetryField field) {
+    if (api_.device_get_utilization_rates == nullptr) {
+      return tl::make_unexpected(missing_symbol(field, "nvmlDeviceGetUtilizationRates"));
+    }
+    nvml::nvmlUtilization_t utilization{};
+    if (const nvmlReturn_t status = api_.device_get_utilization_rates(device_, &utilization);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(
+          telemetry_error(field, status, "nvmlDeviceGetUtilizationRates", "reading the utilisation"));
+    }
+    return utilization;
   }
 
   // Zeus's rule: the counter exists from Volta on. The probe also catches drivers that refuse the call

@@ -171,7 +171,41 @@ struct nvmlFieldValue_t {
   nvmlValue_t value;
 };
 
+/// nvmlTemperatureSensors_t (only the value joule passes).
+enum nvmlTemperatureSensors_t : int {
+  NVML_TEMPERATURE_GPU = 0,  ///< the GPU die
+};
+
+/// nvmlClockType_t. All clocks are in MHz.
+enum nvmlClockType_t : int {
+  NVML_CLOCK_GRAPHICS = 0,
+  NVML_CLOCK_SM = 1,
+  NVML_CLOCK_MEM = 2,
+  NVML_CLOCK_VIDEO = 3,
+};
+
+/// nvmlUtilization_t: percentages over the driver's last sample period (1/6 s to 1 s, by product).
+struct nvmlUtilization_t {
+  unsigned int gpu;     ///< % of the time one or more kernels ran
+  unsigned int memory;  ///< % of the time device memory was read or written
+};
+
+/// Clocks-event (formerly "throttle") reason bits of nvmlDeviceGetCurrentClocksEventReasons; the old
+/// nvmlClocksThrottleReason* macros have the same values.
+inline constexpr unsigned long long nvmlClocksEventReasonGpuIdle = 0x1ull;
+inline constexpr unsigned long long nvmlClocksEventReasonApplicationsClocksSetting = 0x2ull;
+inline constexpr unsigned long long nvmlClocksEventReasonSwPowerCap = 0x4ull;
+inline constexpr unsigned long long nvmlClocksThrottleReasonHwSlowdown = 0x8ull;
+inline constexpr unsigned long long nvmlClocksEventReasonSyncBoost = 0x10ull;
+inline constexpr unsigned long long nvmlClocksEventReasonSwThermalSlowdown = 0x20ull;
+inline constexpr unsigned long long nvmlClocksThrottleReasonHwThermalSlowdown = 0x40ull;
+inline constexpr unsigned long long nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80ull;
+inline constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100ull;
+
 static_assert(sizeof(nvmlReturn_t) == sizeof(int));
+static_assert(sizeof(nvmlTemperatureSensors_t) == sizeof(int));
+static_assert(sizeof(nvmlClockType_t) == sizeof(int));
+static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t must match nvml.h's layout");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t must match nvml.h's layout");
 
 // Function types, one per symbol joule resolves (all extern "C" in the library; units as in nvml.h: mW,
@@ -206,6 +240,15 @@ using DeviceGetSupportedGraphicsClocksFn = nvmlReturn_t (*)(nvmlDevice_t device,
 using DeviceSetGpuLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int min_clock_mhz,
                                                     unsigned int max_clock_mhz);
 using DeviceResetGpuLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device);
+using DeviceGetTemperatureFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                                unsigned int* temperature_c);
+using DeviceGetClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlClockType_t type,
+                                              unsigned int* clock_mhz);
+using DeviceGetUtilizationRatesFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlUtilization_t* utilization);
+/// nvmlDeviceGetCurrentClocksEventReasons and its older name nvmlDeviceGetCurrentClocksThrottleReasons share
+/// this type: a bit mask of nvmlClocksEventReason* values.
+using DeviceGetCurrentClocksEventReasonsFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                              unsigned long long* reasons);
 
 // NOLINTEND(readability-identifier-naming)
 

@@ -64,6 +64,17 @@ Result<std::shared_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetArchitecture", api.device_get_architecture);
   resolve(handle, "nvmlDeviceGetTotalEnergyConsumption", api.device_get_total_energy_consumption);
   resolve(handle, "nvmlDeviceGetFieldValues", api.device_get_field_values);
+  resolve(handle, "nvmlDeviceGetTemperature", api.device_get_temperature);
+  resolve(handle, "nvmlDeviceGetClockInfo", api.device_get_clock_info);
+  resolve(handle, "nvmlDeviceGetUtilizationRates", api.device_get_utilization_rates);
+  // The newer name first; drivers from before the rename export only the old one.
+  for (const char* symbol :
+       {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}) {
+    if (resolve(handle, symbol, api.device_get_current_clocks_event_reasons)) {
+      api.clocks_event_reasons_symbol = symbol;
+      break;
+    }
+  }
 
   if (const nvmlReturn_t status = api.init(); status != NVML_SUCCESS) {
     return tl::make_unexpected(nvml->error(status, "initializing NVML",
@@ -80,17 +91,23 @@ NvmlLibrary::~NvmlLibrary() {
   dlclose(handle_);
 }
 
-Error NvmlLibrary::error(nvmlReturn_t status, std::string_view what, std::string_view where,
-                         NvmlAccess access) const {
+std::string NvmlLibrary::status_text(nvmlReturn_t status) const {
   const char* text = api_.error_string != nullptr ? api_.error_string(status) : nullptr;
   const std::string_view code_name = return_code_name(status);
-  std::string message =
-      fmt::format("{} on {}: {} ({})", what, where, text != nullptr ? text : "no description",
-                  code_name.empty() ? fmt::format("NVML return code {}", static_cast<int>(status))
-                                    : std::string(code_name));
+  return fmt::format("{} ({})", text != nullptr ? text : "no description",
+                     code_name.empty() ? fmt::format("NVML return code {}", static_cast<int>(status))
+                                       : std::string(code_name));
+}
+
+Error NvmlLibrary::error(nvmlReturn_t status, std::string_view what, std::string_view where,
+                         NvmlAccess access) const {
+  std::string message = fmt::format("{} on {}: {}", what, where, status_text(status));
   ErrorCode code = ErrorCode::kDevice;
   switch (status) {
     case NVML_ERROR_NOT_SUPPORTED:
+    // What NVML returns from a call it has removed (nvmlDeviceGetTemperature and the ...ThrottleReasons
+    // calls are to go in CUDA 14): the driver no longer reports the value that way.
+    case NVML_ERROR_DEPRECATED:
       code = ErrorCode::kNotSupported;
       break;
     case NVML_ERROR_NO_PERMISSION:

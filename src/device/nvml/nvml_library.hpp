@@ -34,6 +34,15 @@ struct NvmlApi {
   DeviceGetSupportedGraphicsClocksFn device_get_supported_graphics_clocks = nullptr;
   DeviceSetGpuLockedClocksFn device_set_gpu_locked_clocks = nullptr;
   DeviceResetGpuLockedClocksFn device_reset_gpu_locked_clocks = nullptr;
+  // Telemetry, all optional.
+  DeviceGetTemperatureFn device_get_temperature = nullptr;
+  DeviceGetClockInfoFn device_get_clock_info = nullptr;
+  DeviceGetUtilizationRatesFn device_get_utilization_rates = nullptr;
+  /// nvmlDeviceGetCurrentClocksEventReasons, or on drivers before its introduction the same call under its
+  /// old name nvmlDeviceGetCurrentClocksThrottleReasons.
+  DeviceGetCurrentClocksEventReasonsFn device_get_current_clocks_event_reasons = nullptr;
+  /// The symbol device_get_current_clocks_event_reasons came from, for messages; nullptr if neither.
+  const char* clocks_event_reasons_symbol = nullptr;
 };
 
 /// What a failed call was trying to do; decides the advice a permission error carries.
@@ -64,6 +73,10 @@ class NvmlLibrary {
   /// @param what the action in the gerund, e.g. "setting the power limit to 200 W"
   /// @param where the device, usually Gpu::label()
   Error error(nvmlReturn_t status, std::string_view what, std::string_view where, NvmlAccess access) const;
+
+  /// @return NVML's text for `status` and the code's name, e.g. "Not Supported (NVML_ERROR_NOT_SUPPORTED)":
+  /// the tail of error()'s message, for messages that explain a status without being its error.
+  std::string status_text(nvmlReturn_t status) const;
 
  private:
   NvmlLibrary(std::string name, void* handle) : name_(std::move(name)), handle_(handle) {}

@@ -141,8 +141,106 @@ class RocmGpu final : public Gpu {
                            fmt::format("cannot reset the SM clock of {} (performance level auto)", label()));
   }
 
+  // ---- Telemetry ----
+
+  Result<double> do_temperature_c() override {
+    constexpr TelemetryField kField = TelemetryField::kTemperature;
+    const auto& fn = library_->fn();
+    if (fn.rsmi_dev_temp_metric_get == nullptr) {
+      return tl::make_unexpected(missing_symbol(kField, "rsmi_dev_temp_metric_get"));
+    }
+    int64_t temperature_mdeg_c = 0;
+    if (const smi::Status status = fn.rsmi_dev_temp_metric_get(
+            device(), smi::kTempTypeEdge, smi::TempMetric::kCurrent, &temperature_mdeg_c);
+        status != smi::Status::kSuccess) {
+      return tl::make_unexpected(telemetry_error(kField, status, "rsmi_dev_temp_metric_get",
+                                                 fmt::format("cannot read the temperature of {}", label())));
+    }
+    return static_cast<double>(temperature_mdeg_c) / 1e3;
+  }
+
+  Result<uint32_t> do_sm_clock_mhz() override {
+    return read_current_clock_mhz(TelemetryField::kSmClock, smi::ClkType::kSys, "SM clock");
+  }
+
+  Result<uint32_t> do_memory_clock_mhz() override {
+    return read_current_clock_mhz(TelemetryField::kMemoryClock, smi::ClkType::kMem, "memory clock");
+  }
+
+  Result<uint32_t> do_gpu_utilization_pct() override {
+    return read_busy_percent(TelemetryField::kGpuUtilization, library_->fn().rsmi_dev_busy_percent_get,
+                             "rsmi_dev_busy_percent_get", "GPU utilisation");
+  }
+
+  Result<uint32_t> do_memory_utilization_pct() override {
+    return read_busy_percent(TelemetryField::kMemoryUtilization,
+                             library_->fn().rsmi_dev_memory_busy_percent_get,
+                             "rsmi_dev_memory_busy_percent_get", "memory utilisation");
+  }
+
+  Result<uint64_t> do_clock_event_reasons() override {
+    return tl::make_unexpected(telemetry_not_supported(TelemetryField::kClockEventReasons,
+                                                       "ROCm SMI has no call that reports them"));
+  }
+
+  Result<uint32_t> do_memory_power_mw() override {
+    return tl::make_unexpected(telemetry_not_supported(TelemetryField::kMemoryPower,
+                                                       "ROCm SMI reports only the whole board's power"));
+  }
+
  private:
   static double uj_to_mj_floor(double energy_uj) { return std::floor(energy_uj / 1e3); }
+
+  // A telemetry read that failed: what ROCm SMI calls not supported becomes telemetry_not_supported (naming
+  // the call and its answer); anything else is the ordinary error.
+  Error telemetry_error(TelemetryField field, smi::Status status, std::string_view symbol,
+                        std::string_view action) const {
+    Error converted = library_->error(status, action);
+    if (converted.code() == ErrorCode::kNotSupported) {
+      return telemetry_not_supported(field,
+                                     fmt::format("{} returned {}", symbol, library_->status_text(status)));
+    }
+    return converted;
+  }
+
+  // Telemetry symbols are optional: a library without one still loads and lacks only that reading.
+  Error missing_symbol(TelemetryField field, std::string_view symbol) const {
+    return telemetry_not_supported(
+        field, fmt::format("'{}' has no function {}; a newer ROCm may provide it", library_->path(), symbol));
+  }
+
+  // The current level of a clock's frequency table, Hz to MHz.
+  Result<uint32_t> read_current_clock_mhz(TelemetryField field, smi::ClkType type, std::string_view clock) {
+    smi::Frequencies frequencies{};
+    if (const smi::Status status = library_->fn().rsmi_dev_gpu_clk_freq_get(device(), type, &frequencies);
+        status != smi::Status::kSuccess) {
+      return tl::make_unexpected(telemetry_error(field, status, "rsmi_dev_gpu_clk_freq_get",
+                                                 fmt::format("cannot read the {} of {}", clock, label())));
+    }
+    const size_t count = std::min<size_t>(frequencies.num_supported, smi::kMaxNumFrequencies);
+    if (count == 0) {
+      return tl::make_unexpected(telemetry_not_supported(field, "rsmi_dev_gpu_clk_freq_get lists no levels"));
+    }
+    if (frequencies.current >= count) {
+      return fail(ErrorCode::kDevice,
+                  "ROCm SMI reports level {} as {}'s current {}, but lists only {} levels",
+                  frequencies.current, label(), clock, count);
+    }
+    return saturate_u32(static_cast<double>(frequencies.frequency[frequencies.current]) / 1e6);
+  }
+
+  Result<uint32_t> read_busy_percent(TelemetryField field, smi::DevBusyPercentGetFn function,
+                                     std::string_view symbol, std::string_view reading) {
+    if (function == nullptr) {
+      return tl::make_unexpected(missing_symbol(field, symbol));
+    }
+    uint32_t busy_percent = 0;
+    if (const smi::Status status = function(device(), &busy_percent); status != smi::Status::kSuccess) {
+      return tl::make_unexpected(
+          telemetry_error(field, status, symbol, fmt::format("cannot read the {} of {}", reading, label())));
+    }
+    return busy_percent;
+  }
 
   uint32_t device() const { return static_cast<uint32_t>(info().physical_index); }
 

@@ -157,7 +157,7 @@ RocmLibrary::~RocmLibrary() {
   dlclose(handle_);
 }
 
-Error RocmLibrary::error(smi::Status status, std::string_view action) const {
+std::string RocmLibrary::status_text(smi::Status status) const {
   const std::string_view known_name = smi::status_name(status);
   const std::string name = known_name.empty()
                                ? fmt::format("ROCm SMI status {}", static_cast<uint32_t>(status))
@@ -169,7 +169,11 @@ Error RocmLibrary::error(smi::Status status, std::string_view action) const {
   } else {
     text = "unknown status";
   }
-  std::string message = fmt::format("{}: {}: {}", action, name, text);
+  return fmt::format("{}: {}", name, text);
+}
+
+Error RocmLibrary::error(smi::Status status, std::string_view action) const {
+  std::string message = fmt::format("{}: {}", action, status_text(status));
   if (status == smi::Status::kPermission) {
     // ROCm SMI writes power caps and clocks to root-only files under /sys/class/drm.
     if (!message.empty() && message.back() != '.') {

@@ -43,6 +43,10 @@ class RocmLibrary {
   /// @param action what failed, e.g. "cannot read the power of GPU 0 (…)".
   Error error(rocm_smi::Status status, std::string_view action) const;
 
+  /// @return "<STATUS_NAME>: <ROCm SMI's text>", the tail of error()'s message, for messages that explain a
+  /// status without being its error.
+  std::string status_text(rocm_smi::Status status) const;
+
   /// @return an empty result for RSMI_STATUS_SUCCESS, else error(status, action).
   Result<void> check(rocm_smi::Status status, std::string_view action) const;
 

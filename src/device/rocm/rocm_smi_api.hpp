@@ -46,6 +46,14 @@ enum class PerfLevel : uint32_t {
   kManual = 0x3,  ///< RSMI_DEV_PERF_LEVEL_MANUAL
 };
 
+/// rsmi_temperature_metric_t (only the value joule passes).
+enum class TempMetric : uint32_t {
+  kCurrent = 0x0,  ///< RSMI_TEMP_CURRENT: the current value
+};
+
+/// rsmi_temperature_type_t value passed as rsmi_dev_temp_metric_get's `sensor_type` (a plain uint32_t there).
+inline constexpr uint32_t kTempTypeEdge = 0;  ///< RSMI_TEMP_TYPE_EDGE: the GPU's edge sensor
+
 /// RSMI_MAX_NUM_FREQUENCIES.
 inline constexpr std::size_t kMaxNumFrequencies = 32;
 
@@ -57,7 +65,8 @@ struct Frequencies {
 };
 
 // Function types, one per symbol, named after the symbol. Units as in ROCm SMI: power in µW, energy
-// counter in ticks of `resolution` µJ, clocks in Hz (reads) or MHz (rsmi_dev_clk_range_set).
+// counter in ticks of `resolution` µJ, clocks in Hz (reads) or MHz (rsmi_dev_clk_range_set), temperature in
+// millidegrees Celsius, busy shares in %.
 using InitFn = Status (*)(uint64_t init_flags);
 using ShutDownFn = Status (*)();
 using StatusStringFn = Status (*)(Status status, const char** status_string);
@@ -76,10 +85,15 @@ using DevGpuClkFreqGetFn = Status (*)(uint32_t dv_ind, ClkType clk_type, Frequen
 using DevClkRangeSetFn = Status (*)(uint32_t dv_ind, uint64_t min_clk_mhz, uint64_t max_clk_mhz,
                                     ClkType clk_type);
 using DevPerfLevelSetV1Fn = Status (*)(uint32_t dv_ind, PerfLevel perf_level);
+using DevTempMetricGetFn = Status (*)(uint32_t dv_ind, uint32_t sensor_type, TempMetric metric,
+                                      int64_t* temperature_mdeg_c);
+using DevBusyPercentGetFn = Status (*)(uint32_t dv_ind, uint32_t* busy_percent);
+using DevMemoryBusyPercentGetFn = Status (*)(uint32_t dv_ind, uint32_t* busy_percent);
 
 /// The X-macro list of every symbol joule resolves: X(symbol, function type, required).
 /// rsmi_dev_power_cap_default_get is optional because older releases lack it (joule then uses the
-/// maximum cap as the default, which is what those boards ship with).
+/// maximum cap as the default, which is what those boards ship with). The telemetry calls are optional
+/// too: without one, only that reading is missing.
 #define JOULE_ROCM_SMI_FUNCTIONS(X)                                 \
   X(rsmi_init, InitFn, true)                                        \
   X(rsmi_shut_down, ShutDownFn, true)                               \
@@ -95,7 +109,10 @@ using DevPerfLevelSetV1Fn = Status (*)(uint32_t dv_ind, PerfLevel perf_level);
   X(rsmi_dev_power_cap_set, DevPowerCapSetFn, true)                 \
   X(rsmi_dev_gpu_clk_freq_get, DevGpuClkFreqGetFn, true)            \
   X(rsmi_dev_clk_range_set, DevClkRangeSetFn, true)                 \
-  X(rsmi_dev_perf_level_set_v1, DevPerfLevelSetV1Fn, true)
+  X(rsmi_dev_perf_level_set_v1, DevPerfLevelSetV1Fn, true)          \
+  X(rsmi_dev_temp_metric_get, DevTempMetricGetFn, false)            \
+  X(rsmi_dev_busy_percent_get, DevBusyPercentGetFn, false)          \
+  X(rsmi_dev_memory_busy_percent_get, DevMemoryBusyPercentGetFn, false)
 
 /// @return the enumerator's name in the header, e.g. "RSMI_STATUS_PERMISSION", or "" if unknown.
 constexpr const char* status_name(Status status) {

@@ -355,6 +355,146 @@ TEST_F(NvmlTest, MissingArchitectureAndFieldSymbols) {
   EXPECT_EQ(gpus[0]->energy_mj(), 1015000u);
 }
 
+// ---- Telemetry ----
+
+constexpr const char* kTelemetry = R"(gpu0.temperature_c=67
+gpu0.sm_clock_mhz=1410
+gpu0.memory_clock_mhz=1215
+gpu0.gpu_utilization_pct=97
+gpu0.memory_utilization_pct=41
+gpu0.clocks_event_reasons=0x24
+gpu1.name=NVIDIA A100-SXM4-40GB
+)";
+
+TEST_F(NvmlTest, ReadsTelemetry) {
+  const Gpus gpus = open_ok(kTelemetry);
+  ASSERT_EQ(gpus.size(), 2u);
+  Gpu& gpu = *gpus[0];
+  EXPECT_EQ(gpu.temperature_c(), 67.0);
+  EXPECT_EQ(gpu.sm_clock_mhz(), 1410u);
+  EXPECT_EQ(gpu.memory_clock_mhz(), 1215u);
+  EXPECT_EQ(gpu.gpu_utilization_pct(), 97u);
+  EXPECT_EQ(gpu.memory_utilization_pct(), 41u);
+  // NVML's bits are joule's: software power cap and software thermal slowdown.
+  EXPECT_EQ(gpu.clock_event_reasons(), clock_event::kSwPowerCap | clock_event::kSwThermalSlowdown);
+  // NVML has no documented memory-power reading.
+  JOULE_EXPECT_ERROR(gpu.memory_power_mw(), ErrorCode::kNotSupported,
+                     "GPU 0 (Tesla V100-SXM2-32GB) does not report memory power (nvml backend)");
+
+  const GpuTelemetry telemetry = gpus[1]->telemetry();
+  EXPECT_EQ(telemetry.temperature_c, 45.0);  // the fake's defaults
+  EXPECT_EQ(telemetry.sm_clock_mhz, 1530u);
+  EXPECT_EQ(telemetry.memory_clock_mhz, 877u);
+  EXPECT_EQ(telemetry.gpu_utilization_pct, 0u);
+  EXPECT_EQ(telemetry.memory_utilization_pct, 0u);
+  EXPECT_EQ(telemetry.clock_event_reasons, 0u);
+  EXPECT_FALSE(telemetry.memory_power_mw.has_value());
+  ASSERT_EQ(telemetry.errors.size(), 1u);
+  EXPECT_EQ(telemetry.errors[0].first, TelemetryField::kMemoryPower);
+}
+
+TEST_F(NvmlTest, SmClockFollowsTheLock) {
+  const Gpus gpus = open_ok(kTelemetry);
+  ASSERT_EQ(gpus.size(), 2u);
+  ASSERT_TRUE(gpus[0]->lock_sm_clocks(1005, 1230).has_value());
+  EXPECT_EQ(gpus[0]->sm_clock_mhz(), 1230u);
+  ASSERT_TRUE(gpus[0]->reset_sm_clocks().has_value());
+  EXPECT_EQ(gpus[0]->sm_clock_mhz(), 1410u);
+}
+
+TEST_F(NvmlTest, UnsupportedTelemetryIsAnErrorNotZero) {
+  const Gpus gpus = open_ok(std::string(kTelemetry) +
+                            "gpu0.get_temperature=not_supported\n"
+                            "gpu0.get_utilization=not_supported\n"
+                            "gpu0.get_clocks_event_reasons=deprecated\n"
+                            "gpu0.get_memory_clock=gpu_is_lost\n"
+                            "gpu1.get_sm_clock=no_permission\n");
+  ASSERT_EQ(gpus.size(), 2u);
+  const GpuTelemetry telemetry = gpus[0]->telemetry();
+  EXPECT_FALSE(telemetry.temperature_c.has_value());
+  EXPECT_EQ(telemetry.sm_clock_mhz, 1410u);
+  EXPECT_FALSE(telemetry.memory_clock_mhz.has_value());
+  EXPECT_FALSE(telemetry.gpu_utilization_pct.has_value());
+  EXPECT_FALSE(telemetry.memory_utilization_pct.has_value());
+  EXPECT_FALSE(telemetry.clock_event_reasons.has_value());
+  EXPECT_FALSE(telemetry.memory_power_mw.has_value());
+  EXPECT_TRUE(telemetry.has(TelemetryField::kSmClock));
+  ASSERT_EQ(telemetry.errors.size(), 6u);
+
+  const auto expect_error = [&](TelemetryField field, ErrorCode code, const std::string& message) {
+    const Error* error = telemetry.error(field);
+    ASSERT_NE(error, nullptr) << telemetry_field_name(field);
+    EXPECT_EQ(error->code(), code) << telemetry_field_name(field);
+    EXPECT_EQ(error->message(), message);
+  };
+  expect_error(TelemetryField::kTemperature, ErrorCode::kNotSupported,
+               "GPU 0 (Tesla V100-SXM2-32GB) does not report temperature (nvml backend): "
+               "nvmlDeviceGetTemperature returned Not Supported (NVML_ERROR_NOT_SUPPORTED)");
+  expect_error(TelemetryField::kGpuUtilization, ErrorCode::kNotSupported,
+               "GPU 0 (Tesla V100-SXM2-32GB) does not report GPU utilisation (nvml backend): "
+               "nvmlDeviceGetUtilizationRates returned Not Supported (NVML_ERROR_NOT_SUPPORTED)");
+  expect_error(TelemetryField::kMemoryUtilization, ErrorCode::kNotSupported,
+               "GPU 0 (Tesla V100-SXM2-32GB) does not report memory utilisation (nvml backend): "
+               "nvmlDeviceGetUtilizationRates returned Not Supported (NVML_ERROR_NOT_SUPPORTED)");
+  // What NVML answers from a call it has removed.
+  expect_error(TelemetryField::kClockEventReasons, ErrorCode::kNotSupported,
+               "GPU 0 (Tesla V100-SXM2-32GB) does not report clock event (throttle) reasons (nvml backend): "
+               "nvmlDeviceGetCurrentClocksEventReasons returned (fake) Deprecated (NVML_ERROR_DEPRECATED)");
+  // Other failures stay what they are.
+  expect_error(
+      TelemetryField::kMemoryClock, ErrorCode::kDevice,
+      "reading the memory clock on GPU 0 (Tesla V100-SXM2-32GB): GPU is lost (NVML_ERROR_GPU_IS_LOST)");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->sm_clock_mhz(), ErrorCode::kPermissionDenied,
+      "reading the SM clock on GPU 1 (NVIDIA A100-SXM4-40GB): Insufficient Permissions "
+      "(NVML_ERROR_NO_PERMISSION). The process may not use the NVIDIA device files (/dev/nvidia*): run as "
+      "root or as a user allowed to open them");
+  EXPECT_EQ(gpus[1]->temperature_c(), 45.0);
+}
+
+TEST_F(NvmlTest, MissingTelemetrySymbolsMeanNotSupported) {
+  // A driver without any telemetry call still loads; each reading says which symbol is missing.
+  const Gpus gpus = open_ok(kTelemetry, kFakeNvmlNoArchFields);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->power_mw(), 100000u);  // nvmlDeviceGetPowerUsage still works
+  const GpuTelemetry telemetry = gpus[0]->telemetry();
+  ASSERT_EQ(telemetry.errors.size(), telemetry_fields().size());
+  for (const auto& [field, error] : telemetry.errors) {
+    EXPECT_EQ(error.code(), ErrorCode::kNotSupported) << telemetry_field_name(field);
+  }
+  const std::string prefix = "GPU 0 (Tesla V100-SXM2-32GB) does not report ";
+  EXPECT_EQ(telemetry.error(TelemetryField::kTemperature)->message(),
+            fmt::format("{}temperature (nvml backend): {} lacks nvmlDeviceGetTemperature; a newer NVIDIA "
+                        "driver may provide it",
+                        prefix, kFakeNvmlNoArchFields));
+  EXPECT_EQ(telemetry.error(TelemetryField::kMemoryClock)->message(),
+            fmt::format("{}the memory clock (nvml backend): {} lacks nvmlDeviceGetClockInfo; a newer NVIDIA "
+                        "driver may provide it",
+                        prefix, kFakeNvmlNoArchFields));
+  EXPECT_EQ(telemetry.error(TelemetryField::kGpuUtilization)->message(),
+            fmt::format("{}GPU utilisation (nvml backend): {} lacks nvmlDeviceGetUtilizationRates; a newer "
+                        "NVIDIA driver may provide it",
+                        prefix, kFakeNvmlNoArchFields));
+  EXPECT_EQ(
+      telemetry.error(TelemetryField::kClockEventReasons)->message(),
+      fmt::format("{}clock event (throttle) reasons (nvml backend): {} lacks "
+                  "nvmlDeviceGetCurrentClocksEventReasons and nvmlDeviceGetCurrentClocksThrottleReasons; "
+                  "a newer NVIDIA driver may provide it",
+                  prefix, kFakeNvmlNoArchFields));
+}
+
+TEST_F(NvmlTest, ClockEventReasonsFallBackToTheOldName) {
+  // This build exports only nvmlDeviceGetCurrentClocksThrottleReasons, as drivers before the rename do.
+  const Gpus gpus =
+      open_ok(std::string(kTelemetry) + "gpu1.get_clocks_event_reasons=not_supported\n", kFakeNvmlNoEnergy);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->clock_event_reasons(), 0x24u);
+  JOULE_EXPECT_ERROR(gpus[1]->clock_event_reasons(), ErrorCode::kNotSupported,
+                     "GPU 1 (NVIDIA A100-SXM4-40GB) does not report clock event (throttle) reasons (nvml "
+                     "backend): nvmlDeviceGetCurrentClocksThrottleReasons returned Not Supported "
+                     "(NVML_ERROR_NOT_SUPPORTED)");
+}
+
 TEST_F(NvmlTest, AbsentLibrary) {
   JOULE_EXPECT_ERROR(
       open(kTwoGpus, "/nonexistent/libnvidia-ml.so.1"), ErrorCode::kLibraryMissing,

@@ -31,6 +31,10 @@ template <>
 struct ToReal<smi::PerfLevel> {
   using type = rsmi_dev_perf_level_t;
 };
+template <>
+struct ToReal<smi::TempMetric> {
+  using type = rsmi_temperature_metric_t;
+};
 template <class T>
 struct ToReal<T*> {
   using type = typename ToReal<T>::type*;
@@ -55,6 +59,8 @@ static_assert(std::is_same_v<std::underlying_type_t<rsmi_status_t>, std::underly
 static_assert(std::is_same_v<std::underlying_type_t<rsmi_clk_type_t>, std::underlying_type_t<smi::ClkType>>);
 static_assert(
     std::is_same_v<std::underlying_type_t<rsmi_dev_perf_level_t>, std::underlying_type_t<smi::PerfLevel>>);
+static_assert(std::is_same_v<std::underlying_type_t<rsmi_temperature_metric_t>,
+                             std::underlying_type_t<smi::TempMetric>>);
 
 #define JOULE_CHECK_VALUE(ours, theirs) \
   static_assert(static_cast<uint64_t>(ours) == static_cast<uint64_t>(theirs), #ours " != " #theirs);
@@ -82,6 +88,8 @@ JOULE_CHECK_VALUE(smi::ClkType::kMem, RSMI_CLK_TYPE_MEM)
 JOULE_CHECK_VALUE(smi::PerfLevel::kAuto, RSMI_DEV_PERF_LEVEL_AUTO)
 JOULE_CHECK_VALUE(smi::PerfLevel::kManual, RSMI_DEV_PERF_LEVEL_MANUAL)
 JOULE_CHECK_VALUE(smi::kMaxNumFrequencies, RSMI_MAX_NUM_FREQUENCIES)
+JOULE_CHECK_VALUE(smi::TempMetric::kCurrent, RSMI_TEMP_CURRENT)
+JOULE_CHECK_VALUE(smi::kTempTypeEdge, RSMI_TEMP_TYPE_EDGE)
 #undef JOULE_CHECK_VALUE
 
 static_assert(sizeof(smi::Frequencies) == sizeof(rsmi_frequencies_t));

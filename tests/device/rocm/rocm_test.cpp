@@ -485,6 +485,105 @@ TEST_F(RocmTest, ConcurrentReadsFromManyThreads) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// --- Telemetry --------------------------------------------------------------------------------------------
+
+TEST_F(RocmTest, TelemetryInJouleUnits) {
+  configure(
+      "device.0.temperature_c=61.25\n"
+      "device.0.sclk_mhz=500,1000,1502\ndevice.0.sclk_current=1\n"
+      "device.0.mclk_mhz=800,1600\n"
+      "device.0.busy_percent=87\ndevice.0.memory_busy_percent=23\n");
+  const auto gpus = open_ok({}, 0);
+  ASSERT_EQ(gpus.size(), 1u);
+  Gpu& gpu = *gpus[0];
+  EXPECT_EQ(gpu.temperature_c(), 61.25);  // from 61250 millidegrees
+  EXPECT_EQ(gpu.sm_clock_mhz(), 1000u);   // the current level, from Hz
+  EXPECT_EQ(gpu.memory_clock_mhz(), 1600u);
+  EXPECT_EQ(gpu.gpu_utilization_pct(), 87u);
+  EXPECT_EQ(gpu.memory_utilization_pct(), 23u);
+  JOULE_EXPECT_ERROR(gpu.clock_event_reasons(), ErrorCode::kNotSupported,
+                     "GPU 0 (Fake AMD GPU 0) does not report clock event (throttle) reasons (rocm backend): "
+                     "ROCm SMI has no call that reports them");
+  JOULE_EXPECT_ERROR(gpu.memory_power_mw(), ErrorCode::kNotSupported,
+                     "GPU 0 (Fake AMD GPU 0) does not report memory power (rocm backend): ROCm SMI reports "
+                     "only the whole board's power");
+
+  const GpuTelemetry telemetry = gpu.telemetry();
+  EXPECT_EQ(telemetry.temperature_c, 61.25);
+  EXPECT_EQ(telemetry.sm_clock_mhz, 1000u);
+  EXPECT_EQ(telemetry.memory_clock_mhz, 1600u);
+  EXPECT_EQ(telemetry.gpu_utilization_pct, 87u);
+  EXPECT_EQ(telemetry.memory_utilization_pct, 23u);
+  EXPECT_FALSE(telemetry.clock_event_reasons.has_value());
+  EXPECT_FALSE(telemetry.memory_power_mw.has_value());
+  ASSERT_EQ(telemetry.errors.size(), 2u);
+  EXPECT_EQ(telemetry.errors[0].first, TelemetryField::kClockEventReasons);
+  EXPECT_EQ(telemetry.errors[1].first, TelemetryField::kMemoryPower);
+}
+
+TEST_F(RocmTest, UnsupportedTelemetryIsAnErrorNotZero) {
+  configure(
+      "devices=2\n"
+      "fail.rsmi_dev_temp_metric_get=NOT_SUPPORTED\n"
+      "device.0.fail.rsmi_dev_busy_percent_get=NOT_YET_IMPLEMENTED\n"
+      "device.0.fail.rsmi_dev_memory_busy_percent_get=BUSY\n"
+      "device.0.mclk_mhz=\n"
+      "device.1.sclk_current=7\n");
+  const auto gpus = open_ok({}, 0);
+  ASSERT_EQ(gpus.size(), 2u);
+  const GpuTelemetry telemetry = gpus[0]->telemetry();
+  EXPECT_FALSE(telemetry.temperature_c.has_value());
+  EXPECT_EQ(telemetry.sm_clock_mhz, 1500u);
+  EXPECT_FALSE(telemetry.memory_clock_mhz.has_value());
+  EXPECT_FALSE(telemetry.gpu_utilization_pct.has_value());
+  EXPECT_FALSE(telemetry.memory_utilization_pct.has_value());
+  ASSERT_EQ(telemetry.errors.size(), 6u);
+  const auto expect_error = [&](TelemetryField field, ErrorCode code, const std::string& message) {
+    const Error* error = telemetry.error(field);
+    ASSERT_NE(error, nullptr) << telemetry_field_name(field);
+    EXPECT_EQ(error->code(), code) << telemetry_field_name(field);
+    EXPECT_EQ(error->message(), message);
+  };
+  expect_error(TelemetryField::kTemperature, ErrorCode::kNotSupported,
+               "GPU 0 (Fake AMD GPU 0) does not report temperature (rocm backend): rsmi_dev_temp_metric_get "
+               "returned RSMI_STATUS_NOT_SUPPORTED: (fake) Not supported here.");
+  expect_error(
+      TelemetryField::kGpuUtilization, ErrorCode::kNotSupported,
+      "GPU 0 (Fake AMD GPU 0) does not report GPU utilisation (rocm backend): "
+      "rsmi_dev_busy_percent_get returned RSMI_STATUS_NOT_YET_IMPLEMENTED: (fake) Some other failure");
+  expect_error(TelemetryField::kMemoryClock, ErrorCode::kNotSupported,
+               "GPU 0 (Fake AMD GPU 0) does not report the memory clock (rocm backend): "
+               "rsmi_dev_gpu_clk_freq_get lists no levels");
+  // Other failures stay what they are.
+  expect_error(TelemetryField::kMemoryUtilization, ErrorCode::kDevice,
+               "cannot read the memory utilisation of GPU 0 (Fake AMD GPU 0): RSMI_STATUS_BUSY: (fake) "
+               "Resource busy");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->sm_clock_mhz(), ErrorCode::kDevice,
+      "ROCm SMI reports level 7 as GPU 1 (Fake AMD GPU 1)'s current SM clock, but lists only 3 "
+      "levels");
+  EXPECT_EQ(gpus[1]->memory_clock_mhz(), 1200u);
+}
+
+TEST_F(RocmTest, LibraryWithoutTelemetrySymbolsStillLoads) {
+  configure("device.0.busy_percent=50\n");
+  auto gpus = open({}, 0, JOULE_FAKE_ROCM_NO_CAP_DEFAULT_LIBRARY);
+  ASSERT_TRUE(gpus.has_value()) << gpus.error().message();
+  ASSERT_EQ(gpus->size(), 1u);
+  Gpu& gpu = *(*gpus)[0];
+  const std::string library = JOULE_FAKE_ROCM_NO_CAP_DEFAULT_LIBRARY;
+  JOULE_EXPECT_ERROR(gpu.temperature_c(), ErrorCode::kNotSupported,
+                     "GPU 0 (Fake AMD GPU 0) does not report temperature (rocm backend): '" + library +
+                         "' has no function rsmi_dev_temp_metric_get; a newer ROCm may provide it");
+  JOULE_EXPECT_ERROR(gpu.gpu_utilization_pct(), ErrorCode::kNotSupported,
+                     "GPU 0 (Fake AMD GPU 0) does not report GPU utilisation (rocm backend): '" + library +
+                         "' has no function rsmi_dev_busy_percent_get; a newer ROCm may provide it");
+  JOULE_EXPECT_ERROR(gpu.memory_utilization_pct(), ErrorCode::kNotSupported,
+                     "GPU 0 (Fake AMD GPU 0) does not report memory utilisation (rocm backend): '" + library +
+                         "' has no function rsmi_dev_memory_busy_percent_get; a newer ROCm may provide it");
+  EXPECT_EQ(gpu.sm_clock_mhz(), 1500u);  // rsmi_dev_gpu_clk_freq_get is required, so always there
+}
+
 // --- Helpers ----------------------------------------------------------------------------------------------
 
 TEST(RocmHelpers, StatusCodesMapToErrorCodes) {

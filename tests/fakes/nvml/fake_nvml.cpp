@@ -4,7 +4,9 @@
 // nvmlInit_v2 (re)reads the file, later calls see and change that state until the last nvmlShutdown.
 //
 // Build-time switches drop symbols, to test how joule copes with old drivers:
-//   FAKE_NVML_OMIT_INIT, FAKE_NVML_OMIT_ENERGY, FAKE_NVML_OMIT_ARCHITECTURE, FAKE_NVML_OMIT_FIELD_VALUES.
+//   FAKE_NVML_OMIT_INIT, FAKE_NVML_OMIT_ENERGY, FAKE_NVML_OMIT_ARCHITECTURE, FAKE_NVML_OMIT_FIELD_VALUES,
+//   FAKE_NVML_OMIT_CLOCKS_EVENT_REASONS (only the new name; the old ...ThrottleReasons stays),
+//   FAKE_NVML_OMIT_TELEMETRY (temperature, clock info, utilisation and both clocks-event-reason names).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -47,6 +49,12 @@ struct joule::device::nvml::nvmlDevice_st {
   std::map<unsigned int, std::vector<unsigned int>> graphics_clocks_by_memory_mhz;
   unsigned int locked_min_mhz = 0;  ///< 0 while no lock is set
   unsigned int locked_max_mhz = 0;
+  unsigned int temperature_c = 45;
+  unsigned int sm_clock_mhz = 1530;  ///< held within the SM clock lock while one is set
+  unsigned int memory_clock_mhz = 877;
+  unsigned int gpu_utilization_pct = 0;
+  unsigned int memory_utilization_pct = 0;
+  unsigned long long clocks_event_reasons = 0;
   std::map<std::string, nvmlReturn_t> statuses;  ///< per-call results scripted for this GPU
 };
 
@@ -71,7 +79,12 @@ constexpr std::string_view kStatusKeys[] = {"init",
                                             "get_memory_clocks",
                                             "get_graphics_clocks",
                                             "lock_clocks",
-                                            "reset_clocks"};
+                                            "reset_clocks",
+                                            "get_temperature",
+                                            "get_sm_clock",
+                                            "get_memory_clock",
+                                            "get_utilization",
+                                            "get_clocks_event_reasons"};
 
 bool is_status_key(std::string_view key) {
   return std::find(std::begin(kStatusKeys), std::end(kStatusKeys), key) != std::end(kStatusKeys);
@@ -174,6 +187,19 @@ std::optional<unsigned int> parse_uint(const std::string& text) {
   return static_cast<unsigned int>(*value);
 }
 
+// A bit mask, decimal or 0x-prefixed hex.
+std::optional<unsigned long long> parse_mask(const std::string& text) {
+  if (text.rfind("0x", 0) != 0) {
+    return parse_number(text);
+  }
+  const std::string digits = text.substr(2);
+  if (digits.empty() || digits.size() > 16 ||
+      digits.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoull(digits, nullptr, 16);
+}
+
 std::optional<std::vector<unsigned int>> parse_list(const std::string& text) {
   std::vector<unsigned int> values;
   std::stringstream stream(text);
@@ -240,6 +266,20 @@ bool set_gpu_value(Gpu& gpu, const std::string& key, const std::string& value) {
        [](Gpu& out, const std::string& text) { return assign(out.memory_clocks_mhz, parse_list(text)); }},
       {"graphics_clocks_mhz",
        [](Gpu& out, const std::string& text) { return assign(out.graphics_clocks_mhz, parse_list(text)); }},
+      {"temperature_c",
+       [](Gpu& out, const std::string& text) { return assign(out.temperature_c, parse_uint(text)); }},
+      {"sm_clock_mhz",
+       [](Gpu& out, const std::string& text) { return assign(out.sm_clock_mhz, parse_uint(text)); }},
+      {"memory_clock_mhz",
+       [](Gpu& out, const std::string& text) { return assign(out.memory_clock_mhz, parse_uint(text)); }},
+      {"gpu_utilization_pct",
+       [](Gpu& out, const std::string& text) { return assign(out.gpu_utilization_pct, parse_uint(text)); }},
+      {"memory_utilization_pct",
+       [](Gpu& out, const std::string& text) {
+         return assign(out.memory_utilization_pct, parse_uint(text));
+       }},
+      {"clocks_event_reasons",
+       [](Gpu& out, const std::string& text) { return assign(out.clocks_event_reasons, parse_mask(text)); }},
   };
   if (const auto setter = setters.find(key); setter != setters.end()) {
     return setter->second(gpu, value);
@@ -396,6 +436,20 @@ nvmlReturn_t copy_list(const std::vector<unsigned int>& values, unsigned int* co
   return NVML_SUCCESS;
 }
 
+// Both names of the clocks-event-reasons call (unused when the build omits both).
+[[maybe_unused]] nvmlReturn_t read_clocks_event_reasons(nvmlDevice_t device, unsigned long long* reasons) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_clocks_event_reasons"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (reasons == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *reasons = device->clocks_event_reasons;
+  return NVML_SUCCESS;
+}
+
 }  // namespace
 
 // NVML's names, not ours.
@@ -470,6 +524,8 @@ FAKE_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
       return "Insufficient Memory";
     case NVML_ERROR_NO_DATA:
       return "No data";
+    case NVML_ERROR_DEPRECATED:
+      return "(fake) Deprecated";
     default:
       return "Unknown Error";
   }
@@ -723,6 +779,77 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device
   return NVML_SUCCESS;
 }
 
+#ifndef FAKE_NVML_OMIT_TELEMETRY
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                                       unsigned int* temp) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_temperature"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (temp == nullptr || sensor != NVML_TEMPERATURE_GPU) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *temp = device->temperature_c;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                     unsigned int* clock) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (clock == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM:
+      if (const nvmlReturn_t status = enter(s, device, "get_sm_clock"); status != NVML_SUCCESS) {
+        return status;
+      }
+      *clock = device->locked_max_mhz == 0
+                   ? device->sm_clock_mhz
+                   : std::clamp(device->sm_clock_mhz, device->locked_min_mhz, device->locked_max_mhz);
+      return NVML_SUCCESS;
+    case NVML_CLOCK_MEM:
+      if (const nvmlReturn_t status = enter(s, device, "get_memory_clock"); status != NVML_SUCCESS) {
+        return status;
+      }
+      *clock = device->memory_clock_mhz;
+      return NVML_SUCCESS;
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                            nvmlUtilization_t* utilization) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_utilization"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (utilization == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  utilization->gpu = device->gpu_utilization_pct;
+  utilization->memory = device->memory_utilization_pct;
+  return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_CLOCKS_EVENT_REASONS
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                                     unsigned long long* reasons) {
+  return read_clocks_event_reasons(device, reasons);
+}
+#endif
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                                        unsigned long long* reasons) {
+  return read_clocks_event_reasons(device, reasons);
+}
+#endif
+
 // NOLINTEND(readability-identifier-naming)
 
 // Introspection for tests (not NVML API): how many nvmlInit_v2 calls are not yet matched by nvmlShutdown.
@@ -759,6 +886,17 @@ static_assert(
 #endif
 #ifndef FAKE_NVML_OMIT_FIELD_VALUES
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetFieldValues), DeviceGetFieldValuesFn>);
+#endif
+#ifndef FAKE_NVML_OMIT_TELEMETRY
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperature), DeviceGetTemperatureFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetClockInfo), DeviceGetClockInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetUtilizationRates), DeviceGetUtilizationRatesFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons),
+                             DeviceGetCurrentClocksEventReasonsFn>);
+#ifndef FAKE_NVML_OMIT_CLOCKS_EVENT_REASONS
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), DeviceGetCurrentClocksEventReasonsFn>);
+#endif
 #endif
 static_assert(std::is_same_v<decltype(&nvmlShutdown), ShutdownFn>);
 static_assert(std::is_same_v<decltype(&nvmlErrorString), ErrorStringFn>);

@@ -5,9 +5,11 @@
 // count from 0 to 1. The energy counter integrates the configured power over real elapsed time, so the
 // backend's counter check really measures something.
 //
-// Build variants (compile definitions) leave out one symbol each:
+// Build variants (compile definitions) leave out symbols:
 //   JOULE_FAKE_ROCM_OMIT_POWER_AVE      rsmi_dev_power_ave_get (required by joule)
 //   JOULE_FAKE_ROCM_OMIT_CAP_DEFAULT    rsmi_dev_power_cap_default_get (optional for joule)
+//   JOULE_FAKE_ROCM_OMIT_TELEMETRY      rsmi_dev_temp_metric_get, rsmi_dev_busy_percent_get and
+//                                       rsmi_dev_memory_busy_percent_get (optional for joule)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -52,7 +54,13 @@ struct Device {
   double power_cap_max_w = 300;
   double power_cap_default_w = 300;
   std::vector<uint64_t> sclk_mhz = {500, 1000, 1500};  // low to high, as ROCm SMI lists DPM levels
-  std::map<std::string, Status> failures;              // symbol → status it returns
+  std::vector<uint64_t> mclk_mhz = {1200};
+  std::optional<uint32_t> sclk_current;  // level index; default the highest
+  std::optional<uint32_t> mclk_current;
+  double temperature_c = 35;  // edge sensor
+  uint32_t busy_percent = 0;
+  uint32_t memory_busy_percent = 0;
+  std::map<std::string, Status> failures;  // symbol → status it returns
 
   // Run-time state.
   double energy_uj = 0;  // true energy since init
@@ -165,17 +173,40 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return set_number(device.power_cap_max_w);
   if (key == "power_cap_default_w")
     return set_number(device.power_cap_default_w);
-  if (key == "sclk_mhz") {
-    device.sclk_mhz.clear();
+  if (key == "temperature_c") {
+    return set_number(device.temperature_c);
+  }
+  auto set_count = [&](auto& field, double max) -> std::string {
+    if (!parse_double(value, number) || number < 0 || number > max || number != std::floor(number)) {
+      return "not a whole number from 0 to " + std::to_string(static_cast<uint64_t>(max));
+    }
+    field = static_cast<uint32_t>(number);
+    return "";
+  };
+  if (key == "busy_percent") {
+    return set_count(device.busy_percent, 100);
+  }
+  if (key == "memory_busy_percent") {
+    return set_count(device.memory_busy_percent, 100);
+  }
+  if (key == "sclk_current") {
+    return set_count(device.sclk_current, 0xFFFFFFFF);
+  }
+  if (key == "mclk_current") {
+    return set_count(device.mclk_current, 0xFFFFFFFF);
+  }
+  if (key == "sclk_mhz" || key == "mclk_mhz") {
+    auto& clocks = key == "sclk_mhz" ? device.sclk_mhz : device.mclk_mhz;
+    clocks.clear();
     std::stringstream list(value);
     std::string item;
     while (std::getline(list, item, ',')) {
       if (!parse_double(item, number) || number < 0) {
         return "not a comma-separated list of MHz";
       }
-      device.sclk_mhz.push_back(static_cast<uint64_t>(number));
+      clocks.push_back(static_cast<uint64_t>(number));
     }
-    return device.sclk_mhz.size() <= smi::kMaxNumFrequencies ? "" : "more than 32 clocks";
+    return clocks.size() <= smi::kMaxNumFrequencies ? "" : "more than 32 clocks";
   }
   if (key.rfind("fail.", 0) == 0) {
     const auto status = parse_status(value);
@@ -520,13 +551,16 @@ Status rsmi_dev_gpu_clk_freq_get(uint32_t dv_ind, smi::ClkType clk_type, smi::Fr
   if (frequencies == nullptr) {
     return Status::kInvalidArgs;
   }
-  if (clk_type != smi::ClkType::kSys) {
+  if (clk_type != smi::ClkType::kSys && clk_type != smi::ClkType::kMem) {
     return Status::kNotSupported;
   }
-  const auto& clocks = s.devices[dv_ind].sclk_mhz;
+  const Device& device = s.devices[dv_ind];
+  const bool sys = clk_type == smi::ClkType::kSys;
+  const auto& clocks = sys ? device.sclk_mhz : device.mclk_mhz;
+  const auto& current = sys ? device.sclk_current : device.mclk_current;
   *frequencies = smi::Frequencies{};
   frequencies->num_supported = static_cast<uint32_t>(clocks.size());
-  frequencies->current = clocks.empty() ? 0 : static_cast<uint32_t>(clocks.size() - 1);
+  frequencies->current = current.value_or(clocks.empty() ? 0 : static_cast<uint32_t>(clocks.size() - 1));
   for (size_t i = 0; i < clocks.size(); ++i) {
     frequencies->frequency[i] = clocks[i] * 1'000'000;  // the API reports Hz
   }
@@ -566,5 +600,51 @@ Status rsmi_dev_perf_level_set_v1(uint32_t dv_ind, smi::PerfLevel perf_level) {
                   std::to_string(static_cast<uint32_t>(perf_level)));
   return Status::kSuccess;
 }
+
+#ifndef JOULE_FAKE_ROCM_OMIT_TELEMETRY
+Status rsmi_dev_temp_metric_get(uint32_t dv_ind, uint32_t sensor_type, smi::TempMetric metric,
+                                int64_t* temperature) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const Status status = precheck(s, "rsmi_dev_temp_metric_get", dv_ind); status != Status::kSuccess) {
+    return status;
+  }
+  if (temperature == nullptr) {
+    return Status::kInvalidArgs;
+  }
+  if (sensor_type != smi::kTempTypeEdge || metric != smi::TempMetric::kCurrent) {
+    return Status::kNotSupported;
+  }
+  *temperature = std::llround(s.devices[dv_ind].temperature_c * 1e3);  // millidegrees Celsius
+  return Status::kSuccess;
+}
+
+Status rsmi_dev_busy_percent_get(uint32_t dv_ind, uint32_t* busy_percent) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const Status status = precheck(s, "rsmi_dev_busy_percent_get", dv_ind); status != Status::kSuccess) {
+    return status;
+  }
+  if (busy_percent == nullptr) {
+    return Status::kInvalidArgs;
+  }
+  *busy_percent = s.devices[dv_ind].busy_percent;
+  return Status::kSuccess;
+}
+
+Status rsmi_dev_memory_busy_percent_get(uint32_t dv_ind, uint32_t* busy_percent) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const Status status = precheck(s, "rsmi_dev_memory_busy_percent_get", dv_ind);
+      status != Status::kSuccess) {
+    return status;
+  }
+  if (busy_percent == nullptr) {
+    return Status::kInvalidArgs;
+  }
+  *busy_percent = s.devices[dv_ind].memory_busy_percent;
+  return Status::kSuccess;
+}
+#endif
 
 }  // extern "C"
