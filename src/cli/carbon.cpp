@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/carbon/country.hpp"
 #include "joule/carbon/signal.hpp"
+#include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/optimize/carbon_forecast.hpp"
@@ -396,6 +398,7 @@ int run_forecast(const ForecastFlags& flags) {
 struct IntensityFlags {
   std::string trace;
   std::string zone;
+  std::string country;
   std::string provider;
   std::string at;
   double history_h = 0;
@@ -408,6 +411,19 @@ int run_intensity(const IntensityFlags& flags) {
   source.trace_path = flags.trace;
   source.zone = flags.zone;
   source.provider = flags.provider;
+  // Without a trace or a zone (no API key needed), or with --country: a country's yearly average, said
+  // plainly on stderr (stdout stays data), with how the country was chosen.
+  if (!flags.country.empty() || (flags.trace.empty() && flags.zone.empty())) {
+    if (!flags.trace.empty() || !flags.zone.empty()) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      "carbon intensity: give one of --trace, --zone and --country (--country picks a "
+                      "country's yearly average)");
+    }
+    const auto choice = value_or_throw(carbon::choose_country(carbon::CountryTable::builtin(), flags.country,
+                                                              carbon::LocaleSources::from_process()));
+    std::cerr << "joule: " << choice.describe() << "\n";
+    source.country = choice.country.iso3;
+  }
   // A trace replays on a clock set to --at (default: its last period); live providers use the real time.
   std::unique_ptr<VirtualClock> virtual_clock;
   const Clock* clock = &SteadyClock::instance();
@@ -482,6 +498,42 @@ int run_intensity(const IntensityFlags& flags) {
                                    p.intensity_g_per_kwh, p.estimated ? " (estimated)" : "");
         }
       }
+      break;
+  }
+  return 0;
+}
+
+// ---- countries -------------------------------------------------------------------------------------------
+
+int run_countries(Format format) {
+  const auto& table = carbon::CountryTable::builtin();
+  switch (format) {
+    case Format::kJson: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& c : table.countries()) {
+        list.push_back({{"iso3", c.iso3},
+                        {"name", c.name},
+                        {"year", c.year},
+                        {"intensity_g_per_kwh", c.intensity_g_per_kwh}});
+      }
+      std::cout << list.dump(2) << "\n";
+      break;
+    }
+    case Format::kCsv:
+      std::cout << "iso3,country,year,carbon_intensity_g_per_kwh\n";
+      for (const auto& c : table.countries()) {
+        std::cout << fmt::format("{},{},{},{:g}\n", c.iso3, csv::quote(c.name), c.year,
+                                 c.intensity_g_per_kwh);
+      }
+      break;
+    case Format::kText:
+      std::cout << fmt::format("{:<5} {:<34} {:>5} {:>12}\n", "code", "country", "year", "gCO2e/kWh");
+      for (const auto& c : table.countries()) {
+        std::cout << fmt::format("{:<5} {:<34} {:>5} {:>12.1f}\n", c.iso3, c.name, c.year,
+                                 c.intensity_g_per_kwh);
+      }
+      std::cout << fmt::format("{} countries; yearly averages from {} (see data/carbon/README.md)\n",
+                               table.countries().size(), table.source());
       break;
   }
   return 0;
@@ -577,13 +629,20 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
 
   auto intensity = std::make_shared<IntensityFlags>();
   auto* intensity_command = command->add_subcommand(
-      "intensity", "Print the carbon intensity from a provider (--zone) or a trace (--trace, --at)");
+      "intensity",
+      "Print the carbon intensity from a provider (--zone), a trace (--trace, --at) or a country's yearly "
+      "average (--country; the default, inferred from the timezone or locale)");
   intensity_command->add_option("--trace", intensity->trace, "Carbon trace CSV")->option_text("FILE");
   intensity_command
       ->add_option("--at", intensity->at, "Time in the trace, ISO-8601 UTC (default: its last period)")
       ->option_text("TIME");
   intensity_command->add_option("--zone", intensity->zone, "Zone or region of a live provider")
       ->option_text("Z");
+  intensity_command
+      ->add_option("--country", intensity->country,
+                   "A country's yearly average: ISO 3166-1 code (DEU or DE); the default without --trace and "
+                   "--zone, inferred from the timezone or locale (`joule carbon countries` lists them)")
+      ->option_text("CODE");
   intensity_command
       ->add_option("--carbon-provider,--provider", intensity->provider,
                    "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps); "
@@ -598,6 +657,12 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
       ->option_text("H");
   add_format_option(*intensity_command, intensity->format, {Format::kText, Format::kJson, Format::kCsv});
   intensity_command->callback([&exit_code, intensity] { exit_code = run_intensity(*intensity); });
+
+  auto countries = std::make_shared<Format>(Format::kText);
+  auto* countries_command = command->add_subcommand(
+      "countries", "List the countries whose yearly average intensity `--country` can choose");
+  add_format_option(*countries_command, *countries, {Format::kText, Format::kJson, Format::kCsv});
+  countries_command->callback([&exit_code, countries] { exit_code = run_countries(*countries); });
 }
 
 }  // namespace joule::cli

@@ -131,7 +131,38 @@ TEST(CarbonCli, IntensityFromATrace) {
   expect_one_line_error(joule({"carbon", "intensity", "--trace", kTrace, "--at", "2030-01-01T00:00:00Z"}),
                         "no carbon intensity for 2030-01-01T00:00:00Z");
   expect_one_line_error(joule({"carbon", "intensity", "--zone", "DE"}), "JOULE_ELECTRICITYMAPS_TOKEN");
-  expect_one_line_error(joule({"carbon", "intensity"}), "give exactly one carbon source");
+}
+
+// Without --trace or --zone: a country's yearly average (no API key), inferred from TZ, then the locale.
+TEST(CarbonCli, IntensityDefaultsToTheCountrysYearlyAverage) {
+  const auto inferred = run(
+      {JOULE_BINARY, "carbon", "intensity", "--format", "json"},
+      {{"TZ", "Europe/Berlin"}, {"JOULE_CARBON_PROVIDER", Process::kUnset}, {"JOULE_SIM", Process::kUnset}});
+  ASSERT_EQ(inferred.exit_code, 0) << inferred.err;
+  EXPECT_NE(inferred.err.find("joule: carbon intensity: "), std::string::npos) << inferred.err;
+  EXPECT_NE(inferred.err.find(" gCO2eq/kWh, yearly average of Germany (DEU, "), std::string::npos)
+      << inferred.err;
+  EXPECT_NE(inferred.err.find("inferred from timezone Europe/Berlin; pass --country to choose"),
+            std::string::npos)
+      << inferred.err;
+  const auto json = nlohmann::json::parse(inferred.out);
+  EXPECT_NE(json["source"].get<std::string>().find("yearly average of Germany (DEU"), std::string::npos);
+  const auto chosen = joule({"carbon", "intensity", "--country", "fr"});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_NE(chosen.err.find("yearly average of France (FRA, "), std::string::npos) << chosen.err;
+  EXPECT_NE(chosen.err.find("chosen with --country"), std::string::npos) << chosen.err;
+  expect_one_line_error(joule({"carbon", "intensity", "--country", "DEX"}),
+                        "unknown country code 'DEX': closest: DEU (Germany)");
+  expect_one_line_error(joule({"carbon", "intensity", "--country", "DEU", "--zone", "DE"}),
+                        "give one of --trace, --zone and --country");
+  expect_one_line_error(
+      run({JOULE_BINARY, "carbon", "intensity"},
+          {{"TZ", "UTC"}, {"LC_ALL", Process::kUnset}, {"LANG", "C.UTF-8"}}),
+      "cannot tell the country for the default carbon intensity: timezone UTC (TZ) names no "
+      "country, LC_ALL unset, LANG=C.UTF-8 names no territory; pass --country CODE");
+  const auto listed = joule({"carbon", "countries", "--format", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(nlohmann::json::parse(listed.out).size(), 213u);
 }
 
 TEST(CarbonCli, MeasureAddsCarbonAndCost) {

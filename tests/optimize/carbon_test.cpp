@@ -10,6 +10,7 @@
 
 #include "joule/device/sim_gpu.hpp"
 #include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase_optimizer.hpp"
 
 #include "device/settings_guard_helper.hpp"
 
@@ -287,6 +288,138 @@ TEST(CarbonReplay, BadInput) {
   const auto forecaster = replay_carbon(trace, options);
   ASSERT_FALSE(forecaster);
   EXPECT_NE(forecaster.error().message().find("unknown forecaster 'oracle'"), std::string::npos);
+}
+
+// ---- ChaseOptimizer: the profile, then a decision every period, through the profile's guard.
+
+struct ChaseBench {
+  std::shared_ptr<VirtualClock> clock =
+      std::make_shared<VirtualClock>(kStart * 1'000'000'000LL + 60'000'000'000LL);
+  std::vector<std::unique_ptr<device::sim::SimulatedGpu>> gpus =
+      std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("v100:imagenet"), clock));
+  measure::EnergyMonitor monitor{{gpus[0].get()}, {}, *clock};
+  device::sim::TrainingJob job{{gpus[0].get()}, *clock};
+
+  static ChaseOptimizerOptions fast(double eta) {
+    ChaseOptimizerOptions options;
+    options.profile.wait_steps = 1;
+    options.profile.warmup_steps = 1;
+    options.profile.profile_steps = 2;
+    options.profile.restore_on_signals = false;
+    options.chase.eta = eta;
+    options.forecaster = "last";
+    return options;
+  }
+  void steps(ChaseOptimizer& chase, int count, int64_t iterations = 1) {
+    for (int i = 0; i < count; ++i) {
+      chase.on_step_begin();
+      job.run_iterations(iterations);
+      chase.on_step_end();
+    }
+  }
+};
+
+TEST(ChaseOptimizer, ProfilesOnceThenDecidesEveryPeriod) {
+  ChaseBench bench;
+  // Alternating clean and dirty half hours from kStart on; the clock starts a minute into the first.
+  std::vector<carbon::IntensityPoint> points;
+  for (int i = 0; i < 24; ++i) {
+    points.push_back({kStart + i * 1800, i % 2 == 0 ? 50.0 : 750.0, false});
+  }
+  carbon::TraceSignal signal(*carbon::CarbonTrace::from_points(std::move(points), "alternating"),
+                             *bench.clock);
+  {
+    ChaseOptimizer chase(bench.monitor, signal, ChaseBench::fast(0.9));
+    EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), 250'000u);
+    bench.steps(chase, 1 + 7 * 3 + 1);
+    ASSERT_EQ(chase.profiler().state(), PowerLimitState::kDone);
+    EXPECT_EQ(chase.profiler().measurements().size(), 7u);
+    ASSERT_EQ(chase.decisions().size(), 1u);
+    // The trace starts at the clock's first period: no previous period, so latest() stands in (50 g/kWh).
+    EXPECT_DOUBLE_EQ(chase.decisions()[0].previous_g_per_kwh, 50);
+    EXPECT_EQ(chase.forecaster_name(), "last");
+    const double first_unix_s = *chase.next_decision_unix_s() - 1800;
+    while (static_cast<double>(bench.clock->to_unix_ns(bench.clock->now())) / 1e9 < first_unix_s + 3 * 3600) {
+      bench.steps(chase, 1, 100);
+    }
+    EXPECT_EQ(chase.profiler().measurements().size(), 7u);
+    const auto& decisions = chase.decisions();
+    ASSERT_GE(decisions.size(), 6u);
+    for (size_t i = 1; i < decisions.size(); ++i) {
+      EXPECT_GE(decisions[i].time_unix_s - decisions[i - 1].time_unix_s, 1800);
+      EXPECT_LE(decisions[i].time_unix_s - decisions[i - 1].time_unix_s, 1800 + 60);
+      // The previous half hour's intensity, forecast as is ("last"); dirtier gets a lower limit.
+      const double previous = decisions[i].previous_g_per_kwh;
+      EXPECT_TRUE(previous == 50 || previous == 750) << previous;
+      EXPECT_DOUBLE_EQ(decisions[i].forecast_g_per_kwh, previous);
+    }
+    EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), decisions.back().power_limit_mw);
+    EXPECT_EQ(chase.profiler().current_power_limit_mw(), decisions.back().power_limit_mw);
+    EXPECT_DOUBLE_EQ(chase.options().chase.max_power_w, 250);
+  }
+  EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), 250'000u);  // the profile's restore_to: the default
+}
+
+TEST(ChaseOptimizer, ASignalFailureKeepsTheLimit) {
+  ChaseBench bench;
+  // A trace that ended before the clock's time: no intensity at all.
+  std::vector<carbon::IntensityPoint> points = {{kStart - 7200, 100, false}, {kStart - 5400, 100, false}};
+  carbon::TraceSignal signal(*carbon::CarbonTrace::from_points(std::move(points), "old"), *bench.clock);
+  ChaseOptimizer chase(bench.monitor, signal, ChaseBench::fast(0.5));
+  bench.steps(chase, 1 + 7 * 3 + 1);
+  ASSERT_EQ(chase.profiler().state(), PowerLimitState::kDone);
+  EXPECT_TRUE(chase.decisions().empty());
+  EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), *chase.profiler().chosen_power_limit_mw());
+  ASSERT_TRUE(chase.next_decision_unix_s());  // retried a period later
+}
+
+TEST(ChaseOptimizer, RejectsBadOptions) {
+  ChaseBench bench;
+  carbon::ConstantSignal signal(100, "constant", *bench.clock);
+  auto options = ChaseBench::fast(0.5);
+  options.forecaster = "arima";
+  const auto forecaster = validate(options);
+  ASSERT_FALSE(forecaster);
+  EXPECT_EQ(forecaster.error().message(), "chase: unknown forecaster 'arima' (known: svr, ridge, last)");
+  EXPECT_THROW(ChaseOptimizer(bench.monitor, signal, options), Exception);
+  options = ChaseBench::fast(0.5);
+  options.training_samples = 2;
+  EXPECT_EQ(validate(options).error().message(),
+            "chase: the forecaster needs at least 3 training samples, got 2");
+  options = ChaseBench::fast(1.5);
+  EXPECT_NE(validate(options).error().message().find("eta must be in [0, 1]"), std::string::npos);
+}
+
+TEST(PowerLimitOptimizer, OverrideNeedsADoneProfileAndACandidate) {
+  ChaseBench bench;
+  PowerLimitOptions options = ChaseBench::fast(0.5).profile;
+  PowerLimitOptimizer optimizer(bench.monitor, options);
+  try {
+    optimizer.override_power_limit_mw(200'000);
+    FAIL() << "no exception";
+  } catch (const Exception& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kState);
+    EXPECT_NE(std::string(error.what())
+                  .find("the limit can be replaced only once profiling is done (state: ready)"),
+              std::string::npos)
+        << error.what();
+  }
+  for (int i = 0; i < 1 + 7 * 3 + 1; ++i) {
+    optimizer.on_step_begin();
+    bench.job.run_iterations(1);
+  }
+  ASSERT_EQ(optimizer.state(), PowerLimitState::kDone);
+  try {
+    optimizer.override_power_limit_mw(212'000);
+    FAIL() << "no exception";
+  } catch (const Exception& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("212 W is not one of the profiled limits"), std::string::npos)
+        << error.what();
+  }
+  optimizer.override_power_limit_mw(150'000);
+  EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), 150'000u);
+  EXPECT_EQ(*optimizer.chosen_power_limit_mw(), 150'000u);
 }
 
 }  // namespace

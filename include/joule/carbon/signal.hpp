@@ -254,15 +254,20 @@ struct CarbonSourceOptions {
   std::optional<double> intensity_g_per_kwh;  ///< a constant (--carbon-intensity)
   std::string trace_path;                     ///< a CSV trace (--carbon-trace), replayed on `clock`
   std::string zone;                           ///< a live provider's zone or region (--zone)
+  /// a country's yearly average (--country, joule/carbon/country.hpp): an ISO 3166-1 code, or "auto" to
+  /// infer the country from the timezone or the locale
+  std::string country;
   /// "electricitymaps", "watttime" or "uk" (--carbon-provider; env JOULE_CARBON_PROVIDER; default
   /// electricitymaps). Base URLs and credentials come from the providers' JOULE_* variables.
   std::string provider;
 };
 
-/// @return the signal the options select: exactly one of intensity, trace and zone must be given
-/// (kInvalidArgument otherwise, naming the flags). A trace replays on `clock` (must outlive the signal);
-/// live providers use `clock` for "now". Errors of the providers' constructors, an unknown provider (listing
-/// the known ones), a UK zone other than "GB", and trace files that cannot be read come back as errors.
+/// @return the signal the options select: exactly one of intensity, trace, zone and country must be given
+/// (kInvalidArgument otherwise, naming the flags). A country gives a ConstantSignal of its yearly average
+/// (choose_country()'s errors: an unknown code, a country that cannot be inferred). A trace replays on
+/// `clock` (must outlive the signal); live providers use `clock` for "now". Errors of the providers'
+/// constructors, an unknown provider (listing the known ones), a UK zone other than "GB", and trace files
+/// that cannot be read come back as errors.
 Result<std::unique_ptr<CarbonSignal>> make_carbon_signal(const CarbonSourceOptions& options,
                                                          const Clock& clock = SteadyClock::instance());
 
