@@ -9,6 +9,9 @@ The core is C++ (the module ``joule._joule``); this package gives it Pythonic na
 - :class:`Monitor` and :class:`Measurement`: energy and time of named windows (context manager, decorator).
 - :class:`PowerSampler`: power timelines sampled on a C++ thread.
 - :class:`PowerLimitOptimizer`: Zeus's just-in-time power-limit optimizer as a training-loop callback.
+- Carbon: :func:`carbon_signal` (a constant, a country's yearly average, a :class:`CarbonTrace`, a live
+  provider), :func:`country_intensity`, :class:`CarbonMonitor` and :class:`PriceMonitor` (windows with their
+  gCO2e or cost), :class:`ChaseOptimizer` (Chase's carbon-aware power limits as a training-loop callback).
 - :class:`BatchSizeOptimizer`: the client of ``joule serve``'s batch-size optimizer.
 - :class:`PipelineFrequencyOptimizer`: Perseus's per-instruction GPU frequencies for pipeline-parallel
   training (with a server, or server-less from a profile or plan); :class:`PipelineStageDevice`: one
@@ -47,10 +50,13 @@ from ._errors import (
 from . import _joule
 from ._joule import (
     CarbonCost,
+    CarbonSignal,
+    CarbonTrace,
     Cpu,
     Deadline,
     DeviceSet,
     Gpu,
+    HourlyTariff,
     InferenceMetrics,
     LlmDevice,
     MaxSlowdown,
@@ -68,14 +74,25 @@ from ._joule import (
     describe,
     llm_gpus,
     llm_models,
+    metric_labels,
     paper_workloads,
     power_limit_candidates_w,
+    set_metric_labels,
     simulate,
     trace_gpus,
     validate_policy,
 )
 from .batch_size import BatchSizeClient, BatchSizeOptimizer, TrainFailError, job_spec
 from .callbacks import Callback, CallbackSet
+from .carbon import (
+    CarbonMeasurement,
+    CarbonMonitor,
+    ChaseOptimizer,
+    PriceMonitor,
+    carbon_signal,
+    countries,
+    country_intensity,
+)
 from .frontier import Frontier, FrontierPoint, Policy
 from .monitor import Monitor, PowerSampler, Window, default_devices, devices
 from .pipeline import PipelineFrequencyOptimizer, PipelineServerError
@@ -95,6 +112,11 @@ __all__ = [
     "Callback",
     "CallbackSet",
     "CarbonCost",
+    "CarbonMeasurement",
+    "CarbonMonitor",
+    "CarbonSignal",
+    "CarbonTrace",
+    "ChaseOptimizer",
     "Cpu",
     "Deadline",
     "DeviceError",
@@ -103,6 +125,7 @@ __all__ = [
     "Frontier",
     "FrontierPoint",
     "Gpu",
+    "HourlyTariff",
     "InferenceMetrics",
     "InternalError",
     "InvalidArgumentError",
@@ -125,6 +148,7 @@ __all__ = [
     "Policy",
     "PowerLimitOptimizer",
     "PowerSampler",
+    "PriceMonitor",
     "RankAggregator",
     "RequestEnergy",
     "RequestEnergyLedger",
@@ -135,14 +159,19 @@ __all__ = [
     "TrainFailError",
     "Window",
     "ZeusCost",
+    "carbon_signal",
+    "countries",
+    "country_intensity",
     "default_devices",
     "describe",
     "devices",
     "job_spec",
     "llm_gpus",
     "llm_models",
+    "metric_labels",
     "paper_workloads",
     "power_limit_candidates_w",
+    "set_metric_labels",
     "sim_models",
     "simulate",
     "trace_gpus",

@@ -33,6 +33,8 @@ void bind_simulate(py::module_& module);
 void bind_client(py::module_& module);
 void bind_pipeline(py::module_& module);
 void bind_infer(py::module_& module);
+void bind_metrics(py::module_& module);
+void bind_carbon(py::module_& module);
 
 /// The devices of one discovery, shared by every Python object made from them (Gpu, Monitor, PowerSampler,
 /// PowerLimitOptimizer), so that the devices outlive all of them.

@@ -51,4 +51,6 @@ PYBIND11_MODULE(_joule, module) {
   jp::bind_client(module);
   jp::bind_pipeline(module);
   jp::bind_infer(module);
+  jp::bind_metrics(module);
+  jp::bind_carbon(module);
 }

@@ -15,12 +15,28 @@ void MetricsRegistry::add_collector(std::shared_ptr<const prometheus::Collectabl
   collectors_.push_back(std::move(collector));
 }
 
+void MetricsRegistry::set_identity_labels(IdentityLabels labels) {
+  std::lock_guard lock(mutex_);
+  identity_labels_ = std::move(labels);
+}
+
+IdentityLabels MetricsRegistry::identity_labels() const {
+  {
+    std::lock_guard lock(mutex_);
+    if (identity_labels_) {
+      return *identity_labels_;
+    }
+  }
+  return default_identity_labels();
+}
+
 std::vector<prometheus::MetricFamily> MetricsRegistry::collect() const {
   std::vector<std::shared_ptr<const prometheus::Collectable>> collectors;
   {
     std::lock_guard lock(mutex_);
     collectors = collectors_;
   }
+  const IdentityLabels identity = identity_labels();
   std::vector<prometheus::MetricFamily> families;
   for (const auto& collector : collectors) {
     try {
@@ -33,6 +49,8 @@ std::vector<prometheus::MetricFamily> MetricsRegistry::collect() const {
   }
   auto own = registry_->Collect();
   families.insert(families.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  // Here, once, rather than in each collector: every exporter's samples carry the workload's identity.
+  apply_identity_labels(families, identity);
   return families;
 }
 

@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/metrics/registry.hpp — the registry every `/metrics` endpoint renders: prometheus-cpp families for
-// direct instrumentation plus collectors read at scrape time, in the text exposition format (docs/metrics.md).
-// Server, daemon and GPU metrics all register here.
+// direct instrumentation plus collectors read at scrape time, in the text exposition format
+// (docs/metrics.md). Server, daemon and GPU metrics all register here.
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
+
+#include "joule/metrics/identity.hpp"
 
 namespace joule::metrics {
 
@@ -35,7 +38,15 @@ class MetricsRegistry {
   /// not repeat another collector's or the registry's.
   void add_collector(std::shared_ptr<const prometheus::Collectable> collector);
 
-  /// @return the families of every collector, then the registry's.
+  /// Puts `labels` on every sample collect() returns — the collectors' and the registry's — instead of
+  /// the process's default_identity_labels() (docs/operators.md). Pass checked labels
+  /// (merge_identity_labels); an empty map turns identity labels off for this registry.
+  void set_identity_labels(IdentityLabels labels);
+
+  /// @return the labels collect() adds: those set here, else default_identity_labels() now.
+  IdentityLabels identity_labels() const;
+
+  /// @return the families of every collector, then the registry's, each sample with identity_labels().
   std::vector<prometheus::MetricFamily> collect() const;
 
   /// @return the text exposition (version 0.0.4) of collect(). Never throws: a collector that throws is
@@ -46,6 +57,7 @@ class MetricsRegistry {
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<const prometheus::Collectable>> collectors_;
+  std::optional<IdentityLabels> identity_labels_;  // nullopt: the process default
 };
 
 }  // namespace joule::metrics

@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The operator files under packaging/ (docs/operators.md): the Prometheus recording rules (promtool check and
+unit tests), the Grafana dashboard (its PromQL parses and names only metrics that exist), the Kubernetes
+DaemonSet (structure and key fields), the Slurm prolog/epilog (a fake job on simulated GPUs behind a
+`joule daemon`), and the identity labels on `joule power --serve`'s samples (environment and --label).
+
+Run by CTest as packaging.pytest; by hand:
+    JOULE_BIN=build/joule /usr/bin/python3 -m pytest -q tests/packaging
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from typing import Iterator
+
+import pytest
+
+SOURCE_DIR = pathlib.Path(os.environ.get("JOULE_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+PACKAGING = SOURCE_DIR / "packaging"
+RULES = PACKAGING / "prometheus" / "joule-rules.yml"
+DASHBOARD = PACKAGING / "grafana" / "joule-dashboard.json"
+DAEMONSET = PACKAGING / "kubernetes" / "joule-daemonset.yaml"
+PROLOG = PACKAGING / "slurm" / "joule-prolog.sh"
+EPILOG = PACKAGING / "slurm" / "joule-epilog.sh"
+
+# What a user's shell may have set that would change what the tests see.
+USER_SETTINGS = ("JOULE_SIM", "JOULE_DAEMON_SOCKET", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                 "SLURM_JOB_ID", "SLURM_JOB_USER", "SLURM_JOB_PARTITION", "SLURM_JOB_GPUS", "JOULE_POD_NAME",
+                 "JOULE_POD_NAMESPACE", "JOULE_CONTAINER_NAME", "JOULE_NODE_NAME")
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in USER_SETTINGS}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def joule_bin() -> pathlib.Path:
+    path = os.environ.get("JOULE_BIN")
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip("JOULE_BIN (the built joule) is not set")
+    return pathlib.Path(path)
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if not found:
+        pytest.skip("promtool is not on PATH (Debian package `prometheus`)")
+    return found
+
+
+# ---- recording rules
+
+
+def test_rules_pass_promtool_check() -> None:
+    result = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_rules_unit_tests() -> None:
+    tests = pathlib.Path(__file__).with_name("joule-rules.test.yml")
+    result = subprocess.run([promtool(), "test", "rules", tests.name], cwd=tests.parent, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def recorded_names() -> set[str]:
+    return set(re.findall(r"^\s*- record:\s*(\S+)", RULES.read_text(), flags=re.M))
+
+
+def documented_metrics() -> set[str]:
+    """Every metric family named in docs/metrics.md."""
+    return set(re.findall(r"\bjoule_[a-z0-9_]+", (SOURCE_DIR / "docs" / "metrics.md").read_text()))
+
+
+def test_rules_read_documented_metrics() -> None:
+    text = RULES.read_text()
+    used = set(re.findall(r"\b(joule_[a-z0-9_]+)\b", text)) - {n.split(":")[1] for n in recorded_names()}
+    assert used <= documented_metrics(), used - documented_metrics()
+
+
+# ---- Grafana dashboard
+
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def dashboard_exprs() -> list[str]:
+    return [t["expr"] for p in dashboard()["panels"] for t in p.get("targets", [])]
+
+
+def test_dashboard_structure() -> None:
+    board = dashboard()
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("instance", "gpu", "job", "pod"):
+        assert variables[name]["type"] == "query", name
+        assert variables[name]["datasource"]["uid"] == "${datasource}", name
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids repeat"
+    for p in board["panels"]:
+        if p["type"] == "row":
+            continue
+        assert p["datasource"]["uid"] == "${datasource}", p["title"]
+        assert p["targets"], p["title"]
+        assert 0 <= p["gridPos"]["x"] and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24, p["title"]
+    # The panels the operators' guide promises.
+    titles = " | ".join(p["title"] for p in board["panels"])
+    for word in ("power limit", "SM clock", "Temperature", "Utilisation", "per Slurm job", "Carbon",
+                 "Inference"):
+        assert word in titles, word
+
+
+def test_dashboard_names_only_existing_metrics() -> None:
+    known = documented_metrics() | recorded_names()
+    used: set[str] = set()
+    for expr in dashboard_exprs():
+        for name in re.findall(r"\b([a-z_]*:?joule_[a-z0-9_:]+)\b", expr):
+            used.add(re.sub(r"_(bucket|sum|count)$", "", name) if name not in known else name)
+    assert used <= known, used - known
+    assert recorded_names() & used, "the dashboard should read the recording rules"
+
+
+def test_dashboard_promql_parses() -> None:
+    """Each panel's query, with Grafana's variables filled in, as a recording rule for `promtool check`."""
+    rules = []
+    for i, expr in enumerate(dashboard_exprs()):
+        filled = (expr.replace("$__rate_interval", "5m").replace("$__range", "1h")
+                  .replace("$instance", ".*").replace("$gpu", ".*").replace("$job", ".*").replace("$pod", ".*"))
+        assert "$" not in filled, filled
+        rules.append(f"      - record: dashboard_query_{i}\n        expr: {json.dumps(filled)}\n")
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+        f.write("groups:\n  - name: dashboard\n    rules:\n" + "".join(rules))
+        f.flush()
+        result = subprocess.run([promtool(), "check", "rules", f.name], capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---- Kubernetes DaemonSet
+
+
+def test_daemonset_fields() -> None:
+    yaml = pytest.importorskip("yaml", reason="python3-yaml is not installed")
+    documents = [d for d in yaml.safe_load_all(DAEMONSET.read_text()) if d]
+    assert len(documents) == 1
+    ds = documents[0]
+    assert ds["apiVersion"] == "apps/v1"
+    assert ds["kind"] == "DaemonSet"
+    template = ds["spec"]["template"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    spec = template["spec"]
+    assert spec["nodeSelector"], "runs on GPU nodes only"
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert set(containers) == {"daemon", "exporter"}
+    for c in containers.values():
+        assert {"cpu", "memory"} <= set(c["resources"]["limits"]), c["name"]
+        assert {"cpu", "memory"} <= set(c["resources"]["requests"]), c["name"]
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        assert mounts["socket"] == "/run/joule", c["name"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["socket"]["hostPath"]["path"] == "/run/joule"
+
+    daemon = containers["daemon"]
+    assert daemon["command"][0] == "joule" and "daemon" in daemon["command"]
+    socket = daemon["command"][daemon["command"].index("--socket") + 1]
+    assert socket == "/run/joule/joule.sock"
+    assert "SYS_ADMIN" in daemon["securityContext"]["capabilities"]["add"]
+
+    exporter = containers["exporter"]
+    script = " ".join(exporter["command"])
+    assert f"--daemon {socket} power --serve :9400" in script
+    port = exporter["ports"][0]["containerPort"]
+    assert port == 9400
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+    env = {e["name"]: e for e in exporter["env"]}
+    # The downward API gives the node's name, which joule turns into the label `node`.
+    assert env["JOULE_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert "JOULE_POD_NAME" not in env, "the exporter's own pod name would mislabel the node's workloads"
+
+
+# ---- Slurm prolog and epilog
+
+
+@pytest.fixture
+def sim_daemon(joule_bin: pathlib.Path) -> Iterator[pathlib.Path]:
+    """`joule daemon` on two simulated V100s: their energy counters run on in one process, as a driver's do,
+    so that the prolog's and the epilog's readings (two processes) can be subtracted."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="joule-slurm-"))
+    folder.chmod(0o755)
+    socket = folder / "joule.sock"
+    process = subprocess.Popen([str(joule_bin), "--sim", "2xv100", "daemon", "--socket", str(socket)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_environment())
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "joule daemon: serving 2 GPUs" in line, line + process.stderr.read()
+        yield socket
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_script(script: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["/bin/sh", str(script)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def job_environment(joule_bin: pathlib.Path, jobs: pathlib.Path, **extra: str) -> dict[str, str]:
+    return clean_environment(JOULE_BIN=str(joule_bin), JOULE_JOBS_DIR=str(jobs), JOULE_SLURM_CONFIG="/nonexistent",
+                             JOULE_PYTHON=sys.executable, SLURM_JOB_USER="alice", SLURM_JOB_PARTITION="gpu",
+                             **extra)
+
+
+def test_prolog_and_epilog_write_the_jobs_energy(joule_bin: pathlib.Path, sim_daemon: pathlib.Path,
+                                                 tmp_path: pathlib.Path) -> None:
+    jobs = tmp_path / "jobs"
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="4242", SLURM_JOB_GPUS="1",
+                          JOULE_DAEMON_SOCKET=str(sim_daemon))
+    prolog = run_script(PROLOG, env)
+    assert prolog.returncode == 0, prolog.stderr
+    assert prolog.stderr == ""
+    start = json.loads((jobs / "4242.start.json").read_text())
+    assert [g["physical_index"] for g in start["gpus"]] == [1], "only the job's GPU (SLURM_JOB_GPUS)"
+    time.sleep(0.2)
+    epilog = run_script(EPILOG, env)
+    assert epilog.returncode == 0, epilog.stderr
+    assert epilog.stderr == ""
+    report = json.loads((jobs / "4242.json").read_text())
+    assert report["job"]["id"] == "4242"
+    assert report["job"]["user"] == "alice"
+    assert report["job"]["partition"] == "gpu"
+    assert report["job"]["gpus"] == "1"
+    assert report["wall_time_s"] >= 0.2
+    (gpu,) = report["devices"]
+    assert gpu["kind"] == "gpu" and gpu["physical_index"] == 1
+    assert gpu["uuid"] == start["gpus"][0]["uuid"]
+    # A simulated V100 running ImageNet draws between its idle power and its 250 W limit.
+    assert 30 <= gpu["average_power_w"] <= 250, gpu
+    assert gpu["energy_j"] == pytest.approx(gpu["average_power_w"] * report["wall_time_s"])
+    assert report["total_energy_j"] == gpu["energy_j"]
+    # Nothing left behind but the job's file.
+    assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
+
+
+def test_prolog_and_epilog_never_fail_the_job(joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    jobs = tmp_path / "jobs"
+    # No job id: nothing recorded, exit 0.
+    result = run_script(PROLOG, job_environment(joule_bin, jobs))
+    assert result.returncode == 0
+    assert "SLURM_JOB_ID '' is not a job id: nothing recorded" in result.stderr
+    # joule fails (no GPU): logged, exit 0, no snapshot.
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="7", JOULE_DAEMON_SOCKET=str(tmp_path / "none.sock"))
+    result = run_script(PROLOG, env)
+    assert result.returncode == 0
+    assert "job 7: '" in result.stderr and "counters' failed: joule: error:" in result.stderr, result.stderr
+    assert list(jobs.iterdir()) == []
+    # The epilog without the prolog's snapshot: logged, exit 0.
+    result = run_script(EPILOG, env)
+    assert result.returncode == 0
+    assert f"job 7: no start snapshot {jobs}/7.start.json" in result.stderr
+
+
+# ---- identity labels on an exporter
+
+
+def scrape_power_serve(joule_bin: pathlib.Path, env: dict[str, str], *labels: str) -> str:
+    args = [str(joule_bin), "--sim", "v100", "power", "--serve", "127.0.0.1:0", "--duration-s", "30"]
+    for label in labels:
+        args += ["--label", label]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = re.search(r"http://\S+/metrics", line)
+        assert url, line + process.stderr.read()
+        with urllib.request.urlopen(url.group(0), timeout=10) as response:
+            return response.read().decode()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
+
+
+def samples(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_every_sample_carries_the_jobs_labels(joule_bin: pathlib.Path) -> None:
+    env = clean_environment(SLURM_JOB_ID="77", SLURM_JOB_USER="bob", JOULE_POD_NAME="trainer-0",
+                            POD_NAME="not-read", CONTAINER_NAME="not-read")
+    text = scrape_power_serve(joule_bin, env, "team=vision", "slurm_job_id=78")
+    lines = samples(text)
+    assert any(line.startswith("joule_gpu_energy_joules_total{") for line in lines)
+    for line in lines:
+        # The manual label wins over the detected one.
+        for label in ('slurm_job_id="78"', 'slurm_user="bob"', 'pod="trainer-0"', 'team="vision"'):
+            assert label in line, line
+        assert "container=" not in line, line
+    # Outside a job, no identity label.
+    plain = samples(scrape_power_serve(joule_bin, clean_environment()))
+    assert not any("slurm_job_id" in line for line in plain)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sim", "v100", "power", "--serve", "127.0.0.1:0", "--label", "gpu=1"],
+     "joule: error: --label: label name 'gpu' is one of the exporters' own labels ("),
+    (["--sim", "v100", "power", "--serve", "127.0.0.1:0", "--label", "team"],
+     "joule: error: --label: label \"team\" is not NAME=VALUE (e.g. team=vision)\n"),
+    (["--label", "team=a", "--sim", "v100", "devices"],
+     "joule: error: --label applies only to exported metrics, which 'joule devices' has none of: use it with "
+     "joule power --serve, joule daemon --metrics, joule serve, or joule infer replay|bench --metrics-out\n"),
+    (["--sim", "v100", "power", "--duration-s", "0.1", "--label", "team=a"],
+     "joule: error: --label applies only to exported metrics, which 'joule power' has none of:"),
+])
+def test_bad_labels_are_refused(joule_bin: pathlib.Path, args: list[str], message: str) -> None:
+    result = subprocess.run([str(joule_bin), *args], capture_output=True, text=True, timeout=30,
+                            env=clean_environment())
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(message), result.stderr
