@@ -9,6 +9,7 @@
 
 #include "joule/core/file.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/metrics/identity.hpp"
 
 namespace joule::cli {
 
@@ -131,6 +132,46 @@ void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global
   throw Exception(ErrorCode::kInvalidArgument,
                   fmt::format("{} does not apply to 'joule {}': {}", global.sim ? "--sim" : "--daemon", path,
                               found->second));
+}
+
+void apply_metric_labels(const CLI::App& app, const GlobalOptions& global) {
+  if (!global.labels.empty()) {
+    // The commands that export metrics, and the flag that makes them do so ("": always). --label anywhere
+    // else would be silently ignored.
+    static const std::map<std::string, std::string> kExporters = {{"power", "--serve"},
+                                                                  {"daemon", "--metrics"},
+                                                                  {"serve", ""},
+                                                                  {"infer replay", "--metrics-out"},
+                                                                  {"infer bench", "--metrics-out"}};
+    std::string path;
+    const CLI::App* command = &app;
+    while (true) {
+      const auto used = command->get_subcommands();
+      if (used.empty()) {
+        break;
+      }
+      command = used.front();
+      path += path.empty() ? command->get_name() : " " + command->get_name();
+    }
+    const auto found = kExporters.find(path);
+    const CLI::Option* flag = found == kExporters.end() || found->second.empty()
+                                  ? nullptr
+                                  : command->get_option_no_throw(found->second);
+    if (found == kExporters.end() || (!found->second.empty() && (flag == nullptr || flag->count() == 0))) {
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          fmt::format("--label applies only to exported metrics, which 'joule {}' has none of: use it "
+                      "with joule power --serve, joule daemon --metrics, joule serve, or joule infer "
+                      "replay|bench --metrics-out",
+                      path));
+    }
+  }
+  auto labels =
+      metrics::merge_identity_labels(metrics::detect_identity_labels_from_environment(), global.labels);
+  if (!labels) {
+    throw Exception(ErrorCode::kInvalidArgument, fmt::format("--label: {}", labels.error().message()));
+  }
+  metrics::set_default_identity_labels(std::move(*labels));
 }
 
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag) {

@@ -16,10 +16,14 @@
 namespace joule::cli {
 
 /// Options every command accepts.
+/// joule's version, as `joule --version` prints it and reports carry it.
+inline constexpr const char* kJouleVersion = "0.1.0";
+
 struct GlobalOptions {
   std::optional<std::string> sim;     ///< --sim SPEC (else JOULE_SIM)
   std::optional<std::string> daemon;  ///< --daemon SOCKET (else JOULE_DAEMON_SOCKET)
   std::string log_level = "warn";     ///< --log-level
+  std::vector<std::string> labels;    ///< --label NAME=VALUE, repeatable: identity labels of the metrics
   /// Everything after the first "--" on the command line (the command `joule measure` runs), if "--"
   /// was given. CLI11 never sees these arguments, so the command's own flags cannot be taken for ours.
   std::optional<std::vector<std::string>> after_dashes;
@@ -52,6 +56,11 @@ void write_output(const std::string& path, const std::string& text, std::ostream
 /// never silently ignored. Call once parsing is complete, before the command runs.
 void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global);
 
+/// Sets the identity labels every metric of this process carries (metrics::set_default_identity_labels):
+/// those the environment names (Slurm, Kubernetes downward API), then --label. Throws kInvalidArgument for
+/// a malformed --label, or --label on a command that exports no metrics. Call once parsing is complete.
+void apply_metric_labels(const CLI::App& app, const GlobalOptions& global);
+
 /// Registers each subcommand; each returns the process exit code when run.
 void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
@@ -64,5 +73,6 @@ void add_serve_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
 void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_carbon_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

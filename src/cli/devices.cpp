@@ -3,9 +3,11 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "devices_check.hpp"
 
 namespace joule::cli {
 
@@ -15,7 +17,55 @@ struct GpuRow {
   device::Gpu* gpu;
   Result<device::PowerLimitConstraints> constraints;
   Result<uint32_t> power_limit_mw;
+  device::GpuTelemetry telemetry;
 };
+
+// @return the telemetry field's value as JSON (clock event reasons by name).
+nlohmann::json telemetry_value(const device::GpuTelemetry& reading, device::TelemetryField field) {
+  using device::TelemetryField;
+  const auto json_of = [](const auto& value) {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  switch (field) {
+    case TelemetryField::kTemperature:
+      return json_of(reading.temperature_c);
+    case TelemetryField::kSmClock:
+      return json_of(reading.sm_clock_mhz);
+    case TelemetryField::kMemoryClock:
+      return json_of(reading.memory_clock_mhz);
+    case TelemetryField::kGpuUtilization:
+      return json_of(reading.gpu_utilization_pct);
+    case TelemetryField::kMemoryUtilization:
+      return json_of(reading.memory_utilization_pct);
+    case TelemetryField::kClockEventReasons:
+      return reading.clock_event_reasons
+                 ? nlohmann::json(device::clock_event_reason_names(*reading.clock_event_reasons))
+                 : nlohmann::json(nullptr);
+    case TelemetryField::kMemoryPower:
+      return reading.memory_power_mw ? nlohmann::json(*reading.memory_power_mw / 1e3)
+                                     : nlohmann::json(nullptr);
+  }
+  return nullptr;
+}
+
+// @return "  telemetry      temperature_c, …\n" and one line per reading that is not supported or failed.
+std::string telemetry_support_text(const device::GpuTelemetry& reading) {
+  std::vector<std::string_view> supported;
+  for (const auto field : device::telemetry_fields()) {
+    if (reading.has(field)) {
+      supported.push_back(device::telemetry_field_name(field));
+    }
+  }
+  std::string out =
+      fmt::format("      telemetry      {}\n",
+                  supported.empty() ? std::string("none") : fmt::format("{}", fmt::join(supported, ", ")));
+  for (const auto& [field, error] : reading.errors) {
+    out += fmt::format("      {:<14} {}: {}\n", "",
+                       error.code() == ErrorCode::kNotSupported ? "not supported" : "failed",
+                       device::telemetry_field_name(field));
+  }
+  return out;
+}
 
 std::string watts_or_error(const Result<uint32_t>& value) {
   return value ? device::format_watts(*value) : "unknown";
@@ -44,6 +94,7 @@ std::string render_text(const device::DeviceSet& devices, const std::vector<GpuR
     }
     out += fmt::format("      energy counter {}\n",
                        info.has_energy_counter ? "yes" : "no (energy is estimated from power samples)");
+    out += telemetry_support_text(row.telemetry);
   }
   out += fmt::format("CPUs: {}\n", devices.cpus.size());
   for (const auto& cpu : devices.cpus) {
@@ -84,6 +135,21 @@ std::string render_json(const device::DeviceSet& devices, const std::vector<GpuR
     } else {
       gpu["error"] = row.constraints.error().message();
     }
+    nlohmann::json telemetry = nlohmann::json::object();
+    nlohmann::json supports = nlohmann::json::object();
+    nlohmann::json telemetry_errors = nlohmann::json::object();
+    for (const auto field : device::telemetry_fields()) {
+      const std::string name(device::telemetry_field_name(field));
+      telemetry[name] = telemetry_value(row.telemetry, field);
+      const Error* error = row.telemetry.error(field);
+      supports[name] = error == nullptr || error->code() != ErrorCode::kNotSupported;
+      if (error != nullptr) {
+        telemetry_errors[name] = error->message();
+      }
+    }
+    gpu["supports"] = std::move(supports);
+    gpu["telemetry"] = std::move(telemetry);
+    gpu["telemetry_errors"] = std::move(telemetry_errors);
     gpus.push_back(std::move(gpu));
   }
   nlohmann::json cpus = nlohmann::json::array();
@@ -110,11 +176,27 @@ void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   auto* command = app.add_subcommand("devices", "List GPUs and CPUs, their power limits and energy counters");
   auto format = std::make_shared<Format>(Format::kText);
   add_format_option(*command, *format, {Format::kText, Format::kJson});
-  command->callback([&global, &exit_code, format] {
+  auto check = std::make_shared<bool>(false);
+  auto check_flags = std::make_shared<DevicesCheckFlags>();
+  command->add_flag(
+      "--check", *check,
+      "Check every GPU read-only (energy counter against power, update periods, limits, clocks, "
+      "telemetry) and print a report to paste into a bug; without a GPU, check a simulated one "
+      "(docs/devices.md)");
+  command
+      ->add_option("--duration-s", check_flags->duration_s,
+                   "With --check: how long the GPUs are watched, s (default 10; run a load meanwhile)")
+      ->check(number(NumberRule::positive()))
+      ->option_text("S");
+  command->callback([&global, &exit_code, format, check, check_flags] {
+    if (*check) {
+      exit_code = run_devices_check(global, *check_flags, *format);
+      return;
+    }
     const device::DeviceSet devices = open_devices(global);
     std::vector<GpuRow> rows;
     for (const auto& gpu : devices.gpus) {
-      rows.push_back({gpu.get(), gpu->power_limit_constraints(), gpu->power_limit_mw()});
+      rows.push_back({gpu.get(), gpu->power_limit_constraints(), gpu->power_limit_mw(), gpu->telemetry()});
     }
     std::cout << (*format == Format::kJson ? render_json(devices, rows) : render_text(devices, rows));
     exit_code = 0;

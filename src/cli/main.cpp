@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   CLI::App app{"joule: measure and cut the energy of deep-learning training and inference on GPUs", "joule"};
   app.require_subcommand(1);
   app.fallthrough();
-  app.set_version_flag("--version", "joule 0.1.0");
+  app.set_version_flag("--version", std::string("joule ") + joule::cli::kJouleVersion);
   app.footer(kFooter);
   joule::cli::GlobalOptions global;
   app.add_option("--sim", global.sim,
@@ -51,6 +51,11 @@ int main(int argc, char** argv) {
                  "Log level: trace, debug, info, warn, error, off (default warn)")
       ->check(joule::cli::one_of({"trace", "debug", "info", "warn", "error", "off"}))
       ->option_text("LEVEL");
+  app.add_option("--label", global.labels,
+                 "Add NAME=VALUE to every exported metric (repeatable; over the Slurm and Kubernetes labels "
+                 "detected from the environment; docs/operators.md)")
+      ->option_text("NAME=VALUE")
+      ->allow_extra_args(false);
 
   int exit_code = 0;
   joule::cli::add_devices_command(app, global, exit_code);
@@ -64,9 +69,11 @@ int main(int argc, char** argv) {
   joule::cli::add_job_command(app, global, exit_code);
   joule::cli::add_carbon_command(app, global, exit_code);
   joule::cli::add_infer_command(app, global, exit_code);
+  joule::cli::add_counters_command(app, global, exit_code);
   app.parse_complete_callback([&app, &global] {
     install_logger(global.log_level);
     joule::cli::refuse_unused_device_flags(app, global);
+    joule::cli::apply_metric_labels(app, global);
   });
 
   // Split off "--" and what follows before CLI11 parses: it is the command `joule measure` runs.
@@ -91,7 +98,7 @@ int main(int argc, char** argv) {
     std::cout << app.help("", CLI::AppFormatMode::All);
     return 0;
   } catch (const CLI::CallForVersion&) {
-    std::cout << "joule 0.1.0\n";
+    std::cout << "joule " << joule::cli::kJouleVersion << "\n";
     return 0;
   } catch (const CLI::ParseError& error) {
     // One clear line naming the flag or command; the help of the command in use is one flag away.

@@ -4,12 +4,15 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/log.hpp"
 #include "joule/measure/power_sampler.hpp"
+#include "joule/metrics/cpu_metrics.hpp"
 #include "joule/metrics/endpoint.hpp"
 #include "joule/metrics/gpu_metrics.hpp"
 #include "joule/metrics/http_listener.hpp"
@@ -26,12 +29,65 @@ struct PowerFlags {
   double duration_s = 0;  // 0: until interrupted
   std::string gpus;
   bool cpus = false;
+  bool telemetry = false;  // text: also temperature, clocks, utilisation (CSV and JSON always have them)
   Format format = Format::kText;
   std::string serve;  // HOST:PORT of /metrics; empty: print readings
   // Where the carbon metrics' intensity comes from: --carbon-intensity, --carbon-trace, --zone (+ provider).
   carbon::CarbonSourceOptions carbon;
   double carbon_refresh_s = 300;  // how often a trace or provider is asked for the current intensity
 };
+
+// The telemetry columns of CSV and JSON, after power_w (docs/measure.md).
+constexpr const char* kCsvHeader =
+    "timestamp,device,power_w,temperature_c,sm_clock_mhz,memory_clock_mhz,gpu_utilization_pct,"
+    "memory_utilization_pct,clock_event_reasons,memory_power_w";
+
+// @return the reasons as "a|b", "none" when no reason holds the clocks (empty stays "not reported").
+std::string reasons_text(uint64_t mask) {
+  const auto names = device::clock_event_reason_names(mask);
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "|"));
+}
+
+// @return the CSV cells after power_w; a reading the device does not give is an empty cell, never 0.
+std::string telemetry_csv(const std::optional<device::GpuTelemetry>& reading) {
+  if (!reading) {
+    return ",,,,,,";
+  }
+  const auto cell = [](const auto& value) { return value ? fmt::format("{}", *value) : std::string(); };
+  return fmt::format(
+      "{},{},{},{},{},{},{}",
+      reading->temperature_c ? fmt::format("{:.1f}", *reading->temperature_c) : std::string(),
+      cell(reading->sm_clock_mhz), cell(reading->memory_clock_mhz), cell(reading->gpu_utilization_pct),
+      cell(reading->memory_utilization_pct),
+      reading->clock_event_reasons ? reasons_text(*reading->clock_event_reasons) : std::string(),
+      reading->memory_power_mw ? fmt::format("{:.3f}", mw_to_w(*reading->memory_power_mw)) : std::string());
+}
+
+// Adds the telemetry fields to a JSON line; a reading the device does not give is null.
+void telemetry_json(const std::optional<device::GpuTelemetry>& reading, nlohmann::json& line) {
+  const auto put = [&line](const char* name, const auto& value) {
+    line[name] = value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  const auto& r = reading;
+  put("temperature_c", r ? r->temperature_c : std::nullopt);
+  put("sm_clock_mhz", r ? r->sm_clock_mhz : std::nullopt);
+  put("memory_clock_mhz", r ? r->memory_clock_mhz : std::nullopt);
+  put("gpu_utilization_pct", r ? r->gpu_utilization_pct : std::nullopt);
+  put("memory_utilization_pct", r ? r->memory_utilization_pct : std::nullopt);
+  line["clock_event_reasons"] =
+      r && r->clock_event_reasons ? nlohmann::json(device::clock_event_reason_names(*r->clock_event_reasons))
+                                  : nlohmann::json(nullptr);
+  line["memory_power_w"] =
+      r && r->memory_power_mw ? nlohmann::json(mw_to_w(*r->memory_power_mw)) : nlohmann::json(nullptr);
+}
+
+// @return " 64.8 C 1380 MHz 98%" for text output, with "-" for readings the device does not give.
+std::string telemetry_columns_text(const device::GpuTelemetry& reading) {
+  return fmt::format(" {:>5} C {:>4} MHz {:>3}%",
+                     reading.temperature_c ? fmt::format("{:.1f}", *reading.temperature_c) : "-",
+                     reading.sm_clock_mhz ? std::to_string(*reading.sm_clock_mhz) : "-",
+                     reading.gpu_utilization_pct ? std::to_string(*reading.gpu_utilization_pct) : "-");
+}
 
 bool wants_carbon(const PowerFlags& flags) {
   return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty();
@@ -70,9 +126,11 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   const auto gpus = value_or_throw(devices.select_gpus(gpu_indices));
   std::vector<measure::PowerChannel> channels;
   std::vector<std::string> names;
+  std::vector<device::Gpu*> channel_gpus;  // the GPU of each channel, nullptr for CPU channels
   for (auto* gpu : gpus) {
     channels.push_back(measure::gpu_power_channel(*gpu));
     names.push_back(fmt::format("gpu{}", gpu->info().index));
+    channel_gpus.push_back(gpu);
   }
   if (flags.cpus) {
     if (devices.cpus.empty()) {
@@ -81,9 +139,11 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
     for (const auto& cpu : devices.cpus) {
       channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock));
       names.push_back(fmt::format("cpu{}", cpu->info().index));
+      channel_gpus.push_back(nullptr);
       if (cpu->info().has_dram) {
         channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock, true));
         names.push_back(fmt::format("dram{}", cpu->info().index));
+        channel_gpus.push_back(nullptr);
       }
     }
   }
@@ -111,6 +171,13 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
       value_or_throw(gpu_metrics->set_carbon_intensity(first->intensity_g_per_kwh));
     }
     metrics.add_collector(gpu_metrics);
+    if (flags.cpus) {
+      std::vector<device::Cpu*> cpus;
+      for (const auto& cpu : devices.cpus) {
+        cpus.push_back(cpu.get());
+      }
+      metrics.add_collector(std::make_shared<metrics::CpuMetrics>(std::move(cpus)));
+    }
     endpoint = value_or_throw(metrics::MetricsEndpoint::start(
         flags.serve, [&metrics] { return metrics.render(); }, "power: --serve"));
     // Tests and scripts read the port from this line (with HOST:0 it is the one chosen).
@@ -120,7 +187,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   }
   const bool print_readings = !endpoint;
   if (print_readings && flags.format == Format::kCsv) {
-    std::cout << "timestamp,device,power_w\n";
+    std::cout << kCsvHeader << '\n';
   }
   const Nanos start = clock.now();
   const Nanos deadline = start + from_seconds(flags.duration_s);
@@ -147,13 +214,23 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
       const auto sample = sampler.latest(i);
       // Energy-derived CPU channels have no reading until their second tick.
       const std::string watts = sample ? fmt::format("{:.3f}", mw_to_w(sample->power_mw)) : std::string();
+      std::optional<device::GpuTelemetry> reading;
+      if (channel_gpus[i] != nullptr && (flags.format != Format::kText || flags.telemetry)) {
+        reading = channel_gpus[i]->telemetry();
+      }
       if (flags.format == Format::kCsv) {
-        line += fmt::format("{},{},{}\n", timestamp, names[i], watts);
+        line += fmt::format("{},{},{},{}\n", timestamp, names[i], watts, telemetry_csv(reading));
+      } else if (flags.format == Format::kJson) {
+        nlohmann::json json_line = {{"timestamp", timestamp}, {"device", names[i]}};
+        json_line["power_w"] = sample ? nlohmann::json(mw_to_w(sample->power_mw)) : nlohmann::json(nullptr);
+        telemetry_json(reading, json_line);
+        line += json_line.dump() + "\n";
       } else {
-        line += fmt::format("  {} {:>9} W", names[i], watts.empty() ? "-" : watts);
+        line += fmt::format("  {} {:>9} W{}", names[i], watts.empty() ? "-" : watts,
+                            reading ? telemetry_columns_text(*reading) : std::string());
       }
     }
-    std::cout << (flags.format == Format::kCsv ? line : timestamp + line + "\n") << std::flush;
+    std::cout << (flags.format == Format::kText ? timestamp + line + "\n" : line) << std::flush;
     next += period;
     if (flags.duration_s > 0 && next > deadline) {
       break;
@@ -196,6 +273,9 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
   command->add_flag("--cpus", flags->cpus, "Also print CPU package and DRAM power (RAPL)");
+  command->add_flag("--telemetry", flags->telemetry,
+                    "Text output: also temperature, SM clock and utilisation (CSV and JSON always have every "
+                    "reading; see docs/measure.md)");
   command
       ->add_option("--serve", flags->serve,
                    "Serve Prometheus metrics on http://HOST:PORT/metrics instead of printing readings "
@@ -224,7 +304,7 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
                    "How often --carbon-trace or --zone is read again, seconds (default 300)")
       ->check(number(NumberRule::positive()))
       ->option_text("S");
-  add_format_option(*command, flags->format, {Format::kText, Format::kCsv});
+  add_format_option(*command, flags->format, {Format::kText, Format::kCsv, Format::kJson});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });
 }
 

@@ -10,6 +10,7 @@
 #include "joule/core/log.hpp"
 
 #include "metrics/buckets.hpp"
+#include "metrics/samples.hpp"
 
 namespace joule::metrics {
 
@@ -18,33 +19,97 @@ namespace {
 constexpr double kJoulesPerKwh = 3.6e6;
 constexpr double kMilli = 1e-3;
 
-prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type) {
-  prometheus::MetricFamily out;
-  out.name = std::move(name);
-  out.help = std::move(help);
-  out.type = type;
-  return out;
-}
-
 std::vector<prometheus::ClientMetric::Label> gpu_labels(const device::GpuInfo& info) {
   return {{"gpu", std::to_string(info.index)}, {"uuid", info.uuid}, {"name", info.name}};
 }
 
-prometheus::ClientMetric gauge_sample(std::vector<prometheus::ClientMetric::Label> labels, double value) {
-  prometheus::ClientMetric metric;
-  metric.label = std::move(labels);
-  metric.gauge.value = value;
-  return metric;
-}
-
-prometheus::ClientMetric counter_sample(std::vector<prometheus::ClientMetric::Label> labels, double value) {
-  prometheus::ClientMetric metric;
-  metric.label = std::move(labels);
-  metric.counter.value = value;
-  return metric;
-}
-
 }  // namespace
+
+// ---- Telemetry families --------------------------------------------------------------------------------
+
+GpuMetrics::TelemetryFamilies::TelemetryFamilies()
+    : temperature(make_family("joule_gpu_temperature_celsius",
+                              "GPU temperature in degrees Celsius (DCGM: "
+                              "DCGM_FI_DEV_GPU_TEMP)",
+                              prometheus::MetricType::Gauge)),
+      sm_clock(make_family("joule_gpu_sm_clock_hertz",
+                           "Current SM (graphics) clock in hertz (DCGM: DCGM_FI_DEV_SM_CLOCK, MHz)",
+                           prometheus::MetricType::Gauge)),
+      memory_clock(make_family("joule_gpu_memory_clock_hertz",
+                               "Current memory clock in hertz (DCGM: DCGM_FI_DEV_MEM_CLOCK, MHz)",
+                               prometheus::MetricType::Gauge)),
+      utilization(make_family("joule_gpu_utilization_ratio",
+                              "Share of the driver's last sample period in which a kernel ran, 0 to 1 (DCGM: "
+                              "DCGM_FI_DEV_GPU_UTIL, %)",
+                              prometheus::MetricType::Gauge)),
+      memory_utilization(
+          make_family("joule_gpu_memory_utilization_ratio",
+                      "Share of the driver's last sample period in which device memory was read or "
+                      "written, 0 to 1 (DCGM: DCGM_FI_DEV_MEM_COPY_UTIL, %)",
+                      prometheus::MetricType::Gauge)),
+      clock_event_reasons(
+          make_family("joule_gpu_clock_event_reasons",
+                      "Why the clocks are held down, as NVML's clocks-event reason bit set (DCGM: "
+                      "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS); 0: they are not",
+                      prometheus::MetricType::Gauge)),
+      clock_event_active(make_family("joule_gpu_clock_event_active",
+                                     "1 while this reason holds the clocks down, else 0, by reason",
+                                     prometheus::MetricType::Gauge)),
+      memory_power(make_family("joule_gpu_memory_power_watts", "Memory subsystem power draw in watts",
+                               prometheus::MetricType::Gauge)) {}
+
+void GpuMetrics::TelemetryFamilies::append_to(std::vector<prometheus::MetricFamily>& families) {
+  for (auto* one : {&temperature, &sm_clock, &memory_clock, &utilization, &memory_utilization,
+                    &clock_event_reasons, &clock_event_active, &memory_power}) {
+    // A family no GPU reports is left out entirely: unsupported is absent, never zero.
+    if (!one->metric.empty()) {
+      families.push_back(std::move(*one));
+    }
+  }
+}
+
+void GpuMetrics::collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) const {
+  const device::GpuTelemetry reading = gpus_[gpu]->telemetry();
+  const auto labels = gpu_labels(gpus_[gpu]->info());
+  constexpr double kHertzPerMegahertz = 1e6;
+  constexpr double kRatioPerPercent = 1e-2;
+  if (reading.temperature_c) {
+    out.temperature.metric.push_back(gauge_sample(labels, *reading.temperature_c));
+  }
+  if (reading.sm_clock_mhz) {
+    out.sm_clock.metric.push_back(gauge_sample(labels, *reading.sm_clock_mhz * kHertzPerMegahertz));
+  }
+  if (reading.memory_clock_mhz) {
+    out.memory_clock.metric.push_back(gauge_sample(labels, *reading.memory_clock_mhz * kHertzPerMegahertz));
+  }
+  if (reading.gpu_utilization_pct) {
+    out.utilization.metric.push_back(gauge_sample(labels, *reading.gpu_utilization_pct * kRatioPerPercent));
+  }
+  if (reading.memory_utilization_pct) {
+    out.memory_utilization.metric.push_back(
+        gauge_sample(labels, *reading.memory_utilization_pct * kRatioPerPercent));
+  }
+  if (reading.clock_event_reasons) {
+    const uint64_t mask = *reading.clock_event_reasons;
+    out.clock_event_reasons.metric.push_back(gauge_sample(labels, static_cast<double>(mask)));
+    for (uint64_t bit = device::clock_event::kIdle; bit <= device::clock_event::kDisplayClocks; bit <<= 1) {
+      auto reason_labels = labels;
+      reason_labels.push_back({"reason", device::clock_event_reason_names(bit).front()});
+      out.clock_event_active.metric.push_back(
+          gauge_sample(std::move(reason_labels), (mask & bit) != 0 ? 1 : 0));
+    }
+  }
+  if (reading.memory_power_mw) {
+    out.memory_power.metric.push_back(gauge_sample(labels, *reading.memory_power_mw * kMilli));
+  }
+  // Unsupported readings are a property of the device, not failures; anything else is counted.
+  for (const auto& [field, error] : reading.errors) {
+    if (error.code() != ErrorCode::kNotSupported) {
+      count_error(gpu, kTelemetry, error);
+      break;
+    }
+  }
+}
 
 // ---- GpuMetrics ----------------------------------------------------------------------------------------
 
@@ -190,27 +255,35 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
   std::lock_guard lock(mutex_);
   update_locked(true);
   using prometheus::MetricType;
-  auto info = family("joule_gpu_info",
-                     "Identity of each GPU (value 1): framework index, UUID, name, backend, and where its "
-                     "energy comes from (counter: the device's energy counter, measured; power: integrated "
-                     "from polled power, estimated)",
-                     MetricType::Gauge);
-  auto energy = family("joule_gpu_energy_joules_total",
-                       "GPU energy in joules: the device's cumulative energy counter (origin: driver load), "
-                       "or for GPUs without one the integral of polled power since the exporter started",
-                       MetricType::Counter);
-  auto power = family("joule_gpu_power_watts", "GPU board power draw in watts", MetricType::Gauge);
-  auto limit = family("joule_gpu_power_limit_watts", "GPU power limit in force, in watts", MetricType::Gauge);
-  auto errors = family("joule_gpu_read_errors_total",
-                       "Failed GPU reads by reading (energy, power, power_limit); a failed read leaves its "
-                       "sample out of that scrape",
-                       MetricType::Counter);
-  auto carbon = family("joule_gpu_carbon_grams_total",
-                       "Carbon emitted for GPU energy in grams CO2-equivalent: energy times the grid carbon "
-                       "intensity in force when it was used (counted since an intensity was first set)",
-                       MetricType::Counter);
-  static constexpr std::string_view kReadingNames[kReadings] = {"energy", "power", "power_limit"};
+  auto info =
+      make_family("joule_gpu_info",
+                  "Identity of each GPU (value 1): framework index, UUID, name, backend, and where its "
+                  "energy comes from (counter: the device's energy counter, measured; power: integrated "
+                  "from polled power, estimated)",
+                  MetricType::Gauge);
+  auto energy =
+      make_family("joule_gpu_energy_joules_total",
+                  "GPU energy in joules: the device's cumulative energy counter (origin: driver load), "
+                  "or for GPUs without one the integral of polled power since the exporter started",
+                  MetricType::Counter);
+  auto power = make_family("joule_gpu_power_watts", "GPU board power draw in watts", MetricType::Gauge);
+  auto limit =
+      make_family("joule_gpu_power_limit_watts", "GPU power limit in force, in watts", MetricType::Gauge);
+  auto errors =
+      make_family("joule_gpu_read_errors_total",
+                  "Failed GPU reads by reading (energy, power, power_limit); a failed read leaves its "
+                  "sample out of that scrape",
+                  MetricType::Counter);
+  auto carbon =
+      make_family("joule_gpu_carbon_grams_total",
+                  "Carbon emitted for GPU energy in grams CO2-equivalent: energy times the grid carbon "
+                  "intensity in force when it was used (counted since an intensity was first set)",
+                  MetricType::Counter);
+  static constexpr std::string_view kReadingNames[kReadings] = {"energy", "power", "power_limit",
+                                                                "telemetry"};
+  TelemetryFamilies telemetry;
   for (size_t i = 0; i < gpus_.size(); ++i) {
+    collect_telemetry_locked(i, telemetry);
     const device::GpuInfo& gpu = gpus_[i]->info();
     const State& state = states_[i];
     auto labels = gpu_labels(gpu);
@@ -243,10 +316,11 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
   families.push_back(std::move(power));
   families.push_back(std::move(limit));
   families.push_back(std::move(errors));
+  telemetry.append_to(families);
   if (intensity_g_per_kwh_) {
-    auto intensity =
-        family("joule_grid_carbon_intensity_grams_per_kwh",
-               "Carbon intensity of the grid in force, in grams CO2-equivalent per kWh", MetricType::Gauge);
+    auto intensity = make_family("joule_grid_carbon_intensity_grams_per_kwh",
+                                 "Carbon intensity of the grid in force, in grams CO2-equivalent per kWh",
+                                 MetricType::Gauge);
     intensity.metric.push_back(gauge_sample({}, *intensity_g_per_kwh_));
     families.push_back(std::move(intensity));
   }

@@ -80,6 +80,9 @@ Result<void> validate(const PowerLimitOptions& options) {
   if (auto valid = joule::validate(policy); !valid) {
     return valid;
   }
+  if (auto valid = measure::validate(options.steady_state); !valid) {
+    return valid;
+  }
   if (!options.profile_dir.empty() && !detail::valid_job_key(options.job_key)) {
     if (options.job_key.empty()) {
       return fail(ErrorCode::kInvalidArgument,
@@ -150,6 +153,7 @@ PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerL
                       gpus[i]->label(), describe(constraints), gpus[0]->label(), describe(constraints_)));
     }
   }
+  steady_ = std::make_unique<measure::SteadyStateDetector>(gpus, monitor_.clock(), options_.steady_state);
   candidates_mw_ =
       power_limit_candidates_mw(constraints_, static_cast<uint32_t>(round_w_to_mw(options_.step_w)));
   if (candidates_mw_.empty()) {
@@ -228,7 +232,8 @@ void PowerLimitOptimizer::on_step_begin() {
       }
       break;
     case PowerLimitState::kWarmup:
-      if (--steps_left_ <= 0) {
+      steady_->sample();
+      if (--steps_left_ <= 0 && warmed_up()) {
         begin_profile();
       }
       break;
@@ -250,6 +255,23 @@ void PowerLimitOptimizer::on_epoch_end() {
   }
 }
 
+void PowerLimitOptimizer::override_power_limit_mw(uint32_t power_limit_mw) {
+  if (state_ != PowerLimitState::kDone) {
+    throw Exception(
+        ErrorCode::kState,
+        fmt::format("power-limit optimizer: the limit can be replaced only once profiling is done "
+                    "(state: {})",
+                    to_string(state_)));
+  }
+  if (std::find(candidates_mw_.begin(), candidates_mw_.end(), power_limit_mw) == candidates_mw_.end()) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("power-limit optimizer: {} W is not one of the profiled limits", watts(power_limit_mw)));
+  }
+  chosen_mw_ = power_limit_mw;
+  apply(power_limit_mw);
+}
+
 void PowerLimitOptimizer::apply(uint32_t power_limit_mw) {
   // Every GPU is tried, so that a failure on one leaves none of the others behind; the first error wins.
   Result<void> result;
@@ -269,9 +291,27 @@ std::string PowerLimitOptimizer::window_name() const {
   return "__joule_power_limit_" + watts(candidates_mw_[index_]);
 }
 
+bool PowerLimitOptimizer::warmed_up() {
+  if (steady_->mode() == measure::SteadyStateMode::kOff) {
+    return true;  // no collective: every rank is ready on the same step
+  }
+  const bool ready =
+      aggregator_->world_size() > 1 ? aggregator_->all_ranks(steady_->ready()) : steady_->ready();
+  if (ready && steady_->mode() != measure::SteadyStateMode::kOff) {
+    if (steady_->timed_out()) {
+      log().warn("power-limit optimizer: {} W: measuring without a steady state: {}",
+                 watts(candidates_mw_[index_]), steady_->describe());
+    } else {
+      log().info("power-limit optimizer: {} W: {}", watts(candidates_mw_[index_]), steady_->describe());
+    }
+  }
+  return ready;
+}
+
 void PowerLimitOptimizer::start_candidate() {
   apply(candidates_mw_[index_]);
-  if (options_.warmup_steps == 0) {
+  steady_->restart();
+  if (options_.warmup_steps == 0 && steady_->mode() == measure::SteadyStateMode::kOff) {
     begin_profile();
     return;
   }

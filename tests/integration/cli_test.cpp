@@ -87,10 +87,10 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"devcies"}, "unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')"},
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
-       "serve, job, carbon, infer) (see 'joule --help')"},
+       "serve, job, carbon, infer, counters) (see 'joule --help')"},
       {{},
        "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
-       "infer (see 'joule --help')"},
+       "infer, counters (see 'joule --help')"},
       {{"infer"}, "'joule infer' needs a command: replay, bench (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
@@ -177,6 +177,16 @@ TEST(Cli, DevicesListsSimulatedGpusAsJson) {
   EXPECT_EQ(gpu["default_power_limit_w"], 300.0);
   EXPECT_EQ(gpu["power_limit_w"], 300.0);
   EXPECT_EQ(gpu["energy_counter"], true);
+  // What each GPU reports: the simulated A40 has every reading; values in the fields' units.
+  for (const auto& [field, supported] : gpu["supports"].items()) {
+    EXPECT_TRUE(supported.get<bool>()) << field;
+  }
+  EXPECT_EQ(gpu["supports"].size(), 7u);
+  EXPECT_EQ(gpu["telemetry"]["memory_clock_mhz"], 7251);
+  EXPECT_EQ(gpu["telemetry"]["gpu_utilization_pct"], 98);
+  EXPECT_EQ(gpu["telemetry"]["clock_event_reasons"], nlohmann::json::array());
+  EXPECT_GT(gpu["telemetry"]["temperature_c"].get<double>(), 25.0);
+  EXPECT_TRUE(gpu["telemetry_errors"].empty());
   const auto& backends = json["backends"];
   ASSERT_EQ(backends.size(), 2u);
   EXPECT_EQ(backends[1]["backend"], "rapl");
@@ -191,6 +201,28 @@ TEST(Cli, DevicesTextSaysWhyBackendsFoundNothing) {
   EXPECT_NE(result.out.find("nvml"), std::string::npos);
   EXPECT_NE(result.out.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("/nonexistent/librocm_smi64.so.1"), std::string::npos) << result.out;
+}
+
+TEST(Cli, DevicesCheckReportsWithoutAGpuOnTheSimulatedOne) {
+  const auto none = joule({"devices", "--check", "--duration-s", "0.3"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("no GPU found (no GPU found: nvml: "), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("checking a simulated v100 the same way instead"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("PASS energy vs power"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("fail, "), std::string::npos);
+  EXPECT_NE(none.out.find("no setting was changed"), std::string::npos);
+  const auto json = joule({"--sim", "2xa40", "devices", "--check", "--duration-s", "0.2", "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report["simulated_fallback"], false);
+  EXPECT_EQ(report["settings_changed"], false);
+  ASSERT_EQ(report["gpus"].size(), 2u);
+  EXPECT_EQ(report["summary"]["fail"], 0);
+  EXPECT_GT(report["gpus"][0]["power_reads"].get<int>(), 10);
+  const auto bad = joule({"--sim", "v100", "devices", "--check", "--duration-s", "-1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err,
+            "joule: error: --duration-s must be a finite number > 0, got -1 (see 'joule devices --help')\n");
 }
 
 TEST(Cli, MalformedCudaVisibleDevices) {
@@ -484,8 +516,11 @@ TEST(Cli, PowerPrintsTimestampedSamples) {
   std::istringstream lines(csv.out);
   std::string line;
   std::getline(lines, line);
-  EXPECT_EQ(line, "timestamp,device,power_w");
-  const std::regex row(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z,gpu[01],\d+\.\d{3})");
+  EXPECT_EQ(line,
+            "timestamp,device,power_w,temperature_c,sm_clock_mhz,memory_clock_mhz,gpu_utilization_pct,"
+            "memory_utilization_pct,clock_event_reasons,memory_power_w");
+  const std::regex row(
+      R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z,gpu[01],\d+\.\d{3},\d+\.\d,\d+,7000,98,\d+,none,\d+\.\d{3})");
   int rows = 0;
   while (std::getline(lines, line)) {
     EXPECT_TRUE(std::regex_match(line, row)) << line;
@@ -496,6 +531,22 @@ TEST(Cli, PowerPrintsTimestampedSamples) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("gpu0"), std::string::npos);
   EXPECT_NE(text.out.find(" J  avg "), std::string::npos) << text.out;
+  // JSON lines: one object per device and tick, readings a GPU does not report as null.
+  const auto json = joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.05", "--format",
+                           "json", "--gpus", "0"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  std::istringstream json_lines(json.out);
+  std::getline(json_lines, line);
+  const auto first = nlohmann::json::parse(line);
+  EXPECT_EQ(first["device"], "gpu0");
+  EXPECT_GT(first["power_w"].get<double>(), 100);
+  EXPECT_EQ(first["memory_clock_mhz"], 877);
+  EXPECT_EQ(first["clock_event_reasons"], nlohmann::json::array());
+  const auto telemetry = joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.05",
+                                "--telemetry"});
+  ASSERT_EQ(telemetry.exit_code, 0) << telemetry.err;
+  EXPECT_NE(telemetry.out.find(" C 1"), std::string::npos) << telemetry.out;
+  EXPECT_NE(telemetry.out.find(" 98%"), std::string::npos) << telemetry.out;
   const auto bad = joule({"--sim", "v100", "power", "--interval-ms", "0"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.err,

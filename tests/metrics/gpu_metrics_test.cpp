@@ -11,11 +11,14 @@
 #include <httplib.h>
 #include <prometheus/text_serializer.h>
 
+#include "joule/device/rapl.hpp"
 #include "joule/device/sim_gpu.hpp"
+#include "joule/metrics/cpu_metrics.hpp"
 #include "joule/metrics/endpoint.hpp"
 #include "joule/metrics/http_listener.hpp"
 #include "joule/metrics/inference_metrics.hpp"
 
+#include "fakes/rapl/fake_powercap.hpp"
 #include "metrics/metrics_text.hpp"
 #include "mocks/mock_gpu.hpp"
 #include "test_util.hpp"
@@ -111,7 +114,9 @@ TEST_F(MetricsFixture, EveryFamilyHasHelpTypeAndConventionalName) {
     const bool unit = name.ends_with("_joules") || name.ends_with("_joules_total") ||
                       name.ends_with("_watts") || name.ends_with("_seconds") ||
                       name.ends_with("_grams_total") || name.ends_with("_grams_per_kwh") ||
-                      name.ends_with("_info") || name.ends_with("errors_total");
+                      name.ends_with("_celsius") || name.ends_with("_hertz") || name.ends_with("_ratio") ||
+                      name.ends_with("_info") || name.ends_with("errors_total") ||
+                      name.starts_with("joule_gpu_clock_event_");  // a bit set and 0/1 flags: unitless
     EXPECT_TRUE(unit) << name;
   }
   EXPECT_EQ(parsed.type.at("joule_window_duration_seconds"), "histogram");
@@ -169,6 +174,77 @@ TEST_F(MetricsFixture, BadCarbonIntensityIsRefusedWithAMessage) {
         << result.error().message();
   }
   EXPECT_FALSE(collector.carbon_intensity());
+}
+
+TEST_F(MetricsFixture, ExportsTelemetryInBaseUnits) {
+  MetricsRegistry metrics;
+  auto gpus = open("2xv100");
+  ASSERT_TRUE(gpus[1]->set_power_limit_mw(125'000));
+  metrics.add_collector(std::make_shared<GpuMetrics>(gpus, *clock));
+  const auto parsed = parse_exposition(metrics.render());
+  for (const char* name : {"joule_gpu_temperature_celsius", "joule_gpu_sm_clock_hertz", "joule_gpu_memory_clock_hertz",
+                           "joule_gpu_utilization_ratio", "joule_gpu_memory_utilization_ratio",
+                           "joule_gpu_clock_event_reasons", "joule_gpu_memory_power_watts"}) {
+    EXPECT_EQ(parsed.type.at(name), "gauge") << name;
+    EXPECT_EQ(parsed.count(name), 2u) << name;
+  }
+  const auto labels = gpu0(*gpus[0]);
+  EXPECT_DOUBLE_EQ(*parsed.value("joule_gpu_temperature_celsius", labels), *gpus[0]->temperature_c());
+  EXPECT_DOUBLE_EQ(*parsed.value("joule_gpu_sm_clock_hertz", labels), *gpus[0]->sm_clock_mhz() * 1e6);
+  EXPECT_DOUBLE_EQ(*parsed.value("joule_gpu_memory_clock_hertz", labels), 877e6);
+  EXPECT_DOUBLE_EQ(*parsed.value("joule_gpu_utilization_ratio", labels), 0.98);
+  EXPECT_DOUBLE_EQ(*parsed.value("joule_gpu_memory_utilization_ratio", labels), 0.5);
+  EXPECT_EQ(parsed.value("joule_gpu_clock_event_reasons", labels), 0.0);
+  auto capped = gpu0(*gpus[1]);
+  EXPECT_EQ(parsed.value("joule_gpu_clock_event_reasons", capped), 4.0);
+  capped["reason"] = "sw_power_cap";
+  EXPECT_EQ(parsed.value("joule_gpu_clock_event_active", capped), 1.0);
+  capped["reason"] = "idle";
+  EXPECT_EQ(parsed.value("joule_gpu_clock_event_active", capped), 0.0);
+  EXPECT_EQ(parsed.count("joule_gpu_clock_event_active"), 18u);  // 9 reasons × 2 GPUs
+}
+
+TEST(GpuMetricsTest, TelemetryADeviceDoesNotReportIsAbsentAndFailuresAreCounted) {
+  VirtualClock clock;
+  test::MockGpu gpu(test::mock_gpu_info(0));  // the mock keeps the default hooks: nothing supported
+  EXPECT_CALL(gpu, do_energy_mj()).WillRepeatedly(Return(uint64_t{5000}));
+  EXPECT_CALL(gpu, do_power_mw()).WillRepeatedly(Return(uint32_t{100000}));
+  EXPECT_CALL(gpu, do_power_limit_mw()).WillRepeatedly(Return(uint32_t{250000}));
+  MetricsRegistry metrics;
+  metrics.add_collector(std::make_shared<GpuMetrics>(std::vector<device::Gpu*>{&gpu}, clock));
+  const auto parsed = parse_exposition(metrics.render());
+  EXPECT_EQ(parsed.type.count("joule_gpu_temperature_celsius"), 0u);
+  EXPECT_EQ(parsed.type.count("joule_gpu_clock_event_active"), 0u);
+  EXPECT_EQ(parsed.value("joule_gpu_read_errors_total", {{"gpu", "0"}, {"reading", "telemetry"}}), 0.0);
+  const auto telemetry = gpu.telemetry();
+  ASSERT_EQ(telemetry.errors.size(), device::telemetry_fields().size());
+  EXPECT_EQ(telemetry.error(device::TelemetryField::kTemperature)->message(),
+            "GPU 0 (Mock GPU) does not report temperature (mock backend)");
+}
+
+TEST(CpuMetricsTest, ExportsPackageAndDramEnergyOfRapl) {
+  test::FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, 262143328850, test::FakeDram{2'000'000});
+  powercap.add_package(1, "package-1", 7'500'000, 262143328850);
+  device::RaplOptions options;
+  options.powercap_root = powercap.root();
+  options.wrap_check_period = std::chrono::seconds(60);
+  auto cpus = device::open_rapl_cpus(options);
+  ASSERT_TRUE(cpus) << cpus.error().message();
+  MetricsRegistry metrics;
+  metrics.add_collector(std::make_shared<CpuMetrics>(std::vector<device::Cpu*>{(*cpus)[0].get(), (*cpus)[1].get()}));
+  powercap.set_energy(0, 6'000'000);
+  const auto parsed = parse_exposition(metrics.render());
+  EXPECT_EQ(parsed.type.at("joule_cpu_package_energy_joules_total"), "counter");
+  EXPECT_EQ(parsed.type.at("joule_cpu_dram_energy_joules_total"), "counter");
+  const auto first = parsed.value("joule_cpu_package_energy_joules_total", {{"cpu", "0"}, {"name", "package-0"}});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(parsed.count("joule_cpu_package_energy_joules_total"), 2u);
+  EXPECT_EQ(parsed.count("joule_cpu_dram_energy_joules_total"), 1u);  // package 1 has no DRAM domain
+  EXPECT_EQ(parsed.value("joule_cpu_read_errors_total", {{"cpu", "1"}, {"reading", "package"}}), 0.0);
+  powercap.set_energy(0, 9'000'000);
+  const auto later = parse_exposition(metrics.render());
+  EXPECT_NEAR(*later.value("joule_cpu_package_energy_joules_total", {{"cpu", "0"}}) - *first, 3.0, 1e-9);
 }
 
 TEST(GpuMetricsTest, AFailingReadSkipsThatSampleAndCountsTheError) {

@@ -178,6 +178,19 @@ TEST(PowerLimitOptions, ValidationMessages) {
   options.profile_steps = 0;
   JOULE_EXPECT_ERROR(validate(options), code, "profile_steps must be at least 1, got 0");
   options = {};
+  options.steady_state.window_s = 0;
+  JOULE_EXPECT_ERROR(validate(options), code, "steady state: window_s must be a finite number > 0, got 0");
+  options = {};
+  options.steady_state.max_wait_s = 10;
+  JOULE_EXPECT_ERROR(validate(options), code,
+                     "steady state: max_wait_s must be a finite number ≥ window_s (20 s), got 10");
+  options = {};
+  options.steady_state.power_band_ratio = -1;
+  JOULE_EXPECT_ERROR(validate(options), code,
+                     "steady state: power_band_ratio must be a finite number > 0, got -1");
+  JOULE_EXPECT_ERROR(measure::steady_state_mode_from_string("warm"), code,
+                     "unknown steady-state mode 'warm' (expected off, fixed or steady)");
+  options = {};
   options.step_w = 0;
   JOULE_EXPECT_ERROR(validate(options), code, "step_w must be from 0.001 W to 1000000 W, got 0 W");
   options.step_w = -25;
@@ -419,6 +432,66 @@ TEST(PowerLimitOptimizer, MeasurementsMatchTheSimulatedOperatingPoints) {
     EXPECT_LE(optimizer.frontier().points()[i - 1].time_s, optimizer.frontier().points()[i].time_s);
     EXPECT_GE(optimizer.frontier().points()[i - 1].energy_j, optimizer.frontier().points()[i].energy_j);
   }
+}
+
+// The profile of a V100 whose power follows its temperature (leakage), started cold or warm, waiting for a
+// steady state before each candidate or not. @return energy per step of each candidate.
+std::vector<double> thermal_profile(bool cold, measure::SteadyStateMode mode) {
+  Job job("v100");
+  const auto& model = job.gpus[0]->model();
+  job.gpus[0]->set_thermal({cold ? std::optional<double>(model.ambient_c) : std::nullopt, true});
+  PowerLimitOptions options;
+  options.steady_state.mode = mode;
+  PowerLimitOptimizer optimizer(*job.monitor, options);
+  EXPECT_EQ(optimizer.steady_state_mode(), mode);
+  job.run_until_done(optimizer);
+  std::vector<double> energy_j;
+  for (const auto& measured : optimizer.measurements()) {
+    energy_j.push_back(measured.energy_per_step_j());
+  }
+  return energy_j;
+}
+
+TEST(PowerLimitOptimizer, SteadyStateWaitMakesAColdStartProfileLikeAWarmOne) {
+  const auto warm = thermal_profile(false, measure::SteadyStateMode::kSteady);
+  const auto cold_waiting = thermal_profile(true, measure::SteadyStateMode::kSteady);
+  const auto cold_at_once = thermal_profile(true, measure::SteadyStateMode::kOff);
+  ASSERT_EQ(warm.size(), 7u);
+  ASSERT_EQ(cold_waiting.size(), 7u);
+  ASSERT_EQ(cold_at_once.size(), 7u);
+  for (size_t k = 0; k < warm.size(); ++k) {
+    // Within the 1 °C band: leakage of 0.375 W/°C on ~200 W.
+    EXPECT_NEAR(cold_waiting[k], warm[k], 0.003 * warm[k]) << k;
+  }
+  // Without waiting, the cold GPU's first candidate is measured about 8% low (less leakage while cold).
+  EXPECT_LT(cold_at_once[0], 0.95 * warm[0]);
+}
+
+TEST(PowerLimitOptimizer, SteadyStateDefaultsAndWaits) {
+  // Simulated GPUs: off by default (their power is the trace's unless leakage is switched on).
+  Job job("v100");
+  PowerLimitOptimizer optimizer(*job.monitor);
+  EXPECT_EQ(optimizer.steady_state_mode(), measure::SteadyStateMode::kOff);
+  // A real backend: steady by default; test doubles are not real.
+  auto info = test::mock_gpu_info(0);
+  NiceMock<test::MockGpu> mock(info);
+  EXPECT_EQ(measure::resolve_steady_state_mode({}, {&mock}), measure::SteadyStateMode::kOff);
+  info.backend = "nvml";
+  NiceMock<test::MockGpu> nvml(info);
+  EXPECT_EQ(measure::resolve_steady_state_mode({}, {&mock, &nvml}), measure::SteadyStateMode::kSteady);
+  // A fixed wait of 60 s holds each candidate's window until 60 s after its limit was set.
+  Job fixed("v100");
+  PowerLimitOptions options;
+  options.steady_state.mode = measure::SteadyStateMode::kFixed;
+  options.steady_state.fixed_warmup_s = 60;
+  PowerLimitOptimizer waiting(*fixed.monitor, options);
+  fixed.step(waiting, 2);  // the first candidate is set
+  const Nanos set_at = fixed.clock->now();
+  while (waiting.state() == PowerLimitState::kWarmup) {
+    fixed.step(waiting);
+  }
+  EXPECT_GE(to_seconds(fixed.clock->now() - set_at), 60.0);
+  EXPECT_LT(to_seconds(fixed.clock->now() - set_at), 62.0);
 }
 
 struct PolicyCase {

@@ -26,8 +26,8 @@
 #include "joule/core/clock.hpp"
 #include "joule/core/error.hpp"
 #include "joule/device/gpu.hpp"
-#include "joule/metrics/registry.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/metrics/registry.hpp"
 
 namespace joule::metrics {
 
@@ -46,7 +46,13 @@ struct GpuMetricsOptions {
 /// | `joule_gpu_energy_joules_total` | counter | J |
 /// | `joule_gpu_power_watts` | gauge | W |
 /// | `joule_gpu_power_limit_watts` | gauge | W |
-/// | `joule_gpu_read_errors_total{…,reading}` | counter | reads |
+/// | `joule_gpu_read_errors_total{…,reading}` | counter | reads (energy, power, power_limit, telemetry) |
+/// | `joule_gpu_temperature_celsius` | gauge | °C |
+/// | `joule_gpu_sm_clock_hertz`, `joule_gpu_memory_clock_hertz` | gauge | Hz |
+/// | `joule_gpu_utilization_ratio`, `joule_gpu_memory_utilization_ratio` | gauge | 0–1 |
+/// | `joule_gpu_clock_event_reasons` | gauge | NVML clocks-event bit set |
+/// | `joule_gpu_clock_event_active{…,reason}` | gauge | 0 or 1 |
+/// | `joule_gpu_memory_power_watts` | gauge | W |
 /// | `joule_grid_carbon_intensity_grams_per_kwh` | gauge | gCO2eq/kWh (once an intensity is set) |
 /// | `joule_gpu_carbon_grams_total` | counter | gCO2eq (once an intensity is set) |
 ///
@@ -54,6 +60,9 @@ struct GpuMetricsOptions {
 /// (energy_source="counter"); otherwise the trapezoid integral of polled power since this object was
 /// created (energy_source="power", estimated). Carbon is Σ energy × intensity over the time each intensity
 /// was in force (set_carbon_intensity() accounts the energy so far at the old value before changing it).
+///
+/// Telemetry a device does not report (kNotSupported) has no series at all, never a zero; a family no GPU
+/// reports is left out.
 ///
 /// A failing read skips that sample in this scrape (the series is absent, not zero) and counts the failure
 /// in joule_gpu_read_errors_total; other readings and GPUs are unaffected. Thread-safe: scrapes, updates
@@ -85,7 +94,15 @@ class GpuMetrics final : public prometheus::Collectable {
   const std::vector<device::Gpu*>& gpus() const { return gpus_; }
 
  private:
-  enum Reading : size_t { kEnergy = 0, kPower = 1, kPowerLimit = 2, kReadings = 3 };
+  enum Reading : size_t { kEnergy = 0, kPower = 1, kPowerLimit = 2, kTelemetry = 3, kReadings = 4 };
+  // The telemetry families of one scrape, filled GPU by GPU.
+  struct TelemetryFamilies {
+    TelemetryFamilies();
+    // Appends the families at least one GPU reported.
+    void append_to(std::vector<prometheus::MetricFamily>& families);
+    prometheus::MetricFamily temperature, sm_clock, memory_clock, utilization, memory_utilization,
+        clock_event_reasons, clock_event_active, memory_power;
+  };
   struct PowerPoint {
     Nanos time{0};
     double power_w = 0;
@@ -99,13 +116,14 @@ class GpuMetrics final : public prometheus::Collectable {
     double integrated_j = 0;              // GPUs without a counter: energy since creation
     std::optional<double> carbon_base_j;  // energy when carbon was last accounted
     double carbon_g = 0;
-    uint64_t errors[kReadings] = {0, 0, 0};
-    bool error_logged[kReadings] = {false, false, false};
+    uint64_t errors[kReadings] = {0, 0, 0, 0};
+    bool error_logged[kReadings] = {false, false, false, false};
   };
 
   // Reads (all = every reading of every GPU; otherwise power of GPUs without a counter) and accounts.
   void update_locked(bool all) const;
   void count_error(size_t gpu, Reading reading, const Error& error) const;
+  void collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) const;
   void account_carbon_locked(State& state) const;
   void poll_thread();
 

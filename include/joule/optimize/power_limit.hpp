@@ -34,6 +34,7 @@
 #include "joule/device/gpu.hpp"
 #include "joule/device/settings_guard.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/measure/steady_state.hpp"
 
 namespace joule::optimize {
 
@@ -102,6 +103,11 @@ struct PowerLimitOptions {
   int warmup_steps = 10;
   /// Steps measured per candidate (≥ 1).
   int profile_steps = 40;
+  /// After the warm-up steps, also wait for a thermal steady state before each candidate's window opens
+  /// (measure/steady_state.hpp): a cold GPU draws less leakage power than a warm one, and a GPU takes a
+  /// minute or more to settle after its limit changes. Default: on (kSteady) for real GPUs, off for simulated
+  /// ones. With several ranks, every rank waits until all are ready (one all_ranks() per step while waiting).
+  measure::SteadyStateOptions steady_state;
   /// Distance between candidates, W (≥ 0.001, i.e. 1 mW).
   double step_w = 25;
   /// Picks the limit from the per-step frontier. ZeusCost with max_power_w == 0 (the default) means
@@ -222,6 +228,12 @@ class PowerLimitOptimizer {
   void on_step_end();
   /// Call at the end of every epoch (before evaluation). @throws as on_step_begin().
   void on_epoch_end();
+  /// Replaces the chosen limit with `power_limit_mw`, one of the profiled candidates (ChaseOptimizer
+  /// re-picks it from frontier() as the grid's carbon intensity changes). It is set through the same guard,
+  /// so the restore contract is unchanged, and becomes chosen_power_limit_mw() (re-applied after a signal
+  /// restore). @throws joule::Exception kState before Done, kInvalidArgument for a limit that is not a
+  /// candidate, and as on_step_begin() if a limit cannot be set.
+  void override_power_limit_mw(uint32_t power_limit_mw);
 
   PowerLimitState state() const { return state_; }
   /// @return the candidates, highest first.
@@ -240,6 +252,8 @@ class PowerLimitOptimizer {
   const device::PowerLimitConstraints& constraints() const { return constraints_; }
   /// @return the profile file, or nullopt without a profile store.
   const std::optional<std::string>& profile_path() const { return profile_path_; }
+  /// @return how the optimizer waits before measuring each candidate (options' steady_state, resolved).
+  measure::SteadyStateMode steady_state_mode() const { return steady_->mode(); }
   /// @return true if the choice came from a stored profile (no profiling was done).
   bool loaded_from_profile() const { return loaded_from_profile_; }
 
@@ -247,6 +261,7 @@ class PowerLimitOptimizer {
   void apply(uint32_t power_limit_mw);
   void start_candidate();  // sets candidates_mw_[index_] and enters Warmup (or Profiling if warmup is 0)
   void begin_profile();
+  bool warmed_up();  // collective with several ranks
   void finish_profile();
   void interrupt();
   void choose();
@@ -272,6 +287,7 @@ class PowerLimitOptimizer {
   bool loaded_from_profile_ = false;
 
   std::unique_ptr<device::SettingsGuard> guard_;
+  std::unique_ptr<measure::SteadyStateDetector> steady_;
 };
 
 }  // namespace joule::optimize

@@ -164,6 +164,67 @@ TEST_F(SimFixture, TrainingJobAdvancesByTheSlowestIteration) {
   EXPECT_THROW(job.run_iterations(-1), Exception);
 }
 
+TEST_F(SimFixture, ReportsLoadDependentTelemetry) {
+  auto gpu = open("v100:imagenet:256");
+  GpuTelemetry busy = gpu->telemetry();
+  EXPECT_TRUE(busy.errors.empty());
+  // Constructed busy and warm: at the steady temperature of 220 W (25 °C + 55 °C · 220/250).
+  EXPECT_NEAR(*busy.temperature_c, 25 + 55.0 * 220.25029530245453 / 250, 1e-9);
+  EXPECT_EQ(*busy.memory_clock_mhz, 877u);
+  EXPECT_EQ(*busy.gpu_utilization_pct, 98u);
+  EXPECT_EQ(*busy.memory_utilization_pct, 50u);  // the fastest setting
+  EXPECT_EQ(*busy.clock_event_reasons, 0u);
+  EXPECT_GT(*busy.memory_power_mw, 0u);
+  ASSERT_TRUE(gpu->set_power_limit_mw(125'000));
+  const GpuTelemetry capped = gpu->telemetry();
+  EXPECT_LT(*capped.sm_clock_mhz, *busy.sm_clock_mhz);
+  EXPECT_LT(*capped.memory_utilization_pct, 50u);
+  EXPECT_EQ(clock_event_reason_names(*capped.clock_event_reasons), std::vector<std::string>{"sw_power_cap"});
+  ASSERT_TRUE(gpu->lock_sm_clocks(135, 600));
+  EXPECT_NE(*gpu->clock_event_reasons() & clock_event::kApplicationClocks, 0u);
+  gpu->set_busy(false);
+  const GpuTelemetry idle = gpu->telemetry();
+  EXPECT_EQ(*idle.gpu_utilization_pct, 0u);
+  EXPECT_EQ(*idle.sm_clock_mhz, 135u);
+  EXPECT_NE(*idle.clock_event_reasons & clock_event::kIdle, 0u);
+}
+
+TEST_F(SimFixture, TemperatureRisesWithPowerAndSettlesWithTheTimeConstant) {
+  auto gpu = open("a40:imagenet");
+  gpu->set_busy(false);
+  clock->advance(std::chrono::seconds(3600));
+  const double idle_c = *gpu->temperature_c();
+  EXPECT_NEAR(idle_c, gpu->steady_temperature_c(), 1e-6);
+  gpu->set_busy(true);
+  const double busy_steady_c = gpu->steady_temperature_c();
+  EXPECT_GT(busy_steady_c, idle_c + 20);
+  clock->advance(std::chrono::seconds(45));  // one time constant: 1 − 1/e of the way
+  EXPECT_NEAR(*gpu->temperature_c(), busy_steady_c - (busy_steady_c - idle_c) / std::exp(1.0), 1e-6);
+  clock->advance(std::chrono::seconds(600));
+  EXPECT_NEAR(*gpu->temperature_c(), busy_steady_c, 1e-3);
+}
+
+TEST_F(SimFixture, ColdGpusWithLeakageDrawLessUntilWarm) {
+  auto warm = open("v100:imagenet:256");
+  auto cold = open("v100:imagenet:256");
+  cold->set_thermal({cold->model().ambient_c, true});
+  const double warm_w = *warm->power_mw() / 1e3;
+  const double cold_w = *cold->power_mw() / 1e3;
+  // 0.15% of 250 W per °C, 48.5 °C below steady state: about 18 W less.
+  EXPECT_NEAR(warm_w - cold_w, 0.375 * (cold->steady_temperature_c() - cold->model().ambient_c), 0.01);
+  // The energy integral is exact: P(t) = P − k·ΔT·e^(−t/τ) over 10 s.
+  const double before_mj = cold->exact_energy_mj();
+  clock->advance(std::chrono::seconds(10));
+  const double delta_c = cold->steady_temperature_c() - cold->model().ambient_c;
+  const double expected_j = warm_w * 10 - 0.375 * delta_c * 45 * (1 - std::exp(-10.0 / 45));
+  EXPECT_NEAR((cold->exact_energy_mj() - before_mj) / 1e3, expected_j, 0.05);
+  clock->advance(std::chrono::seconds(900));
+  EXPECT_NEAR(*cold->power_mw() / 1e3, warm_w, 0.01);
+  // Without leakage (the default) power is the trace's whatever the temperature.
+  warm->set_thermal({20.0, false});
+  EXPECT_NEAR(*warm->power_mw() / 1e3, warm_w, 1e-3);
+}
+
 TEST(SimWorkload, ComputeShareIsFittedFromTheTrace) {
   const auto* model = *find_gpu_model("v100");
   const auto workload = *make_trace_workload(*model, **find_workload("imagenet"), 256);
