@@ -180,7 +180,7 @@ class ChaseOptimizer(Callback):
     eta, max_intensity_g_per_kwh, interval_s, max_power_w (0: largest profiled limit × GPUs × ranks): Chase's
     cost. forecaster: ``'ridge'``, ``'svr'`` or ``'last'``, fitted on training_samples periods of the signal's
     history before the first decision. monitor_only: decide without setting limits.
-    wait_steps, warmup_steps, profile_steps, step_w, aggregator, profile_dir, job_key, restore_to,
+    wait_steps, warmup_steps, profile_steps, step_w, aggregator, profile_dir, job_key, restore_to, steady_state,
     restore_on_signals: the profile, as PowerLimitOptimizer's. The GPUs get restore_to back on close(),
     ``with`` exit (also on an exception), destruction, process exit and SIGINT/SIGTERM/SIGHUP.
     """
@@ -207,6 +207,7 @@ class ChaseOptimizer(Callback):
         job_key: Optional[str] = None,
         restore_to: str = "default",
         restore_on_signals: bool = True,
+        steady_state: Union[str, dict, None] = "auto",
     ) -> None:
         if signal is None:
             signal = carbon_signal(country=country or "auto", devices=monitor.devices)
@@ -237,6 +238,7 @@ class ChaseOptimizer(Callback):
             "job_key": job_key or "",
             "restore_to": restore_to,
             "restore_on_signals": bool(restore_on_signals),
+            "steady_state": steady_state,
         }
         self._optimizer = _joule._ChaseOptimizer(monitor, signal, settings, aggregator)
 

@@ -42,6 +42,11 @@ class PowerLimitOptimizer(Callback):
     profile_dir, job_key: a profile store; a matching stored profile skips profiling.
     restore_to: ``'default'`` (board default) or ``'initial'`` (the limit before the optimizer): what the GPUs
         get back on close(), destruction, process exit, SIGINT and SIGTERM (if restore_on_signals).
+    steady_state: wait for a thermal steady state before measuring each candidate (docs/optimize.md):
+        ``'auto'`` (default: ``'steady'`` on real GPUs, ``'off'`` on simulated ones), ``'off'``, ``'fixed'``
+        (wait ``fixed_warmup_s``), ``'steady'`` (temperature and power within their bands over ``window_s``),
+        or a dict with ``mode`` and any of ``window_s``, ``temperature_band_c``, ``power_band_ratio``,
+        ``max_wait_s``, ``fixed_warmup_s``.
 
     Call ``on_step_begin()`` at the start of each step, ``on_step_end()`` at its end, and ``on_epoch_end()``
     at the end of each epoch (an epoch end interrupts a profile, which restarts at the next step).
@@ -62,6 +67,7 @@ class PowerLimitOptimizer(Callback):
         job_key: Optional[str] = None,
         restore_to: str = "default",
         restore_on_signals: bool = True,
+        steady_state: Union[str, dict, None] = "auto",
     ) -> None:
         if policy is None:
             policy = _joule.ZeusCost(eta, 0.0)
@@ -85,6 +91,7 @@ class PowerLimitOptimizer(Callback):
             job_key or "",
             restore_to,
             restore_on_signals,
+            steady_state,
         )
 
     # Hooks -------------------------------------------------------------------------------------------------
@@ -116,6 +123,11 @@ class PowerLimitOptimizer(Callback):
     def state(self) -> str:
         """'ready', 'warmup', 'profiling' or 'done'."""
         return self._optimizer.state
+
+    @property
+    def steady_state_mode(self) -> str:
+        """How each candidate waits before it is measured: 'off', 'fixed' or 'steady' ('auto' resolved)."""
+        return str(self._optimizer.steady_state_mode)
 
     @property
     def done(self) -> bool:

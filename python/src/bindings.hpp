@@ -15,6 +15,7 @@
 #include "joule/core/units.hpp"
 #include "joule/device/discovery.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/measure/steady_state.hpp"
 
 namespace joule::device::sim {
 class SimulatedGpu;
@@ -76,5 +77,11 @@ struct MonitorHandle {
 
 /// @return every setting made on a simulated GPU: dicts time_s, setting, value, value_min, oldest first.
 py::list settings_log_list(const device::sim::SimulatedGpu& gpu);
+
+/// @return the thermal steady-state wait a Python optimizer asked for: None or "auto" (the default for the
+/// GPUs), "off", "fixed" or "steady", or a dict with `mode` and any of window_s, temperature_band_c,
+/// power_band_ratio, max_wait_s, fixed_warmup_s. @throws joule::Exception kInvalidArgument naming a bad key
+/// or value.
+measure::SteadyStateOptions steady_state_from_python(const py::handle& spec);
 
 }  // namespace joule::python

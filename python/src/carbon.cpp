@@ -204,6 +204,9 @@ std::unique_ptr<ChaseHandle> make_chase(std::shared_ptr<MonitorHandle> monitor,
   profile.policy = ZeusCost{options.chase.eta, 0};
   profile.wait_steps = settings["wait_steps"].cast<int>();
   profile.warmup_steps = settings["warmup_steps"].cast<int>();
+  if (settings.contains("steady_state")) {
+    profile.steady_state = steady_state_from_python(settings["steady_state"]);
+  }
   profile.profile_steps = settings["profile_steps"].cast<int>();
   profile.step_w = settings["step_w"].cast<double>();
   profile.profile_dir = settings["profile_dir"].cast<std::string>();

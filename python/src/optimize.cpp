@@ -44,11 +44,59 @@ struct OptimizerHandle {
   }
 };
 
+}  // namespace
+
+measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
+  measure::SteadyStateOptions options;
+  const auto mode_from = [&options](const std::string& name) {
+    if (name != "auto") {
+      options.mode = value_or_throw(measure::steady_state_mode_from_string(name));
+    }
+  };
+  if (spec.is_none()) {
+    return options;
+  }
+  if (py::isinstance<py::str>(spec)) {
+    mode_from(spec.cast<std::string>());
+    return options;
+  }
+  if (!py::isinstance<py::dict>(spec)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "steady_state must be None, 'auto', 'off', 'fixed', 'steady' or a dict of its settings");
+  }
+  for (const auto& [key_object, value] : spec.cast<py::dict>()) {
+    const auto key = py::str(key_object).cast<std::string>();
+    if (key == "mode") {
+      mode_from(value.cast<std::string>());
+    } else if (key == "window_s") {
+      options.window_s = value.cast<double>();
+    } else if (key == "temperature_band_c") {
+      options.temperature_band_c = value.cast<double>();
+    } else if (key == "power_band_ratio") {
+      options.power_band_ratio = value.cast<double>();
+    } else if (key == "max_wait_s") {
+      options.max_wait_s = value.cast<double>();
+    } else if (key == "fixed_warmup_s") {
+      options.fixed_warmup_s = value.cast<double>();
+    } else {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("steady_state: unknown setting '{}' (known: mode, window_s, temperature_band_c, "
+                                  "power_band_ratio, max_wait_s, fixed_warmup_s)",
+                                  key));
+    }
+  }
+  value_or_throw(measure::validate(options));
+  return options;
+}
+
+namespace {
+
 std::unique_ptr<OptimizerHandle> make_optimizer(std::shared_ptr<MonitorHandle> monitor, const Policy& policy,
                                                 int wait_steps, int warmup_steps, int profile_steps,
                                                 double step_w, py::object aggregator,
                                                 const std::string& profile_dir, const std::string& job_key,
-                                                const std::string& restore_to, bool restore_on_signals) {
+                                                const std::string& restore_to, bool restore_on_signals,
+                                                const py::object& steady_state) {
   if (!monitor) {
     throw Exception(ErrorCode::kInvalidArgument, "PowerLimitOptimizer needs a Monitor");
   }
@@ -69,6 +117,7 @@ std::unique_ptr<OptimizerHandle> make_optimizer(std::shared_ptr<MonitorHandle> m
                     fmt::format("restore_to must be 'default' or 'initial' (got '{}')", restore_to));
   }
   options.restore_on_signals = restore_on_signals;
+  options.steady_state = steady_state_from_python(steady_state);
   if (!aggregator.is_none()) {
     options.aggregator = aggregator.cast<std::shared_ptr<optimize::RankAggregator>>();
   }
@@ -123,7 +172,8 @@ void bind_optimize(py::module_& module) {
                               "The just-in-time power-limit optimizer (C++). Use joule.PowerLimitOptimizer.")
       .def(py::init(&make_optimizer), py::arg("monitor"), py::arg("policy"), py::arg("wait_steps"),
            py::arg("warmup_steps"), py::arg("profile_steps"), py::arg("step_w"), py::arg("aggregator"),
-           py::arg("profile_dir"), py::arg("job_key"), py::arg("restore_to"), py::arg("restore_on_signals"))
+           py::arg("profile_dir"), py::arg("job_key"), py::arg("restore_to"), py::arg("restore_on_signals"),
+           py::arg("steady_state") = py::none())
       .def("on_step_begin", &call_hook<&optimize::PowerLimitOptimizer::on_step_begin>)
       .def("on_step_end", &call_hook<&optimize::PowerLimitOptimizer::on_step_end>)
       .def("on_epoch_end", &call_hook<&optimize::PowerLimitOptimizer::on_epoch_end>)
@@ -135,6 +185,10 @@ void bind_optimize(py::module_& module) {
       .def_property_readonly("closed", [](const OptimizerHandle& self) { return self.optimizer == nullptr; })
       .def_property_readonly(
           "state", [](const OptimizerHandle& self) { return std::string(to_string(self.get().state())); })
+      .def_property_readonly("steady_state_mode",
+                             [](const OptimizerHandle& self) {
+                               return std::string(measure::to_string(self.get().steady_state_mode()));
+                             })
       .def_property_readonly("candidates_w",
                              [](const OptimizerHandle& self) {
                                std::vector<double> candidates;

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/device/discovery.hpp"
 
+#include <optional>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -12,6 +15,7 @@ DiscoveryOptions nothing_real() {
   DiscoveryOptions options;
   options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
   options.rocm_library = "/nonexistent/librocm_smi64.so.1";
+  options.amd_smi_library = "/nonexistent/libamd_smi.so";
   options.powercap_root = "/nonexistent/powercap";
   return options;
 }
@@ -49,7 +53,7 @@ TEST(Discovery, MissingBackendsAreReportedWithReasons) {
   ASSERT_TRUE(devices);
   EXPECT_TRUE(devices->gpus.empty());
   EXPECT_TRUE(devices->cpus.empty());
-  ASSERT_EQ(devices->reports.size(), 3u);
+  ASSERT_EQ(devices->reports.size(), 4u);  // nvml, amdsmi, rocm, rapl
   for (const auto& report : devices->reports) {
     EXPECT_FALSE(report.ok) << report.backend;
     EXPECT_FALSE(report.detail.empty()) << report.backend;
@@ -58,6 +62,9 @@ TEST(Discovery, MissingBackendsAreReportedWithReasons) {
   EXPECT_NE(devices->reports[0].detail.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
   EXPECT_EQ(devices->why_no_gpus().rfind("no GPU found: nvml: ", 0), 0u);
   EXPECT_NE(devices->why_no_gpus().find("; rocm: "), std::string::npos);
+  EXPECT_NE(
+      devices->why_no_gpus().find("; amdsmi: cannot load the AMD SMI library '/nonexistent/libamd_smi.so'"),
+      std::string::npos);
   const auto selected = devices->select_gpus(std::vector<int>{0});
   ASSERT_FALSE(selected);
   EXPECT_EQ(selected.error().code(), ErrorCode::kNotFound);
@@ -81,16 +88,97 @@ TEST(Discovery, SelectGpus) {
                      "unknown CPU index 0: no CPU energy counters found: no backend was tried");
 }
 
+// AMD GPUs through the fakes of both libraries: AMD SMI wins when it finds GPUs, ROCm SMI stands in
+// otherwise.
+struct AmdDiscovery : ::testing::Test {
+  AmdDiscovery() {
+    options = nothing_real();
+    options.cpus = false;
+    options.rocm_counter_validation_s = 0;  // no counter check: keeps the test fast
+    amdsmi_config.emplace("JOULE_FAKE_AMDSMI_CONFIG", dir.write("amdsmi.conf", "devices=2\n").c_str());
+    rocm_config.emplace("JOULE_FAKE_ROCM_CONFIG", dir.write("rocm.conf", "devices=2\n").c_str());
+  }
+  const BackendReport* report(const DeviceSet& set, const std::string& backend) const {
+    for (const auto& candidate : set.reports) {
+      if (candidate.backend == backend) {
+        return &candidate;
+      }
+    }
+    return nullptr;
+  }
+  test::TempDir dir;
+  DiscoveryOptions options;
+  test::ScopedEnv cuda{"CUDA_VISIBLE_DEVICES", nullptr};
+  test::ScopedEnv hip{"HIP_VISIBLE_DEVICES", nullptr};
+  std::optional<test::ScopedEnv> amdsmi_config;
+  std::optional<test::ScopedEnv> rocm_config;
+};
+
+TEST_F(AmdDiscovery, BothPresentPrefersAmdSmiAndSkipsRocm) {
+  options.amd_smi_library = JOULE_FAKE_AMDSMI_LIBRARY;
+  options.rocm_library = JOULE_FAKE_ROCM_FOR_DISCOVERY;
+  auto devices = discover(options);
+  ASSERT_TRUE(devices) << devices.error().message();
+  ASSERT_EQ(devices->gpus.size(), 2u);  // once each, not twice
+  EXPECT_EQ(devices->gpus[0]->info().backend, "amdsmi");
+  EXPECT_EQ(devices->gpus[1]->info().index, 1);
+  const BackendReport* amdsmi = report(*devices, "amdsmi");
+  ASSERT_NE(amdsmi, nullptr);
+  EXPECT_TRUE(amdsmi->ok);
+  EXPECT_EQ(amdsmi->devices, 2u);
+  EXPECT_EQ(amdsmi->detail, JOULE_FAKE_AMDSMI_LIBRARY);
+  const BackendReport* rocm = report(*devices, "rocm");
+  ASSERT_NE(rocm, nullptr);
+  EXPECT_EQ(rocm->devices, 0u);
+  EXPECT_EQ(rocm->detail, "skipped: AMD SMI found the AMD GPUs");
+}
+
+TEST_F(AmdDiscovery, OnlyRocmSmiPresent) {
+  options.rocm_library = JOULE_FAKE_ROCM_FOR_DISCOVERY;
+  auto devices = discover(options);
+  ASSERT_TRUE(devices) << devices.error().message();
+  ASSERT_EQ(devices->gpus.size(), 2u);
+  EXPECT_EQ(devices->gpus[0]->info().backend, "rocm");
+  const BackendReport* amdsmi = report(*devices, "amdsmi");
+  ASSERT_NE(amdsmi, nullptr);
+  EXPECT_FALSE(amdsmi->ok);
+  EXPECT_EQ(amdsmi->detail.rfind("cannot load the AMD SMI library '/nonexistent/libamd_smi.so'", 0), 0u);
+  EXPECT_EQ(report(*devices, "rocm")->devices, 2u);
+}
+
+TEST_F(AmdDiscovery, OnlyAmdSmiPresent) {
+  options.amd_smi_library = JOULE_FAKE_AMDSMI_LIBRARY;
+  auto devices = discover(options);
+  ASSERT_TRUE(devices) << devices.error().message();
+  ASSERT_EQ(devices->gpus.size(), 2u);
+  EXPECT_EQ(devices->gpus[1]->info().backend, "amdsmi");
+  EXPECT_EQ(report(*devices, "rocm")->detail, "skipped: AMD SMI found the AMD GPUs");
+}
+
+TEST_F(AmdDiscovery, AmdSmiWithoutGpusFallsBackToRocm) {
+  amdsmi_config.emplace("JOULE_FAKE_AMDSMI_CONFIG", dir.write("amdsmi-none.conf", "devices=0\n").c_str());
+  options.amd_smi_library = JOULE_FAKE_AMDSMI_LIBRARY;
+  options.rocm_library = JOULE_FAKE_ROCM_FOR_DISCOVERY;
+  auto devices = discover(options);
+  ASSERT_TRUE(devices) << devices.error().message();
+  ASSERT_EQ(devices->gpus.size(), 2u);
+  EXPECT_EQ(devices->gpus[0]->info().backend, "rocm");
+  EXPECT_EQ(report(*devices, "amdsmi")->detail,
+            fmt::format("{} loaded, but it reports no GPU", JOULE_FAKE_AMDSMI_LIBRARY));
+}
+
 TEST(Discovery, EnvironmentOverrides) {
   test::ScopedEnv sim("JOULE_SIM", "p100");
   test::ScopedEnv nvml("JOULE_NVML_LIBRARY", "/x/libnvidia-ml.so.1");
   test::ScopedEnv root("JOULE_POWERCAP_ROOT", "/x/powercap");
+  test::ScopedEnv amdsmi("JOULE_AMD_SMI_LIBRARY", "/x/libamd_smi.so");
   test::ScopedEnv validation("JOULE_ROCM_VALIDATION_S", "0.25");
   auto options = DiscoveryOptions::from_environment();
   ASSERT_TRUE(options);
   EXPECT_EQ(*options->sim_spec, "p100");
   EXPECT_EQ(options->nvml_library, "/x/libnvidia-ml.so.1");
   EXPECT_EQ(options->powercap_root, "/x/powercap");
+  EXPECT_EQ(options->amd_smi_library, "/x/libamd_smi.so");
   EXPECT_DOUBLE_EQ(options->rocm_counter_validation_s, 0.25);
   test::ScopedEnv bad("JOULE_ROCM_VALIDATION_S", "soon");
   JOULE_EXPECT_ERROR(DiscoveryOptions::from_environment(), ErrorCode::kInvalidArgument,

@@ -99,6 +99,7 @@ TEST_F(FakeDevices, DriverFailuresAreExplained) {
 
 TEST_F(FakeDevices, RocmGpusThroughTheFakeLibrary) {
   env["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
+  env["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";  // AMD SMI would be preferred to ROCm SMI
   env["JOULE_ROCM_SMI_LIBRARY"] = JOULE_FAKE_ROCM_LIBRARY;
   env["JOULE_ROCM_VALIDATION_S"] = "0.05";
   env["JOULE_FAKE_ROCM_CONFIG"] =

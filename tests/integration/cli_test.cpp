@@ -94,7 +94,7 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"infer"}, "'joule infer' needs a command: replay, bench (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
-      {{"carbon"}, "'joule carbon' needs a command: replay, forecast, intensity (see 'joule carbon --help')"},
+      {{"carbon"}, "'joule carbon' needs a command: replay, forecast, intensity, countries (see 'joule carbon --help')"},
       {{"--sim", "v100", "devices", "--format", "xml"},
        "--format must be one of text, json (got 'xml') (see 'joule devices --help')"},
       {{"--sim", "v100", "measure", "--format", "yaml", "--", "true"},

@@ -196,3 +196,24 @@ def test_optimizers_leave_no_thread_but_the_process_wide_restorer(sim: joule.Dev
         counts.append(settled_thread_count())
     assert counts[0] <= before + 1
     assert counts == [counts[0]] * 3
+
+
+def test_steady_state_wait_is_chosen_and_checked(sim: joule.DeviceSet) -> None:
+    monitor = joule.Monitor(devices=sim)
+    # Simulated GPUs: no wait by default (their power is the trace's).
+    with joule.PowerLimitOptimizer(monitor, **FAST) as default:
+        assert default.steady_state_mode == "off"
+    # A fixed wait holds every candidate's window: 7 candidates × 60 s at least.
+    with joule.PowerLimitOptimizer(monitor, steady_state={"mode": "fixed", "fixed_warmup_s": 60}, **FAST) as fixed:
+        assert fixed.steady_state_mode == "fixed"
+        start_s = sim.now_s()
+        while not fixed.done:
+            fixed.on_step_begin()
+            sim.run_iterations(1)
+        assert sim.now_s() - start_s >= 7 * 60
+    with pytest.raises(joule.InvalidArgumentError, match="unknown setting 'band' \\(known: mode, window_s"):
+        joule.PowerLimitOptimizer(monitor, steady_state={"band": 1}, **FAST)
+    with pytest.raises(joule.InvalidArgumentError, match="unknown steady-state mode 'warm'"):
+        joule.PowerLimitOptimizer(monitor, steady_state="warm", **FAST)
+    with pytest.raises(joule.InvalidArgumentError, match="max_wait_s must be a finite number ≥ window_s"):
+        joule.PowerLimitOptimizer(monitor, steady_state={"mode": "steady", "max_wait_s": 1}, **FAST)
