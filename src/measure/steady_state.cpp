@@ -153,9 +153,23 @@ bool SteadyStateDetector::steady() const {
     if (readings.empty() || readings.back().time - readings.front().time < window) {
       return false;
     }
-    const Spread power = spread_of(readings, [](const Reading& r) { return r.power_w; });
-    if (power.count < 2 || !(power.mean > 0) ||
-        (power.max - power.min) / power.mean > options_.power_band_ratio) {
+    // Power drifts as a GPU warms, but single readings of a training loop also swing with its phases (data
+    // loading, all-reduce): compare the means of the window's halves, which the swings hardly move.
+    const Nanos middle = readings.front().time + (readings.back().time - readings.front().time) / 2;
+    const auto half = [&readings, middle](bool second) {
+      std::deque<Reading> part;
+      for (const auto& reading : readings) {
+        if ((reading.time >= middle) == second) {
+          part.push_back(reading);
+        }
+      }
+      return spread_of(part, [](const Reading& r) { return r.power_w; });
+    };
+    const Spread first = half(false);
+    const Spread second = half(true);
+    const double mean_w = 0.5 * (first.mean + second.mean);
+    if (first.count == 0 || second.count == 0 || !(mean_w > 0) ||
+        std::abs(second.mean - first.mean) / mean_w > options_.power_band_ratio) {
       return false;
     }
     const Spread temperature = spread_of(readings, [](const Reading& r) { return r.temperature_c; });

@@ -271,7 +271,7 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
       make_family("joule_gpu_power_limit_watts", "GPU power limit in force, in watts", MetricType::Gauge);
   auto errors =
       make_family("joule_gpu_read_errors_total",
-                  "Failed GPU reads by reading (energy, power, power_limit); a failed read leaves its "
+                  "Failed GPU reads by reading (energy, power, power_limit, telemetry); a failed read leaves its "
                   "sample out of that scrape",
                   MetricType::Counter);
   auto carbon =

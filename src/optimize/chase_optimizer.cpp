@@ -152,7 +152,14 @@ void ChaseOptimizer::decide(int64_t now_unix_s) {
                static_cast<double>(profiler_->current_power_limit_mw()) / 1000.0);
     return;
   }
-  const auto decision = value_or_throw(controller_->tick(now_unix_s, *previous, signal_.period_s()));
+  const auto ticked = controller_->tick(now_unix_s, *previous, signal_.period_s());
+  if (!ticked) {
+    // As for a missing intensity: the job goes on at the limit in force, and the next period tries again.
+    log().warn("chase: cannot decide this period ({}); keeping {} W until the next period",
+               ticked.error().message(), static_cast<double>(profiler_->current_power_limit_mw()) / 1000.0);
+    return;
+  }
+  const auto& decision = *ticked;
   log().debug("chase: {} g/kWh before, {:.1f} g/kWh forecast: {} W", *previous, decision.forecast_g_per_kwh,
               static_cast<double>(decision.power_limit_mw) / 1000.0);
   if (!options_.chase.monitor_only && decision.power_limit_mw != profiler_->current_power_limit_mw()) {

@@ -263,7 +263,11 @@ void PowerLimitOptimizer::override_power_limit_mw(uint32_t power_limit_mw) {
                     "(state: {})",
                     to_string(state_)));
   }
-  if (std::find(candidates_mw_.begin(), candidates_mw_.end(), power_limit_mw) == candidates_mw_.end()) {
+  // The measured limits, not today's candidate grid: a stored profile may have used another step.
+  const bool measured = std::any_of(
+      measurements_.begin(), measurements_.end(),
+      [power_limit_mw](const PowerLimitMeasurement& m) { return m.power_limit_mw == power_limit_mw; });
+  if (!measured) {
     throw Exception(
         ErrorCode::kInvalidArgument,
         fmt::format("power-limit optimizer: {} W is not one of the profiled limits", watts(power_limit_mw)));

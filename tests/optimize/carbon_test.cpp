@@ -13,6 +13,7 @@
 #include "joule/optimize/chase_optimizer.hpp"
 
 #include "device/settings_guard_helper.hpp"
+#include "test_util.hpp"
 
 namespace joule::optimize {
 namespace {
@@ -420,6 +421,28 @@ TEST(PowerLimitOptimizer, OverrideNeedsADoneProfileAndACandidate) {
   optimizer.override_power_limit_mw(150'000);
   EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), 150'000u);
   EXPECT_EQ(*optimizer.chosen_power_limit_mw(), 150'000u);
+}
+
+TEST(PowerLimitOptimizer, OverrideAcceptsTheLimitsOfAStoredProfileWithAnotherStep) {
+  test::TempDir store;
+  ChaseBench bench;
+  PowerLimitOptions options = ChaseBench::fast(0.5).profile;
+  options.profile_dir = store.path();
+  options.job_key = "chase-step";
+  options.step_w = 10;
+  {
+    PowerLimitOptimizer first(bench.monitor, options);
+    for (int i = 0; i < 200 && first.state() != PowerLimitState::kDone; ++i) {
+      first.on_step_begin();
+      bench.job.run_iterations(1);
+    }
+    ASSERT_EQ(first.state(), PowerLimitState::kDone);
+  }
+  options.step_w = 25;  // today's grid has no 240 W; the stored profile (10 W apart) has
+  PowerLimitOptimizer second(bench.monitor, options);
+  ASSERT_TRUE(second.loaded_from_profile());
+  second.override_power_limit_mw(240'000);
+  EXPECT_EQ(*bench.gpus[0]->power_limit_mw(), 240'000u);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ struct PowerLimitConstraints {
 
 /// What identifies a GPU; fixed when the device is opened.
 struct GpuInfo {
-  std::string backend;     ///< "nvml", "rocm" or "sim"
+  std::string backend;     ///< "nvml", "amdsmi", "rocm", "sim" or "daemon"
   int index = 0;           ///< framework index: position after CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES
   int physical_index = 0;  ///< the vendor library's own index
   std::string name;        ///< marketing name, e.g. "Tesla V100-PCIE-32GB"

@@ -33,7 +33,10 @@ struct SteadyStateOptions {
   std::optional<SteadyStateMode> mode;
   double window_s = 20;             ///< kSteady: readings over this long must stay within the bands, s (> 0)
   double temperature_band_c = 1.0;  ///< kSteady: largest max − min temperature over the window, °C (> 0)
-  double power_band_ratio = 0.03;   ///< kSteady: largest (max − min) / mean power over the window (> 0)
+  /// kSteady: largest difference between the mean power of the window's two halves, relative to the mean
+  /// (> 0). Means, not single readings: a training loop's power swings with its phases from one reading to
+  /// the next, while warming up moves the means.
+  double power_band_ratio = 0.02;
   double max_wait_s = 180;     ///< kSteady: measure anyway (with a warning) after this long, s (≥ window_s)
   double fixed_warmup_s = 30;  ///< kFixed: the wait, s (≥ 0)
 };
@@ -51,7 +54,7 @@ SteadyStateMode resolve_steady_state_mode(const SteadyStateOptions& options,
 ///
 /// kSteady: steady when the window is full (readings span at least window_s) and, for every GPU, the
 /// temperature spread is within temperature_band_c (GPUs that do not report temperature are judged on power
-/// alone) and the power spread is within power_band_ratio of the mean. kFixed: once fixed_warmup_s has passed
+/// alone) and the means of the window's halves differ by at most power_band_ratio. kFixed: once fixed_warmup_s has passed
 /// since restart(). kOff: always. Any mode: timed_out() after max_wait_s (kSteady only) — ready() is then
 /// true.
 class SteadyStateDetector {

@@ -150,9 +150,14 @@ class RocmGpu final : public Gpu {
       return tl::make_unexpected(missing_symbol(kField, "rsmi_dev_temp_metric_get"));
     }
     int64_t temperature_mdeg_c = 0;
-    if (const smi::Status status = fn.rsmi_dev_temp_metric_get(
-            device(), smi::kTempTypeEdge, smi::TempMetric::kCurrent, &temperature_mdeg_c);
-        status != smi::Status::kSuccess) {
+    smi::Status status = fn.rsmi_dev_temp_metric_get(device(), smi::kTempTypeEdge, smi::TempMetric::kCurrent,
+                                                     &temperature_mdeg_c);
+    if (status == smi::Status::kNotSupported) {
+      // Boards without an edge sensor (MI300) report the junction (hotspot), as AMD SMI's backend reads it.
+      status = fn.rsmi_dev_temp_metric_get(device(), smi::kTempTypeJunction, smi::TempMetric::kCurrent,
+                                           &temperature_mdeg_c);
+    }
+    if (status != smi::Status::kSuccess) {
       return tl::make_unexpected(telemetry_error(kField, status, "rsmi_dev_temp_metric_get",
                                                  fmt::format("cannot read the temperature of {}", label())));
     }

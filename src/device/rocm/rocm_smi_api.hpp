@@ -53,6 +53,8 @@ enum class TempMetric : uint32_t {
 
 /// rsmi_temperature_type_t value passed as rsmi_dev_temp_metric_get's `sensor_type` (a plain uint32_t there).
 inline constexpr uint32_t kTempTypeEdge = 0;  ///< RSMI_TEMP_TYPE_EDGE: the GPU's edge sensor
+inline constexpr uint32_t kTempTypeJunction =
+    1;  ///< RSMI_TEMP_TYPE_JUNCTION: the hotspot (MI300 has no edge)
 
 /// RSMI_MAX_NUM_FREQUENCIES.
 inline constexpr std::size_t kMaxNumFrequencies = 32;

@@ -90,6 +90,7 @@ JOULE_CHECK_VALUE(smi::PerfLevel::kManual, RSMI_DEV_PERF_LEVEL_MANUAL)
 JOULE_CHECK_VALUE(smi::kMaxNumFrequencies, RSMI_MAX_NUM_FREQUENCIES)
 JOULE_CHECK_VALUE(smi::TempMetric::kCurrent, RSMI_TEMP_CURRENT)
 JOULE_CHECK_VALUE(smi::kTempTypeEdge, RSMI_TEMP_TYPE_EDGE)
+JOULE_CHECK_VALUE(smi::kTempTypeJunction, RSMI_TEMP_TYPE_JUNCTION)
 #undef JOULE_CHECK_VALUE
 
 static_assert(sizeof(smi::Frequencies) == sizeof(rsmi_frequencies_t));

@@ -487,6 +487,13 @@ TEST_F(RocmTest, ConcurrentReadsFromManyThreads) {
 
 // --- Telemetry --------------------------------------------------------------------------------------------
 
+TEST_F(RocmTest, TemperatureFallsBackToTheJunctionSensorWithoutAnEdgeOne) {
+  configure("device.0.temperature_c=71.5\ndevice.0.edge_sensor=0\n");  // like MI300
+  const auto gpus = open_ok({}, 0);
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0]->temperature_c(), 71.5);
+}
+
 TEST_F(RocmTest, TelemetryInJouleUnits) {
   configure(
       "device.0.temperature_c=61.25\n"

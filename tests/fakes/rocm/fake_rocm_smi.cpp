@@ -57,7 +57,8 @@ struct Device {
   std::vector<uint64_t> mclk_mhz = {1200};
   std::optional<uint32_t> sclk_current;  // level index; default the highest
   std::optional<uint32_t> mclk_current;
-  double temperature_c = 35;  // edge sensor
+  double temperature_c = 35;  // edge sensor (or junction, without one)
+  bool edge_sensor = true;    // false: like MI300, only the junction sensor answers
   uint32_t busy_percent = 0;
   uint32_t memory_busy_percent = 0;
   std::map<std::string, Status> failures;  // symbol → status it returns
@@ -175,6 +176,10 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return set_number(device.power_cap_default_w);
   if (key == "temperature_c") {
     return set_number(device.temperature_c);
+  }
+  if (key == "edge_sensor") {
+    device.edge_sensor = value != "0";
+    return "";
   }
   auto set_count = [&](auto& field, double max) -> std::string {
     if (!parse_double(value, number) || number < 0 || number > max || number != std::floor(number)) {
@@ -612,7 +617,9 @@ Status rsmi_dev_temp_metric_get(uint32_t dv_ind, uint32_t sensor_type, smi::Temp
   if (temperature == nullptr) {
     return Status::kInvalidArgs;
   }
-  if (sensor_type != smi::kTempTypeEdge || metric != smi::TempMetric::kCurrent) {
+  const bool edge = sensor_type == smi::kTempTypeEdge && s.devices[dv_ind].edge_sensor;
+  const bool junction = sensor_type == smi::kTempTypeJunction && !s.devices[dv_ind].edge_sensor;
+  if (!(edge || junction) || metric != smi::TempMetric::kCurrent) {
     return Status::kNotSupported;
   }
   *temperature = std::llround(s.devices[dv_ind].temperature_c * 1e3);  // millidegrees Celsius
