@@ -42,6 +42,8 @@ def devices(
         ``DeviceSet.advance(seconds)`` or ``DeviceSet.run_iterations(n)`` (deterministic simulation).
     gpus / cpus: look for GPUs / CPU energy counters (RAPL) at all.
     powercap_root: the RAPL sysfs root (default /sys/class/powercap).
+    daemon_socket: take the GPUs, and the CPU energy counters (root-only since Linux 5.10), from the
+        ``joule daemon`` listening there (backend ``'daemon'``); CPUs it does not serve are looked for here.
 
     Backends that find nothing are not errors (see ``DeviceSet.reports``), except the daemon when it was asked
     for (``daemon_socket`` or JOULE_DAEMON_SOCKET): no GPU from it raises NotFoundError saying why. A malformed
@@ -60,7 +62,8 @@ def devices(
     # The daemon's GPUs asked for by name must be there: without them, training would run unmeasured and
     # uncontrolled, and nobody would notice (the CLI's --daemon fails the same way).
     asked = daemon_socket if daemon_socket is not None else os.environ.get("JOULE_DAEMON_SOCKET")
-    if gpus and asked and sim is None and not found.gpus:
+    daemon_cpus = any(cpu.backend == "daemon" for cpu in found.cpus)  # a daemon serving only CPU energy will do
+    if gpus and asked and sim is None and not found.gpus and not daemon_cpus:
         source = "daemon_socket" if daemon_socket is not None else "JOULE_DAEMON_SOCKET"
         raise NotFoundError(f"{source}={asked}: {found.why_no_gpus()}")
     return found

@@ -73,8 +73,9 @@ device::DeviceSet open_devices(const GlobalOptions& global, bool gpus, bool cpus
   options.cpus = cpus;
   device::DeviceSet devices = value_or_throw(device::discover(options));
   // The daemon's GPUs were asked for by name: without them the work would go unmeasured or uncontrolled,
-  // and nobody would notice in a batch job.
-  if (gpus && options.daemon_socket && devices.gpus.empty()) {
+  // and nobody would notice in a batch job. (A daemon that serves only CPU energy, asked for it, will do.)
+  const bool daemon_cpus = !devices.cpus.empty() && devices.cpus.front()->info().backend == "daemon";
+  if (gpus && options.daemon_socket && devices.gpus.empty() && !daemon_cpus) {
     const std::string asked = global.daemon ? fmt::format("--daemon {}", *options.daemon_socket)
                                             : fmt::format("JOULE_DAEMON_SOCKET={}", *options.daemon_socket);
     throw Exception(ErrorCode::kNotFound, fmt::format("{}: {}", asked, devices.why_no_gpus()));

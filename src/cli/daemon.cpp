@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `joule daemon`: serve this machine's GPUs to unprivileged processes over a Unix socket (docs/daemon.md).
+// `joule daemon`: serve this machine's GPUs and CPU energy counters to unprivileged processes over a Unix
+// socket (docs/daemon.md).
 #include "joule/daemon/daemon.hpp"
 
 #include <cstdlib>
@@ -83,13 +84,29 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   BlockedSignals stop({SIGINT, SIGTERM, SIGHUP});
   GlobalOptions own_devices = global;
   own_devices.daemon.reset();
-  const device::DeviceSet devices = open_devices(own_devices, true, false);
-  if (devices.gpus.empty()) {
-    throw Exception(ErrorCode::kNotFound, fmt::format("daemon: nothing to serve: {}", devices.why_no_gpus()));
+  // The CPUs' RAPL counters too (JOULE_POWERCAP_ROOT moves their tree): only root may read them since
+  // Linux 5.10, so the daemon serves them to its peers. A machine without them still serves its GPUs.
+  const device::DeviceSet devices = open_devices(own_devices, true, true);
+  if (devices.gpus.empty() && devices.cpus.empty()) {
+    throw Exception(ErrorCode::kNotFound, fmt::format("daemon: nothing to serve: {}; {}",
+                                                      devices.why_no_gpus(), devices.why_no_cpus()));
   }
   std::vector<device::Gpu*> gpus;
   for (const auto& gpu : devices.gpus) {
     gpus.push_back(gpu.get());
+  }
+  for (const auto& cpu : devices.cpus) {
+    options.cpus.push_back(cpu.get());
+  }
+  std::string cpu_line;
+  for (const auto& report : devices.reports) {
+    if (report.kind == "cpu" && !report.ok) {
+      options.no_cpus_reason = report.detail;
+      cpu_line = fmt::format("no CPU energy to serve: {}", report.detail);
+    } else if (report.kind == "cpu") {
+      cpu_line = fmt::format("serving the energy of {} CPU package{} (RAPL at {})", report.devices,
+                             report.devices == 1 ? "" : "s", report.detail);
+    }
   }
   // The GPUs' and the daemon's metrics on their own HTTP listener (the daemon's socket speaks its protocol).
   metrics::MetricsRegistry metrics;
@@ -108,7 +125,8 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   std::cout << fmt::format("joule daemon: serving {} GPU{} on {} (protocol {}, lease {} s, audit log {})\n",
                            gpus.size(), gpus.size() == 1 ? "" : "s", daemon->socket_path(),
                            device::daemon_protocol::kVersion, flags.lease_s, daemon->audit_log_path())
-            << fmt::format("joule daemon: {}\n", daemon->access().describe());
+            << fmt::format("joule daemon: {}\n", daemon->access().describe())
+            << fmt::format("joule daemon: {}\n", cpu_line);
   if (endpoint) {
     std::cout << fmt::format("joule daemon: metrics on {}\n", endpoint->url());
   }
@@ -130,8 +148,8 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
   auto flags = std::make_shared<DaemonFlags>();
   auto* command = app.add_subcommand(
       "daemon",
-      "Serve this machine's GPUs to unprivileged processes over a Unix socket (run as root; see "
-      "docs/daemon.md)");
+      "Serve this machine's GPUs and CPU energy counters (RAPL) to unprivileged processes over a Unix "
+      "socket (run as root; see docs/daemon.md)");
   command
       ->add_option("--socket", flags->socket,
                    fmt::format("Unix socket to listen on (environment: JOULE_DAEMON_SOCKET; default {})",

@@ -16,15 +16,15 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "joule/carbon/monitor.hpp"
+#include "joule/carbon/price.hpp"
+#include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
-#include "joule/carbon/signal.hpp"
-#include "joule/carbon/monitor.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
-#include "joule/carbon/price.hpp"
 
 #include "child_process.hpp"
 #include "common.hpp"
@@ -41,9 +41,9 @@ struct MeasureFlags {
   std::string output;
   std::vector<std::string> command;
   carbon::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
-  std::string tariff;                   // --tariff FILE: hour,price_usd_per_kwh
-  int repeat = 1;                       // -r N: run the command N times, report mean ± stddev
-  std::string append_csv;               // --append-csv FILE: one row per device per run, appended
+  std::string tariff;                  // --tariff FILE: hour,price_usd_per_kwh
+  int repeat = 1;                      // -r N: run the command N times, report mean ± stddev
+  std::string append_csv;              // --append-csv FILE: one row per device per run, appended
 };
 
 bool wants_carbon(const MeasureFlags& flags) {
@@ -489,7 +489,8 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   const device::DeviceSet devices = open_devices(global, true, flags.cpus);
   const std::vector<device::Gpu*> gpus = value_or_throw(devices.select_gpus(gpu_indices));
   if (gpus.empty()) {
-    log().warn("nothing will be measured but time: {}. For a simulated GPU, run joule --sim v100 measure …",
+    log().warn("{}: {}. For a simulated GPU, run joule --sim v100 measure …",
+               flags.cpus ? "no GPU will be measured" : "nothing will be measured but time",
                devices.why_no_gpus());
   }
   std::vector<device::Cpu*> cpus;

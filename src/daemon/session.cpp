@@ -34,10 +34,53 @@ bool takes_gpu(proto::Op op) {
     case proto::Op::kResetPowerLimit:
     case proto::Op::kLockSmClocks:
     case proto::Op::kResetSmClocks:
+    case proto::Op::kGpuTelemetry:
       return true;
     default:
       return false;
   }
+}
+
+// cpu_energy: both counters of package `index`, read at once so that they belong together.
+proto::Response cpu_energy_response(const std::vector<device::Cpu*>& cpus, const std::string& no_cpus_reason,
+                                    int index) {
+  proto::Response response;
+  if (cpus.empty()) {
+    response.error = Error(
+        ErrorCode::kNotFound,
+        fmt::format("unknown CPU {}: the daemon serves no CPU energy counters: {}", index,
+                    no_cpus_reason.empty() ? std::string("it was started without them") : no_cpus_reason));
+    return response;
+  }
+  const auto found = std::find_if(cpus.begin(), cpus.end(),
+                                  [index](const device::Cpu* cpu) { return cpu->info().index == index; });
+  if (found == cpus.end()) {
+    std::vector<int> known;
+    for (const auto* cpu : cpus) {
+      known.push_back(cpu->info().index);
+    }
+    response.error =
+        Error(ErrorCode::kNotFound, fmt::format("unknown CPU {}: the daemon serves CPU package{} {}", index,
+                                                known.size() == 1 ? "" : "s", fmt::join(known, ", ")));
+    return response;
+  }
+  device::Cpu& cpu = **found;
+  const auto package_mj = cpu.package_energy_mj();
+  if (!package_mj) {
+    response.error = package_mj.error();
+    return response;
+  }
+  json dram_mj = nullptr;
+  if (cpu.info().has_dram) {
+    const auto dram = cpu.dram_energy_mj();
+    if (!dram) {
+      response.error = dram.error();
+      return response;
+    }
+    dram_mj = *dram;
+  }
+  response.result = {{"cpu", index}, {"package_energy_mj", *package_mj}, {"dram_energy_mj", dram_mj}};
+  return response;
 }
 
 // The result of a Result<T>, or the error response.
@@ -111,7 +154,8 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
         {"right", proto::to_string(connection.grant.right)},
         {"rights", rights_json(connection)},
         {"reason", connection.grant.reason},
-        {"gpus", gpus_.size()}};
+        {"gpus", gpus_.size()},
+        {"cpus", options_.cpus.size()}};
     return response;
   }
   if (!connection.greeted) {
@@ -186,6 +230,22 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
       response.result = {{"gpus", std::move(gpus)}};
       return response;
     }
+    case proto::Op::kListCpus: {
+      json cpus = json::array();
+      for (const auto* cpu : options_.cpus) {
+        const auto& info = cpu->info();
+        cpus.push_back({{"index", info.index}, {"name", info.name}, {"has_dram", info.has_dram}});
+      }
+      response.result = {{"cpus", std::move(cpus)}};
+      if (options_.cpus.empty()) {
+        response.result["reason"] = options_.no_cpus_reason.empty()
+                                        ? std::string("the daemon was started without CPU energy counters")
+                                        : options_.no_cpus_reason;
+      }
+      return response;
+    }
+    case proto::Op::kCpuEnergy:
+      return cpu_energy_response(options_.cpus, options_.no_cpus_reason, request.cpu);
     case proto::Op::kStreamPower: {
       if (connection.streams.size() >= options_.max_streams_per_connection) {
         response.error =
@@ -319,6 +379,10 @@ proto::Response Server::handle_device(Connection& connection, const proto::Reque
       failed(reset, response);
       break;
     }
+    case proto::Op::kGpuTelemetry:
+      // Never an error as a whole: each field the GPU does not report says why in 'errors'.
+      result = proto::telemetry_result(request.gpu, gpu.telemetry());
+      break;
     default:
       response.error = Error(ErrorCode::kInternal,
                              fmt::format("'{}' is not a device request", proto::to_string(request.op)));

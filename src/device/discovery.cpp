@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "joule/device/amdsmi.hpp"
 #include "joule/device/daemon.hpp"
+#include "joule/device/daemon_client.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/rapl.hpp"
 #include "joule/device/rocm.hpp"
@@ -72,6 +74,9 @@ Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
   }
   if (const char* library = env("JOULE_ROCM_SMI_LIBRARY")) {
     options.rocm_library = library;
+  }
+  if (const char* library = env("JOULE_AMD_SMI_LIBRARY")) {
+    options.amd_smi_library = library;
   }
   if (const char* root = env("JOULE_POWERCAP_ROOT")) {
     options.powercap_root = root;
@@ -154,6 +159,14 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
   DeviceSet set;
   set.clock = options.clock ? options.clock
                             : std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance());
+  // The daemon's GPUs and CPUs share one connection, made when first needed.
+  std::optional<Result<std::shared_ptr<DaemonClient>>> daemon;
+  const auto daemon_connection = [&daemon, &options]() -> Result<std::shared_ptr<DaemonClient>> {
+    if (!daemon) {
+      daemon = DaemonClient::connect(*options.daemon_socket);
+    }
+    return *daemon;
+  };
   if (options.gpus) {
     if (options.sim_spec) {
       auto spec = JOULE_TRY(sim::parse_spec(*options.sim_spec));
@@ -169,20 +182,41 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
       add_gpus(set, "sim", fmt::format("simulated {}", *options.sim_spec), std::move(gpus));
     } else if (options.daemon_socket) {
       add_gpus(set, "daemon", fmt::format("joule daemon at {}", *options.daemon_socket),
-               open_daemon_gpus(*options.daemon_socket));
+               daemon_connection().and_then([](auto client) { return open_daemon_gpus(std::move(client)); }));
     } else {
-      for (const std::string backend : {"nvml", "rocm"}) {
-        auto visible = JOULE_TRY(visible_devices_from_environment(backend));
-        if (backend == "nvml") {
-          add_gpus(set, backend, options.nvml_library, open_nvml_gpus({options.nvml_library}, visible));
-        } else {
-          add_gpus(set, backend, options.rocm_library,
-                   open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, visible));
-        }
+      auto nvml_visible = JOULE_TRY(visible_devices_from_environment("nvml"));
+      add_gpus(set, "nvml", options.nvml_library, open_nvml_gpus({options.nvml_library}, nvml_visible));
+      // AMD GPUs: AMD SMI (ROCm 7) when it loads and finds them, else ROCm SMI; never both, which would list
+      // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
+      auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));
+      auto amdsmi_gpus =
+          open_amdsmi_gpus({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);
+      const bool amdsmi_found = amdsmi_gpus.has_value() && !amdsmi_gpus->empty();
+      add_gpus(set, "amdsmi", options.amd_smi_library, std::move(amdsmi_gpus));
+      if (amdsmi_found) {
+        set.reports.push_back({"rocm", "gpu", 0, true, "skipped: AMD SMI found the AMD GPUs"});
+      } else {
+        add_gpus(set, "rocm", options.rocm_library,
+                 open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, amd_visible));
       }
     }
   }
-  if (options.cpus) {
+  if (options.cpus && options.daemon_socket) {
+    // RAPL is root-only since Linux 5.10: the daemon reads it for us. Where it serves no CPU (no RAPL
+    // there, or a release before CPU energy), the local counters are still tried below.
+    auto opened =
+        daemon_connection().and_then([](auto client) { return open_daemon_cpus(std::move(client)); });
+    BackendReport report{"daemon", "cpu", 0, opened.has_value(), {}};
+    if (!opened) {
+      report.detail = opened.error().message();
+    } else {
+      report.devices = opened->size();
+      report.detail = fmt::format("joule daemon at {}", *options.daemon_socket);
+      set.cpus = std::move(*opened);
+    }
+    set.reports.push_back(std::move(report));
+  }
+  if (options.cpus && set.cpus.empty()) {
     RaplOptions rapl;
     rapl.powercap_root = options.powercap_root;
     auto opened = open_rapl_cpus(rapl);

@@ -2,6 +2,7 @@
 // The real `joule daemon` binary: start, serve, audit, restore on client death, lease expiry and
 // SIGTERM, refuse what it must refuse.
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <grp.h>
@@ -16,6 +17,7 @@
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/sim_gpu.hpp"
 
+#include "fakes/rapl/fake_powercap.hpp"
 #include "integration/run_process.hpp"
 #include "test_util.hpp"
 
@@ -33,6 +35,8 @@ class DaemonCli : public ::testing::Test {
     ::chmod(dir.path().c_str(), 0755);
     socket_path = dir.path() + "/joule.sock";
     audit_path = dir.path() + "/audit/audit.log";
+    // Never the machine's own RAPL counters: what the daemon serves must not depend on the host.
+    env["JOULE_POWERCAP_ROOT"] = dir.path() + "/no-powercap";
   }
 
   std::map<std::string, std::string> env = {{"JOULE_SIM", Process::kUnset},
@@ -88,10 +92,14 @@ class DaemonCli : public ::testing::Test {
 
 TEST_F(DaemonCli, ServesAndRestoresEverythingOnSigterm) {
   auto daemon = start({"--lease-s", "30"});
-  EXPECT_EQ(daemon->out_so_far(),
-            fmt::format("joule daemon: serving 2 GPUs on {} (protocol 1, lease 30 s, audit log {})\n"
-                        "joule daemon: control: root; read: (no rule); others: read\n",
-                        socket_path, audit_path));
+  EXPECT_EQ(daemon->out_so_far().rfind(
+                fmt::format("joule daemon: serving 2 GPUs on {} (protocol 1, lease 30 s, audit log {})\n"
+                            "joule daemon: control: root; read: (no rule); others: read\n"
+                            "joule daemon: no CPU energy to serve: no RAPL energy counters: {}/no-powercap ",
+                            socket_path, audit_path, dir.path()),
+                0),
+            0u)
+      << daemon->out_so_far();
   auto client = connect();
   ASSERT_TRUE(client->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
   ASSERT_TRUE(client->call({.op = proto::Op::kLockSmClocks, .gpu = 1, .min_mhz = 600, .max_mhz = 900}));
@@ -450,6 +458,76 @@ TEST_F(DaemonCli, ConnectionLimitsAreFlags) {
   // Root still gets in.
   auto client = connect();
   EXPECT_EQ(limit(*client, 1), 250'000u);
+}
+
+TEST_F(DaemonCli, AnotherUserMeasuresCpuEnergyThroughTheDaemon) {
+  // RAPL is root-only since Linux 5.10: the daemon (root) reads a fake tree that a user's command changes.
+  FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, 262'143'328'850, FakeDram{1'000'000});
+  ::chmod(powercap.package_dir(0).c_str(), 0777);  // so that the measured command (nobody) can move energy
+  env["JOULE_POWERCAP_ROOT"] = powercap.root();
+  auto daemon = start();
+  EXPECT_NE(daemon->out_so_far().find("joule daemon: serving the energy of 1 CPU package (RAPL at " +
+                                      powercap.root() + ")\n"),
+            std::string::npos)
+      << daemon->out_so_far();
+  // The peer could not read the counters itself: it has no powercap tree at all.
+  env["JOULE_POWERCAP_ROOT"] = dir.path() + "/no-powercap";
+  const std::string zone = powercap.package_dir(0);
+  const auto result = run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--exec", JOULE_BINARY,
+                           "--daemon", socket_path, "measure", "--cpus", "--format", "json", "--", "/bin/sh",
+                           "-c", fmt::format("echo 8000000 > {0}/e.tmp && mv {0}/e.tmp {0}/energy_uj", zone)},
+                          env);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto report = nlohmann::json::parse(result.err);
+  std::map<std::string, double> energy_j;
+  for (const auto& device : report["devices"]) {
+    energy_j[device["kind"].get<std::string>()] += device["energy_j"].get<double>();
+  }
+  ASSERT_TRUE(energy_j.contains("cpu")) << result.err;
+  EXPECT_DOUBLE_EQ(energy_j["cpu"], 3.0) << result.err;
+  EXPECT_DOUBLE_EQ(energy_j["dram"], 0.0) << result.err;
+  EXPECT_GT(energy_j["gpu"], 0.0) << result.err;
+}
+
+TEST_F(DaemonCli, ACpuOnlyDaemonServesCpuEnergyAndNothingToServeIsAnError) {
+  auto no_gpu = env;
+  no_gpu["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
+  no_gpu["JOULE_ROCM_SMI_LIBRARY"] = "/nonexistent/librocm_smi64.so.1";
+  no_gpu["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
+  const std::vector<std::string> argv = {JOULE_BINARY, "daemon",      "--socket",
+                                         socket_path,  "--audit-log", audit_path};
+  const auto nothing = run(argv, no_gpu);
+  EXPECT_EQ(nothing.exit_code, 1);
+  EXPECT_EQ(nothing.err.rfind("joule: error: daemon: nothing to serve: no GPU found: ", 0), 0u)
+      << nothing.err;
+  EXPECT_NE(nothing.err.find("; no CPU energy counters found: rapl: no RAPL energy counters: "),
+            std::string::npos)
+      << nothing.err;
+
+  FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, 262'143'328'850);
+  no_gpu["JOULE_POWERCAP_ROOT"] = powercap.root();
+  Process daemon(argv, no_gpu);
+  ASSERT_TRUE(daemon.wait_for_output(10s)) << daemon.err_so_far();
+  EXPECT_EQ(daemon.out_so_far().rfind("joule daemon: serving 0 GPUs on ", 0), 0u) << daemon.out_so_far();
+  no_gpu["JOULE_POWERCAP_ROOT"] = dir.path() + "/no-powercap";
+  const auto cpus = run(
+      {JOULE_BINARY, "--daemon", socket_path, "measure", "--cpus", "--format", "json", "--", "true"}, no_gpu);
+  ASSERT_EQ(cpus.exit_code, 0) << cpus.err;
+  const std::string warning =
+      "joule: warning: no GPU will be measured: no GPU found: daemon: joule daemon at " + socket_path +
+      " loaded, but it reports no GPU. For a simulated GPU, run joule "
+      "--sim v100 measure …\n";
+  ASSERT_EQ(cpus.err.rfind(warning, 0), 0u) << cpus.err;
+  const auto report = nlohmann::json::parse(cpus.err.substr(warning.size()));
+  ASSERT_EQ(report["devices"].size(), 1u) << cpus.err;
+  EXPECT_EQ(report["devices"][0]["kind"], "cpu");
+  // Without --cpus nothing the daemon serves is measured: an error, as for any daemon without GPUs.
+  const auto gpus = run({JOULE_BINARY, "--daemon", socket_path, "measure", "--", "true"}, no_gpu);
+  EXPECT_EQ(gpus.exit_code, 1);
+  EXPECT_EQ(gpus.err.rfind("joule: error: --daemon " + socket_path + ": no GPU found: daemon: ", 0), 0u)
+      << gpus.err;
 }
 
 }  // namespace

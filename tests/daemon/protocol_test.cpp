@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The daemon's wire protocol: round trips of every request and message, and a clear error for every kind
 // of bad request line.
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "joule/device/daemon_protocol.hpp"
@@ -9,6 +11,7 @@ namespace joule::test {
 namespace {
 
 namespace proto = device::daemon_protocol;
+using nlohmann::json;
 
 proto::Request round_trip(const proto::Request& request) {
   const std::string line = proto::format_request(request);
@@ -27,6 +30,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
     request.protocol = 1;
     request.client = "test";
     request.gpu = 3;
+    request.cpu = 5;
     request.gpus = std::vector<int>{2, 0};
     request.power_limit_mw = 175'500;
     request.min_mhz = 900;
@@ -61,10 +65,17 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
       case proto::Op::kWhoAmI:
       case proto::Op::kListDevices:
       case proto::Op::kRenewLease:
+      case proto::Op::kListCpus:
         EXPECT_EQ(back.gpu, -1);  // not sent
+        EXPECT_EQ(back.cpu, -1);
+        break;
+      case proto::Op::kCpuEnergy:
+        EXPECT_EQ(back.cpu, 5);
+        EXPECT_EQ(back.gpu, -1);
         break;
       default:
         EXPECT_EQ(back.gpu, 3);
+        EXPECT_EQ(back.cpu, -1);
         break;
     }
   }
@@ -87,7 +98,8 @@ TEST(DaemonProtocol, RightsOfOperations) {
   EXPECT_EQ(proto::required_right(proto::Op::kRenewLease), proto::Right::kNone);
   for (const auto op :
        {proto::Op::kListDevices, proto::Op::kEnergy, proto::Op::kPower, proto::Op::kPowerLimit,
-        proto::Op::kConstraints, proto::Op::kClocks, proto::Op::kStreamPower, proto::Op::kCancelStream}) {
+        proto::Op::kConstraints, proto::Op::kClocks, proto::Op::kStreamPower, proto::Op::kCancelStream,
+        proto::Op::kListCpus, proto::Op::kCpuEnergy, proto::Op::kGpuTelemetry}) {
     EXPECT_EQ(proto::required_right(op), proto::Right::kRead) << proto::to_string(op);
   }
   for (const auto op : {proto::Op::kSetPowerLimit, proto::Op::kResetPowerLimit, proto::Op::kLockSmClocks,
@@ -106,7 +118,8 @@ struct BadRequest {
 TEST(DaemonProtocol, BadRequestsGetClearErrors) {
   const std::string ops =
       "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
-      "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease";
+      "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease, "
+      "list_cpus, cpu_energy, gpu_telemetry";
   const std::vector<BadRequest> cases = {
       {"", ErrorCode::kParse,
        "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "
@@ -154,6 +167,24 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
        "hello: field 'protocol' must be an integer from 1 to 2147483647 (got 0)", std::nullopt},
       {R"({"op":"hello","protocol":1,"client":7})", ErrorCode::kInvalidArgument,
        "hello: field 'client' must be a string of at most 256 bytes (got 7)", std::nullopt},
+      {R"({"id":20,"op":"cpu_energy"})", ErrorCode::kInvalidArgument,
+       "cpu_energy: missing field 'cpu' (a CPU package index, an integer >= 0)", 20},
+      {R"({"op":"cpu_energy","cpu":-1})", ErrorCode::kInvalidArgument,
+       "cpu_energy: field 'cpu' must be an integer from 0 to 2147483647 (got -1)", std::nullopt},
+      {R"({"op":"cpu_energy","cpu":"0"})", ErrorCode::kInvalidArgument,
+       "cpu_energy: field 'cpu' must be an integer from 0 to 2147483647 (got \"0\")", std::nullopt},
+      {R"({"op":"cpu_energy","cpu":0.5})", ErrorCode::kInvalidArgument,
+       "cpu_energy: field 'cpu' must be an integer from 0 to 2147483647 (got 0.5)", std::nullopt},
+      {R"({"op":"cpu_energy","cpu":0,"gpu":0})", ErrorCode::kInvalidArgument,
+       "cpu_energy: unknown field \"gpu\" (fields: id, op, cpu)", std::nullopt},
+      {R"({"op":"list_cpus","cpu":0})", ErrorCode::kInvalidArgument,
+       "list_cpus: unknown field \"cpu\" (fields: id, op)", std::nullopt},
+      {R"({"op":"gpu_telemetry"})", ErrorCode::kInvalidArgument,
+       "gpu_telemetry: missing field 'gpu' (a GPU index, an integer >= 0)", std::nullopt},
+      {R"({"op":"gpu_telemetry","gpu":null})", ErrorCode::kInvalidArgument,
+       "gpu_telemetry: field 'gpu' must be an integer from 0 to 2147483647 (got null)", std::nullopt},
+      {R"({"op":"gpu_telemetry","gpu":0,"fields":["temperature_c"]})", ErrorCode::kInvalidArgument,
+       "gpu_telemetry: unknown field \"fields\" (fields: id, op, gpu)", std::nullopt},
       {R"({"op":"cancel_stream"})", ErrorCode::kInvalidArgument,
        "cancel_stream: missing field 'stream' (a stream id, an integer)", std::nullopt},
       {R"({"id":-1,"op":"whoami"})", ErrorCode::kInvalidArgument,
@@ -275,6 +306,83 @@ TEST(DaemonProtocol, ClientReadsTolerantlyButRejectsBrokenMessages) {
     EXPECT_NE(result.error().message().find(message), std::string::npos)
         << line << ": " << result.error().message();
   }
+}
+
+TEST(DaemonProtocol, TelemetryResultsRoundTripWithTheirErrors) {
+  device::GpuTelemetry telemetry;
+  telemetry.temperature_c = 61.5;
+  telemetry.sm_clock_mhz = 1380;
+  telemetry.gpu_utilization_pct = 98;
+  telemetry.memory_utilization_pct = 41;
+  telemetry.clock_event_reasons = device::clock_event::kSwPowerCap | (uint64_t{1} << 40);
+  telemetry.memory_power_mw = 31'250;
+  telemetry.errors.emplace_back(
+      device::TelemetryField::kMemoryClock,
+      Error(ErrorCode::kNotSupported, "GPU 0 (X) does not report the memory clock"));
+  const auto result = proto::telemetry_result(0, telemetry);
+  EXPECT_EQ(result["gpu"], 0);
+  EXPECT_EQ(result["memory_power_mw"], 31'250);
+  EXPECT_TRUE(result["memory_clock_mhz"].is_null());
+  EXPECT_EQ(result["errors"],
+            (json{{"memory_clock_mhz",
+                   {{"code", "not-supported"}, {"message", "GPU 0 (X) does not report the memory clock"}}}}));
+  // Through a response line, as a client reads it.
+  proto::Response response;
+  response.result = result;
+  const auto line = proto::parse_server_line(proto::format_response(response));
+  ASSERT_TRUE(line);
+  const auto back = proto::parse_telemetry_result(std::get<proto::Response>(*line).result);
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->temperature_c, 61.5);
+  EXPECT_EQ(back->sm_clock_mhz, 1380u);
+  EXPECT_FALSE(back->memory_clock_mhz);
+  EXPECT_EQ(back->gpu_utilization_pct, 98u);
+  EXPECT_EQ(back->memory_utilization_pct, 41u);
+  EXPECT_EQ(back->clock_event_reasons, telemetry.clock_event_reasons);
+  EXPECT_EQ(back->memory_power_mw, 31'250u);
+  ASSERT_EQ(back->errors.size(), 1u);
+  const Error* why = back->error(device::TelemetryField::kMemoryClock);
+  ASSERT_NE(why, nullptr);
+  EXPECT_EQ(why->code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(why->message(), "joule daemon: GPU 0 (X) does not report the memory clock");
+
+  // A field the daemon leaves out (an older release), and one null without a reason.
+  json partial = result;
+  partial.erase("temperature_c");
+  partial["sm_clock_mhz"] = nullptr;
+  const auto older = proto::parse_telemetry_result(partial);
+  ASSERT_TRUE(older);
+  EXPECT_EQ(older->error(device::TelemetryField::kTemperature)->message(),
+            "joule daemon: the daemon does not report 'temperature_c' (a release before it was added)");
+  EXPECT_EQ(older->error(device::TelemetryField::kSmClock)->message(),
+            "joule daemon: the daemon sent no value for 'sm_clock_mhz' and did not say why");
+  EXPECT_EQ(older->error(device::TelemetryField::kSmClock)->code(), ErrorCode::kNotSupported);
+}
+
+TEST(DaemonProtocol, MalformedTelemetryResultsAreParseErrors) {
+  const json good = proto::telemetry_result(1, device::GpuTelemetry{});
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> broken = {
+      {[](json& r) { r["temperature_c"] = "hot"; },
+       "joule daemon: the answer to 'gpu_telemetry' has no valid 'temperature_c' (got \"hot\")"},
+      {[](json& r) { r["sm_clock_mhz"] = -5; },
+       "joule daemon: the answer to 'gpu_telemetry' has no valid 'sm_clock_mhz' (got -5)"},
+      {[](json& r) { r["memory_power_mw"] = 5'000'000'000; },
+       "joule daemon: the answer to 'gpu_telemetry' has no valid 'memory_power_mw' (got 5000000000)"},
+      {[](json& r) { r["gpu_utilization_pct"] = 1.5; },
+       "joule daemon: the answer to 'gpu_telemetry' has no valid 'gpu_utilization_pct' (got 1.5)"},
+      {[](json& r) { r["errors"] = json::array(); },
+       "joule daemon: the answer to 'gpu_telemetry' has an 'errors' that is not an object"},
+  };
+  for (const auto& [change, message] : broken) {
+    json result = good;
+    change(result);
+    const auto parsed = proto::parse_telemetry_result(result);
+    ASSERT_FALSE(parsed) << result;
+    EXPECT_EQ(parsed.error().code(), ErrorCode::kParse);
+    EXPECT_EQ(parsed.error().message(), message);
+  }
+  // Every field empty without a recorded reason still says why on the wire.
+  EXPECT_EQ(good["errors"]["temperature_c"]["message"], "no valid value for 'temperature_c'");
 }
 
 TEST(DaemonProtocol, FormattingNeverThrowsOnInvalidUtf8) {

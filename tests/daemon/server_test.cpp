@@ -17,14 +17,19 @@
 
 #include "joule/core/log.hpp"
 #include "joule/daemon/daemon.hpp"
+#include "joule/daemon/metrics.hpp"
 #include "joule/device/daemon.hpp"
 #include "joule/device/daemon_client.hpp"
+#include "joule/device/discovery.hpp"
+#include "joule/device/rapl.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/optimize/power_limit.hpp"
 
 #include "captured_log.hpp"
+#include "fakes/rapl/fake_powercap.hpp"
 #include "integration/run_process.hpp"
+#include "metrics/metrics_text.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {
@@ -140,9 +145,12 @@ class DaemonServer : public ::testing::Test {
   ~DaemonServer() override { stop(); }
 
   void start(daemon::DaemonOptions options = {}) {
+    start_serving({gpus[0].get(), gpus[1].get()}, std::move(options));
+  }
+  void start_serving(std::vector<device::Gpu*> served, daemon::DaemonOptions options) {
     options.socket_path = socket_path;
     options.audit_log = audit_path;
-    auto started = daemon::Daemon::start({gpus[0].get(), gpus[1].get()}, *clock, std::move(options));
+    auto started = daemon::Daemon::start(std::move(served), *clock, std::move(options));
     ASSERT_TRUE(started) << started.error().message();
     daemon = std::move(*started);
     thread = std::thread([this] { run_result = daemon->run(); });
@@ -283,6 +291,10 @@ TEST_F(DaemonServer, EveryBadRequestGetsAnErrorAndChangesNothing) {
        "no power stream 77 on this connection (it has none)"},
       {R"({"id":13,"op":"stream_power","gpus":[0,5]})", "not-found",
        "stream_power: unknown GPU 5: the daemon serves 2 GPUs"},
+      {R"({"id":14,"op":"gpu_telemetry","gpu":2})", "not-found",
+       "unknown GPU 2: the daemon serves 2 GPUs (indices 0 to 1)"},
+      {R"({"id":15,"op":"cpu_energy","cpu":0})", "not-found",
+       "unknown CPU 0: the daemon serves no CPU energy counters: it was started without them"},
   };
   for (const auto& bad : cases) {
     const auto response = client.request(bad.line);
@@ -571,6 +583,9 @@ TEST_F(DaemonServer, DaemonGpusDriveThePowerLimitOptimizer) {
     options.profile_steps = 2;
     options.step_w = 50;
     options.restore_on_signals = false;
+    // The daemon's GPUs are simulated, but through the daemon they look real (and report temperature):
+    // no thermal steady state to wait for.
+    options.steady_state.mode = measure::SteadyStateMode::kOff;
     optimize::PowerLimitOptimizer optimizer(monitor, options);
     EXPECT_EQ(optimizer.candidates_mw(), (std::vector<uint32_t>{250'000, 200'000, 150'000, 100'000}));
     // The simulated GPUs run on the daemon's real clock: tiny steps keep this quick.
@@ -990,6 +1005,243 @@ TEST_F(DaemonServer, BadConnectionLimitsAreRefused) {
   JOULE_EXPECT_ERROR(refused([](auto& o) { o.hello_timeout_s = 4000; }), ErrorCode::kInvalidArgument,
                      "--hello-timeout-s 4000 must be above 0 and at most 3600 (one hour)");
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run"));  // checked before anything is created
+}
+
+// ---- CPU energy (RAPL, root-only since Linux 5.10) and GPU telemetry --------------------------------------
+
+// A fake powercap tree with package 0 (and its DRAM) and package 1 (without), opened as the daemon would.
+class DaemonCpuServer : public DaemonServer {
+ protected:
+  DaemonCpuServer() {
+    powercap.add_package(0, "package-0", 5'000'000, 262'143'328'850, test::FakeDram{2'000'000});
+    powercap.add_package(1, "package-1", 9'000'000, 262'143'328'850);
+    device::RaplOptions rapl;
+    rapl.powercap_root = powercap.root();
+    auto opened = device::open_rapl_cpus(rapl);
+    if (!opened) {
+      throw std::runtime_error(opened.error().message());
+    }
+    cpus = std::move(*opened);
+  }
+
+  daemon::DaemonOptions with_cpus() const {
+    daemon::DaemonOptions options;
+    for (const auto& cpu : cpus) {
+      options.cpus.push_back(cpu.get());
+    }
+    return options;
+  }
+
+  FakePowercap powercap;
+  std::vector<std::unique_ptr<device::Cpu>> cpus;
+};
+
+TEST_F(DaemonCpuServer, AnotherUserWithTheReadRightReadsPackageAndDramEnergy) {
+  start(with_cpus());
+  const auto result =
+      run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path, "--request",
+           R"({"id":2,"op":"list_cpus"})", "--request", R"({"id":3,"op":"cpu_energy","cpu":0})", "--request",
+           R"({"id":4,"op":"cpu_energy","cpu":1})", "--request", R"({"id":5,"op":"cpu_energy","cpu":7})"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::vector<json> responses;
+  for (std::string line; std::getline(lines, line);) {
+    responses.push_back(json::parse(line));
+  }
+  ASSERT_EQ(responses.size(), 5u) << result.out;
+  EXPECT_EQ(responses[0]["result"]["cpus"], 2);
+  EXPECT_EQ(responses[1]["result"]["cpus"],
+            json::parse(R"([{"index":0,"name":"package-0","has_dram":true},)"
+                        R"({"index":1,"name":"package-1","has_dram":false}])"));
+  EXPECT_EQ(responses[2]["result"],
+            json::parse(R"({"cpu":0,"package_energy_mj":5000,"dram_energy_mj":2000})"));
+  EXPECT_EQ(responses[3]["result"],
+            json::parse(R"({"cpu":1,"package_energy_mj":9000,"dram_energy_mj":null})"));
+  EXPECT_EQ(code_of(responses[4]), "not-found");
+  EXPECT_EQ(message_of(responses[4]), "unknown CPU 7: the daemon serves CPU packages 0, 1");
+}
+
+TEST_F(DaemonCpuServer, APeerWithoutTheReadRightIsToldHowToGetIt) {
+  daemon::DaemonOptions options = with_cpus();
+  options.access.others = daemon::Right::kNone;
+  start(std::move(options));
+  const auto result =
+      run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path, "--request",
+           R"({"id":2,"op":"list_cpus"})", "--request", R"({"id":3,"op":"cpu_energy","cpu":0})", "--request",
+           R"({"id":4,"op":"gpu_telemetry","gpu":0})"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::string line;
+  std::getline(lines, line);  // hello
+  for (const std::string op : {"list_cpus", "cpu_energy", "gpu_telemetry"}) {
+    ASSERT_TRUE(std::getline(lines, line)) << result.out;
+    const auto response = json::parse(line);
+    EXPECT_EQ(code_of(response), "permission-denied") << line;
+    EXPECT_EQ(message_of(response),
+              op +
+                  " needs the 'read' right; nobody has 'none' (default for other users (--others none)): ask "
+                  "the administrator to start `joule daemon` with --read-user nobody, --read-group GROUP or "
+                  "--others read");
+  }
+}
+
+TEST_F(DaemonCpuServer, DiscoveryTakesTheCpusFromTheDaemonWithoutPrivileges) {
+  start(with_cpus());
+  // Discovered as nobody: the connection, and so every reading, is nobody's.
+  std::optional<Result<device::DeviceSet>> discovered;
+  as_user(kNobody, [this, &discovered] {
+    device::DiscoveryOptions options;
+    options.daemon_socket = socket_path;
+    options.powercap_root = dir.path() + "/no-powercap";  // the local counters are never needed
+    discovered = device::discover(options);
+  });
+  ASSERT_TRUE(discovered);
+  auto& found = *discovered;
+  ASSERT_TRUE(found) << found.error().message();
+  ASSERT_EQ(found->gpus.size(), 2u);
+  ASSERT_EQ(found->cpus.size(), 2u);
+  ASSERT_EQ(found->reports.size(), 2u);
+  EXPECT_EQ(found->reports[1].backend, "daemon");
+  EXPECT_EQ(found->reports[1].kind, "cpu");
+  EXPECT_EQ(found->reports[1].devices, 2u);
+  EXPECT_TRUE(found->reports[1].ok);
+  EXPECT_EQ(found->reports[1].detail, "joule daemon at " + socket_path);
+  device::Cpu& package0 = *found->cpus[0];
+  EXPECT_EQ(package0.info().backend, "daemon");
+  EXPECT_EQ(package0.info().index, 0);
+  EXPECT_EQ(package0.info().name, "package-0");
+  EXPECT_TRUE(package0.info().has_dram);
+  EXPECT_FALSE(found->cpus[1]->info().has_dram);
+  EXPECT_EQ(package0.package_energy_mj(), 5'000u);
+  EXPECT_EQ(package0.dram_energy_mj(), 2'000u);
+  powercap.set_energy(0, 7'500'000);
+  powercap.set_dram_energy(0, 2'250'000);
+  EXPECT_EQ(package0.package_energy_mj(), 7'500u);
+  EXPECT_EQ(package0.dram_energy_mj(), 2'250u);
+  const auto no_dram = found->cpus[1]->dram_energy_mj();
+  ASSERT_FALSE(no_dram);
+  EXPECT_EQ(no_dram.error().code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(no_dram.error().message(), "CPU 1 (package-1) has no DRAM energy domain");
+  // The selection by package index works as for local CPUs.
+  const auto selected = found->select_cpus(std::vector<int>{1});
+  ASSERT_TRUE(selected);
+  EXPECT_EQ((*selected)[0]->package_energy_mj(), 9'000u);
+  // The daemon saw nobody.
+  const auto whoami = dynamic_cast<device::DaemonCpu&>(package0).client().call({.op = proto::Op::kWhoAmI});
+  ASSERT_TRUE(whoami);
+  EXPECT_EQ((*whoami)["uid"], kNobody);
+}
+
+TEST_F(DaemonServer, WithoutRaplTheDaemonSaysWhyAndDiscoveryFallsBack) {
+  daemon::DaemonOptions options;
+  options.no_cpus_reason = "no RAPL energy counters: /sys/class/powercap has no intel-rapl zones";
+  start(std::move(options));
+  RawClient client(socket_path);
+  client.hello();
+  const auto list = client.request(R"({"id":2,"op":"list_cpus"})");
+  EXPECT_EQ(list["result"],
+            json::parse(R"({"cpus":[],"reason":"no RAPL energy counters: /sys/class/powercap )"
+                        R"(has no intel-rapl zones"})"));
+  const auto energy = client.request(R"({"id":3,"op":"cpu_energy","cpu":0})");
+  EXPECT_EQ(code_of(energy), "not-found");
+  EXPECT_EQ(message_of(energy),
+            "unknown CPU 0: the daemon serves no CPU energy counters: no RAPL energy counters: "
+            "/sys/class/powercap has no intel-rapl zones");
+
+  const auto opened = device::open_daemon_cpus(socket_path);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().code(), ErrorCode::kNotFound);
+  const std::string daemon_reason = "the joule daemon at " + socket_path +
+                                    " serves no CPU energy counters: no RAPL energy counters: "
+                                    "/sys/class/powercap has no intel-rapl zones";
+  EXPECT_EQ(opened.error().message(), daemon_reason);
+
+  // Discovery reports the daemon's reason, then tries the local counters (here a readable fake tree).
+  FakePowercap local;
+  local.add_package(0, "package-0", 1'000'000, 262'143'328'850);
+  device::DiscoveryOptions discovery;
+  discovery.daemon_socket = socket_path;
+  discovery.powercap_root = local.root();
+  auto found = device::discover(discovery);
+  ASSERT_TRUE(found) << found.error().message();
+  ASSERT_EQ(found->cpus.size(), 1u);
+  EXPECT_EQ(found->cpus[0]->info().backend, "rapl");
+  ASSERT_EQ(found->reports.size(), 3u);
+  EXPECT_EQ(found->reports[1].backend, "daemon");
+  EXPECT_FALSE(found->reports[1].ok);
+  EXPECT_EQ(found->reports[1].detail, daemon_reason);
+  EXPECT_EQ(found->reports[2].backend, "rapl");
+  EXPECT_TRUE(found->reports[2].ok);
+  // Neither: both reasons.
+  discovery.powercap_root = dir.path() + "/no-powercap";
+  found = device::discover(discovery);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(found->cpus.empty());
+  EXPECT_EQ(
+      found->why_no_cpus().rfind("no CPU energy counters found: daemon: " + daemon_reason + "; rapl: ", 0),
+      0u)
+      << found->why_no_cpus();
+}
+
+TEST_F(DaemonServer, DaemonGpusReportTheDaemonsTelemetry) {
+  // A third GPU whose model reports no memory clock.
+  device::sim::GpuModel model = gpus[0]->model();
+  model.memory_clock_mhz = 0;
+  device::sim::SimulatedGpu plain(model, gpus[0]->workload(), clock, 2);
+  metrics::MetricsRegistry registry;  // counts the requests
+  daemon::DaemonOptions options;
+  options.metrics = std::make_shared<daemon::DaemonMetrics>(registry);
+  start_serving({gpus[0].get(), gpus[1].get(), &plain}, std::move(options));
+  const auto requests = [&registry] {
+    return parse_exposition(registry.render()).value("joule_daemon_requests_total").value_or(-1);
+  };
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  ASSERT_EQ(opened->size(), 3u);
+
+  const auto local = gpus[1]->telemetry();
+  const double before = requests();
+  const auto remote = (*opened)[1]->telemetry();
+  EXPECT_EQ(requests() - before, 1.0);  // every field from one gpu_telemetry request
+  EXPECT_TRUE(remote.errors.empty()) << remote.errors.front().second.message();
+  ASSERT_TRUE(remote.temperature_c);
+  EXPECT_NEAR(*remote.temperature_c, *local.temperature_c, 0.5);
+  EXPECT_EQ(remote.sm_clock_mhz, local.sm_clock_mhz);
+  EXPECT_EQ(remote.memory_clock_mhz, 877u);
+  EXPECT_EQ(remote.gpu_utilization_pct, 98u);
+  EXPECT_EQ(remote.memory_utilization_pct, local.memory_utilization_pct);
+  EXPECT_EQ(remote.clock_event_reasons, local.clock_event_reasons);
+  EXPECT_EQ(remote.memory_power_mw, local.memory_power_mw);
+  // Single readings, and a setting made through the daemon shows in them.
+  ASSERT_TRUE(local.sm_clock_mhz);
+  EXPECT_EQ((*opened)[1]->sm_clock_mhz(), *local.sm_clock_mhz);
+  ASSERT_TRUE((*opened)[1]->lock_sm_clocks(600, 900));
+  const auto reasons = (*opened)[1]->clock_event_reasons();
+  ASSERT_TRUE(reasons);
+  EXPECT_NE(*reasons & device::clock_event::kApplicationClocks, 0u);
+
+  const auto partial = (*opened)[2]->telemetry();
+  EXPECT_TRUE(partial.temperature_c);
+  EXPECT_TRUE(partial.memory_power_mw);
+  EXPECT_FALSE(partial.memory_clock_mhz);
+  ASSERT_EQ(partial.errors.size(), 1u);
+  const std::string why =
+      "joule daemon: GPU 2 (Tesla V100-PCIE-32GB (simulated)) does not report the memory clock (sim "
+      "backend): "
+      "the simulated model has no memory clock";
+  EXPECT_EQ(partial.errors[0].first, device::TelemetryField::kMemoryClock);
+  EXPECT_EQ(partial.errors[0].second.code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(partial.errors[0].second.message(), why);
+  const auto single = (*opened)[2]->memory_clock_mhz();
+  ASSERT_FALSE(single);
+  EXPECT_EQ(single.error().code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(single.error().message(), why);
+
+  // Gone daemon: every field says so.
+  stop();
+  const auto lost = (*opened)[0]->telemetry();
+  EXPECT_EQ(lost.errors.size(), device::telemetry_fields().size());
+  EXPECT_EQ(lost.errors[0].second.code(), ErrorCode::kIo);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the daemon's wire protocol. Parsing any line never throws or crashes; an error always
-// has a message; an accepted request or daemon message formats back to a line that parses to the same
-// thing.
+// has a message; an accepted request or daemon message (and a gpu_telemetry result in it) formats back to a
+// line that parses to the same thing.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,8 +15,9 @@ namespace proto = joule::device::daemon_protocol;
 
 bool same(const proto::Request& a, const proto::Request& b) {
   return a.id == b.id && a.op == b.op && a.protocol == b.protocol && a.client == b.client && a.gpu == b.gpu &&
-         a.gpus == b.gpus && a.power_limit_mw == b.power_limit_mw && a.min_mhz == b.min_mhz &&
-         a.max_mhz == b.max_mhz && a.period_ms == b.period_ms && a.stream == b.stream;
+         a.cpu == b.cpu && a.gpus == b.gpus && a.power_limit_mw == b.power_limit_mw &&
+         a.min_mhz == b.min_mhz && a.max_mhz == b.max_mhz && a.period_ms == b.period_ms &&
+         a.stream == b.stream;
 }
 
 void check_request(std::string_view line) {
@@ -46,6 +47,21 @@ void check_server_line(std::string_view line) {
     if (!again || !std::holds_alternative<proto::Response>(*again) ||
         std::get<proto::Response>(*again).ok() != response->ok() ||
         std::get<proto::Response>(*again).id != response->id) {
+      std::abort();
+    }
+    // Any result read as a gpu_telemetry answer: a value or an error with a message; what it reads formats
+    // back to a result that reads the same.
+    const auto telemetry = proto::parse_telemetry_result(response->result);
+    if (!telemetry) {
+      if (telemetry.error().message().empty()) {
+        std::abort();
+      }
+      return;
+    }
+    const auto back = proto::parse_telemetry_result(proto::telemetry_result(0, *telemetry));
+    if (!back || back->errors.size() != telemetry->errors.size() ||
+        back->clock_event_reasons != telemetry->clock_event_reasons ||
+        back->memory_power_mw != telemetry->memory_power_mw) {
       std::abort();
     }
     return;

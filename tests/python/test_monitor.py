@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
 import threading
 
 import pytest
@@ -222,6 +224,42 @@ def test_gpus_asked_for_that_are_missing_raise() -> None:
     with pytest.raises(joule.NotFoundError, match=r"^daemon_socket=/nonexistent/joule.sock: no GPU found: daemon: "
                        r"cannot connect to the joule daemon at /nonexistent/joule.sock"):
         joule.devices(daemon_socket="/nonexistent/joule.sock", cpus=False)
+
+
+def test_a_monitor_measures_cpu_energy_through_the_daemon(joule_binary: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """RAPL is root-only since Linux 5.10: with a daemon socket the CPUs' counters are the daemon's."""
+    powercap = make_fake_powercap(tmp_path / "powercap", package_uj=5_000_000, dram_uj=1_000_000)
+    socket = tmp_path / "run" / "joule.sock"
+    daemon = subprocess.Popen(
+        [str(joule_binary), "--sim", "v100", "daemon", "--socket", str(socket), "--audit-log",
+         str(tmp_path / "audit.log")],
+        env={**os.environ, "JOULE_POWERCAP_ROOT": str(powercap)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert daemon.stdout is not None
+        lines = [daemon.stdout.readline() for _ in range(3)]
+        assert lines[2] == f"joule daemon: serving the energy of 1 CPU package (RAPL at {powercap})\n", lines
+        # This process has no counters of its own: the CPUs can only be the daemon's.
+        devices = joule.devices(daemon_socket=str(socket), powercap_root=str(tmp_path / "no-powercap"))
+        assert [(cpu.index, cpu.backend, cpu.has_dram) for cpu in devices.cpus] == [(0, "daemon", True)]
+        assert [(r["backend"], r["kind"], r["ok"]) for r in devices.reports] == [("daemon", "gpu", True),
+                                                                                  ("daemon", "cpu", True)]
+        monitor = joule.Monitor(cpus=[0], devices=devices)
+        monitor.begin_window("step")
+        for zone, energy_uj in ((powercap / "intel-rapl:0", 8_000_000),
+                                (powercap / "intel-rapl:0" / "intel-rapl:0:0", 1_500_000)):
+            # Replaced whole: the daemon's wraparound thread may read it at any moment.
+            (zone / "energy_uj.tmp").write_text(f"{energy_uj}\n")
+            os.replace(zone / "energy_uj.tmp", zone / "energy_uj")
+        measurement = monitor.end_window("step")
+        assert measurement.cpu_energy_j == {0: pytest.approx(3.0)}
+        assert measurement.dram_energy_j == {0: pytest.approx(0.5)}
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
 
 
 def test_numbers_are_checked_by_the_shared_rules(sim: joule.DeviceSet) -> None:

@@ -12,6 +12,7 @@
 #include "joule/core/clock.hpp"
 #include "joule/core/error.hpp"
 #include "joule/daemon/access.hpp"
+#include "joule/device/cpu.hpp"
 #include "joule/device/daemon_protocol.hpp"
 #include "joule/device/gpu.hpp"
 
@@ -53,6 +54,11 @@ struct DaemonOptions {
   UserDatabase users = UserDatabase::system();
   /// Counts connections, requests, setting changes and restores (docs/metrics.md); nullptr: none.
   std::shared_ptr<DaemonMetrics> metrics;
+  /// CPU packages whose energy counters (RAPL, root-only since Linux 5.10) the daemon serves to peers with
+  /// the read right (list_cpus, cpu_energy), by their package index; they must outlive the daemon.
+  std::vector<device::Cpu*> cpus;
+  /// Why `cpus` is empty (e.g. the RAPL backend's error), for the peers that ask for CPU energy.
+  std::string no_cpus_reason;
 };
 
 class Server;
@@ -69,7 +75,8 @@ class Daemon {
   /// restoring — only if the file is the daemon's user's own, mode 0600 or 0644, one link, in its format;
   /// any other file there is logged as an error, moved aside to `<socket>.state.untrusted.<unix seconds>`
   /// and never replayed.
-  /// @param gpus the GPUs to serve, in index order; they must outlive the daemon.
+  /// @param gpus the GPUs to serve, in index order (may be empty when options.cpus is not); they must
+  /// outlive the daemon.
   /// @param clock the clock the GPUs run on (power event timestamps).
   /// @return kPermissionDenied (not root with real GPUs; an unsafe socket folder; a lock file or socket
   /// another user planted), kInvalidArgument (bad option), kNotFound

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/core/error.hpp"
+#include "joule/device/gpu.hpp"
 
 namespace joule::device::daemon_protocol {
 
@@ -35,7 +36,8 @@ inline constexpr int kVersion = 1;
 inline constexpr std::string_view kDefaultSocketPath = "/run/joule/joule.sock";
 /// Longest line either side accepts, newline excluded, bytes. Longer requests are refused (and skipped).
 inline constexpr size_t kMaxLineBytes = size_t{64} * 1024;
-/// Deepest JSON nesting accepted in a request (requests need 2: the object and the `gpus` array).
+/// Deepest JSON nesting accepted in a request (requests need 2: the object and the `gpus` array). Responses
+/// nest deeper (gpu_telemetry's errors: 4), well within it.
 inline constexpr int kMaxDepth = 8;
 /// Range of `period_ms` for stream_power, ms.
 inline constexpr uint32_t kMinStreamPeriodMs = 10;
@@ -59,6 +61,10 @@ enum class Op {
   kLockSmClocks,     ///< {gpu, min_mhz, max_mhz} → {gpu, min_mhz, max_mhz}
   kResetSmClocks,    ///< {gpu} → {gpu}: gives up this connection's clock lock
   kRenewLease,       ///< → {lease_s}
+  // Added within protocol 1: a daemon of an earlier release answers them "unknown op" (invalid-argument).
+  kListCpus,      ///< → {cpus: [{index, name, has_dram}], reason?}: RAPL packages; if [], reason says why
+  kCpuEnergy,     ///< {cpu} → {cpu, package_energy_mj, dram_energy_mj|null}
+  kGpuTelemetry,  ///< {gpu} → {gpu, <telemetry field>|null…, errors: {<field>: {code, message}}}
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -87,6 +93,7 @@ struct Request {
   int protocol = 0;                             ///< hello: the version the client speaks (≥ 1)
   std::string client{};                         ///< hello: free text naming the client, for logs (optional)
   int gpu = -1;                                 ///< device operations: the daemon's GPU index
+  int cpu = -1;                                 ///< cpu_energy: the package index (list_cpus' index)
   std::optional<std::vector<int>> gpus{};       ///< stream_power: GPU indices (nullopt: all)
   uint32_t power_limit_mw = 0;                  ///< set_power_limit, mW
   uint32_t min_mhz = 0;                         ///< lock_sm_clocks, MHz
@@ -139,6 +146,19 @@ using ServerMessage = std::variant<Response, PowerEvent>;
 
 /// Parses one line the daemon sent. kParse naming what is wrong; never throws.
 Result<ServerMessage> parse_server_line(std::string_view line);
+
+/// @return the name of `field` in a gpu_telemetry result: device::telemetry_field_name()'s, except memory
+/// power, "memory_power_mw" (an integer in mW, as every power on the wire).
+std::string_view telemetry_wire_name(TelemetryField field);
+
+/// @return the gpu_telemetry result of GPU `gpu`: each field's value or null, and `errors` naming each null
+/// field's error as {code, message}.
+nlohmann::json telemetry_result(int gpu, const GpuTelemetry& telemetry);
+
+/// Reads a gpu_telemetry result back. A field that is null keeps the daemon's error (its code and message,
+/// the message prefixed with "joule daemon: "); a field left out (a daemon that does not know it) is
+/// kNotSupported saying so. @return kParse for a malformed result (a value of the wrong type or range).
+Result<GpuTelemetry> parse_telemetry_result(const nlohmann::json& result);
 
 /// @return the code called `name` (as to_string(ErrorCode) writes it), or nullopt.
 std::optional<ErrorCode> error_code_from_string(std::string_view name);

@@ -20,10 +20,13 @@ struct DiscoveryOptions {
   /// library is loaded. Environment: JOULE_SIM.
   std::optional<std::string> sim_spec;
   /// The socket of a `joule daemon` (docs/daemon.md): if set (and sim_spec is not), the GPUs are the
-  /// daemon's, reached without privileges, and no vendor library is loaded here. JOULE_DAEMON_SOCKET.
+  /// daemon's, reached without privileges, and no vendor library is loaded here. If set, the CPUs' energy
+  /// counters (root-only RAPL) are the daemon's too (on one shared connection); only where the daemon
+  /// serves none are the local ones tried. JOULE_DAEMON_SOCKET.
   std::optional<std::string> daemon_socket;
   std::string nvml_library = "libnvidia-ml.so.1";     ///< JOULE_NVML_LIBRARY
   std::string rocm_library = "librocm_smi64.so.1";    ///< JOULE_ROCM_SMI_LIBRARY
+  std::string amd_smi_library = "libamd_smi.so";      ///< JOULE_AMD_SMI_LIBRARY; preferred to ROCm SMI
   double rocm_counter_validation_s = 0.5;             ///< JOULE_ROCM_VALIDATION_S
   std::string powercap_root = "/sys/class/powercap";  ///< JOULE_POWERCAP_ROOT
   bool gpus = true;                                   ///< look for GPUs
@@ -32,14 +35,14 @@ struct DiscoveryOptions {
   std::shared_ptr<Clock> clock;
 
   /// @return defaults overridden by JOULE_SIM, JOULE_DAEMON_SOCKET, JOULE_NVML_LIBRARY,
-  /// JOULE_ROCM_SMI_LIBRARY, JOULE_ROCM_VALIDATION_S and JOULE_POWERCAP_ROOT. kInvalidArgument for a
-  /// malformed number.
+  /// JOULE_ROCM_SMI_LIBRARY, JOULE_AMD_SMI_LIBRARY, JOULE_ROCM_VALIDATION_S and JOULE_POWERCAP_ROOT.
+  /// kInvalidArgument for a malformed number.
   static Result<DiscoveryOptions> from_environment();
 };
 
 /// What one backend found, or why it found nothing.
 struct BackendReport {
-  std::string backend;  ///< "nvml", "rocm", "sim", "daemon", "rapl"
+  std::string backend;  ///< "nvml", "amdsmi", "rocm", "sim", "daemon", "rapl"
   std::string kind;     ///< "gpu" or "cpu"
   size_t devices = 0;   ///< how many devices it opened
   bool ok = false;      ///< false if the backend failed (detail says why)

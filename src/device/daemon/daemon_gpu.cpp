@@ -17,6 +17,8 @@ using nlohmann::json;
 namespace {
 
 constexpr int kMaxPhysicalIndex = 4095;
+// How long one gpu_telemetry answer may serve later single readings (see DaemonGpu's comment).
+constexpr auto kTelemetrySnapshotAge = std::chrono::milliseconds(100);
 
 // Reads an unsigned integer field of a daemon result, with a message naming the request.
 template <class T>
@@ -154,6 +156,7 @@ Result<uint32_t> DaemonGpu::do_power_limit_mw() {
 }
 
 Result<void> DaemonGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
+  snapshot_.reset();  // readings after a change must show it
   proto::Request request;
   request.op = proto::Op::kSetPowerLimit;
   request.gpu = daemon_index_;
@@ -181,6 +184,7 @@ Result<std::vector<uint32_t>> DaemonGpu::do_supported_sm_clocks_mhz() {
 }
 
 Result<void> DaemonGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
+  snapshot_.reset();
   proto::Request request;
   request.op = proto::Op::kLockSmClocks;
   request.gpu = daemon_index_;
@@ -191,13 +195,92 @@ Result<void> DaemonGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
 }
 
 Result<void> DaemonGpu::do_reset_sm_clocks() {
+  snapshot_.reset();
   JOULE_TRY(call(*client_, daemon_index_, proto::Op::kResetSmClocks));
   return {};
+}
+
+Result<const GpuTelemetry*> DaemonGpu::telemetry_for(TelemetryField field) {
+  const auto& fields = telemetry_fields();
+  const auto position = static_cast<size_t>(std::find(fields.begin(), fields.end(), field) - fields.begin());
+  const auto now = std::chrono::steady_clock::now();
+  // A sweep (telemetry()) asks for the fields in order: after the first, each is answered by the same
+  // request. Asked again, or late, a field gets a new reading.
+  if (!snapshot_ || position < snapshot_next_field_ || now - snapshot_time_ > kTelemetrySnapshotAge) {
+    snapshot_.reset();
+    proto::Request request;
+    request.op = proto::Op::kGpuTelemetry;
+    request.gpu = daemon_index_;
+    auto result = JOULE_TRY(client_->call(std::move(request)));
+    snapshot_ = JOULE_TRY(proto::parse_telemetry_result(result));
+    snapshot_time_ = now;
+  }
+  snapshot_next_field_ = position + 1;
+  return &*snapshot_;
+}
+
+namespace {
+
+// The value of one telemetry field of `reading`, or the error that left it empty.
+template <class T>
+Result<T> telemetry_field(Result<const GpuTelemetry*> reading, TelemetryField field,
+                          const std::optional<T> GpuTelemetry::*slot) {
+  if (!reading) {
+    return tl::make_unexpected(reading.error());
+  }
+  const GpuTelemetry& telemetry = **reading;
+  if (const auto& value = telemetry.*slot) {
+    return *value;
+  }
+  const Error* why = telemetry.error(field);
+  return tl::make_unexpected(why != nullptr ? *why
+                                            : Error(ErrorCode::kInternal, "telemetry field without error"));
+}
+
+}  // namespace
+
+Result<double> DaemonGpu::do_temperature_c() {
+  return telemetry_field(telemetry_for(TelemetryField::kTemperature), TelemetryField::kTemperature,
+                         &GpuTelemetry::temperature_c);
+}
+
+Result<uint32_t> DaemonGpu::do_sm_clock_mhz() {
+  return telemetry_field(telemetry_for(TelemetryField::kSmClock), TelemetryField::kSmClock,
+                         &GpuTelemetry::sm_clock_mhz);
+}
+
+Result<uint32_t> DaemonGpu::do_memory_clock_mhz() {
+  return telemetry_field(telemetry_for(TelemetryField::kMemoryClock), TelemetryField::kMemoryClock,
+                         &GpuTelemetry::memory_clock_mhz);
+}
+
+Result<uint32_t> DaemonGpu::do_gpu_utilization_pct() {
+  return telemetry_field(telemetry_for(TelemetryField::kGpuUtilization), TelemetryField::kGpuUtilization,
+                         &GpuTelemetry::gpu_utilization_pct);
+}
+
+Result<uint32_t> DaemonGpu::do_memory_utilization_pct() {
+  return telemetry_field(telemetry_for(TelemetryField::kMemoryUtilization),
+                         TelemetryField::kMemoryUtilization, &GpuTelemetry::memory_utilization_pct);
+}
+
+Result<uint64_t> DaemonGpu::do_clock_event_reasons() {
+  return telemetry_field(telemetry_for(TelemetryField::kClockEventReasons),
+                         TelemetryField::kClockEventReasons, &GpuTelemetry::clock_event_reasons);
+}
+
+Result<uint32_t> DaemonGpu::do_memory_power_mw() {
+  return telemetry_field(telemetry_for(TelemetryField::kMemoryPower), TelemetryField::kMemoryPower,
+                         &GpuTelemetry::memory_power_mw);
 }
 
 Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& socket_path,
                                                            const DaemonClientOptions& options) {
   auto client = JOULE_TRY(DaemonClient::connect(socket_path, options));
+  return open_daemon_gpus(std::move(client));
+}
+
+Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client) {
   proto::Request list;
   list.op = proto::Op::kListDevices;
   auto result = JOULE_TRY((client)->call(list));

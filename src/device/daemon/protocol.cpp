@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -40,10 +41,13 @@ constexpr std::array kOpNames = {
     OpName{Op::kLockSmClocks, "lock_sm_clocks"},
     OpName{Op::kResetSmClocks, "reset_sm_clocks"},
     OpName{Op::kRenewLease, "renew_lease"},
+    OpName{Op::kListCpus, "list_cpus"},
+    OpName{Op::kCpuEnergy, "cpu_energy"},
+    OpName{Op::kGpuTelemetry, "gpu_telemetry"},
 };
 
 // How a request field is read and what it means.
-enum class Kind { kProtocol, kClient, kGpu, kGpuList, kPowerMw, kClockMhz, kPeriodMs, kStream };
+enum class Kind { kProtocol, kClient, kGpu, kGpuList, kPowerMw, kClockMhz, kPeriodMs, kStream, kCpu };
 
 struct Field {
   std::string_view name;
@@ -58,7 +62,10 @@ std::vector<Field> fields_of(Op op) {
     case Op::kWhoAmI:
     case Op::kListDevices:
     case Op::kRenewLease:
+    case Op::kListCpus:
       return {};
+    case Op::kCpuEnergy:
+      return {{"cpu", Kind::kCpu, true}};
     case Op::kEnergy:
     case Op::kPower:
     case Op::kPowerLimit:
@@ -66,6 +73,7 @@ std::vector<Field> fields_of(Op op) {
     case Op::kClocks:
     case Op::kResetPowerLimit:
     case Op::kResetSmClocks:
+    case Op::kGpuTelemetry:
       return {{"gpu", Kind::kGpu, true}};
     case Op::kStreamPower:
       return {{"gpus", Kind::kGpuList, false}, {"period_ms", Kind::kPeriodMs, false}};
@@ -98,6 +106,8 @@ std::string_view what_kind(Kind kind) {
       return "a period in ms, an integer";
     case Kind::kStream:
       return "a stream id, an integer";
+    case Kind::kCpu:
+      return "a CPU package index, an integer >= 0";
   }
   return "";
 }
@@ -165,6 +175,11 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
     case Kind::kGpu: {
       auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kIntMax));
       request.gpu = static_cast<int>(number);
+      return {};
+    }
+    case Kind::kCpu: {
+      auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kIntMax));
+      request.cpu = static_cast<int>(number);
       return {};
     }
     case Kind::kGpuList: {
@@ -366,6 +381,9 @@ Right required_right(Op op) {
     case Op::kRenewLease:
       return Right::kNone;
     case Op::kListDevices:
+    case Op::kListCpus:
+    case Op::kCpuEnergy:
+    case Op::kGpuTelemetry:
     case Op::kEnergy:
     case Op::kPower:
     case Op::kPowerLimit:
@@ -420,6 +438,9 @@ std::string format_request(const Request& request) {
         break;
       case Kind::kGpu:
         line["gpu"] = request.gpu;
+        break;
+      case Kind::kCpu:
+        line["cpu"] = request.cpu;
         break;
       case Kind::kGpuList:
         if (request.gpus) {
@@ -526,6 +547,155 @@ Result<ServerMessage> parse_server_line(std::string_view line) {
   const auto known = error_code_from_string(code->get_ref<const std::string&>());
   response.error = Error(known.value_or(ErrorCode::kInternal), message->get<std::string>());
   return ServerMessage(std::move(response));
+}
+
+std::string_view telemetry_wire_name(TelemetryField field) {
+  return field == TelemetryField::kMemoryPower ? std::string_view("memory_power_mw")
+                                               : telemetry_field_name(field);
+}
+
+namespace {
+
+// The value of `field` in `telemetry` as JSON, or nullopt if it holds none.
+std::optional<json> wire_telemetry_value(const GpuTelemetry& telemetry, TelemetryField field) {
+  const auto as_json = [](const auto& value) -> std::optional<json> {
+    if (!value) {
+      return std::nullopt;
+    }
+    return json(*value);
+  };
+  switch (field) {
+    case TelemetryField::kTemperature:
+      // NaN or infinity would be written as null without an error: say why instead.
+      if (telemetry.temperature_c && !std::isfinite(*telemetry.temperature_c)) {
+        return std::nullopt;
+      }
+      return as_json(telemetry.temperature_c);
+    case TelemetryField::kSmClock:
+      return as_json(telemetry.sm_clock_mhz);
+    case TelemetryField::kMemoryClock:
+      return as_json(telemetry.memory_clock_mhz);
+    case TelemetryField::kGpuUtilization:
+      return as_json(telemetry.gpu_utilization_pct);
+    case TelemetryField::kMemoryUtilization:
+      return as_json(telemetry.memory_utilization_pct);
+    case TelemetryField::kClockEventReasons:
+      return as_json(telemetry.clock_event_reasons);
+    case TelemetryField::kMemoryPower:
+      return as_json(telemetry.memory_power_mw);
+  }
+  return std::nullopt;
+}
+
+// Stores `value` (a number from the daemon) into `field` of `telemetry`. @return false if it is not a valid
+// value of that field (wrong type or out of range).
+bool store_wire_telemetry_value(GpuTelemetry& telemetry, TelemetryField field, const json& value) {
+  if (field == TelemetryField::kTemperature) {
+    if (!value.is_number()) {
+      return false;
+    }
+    telemetry.temperature_c = value.get<double>();
+    return std::isfinite(*telemetry.temperature_c);
+  }
+  if (!value.is_number_unsigned()) {
+    return false;
+  }
+  const auto number = value.get<uint64_t>();
+  if (field == TelemetryField::kClockEventReasons) {
+    telemetry.clock_event_reasons = number;
+    return true;
+  }
+  if (number > std::numeric_limits<uint32_t>::max()) {
+    return false;
+  }
+  const auto narrowed = static_cast<uint32_t>(number);
+  switch (field) {
+    case TelemetryField::kSmClock:
+      telemetry.sm_clock_mhz = narrowed;
+      return true;
+    case TelemetryField::kMemoryClock:
+      telemetry.memory_clock_mhz = narrowed;
+      return true;
+    case TelemetryField::kGpuUtilization:
+      telemetry.gpu_utilization_pct = narrowed;
+      return true;
+    case TelemetryField::kMemoryUtilization:
+      telemetry.memory_utilization_pct = narrowed;
+      return true;
+    case TelemetryField::kMemoryPower:
+      telemetry.memory_power_mw = narrowed;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Why a telemetry field of a gpu_telemetry result is empty: the daemon's error, if it sent a readable one.
+Error wire_telemetry_error(const json& result, std::string_view name, bool listed) {
+  if (!listed) {
+    return Error(
+        ErrorCode::kNotSupported,
+        fmt::format("joule daemon: the daemon does not report '{}' (a release before it was added)", name));
+  }
+  const auto errors = result.find("errors");
+  if (errors != result.end() && errors->is_object()) {
+    const auto entry = errors->find(name);
+    if (entry != errors->end() && entry->is_object()) {
+      const auto code = entry->find("code");
+      const auto message = entry->find("message");
+      if (code != entry->end() && code->is_string() && message != entry->end() && message->is_string()) {
+        const auto known = error_code_from_string(code->get_ref<const std::string&>());
+        return Error(known.value_or(ErrorCode::kInternal), message->get<std::string>())
+            .with_context("joule daemon");
+      }
+    }
+  }
+  return Error(ErrorCode::kNotSupported,
+               fmt::format("joule daemon: the daemon sent no value for '{}' and did not say why", name));
+}
+
+}  // namespace
+
+json telemetry_result(int gpu, const GpuTelemetry& telemetry) {
+  json result = {{"gpu", gpu}};
+  json errors = json::object();
+  for (const TelemetryField field : telemetry_fields()) {
+    const std::string name(telemetry_wire_name(field));
+    auto value = wire_telemetry_value(telemetry, field);
+    if (value) {
+      result[name] = std::move(*value);
+      continue;
+    }
+    result[name] = nullptr;
+    const Error* why = telemetry.error(field);
+    const Error fallback(ErrorCode::kDevice, fmt::format("no valid value for '{}'", name));
+    const Error& error = why != nullptr ? *why : fallback;
+    errors[name] = {{"code", to_string(error.code())}, {"message", error.message()}};
+  }
+  result["errors"] = std::move(errors);
+  return result;
+}
+
+Result<GpuTelemetry> parse_telemetry_result(const json& result) {
+  if (const auto errors = result.find("errors"); errors != result.end() && !errors->is_object()) {
+    return fail(ErrorCode::kParse,
+                "joule daemon: the answer to 'gpu_telemetry' has an 'errors' that is not "
+                "an object");
+  }
+  GpuTelemetry telemetry;
+  for (const TelemetryField field : telemetry_fields()) {
+    const std::string_view name = telemetry_wire_name(field);
+    const auto found = result.find(name);
+    if (found == result.end() || found->is_null()) {
+      telemetry.errors.emplace_back(field, wire_telemetry_error(result, name, found != result.end()));
+      continue;
+    }
+    if (!store_wire_telemetry_value(telemetry, field, *found)) {
+      return fail(ErrorCode::kParse, "joule daemon: the answer to 'gpu_telemetry' has no valid '{}' (got {})",
+                  name, describe(*found));
+    }
+  }
+  return telemetry;
 }
 
 std::optional<ErrorCode> error_code_from_string(std::string_view name) {
