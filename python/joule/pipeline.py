@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _joule
@@ -59,7 +60,7 @@ PipelineServerError.__module__ = "joule"
 class Schedule:
     """One round of a schedule for this rank: ``frequencies`` is one iteration's ordered
     ``[(instruction, MHz)]`` (MHz 0: leave the clock as it is), to be run for ``iterations`` iterations
-    (None: until further notice). ``phase`` is 'profiling' or 'planned'; ``predicted`` the plan's
+    (None: until further notice). ``phase`` is 'warmup', 'profiling' or 'planned'; ``predicted`` the plan's
     ``{iteration_time_s, iteration_energy_j, max_clock_time_s, max_clock_energy_j}`` when known."""
 
     def __init__(
@@ -238,6 +239,12 @@ class PipelineFrequencyOptimizer(Callback):
     - ``restore_on_signals``: the guard also restores on SIGINT/SIGTERM/SIGHUP (default True).
     - ``timeout_s``, ``schedule_timeout_s``: HTTP timeouts (the schedule request blocks until every rank has
       reported, so it waits longer).
+    - ``steady_state``: with a server, how the warm-up waits for a thermal steady state before profiling (as
+      :class:`PowerLimitOptimizer`'s): ``'auto'`` (default: ``'steady'`` on real GPUs, ``'off'`` on simulated
+      ones), ``'off'`` (one warm-up round, as Zeus), ``'fixed'``, ``'steady'``, or a dict with ``mode`` and any
+      of ``window_s``, ``temperature_band_c``, ``power_band_ratio``, ``max_wait_s``, ``fixed_warmup_s``. While
+      the schedule's phase is 'warmup' the GPU is sampled once per iteration and every result reports
+      ``thermally_steady``; the server repeats the warm-up until every rank is steady.
 
     After each iteration, ``history[-1]`` (the last 1024 iterations) holds its ``round``, ``phase``,
     ``iteration_time_s`` (this rank's own, to the end of its last instruction), ``step_time_s``,
@@ -279,6 +286,7 @@ class PipelineFrequencyOptimizer(Callback):
         restore_on_signals: bool = True,
         timeout_s: float = 60.0,
         schedule_timeout_s: float = 3600.0,
+        steady_state: Union[str, dict[str, Any], None] = AUTO,
     ) -> None:
         for name, value in (("dp_degree", dp_degree), ("pp_degree", pp_degree), ("tp_degree", tp_degree)):
             if value < 1:
@@ -301,11 +309,13 @@ class PipelineFrequencyOptimizer(Callback):
         self.job_metadata = job_metadata
         self.num_microbatches = num_microbatches
 
+        own_clock = gpu is None and time_fn is None  # the devices' own clock times them
         if stage_device is not None:
             gpu = gpu or stage_device.gpu
             time_fn = time_fn or stage_device.now_s
             if sync_fn == AUTO:
                 sync_fn = None
+        found: Optional[_joule.DeviceSet] = None
         if gpu is None:
             from .monitor import devices
 
@@ -324,6 +334,21 @@ class PipelineFrequencyOptimizer(Callback):
             raise InvalidArgumentError(f"sync_fn must be 'auto', None or a callable (got {sync_fn!r})")
         self._sync: Optional[Callable[[], None]] = sync_fn
         self.available_frequencies_mhz: list[int] = sorted(gpu.supported_sm_clocks_mhz(), reverse=True)
+
+        # The thermal wait of the warm-up, timed like the measurements (only a server has a warm-up).
+        self._steady: Optional[_joule.SteadyStateDetector] = None
+        if server_url is not None:
+            if own_clock and stage_device is not None:
+                self._steady = _joule.SteadyStateDetector(stage_device, steady_state)
+            elif own_clock and found is not None:
+                self._steady = _joule.SteadyStateDetector(found, [gpu.index], steady_state)
+            else:  # the caller's time function (None: the steady clock real GPUs run on)
+                self._steady = _joule.SteadyStateDetector(gpu, steady_state, time_fn)
+            if self._steady.mode == "off":
+                self._steady = None
+        else:
+            _joule.SteadyStateDetector(gpu, steady_state)  # checks the argument all the same
+        self._steady_warned = False
 
         self._guard = _joule.SettingsGuard("pipeline frequency optimizer", restore_on_signals)
         self._applier = _joule.ClockApplier(self._guard, gpu)
@@ -522,6 +547,8 @@ class PipelineFrequencyOptimizer(Callback):
             for name in INSTRUCTIONS:
                 measurements["time_breakdown"][name].append(self._times[name])
                 measurements["energy_breakdown"][name].append(self._energies[name])
+        if self._steady is not None and schedule.phase == "warmup":
+            self._steady.sample()  # once per iteration, after it (the GPU has just run its load)
         self.history.append(
             {
                 "round": schedule.round,
@@ -562,8 +589,14 @@ class PipelineFrequencyOptimizer(Callback):
 
     @property
     def phase(self) -> Optional[str]:
-        """'profiling' or 'planned' (None before the first on_step_begin())."""
+        """'warmup', 'profiling' or 'planned' (None before the first on_step_begin())."""
         return None if self._schedule is None else self._schedule.phase
+
+    @property
+    def steady_state_mode(self) -> str:
+        """How the warm-up waits for a thermal steady state: 'off', 'fixed' or 'steady' ('auto' resolved;
+        always 'off' server-less)."""
+        return "off" if self._steady is None else str(self._steady.mode)
 
     @property
     def predicted(self) -> Optional[dict[str, Any]]:
@@ -629,16 +662,34 @@ class PipelineFrequencyOptimizer(Callback):
             self._iterations_left = None
             return
         assert self.job_id is not None
+        previous = self._schedule
         body = self._client.schedule(self.job_id, self.rank)
         self._schedule = Schedule.from_json(body, self.rank, f"{self._client.url}/schedule/{self.job_id}")
         self._iterations_left = self._schedule.iterations
+        if self._steady is not None and self._schedule.phase == "warmup" and (
+            previous is None or previous.phase != "warmup"
+        ):
+            self._steady.restart()  # a warm-up begins: its wait starts now
+            self._steady_warned = False
 
     def _report(self) -> None:
         measurements, self._round_measurements = self._round_measurements, self._empty_round()
         if self._client is None:
             return
         assert self.job_id is not None
-        self._client.result(self.job_id, {"rank": self.rank, **measurements})
+        result: dict[str, Any] = {"rank": self.rank, **measurements}
+        schedule = self._schedule
+        if self._steady is not None and schedule is not None and schedule.phase == "warmup":
+            # joule extension (Zeus's server ignores it): the server repeats the warm-up until all are steady.
+            result["thermally_steady"] = bool(self._steady.ready())
+            if self._steady.timed_out() and not self._steady_warned:
+                self._steady_warned = True
+                warnings.warn(
+                    f"{self._who()}: profiling without a thermal steady state: {self._steady.describe()}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        self._client.result(self.job_id, result)
 
 
 __all__ = ["PipelineFrequencyOptimizer", "PipelineServerClient", "PipelineServerError", "Schedule"]

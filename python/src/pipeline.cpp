@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pipeline (Perseus) runtime for Python: joule._joule.PipelineStageDevice (one stage as a simulated GPU),
 // SettingsGuard (the restore contract for clock locks made from Python), ClockApplier (locks clocks on a
-// C++ thread, off the training thread's critical path) and the plan functions
+// C++ thread, off the training thread's critical path), SteadyStateDetector (the thermal wait of the warm-up)
+// and the plan functions
 // joule.PipelineFrequencyOptimizer (pipeline.py) plans with when it has no server. Device calls run without
 // the GIL.
 #include "joule/plan/pipeline.hpp"
@@ -253,6 +254,68 @@ class ClockApplier {
   double lock_time_s_ = 0;
   double max_lock_time_s_ = 0;
   std::thread thread_;  // last: starts once everything above is initialised
+};
+
+// ---- thermal steady state
+// -------------------------------------------------------------------------------------------------
+
+// A Clock read from a Python time function (s), for GPUs whose time base only the caller knows (e.g. a
+// simulated GPU on a virtual clock passed to PipelineFrequencyOptimizer with its own time_fn).
+class PythonTimeClock final : public Clock {
+ public:
+  explicit PythonTimeClock(py::object time_fn)
+      : time_fn_(new py::object(std::move(time_fn)), [](py::object* object) {
+          py::gil_scoped_acquire gil;
+          delete object;
+        }) {}
+
+  Nanos now() const override {
+    py::gil_scoped_acquire gil;
+    return seconds_to_nanos((*time_fn_)().cast<double>(), "time_fn()");
+  }
+  void sleep_for(Nanos duration) override { std::this_thread::sleep_for(duration); }
+  bool is_virtual() const override { return false; }
+  int64_t to_unix_ns(Nanos time) const override {
+    // Not needed by the detector; the offset of a time function to the Unix epoch is unknown.
+    return time.count();
+  }
+
+ private:
+  std::shared_ptr<py::object> time_fn_;
+};
+
+// joule._joule.SteadyStateDetector: a measure::SteadyStateDetector with whatever keeps its GPUs and clock
+// alive. Every call releases the GIL before taking the mutex (a PythonTimeClock takes the GIL back inside),
+// so two Python threads cannot deadlock on it.
+class SteadyStateHandle {
+ public:
+  SteadyStateHandle(std::shared_ptr<const void> owner, std::vector<device::Gpu*> gpus,
+                    std::shared_ptr<Clock> clock, const measure::SteadyStateOptions& options)
+      : owner_(std::move(owner)), clock_(std::move(clock)) {
+    py::gil_scoped_release release;
+    detector_ = std::make_unique<measure::SteadyStateDetector>(std::move(gpus), *clock_, options);
+  }
+  ~SteadyStateHandle() {
+    py::gil_scoped_release release;
+    detector_.reset();
+  }
+  SteadyStateHandle(const SteadyStateHandle&) = delete;
+  SteadyStateHandle& operator=(const SteadyStateHandle&) = delete;
+  SteadyStateHandle(SteadyStateHandle&&) = delete;
+  SteadyStateHandle& operator=(SteadyStateHandle&&) = delete;
+
+  template <class F>
+  auto with_detector(F&& function) {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    return function(*detector_);
+  }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  std::shared_ptr<Clock> clock_;
+  std::mutex mutex_;
+  std::unique_ptr<measure::SteadyStateDetector> detector_;
 };
 
 // ---- plans
@@ -509,6 +572,33 @@ void bind_pipeline(py::module_& module) {
       .def_property_readonly("stage", &plan::StageDevice::stage)
       .def_property_readonly("p_blocking_w", &plan::StageDevice::p_blocking_w)
       .def(
+          "set_thermal",
+          [](plan::StageDevice& device, std::optional<double> temperature_c, bool leakage) {
+            if (temperature_c && !std::isfinite(*temperature_c)) {
+              throw Exception(ErrorCode::kInvalidArgument,
+                              fmt::format("temperature_c must be a finite number, got {}", *temperature_c));
+            }
+            py::gil_scoped_release release;
+            device.gpu().set_thermal({temperature_c, leakage});
+          },
+          py::arg("temperature_c") = py::none(), py::arg("leakage") = true,
+          "Sets the GPU's thermal state now: its temperature, °C (None: the steady temperature of its "
+          "load), and whether its power follows temperature (leakage: a cold GPU draws less). "
+          "set_thermal(ambient_c) is a cold start; ambient_c is the model's.")
+      .def_property_readonly(
+          "ambient_c", [](const plan::StageDevice& device) { return device.model().ambient_c; },
+          "The temperature of a cold GPU of this model, °C.")
+      .def(
+          "temperature_c",
+          [](const plan::StageDevice& device) {
+            Result<double> temperature = [&] {
+              py::gil_scoped_release release;
+              return device.gpu().temperature_c();
+            }();
+            return value_or_throw(std::move(temperature));
+          },
+          "The GPU's temperature now, °C (its thermal model).")
+      .def(
           "settings_log", [](const plan::StageDevice& device) { return settings_log_list(device.gpu()); },
           "Every setting made on the GPU: dicts time_s, setting ('sm_clocks_locked_mhz', 'sm_clocks_reset', "
           "'power_limit_mw'), value, value_min.")
@@ -628,6 +718,94 @@ void bind_pipeline(py::module_& module) {
       .def("stats", &ClockApplier::stats,
            "requests, locks, lock_time_s, mean_lock_time_s, max_lock_time_s (device time of the locks), "
            "applied_mhz, requested_mhz.");
+
+  py::class_<SteadyStateHandle, std::shared_ptr<SteadyStateHandle>>(
+      module, "SteadyStateDetector",
+      "Decides when GPUs are thermally steady (measure::SteadyStateDetector): call sample() now and then "
+      "(once per iteration); ready() says whether they may be measured. steady_state: None or 'auto' "
+      "(steady on real GPUs, off on simulated ones), 'off', 'fixed', 'steady', or a dict with mode and "
+      "window_s, temperature_band_c, power_band_ratio, max_wait_s, fixed_warmup_s.")
+      .def(py::init([](const SharedDeviceSet& set, const std::optional<std::vector<int>>& gpu_indices,
+                       const py::object& steady_state) {
+             const measure::SteadyStateOptions options = steady_state_from_python(steady_state);
+             std::vector<device::Gpu*> gpus = select_gpus(*set, gpu_indices);
+             return std::make_shared<SteadyStateHandle>(set, std::move(gpus), set->clock, options);
+           }),
+           py::arg("devices"), py::arg("gpu_indices") = py::none(), py::arg("steady_state") = py::none(),
+           "The GPUs of a DeviceSet (all, or these framework indices) on the set's clock.")
+      .def(py::init([](const SharedStageDevice& device, const py::object& steady_state) {
+             const measure::SteadyStateOptions options = steady_state_from_python(steady_state);
+             // The stage device owns its clock: alias it so that it lives as long as the device.
+             std::shared_ptr<Clock> clock(device, &device->clock());
+             return std::make_shared<SteadyStateHandle>(device, std::vector<device::Gpu*>{&device->gpu()},
+                                                        std::move(clock), options);
+           }),
+           py::arg("stage_device"), py::arg("steady_state") = py::none(),
+           "A PipelineStageDevice's GPU on its virtual clock.")
+      .def(py::init([](const GpuRef& gpu, const py::object& steady_state, const py::object& time_fn) {
+             const measure::SteadyStateOptions options = steady_state_from_python(steady_state);
+             std::shared_ptr<Clock> clock;
+             if (time_fn.is_none()) {
+               clock = std::make_shared<SteadyClock>();
+             } else if (PyCallable_Check(time_fn.ptr())) {
+               clock = std::make_shared<PythonTimeClock>(time_fn);
+             } else {
+               throw Exception(ErrorCode::kInvalidArgument,
+                               "time_fn must be None or a callable returning seconds");
+             }
+             return std::make_shared<SteadyStateHandle>(gpu.owner, std::vector<device::Gpu*>{gpu.gpu},
+                                                        std::move(clock), options);
+           }),
+           py::arg("gpu"), py::arg("steady_state") = py::none(), py::arg("time_fn") = py::none(),
+           "One Gpu, timed by time_fn (seconds; None: the steady clock, which real GPUs run on).")
+      .def(
+          "sample",
+          [](SteadyStateHandle& handle) {
+            handle.with_detector([](measure::SteadyStateDetector& detector) { detector.sample(); });
+          },
+          "Reads every GPU's temperature and power now (failed reads are skipped).")
+      .def(
+          "ready",
+          [](SteadyStateHandle& handle) {
+            return handle.with_detector(
+                [](measure::SteadyStateDetector& detector) { return detector.ready(); });
+          },
+          "Whether the GPUs may be measured now: steady, waited long enough, or timed out.")
+      .def(
+          "timed_out",
+          [](SteadyStateHandle& handle) {
+            return handle.with_detector(
+                [](measure::SteadyStateDetector& detector) { return detector.timed_out(); });
+          },
+          "True if ready() only because max_wait_s passed without a steady state.")
+      .def(
+          "restart",
+          [](SteadyStateHandle& handle) {
+            handle.with_detector([](measure::SteadyStateDetector& detector) { detector.restart(); });
+          },
+          "Forgets the readings and starts waiting again (after a change of settings or load).")
+      .def(
+          "waited_s",
+          [](SteadyStateHandle& handle) {
+            return handle.with_detector(
+                [](measure::SteadyStateDetector& detector) { return detector.waited_s(); });
+          },
+          "Seconds since the detector was made or restarted.")
+      .def(
+          "describe",
+          [](SteadyStateHandle& handle) {
+            return handle.with_detector(
+                [](measure::SteadyStateDetector& detector) { return detector.describe(); });
+          },
+          "One line for logs: 'steady after 42.0 s (GPU 0: 71.2–71.9 °C, 210.1–212.0 W)' or why not yet.")
+      .def_property_readonly(
+          "mode",
+          [](SteadyStateHandle& handle) {
+            return handle.with_detector([](measure::SteadyStateDetector& detector) {
+              return std::string(measure::to_string(detector.mode()));
+            });
+          },
+          "'off', 'fixed' or 'steady' ('auto' resolved for these GPUs).");
 
   module.def("_pipeline_plan", &plan_pipeline, py::arg("profile"), py::arg("microbatches"),
              py::arg("stages") = py::none(), py::arg("schedule") = "1f1b", py::arg("p_blocking_w") = 70.0,

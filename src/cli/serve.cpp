@@ -35,6 +35,7 @@ struct ServeFlags {
   int pfo_round_iterations = plan::LiveOptions().planned_round_iterations;
   int pfo_profile_samples = plan::LiveOptions().profile_samples;
   double pfo_blocking_w = plan::LiveOptions().default_p_blocking_w;
+  int pfo_max_warmup_rounds = plan::LiveOptions().max_warmup_rounds;
   double pfo_schedule_wait_s = 600;
 };
 
@@ -66,6 +67,7 @@ int run_serve(const ServeFlags& flags) {
   service_options.live.planned_round_iterations = flags.pfo_round_iterations;
   service_options.live.profile_samples = flags.pfo_profile_samples;
   service_options.live.default_p_blocking_w = flags.pfo_blocking_w;
+  service_options.live.max_warmup_rounds = flags.pfo_max_warmup_rounds;
   service_options.live_default_microbatches = flags.pfo_microbatches;
   service_options.live_schedule_wait =
       std::chrono::milliseconds(static_cast<int64_t>(flags.pfo_schedule_wait_s * 1000));
@@ -165,6 +167,14 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
           "--pfo-profile-samples", flags->pfo_profile_samples,
           fmt::format("Computations measured per stage, instruction and clock while profiling (default {})",
                       flags->pfo_profile_samples))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      ->add_option(
+          "--pfo-max-warmup-rounds", flags->pfo_max_warmup_rounds,
+          fmt::format("Most warm-up rounds of a pipeline-frequency job while some rank reports its GPU "
+                      "not thermally steady; then it profiles anyway (default {})",
+                      flags->pfo_max_warmup_rounds))
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   command

@@ -88,6 +88,11 @@ Result<void> validate(const LiveOptions& options) {
     return fail(ErrorCode::kInvalidArgument, "straggler_confirm_rounds: must be 1 to 1000, got {}",
                 options.straggler_confirm_rounds);
   }
+  if (options.max_warmup_rounds < 1 || options.max_warmup_rounds > 1'000'000) {
+    return fail(ErrorCode::kInvalidArgument,
+                "max_warmup_rounds: must be 1 to 1000000 (1: one warm-up round, no thermal wait), got {}",
+                options.max_warmup_rounds);
+  }
   if (!std::isfinite(options.default_p_blocking_w) || options.default_p_blocking_w < 0) {
     return fail(ErrorCode::kInvalidArgument, "default_p_blocking_w: must be finite and ≥ 0 W, got {}",
                 options.default_p_blocking_w);
@@ -436,10 +441,24 @@ Result<void> LiveScheduler::observe_round(const LivePlanProvider& provider) {
   switch (phase_) {
     case LivePhase::kRegistering:
       return fail(ErrorCode::kInternal, "a round completed before every rank registered");
-    case LivePhase::kWarmup:
+    case LivePhase::kWarmup: {
       profiling_iterations_ += 1;
+      warmup_rounds_ += 1;
+      // A GPU still heating up draws less leakage power than it will once warm: a profile measured now
+      // would read low. Stay at the highest clock (the most heat) until every rank is steady.
+      unsteady_ranks_.clear();
+      for (const auto& [rank, result] : pending_) {
+        if (result.thermally_steady == false) {
+          unsteady_ranks_.push_back(rank);
+        }
+      }
+      if (!unsteady_ranks_.empty() && warmup_rounds_ < options_.max_warmup_rounds) {
+        return {};
+      }
+      warmup_gave_up_ = !unsteady_ranks_.empty();
       phase_ = LivePhase::kProfiling;
       break;
+    }
     case LivePhase::kProfiling:
       profiling_iterations_ += 1;
       observe_profile();
@@ -698,11 +717,15 @@ void LiveScheduler::observe_stragglers() {
 namespace {
 
 json result_json(const LiveResult& result) {
-  return {{"rank", result.rank},
-          {"iter_time", result.iter_time_s},
-          {"iter_energy", result.iter_energy_j},
-          {"time_breakdown", result.time_breakdown_s},
-          {"energy_breakdown", result.energy_breakdown_j}};
+  json value = {{"rank", result.rank},
+                {"iter_time", result.iter_time_s},
+                {"iter_energy", result.iter_energy_j},
+                {"time_breakdown", result.time_breakdown_s},
+                {"energy_breakdown", result.energy_breakdown_j}};
+  if (result.thermally_steady) {
+    value["thermally_steady"] = *result.thermally_steady;
+  }
+  return value;
 }
 
 LiveResult result_from(const json& value) {
@@ -714,6 +737,9 @@ LiveResult result_from(const json& value) {
       value.at("time_breakdown").get<std::map<std::string, std::vector<std::vector<double>>>>();
   result.energy_breakdown_j =
       value.at("energy_breakdown").get<std::map<std::string, std::vector<std::vector<double>>>>();
+  if (const auto steady = value.find("thermally_steady"); steady != value.end()) {
+    result.thermally_steady = steady->get<bool>();
+  }
   return result;
 }
 
@@ -792,7 +818,8 @@ std::string LiveScheduler::dump() const {
                         {"straggler_enter", options_.straggler_enter},
                         {"straggler_exit", options_.straggler_exit},
                         {"straggler_retarget", options_.straggler_retarget},
-                        {"straggler_confirm_rounds", options_.straggler_confirm_rounds}};
+                        {"straggler_confirm_rounds", options_.straggler_confirm_rounds},
+                        {"max_warmup_rounds", options_.max_warmup_rounds}};
   const json info = {{"job_id", info_.job_id},
                      {"pp_degree", info_.pp_degree},
                      {"dp_degree", info_.dp_degree},
@@ -820,6 +847,9 @@ std::string LiveScheduler::dump() const {
                          {"p_blocking_w", p_blocking_w_},
                          {"unit_time_s", unit_time_s_},
                          {"profiling_iterations", profiling_iterations_},
+                         {"warmup_rounds", warmup_rounds_},
+                         {"unsteady_ranks", unsteady_ranks_},
+                         {"warmup_gave_up", warmup_gave_up_},
                          {"assignments", std::move(assignments)},
                          {"fastest", fastest_ ? assignment_json(*fastest_) : json(nullptr)},
                          {"slowed", slowed_},
@@ -859,6 +889,8 @@ Result<LiveScheduler> LiveScheduler::parse(std::string_view text) {
     o.straggler_exit = options.at("straggler_exit").get<double>();
     o.straggler_retarget = options.at("straggler_retarget").get<double>();
     o.straggler_confirm_rounds = options.at("straggler_confirm_rounds").get<int>();
+    // Jobs stored before the thermal warm-up existed lack these: the defaults.
+    o.max_warmup_rounds = options.value("max_warmup_rounds", LiveOptions{}.max_warmup_rounds);
     const std::string phase = document.at("phase").get<std::string>();
     bool known_phase = false;
     for (const LivePhase candidate :
@@ -908,6 +940,9 @@ Result<LiveScheduler> LiveScheduler::parse(std::string_view text) {
     scheduler.p_blocking_w_ = document.at("p_blocking_w").get<double>();
     scheduler.unit_time_s_ = document.at("unit_time_s").get<double>();
     scheduler.profiling_iterations_ = document.at("profiling_iterations").get<int64_t>();
+    scheduler.warmup_rounds_ = document.value("warmup_rounds", int64_t{0});
+    scheduler.unsteady_ranks_ = document.value("unsteady_ranks", std::vector<int>{});
+    scheduler.warmup_gave_up_ = document.value("warmup_gave_up", false);
     const auto assignment_from = [](const json& value) {
       return Assignment{value.at("plan").get<FrequencyPlan>(), value.at("plan_time_s").get<double>(),
                         prediction_from(value.at("predicted"))};

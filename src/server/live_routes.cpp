@@ -171,7 +171,8 @@ std::vector<double> number_list(const JsonFields& fields, const json& value, con
   return numbers;
 }
 
-// Zeus's ProfilingResult: time_breakdown and energy_breakdown default to {}.
+// Zeus's ProfilingResult: time_breakdown and energy_breakdown default to {}; joule's thermally_steady is
+// optional (absent or null: steady, so Zeus's clients warm up for one round as before).
 plan::LiveResult parse_result(const json& body) {
   const JsonFields fields(body, "", ErrorCode::kInvalidArgument);
   plan::LiveResult result;
@@ -182,6 +183,9 @@ plan::LiveResult parse_result(const json& body) {
   }
   result.iter_time_s = number_list(fields, fields.require("iter_time"), "iter_time");
   result.iter_energy_j = number_list(fields, fields.require("iter_energy"), "iter_energy");
+  if (const json* steady = fields.optional("thermally_steady")) {
+    result.thermally_steady = fields.to_boolean(*steady, "thermally_steady");
+  }
   for (const auto& [key, target] : {std::pair<std::string_view, decltype(&result.time_breakdown_s)>{
                                         "time_breakdown", &result.time_breakdown_s},
                                     {"energy_breakdown", &result.energy_breakdown_j}}) {
@@ -296,6 +300,7 @@ Response Service::Impl::live_route(const Request& request, std::string_view rout
                                  {"straggler_exit", live.straggler_exit},
                                  {"straggler_retarget", live.straggler_retarget},
                                  {"straggler_confirm_rounds", live.straggler_confirm_rounds},
+                                 {"max_warmup_rounds", live.max_warmup_rounds},
                                  {"default_microbatches", options.live_default_microbatches},
                                  {"profile_given", options.live_profile_csv.has_value()},
                                  {"max_world_size", options.live_max_waiting}}},
@@ -388,6 +393,22 @@ Response Service::Impl::live_route(const Request& request, std::string_view rout
       const plan::LivePhase before = job.phase();
       const auto straggler_before = job.straggler_time_s();
       const bool completed = JOULE_TRY(job.report(result, provider));
+      if (completed && before == plan::LivePhase::kWarmup) {
+        // Once when the wait begins, not every round of it (a warm-up lasts up to minutes of iterations).
+        if (job.phase() == plan::LivePhase::kWarmup && job.warmup_rounds() == 1) {
+          log().info(
+              "pipeline-frequency job {}: waiting for a thermal steady state (ranks {} not steady yet)",
+              job_id, fmt::join(job.unsteady_ranks(), ", "));
+        } else if (job.warmup_gave_up()) {
+          log().warn(
+              "pipeline-frequency job {}: profiling after {} warm-up rounds (max_warmup_rounds) although "
+              "ranks {} are not thermally steady",
+              job_id, job.warmup_rounds(), fmt::join(job.unsteady_ranks(), ", "));
+        } else if (job.phase() != plan::LivePhase::kWarmup && job.warmup_rounds() > 1) {
+          log().info("pipeline-frequency job {}: every rank is thermally steady after {} warm-up rounds",
+                     job_id, job.warmup_rounds());
+        }
+      }
       if (completed && job.phase() != before) {
         log().info("pipeline-frequency job {}: round {} is {}", job_id, job.round(),
                    plan::to_string(job.phase()));

@@ -7,6 +7,7 @@
 #include <random>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
@@ -360,6 +361,111 @@ TEST_F(LiveTest, OnePipelineIsNeverSlowedDown) {
     }
   }
   EXPECT_FALSE(scheduler.straggler_time_s());
+}
+
+// Thermal warm-up: a rank reporting thermally_steady = false keeps the job at the highest clock.
+TEST_F(LiveTest, WarmupRepeatsUntilEveryRankIsThermallySteady) {
+  const Profile truth = example_profile();
+  LiveScheduler scheduler = registered(2, 1, 4);
+  // One warm-up round; rank 0 says `steady`, rank 1 says nothing (a Zeus client): counts as steady.
+  const auto warm_round = [&](std::optional<bool> rank0, std::optional<bool> rank1) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const auto schedule = *scheduler.schedule(rank);
+      ASSERT_EQ(schedule.phase, LivePhase::kWarmup);
+      for (const auto& [name, mhz] : schedule.frequencies) {
+        ASSERT_EQ(mhz, 1410u);
+      }
+      LiveResult result = run_round(truth, schedule, rank);
+      result.thermally_steady = rank == 0 ? rank0 : rank1;
+      ASSERT_TRUE(scheduler.report(result, provider));
+      // Stored and parsed back after every report: a pending `false` must survive.
+      auto parsed = LiveScheduler::parse(scheduler.dump());
+      ASSERT_TRUE(parsed) << parsed.error().message();
+      scheduler = std::move(*parsed);
+    }
+  };
+  warm_round(false, std::nullopt);
+  EXPECT_EQ(scheduler.phase(), LivePhase::kWarmup);
+  EXPECT_EQ(scheduler.round(), 1);
+  EXPECT_EQ(scheduler.warmup_rounds(), 1);
+  EXPECT_EQ(scheduler.unsteady_ranks(), std::vector<int>{0});
+  warm_round(true, false);
+  EXPECT_EQ(scheduler.phase(), LivePhase::kWarmup);
+  EXPECT_EQ(scheduler.unsteady_ranks(), std::vector<int>{1});
+  warm_round(true, std::nullopt);
+  EXPECT_EQ(scheduler.phase(), LivePhase::kProfiling);
+  EXPECT_EQ(scheduler.warmup_rounds(), 3);
+  EXPECT_TRUE(scheduler.unsteady_ranks().empty());
+  EXPECT_FALSE(scheduler.warmup_gave_up());
+  // Outside warm-up the field is ignored.
+  LiveResult result = run_round(truth, *scheduler.schedule(0), 0);
+  result.thermally_steady = false;
+  ASSERT_TRUE(scheduler.report(result, provider));
+  ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(1), 1), provider));
+  EXPECT_EQ(scheduler.phase(), LivePhase::kProfiling);
+  run_until_planned(scheduler, truth);
+  // Every round so far, warm-up ones included, was one iteration before the plan.
+  EXPECT_EQ(scheduler.profiling_iterations(), scheduler.round());
+}
+
+TEST_F(LiveTest, WarmupWithoutTheFieldIsOneRound) {
+  LiveScheduler scheduler = registered(2, 1, 4);
+  const Profile truth = example_profile();
+  ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(0), 0), provider));
+  ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(1), 1), provider));
+  EXPECT_EQ(scheduler.phase(), LivePhase::kProfiling);
+  EXPECT_EQ(scheduler.warmup_rounds(), 1);
+}
+
+TEST_F(LiveTest, WarmupGivesUpAfterMaxWarmupRounds) {
+  LiveOptions options;
+  options.max_warmup_rounds = 3;
+  LiveScheduler scheduler = registered(1, 2, 4, options);
+  const Profile truth = example_profile();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(scheduler.phase(), LivePhase::kWarmup) << "round " << i;
+    for (int rank = 0; rank < 2; ++rank) {
+      LiveResult result = run_round(truth, *scheduler.schedule(rank), 0);
+      result.thermally_steady = rank == 1 ? std::optional<bool>(false) : std::nullopt;
+      ASSERT_TRUE(scheduler.report(result, provider));
+    }
+    scheduler = *LiveScheduler::parse(scheduler.dump());
+  }
+  EXPECT_EQ(scheduler.phase(), LivePhase::kProfiling);
+  EXPECT_EQ(scheduler.warmup_rounds(), 3);
+  EXPECT_TRUE(scheduler.warmup_gave_up());
+  EXPECT_EQ(scheduler.unsteady_ranks(), std::vector<int>{1});
+  EXPECT_EQ(scheduler.options().max_warmup_rounds, 3);
+
+  LiveOptions bad;
+  bad.max_warmup_rounds = 0;
+  EXPECT_EQ(LiveScheduler::create(job(1, 1, 4), bad).error().message(),
+            "max_warmup_rounds: must be 1 to 1000000 (1: one warm-up round, no thermal wait), got 0");
+}
+
+TEST_F(LiveTest, StatesStoredBeforeTheThermalWarmupStillParse) {
+  LiveScheduler scheduler = registered(2, 1, 4);
+  LiveResult result = run_round(example_profile(), *scheduler.schedule(0), 0);
+  result.thermally_steady = false;
+  ASSERT_TRUE(scheduler.report(result, provider));
+  nlohmann::json document = nlohmann::json::parse(scheduler.dump());
+  EXPECT_EQ(document["pending"][0]["thermally_steady"], false);
+  document["options"].erase("max_warmup_rounds");
+  for (const char* key : {"warmup_rounds", "unsteady_ranks", "warmup_gave_up"}) {
+    ASSERT_EQ(document.erase(key), 1u) << key;
+  }
+  document["pending"][0].erase("thermally_steady");
+  auto parsed = LiveScheduler::parse(document.dump());
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->options().max_warmup_rounds, LiveOptions{}.max_warmup_rounds);
+  EXPECT_EQ(parsed->warmup_rounds(), 0);
+  EXPECT_FALSE(parsed->warmup_gave_up());
+  // The old pending report counts as steady: the round ends the warm-up.
+  ASSERT_TRUE(parsed->report(run_round(example_profile(), *parsed->schedule(1), 1), provider));
+  EXPECT_EQ(parsed->phase(), LivePhase::kProfiling);
+  document = nlohmann::json::parse(scheduler.dump());
+  document["pending"][0]["thermally_steady"] = "no";
+  EXPECT_EQ(LiveScheduler::parse(document.dump()).error().code(), ErrorCode::kParse);
 }
 
 TEST_F(LiveTest, ParseRefusesForeignAndCorruptDocuments) {

@@ -307,6 +307,117 @@ def test_malformed_schedule_is_rejected(fake_server: Callable[..., FakeServer]) 
     optimizer.close()
 
 
+# Thermal warm-up -----------------------------------------------------------------------------------------------
+
+# One stage, one microbatch, seconds per computation: the thermal model (τ = 45 s) settles in tens of
+# iterations of virtual time.
+SLOW_STAGE = "stage,instruction,frequency_mhz,time_s,energy_j\n0,forward,1410,1,200\n0,backward,1410,2,400\n"
+
+
+class WarmupServer:
+    """Zeus's protocol as joule serve runs the warm-up: a 'warmup' round (one iteration at the highest clock)
+    again while the last result says thermally_steady false, then one profiling round, then the plan."""
+
+    def __init__(self) -> None:
+        self.results: list[dict[str, Any]] = []
+        self.phase = "warmup"
+
+    def respond(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        if method == "POST" and path == "/register_job":
+            return 200, "job-9"
+        if method == "POST" and path.startswith("/register_rank/"):
+            return 200, None
+        if method == "POST" and path.startswith("/result/"):
+            self.results.append(body)
+            if self.phase == "warmup" and body.get("thermally_steady") is not False:
+                self.phase = "profiling"
+            elif self.phase == "profiling":
+                self.phase = "planned"
+            return 200, None
+        frequencies = [["forward", 1410], ["backward", 1410]]
+        return 200, {"rank": 0, "frequencies": frequencies, "round": len(self.results), "phase": self.phase,
+                     "iterations": None if self.phase == "planned" else 1, "predicted": None}
+
+
+def warm_up(fake_server: Callable[..., FakeServer], device: joule.PipelineStageDevice, iterations: int,
+            **kwargs: Any) -> tuple[WarmupServer, joule.PipelineFrequencyOptimizer]:
+    server = WarmupServer()
+    url = fake_server(server.respond).url
+    optimizer = joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, url, stage_device=device,
+                                                 num_microbatches=1, **kwargs)
+    for _ in range(iterations):
+        run_iteration(optimizer, device, ["forward", "backward"])
+        if optimizer.phase == "planned":
+            break
+    return server, optimizer
+
+
+def test_a_cold_gpu_warms_up_until_it_is_thermally_steady(fake_server: Callable[..., FakeServer]) -> None:
+    device = joule.PipelineStageDevice(SLOW_STAGE, 0, p_blocking_w=60)
+    device.set_thermal(device.ambient_c)  # a cold start, power following temperature
+    steady_state = {"mode": "steady", "window_s": 6, "temperature_band_c": 0.5, "max_wait_s": 600}
+    server, optimizer = warm_up(fake_server, device, 200, steady_state=steady_state)
+    assert optimizer.steady_state_mode == "steady"
+    flags = [result.get("thermally_steady") for result in server.results]
+    warmup = flags.index(True) + 1
+    # Many warm-up rounds, every one but the last not steady; the profiling round does not carry the field.
+    assert warmup > 10 and flags[:warmup] == [False] * (warmup - 1) + [True]
+    assert flags[warmup:] == [None] and "thermally_steady" not in server.results[warmup]
+    phases = [entry["phase"] for entry in optimizer.history]
+    assert phases == ["warmup"] * warmup + ["profiling", "planned"]
+    # Profiling began within half a degree per 6 s of the steady temperature: near it, not at 25 °C.
+    warm_end_s = optimizer.history[warmup - 1]["end_s"]
+    assert warm_end_s >= 6 and device.temperature_c() > 60
+    optimizer.close()
+
+
+def test_fixed_warmup_lasts_as_long_as_asked_and_off_reports_nothing(fake_server: Callable[..., FakeServer]) -> None:
+    device = joule.PipelineStageDevice(SLOW_STAGE, 0, p_blocking_w=60)
+    server, optimizer = warm_up(fake_server, device, 20, steady_state={"mode": "fixed", "fixed_warmup_s": 10})
+    assert optimizer.steady_state_mode == "fixed"
+    # 3 s per iteration: ready once 10 s have passed since the warm-up began, after the 4th iteration.
+    assert [result.get("thermally_steady") for result in server.results] == [False, False, False, True, None]
+    optimizer.close()
+    # Simulated GPUs: 'auto' is off, as Zeus: one warm-up round and no field.
+    for steady_state in ("auto", "off", None):
+        device = joule.PipelineStageDevice(SLOW_STAGE, 0, p_blocking_w=60)
+        server, optimizer = warm_up(fake_server, device, 5, steady_state=steady_state)
+        assert optimizer.steady_state_mode == "off"
+        assert len(server.results) == 2 and all("thermally_steady" not in r for r in server.results)
+        optimizer.close()
+
+
+def test_bad_steady_state_arguments_are_named() -> None:
+    device = joule.PipelineStageDevice(SLOW_STAGE, 0)
+    with pytest.raises(joule.InvalidArgumentError, match=r"unknown steady-state mode 'warm' \(expected off, fixed or steady\)"):
+        joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, stage_device=device, profile=SLOW_STAGE,
+                                         num_microbatches=1, steady_state="warm")
+    with pytest.raises(joule.InvalidArgumentError, match=r"steady_state: unknown setting 'window'"):
+        _joule.SteadyStateDetector(device, {"window": 5})
+
+
+def test_steady_state_detector_binding() -> None:
+    devices = joule.devices(sim="2xv100", virtual_clock=True, cpus=False)
+    assert _joule.SteadyStateDetector(devices).mode == "off"  # simulated GPUs: 'auto' is off
+    detector = _joule.SteadyStateDetector(devices, [1], {"mode": "fixed", "fixed_warmup_s": 5})
+    assert detector.mode == "fixed" and not detector.ready() and not detector.timed_out()
+    devices.advance(5)
+    detector.sample()
+    assert detector.ready() and detector.waited_s() == pytest.approx(5)
+    assert detector.describe() == "ready after 5.0 s (fixed mode)"
+    detector.restart()
+    assert not detector.ready()
+    # One Gpu timed by the caller's clock; steady mode times out after max_wait_s.
+    now = [0.0]
+    gpu = devices.gpus[0]
+    timed = _joule.SteadyStateDetector(gpu, {"mode": "steady", "window_s": 1, "max_wait_s": 2}, time_fn=lambda: now[0])
+    timed.sample()
+    now[0] = 2.0
+    assert timed.ready() and timed.timed_out()
+    with pytest.raises(joule.InvalidArgumentError, match="time_fn must be None or a callable returning seconds"):
+        _joule.SteadyStateDetector(gpu, "fixed", time_fn=3)
+
+
 # Out of step ---------------------------------------------------------------------------------------------------
 
 def local_optimizer(device: joule.PipelineStageDevice, stage: int = 0, **kwargs: Any) -> joule.PipelineFrequencyOptimizer:

@@ -341,6 +341,14 @@ TEST_F(LiveRoutesTest, BadInputIsA4xxNamingTheFieldAndChangesNothing) {
   EXPECT_EQ(loc_and_msg(call("POST", "/result/" + job, bad_result)),
             R"(["body","iter_time",0] value is not a valid float)");
   bad_result = result;
+  bad_result["thermally_steady"] = "yes";
+  response = call("POST", "/result/" + job, bad_result);
+  EXPECT_EQ(response.status, 422);
+  EXPECT_EQ(loc_and_msg(response), R"(["body","thermally_steady"] value could not be parsed to a boolean)");
+  bad_result["thermally_steady"] = 0;
+  EXPECT_EQ(loc_and_msg(call("POST", "/result/" + job, bad_result)),
+            R"(["body","thermally_steady"] value could not be parsed to a boolean)");
+  bad_result = result;
   bad_result.erase("iter_energy");
   EXPECT_EQ(loc_and_msg(call("POST", "/result/" + job, bad_result)),
             R"(["body","iter_energy"] field required)");
@@ -362,6 +370,28 @@ TEST_F(LiveRoutesTest, InfoSaysTheSchedulerAndItsSettings) {
   const json info = json::parse(response.body);
   EXPECT_EQ(info["scheduler"], "joule.perseus");
   EXPECT_EQ(info["scheduler_args"]["profile_samples"], 2);
+  EXPECT_EQ(info["scheduler_args"]["max_warmup_rounds"], plan::LiveOptions{}.max_warmup_rounds);
+}
+
+TEST_F(LiveRoutesTest, WarmupLastsWhileARankIsNotThermallySteady) {
+  const std::string job = register_job(2, 1, 4);
+  register_ranks(job, 2, 1);
+  // Rank 1 is still heating up (false), rank 0 says nothing (a Zeus client): another warm-up round.
+  for (const json& steady : {json(false), json(nullptr)}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const json got = schedule(job, rank);
+      EXPECT_EQ(got["phase"], "warmup");
+      json result = result_for(got, rank);
+      if (rank == 1) {
+        result["thermally_steady"] = steady;
+      }
+      const Response reported = call("POST", "/result/" + job, result);
+      ASSERT_EQ(reported.status, 200) << reported.body;
+    }
+  }
+  const json got = schedule(job, 0);
+  EXPECT_EQ(got["phase"], "profiling");
+  EXPECT_EQ(got["round"], 2);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/plan/live.hpp — Perseus inside a running training job: the scheduler behind Zeus's pipeline
 // frequency optimizer protocol. It hands every rank one iteration's (instruction, SM clock) list per round,
-// first sweeping each stage's instructions across clocks to measure the profile, then running the plan the
-// planner computes from it, and follows data-parallel stragglers (the pace T' of the slowest pipeline).
+// first warming up at the highest clock until every rank's GPU is thermally steady, then sweeping each
+// stage's instructions across clocks to measure the profile, then running the plan the planner computes
+// from it, and follows data-parallel stragglers (the pace T' of the slowest pipeline).
 //
 // The scheduler is a value: no I/O, no locking, no clock. `joule serve` keeps one per job in its store
 // (dump()/parse()) and calls it under the job's lock; the planner work it needs comes through a
@@ -57,11 +58,14 @@ struct LiveResult {
   std::vector<double> iter_energy_j;  ///< per iteration: this GPU's energy over the same window
   std::map<std::string, std::vector<std::vector<double>>> time_breakdown_s;
   std::map<std::string, std::vector<std::vector<double>>> energy_breakdown_j;
+  /// joule extension, read in kWarmup only: whether the rank's GPU is thermally steady
+  /// (measure::SteadyStateDetector::ready()). nullopt (Zeus's clients never send it) counts as steady.
+  std::optional<bool> thermally_steady;
 };
 
 enum class LivePhase {
   kRegistering,  ///< waiting for every rank to register
-  kWarmup,       ///< one round at the highest common clock: first iterations are slow anyway
+  kWarmup,       ///< rounds at the highest common clock until every GPU is thermally steady
   kProfiling,    ///< sweeping clocks from the highest down
   kPlanned,      ///< running the plan (and following stragglers)
 };
@@ -113,6 +117,11 @@ struct LiveOptions {
   /// In straggler mode, the target T' moves only when the measured pace differs from it by more than this.
   double straggler_retarget = 0.03;
   int straggler_confirm_rounds = 2;
+  /// The most warm-up rounds (one iteration each): warm-up lasts while some rank reports
+  /// thermally_steady = false, up to this many rounds; then profiling starts anyway. A safety net for a
+  /// client that never settles: the client's own detector gives up after its max_wait_s (180 s by
+  /// default), which at 50 ms iterations is 3600 of them. 1: one round, whatever the ranks report.
+  int max_warmup_rounds = 3600;
 };
 
 /// @return kInvalidArgument naming the option that is out of range.
@@ -200,6 +209,13 @@ class LiveScheduler {
   const std::vector<bool>& slowed_pipelines() const { return slowed_; }
   /// @return iterations the job ran in profiling (warm-up included) before planning; 0 until planned.
   int64_t profiling_iterations() const { return profiling_iterations_; }
+  /// @return the warm-up rounds completed so far.
+  int64_t warmup_rounds() const { return warmup_rounds_; }
+  /// @return the ranks that reported thermally_steady = false in the last completed warm-up round,
+  /// ascending (empty once all were steady).
+  const std::vector<int>& unsteady_ranks() const { return unsteady_ranks_; }
+  /// @return true if profiling started after max_warmup_rounds with some rank still not steady.
+  bool warmup_gave_up() const { return warmup_gave_up_; }
 
   /// Serialises the whole state (JSON text).
   std::string dump() const;
@@ -249,6 +265,9 @@ class LiveScheduler {
   double p_blocking_w_ = 0;
   double unit_time_s_ = 0;
   int64_t profiling_iterations_ = 0;
+  int64_t warmup_rounds_ = 0;
+  std::vector<int> unsteady_ranks_;  // of the last completed warm-up round
+  bool warmup_gave_up_ = false;
   // Planned: per pipeline, its assignment; the fastest plan's prediction.
   std::vector<Assignment> assignments_;
   std::optional<Assignment> fastest_;
