@@ -12,6 +12,7 @@
 
 #include "joule/core/log.hpp"
 #include "joule/daemon/metrics.hpp"
+#include "joule/metrics/cpu_metrics.hpp"
 #include "joule/metrics/endpoint.hpp"
 #include "joule/metrics/gpu_metrics.hpp"
 #include "joule/metrics/http_listener.hpp"
@@ -117,6 +118,10 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
       value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
     }
     metrics.add_collector(gpu_metrics);
+    if (!options.cpus.empty()) {
+      // The RAPL counters the daemon reads as root: exported beside the GPUs.
+      metrics.add_collector(std::make_shared<metrics::CpuMetrics>(options.cpus));
+    }
     options.metrics = std::make_shared<daemon::DaemonMetrics>(metrics);
     endpoint = value_or_throw(metrics::MetricsEndpoint::start(
         flags.metrics, [&metrics] { return metrics.render(); }, "daemon: --metrics"));

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/socket.h>
 
+#include "fakes/rapl/fake_powercap.hpp"
 #include "integration/run_process.hpp"
 #include "metrics/metrics_text.hpp"
 #include "test_util.hpp"
@@ -280,8 +281,11 @@ TEST_F(MetricsIntegration, ServeAnswersMetricsOnItsListener) {
 
 TEST_F(MetricsIntegration, DaemonServesItsGpusAndItsOwnMetrics) {
   const std::string socket = dir.path() + "/joule.sock";
+  test::FakePowercap powercap;  // the RAPL counters the daemon reads as root, exported beside the GPUs
+  powercap.add_package(0, "package-0", 7'000'000, 262143328850, test::FakeDram{2'000'000});
   Process daemon({JOULE_BINARY, "daemon", "--sim", "2xv100", "--socket", socket, "--audit-log",
-                  dir.path() + "/audit.log", "--metrics", "127.0.0.1:0", "--carbon-intensity", "250"});
+                  dir.path() + "/audit.log", "--metrics", "127.0.0.1:0", "--carbon-intensity", "250"},
+                 {{"JOULE_POWERCAP_ROOT", powercap.root()}});
   const int port = wait_for_port(daemon, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)"));
   const auto devices =
       run({JOULE_BINARY, "devices"}, {{"JOULE_DAEMON_SOCKET", socket}, {"JOULE_SIM", Process::kUnset}});
@@ -289,6 +293,9 @@ TEST_F(MetricsIntegration, DaemonServesItsGpusAndItsOwnMetrics) {
   const std::string text = scrape(port);
   const auto parsed = parse_exposition(text);
   EXPECT_EQ(parsed.count("joule_gpu_energy_joules_total"), 2u);
+  EXPECT_EQ(parsed.count("joule_gpu_temperature_celsius"), 2u);
+  EXPECT_EQ(parsed.value("joule_cpu_package_energy_joules_total", {{"cpu", "0"}}), 7.0);
+  EXPECT_EQ(parsed.value("joule_cpu_dram_energy_joules_total", {{"cpu", "0"}}), 2.0);
   EXPECT_EQ(parsed.value("joule_grid_carbon_intensity_grams_per_kwh"), 250.0);
   EXPECT_GE(*parsed.value("joule_daemon_connections_accepted_total"), 1.0);
   EXPECT_GE(*parsed.value("joule_daemon_requests_total"), 1.0);
