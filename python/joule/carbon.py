@@ -11,10 +11,9 @@ from typing import Any, Optional, Union
 
 from . import _joule
 from ._joule import CarbonSignal, CarbonTrace, DeviceSet, HourlyTariff, Measurement
-from .callbacks import Callback
 from .frontier import Frontier
 from .monitor import Monitor
-from .power_limit import AUTO, _auto_aggregator
+from .power_limit import AUTO, _auto_aggregator, _NativeOptimizer
 
 
 def carbon_signal(
@@ -169,7 +168,7 @@ class PriceMonitor:
         self._price.checkpoint()
 
 
-class ChaseOptimizer(Callback):
+class ChaseOptimizer(_NativeOptimizer):
     """Chase (carbon-aware power limits) as a training-loop callback: profiles the GPU power limits once, as
     :class:`joule.PowerLimitOptimizer` does, then every ``interval_s`` of the devices' clock forecasts the grid's
     carbon intensity and sets the limit that minimises ``eta·(I/I_max)·E + (1 − eta)·max_power·T`` over the
@@ -241,35 +240,6 @@ class ChaseOptimizer(Callback):
             "steady_state": steady_state,
         }
         self._optimizer = _joule._ChaseOptimizer(monitor, signal, settings, aggregator)
-
-    # Hooks -------------------------------------------------------------------------------------------------
-    def on_step_begin(self) -> None:
-        """At the start of every step: advances the profile, then decides when an interval has passed."""
-        self._optimizer.on_step_begin()
-
-    def on_step_end(self) -> None:
-        self._optimizer.on_step_end()
-
-    def on_epoch_end(self) -> None:
-        """An interrupted profile restarts its candidate at the next step (decisions are unaffected)."""
-        self._optimizer.on_epoch_end()
-
-    def close(self) -> None:
-        """Restores the GPUs' limits (restore_to). Idempotent."""
-        if not self._optimizer.closed:
-            self._optimizer.close()
-
-    def __enter__(self) -> "ChaseOptimizer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    # State -------------------------------------------------------------------------------------------------
-    @property
-    def state(self) -> str:
-        """The profile's state: 'ready', 'warmup', 'profiling' or 'done' (then Chase decides)."""
-        return self._optimizer.state
 
     @property
     def candidates_w(self) -> list[float]:

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypeVar, Union
 
 from . import _joule
 from .callbacks import Callback
 from .frontier import Frontier, Policy
 from .monitor import Monitor
+
+_Self = TypeVar("_Self", bound="_NativeOptimizer")
 
 AUTO = "auto"
 
@@ -26,7 +28,44 @@ def _auto_aggregator() -> Optional[_joule.RankAggregator]:
     return DistributedAggregator()
 
 
-class PowerLimitOptimizer(Callback):
+class _NativeOptimizer(Callback):
+    """The training-loop hooks and restore of an optimizer implemented in C++ (``self._optimizer``): the
+    power-limit optimizer and Chase share them."""
+
+    _optimizer: Any
+
+    # Hooks -------------------------------------------------------------------------------------------------
+    def on_step_begin(self) -> None:
+        """At the start of every step: advances the profile (may set a power limit or open/close a window)."""
+        self._optimizer.on_step_begin()
+
+    def on_step_end(self) -> None:
+        """At the end of every step (nothing to do today; keeps loops stable)."""
+        self._optimizer.on_step_end()
+
+    def on_epoch_end(self) -> None:
+        """At the end of every epoch: an interrupted profile restarts its candidate at the next step."""
+        self._optimizer.on_epoch_end()
+
+    def close(self) -> None:
+        """Cancels an open profile window and restores the GPUs' limits (restore_to). Idempotent."""
+        if not self._optimizer.closed:
+            self._optimizer.close()
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # State -------------------------------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        """'ready', 'warmup', 'profiling' or 'done'."""
+        return str(self._optimizer.state)
+
+
+class PowerLimitOptimizer(_NativeOptimizer):
     """Profiles each candidate GPU power limit for a few training steps, then keeps the one the policy picks.
 
     monitor: a joule.Monitor over the GPUs to control (all set to one limit, so they must be identical).
@@ -93,36 +132,6 @@ class PowerLimitOptimizer(Callback):
             restore_on_signals,
             steady_state,
         )
-
-    # Hooks -------------------------------------------------------------------------------------------------
-    def on_step_begin(self) -> None:
-        """At the start of every step: advances the profile (may set a power limit or open/close a window)."""
-        self._optimizer.on_step_begin()
-
-    def on_step_end(self) -> None:
-        """At the end of every step (nothing to do today; keeps loops stable)."""
-        self._optimizer.on_step_end()
-
-    def on_epoch_end(self) -> None:
-        """At the end of every epoch: an interrupted profile restarts its candidate at the next step."""
-        self._optimizer.on_epoch_end()
-
-    def close(self) -> None:
-        """Cancels an open profile window and restores the GPUs' limits (restore_to). Idempotent."""
-        if not self._optimizer.closed:
-            self._optimizer.close()
-
-    def __enter__(self) -> "PowerLimitOptimizer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    # State -------------------------------------------------------------------------------------------------
-    @property
-    def state(self) -> str:
-        """'ready', 'warmup', 'profiling' or 'done'."""
-        return self._optimizer.state
 
     @property
     def steady_state_mode(self) -> str:

@@ -17,6 +17,10 @@
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/steady_state.hpp"
 
+namespace joule::optimize {
+enum class RestoreTarget;  // joule/optimize/power_limit.hpp
+}  // namespace joule::optimize
+
 namespace joule::device::sim {
 class SimulatedGpu;
 }  // namespace joule::device::sim
@@ -83,5 +87,9 @@ py::list settings_log_list(const device::sim::SimulatedGpu& gpu);
 /// power_band_ratio, max_wait_s, fixed_warmup_s. @throws joule::Exception kInvalidArgument naming a bad key
 /// or value.
 measure::SteadyStateOptions steady_state_from_python(const py::handle& spec);
+
+/// @return the restore target called "default" or "initial". @throws joule::Exception kInvalidArgument
+/// otherwise.
+optimize::RestoreTarget restore_target_from_python(const std::string& restore_to);
 
 }  // namespace joule::python

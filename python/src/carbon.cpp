@@ -211,15 +211,7 @@ std::unique_ptr<ChaseHandle> make_chase(std::shared_ptr<MonitorHandle> monitor,
   profile.step_w = settings["step_w"].cast<double>();
   profile.profile_dir = settings["profile_dir"].cast<std::string>();
   profile.job_key = settings["job_key"].cast<std::string>();
-  const auto restore_to = settings["restore_to"].cast<std::string>();
-  if (restore_to == "default") {
-    profile.restore_to = optimize::RestoreTarget::kDefault;
-  } else if (restore_to == "initial") {
-    profile.restore_to = optimize::RestoreTarget::kInitial;
-  } else {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("restore_to must be 'default' or 'initial' (got '{}')", restore_to));
-  }
+  profile.restore_to = restore_target_from_python(settings["restore_to"].cast<std::string>());
   profile.restore_on_signals = settings["restore_on_signals"].cast<bool>();
   if (!aggregator.is_none()) {
     profile.aggregator = aggregator.cast<std::shared_ptr<optimize::RankAggregator>>();

@@ -46,6 +46,17 @@ struct OptimizerHandle {
 
 }  // namespace
 
+optimize::RestoreTarget restore_target_from_python(const std::string& restore_to) {
+  if (restore_to == "default") {
+    return optimize::RestoreTarget::kDefault;
+  }
+  if (restore_to == "initial") {
+    return optimize::RestoreTarget::kInitial;
+  }
+  throw Exception(ErrorCode::kInvalidArgument,
+                  fmt::format("restore_to must be 'default' or 'initial' (got '{}')", restore_to));
+}
+
 measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
   measure::SteadyStateOptions options;
   const auto mode_from = [&options](const std::string& name) {
@@ -79,10 +90,11 @@ measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
     } else if (key == "fixed_warmup_s") {
       options.fixed_warmup_s = value.cast<double>();
     } else {
-      throw Exception(ErrorCode::kInvalidArgument,
-                      fmt::format("steady_state: unknown setting '{}' (known: mode, window_s, temperature_band_c, "
-                                  "power_band_ratio, max_wait_s, fixed_warmup_s)",
-                                  key));
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          fmt::format("steady_state: unknown setting '{}' (known: mode, window_s, temperature_band_c, "
+                      "power_band_ratio, max_wait_s, fixed_warmup_s)",
+                      key));
     }
   }
   value_or_throw(measure::validate(options));
@@ -108,14 +120,7 @@ std::unique_ptr<OptimizerHandle> make_optimizer(std::shared_ptr<MonitorHandle> m
   options.policy = policy;
   options.profile_dir = profile_dir;
   options.job_key = job_key;
-  if (restore_to == "default") {
-    options.restore_to = optimize::RestoreTarget::kDefault;
-  } else if (restore_to == "initial") {
-    options.restore_to = optimize::RestoreTarget::kInitial;
-  } else {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("restore_to must be 'default' or 'initial' (got '{}')", restore_to));
-  }
+  options.restore_to = restore_target_from_python(restore_to);
   options.restore_on_signals = restore_on_signals;
   options.steady_state = steady_state_from_python(steady_state);
   if (!aggregator.is_none()) {

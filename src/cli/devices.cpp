@@ -101,13 +101,7 @@ std::string render_text(const device::DeviceSet& devices, const std::vector<GpuR
     out += fmt::format("  {} [{}] {}  DRAM counter {}\n", cpu->info().index, cpu->info().backend,
                        cpu->info().name, cpu->info().has_dram ? "yes" : "no");
   }
-  out += "Backends:\n";
-  for (const auto& report : devices.reports) {
-    out += fmt::format("  {:<5} {}  {}\n", report.backend,
-                       report.ok ? fmt::format("{} device{}", report.devices, report.devices == 1 ? "" : "s")
-                                 : std::string("unavailable"),
-                       report.detail);
-  }
+  out += "Backends:\n" + backend_lines(devices);
   return out;
 }
 
@@ -159,15 +153,7 @@ std::string render_json(const device::DeviceSet& devices, const std::vector<GpuR
                     {"name", cpu->info().name},
                     {"dram_counter", cpu->info().has_dram}});
   }
-  nlohmann::json backends = nlohmann::json::array();
-  for (const auto& report : devices.reports) {
-    backends.push_back({{"backend", report.backend},
-                        {"kind", report.kind},
-                        {"ok", report.ok},
-                        {"devices", report.devices},
-                        {"detail", report.detail}});
-  }
-  return nlohmann::json{{"gpus", gpus}, {"cpus", cpus}, {"backends", backends}}.dump(2) + "\n";
+  return nlohmann::json{{"gpus", gpus}, {"cpus", cpus}, {"backends", backends_json(devices)}}.dump(2) + "\n";
 }
 
 }  // namespace

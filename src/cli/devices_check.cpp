@@ -29,13 +29,7 @@ std::string render_text(const device::DeviceSet& devices, const std::vector<devi
   if (!fallback_note.empty()) {
     out += fallback_note + "\n";
   }
-  out += "backends:\n";
-  for (const auto& report : devices.reports) {
-    out += fmt::format("  {:<7} {}  {}\n", report.backend,
-                       report.ok ? fmt::format("{} device{}", report.devices, report.devices == 1 ? "" : "s")
-                                 : std::string("unavailable"),
-                       report.detail);
-  }
+  out += "backends:\n" + backend_lines(devices);
   for (const auto& check : checks) {
     out += fmt::format("GPU {} [{}] {}\n", check.info.index, check.info.backend, check.info.name);
     for (const auto& item : check.items) {
@@ -76,20 +70,12 @@ std::string render_json(const device::DeviceSet& devices, const std::vector<devi
                     {"energy_update_period_s", optional_json(check.energy_update_period_s)},
                     {"checks", std::move(items)}});
   }
-  nlohmann::json backends = nlohmann::json::array();
-  for (const auto& report : devices.reports) {
-    backends.push_back({{"backend", report.backend},
-                        {"kind", report.kind},
-                        {"ok", report.ok},
-                        {"devices", report.devices},
-                        {"detail", report.detail}});
-  }
   nlohmann::json out = {{"joule_version", kJouleVersion},
                         {"time", time},
                         {"kernel", kernel_line()},
                         {"simulated_fallback", !fallback_note.empty()},
                         {"note", fallback_note},
-                        {"backends", std::move(backends)},
+                        {"backends", backends_json(devices)},
                         {"gpus", std::move(gpus)},
                         {"summary",
                          {{"pass", device::count_status(checks, device::CheckStatus::kPass)},
@@ -101,6 +87,29 @@ std::string render_json(const device::DeviceSet& devices, const std::vector<devi
 }
 
 }  // namespace devices_check
+
+std::string backend_lines(const device::DeviceSet& devices) {
+  std::string out;
+  for (const auto& report : devices.reports) {
+    out += fmt::format("  {:<7} {}  {}\n", report.backend,
+                       report.ok ? fmt::format("{} device{}", report.devices, report.devices == 1 ? "" : "s")
+                                 : std::string("unavailable"),
+                       report.detail);
+  }
+  return out;
+}
+
+nlohmann::json backends_json(const device::DeviceSet& devices) {
+  nlohmann::json backends = nlohmann::json::array();
+  for (const auto& report : devices.reports) {
+    backends.push_back({{"backend", report.backend},
+                        {"kind", report.kind},
+                        {"ok", report.ok},
+                        {"devices", report.devices},
+                        {"detail", report.detail}});
+  }
+  return backends;
+}
 
 int run_devices_check(const GlobalOptions& global, const DevicesCheckFlags& flags, Format format) {
   device::HwCheckOptions options;

@@ -19,6 +19,7 @@
 
 #include "joule/core/log.hpp"
 
+#include "device/amd_counter_check.hpp"
 #include "device/amdsmi/amdsmi_library.hpp"
 
 namespace joule::device {
@@ -32,13 +33,7 @@ constexpr uint32_t kAmdSmiPowerSensor = 0;
 constexpr uint32_t kAmdSmiNotAvailable32 = std::numeric_limits<uint32_t>::max();
 
 uint32_t amdsmi_saturate_u32(double value) {
-  if (!(value > 0)) {
-    return 0;
-  }
-  if (value >= static_cast<double>(std::numeric_limits<uint32_t>::max())) {
-    return std::numeric_limits<uint32_t>::max();
-  }
-  return static_cast<uint32_t>(std::llround(value));
+  return amd_counter::saturate_u32(value);
 }
 
 uint32_t amdsmi_uw_to_mw(uint64_t power_uw) {
@@ -242,59 +237,6 @@ class AmdSmiGpu final : public Gpu {
   std::shared_ptr<const AmdSmiLibrary> library_;
 };
 
-// Zeus's check of AMD energy counters (as in the ROCm SMI backend, which reads the same hardware counter): a
-// counter is trusted only if its increase over `interval_s` is within 10× of power × interval. All GPUs are
-// checked in the same interval, and "interval" is the time that really passed between a GPU's two reads.
-void amdsmi_validate_energy_counters(const std::vector<AmdSmiGpu*>& gpus, double interval_s) {
-  using SteadyClock = std::chrono::steady_clock;
-  struct Probe {
-    double power_mw = 0;
-    std::optional<double> start_uj;
-    SteadyClock::time_point start_time;
-  };
-  std::vector<Probe> probes(gpus.size());
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    probes[i].power_mw = gpus[i]->read_power_mw().value_or(0);
-    if (auto energy_uj = gpus[i]->read_energy_uj()) {
-      probes[i].start_uj = *energy_uj;
-      probes[i].start_time = SteadyClock::now();
-    } else {
-      log().info("{}: no energy counter ({}); energy will be estimated from power", gpus[i]->label(),
-                 energy_uj.error().message());
-    }
-  }
-  const bool any_counter = std::any_of(probes.begin(), probes.end(),
-                                       [](const Probe& probe) { return probe.start_uj.has_value(); });
-  if (interval_s <= 0 || !any_counter) {
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      gpus[i]->set_has_energy_counter(probes[i].start_uj.has_value());
-    }
-    return;
-  }
-  std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    bool plausible = false;
-    if (probes[i].start_uj) {
-      if (auto end_uj = gpus[i]->read_energy_uj()) {
-        const double elapsed_s =
-            std::chrono::duration<double>(SteadyClock::now() - probes[i].start_time).count();
-        const double measured_mj = (*end_uj - *probes[i].start_uj) / 1e3;
-        const double expected_mj = probes[i].power_mw * elapsed_s;
-        plausible = amdsmi_counter_plausible(measured_mj, expected_mj);
-        if (!plausible) {
-          log().warn(
-              "{}: energy counter rejected: it rose by {:.3f} mJ in {:.3f} s, but power {} predicts {:.3f} "
-              "mJ; "
-              "energy will be estimated from power",
-              gpus[i]->label(), measured_mj, elapsed_s, format_watts(amdsmi_saturate_u32(probes[i].power_mw)),
-              expected_mj);
-        }
-      }
-    }
-    gpus[i]->set_has_energy_counter(plausible);
-  }
-}
-
 // Every GPU processor handle, socket by socket, in AMD SMI's order (the physical order).
 Result<std::vector<smi::ProcessorHandle>> amdsmi_gpu_handles(const AmdSmiLibrary& lib) {
   const auto& fn = lib.fn();
@@ -383,7 +325,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& 
     amdsmi_gpus.push_back(gpu.get());
     gpus.push_back(std::move(gpu));
   }
-  amdsmi_validate_energy_counters(amdsmi_gpus, options.counter_validation_s);
+  amd_counter::validate_energy_counters(amdsmi_gpus, options.counter_validation_s);
   return gpus;
 }
 

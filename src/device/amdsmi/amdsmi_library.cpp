@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include "device/amd_counter_check.hpp"
+
 namespace joule::device::amdsmi_detail {
 
 namespace {
@@ -59,11 +61,7 @@ std::string format_uuid(std::string_view amd_smi_uuid) {
 }
 
 bool amdsmi_counter_plausible(double measured_mj, double expected_mj) {
-  if (expected_mj < 0.001) {
-    return false;  // no power to compare with (idle board, or power unreadable): cannot vouch for it
-  }
-  const double ratio = measured_mj / expected_mj;
-  return ratio > 0.1 && ratio < 10;
+  return amd_counter::plausible(measured_mj, expected_mj);
 }
 
 Result<std::shared_ptr<const AmdSmiLibrary>> AmdSmiLibrary::open(const std::string& library) {

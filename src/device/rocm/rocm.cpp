@@ -17,6 +17,7 @@
 
 #include "joule/core/log.hpp"
 
+#include "device/amd_counter_check.hpp"
 #include "device/rocm/rocm_library.hpp"
 
 namespace joule::device {
@@ -29,15 +30,7 @@ using rocm_detail::RocmLibrary;
 // ROCm SMI sensor index of the board's power sensor (the only one on every supported board).
 constexpr uint32_t kPowerSensor = 0;
 
-uint32_t saturate_u32(double value) {
-  if (!(value > 0)) {
-    return 0;
-  }
-  if (value >= static_cast<double>(std::numeric_limits<uint32_t>::max())) {
-    return std::numeric_limits<uint32_t>::max();
-  }
-  return static_cast<uint32_t>(std::llround(value));
-}
+using amd_counter::saturate_u32;
 
 uint32_t uw_to_mw(uint64_t power_uw) {
   return saturate_u32(static_cast<double>(power_uw) / 1e3);
@@ -252,62 +245,6 @@ class RocmGpu final : public Gpu {
   std::shared_ptr<const RocmLibrary> library_;
 };
 
-// Zeus's check of AMD energy counters (spec A.1): some boards' counters are off by orders of magnitude, so
-// a counter is trusted only if its increase over `interval_s` is within 10× of average power × interval.
-// Two deliberate refinements: all GPUs are checked in the same interval, so opening N GPUs waits once, not
-// N times; and "interval" is the time that really passed between a GPU's two counter reads (a late wake-up
-// on a loaded machine would otherwise inflate the ratio and reject a good counter).
-void validate_energy_counters(const std::vector<RocmGpu*>& gpus, double interval_s) {
-  using SteadyClock = std::chrono::steady_clock;
-  struct Probe {
-    double power_mw = 0;
-    std::optional<double> start_uj;
-    SteadyClock::time_point start_time;
-  };
-  std::vector<Probe> probes(gpus.size());
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    // Power first, then the counter (Zeus's order); power that cannot be read counts as 0.
-    probes[i].power_mw = gpus[i]->read_power_mw().value_or(0);
-    if (auto energy_uj = gpus[i]->read_energy_uj()) {
-      probes[i].start_uj = *energy_uj;
-      probes[i].start_time = SteadyClock::now();
-    } else {
-      log().info("{}: no energy counter ({}); energy will be estimated from power", gpus[i]->label(),
-                 energy_uj.error().message());
-    }
-  }
-  const bool any_counter = std::any_of(probes.begin(), probes.end(),
-                                       [](const Probe& probe) { return probe.start_uj.has_value(); });
-  if (interval_s <= 0 || !any_counter) {
-    // Checking is switched off (or there is nothing to check): trust every counter that can be read at all.
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      gpus[i]->set_has_energy_counter(probes[i].start_uj.has_value());
-    }
-    return;
-  }
-  std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    bool plausible = false;
-    if (probes[i].start_uj) {
-      if (auto end_uj = gpus[i]->read_energy_uj()) {
-        const double elapsed_s =
-            std::chrono::duration<double>(SteadyClock::now() - probes[i].start_time).count();
-        const double measured_mj = (*end_uj - *probes[i].start_uj) / 1e3;
-        const double expected_mj = probes[i].power_mw * elapsed_s;
-        plausible = rocm_detail::energy_counter_plausible(measured_mj, expected_mj);
-        if (!plausible) {
-          log().warn(
-              "{}: energy counter rejected: it rose by {:.3f} mJ in {:.3f} s, but average power {} predicts "
-              "{:.3f} mJ; energy will be estimated from power",
-              gpus[i]->label(), measured_mj, elapsed_s, format_watts(saturate_u32(probes[i].power_mw)),
-              expected_mj);
-        }
-      }
-    }
-    gpus[i]->set_has_energy_counter(plausible);
-  }
-}
-
 }  // namespace
 
 Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions& options,
@@ -356,7 +293,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_rocm_gpus(const RocmOptions& opti
     rocm_gpus.push_back(gpu.get());
     gpus.push_back(std::move(gpu));
   }
-  validate_energy_counters(rocm_gpus, options.counter_validation_s);
+  amd_counter::validate_energy_counters(rocm_gpus, options.counter_validation_s);
   return gpus;
 }
 

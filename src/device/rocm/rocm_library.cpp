@@ -9,6 +9,8 @@
 
 #include "joule/core/log.hpp"
 
+#include "device/amd_counter_check.hpp"
+
 namespace joule::device::rocm_detail {
 
 namespace smi = rocm_smi;
@@ -98,11 +100,7 @@ std::string format_unique_id(uint64_t unique_id) {
 }
 
 bool energy_counter_plausible(double measured_mj, double expected_mj) {
-  if (expected_mj < 0.001) {
-    return false;  // no power to compare with (idle board, or power unreadable): cannot vouch for it
-  }
-  const double ratio = measured_mj / expected_mj;
-  return ratio > 0.1 && ratio < 10;
+  return amd_counter::plausible(measured_mj, expected_mj);
 }
 
 Result<std::shared_ptr<const RocmLibrary>> RocmLibrary::open(const std::string& library) {
