@@ -330,6 +330,7 @@ TEST_F(DaemonCli, RealGpusNeedRootUnlessAllowed) {
   auto fake = env;
   fake["JOULE_NVML_LIBRARY"] = JOULE_FAKE_NVML_PATH;
   fake["JOULE_ROCM_SMI_LIBRARY"] = "/nonexistent/librocm_smi64.so.1";
+  fake["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
   const std::vector<std::string> as_nobody = {
       JOULE_DAEMON_HELPER, "--uid",    std::to_string(kNobody), "--exec", JOULE_BINARY, "daemon",
       "--socket",          socket_path};
@@ -494,6 +495,7 @@ TEST_F(DaemonCli, ACpuOnlyDaemonServesCpuEnergyAndNothingToServeIsAnError) {
   auto no_gpu = env;
   no_gpu["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
   no_gpu["JOULE_ROCM_SMI_LIBRARY"] = "/nonexistent/librocm_smi64.so.1";
+  no_gpu["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
   no_gpu["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
   const std::vector<std::string> argv = {JOULE_BINARY, "daemon",      "--socket",
                                          socket_path,  "--audit-log", audit_path};

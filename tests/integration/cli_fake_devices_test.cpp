@@ -24,6 +24,7 @@ class FakeDevices : public ::testing::Test {
       {"HIP_VISIBLE_DEVICES", Process::kUnset},
       {"JOULE_NVML_LIBRARY", JOULE_FAKE_NVML_PATH},
       {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
+      {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"},
       {"JOULE_POWERCAP_ROOT", "/nonexistent/powercap"},
   };
 
@@ -86,7 +87,7 @@ TEST_F(FakeDevices, DriverFailuresAreExplained) {
   nvml_script("init=no_permission\n");
   const auto denied = joule({"devices"});
   ASSERT_EQ(denied.exit_code, 0) << denied.err;
-  EXPECT_NE(denied.out.find("nvml  unavailable"), std::string::npos) << denied.out;
+  EXPECT_NE(denied.out.find("nvml    unavailable"), std::string::npos) << denied.out;
   EXPECT_NE(denied.out.find("NVML_ERROR_NO_PERMISSION"), std::string::npos) << denied.out;
 
   env["JOULE_NVML_LIBRARY"] = JOULE_FAKE_NVML_NO_INIT_PATH;

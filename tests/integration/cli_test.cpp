@@ -30,6 +30,7 @@ std::map<std::string, std::string> base_env(std::map<std::string, std::string> e
       {"HIP_VISIBLE_DEVICES", Process::kUnset},
       {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
       {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
+      {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"},
       {"JOULE_POWERCAP_ROOT", "/nonexistent/powercap"},
   };
   for (auto& [name, value] : extra) {
@@ -94,7 +95,8 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"infer"}, "'joule infer' needs a command: replay, bench (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
-      {{"carbon"}, "'joule carbon' needs a command: replay, forecast, intensity, countries (see 'joule carbon --help')"},
+      {{"carbon"},
+       "'joule carbon' needs a command: replay, forecast, intensity, countries (see 'joule carbon --help')"},
       {{"--sim", "v100", "devices", "--format", "xml"},
        "--format must be one of text, json (got 'xml') (see 'joule devices --help')"},
       {{"--sim", "v100", "measure", "--format", "yaml", "--", "true"},
@@ -211,7 +213,8 @@ TEST(Cli, DevicesCheckReportsWithoutAGpuOnTheSimulatedOne) {
   EXPECT_NE(none.out.find("PASS energy vs power"), std::string::npos) << none.out;
   EXPECT_NE(none.out.find("fail, "), std::string::npos);
   EXPECT_NE(none.out.find("no setting was changed"), std::string::npos);
-  const auto json = joule({"--sim", "2xa40", "devices", "--check", "--duration-s", "0.2", "--format", "json"});
+  const auto json =
+      joule({"--sim", "2xa40", "devices", "--check", "--duration-s", "0.2", "--format", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const auto report = nlohmann::json::parse(json.out);
   EXPECT_EQ(report["simulated_fallback"], false);
@@ -532,8 +535,8 @@ TEST(Cli, PowerPrintsTimestampedSamples) {
   EXPECT_NE(text.out.find("gpu0"), std::string::npos);
   EXPECT_NE(text.out.find(" J  avg "), std::string::npos) << text.out;
   // JSON lines: one object per device and tick, readings a GPU does not report as null.
-  const auto json = joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.05", "--format",
-                           "json", "--gpus", "0"});
+  const auto json = joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.05",
+                           "--format", "json", "--gpus", "0"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   std::istringstream json_lines(json.out);
   std::getline(json_lines, line);
@@ -542,8 +545,8 @@ TEST(Cli, PowerPrintsTimestampedSamples) {
   EXPECT_GT(first["power_w"].get<double>(), 100);
   EXPECT_EQ(first["memory_clock_mhz"], 877);
   EXPECT_EQ(first["clock_event_reasons"], nlohmann::json::array());
-  const auto telemetry = joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.05",
-                                "--telemetry"});
+  const auto telemetry =
+      joule({"--sim", "v100", "power", "--interval-ms", "50", "--duration-s", "0.05", "--telemetry"});
   ASSERT_EQ(telemetry.exit_code, 0) << telemetry.err;
   EXPECT_NE(telemetry.out.find(" C 1"), std::string::npos) << telemetry.out;
   EXPECT_NE(telemetry.out.find(" 98%"), std::string::npos) << telemetry.out;

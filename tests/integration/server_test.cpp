@@ -38,7 +38,8 @@ ProcessResult joule(std::vector<std::string> args) {
   return run(args, {{"JOULE_SIM", Process::kUnset},
                     {"JOULE_DAEMON_SOCKET", Process::kUnset},
                     {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
-                    {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"}});
+                    {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
+                    {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"}});
 }
 
 class ServeTest : public ::testing::TestWithParam<std::string> {
