@@ -204,8 +204,7 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
   if (options.cpus && options.daemon_socket) {
     // RAPL is root-only since Linux 5.10: the daemon reads it for us. Where it serves no CPU (no RAPL
     // there, or a release before CPU energy), the local counters are still tried below.
-    auto opened =
-        daemon_connection().and_then([](auto client) { return open_daemon_cpus(std::move(client)); });
+    auto opened = daemon_connection().and_then([](const auto& client) { return open_daemon_cpus(client); });
     BackendReport report{"daemon", "cpu", 0, opened.has_value(), {}};
     if (!opened) {
       report.detail = opened.error().message();

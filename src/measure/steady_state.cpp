@@ -78,7 +78,7 @@ SteadyStateMode resolve_steady_state_mode(const SteadyStateOptions& options,
 
 SteadyStateDetector::SteadyStateDetector(std::vector<device::Gpu*> gpus, Clock& clock,
                                          SteadyStateOptions options)
-    : gpus_(std::move(gpus)), clock_(clock), options_(std::move(options)), readings_(gpus_.size()) {
+    : gpus_(std::move(gpus)), clock_(clock), options_(options), readings_(gpus_.size()) {
   if (auto valid = validate(options_); !valid) {
     throw Exception(valid.error());
   }

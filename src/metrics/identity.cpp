@@ -121,11 +121,11 @@ IdentityLabels detect_identity_labels_from_environment() {
 const std::vector<std::string>& reserved_label_names() {
   // Every label an exporter of this project puts on its own samples (docs/metrics.md), and the two
   // Prometheus attaches to every scraped sample (a target's own `job` would be renamed `exported_job`).
-  static const std::vector<std::string> kNames = {
-      "backend", "cpu",     "energy_source", "gpu",    "instance", "job",     "le",
-      "method",  "model",   "name",          "phase",  "quantile", "reading", "reason",
-      "route",   "setting", "slo",           "status", "uuid",     "window"};
-  return kNames;
+  static const std::vector<std::string> names = {"backend", "cpu",      "energy_source", "gpu",    "instance",
+                                                 "job",     "le",       "method",        "model",  "name",
+                                                 "phase",   "quantile", "reading",       "reason", "route",
+                                                 "setting", "slo",      "status",        "uuid",   "window"};
+  return names;
 }
 
 Result<void> check_identity_label(std::string_view name, std::string_view value) {
@@ -196,7 +196,8 @@ void apply_identity_labels(std::vector<prometheus::MetricFamily>& families, cons
       for (const auto& [name, value] : labels) {
         const auto begin = metric.label.begin();
         const auto end = begin + static_cast<std::ptrdiff_t>(own);
-        if (std::none_of(begin, end, [&name](const auto& label) { return label.name == name; })) {
+        const std::string& wanted = name;  // a structured binding cannot be captured in C++20
+        if (std::none_of(begin, end, [&wanted](const auto& label) { return label.name == wanted; })) {
           metric.label.push_back({name, value});
         }
       }

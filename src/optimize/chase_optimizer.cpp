@@ -57,8 +57,8 @@ ChaseOptimizer::~ChaseOptimizer() {
 }
 
 const std::vector<ChaseDecision>& ChaseOptimizer::decisions() const {
-  static const std::vector<ChaseDecision> kNone;
-  return controller_ ? controller_->decisions() : kNone;
+  static const std::vector<ChaseDecision> none;
+  return controller_ ? controller_->decisions() : none;
 }
 
 std::string ChaseOptimizer::forecaster_name() const {

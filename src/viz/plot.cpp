@@ -266,9 +266,9 @@ TextStyle label_style(double size_px, const LabelPlacement& placement, const std
 }  // namespace
 
 const std::vector<std::string>& palette() {
-  static const std::vector<std::string> kPalette = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
-                                                    "#e69f00", "#56b4e9", "#000000"};
-  return kPalette;
+  static const std::vector<std::string> palette = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                                   "#e69f00", "#56b4e9", "#000000"};
+  return palette;
 }
 
 Plot::Plot(double width_px, double height_px) : width_px_(width_px), height_px_(height_px) {

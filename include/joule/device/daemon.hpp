@@ -121,6 +121,6 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<Daemo
 Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(const std::string& socket_path,
                                                            const DaemonClientOptions& options = {});
 /// As above, on a connection already made.
-Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(std::shared_ptr<DaemonClient> client);
+Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(const std::shared_ptr<DaemonClient>& client);
 
 }  // namespace joule::device

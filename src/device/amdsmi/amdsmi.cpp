@@ -298,6 +298,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& 
   const auto handles = JOULE_TRY(amdsmi_gpu_handles(*library));
 
   std::vector<std::string> uuids;
+  uuids.reserve(handles.size());
   for (auto* handle : handles) {
     uuids.push_back(amdsmi_read_uuid(fn, handle));
   }

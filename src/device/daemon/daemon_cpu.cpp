@@ -81,10 +81,10 @@ Result<uint64_t> DaemonCpu::do_dram_energy_mj() {
 Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(const std::string& socket_path,
                                                            const DaemonClientOptions& options) {
   auto client = JOULE_TRY(DaemonClient::connect(socket_path, options));
-  return open_daemon_cpus(std::move(client));
+  return open_daemon_cpus(client);
 }
 
-Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(std::shared_ptr<DaemonClient> client) {
+Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(const std::shared_ptr<DaemonClient>& client) {
   proto::Request list;
   list.op = proto::Op::kListCpus;
   auto result = JOULE_TRY(client->call(list));
@@ -97,6 +97,7 @@ Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(std::shared_ptr<Daemo
                                                               : std::string("it did not say why"));
   }
   std::vector<std::unique_ptr<Cpu>> cpus;
+  cpus.reserve(infos.size());
   for (auto& info : infos) {
     cpus.push_back(std::make_unique<DaemonCpu>(std::move(info), client));
   }
