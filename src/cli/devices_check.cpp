@@ -120,8 +120,8 @@ int run_devices_check(const GlobalOptions& global, const DevicesCheckFlags& flag
   if (devices.gpus.empty()) {
     // Without a GPU the check still runs, the same way, on a simulated one: the report shows what a real
     // GPU's would hold, and the exit status stays 0 (no GPU is not a failure of the machine).
-    fallback_note = fmt::format("no GPU found ({}); checking a simulated {} the same way instead",
-                                devices.why_no_gpus(), flags.fallback_sim);
+    fallback_note = fmt::format("{}; checking a simulated {} the same way instead", devices.why_no_gpus(),
+                                flags.fallback_sim);
     GlobalOptions simulated = global;
     simulated.sim = flags.fallback_sim;
     devices = open_devices(simulated, true, false);
