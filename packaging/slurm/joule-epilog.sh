@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Slurm Epilog: reads the energy counters of the job's GPUs again, subtracts what joule-prolog.sh recorded at
+# Slurm Epilog: reads the energy counters of the job's GPUs (and, through joule daemon, of the node's CPU
+# packages and DRAM) again, subtracts what joule-prolog.sh recorded at
 # the start, and writes the job's energy on this node as JSON in the shape of `joule measure --format json`
 # to $JOULE_JOBS_DIR/$SLURM_JOB_ID.json (docs/operators.md). Settings as in joule-prolog.sh, plus:
 #   JOULE_PYTHON          the Python 3 that does the arithmetic (default python3; standard library only)
@@ -98,6 +99,34 @@ for gpu in end["gpus"]:
             device["average_power_w"] = energy_j / wall_time_s
         total += energy_j
     devices.append(device)
+
+# CPU packages and their DRAM: subtractable only when both snapshots came from joule daemon, whose counters are
+# wrap-corrected over its whole life (RAPL wraps within minutes at full load). They cover the whole socket:
+# on a node shared by several jobs each job is charged the whole package.
+cpus_before = {cpu["index"]: cpu for cpu in start.get("cpus", [])}
+for cpu in end.get("cpus", []):
+    first = cpus_before.get(cpu["index"])
+    for kind, field in (("cpu", "package_energy_j"), ("dram", "dram_energy_j")):
+        if kind == "dram" and cpu.get(field) is None and (first is None or first.get(field) is None):
+            continue  # no DRAM domain
+        device = {"kind": kind, "index": cpu["index"], "name": cpu.get("name"), "energy_j": None,
+                  "average_power_w": None, "source": "counter", "estimated": False}
+        if first is None:
+            device["error"] = "not in the prolog's snapshot"
+        elif not (cpu.get("wrap_corrected_across_processes") and first.get("wrap_corrected_across_processes")):
+            device["error"] = ("RAPL counters wrap within minutes: read them through joule daemon "
+                               "(JOULE_DAEMON_SOCKET) so that two snapshots a job apart can be subtracted")
+        elif first.get(field) is None or cpu.get(field) is None:
+            device["error"] = cpu.get("error") or first.get("error") or "no reading"
+        elif cpu[field] < first[field]:
+            device["error"] = "the counter went back (the daemon restarted during the job)"
+        else:
+            energy_j = cpu[field] - first[field]
+            device["energy_j"] = energy_j
+            if wall_time_s > 0:
+                device["average_power_w"] = energy_j / wall_time_s
+            total += energy_j
+        devices.append(device)
 
 env = os.environ
 report = {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// `joule counters`: one JSON snapshot of the GPUs' cumulative energy counters with the wall-clock time, so
-// that two snapshots taken by different processes (a Slurm prolog and epilog, packaging/slurm/) give the
-// energy used in between.
+// `joule counters`: one JSON snapshot of the GPUs' and CPUs' cumulative energy counters with the wall-clock
+// time, so that two snapshots taken by different processes (a Slurm prolog and epilog, packaging/slurm/) give
+// the energy used in between.
 #include <chrono>
 #include <iostream>
 
@@ -19,7 +19,7 @@ int run_counters(const GlobalOptions& global, const std::string& gpus_text) {
   if (!gpus_text.empty()) {
     indices = value_or_throw(parse_index_list(gpus_text, "--gpus"));
   }
-  const device::DeviceSet devices = open_devices(global, true, false);
+  const device::DeviceSet devices = open_devices(global, true, true);
   const auto gpus = value_or_throw(devices.select_gpus(indices));
   if (gpus.empty()) {
     throw Exception(ErrorCode::kNotFound, fmt::format("counters: no GPU: {}", devices.why_no_gpus()));
@@ -47,6 +47,31 @@ int run_counters(const GlobalOptions& global, const std::string& gpus_text) {
     }
     out["gpus"].push_back(std::move(entry));
   }
+  // RAPL counters wrap within minutes at full load. The daemon's are wrap-corrected over its whole life, so two
+  // snapshots a job apart can be subtracted; a process's own are corrected only while it runs.
+  out["cpus"] = nlohmann::json::array();
+  for (const auto& cpu : devices.cpus) {
+    const auto& info = cpu->info();
+    nlohmann::json entry = {{"index", info.index},
+                            {"name", info.name},
+                            {"backend", info.backend},
+                            {"wrap_corrected_across_processes", info.backend == "daemon"},
+                            {"package_energy_j", nullptr},
+                            {"dram_energy_j", nullptr}};
+    if (const auto energy_mj = cpu->package_energy_mj()) {
+      entry["package_energy_j"] = static_cast<double>(*energy_mj) / 1000.0;
+    } else {
+      entry["error"] = energy_mj.error().message();
+    }
+    if (info.has_dram) {
+      if (const auto energy_mj = cpu->dram_energy_mj()) {
+        entry["dram_energy_j"] = static_cast<double>(*energy_mj) / 1000.0;
+      } else {
+        entry["error"] = energy_mj.error().message();
+      }
+    }
+    out["cpus"].push_back(std::move(entry));
+  }
   std::cout << out.dump(2) << "\n";
   return 0;
 }
@@ -57,8 +82,8 @@ void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_
   auto gpus = std::make_shared<std::string>();
   auto* command = app.add_subcommand(
       "counters",
-      "Print the GPUs' cumulative energy counters as JSON, with the time (the Slurm prolog and epilog in "
-      "packaging/slurm/ subtract two)");
+      "Print the GPUs' and CPUs' cumulative energy counters as JSON, with the time (the Slurm prolog and "
+      "epilog in packaging/slurm/ subtract two)");
   command->add_option("--gpus", *gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
   command->callback(
       [&global, &exit_code, gpus] { exit_code = counters_detail::run_counters(global, *gpus); });

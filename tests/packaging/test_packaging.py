@@ -203,8 +203,17 @@ def sim_daemon(joule_bin: pathlib.Path) -> Iterator[pathlib.Path]:
     folder = pathlib.Path(tempfile.mkdtemp(prefix="joule-slurm-"))
     folder.chmod(0o755)
     socket = folder / "joule.sock"
+    # A fake powercap tree (package 0 with a DRAM domain) for the RAPL counters the daemon serves.
+    package = folder / "powercap" / "intel-rapl:0"
+    for zone, name, energy_uj in ((package, "package-0", 5_000_000), (package / "intel-rapl:0:0", "dram", 1_000_000)):
+        zone.mkdir(parents=True)
+        (zone / "name").write_text(name + "\n")
+        (zone / "max_energy_range_uj").write_text("262143328850\n")
+        (zone / "energy_uj").write_text(f"{energy_uj}\n")
+    (folder / "powercap" / "intel-rapl:0:0").symlink_to(package / "intel-rapl:0:0")
     process = subprocess.Popen([str(joule_bin), "--sim", "2xv100", "daemon", "--socket", str(socket)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_environment())
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=clean_environment(JOULE_POWERCAP_ROOT=str(folder / "powercap")))
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
@@ -236,7 +245,11 @@ def test_prolog_and_epilog_write_the_jobs_energy(joule_bin: pathlib.Path, sim_da
     assert prolog.stderr == ""
     start = json.loads((jobs / "4242.start.json").read_text())
     assert [g["physical_index"] for g in start["gpus"]] == [1], "only the job's GPU (SLURM_JOB_GPUS)"
+    assert [c["package_energy_j"] for c in start["cpus"]] == [5.0]
     time.sleep(0.2)
+    package = sim_daemon.parent / "powercap" / "intel-rapl:0"
+    (package / "energy_uj").write_text("8000000\n")  # +3 J
+    (package / "intel-rapl:0:0" / "energy_uj").write_text("1500000\n")  # +0.5 J
     epilog = run_script(EPILOG, env)
     assert epilog.returncode == 0, epilog.stderr
     assert epilog.stderr == ""
@@ -246,13 +259,15 @@ def test_prolog_and_epilog_write_the_jobs_energy(joule_bin: pathlib.Path, sim_da
     assert report["job"]["partition"] == "gpu"
     assert report["job"]["gpus"] == "1"
     assert report["wall_time_s"] >= 0.2
-    (gpu,) = report["devices"]
+    gpu, cpu, dram = report["devices"]
+    assert (cpu["kind"], cpu["index"], cpu["energy_j"]) == ("cpu", 0, pytest.approx(3.0))
+    assert (dram["kind"], dram["energy_j"]) == ("dram", pytest.approx(0.5))
     assert gpu["kind"] == "gpu" and gpu["physical_index"] == 1
     assert gpu["uuid"] == start["gpus"][0]["uuid"]
     # A simulated V100 running ImageNet draws between its idle power and its 250 W limit.
     assert 30 <= gpu["average_power_w"] <= 250, gpu
     assert gpu["energy_j"] == pytest.approx(gpu["average_power_w"] * report["wall_time_s"])
-    assert report["total_energy_j"] == gpu["energy_j"]
+    assert report["total_energy_j"] == pytest.approx(gpu["energy_j"] + 3.5)
     # Nothing left behind but the job's file.
     assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
 
@@ -331,3 +346,26 @@ def test_bad_labels_are_refused(joule_bin: pathlib.Path, args: list[str], messag
                             env=clean_environment())
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message), result.stderr
+
+
+# ---- scripts/hw-check
+
+
+def test_hw_check_without_a_gpu_checks_the_simulated_one_and_exits_0(joule_bin: pathlib.Path,
+                                                                     tmp_path: pathlib.Path) -> None:
+    script = PACKAGING.parent / "scripts" / "hw-check"
+    env = clean_environment(JOULE_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1",
+                            JOULE_AMD_SMI_LIBRARY="/nonexistent/libamd_smi.so",
+                            JOULE_ROCM_SMI_LIBRARY="/nonexistent/librocm_smi64.so.1",
+                            JOULE_POWERCAP_ROOT="/nonexistent/powercap")
+    out = tmp_path / "report.txt"
+    result = subprocess.run([str(script), "--duration-s", "0.3", "--no-load", "--joule", str(joule_bin), "--out",
+                             str(out)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = out.read_text()
+    assert report == result.stdout
+    assert "== environment" in report and "kernel: " in report
+    assert "checking a simulated v100 the same way instead" in report
+    assert "PASS energy vs power" in report and "no setting was changed" in report
+    bad = subprocess.run([str(script), "--duration-s"], env=env, capture_output=True, text=True, timeout=10)
+    assert bad.returncode == 2 and bad.stderr == "hw-check: --duration-s needs a value (see --help)\n"
