@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "joule/core/json.hpp"
+#include "joule/http/errors.hpp"
 
 namespace joule::carbon::detail {
 
@@ -72,7 +73,7 @@ Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std
   const auto response = client.Get(path, headers);
   if (!response) {
     return fail(ErrorCode::kIo, "{}: cannot reach {}{}: {}", provider, base.origin, path,
-                httplib::to_string(response.error()));
+                http::describe_transport_error(response.error()));
   }
   if (response->status < 200 || response->status >= 300) {
     const ErrorCode code = response->status == 401 || response->status == 403 ? ErrorCode::kPermissionDenied

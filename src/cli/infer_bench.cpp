@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,13 +23,15 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/json.hpp"
 #include "joule/core/numeric.hpp"
+#include "joule/core/strings.hpp"
+#include "joule/http/connection.hpp"
+#include "joule/http/errors.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/measure/request_energy.hpp"
@@ -43,6 +46,12 @@ namespace {
 namespace infer_bench {
 
 constexpr auto kSamplingPeriod = std::chrono::milliseconds(100);
+// The most tokens one response's usage may count (prompt or completion): far above any model's context, and
+// low enough that no trace's sum can overflow (2^63 / 10^9 ≈ 9 · 10^9 requests).
+constexpr int64_t kMaxUsageTokens = 1'000'000'000;
+// The longest model id taken from GET /v1/models (Hugging Face's repository ids are at most 96 characters).
+constexpr size_t kMaxModelIdBytes = 256;
+constexpr double kBytesPerMib = 1024.0 * 1024.0;
 
 struct BenchFlags {
   std::string endpoint;
@@ -52,7 +61,8 @@ struct BenchFlags {
   double rate_scale = 1;
   std::optional<double> duration_s;
   int64_t max_concurrency = 256;
-  double timeout_s = 300;
+  double timeout_s = 300;  // the whole request: connecting, sending, the whole response
+  double max_response_mib = static_cast<double>(http::kDefaultMaxResponseBytes) / kBytesPerMib;
   std::string prompt_unit = "word";
   Format format = Format::kText;
   std::string requests_out;
@@ -101,42 +111,44 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
   return endpoint;
 }
 
-std::string describe(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return "connection refused or host unreachable";
-    case httplib::Error::ConnectionTimeout:
-      return "connection timed out";
-    case httplib::Error::Read:
-      return "no complete response (the connection closed or the read timed out)";
-    case httplib::Error::Write:
-      return "the request could not be sent";
-    default:
-      return httplib::to_string(error);
-  }
+// The bounds of one request to the endpoint: --timeout-s for the whole of it, --max-response-mib.
+http::RequestLimits request_limits(const BenchFlags& flags, double timeout_s) {
+  http::RequestLimits limits;
+  limits.timeout_s = timeout_s;
+  limits.connect_timeout_s = std::min(timeout_s, 10.0);
+  limits.max_response_bytes =
+      static_cast<size_t>(std::max<long long>(1, std::llround(flags.max_response_mib * kBytesPerMib)));
+  return limits;
 }
 
-void set_timeouts(httplib::Client& client, double timeout_s) {
-  const auto seconds = [](double s) {
-    return std::make_pair(static_cast<time_t>(std::floor(s)), static_cast<time_t>((s - std::floor(s)) * 1e6));
-  };
-  const auto connect = seconds(std::min(timeout_s, 10.0));
-  const auto whole = seconds(timeout_s);
-  client.set_connection_timeout(connect.first, connect.second);
-  client.set_read_timeout(whole.first, whole.second);
-  client.set_write_timeout(whole.first, whole.second);
+// A failed request in words, with the flag that sets the bound it met.
+std::string failure_text(const http::Failure& failure) {
+  switch (failure.kind) {
+    case http::Failure::Kind::kTooLarge:
+      return fmt::format("{} (--max-response-mib)", failure.message);
+    case http::Failure::Kind::kTimeout:
+      return fmt::format("{} (--timeout-s)", failure.message);
+    default:
+      return failure.message;
+  }
 }
 
 // The model the endpoint serves: --model, else the first id GET /v1/models lists. Checks the endpoint is
 // reachable either way (before any device is read).
 std::string resolve_model(const Endpoint& endpoint, const BenchFlags& flags) {
-  httplib::Client client(endpoint.origin);
-  set_timeouts(client, std::min(flags.timeout_s, 10.0));
-  const auto response = client.Get("/v1/models", {{"Accept", "application/json"}});
+  http::Connection connection(endpoint.host, endpoint.port);
+  const auto response = connection.get("/v1/models", {{"Accept", "application/json"}},
+                                       request_limits(flags, std::min(flags.timeout_s, 10.0)));
   if (!response) {
-    throw Exception(ErrorCode::kIo,
-                    fmt::format("infer bench: cannot reach the endpoint {} (GET /v1/models: {})",
-                                endpoint.origin, describe(response.error())));
+    const http::Failure& failure = response.error();
+    const bool unreachable =
+        failure.kind != http::Failure::Kind::kTooLarge && failure.kind != http::Failure::Kind::kTimeout;
+    throw Exception(
+        ErrorCode::kIo,
+        unreachable
+            ? fmt::format("infer bench: cannot reach the endpoint {} (GET /v1/models: {})", endpoint.origin,
+                          failure_text(failure))
+            : fmt::format("infer bench: {} GET /v1/models: {}", endpoint.origin, failure_text(failure)));
   }
   if (!flags.model.empty()) {
     return flags.model;
@@ -144,18 +156,33 @@ std::string resolve_model(const Endpoint& endpoint, const BenchFlags& flags) {
   if (response->status != 200) {
     throw Exception(ErrorCode::kIo,
                     fmt::format("infer bench: {} GET /v1/models: HTTP {}: {} (name the model with --model)",
-                                endpoint.origin, response->status, error_body_message(response->body)));
+                                endpoint.origin, response->status, http::server_error_text(response->body)));
   }
-  const auto json = nlohmann::json::parse(response->body, nullptr, false);
-  if (json.is_discarded() || !json.is_object() || !json.contains("data") || !json["data"].is_array() ||
-      json["data"].empty() || !json["data"][0].is_object() || !json["data"][0].contains("id") ||
-      !json["data"][0]["id"].is_string()) {
+  const auto json = parse_json(response->body);
+  const nlohmann::json* id = nullptr;
+  if (json && json->is_object()) {
+    const auto data = json->find("data");
+    if (data != json->end() && data->is_array() && !data->empty() && (*data)[0].is_object()) {
+      const auto found = (*data)[0].find("id");
+      id = found != (*data)[0].end() && found->is_string() ? &*found : nullptr;
+    }
+  }
+  if (id == nullptr) {
     throw Exception(
         ErrorCode::kParse,
         fmt::format("infer bench: {} GET /v1/models lists no model id (name the model with --model)",
                     endpoint.origin));
   }
-  return json["data"][0]["id"].get<std::string>();
+  // The id is printed in the report: refuse one that would need escaping or flood it.
+  const auto& name = id->get_ref<const std::string&>();
+  if (name.empty() || name.size() > kMaxModelIdBytes || printable_excerpt(name, kMaxModelIdBytes) != name) {
+    throw Exception(
+        ErrorCode::kParse,
+        fmt::format("infer bench: {} GET /v1/models: the first model id {} is not a printable name of "
+                    "1 to {} bytes (name the model with --model)",
+                    endpoint.origin, quoted_excerpt(name), kMaxModelIdBytes));
+  }
+  return name;
 }
 
 // A synthetic prompt of about `tokens` tokens, different for every request (so that a server's prefix cache
@@ -225,42 +252,82 @@ struct Sent {
   double latency_s() const { return end_s - start_s; }
 };
 
-// Reads the response of one completion into `sent`.
-void read_completion(const httplib::Result& response, double timeout_s, Sent& sent) {
-  if (!response) {
-    const bool timed_out =
-        response.error() == httplib::Error::ConnectionTimeout || sent.latency_s() >= timeout_s * 0.999;
-    sent.outcome = timed_out ? Outcome::kTimeout : Outcome::kConnectionError;
-    sent.error = timed_out ? fmt::format("timed out after {:g} s (--timeout-s)", timeout_s)
-                           : describe(response.error());
+// Reads the response of one completion into `sent`: outcome, error and the server's figures (not its times).
+// Whatever the server sent reaches the report only as numbers in range or through printable_excerpt().
+void read_completion(const tl::expected<http::Response, http::Failure>& result, Sent& sent) {
+  if (!result) {
+    switch (result.error().kind) {
+      case http::Failure::Kind::kTimeout:
+        sent.outcome = Outcome::kTimeout;
+        break;
+      case http::Failure::Kind::kTooLarge:
+        sent.outcome = Outcome::kBadResponse;
+        break;
+      default:
+        sent.outcome = Outcome::kConnectionError;
+        break;
+    }
+    sent.error = failure_text(result.error());
     return;
   }
-  if (response->status < 200 || response->status >= 300) {
+  const http::Response& response = *result;
+  if (response.status < 200 || response.status >= 300) {
     sent.outcome = Outcome::kHttpError;
-    sent.error = fmt::format("HTTP {}: {}", response->status, error_body_message(response->body));
+    sent.error = fmt::format("HTTP {}: {}", response.status, http::server_error_text(response.body));
     return;
   }
-  const auto json = nlohmann::json::parse(response->body, nullptr, false);
   const auto bad = [&](std::string_view why) {
     sent.outcome = Outcome::kBadResponse;
     sent.error = fmt::format("the response {}", why);
   };
-  if (json.is_discarded() || !json.is_object()) {
-    return bad(fmt::format("is not a JSON object: {}", error_body_message(response->body)));
+  const auto parsed = parse_json(response.body);
+  if (!parsed) {
+    switch (parsed.error().kind) {
+      case JsonError::Kind::kTooDeep:
+        return bad(fmt::format("is JSON nested deeper than {} levels", kMaxJsonDepth));
+      case JsonError::Kind::kNumberOutOfRange:
+        return bad(fmt::format("has a number out of range at {}", parsed.error().message));
+      case JsonError::Kind::kSyntax:
+        break;
+    }
+    return bad(fmt::format("is not JSON: {}", quoted_excerpt(response.body, 60)));
+  }
+  const nlohmann::json& json = *parsed;
+  if (!json.is_object()) {
+    return bad(fmt::format("is not a JSON object: {}", describe_json(json)));
   }
   const auto usage = json.find("usage");
   if (usage == json.end() || !usage->is_object()) {
     return bad("has no usage object (token counts)");
   }
+  // A count: absent (nullopt), or a whole number from 0 to kMaxUsageTokens; anything else refuses the
+  // response, naming the field.
+  std::string count_error;
   const auto count = [&](const char* key) -> std::optional<int64_t> {
     const auto it = usage->find(key);
-    if (it == usage->end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+    if (it == usage->end()) {
+      return std::nullopt;
+    }
+    const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= kMaxUsageTokens
+                          : it->is_number_integer()
+                              ? it->get<int64_t>() >= 0 && it->get<int64_t>() <= kMaxUsageTokens
+                              : false;
+    if (!in_range) {
+      if (count_error.empty()) {
+        count_error = fmt::format("the response's usage.{} must be a whole number from 0 to {}, got {}", key,
+                                  kMaxUsageTokens, describe_json(*it));
+      }
       return std::nullopt;
     }
     return it->get<int64_t>();
   };
   const auto prompt = count("prompt_tokens");
   const auto completion = count("completion_tokens");
+  if (!count_error.empty()) {
+    sent.outcome = Outcome::kBadResponse;
+    sent.error = std::move(count_error);
+    return;
+  }
   if (!completion) {
     return bad("has no usage.completion_tokens");
   }
@@ -286,10 +353,10 @@ void read_completion(const httplib::Result& response, double timeout_s, Sent& se
 // A pool of worker threads, grown on demand up to a bound; each worker keeps one connection.
 class WorkerPool {
  public:
-  using Work = std::function<void(httplib::Client&, size_t)>;
+  using Work = std::function<void(http::Connection&, size_t)>;
   /// Starts `initial` workers now (thread start-up then costs the first requests nothing).
-  WorkerPool(std::string origin, double timeout_s, size_t max_workers, size_t initial, Work work)
-      : origin_(std::move(origin)), timeout_s_(timeout_s), max_workers_(max_workers), work_(std::move(work)) {
+  WorkerPool(const Endpoint& endpoint, size_t max_workers, size_t initial, Work work)
+      : endpoint_(endpoint), max_workers_(max_workers), work_(std::move(work)) {
     std::lock_guard lock(mutex_);
     while (threads_.size() < std::min(initial, max_workers_)) {
       threads_.emplace_back([this] { run(); });
@@ -336,9 +403,7 @@ class WorkerPool {
 
  private:
   void run() {
-    httplib::Client client(origin_);
-    set_timeouts(client, timeout_s_);
-    client.set_keep_alive(true);
+    http::Connection connection(endpoint_.host, endpoint_.port);
     std::unique_lock lock(mutex_);
     while (true) {
       ++idle_;
@@ -350,13 +415,12 @@ class WorkerPool {
       const size_t index = queue_.front();
       queue_.pop_front();
       lock.unlock();
-      work_(client, index);
+      work_(connection, index);
       lock.lock();
     }
   }
 
-  std::string origin_;
-  double timeout_s_;
+  Endpoint endpoint_;
   size_t max_workers_;
   Work work_;
   mutable std::mutex mutex_;
@@ -403,6 +467,15 @@ struct Report {
 constexpr double kShares[3] = {0.5, 0.9, 0.99};
 constexpr const char* kShareNames[3] = {"p50", "p90", "p99"};
 
+// Adds a request's tokens to a total. The server's counts are at most kMaxUsageTokens each, so no trace a
+// file can hold makes them overflow; checked all the same, as the trace's own counts have no such bound.
+void add_tokens(int64_t& total, int64_t count, std::string_view what) {
+  if (__builtin_add_overflow(total, count, &total)) {
+    throw Exception(ErrorCode::kOutOfRange, fmt::format("infer bench: the {} add up to more than {}", what,
+                                                        std::numeric_limits<int64_t>::max()));
+  }
+}
+
 void summarize(Report& report) {
   std::vector<double> latencies, ttfts, tpots;
   double first_error_at = INFINITY;
@@ -434,9 +507,9 @@ void summarize(Report& report) {
       }
       continue;
     }
-    report.requested_prompt_tokens += sent.requested_prompt_tokens;
-    report.prompt_tokens += sent.prompt_tokens;
-    report.output_tokens += sent.completion_tokens;
+    add_tokens(report.requested_prompt_tokens, sent.requested_prompt_tokens, "trace's prompt tokens");
+    add_tokens(report.prompt_tokens, sent.prompt_tokens, "prompt tokens of the responses");
+    add_tokens(report.output_tokens, sent.completion_tokens, "completion tokens of the responses");
     latencies.push_back(sent.latency_s());
     if (sent.ttft_s) {
       ttfts.push_back(*sent.ttft_s);
@@ -731,16 +804,26 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   std::mutex sent_mutex;  // guards report.sent's per-request fields while workers write them
   {
     // A few workers up front: thread start-up then delays no early request.
-    WorkerPool pool(endpoint.origin, flags.timeout_s, static_cast<size_t>(flags.max_concurrency), 16,
-                    [&](httplib::Client& client, size_t index) {
+    const http::RequestLimits limits = request_limits(flags, flags.timeout_s);
+    WorkerPool pool(endpoint, static_cast<size_t>(flags.max_concurrency), 16,
+                    [&](http::Connection& connection, size_t index) {
                       const double start_s = since_start_s();
-                      const auto response = client.Post("/v1/completions", bodies[index], "application/json");
+                      const auto response = connection.request("POST", "/v1/completions", bodies[index],
+                                                               "application/json", {}, limits);
                       const double end_s = since_start_s();
+                      // Parsed before taking the lock, which every worker shares.
+                      Sent reading;
+                      read_completion(response, reading);
                       std::lock_guard lock(sent_mutex);
                       Sent& sent = report.sent[index];
                       sent.start_s = start_s;
                       sent.end_s = end_s;
-                      read_completion(response, flags.timeout_s, sent);
+                      sent.outcome = reading.outcome;
+                      sent.error = std::move(reading.error);
+                      sent.prompt_tokens = reading.prompt_tokens;
+                      sent.completion_tokens = reading.completion_tokens;
+                      sent.ttft_s = reading.ttft_s;
+                      sent.tpot_s = reading.tpot_s;
                     });
     sampler.start();
     t0 = clock.now();
@@ -874,9 +957,16 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
                    "Requests in flight at most (worker threads; default 256)")
       ->check(number({.min = 1, .max = 4096, .integer = true}))
       ->option_text("N");
-  command->add_option("--timeout-s", flags->timeout_s, "Give up on a request after S s (default 300)")
+  command
+      ->add_option("--timeout-s", flags->timeout_s,
+                   "Give up on a request S s after sending it, whole response included (default 300)")
       ->check(number(NumberRule::positive()))
       ->option_text("S");
+  command
+      ->add_option("--max-response-mib", flags->max_response_mib,
+                   "Refuse a response larger than M MiB, while reading it (default 8)")
+      ->check(number({.min = 0, .max = 4096, .min_exclusive = true}))
+      ->option_text("M");
   command
       ->add_option("--prompt-unit", flags->prompt_unit,
                    "What one prompt token is in the synthetic prompts: word (BPE tokenizers) or char "

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "joule/http/errors.hpp"
+
 namespace joule::client {
 
 namespace bso = optimize::batch_size;
@@ -151,23 +153,13 @@ const std::string& Client::last_request_id() const {
 
 namespace {
 
-// httplib names its failures in one word ("Connection"); a person needs what happened and what to check.
+// What failed, in the words every joule HTTP client uses (joule/http/errors.hpp), with where to look.
 std::string describe_failure(const std::string& url, httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return fmt::format(
-          "cannot connect to {}: connection refused or host unreachable (is joule serve running "
-          "there?)",
-          url);
-    case httplib::Error::ConnectionTimeout:
-      return fmt::format("cannot connect to {}: no answer to the connection within the timeout", url);
-    case httplib::Error::Read:
-      return fmt::format("{} closed the connection or sent no answer within the timeout", url);
-    case httplib::Error::Write:
-      return fmt::format("cannot send the request to {}: the connection broke", url);
-    default:
-      return fmt::format("{}: {}", url, httplib::to_string(error));
+  if (error == httplib::Error::Connection) {
+    return fmt::format("cannot connect to {}: {} (is joule serve running there?)", url,
+                       http::describe_transport_error(error));
   }
+  return fmt::format("cannot reach {}: {}", url, http::describe_transport_error(error));
 }
 
 }  // namespace

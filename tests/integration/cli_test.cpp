@@ -15,6 +15,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/core/csv.hpp"
+
+#include "http/hostile_server.hpp"
 #include "integration/run_process.hpp"
 #include "test_util.hpp"
 
@@ -1354,6 +1357,165 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
   EXPECT_EQ(csv.out.rfind("endpoint,model,trace,rate_scale,simulated_gpus,requests,requests_ok,", 0), 0u)
       << csv.out;
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 2);
+}
+
+// An endpoint that answers each completion with an attack chosen by its max_tokens: 1 an endless body, 2 a
+// status line trickled one byte every 20 ms, 3 JSON nested 30,000 deep, 4 an error text with ESC, CR/LF, NUL
+// and 20,000 more bytes, 5 and 6 a usage count of 2^63 − 1, 7 and 8 honest answers (8 at the largest counts
+// accepted). Every answer but the models list ends the connection.
+void hostile_completions(test::HostileServer::Peer& peer) {
+  while (peer.read_request()) {
+    if (peer.target() == "GET /v1/models") {
+      const std::string models = R"({"data": [{"id": "hostile"}]})";
+      peer.send(fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", models.size(), models));
+      continue;
+    }
+    const std::string& request = peer.request();
+    const int64_t attack = nlohmann::json::parse(request.substr(request.find("\r\n\r\n") + 4))["max_tokens"];
+    const auto answer = [&](int status, const std::string& body) {
+      peer.send(fmt::format("HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", status,
+                            body.size(), body));
+    };
+    const auto usage = [](std::string_view prompt, std::string_view completion) {
+      return fmt::format(R"({{"choices": [], "usage": {{"prompt_tokens": {}, "completion_tokens": {}}}}})",
+                         prompt, completion);
+    };
+    switch (attack) {
+      case 1: {
+        peer.send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        const std::string chunk = fmt::format("1000\r\n{}\r\n", std::string(0x1000, 'a'));
+        while (peer.send(chunk)) {
+        }
+        break;
+      }
+      case 2: {
+        const std::string head = "HTTP/1.1 200 OK\r\n";
+        for (size_t i = 0;
+             peer.pause(std::chrono::milliseconds(20)) && peer.send(head.substr(i % head.size(), 1)); ++i) {
+        }
+        break;
+      }
+      case 3:
+        answer(200, std::string(30'000, '[') + std::string(30'000, ']'));
+        break;
+      case 4:
+        answer(
+            500,
+            nlohmann::json(
+                {{"error", {{"message", std::string("\x1b[2J\r\nFAKE\0", 11) + std::string(20'000, 'y')}}}})
+                .dump());
+        break;
+      case 5:
+        answer(200, usage("1", "9223372036854775807"));
+        break;
+      case 6:
+        answer(200, usage("9223372036854775807", "3"));
+        break;
+      case 8:
+        answer(200, usage("1000000000", "1000000000"));
+        break;
+      default:
+        answer(200, usage("5", "7"));
+        break;
+    }
+    return;
+  }
+}
+
+TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
+  test::HostileServer server(hostile_completions);
+  TempDir dir;
+  std::string trace_text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int attack = 1; attack <= 8; ++attack)
+    trace_text += fmt::format("{:.3f},5,{}\n", 0.001 * attack, attack);
+  const std::string trace = dir.write("trace.csv", trace_text);
+  const std::string requests_csv = dir.path() + "/requests.csv";
+  const auto start = std::chrono::steady_clock::now();
+  // A 64 KiB cap and a 0.3 s deadline stand in for the defaults (8 MiB, 300 s).
+  const auto result = joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace,
+                             "--max-response-mib", "0.0625", "--timeout-s", "0.3", "--format", "json",
+                             "--requests-out", requests_csv});
+  const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The endless body and the trickle would each last forever.
+  EXPECT_LT(elapsed_s, 20);
+  const auto out = nlohmann::json::parse(result.out);
+  EXPECT_EQ(out["requests"], 8);
+  EXPECT_EQ(out["requests_ok"], 2);
+  EXPECT_EQ(out["timeouts"], 1);
+  EXPECT_EQ(out["http_errors"], 1);
+  EXPECT_EQ(out["bad_responses"], 4);
+  EXPECT_EQ(out["connection_errors"], 0);
+  // Only the counts in range are summed.
+  EXPECT_EQ(out["prompt_tokens"], 1'000'000'005);
+  EXPECT_EQ(out["output_tokens"], 1'000'000'007);
+
+  const auto table = csv::parse(read_file(requests_csv), requests_csv);
+  ASSERT_TRUE(table) << table.error().message();
+  ASSERT_EQ(table->row_count(), 8u);
+  const size_t outcome = table->column("outcome").value();
+  const size_t error = table->column("error").value();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"bad_response", "the response is larger than 64 KiB, the most accepted (--max-response-mib)"},
+      {"timeout", "no complete response within 0.3 s (--timeout-s)"},
+      {"bad_response", "the response is JSON nested deeper than 64 levels"},
+      {"http_error", "HTTP 500: \\x1b[2J\\r\\nFAKE\\x00" + std::string(181, 'y') + "…"},
+      {"bad_response",
+       "the response's usage.completion_tokens must be a whole number from 0 to 1000000000, got "
+       "9223372036854775807"},
+      {"bad_response",
+       "the response's usage.prompt_tokens must be a whole number from 0 to 1000000000, got "
+       "9223372036854775807"},
+      {"ok", ""},
+      {"ok", ""},
+  };
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(table->row(i).text(outcome), expected[i].first) << "request " << i;
+    EXPECT_EQ(table->row(i).text(error), expected[i].second) << "request " << i;
+  }
+}
+
+// The models list before the run: cut at the cap and the deadline, and a model id that would need escaping
+// is refused rather than printed.
+TEST(CliInfer, BenchRefusesAHostileModelList) {
+  TempDir dir;
+  const std::string trace = dir.write("trace.csv", bench_trace());
+  const auto bench = [&](const test::HostileServer& server, const std::string& timeout_s) {
+    return joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace,
+                  "--max-response-mib", "0.0625", "--timeout-s", timeout_s});
+  };
+  test::HostileServer endless([](test::HostileServer::Peer& peer) {
+    peer.read_request();
+    peer.send("HTTP/1.1 200 OK\r\n");
+    while (peer.send("X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")) {
+    }
+  });
+  const auto too_large = bench(endless, "10");
+  EXPECT_EQ(too_large.exit_code, 1);
+  EXPECT_EQ(too_large.err, fmt::format("joule: error: infer bench: {} GET /v1/models: the response is larger "
+                                       "than 64 KiB, the most accepted (--max-response-mib)\n",
+                                       endless.url()));
+  test::HostileServer trickle([](test::HostileServer::Peer& peer) {
+    peer.read_request();
+    while (peer.pause(std::chrono::milliseconds(20)) && peer.send("H")) {
+    }
+  });
+  const auto timed_out = bench(trickle, "0.1");
+  EXPECT_EQ(timed_out.exit_code, 1);
+  EXPECT_EQ(timed_out.err, fmt::format("joule: error: infer bench: {} GET /v1/models: no complete response "
+                                       "within 0.1 s (--timeout-s)\n",
+                                       trickle.url()));
+  test::HostileServer forged([](test::HostileServer::Peer& peer) {
+    peer.read_request();
+    const std::string models = R"({"data": [{"id": "\u001b[31mevil\r\nmodel"}]})";
+    peer.send(fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", models.size(), models));
+  });
+  const auto bad_id = bench(forged, "10");
+  EXPECT_EQ(bad_id.exit_code, 1);
+  EXPECT_EQ(bad_id.err, fmt::format("joule: error: infer bench: {} GET /v1/models: the first model id "
+                                    "\"\\x1b[31mevil\\r\\nmodel\" is not a printable name of 1 to 256 bytes "
+                                    "(name the model with --model)\n",
+                                    forged.url()));
 }
 
 TEST(CliInfer, BenchBadInput) {

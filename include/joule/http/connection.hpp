@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/http/connection.hpp — bounded outgoing HTTP/1.1 requests: one whole-request deadline (connecting,
+// sending, the status line, the headers and the body, however slowly the server trickles them) and one cap
+// on what a response may hold, applied while reading, so that no server can make a client hang or buffer
+// without bound.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <tl/expected.hpp>
+
+namespace joule::http {
+
+/// The cap on a response by default: far above any JSON answer joule reads (a completion of 100,000 tokens
+/// is well under 1 MiB), small enough that 256 of them in flight at once fit in memory.
+inline constexpr size_t kDefaultMaxResponseBytes = size_t{8} << 20;
+
+/// The bounds of one request.
+struct RequestLimits {
+  /// The whole request, in seconds: connecting, sending, and receiving the status line, the headers and
+  /// the whole body. A server that sends one byte a second is cut off here, not after each byte.
+  double timeout_s = 300;
+  /// Connecting (TCP), in seconds, within timeout_s.
+  double connect_timeout_s = 10;
+  /// The most a response may take: the bytes received (status line, headers and body as sent) and the
+  /// body once decoded (Content-Encoding undone) must each stay within it.
+  size_t max_response_bytes = kDefaultMaxResponseBytes;
+};
+
+/// A complete response.
+struct Response {
+  int status = 0;
+  std::string body;  ///< decoded; at most max_response_bytes
+};
+
+/// Why a request got no complete response.
+struct Failure {
+  enum class Kind {
+    kConnect,   ///< refused, unreachable, or the name did not resolve
+    kTimeout,   ///< the request was not done within timeout_s (or connecting within connect_timeout_s)
+    kTooLarge,  ///< the response is larger than max_response_bytes
+    kTls,       ///< the TLS handshake or the server's certificate failed
+    kSend,      ///< the request could not be sent
+    kReceive,   ///< the connection closed early, or what came back is not HTTP
+    kOther,
+  };
+  Kind kind = Kind::kOther;
+  /// A printable phrase for "<method> <url>: <message>", e.g. "no complete response within 0.2 s" or
+  /// "the response is larger than 64 KiB, the most accepted".
+  std::string message;
+};
+
+/// Header fields sent with a request: (name, value) pairs.
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+/// One keep-alive connection to an http:// server (HOST:PORT), opened on the first request and reopened
+/// when the server closed it. Not thread-safe: one request at a time (give each thread its own).
+class Connection {
+ public:
+  /// A connection to http://`host`:`port` (opened lazily: never fails here).
+  Connection(const std::string& host, int port);
+  ~Connection();
+  Connection(Connection&&) noexcept;
+  Connection& operator=(Connection&&) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// Sends `method` `path` with `body` (of `content_type`, if not empty) and reads the whole response,
+  /// within `limits`. Never throws for what the server or the network does.
+  /// @return the response (whatever its status), or why there is none.
+  tl::expected<Response, Failure> request(std::string_view method, const std::string& path,
+                                          const std::string& body, std::string_view content_type,
+                                          const Headers& headers, const RequestLimits& limits);
+
+  /// request("GET", path, "", "", headers, limits).
+  tl::expected<Response, Failure> get(const std::string& path, const Headers& headers,
+                                      const RequestLimits& limits);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace joule::http

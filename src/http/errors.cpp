@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/http/errors.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "joule/core/json.hpp"
+#include "joule/core/strings.hpp"
+
+namespace joule::http {
+
+std::string describe_transport_error(httplib::Error error) {
+  // httplib names its failures in one word ("SSLConnection"); a person needs what happened and what to check.
+  switch (error) {
+    case httplib::Error::Success:
+      return "no error";
+    case httplib::Error::Connection:
+      return "connection refused or host unreachable";
+    case httplib::Error::ConnectionTimeout:
+      return "the connection timed out (no answer from the host)";
+    case httplib::Error::BindIPAddress:
+      return "cannot bind the local address or network interface";
+    case httplib::Error::Read:
+      return "no complete response (the connection closed, the server went silent past the read timeout, or "
+             "the answer is not HTTP)";
+    case httplib::Error::Write:
+      return "the request could not be sent (the connection broke)";
+    case httplib::Error::ExceedRedirectCount:
+      return "too many redirects";
+    case httplib::Error::Canceled:
+      return "the request was cancelled";
+    case httplib::Error::SSLConnection:
+      return "TLS handshake failed: is the server plain http?";
+    case httplib::Error::SSLLoadingCerts:
+      return "the TLS certificates (the CA bundle or the client certificate) could not be loaded";
+    case httplib::Error::SSLServerVerification:
+      return "the server's TLS certificate could not be verified (untrusted, expired, or for another host "
+             "name)";
+    case httplib::Error::UnsupportedMultipartBoundaryChars:
+      return "the multipart boundary has characters HTTP does not allow";
+    case httplib::Error::Compression:
+      return "the response could not be decompressed (its Content-Encoding data is corrupt)";
+    case httplib::Error::Unknown:
+      break;
+  }
+  return fmt::format("transport failure (cpp-httplib error {})", static_cast<int>(error));
+}
+
+std::string server_error_text(std::string_view body, size_t max_chars) {
+  if (body.empty()) {
+    return "empty body";
+  }
+  const auto json = parse_json(body);
+  if (json && json->is_object()) {
+    for (const char* key : {"error", "message", "detail"}) {
+      const auto it = json->find(key);
+      if (it == json->end()) {
+        continue;
+      }
+      if (it->is_string()) {
+        return printable_excerpt(it->get_ref<const std::string&>(), max_chars);
+      }
+      if (it->is_object()) {
+        const auto message = it->find("message");
+        if (message != it->end() && message->is_string()) {
+          return printable_excerpt(message->get_ref<const std::string&>(), max_chars);
+        }
+      }
+    }
+  }
+  return printable_excerpt(body, max_chars);
+}
+
+std::string format_byte_count(size_t bytes) {
+  constexpr size_t kKib = size_t{1} << 10;
+  constexpr size_t kMib = size_t{1} << 20;
+  if (bytes >= kMib && bytes % kMib == 0) {
+    return fmt::format("{} MiB", bytes / kMib);
+  }
+  if (bytes >= kKib && bytes % kKib == 0) {
+    return fmt::format("{} KiB", bytes / kKib);
+  }
+  return fmt::format("{} bytes", bytes);
+}
+
+}  // namespace joule::http
