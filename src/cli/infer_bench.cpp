@@ -286,7 +286,7 @@ void read_completion(const tl::expected<http::Response, http::Failure>& result, 
       case JsonError::Kind::kTooDeep:
         return bad(fmt::format("is JSON nested deeper than {} levels", kMaxJsonDepth));
       case JsonError::Kind::kNumberOutOfRange:
-        return bad(fmt::format("has a number out of range at {}", parsed.error().message));
+        return bad(fmt::format("is not usable JSON: {}", parsed.error().message));
       case JsonError::Kind::kSyntax:
         break;
     }
@@ -308,10 +308,13 @@ void read_completion(const tl::expected<http::Response, http::Failure>& result, 
     if (it == usage->end()) {
       return std::nullopt;
     }
-    const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= kMaxUsageTokens
-                          : it->is_number_integer()
-                              ? it->get<int64_t>() >= 0 && it->get<int64_t>() <= kMaxUsageTokens
-                              : false;
+    // nlohmann keeps integers from 2^63 up as unsigned, negative ones as signed.
+    bool in_range = false;
+    if (it->is_number_unsigned()) {
+      in_range = it->get<uint64_t>() <= kMaxUsageTokens;
+    } else if (it->is_number_integer()) {
+      in_range = it->get<int64_t>() >= 0 && it->get<int64_t>() <= kMaxUsageTokens;
+    }
     if (!in_range) {
       if (count_error.empty()) {
         count_error = fmt::format("the response's usage.{} must be a whole number from 0 to {}, got {}", key,
