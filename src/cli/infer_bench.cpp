@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -808,6 +809,10 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   {
     // A few workers up front: thread start-up then delays no early request.
     const http::RequestLimits limits = request_limits(flags, flags.timeout_s);
+    // Responses are parsed by as many workers at once as there are cores (parsing gains nothing from more):
+    // a parsed body can take ~20 times its size (8 MiB of "[0,0,…" is ~150 MB), so this, not
+    // --max-concurrency, bounds that memory.
+    std::counting_semaphore<> parsers(std::max<std::ptrdiff_t>(1, std::thread::hardware_concurrency()));
     WorkerPool pool(endpoint, static_cast<size_t>(flags.max_concurrency), 16,
                     [&](http::Connection& connection, size_t index) {
                       const double start_s = since_start_s();
@@ -816,7 +821,9 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
                       const double end_s = since_start_s();
                       // Parsed before taking the lock, which every worker shares.
                       Sent reading;
+                      parsers.acquire();
                       read_completion(response, reading);
+                      parsers.release();
                       std::lock_guard lock(sent_mutex);
                       Sent& sent = report.sent[index];
                       sent.start_s = start_s;

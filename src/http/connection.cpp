@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -35,6 +36,9 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr double kLongestTimeoutS = 365.0 * 24 * 3600;
+// What the status line and the header fields may add to the body's cap on the wire: 64 KiB, as a server's
+// own limit on a request's head usually is (ours: 16 KiB), far above any real response's.
+constexpr size_t kHeadBytes = size_t{64} << 10;
 
 // The socket as httplib's Stream: reads through a small buffer (httplib reads header lines one byte at a
 // time), every wait bounded by the deadline, every byte received counted.
@@ -212,7 +216,10 @@ class Connection::Impl {
         limits.connect_timeout_s > 0 ? std::min(limits.connect_timeout_s, timeout_s) : 0.0;
     const auto [connect_whole, connect_us] = seconds_and_microseconds(connect_s);
     client_.set_connection_timeout(connect_whole, connect_us);
-    client_.arm(deadline, limits.max_response_bytes);
+    const size_t wire_bytes = limits.max_response_bytes > std::numeric_limits<size_t>::max() - kHeadBytes
+                                  ? std::numeric_limits<size_t>::max()
+                                  : limits.max_response_bytes + kHeadBytes;
+    client_.arm(deadline, wire_bytes);
 
     httplib::Request request;
     request.method = std::string(method);

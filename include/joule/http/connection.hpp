@@ -27,8 +27,9 @@ struct RequestLimits {
   double timeout_s = 300;
   /// Connecting (TCP), in seconds, within timeout_s.
   double connect_timeout_s = 10;
-  /// The most a response may take: the bytes received (status line, headers and body as sent) and the
-  /// body once decoded (Content-Encoding undone) must each stay within it.
+  /// The most a response's body may hold, in bytes, as sent and once decoded (Content-Encoding undone); the
+  /// status line and header fields may add 64 KiB on the wire. Applied while reading: a Content-Length over
+  /// it is refused before the body, and nothing past it is read.
   size_t max_response_bytes = kDefaultMaxResponseBytes;
 };
 
