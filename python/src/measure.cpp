@@ -194,7 +194,11 @@ void bind_measure(py::module_& module) {
            py::arg("approx_instant_energy") = false, py::arg("polling_period_s") = 0.1)
       .def(
           "begin_window",
-          [](MonitorHandle& self, const std::string& name, bool sync, bool restart) {
+          [](MonitorHandle& self, const py::object& name_object, const py::object& sync_object,
+             const py::object& restart_object) {
+            const std::string name = string_argument(name_object, "Monitor.begin_window", "name");
+            const bool sync = bool_argument(sync_object, "Monitor.begin_window", "sync");
+            const bool restart = bool_argument(restart_object, "Monitor.begin_window", "restart");
             py::gil_scoped_release release;
             if (restart && self.monitor->is_open(name)) {
               self.monitor->cancel_window(name);
@@ -206,7 +210,9 @@ void bind_measure(py::module_& module) {
           "name is open, unless restart=True (which discards the open one).")
       .def(
           "end_window",
-          [](MonitorHandle& self, const std::string& name, bool sync) {
+          [](MonitorHandle& self, const py::object& name_object, const py::object& sync_object) {
+            const std::string name = string_argument(name_object, "Monitor.end_window", "name");
+            const bool sync = bool_argument(sync_object, "Monitor.end_window", "sync");
             py::gil_scoped_release release;
             return self.monitor->end_window(name, sync);
           },
@@ -214,11 +220,15 @@ void bind_measure(py::module_& module) {
           "Closes window `name` and returns its Measurement. NotFoundError if no such window is open.")
       .def(
           "cancel_window",
-          [](MonitorHandle& self, const std::string& name) { self.monitor->cancel_window(name); },
+          [](MonitorHandle& self, const py::object& name) {
+            self.monitor->cancel_window(string_argument(name, "Monitor.cancel_window", "name"));
+          },
           py::arg("name"), "Discards window `name` without reading any device. NotFoundError if not open.")
       .def(
           "is_open",
-          [](const MonitorHandle& self, const std::string& name) { return self.monitor->is_open(name); },
+          [](const MonitorHandle& self, const py::object& name) {
+            return self.monitor->is_open(string_argument(name, "Monitor.is_open", "name"));
+          },
           py::arg("name"), "True if a window called `name` is open.")
       .def(
           "open_windows", [](const MonitorHandle& self) { return self.monitor->open_windows(); },
