@@ -23,7 +23,8 @@ The rewrite, mechanical and the same for every doc:
     until the end of its doc; the ports 7787, 9400 and 9401 become free loopback ports (JOULE_SERVER names
     the doc's 7787 for `joule job`, whose default it is), 0.0.0.0 becomes 127.0.0.1, /run/joule/joule.sock a
     socket in the scratch folder;
-  * benchmarks (build/bench/…) run for 2 s (--duration-s 2): the test checks that they work;
+  * benchmarks (build/bench/…) run for 2 s (--duration-s 2), Python ones (bench/*.py) 1,000 iterations once
+    (--iterations 1000 --repeats 1): the test checks that they work;
   * curl gets --fail-with-body, so that an HTTP error fails the command;
   * the job id printed by `joule job register` replaces the placeholder ID and the example ids in later
     commands of the same doc.
@@ -285,6 +286,13 @@ class DocRun:
                 text = re.sub(r"--duration-s \S+", "--duration-s 2", text)
             else:
                 text += " --duration-s 2"
+        if re.search(r"\bpython3 bench/\S+\.py\b", text):
+            # Python benchmarks likewise: 1,000 iterations, once.
+            for option, value in (("--iterations", "1000"), ("--repeats", "1")):
+                if option in text:
+                    text = re.sub(rf"{option} \S+", f"{option} {value}", text)
+                else:
+                    text += f" {option} {value}"
         if re.match(r"^(build/)?joule( --sim \S+)? serve\b", text) and "--listen" not in text:
             text += f" --listen 127.0.0.1:{self.ports[7787]}"
         return text
@@ -490,8 +498,16 @@ def main() -> int:
     if args.list:
         shutil.rmtree(root, ignore_errors=True)
         return 1 if problems else 0
-    # The longest docs first, so that the pool ends together.
-    work.sort(key=lambda item: -len(item[1]))
+    # The longest docs first, so that the pool ends together: a Python example (torch, processes) weighs
+    # most, then benchmarks and commands that run for a while.
+    def weight(command: Command) -> int:
+        if command.skip_reason:
+            return 0
+        if "examples/" in command.text:
+            return 20
+        return 5 if re.search(r"bench/|--duration-s|infer replay", command.text) else 1
+
+    work.sort(key=lambda item: -sum(weight(c) for c in item[1]))
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for report, doc_failures, doc_ran in pool.map(lambda item: run_doc(args, *item), work):
