@@ -25,6 +25,7 @@ py::dict energies_dict(const std::vector<measure::DeviceEnergy>& energies) {
 
 std::string energies_text(const std::vector<measure::DeviceEnergy>& energies) {
   std::vector<std::string> parts;
+  parts.reserve(energies.size());
   for (const auto& energy : energies) {
     parts.push_back(
         fmt::format("{}: {:.6g}{}", energy.index, energy.energy_j, energy.estimated() ? "~" : ""));
@@ -32,7 +33,8 @@ std::string energies_text(const std::vector<measure::DeviceEnergy>& energies) {
   return fmt::format("{{{}}}", fmt::join(parts, ", "));
 }
 
-std::shared_ptr<MonitorHandle> make_monitor(SharedDeviceSet set, const std::optional<std::vector<int>>& gpus,
+std::shared_ptr<MonitorHandle> make_monitor(const SharedDeviceSet& set,
+                                            const std::optional<std::vector<int>>& gpus,
                                             const std::optional<std::vector<int>>& cpus, py::object sync,
                                             bool approx_instant_energy, double polling_period_s) {
   if (!set) {
@@ -79,8 +81,9 @@ struct SamplerHandle {
   }
 };
 
-std::shared_ptr<SamplerHandle> make_sampler(SharedDeviceSet set, const std::optional<std::vector<int>>& gpus,
-                                            double period_s, size_t max_points) {
+std::shared_ptr<SamplerHandle> make_sampler(const SharedDeviceSet& set,
+                                            const std::optional<std::vector<int>>& gpus, double period_s,
+                                            size_t max_points) {
   if (!set) {
     throw Exception(ErrorCode::kInvalidArgument, "PowerSampler needs a DeviceSet (joule.devices())");
   }
