@@ -361,6 +361,29 @@ def _wrap(function: Callable, owner: Optional[str], name: str, static: bool = Fa
     return wrapper
 
 
+def _wrap_method(function: Callable, owner: str, name: str) -> Callable:
+    """_wrap() for an instance method. Its code is named as the method, with `self` first: pybind11 calls a
+    Python override of a C++ virtual unless the calling frame is that method on the same object
+    (RankAggregator.all_ranks: a wrapper under another name would call itself through the trampoline)."""
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(self, *args, **kwargs)
+        except TypeError as error:
+            if not _INCOMPATIBLE.search(str(error)):
+                raise
+            message = explain(function, _call_name(owner, name, (self, *args), False), (self, *args), kwargs)
+        raise TypeError(message) from None
+
+    try:
+        wrapper.__code__ = wrapper.__code__.replace(co_name=name, co_qualname=f"{owner}.{name}")
+    except TypeError:  # Python < 3.11: no co_qualname
+        wrapper.__code__ = wrapper.__code__.replace(co_name=name)
+    functools.update_wrapper(wrapper, function)
+    wrapper.__joule_native__ = function  # type: ignore[attr-defined]
+    return wrapper
+
+
 def _is_native_function(value: Any) -> bool:
     return type(value).__name__ == "builtin_function_or_method" and bool(signatures(value))
 
@@ -389,7 +412,7 @@ def _install_class(cls: type) -> None:
             if params and all(len([p for p in ps if p.kind == "plain"]) <= 1 and len(ps) <= 1 for ps in params):
                 continue
             if params:
-                setattr(cls, name, _wrap(function, cls.__name__, name))
+                setattr(cls, name, _wrap_method(function, cls.__name__, name))
         elif isinstance(value, staticmethod) and _is_native_function(value.__func__):
             setattr(cls, name, staticmethod(_wrap(value.__func__, cls.__name__, name, static=True)))
         elif type(value) is property and value.fset is not None and signatures(value.fset):

@@ -239,3 +239,24 @@ def test_a_wrong_value_names_the_argument(devices: joule.DeviceSet, call: Callab
         ), str(caught.value)
     else:
         assert str(caught.value) == message
+
+
+def test_a_subclass_of_a_native_class_with_virtuals_still_gets_the_base_methods() -> None:
+    """RankAggregator's methods are C++ virtuals that Python may override: a wrapped base method must not be
+    taken for an override (it would call itself through the trampoline until RecursionError)."""
+
+    class OneRank(joule.RankAggregator):
+        def rank(self) -> int:
+            return 0
+
+        def world_size(self) -> int:
+            return 1
+
+        def aggregate(self, energy_j: float, time_s: float) -> tuple[float, float]:
+            return energy_j, time_s
+
+    aggregator = OneRank()
+    assert aggregator.all_ranks(True) is True and aggregator.all_ranks(False) is False  # the C++ default
+    with pytest.raises(TypeError) as caught:
+        aggregator.all_ranks("yes")
+    assert str(caught.value) == "OneRank.all_ranks(value=...): expected True or False, got str 'yes'"
