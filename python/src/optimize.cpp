@@ -116,9 +116,9 @@ measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
 
 namespace {
 
-std::unique_ptr<OptimizerHandle> make_optimizer(std::shared_ptr<MonitorHandle> monitor, const Policy& policy,
-                                                int wait_steps, int warmup_steps, int profile_steps,
-                                                double step_w, py::object aggregator,
+std::unique_ptr<OptimizerHandle> make_optimizer(const std::shared_ptr<MonitorHandle>& monitor,
+                                                const Policy& policy, int wait_steps, int warmup_steps,
+                                                int profile_steps, double step_w, py::object aggregator,
                                                 const std::string& profile_dir, const std::string& job_key,
                                                 const std::string& restore_to, bool restore_on_signals,
                                                 const py::object& steady_state) {
