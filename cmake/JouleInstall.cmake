@@ -6,6 +6,9 @@
 #   lib/pkgconfig/joule.pc                      pkg-config --cflags --libs joule
 #   share/man/man1/joule*.1                     man pages, generated from `joule … --help`
 #   lib/systemd/system/joule-daemon.service     the daemon's unit (docs/daemon.md)
+#   share/doc/joule/                            README.md, docs/*.md, examples/, the example data (data/),
+#                                               copyright (DEP-5) and changelog.gz: the docs' commands run
+#                                               from there as from the source folder
 #   the Python package                          component python (python/CMakeLists.txt)
 include(CMakePackageConfigHelpers)
 
@@ -82,15 +85,66 @@ if(TARGET joule)
                    \"${PROJECT_BINARY_DIR}/joule-daemon.service\" @ONLY)
     file(INSTALL \"${PROJECT_BINARY_DIR}/joule-daemon.service\" DESTINATION \"\${JOULE_UNIT_DIR}\")
   " COMPONENT tools)
-  install(FILES README.md docs/daemon.md docs/architecture.md DESTINATION "${CMAKE_INSTALL_DOCDIR}"
-    COMPONENT tools)
 endif()
+
+# The docs, laid out as in the source folder so that their links and commands (data/…, examples/…) work
+# from share/doc/joule; the licence and origin of everything shipped (packaging/debian/copyright, DEP-5).
+install(FILES README.md packaging/debian/copyright DESTINATION "${CMAKE_INSTALL_DOCDIR}" COMPONENT tools)
+install(DIRECTORY docs/ DESTINATION "${CMAKE_INSTALL_DOCDIR}/docs" COMPONENT tools FILES_MATCHING PATTERN "*.md")
+install(DIRECTORY examples/ DESTINATION "${CMAKE_INSTALL_DOCDIR}/examples" COMPONENT tools
+  FILES_MATCHING PATTERN "*.py")
+install(DIRECTORY data/ DESTINATION "${CMAKE_INSTALL_DOCDIR}/data" COMPONENT tools)
+
+# Who answers for the Debian package, and the project's web page. No address or page of this project can be
+# vouched for here, so the defaults claim none: the maintainer is whoever builds the package, as Debian's
+# own tools (dch, dh_make) take it: DEBFULLNAME and DEBEMAIL (or EMAIL), else the user at this host; the
+# Homepage field is left out unless given.
+if(NOT "$ENV{DEBEMAIL}" STREQUAL "")
+  set(joule_builder_email "$ENV{DEBEMAIL}")
+elseif(NOT "$ENV{EMAIL}" STREQUAL "")
+  set(joule_builder_email "$ENV{EMAIL}")
+else()
+  set(joule_builder_user "$ENV{USER}")
+  if(joule_builder_user STREQUAL "")
+    set(joule_builder_user "$ENV{LOGNAME}")
+  endif()
+  if(joule_builder_user STREQUAL "")
+    set(joule_builder_user "root")
+  endif()
+  cmake_host_system_information(RESULT joule_builder_host QUERY FQDN)
+  set(joule_builder_email "${joule_builder_user}@${joule_builder_host}")
+endif()
+set(joule_builder_name "$ENV{DEBFULLNAME}")
+if(joule_builder_email MATCHES "^(.+) <(.+)>$")  # DEBEMAIL="Name <address>", as dch also accepts
+  set(joule_builder_name "${CMAKE_MATCH_1}")
+  set(joule_builder_email "${CMAKE_MATCH_2}")
+elseif(joule_builder_name STREQUAL "")
+  string(REGEX REPLACE "@.*" "" joule_builder_name "${joule_builder_email}")
+endif()
+set(JOULE_PACKAGE_MAINTAINER "${joule_builder_name} <${joule_builder_email}>" CACHE STRING
+    "Maintainer of the Debian package, 'Name <address>' (default: the builder, from DEBFULLNAME/DEBEMAIL)")
+set(JOULE_PACKAGE_HOMEPAGE "" CACHE STRING "Homepage of the Debian package (empty: no Homepage field)")
+if(NOT JOULE_PACKAGE_MAINTAINER MATCHES "^[^<>]+ <[^<> ]+@[^<> ]+>$")
+  message(FATAL_ERROR "JOULE_PACKAGE_MAINTAINER='${JOULE_PACKAGE_MAINTAINER}': expected 'Name <address>', "
+                      "e.g. -DJOULE_PACKAGE_MAINTAINER='Ada Lovelace <ada@example.org>'")
+endif()
+
+# Debian's changelog of a native package: this version, by the maintainer, dated now (or SOURCE_DATE_EPOCH,
+# which string(TIMESTAMP) honours, for a reproducible build); installed gzip-compressed as Debian wants.
+string(TIMESTAMP JOULE_PACKAGE_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+configure_file("${PROJECT_SOURCE_DIR}/packaging/debian/changelog.in" "${PROJECT_BINARY_DIR}/debian/changelog"
+  @ONLY)
+file(ARCHIVE_CREATE OUTPUT "${PROJECT_BINARY_DIR}/debian/changelog.gz"
+  PATHS "${PROJECT_BINARY_DIR}/debian/changelog" FORMAT raw COMPRESSION GZip)
+install(FILES "${PROJECT_BINARY_DIR}/debian/changelog.gz" DESTINATION "${CMAKE_INSTALL_DOCDIR}"
+  COMPONENT tools)
 
 # The Debian package: `make package` (cpack -G DEB in the build folder). Its Depends come from
 # dpkg-shlibdeps, i.e. the Debian packages of the shared libraries the binary and the Python module link.
 set(CPACK_PACKAGE_NAME joule)
 set(CPACK_PACKAGE_VENDOR "joule")
-set(CPACK_PACKAGE_CONTACT "joule developers <joule@localhost>")
+set(CPACK_PACKAGE_CONTACT "${JOULE_PACKAGE_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${JOULE_PACKAGE_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "measure and cut the energy of deep-learning training and inference on GPUs")
 set(CPACK_PACKAGE_DESCRIPTION
     "joule measures GPU and CPU energy and picks power limits, batch sizes and per-stage GPU clocks\n(Zeus, Perseus, Chase), from C++, Python and the shell.")
@@ -101,7 +155,9 @@ set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://example.invalid/joule")
+if(NOT JOULE_PACKAGE_HOMEPAGE STREQUAL "")
+  set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${JOULE_PACKAGE_HOMEPAGE}")
+endif()
 set(CPACK_PRE_BUILD_SCRIPTS "${PROJECT_SOURCE_DIR}/packaging/deb-python-path.cmake")
 set(CPACK_GENERATOR DEB)
 include(CPack)

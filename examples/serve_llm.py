@@ -3,7 +3,7 @@
 """An OpenAI-compatible LLM server (PyTorch on the CPU, continuous batching) whose every iteration is charged
 to a simulated serving GPU, with per-request energy and an SLO-aware GPU clock.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/serve_llm.py --port 8000
+    PYTHONPATH=build/python python3 examples/serve_llm.py --port 8000
     curl -s http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
          -d '{"model": "llama-3-8b", "prompt": "Hello", "max_tokens": 8}'
     curl -s http://127.0.0.1:8000/metrics
@@ -81,10 +81,20 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
-import torch
-from torch import nn
-
-import joule
+try:
+    import joule
+except ImportError as error:  # one line that says how, not a traceback; exit 2 as for a usage error
+    print(f"{sys.argv[0]}: cannot import joule ({error}); build it (make demo), then run this from the source "
+          f"folder as: PYTHONPATH=build/python python3 {sys.argv[0]}", file=sys.stderr)
+    sys.exit(2)
+try:
+    import torch
+    from torch import nn
+except ImportError as error:
+    print(f"{sys.argv[0]}: cannot import torch ({error}); install PyTorch (Debian: sudo apt install "
+          f"python3-torch) and run this with that Python: PYTHONPATH=build/python /usr/bin/python3 {sys.argv[0]}",
+          file=sys.stderr)
+    sys.exit(2)
 
 VOCAB = 257  # bytes 0..255 and BOS
 BOS = 256

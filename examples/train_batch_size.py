@@ -10,8 +10,8 @@ epoch but may need fewer epochs: the server learns the cheapest batch size acros
 
 Without --server the example starts `joule serve` on a temporary SQLite database and a free port:
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_batch_size.py --joule build/joule
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_batch_size.py --server http://127.0.0.1:7787
+    PYTHONPATH=build/python python3 examples/train_batch_size.py --joule build/joule
+    PYTHONPATH=build/python python3 examples/train_batch_size.py --server http://127.0.0.1:7787
 """
 
 from __future__ import annotations
@@ -27,10 +27,20 @@ import sys
 import tempfile
 from typing import Iterator, Optional
 
-import torch
-from torch import nn
-
-import joule
+try:
+    import joule
+except ImportError as error:  # one line that says how, not a traceback; exit 2 as for a usage error
+    print(f"{sys.argv[0]}: cannot import joule ({error}); build it (make demo), then run this from the source "
+          f"folder as: PYTHONPATH=build/python python3 {sys.argv[0]}", file=sys.stderr)
+    sys.exit(2)
+try:
+    import torch
+    from torch import nn
+except ImportError as error:
+    print(f"{sys.argv[0]}: cannot import torch ({error}); install PyTorch (Debian: sudo apt install "
+          f"python3-torch) and run this with that Python: PYTHONPATH=build/python /usr/bin/python3 {sys.argv[0]}",
+          file=sys.stderr)
+    sys.exit(2)
 
 
 def parse_args() -> argparse.Namespace:

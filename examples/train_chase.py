@@ -10,8 +10,8 @@ default (the trace's start + 48 half hours, the forecaster's training window). j
 the power limits once, then every 30 minutes of simulated time forecasts the intensity and re-picks the
 limit; joule.CarbonMonitor measures the run's energy and gCO2e.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_chase.py
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_chase.py --hours 3 --eta 0.5 --json
+    PYTHONPATH=build/python python3 examples/train_chase.py
+    PYTHONPATH=build/python python3 examples/train_chase.py --hours 3 --eta 0.5 --json
 
 The Chase phase (after the profile) can be compared with the replay of the same work (see --json's
 ``replay_command``).
@@ -26,7 +26,12 @@ import math
 import pathlib
 import sys
 
-import joule
+try:
+    import joule
+except ImportError as error:  # one line that says how, not a traceback; exit 2 as for a usage error
+    print(f"{sys.argv[0]}: cannot import joule ({error}); build it (make demo), then run this from the source "
+          f"folder as: PYTHONPATH=build/python python3 {sys.argv[0]}", file=sys.stderr)
+    sys.exit(2)
 
 TRACE = pathlib.Path(__file__).resolve().parents[1] / "data" / "carbon" / "synthetic_us_solar_14d.csv"
 DAY_S = 86400

@@ -11,8 +11,8 @@ forward and backward. With ``--server URL`` the optimizer registers with a pipel
 the profiling rounds the server sends, receives the plan and trains; without, it plans locally from
 ``--profile`` (or runs ``--plan``, a ``joule plan --plan-out`` file).
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_pipeline.py --stages 4 --microbatches 8
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_pipeline.py --dp 2 --server http://127.0.0.1:7787
+    PYTHONPATH=build/python python3 examples/train_pipeline.py --stages 4 --microbatches 8
+    PYTHONPATH=build/python python3 examples/train_pipeline.py --dp 2 --server http://127.0.0.1:7787
 
 Time and energy accounting (what makes the measured figures follow the planner's model exactly):
 
@@ -374,7 +374,25 @@ def report_iteration(args: argparse.Namespace, profile: str, iteration: int, tim
     return row
 
 
+def check_imports() -> None:
+    """Exits 2 with one line saying how, if the workers could not import joule or torch."""
+    try:
+        import joule  # noqa: F401
+    except ImportError as error:
+        print(f"{sys.argv[0]}: cannot import joule ({error}); build it (make demo), then run this from the "
+              f"source folder as: PYTHONPATH=build/python python3 {sys.argv[0]}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        import torch  # noqa: F401
+    except ImportError as error:
+        print(f"{sys.argv[0]}: cannot import torch ({error}); install PyTorch (Debian: sudo apt install "
+              f"python3-torch) and run this with that Python: PYTHONPATH=build/python /usr/bin/python3 "
+              f"{sys.argv[0]}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main() -> int:
+    check_imports()
     args = parse_args()
     import torch.multiprocessing as mp
 

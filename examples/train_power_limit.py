@@ -7,8 +7,8 @@ training step of the real (CPU) model also runs one simulated GPU iteration, who
 the GPU's power limit as the Zeus traces measured them, so the optimizer sees a real time–energy trade-off
 and the run is deterministic. ``--real-clock`` measures the simulated GPU in wall-clock time instead.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_power_limit.py
-    PYTHONPATH=build/python /usr/bin/python3 examples/train_power_limit.py --eta 0.2 --epochs 4 --json
+    PYTHONPATH=build/python python3 examples/train_power_limit.py
+    PYTHONPATH=build/python python3 examples/train_power_limit.py --eta 0.2 --epochs 4 --json
 """
 
 from __future__ import annotations
@@ -18,10 +18,20 @@ import json
 import sys
 import time
 
-import torch
-from torch import nn
-
-import joule
+try:
+    import joule
+except ImportError as error:  # one line that says how, not a traceback; exit 2 as for a usage error
+    print(f"{sys.argv[0]}: cannot import joule ({error}); build it (make demo), then run this from the source "
+          f"folder as: PYTHONPATH=build/python python3 {sys.argv[0]}", file=sys.stderr)
+    sys.exit(2)
+try:
+    import torch
+    from torch import nn
+except ImportError as error:
+    print(f"{sys.argv[0]}: cannot import torch ({error}); install PyTorch (Debian: sudo apt install "
+          f"python3-torch) and run this with that Python: PYTHONPATH=build/python /usr/bin/python3 {sys.argv[0]}",
+          file=sys.stderr)
+    sys.exit(2)
 
 
 def parse_args() -> argparse.Namespace:

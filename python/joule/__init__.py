@@ -47,7 +47,12 @@ from ._errors import (
     PermissionDeniedError,
     StateError,
 )
-from . import _joule
+from . import _args, _joule
+
+# Argument errors name the argument ("ZeusCost(eta=...): expected a number, got str 'x'"), not pybind11's list
+# of signatures: wraps the native functions before they are imported below.
+_args.install(_joule)
+
 from ._joule import (
     CarbonCost,
     CarbonSignal,

@@ -13,6 +13,7 @@ import json
 from typing import Any, Optional, Sequence
 
 from . import _joule
+from ._args import _is_integer, flag, indices, integer, number, show, text
 from ._errors import Error
 from .callbacks import Callback
 from .monitor import Monitor
@@ -46,23 +47,27 @@ def job_spec(
     mab_num_explorations: int = 2,
     mab_seed: Optional[int] = None,
 ) -> dict[str, Any]:
-    """Zeus's JobSpec as a dict (the server validates it: InvalidArgumentError names the field)."""
+    """Zeus's JobSpec as a dict. A wrong type is a TypeError naming the argument here; the server validates
+    the values (InvalidArgumentError names the field)."""
+    call = "job_spec"
+    if _is_integer(batch_sizes):
+        raise TypeError(f"job_spec(batch_sizes=...): expected a list of batch sizes, got {show(batch_sizes)}")
     return {
-        "job_id": job_id,
-        "job_id_prefix": job_id_prefix,
-        "batch_sizes": list(batch_sizes),
-        "default_batch_size": default_batch_size,
-        "eta_knob": eta_knob,
-        "beta_knob": beta_knob,
-        "target_metric": target_metric,
-        "higher_is_better_metric": higher_is_better_metric,
-        "max_epochs": max_epochs,
-        "num_pruning_rounds": num_pruning_rounds,
-        "window_size": window_size,
-        "mab_prior_mean": mab_prior_mean,
-        "mab_prior_precision": mab_prior_precision,
-        "mab_num_explorations": mab_num_explorations,
-        "mab_seed": mab_seed,
+        "job_id": text(call, "job_id", job_id, none=True),
+        "job_id_prefix": text(call, "job_id_prefix", job_id_prefix),
+        "batch_sizes": indices(call, "batch_sizes", batch_sizes, "batch sizes"),
+        "default_batch_size": integer(call, "default_batch_size", default_batch_size),
+        "eta_knob": number(call, "eta_knob", eta_knob),
+        "beta_knob": None if beta_knob is None else number(call, "beta_knob", beta_knob),
+        "target_metric": number(call, "target_metric", target_metric),
+        "higher_is_better_metric": flag(call, "higher_is_better_metric", higher_is_better_metric),
+        "max_epochs": integer(call, "max_epochs", max_epochs),
+        "num_pruning_rounds": integer(call, "num_pruning_rounds", num_pruning_rounds),
+        "window_size": integer(call, "window_size", window_size),
+        "mab_prior_mean": number(call, "mab_prior_mean", mab_prior_mean),
+        "mab_prior_precision": number(call, "mab_prior_precision", mab_prior_precision),
+        "mab_num_explorations": integer(call, "mab_num_explorations", mab_num_explorations),
+        "mab_seed": None if mab_seed is None else integer(call, "mab_seed", mab_seed),
     }
 
 
@@ -76,7 +81,14 @@ class BatchSizeClient:
 
     def register_job(self, spec: dict[str, Any], max_power_w: float, number_of_gpus: int, gpu_model: str) -> dict[str, Any]:
         """POST /jobs. Returns the registered spec (job_id filled in) with the GPU config and 'created'."""
-        gpu = {"max_power": max_power_w, "number_of_gpus": number_of_gpus, "gpu_model": gpu_model}
+        call = "BatchSizeClient.register_job"
+        if not isinstance(spec, dict):
+            raise TypeError(f"{call}(spec=...): expected a dict from joule.job_spec(), got {show(spec)}")
+        gpu = {
+            "max_power": number(call, "max_power_w", max_power_w),
+            "number_of_gpus": integer(call, "number_of_gpus", number_of_gpus),
+            "gpu_model": text(call, "gpu_model", gpu_model),
+        }
         return json.loads(self._client.register_job(json.dumps(spec), json.dumps(gpu)))
 
     def next_batch_size(self, job_id: str) -> dict[str, Any]:
@@ -87,20 +99,27 @@ class BatchSizeClient:
         self, job_id: str, batch_size: int, trial_number: int, time_s: float, energy_j: float, metric: float, current_epoch: int
     ) -> dict[str, Any]:
         """POST /report with the trial's cumulative time (s) and energy (J): {stop_train, converged, message}."""
+        call = "BatchSizeClient.report"
         result = {
-            "job_id": job_id,
-            "batch_size": batch_size,
-            "trial_number": trial_number,
-            "time": time_s,
-            "energy": energy_j,
-            "metric": metric,
-            "current_epoch": current_epoch,
+            "job_id": text(call, "job_id", job_id),
+            "batch_size": integer(call, "batch_size", batch_size),
+            "trial_number": integer(call, "trial_number", trial_number),
+            "time": number(call, "time_s", time_s),
+            "energy": number(call, "energy_j", energy_j),
+            "metric": number(call, "metric", metric),
+            "current_epoch": integer(call, "current_epoch", current_epoch),
         }
         return json.loads(self._client.report(json.dumps(result)))
 
     def end_trial(self, job_id: str, batch_size: int, trial_number: int) -> None:
         """PATCH /trials: ends the trial (a trial without a final report becomes Failed)."""
-        self._client.end_trial(json.dumps({"job_id": job_id, "batch_size": batch_size, "trial_number": trial_number}))
+        call = "BatchSizeClient.end_trial"
+        trial = {
+            "job_id": text(call, "job_id", job_id),
+            "batch_size": integer(call, "batch_size", batch_size),
+            "trial_number": integer(call, "trial_number", trial_number),
+        }
+        self._client.end_trial(json.dumps(trial))
 
     def delete_job(self, job_id: str) -> None:
         """DELETE /jobs."""
@@ -147,9 +166,19 @@ class BatchSizeOptimizer(Callback):
         gpu_model: Optional[str] = None,
         client: Optional[BatchSizeClient] = None,
     ) -> None:
+        call = "BatchSizeOptimizer"
+        if not isinstance(monitor, _joule._Monitor):
+            raise TypeError(f"{call}(monitor=...): expected a joule.Monitor, got {show(monitor)}")
+        if not isinstance(job, dict):
+            raise TypeError(f"{call}(job=...): expected a dict from joule.job_spec(), got {show(job)}")
+        if client is not None and not isinstance(client, BatchSizeClient):
+            raise TypeError(f"{call}(client=...): expected a joule.BatchSizeClient or None, got {show(client)}")
+        if max_power_w is not None:
+            max_power_w = number(call, "max_power_w", max_power_w)
+        text(call, "gpu_model", gpu_model, none=True)
         self.monitor = monitor
-        self.rank = rank
-        self.client = client if client is not None else BatchSizeClient(server_url)
+        self.rank = integer(call, "rank", rank)
+        self.client = client if client is not None else BatchSizeClient(text(call, "server_url", server_url))
         gpus = [gpu for gpu in monitor.devices.gpus if gpu.index in monitor.gpu_indices]
         if not gpus:
             _joule._raise_error("invalid-argument", "BatchSizeOptimizer needs a Monitor with at least one GPU")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ._args import show
+
 
 class Callback:
     """Base class of training-loop callbacks. Every hook does nothing; subclasses override the ones they
@@ -36,7 +38,15 @@ class CallbackSet(Callback):
     """Fans every hook out to several callbacks, in order."""
 
     def __init__(self, callbacks: Iterable[Callback]) -> None:
+        if isinstance(callbacks, (str, bytes)) or not hasattr(callbacks, "__iter__"):
+            raise TypeError(f"CallbackSet(callbacks=...): expected a list of callbacks, got {show(callbacks)}")
         self.callbacks: list[Callback] = list(callbacks)
+        for position, callback in enumerate(self.callbacks):
+            if not all(hasattr(callback, hook) for hook in ("on_step_begin", "on_step_end", "on_epoch_end")):
+                raise TypeError(
+                    f"CallbackSet(callbacks=...): expected callbacks (joule.Callback), got {show(callback)} at "
+                    f"position {position}"
+                )
 
     def on_train_begin(self) -> None:
         for callback in self.callbacks:

@@ -6,14 +6,16 @@ a training-loop callback. Every computation is joule's C++ (``joule/carbon/*.hpp
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from . import _joule
+from ._args import flag, integer, number, show, steady_state as check_steady_state, text
 from ._joule import CarbonSignal, CarbonTrace, DeviceSet, HourlyTariff, Measurement
 from .frontier import Frontier
 from .monitor import Monitor
-from .power_limit import AUTO, _auto_aggregator, _NativeOptimizer
+from .power_limit import AUTO, _auto_aggregator, _check_aggregator, _NativeOptimizer
 
 
 def carbon_signal(
@@ -36,7 +38,16 @@ def carbon_signal(
     devices: the DeviceSet whose clock gives "now" (pass the monitored devices when they run on a virtual
     clock); None: the real clock.
     """
-    trace_path = trace if isinstance(trace, str) else ""
+    call = "carbon_signal"
+    if trace is not None and not isinstance(trace, (str, os.PathLike, CarbonTrace)):
+        raise TypeError(f"{call}(trace=...): expected a CSV path or a joule.CarbonTrace, got {show(trace)}")
+    if devices is not None and not isinstance(devices, DeviceSet):
+        raise TypeError(f"{call}(devices=...): expected a joule.DeviceSet or None, got {show(devices)}")
+    if intensity is not None:
+        intensity = number(call, "intensity", intensity)
+    text(call, "zone", zone, none=True)
+    text(call, "provider", provider, none=True)
+    trace_path = os.fspath(trace) if isinstance(trace, (str, os.PathLike)) else ""
     trace_object = trace if isinstance(trace, CarbonTrace) else None
     return _joule._carbon_signal(
         intensity, trace_path, trace_object, zone or "", provider or "", country or "", devices
@@ -115,8 +126,9 @@ class CarbonMonitor:
             signal = carbon_signal(country="auto", devices=monitor.devices)
         self.monitor = monitor
         self.signal = signal
+        bucket = signal.period_s if bucket_s is None else integer("CarbonMonitor", "bucket_s", bucket_s)
         self._carbon = _joule._CarbonMonitor(
-            monitor, signal, int(bucket_s if bucket_s is not None else signal.period_s), background_checkpoints
+            monitor, signal, int(bucket), flag("CarbonMonitor", "background_checkpoints", background_checkpoints)
         )
 
     def begin_window(self, name: str) -> None:
@@ -153,7 +165,12 @@ class PriceMonitor:
     ) -> None:
         self.monitor = monitor
         self.tariff = tariff
-        self._price = _joule._PriceMonitor(monitor, tariff, int(bucket_s), background_checkpoints)
+        self._price = _joule._PriceMonitor(
+            monitor,
+            tariff,
+            integer("PriceMonitor", "bucket_s", bucket_s),
+            flag("PriceMonitor", "background_checkpoints", background_checkpoints),
+        )
 
     def begin_window(self, name: str) -> None:
         self._price.begin_window(name)
@@ -215,29 +232,34 @@ class ChaseOptimizer(_NativeOptimizer):
         if isinstance(aggregator, str):
             if aggregator != AUTO:
                 _joule._raise_error(
-                    "invalid-argument", f"aggregator must be 'auto', None or a joule.RankAggregator (got {aggregator!r})"
+                    "invalid-argument",
+                    f"ChaseOptimizer(aggregator=...): expected 'auto', None or a joule.RankAggregator, "
+                    f"got {show(aggregator)}",
                 )
             aggregator = _auto_aggregator()
+        _check_aggregator("ChaseOptimizer", aggregator)
         self.monitor = monitor
         self.signal = signal
         self.aggregator: Optional[_joule.RankAggregator] = aggregator
+        call = "ChaseOptimizer"
+        # The settings reach C++ as one dict: each is checked here, where its name is known.
         settings = {
-            "eta": float(eta),
-            "max_intensity_g_per_kwh": float(max_intensity_g_per_kwh),
-            "interval_s": float(interval_s),
-            "max_power_w": float(max_power_w),
-            "forecaster": forecaster,
-            "training_samples": int(training_samples),
-            "monitor_only": bool(monitor_only),
-            "wait_steps": int(wait_steps),
-            "warmup_steps": int(warmup_steps),
-            "profile_steps": int(profile_steps),
-            "step_w": float(step_w),
-            "profile_dir": profile_dir or "",
-            "job_key": job_key or "",
-            "restore_to": restore_to,
-            "restore_on_signals": bool(restore_on_signals),
-            "steady_state": steady_state,
+            "eta": number(call, "eta", eta),
+            "max_intensity_g_per_kwh": number(call, "max_intensity_g_per_kwh", max_intensity_g_per_kwh),
+            "interval_s": number(call, "interval_s", interval_s),
+            "max_power_w": number(call, "max_power_w", max_power_w),
+            "forecaster": text(call, "forecaster", forecaster),
+            "training_samples": integer(call, "training_samples", training_samples),
+            "monitor_only": flag(call, "monitor_only", monitor_only),
+            "wait_steps": integer(call, "wait_steps", wait_steps),
+            "warmup_steps": integer(call, "warmup_steps", warmup_steps),
+            "profile_steps": integer(call, "profile_steps", profile_steps),
+            "step_w": number(call, "step_w", step_w),
+            "profile_dir": text(call, "profile_dir", profile_dir, none=True) or "",
+            "job_key": text(call, "job_key", job_key, none=True) or "",
+            "restore_to": text(call, "restore_to", restore_to),
+            "restore_on_signals": flag(call, "restore_on_signals", restore_on_signals),
+            "steady_state": check_steady_state(call, steady_state),
         }
         self._optimizer = _joule._ChaseOptimizer(monitor, signal, settings, aggregator)
 

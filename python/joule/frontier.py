@@ -7,9 +7,11 @@ The Pareto filter and the policies' choice run in C++ (``joule::pareto_indices``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Generic, Iterable, Iterator, NamedTuple, TypeVar, Union
 
 from . import _joule
+from ._args import number, show
 
 Knob = TypeVar("Knob")
 
@@ -41,9 +43,16 @@ class Frontier(Generic[Knob]):
     def __init__(self, points: Iterable[Union[FrontierPoint, tuple[Any, float, float]]] = ()) -> None:
         """points: (knob, time_s, energy_j) triples or FrontierPoints. InvalidArgumentError for a negative or
         non-finite time or energy."""
-        given = [FrontierPoint(*point) for point in points]
-        times = [float(point.time_s) for point in given]
-        energies = [float(point.energy_j) for point in given]
+        if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
+            raise TypeError(f"Frontier(points=...): expected (knob, time_s, energy_j) triples, got {show(points)}")
+        given = []
+        for position, point in enumerate(points):
+            if isinstance(point, (str, bytes)) or not isinstance(point, Sequence) or len(point) != 3:
+                raise TypeError(f"Frontier(points=...): expected (knob, time_s, energy_j) triples, got {show(point)} "
+                                f"at position {position}")
+            given.append(FrontierPoint(*point))
+        times = [number("Frontier", f"points[{i}].time_s", point.time_s) for i, point in enumerate(given)]
+        energies = [number("Frontier", f"points[{i}].energy_j", point.energy_j) for i, point in enumerate(given)]
         self._points: list[FrontierPoint] = [given[i] for i in _joule.pareto_indices(times, energies)]
 
     @property

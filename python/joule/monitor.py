@@ -10,6 +10,7 @@ import warnings
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from . import _joule
+from ._args import indices, show
 from ._errors import NotFoundError
 from ._joule import DeviceSet, Measurement
 
@@ -79,14 +80,34 @@ def default_devices() -> DeviceSet:
         return _default_devices
 
 
-def _resolve_sync(sync: SyncArgument) -> Optional[Callable[[], None]]:
+@contextlib.contextmanager
+def _naming_indices(call: str) -> Any:
+    """An unknown GPU or CPU index (C++: "unknown GPU index 3: …") names the argument it came from."""
+    try:
+        yield
+    except NotFoundError as error:
+        for keyword, words in (("gpus", "unknown GPU index"), ("cpus", "unknown CPU index")):
+            if str(error).startswith(words):
+                raise NotFoundError(f"{call}({keyword}=...): {error}") from None
+        raise
+
+
+def _device_set(call: str, devices: Optional[DeviceSet]) -> DeviceSet:
+    if devices is None:
+        return default_devices()
+    if not isinstance(devices, DeviceSet):
+        raise TypeError(f"{call}(devices=...): expected a joule.DeviceSet (from joule.devices()), got {show(devices)}")
+    return devices
+
+
+def _resolve_sync(sync: SyncArgument, call: str = "Monitor") -> Optional[Callable[[], None]]:
     if sync is None or callable(sync):
         return sync
     if sync == "torch":
         from .torch import sync_function
 
         return sync_function()
-    _joule._raise_error("invalid-argument", f"sync must be None, 'torch' or a callable (got {sync!r})")
+    _joule._raise_error("invalid-argument", f"{call}(sync=...): expected None, 'torch' or a callable, got {show(sync)}")
     return None
 
 
@@ -126,8 +147,8 @@ class Window(contextlib.ContextDecorator):
 class Monitor(_joule._Monitor):
     """Measures time and energy of named code regions ("windows") on GPUs and CPUs (Zeus's ZeusMonitor).
 
-    gpus: framework indices of the GPUs to measure (None: all of ``devices``); cpus: CPU package indices
-    (None: all; [] to measure none). sync: called before every reading of a window with sync=True so that
+    gpus: framework indices of the GPUs to measure, a list or one int (None: all of ``devices``); cpus: CPU
+    package indices, likewise (None: all; [] to measure none). sync: called before every reading of a window with sync=True so that
     queued GPU work is counted: a callable, ``'torch'`` (torch.cuda.synchronize when CUDA exists; see
     joule.torch) or None. devices: a DeviceSet (default: joule.default_devices()). approx_instant_energy:
     estimate a counter GPU's energy as instantaneous power × time when its counter did not move during a
@@ -150,24 +171,27 @@ class Monitor(_joule._Monitor):
 
     def __init__(
         self,
-        gpus: Optional[Sequence[int]] = None,
-        cpus: Optional[Sequence[int]] = None,
+        gpus: Union[None, int, Sequence[int]] = None,
+        cpus: Union[None, int, Sequence[int]] = None,
         sync: SyncArgument = None,
         *,
         devices: Optional[DeviceSet] = None,
         approx_instant_energy: bool = False,
         polling_period_s: float = 0.1,
     ) -> None:
-        device_set = devices if devices is not None else default_devices()
+        gpu_list = indices("Monitor", "gpus", gpus)
+        cpu_list = indices("Monitor", "cpus", cpus, "CPU package indices")
+        device_set = _device_set("Monitor", devices)
         # GPUs asked for by index must exist: the C++ side raises NotFoundError naming the index and why.
-        super().__init__(
-            device_set,
-            None if gpus is None else list(gpus),
-            None if cpus is None else list(cpus),
-            _resolve_sync(sync),
-            approx_instant_energy,
-            polling_period_s,
-        )
+        with _naming_indices("Monitor"):
+            super().__init__(
+                device_set,
+                gpu_list,
+                cpu_list,
+                _resolve_sync(sync, "Monitor"),
+                approx_instant_energy,
+                polling_period_s,
+            )
         if gpus is None and not self.gpu_indices:
             # Nothing asked for and nothing found: the training still runs, but say plainly that its energy is
             # not measured, and how to get a simulated GPU (as `joule measure` does).
@@ -191,7 +215,7 @@ class Monitor(_joule._Monitor):
 class PowerSampler(_joule.PowerSampler):
     """Polls GPU power every ``period_s`` on a C++ thread (no GIL), keeping a change-only timeline per GPU.
 
-    gpus: framework indices (None: all); period_s: polling period, s; max_points: bound on stored points
+    gpus: framework indices, a list or one int (None: all); period_s: polling period, s; max_points: bound on stored points
     per GPU (0: unbounded); devices: a DeviceSet (default: joule.default_devices()).
 
     Use start()/stop() or ``with sampler:``; ``timeline(gpu)`` gives [(time_s, power_w)] and
@@ -199,18 +223,15 @@ class PowerSampler(_joule.PowerSampler):
 
     def __init__(
         self,
-        gpus: Optional[Sequence[int]] = None,
+        gpus: Union[None, int, Sequence[int]] = None,
         period_s: float = 0.1,
         max_points: int = 0,
         *,
         devices: Optional[DeviceSet] = None,
     ) -> None:
-        super().__init__(
-            devices if devices is not None else default_devices(),
-            None if gpus is None else list(gpus),
-            period_s,
-            max_points,
-        )
+        gpu_list = indices("PowerSampler", "gpus", gpus)
+        with _naming_indices("PowerSampler"):
+            super().__init__(_device_set("PowerSampler", devices), gpu_list, period_s, max_points)
 
     def __repr__(self) -> str:
         return f"<joule.PowerSampler gpus={self.gpu_indices} period_s={self.period_s} running={self.running}>"

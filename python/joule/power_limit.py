@@ -7,6 +7,7 @@ import sys
 from typing import Any, Optional, TypeVar, Union
 
 from . import _joule
+from ._args import number, show, steady_state as check_steady_state
 from .callbacks import Callback
 from .frontier import Frontier, Policy
 from .monitor import Monitor
@@ -26,6 +27,13 @@ def _auto_aggregator() -> Optional[_joule.RankAggregator]:
     from .torch import DistributedAggregator
 
     return DistributedAggregator()
+
+
+def _check_aggregator(call: str, aggregator: Any) -> None:
+    if aggregator is not None and not isinstance(aggregator, _joule.RankAggregator):
+        raise TypeError(
+            f"{call}(aggregator=...): expected 'auto', None or a joule.RankAggregator, got {show(aggregator)}"
+        )
 
 
 class _NativeOptimizer(Callback):
@@ -109,13 +117,16 @@ class PowerLimitOptimizer(_NativeOptimizer):
         steady_state: Union[str, dict, None] = "auto",
     ) -> None:
         if policy is None:
-            policy = _joule.ZeusCost(eta, 0.0)
+            policy = _joule.ZeusCost(number("PowerLimitOptimizer", "eta", eta), 0.0)
         if isinstance(aggregator, str):
             if aggregator != AUTO:
                 _joule._raise_error(
-                    "invalid-argument", f"aggregator must be 'auto', None or a joule.RankAggregator (got {aggregator!r})"
+                    "invalid-argument",
+                    f"PowerLimitOptimizer(aggregator=...): expected 'auto', None or a joule.RankAggregator, "
+                    f"got {show(aggregator)}",
                 )
             aggregator = _auto_aggregator()
+        _check_aggregator("PowerLimitOptimizer", aggregator)
         self.monitor = monitor
         self.aggregator: Optional[_joule.RankAggregator] = aggregator
         self._optimizer = _joule._PowerLimitOptimizer(
@@ -124,13 +135,13 @@ class PowerLimitOptimizer(_NativeOptimizer):
             wait_steps,
             warmup_steps,
             profile_steps,
-            float(step_w),
+            number("PowerLimitOptimizer", "step_w", step_w),
             aggregator,
             profile_dir or "",
             job_key or "",
             restore_to,
             restore_on_signals,
-            steady_state,
+            check_steady_state("PowerLimitOptimizer", steady_state),
         )
 
     @property

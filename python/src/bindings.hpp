@@ -54,6 +54,26 @@ struct GpuRef {
 /// @return `seconds` as Nanos; kInvalidArgument (naming `what`) if it is not finite.
 Nanos seconds_to_nanos(double seconds, const char* what);
 
+/// Arguments of the calls made every training step, which take py::object so that a wrong type costs
+/// nothing until it happens and then names the argument (the other calls get that from joule/_args.py).
+/// @return make()'s result; a joule::Exception it throws comes back with the same code and its message
+/// prefixed "CALL: " (for constructors whose library checks word the value but not the Python call).
+template <typename Make>
+auto naming_call(const char* call, Make&& make) -> decltype(make()) {
+  try {
+    return make();
+  } catch (const Exception& error) {
+    throw Exception(error.code(), std::string(call) + ": " + error.what());
+  }
+}
+
+/// @return a value's type and short repr for messages, as joule._args.show() words it: "str 'a'", "int 3".
+std::string show_value(const py::handle& value);
+/// @return `value` as a string. @throws py::type_error "CALL(KEYWORD=...): expected a string, got int 3".
+std::string string_argument(const py::handle& value, const char* call, const char* keyword);
+/// @return `value` as a bool (True, False or an int). @throws py::type_error as string_argument().
+bool bool_argument(const py::handle& value, const char* call, const char* keyword);
+
 /// @return the GPUs with these framework indices (all if nullopt), as joule's errors if unknown.
 std::vector<device::Gpu*> select_gpus(const device::DeviceSet& set,
                                       const std::optional<std::vector<int>>& indices);

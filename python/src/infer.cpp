@@ -219,14 +219,18 @@ using SharedLlmDevice = std::shared_ptr<LlmDeviceHandle>;
 
 SharedLlmDevice make_llm_device(const std::string& gpu, const std::string& model,
                                 std::optional<int> tensor_parallel, int index_base) {
-  const sim::LlmGpuSpec gpu_spec = value_or_throw(sim::load_llm_gpu(gpu));
-  const sim::LlmModelSpec model_spec = value_or_throw(sim::load_llm_model(model));
+  const sim::LlmGpuSpec gpu_spec =
+      naming_call("LlmDevice(gpu=...)", [&] { return value_or_throw(sim::load_llm_gpu(gpu)); });
+  const sim::LlmModelSpec model_spec =
+      naming_call("LlmDevice(model=...)", [&] { return value_or_throw(sim::load_llm_model(model)); });
   const int tp = tensor_parallel.value_or(model_spec.default_tensor_parallel);
   if (index_base < 0) {
-    invalid(fmt::format("index_base must be ≥ 0, got {}", index_base));
+    invalid(fmt::format("LlmDevice(index_base=...) must be ≥ 0, got {}", index_base));
   }
   auto handle = std::make_shared<LlmDeviceHandle>();
-  handle->device = std::make_shared<sim::LlmDevice>(gpu_spec, model_spec, tp, index_base);
+  handle->device = naming_call("LlmDevice(tensor_parallel=...)", [&] {
+    return std::make_shared<sim::LlmDevice>(gpu_spec, model_spec, tp, index_base);
+  });
   auto set = std::make_shared<device::DeviceSet>();
   for (device::sim::SimulatedGpu* simulated : handle->device->gpus()) {
     set->gpus.push_back(std::make_unique<ReplicaGpu>(handle->device, simulated));
@@ -635,7 +639,9 @@ void bind_infer(py::module_& module) {
                                                     .min_samples = min_samples,
                                                     .max_step_down = max_step_down,
                                                     .candidate_levels = candidate_levels};
-             return std::make_unique<optimize::SloClockController>(slo, std::move(clocks_mhz), options);
+             return naming_call("SloClockController", [&] {
+               return std::make_unique<optimize::SloClockController>(slo, std::move(clocks_mhz), options);
+             });
            }),
            py::arg("ttft_s"), py::arg("tpot_s"), py::arg("clocks_mhz"), py::arg("attainment") = 0.99,
            py::arg("interval_s") = 1.0, py::arg("window_s") = 20.0, py::arg("margin") = 0.85,

@@ -25,6 +25,7 @@ py::dict energies_dict(const std::vector<measure::DeviceEnergy>& energies) {
 
 std::string energies_text(const std::vector<measure::DeviceEnergy>& energies) {
   std::vector<std::string> parts;
+  parts.reserve(energies.size());
   for (const auto& energy : energies) {
     parts.push_back(
         fmt::format("{}: {:.6g}{}", energy.index, energy.energy_j, energy.estimated() ? "~" : ""));
@@ -32,7 +33,8 @@ std::string energies_text(const std::vector<measure::DeviceEnergy>& energies) {
   return fmt::format("{{{}}}", fmt::join(parts, ", "));
 }
 
-std::shared_ptr<MonitorHandle> make_monitor(SharedDeviceSet set, const std::optional<std::vector<int>>& gpus,
+std::shared_ptr<MonitorHandle> make_monitor(const SharedDeviceSet& set,
+                                            const std::optional<std::vector<int>>& gpus,
                                             const std::optional<std::vector<int>>& cpus, py::object sync,
                                             bool approx_instant_energy, double polling_period_s) {
   if (!set) {
@@ -79,8 +81,9 @@ struct SamplerHandle {
   }
 };
 
-std::shared_ptr<SamplerHandle> make_sampler(SharedDeviceSet set, const std::optional<std::vector<int>>& gpus,
-                                            double period_s, size_t max_points) {
+std::shared_ptr<SamplerHandle> make_sampler(const SharedDeviceSet& set,
+                                            const std::optional<std::vector<int>>& gpus, double period_s,
+                                            size_t max_points) {
   if (!set) {
     throw Exception(ErrorCode::kInvalidArgument, "PowerSampler needs a DeviceSet (joule.devices())");
   }
@@ -194,7 +197,11 @@ void bind_measure(py::module_& module) {
            py::arg("approx_instant_energy") = false, py::arg("polling_period_s") = 0.1)
       .def(
           "begin_window",
-          [](MonitorHandle& self, const std::string& name, bool sync, bool restart) {
+          [](MonitorHandle& self, const py::object& name_object, const py::object& sync_object,
+             const py::object& restart_object) {
+            const std::string name = string_argument(name_object, "Monitor.begin_window", "name");
+            const bool sync = bool_argument(sync_object, "Monitor.begin_window", "sync");
+            const bool restart = bool_argument(restart_object, "Monitor.begin_window", "restart");
             py::gil_scoped_release release;
             if (restart && self.monitor->is_open(name)) {
               self.monitor->cancel_window(name);
@@ -206,7 +213,9 @@ void bind_measure(py::module_& module) {
           "name is open, unless restart=True (which discards the open one).")
       .def(
           "end_window",
-          [](MonitorHandle& self, const std::string& name, bool sync) {
+          [](MonitorHandle& self, const py::object& name_object, const py::object& sync_object) {
+            const std::string name = string_argument(name_object, "Monitor.end_window", "name");
+            const bool sync = bool_argument(sync_object, "Monitor.end_window", "sync");
             py::gil_scoped_release release;
             return self.monitor->end_window(name, sync);
           },
@@ -214,11 +223,15 @@ void bind_measure(py::module_& module) {
           "Closes window `name` and returns its Measurement. NotFoundError if no such window is open.")
       .def(
           "cancel_window",
-          [](MonitorHandle& self, const std::string& name) { self.monitor->cancel_window(name); },
+          [](MonitorHandle& self, const py::object& name) {
+            self.monitor->cancel_window(string_argument(name, "Monitor.cancel_window", "name"));
+          },
           py::arg("name"), "Discards window `name` without reading any device. NotFoundError if not open.")
       .def(
           "is_open",
-          [](const MonitorHandle& self, const std::string& name) { return self.monitor->is_open(name); },
+          [](const MonitorHandle& self, const py::object& name) {
+            return self.monitor->is_open(string_argument(name, "Monitor.is_open", "name"));
+          },
           py::arg("name"), "True if a window called `name` is open.")
       .def(
           "open_windows", [](const MonitorHandle& self) { return self.monitor->open_windows(); },

@@ -16,6 +16,35 @@ Nanos seconds_to_nanos(double seconds, const char* what) {
   return Nanos(static_cast<int64_t>(std::llround(seconds * 1e9)));
 }
 
+std::string show_value(const py::handle& value) {
+  // joule._args.show() words the value as every other argument error does ("str 'a'").
+  return py::module_::import("joule._args").attr("show")(value).cast<std::string>();
+}
+
+namespace {
+
+[[noreturn]] void throw_argument_type_error(const py::handle& value, const char* call, const char* keyword,
+                                            const char* expected) {
+  throw py::type_error(
+      fmt::format("{}({}=...): expected {}, got {}", call, keyword, expected, show_value(value)));
+}
+
+}  // namespace
+
+std::string string_argument(const py::handle& value, const char* call, const char* keyword) {
+  if (!PyUnicode_Check(value.ptr())) {
+    throw_argument_type_error(value, call, keyword, "a string");
+  }
+  return value.cast<std::string>();
+}
+
+bool bool_argument(const py::handle& value, const char* call, const char* keyword) {
+  if (!PyBool_Check(value.ptr()) && !PyLong_Check(value.ptr())) {
+    throw_argument_type_error(value, call, keyword, "True or False");
+  }
+  return PyObject_IsTrue(value.ptr()) == 1;
+}
+
 std::vector<device::Gpu*> select_gpus(const device::DeviceSet& set,
                                       const std::optional<std::vector<int>>& indices) {
   return value_or_throw(set.select_gpus(indices));

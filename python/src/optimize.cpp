@@ -61,7 +61,8 @@ measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
   measure::SteadyStateOptions options;
   const auto mode_from = [&options](const std::string& name) {
     if (name != "auto") {
-      options.mode = value_or_throw(measure::steady_state_mode_from_string(name));
+      options.mode = naming_call(
+          "steady_state", [&] { return value_or_throw(measure::steady_state_mode_from_string(name)); });
     }
   };
   if (spec.is_none()) {
@@ -72,23 +73,35 @@ measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
     return options;
   }
   if (!py::isinstance<py::dict>(spec)) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    "steady_state must be None, 'auto', 'off', 'fixed', 'steady' or a dict of its settings");
+    throw py::type_error(fmt::format(
+        "steady_state=...: expected None, 'auto', 'off', 'fixed', 'steady' or a dict of its settings, got {}",
+        show_value(spec)));
   }
   for (const auto& [key_object, value] : spec.cast<py::dict>()) {
     const auto key = py::str(key_object).cast<std::string>();
+    const auto number = [&key, &value = value] {
+      if (PyBool_Check(value.ptr()) || !(PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr()))) {
+        throw py::type_error(
+            fmt::format("steady_state['{}']: expected a number, got {}", key, show_value(value)));
+      }
+      return value.cast<double>();
+    };
     if (key == "mode") {
+      if (!PyUnicode_Check(value.ptr())) {
+        throw py::type_error(fmt::format(
+            "steady_state['mode']: expected 'auto', 'off', 'fixed' or 'steady', got {}", show_value(value)));
+      }
       mode_from(value.cast<std::string>());
     } else if (key == "window_s") {
-      options.window_s = value.cast<double>();
+      options.window_s = number();
     } else if (key == "temperature_band_c") {
-      options.temperature_band_c = value.cast<double>();
+      options.temperature_band_c = number();
     } else if (key == "power_band_ratio") {
-      options.power_band_ratio = value.cast<double>();
+      options.power_band_ratio = number();
     } else if (key == "max_wait_s") {
-      options.max_wait_s = value.cast<double>();
+      options.max_wait_s = number();
     } else if (key == "fixed_warmup_s") {
-      options.fixed_warmup_s = value.cast<double>();
+      options.fixed_warmup_s = number();
     } else {
       throw Exception(
           ErrorCode::kInvalidArgument,
@@ -103,9 +116,9 @@ measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
 
 namespace {
 
-std::unique_ptr<OptimizerHandle> make_optimizer(std::shared_ptr<MonitorHandle> monitor, const Policy& policy,
-                                                int wait_steps, int warmup_steps, int profile_steps,
-                                                double step_w, py::object aggregator,
+std::unique_ptr<OptimizerHandle> make_optimizer(const std::shared_ptr<MonitorHandle>& monitor,
+                                                const Policy& policy, int wait_steps, int warmup_steps,
+                                                int profile_steps, double step_w, py::object aggregator,
                                                 const std::string& profile_dir, const std::string& job_key,
                                                 const std::string& restore_to, bool restore_on_signals,
                                                 const py::object& steady_state) {
@@ -247,7 +260,10 @@ void bind_optimize(py::module_& module) {
   module.def(
       "power_limit_candidates_w",
       [](double min_w, double max_w, double step_w) {
-        value_or_throw(check_number(step_w, NumberRule{.min = 0.001}, "step_w"));
+        value_or_throw(check_number(min_w, NumberRule::positive(), "power_limit_candidates_w(min_w=...)"));
+        value_or_throw(check_number(max_w, NumberRule{.min = min_w}, "power_limit_candidates_w(max_w=...)"));
+        value_or_throw(
+            check_number(step_w, NumberRule{.min = 0.001}, "power_limit_candidates_w(step_w=...)"));
         device::PowerLimitConstraints constraints;
         constraints.min_mw = static_cast<uint32_t>(std::llround(w_to_mw(min_w)));
         constraints.max_mw = static_cast<uint32_t>(std::llround(w_to_mw(max_w)));

@@ -175,6 +175,23 @@ py::dict simulate(const std::string& gpu, const std::string& workload, double et
                   std::optional<int> recurrences, std::optional<int> b0, std::optional<double> target_metric,
                   std::optional<int> max_epochs, const std::optional<std::string>& trace_dir, int max_tries,
                   const py::object& batch_size_policy, const py::object& power_limit_policy) {
+  // Duck-typed policies: say which argument lacks which method before a simulation calls it.
+  const auto check_policy = [](const py::object& policy, const char* keyword, const char* methods) {
+    if (policy.is_none()) {
+      return;
+    }
+    for (const char* method : {"predict", "observe"}) {
+      if (!py::hasattr(policy, method) || !PyCallable_Check(policy.attr(method).ptr())) {
+        throw py::type_error(
+            fmt::format("simulate({}=...): expected None or a policy with the methods {}, got {}", keyword,
+                        methods, show_value(policy)));
+      }
+    }
+  };
+  check_policy(batch_size_policy, "batch_size_policy",
+               "predict(job) -> batch size and observe(job, batch_size, cost_j, reached)");
+  check_policy(power_limit_policy, "power_limit_policy",
+               "predict(job, batch_size) -> W or None and observe(job, batch_size, power_limit_w, cost_j)");
   sim::SimulationOptions options;
   options.eta = eta;
   options.beta = beta;

@@ -18,6 +18,7 @@
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/plan/profile_codec.hpp"
 
 namespace joule::plan {
 
@@ -234,18 +235,13 @@ std::string short_label(const Computation& computation) {
 
 Result<Profile> Profile::parse(std::string_view csv_text, const std::string& source) {
   auto table = JOULE_TRY(csv::parse(csv_text, source));
-  constexpr std::array<std::string_view, 5> kColumns = {"stage", "instruction", "frequency_mhz", "time_s",
-                                                        "energy_j"};
-  std::array<size_t, 5> column{};
-  for (size_t i = 0; i < kColumns.size(); ++i) {
-    auto found = table.column(kColumns[i]);
-    if (!found) {
-      // A profile without one of its columns is malformed text, whatever the CSV layer calls it.
-      return tl::make_unexpected(Error(ErrorCode::kParse, found.error().message()));
-    }
-    column[i] = *found;
-  }
-  const auto [stage_column, instruction_column, frequency_column, time_column, energy_column] = column;
+  // joule's column names, or Perseus's and lowtime's (profile_codec.hpp).
+  const ProfileColumns columns = JOULE_TRY(profile_columns(table));
+  const size_t stage_column = columns.stage;
+  const size_t instruction_column = columns.instruction;
+  const size_t frequency_column = columns.frequency_mhz;
+  const size_t time_column = columns.time_s;
+  const size_t energy_column = columns.energy_j;
 
   // rows[stage][instruction][frequency]
   std::map<int, std::array<std::map<uint32_t, ParsedRow>, 2>> rows;

@@ -3,6 +3,8 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -16,6 +18,85 @@
 namespace joule::plan {
 
 using nlohmann::json;
+
+namespace {
+
+/// @return the position of the column called `name` or `alias` (nullopt for no alias), or kParse when the
+/// header has neither or both.
+Result<size_t> profile_column(const csv::Table& table, std::string_view name,
+                              std::optional<std::string_view> alias) {
+  const auto own = table.column(name);
+  if (!alias) {
+    if (!own) {
+      // A profile without one of its columns is malformed text, whatever the CSV layer calls it.
+      return fail(ErrorCode::kParse, "{}", own.error().message());
+    }
+    return *own;
+  }
+  const auto theirs = table.column(*alias);
+  if (own && theirs) {
+    return fail(
+        ErrorCode::kParse,
+        "{}: the header has both '{}' and '{}' (Perseus's and lowtime's name for it): keep one column",
+        table.source(), name, *alias);
+  }
+  if (own) {
+    return *own;
+  }
+  if (theirs) {
+    return *theirs;
+  }
+  std::vector<std::string> shown;  // the header is input: print it safely
+  shown.reserve(table.header().size());
+  for (const auto& field : table.header()) {
+    shown.push_back(printable_excerpt(field));
+  }
+  return fail(ErrorCode::kParse,
+              "{}: missing column '{}' (Perseus and lowtime call it '{}'; the header has: {})",
+              table.source(), name, *alias, fmt::join(shown, ", "));
+}
+
+}  // namespace
+
+Result<ProfileColumns> profile_columns(const csv::Table& table) {
+  ProfileColumns columns;
+  columns.stage = JOULE_TRY(profile_column(table, "stage", std::nullopt));
+  columns.instruction = JOULE_TRY(profile_column(table, "instruction", std::nullopt));
+  columns.frequency_mhz = JOULE_TRY(profile_column(table, "frequency_mhz", "frequency"));
+  columns.time_s = JOULE_TRY(profile_column(table, "time_s", "time"));
+  columns.energy_j = JOULE_TRY(profile_column(table, "energy_j", "energy"));
+
+  // Merak-Zeus's profiler writes one row per rank: with data or tensor parallelism a stage has several
+  // ranks, each with its own measurements of the same (instruction, frequency). A plan gives a stage one
+  // profile, so the file must keep one rank per stage; say so before the rows look like duplicates.
+  const auto rank_column = table.column("rank");
+  if (!rank_column) {
+    return columns;
+  }
+  struct FirstRank {
+    int64_t rank;
+    size_t line;
+  };
+  std::map<int64_t, FirstRank> first_rank;  // by stage
+  for (size_t r = 0; r < table.row_count(); ++r) {
+    const csv::Table::Row row = table.row(r);
+    const auto stage = row.integer(columns.stage);
+    if (!stage) {
+      continue;  // Profile::parse() names a malformed stage
+    }
+    const int64_t rank = JOULE_TRY(row.integer(*rank_column));
+    const auto [it, inserted] = first_rank.emplace(*stage, FirstRank{rank, row.line()});
+    if (!inserted && it->second.rank != rank) {
+      return tl::make_unexpected(row.error_at(
+          *rank_column,
+          fmt::format("stage {} has rows of rank {} and of rank {} (line {}): a plan gives each stage one "
+                      "profile, so keep the rows of one rank per stage (e.g. those with dp_rank 0 and "
+                      "tp_rank 0)",
+                      *stage, rank, it->second.rank, it->second.line)));
+    }
+  }
+  return columns;
+}
 
 std::string profile_csv(const Profile& profile) {
   std::ostringstream out;

@@ -5,30 +5,40 @@
 What counts as a command: each line of a fenced block tagged ```sh (a trailing backslash continues it), less
 its trailing comment. Blocks tagged otherwise (```text for output and usage synopses) are not run.
 
-A command that cannot run on a machine without a GPU, root or network carries, in its own trailing comment
-and visible in the doc, the marker "not run by the docs test: REASON". It is skipped and listed by name.
+The newcomer: a fresh Debian bookworm shell in the source folder after README's quick start (`make demo`),
+with build/ put on PATH the one way README says (its `export PATH=...` line, applied to every doc). So the
+environment has Debian's default PATH (/usr/bin/python3 is `python3`) and no JOULE_* or PYTHON* variable of
+the machine running the test: a command that needs a simulated GPU says so itself (`--sim v100`,
+`JOULE_SIM=v100`, `PYTHONPATH=build/python python3 …`).
+
+Skipped, and listed by name, are the commands whose own trailing comment, visible in the doc, says why:
+"needs a GPU" (or "needs two GPUs", "needs real GPUs", …: the machine running the test has none), or
+"not run by the docs test: REASON" (root, the network, a cluster, the build itself).
 
 The rewrite, mechanical and the same for every doc:
-  * every command runs in a fresh scratch folder per doc, where build/, data/, examples/, tests/ and bench/
-    link to the build and the source tree, and the files a newcomer would bring are made: train.py and
-    my_benchmark (tiny programs), profile.csv (the shipped example profile), spec.json (a job spec);
-  * `joule` and `python` on PATH are the built binary and /usr/bin/python3; JOULE_SIM=v100 for the whole
-    run, so "this machine's GPUs" is one simulated V100;
+  * every doc runs in a fresh scratch folder, where build/, data/, examples/, tests/ and bench/ link to the
+    build and the source tree, and the files a newcomer would bring are made: train.py and my_benchmark
+    (tiny programs), profile.csv (the shipped example profile), spec.json (a job spec);
   * a server (`joule serve`, `joule daemon`, `joule power --serve`) starts in the background and stays up
-    until the end of its doc; the ports 7787, 9400 and 9401 become free loopback ports, 0.0.0.0 becomes
-    127.0.0.1, /run/joule/joule.sock a socket in the scratch folder;
-  * benchmarks (build/bench/…) run for 2 s (--duration-s 2): the test checks that they work;
-  * curl gets --fail-with-body, so that an HTTP error fails the command; JOULE_SERVER points `joule job`
-    at the doc's server;
+    until the end of its doc; the ports 7787, 9400 and 9401 become free loopback ports (JOULE_SERVER names
+    the doc's 7787 for `joule job`, whose default it is), 0.0.0.0 becomes 127.0.0.1, /run/joule/joule.sock a
+    socket in the scratch folder;
+  * benchmarks (build/bench/…) run for 2 s (--duration-s 2), Python ones (bench/*.py) 1,000 iterations once
+    (--iterations 1000 --repeats 1): the test checks that they work;
+  * curl gets --fail-with-body, so that an HTTP error fails the command;
   * the job id printed by `joule job register` replaces the placeholder ID and the example ids in later
     commands of the same doc.
 A command fails when it exits non-zero, times out, or prints an error (a line with "error" on stderr);
-a server fails when it exits before the end of its doc or its stderr has an error.
+a server fails when it exits before the end of its doc or its stderr has an error. Docs run in parallel
+(--jobs, default 3: most of the time is spent waiting on servers, benchmarks and sleeps), each doc's
+commands in order; each doc's report is printed whole when it ends.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import io
 import os
 import re
 import shutil
@@ -37,11 +47,17 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SKIP_MARKER = re.compile(r"not run by the docs test:\s*(.+)$")
+# "needs a GPU", "needs two GPUs and RAPL", "needs real GPUs and root", …
+NEEDS_GPU = re.compile(r"\b(needs (?:a|an|one|two|\d+|real)(?: real)? GPUs?\b.*)$")
+EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=")
+# A fresh Debian's PATH (/etc/profile's for a user, plus the sbin folders root has).
+NEWCOMER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DOCUMENTED_PORTS = (7787, 9400, 9401)
 COMMAND_TIMEOUT_S = 180
 SERVER_START_TIMEOUT_S = 20
@@ -109,7 +125,7 @@ def extract_commands(path: Path, name: str) -> list[Command]:
             continue
         pending += code
         if pending.strip():
-            marker = SKIP_MARKER.search(pending_comment)
+            marker = SKIP_MARKER.search(pending_comment) or NEEDS_GPU.search(pending_comment)
             reason = None
             if marker:
                 reason = marker.group(1).strip()
@@ -167,10 +183,44 @@ def unnamed_areas(source: Path) -> list[str]:
     ]
 
 
+_ports_lock = threading.Lock()
+_ports_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never the same twice in a run (docs run in parallel)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with _ports_lock:
+            if port not in _ports_given:
+                _ports_given.add(port)
+                return port
+
+
+def newcomer_environment() -> dict[str, str]:
+    """This process's environment less what a newcomer's fresh shell would not have."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("JOULE_", "PYTHON", "CUDA_", "HIP_", "ROCR_")) and k not in ("VIRTUAL_ENV", "PATH")
+    }
+    env["PATH"] = NEWCOMER_PATH
+    return env
+
+
+def apply_export(text: str, env: dict[str, str], cwd: Path) -> str | None:
+    """Runs an `export NAME=VALUE` command as the newcomer's shell would, updating `env`.
+    @return an error, or None."""
+    name = EXPORT.match(text).group(1)
+    result = subprocess.run(
+        ["bash", "-c", f'{text} && printf %s "${name}"'], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        return f"exit {result.returncode}: {text}\n" + indent(result.stderr)
+    env[name] = result.stdout
+    return None
 
 
 def port_open(port: int) -> bool:
@@ -198,10 +248,6 @@ class DocRun:
                 (self.scratch / name).symlink_to(source / name)
         (self.scratch / "build").symlink_to(Path(self.args.build_dir))
         (self.scratch / "out").mkdir()
-        bin_dir = self.scratch / ".bin"
-        bin_dir.mkdir()
-        (bin_dir / "joule").symlink_to(Path(self.args.joule))
-        (bin_dir / "python").symlink_to(self.args.python)
         (self.scratch / "train.py").write_text(
             "import time\nfor step in range(5):\n    time.sleep(0.02)\nprint('trained 5 steps')\n"
         )
@@ -213,17 +259,15 @@ class DocRun:
             '{"job_id_prefix": "mnist", "batch_sizes": [8, 16, 32], "default_batch_size": 16,'
             ' "max_power": 300, "number_of_gpus": 1, "gpu_model": "NVIDIA A40"}\n'
         )
-        self.env = dict(os.environ)
+        # The newcomer's shell after README's quick start (its exports), in this doc's folder.
+        self.env = dict(self.args.session_env)
         self.env.update(
             {
-                "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                "JOULE_SIM": "v100",
-                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",  # keeps the source tree clean; changes nothing a command does
                 "HOME": str(self.scratch),
-                "JOULE_SERVER": f"http://127.0.0.1:{self.ports[7787]}",
+                "JOULE_SERVER": f"http://127.0.0.1:{self.ports[7787]}",  # the doc's 7787 (see the rewrite)
             }
         )
-        self.env.pop("JOULE_DAEMON_SOCKET", None)
 
     def rewrite(self, text: str) -> str:
         for documented, port in self.ports.items():
@@ -242,6 +286,13 @@ class DocRun:
                 text = re.sub(r"--duration-s \S+", "--duration-s 2", text)
             else:
                 text += " --duration-s 2"
+        if re.search(r"\bpython3 bench/\S+\.py\b", text):
+            # Python benchmarks likewise: 1,000 iterations, once.
+            for option, value in (("--iterations", "1000"), ("--repeats", "1")):
+                if option in text:
+                    text = re.sub(rf"{option} \S+", f"{option} {value}", text)
+                else:
+                    text += f" {option} {value}"
         if re.match(r"^(build/)?joule( --sim \S+)? serve\b", text) and "--listen" not in text:
             text += f" --listen 127.0.0.1:{self.ports[7787]}"
         return text
@@ -260,6 +311,9 @@ class DocRun:
         text = self.rewrite(command.text)
         kind = self.server_kind(text)
         started = time.monotonic()
+        if EXPORT.match(text):
+            problem = apply_export(text, self.env, self.scratch)
+            return Outcome(command, problem is None, problem or text, time.monotonic() - started)
         if kind:
             return self._start_server(command, text, kind, started)
         try:
@@ -356,18 +410,45 @@ def indent(text: str, limit: int = 2000) -> str:
     return "\n".join("      " + line for line in text.splitlines())
 
 
+def run_doc(args: argparse.Namespace, name: str, commands: list[Command]) -> tuple[str, list[Outcome], int]:
+    """Runs one doc's commands in order. @return its report, its failures and how many commands ran."""
+    report = io.StringIO()
+    failures: list[Outcome] = []
+    ran = 0
+    started = time.monotonic()
+    run = DocRun(args, name)
+    try:
+        for command in commands:
+            if command.skip_reason:
+                continue
+            outcome = run.run(command)
+            ran += 1
+            status = "ok  " if outcome.ok else "FAIL"
+            print(f"{status} {command.doc}:{command.line} ({outcome.seconds:.1f} s) {command.text}", file=report)
+            if not outcome.ok:
+                print(outcome.detail, file=report)
+                failures.append(outcome)
+    finally:
+        for outcome in run.finish():
+            print(f"FAIL {outcome.command.doc}:{outcome.command.line} {outcome.command.text}\n{outcome.detail}", file=report)
+            failures.append(outcome)
+    print(f"-- {name}: {ran} commands in {time.monotonic() - started:.1f} s", file=report)
+    return report.getvalue(), failures, ran
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source-dir", required=True)
     parser.add_argument("--build-dir", required=True)
-    parser.add_argument("--joule", required=True, help="the built joule binary")
-    parser.add_argument("--python", default="/usr/bin/python3")
+    parser.add_argument("--joule", required=True, help="the built joule binary (it must be BUILD_DIR/joule)")
     parser.add_argument("--only", action="append", default=[], help="run only these docs (e.g. docs/plan.md)")
     parser.add_argument("--list", action="store_true", help="print the commands and what would be skipped")
+    parser.add_argument("--jobs", type=int, default=3, help="docs run at once (default 3)")
     args = parser.parse_args()
     args.source_dir = str(Path(args.source_dir).resolve())
     args.build_dir = str(Path(args.build_dir).resolve())
     args.joule = str(Path(args.joule).resolve())
+    started = time.monotonic()
 
     source = Path(args.source_dir)
     docs = [source / "README.md"] + sorted((source / "docs").glob("*.md"))
@@ -380,8 +461,27 @@ def main() -> int:
     for doc in docs + sorted((source / "data").glob("*/README.md")):
         problems += untagged_blocks(doc, source)
     problems += unnamed_areas(source)
+    if Path(args.joule) != Path(args.build_dir) / "joule":
+        problems.append(f"--joule {args.joule}: the docs put BUILD_DIR on PATH, so it must be {args.build_dir}/joule")
     for problem in problems:
         print(f"FAIL {problem}")
+
+    # README's exports (build/ on PATH) hold for every doc, as in the newcomer's shell; they are evaluated
+    # in a folder that looks like the source folder and lives as long as the run.
+    root = Path(tempfile.mkdtemp(prefix="joule-docs-root-"))
+    (root / "build").symlink_to(Path(args.build_dir))
+    args.session_env = newcomer_environment()
+    readme_exports = [c for c in extract_commands(docs[0], "README.md") if EXPORT.match(c.text) and not c.skip_reason]
+    if not readme_exports and not args.list:
+        problems.append("README.md: no `export PATH=...` line puts build/ on PATH, so `joule` is not found")
+        print(f"FAIL {problems[-1]}")
+    for command in readme_exports:
+        problem = apply_export(command.text, args.session_env, root)
+        if problem:
+            failures.append(Outcome(command, False, problem))
+            print(f"FAIL README.md:{command.line} {problem}")
+
+    work = []
     for doc in docs:
         name = str(doc.relative_to(source))
         if args.only and name not in args.only:
@@ -393,26 +493,31 @@ def main() -> int:
             for c in commands:
                 print(f"{c.doc}:{c.line}: {'SKIP (' + c.skip_reason + ') ' if c.skip_reason else ''}{c.text}")
             continue
-        run = DocRun(args, name)
-        try:
-            for command in commands:
-                if command.skip_reason:
-                    skipped.append(command)
-                    continue
-                outcome = run.run(command)
-                ran += 1
-                status = "ok  " if outcome.ok else "FAIL"
-                print(f"{status} {command.doc}:{command.line} ({outcome.seconds:.1f} s) {command.text}", flush=True)
-                if not outcome.ok:
-                    print(outcome.detail, flush=True)
-                    failures.append(outcome)
-        finally:
-            for outcome in run.finish():
-                print(f"FAIL {outcome.command.doc}:{outcome.command.line} {outcome.command.text}\n{outcome.detail}")
-                failures.append(outcome)
+        skipped += [c for c in commands if c.skip_reason]
+        work.append((name, commands))
     if args.list:
+        shutil.rmtree(root, ignore_errors=True)
         return 1 if problems else 0
-    print(f"\n{ran} commands run, {len(failures)} failed, {len(skipped)} skipped as marked in the docs:")
+    # The longest docs first, so that the pool ends together: a Python example (torch, processes) weighs
+    # most, then benchmarks and commands that run for a while.
+    def weight(command: Command) -> int:
+        if command.skip_reason:
+            return 0
+        if "examples/" in command.text:
+            return 20
+        return 5 if re.search(r"bench/|--duration-s|infer replay", command.text) else 1
+
+    work.sort(key=lambda item: -sum(weight(c) for c in item[1]))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for report, doc_failures, doc_ran in pool.map(lambda item: run_doc(args, *item), work):
+                print(report, end="", flush=True)
+                failures += doc_failures
+                ran += doc_ran
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{ran} commands run in {time.monotonic() - started:.1f} s, {len(failures)} failed, "
+          f"{len(skipped)} skipped as marked in the docs:")
     for c in skipped:
         print(f"  skipped {c.doc}:{c.line}: {c.text}  ({c.skip_reason})")
     if problems:

@@ -7,7 +7,10 @@
 #     builds against joule::measure and joule::joule, and measures a window on a simulated GPU;
 #  3. the same program builds with `pkg-config --cflags --libs joule`;
 #  4. `cpack -G DEB` builds the Debian package: unpacked with dpkg-deb -x, its joule runs; its Depends
-#     (dpkg-deb -I) names the Debian package of every shared library the binary links.
+#     (dpkg-deb -I) names the Debian package of every shared library the binary links;
+#  5. the package's control fields (a Maintainer in 'Name <address>' form, no made-up Homepage) and contents
+#     (dpkg-deb -c): the docs, examples and example data under /usr/share/doc/joule, where the docs'
+#     commands run as from the source folder; a machine-readable (DEP-5) copyright file; changelog.gz.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -24,7 +27,9 @@ for path in bin/joule include/joule/core/error.hpp include/joule/measure/energy_
             include/joule/metrics/registry.hpp lib/libjoule_core.a lib/libjoule_measure.a \
             lib/cmake/joule/jouleConfig.cmake lib/cmake/joule/joule-targets.cmake lib/pkgconfig/joule.pc \
             share/man/man1/joule.1 share/man/man1/joule-measure.1 share/man/man1/joule-daemon.1 \
-            lib/systemd/system/joule-daemon.service share/doc/joule/architecture.md; do
+            lib/systemd/system/joule-daemon.service share/doc/joule/README.md share/doc/joule/docs/daemon.md \
+            share/doc/joule/copyright share/doc/joule/changelog.gz share/doc/joule/examples/train_chase.py \
+            share/doc/joule/data/perseus/example_s4_m8_profile.csv; do
   [ -e "$p/$path" ] || fail "$path is not installed"
 done
 # No private header of src/ is reachable from an installed header.
@@ -40,6 +45,8 @@ for header in "$p"/include/joule/core/*.hpp "$p"/include/joule/device/*.hpp "$p"
   fi
 done
 grep -q "^ExecStart=.*/bin/joule " "$p/lib/systemd/system/joule-daemon.service" || fail "the unit has no ExecStart"
+grep -q "^Documentation=.* file://$p/share/doc/joule/docs/daemon.md$" "$p/lib/systemd/system/joule-daemon.service" \
+  || fail "the unit's Documentation= does not name the installed docs/daemon.md"
 "$p/bin/joule" --version | grep -q "^joule " || fail "installed joule --version"
 JOULE_SIM=v100 "$p/bin/joule" devices >/dev/null || fail "installed joule devices"
 
@@ -96,4 +103,49 @@ for library in $(readelf -d "$root/usr/bin/joule" | sed -n 's/.*(NEEDED).*\[\(.*
   [ -n "$named" ] || fail "Depends does not name $package (for $library) or what it provides: $depends"
   echo "$library: $package, named in Depends as $named"
 done
+
+step "the package's fields and contents"
+maintainer=$(sed -n 's/^ Maintainer: //p' "$scratch/info.txt")
+configured=$(sed -n 's/^JOULE_PACKAGE_MAINTAINER:STRING=//p' "$build/CMakeCache.txt")
+[ "$maintainer" = "$configured" ] || fail "Maintainer '$maintainer' is not JOULE_PACKAGE_MAINTAINER '$configured'"
+[[ "$maintainer" =~ ^[^\<\>]+\ \<[^\<\>\ ]+@[^\<\>\ ]+\>$ ]] || fail "Maintainer '$maintainer' is not 'Name <address>'"
+homepage=$(sed -n 's/^JOULE_PACKAGE_HOMEPAGE:STRING=//p' "$build/CMakeCache.txt")
+if [ -z "$homepage" ]; then
+  ! grep -q "^ Homepage:" "$scratch/info.txt" || fail "a Homepage field without JOULE_PACKAGE_HOMEPAGE"
+else
+  grep -qx " Homepage: $homepage" "$scratch/info.txt" || fail "the Homepage field is not JOULE_PACKAGE_HOMEPAGE"
+fi
+! grep -qi "example\.invalid\|@localhost>" "$scratch/info.txt" || fail "a made-up address in the control fields"
+dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|' >"$scratch/contents.txt"
+doc=/usr/share/doc/joule
+for path in $doc/copyright $doc/changelog.gz $doc/README.md $doc/examples/train_power_limit.py \
+            $doc/data/carbon/README.md $doc/data/zeus-traces/README.md; do
+  grep -qx "$path" "$scratch/contents.txt" || fail "the package has no $path"
+done
+# Every doc and every example of the source, and every data file the docs' commands read.
+for file in "$source"/docs/*.md "$source"/examples/*.py; do
+  grep -qx "$doc/${file#"$source"/}" "$scratch/contents.txt" || fail "the package has no $doc/${file#"$source"/}"
+done
+for data in $(cat "$source"/README.md "$source"/docs/*.md | grep -o 'data/[A-Za-z0-9_./-]*\.\(csv\|json\)' | sort -u); do
+  [ -e "$source/$data" ] || continue  # an example name in prose, not a shipped file
+  grep -qx "$doc/$data" "$scratch/contents.txt" || fail "the docs read $data, which the package lacks"
+done
+copyright="$root$doc/copyright"
+head -1 "$copyright" | grep -qx "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" \
+  || fail "the copyright file is not machine-readable (DEP-5)"
+grep -qx "License: Apache-2.0" "$copyright" || fail "the copyright file does not give joule's licence"
+for origin in "data/zeus-traces/summary_train.csv" "data/numpy/numpy_ziggurat_tables.json" \
+              "data/carbon/country_intensity.csv"; do
+  grep -q "$origin" "$copyright" || fail "the copyright file does not attribute $origin"
+done
+# Every License named in a Files paragraph has its own paragraph (its text, or where Debian keeps it).
+for license in $(sed -n 's/^License: //p' "$copyright" | tr ' ' '\n' | grep -v '^and$' | sort -u); do
+  awk -v want="License: $license" 'found && /^ / {ok = 1} {found = ($0 == want)} END {exit !ok}' "$copyright" \
+    || fail "the copyright file names $license without a paragraph giving its text"
+done
+zcat "$root$doc/changelog.gz" | head -1 | grep -q "^joule ($(sed -n 's/^ Version: //p' "$scratch/info.txt")) " \
+  || fail "changelog.gz does not start with this version"
+# The docs' commands run from the installed docs as from the source folder.
+(cd "$root$doc" && "$root/usr/bin/joule" plan --profile data/perseus/example_s4_m8_profile.csv --stages 4 \
+  --microbatches 8 --format csv >/dev/null) || fail "joule plan on the packaged example profile"
 echo "PASS"

@@ -369,3 +369,126 @@ def test_hw_check_without_a_gpu_checks_the_simulated_one_and_exits_0(joule_bin: 
     assert "PASS energy vs power" in report and "no setting was changed" in report
     bad = subprocess.run([str(script), "--duration-s"], env=env, capture_output=True, text=True, timeout=10)
     assert bad.returncode == 2 and bad.stderr == "hw-check: --duration-s needs a value (see --help)\n"
+
+
+# ---- the daemon's systemd unit (packaging/joule-daemon.service.in)
+
+UNIT = PACKAGING / "joule-daemon.service.in"
+
+
+def unit_sections(text: str) -> dict[str, list[tuple[str, str]]]:
+    """The unit's [Section] → (key, value) in order, as systemd reads it: comments, continuation lines."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith(("#", ";"))):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], [])
+            continue
+        key, _, value = line.partition("=")
+        current.append((key.strip(), value.strip()))
+    return sections
+
+
+def unit_values(section: list[tuple[str, str]], key: str) -> list[str]:
+    return [value for k, value in section if k == key]
+
+
+def unit_exec_start(service: list[tuple[str, str]], environment: dict[str, str], bindir: str) -> list[str]:
+    """ExecStart= as systemd runs it: Environment= (each value one assignment, quotes removed), then what an
+    EnvironmentFile would set (`environment`); an unquoted $VAR becomes its words, ${VAR} one word."""
+    variables: dict[str, str] = {}
+    for value in unit_values(service, "Environment"):
+        name, _, assigned = value.strip('"').partition("=")
+        variables[name] = assigned
+    variables.update(environment)
+    (exec_start,) = unit_values(service, "ExecStart")
+    argv: list[str] = []
+    for word in exec_start.replace("@JOULE_BINDIR@", bindir).split():
+        match = re.fullmatch(r"\$(\w+)|\$\{(\w+)\}", word)
+        if match and match.group(1):
+            argv += variables.get(match.group(1), "").split()
+        elif match:
+            argv.append(variables.get(match.group(2), ""))
+        else:
+            argv.append(word)
+    return argv
+
+
+def test_daemon_unit_names_no_group_and_stops_after_a_refusal() -> None:
+    sections = unit_sections(UNIT.read_text())
+    unit, service = sections["Unit"], sections["Service"]
+    # No group a Debian machine may lack (it has no `gpu` group): not in the unit, not in the default start line.
+    assert not unit_values(service, "Group") and not unit_values(service, "SupplementaryGroups")
+    argv = unit_exec_start(service, {}, "/usr/bin")
+    assert not {"--allow-group", "--read-group", "--allow-user", "--read-user"} & set(argv), argv
+    assert argv[argv.index("--others") + 1] == "read"
+    # The site names its groups in an optional file.
+    assert unit_values(service, "EnvironmentFile") == ["-/etc/default/joule-daemon"]
+    assert "$JOULE_DAEMON_ACCESS" in unit_values(service, "ExecStart")[0]
+    # A refusal (exit 1, or 2 for a malformed flag) is not retried; a crash is, a bounded number of times.
+    assert unit_values(service, "Restart") == ["on-failure"]
+    assert set(unit_values(service, "RestartPreventExitStatus")[0].split()) == {"1", "2"}
+    assert int(unit_values(unit, "StartLimitBurst")[0]) >= 1
+    assert int(unit_values(unit, "StartLimitIntervalSec")[0]) >= 60
+    assert unit_values(unit, "Documentation") == ["man:joule-daemon(1) file://@JOULE_DOCDIR@/docs/daemon.md"]
+
+
+def daemon_from_unit(joule_bin: pathlib.Path, folder: pathlib.Path, access: dict[str, str]) -> subprocess.Popen:
+    """The unit's start line, with the socket and audit log in `folder`, on a simulated V100."""
+    service = unit_sections(UNIT.read_text())["Service"]
+    argv = unit_exec_start(service, access, str(joule_bin.parent))
+    argv = [str(folder / "joule.sock") if a == "/run/joule/joule.sock" else a for a in argv]
+    argv = [str(folder / "audit.log") if a == "/var/log/joule/audit.log" else a for a in argv]
+    assert argv[0] == str(joule_bin)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_environment(JOULE_SIM="v100", JOULE_POWERCAP_ROOT=str(folder / "no-rapl")))
+
+
+def test_daemon_unit_start_line_serves_without_any_group(joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    tmp_path.chmod(0o755)
+    process = daemon_from_unit(joule_bin, tmp_path, {})
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("joule daemon: serving 1 GPU on "), line
+        assert process.stdout.readline() == "joule daemon: control: root; read: (no rule); others: read\n"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
+    assert process.returncode == 0
+
+
+def test_daemon_unit_a_missing_group_is_one_line_and_an_exit_status_not_restarted(
+        joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    tmp_path.chmod(0o755)
+    # The site's file names a group this machine lacks (as `gpu` on Debian).
+    process = daemon_from_unit(joule_bin, tmp_path,
+                               {"JOULE_DAEMON_ACCESS": "--allow-group no-such-group-joule --others read"})
+    stdout, stderr = process.communicate(timeout=10)
+    service = unit_sections(UNIT.read_text())["Service"]
+    assert str(process.returncode) in unit_values(service, "RestartPreventExitStatus")[0].split()
+    assert stderr == ("joule: error: --allow-group no-such-group-joule: no such group (give a name from /etc/group "
+                      "or a numeric id)\n")
+    assert stdout == ""
+
+
+def test_daemon_unit_passes_systemd_analyze_verify(joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("systemd-analyze is not on PATH (Debian package `systemd`)")
+    unit = tmp_path / "joule-daemon.service"
+    unit.write_text(UNIT.read_text().replace("@JOULE_BINDIR@", str(joule_bin.parent))
+                    .replace("@JOULE_DOCDIR@", "/usr/share/doc/joule").replace("@JOULE_UNIT_DIR@", str(tmp_path)))
+    result = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60,
+                            env=clean_environment(SYSTEMD_LOG_LEVEL="warning"))
+    # Only what concerns this unit: the machine's other units (none, or not loaded in a container) aside.
+    complaints = [line for line in (result.stdout + result.stderr).splitlines() if "joule-daemon" in line]
+    assert result.returncode == 0 and not complaints, result.stdout + result.stderr

@@ -108,7 +108,8 @@ TEST(Profile, ParseErrors) {
   JOULE_EXPECT_ERROR(
       Profile::parse("stage,instruction,frequency_mhz,time_s\n0,forward,1410,0.02\n", "p.csv"),
       ErrorCode::kParse,
-      "p.csv: missing column 'energy_j' (the header has: stage, instruction, frequency_mhz, time_s)");
+      "p.csv: missing column 'energy_j' (Perseus and lowtime call it 'energy'; the header has: stage, "
+      "instruction, frequency_mhz, time_s)");
   JOULE_EXPECT_ERROR(parse_with(3, "0,forward,1200,fast,6.5"), ErrorCode::kParse,
                      "p.csv:3:16: column 'time_s': expected a number, got \"fast\"");
   JOULE_EXPECT_ERROR(parse_with(3, "0,forward,1200,0,6.5"), ErrorCode::kParse,

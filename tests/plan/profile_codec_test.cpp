@@ -126,5 +126,88 @@ TEST(ProfileCodec, BadUploads) {
   EXPECT_THAT(csv.error().message(), HasSubstr("profile"));
 }
 
+// Perseus's and lowtime's profile files, exactly as their tools write and read them: Merak-Zeus's
+// MerakTrainer.profile() (ml-energy/merak-zeus, Merak/merak_trainer.py) writes
+// rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy with Python's csv.writer (forward
+// rows, then backward, frequencies high to low, time in s and energy in J per instruction); lowtime's
+// examples/perseus.py and Zeus's run_optimization.py read its stage, instruction, frequency, time and energy.
+constexpr std::string_view kMerakProfile =
+    "rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy\r\n"
+    "0,0,0,0,0,forward,1410,0.021324524,7.822523\r\n"
+    "0,0,0,0,0,forward,1200,0.024891001,6.9041237\r\n"
+    "0,0,0,0,0,backward,1410,0.04412,16.1123\r\n"
+    "0,0,0,0,0,backward,1200,0.0511,14.3021\r\n"
+    "1,0,1,0,1,forward,1410,0.0223,8.1\r\n"
+    "1,0,1,0,1,forward,1200,0.0259,7.2\r\n"
+    "1,0,1,0,1,backward,1410,0.0456,16.9\r\n"
+    "1,0,1,0,1,backward,1200,0.0527,15.0\r\n";
+
+// The same measurements under joule's own header.
+constexpr std::string_view kJouleProfile =
+    "stage,instruction,frequency_mhz,time_s,energy_j\n"
+    "0,forward,1410,0.021324524,7.822523\n"
+    "0,forward,1200,0.024891001,6.9041237\n"
+    "0,backward,1410,0.04412,16.1123\n"
+    "0,backward,1200,0.0511,14.3021\n"
+    "1,forward,1410,0.0223,8.1\n"
+    "1,forward,1200,0.0259,7.2\n"
+    "1,backward,1410,0.0456,16.9\n"
+    "1,backward,1200,0.0527,15.0\n";
+
+TEST(ProfileCodec, ReadsPerseusAndLowtimeProfilesAsTheyAre) {
+  const std::string expected = profile_csv(value_or_throw(Profile::parse(kJouleProfile, "joule.csv")));
+  const Profile merak = value_or_throw(Profile::parse(kMerakProfile, "merak+gpt3+dp1+pp2+tp1+mbs4.csv"));
+  EXPECT_EQ(profile_csv(merak), expected);
+  EXPECT_EQ(merak.frequencies_mhz(), (std::vector<uint32_t>{1410, 1200}));
+  // lowtime's columns alone, in another order (pandas reads columns by name).
+  const Profile lowtime = value_or_throw(
+      Profile::parse("instruction,stage,time,energy,frequency\n"
+                     "forward,0,0.021324524,7.822523,1410\nforward,0,0.024891001,6.9041237,1200\n"
+                     "backward,0,0.04412,16.1123,1410\nbackward,0,0.0511,14.3021,1200\n"
+                     "forward,1,0.0223,8.1,1410\nforward,1,0.0259,7.2,1200\n"
+                     "backward,1,0.0456,16.9,1410\nbackward,1,0.0527,15.0,1200\n",
+                     "lowtime.csv"));
+  EXPECT_EQ(profile_csv(lowtime), expected);
+  // The names may be mixed: each field under one of its two names.
+  const std::string rows(kJouleProfile.substr(kJouleProfile.find('\n')));
+  const std::string mixed = "stage,instruction,frequency,time_s,energy" + rows;
+  EXPECT_EQ(profile_csv(value_or_throw(Profile::parse(mixed, "mixed.csv"))), expected);
+}
+
+TEST(ProfileCodec, RefusesAHeaderWithBothNamesOfAField) {
+  JOULE_EXPECT_ERROR(
+      Profile::parse(
+          "stage,instruction,frequency_mhz,frequency,time_s,energy_j\n0,forward,1410,1410,0.02,7\n", "p.csv"),
+      ErrorCode::kParse,
+      "p.csv: the header has both 'frequency_mhz' and 'frequency' (Perseus's and lowtime's name for it): "
+      "keep "
+      "one column");
+  JOULE_EXPECT_ERROR(
+      Profile::parse("stage,instruction,frequency,time,time_s,energy\n0,forward,1410,0.02,0.02,7\n", "p.csv"),
+      ErrorCode::kParse,
+      "p.csv: the header has both 'time_s' and 'time' (Perseus's and lowtime's name for it): keep one "
+      "column");
+  JOULE_EXPECT_ERROR(
+      Profile::parse("stage,instruction,frequency,time,energy,energy_j\n0,forward,1410,0.02,7,7\n", "p.csv"),
+      ErrorCode::kParse,
+      "p.csv: the header has both 'energy_j' and 'energy' (Perseus's and lowtime's name for it): keep one "
+      "column");
+  JOULE_EXPECT_ERROR(
+      Profile::parse("stage,instruction,freq,time,energy\n0,forward,1410,0.02,7\n", "p.csv"),
+      ErrorCode::kParse,
+      "p.csv: missing column 'frequency_mhz' (Perseus and lowtime call it 'frequency'; the header "
+      "has: stage, instruction, freq, time, energy)");
+}
+
+TEST(ProfileCodec, RefusesAMerakProfileWithSeveralRanksPerStage) {
+  // dp=2: ranks 0 and 1 both ran stage 0, each with its own measurements.
+  const std::string two_ranks = std::string(kMerakProfile) + "2,1,0,0,0,forward,1410,0.0214,7.9\r\n";
+  JOULE_EXPECT_ERROR(
+      Profile::parse(two_ranks, "merak.csv"), ErrorCode::kParse,
+      "merak.csv:10:1: column 'rank': stage 0 has rows of rank 2 and of rank 0 (line 2): a plan "
+      "gives each stage one profile, so keep the rows of one rank per stage (e.g. those with "
+      "dp_rank 0 and tp_rank 0)");
+}
+
 }  // namespace
 }  // namespace joule::plan

@@ -52,5 +52,9 @@ def test_a_real_cpp_error_keeps_its_message(sim: joule.DeviceSet) -> None:
 
 
 def test_unknown_gpu_index(sim: joule.DeviceSet) -> None:
-    with pytest.raises(joule.NotFoundError, match="unknown GPU index 3"):
+    with pytest.raises(joule.NotFoundError) as caught:
         joule.Monitor(gpus=[3], devices=sim)
+    assert str(caught.value) == "Monitor(gpus=...): unknown GPU index 3: 1 GPU is visible (indices 0 to 0)"
+    with pytest.raises(joule.NotFoundError) as caught:
+        joule.PowerSampler(gpus=3, devices=sim)
+    assert str(caught.value) == "PowerSampler(gpus=...): unknown GPU index 3: 1 GPU is visible (indices 0 to 0)"

@@ -219,7 +219,7 @@ def test_a_monitor_with_no_gpu_warns_and_says_how_to_simulate_one() -> None:
 
 
 def test_gpus_asked_for_that_are_missing_raise() -> None:
-    with pytest.raises(joule.NotFoundError, match=r"^unknown GPU index 0: no GPU found: "):
+    with pytest.raises(joule.NotFoundError, match=r"^Monitor\(gpus=\.\.\.\): unknown GPU index 0: no GPU found: "):
         joule.Monitor(gpus=[0], devices=no_gpu_devices())
     with pytest.raises(joule.NotFoundError, match=r"^daemon_socket=/nonexistent/joule.sock: no GPU found: daemon: "
                        r"cannot connect to the joule daemon at /nonexistent/joule.sock"):

@@ -33,7 +33,8 @@ struct ProfileOption {
 /// microbatches of a stage share its profile.
 class Profile {
  public:
-  /// Parses CSV with columns `stage,instruction,frequency_mhz,time_s,energy_j`. Every (stage, instruction)
+  /// Parses CSV with columns `stage,instruction,frequency_mhz,time_s,energy_j` (or Perseus's and lowtime's
+  /// `frequency,time,energy`; profile_columns() in profile_codec.hpp). Every (stage, instruction)
   /// of stages 0 … S−1 must have the same set of frequencies. Errors (kParse, naming the source, line and
   /// field, quoting the input as printable text): a malformed or non-positive value, a time over a day
   /// (86400 s) or an energy over 1e9 J (no microbatch comes near: a unit mistake or garbage), an unknown

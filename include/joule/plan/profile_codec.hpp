@@ -5,6 +5,13 @@
 // JSON rows (one per profiled (stage, instruction, frequency)):
 //
 //   [{"stage": 0, "instruction": "forward", "frequency_mhz": 1410, "time_s": 0.012, "energy_j": 3.1}, …]
+//
+// CSV profiles may also use the column names of Perseus's and lowtime's own profile files, so that their
+// users need not rename a header (the same units: MHz, s, J):
+//   Merak-Zeus's profiler (ml-energy/merak-zeus, Merak/merak_trainer.py, MerakTrainer.profile()) writes
+//     rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy
+//   and lowtime's examples/perseus.py and Zeus's examples/pipeline_frequency_optimizer/run_optimization.py
+//   read the columns stage, instruction, frequency, time and energy of such a file.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +23,31 @@
 #include "joule/core/error.hpp"
 #include "joule/plan/pipeline.hpp"
 
+namespace joule::csv {
+class Table;
+}  // namespace joule::csv
+
 namespace joule::plan {
+
+/// Where a profile CSV keeps each field (0-based column positions). Other columns are ignored.
+struct ProfileColumns {
+  size_t stage = 0;
+  size_t instruction = 0;
+  size_t frequency_mhz = 0;  ///< `frequency_mhz`, or Perseus's and lowtime's `frequency`
+  size_t time_s = 0;         ///< `time_s`, or `time`
+  size_t energy_j = 0;       ///< `energy_j`, or `energy`
+};
+
+/// @return the columns of a profile table (Profile::parse() reads them through this), accepting joule's
+/// names or Perseus's and lowtime's (above). Errors (kParse, naming the table's source):
+/// - a column missing under both names: "<source>: missing column 'energy_j' (Perseus and lowtime call it
+///   'energy'; the header has: …)";
+/// - a field under both names: "<source>: the header has both 'time_s' and 'time' (Perseus's and
+///   lowtime's name for it): keep one column";
+/// - with a `rank` column (a Merak-Zeus profile of a job with data or tensor parallelism), rows of two
+///   ranks for one stage: "<source>:<line>:<col>: column 'rank': stage 0 has rows of rank 1 and of rank 0
+///   (line 2): …keep the rows of one rank per stage…", since a plan gives each stage one profile.
+Result<ProfileColumns> profile_columns(const csv::Table& table);
 
 /// @return the profile as canonical CSV (header `stage,instruction,frequency_mhz,time_s,energy_j`, stages in
 /// order, forward before backward, frequencies descending, doubles written exactly), so that equal profiles
