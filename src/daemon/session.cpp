@@ -117,6 +117,12 @@ std::string Server::handle_line(Connection& connection, std::string_view line) {
         error_response(id, Error(ErrorCode::kInternal, fmt::format("internal error: {}", error.what())));
   }
   response.id = id;
+  // Any other answer ends a run of refusals (serve_one closes the connection after too long a run).
+  if (!response.ok() && response.error->code() == ErrorCode::kPermissionDenied) {
+    ++connection.refusals_in_a_row;
+  } else {
+    connection.refusals_in_a_row = 0;
+  }
   return proto::format_response(response);
 }
 
