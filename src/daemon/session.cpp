@@ -56,6 +56,7 @@ proto::Response cpu_energy_response(const std::vector<device::Cpu*>& cpus, const
                                   [index](const device::Cpu* cpu) { return cpu->info().index == index; });
   if (found == cpus.end()) {
     std::vector<int> known;
+    known.reserve(cpus.size());
     for (const auto* cpu : cpus) {
       known.push_back(cpu->info().index);
     }
