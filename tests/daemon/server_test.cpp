@@ -1324,12 +1324,53 @@ TEST_F(DaemonCpuServer, AnotherUserWithTheReadRightReadsPackageAndDramEnergy) {
   EXPECT_EQ(responses[1]["result"]["cpus"],
             json::parse(R"([{"index":0,"name":"package-0","has_dram":true},)"
                         R"({"index":1,"name":"package-1","has_dram":false}])"));
-  EXPECT_EQ(responses[2]["result"],
-            json::parse(R"({"cpu":0,"package_energy_mj":5000,"dram_energy_mj":2000})"));
-  EXPECT_EQ(responses[3]["result"],
-            json::parse(R"({"cpu":1,"package_energy_mj":9000,"dram_energy_mj":null})"));
+  EXPECT_EQ(
+      responses[2]["result"],
+      json::parse(R"({"cpu":0,"package_energy_mj":5000,"dram_energy_mj":2000,"package_counter_resets":0,)"
+                  R"("dram_counter_resets":0,"counter_reset":null})"));
+  EXPECT_EQ(
+      responses[3]["result"],
+      json::parse(R"({"cpu":1,"package_energy_mj":9000,"dram_energy_mj":null,"package_counter_resets":0,)"
+                  R"("dram_counter_resets":null,"counter_reset":null})"));
   EXPECT_EQ(code_of(responses[4]), "not-found");
   EXPECT_EQ(message_of(responses[4]), "unknown CPU 7: the daemon serves CPU packages 0, 1");
+}
+
+TEST_F(DaemonCpuServer, ACounterResetIsReportedNotCountedAndDaemonCpusSeeIt) {
+  // Before: the daemon counted a RAPL counter that went back as a wrap: 262 kJ of phantom energy.
+  start(with_cpus());
+  auto opened = device::open_daemon_cpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  device::Cpu& cpu = *(*opened)[0];
+  const auto before = cpu.package_reading();
+  ASSERT_TRUE(before) << before.error().message();
+  EXPECT_EQ(before->resets, 0u);
+  powercap.set_energy(0, 1'000);  // from 5 J back to 1 mJ
+  const auto after = cpu.package_reading();
+  ASSERT_TRUE(after) << after.error().message();
+  EXPECT_EQ(after->energy_mj, 5'000u);
+  EXPECT_EQ(after->resets, 1u);
+  EXPECT_EQ(
+      after->last_reset.rfind(
+          "joule daemon: " + powercap.package_energy_path(0) + " went back from 5000000 to 1000 uJ in ", 0),
+      0u)
+      << after->last_reset;
+  const auto why = device::why_not_measurable(*before, *after);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(
+      why->rfind("not measurable: the energy counter was reset once between the readings (joule daemon: ", 0),
+      0u)
+      << *why;
+  const auto dram = cpu.dram_reading();
+  ASSERT_TRUE(dram);
+  EXPECT_EQ(dram->resets, 0u);
+  const auto raw = connect()->call({.op = proto::Op::kCpuEnergy, .cpu = 0});
+  ASSERT_TRUE(raw);
+  EXPECT_EQ((*raw)["package_counter_resets"], 1);
+  EXPECT_EQ((*raw)["dram_counter_resets"], 0);
+  EXPECT_EQ(
+      (*raw)["counter_reset"].get<std::string>().rfind(powercap.package_energy_path(0) + " went back", 0),
+      0u);
 }
 
 TEST_F(DaemonCpuServer, APeerWithoutTheReadRightIsToldHowToGetIt) {
