@@ -81,6 +81,9 @@ case $job in
     exit 0
     ;;
 esac
+# The jobs folder itself 0755 whatever the umask (missing folders above it get the umask's mode, and are
+# checked like it below).
+# shellcheck disable=SC2174
 if ! mkdir -p -m 0755 "$JOULE_JOBS_DIR"; then
   log "job $job: cannot create $JOULE_JOBS_DIR: nothing recorded"
   exit 0
