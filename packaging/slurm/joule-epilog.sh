@@ -7,6 +7,15 @@
 #   JOULE_PYTHON          the Python 3 that does the arithmetic (default python3; standard library only)
 #   JOULE_JOB_FILE_NODE   1: name the file $SLURM_JOB_ID.<short host name>.json (a folder shared by nodes)
 #
+# It runs as root: the jobs folder must be safe as for the prolog (refused otherwise, warned about if others
+# may create names in it, sticky); the start snapshot is trusted only if it is root's own regular file, one
+# link, writable by no one else (opened without following links: a user who replaced it cannot choose the
+# job's energy); every file it writes is created afresh (O_EXCL|O_NOFOLLOW) and renamed into place.
+#
+# CPU energy: a RAPL counter that was reset during the job (the daemon counts the resets it sees: a step back
+# faster than a package can draw) makes the job's CPU energy not measurable (null, with the reason), never a
+# wrap's worth of phantom energy.
+#
 # It never fails (a non-zero epilog drains the node): problems go to syslog (tag joule-epilog) and stderr.
 set -u
 config=${JOULE_SLURM_CONFIG:-/etc/default/joule-slurm}
@@ -23,6 +32,46 @@ log() {
   logger -t joule-epilog -- "$*" 2>/dev/null || true
 }
 
+# Sets `unsafe` to why the folder $1 (or one above it) lets another user replace or plant the scripts' files,
+# and `shared` to a warning when others may create names in it (sticky); both empty if it is root's alone.
+# The same rule as joule daemon's socket folder (docs/daemon.md).
+check_jobs_folder() {
+  unsafe=
+  shared=
+  me=$(id -u)
+  if ! folder=$(cd -P -- "$1" 2>/dev/null && pwd -P); then
+    unsafe="cannot enter it"
+    return
+  fi
+  current=$folder
+  while :; do
+    info=$(stat -c '%u %a' -- "$current" 2>/dev/null) || {
+      unsafe="cannot inspect $current"
+      return
+    }
+    owner=${info% *}
+    mode=$((0${info#* }))
+    if [ "$owner" != 0 ] && [ "$owner" != "$me" ]; then
+      unsafe="$current belongs to uid $owner, not to root: its owner could replace the job snapshots; use a folder of root's"
+      return
+    fi
+    if [ $((mode & 022)) != 0 ]; then
+      if [ $((mode & 01000)) = 0 ]; then
+        unsafe=$(printf '%s is writable by %s (mode %04o) and not sticky: any user could replace the job snapshots or plant links where the scripts (root) write; make it 0755 (chmod go-w %s)' \
+          "$current" "$([ $((mode & 002)) != 0 ] && echo others || echo its group)" "$mode" "$current")
+        return
+      fi
+      if [ "$current" = "$folder" ]; then
+        shared=$(printf 'the jobs folder %s is writable by others (mode %04o; sticky, so they cannot replace root'"'"'s files): they can fill it with names; the scripts create their files afresh and check the snapshot, but a folder only root can write (chmod 0755 %s) is safer' \
+          "$folder" "$mode" "$folder")
+      fi
+    fi
+    [ "$current" = / ] && return
+    current=${current%/*}
+    [ -n "$current" ] || current=/
+  done
+}
+
 job=${SLURM_JOB_ID:-}
 case $job in
   '' | *[!0-9]*)
@@ -30,8 +79,16 @@ case $job in
     exit 0
     ;;
 esac
+check_jobs_folder "$JOULE_JOBS_DIR"
+if [ -n "$unsafe" ]; then
+  log "job $job: refusing the jobs folder $JOULE_JOBS_DIR: $unsafe; nothing written"
+  exit 0
+fi
+if [ -n "$shared" ]; then
+  log "job $job: warning: $shared"
+fi
 start="$JOULE_JOBS_DIR/$job.start.json"
-if [ ! -r "$start" ]; then
+if [ ! -e "$start" ] && [ ! -L "$start" ]; then
   log "job $job: no start snapshot $start (the prolog did not run or failed): nothing written"
   exit 0
 fi
@@ -45,23 +102,67 @@ if [ "${JOULE_JOB_FILE_NODE:-0}" = 1 ]; then
 else
   out="$JOULE_JOBS_DIR/$job.json"
 fi
-end="$JOULE_JOBS_DIR/$job.end.json.tmp.$$"
-if ! "$JOULE_BIN" counters >"$end" 2>"$end.err"; then
-  log "job $job: '$JOULE_BIN counters' failed: $(head -c 2000 "$end.err")"
-  rm -f "$end" "$end.err" "$start"
+# A fresh name (mode 0600, O_EXCL): never a file or link someone put there.
+if ! end=$(mktemp "$JOULE_JOBS_DIR/.$job.end.json.XXXXXXXX"); then
+  log "job $job: cannot create a file in $JOULE_JOBS_DIR: nothing written"
   exit 0
 fi
-rm -f "$end.err"
-JOULE_HOST=$host "$JOULE_PYTHON" - "$start" "$end" "$out.tmp.$$" <<'PYTHON'
+if ! err=$("$JOULE_BIN" counters 2>&1 >"$end"); then
+  log "job $job: '$JOULE_BIN counters' failed: $(printf '%s' "$err" | head -c 2000)"
+  rm -f -- "$end" "$start"
+  exit 0
+fi
+# Python prints one line on stderr and exits 3 when it does not trust the start snapshot (left in place for
+# inspection), 1 (a traceback) when it fails otherwise.
+why=$(JOULE_HOST=$host "$JOULE_PYTHON" - "$start" "$end" "$out" 2>&1 <<'PYTHON'
+import errno
 import json
 import os
+import stat
 import sys
+import tempfile
 
 start_path, end_path, out_path = sys.argv[1:4]
-with open(start_path, encoding="utf-8") as f:
-    start = json.load(f)
-with open(end_path, encoding="utf-8") as f:
-    end = json.load(f)
+MAX_SNAPSHOT_BYTES = 1 << 20  # a snapshot is a few kB; more is not one
+
+
+def read_trusted(path, what):
+    """The JSON in `path` if it is a file the scripts (this uid) wrote: opened without following a link, then
+    judged on what was opened (nothing can be swapped in between); otherwise one line on stderr and exit 3."""
+
+    def refuse(why):
+        sys.stderr.write("not trusting the %s %s: %s; nothing written (it is left in place for inspection)\n"
+                         % (what, path, why))
+        sys.exit(3)
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            refuse("it is a symbolic link (someone replaced the prolog's file)")
+        refuse(error.strerror)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            refuse("it is not a regular file")
+        if info.st_uid != os.geteuid():
+            refuse("it belongs to uid %d, not to uid %d, who wrote it (someone replaced it)"
+                   % (info.st_uid, os.geteuid()))
+        if info.st_nlink != 1:
+            refuse("it has %d hard links (it may be another file under a second name)" % info.st_nlink)
+        if info.st_mode & 0o022:
+            refuse("other users may write it (mode %04o)" % stat.S_IMODE(info.st_mode))
+        data = f.read(MAX_SNAPSHOT_BYTES + 1)
+    if len(data) > MAX_SNAPSHOT_BYTES:
+        refuse("it is larger than %d bytes" % MAX_SNAPSHOT_BYTES)
+    try:
+        return json.loads(data)
+    except ValueError as error:
+        refuse("it is not JSON (%s)" % error)
+
+
+start = read_trusted(start_path, "start snapshot")
+end = read_trusted(end_path, "end snapshot")
 
 
 def key(gpu):
@@ -106,7 +207,8 @@ for gpu in end["gpus"]:
 cpus_before = {cpu["index"]: cpu for cpu in start.get("cpus", [])}
 for cpu in end.get("cpus", []):
     first = cpus_before.get(cpu["index"])
-    for kind, field in (("cpu", "package_energy_j"), ("dram", "dram_energy_j")):
+    for kind, field, kind_resets in (("cpu", "package_energy_j", "package_counter_resets"),
+                                     ("dram", "dram_energy_j", "dram_counter_resets")):
         if kind == "dram" and cpu.get(field) is None and (first is None or first.get(field) is None):
             continue  # no DRAM domain
         device = {"kind": kind, "index": cpu["index"], "name": cpu.get("name"), "energy_j": None,
@@ -118,6 +220,13 @@ for cpu in end.get("cpus", []):
                                "(JOULE_DAEMON_SOCKET) so that two snapshots a job apart can be subtracted")
         elif first.get(field) is None or cpu.get(field) is None:
             device["error"] = cpu.get("error") or first.get("error") or "no reading"
+        elif first.get(kind_resets) is None or cpu.get(kind_resets) is None:
+            device["error"] = ("not measurable: the snapshots do not say whether the RAPL counter was reset during "
+                               "the job (a joule daemon older than the scripts took them)")
+        elif cpu[kind_resets] != first[kind_resets]:
+            # A reset is not a wrap: counted as one it is a range's worth of phantom energy (262 kJ).
+            device["error"] = ("not measurable: the RAPL counter was reset during the job (%s)"
+                               % (cpu.get("counter_reset") or "the daemon counted a reset"))
         elif cpu[field] < first[field]:
             device["error"] = "the counter went back (the daemon restarted during the job)"
         else:
@@ -143,16 +252,29 @@ report = {
     "devices": devices,
     "total_energy_j": total,
 }
-with open(out_path, "w", encoding="utf-8") as f:
-    json.dump(report, f, indent=2, sort_keys=True)
-    f.write("\n")
+# Written to a name created afresh in the folder (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), then renamed over the
+# job file's name: a rename replaces whatever is there (a link, a file), never writes through it.
+folder, name = os.path.split(out_path)
+fd, temporary = tempfile.mkstemp(prefix="." + name + ".", dir=folder or ".")
+try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o644)  # the job's user may read its energy
+        json.dump(report, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(temporary, out_path)
+except BaseException:
+    os.unlink(temporary)
+    raise
 PYTHON
+)
 status=$?
-if [ "$status" -eq 0 ]; then
-  mv -f "$out.tmp.$$" "$out"
-else
-  log "job $job: computing the energy failed ($JOULE_PYTHON exited $status)"
-  rm -f "$out.tmp.$$"
+if [ "$status" -eq 3 ]; then
+  log "job $job: $why"
+  rm -f -- "$end"
+  exit 0
 fi
-rm -f "$end" "$start"
+if [ "$status" -ne 0 ]; then
+  log "job $job: computing the energy failed ($JOULE_PYTHON exited $status): $(printf '%s' "$why" | tail -n 1)"
+fi
+rm -f -- "$end" "$start"
 exit 0

@@ -12,6 +12,12 @@
 #   JOULE_DAEMON_SOCKET   read the GPUs through `joule daemon` (no NVML in the prolog's process)
 # Slurm gives the job's GPUs in SLURM_JOB_GPUS (physical indices); without it, all GPUs are read.
 #
+# It runs as root (slurmd's user), so nothing a user can plant in the jobs folder may redirect its writes or
+# feed the epilog a snapshot: the folder (and every folder above it) must be root's and writable by no one
+# else unless sticky (it refuses otherwise; a sticky folder others may write is warned about), and the
+# snapshot is written to a name created afresh (mktemp: O_CREAT|O_EXCL, never through a link), then renamed
+# over the snapshot's name (a rename replaces a link, it does not follow it).
+#
 # It never fails: Slurm drains a node whose prolog exits non-zero, and a missing energy figure is not worth
 # a drained node. Problems go to syslog (tag joule-prolog) and stderr, and it exits 0.
 set -u
@@ -28,6 +34,46 @@ log() {
   logger -t joule-prolog -- "$*" 2>/dev/null || true
 }
 
+# Sets `unsafe` to why the folder $1 (or one above it) lets another user replace or plant the scripts' files,
+# and `shared` to a warning when others may create names in it (sticky); both empty if it is root's alone.
+# The same rule as joule daemon's socket folder (docs/daemon.md).
+check_jobs_folder() {
+  unsafe=
+  shared=
+  me=$(id -u)
+  if ! folder=$(cd -P -- "$1" 2>/dev/null && pwd -P); then
+    unsafe="cannot enter it"
+    return
+  fi
+  current=$folder
+  while :; do
+    info=$(stat -c '%u %a' -- "$current" 2>/dev/null) || {
+      unsafe="cannot inspect $current"
+      return
+    }
+    owner=${info% *}
+    mode=$((0${info#* }))
+    if [ "$owner" != 0 ] && [ "$owner" != "$me" ]; then
+      unsafe="$current belongs to uid $owner, not to root: its owner could replace the job snapshots; use a folder of root's"
+      return
+    fi
+    if [ $((mode & 022)) != 0 ]; then
+      if [ $((mode & 01000)) = 0 ]; then
+        unsafe=$(printf '%s is writable by %s (mode %04o) and not sticky: any user could replace the job snapshots or plant links where the scripts (root) write; make it 0755 (chmod go-w %s)' \
+          "$current" "$([ $((mode & 002)) != 0 ] && echo others || echo its group)" "$mode" "$current")
+        return
+      fi
+      if [ "$current" = "$folder" ]; then
+        shared=$(printf 'the jobs folder %s is writable by others (mode %04o; sticky, so they cannot replace root'"'"'s files): they can fill it with names; the scripts create their files afresh and check the snapshot, but a folder only root can write (chmod 0755 %s) is safer' \
+          "$folder" "$mode" "$folder")
+      fi
+    fi
+    [ "$current" = / ] && return
+    current=${current%/*}
+    [ -n "$current" ] || current=/
+  done
+}
+
 job=${SLURM_JOB_ID:-}
 case $job in
   '' | *[!0-9]*)
@@ -35,21 +81,39 @@ case $job in
     exit 0
     ;;
 esac
-if ! mkdir -p "$JOULE_JOBS_DIR"; then
+# The jobs folder itself 0755 whatever the umask (missing folders above it get the umask's mode, and are
+# checked like it below).
+# shellcheck disable=SC2174
+if ! mkdir -p -m 0755 "$JOULE_JOBS_DIR"; then
   log "job $job: cannot create $JOULE_JOBS_DIR: nothing recorded"
   exit 0
+fi
+check_jobs_folder "$JOULE_JOBS_DIR"
+if [ -n "$unsafe" ]; then
+  log "job $job: refusing the jobs folder $JOULE_JOBS_DIR: $unsafe; nothing recorded"
+  exit 0
+fi
+if [ -n "$shared" ]; then
+  log "job $job: warning: $shared"
 fi
 if [ -n "${SLURM_JOB_GPUS:-}" ]; then
   CUDA_VISIBLE_DEVICES=$SLURM_JOB_GPUS
   export CUDA_VISIBLE_DEVICES
 fi
 snapshot="$JOULE_JOBS_DIR/$job.start.json"
-tmp="$snapshot.tmp.$$"
-if "$JOULE_BIN" counters >"$tmp" 2>"$tmp.err"; then
-  mv -f "$tmp" "$snapshot"
-else
-  log "job $job: '$JOULE_BIN counters' failed: $(head -c 2000 "$tmp.err")"
-  rm -f "$tmp"
+# A fresh name (mode 0600, O_EXCL): never a file or link someone put there.
+if ! tmp=$(mktemp "$JOULE_JOBS_DIR/.$job.start.json.XXXXXXXX"); then
+  log "job $job: cannot create a file in $JOULE_JOBS_DIR: nothing recorded"
+  exit 0
 fi
-rm -f "$tmp.err"
+if err=$("$JOULE_BIN" counters 2>&1 >"$tmp"); then
+  # -T: a directory (or a link to one) at the snapshot's name is an error, never a folder to move into.
+  if ! mv -fT -- "$tmp" "$snapshot"; then
+    log "job $job: cannot rename $tmp to $snapshot: nothing recorded"
+    rm -f -- "$tmp"
+  fi
+else
+  log "job $job: '$JOULE_BIN counters' failed: $(printf '%s' "$err" | head -c 2000)"
+  rm -f -- "$tmp"
+fi
 exit 0

@@ -47,8 +47,8 @@ int run_counters(const GlobalOptions& global, const std::string& gpus_text) {
     }
     out["gpus"].push_back(std::move(entry));
   }
-  // RAPL counters wrap within minutes at full load. The daemon's are wrap-corrected over its whole life, so two
-  // snapshots a job apart can be subtracted; a process's own are corrected only while it runs.
+  // RAPL counters wrap within minutes at full load. The daemon's are wrap-corrected over its whole life, so
+  // two snapshots a job apart can be subtracted; a process's own are corrected only while it runs.
   out["cpus"] = nlohmann::json::array();
   for (const auto& cpu : devices.cpus) {
     const auto& info = cpu->info();
@@ -57,18 +57,33 @@ int run_counters(const GlobalOptions& global, const std::string& gpus_text) {
                             {"backend", info.backend},
                             {"wrap_corrected_across_processes", info.backend == "daemon"},
                             {"package_energy_j", nullptr},
-                            {"dram_energy_j", nullptr}};
-    if (const auto energy_mj = cpu->package_energy_mj()) {
-      entry["package_energy_j"] = static_cast<double>(*energy_mj) / 1000.0;
+                            {"dram_energy_j", nullptr},
+                            {"package_counter_resets", nullptr},
+                            {"dram_counter_resets", nullptr},
+                            {"counter_reset", nullptr}};
+    // With each reading, the counter resets seen before it: two snapshots subtract only if these are equal
+    // (a reset is not a wrap: counted as one it was a range's worth of phantom energy).
+    std::string last_reset;
+    if (const auto package = cpu->package_reading()) {
+      entry["package_energy_j"] = static_cast<double>(package->energy_mj) / 1000.0;
+      entry["package_counter_resets"] = package->resets;
+      last_reset = package->last_reset;
     } else {
-      entry["error"] = energy_mj.error().message();
+      entry["error"] = package.error().message();
     }
     if (info.has_dram) {
-      if (const auto energy_mj = cpu->dram_energy_mj()) {
-        entry["dram_energy_j"] = static_cast<double>(*energy_mj) / 1000.0;
+      if (const auto dram = cpu->dram_reading()) {
+        entry["dram_energy_j"] = static_cast<double>(dram->energy_mj) / 1000.0;
+        entry["dram_counter_resets"] = dram->resets;
+        if (last_reset.empty()) {
+          last_reset = dram->last_reset;
+        }
       } else {
-        entry["error"] = energy_mj.error().message();
+        entry["error"] = dram.error().message();
       }
+    }
+    if (!last_reset.empty()) {
+      entry["counter_reset"] = last_reset;
     }
     out["cpus"].push_back(std::move(entry));
   }

@@ -40,6 +40,12 @@ struct DaemonFlags {
   size_t max_connections_per_user = daemon::DaemonOptions{}.max_connections_per_user;
   size_t root_reserved_connections = daemon::DaemonOptions{}.root_reserved_connections;
   double hello_timeout_s = daemon::DaemonOptions{}.hello_timeout_s;
+  size_t audit_refusals_per_user = daemon::DaemonOptions{}.audit_refusals_per_user;
+  size_t max_refusals_in_a_row = daemon::DaemonOptions{}.max_refusals_in_a_row;
+  size_t requests_per_turn = daemon::DaemonOptions{}.requests_per_turn;
+  double idle_timeout_s = daemon::DaemonOptions{}.idle_timeout_s;
+  size_t max_idle_connections_per_user = daemon::DaemonOptions{}.max_idle_connections_per_user;
+  size_t max_idle_connections = daemon::DaemonOptions{}.max_idle_connections;
   std::string metrics;                     // HOST:PORT of /metrics; empty: none
   std::optional<double> carbon_intensity;  // gCO2eq/kWh, for the carbon metrics
 };
@@ -71,6 +77,12 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   options.max_connections_per_user = flags.max_connections_per_user;
   options.root_reserved_connections = flags.root_reserved_connections;
   options.hello_timeout_s = flags.hello_timeout_s;
+  options.audit_refusals_per_user = flags.audit_refusals_per_user;
+  options.max_refusals_in_a_row = flags.max_refusals_in_a_row;
+  options.requests_per_turn = flags.requests_per_turn;
+  options.idle_timeout_s = flags.idle_timeout_s;
+  options.max_idle_connections_per_user = flags.max_idle_connections_per_user;
+  options.max_idle_connections = flags.max_idle_connections;
 
   if (flags.carbon_intensity && flags.metrics.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -182,6 +194,19 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
   command->add_option("--audit-log", flags->audit_log, "Append the audit log to PATH (default: stderr)")
       ->option_text("PATH");
   command
+      ->add_option("--audit-refusals-per-user", flags->audit_refusals_per_user,
+                   fmt::format("Refused requests of one user written to the audit log per 10 s; the rest are "
+                               "counted in one line (default {})",
+                               flags->audit_refusals_per_user))
+      ->check(number(NumberRule::non_negative_integer()))
+      ->option_text("N");
+  command
+      ->add_option("--max-refusals-in-a-row", flags->max_refusals_in_a_row,
+                   fmt::format("Close a connection whose last N requests were all refused (default {})",
+                               flags->max_refusals_in_a_row))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
       ->add_option("--lease-s", flags->lease_s,
                    "Restore a connection's settings after S seconds without a request (default 60)")
       ->check(number(NumberRule{.min = 0, .max = 86400, .min_exclusive = true}))
@@ -212,6 +237,32 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
                                flags->hello_timeout_s))
       ->check(number(NumberRule{.min = 0, .max = 3600, .min_exclusive = true}))
       ->option_text("S");
+  command
+      ->add_option("--requests-per-turn", flags->requests_per_turn,
+                   fmt::format("Requests of one user served per turn of the daemon's loop, root's first "
+                               "(default {})",
+                               flags->requests_per_turn))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      ->add_option("--idle-timeout-s", flags->idle_timeout_s,
+                   fmt::format("A connection that holds nothing and sends nothing for S seconds is idle "
+                               "(default {})",
+                               flags->idle_timeout_s))
+      ->check(number(NumberRule{.min = 0, .max = 86400, .min_exclusive = true}))
+      ->option_text("S");
+  command
+      ->add_option("--max-idle-connections-per-user", flags->max_idle_connections_per_user,
+                   fmt::format("Idle connections one user other than root may keep (default {})",
+                               flags->max_idle_connections_per_user))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      ->add_option("--max-idle-connections", flags->max_idle_connections,
+                   fmt::format("Idle connections all users other than root may keep together (default {})",
+                               flags->max_idle_connections))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
   command
       ->add_option("--metrics", flags->metrics,
                    "Serve Prometheus metrics of the GPUs and the daemon on http://HOST:PORT/metrics (port 0: "

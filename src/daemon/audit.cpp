@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/daemon/audit.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -14,12 +15,14 @@
 #include "joule/core/clock.hpp"
 #include "joule/core/log.hpp"
 
+#include "safe_files.hpp"
+
 namespace joule::daemon {
 
 namespace {
 
 constexpr mode_t kLogFileMode = 0640;
-constexpr mode_t kLogDirMode = 0750;
+constexpr double kMaxAuditIntervalS = 86'400;
 
 // Quotes free text so that a line stays one line and splits on spaces unambiguously.
 std::string quote(std::string_view text) {
@@ -39,31 +42,67 @@ std::string quote(std::string_view text) {
   return out + "\"";
 }
 
-}  // namespace
-
-Result<std::unique_ptr<AuditLog>> AuditLog::open(const std::string& path) {
-  if (path.empty()) {
-    return std::unique_ptr<AuditLog>(new AuditLog("stderr", STDERR_FILENO, false));
-  }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty() && !std::filesystem::exists(parent)) {
-    std::error_code error;
-    std::filesystem::create_directories(parent, error);
-    if (error) {
-      return fail(ErrorCode::kIo, "--audit-log {}: cannot create folder {}: {}", path, parent.string(),
-                  error.message());
+// 12345 → "12,345": a summary's count is read by people.
+std::string with_thousands_separators(uint64_t value) {
+  const std::string digits = std::to_string(value);
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) {
+      grouped += ',';
     }
-    ::chmod(parent.c_str(), kLogDirMode);
+    grouped += digits[i];
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, kLogFileMode);
-  if (fd < 0) {
-    return fail(ErrorCode::kIo, "--audit-log {}: cannot open for appending: {}", path, std::strerror(errno));
-  }
-  // The constructor is private: an audit log exists only opened.
-  return std::unique_ptr<AuditLog>(new AuditLog(path, fd, true));
+  return grouped;
 }
 
+}  // namespace
+
+Result<std::unique_ptr<AuditLog>> AuditLog::open(const std::string& path, AuditLimits limits) {
+  if (!(limits.interval_s > 0 && limits.interval_s <= kMaxAuditIntervalS)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the audit log's refusal interval {} s must be above 0 and at most {}", limits.interval_s,
+                kMaxAuditIntervalS);
+  }
+  if (path.empty()) {
+    return std::unique_ptr<AuditLog>(new AuditLog("stderr", STDERR_FILENO, false, limits));
+  }
+  const std::filesystem::path as_path(path);
+  if (!as_path.has_filename()) {
+    return fail(ErrorCode::kInvalidArgument,
+                "--audit-log '{}': the audit log's path must end with a file name", path);
+  }
+  // As the lock file beside the socket: a link planted at the log's path made the daemon (root) append to
+  // any file (docs/daemon.md).
+  const auto daemon_uid = ::geteuid();
+  auto folder = open_checked_folder(as_path.parent_path().string(), daemon_uid, kAuditLogFolder);
+  if (!folder) {
+    if (folder.error().code() == ErrorCode::kIo) {
+      return fail(ErrorCode::kIo, "--audit-log {}: {}", path, folder.error().message());
+    }
+    return tl::make_unexpected(folder.error());
+  }
+  auto file =
+      JOULE_TRY(open_own_file_at(folder->get(), as_path.filename().string(), path, O_WRONLY | O_APPEND,
+                                 kLogFileMode, daemon_uid, {"the audit log", "append to", "--audit-log"}));
+  // Blocking writes from here on (O_NONBLOCK only kept a planted FIFO from blocking the open).
+  const int flags = ::fcntl(file.get(), F_GETFL);
+  if (flags >= 0) {
+    ::fcntl(file.get(), F_SETFL, flags & ~O_NONBLOCK);
+  }
+  // The constructor is private: an audit log exists only opened.
+  return std::unique_ptr<AuditLog>(new AuditLog(path, file.release(), true, limits));
+}
+
+AuditLog::AuditLog(std::string path, int fd, bool owned, AuditLimits limits)
+    : path_(std::move(path)),
+      fd_(fd),
+      owned_(owned),
+      limits_(limits),
+      interval_(std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::duration<double>(limits.interval_s))) {}
+
 AuditLog::~AuditLog() {
+  flush_summaries(true);
   if (owned_) {
     ::close(fd_);
   }
@@ -92,14 +131,79 @@ std::string AuditLog::format(const AuditEntry& entry, int64_t unix_ns) {
 }
 
 void AuditLog::record(const AuditEntry& entry) {
+  const auto wall_now = std::chrono::system_clock::now();
+  const auto now = std::chrono::steady_clock::now();
+  if (observer_) {
+    observer_(entry);  // every entry, written or only counted
+  }
+  std::lock_guard lock(mutex_);
+  if (entry.action == "refused") {
+    auto found = refusals_.find(entry.uid);
+    if (found != refusals_.end() && now >= found->second.start + interval_) {
+      write_summary(entry.uid, found->second, now);
+      refusals_.erase(found);
+      found = refusals_.end();
+    }
+    if (found == refusals_.end()) {
+      found = refusals_.emplace(entry.uid, RefusalWindow{now, 0, 0}).first;
+    }
+    if (found->second.written >= limits_.refusals_per_user) {
+      ++found->second.suppressed;
+      return;
+    }
+    ++found->second.written;
+  }
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(wall_now.time_since_epoch()).count();
+  write_line(format(entry, now_ns));
+}
+
+void AuditLog::flush_summaries(bool all) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  for (auto it = refusals_.begin(); it != refusals_.end();) {
+    if (all || now >= it->second.start + interval_) {
+      write_summary(it->first, it->second, now);
+      it = refusals_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> AuditLog::next_summary() const {
+  std::lock_guard lock(mutex_);
+  std::optional<SteadyTime> next;
+  for (const auto& [uid, window] : refusals_) {
+    if (!next || window.start + interval_ < *next) {
+      next = window.start + interval_;
+    }
+  }
+  return next;
+}
+
+void AuditLog::write_summary(uint32_t uid, const RefusalWindow& window, SteadyTime now) {
+  if (window.suppressed == 0) {
+    return;
+  }
+  const double elapsed_s =
+      std::min(std::chrono::duration<double>(now - window.start).count(), limits_.interval_s);
+  AuditEntry summary;
+  summary.action = "refused-summary";
+  summary.uid = uid;
+  summary.detail = fmt::format(
+      "uid {}: {} more refusal{} in the last {:.3g} s (--audit-refusals-per-user {}: the first {} of each "
+      "{:.3g} s "
+      "are written one by one, the rest counted here)",
+      uid, with_thousands_separators(window.suppressed), window.suppressed == 1 ? "" : "s", elapsed_s,
+      limits_.refusals_per_user, limits_.refusals_per_user, limits_.interval_s);
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  const std::string line = format(entry, now_ns);
-  if (observer_) {
-    observer_(entry);
-  }
-  std::lock_guard lock(mutex_);
+  write_line(format(summary, now_ns));
+}
+
+void AuditLog::write_line(const std::string& line) {
   size_t written = 0;
   while (written < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);

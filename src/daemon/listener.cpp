@@ -55,46 +55,10 @@ std::string read_small_file(int fd) {
 // not make: the daemon truncates and writes it, which must never reach another file.
 Result<UniqueFd> open_lock(int folder_fd, const std::string& name, const std::string& lock_path,
                            uid_t daemon_uid) {
-  const auto planted_link = [&lock_path] {
-    return fail(
-        ErrorCode::kPermissionDenied,
-        "the lock file {} is a symbolic link: someone planted it to make the daemon overwrite another "
-        "file; it is not followed: remove it (after checking who made it) or choose another --socket",
-        lock_path);
-  };
-  const auto not_own = [&lock_path](const std::string& why) {
-    return fail(ErrorCode::kPermissionDenied,
-                "the lock file {} was not made by the daemon ({}); it is left untouched: remove it (after "
-                "checking who made it) or choose another --socket",
-                lock_path, why);
-  };
-  // Judged before opening too: the kernel may refuse O_CREAT on another user's name in a sticky folder
-  // (EACCES), which would hide the reason.
+  auto lock = JOULE_TRY(open_own_file_at(folder_fd, name, lock_path, O_RDWR, kLockMode, daemon_uid,
+                                         {"the lock file", "overwrite", "--socket"}));
   struct stat info {};
-  if (::fstatat(folder_fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISLNK(info.st_mode)) {
-      return planted_link();
-    }
-    if (const auto why = why_not_own_file(info, daemon_uid)) {
-      return not_own(*why);
-    }
-  }
-  // O_NOFOLLOW, then the same checks on what was opened: nothing can be swapped in between.
-  UniqueFd lock(
-      ::openat(folder_fd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, kLockMode));
-  if (!lock.valid()) {
-    if (errno == ELOOP) {
-      return planted_link();
-    }
-    return fail(ErrorCode::kIo, "cannot open the lock file {}: {}", lock_path, system_error());
-  }
-  if (::fstat(lock.get(), &info) != 0) {
-    return fail(ErrorCode::kIo, "cannot inspect the lock file {}: {}", lock_path, system_error());
-  }
-  if (const auto why = why_not_own_file(info, daemon_uid)) {
-    return not_own(*why);
-  }
-  if ((info.st_mode & 07777) != kLockMode) {
+  if (::fstat(lock.get(), &info) == 0 && (info.st_mode & 07777) != kLockMode) {
     ::fchmod(lock.get(), kLockMode);  // a lock made 0644 by an earlier release
   }
   return lock;

@@ -34,54 +34,55 @@ std::string as_whom(uid_t daemon_uid) {
   return daemon_uid == 0 ? std::string("root") : fmt::format("uid {}", daemon_uid);
 }
 
-// Creates each missing folder of `folder` with mode 0755 (regardless of the umask); existing ones, and
-// whatever else already has one of their names, are left for the check that follows.
-Result<void> make_folders(const fs::path& folder) {
+// Creates each missing folder of `folder`, the last with `mode` and the others 0755 (regardless of the
+// umask); existing ones, and whatever else already has one of their names, are left for the check that
+// follows. `role` names the folder in errors.
+Result<void> make_folders(const fs::path& folder, mode_t mode, const FolderRole& role) {
   struct stat info {};
   if (folder.empty() || ::lstat(folder.c_str(), &info) == 0) {
     return {};
   }
-  if (auto parent = make_folders(folder.parent_path()); !parent) {
+  if (auto parent = make_folders(folder.parent_path(), kFolderMode, role); !parent) {
     return parent;
   }
-  if (::mkdir(folder.c_str(), kFolderMode) != 0) {
+  if (::mkdir(folder.c_str(), mode) != 0) {
     if (errno == EEXIST) {
       return {};
     }
-    return fail(ErrorCode::kIo, "cannot create the socket folder {}: {}", folder.string(), system_error());
+    return fail(ErrorCode::kIo, "cannot create {} {}: {}", role.created, folder.string(), system_error());
   }
   // On a handle of what was created, never by path: a chmod by path would follow a link put there meanwhile.
   const UniqueFd made(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (made.valid()) {
-    ::fchmod(made.get(), kFolderMode);
+    ::fchmod(made.get(), mode);
   }
   return {};
 }
 
-// The rule of open_checked_folder() for one folder; `what` names it ("the socket folder /run/joule").
+// The rule of open_checked_folder() for one folder; `what` names it ("the socket folder /run/joule"), `last`
+// says whether it is the folder itself or one above it.
 Result<void> check_folder(const struct stat& info, const std::string& what, const std::string& path,
-                          bool socket_folder, uid_t daemon_uid) {
+                          bool last, uid_t daemon_uid, const FolderRole& role) {
   const std::string risk =
-      socket_folder ? fmt::format("could plant files that the daemon opens as {}", as_whom(daemon_uid))
-                    : std::string("could replace the socket's folder");
+      last ? fmt::format("could plant files that the daemon opens as {}", as_whom(daemon_uid))
+           : fmt::format("could replace {}", role.replaced);
   if (info.st_uid != 0 && info.st_uid != daemon_uid) {
     return fail(ErrorCode::kPermissionDenied,
-                "{} belongs to uid {}, not to {}: its owner {}; choose a folder of root's for --socket (e.g. "
-                "/run/joule)",
-                what, info.st_uid, whom(daemon_uid), risk);
+                "{} belongs to uid {}, not to {}: its owner {}; choose a folder of root's for {} (e.g. {})",
+                what, info.st_uid, whom(daemon_uid), risk, role.flag, role.example);
   }
-  const bool by_group = (info.st_mode & S_IWGRP) != 0;
+  const bool by_group = (info.st_mode & S_IWGRP) != 0 && (last || !role.group_may_write_above);
   const bool by_others = (info.st_mode & S_IWOTH) != 0;
   if ((by_group || by_others) && (info.st_mode & S_ISVTX) == 0) {
-    return fail(
-        ErrorCode::kPermissionDenied,
-        "{} is writable by {} ({}) and not sticky: {} {}; make it 0755 (chmod go-w {}) or sticky (chmod "
-        "+t {}), or choose another --socket",
-        what,
-        by_group && by_others ? "its group and others"
-        : by_group            ? "its group"
-                              : "others",
-        mode_text(info.st_mode), by_others ? "any user" : "any member of its group", risk, path, path);
+    return fail(ErrorCode::kPermissionDenied,
+                "{} is writable by {} ({}) and not sticky: {} {}; make it {:04o} (chmod go-w {}) or sticky "
+                "(chmod +t {}), or choose another {}",
+                what,
+                by_group && by_others ? "its group and others"
+                : by_group            ? "its group"
+                                      : "others",
+                mode_text(info.st_mode), by_others ? "any user" : "any member of its group", risk,
+                static_cast<unsigned>(role.mode), path, path, role.flag);
   }
   return {};
 }
@@ -112,19 +113,18 @@ std::string mode_text(mode_t mode) {
   return fmt::format("mode {:04o}", static_cast<unsigned>(mode & 07777));
 }
 
-Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid) {
+Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid, const FolderRole& role) {
   std::error_code error;
   const fs::path absolute = fs::absolute(folder.empty() ? fs::path(".") : fs::path(folder), error);
   if (error) {
-    return fail(ErrorCode::kIo, "cannot resolve the socket folder {}: {}", folder, error.message());
+    return fail(ErrorCode::kIo, "cannot resolve {} {}: {}", role.folder, folder, error.message());
   }
-  JOULE_TRY(make_folders(absolute));
+  JOULE_TRY(make_folders(absolute, role.mode, role));
   // Links in the given path are resolved once, here; the walk below then refuses to follow any, so what it
   // checks is what it opens.
   const fs::path canonical = fs::canonical(absolute, error);
   if (error) {
-    return fail(ErrorCode::kIo, "cannot resolve the socket folder {}: {}", absolute.string(),
-                error.message());
+    return fail(ErrorCode::kIo, "cannot resolve {} {}: {}", role.folder, absolute.string(), error.message());
   }
   UniqueFd current(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!current.valid()) {
@@ -140,9 +140,9 @@ Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid
     if (!S_ISDIR(info.st_mode)) {
       return fail(ErrorCode::kIo, "{} is not a folder", walked.string());
     }
-    const std::string what = last ? "the socket folder " + walked.string()
-                                  : fmt::format("{} (a folder above the socket's)", walked.string());
-    return check_folder(info, what, walked.string(), last, daemon_uid);
+    const std::string what = last ? fmt::format("{} {}", role.folder, walked.string())
+                                  : fmt::format("{} ({})", walked.string(), role.above);
+    return check_folder(info, what, walked.string(), last, daemon_uid, role);
   };
   JOULE_TRY(check(current.get(), relative.empty()));
   for (auto part = relative.begin(); part != relative.end(); ++part) {
@@ -175,6 +175,48 @@ std::optional<std::string> why_not_own_file(const struct stat& info, uid_t daemo
     return fmt::format("other users may write it ({})", mode_text(info.st_mode));
   }
   return std::nullopt;
+}
+
+Result<UniqueFd> open_own_file_at(int folder_fd, const std::string& name, const std::string& path, int flags,
+                                  mode_t create_mode, uid_t daemon_uid, const OwnFileRole& role) {
+  const auto planted_link = [&] {
+    return fail(ErrorCode::kPermissionDenied,
+                "{} {} is a symbolic link: someone planted it to make the daemon {} another file; it is not "
+                "followed: remove it (after checking who made it) or choose another {}",
+                role.what, path, role.verb, role.flag);
+  };
+  const auto not_own = [&](const std::string& why) {
+    return fail(ErrorCode::kPermissionDenied,
+                "{} {} was not made by the daemon ({}); it is left untouched: remove it (after checking who "
+                "made it) or choose another {}",
+                role.what, path, why, role.flag);
+  };
+  struct stat info {};
+  if (::fstatat(folder_fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(info.st_mode)) {
+      return planted_link();
+    }
+    if (const auto why = why_not_own_file(info, daemon_uid)) {
+      return not_own(*why);
+    }
+  }
+  // O_NONBLOCK: a FIFO swapped in meanwhile must not block the open (it is then refused as not a regular
+  // file); it changes nothing for a regular file.
+  UniqueFd file(
+      ::openat(folder_fd, name.c_str(), flags | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, create_mode));
+  if (!file.valid()) {
+    if (errno == ELOOP) {
+      return planted_link();
+    }
+    return fail(ErrorCode::kIo, "cannot open {} {}: {}", role.what, path, system_error());
+  }
+  if (::fstat(file.get(), &info) != 0) {
+    return fail(ErrorCode::kIo, "cannot inspect {} {}: {}", role.what, path, system_error());
+  }
+  if (const auto why = why_not_own_file(info, daemon_uid)) {
+    return not_own(*why);
+  }
+  return file;
 }
 
 Result<void> write_file_atomic_at(int folder_fd, const std::string& name, std::string_view content,

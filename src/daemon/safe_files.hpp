@@ -37,11 +37,54 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-/// Opens `folder` (created mode 0755 with its missing parents) as a directory handle, after checking it and
-/// every folder above it: each must belong to root or to `daemon_uid`, and none may be writable by its group
-/// or by others unless it is sticky (then other users cannot rename or remove the daemon's files in it).
+/// Whose folder open_checked_folder() checks: the words of its messages and what it allows.
+struct FolderRole {
+  std::string_view folder = "the socket folder";           ///< names the folder itself
+  std::string_view created = "the socket folder";          ///< names a folder it cannot create
+  std::string_view above = "a folder above the socket's";  ///< names a folder above it
+  std::string_view replaced = "the socket's folder";  ///< what whoever can write a folder above could replace
+  std::string_view flag = "--socket";                 ///< the flag that chooses another
+  std::string_view example = "/run/joule";            ///< a safe choice
+  mode_t mode = 0755;                                 ///< the mode a missing folder is created with
+  /// Folders above may be writable by their group (Ubuntu's /var/log is root:syslog 0775); never by others
+  /// unless sticky. The folder itself never.
+  bool group_may_write_above = false;
+};
+
+/// The socket's folder (Listener) and the audit log's (AuditLog).
+inline constexpr FolderRole kSocketFolder{};
+inline constexpr FolderRole kAuditLogFolder{.folder = "the audit log's folder",
+                                            .created = "folder",
+                                            .above = "a folder above the audit log's",
+                                            .replaced = "the audit log's folder",
+                                            .flag = "--audit-log",
+                                            .example = "/var/log/joule",
+                                            .mode = 0750,
+                                            .group_may_write_above = true};
+
+/// Opens `folder` (created with role.mode, its missing parents 0755) as a directory handle, after checking it
+/// and every folder above it: each must belong to root or to `daemon_uid`, and none may be writable by its
+/// group or by others unless it is sticky (then other users cannot rename or remove the daemon's files in
+/// it); see FolderRole::group_may_write_above.
 /// @return kPermissionDenied naming the first unsafe folder, its owner or mode, and how to fix it; kIo.
-Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid);
+Result<UniqueFd> open_checked_folder(const std::string& folder, uid_t daemon_uid,
+                                     const FolderRole& role = kSocketFolder);
+
+/// How open_own_file_at() names the file in its refusals.
+struct OwnFileRole {
+  std::string_view what;  ///< "the lock file", "the audit log"
+  std::string_view verb;  ///< what a planted link would make the daemon do to another file: "overwrite"
+  std::string_view flag;  ///< the flag that chooses another: "--socket"
+};
+
+/// Opens (or creates, with `create_mode`) `name` in `folder_fd` with `flags` (plus O_CREAT, O_NOFOLLOW,
+/// O_NONBLOCK, O_CLOEXEC), refusing a symbolic link and any file why_not_own_file() refuses, judged both
+/// before opening (the kernel may refuse O_CREAT on another user's name in a sticky folder, hiding the
+/// reason) and on what was opened (nothing can be swapped in between). `path` names the file in messages.
+/// @return kPermissionDenied ("ROLE PATH is a symbolic link: …" / "ROLE PATH was not made by the daemon
+/// (why); …"), kIo naming the path and the system error.
+Result<UniqueFd> open_own_file_at(int folder_fd, const std::string& name, const std::string& path, int flags,
+                                  mode_t create_mode, uid_t daemon_uid, const OwnFileRole& role);
 
 /// @return why a file the daemon is about to trust is not one it can have made itself: not a regular file,
 /// owned by another uid than `daemon_uid`, more than one hard link, or writable by its group or by others;

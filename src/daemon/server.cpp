@@ -2,6 +2,7 @@
 #include "server.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -24,6 +25,7 @@ namespace proto = device::daemon_protocol;
 namespace {
 
 constexpr double kMaxLeaseS = 86'400;
+constexpr double kMaxIdleTimeoutS = 86'400;
 constexpr double kMaxHelloTimeoutS = 3'600;
 constexpr size_t kMaxConnections = 65'536;
 constexpr size_t kReadChunkBytes = size_t{16} * 1024;
@@ -70,6 +72,22 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
     return fail(ErrorCode::kInvalidArgument, "--hello-timeout-s {} must be above 0 and at most {} (one hour)",
                 options.hello_timeout_s, kMaxHelloTimeoutS);
   }
+  if (options.max_refusals_in_a_row == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-refusals-in-a-row 0 must be at least 1");
+  }
+  if (options.requests_per_turn == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--requests-per-turn 0 must be at least 1");
+  }
+  if (!(options.idle_timeout_s > 0 && options.idle_timeout_s <= kMaxIdleTimeoutS)) {
+    return fail(ErrorCode::kInvalidArgument, "--idle-timeout-s {} must be above 0 and at most {} (one day)",
+                options.idle_timeout_s, kMaxIdleTimeoutS);
+  }
+  if (options.max_idle_connections_per_user == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-idle-connections-per-user 0 must be at least 1");
+  }
+  if (options.max_idle_connections == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-idle-connections 0 must be at least 1");
+  }
   if (options.max_streams_per_connection == 0 || options.max_queued_bytes == 0) {
     return fail(ErrorCode::kInvalidArgument, "connection limits must be positive");
   }
@@ -91,7 +109,8 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
   }
   auto access =
       JOULE_TRY(AccessPolicy::create(options.access, static_cast<uint32_t>(::geteuid()), options.users));
-  auto audit = JOULE_TRY(AuditLog::open(options.audit_log));
+  auto audit = JOULE_TRY(AuditLog::open(
+      options.audit_log, AuditLimits{options.audit_refusals_per_user, options.audit_refusal_interval_s}));
   auto listener = JOULE_TRY(Listener::open(options.socket_path, ::geteuid()));
   const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) {
@@ -141,7 +160,8 @@ Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions optio
       wake_fd_(wake_fd),
       lease_(to_nanoseconds(options_.lease_s)),
       hello_timeout_(to_nanoseconds(options_.hello_timeout_s)),
-      daemon_uid_(static_cast<uint32_t>(::geteuid())) {
+      daemon_uid_(static_cast<uint32_t>(::geteuid())),
+      idle_timeout_(to_nanoseconds(options_.idle_timeout_s)) {
   if (options_.metrics) {
     audit_->set_observer([metrics = options_.metrics](const AuditEntry& entry) { metrics->audited(entry); });
   }
@@ -179,6 +199,10 @@ void Server::shutdown() {
   served_ = 0;
   per_user_.clear();
   lingering_refusals_ = 0;
+  idle_per_user_.clear();
+  idle_total_ = 0;
+  next_turn_.clear();
+  audit_->flush_summaries(true);
 }
 
 Owner Server::owner_of(const Connection& connection) const {
@@ -204,14 +228,27 @@ std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const
   }
   const auto mine = per_user_.find(peer.uid);
   if (mine != per_user_.end() && mine->second >= options_.max_connections_per_user) {
-    const auto name = options_.users.name_of ? options_.users.name_of(peer.uid) : std::nullopt;
     return fmt::format(
-        "uid {}{} already has {} connection{} to the daemon, the most one user may hold "
+        "{} already has {} connection{} to the daemon, the most one user may hold "
         "(--max-connections-per-user {}); close one first",
-        peer.uid, name ? " (" + *name + ")" : std::string(), mine->second, mine->second == 1 ? "" : "s",
-        options_.max_connections_per_user);
+        user_text(peer.uid), mine->second, mine->second == 1 ? "" : "s", options_.max_connections_per_user);
+  }
+  // Its idle connections already fill its share: it would only add one more (connect, hello, wait).
+  const auto idle = idle_per_user_.find(peer.uid);
+  if (idle != idle_per_user_.end() && idle->second >= options_.max_idle_connections_per_user) {
+    return fmt::format(
+        "{} already keeps {} idle connection{} to the daemon (no request for {} s, no setting, no stream), "
+        "the "
+        "most one user may (--max-idle-connections-per-user {}); use or close one first",
+        user_text(peer.uid), idle->second, idle->second == 1 ? "" : "s", options_.idle_timeout_s,
+        options_.max_idle_connections_per_user);
   }
   return std::nullopt;
+}
+
+std::string Server::user_text(uint32_t uid) const {
+  const auto name = options_.users.name_of ? options_.users.name_of(uid) : std::nullopt;
+  return fmt::format("uid {}{}", uid, name ? " (" + *name + ")" : std::string());
 }
 
 void Server::refuse(int fd, const PeerCredentials& peer, const std::string& why) {
@@ -283,6 +320,7 @@ void Server::accept_connections() {
     const auto now = std::chrono::steady_clock::now();
     connection->hello_deadline = now + hello_timeout_;
     connection->lease_deadline = now + lease_;
+    connection->last_request = now;
     log().info("connection {}: uid {} ({}) pid {}: {} ({})", connection->id, credentials.uid,
                connection->grant.user, credentials.pid, proto::to_string(connection->grant.right),
                connection->grant.reason);
@@ -308,8 +346,16 @@ void Server::read_from(Connection& connection) {
     }
     return;
   }
-  // Bounded per wake-up, so that one busy client cannot starve the others.
-  for (int round = 0; round < 4 && !connection.closing; ++round) {
+  if (connection.consumed > 0) {
+    connection.input.erase(0, connection.consumed);
+    connection.consumed = 0;
+  }
+  // Bounded per wake-up, and only while no complete request waits to be served: a client's unserved requests
+  // stay in its socket, never in the daemon's memory, and reading a flood costs nothing until its turn.
+  for (int round = 0; round < 4 && !connection.closing && !connection.peer_closed; ++round) {
+    if (has_line(connection) || connection.output.size() > options_.max_queued_bytes) {
+      return;
+    }
     const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
     if (n < 0) {
       if (errno == EINTR) {
@@ -321,28 +367,50 @@ void Server::read_from(Connection& connection) {
       return;
     }
     if (n == 0) {
-      // The peer closed its end (exit, crash, kill -9 all look alike): its settings go now.
-      process_input(connection);
-      begin_close(connection, RestoreReason::kDisconnected);
+      // The peer closed its end (exit, crash, kill -9 all look alike): its settings go once the requests it
+      // sent before are answered (serve_requests).
+      connection.peer_closed = true;
       return;
     }
     connection.input.append(chunk, static_cast<size_t>(n));
-    process_input(connection);
-    if (connection.output.size() > options_.max_queued_bytes) {
-      return;  // let it read first
-    }
+    skip_overlong(connection);
   }
 }
 
-void Server::process_input(Connection& connection) {
-  size_t start = 0;
+bool Server::has_line(const Connection& connection) {
+  return connection.input.find('\n', connection.consumed) != std::string::npos;
+}
+
+bool Server::may_serve(const Connection& connection) const {
+  return !connection.refused && !connection.closing && !connection.dead &&
+         connection.output.size() <= options_.max_queued_bytes;
+}
+
+void Server::skip_overlong(Connection& connection) {
+  if (connection.input.size() - connection.consumed <= proto::kMaxLineBytes || has_line(connection)) {
+    return;
+  }
+  if (!connection.discarding) {
+    proto::Response response;
+    response.error =
+        Error(ErrorCode::kInvalidArgument,
+              fmt::format("request line longer than {} bytes; it is skipped up to the next newline",
+                          proto::kMaxLineBytes));
+    connection.output += proto::format_response(response) + "\n";
+    connection.discarding = true;
+  }
+  connection.input.clear();
+  connection.consumed = 0;
+}
+
+bool Server::serve_one(Connection& connection) {
   while (true) {
-    const size_t newline = connection.input.find('\n', start);
+    const size_t newline = connection.input.find('\n', connection.consumed);
     if (newline == std::string::npos) {
-      break;
+      return false;
     }
-    std::string_view line(connection.input.data() + start, newline - start);
-    start = newline + 1;
+    std::string_view line(connection.input.data() + connection.consumed, newline - connection.consumed);
+    connection.consumed = newline + 1;
     if (connection.discarding) {
       connection.discarding = false;  // the end of the over-long line, already answered
       continue;
@@ -356,22 +424,95 @@ void Server::process_input(Connection& connection) {
     if (options_.metrics) {
       options_.metrics->request();
     }
+    connection.last_request = std::chrono::steady_clock::now();
+    if (connection.idle) {
+      set_idle(connection, false);
+    }
     connection.output += handle_line(connection, line);
     connection.output += '\n';
-  }
-  connection.input.erase(0, start);
-  if (connection.input.size() > proto::kMaxLineBytes) {
-    if (!connection.discarding) {
-      proto::Response response;
-      response.error =
-          Error(ErrorCode::kInvalidArgument,
-                fmt::format("request line longer than {} bytes; it is skipped up to the next newline",
-                            proto::kMaxLineBytes));
-      connection.output += proto::format_response(response) + "\n";
-      connection.discarding = true;
+    if (connection.refusals_in_a_row >= options_.max_refusals_in_a_row) {
+      log().info("connection {} ({}, pid {}): {} requests in a row refused; closing it", connection.id,
+                 user_text(connection.peer.uid), connection.peer.pid, connection.refusals_in_a_row);
+      close_with_notice(
+          connection, fmt::format("the daemon closes this connection: its last {} requests were all refused "
+                                  "(--max-refusals-in-a-row {}); get the right they need (their answers say "
+                                  "how) before connecting again",
+                                  connection.refusals_in_a_row, options_.max_refusals_in_a_row));
     }
-    connection.input.clear();
+    return true;
   }
+}
+
+void Server::serve_requests() {
+  // Who has a request waiting, by class (root and the daemon's user; control; the rest) and uid, each uid's
+  // connections in id order (connections_ is ordered by id).
+  std::array<std::map<uint32_t, std::vector<Connection*>>, 3> waiting;
+  for (auto& [id, connection] : connections_) {
+    if (may_serve(*connection) && has_line(*connection)) {
+      const size_t rank = privileged(connection->peer.uid)             ? 0
+                          : connection->grant.right >= Right::kControl ? 1
+                                                                       : 2;
+      waiting[rank][connection->peer.uid].push_back(connection.get());
+    }
+  }
+  std::map<uint32_t, uint64_t> turns;
+  for (auto& by_uid : waiting) {
+    for (auto& [uid, queue] : by_uid) {
+      // Start after the connection served last, so that a uid's many connections share its budget.
+      uint64_t& last = turns[uid] = next_turn_[uid];
+      const auto first =
+          std::find_if(queue.begin(), queue.end(), [last](const Connection* c) { return c->id > last; });
+      std::rotate(queue.begin(), first, queue.end());
+      size_t budget = options_.requests_per_turn;
+      for (bool served = true; served && budget > 0;) {
+        served = false;
+        for (Connection* connection : queue) {
+          if (budget == 0) {
+            break;
+          }
+          if (may_serve(*connection) && serve_one(*connection)) {
+            --budget;
+            served = true;
+            last = connection->id;
+          }
+        }
+      }
+    }
+  }
+  next_turn_ = std::move(turns);
+  for (auto& [id, connection] : connections_) {
+    if (connection->peer_closed && !connection->closing && !connection->refused && !has_line(*connection)) {
+      begin_close(*connection, RestoreReason::kDisconnected);
+    }
+  }
+}
+
+bool Server::holds_something(const Connection& connection) const {
+  return !connection.streams.empty() || ledger_.owns_any(connection.id) || has_line(connection);
+}
+
+void Server::set_idle(Connection& connection, bool idle) {
+  if (connection.idle == idle) {
+    return;
+  }
+  connection.idle = idle;
+  if (idle) {
+    ++idle_per_user_[connection.peer.uid];
+    ++idle_total_;
+    return;
+  }
+  --idle_total_;
+  if (auto mine = idle_per_user_.find(connection.peer.uid);
+      mine != idle_per_user_.end() && --mine->second == 0) {
+    idle_per_user_.erase(mine);
+  }
+}
+
+void Server::close_with_notice(Connection& connection, const std::string& why) {
+  proto::Response response;  // no id: it answers no request
+  response.error = Error(ErrorCode::kState, why);
+  connection.output += proto::format_response(response) + "\n";
+  begin_close(connection, RestoreReason::kDisconnected);
 }
 
 void Server::write_to(Connection& connection) {
@@ -423,6 +564,7 @@ void Server::close_dead() {
       continue;
     }
     begin_close(connection, RestoreReason::kDisconnected);  // no-op if already closing
+    set_idle(connection, false);
     log().info("connection {} closed", connection.id);
     ::close(connection.fd);
     --served_;
@@ -462,6 +604,9 @@ void Server::run_timers(SteadyTime now) {
   if (accept_paused_ && now >= *accept_paused_) {
     accept_paused_.reset();
   }
+  if (const auto due = audit_->next_summary(); due && now >= *due) {
+    audit_->flush_summaries();
+  }
   for (auto& [id, connection] : connections_) {
     if (connection->refused) {
       connection->dead = connection->dead || now >= connection->close_deadline;
@@ -494,6 +639,37 @@ void Server::run_timers(SteadyTime now) {
       log().warn("connection {} (uid {} pid {}): lease expired; restored {}", id, connection->peer.uid,
                  connection->peer.pid, fmt::join(restored, "; "));
     }
+    if (connection->greeted && !connection->idle && !privileged(connection->peer.uid) &&
+        now >= connection->last_request + idle_timeout_ && !holds_something(*connection)) {
+      // It became idle: kept within the caps, closed beyond them (it holds nothing to restore).
+      const size_t mine =
+          idle_per_user_.count(connection->peer.uid) != 0 ? idle_per_user_[connection->peer.uid] : 0;
+      std::string over;
+      if (mine >= options_.max_idle_connections_per_user) {
+        over = fmt::format(
+            "{} already keeps {} idle connection{}, the most one user may "
+            "(--max-idle-connections-per-user {})",
+            user_text(connection->peer.uid), mine, mine == 1 ? "" : "s",
+            options_.max_idle_connections_per_user);
+      } else if (idle_total_ >= options_.max_idle_connections) {
+        over = fmt::format(
+            "users other than root already keep {} idle connections, the most the daemon keeps "
+            "(--max-idle-connections {})",
+            idle_total_, options_.max_idle_connections);
+      }
+      if (over.empty()) {
+        set_idle(*connection, true);
+      } else {
+        log().info("connection {} ({}, pid {}): idle, over a cap; closing it", id,
+                   user_text(connection->peer.uid), connection->peer.pid);
+        close_with_notice(
+            *connection,
+            fmt::format("the daemon closes this connection: it has been idle for {} s (no request, no "
+                        "setting, no stream) and {}; connect again when you need the daemon",
+                        options_.idle_timeout_s, over));
+        continue;
+      }
+    }
     for (auto& stream : connection->streams) {
       if (now >= stream.next) {
         sample_stream(*connection, stream);
@@ -521,6 +697,9 @@ std::optional<SteadyTime> Server::next_timer() const {
   if (accept_paused_) {
     consider(*accept_paused_);
   }
+  if (const auto summary = audit_->next_summary()) {
+    consider(*summary);
+  }
   for (const auto& [id, connection] : connections_) {
     if (connection->closing || connection->refused) {
       consider(connection->close_deadline);
@@ -528,6 +707,8 @@ std::optional<SteadyTime> Server::next_timer() const {
     }
     if (!connection->greeted) {
       consider(connection->hello_deadline);
+    } else if (!connection->idle && !privileged(connection->peer.uid) && !holds_something(*connection)) {
+      consider(connection->last_request + idle_timeout_);
     }
     if (ledger_.owns_any(connection->id)) {
       consider(connection->lease_deadline);
@@ -564,11 +745,15 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
     fds.push_back({accept_paused_ ? -1 : listener_.fd(), POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({signal_fd, POLLIN, 0});
+    bool requests_waiting = false;
     for (auto& [id, connection] : connections_) {
       short events = 0;
+      const bool waiting = has_line(*connection);
+      requests_waiting = requests_waiting || (waiting && may_serve(*connection));
       if (connection->refused) {
         events = POLLIN;
-      } else if (!connection->closing && connection->output.size() <= options_.max_queued_bytes) {
+      } else if (!connection->closing && !connection->peer_closed && !waiting &&
+                 connection->output.size() <= options_.max_queued_bytes) {
         events |= POLLIN;
       }
       if (!connection->output.empty()) {
@@ -579,7 +764,9 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
     }
     timespec timeout{};
     const timespec* timeout_pointer = nullptr;
-    if (const auto next = next_timer()) {
+    if (requests_waiting) {
+      timeout_pointer = &timeout;  // zero: a turn of requests waits, only look for what else arrived
+    } else if (const auto next = next_timer()) {
       const auto wait = std::max<std::chrono::nanoseconds>(*next - std::chrono::steady_clock::now(),
                                                            std::chrono::nanoseconds(0));
       timeout.tv_sec = static_cast<time_t>(wait.count() / 1'000'000'000);
@@ -612,13 +799,11 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
       if ((revents & POLLERR) != 0 || (revents & POLLNVAL) != 0) {
         connection.dead = true;
       }
-      if (!connection.output.empty() && !connection.dead) {
-        write_to(connection);  // responses go out at once; POLLOUT covers what did not fit
-      }
     }
     if ((fds[0].revents & POLLIN) != 0) {
       accept_connections();
     }
+    serve_requests();
     run_timers(std::chrono::steady_clock::now());
     for (auto& [id, connection] : connections_) {
       if (!connection->output.empty() && !connection->dead) {

@@ -49,22 +49,28 @@ class Server {
     SteadyTime next{};
   };
 
+  // Fields ordered by size (the analyzer's padding check).
   struct Connection {
     uint64_t id = 0;
-    int fd = -1;
-    PeerCredentials peer;
     Grant grant;
-    bool greeted = false;
     std::string client_name;
-    std::string input;            // bytes received, not yet a complete line
-    bool discarding = false;      // skipping the rest of an over-long line
+    std::string input;            // bytes received; those before `consumed` are served
+    size_t consumed = 0;          // erased before the next read
     std::string output;           // bytes to send
     SteadyTime hello_deadline{};  // closed if not greeted by then
     SteadyTime lease_deadline{};
+    SteadyTime last_request{};  // idle when long ago and it holds nothing
+    SteadyTime close_deadline{};
+    size_t refusals_in_a_row = 0;             // permission-denied answers since its last other answer
     std::optional<std::string> lease_notice;  // told on the next request
     std::vector<Stream> streams;
-    bool closing = false;  // no more reading; close once the output is sent (or at close_deadline)
-    SteadyTime close_deadline{};
+    PeerCredentials peer;
+    int fd = -1;
+    bool greeted = false;
+    bool discarding = false;   // skipping the rest of an over-long line
+    bool peer_closed = false;  // read its end: closed once its complete lines are served
+    bool idle = false;         // counted in idle_per_user_ and idle_total_
+    bool closing = false;      // no more reading; close once the output is sent (or at close_deadline)
     bool dead = false;
     // Over a connection limit: told why at accept, then only read (and discarded) until the peer's first
     // line, its close or close_deadline, so that its hello does not fail before it can read the refusal.
@@ -77,9 +83,27 @@ class Server {
   void refuse(int fd, const PeerCredentials& peer, const std::string& why);
   /// Root and the daemon's own user: control by right, exempt from the per-user limit, may use the reserve.
   bool privileged(uint32_t uid) const { return uid == 0 || uid == daemon_uid_; }
+  /// "uid 1000 (alice)" for messages.
+  std::string user_text(uint32_t uid) const;
   void read_from(Connection& connection);
   void write_to(Connection& connection);
-  void process_input(Connection& connection);
+  /// Answers an over-long partial line at once and skips it to its newline.
+  void skip_overlong(Connection& connection);
+  /// @return whether `connection` has a complete request line waiting.
+  static bool has_line(const Connection& connection);
+  /// @return whether requests of `connection` may be served now (not closing, its output not over the bound).
+  bool may_serve(const Connection& connection) const;
+  /// Serves the next request line of `connection`. @return false if it had none.
+  bool serve_one(Connection& connection);
+  /// Serves what waits, in turns: root's and the daemon's user's connections first, then those with the
+  /// control right, then the rest; each uid at most options_.requests_per_turn requests, its connections in
+  /// turn. Closes the connections whose peer closed once their lines are served.
+  void serve_requests();
+  /// @return whether `connection` owns a setting, a stream or a waiting request (then it is not idle).
+  bool holds_something(const Connection& connection) const;
+  void set_idle(Connection& connection, bool idle);
+  /// Tells `connection` why in one line (id null, code "state") and closes it.
+  void close_with_notice(Connection& connection, const std::string& why);
   void begin_close(Connection& connection, RestoreReason reason);
   void close_dead();
   void run_timers(SteadyTime now);
@@ -108,9 +132,13 @@ class Server {
   std::chrono::nanoseconds hello_timeout_;
   uint32_t daemon_uid_;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;
-  size_t served_ = 0;                        // connections not refused
-  std::map<uint32_t, size_t> per_user_;      // served connections of each unprivileged uid
-  size_t lingering_refusals_ = 0;            // refused connections still open
+  size_t served_ = 0;                         // connections not refused
+  std::map<uint32_t, size_t> per_user_;       // served connections of each unprivileged uid
+  size_t lingering_refusals_ = 0;             // refused connections still open
+  std::map<uint32_t, size_t> idle_per_user_;  // idle connections of each unprivileged uid
+  size_t idle_total_ = 0;                     // their sum
+  std::map<uint32_t, uint64_t> next_turn_;    // per uid: the connection served last (its turns rotate)
+  std::chrono::nanoseconds idle_timeout_;
   std::optional<SteadyTime> accept_paused_;  // out of file descriptors: accept again then
   SteadyTime next_refusal_log_{};            // refusals are logged at most once per interval
   size_t unlogged_refusals_ = 0;

@@ -56,6 +56,7 @@ proto::Response cpu_energy_response(const std::vector<device::Cpu*>& cpus, const
                                   [index](const device::Cpu* cpu) { return cpu->info().index == index; });
   if (found == cpus.end()) {
     std::vector<int> known;
+    known.reserve(cpus.size());
     for (const auto* cpu : cpus) {
       known.push_back(cpu->info().index);
     }
@@ -65,21 +66,34 @@ proto::Response cpu_energy_response(const std::vector<device::Cpu*>& cpus, const
     return response;
   }
   device::Cpu& cpu = **found;
-  const auto package_mj = cpu.package_energy_mj();
-  if (!package_mj) {
-    response.error = package_mj.error();
+  const auto package = cpu.package_reading();
+  if (!package) {
+    response.error = package.error();
     return response;
   }
   json dram_mj = nullptr;
+  json dram_resets = nullptr;
+  std::string last_reset = package->last_reset;
   if (cpu.info().has_dram) {
-    const auto dram = cpu.dram_energy_mj();
+    const auto dram = cpu.dram_reading();
     if (!dram) {
       response.error = dram.error();
       return response;
     }
-    dram_mj = *dram;
+    dram_mj = dram->energy_mj;
+    dram_resets = dram->resets;
+    if (last_reset.empty()) {
+      last_reset = dram->last_reset;
+    }
   }
-  response.result = {{"cpu", index}, {"package_energy_mj", *package_mj}, {"dram_energy_mj", dram_mj}};
+  // The counts of resets let a peer tell whether two readings a job apart subtract
+  // (device::why_not_measurable).
+  response.result = {{"cpu", index},
+                     {"package_energy_mj", package->energy_mj},
+                     {"dram_energy_mj", dram_mj},
+                     {"package_counter_resets", package->resets},
+                     {"dram_counter_resets", dram_resets},
+                     {"counter_reset", last_reset.empty() ? json(nullptr) : json(last_reset)}};
   return response;
 }
 
@@ -117,6 +131,12 @@ std::string Server::handle_line(Connection& connection, std::string_view line) {
         error_response(id, Error(ErrorCode::kInternal, fmt::format("internal error: {}", error.what())));
   }
   response.id = id;
+  // Any other answer ends a run of refusals (serve_one closes the connection after too long a run).
+  if (!response.ok() && response.error->code() == ErrorCode::kPermissionDenied) {
+    ++connection.refusals_in_a_row;
+  } else {
+    connection.refusals_in_a_row = 0;
+  }
   return proto::format_response(response);
 }
 

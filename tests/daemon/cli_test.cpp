@@ -461,6 +461,91 @@ TEST_F(DaemonCli, ConnectionLimitsAreFlags) {
   EXPECT_EQ(limit(*client, 1), 250'000u);
 }
 
+TEST_F(DaemonCli, RefusalAndIdleLimitsAreFlagsAndThePlantedAuditLogIsRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--max-refusals-in-a-row", "0"}, "--max-refusals-in-a-row must be a whole number > 0, got 0"},
+      {{"--requests-per-turn", "0"}, "--requests-per-turn must be a whole number > 0, got 0"},
+      {{"--idle-timeout-s", "0"}, "--idle-timeout-s must be a finite number in (0, 86400], got 0"},
+      {{"--max-idle-connections-per-user", "0"},
+       "--max-idle-connections-per-user must be a whole number > 0, got 0"},
+      {{"--max-idle-connections", "0"}, "--max-idle-connections must be a whole number > 0, got 0"},
+      {{"--audit-refusals-per-user", "-1"}, "--audit-refusals-per-user must be a whole number ≥ 0, got -1"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv = {JOULE_BINARY, "--sim", "v100", "daemon", "--socket", socket_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto result = run(argv, env);
+    EXPECT_EQ(result.exit_code, 2) << args[0] << ": " << result.err;
+    EXPECT_EQ(result.err, "joule: error: " + expected + " (see 'joule daemon --help')\n");
+  }
+  // A link planted where the audit log goes: refused in one line, never followed.
+  const std::string victim = dir.write("victim", "precious\n");
+  std::filesystem::create_directories(dir.path() + "/audit");
+  ::chmod((dir.path() + "/audit").c_str(), 0750);
+  ASSERT_EQ(::symlink(victim.c_str(), audit_path.c_str()), 0);
+  const auto planted =
+      run({JOULE_BINARY, "--sim", "v100", "daemon", "--socket", socket_path, "--audit-log", audit_path}, env);
+  EXPECT_EQ(planted.exit_code, 1);
+  EXPECT_EQ(planted.err,
+            "joule: error: the audit log " + audit_path +
+                " is a symbolic link: someone planted it to make the daemon append to another file; it "
+                "is not followed: remove it (after checking who made it) or choose another "
+                "--audit-log\n");
+  EXPECT_EQ(planted.out, "");
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "precious\n");
+  ASSERT_EQ(::unlink(audit_path.c_str()), 0);
+  // The limits reach the daemon: one refusal line per user, the rest summarised; two refusals in a row close.
+  Process daemon({JOULE_BINARY,
+                  "--log-level",
+                  "info",
+                  "--sim",
+                  "2xv100",
+                  "daemon",
+                  "--socket",
+                  socket_path,
+                  "--audit-log",
+                  audit_path,
+                  "--audit-refusals-per-user",
+                  "1",
+                  "--max-refusals-in-a-row",
+                  "2",
+                  "--requests-per-turn",
+                  "1",
+                  "--idle-timeout-s",
+                  "30",
+                  "--max-idle-connections-per-user",
+                  "1",
+                  "--max-idle-connections",
+                  "1"},
+                 env);
+  ASSERT_TRUE(daemon.wait_for_output(10s)) << daemon.err_so_far();
+  const std::string refused_set = R"({"id":2,"op":"set_power_limit","gpu":0,"power_limit_mw":150000})";
+  const auto result = run({JOULE_DAEMON_HELPER, "--uid", std::to_string(kNobody), "--socket", socket_path,
+                           "--request", refused_set, "--request", refused_set});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (daemon.err_so_far().find("2 requests in a row refused; closing it") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_NE(daemon.err_so_far().find("(uid 65534 (nobody), pid "), std::string::npos) << daemon.err_so_far();
+  EXPECT_NE(daemon.err_so_far().find("2 requests in a row refused; closing it"), std::string::npos)
+      << daemon.err_so_far();
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait().exit_code, 0);
+  const std::string audit = audit_text();
+  EXPECT_EQ(std::count(audit.begin(), audit.end(), '\n'), 2) << audit;
+  EXPECT_NE(audit.find("action=refused gpu=0 setting=power_limit_mw new=150000 conn=1 uid=65534"),
+            std::string::npos)
+      << audit;
+  EXPECT_NE(
+      audit.find("action=refused-summary conn=0 uid=65534 pid=0 detail=\"uid 65534: 1 more refusal in the "
+                 "last "),
+      std::string::npos)
+      << audit;
+}
+
 TEST_F(DaemonCli, AnotherUserMeasuresCpuEnergyThroughTheDaemon) {
   // RAPL is root-only since Linux 5.10: the daemon (root) reads a fake tree that a user's command changes.
   FakePowercap powercap;

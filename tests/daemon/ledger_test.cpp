@@ -405,5 +405,69 @@ TEST(AuditLog, UnwritableFolderIsAClearError) {
       "--audit-log /proc/joule/audit.log: cannot create folder /proc/joule: No such file or directory");
 }
 
+TEST(AuditLog, IsOpenedOnlyAsTheDaemonsOwnFileInASafeFolder) {
+  // Before: --audit-log was opened following links (and whatever file was there): a link or a second name
+  // at its path made the daemon (root) append to any file.
+  TempDir dir;
+  const std::string root = std::filesystem::canonical(dir.path()).string();
+  const std::string folder = root + "/log";
+  std::filesystem::create_directories(folder);
+  ASSERT_EQ(::chmod(folder.c_str(), 0750), 0);
+  const std::string path = folder + "/audit.log";
+  const std::string victim = dir.write("victim", "precious\n");
+  const std::string daemon_user = ::geteuid() == 0 ? "root" : "uid " + std::to_string(::geteuid());
+  const auto not_made = [&](const std::string& why) {
+    return "the audit log " + path + " was not made by the daemon (" + why +
+           "); it is left untouched: remove it (after checking who made it) or choose another --audit-log";
+  };
+  ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
+  JOULE_EXPECT_ERROR(
+      AuditLog::open(path), ErrorCode::kPermissionDenied,
+      "the audit log " + path +
+          " is a symbolic link: someone planted it to make the daemon append to another file; it "
+          "is not followed: remove it (after checking who made it) or choose another --audit-log");
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::link(victim.c_str(), path.c_str()), 0);
+  JOULE_EXPECT_ERROR(
+      AuditLog::open(path), ErrorCode::kPermissionDenied,
+      not_made("it has 2 hard links (it may be another file of " + daemon_user + " under a second name)"));
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  dir.write("log/audit.log", "");
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  JOULE_EXPECT_ERROR(AuditLog::open(path), ErrorCode::kPermissionDenied,
+                     not_made("other users may write it (mode 0666)"));
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+    ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+    JOULE_EXPECT_ERROR(AuditLog::open(path), ErrorCode::kPermissionDenied,
+                       not_made("it belongs to uid 65534, not to the daemon's user (root)"));
+  }
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  // A folder others may write: they could plant any of the above.
+  ASSERT_EQ(::chmod(folder.c_str(), 0777), 0);
+  JOULE_EXPECT_ERROR(
+      AuditLog::open(path), ErrorCode::kPermissionDenied,
+      "the audit log's folder " + folder +
+          " is writable by its group and others (mode 0777) and not sticky: any user could plant "
+          "files that the daemon opens as " +
+          daemon_user + "; make it 0750 (chmod go-w " + folder + ") or sticky (chmod +t " + folder +
+          "), or choose another --audit-log");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(read_all(victim), "precious\n");
+  // A folder above writable by its group is accepted (Ubuntu's /var/log is root:syslog 0775); the log is
+  // created 0640 and appended to.
+  ASSERT_EQ(::chmod(folder.c_str(), 0750), 0);
+  ASSERT_EQ(::chmod(root.c_str(), 0775), 0);
+  auto opened = AuditLog::open(path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  daemon::AuditEntry entry;
+  entry.action = "set";
+  (*opened)->record(entry);
+  struct stat info {};
+  ASSERT_EQ(::lstat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0640u);
+  EXPECT_EQ(lines_of(path), std::vector<std::string>{"action=set conn=0 uid=0 pid=0"});
+}
+
 }  // namespace
 }  // namespace joule::test

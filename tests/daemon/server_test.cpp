@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The daemon in-process on simulated GPUs, with clients on raw sockets, DaemonClient/DaemonGpu, and
 // helper processes that are other users or get killed while they own settings.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -1007,6 +1009,275 @@ TEST_F(DaemonServer, BadConnectionLimitsAreRefused) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run"));  // checked before anything is created
 }
 
+// ---- what one user can do to the daemon and to other users: floods, idle connections ----------------------
+
+// A set_power_limit that a peer with only the read right is refused (and the daemon audits).
+const std::string kRefusedSet = R"({"id":9,"op":"set_power_limit","gpu":1,"power_limit_mw":150000})";
+
+TEST_F(DaemonServer, AFloodOfRefusedRequestsWritesAFewAuditLinesAndOneSummary) {
+  // Before: every refused control request was one audit line: any user grew root's log by 58.7 MB/s.
+  metrics::MetricsRegistry registry;
+  daemon::DaemonOptions options;
+  options.audit_refusals_per_user = 3;
+  options.max_refusals_in_a_row = 10'000;
+  options.metrics = std::make_shared<daemon::DaemonMetrics>(registry);
+  start(options);
+  std::unique_ptr<RawClient> flooder;
+  as_user(kNobody, [&] { flooder = std::make_unique<RawClient>(socket_path); });
+  ASSERT_TRUE(flooder->hello()["ok"].get<bool>());
+  constexpr int kFlood = 500;
+  std::string flood;
+  for (int i = 0; i < kFlood; ++i) {
+    flood += kRefusedSet + "\n";
+  }
+  flooder->send_raw(flood);
+  for (int i = 0; i < kFlood; ++i) {
+    ASSERT_EQ(code_of(json::parse(flooder->read_line())), "permission-denied");
+  }
+  // Every refusal is counted, written or not.
+  EXPECT_EQ(parse_exposition(registry.render()).value("joule_daemon_refused_requests_total"), kFlood);
+  stop();  // writes the summary of the interval still open
+  const std::string audit = audit_text();
+  std::istringstream lines(audit);
+  std::vector<std::string> written;
+  for (std::string line; std::getline(lines, line);) {
+    written.push_back(line);
+  }
+  ASSERT_EQ(written.size(), 4u) << audit;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NE(written[i].find(" action=refused gpu=1 setting=power_limit_mw new=150000 conn=1 uid=65534 "),
+              std::string::npos)
+        << written[i];
+  }
+  EXPECT_NE(
+      written[3].find(" action=refused-summary conn=0 uid=65534 pid=0 detail=\"uid 65534: 497 more refusals "
+                      "in the last "),
+      std::string::npos)
+      << written[3];
+  EXPECT_NE(
+      written[3].find(" s (--audit-refusals-per-user 3: the first 3 of each 10 s are written one by one, the "
+                      "rest counted here)\""),
+      std::string::npos)
+      << written[3];
+  EXPECT_LT(audit.size(), 2'000u);  // 500 lines of ~400 bytes before
+  EXPECT_EQ(limit(1), 250'000u);
+}
+
+TEST_F(DaemonServer, AConnectionRefusedTooOftenInARowIsToldWhyAndClosed) {
+  daemon::DaemonOptions options;
+  options.max_refusals_in_a_row = 3;
+  start(options);
+  std::unique_ptr<RawClient> client;
+  as_user(kNobody, [&] { client = std::make_unique<RawClient>(socket_path); });
+  ASSERT_TRUE(client->hello()["ok"].get<bool>());
+  // An answered request ends a run of refusals.
+  EXPECT_EQ(code_of(client->request(kRefusedSet)), "permission-denied");
+  EXPECT_EQ(code_of(client->request(kRefusedSet)), "permission-denied");
+  EXPECT_TRUE(client->request(R"({"id":3,"op":"power_limit","gpu":1})")["ok"].get<bool>());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(code_of(client->request(kRefusedSet)), "permission-denied");
+  }
+  EXPECT_EQ(
+      client->read_line(),
+      R"({"id":null,"ok":false,"error":{"code":"state","message":"the daemon closes this connection: its last )"
+      R"(3 requests were all refused (--max-refusals-in-a-row 3); get the right they need (their answers say )"
+      R"(how) before connecting again"}})");
+  EXPECT_THROW(client->read_line(), std::runtime_error);
+  // Root is never refused, and other connections are served.
+  EXPECT_TRUE(connect()->call({.op = proto::Op::kSetPowerLimit, .gpu = 1, .power_limit_mw = 150'000}));
+}
+
+// A GPU whose power reading waits at a gate: it holds the daemon's single thread still while the test lines
+// up requests of several users, so that the order in which the next turn serves them is what is checked.
+class GatedGpu final : public device::Gpu {
+ public:
+  explicit GatedGpu(device::Gpu& inner) : Gpu(inner.info()), inner_(inner) {}
+  void close() {
+    std::lock_guard lock(mutex_);
+    open_ = false;
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    changed_.notify_all();
+  }
+  /// Waits until a reading waits at the closed gate. @return whether one did within 5 s.
+  bool wait_for_waiter() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 5s, [this] { return waiting_; });
+  }
+
+ protected:
+  Result<uint32_t> do_power_mw() override {
+    std::unique_lock lock(mutex_);
+    waiting_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return open_; });
+    waiting_ = false;
+    return inner_.power_mw();
+  }
+  Result<uint64_t> do_energy_mj() override { return inner_.energy_mj(); }
+  Result<device::PowerLimitConstraints> do_power_limit_constraints() override {
+    return inner_.power_limit_constraints();
+  }
+  Result<uint32_t> do_power_limit_mw() override { return inner_.power_limit_mw(); }
+  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
+    return inner_.set_power_limit_mw(power_limit_mw);
+  }
+  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
+    return inner_.supported_sm_clocks_mhz();
+  }
+  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    return inner_.lock_sm_clocks(min_mhz, max_mhz);
+  }
+  Result<void> do_reset_sm_clocks() override { return inner_.reset_sm_clocks(); }
+
+ private:
+  device::Gpu& inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool open_ = true;
+  bool waiting_ = false;
+};
+
+TEST_F(DaemonServer, OneUsersFloodWaitsItsTurnBehindRootAndOtherUsers) {
+  // Before: each connection's requests were all served as they were read, connection by connection: root's
+  // request waited behind every request of a flood (a read flood slowed root's requests ~4,000x).
+  GatedGpu gated(*gpus[0]);
+  daemon::DaemonOptions options;
+  options.requests_per_turn = 2;
+  options.audit_refusals_per_user = 1'000;
+  options.max_refusals_in_a_row = 1'000;
+  start_serving({&gated, gpus[1].get()}, std::move(options));
+  RawClient blocker(socket_path);
+  std::unique_ptr<RawClient> flooder;
+  std::unique_ptr<RawClient> other;
+  // The flooder's uid is below the other's and it connected first: the other's request is served in the
+  // flood's first turn only because each uid has a budget per turn.
+  as_user(3, [&] { flooder = std::make_unique<RawClient>(socket_path); });
+  as_user(4, [&] { other = std::make_unique<RawClient>(socket_path); });
+  RawClient root(socket_path);
+  for (RawClient* client : {&blocker, flooder.get(), other.get(), &root}) {
+    ASSERT_TRUE(client->hello()["ok"].get<bool>());
+  }
+  // Hold the daemon in a device call while everyone's requests arrive; then let it go.
+  gated.close();
+  blocker.send_raw(R"({"id":2,"op":"power","gpu":0})"
+                   "\n");
+  ASSERT_TRUE(gated.wait_for_waiter());
+  constexpr int kFlood = 200;
+  std::string flood;
+  for (int i = 0; i < kFlood; ++i) {
+    flood += kRefusedSet + "\n";
+  }
+  flooder->send_raw(flood);
+  other->send_raw(kRefusedSet + "\n");
+  root.send_raw(R"({"id":3,"op":"set_power_limit","gpu":1,"power_limit_mw":175000})"
+                "\n");
+  gated.open();
+  EXPECT_TRUE(json::parse(root.read_line())["ok"].get<bool>());
+  EXPECT_EQ(code_of(json::parse(other->read_line())), "permission-denied");
+  for (int i = 0; i < kFlood; ++i) {
+    ASSERT_EQ(code_of(json::parse(flooder->read_line())), "permission-denied");
+  }
+  EXPECT_TRUE(json::parse(blocker.read_line())["ok"].get<bool>());
+  stop();
+  // The audit log is in the order the daemon served: root's setting first, the other user's refusal within
+  // the flood's first turn, the flood after.
+  std::istringstream lines(audit_text());
+  std::vector<std::string> order;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("action=set ") != std::string::npos) {
+      order.push_back("root");
+    } else if (line.find("action=refused ") != std::string::npos) {
+      order.push_back(line.find(" uid=4 ") != std::string::npos ? "other" : "flood");
+    }
+  }
+  ASSERT_EQ(order.size(), kFlood + 2u) << audit_text();
+  EXPECT_EQ(order[0], "root");
+  const auto other_at = std::find(order.begin(), order.end(), "other") - order.begin();
+  EXPECT_LE(other_at, 1 + 2) << "the other user's request waited behind " << other_at - 1
+                             << " of the flood's";
+}
+
+TEST_F(DaemonServer, IdleConnectionsAreCappedPerUserAndInTotal) {
+  // Before: a connection that said hello and then nothing kept its place for ever: eight uids filled every
+  // place users may take, and everyone else was refused.
+  daemon::DaemonOptions options;
+  options.idle_timeout_s = 0.05;
+  options.max_idle_connections_per_user = 2;
+  options.max_idle_connections = 3;
+  start(options);
+  const std::string idle_for =
+      "the daemon closes this connection: it has been idle for 0.05 s (no request, no "
+      "setting, no stream) and ";
+  const auto closed_because = [](RawClient& client) {
+    const auto told = json::parse(client.read_line());  // waits for the idle timer
+    EXPECT_EQ(told["id"], nullptr) << told;
+    EXPECT_THROW(client.read_line(), std::runtime_error);
+    return told.contains("error") ? message_of(told) : std::string();
+  };
+  // A connection with a power stream is never idle, nor is root's: opened first, they outlive what follows.
+  std::unique_ptr<RawClient> streaming;
+  as_user(2, [&] { streaming = std::make_unique<RawClient>(socket_path); });
+  ASSERT_TRUE(streaming->hello()["ok"].get<bool>());
+  ASSERT_TRUE(
+      streaming->request(R"({"id":2,"op":"stream_power","gpus":[0],"period_ms":60000})")["ok"].get<bool>());
+  RawClient root(socket_path);
+  ASSERT_TRUE(root.hello()["ok"].get<bool>());
+  std::vector<std::unique_ptr<RawClient>> nobody(3);
+  for (auto& client : nobody) {
+    as_user(kNobody, [&] { client = std::make_unique<RawClient>(socket_path); });
+    ASSERT_TRUE(client->hello()["ok"].get<bool>());
+  }
+  // The first two to fall idle are kept; the third is over the user's cap.
+  EXPECT_EQ(closed_because(*nobody[2]),
+            idle_for +
+                "uid 65534 (nobody) already keeps 2 idle connections, the most one user may "
+                "(--max-idle-connections-per-user 2); connect again when you need the daemon");
+  // Nor does the user get new ones while it keeps its share idle.
+  std::unique_ptr<RawClient> refused;
+  as_user(kNobody, [&] { refused = std::make_unique<RawClient>(socket_path); });
+  EXPECT_EQ(message_of(json::parse(refused->read_line())),
+            "uid 65534 (nobody) already keeps 2 idle connections to the daemon (no request for 0.05 s, no "
+            "setting, no "
+            "stream), the most one user may (--max-idle-connections-per-user 2); use or close one first");
+  // Another user: one more idle connection fits the total of 3, the next does not.
+  std::vector<std::unique_ptr<RawClient>> user1(2);
+  for (auto& client : user1) {
+    as_user(1, [&] { client = std::make_unique<RawClient>(socket_path); });
+    ASSERT_TRUE(client->hello()["ok"].get<bool>());
+  }
+  EXPECT_EQ(closed_because(*user1[1]),
+            idle_for +
+                "users other than root already keep 3 idle connections, the most the daemon keeps "
+                "(--max-idle-connections 3); connect again when you need the daemon");
+  // The stream's and root's connections, older than all these, were not idle; the kept ones still answer.
+  EXPECT_TRUE(streaming->request(R"({"id":3,"op":"whoami"})")["ok"].get<bool>());
+  EXPECT_TRUE(root.request(R"({"id":2,"op":"whoami"})")["ok"].get<bool>());
+  EXPECT_TRUE(nobody[0]->request(R"({"id":2,"op":"whoami"})")["ok"].get<bool>());
+  EXPECT_TRUE(user1[0]->request(R"({"id":2,"op":"whoami"})")["ok"].get<bool>());
+}
+
+TEST_F(DaemonServer, ALinkPlantedAsTheAuditLogIsNeverFollowed) {
+  // Before: --audit-log was opened following links: a link at its path made the daemon (root) append to any
+  // file.
+  const std::string victim = dir.write("victim", "precious\n");
+  ASSERT_EQ(::symlink(victim.c_str(), audit_path.c_str()), 0);
+  daemon::DaemonOptions options;
+  options.socket_path = socket_path;
+  options.audit_log = audit_path;
+  JOULE_EXPECT_ERROR(
+      daemon::Daemon::start({gpus[0].get()}, *clock, options), ErrorCode::kPermissionDenied,
+      "the audit log " + audit_path +
+          " is a symbolic link: someone planted it to make the daemon append to another file; it "
+          "is not followed: remove it (after checking who made it) or choose another --audit-log");
+  EXPECT_EQ(read_all(victim), "precious\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run"));  // refused before the socket is taken
+}
+
 // ---- CPU energy (RAPL, root-only since Linux 5.10) and GPU telemetry --------------------------------------
 
 // A fake powercap tree with package 0 (and its DRAM) and package 1 (without), opened as the daemon would.
@@ -1053,12 +1324,53 @@ TEST_F(DaemonCpuServer, AnotherUserWithTheReadRightReadsPackageAndDramEnergy) {
   EXPECT_EQ(responses[1]["result"]["cpus"],
             json::parse(R"([{"index":0,"name":"package-0","has_dram":true},)"
                         R"({"index":1,"name":"package-1","has_dram":false}])"));
-  EXPECT_EQ(responses[2]["result"],
-            json::parse(R"({"cpu":0,"package_energy_mj":5000,"dram_energy_mj":2000})"));
-  EXPECT_EQ(responses[3]["result"],
-            json::parse(R"({"cpu":1,"package_energy_mj":9000,"dram_energy_mj":null})"));
+  EXPECT_EQ(
+      responses[2]["result"],
+      json::parse(R"({"cpu":0,"package_energy_mj":5000,"dram_energy_mj":2000,"package_counter_resets":0,)"
+                  R"("dram_counter_resets":0,"counter_reset":null})"));
+  EXPECT_EQ(
+      responses[3]["result"],
+      json::parse(R"({"cpu":1,"package_energy_mj":9000,"dram_energy_mj":null,"package_counter_resets":0,)"
+                  R"("dram_counter_resets":null,"counter_reset":null})"));
   EXPECT_EQ(code_of(responses[4]), "not-found");
   EXPECT_EQ(message_of(responses[4]), "unknown CPU 7: the daemon serves CPU packages 0, 1");
+}
+
+TEST_F(DaemonCpuServer, ACounterResetIsReportedNotCountedAndDaemonCpusSeeIt) {
+  // Before: the daemon counted a RAPL counter that went back as a wrap: 262 kJ of phantom energy.
+  start(with_cpus());
+  auto opened = device::open_daemon_cpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  device::Cpu& cpu = *(*opened)[0];
+  const auto before = cpu.package_reading();
+  ASSERT_TRUE(before) << before.error().message();
+  EXPECT_EQ(before->resets, 0u);
+  powercap.set_energy(0, 1'000);  // from 5 J back to 1 mJ
+  const auto after = cpu.package_reading();
+  ASSERT_TRUE(after) << after.error().message();
+  EXPECT_EQ(after->energy_mj, 5'000u);
+  EXPECT_EQ(after->resets, 1u);
+  EXPECT_EQ(
+      after->last_reset.rfind(
+          "joule daemon: " + powercap.package_energy_path(0) + " went back from 5000000 to 1000 uJ in ", 0),
+      0u)
+      << after->last_reset;
+  const auto why = device::why_not_measurable(*before, *after);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(
+      why->rfind("not measurable: the energy counter was reset once between the readings (joule daemon: ", 0),
+      0u)
+      << *why;
+  const auto dram = cpu.dram_reading();
+  ASSERT_TRUE(dram);
+  EXPECT_EQ(dram->resets, 0u);
+  const auto raw = connect()->call({.op = proto::Op::kCpuEnergy, .cpu = 0});
+  ASSERT_TRUE(raw);
+  EXPECT_EQ((*raw)["package_counter_resets"], 1);
+  EXPECT_EQ((*raw)["dram_counter_resets"], 0);
+  EXPECT_EQ(
+      (*raw)["counter_reset"].get<std::string>().rfind(powercap.package_energy_path(0) + " went back", 0),
+      0u);
 }
 
 TEST_F(DaemonCpuServer, APeerWithoutTheReadRightIsToldHowToGetIt) {

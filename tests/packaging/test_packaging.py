@@ -290,6 +290,164 @@ def test_prolog_and_epilog_never_fail_the_job(joule_bin: pathlib.Path, tmp_path:
     assert f"job 7: no start snapshot {jobs}/7.start.json" in result.stderr
 
 
+def run_with_pid(script: pathlib.Path, env: dict[str, str], plant) -> subprocess.CompletedProcess:
+    """Runs `script` in a shell whose pid is known before the script starts (it execs the script after reading
+    a line), so that `plant(pid)` can put links where the script's `$$` names go, as a user can guess them."""
+    process = subprocess.Popen(["/bin/sh", "-c", 'read line; exec /bin/sh "$0"', str(script)], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    plant(process.pid)
+    out, err = process.communicate("go\n", timeout=60)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def test_links_planted_in_the_jobs_folder_are_never_followed(joule_bin: pathlib.Path, sim_daemon: pathlib.Path,
+                                                             tmp_path: pathlib.Path) -> None:
+    # Before: the scripts (root) wrote `>"$JOB.start.json.tmp.$$"`, `"$JOB.end.json.tmp.$$"`, `"$out.tmp.$$"` and
+    # their `.err` following links: a link planted at the guessable name made root overwrite any file, and
+    # `mv -f` moved the snapshot into a directory linked at its name.
+    jobs = tmp_path / "jobs"
+    jobs.mkdir(mode=0o755)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim_dir = tmp_path / "victim_dir"
+    victim_dir.mkdir()
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="4242", JOULE_DAEMON_SOCKET=str(sim_daemon))
+
+    def plant(*names: str) -> None:
+        for name in names:
+            path = jobs / name
+            if path.is_symlink():
+                path.unlink()
+            path.symlink_to(victim)
+
+    (jobs / "4242.start.json").symlink_to(victim_dir)
+    prolog = run_with_pid(PROLOG, env, lambda pid: plant(f"4242.start.json.tmp.{pid}",
+                                                         f"4242.start.json.tmp.{pid}.err"))
+    assert prolog.returncode == 0 and prolog.stderr == "", prolog.stderr
+    assert not (jobs / "4242.start.json").is_symlink()  # the link was replaced, not followed
+    plant("4242.json")
+    epilog = run_with_pid(EPILOG, env, lambda pid: plant(f"4242.end.json.tmp.{pid}", f"4242.end.json.tmp.{pid}.err",
+                                                         f"4242.json.tmp.{pid}"))
+    assert epilog.returncode == 0 and epilog.stderr == "", epilog.stderr
+    assert victim.read_text() == "precious\n"
+    assert list(victim_dir.iterdir()) == []
+    job_file = jobs / "4242.json"
+    assert not job_file.is_symlink() and job_file.stat().st_mode & 0o777 == 0o644
+    assert json.loads(job_file.read_text())["job"]["id"] == "4242"
+    # Nothing but the job's file and the links planted under the old names.
+    assert sorted(p.name for p in jobs.iterdir() if not p.is_symlink()) == ["4242.json"]
+
+
+@pytest.mark.parametrize("replace, why", [
+    ("symlink", "it is a symbolic link (someone replaced the prolog's file)"),
+    ("writable", "other users may write it (mode 0666)"),
+    ("hardlink", "it has 2 hard links (it may be another file under a second name)"),
+    ("owner", "it belongs to uid 65534, not to uid 0, who wrote it (someone replaced it)"),
+])
+def test_a_replaced_start_snapshot_is_not_trusted(joule_bin: pathlib.Path, sim_daemon: pathlib.Path,
+                                                  tmp_path: pathlib.Path, replace: str, why: str) -> None:
+    # Before: the epilog read whatever was at $JOB.start.json: whoever could replace it chose the job's energy.
+    if replace == "owner" and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    jobs = tmp_path / "jobs"
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="4242", JOULE_DAEMON_SOCKET=str(sim_daemon))
+    assert run_script(PROLOG, env).stderr == ""
+    start = jobs / "4242.start.json"
+    forged = json.loads(start.read_text())
+    forged["time_unix_s"] -= 86400  # a day longer, 0 J: what a user would rather be charged
+    elsewhere = tmp_path / "forged.json"
+    elsewhere.write_text(json.dumps(forged))
+    start.unlink()
+    if replace == "symlink":
+        start.symlink_to(elsewhere)
+    elif replace == "hardlink":
+        os.link(elsewhere, start)
+    else:
+        start.write_text(json.dumps(forged))
+        if replace == "writable":
+            start.chmod(0o666)
+        else:
+            os.chown(start, 65534, 65534)
+    epilog = run_script(EPILOG, env)
+    assert epilog.returncode == 0
+    assert epilog.stderr == (f"joule-epilog: job 4242: not trusting the start snapshot {start}: {why}; nothing "
+                             "written (it is left in place for inspection)\n")
+    assert not (jobs / "4242.json").exists()
+    assert start.is_symlink() or start.exists()
+    assert sorted(p.name for p in jobs.iterdir()) == ["4242.start.json"]
+
+
+def test_a_jobs_folder_others_may_write_is_refused_or_warned_about(joule_bin: pathlib.Path,
+                                                                   sim_daemon: pathlib.Path,
+                                                                   tmp_path: pathlib.Path) -> None:
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="4242", JOULE_DAEMON_SOCKET=str(sim_daemon))
+    # Not sticky: anyone may replace or plant anything in it. Refused, nothing recorded or written.
+    for mode, who in ((0o777, "others"), (0o775, "its group")):
+        jobs.chmod(mode)
+        why = (f"{jobs} is writable by {who} (mode {mode:04o}) and not sticky: any user could replace the job "
+               f"snapshots or plant links where the scripts (root) write; make it 0755 (chmod go-w {jobs})")
+        for script, name, outcome in ((PROLOG, "prolog", "nothing recorded"), (EPILOG, "epilog", "nothing written")):
+            result = run_script(script, env)
+            assert result.returncode == 0
+            assert result.stderr == f"joule-{name}: job 4242: refusing the jobs folder {jobs}: {why}; {outcome}\n"
+        assert list(jobs.iterdir()) == []
+    # A folder above it that others may write: the jobs folder could be swapped.
+    jobs.chmod(0o755)
+    tmp_path.chmod(0o777)
+    result = run_script(PROLOG, env)
+    assert f"refusing the jobs folder {jobs}: {tmp_path} is writable by others (mode 0777) and not sticky" in \
+        result.stderr, result.stderr
+    tmp_path.chmod(0o755)
+    # Sticky (as /tmp): others cannot replace root's files there, so the scripts go on, saying so once each.
+    jobs.chmod(0o1777)
+    warning = (f"warning: the jobs folder {jobs} is writable by others (mode 1777; sticky, so they cannot replace "
+               f"root's files): they can fill it with names; the scripts create their files afresh and check the "
+               f"snapshot, but a folder only root can write (chmod 0755 {jobs}) is safer")
+    prolog = run_script(PROLOG, env)
+    assert prolog.stderr == f"joule-prolog: job 4242: {warning}\n"
+    epilog = run_script(EPILOG, env)
+    assert epilog.stderr == f"joule-epilog: job 4242: {warning}\n"
+    assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
+
+
+def test_a_rapl_counter_reset_during_the_job_is_not_measurable(joule_bin: pathlib.Path, sim_daemon: pathlib.Path,
+                                                               tmp_path: pathlib.Path) -> None:
+    # Before: the daemon counted any step back as a wrap: a reset from 5 J charged the job 262,138 J (130 kW).
+    jobs = tmp_path / "jobs"
+    package = sim_daemon.parent / "powercap" / "intel-rapl:0"
+    top_uj = 262143328850
+
+    def job(number: str, before_uj: int, after_uj: int) -> dict:
+        env = job_environment(joule_bin, jobs, SLURM_JOB_ID=number, JOULE_DAEMON_SOCKET=str(sim_daemon))
+        (package / "energy_uj").write_text(f"{before_uj}\n")
+        assert run_script(PROLOG, env).stderr == ""
+        (package / "energy_uj").write_text(f"{after_uj}\n")
+        (package / "intel-rapl:0:0" / "energy_uj").write_text("1500000\n" if number == "51" else "2000000\n")
+        assert run_script(EPILOG, env).stderr == ""
+        return json.loads((jobs / f"{number}.json").read_text())
+
+    # A real wrap: 1 J to the top, 2 J after it, in well under a second: 3 J, counted.
+    wrapped = job("51", top_uj - 1_000_000, 2_000_000)
+    cpu = next(d for d in wrapped["devices"] if d["kind"] == "cpu")
+    assert cpu["energy_j"] == pytest.approx(3.0, abs=1e-3) and "error" not in cpu, cpu
+    # A reset: back from 2 J to 1 mJ. As a wrap that is 262,138 J in a fraction of a second: not measurable,
+    # with the daemon's reason; the DRAM, not reset, is measured.
+    reset = job("52", 2_000_000, 1_000)
+    cpu, dram = (next(d for d in reset["devices"] if d["kind"] == kind) for kind in ("cpu", "dram"))
+    assert cpu["energy_j"] is None and cpu["average_power_w"] is None, cpu
+    assert cpu["error"].startswith("not measurable: the RAPL counter was reset during the job (joule daemon: "
+                                   f"{package}/energy_uj went back from 2000000 to 1000 uJ in "), cpu["error"]
+    assert "as a wrap that would be 262141 J, " in cpu["error"], cpu["error"]
+    assert cpu["error"].endswith(" on average, more than the 1000 W a package can draw, so the counter was reset "
+                                 "(CPU hot-plug, a firmware or virtual machine reset) and nothing is counted for "
+                                 "that step)"), cpu["error"]
+    assert dram["energy_j"] == pytest.approx(0.5)
+    gpus = sum(d["energy_j"] for d in reset["devices"] if d["kind"] == "gpu")
+    assert reset["total_energy_j"] == pytest.approx(gpus + 0.5)
+
+
 # ---- identity labels on an exporter
 
 

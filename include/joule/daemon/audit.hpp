@@ -3,10 +3,13 @@
 // per refused control request.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "joule/core/error.hpp"
@@ -27,6 +30,19 @@ struct AuditEntry {
   std::string detail;  ///< free text (an error message), quoted
 };
 
+/// How many refusal lines one uid may put in the audit log: any user can send refused requests as fast as
+/// the daemon answers them, and each would be a line (a flood grew the log by 58.7 MB/s).
+struct AuditLimits {
+  /// Refusals of one uid written one by one per interval (--audit-refusals-per-user; 0: none, only the
+  /// summary). The rest are counted and written as one summary line when the interval ends:
+  ///
+  ///   … action=refused-summary conn=0 uid=1000 pid=0 detail="uid 1000: 12,345 more refusals in the last 10 s
+  ///   …"
+  size_t refusals_per_user = 20;
+  /// The interval, s (> 0, ≤ 86400).
+  double interval_s = 10;
+};
+
 /// Appends audit lines to a file (or stderr):
 ///
 ///   2026-01-05T10:00:00.123Z action=set gpu=0 setting=power_limit_mw old=250000 new=150000 conn=3 uid=1000
@@ -36,34 +52,62 @@ struct AuditEntry {
 /// concurrent writers never interleave and logrotate's copytruncate works. Thread-safe; never throws.
 class AuditLog {
  public:
-  /// Opens `path` for appending (created 0640, its folder 0750 if missing); an empty path means stderr.
-  /// @return kIo naming the path and the system error.
-  static Result<std::unique_ptr<AuditLog>> open(const std::string& path);
+  /// Opens `path` for appending (created 0640, its folder 0750 if missing); an empty path means stderr. The
+  /// file is opened as the daemon's lock file is (docs/daemon.md): through a handle on its folder, which must
+  /// belong to root (or the daemon's user) and be writable by no one else unless sticky, as every folder
+  /// above it (which may be writable by its group, as Ubuntu's /var/log is); never through a symbolic link;
+  /// and only if it is the daemon's user's own regular file, one link, writable by no one else.
+  /// @return kPermissionDenied (an unsafe folder, a link, another user's file: one line naming it and the
+  /// fix), kInvalidArgument (bad limits, a path without a file name), kIo naming the path and the error.
+  static Result<std::unique_ptr<AuditLog>> open(const std::string& path, AuditLimits limits = {});
   ~AuditLog();
   AuditLog(const AuditLog&) = delete;
   AuditLog& operator=(const AuditLog&) = delete;
 
   /// Writes one line stamped with the current UTC time. A failed write is reported once on joule::log().
+  /// Refusals (action "refused") are limited per uid (AuditLimits): beyond the limit they are counted, not
+  /// written. The observer sees every entry.
   void record(const AuditEntry& entry);
+
+  /// Writes the summary line of every uid whose interval has ended by now (all of them with `all`, e.g. at
+  /// shutdown: then the line gives the time since the interval began).
+  void flush_summaries(bool all = false);
+  /// @return when the earliest interval ends (call flush_summaries() then), or nullopt if none is open.
+  std::optional<std::chrono::steady_clock::time_point> next_summary() const;
 
   /// @return the line record() would write for `entry` at `unix_ns`.
   static std::string format(const AuditEntry& entry, int64_t unix_ns);
 
   /// @return the file, or "stderr".
   const std::string& path() const { return path_; }
+  const AuditLimits& limits() const { return limits_; }
 
   /// Calls `observer` with every entry record() writes (e.g. DaemonMetrics::audited), on the recording
   /// thread. Set it before the log is used; it must not throw.
   void set_observer(std::function<void(const AuditEntry&)> observer) { observer_ = std::move(observer); }
 
  private:
-  AuditLog(std::string path, int fd, bool owned) : path_(std::move(path)), fd_(fd), owned_(owned) {}
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  // One uid's refusals in the current interval.
+  struct RefusalWindow {
+    SteadyTime start;
+    size_t written = 0;
+    uint64_t suppressed = 0;
+  };
+
+  AuditLog(std::string path, int fd, bool owned, AuditLimits limits);
+  void write_line(const std::string& line);  // mutex_ held
+  // Writes `uid`'s summary (if it left any refusal out) at `now`; mutex_ held.
+  void write_summary(uint32_t uid, const RefusalWindow& window, SteadyTime now);
 
   std::string path_;
   int fd_;
   bool owned_;
-  std::mutex mutex_;
-  bool failed_ = false;  // guarded by mutex_
+  AuditLimits limits_;
+  std::chrono::nanoseconds interval_;
+  mutable std::mutex mutex_;
+  bool failed_ = false;                         // guarded by mutex_
+  std::map<uint32_t, RefusalWindow> refusals_;  // guarded by mutex_
   std::function<void(const AuditEntry&)> observer_;
 };
 

@@ -12,6 +12,7 @@
 #include "joule/core/clock.hpp"
 #include "joule/core/error.hpp"
 #include "joule/daemon/access.hpp"
+#include "joule/daemon/audit.hpp"
 #include "joule/device/cpu.hpp"
 #include "joule/device/daemon_protocol.hpp"
 #include "joule/device/gpu.hpp"
@@ -27,8 +28,17 @@ struct DaemonOptions {
   std::string socket_path = std::string(device::daemon_protocol::kDefaultSocketPath);
   /// Who may read and who may control.
   AccessRules access;
-  /// The audit log file; empty: stderr (the journal, under systemd).
+  /// The audit log file; empty: stderr (the journal, under systemd). Opened as AuditLog::open() says: never
+  /// through a link, only the daemon's own file in a safe folder.
   std::string audit_log;
+  /// Refusals of one uid written to the audit log one by one per audit_refusal_interval_s
+  /// (--audit-refusals-per-user); the rest are counted in one summary line per interval.
+  size_t audit_refusals_per_user = AuditLimits{}.refusals_per_user;
+  /// The interval of audit_refusals_per_user, s (> 0, ≤ 86400).
+  double audit_refusal_interval_s = AuditLimits{}.interval_s;
+  /// A connection whose last this-many requests in a row were all refused (permission-denied) is told why in
+  /// one line (id null, code "state") and closed (--max-refusals-in-a-row; ≥ 1).
+  size_t max_refusals_in_a_row = 64;
   /// How long a connection's settings outlive its last request, s (> 0, ≤ 86400).
   double lease_s = 60;
   /// Serve real (non-simulated) GPUs even when not running as root.
@@ -45,6 +55,22 @@ struct DaemonOptions {
   /// A connection that has not said hello this long after it was accepted is told so and closed
   /// (--hello-timeout-s; > 0, ≤ 3600).
   double hello_timeout_s = 5;
+  /// Requests of one uid served per turn of the event loop (--requests-per-turn; ≥ 1). Each turn serves
+  /// root's and the daemon's user's connections first, then those with the control right, then the rest, each
+  /// uid at most this many requests (its connections in turn); the rest wait in their connections for the
+  /// next turn, so that one user's flood cannot delay another's requests by more than a turn.
+  size_t requests_per_turn = 16;
+  /// A served connection of a user other than root (and the daemon's) is idle when it has said hello, owns
+  /// no setting, has no power stream and has sent no request for this long, s (--idle-timeout-s; > 0,
+  /// ≤ 86400). DaemonClient renews its lease every third of a lease, so its connections are never idle.
+  double idle_timeout_s = 60;
+  /// Idle connections one such uid may keep (--max-idle-connections-per-user; ≥ 1): one more that becomes
+  /// idle is told why and closed, and the uid's new connections are refused until it has fewer.
+  size_t max_idle_connections_per_user = 4;
+  /// Idle connections all such uids together may keep (--max-idle-connections; ≥ 1): one more that becomes
+  /// idle is told why and closed. With the per-user cap, users who connect and wait cannot fill the places
+  /// other users need (max_connections − root_reserved_connections).
+  size_t max_idle_connections = 64;
   /// Power streams one connection may hold.
   size_t max_streams_per_connection = 16;
   /// Unsent bytes a connection may queue: above this the daemon stops reading its requests and skips its

@@ -89,7 +89,8 @@ class DaemonGpu final : public Gpu {
 
 /// A CPU package served by `joule daemon` (its RAPL counters): each reading is one cpu_energy request on a
 /// shared DaemonClient. info().backend is "daemon"; index (the package index), name and has_dram are the
-/// daemon's. Errors as DaemonGpu's.
+/// daemon's, and so are the counter resets of package_reading() and dram_reading() (none from a daemon that
+/// does not report them). Errors as DaemonGpu's.
 class DaemonCpu final : public Cpu {
  public:
   DaemonCpu(CpuInfo info, std::shared_ptr<DaemonClient> client);
@@ -99,6 +100,8 @@ class DaemonCpu final : public Cpu {
  protected:
   Result<uint64_t> do_package_energy_mj() override;
   Result<uint64_t> do_dram_energy_mj() override;
+  Result<CpuEnergyReading> do_package_reading() override;
+  Result<CpuEnergyReading> do_dram_reading() override;
 
  private:
   std::shared_ptr<DaemonClient> client_;

@@ -24,6 +24,26 @@ Result<uint64_t> cpu_energy_member(const json& result, std::string_view name) {
   return found->get<uint64_t>();
 }
 
+// One domain's reading of a cpu_energy answer: its energy and counter resets (a daemon that does not report
+// resets reports none).
+Result<CpuEnergyReading> cpu_reading_member(const json& result, std::string_view energy,
+                                            std::string_view resets) {
+  CpuEnergyReading reading;
+  reading.energy_mj = JOULE_TRY(cpu_energy_member(result, energy));
+  const auto count = result.find(resets);
+  if (count != result.end() && !count->is_null()) {
+    if (!count->is_number_unsigned()) {
+      return fail(ErrorCode::kParse, "joule daemon: the answer to 'cpu_energy' has no valid '{}'", resets);
+    }
+    reading.resets = count->get<uint64_t>();
+  }
+  const auto why = result.find("counter_reset");
+  if (reading.resets > 0 && why != result.end() && why->is_string()) {
+    reading.last_reset = "joule daemon: " + why->get<std::string>();
+  }
+  return reading;
+}
+
 Result<json> cpu_energy(DaemonClient& client, int index) {
   proto::Request request;
   request.op = proto::Op::kCpuEnergy;
@@ -66,6 +86,21 @@ DaemonCpu::DaemonCpu(CpuInfo info, std::shared_ptr<DaemonClient> client)
 Result<uint64_t> DaemonCpu::do_package_energy_mj() {
   auto result = JOULE_TRY(cpu_energy(*client_, info().index));
   return cpu_energy_member(result, "package_energy_mj");
+}
+
+Result<CpuEnergyReading> DaemonCpu::do_package_reading() {
+  auto result = JOULE_TRY(cpu_energy(*client_, info().index));
+  return cpu_reading_member(result, "package_energy_mj", "package_counter_resets");
+}
+
+Result<CpuEnergyReading> DaemonCpu::do_dram_reading() {
+  auto result = JOULE_TRY(cpu_energy(*client_, info().index));
+  const auto dram = result.find("dram_energy_mj");
+  if (dram != result.end() && dram->is_null()) {
+    return fail(ErrorCode::kNotSupported, "joule daemon: {} has no DRAM energy domain on the daemon",
+                label());
+  }
+  return cpu_reading_member(result, "dram_energy_mj", "dram_counter_resets");
 }
 
 Result<uint64_t> DaemonCpu::do_dram_energy_mj() {

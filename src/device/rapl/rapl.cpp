@@ -14,10 +14,19 @@
 // monotonic and exact as long as the counter never wraps twice between two reads. A background thread per
 // package reads every domain often enough (wrap_check_period) to guarantee that even when the user reads
 // rarely.
+//
+// Resets: a counter can also go back because it was reset (CPU hot-plug, a firmware or virtual machine
+// reset). Counted as a wrap, that is up to a whole range of phantom energy (262 kJ: it charged a Slurm job
+// 130 kW). A step back is a wrap only if the energy it implies over the time since the last reading is at
+// most RaplOptions::max_power_w; otherwise nothing is counted for it and the reset is counted and reported
+// with every later reading (CpuEnergyReading::resets), so that a window across it is reported as not
+// measurable. The time is the monotonic clock's, which stands still during suspend: a counter reset across a
+// suspend is not taken for a wrap.
 #include "joule/device/rapl.hpp"
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -30,6 +39,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
+#include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
 
 namespace joule::device {
@@ -41,6 +51,20 @@ namespace fs = std::filesystem;
 constexpr std::string_view kZonePrefix = "intel-rapl:";
 constexpr Nanos kMinWrapCheckPeriod = std::chrono::milliseconds(100);
 constexpr Nanos kMaxWrapCheckPeriod = std::chrono::seconds(60);
+// A step back is judged over at least this long: the counters update about every millisecond, so two
+// readings microseconds apart that straddle an update would otherwise imply an absurd power.
+constexpr double kMinJudgedIntervalS = 0.1;
+
+// 1.31e6 → "1.31 MW": the power a counter reset would imply as a wrap, for people.
+std::string power_text(double power_w) {
+  if (power_w >= 1e6) {
+    return fmt::format("{:.3g} MW", power_w / 1e6);
+  }
+  if (power_w >= 1e3) {
+    return fmt::format("{:.3g} kW", power_w / 1e3);
+  }
+  return fmt::format("{:.3g} W", power_w);
+}
 
 // @return N if `text` is `prefix` followed by decimal digits only (so "intel-rapl:0:1" and
 // "intel-rapl-mmio:0" do not match the package prefix), else nullopt.
@@ -106,37 +130,64 @@ Result<std::string> read_name(const std::string& zone_path) {
 class Counter {
  public:
   // Reads max_energy_range_uj and a first energy_uj (the origin), so permission problems show at open.
-  static Result<Counter> open(const std::string& zone_path, const std::string& zone_dir) {
+  static Result<Counter> open(const std::string& zone_path, const std::string& zone_dir, double max_power_w) {
     const std::string max_path = zone_path + "/max_energy_range_uj";
     auto max_content = JOULE_TRY(read_text_file(max_path));
     auto max_range_uj = JOULE_TRY(parse_uj(max_path, max_content));
     if (max_range_uj == 0) {
       return fail(ErrorCode::kParse, "{}: the counter range must be positive, got 0", max_path);
     }
-    Counter counter(zone_path + "/energy_uj", zone_dir, max_range_uj);
+    Counter counter(zone_path + "/energy_uj", zone_dir, max_range_uj, max_power_w);
     auto raw_uj = JOULE_TRY(counter.read_raw_uj());
     counter.last_raw_uj_ = raw_uj;
+    counter.last_read_ = std::chrono::steady_clock::now();
     counter.total_uj_ = raw_uj;
     return counter;
   }
 
   uint64_t max_range_uj() const { return max_range_uj_; }
 
-  // Reads the counter and advances the cumulative total. @return the total in µJ since the counter's zero.
-  // On error the state is unchanged, so a failed read never loses or invents energy.
-  Result<uint64_t> sample_uj() {
+  // Reads the counter and advances the cumulative total (a wrap adds the distance, a reset nothing).
+  // @return the total in µJ since the counter's zero, with the resets seen so far. On error the state is
+  // unchanged, so a failed read never loses or invents energy.
+  Result<CpuEnergyReading> sample() {
     auto raw_uj = JOULE_TRY(read_raw_uj());
-    // Forward distance modulo max_range_uj + 1 (see the file comment for why + 1).
-    const uint64_t delta_uj =
-        raw_uj >= last_raw_uj_ ? raw_uj - last_raw_uj_ : (max_range_uj_ - last_raw_uj_) + 1 + raw_uj;
-    total_uj_ += delta_uj;
+    const auto now = std::chrono::steady_clock::now();
+    if (raw_uj >= last_raw_uj_) {
+      total_uj_ += raw_uj - last_raw_uj_;
+    } else {
+      // Forward distance modulo max_range_uj + 1 (see the file comment for why + 1), if a wrap can explain
+      // it.
+      const uint64_t wrapped_uj = (max_range_uj_ - last_raw_uj_) + 1 + raw_uj;
+      const double elapsed_s = to_seconds(now - last_read_);
+      const double judged_s = std::max(elapsed_s, kMinJudgedIntervalS);
+      const double wrapped_j = static_cast<double>(wrapped_uj) / 1e6;
+      if (wrapped_j <= max_power_w_ * judged_s) {
+        total_uj_ += wrapped_uj;
+      } else {
+        ++resets_;
+        last_reset_ = fmt::format(
+            "{} went back from {} to {} uJ in {:.3g} s: as a wrap that would be {:.0f} J, {} on average, "
+            "more "
+            "than the {:g} W a package can draw, so the counter was reset (CPU hot-plug, a firmware or "
+            "virtual "
+            "machine reset) and nothing is counted for that step",
+            energy_path_, last_raw_uj_, raw_uj, elapsed_s, wrapped_j, power_text(wrapped_j / judged_s),
+            max_power_w_);
+        log().warn("RAPL: {}", last_reset_);
+      }
+    }
     last_raw_uj_ = raw_uj;
-    return total_uj_;
+    last_read_ = now;
+    return CpuEnergyReading{total_uj_ / 1000, resets_, last_reset_};
   }
 
  private:
-  Counter(std::string energy_path, std::string zone_dir, uint64_t max_range_uj)
-      : energy_path_(std::move(energy_path)), zone_dir_(std::move(zone_dir)), max_range_uj_(max_range_uj) {}
+  Counter(std::string energy_path, std::string zone_dir, uint64_t max_range_uj, double max_power_w)
+      : energy_path_(std::move(energy_path)),
+        zone_dir_(std::move(zone_dir)),
+        max_range_uj_(max_range_uj),
+        max_power_w_(max_power_w) {}
 
   Result<uint64_t> read_raw_uj() const {
     auto content = read_text_file(energy_path_);
@@ -158,8 +209,12 @@ class Counter {
   std::string energy_path_;
   std::string zone_dir_;  // for the chmod hint in permission errors
   uint64_t max_range_uj_;
+  double max_power_w_;
   uint64_t last_raw_uj_ = 0;
+  std::chrono::steady_clock::time_point last_read_{};
   uint64_t total_uj_ = 0;
+  uint64_t resets_ = 0;
+  std::string last_reset_;
 };
 
 // One package. Owns a thread that samples its counters every period so that no wrap is missed between two
@@ -186,16 +241,24 @@ class RaplCpu final : public Cpu {
 
  protected:
   Result<uint64_t> do_package_energy_mj() override {
-    std::lock_guard lock(counter_mutex_);
-    return package_.sample_uj().map([](uint64_t energy_uj) { return energy_uj / 1000; });
+    return do_package_reading().map([](const CpuEnergyReading& reading) { return reading.energy_mj; });
   }
 
   Result<uint64_t> do_dram_energy_mj() override {
+    return do_dram_reading().map([](const CpuEnergyReading& reading) { return reading.energy_mj; });
+  }
+
+  Result<CpuEnergyReading> do_package_reading() override {
+    std::lock_guard lock(counter_mutex_);
+    return package_.sample();
+  }
+
+  Result<CpuEnergyReading> do_dram_reading() override {
     std::lock_guard lock(counter_mutex_);
     if (!dram_) {
       return fail(ErrorCode::kNotSupported, "{} has no DRAM energy domain", label());
     }
-    return dram_->sample_uj().map([](uint64_t energy_uj) { return energy_uj / 1000; });
+    return dram_->sample();
   }
 
  private:
@@ -206,9 +269,9 @@ class RaplCpu final : public Cpu {
       std::unique_lock lock(counter_mutex_);
       while (!wake_.wait_for(lock, period_, [this] { return stopping_; })) {
         try {
-          (void)package_.sample_uj();
+          (void)package_.sample();
           if (dram_) {
-            (void)dram_->sample_uj();
+            (void)dram_->sample();
           }
         } catch (...) {  // e.g. bad_alloc: skip this round, try again next period
         }
@@ -283,21 +346,23 @@ Nanos choose_wrap_check_period(const RaplOptions& options, uint64_t smallest_ran
   if (options.wrap_check_period > Nanos(0)) {
     return options.wrap_check_period;
   }
-  // At 1 kW = 1e9 µJ/s the counter gains 1 µJ per ns: it wraps in `range_uj` ns. Check four times per wrap.
-  const uint64_t quarter_ns = smallest_range_uj / 4;
+  // At max_power_w the counter wraps in range_uj / max_power_w µs (1 kW: 1 µJ per ns). Check four times per
+  // wrap.
+  const double wrap_ns = static_cast<double>(smallest_range_uj) * 1e3 / options.max_power_w;
+  const auto quarter_ns = static_cast<uint64_t>(std::min(wrap_ns / 4, 9e18));
   const auto max_ns = static_cast<uint64_t>(kMaxWrapCheckPeriod.count());
   return std::max(kMinWrapCheckPeriod, Nanos(static_cast<Nanos::rep>(std::min(quarter_ns, max_ns))));
 }
 
 Result<std::unique_ptr<Cpu>> open_package(const Zone& zone, const std::string& zone_dir,
                                           const std::string& name, const RaplOptions& options) {
-  auto package = JOULE_TRY(Counter::open(zone.path, zone_dir));
+  auto package = JOULE_TRY(Counter::open(zone.path, zone_dir, options.max_power_w));
   std::optional<Counter> dram;
   auto subzones = JOULE_TRY(list_zones(zone.path, fmt::format("{}{}:", kZonePrefix, zone.number)));
   for (const Zone& subzone : subzones) {
     auto subzone_name = JOULE_TRY(read_name(subzone.path));
     if (subzone_name == "dram") {
-      auto counter = JOULE_TRY(Counter::open(subzone.path, zone_dir));
+      auto counter = JOULE_TRY(Counter::open(subzone.path, zone_dir, options.max_power_w));
       dram = std::move(counter);
       break;
     }
@@ -323,6 +388,12 @@ Result<std::vector<std::unique_ptr<Cpu>>> open_rapl_cpus(const RaplOptions& opti
   if (options.wrap_check_period < Nanos(0)) {
     return fail(ErrorCode::kInvalidArgument, "the RAPL wrap check period must not be negative, got {} ns",
                 options.wrap_check_period.count());
+  }
+  if (!(options.max_power_w > 0 && std::isfinite(options.max_power_w))) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the most a RAPL package can draw must be a positive number of watts, "
+                "got {}",
+                options.max_power_w);
   }
   auto tree = JOULE_TRY(find_packages(options.powercap_root));
   std::vector<std::unique_ptr<Cpu>> cpus;

@@ -210,6 +210,84 @@ TEST(RaplTest, CorrectsAWraparound) {
   EXPECT_EQ(cpu.dram_energy_mj(), 1000U);
 }
 
+// A counter that goes back is a wrap only if the energy that implies fits the time since the last reading at
+// RaplOptions::max_power_w (1 kW), judged over at least 0.1 s.
+TEST(RaplTest, ACounterResetIsNotCountedAsAWrap) {
+  // Before: any step back was a wrap: a reset from 5 J to 1 mJ added 262,138 J of phantom energy (a Slurm job
+  // was charged 130 kW).
+  FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, kRealRangeUj, FakeDram{2'000'000, kRealRangeUj});
+  const auto cpus = open_or_fail(options_for(powercap));
+  ASSERT_EQ(cpus.size(), 1U);
+  Cpu& cpu = *cpus[0];
+  const auto before = cpu.package_reading();
+  ASSERT_TRUE(before) << before.error().message();
+  EXPECT_EQ(before->energy_mj, 5000U);
+  EXPECT_EQ(before->resets, 0U);
+  powercap.set_energy(0, 1000);
+  const auto reset = cpu.package_reading();
+  ASSERT_TRUE(reset) << reset.error().message();
+  EXPECT_EQ(reset->energy_mj, 5000U);  // nothing counted for the step back
+  EXPECT_EQ(reset->resets, 1U);
+  const std::string& why = reset->last_reset;
+  const std::string path = powercap.package_energy_path(0);
+  EXPECT_EQ(why.rfind(path + " went back from 5000000 to 1000 uJ in ", 0), 0U) << why;
+  EXPECT_NE(why.find(" s: as a wrap that would be 262138 J, "), std::string::npos) << why;
+  const std::string tail =
+      " on average, more than the 1000 W a package can draw, so the counter was reset (CPU hot-plug, a "
+      "firmware "
+      "or virtual machine reset) and nothing is counted for that step";
+  EXPECT_EQ(why.substr(why.size() - std::min(why.size(), tail.size())), tail) << why;
+  // Counting goes on from the reset; the reset stays on every later reading, the DRAM's are its own.
+  powercap.set_energy(0, 3'001'000);
+  const auto after = cpu.package_reading();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->energy_mj, 8000U);
+  EXPECT_EQ(after->resets, 1U);
+  EXPECT_EQ(cpu.package_energy_mj(), 8000U);
+  const auto dram = cpu.dram_reading();
+  ASSERT_TRUE(dram);
+  EXPECT_EQ(dram->resets, 0U);
+  // A window across it is not measurable, one that is not is.
+  EXPECT_EQ(why_not_measurable(*before, *after),
+            "not measurable: the energy counter was reset once between the readings (" + why +
+                "); the energy before the reset is unknown, so none is counted rather than a wrap's worth of "
+                "phantom "
+                "energy");
+  EXPECT_EQ(why_not_measurable(*reset, *after), std::nullopt);
+}
+
+TEST(RaplTest, AWrapAtAPlausiblePowerIsCountedAndTheBoundIsAnOption) {
+  FakePowercap powercap;
+  powercap.add_package(0, "package-0", kRealRangeUj - 10'000'000, kRealRangeUj);
+  const auto cpus = open_or_fail(options_for(powercap));
+  ASSERT_EQ(cpus.size(), 1U);
+  // 10 J to the top, 1 µJ over it, 5 J after: 15 J, at most 150 W over the 0.1 s it is judged over.
+  powercap.set_energy(0, 5'000'000);
+  const auto wrapped = cpus[0]->package_reading();
+  ASSERT_TRUE(wrapped) << wrapped.error().message();
+  EXPECT_EQ(wrapped->energy_mj, (kRealRangeUj - 10'000'000 + 15'000'001) / 1000);
+  EXPECT_EQ(wrapped->resets, 0U);
+  // The same step where a package draws at most 1 W (0.1 J in the 0.1 s it is judged over) is a reset.
+  FakePowercap small;
+  small.add_package(0, "package-0", kRealRangeUj - 10'000'000, kRealRangeUj);
+  RaplOptions options = options_for(small);
+  options.max_power_w = 1;
+  const auto limited = open_or_fail(options);
+  ASSERT_EQ(limited.size(), 1U);
+  small.set_energy(0, 5'000'000);
+  const auto reset = limited[0]->package_reading();
+  ASSERT_TRUE(reset);
+  EXPECT_EQ(reset->energy_mj, (kRealRangeUj - 10'000'000) / 1000);
+  EXPECT_EQ(reset->resets, 1U);
+  EXPECT_NE(reset->last_reset.find("as a wrap that would be 15 J, "), std::string::npos) << reset->last_reset;
+  EXPECT_NE(reset->last_reset.find(" on average, more than the 1 W a package can draw"), std::string::npos)
+      << reset->last_reset;
+  options.max_power_w = 0;
+  JOULE_EXPECT_ERROR(open_rapl_cpus(options), ErrorCode::kInvalidArgument,
+                     "the most a RAPL package can draw must be a positive number of watts, got 0");
+}
+
 TEST(RaplTest, BackgroundThreadCatchesWrapsBetweenReads) {
   FakePowercap powercap;
   powercap.add_package(0, "package-0", 0, kSmallRangeUj);
