@@ -658,6 +658,14 @@ Result<void> LiveState::complete_round(const std::vector<LiveReport>& reports, L
     seen[static_cast<size_t>(rank)] = true;
   }
   rerun_reason_.clear();
+  // Reports come back from a store: checked again, so that one spoilt since cannot break the observation.
+  for (const LiveReport& report : reports) {
+    if (auto checked = check_result(report.result, report.rank); !checked) {
+      rerun_reason_ = checked.error().message();
+      next_round();
+      return {};
+    }
+  }
   LiveState next = *this;
   LiveData next_data = data;
   if (auto observed = next.observe(reports, next_data); !observed) {
