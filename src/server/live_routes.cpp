@@ -253,6 +253,13 @@ std::string utc_stamp(int64_t unix_ns) {
                      utc.tm_hour, utc.tm_min, utc.tm_sec);
 }
 
+// A GET /schedule whose wait ended before the others were done: nothing is wrong, the rank asks again
+// (joule's client does when Retry-After is given; Zeus's never gets here, as it reports nothing).
+Response ask_again(Response response) {
+  response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
 // What to wait for, and whom: the message of a GET /schedule that waited until its deadline.
 std::string waiting_for_reports(const plan::LiveState& state, int rank, const std::vector<int>& missing, int count) {
   return fmt::format("rank: rank {} reported round {}; the next round starts when ranks {} report it", rank,
@@ -395,7 +402,9 @@ Response LiveService::register_job(const Request& request) {
   const std::string base = fmt::format("{}+dp{}+pp{}+tp{}+perseus{}", utc_stamp(now_unix_ns()),
                                        info->dp_degree, info->pp_degree, info->tp_degree,
                                        info->job_metadata.empty() ? "" : "+" + info->job_metadata);
-  return service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+  std::optional<std::pair<std::string, plan::LiveState>> created;
+  Response response = service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+    created.reset();
     if (auto replayed = JOULE_TRY(service_.replay(transaction, request))) {
       return std::move(*replayed);
     }
@@ -409,10 +418,15 @@ Response LiveService::register_job(const Request& request) {
       JOULE_TRY(save_data(transaction, candidate, job.data));
       log().info("pipeline-frequency job {} registered ({} ranks, {} microbatches)", candidate,
                  info->world_size, info->num_microbatches);
+      created.emplace(candidate, std::move(job.state));
       return json_response(200, candidate);
     }
     return fail(ErrorCode::kInternal, "could not draw an unused job id");
   });
+  if (created) {
+    changed(created->first, created->second);  // starts expiry, which also covers jobs never continued
+  }
+  return response;
 }
 
 Response LiveService::change_rank(const Request& request, const std::string& job_id, bool registration) {
@@ -586,7 +600,7 @@ std::optional<Response> LiveService::examine(store::Transaction& transaction, co
         return std::optional<Response>();
       }
       const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, *state, false, 16));
-      return std::optional<Response>(scheduler_error(state->registration_pending(missing_ranks)));
+      return std::optional<Response>(ask_again(scheduler_error(state->registration_pending(missing_ranks))));
     }
     if (!waiter.position) {
       waiter.position = JOULE_TRY(load_rank(transaction, job_id, *state, waiter.rank));
@@ -604,13 +618,14 @@ std::optional<Response> LiveService::examine(store::Transaction& transaction, co
       }
       const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, *state, true, 16));
       return std::optional<Response>(
-          detail_response(409, waiting_for_reports(*state, waiter.rank, missing_ranks, count)));
+          ask_again(detail_response(409, waiting_for_reports(*state, waiter.rank, missing_ranks, count))));
     }
     if (!state->serving()) {  // planning
       if (!final) {
         return std::optional<Response>();
       }
-      return std::optional<Response>(detail_response(409, state->schedule(*waiter.position, {}).error().message()));
+      return std::optional<Response>(
+          ask_again(detail_response(409, state->schedule(*waiter.position, {}).error().message())));
     }
     std::shared_ptr<const plan::LiveData> data;
     if (state->phase() == plan::LivePhase::kPlanned) {

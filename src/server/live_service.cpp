@@ -19,8 +19,6 @@ namespace joule::server::detail {
 
 namespace {
 
-// How often idle jobs are looked for (Zeus's cleanup period).
-constexpr auto kExpiryPeriod = std::chrono::seconds(60);
 // Jobs whose ranks never all registered are dropped sooner: nothing runs them.
 constexpr auto kMaxRegistrationIdle = std::chrono::hours(1);
 // Parsed LiveData kept per (job, version): a planned job's plans, read by every schedule of a round.
@@ -266,7 +264,7 @@ void LiveService::start_threads() {
     return;
   }
   started_ = true;
-  next_expiry_ = std::chrono::steady_clock::now() + kExpiryPeriod;
+  next_expiry_ = std::chrono::steady_clock::now() + service_.options.live_expiry_period;
   waiter_thread_ = std::thread([this] { run_waiters(); });
   planner_thread_ = std::thread([this] { run_planner(); });
 }
@@ -323,9 +321,7 @@ void LiveService::changed(const std::string& job_id, const plan::LiveState& stat
     if (state.phase() == plan::LivePhase::kPlanning && planning_.insert(job_id).second) {
       planning_queue_.push_back(job_id);
     }
-    if (waiters_.contains(job_id) || !planning_queue_.empty()) {
-      start_threads();
-    }
+    start_threads();
   }
   wake_.notify_all();
 }
@@ -364,7 +360,7 @@ void LiveService::run_waiters() {
     dirty_.clear();
     const bool expire = now >= next_expiry_;
     if (expire) {
-      next_expiry_ = now + kExpiryPeriod;
+      next_expiry_ = now + service_.options.live_expiry_period;
     }
     lock.unlock();
     std::vector<std::pair<std::shared_ptr<Waiter>, Response>> answers;
@@ -433,12 +429,13 @@ void LiveService::evaluate(const std::string& job_id, const std::vector<std::sha
     return;
   }
   answers.insert(answers.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
-  // A job waiting for a plan nobody here plans: its planner may have died (another process, or this one
-  // before a restart). Plan it once the claim is stale.
+  // A job waiting for a plan nobody here plans: unclaimed (its round completed in a process that stopped
+  // before planning it), or claimed by a planner that may have died. Plan it, the latter once the claim is
+  // stale; a second planner only wastes work (a plan applies once, to the request it was made for).
   if (seen && seen->phase() == plan::LivePhase::kPlanning) {
     const int64_t lease_ns = service_.options.live_planning_lease.count() * kNsPerS;
-    const int64_t since = seen->planner().empty() ? seen->touched_unix_ns() : seen->planner_since_unix_ns();
-    if (seen->planner() != owner_ && now_unix_ns() - since > lease_ns) {
+    const bool unclaimed = seen->planner().empty();
+    if (unclaimed || (seen->planner() != owner_ && now_unix_ns() - seen->planner_since_unix_ns() > lease_ns)) {
       std::lock_guard lock(mutex_);
       if (!stopping_ && planning_.insert(job_id).second) {
         planning_queue_.push_back(job_id);

@@ -38,7 +38,7 @@ struct Request {
   std::string content_type;  ///< the Content-Type header, if any
   std::optional<std::string>
       request_id;    ///< X-Request-Id: a retried request with the same id is not re-applied
-  std::string peer;  ///< the client's address ("" if unknown): what per-client limits count by
+  std::string peer = {};  ///< the client's address ("" if unknown): what per-client limits count by
 };
 
 /// One response.
@@ -119,7 +119,9 @@ struct ServiceOptions {
   size_t live_max_result_bytes = size_t{1} << 20;
   /// A job no rank wrote to (registered, reported) for this long is deleted, with its ranks' records; 0:
   /// jobs stay until DELETE /job/{job_id}. Like Zeus's max_job_idle_time.
-  std::chrono::seconds live_max_job_idle{24 * 3600};
+  std::chrono::seconds live_max_job_idle{7 * 24 * 3600};
+  /// How often idle jobs are looked for (Zeus's cleanup period).
+  std::chrono::milliseconds live_expiry_period{60'000};
   /// POST /register_job per client address per minute (a burst of as many, refilled evenly; 429 beyond);
   /// 0: no limit.
   int live_registrations_per_minute = 60;
@@ -130,8 +132,9 @@ struct ServiceOptions {
   /// (changes made here wake them at once).
   std::chrono::milliseconds live_poll_interval{200};
   /// A job waiting for a plan that a process claimed this long ago is planned again by another process
-  /// (the claimant died): longer than any planning the limits allow.
-  std::chrono::seconds live_planning_lease{300};
+  /// (the claimant died): longer than any planning the limits allow (LiveLimits::max_planning_work plans a
+  /// GPT-3-sized pipeline in seconds).
+  std::chrono::seconds live_planning_lease{60};
 };
 
 /// The optimizer service: Zeus's batch-size optimizer routes, operator routes and the pipeline planner
