@@ -443,7 +443,8 @@ int main(int argc, char** argv) {
                            stats.failures > 0 ? " (first: " + stats.first_failure + ")" : "");
   std::cout << fmt::format("  server: RSS {:.1f} MiB at start, {:.1f} MiB at the end, peak {:.1f} MiB; {:.1f} CPU s "
                            "({:.0f}% of one core)\n",
-                           rss_start_kb / 1024.0, rss_end_kb / 1024.0, rss_peak_kb / 1024.0, cpu_used_s,
+                           static_cast<double>(rss_start_kb) / 1024, static_cast<double>(rss_end_kb) / 1024,
+                           static_cast<double>(rss_peak_kb) / 1024, cpu_used_s,
                            100 * cpu_used_s / wall_s);
   std::filesystem::remove_all(folder);
   return stats.failures == 0 ? 0 : 1;

@@ -372,19 +372,24 @@ void LiveService::run_waiters() {
     }
     lock.lock();
     std::vector<std::pair<std::shared_ptr<Waiter>, Response>> to_send;
+    std::set<std::string> answered_jobs;
     for (auto& [waiter, response] : answers) {
       if (waiter->answered) {
-        continue;
+        continue;  // stop() answered it meanwhile
       }
       waiter->answered = true;
-      if (auto found = waiters_.find(waiter->job_id); found != waiters_.end()) {
-        std::erase(found->second, waiter);
+      answered_jobs.insert(waiter->job_id);
+      to_send.emplace_back(waiter, std::move(response));
+    }
+    // One pass per job: a round's answers to thousands of ranks are not a search each.
+    for (const std::string& job_id : answered_jobs) {
+      if (auto found = waiters_.find(job_id); found != waiters_.end()) {
+        waiting_ -= static_cast<size_t>(
+            std::erase_if(found->second, [](const std::shared_ptr<Waiter>& waiter) { return waiter->answered; }));
         if (found->second.empty()) {
           waiters_.erase(found);
         }
       }
-      --waiting_;
-      to_send.emplace_back(waiter, std::move(response));
     }
     lock.unlock();
     for (auto& [waiter, response] : to_send) {
