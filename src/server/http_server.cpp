@@ -206,6 +206,9 @@ Result<void> HttpServer::start() {
   listen.name = "joule serve";
   listen.worker_threads = options_.threads;
   listen.max_connections = options_.max_connections;
+  // A connection has at most one request read and unanswered, so the connection cap bounds the queue: the
+  // ranks of a large job registering at once (4,096 requests in a burst) must all be taken, not 503'd.
+  listen.max_queued_requests = std::max<size_t>(options_.max_connections, listen.max_queued_requests);
   listen.max_header_bytes = options_.max_header_bytes;
   listen.max_header_fields = options_.max_header_fields;
   listen.max_body_bytes = options_.max_body_bytes;
