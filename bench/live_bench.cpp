@@ -4,9 +4,10 @@
 // An 8-stage × 32-microbatch job of two data-parallel pipelines is planned from a given profile (the
 // example's stages, as plan_bench lays them out), on SQLite in a temporary directory as `joule serve`'s
 // default. Each benchmark iteration is the round whose reports reveal a new straggler pace T': the timed part
-// is the last rank's POST /result (which observes the round, picks the frontier point for T' and stores the
-// job) and the GET /schedule that hands a slowed pipeline its new plan. The pace flips between 1.2 × and
-// 1.0 × the fastest time (entering and leaving straggler mode), after the confirmation round, untimed.
+// is the last rank's POST /result (which observes the round and stores the job, asking for a plan) and the
+// GET /schedule that hands a slowed pipeline its new plan: it waits while the service's planner thread picks
+// the frontier point for T' (cached) and stores it. The pace flips between 1.2 × and 1.0 × the fastest time
+// (entering and leaving straggler mode), after the confirmation round, untimed.
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -65,7 +66,6 @@ void straggler_replan(benchmark::State& state) {
       std::move(*joule::store::open_store("sqlite:" + (directory / "live.db").string())));
   joule::server::ServiceOptions options;
   options.live_profile_csv = joule::plan::profile_csv(profile_for(kStages));
-  options.live_max_waiting = 64;
   joule::server::Service service(store, options);
   const auto job = json::parse(call(service, "POST", "/register_job",
                                     {{"job_id", ""},
@@ -160,10 +160,8 @@ void gpt3_profile_and_plan(benchmark::State& state) {
     info.world_size = kGptStages;
     info.num_microbatches = kGptMicrobatches;
     auto scheduler = *joule::plan::LiveScheduler::create(info, {});
-    const joule::plan::LivePlanProvider provider = [&](const std::string& csv, int stages, int microbatches,
-                                                       joule::plan::Schedule schedule, double p_blocking_w,
-                                                       double unit_time_s) {
-      auto planned = joule::plan::plan_live(csv, stages, microbatches, schedule, p_blocking_w, unit_time_s);
+    const joule::plan::LivePlanProvider provider = [&](const joule::plan::LivePlanRequest& request) {
+      auto planned = joule::plan::plan_live(request);
       if (planned) {
         planning_s = (*planned)->planning_time_s;
       }

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import collections
 import json
+import random
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -126,25 +128,64 @@ class Schedule:
 
 class PipelineServerClient:
     """The HTTP client of a pipeline frequency server (standard library only). Every method raises
-    :class:`PipelineServerError` for an error status and IoError when the server cannot be reached."""
+    :class:`PipelineServerError` for an error status and IoError when the server cannot be reached.
 
-    def __init__(self, url: str, *, timeout_s: float = 60.0, schedule_timeout_s: float = 3600.0) -> None:
+    A server that restarts, is stopping (503) or is briefly unreachable does not end training: every call is
+    retried with exponential backoff (``backoff_s`` doubling up to ``max_backoff_s``, with jitter) for up to
+    ``retry_for_s`` seconds. Requests that change state carry an ``X-Request-Id`` kept across their retries,
+    so that a request the server applied before its answer was lost is answered again, not applied twice.
+    ``GET /schedule`` waits as long as the other ranks need: the server's 409 after its own wait is asked
+    again, up to ``schedule_timeout_s`` in all."""
+
+    #: statuses worth asking again: the server is restarting, stopping, overloaded or rate-limiting.
+    RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 60.0,
+        schedule_timeout_s: float = 3600.0,
+        retry_for_s: float = 600.0,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 15.0,
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             url = "http://" + url
+        for name, value in (
+            ("timeout_s", timeout_s),
+            ("schedule_timeout_s", schedule_timeout_s),
+            ("retry_for_s", retry_for_s),
+            ("backoff_s", backoff_s),
+            ("max_backoff_s", max_backoff_s),
+        ):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 7 * 86400:
+                raise InvalidArgumentError(
+                    f"PipelineServerClient({name}=...): expected seconds from 0 to 604800, got {value!r}"
+                )
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.schedule_timeout_s = schedule_timeout_s
+        self.retry_for_s = retry_for_s
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.retries = 0  # requests sent again so far (for tests and logs)
 
-    def request(self, method: str, path: str, body: Any = None, *, timeout_s: Optional[float] = None) -> Any:
-        """Sends one request with a JSON body (if not None); returns the decoded JSON answer."""
+    def _send(
+        self, method: str, path: str, body: Any, timeout_s: float, request_id: Optional[str]
+    ) -> tuple[Any, Optional[float]]:
+        """One attempt. Returns (decoded answer, None); raises PipelineServerError or IoError. The float is
+        never set here: see request()."""
         url = self.url + path
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
+        if request_id is not None:
+            headers["X-Request-Id"] = request_id
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 text = response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as error:
             raw = error.read().decode("utf-8", "replace")
@@ -153,36 +194,94 @@ class PipelineServerClient:
                 detail = parsed.get("detail", parsed) if isinstance(parsed, dict) else parsed
             except ValueError:
                 detail = raw.strip() or error.reason
-            raise PipelineServerError(method, url, error.code, detail) from None
+            failure = PipelineServerError(method, url, error.code, detail)
+            retry_after = error.headers.get("Retry-After") if error.headers else None
+            try:
+                failure.retry_after_s = float(retry_after) if retry_after is not None else None
+            except ValueError:
+                failure.retry_after_s = None
+            raise failure from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise IoError(f"cannot reach the pipeline frequency server: {method} {url}: {reason}") from None
         if not text.strip():
-            return None
+            return None, None
         try:
-            return json.loads(text)
+            return json.loads(text), None
         except ValueError:
             raise IoError(f"pipeline frequency server: {method} {url} answered non-JSON: {text[:200]!r}") from None
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout_s: Optional[float] = None,
+        request_id: Optional[str] = None,
+        retry_statuses: frozenset[int] = RETRY_STATUSES,
+        retry_for_s: Optional[float] = None,
+    ) -> Any:
+        """Sends a request with a JSON body (if not None) and returns the decoded JSON answer, asking again
+        (same ``request_id``) while the server cannot be reached or answers one of ``retry_statuses``, for up to
+        ``retry_for_s`` (default: the client's)."""
+        deadline = time.monotonic() + (self.retry_for_s if retry_for_s is None else retry_for_s)
+        delay = self.backoff_s
+        while True:
+            try:
+                return self._send(method, path, body, timeout_s or self.timeout_s, request_id)[0]
+            except PipelineServerError as error:
+                wait = getattr(error, "retry_after_s", None)
+                # A 409 is asked again only when the server says so (a wait that ended before the others).
+                again = error.status in retry_statuses and (error.status != 409 or wait is not None)
+                if not again or time.monotonic() >= deadline:
+                    raise
+            except IoError:
+                if time.monotonic() >= deadline:
+                    raise
+                wait = None
+            if wait is None:
+                wait = delay * random.uniform(0.5, 1.5)
+                delay = min(self.max_backoff_s, max(delay, 0.05) * 2)
+            time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+            self.retries += 1
+
+    @staticmethod
+    def _request_id() -> str:
+        return uuid.uuid4().hex
+
     def register_job(self, job: dict[str, Any]) -> str:
         """``POST /register_job``: returns the job id."""
-        job_id = self.request("POST", "/register_job", job)
+        job_id = self.request("POST", "/register_job", job, request_id=self._request_id())
         if not isinstance(job_id, str) or not job_id:
             raise IoError(f"pipeline frequency server: /register_job answered {job_id!r}, not a job id")
         return job_id
 
     def register_rank(self, job_id: str, rank_info: dict[str, Any]) -> None:
         """``POST /register_rank/{job_id}``."""
-        self.request("POST", f"/register_rank/{urllib.parse.quote(job_id, safe='')}", rank_info)
+        self.request(
+            "POST", f"/register_rank/{urllib.parse.quote(job_id, safe='')}", rank_info, request_id=self._request_id()
+        )
 
     def schedule(self, job_id: str, rank: int) -> Any:
-        """``GET /schedule/{job_id}?rank=K``: blocks until the next round's schedule is ready."""
+        """``GET /schedule/{job_id}?rank=K``: blocks until the next round's schedule is ready (the other ranks
+        reported, or the plan is made), up to ``schedule_timeout_s``."""
         path = f"/schedule/{urllib.parse.quote(job_id, safe='')}?rank={rank}"
-        return self.request("GET", path, timeout_s=self.schedule_timeout_s)
+        # 409 with Retry-After: the server's own wait ended before the other ranks were done; keep waiting.
+        return self.request(
+            "GET",
+            path,
+            timeout_s=self.schedule_timeout_s,
+            retry_statuses=self.RETRY_STATUSES | {409},
+            retry_for_s=max(self.retry_for_s, self.schedule_timeout_s),
+        )
 
     def result(self, job_id: str, result: dict[str, Any]) -> None:
-        """``POST /result/{job_id}``."""
-        self.request("POST", f"/result/{urllib.parse.quote(job_id, safe='')}", result)
+        """``POST /result/{job_id}`` (give ``result['round']``: a result repeated after its round is refused,
+        not applied to the next)."""
+        self.request(
+            "POST", f"/result/{urllib.parse.quote(job_id, safe='')}", result, request_id=self._request_id()
+        )
 
 
 def _torch_sync(device_id: int) -> Optional[Callable[[], None]]:
@@ -238,7 +337,9 @@ class PipelineFrequencyOptimizer(Callback):
       ``profile`` too, the max-clock figures are evaluated).
     - ``restore_on_signals``: the guard also restores on SIGINT/SIGTERM/SIGHUP (default True).
     - ``timeout_s``, ``schedule_timeout_s``: HTTP timeouts (the schedule request blocks until every rank has
-      reported, so it waits longer).
+      reported, so it waits longer). ``retry_for_s``: how long a request is retried, with backoff, while the
+      server restarts or is unreachable (:class:`PipelineServerClient`); results carry their round and every
+      request that changes state an ``X-Request-Id``, so a retry is never applied twice.
     - ``steady_state``: with a server, how the warm-up waits for a thermal steady state before profiling (as
       :class:`PowerLimitOptimizer`'s): ``'auto'`` (default: ``'steady'`` on real GPUs, ``'off'`` on simulated
       ones), ``'off'`` (one warm-up round, as Zeus), ``'fixed'``, ``'steady'``, or a dict with ``mode`` and any
@@ -286,6 +387,7 @@ class PipelineFrequencyOptimizer(Callback):
         restore_on_signals: bool = True,
         timeout_s: float = 60.0,
         schedule_timeout_s: float = 3600.0,
+        retry_for_s: float = 600.0,
         steady_state: Union[str, dict[str, Any], None] = AUTO,
     ) -> None:
         for name, value in (("dp_degree", dp_degree), ("pp_degree", pp_degree), ("tp_degree", tp_degree)):
@@ -364,7 +466,9 @@ class PipelineFrequencyOptimizer(Callback):
         else:
             if profile is not None or plan is not None:
                 raise InvalidArgumentError("profile= and plan= are for the server-less form (server_url=None)")
-            self._client = PipelineServerClient(server_url, timeout_s=timeout_s, schedule_timeout_s=schedule_timeout_s)
+            self._client = PipelineServerClient(
+                server_url, timeout_s=timeout_s, schedule_timeout_s=schedule_timeout_s, retry_for_s=retry_for_s
+            )
             self._register()
 
         # Per-round state.
@@ -677,8 +781,11 @@ class PipelineFrequencyOptimizer(Callback):
         if self._client is None:
             return
         assert self.job_id is not None
-        result: dict[str, Any] = {"rank": self.rank, **measurements}
         schedule = self._schedule
+        result: dict[str, Any] = {"rank": self.rank, **measurements}
+        if schedule is not None:
+            # joule extension (Zeus's server ignores it): a result for another round is refused, not misapplied.
+            result["round"] = schedule.round
         if self._steady is not None and schedule is not None and schedule.phase == "warmup":
             # joule extension (Zeus's server ignores it): the server repeats the warm-up until all are steady.
             result["thermally_steady"] = bool(self._steady.ready())

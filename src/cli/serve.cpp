@@ -37,6 +37,11 @@ struct ServeFlags {
   double pfo_blocking_w = plan::LiveOptions().default_p_blocking_w;
   int pfo_max_warmup_rounds = plan::LiveOptions().max_warmup_rounds;
   double pfo_schedule_wait_s = 600;
+  int64_t pfo_max_result_kib = static_cast<int64_t>(server::ServiceOptions().live_max_result_bytes >> 10);
+  int64_t pfo_max_job_idle_s = server::ServiceOptions().live_max_job_idle.count();
+  int pfo_registrations_per_minute = server::ServiceOptions().live_registrations_per_minute;
+  int64_t pfo_plan_cache_mib = static_cast<int64_t>(server::ServiceOptions().live_plan_cache_bytes >> 20);
+  double shutdown_grace_s = 10;
 };
 
 int run_serve(const ServeFlags& flags) {
@@ -71,8 +76,10 @@ int run_serve(const ServeFlags& flags) {
   service_options.live_default_microbatches = flags.pfo_microbatches;
   service_options.live_schedule_wait =
       std::chrono::milliseconds(static_cast<int64_t>(flags.pfo_schedule_wait_s * 1000));
-  // Every rank of a job waits for its schedule on a request thread: one thread stays free for the reports.
-  service_options.live_max_waiting = static_cast<int>(flags.threads) - 1;
+  service_options.live_max_result_bytes = static_cast<size_t>(flags.pfo_max_result_kib) << 10;
+  service_options.live_max_job_idle = std::chrono::seconds(flags.pfo_max_job_idle_s);
+  service_options.live_registrations_per_minute = flags.pfo_registrations_per_minute;
+  service_options.live_plan_cache_bytes = static_cast<size_t>(flags.pfo_plan_cache_mib) << 20;
   if (!flags.pfo_profile.empty()) {
     const plan::Profile profile = value_or_throw(plan::Profile::read(flags.pfo_profile));
     service_options.live_profile_csv = plan::profile_csv(profile);
@@ -84,6 +91,8 @@ int run_serve(const ServeFlags& flags) {
   options.port = port;
   options.threads = flags.threads;
   options.max_connections = flags.max_connections;
+  options.max_result_body_bytes = service_options.live_max_result_bytes;
+  options.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.shutdown_grace_s * 1000));
   server::HttpServer http(service, options);
   value_or_throw(http.start());
   // Tests and scripts read the port from this line (with --listen HOST:0 it is the one chosen).
@@ -92,7 +101,8 @@ int run_serve(const ServeFlags& flags) {
                            database->description(), flags.threads)
             << std::flush;
   const auto received = stop.wait(std::nullopt);
-  log().info("serve: signal {} received, stopping", received ? received->si_signo : 0);
+  log().info("serve: signal {} received, stopping (waiting requests answered 503; at most {:g} s for the rest)",
+             received ? received->si_signo : 0, flags.shutdown_grace_s);
   http.stop();
   std::cout << "joule serve: stopped\n" << std::flush;
   return 0;
@@ -186,8 +196,43 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->option_text("W");
   command
       ->add_option("--pfo-schedule-wait-s", flags->pfo_schedule_wait_s,
-                   "How long GET /schedule waits for the other ranks before 409 (default 600)")
+                   "How long GET /schedule waits for the other ranks before 409 (default 600; a waiting "
+                   "request holds its connection, no thread)")
       ->check(number(NumberRule::non_negative()))
+      ->check(CLI::Range(0.0, 3600.0))
+      ->option_text("S");
+  command
+      ->add_option("--pfo-max-result-kib", flags->pfo_max_result_kib,
+                   fmt::format("Largest body of POST /result; jobs whose ranks could report more are refused "
+                               "at registration (default {})",
+                               flags->pfo_max_result_kib))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->option_text("KIB");
+  command
+      ->add_option("--pfo-max-job-idle-s", flags->pfo_max_job_idle_s,
+                   fmt::format("A pipeline-frequency job no rank changed for this long is deleted (default {} = "
+                               "a week, as Zeus's max_job_idle_time; 0: never)",
+                               flags->pfo_max_job_idle_s))
+      ->check(CLI::Range(int64_t{0}, int64_t{100} * 365 * 24 * 3600))
+      ->option_text("S");
+  command
+      ->add_option("--pfo-registrations-per-minute", flags->pfo_registrations_per_minute,
+                   fmt::format("POST /register_job per client address per minute; 429 beyond (default {}; "
+                               "0: no limit)",
+                               flags->pfo_registrations_per_minute))
+      ->check(CLI::Range(0, 1'000'000))
+      ->option_text("N");
+  command
+      ->add_option("--pfo-plan-cache-mib", flags->pfo_plan_cache_mib,
+                   fmt::format("Memory for planned frontiers kept for straggler re-planning (default {})",
+                               flags->pfo_plan_cache_mib))
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->option_text("MIB");
+  command
+      ->add_option("--shutdown-grace-s", flags->shutdown_grace_s,
+                   "On SIGTERM/SIGINT: waiting requests are answered 503 at once, then requests in flight "
+                   "get this long to finish (default 10)")
+      ->check(CLI::Range(0.0, 3600.0))
       ->option_text("S");
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }

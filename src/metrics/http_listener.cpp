@@ -153,16 +153,61 @@ Result<std::pair<std::string, int>> parse_host_port(std::string_view text, std::
 
 class Session;
 
+// What responders reach the listener through: closed (under its mutex) before the listener's I/O context goes,
+// so that a late respond() never posts to a destroyed context.
+struct ListenerGate {
+  std::mutex mutex;
+  bool open = true;
+};
+
+struct HttpResponder::State {
+  std::mutex mutex;
+  bool answered = false;
+  bool cancelled = false;
+  std::function<void()> on_cancel;
+  std::weak_ptr<Session> session;
+  std::shared_ptr<ListenerGate> gate;
+
+  // On the session's strand, when the client went away before the answer. @return false if an answer was
+  // already given (it is on its way: nothing to cancel).
+  bool cancel() {
+    std::function<void()> callback;
+    {
+      std::lock_guard lock(mutex);
+      if (answered || cancelled) {
+        return false;
+      }
+      cancelled = true;
+      callback = std::move(on_cancel);
+    }
+    if (callback) {
+      try {
+        callback();
+      } catch (...) {
+        log().error("http: a cancellation callback threw: {}", exception_message(std::current_exception()));
+      }
+    }
+    return true;
+  }
+};
+
 struct HttpListener::Impl {
-  explicit Impl(HttpListenerOptions listener_options, HttpHandler request_handler)
+  explicit Impl(HttpListenerOptions listener_options, AsyncHttpHandler request_handler)
       : options(std::move(listener_options)), handler(std::move(request_handler)) {
     if (!options.error_body) {
       options.error_body = default_error_body;
     }
   }
+  ~Impl() {
+    std::lock_guard lock(gate->mutex);
+    gate->open = false;
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   HttpListenerOptions options;
-  HttpHandler handler;
+  AsyncHttpHandler handler;
+  std::shared_ptr<ListenerGate> gate = std::make_shared<ListenerGate>();
   std::string host;
   int port = 0;
 
@@ -174,6 +219,8 @@ struct HttpListener::Impl {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> waiting{0};
+  std::atomic<uint64_t> cancelled{0};
   std::atomic<size_t> queued{0};
   std::mutex sessions_mutex;
   std::condition_variable sessions_ended;
@@ -195,7 +242,13 @@ struct HttpListener::Impl {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, HttpListener::Impl& owner) : stream_(std::move(socket)), owner_(owner) {}
+  Session(tcp::socket socket, HttpListener::Impl& owner) : stream_(std::move(socket)), owner_(owner) {
+    beast::error_code error;
+    const auto endpoint = stream_.socket().remote_endpoint(error);
+    if (!error) {
+      peer_ = endpoint.address().to_string();
+    }
+  }
 
   ~Session() {
     {
@@ -226,6 +279,19 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream::executor_type executor() { return stream_.get_executor(); }
+
+  // On the strand: an asynchronous handler's answer.
+  void on_answer(HttpResponse response) {
+    stop_waiting();
+    if (watching_) {
+      // The watch read is outstanding: cancel it; its completion writes the answer.
+      pending_answer_ = std::move(response);
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+      return;
+    }
+    write(std::move(response));
+  }
 
  private:
   const HttpListenerOptions& options() const { return owner_.options; }
@@ -380,20 +446,73 @@ class Session : public std::enable_shared_from_this<Session> {
     ++owner_.queued;
     ++owner_.requests;
     busy_ = true;
-    asio::post(*owner_.workers, [self = shared_from_this()] {
-      HttpResponse response;
+    request_.peer = peer_;
+    answer_ = std::make_shared<HttpResponder::State>();
+    answer_->session = weak_from_this();
+    answer_->gate = owner_.gate;
+    asio::post(*owner_.workers, [self = shared_from_this(), state = answer_] {
+      const HttpResponder responder(state);
       try {
-        response = self->owner_.handler(self->request_);
+        self->owner_.handler(self->request_, responder);
       } catch (...) {
         const std::string what = exception_message(std::current_exception());
         log().error("{}: {} {}: unexpected exception: {}", self->options().name, self->request_.method,
                     self->request_.path, what);
-        response = self->options().error_body(500, "internal error: " + what);
+        responder.respond(self->options().error_body(500, "internal error: " + what));
       }
       --self->owner_.queued;
-      asio::post(self->executor(),
-                 [self, response = std::move(response)]() mutable { self->write(std::move(response)); });
+      asio::post(self->executor(), [self, state] { self->after_handler(*state); });
     });
+  }
+
+  // On the strand, once the handler returned: if it has not answered, the request waits without a thread,
+  // and the connection is watched so that a client that goes away cancels it.
+  void after_handler(HttpResponder::State& state) {
+    {
+      std::lock_guard lock(state.mutex);
+      if (state.answered || state.cancelled) {
+        return;
+      }
+    }
+    waiting_ = true;
+    ++owner_.waiting;
+    watch_client();
+  }
+
+  void watch_client() {
+    watching_ = true;
+    stream_.expires_never();
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](const beast::error_code& error,
+                                                                               size_t bytes) {
+      self->watching_ = false;
+      self->buffer_.commit(bytes);
+      if (self->pending_answer_) {
+        HttpResponse answer = std::move(*self->pending_answer_);
+        self->pending_answer_.reset();
+        self->write(std::move(answer));
+        return;
+      }
+      if (error) {
+        // The client closed the connection (or reset it) while its request waited.
+        self->stop_waiting();
+        if (self->answer_ && self->answer_->cancel()) {
+          ++self->owner_.cancelled;
+        }
+        self->close_now();
+        return;
+      }
+      // A pipelined next request: keep it for after the answer, and watch on while there is room for it.
+      if (self->buffer_.size() < self->options().max_header_bytes) {
+        self->watch_client();
+      }
+    });
+  }
+
+  void stop_waiting() {
+    if (waiting_) {
+      waiting_ = false;
+      --owner_.waiting;
+    }
   }
 
   // Answers with the listener's own error; the connection closes after it unless `close` is false.
@@ -488,7 +607,52 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t drained_ = 0;
   size_t body_limit_ = 0;
   std::array<char, 16384> scratch_{};
+  std::string peer_;
+  std::shared_ptr<HttpResponder::State> answer_;  // of the request in its handler or waiting
+  bool waiting_ = false;                          // the handler returned without answering
+  bool watching_ = false;                         // a read watches the connection while it waits
+  std::optional<HttpResponse> pending_answer_;    // arrived while the watch read was outstanding
 };
+
+HttpResponder::HttpResponder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+void HttpResponder::respond(HttpResponse response) const {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->answered || state_->cancelled) {
+      return;
+    }
+    state_->answered = true;
+    state_->on_cancel = nullptr;
+  }
+  std::lock_guard gate(state_->gate->mutex);
+  if (!state_->gate->open) {
+    return;
+  }
+  if (auto session = state_->session.lock()) {
+    asio::post(session->executor(), [session, response = std::move(response)]() mutable {
+      session->on_answer(std::move(response));
+    });
+  }
+}
+
+bool HttpResponder::cancelled() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->cancelled;
+}
+
+void HttpResponder::on_cancel(std::function<void()> callback) const {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (!state_->cancelled) {
+      if (!state_->answered) {
+        state_->on_cancel = std::move(callback);
+      }
+      return;
+    }
+  }
+  callback();
+}
 
 void HttpListener::Impl::accept() {
   acceptor.async_accept(asio::make_strand(io), [this](const beast::error_code& error, tcp::socket socket) {
@@ -594,10 +758,23 @@ HttpListenerStats HttpListener::stats() const {
   stats.requests = impl_->requests;
   stats.refused = impl_->refused;
   stats.timeouts = impl_->timeouts;
+  stats.waiting = impl_->waiting;
+  stats.cancelled = impl_->cancelled;
   return stats;
 }
 
 Result<std::unique_ptr<HttpListener>> HttpListener::start(HttpListenerOptions options, HttpHandler handler) {
+  if (!handler) {
+    return fail(ErrorCode::kInvalidArgument, "the HTTP listener needs a request handler");
+  }
+  return start(std::move(options), [handler = std::move(handler)](const HttpRequest& request,
+                                                                   const HttpResponder& responder) {
+    responder.respond(handler(request));
+  });
+}
+
+Result<std::unique_ptr<HttpListener>> HttpListener::start(HttpListenerOptions options,
+                                                          AsyncHttpHandler handler) {
   if (options.worker_threads == 0 || options.io_threads == 0) {
     return fail(ErrorCode::kInvalidArgument,
                 "the HTTP listener needs at least one worker and one I/O thread");

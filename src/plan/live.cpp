@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // The live scheduler: warm-up, a top-down clock sweep that measures the profile, the plan, and stragglers.
+// LiveState is the bounded part every request touches; LiveData, the ranks and the reports are kept beside
+// it (live_records.cpp serialises them; LiveScheduler at the end holds all of it in memory).
 #include "joule/plan/live.hpp"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <list>
+#include <mutex>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,20 +19,24 @@
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
 
+#include "plan/live_internal.hpp"
+
 namespace joule::plan {
 
 namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kFormat = "joule.plan.live";
-constexpr int kFormatVersion = 1;
-// The most computations a live job may have (as the planner routes' default limit).
-constexpr int64_t kMaxComputations = int64_t{1} << 16;
-// The planner walks about this many time units when LiveOptions::unit_time_s is 0.
+// The planner walks about this many time units when LiveOptions::unit_time_s is 0 (fewer for jobs so large
+// that LiveLimits::max_planning_work bounds them).
 constexpr double kAutoPlanningUnits = 20'000;
 // Clocks above any GPU's (MHz): a larger value is garbage, not a clock.
 constexpr uint32_t kMaxFrequencyMhz = 100'000;
+// Ranks that a message or the state lists by number; the rest are counted.
+constexpr size_t kListedRanks = 32;
+// The longest text of one number in a client's JSON (Python's repr of a double: "-1.2345678901234567e-300"),
+// with its separator.
+constexpr size_t kNumberTextBytes = 26;
 
 size_t index_of(Instruction instruction) {
   return instruction == Instruction::kForward ? 0 : 1;
@@ -55,7 +64,68 @@ Result<void> check_fraction(double value, std::string_view name) {
   return {};
 }
 
+// One rank's measured value: finite, not negative (a time positive), within what a computation or an
+// iteration can take. `field` is the value's path in the result, `what` "computation" or "iteration".
+Result<void> check_measurement(double value, bool is_time, const std::string& field, int rank,
+                               std::string_view what) {
+  if (!std::isfinite(value) || value < 0 || (is_time && value == 0)) {
+    return fail(ErrorCode::kInvalidArgument, "{}: must be a finite {} number, got {}", field,
+                is_time ? "positive" : "non-negative", value);
+  }
+  const double most = is_time ? kMaxProfileTimeS : kMaxProfileEnergyJ;
+  if (value > most) {
+    return fail(ErrorCode::kInvalidArgument,
+                "{}: rank {} reported {:g} {}, more than the {:g} {} any {} comes near (a unit mistake, or a "
+                "broken measurement); the result is refused and the round goes on without it",
+                field, rank, value, is_time ? "s" : "J", most, is_time ? "s" : "J", what);
+  }
+  return {};
+}
+
+// "0, 1, 2" or "0, 1, …, 31 and 4064 more".
+std::string list_ranks(const std::vector<int>& ranks, size_t total) {
+  if (total <= ranks.size()) {
+    return fmt::format("{}", fmt::join(ranks, ", "));
+  }
+  return fmt::format("{} and {} more", fmt::join(ranks, ", "), total - ranks.size());
+}
+
 }  // namespace
+
+namespace detail {
+
+std::shared_ptr<const PipelineDag> shared_pipeline(int stages, int microbatches, Schedule schedule) {
+  // The DAGs of the few shapes a process schedules, so that serving a schedule or checking a result does not
+  // rebuild one (a 16 × 192 DAG has 6,144 computations).
+  constexpr size_t kEntries = 8;
+  static std::mutex mutex;
+  static std::list<std::pair<std::tuple<int, int, Schedule>, std::shared_ptr<const PipelineDag>>> entries;
+  const auto key = std::make_tuple(stages, microbatches, schedule);
+  {
+    std::lock_guard lock(mutex);
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      if (it->first == key) {
+        entries.splice(entries.begin(), entries, it);
+        return entries.front().second;
+      }
+    }
+  }
+  auto built = build_pipeline(stages, microbatches, schedule);
+  if (!built) {
+    return nullptr;
+  }
+  auto dag = std::make_shared<const PipelineDag>(std::move(*built));
+  std::lock_guard lock(mutex);
+  entries.emplace_front(key, dag);
+  if (entries.size() > kEntries) {
+    entries.pop_back();
+  }
+  return dag;
+}
+
+}  // namespace detail
+
+using detail::shared_pipeline;
 
 std::string_view to_string(LivePhase phase) {
   switch (phase) {
@@ -65,8 +135,12 @@ std::string_view to_string(LivePhase phase) {
       return "warmup";
     case LivePhase::kProfiling:
       return "profiling";
+    case LivePhase::kPlanning:
+      return "planning";
     case LivePhase::kPlanned:
       return "planned";
+    case LivePhase::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -114,17 +188,70 @@ Result<void> validate(const LiveOptions& options) {
   return {};
 }
 
-Result<std::shared_ptr<const LivePlan>> plan_live(const std::string& profile_csv, int stages,
-                                                  int microbatches, Schedule schedule, double p_blocking_w,
-                                                  double unit_time_s) {
+Result<void> validate(const LiveLimits& limits) {
+  if (limits.max_frequencies_per_rank < 1 || limits.max_frequencies_per_rank > 4096) {
+    return fail(ErrorCode::kInvalidArgument, "max_frequencies_per_rank: must be 1 to 4096, got {}",
+                limits.max_frequencies_per_rank);
+  }
+  if (limits.max_world_size < 1 || limits.max_world_size > (1 << 24)) {
+    return fail(ErrorCode::kInvalidArgument, "max_world_size: must be 1 to {}, got {}", 1 << 24,
+                limits.max_world_size);
+  }
+  if (limits.max_computations < 2 || limits.max_computations > (int64_t{1} << 24)) {
+    return fail(ErrorCode::kInvalidArgument, "max_computations: must be 2 to {}, got {}", int64_t{1} << 24,
+                limits.max_computations);
+  }
+  if (limits.max_data_bytes < 4096) {
+    return fail(ErrorCode::kInvalidArgument, "max_data_bytes: must be at least 4096, got {}",
+                limits.max_data_bytes);
+  }
+  if (!std::isfinite(limits.max_planning_work) || limits.max_planning_work < 1) {
+    return fail(ErrorCode::kInvalidArgument, "max_planning_work: must be finite and ≥ 1, got {}",
+                limits.max_planning_work);
+  }
+  if (!std::isfinite(limits.max_planning_units) || limits.max_planning_units < 1 ||
+      limits.max_planning_units > kMostPlanningUnits) {
+    return fail(ErrorCode::kInvalidArgument, "max_planning_units: must be 1 to {}, got {}", kMostPlanningUnits,
+                limits.max_planning_units);
+  }
+  return {};
+}
+
+size_t LivePlan::memory_bytes() const {
+  size_t bytes = sizeof(LivePlan);
+  for (const auto& point : frontier.points()) {
+    bytes += sizeof(point) + point.knob.size() * sizeof(uint32_t);
+  }
+  bytes += dag.computations.size() * (sizeof(Computation) + 4 * sizeof(int)) + dag.edges.size() * 16;
+  for (int stage = 0; stage < profile.stage_count(); ++stage) {
+    bytes += 2 * profile.frequencies_mhz().size() * sizeof(ProfileOption);
+  }
+  return bytes;
+}
+
+Result<std::shared_ptr<const LivePlan>> plan_live(const LivePlanRequest& request) {
   const auto started = std::chrono::steady_clock::now();
   auto plan = std::make_shared<LivePlan>();
-  plan->dag = JOULE_TRY(build_pipeline(stages, microbatches, schedule));
-  plan->profile = JOULE_TRY(Profile::parse(profile_csv, "the measured profile"));
-  plan->p_blocking_w = p_blocking_w;
+  plan->dag = JOULE_TRY(build_pipeline(request.stages, request.microbatches, request.schedule));
+  plan->profile = JOULE_TRY(Profile::parse(request.profile_csv, "the measured profile"));
+  plan->p_blocking_w = request.p_blocking_w;
   PlannerOptions options;
-  options.unit_time_s = unit_time_s;
-  options.p_blocking_w = p_blocking_w;
+  options.unit_time_s = request.unit_time_s;
+  options.p_blocking_w = request.p_blocking_w;
+  if (request.max_planning_units > 0) {
+    options.max_planning_units = request.max_planning_units;
+  }
+  if (request.max_planning_work > 0) {
+    const PlanningUnits units = JOULE_TRY(planning_units(plan->dag, plan->profile, request.unit_time_s));
+    const double work = units.units * static_cast<double>(plan->dag.computations.size());
+    if (work > request.max_planning_work) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "planning: {} computations × {:.0f} time units of {:g} s is {:.3g}, more than the {:.3g} the "
+                  "live planner may walk (a larger unit_time_s plans it)",
+                  plan->dag.computations.size(), units.units, request.unit_time_s, work,
+                  request.max_planning_work);
+    }
+  }
   auto planned = JOULE_TRY(plan_frontier(plan->dag, plan->profile, options));
   plan->frontier = std::move(planned.frontier);
   plan->max_clock = planned.max_clock;
@@ -132,7 +259,9 @@ Result<std::shared_ptr<const LivePlan>> plan_live(const std::string& profile_csv
   return std::shared_ptr<const LivePlan>(std::move(plan));
 }
 
-Result<LiveScheduler> LiveScheduler::create(LiveJobInfo info, LiveOptions options) {
+// --- LiveState: registration ------------------------------------------------------------------------------
+
+Result<LiveState> LiveState::create(LiveJobInfo info, LiveOptions options, LiveLimits limits) {
   for (const auto& [name, value] : {std::pair<std::string_view, int>{"pp_degree", info.pp_degree},
                                     {"dp_degree", info.dp_degree},
                                     {"tp_degree", info.tp_degree},
@@ -142,53 +271,110 @@ Result<LiveScheduler> LiveScheduler::create(LiveJobInfo info, LiveOptions option
       return fail(ErrorCode::kInvalidArgument, "{}: ensure this value is greater than or equal to 1", name);
     }
   }
+  JOULE_TRY(validate(options));
+  JOULE_TRY(validate(limits));
   const int64_t product = int64_t{info.pp_degree} * info.dp_degree * info.tp_degree;
   if (product != info.world_size) {
     return fail(ErrorCode::kInvalidArgument,
                 "world_size: must equal pp_degree × dp_degree × tp_degree = {} × {} × {} = {}, got {}",
                 info.pp_degree, info.dp_degree, info.tp_degree, product, info.world_size);
   }
+  if (info.world_size > limits.max_world_size) {
+    return fail(ErrorCode::kInvalidArgument, "world_size: {} ranks, more than the {} one job may have",
+                info.world_size, limits.max_world_size);
+  }
   const int64_t computations = int64_t{2} * info.pp_degree * info.num_microbatches;
-  if (computations > kMaxComputations) {
+  if (computations > limits.max_computations) {
     return fail(ErrorCode::kInvalidArgument,
                 "num_microbatches: {} stages × {} microbatches make {} computations per iteration, more than "
                 "the {} the live scheduler plans",
-                info.pp_degree, info.num_microbatches, computations, kMaxComputations);
+                info.pp_degree, info.num_microbatches, computations, limits.max_computations);
   }
-  JOULE_TRY(validate(options));
-  LiveScheduler scheduler;
-  scheduler.info_ = std::move(info);
-  scheduler.options_ = options;
-  return scheduler;
+  // The worst case of the job's data: every (stage, instruction) sampled at every clock a rank may list,
+  // the profile's rows, and two plans.
+  const auto rows = static_cast<size_t>(info.pp_degree) * 2 * static_cast<size_t>(limits.max_frequencies_per_rank);
+  const size_t worst_data_bytes = rows * (3 * kNumberTextBytes + 4) + rows * (3 * kNumberTextBytes + 24) +
+                                  2 * static_cast<size_t>(computations) * 7 + 1024;
+  if (worst_data_bytes > limits.max_data_bytes) {
+    return fail(ErrorCode::kInvalidArgument,
+                "pp_degree: {} stages with up to {} clocks each may need {} bytes of profile, more than the {} "
+                "a job may keep",
+                info.pp_degree, limits.max_frequencies_per_rank, worst_data_bytes, limits.max_data_bytes);
+  }
+  LiveState state;
+  state.info_ = std::move(info);
+  state.options_ = options;
+  state.limits_ = limits;
+  return state;
 }
 
-Result<void> LiveScheduler::use_profile(const std::string& profile_csv) {
+Result<void> LiveState::use_profile(const std::string& profile_csv, LiveData& data) {
+  if (registered_ > 0) {
+    return fail(ErrorCode::kState, "profile: must be given before the first rank registers");
+  }
   const Profile profile = JOULE_TRY(Profile::parse(profile_csv, "the given profile"));
   if (profile.stage_count() < info_.pp_degree) {
     return fail(ErrorCode::kInvalidArgument, "profile: has {} stages but the job has pp_degree {}",
                 profile.stage_count(), info_.pp_degree);
   }
-  given_profile_csv_ = plan::profile_csv(profile);
+  if (profile.frequencies_mhz().size() > static_cast<size_t>(limits_.max_frequencies_per_rank)) {
+    return fail(ErrorCode::kInvalidArgument, "profile: has {} clocks, more than the {} a rank may list",
+                profile.frequencies_mhz().size(), limits_.max_frequencies_per_rank);
+  }
+  data.profile_csv = plan::profile_csv(profile);
+  profile_given_ = true;
+  profile_mhz_ = profile.frequencies_mhz();
+  ++data_version_;
+  data.version = data_version_;
   return {};
 }
 
-const LiveRankInfo* LiveScheduler::find_rank(int rank) const {
-  const auto found =
-      std::find_if(ranks_.begin(), ranks_.end(), [&](const LiveRankInfo& info) { return info.rank == rank; });
-  return found == ranks_.end() ? nullptr : &*found;
-}
-
-std::vector<int> LiveScheduler::missing_ranks() const {
-  std::vector<int> missing;
-  for (int rank = 0; rank < info_.world_size; ++rank) {
-    if (find_rank(rank) == nullptr) {
-      missing.push_back(rank);
-    }
+std::optional<int> LiveState::position_index(const LiveRankInfo& rank) const {
+  if (rank.dp_rank < 0 || rank.dp_rank >= info_.dp_degree || rank.pp_rank < 0 ||
+      rank.pp_rank >= info_.pp_degree || rank.tp_rank < 0 || rank.tp_rank >= info_.tp_degree) {
+    return std::nullopt;
   }
-  return missing;
+  return position_index(LiveRankPosition{rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank});
 }
 
-Result<void> LiveScheduler::register_rank(const LiveRankInfo& rank, const LivePlanProvider& provider) {
+int LiveState::position_index(const LiveRankPosition& rank) const {
+  return (rank.dp_rank * info_.pp_degree + rank.pp_rank) * info_.tp_degree + rank.tp_rank;
+}
+
+Error LiveState::already_registered(int rank) {
+  return Error(ErrorCode::kState, fmt::format("rank: rank {} is already registered", rank));
+}
+
+Error LiveState::position_taken(const LiveRankPosition& rank, int holder) {
+  return Error(ErrorCode::kInvalidArgument,
+               fmt::format("rank: rank {} claims dp_rank {}, pp_rank {}, tp_rank {}, which rank {} already has",
+                           rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank, holder));
+}
+
+Error LiveState::already_reported(int rank) const {
+  return Error(ErrorCode::kState,
+               fmt::format("rank: rank {} already reported round {}; it gets the next schedule once every rank "
+                           "has reported",
+                           rank, round_));
+}
+
+Error LiveState::not_a_rank(int rank) const {
+  return Error(ErrorCode::kNotFound, fmt::format("rank: rank {} is not part of job {} (world_size {})", rank,
+                                                 info_.job_id, info_.world_size));
+}
+
+Error LiveState::registration_pending(const std::vector<int>& missing) const {
+  const int count = info_.world_size - registered_;
+  if (missing.empty()) {
+    return Error(ErrorCode::kState, fmt::format("rank: job {} is waiting for {} of {} ranks to register",
+                                                info_.job_id, count, info_.world_size));
+  }
+  return Error(ErrorCode::kState,
+               fmt::format("rank: job {} is waiting for {} of {} ranks to register (missing: {})", info_.job_id,
+                           count, info_.world_size, list_ranks(missing, static_cast<size_t>(count))));
+}
+
+Result<LiveRankPosition> LiveState::check_registration(const LiveRankInfo& rank) const {
   if (rank.rank < 0 || rank.rank >= info_.world_size) {
     return fail(ErrorCode::kInvalidArgument, "rank: must be 0 to {} (world_size {}), got {}",
                 info_.world_size - 1, info_.world_size, rank.rank);
@@ -202,91 +388,93 @@ Result<void> LiveScheduler::register_rank(const LiveRankInfo& rank, const LivePl
                   degree - 1, degree, value);
     }
   }
-  if (find_rank(rank.rank) != nullptr) {
-    return fail(ErrorCode::kState, "rank: rank {} is already registered", rank.rank);
+  if (phase_ != LivePhase::kRegistering) {
+    return fail(ErrorCode::kState, "rank: every rank of job {} is registered", info_.job_id);
   }
-  for (const LiveRankInfo& other : ranks_) {
-    if (other.dp_rank == rank.dp_rank && other.pp_rank == rank.pp_rank && other.tp_rank == rank.tp_rank) {
-      return fail(ErrorCode::kInvalidArgument,
-                  "rank: rank {} claims dp_rank {}, pp_rank {}, tp_rank {}, which rank {} already has",
-                  rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank, other.rank);
-    }
-  }
-  if (rank.available_frequencies_mhz.empty()) {
+  const auto& clocks = rank.available_frequencies_mhz;
+  if (clocks.empty()) {
     return fail(ErrorCode::kInvalidArgument,
                 "available_frequencies: the GPU lists no SM clock (the scheduler needs at least one)");
   }
+  if (clocks.size() > static_cast<size_t>(limits_.max_frequencies_per_rank)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "available_frequencies: {} clocks, more than the {} a rank may list (GPUs offer a few hundred "
+                "at most)",
+                clocks.size(), limits_.max_frequencies_per_rank);
+  }
   std::set<uint32_t> seen;
-  for (size_t i = 0; i < rank.available_frequencies_mhz.size(); ++i) {
-    const uint32_t frequency = rank.available_frequencies_mhz[i];
-    if (frequency == 0 || frequency > kMaxFrequencyMhz) {
+  for (size_t i = 0; i < clocks.size(); ++i) {
+    if (clocks[i] == 0 || clocks[i] > kMaxFrequencyMhz) {
       return fail(ErrorCode::kInvalidArgument, "available_frequencies[{}]: must be 1 to {} MHz, got {}", i,
-                  kMaxFrequencyMhz, frequency);
+                  kMaxFrequencyMhz, clocks[i]);
     }
-    if (!seen.insert(frequency).second) {
+    if (!seen.insert(clocks[i]).second) {
       return fail(ErrorCode::kInvalidArgument, "available_frequencies[{}]: {} MHz is listed twice", i,
-                  frequency);
+                  clocks[i]);
     }
   }
-  LiveScheduler next = *this;
-  next.ranks_.push_back(rank);
-  std::sort(next.ranks_.begin(), next.ranks_.end(),
-            [](const LiveRankInfo& a, const LiveRankInfo& b) { return a.rank < b.rank; });
-  if (static_cast<int>(next.ranks_.size()) < info_.world_size) {
-    *this = std::move(next);
-    return {};
-  }
-  // The last rank: the clocks every GPU supports are the ones the sweep may use.
-  std::set<uint32_t> common(next.ranks_.front().available_frequencies_mhz.begin(),
-                            next.ranks_.front().available_frequencies_mhz.end());
-  for (const LiveRankInfo& info : next.ranks_) {
-    std::set<uint32_t> kept;
-    for (const uint32_t frequency : info.available_frequencies_mhz) {
-      if (common.contains(frequency)) {
-        kept.insert(frequency);
-      }
+  for (const uint32_t frequency : profile_mhz_) {
+    if (!seen.contains(frequency)) {
+      return fail(ErrorCode::kOutOfRange,
+                  "available_frequencies: the job's profile plans {} MHz, which rank {}'s GPU does not support",
+                  frequency, rank.rank);
     }
-    common = std::move(kept);
   }
-  if (common.empty()) {
+  if (registered_ > 0 && std::none_of(frequencies_mhz_.begin(), frequencies_mhz_.end(),
+                                      [&](uint32_t mhz) { return seen.contains(mhz); })) {
     return fail(ErrorCode::kOutOfRange,
-                "available_frequencies: the ranks' GPUs share no SM clock (rank {} lists {} to {} MHz)",
-                rank.rank, *seen.begin(), *seen.rbegin());
+                "available_frequencies: the ranks' GPUs share no SM clock (rank {} lists {} to {} MHz; the "
+                "ranks registered before share {} to {} MHz)",
+                rank.rank, *seen.begin(), *seen.rbegin(), frequencies_mhz_.back(), frequencies_mhz_.front());
   }
-  next.frequencies_mhz_.assign(common.rbegin(), common.rend());
-  next.samples_.assign(static_cast<size_t>(info_.pp_degree), {});
-  for (auto& stage : next.samples_) {
+  return LiveRankPosition{rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank};
+}
+
+void LiveState::add_rank(const LiveRankInfo& rank, LiveData& data) {
+  std::set<uint32_t> clocks(rank.available_frequencies_mhz.begin(), rank.available_frequencies_mhz.end());
+  if (registered_ > 0) {
+    std::erase_if(clocks, [&](uint32_t mhz) {
+      return !std::binary_search(frequencies_mhz_.rbegin(), frequencies_mhz_.rend(), mhz);
+    });
+  }
+  frequencies_mhz_.assign(clocks.rbegin(), clocks.rend());
+  ++registered_;
+  if (registered_ < info_.world_size) {
+    return;
+  }
+  data.samples.assign(static_cast<size_t>(info_.pp_degree), {});
+  for (auto& stage : data.samples) {
     for (auto& instruction : stage) {
-      instruction.assign(next.frequencies_mhz_.size(), Sample{});
+      instruction.assign(frequencies_mhz_.size(), LiveSample{});
     }
   }
-  if (given_profile_csv_) {
-    const Profile profile = JOULE_TRY(Profile::parse(*given_profile_csv_, "the given profile"));
-    for (const uint32_t frequency : profile.frequencies_mhz()) {
-      for (const LiveRankInfo& info : next.ranks_) {
-        if (std::find(info.available_frequencies_mhz.begin(), info.available_frequencies_mhz.end(),
-                      frequency) == info.available_frequencies_mhz.end()) {
-          return fail(ErrorCode::kOutOfRange,
-                      "available_frequencies: the job's profile plans {} MHz, which rank {}'s GPU does not "
-                      "support",
-                      frequency, info.rank);
-        }
-      }
+  ++data_version_;
+  data.version = data_version_;
+  if (profile_given_ && data.profile_csv) {
+    p_blocking_w_ = options_.default_p_blocking_w * info_.tp_degree;
+    slowed_.assign(static_cast<size_t>(info_.dp_degree), false);
+    planning_after_round_ = false;
+    const auto requested = request_plan(*data.profile_csv, data);
+    if (!requested) {
+      phase_ = LivePhase::kFailed;
+      failure_ = requested.error().message();
     }
-    next.p_blocking_w_ = options_.default_p_blocking_w * info_.tp_degree;
-    JOULE_TRY(next.plan_from(*given_profile_csv_, provider));
   } else {
-    next.phase_ = LivePhase::kWarmup;
+    phase_ = LivePhase::kWarmup;
   }
-  *this = std::move(next);
-  return {};
 }
 
-int LiveScheduler::iterations_of_round() const {
-  return phase_ == LivePhase::kPlanned ? options_.planned_round_iterations : 1;
+// --- LiveState: schedules ---------------------------------------------------------------------------------
+
+bool LiveState::serving() const {
+  return phase_ != LivePhase::kRegistering && phase_ != LivePhase::kPlanning;
 }
 
-size_t LiveScheduler::profiling_slot(int microbatch) const {
+int LiveState::iterations_of_round() const {
+  return phase_ == LivePhase::kPlanned || phase_ == LivePhase::kFailed ? options_.planned_round_iterations : 1;
+}
+
+size_t LiveState::profiling_slot(int microbatch) const {
   // Microbatch m measures clock base + ⌊m · k / M⌋ of the k this round sweeps: each gets M/k samples.
   const size_t base = sweep_next_ - round_frequencies_;
   const size_t slot =
@@ -294,9 +482,10 @@ size_t LiveScheduler::profiling_slot(int microbatch) const {
   return std::min(base + slot, frequencies_mhz_.size() - 1);
 }
 
-std::vector<std::pair<std::string, uint32_t>> LiveScheduler::profiling_list(const PipelineDag& dag,
-                                                                            int pp_rank) const {
+std::vector<std::pair<std::string, uint32_t>> LiveState::profiling_list(const PipelineDag& dag,
+                                                                        int pp_rank) const {
   std::vector<std::pair<std::string, uint32_t>> list;
+  list.reserve(dag.stage_order[static_cast<size_t>(pp_rank)].size());
   for (const int node : dag.stage_order[static_cast<size_t>(pp_rank)]) {
     const Computation& computation = dag.computations[static_cast<size_t>(node)];
     const uint32_t frequency = phase_ == LivePhase::kProfiling
@@ -307,46 +496,72 @@ std::vector<std::pair<std::string, uint32_t>> LiveScheduler::profiling_list(cons
   return list;
 }
 
-Result<LiveSchedule> LiveScheduler::schedule(int rank) const {
-  const LiveRankInfo* info = find_rank(rank);
-  if (phase_ != LivePhase::kRegistering && info == nullptr) {
-    return fail(ErrorCode::kNotFound, "rank: rank {} is not part of job {} (world_size {})", rank,
-                info_.job_id, info_.world_size);
-  }
+Result<LiveSchedule> LiveState::schedule(const LiveRankPosition& rank, const LiveData& data) const {
   if (phase_ == LivePhase::kRegistering) {
-    const std::vector<int> missing = missing_ranks();
-    return fail(ErrorCode::kState, "rank: job {} is waiting for {} of {} ranks to register (missing: {})",
-                info_.job_id, missing.size(), info_.world_size, fmt::join(missing, ", "));
+    return tl::make_unexpected(registration_pending({}));
+  }
+  if (phase_ == LivePhase::kPlanning) {
+    return fail(ErrorCode::kState, "rank: job {} is being planned from its profile; its next round starts "
+                "when the plan is ready", info_.job_id);
+  }
+  const auto dag = shared_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule);
+  if (!dag) {
+    return fail(ErrorCode::kInternal, "cannot build the pipeline of job {}", info_.job_id);
   }
   LiveSchedule schedule;
-  schedule.rank = rank;
+  schedule.rank = rank.rank;
   schedule.round = round_;
   schedule.phase = phase_;
   schedule.iterations = iterations_of_round();
-  const PipelineDag dag = JOULE_TRY(build_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule));
   if (phase_ != LivePhase::kPlanned) {
-    schedule.frequencies = profiling_list(dag, info->pp_rank);
+    schedule.frequencies = profiling_list(*dag, rank.pp_rank);
     return schedule;
   }
-  const Assignment& assignment = assignments_[static_cast<size_t>(info->dp_rank)];
-  for (const int node : dag.stage_order[static_cast<size_t>(info->pp_rank)]) {
-    const auto id = static_cast<size_t>(node);
-    schedule.frequencies.emplace_back(std::string(to_string(dag.computations[id].instruction)),
-                                      assignment.plan[id]);
+  const bool slowed = straggler_time_s_ && slowed_[static_cast<size_t>(rank.dp_rank)];
+  const FrequencyPlan& plan = slowed ? data.slowed_plan : data.fastest_plan;
+  if (plan.size() != dag->computations.size() || data.version != data_version_) {
+    return fail(ErrorCode::kInternal, "the stored plan of job {} does not match its state", info_.job_id);
   }
-  schedule.predicted = assignment.predicted;
+  for (const int node : dag->stage_order[static_cast<size_t>(rank.pp_rank)]) {
+    const auto id = static_cast<size_t>(node);
+    schedule.frequencies.emplace_back(std::string(to_string(dag->computations[id].instruction)), plan[id]);
+  }
+  schedule.predicted = slowed ? slowed_prediction_ : fastest_;
   return schedule;
 }
 
-bool LiveScheduler::has_reported(int rank) const {
-  return pending_.contains(rank);
+// --- LiveState: results and rounds ------------------------------------------------------------------------
+
+size_t LiveState::max_result_bytes() const {
+  const auto iterations = static_cast<size_t>(std::max(1, options_.planned_round_iterations));
+  const auto computations = 2 * static_cast<size_t>(info_.num_microbatches);  // one stage's, per iteration
+  // Per iteration: a time and an energy per computation and for the whole, each list's brackets and name.
+  return iterations * ((2 * computations + 2) * kNumberTextBytes + 64) + 512;
 }
 
-Result<void> LiveScheduler::check_result(const LiveResult& result, const LiveSchedule& schedule) const {
-  const auto iterations = static_cast<size_t>(schedule.iterations);
+Result<void> LiveState::check_result(const LiveResult& result, const LiveRankPosition& rank) const {
+  if (phase_ == LivePhase::kRegistering) {
+    return tl::make_unexpected(registration_pending({}));
+  }
+  if (phase_ == LivePhase::kPlanning) {
+    return fail(ErrorCode::kState,
+                "rank: job {} is being planned: every rank reported round {}; wait for the next schedule",
+                info_.job_id, round_);
+  }
+  if (result.round && *result.round != round_) {
+    return fail(ErrorCode::kState,
+                "round: rank {} reported round {}, but job {} is at round {} (a repeated or late result; "
+                "GET /schedule/{}?rank={} gives the current round)",
+                rank.rank, *result.round, info_.job_id, round_, info_.job_id, rank.rank);
+  }
+  const auto dag = shared_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule);
+  if (!dag) {
+    return fail(ErrorCode::kInternal, "cannot build the pipeline of job {}", info_.job_id);
+  }
+  const auto iterations = static_cast<size_t>(iterations_of_round());
   std::map<std::string, size_t> per_instruction;
-  for (const auto& [name, frequency] : schedule.frequencies) {
-    ++per_instruction[name];
+  for (const int node : dag->stage_order[static_cast<size_t>(rank.pp_rank)]) {
+    ++per_instruction[std::string(to_string(dag->computations[static_cast<size_t>(node)].instruction))];
   }
   for (const auto& [name, values] :
        {std::pair<std::string_view, const std::vector<double>*>{"iter_time", &result.iter_time_s},
@@ -354,14 +569,11 @@ Result<void> LiveScheduler::check_result(const LiveResult& result, const LiveSch
     if (values->size() != iterations) {
       return fail(ErrorCode::kInvalidArgument,
                   "{}: round {} ran {} iteration{} of its schedule, but the result lists {} values", name,
-                  schedule.round, iterations, iterations == 1 ? "" : "s", values->size());
+                  round_, iterations, iterations == 1 ? "" : "s", values->size());
     }
     for (size_t i = 0; i < values->size(); ++i) {
-      const double value = (*values)[i];
-      if (!std::isfinite(value) || value < 0 || (name == "iter_time" && value == 0)) {
-        return fail(ErrorCode::kInvalidArgument, "{}[{}]: must be a finite {} number, got {}", name, i,
-                    name == "iter_time" ? "positive" : "non-negative", value);
-      }
+      JOULE_TRY(check_measurement((*values)[i], name == "iter_time", fmt::format("{}[{}]", name, i), rank.rank,
+                                  "iteration"));
     }
   }
   const bool profiling = phase_ == LivePhase::kProfiling;
@@ -379,12 +591,13 @@ Result<void> LiveScheduler::check_result(const LiveResult& result, const LiveSch
         }
         return fail(ErrorCode::kInvalidArgument,
                     "{}.{}: unknown instruction '{}': the schedule of rank {} has only {}", field, name, name,
-                    result.rank, fmt::join(known, ", "));
+                    rank.rank, fmt::join(known, ", "));
       }
       if (lists.size() != iterations) {
         return fail(ErrorCode::kInvalidArgument, "{}.{}: must list {} iteration{}, got {}", field, name,
                     iterations, iterations == 1 ? "" : "s", lists.size());
       }
+      const bool is_time = field == "time_breakdown";
       for (size_t i = 0; i < lists.size(); ++i) {
         if (lists[i].size() != expected->second) {
           return fail(ErrorCode::kInvalidArgument,
@@ -393,12 +606,8 @@ Result<void> LiveScheduler::check_result(const LiveResult& result, const LiveSch
                       lists[i].size());
         }
         for (size_t k = 0; k < lists[i].size(); ++k) {
-          const double value = lists[i][k];
-          const bool is_time = field == "time_breakdown";
-          if (!std::isfinite(value) || value < 0 || (is_time && value == 0)) {
-            return fail(ErrorCode::kInvalidArgument, "{}.{}[{}][{}]: must be a finite {} number, got {}",
-                        field, name, i, k, is_time ? "positive" : "non-negative", value);
-          }
+          JOULE_TRY(check_measurement(lists[i][k], is_time, fmt::format("{}.{}[{}][{}]", field, name, i, k),
+                                      rank.rank, "computation"));
         }
       }
     }
@@ -415,141 +624,193 @@ Result<void> LiveScheduler::check_result(const LiveResult& result, const LiveSch
   return {};
 }
 
-Result<bool> LiveScheduler::report(const LiveResult& result, const LivePlanProvider& provider) {
-  const LiveSchedule schedule = JOULE_TRY(this->schedule(result.rank));
-  if (pending_.contains(result.rank)) {
-    return fail(ErrorCode::kState,
-                "rank: rank {} already reported round {}; it gets the next schedule once every rank has "
-                "reported",
-                result.rank, round_);
-  }
-  JOULE_TRY(check_result(result, schedule));
-  LiveScheduler next = *this;
-  next.pending_.emplace(result.rank, result);
-  if (static_cast<int>(next.pending_.size()) < info_.world_size) {
-    *this = std::move(next);
-    return false;
-  }
-  JOULE_TRY(next.observe_round(provider));
-  next.pending_.clear();
-  ++next.round_;
-  *this = std::move(next);
-  return true;
+bool LiveState::count_report() {
+  ++reported_;
+  return reported_ >= info_.world_size;
 }
 
-Result<void> LiveScheduler::observe_round(const LivePlanProvider& provider) {
+void LiveState::next_round() {
+  reported_ = 0;
+  ++round_;
+}
+
+void LiveState::start_sweep_round() {
+  // The next clocks, M / samples of them (at least one).
+  const size_t remaining = frequencies_mhz_.size() - sweep_next_;
+  const auto per_iteration = static_cast<size_t>(std::max(1, info_.num_microbatches / options_.profile_samples));
+  round_frequencies_ = std::min(per_iteration, remaining);
+  sweep_next_ += round_frequencies_;
+}
+
+Result<void> LiveState::complete_round(const std::vector<LiveReport>& reports, LiveData& data) {
+  if (reports.size() != static_cast<size_t>(info_.world_size)) {
+    return fail(ErrorCode::kInvalidArgument, "round {} of job {} has {} reports for {} ranks", round_,
+                info_.job_id, reports.size(), info_.world_size);
+  }
+  std::vector<bool> seen(static_cast<size_t>(info_.world_size), false);
+  for (const LiveReport& report : reports) {
+    const int rank = report.rank.rank;
+    if (report.round != round_ || rank < 0 || rank >= info_.world_size || seen[static_cast<size_t>(rank)] ||
+        report.result.rank != rank) {
+      return fail(ErrorCode::kInvalidArgument, "round {} of job {} has a report of rank {} for round {}",
+                  round_, info_.job_id, rank, report.round);
+    }
+    seen[static_cast<size_t>(rank)] = true;
+  }
+  rerun_reason_.clear();
+  // Reports come back from a store: checked again, so that one spoilt since cannot break the observation.
+  for (const LiveReport& report : reports) {
+    if (auto checked = check_result(report.result, report.rank); !checked) {
+      rerun_reason_ = checked.error().message();
+      next_round();
+      return {};
+    }
+  }
+  LiveState next = *this;
+  LiveData next_data = data;
+  if (auto observed = next.observe(reports, next_data); !observed) {
+    // The reports passed check_result() but cannot be used together (a stored state from before a bound):
+    // measure the round again rather than refuse every later result.
+    rerun_reason_ = observed.error().message();
+    next_round();
+    return {};
+  }
+  *this = std::move(next);
+  data = std::move(next_data);
+  return {};
+}
+
+Result<void> LiveState::observe(const std::vector<LiveReport>& reports, LiveData& data) {
   switch (phase_) {
     case LivePhase::kRegistering:
-      return fail(ErrorCode::kInternal, "a round completed before every rank registered");
+    case LivePhase::kPlanning:
+      return fail(ErrorCode::kInternal, "a round completed while the job was {}", to_string(phase_));
     case LivePhase::kWarmup: {
       profiling_iterations_ += 1;
       warmup_rounds_ += 1;
       // A GPU still heating up draws less leakage power than it will once warm: a profile measured now
       // would read low. Stay at the highest clock (the most heat) until every rank is steady.
-      unsteady_ranks_.clear();
-      for (const auto& [rank, result] : pending_) {
-        if (result.thermally_steady == false) {
-          unsteady_ranks_.push_back(rank);
+      std::vector<int> unsteady;
+      for (const LiveReport& report : reports) {
+        if (report.result.thermally_steady == false) {
+          unsteady.push_back(report.rank.rank);
         }
       }
-      if (!unsteady_ranks_.empty() && warmup_rounds_ < options_.max_warmup_rounds) {
+      std::sort(unsteady.begin(), unsteady.end());
+      unsteady_count_ = static_cast<int>(unsteady.size());
+      unsteady.resize(std::min(unsteady.size(), kListedRanks));
+      unsteady_ranks_ = std::move(unsteady);
+      if (unsteady_count_ > 0 && warmup_rounds_ < options_.max_warmup_rounds) {
+        next_round();
         return {};
       }
-      warmup_gave_up_ = !unsteady_ranks_.empty();
+      warmup_gave_up_ = unsteady_count_ > 0;
       phase_ = LivePhase::kProfiling;
-      break;
-    }
-    case LivePhase::kProfiling:
-      profiling_iterations_ += 1;
-      observe_profile();
-      if (sweep_finished()) {
-        // Σ over ranks: every GPU's energy outside its computations over its time outside them.
-        const double total_time_s = idle_time_s_ + busy_time_s_;
-        const double per_gpu_w = idle_time_s_ >= 0.01 * total_time_s && idle_time_s_ > 0
-                                     ? idle_energy_j_ / idle_time_s_
-                                     : options_.default_p_blocking_w;
-        p_blocking_w_ = per_gpu_w * info_.tp_degree;
-        std::vector<std::array<std::vector<ProfileOption>, 2>> options(static_cast<size_t>(info_.pp_degree));
-        for (size_t stage = 0; stage < options.size(); ++stage) {
-          for (size_t instruction = 0; instruction < 2; ++instruction) {
-            for (size_t f = 0; f < sweep_next_; ++f) {
-              const Sample& sample = samples_[stage][instruction][f];
-              if (sample.count == 0) {
-                return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage,
-                            frequencies_mhz_[f]);
-              }
-              const auto count = static_cast<double>(sample.count);
-              // A counter too coarse for one computation can read 0 J: keep the profile valid.
-              options[stage][instruction].push_back(
-                  {frequencies_mhz_[f], sample.time_s / count, std::max(sample.energy_j / count, 1e-9)});
-            }
-          }
-        }
-        const Profile profile = JOULE_TRY(Profile::from_options(std::move(options)));
-        JOULE_TRY(plan_from(plan::profile_csv(profile), provider));
-        return {};
-      }
-      break;
-    case LivePhase::kPlanned: {
-      const auto before = std::make_pair(straggler_time_s_, slowed_);
-      observe_stragglers();
-      if (std::make_pair(straggler_time_s_, slowed_) != before) {
-        // What some pipeline should run changed: pick from the frontier (cached by the provider).
-        const auto plan = JOULE_TRY(provider(*profile_csv_, info_.pp_degree, info_.num_microbatches,
-                                             info_.schedule, p_blocking_w_, unit_time_s_));
-        JOULE_TRY(assign(*plan));
-      }
+      start_sweep_round();
+      next_round();
       return {};
     }
+    case LivePhase::kProfiling: {
+      profiling_iterations_ += 1;
+      if (data.samples.size() != static_cast<size_t>(info_.pp_degree)) {
+        return fail(ErrorCode::kInternal, "the stored samples of job {} do not match its stages", info_.job_id);
+      }
+      observe_profile(reports, data);
+      if (!sweep_finished(data)) {
+        start_sweep_round();
+        next_round();
+        return {};
+      }
+      // Σ over ranks: every GPU's energy outside its computations over its time outside them.
+      const double total_time_s = idle_time_s_ + busy_time_s_;
+      const double per_gpu_w = idle_time_s_ >= 0.01 * total_time_s && idle_time_s_ > 0
+                                   ? idle_energy_j_ / idle_time_s_
+                                   : options_.default_p_blocking_w;
+      p_blocking_w_ = per_gpu_w * info_.tp_degree;
+      std::vector<std::array<std::vector<ProfileOption>, 2>> options(static_cast<size_t>(info_.pp_degree));
+      for (size_t stage = 0; stage < options.size(); ++stage) {
+        for (size_t instruction = 0; instruction < 2; ++instruction) {
+          for (size_t f = 0; f < sweep_next_; ++f) {
+            const LiveSample& sample = data.samples[stage][instruction][f];
+            if (sample.count == 0) {
+              return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage, frequencies_mhz_[f]);
+            }
+            const auto count = static_cast<double>(sample.count);
+            // A counter too coarse for one computation can read 0 J: keep the profile valid.
+            options[stage][instruction].push_back(
+                {frequencies_mhz_[f], sample.time_s / count, std::max(sample.energy_j / count, 1e-9)});
+          }
+        }
+      }
+      const Profile profile = JOULE_TRY(Profile::from_options(std::move(options)));
+      slowed_.assign(static_cast<size_t>(info_.dp_degree), false);
+      straggler_time_s_.reset();
+      planning_after_round_ = true;
+      return request_plan(plan::profile_csv(profile), data);
+    }
+    case LivePhase::kPlanned: {
+      const auto before = std::make_pair(straggler_time_s_, slowed_);
+      observe_stragglers(reports);
+      if (std::make_pair(straggler_time_s_, slowed_) != before) {
+        // What some pipeline should run changed: pick from the frontier (the planner's cache has it).
+        planning_after_round_ = true;
+        phase_ = LivePhase::kPlanning;
+        ++planning_sequence_;
+        return {};
+      }
+      next_round();
+      return {};
+    }
+    case LivePhase::kFailed:
+      next_round();
+      return {};
   }
-  // Next profiling round: the next clocks, M / samples of them (at least one).
-  const size_t remaining = frequencies_mhz_.size() - sweep_next_;
-  const auto per_iteration =
-      static_cast<size_t>(std::max(1, info_.num_microbatches / options_.profile_samples));
-  round_frequencies_ = std::min(per_iteration, remaining);
-  sweep_next_ += round_frequencies_;
   return {};
 }
 
-void LiveScheduler::observe_profile() {
-  // Per (dp, pp) position: per iteration and instruction occurrence, the time is the slowest tensor-parallel
-  // rank's and the energy the sum of theirs (one stage is tp GPUs).
-  const auto dag = build_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule);
-  for (int dp = 0; dp < info_.dp_degree; ++dp) {
-    for (int pp = 0; pp < info_.pp_degree; ++pp) {
-      std::array<std::vector<size_t>, 2> slots;  // per instruction, the clock index of each occurrence
-      for (const int node : dag->stage_order[static_cast<size_t>(pp)]) {
-        const Computation& computation = dag->computations[static_cast<size_t>(node)];
-        slots[index_of(computation.instruction)].push_back(profiling_slot(computation.microbatch));
-      }
-      for (const Instruction instruction : {Instruction::kForward, Instruction::kBackward}) {
-        const std::string name(to_string(instruction));
-        const auto& indices = slots[index_of(instruction)];
-        std::vector<double> time_s(indices.size(), 0.0);
-        std::vector<double> energy_j(indices.size(), 0.0);
-        // One iteration per profiling round.
-        for (const auto& [rank, result] : pending_) {
-          const LiveRankInfo* info = find_rank(rank);
-          if (info->dp_rank != dp || info->pp_rank != pp) {
-            continue;
-          }
-          const auto& times = result.time_breakdown_s.at(name).front();
-          const auto& energies = result.energy_breakdown_j.at(name).front();
-          for (size_t k = 0; k < indices.size(); ++k) {
-            time_s[k] = std::max(time_s[k], times[k]);
-            energy_j[k] += energies[k];
-          }
-        }
+void LiveState::observe_profile(const std::vector<LiveReport>& reports, LiveData& data) {
+  // Per (dp, pp) position: per instruction occurrence, the time is the slowest tensor-parallel rank's and the
+  // energy the sum of theirs (one stage is tp GPUs). One iteration per profiling round.
+  const auto dag = shared_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule);
+  std::vector<std::array<std::vector<size_t>, 2>> slots(static_cast<size_t>(info_.pp_degree));
+  for (int pp = 0; pp < info_.pp_degree; ++pp) {
+    for (const int node : dag->stage_order[static_cast<size_t>(pp)]) {
+      const Computation& computation = dag->computations[static_cast<size_t>(node)];
+      slots[static_cast<size_t>(pp)][index_of(computation.instruction)].push_back(
+          profiling_slot(computation.microbatch));
+    }
+  }
+  std::map<std::pair<int, int>, std::vector<const LiveResult*>> by_position;
+  for (const LiveReport& report : reports) {
+    by_position[{report.rank.dp_rank, report.rank.pp_rank}].push_back(&report.result);
+  }
+  for (const auto& [position, results] : by_position) {
+    const auto pp = static_cast<size_t>(position.second);
+    for (const Instruction instruction : {Instruction::kForward, Instruction::kBackward}) {
+      const std::string name(to_string(instruction));
+      const auto& indices = slots[pp][index_of(instruction)];
+      std::vector<double> time_s(indices.size(), 0.0);
+      std::vector<double> energy_j(indices.size(), 0.0);
+      for (const LiveResult* result : results) {
+        const auto& times = result->time_breakdown_s.at(name).front();
+        const auto& energies = result->energy_breakdown_j.at(name).front();
         for (size_t k = 0; k < indices.size(); ++k) {
-          Sample& sample = samples_[static_cast<size_t>(pp)][index_of(instruction)][indices[k]];
-          sample.time_s += time_s[k];
-          sample.energy_j += energy_j[k];
-          ++sample.count;
+          time_s[k] = std::max(time_s[k], times[k]);
+          energy_j[k] += energies[k];
         }
+      }
+      for (size_t k = 0; k < indices.size(); ++k) {
+        LiveSample& sample = data.samples[pp][index_of(instruction)][indices[k]];
+        sample.time_s += time_s[k];
+        sample.energy_j += energy_j[k];
+        ++sample.count;
       }
     }
   }
-  for (const auto& [rank, result] : pending_) {
+  ++data_version_;
+  data.version = data_version_;
+  for (const LiveReport& report : reports) {
+    const LiveResult& result = report.result;
     for (size_t i = 0; i < result.iter_time_s.size(); ++i) {
       double busy_s = 0;
       double busy_j = 0;
@@ -574,7 +835,7 @@ void LiveScheduler::observe_profile() {
   }
 }
 
-bool LiveScheduler::sweep_finished() const {
+bool LiveState::sweep_finished(const LiveData& data) const {
   if (sweep_next_ >= frequencies_mhz_.size()) {
     return true;
   }
@@ -582,7 +843,7 @@ bool LiveScheduler::sweep_finished() const {
   if (sweep_next_ < patience + 1) {
     return false;
   }
-  for (const auto& stage : samples_) {
+  for (const auto& stage : data.samples) {
     for (const auto& instruction : stage) {
       double least_j = INFINITY;
       for (size_t f = 0; f < sweep_next_; ++f) {
@@ -599,30 +860,60 @@ bool LiveScheduler::sweep_finished() const {
   return true;
 }
 
-Result<void> LiveScheduler::plan_from(const std::string& profile_csv, const LivePlanProvider& provider) {
+Result<void> LiveState::request_plan(const std::string& profile_csv, LiveData& data) {
   unit_time_s_ = options_.unit_time_s;
   if (unit_time_s_ == 0) {
     const Profile profile = JOULE_TRY(Profile::parse(profile_csv, "the measured profile"));
-    const PipelineDag dag =
-        JOULE_TRY(build_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule));
-    const PlanningUnits units = JOULE_TRY(planning_units(dag, profile, 1.0));
-    unit_time_s_ = units.slowest_iteration_s / kAutoPlanningUnits;
+    const auto dag = shared_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule);
+    if (!dag) {
+      return fail(ErrorCode::kInternal, "cannot build the pipeline of job {}", info_.job_id);
+    }
+    const PlanningUnits units = JOULE_TRY(planning_units(*dag, profile, 1.0));
+    // The planner's work grows with computations × units: large pipelines get a coarser unit.
+    const double computations = static_cast<double>(dag->computations.size());
+    const double walk = std::max(1.0, std::min(kAutoPlanningUnits, limits_.max_planning_work / computations));
+    unit_time_s_ = units.slowest_iteration_s / walk;
   }
-  const auto plan = JOULE_TRY(provider(profile_csv, info_.pp_degree, info_.num_microbatches, info_.schedule,
-                                       p_blocking_w_, unit_time_s_));
-  if (plan->frontier.empty()) {
-    return fail(ErrorCode::kInternal, "the planner returned no plan");
+  if (data.profile_csv != profile_csv) {
+    data.profile_csv = profile_csv;
+    ++data_version_;
+    data.version = data_version_;
   }
-  profile_csv_ = profile_csv;
-  phase_ = LivePhase::kPlanned;
-  slowed_.assign(static_cast<size_t>(info_.dp_degree), false);
-  straggler_time_s_.reset();
-  return assign(*plan);
+  phase_ = LivePhase::kPlanning;
+  ++planning_sequence_;
+  return {};
 }
 
-Result<void> LiveScheduler::assign(const LivePlan& plan) {
+std::optional<LivePlanRequest> LiveState::planning(const LiveData& data) const {
+  if (phase_ != LivePhase::kPlanning || !data.profile_csv) {
+    return std::nullopt;
+  }
+  LivePlanRequest request;
+  request.profile_csv = *data.profile_csv;
+  request.stages = info_.pp_degree;
+  request.microbatches = info_.num_microbatches;
+  request.schedule = info_.schedule;
+  request.p_blocking_w = p_blocking_w_;
+  request.unit_time_s = unit_time_s_;
+  request.max_planning_units = limits_.max_planning_units;
+  request.max_planning_work = limits_.max_planning_work;
+  request.sequence = planning_sequence_;
+  return request;
+}
+
+Result<void> LiveState::apply_plan(const LivePlan& plan, int64_t sequence, LiveData& data) {
+  if (phase_ != LivePhase::kPlanning || sequence != planning_sequence_) {
+    return fail(ErrorCode::kState, "plan: job {} no longer waits for plan {} (phase {}, plan {})", info_.job_id,
+                sequence, to_string(phase_), planning_sequence_);
+  }
+  if (plan.frontier.empty()) {
+    return fail(ErrorCode::kInternal, "the planner returned no plan for job {}", info_.job_id);
+  }
+  if (plan.dag.computations.size() != static_cast<size_t>(2 * info_.pp_degree * info_.num_microbatches)) {
+    return fail(ErrorCode::kInvalidArgument, "plan: planned for {} computations, job {} has {}",
+                plan.dag.computations.size(), info_.job_id, 2 * info_.pp_degree * info_.num_microbatches);
+  }
   const auto stages = info_.pp_degree;
-  const FrontierPoint<FrequencyPlan>& fastest = plan.frontier.fastest();
   const auto predict = [&](const FrontierPoint<FrequencyPlan>& point, double time_s) {
     LivePrediction prediction;
     prediction.iteration_time_s = time_s;
@@ -631,44 +922,77 @@ Result<void> LiveScheduler::assign(const LivePlan& plan) {
     prediction.max_clock_time_s = plan.max_clock.time_s;
     prediction.max_clock_energy_j = plan.max_clock.energy_j;
     prediction.p_blocking_w = plan.p_blocking_w;
-    return Assignment{point.knob, point.time_s, prediction};
+    return prediction;
   };
-  fastest_ = predict(fastest, fastest.time_s);
-  std::optional<Assignment> slowed;
+  const FrontierPoint<FrequencyPlan>& fastest = plan.frontier.fastest();
+  std::optional<LivePrediction> slowed_prediction;
+  FrequencyPlan slowed_plan;
   if (straggler_time_s_) {
     const size_t index =
         JOULE_TRY(select_for_target(plan.frontier, *straggler_time_s_, plan.p_blocking_w, stages));
-    slowed = predict(plan.frontier.points()[index], *straggler_time_s_);
+    slowed_prediction = predict(plan.frontier.points()[index], *straggler_time_s_);
+    slowed_plan = plan.frontier.points()[index].knob;
   }
-  assignments_.clear();
-  for (size_t pipeline = 0; pipeline < static_cast<size_t>(info_.dp_degree); ++pipeline) {
-    assignments_.push_back(slowed && slowed_[pipeline] ? *slowed : *fastest_);
+  fastest_ = predict(fastest, fastest.time_s);
+  slowed_prediction_ = std::move(slowed_prediction);
+  data.fastest_plan = fastest.knob;
+  data.slowed_plan = std::move(slowed_plan);
+  ++data_version_;
+  data.version = data_version_;
+  phase_ = LivePhase::kPlanned;
+  if (planning_after_round_) {
+    next_round();
   }
+  planning_after_round_ = false;
+  planner_.clear();
+  planner_since_unix_ns_ = 0;
   return {};
 }
 
-void LiveScheduler::observe_stragglers() {
+void LiveState::fail_planning(int64_t sequence, std::string why) {
+  if (phase_ != LivePhase::kPlanning || sequence != planning_sequence_) {
+    return;
+  }
+  failure_ = std::move(why);
+  if (fastest_) {
+    // A straggler's new target could not be planned: every pipeline keeps the fastest plan.
+    straggler_time_s_.reset();
+    slowed_.assign(slowed_.size(), false);
+    slowed_prediction_.reset();
+    phase_ = LivePhase::kPlanned;
+  } else {
+    phase_ = LivePhase::kFailed;
+  }
+  if (planning_after_round_) {
+    next_round();
+  }
+  planning_after_round_ = false;
+  planner_.clear();
+  planner_since_unix_ns_ = 0;
+}
+
+void LiveState::observe_stragglers(const std::vector<LiveReport>& reports) {
   if (info_.dp_degree < 2 || !fastest_) {
     return;  // one pipeline sets its own pace: nothing else to slow down
   }
-  const double fastest_s = fastest_->predicted.iteration_time_s;
+  const double fastest_s = fastest_->iteration_time_s;
   // Each pipeline's pace had it run the fastest plan: its measured time over its plan's own time (the
   // plan's critical path, not the target it was stretched to), times the fastest plan's time.
-  std::vector<double> pace_s(static_cast<size_t>(info_.dp_degree), 0.0);
-  for (int dp = 0; dp < info_.dp_degree; ++dp) {
-    std::vector<double> times;
-    for (const auto& [rank, result] : pending_) {
-      if (find_rank(rank)->dp_rank != dp) {
-        continue;
-      }
-      times.resize(std::max(times.size(), result.iter_time_s.size()), 0.0);
-      for (size_t i = 0; i < result.iter_time_s.size(); ++i) {
-        times[i] = std::max(times[i], result.iter_time_s[i]);
-      }
+  std::vector<std::vector<double>> times(static_cast<size_t>(info_.dp_degree));
+  for (const LiveReport& report : reports) {
+    auto& pipeline = times[static_cast<size_t>(report.rank.dp_rank)];
+    const auto& own = report.result.iter_time_s;
+    pipeline.resize(std::max(pipeline.size(), own.size()), 0.0);
+    for (size_t i = 0; i < own.size(); ++i) {
+      pipeline[i] = std::max(pipeline[i], own[i]);
     }
+  }
+  std::vector<double> pace_s(static_cast<size_t>(info_.dp_degree), 0.0);
+  for (size_t dp = 0; dp < pace_s.size(); ++dp) {
     // A slowed pipeline's plan ends before the target: its own critical path is what it measures.
-    const double plan_time_s = assignments_[static_cast<size_t>(dp)].plan_time_s;
-    pace_s[static_cast<size_t>(dp)] = median(times) / plan_time_s * fastest_s;
+    const bool slowed = straggler_time_s_ && slowed_[dp] && slowed_prediction_;
+    const double plan_time_s = slowed ? slowed_prediction_->compute_time_s : fastest_->compute_time_s;
+    pace_s[dp] = median(times[dp]) / plan_time_s * fastest_s;
   }
   const double slowest_s = *std::max_element(pace_s.begin(), pace_s.end());
   const double enter_s = fastest_s * (1 + options_.straggler_enter);
@@ -714,263 +1038,123 @@ void LiveScheduler::observe_stragglers() {
   }
 }
 
-namespace {
+// --- LiveScheduler: all of it in memory -------------------------------------------------------------------
 
-json result_json(const LiveResult& result) {
-  json value = {{"rank", result.rank},
-                {"iter_time", result.iter_time_s},
-                {"iter_energy", result.iter_energy_j},
-                {"time_breakdown", result.time_breakdown_s},
-                {"energy_breakdown", result.energy_breakdown_j}};
-  if (result.thermally_steady) {
-    value["thermally_steady"] = *result.thermally_steady;
+Result<LiveScheduler> LiveScheduler::create(LiveJobInfo info, LiveOptions options, LiveLimits limits) {
+  LiveScheduler scheduler;
+  scheduler.state_ = JOULE_TRY(LiveState::create(std::move(info), options, limits));
+  return scheduler;
+}
+
+Result<void> LiveScheduler::use_profile(const std::string& profile_csv) {
+  return state_.use_profile(profile_csv, data_);
+}
+
+Result<void> LiveScheduler::register_rank(const LiveRankInfo& rank, const LivePlanProvider& provider) {
+  if (ranks_.contains(rank.rank)) {
+    return tl::make_unexpected(LiveState::already_registered(rank.rank));
   }
-  return value;
-}
-
-LiveResult result_from(const json& value) {
-  LiveResult result;
-  result.rank = value.at("rank").get<int>();
-  result.iter_time_s = value.at("iter_time").get<std::vector<double>>();
-  result.iter_energy_j = value.at("iter_energy").get<std::vector<double>>();
-  result.time_breakdown_s =
-      value.at("time_breakdown").get<std::map<std::string, std::vector<std::vector<double>>>>();
-  result.energy_breakdown_j =
-      value.at("energy_breakdown").get<std::map<std::string, std::vector<std::vector<double>>>>();
-  if (const auto steady = value.find("thermally_steady"); steady != value.end()) {
-    result.thermally_steady = steady->get<bool>();
+  if (const auto position = state_.position_index(rank)) {
+    if (const auto holder = positions_.find(*position); holder != positions_.end()) {
+      return tl::make_unexpected(
+          LiveState::position_taken({rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank}, holder->second));
+    }
   }
-  return result;
+  const LiveRankPosition position = JOULE_TRY(state_.check_registration(rank));
+  LiveScheduler next = *this;
+  next.state_.add_rank(rank, next.data_);
+  next.ranks_.emplace(rank.rank, position);
+  next.positions_.emplace(next.state_.position_index(position), rank.rank);
+  next.plan_now(provider);
+  *this = std::move(next);
+  return {};
 }
 
-json prediction_json(const LivePrediction& prediction) {
-  return {{"iteration_time_s", prediction.iteration_time_s},
-          {"compute_time_s", prediction.compute_time_s},
-          {"iteration_energy_j", prediction.iteration_energy_j},
-          {"max_clock_time_s", prediction.max_clock_time_s},
-          {"max_clock_energy_j", prediction.max_clock_energy_j},
-          {"p_blocking_w", prediction.p_blocking_w}};
-}
-
-LivePrediction prediction_from(const json& value) {
-  LivePrediction prediction;
-  prediction.iteration_time_s = value.at("iteration_time_s").get<double>();
-  prediction.compute_time_s = value.at("compute_time_s").get<double>();
-  prediction.iteration_energy_j = value.at("iteration_energy_j").get<double>();
-  prediction.max_clock_time_s = value.at("max_clock_time_s").get<double>();
-  prediction.max_clock_energy_j = value.at("max_clock_energy_j").get<double>();
-  prediction.p_blocking_w = value.at("p_blocking_w").get<double>();
-  return prediction;
-}
-
-template <class T>
-json optional_json(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
-}
-
-template <class T>
-std::optional<T> optional_from(const json& value) {
-  return value.is_null() ? std::nullopt : std::optional<T>(value.get<T>());
-}
-
-}  // namespace
-
-std::string LiveScheduler::dump() const {
-  json ranks = json::array();
-  for (const LiveRankInfo& rank : ranks_) {
-    ranks.push_back({{"rank", rank.rank},
-                     {"dp_rank", rank.dp_rank},
-                     {"pp_rank", rank.pp_rank},
-                     {"tp_rank", rank.tp_rank},
-                     {"available_frequencies", rank.available_frequencies_mhz}});
+std::vector<int> LiveScheduler::missing_ranks() const {
+  std::vector<int> missing;
+  for (int rank = 0; rank < state_.info().world_size; ++rank) {
+    if (!ranks_.contains(rank)) {
+      missing.push_back(rank);
+    }
   }
-  json samples = json::array();
-  for (const auto& stage : samples_) {
-    json per_stage = json::array();
-    for (const auto& instruction : stage) {
-      json per_instruction = json::array();
-      for (const Sample& sample : instruction) {
-        per_instruction.push_back({sample.time_s, sample.energy_j, sample.count});
-      }
-      per_stage.push_back(std::move(per_instruction));
-    }
-    samples.push_back(std::move(per_stage));
-  }
-  const auto assignment_json = [](const Assignment& assignment) {
-    return json{{"plan", assignment.plan},
-                {"plan_time_s", assignment.plan_time_s},
-                {"predicted", prediction_json(assignment.predicted)}};
-  };
-  json assignments = json::array();
-  for (const Assignment& assignment : assignments_) {
-    assignments.push_back(assignment_json(assignment));
-  }
-  json pending = json::array();
-  for (const auto& [rank, result] : pending_) {
-    pending.push_back(result_json(result));
-  }
-  const json options = {{"profile_samples", options_.profile_samples},
-                        {"profile_stop_energy_rise", options_.profile_stop_energy_rise},
-                        {"profile_patience", options_.profile_patience},
-                        {"planned_round_iterations", options_.planned_round_iterations},
-                        {"default_p_blocking_w", options_.default_p_blocking_w},
-                        {"unit_time_s", options_.unit_time_s},
-                        {"straggler_enter", options_.straggler_enter},
-                        {"straggler_exit", options_.straggler_exit},
-                        {"straggler_retarget", options_.straggler_retarget},
-                        {"straggler_confirm_rounds", options_.straggler_confirm_rounds},
-                        {"max_warmup_rounds", options_.max_warmup_rounds}};
-  const json info = {{"job_id", info_.job_id},
-                     {"pp_degree", info_.pp_degree},
-                     {"dp_degree", info_.dp_degree},
-                     {"tp_degree", info_.tp_degree},
-                     {"world_size", info_.world_size},
-                     {"job_metadata", info_.job_metadata},
-                     {"num_microbatches", info_.num_microbatches},
-                     {"schedule", to_string(info_.schedule)}};
-  const json document = {{"format", kFormat},
-                         {"version", kFormatVersion},
-                         {"info", info},
-                         {"options", options},
-                         {"phase", to_string(phase_)},
-                         {"round", round_},
-                         {"ranks", std::move(ranks)},
-                         {"frequencies_mhz", frequencies_mhz_},
-                         {"sweep_next", sweep_next_},
-                         {"round_frequencies", round_frequencies_},
-                         {"samples", std::move(samples)},
-                         {"idle_energy_j", idle_energy_j_},
-                         {"idle_time_s", idle_time_s_},
-                         {"busy_time_s", busy_time_s_},
-                         {"given_profile", optional_json(given_profile_csv_)},
-                         {"profile", optional_json(profile_csv_)},
-                         {"p_blocking_w", p_blocking_w_},
-                         {"unit_time_s", unit_time_s_},
-                         {"profiling_iterations", profiling_iterations_},
-                         {"warmup_rounds", warmup_rounds_},
-                         {"unsteady_ranks", unsteady_ranks_},
-                         {"warmup_gave_up", warmup_gave_up_},
-                         {"assignments", std::move(assignments)},
-                         {"fastest", fastest_ ? assignment_json(*fastest_) : json(nullptr)},
-                         {"slowed", slowed_},
-                         {"straggler_time_s", optional_json(straggler_time_s_)},
-                         {"enter_streak", enter_streak_},
-                         {"exit_streak", exit_streak_},
-                         {"retarget_streak", retarget_streak_},
-                         {"pending", std::move(pending)}};
-  return document.dump();
+  return missing;
 }
 
-Result<LiveScheduler> LiveScheduler::parse(std::string_view text) {
-  try {
-    const json document = json::parse(text);
-    if (document.value("format", "") != kFormat || document.value("version", 0) != kFormatVersion) {
-      return fail(ErrorCode::kParse, "not a version {} {} document", kFormatVersion, kFormat);
-    }
-    LiveScheduler scheduler;
-    const json& info = document.at("info");
-    scheduler.info_.job_id = info.at("job_id").get<std::string>();
-    scheduler.info_.pp_degree = info.at("pp_degree").get<int>();
-    scheduler.info_.dp_degree = info.at("dp_degree").get<int>();
-    scheduler.info_.tp_degree = info.at("tp_degree").get<int>();
-    scheduler.info_.world_size = info.at("world_size").get<int>();
-    scheduler.info_.job_metadata = info.at("job_metadata").get<std::string>();
-    scheduler.info_.num_microbatches = info.at("num_microbatches").get<int>();
-    scheduler.info_.schedule = JOULE_TRY(parse_schedule(info.at("schedule").get<std::string>()));
-    const json& options = document.at("options");
-    LiveOptions& o = scheduler.options_;
-    o.profile_samples = options.at("profile_samples").get<int>();
-    o.profile_stop_energy_rise = options.at("profile_stop_energy_rise").get<double>();
-    o.profile_patience = options.at("profile_patience").get<int>();
-    o.planned_round_iterations = options.at("planned_round_iterations").get<int>();
-    o.default_p_blocking_w = options.at("default_p_blocking_w").get<double>();
-    o.unit_time_s = options.at("unit_time_s").get<double>();
-    o.straggler_enter = options.at("straggler_enter").get<double>();
-    o.straggler_exit = options.at("straggler_exit").get<double>();
-    o.straggler_retarget = options.at("straggler_retarget").get<double>();
-    o.straggler_confirm_rounds = options.at("straggler_confirm_rounds").get<int>();
-    // Jobs stored before the thermal warm-up existed lack these: the defaults.
-    o.max_warmup_rounds = options.value("max_warmup_rounds", LiveOptions{}.max_warmup_rounds);
-    const std::string phase = document.at("phase").get<std::string>();
-    bool known_phase = false;
-    for (const LivePhase candidate :
-         {LivePhase::kRegistering, LivePhase::kWarmup, LivePhase::kProfiling, LivePhase::kPlanned}) {
-      if (phase == to_string(candidate)) {
-        scheduler.phase_ = candidate;
-        known_phase = true;
-      }
-    }
-    if (!known_phase) {
-      return fail(ErrorCode::kParse, "unknown phase '{}'", phase);
-    }
-    scheduler.round_ = document.at("round").get<int64_t>();
-    for (const json& rank : document.at("ranks")) {
-      scheduler.ranks_.push_back({rank.at("rank").get<int>(), rank.at("dp_rank").get<int>(),
-                                  rank.at("pp_rank").get<int>(), rank.at("tp_rank").get<int>(),
-                                  rank.at("available_frequencies").get<std::vector<uint32_t>>()});
-    }
-    scheduler.frequencies_mhz_ = document.at("frequencies_mhz").get<std::vector<uint32_t>>();
-    scheduler.sweep_next_ = document.at("sweep_next").get<size_t>();
-    scheduler.round_frequencies_ = document.at("round_frequencies").get<size_t>();
-    if (scheduler.sweep_next_ > scheduler.frequencies_mhz_.size() ||
-        scheduler.round_frequencies_ > scheduler.sweep_next_) {
-      return fail(ErrorCode::kParse, "the sweep position is outside its clocks");
-    }
-    for (const json& stage : document.at("samples")) {
-      auto& per_stage = scheduler.samples_.emplace_back();
-      if (stage.size() != 2) {
-        return fail(ErrorCode::kParse, "a stage's samples are not (forward, backward)");
-      }
-      for (size_t instruction = 0; instruction < 2; ++instruction) {
-        for (const json& sample : stage[instruction]) {
-          per_stage[instruction].push_back(
-              {sample.at(0).get<double>(), sample.at(1).get<double>(), sample.at(2).get<int64_t>()});
-        }
-        if (per_stage[instruction].size() != scheduler.frequencies_mhz_.size()) {
-          return fail(ErrorCode::kParse, "a stage has samples for {} clocks, not {}",
-                      per_stage[instruction].size(), scheduler.frequencies_mhz_.size());
-        }
-      }
-    }
-    scheduler.idle_energy_j_ = document.at("idle_energy_j").get<double>();
-    scheduler.idle_time_s_ = document.at("idle_time_s").get<double>();
-    scheduler.busy_time_s_ = document.at("busy_time_s").get<double>();
-    scheduler.given_profile_csv_ = optional_from<std::string>(document.at("given_profile"));
-    scheduler.profile_csv_ = optional_from<std::string>(document.at("profile"));
-    scheduler.p_blocking_w_ = document.at("p_blocking_w").get<double>();
-    scheduler.unit_time_s_ = document.at("unit_time_s").get<double>();
-    scheduler.profiling_iterations_ = document.at("profiling_iterations").get<int64_t>();
-    scheduler.warmup_rounds_ = document.value("warmup_rounds", int64_t{0});
-    scheduler.unsteady_ranks_ = document.value("unsteady_ranks", std::vector<int>{});
-    scheduler.warmup_gave_up_ = document.value("warmup_gave_up", false);
-    const auto assignment_from = [](const json& value) {
-      return Assignment{value.at("plan").get<FrequencyPlan>(), value.at("plan_time_s").get<double>(),
-                        prediction_from(value.at("predicted"))};
-    };
-    for (const json& assignment : document.at("assignments")) {
-      scheduler.assignments_.push_back(assignment_from(assignment));
-    }
-    if (!document.at("fastest").is_null()) {
-      scheduler.fastest_ = assignment_from(document.at("fastest"));
-    }
-    scheduler.slowed_ = document.at("slowed").get<std::vector<bool>>();
-    scheduler.straggler_time_s_ = optional_from<double>(document.at("straggler_time_s"));
-    scheduler.enter_streak_ = document.at("enter_streak").get<int>();
-    scheduler.exit_streak_ = document.at("exit_streak").get<int>();
-    scheduler.retarget_streak_ = document.at("retarget_streak").get<int>();
-    for (const json& result : document.at("pending")) {
-      LiveResult parsed = result_from(result);
-      scheduler.pending_.emplace(parsed.rank, std::move(parsed));
-    }
-    const bool planned = scheduler.phase_ == LivePhase::kPlanned;
-    if (planned && (!scheduler.profile_csv_ || !scheduler.fastest_ ||
-                    scheduler.assignments_.size() != static_cast<size_t>(scheduler.info_.dp_degree) ||
-                    scheduler.slowed_.size() != static_cast<size_t>(scheduler.info_.dp_degree))) {
-      return fail(ErrorCode::kParse, "a planned job without its plan");
-    }
-    return scheduler;
-  } catch (const json::exception& error) {
-    return fail(ErrorCode::kParse, "{}", error.what());
+Result<LiveSchedule> LiveScheduler::schedule(int rank) const {
+  if (state_.phase() == LivePhase::kRegistering) {
+    return tl::make_unexpected(state_.registration_pending(missing_ranks()));
+  }
+  const auto found = ranks_.find(rank);
+  if (found == ranks_.end()) {
+    return tl::make_unexpected(state_.not_a_rank(rank));
+  }
+  return state_.schedule(found->second, data_);
+}
+
+std::vector<LiveRankPosition> LiveScheduler::ranks() const {
+  std::vector<LiveRankPosition> ranks;
+  ranks.reserve(ranks_.size());
+  for (const auto& [rank, position] : ranks_) {
+    ranks.push_back(position);
+  }
+  return ranks;
+}
+
+std::vector<LiveReport> LiveScheduler::reports() const {
+  std::vector<LiveReport> reports;
+  reports.reserve(reports_.size());
+  for (const auto& [rank, report] : reports_) {
+    reports.push_back(report);
+  }
+  return reports;
+}
+
+bool LiveScheduler::has_reported(int rank) const {
+  return reports_.contains(rank);
+}
+
+Result<bool> LiveScheduler::report(const LiveResult& result, const LivePlanProvider& provider) {
+  if (state_.phase() == LivePhase::kRegistering) {
+    return tl::make_unexpected(state_.registration_pending(missing_ranks()));
+  }
+  const auto found = ranks_.find(result.rank);
+  if (found == ranks_.end()) {
+    return tl::make_unexpected(state_.not_a_rank(result.rank));
+  }
+  if (reports_.contains(result.rank) && (!result.round || *result.round == state_.round())) {
+    return tl::make_unexpected(state_.already_reported(result.rank));
+  }
+  JOULE_TRY(state_.check_result(result, found->second));
+  LiveScheduler next = *this;
+  next.reports_.emplace(result.rank, LiveReport{found->second, state_.round(), result});
+  if (!next.state_.count_report()) {
+    *this = std::move(next);
+    return false;
+  }
+  std::vector<LiveReport> reports;
+  reports.reserve(next.reports_.size());
+  for (auto& [rank, report] : next.reports_) {
+    reports.push_back(std::move(report));
+  }
+  next.reports_.clear();
+  JOULE_TRY(next.state_.complete_round(reports, next.data_));
+  next.plan_now(provider);
+  *this = std::move(next);
+  return true;
+}
+
+void LiveScheduler::plan_now(const LivePlanProvider& provider) {
+  const auto request = state_.planning(data_);
+  if (!request) {
+    return;
+  }
+  auto planned = provider(*request);
+  if (!planned) {
+    state_.fail_planning(request->sequence, planned.error().message());
+    return;
+  }
+  if (auto applied = state_.apply_plan(**planned, request->sequence, data_); !applied) {
+    state_.fail_planning(request->sequence, applied.error().message());
   }
 }
 

@@ -27,11 +27,6 @@ namespace {
 // No real pipeline comes close; the bound keeps node ids, edge counts and CSR offsets within int.
 constexpr int64_t kMaxComputations = int64_t{1} << 26;
 
-// Plausibility bounds of a profile row, far above real ones (a microbatch's forward or backward takes
-// milliseconds to seconds and joules to kilojoules): a value past them is a unit mistake or garbage, and
-// would otherwise make the planner's tables and walk enormous (issue 11: 1e300 s took 55 s and 10 GB).
-constexpr double kMaxProfileTimeS = 86'400;  // one day
-constexpr double kMaxProfileEnergyJ = 1e9;   // 278 kWh
 // GPUs offer a few hundred SM clocks at most; the planner indexes a computation's options with 16 bits and
 // evaluates plans in time that grows with the number of clocks.
 constexpr size_t kMaxProfileFrequencies = 1024;

@@ -3,8 +3,11 @@
 // GET /info, POST /register_job, POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=,
 // POST /result/{job_id}. Same field names, defaults and status codes (422 with pydantic's detail for a bad
 // body); the decisions are the live scheduler's (joule/plan/live.hpp), stored per job so that a restart
-// loses nothing. GET /schedule waits, as Zeus's does, until the round it answers is ready.
+// loses nothing. GET /schedule waits, as Zeus's does, until the round it answers is ready, holding only its
+// connection (live_service.cpp). joule's additions: a round number in results, GET and DELETE /job/{job_id}.
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <set>
 #include <type_traits>
@@ -17,6 +20,7 @@
 #include "joule/core/log.hpp"
 #include "joule/plan/profile_codec.hpp"
 
+#include "server/live_service.hpp"
 #include "server/service_internal.hpp"
 
 namespace joule::server {
@@ -30,8 +34,6 @@ using plan::LiveScheduler;
 
 constexpr size_t kMaxJobMetadataLength = 200;
 constexpr int kMaxIdDraws = 16;
-// How often a waiting GET /schedule re-reads the store even without a wake-up (another process's change).
-constexpr auto kPollInterval = std::chrono::milliseconds(200);
 constexpr double kMaxWaitS = 3600;
 
 // FastAPI's HTTPException body: {"detail": "..."}.
@@ -186,6 +188,13 @@ plan::LiveResult parse_result(const json& body) {
   if (const json* steady = fields.optional("thermally_steady")) {
     result.thermally_steady = fields.to_boolean(*steady, "thermally_steady");
   }
+  if (const json* round = fields.optional("round"); round != nullptr && !round->is_null()) {
+    result.round = fields.to_integer(*round, "round");
+    if (*result.round < 0) {
+      throw_json_field_error(ErrorCode::kInvalidArgument, "round",
+                             "ensure this value is greater than or equal to 0");
+    }
+  }
   for (const auto& [key, target] : {std::pair<std::string_view, decltype(&result.time_breakdown_s)>{
                                         "time_breakdown", &result.time_breakdown_s},
                                     {"energy_breakdown", &result.energy_breakdown_j}}) {
@@ -210,7 +219,7 @@ plan::LiveResult parse_result(const json& body) {
   return result;
 }
 
-json schedule_json(const plan::LiveSchedule& schedule) {
+json schedule_json(const plan::LiveSchedule& schedule, const std::string& failure) {
   json frequencies = json::array();
   for (const auto& [name, mhz] : schedule.frequencies) {
     frequencies.push_back(json::array({name, mhz}));
@@ -221,6 +230,9 @@ json schedule_json(const plan::LiveSchedule& schedule) {
                {"phase", plan::to_string(schedule.phase)},
                {"iterations", schedule.iterations},
                {"predicted", nullptr}};
+  if (!failure.empty()) {
+    body["failure"] = failure;
+  }
   if (schedule.predicted) {
     const plan::LivePrediction& predicted = *schedule.predicted;
     body["predicted"] = {{"iteration_time_s", predicted.iteration_time_s},
@@ -241,208 +253,426 @@ std::string utc_stamp(int64_t unix_ns) {
                      utc.tm_hour, utc.tm_min, utc.tm_sec);
 }
 
-// Reads and locks job `job_id`: nullopt if there is none.
-Result<std::optional<LiveScheduler>> load_job(store::Transaction& transaction, const std::string& job_id) {
-  auto found = JOULE_TRY(transaction.get_for_update(detail::kLiveJobKind, job_id));
-  if (!found) {
-    return std::optional<LiveScheduler>();
+// A GET /schedule whose wait ended before the others were done: nothing is wrong, the rank asks again
+// (joule's client does when Retry-After is given; Zeus's never gets here, as it reports nothing).
+Response ask_again(Response response) {
+  response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
+// What to wait for, and whom: the message of a GET /schedule that waited until its deadline.
+std::string waiting_for_reports(const plan::LiveState& state, int rank, const std::vector<int>& missing, int count) {
+  return fmt::format("rank: rank {} reported round {}; the next round starts when ranks {} report it", rank,
+                     state.round(),
+                     count > static_cast<int>(missing.size())
+                         ? fmt::format("{} and {} more", fmt::join(missing, ", "), count - static_cast<int>(missing.size()))
+                         : fmt::format("{}", fmt::join(missing, ", ")));
+}
+
+// Logs what a completed round changed in a job (once per change, not per round of a long warm-up).
+void log_round(const std::string& job_id, const plan::LiveState& before, const plan::LiveState& after) {
+  if (!after.rerun_reason().empty()) {
+    log().warn("pipeline-frequency job {}: round {} is run again: {}", job_id, before.round(),
+               after.rerun_reason());
+    return;
   }
-  auto parsed = LiveScheduler::parse(found->body);
-  if (!parsed) {
-    return fail(ErrorCode::kInternal, "the stored pipeline-frequency job {} is corrupt: {}", job_id,
-                parsed.error().message());
+  if (before.phase() == plan::LivePhase::kWarmup) {
+    if (after.phase() == plan::LivePhase::kWarmup && after.warmup_rounds() == 1) {
+      log().info("pipeline-frequency job {}: waiting for a thermal steady state ({} ranks not steady yet: {})",
+                 job_id, after.unsteady_count(), fmt::join(after.unsteady_ranks(), ", "));
+    } else if (after.warmup_gave_up()) {
+      log().warn(
+          "pipeline-frequency job {}: profiling after {} warm-up rounds (max_warmup_rounds) although {} ranks "
+          "are not thermally steady ({})",
+          job_id, after.warmup_rounds(), after.unsteady_count(), fmt::join(after.unsteady_ranks(), ", "));
+    } else if (after.phase() != plan::LivePhase::kWarmup && after.warmup_rounds() > 1) {
+      log().info("pipeline-frequency job {}: every rank is thermally steady after {} warm-up rounds", job_id,
+                 after.warmup_rounds());
+    }
   }
-  return std::optional<LiveScheduler>(std::move(*parsed));
+  if (after.phase() != before.phase()) {
+    log().info("pipeline-frequency job {}: round {} is {}", job_id, after.round(), plan::to_string(after.phase()));
+  }
+  if (after.straggler_time_s() != before.straggler_time_s()) {
+    log().info("pipeline-frequency job {}: straggler pace {}", job_id,
+               after.straggler_time_s() ? fmt::format("{:.6f} s", *after.straggler_time_s())
+                                        : "none (recovered)");
+  }
 }
 
 }  // namespace
 
-Response Service::Impl::live_route(const Request& request, std::string_view route,
-                                   const std::string& job_id) {
-  const auto wake_waiters = [this] {
-    {
-      std::lock_guard lock(live_mutex);
-      ++live_generation;
-    }
-    live_changed.notify_all();
-  };
-  // The frontier of a job's measured profile, planned once per process and kept for its stragglers.
-  const plan::LivePlanProvider provider =
-      [this, &job_id](const std::string& csv, int stages, int microbatches, plan::Schedule schedule,
-                      double p_blocking_w,
-                      double unit_time_s) -> Result<std::shared_ptr<const plan::LivePlan>> {
-    const std::string key = fmt::format("{}#{:016x}#{}#{}#{}#{}", job_id, detail::fnv1a(csv), stages,
-                                        microbatches, p_blocking_w, unit_time_s);
-    if (auto cached = live_plans.find(key)) {
-      return cached;
-    }
-    auto planned = JOULE_TRY(plan::plan_live(csv, stages, microbatches, schedule, p_blocking_w, unit_time_s));
-    log().info("pipeline-frequency job {}: planned {} frontier points in {:.3f} s", job_id,
-               planned->frontier.size(), planned->planning_time_s);
-    live_plans.put(key, planned);
-    return planned;
-  };
+namespace detail {
 
-  if (route == "/info") {
-    if (request.method != "GET") {
-      return detail_response(405, "Method Not Allowed");
-    }
-    const plan::LiveOptions& live = options.live;
-    return json_response(200, {{"scheduler", "joule.perseus"},
-                               {"scheduler_args",
-                                {{"profile_samples", live.profile_samples},
-                                 {"profile_stop_energy_rise", live.profile_stop_energy_rise},
-                                 {"profile_patience", live.profile_patience},
-                                 {"planned_round_iterations", live.planned_round_iterations},
-                                 {"default_p_blocking_w", live.default_p_blocking_w},
-                                 {"unit_time_s", live.unit_time_s},
-                                 {"straggler_enter", live.straggler_enter},
-                                 {"straggler_exit", live.straggler_exit},
-                                 {"straggler_retarget", live.straggler_retarget},
-                                 {"straggler_confirm_rounds", live.straggler_confirm_rounds},
-                                 {"max_warmup_rounds", live.max_warmup_rounds},
-                                 {"default_microbatches", options.live_default_microbatches},
-                                 {"profile_given", options.live_profile_csv.has_value()},
-                                 {"max_world_size", options.live_max_waiting}}},
-                               {"store", store.description()}});
+Response LiveService::info() const {
+  const ServiceOptions& options = service_.options;
+  const plan::LiveOptions& live = options.live;
+  const plan::LiveLimits& limits = options.live_limits;
+  return json_response(200, {{"scheduler", "joule.perseus"},
+                             {"scheduler_args",
+                              {{"profile_samples", live.profile_samples},
+                               {"profile_stop_energy_rise", live.profile_stop_energy_rise},
+                               {"profile_patience", live.profile_patience},
+                               {"planned_round_iterations", live.planned_round_iterations},
+                               {"default_p_blocking_w", live.default_p_blocking_w},
+                               {"unit_time_s", live.unit_time_s},
+                               {"straggler_enter", live.straggler_enter},
+                               {"straggler_exit", live.straggler_exit},
+                               {"straggler_retarget", live.straggler_retarget},
+                               {"straggler_confirm_rounds", live.straggler_confirm_rounds},
+                               {"max_warmup_rounds", live.max_warmup_rounds},
+                               {"default_microbatches", options.live_default_microbatches},
+                               {"profile_given", options.live_profile_csv.has_value()},
+                               {"max_world_size", limits.max_world_size},
+                               {"max_frequencies_per_rank", limits.max_frequencies_per_rank},
+                               {"max_computations", limits.max_computations},
+                               {"max_result_bytes", options.live_max_result_bytes},
+                               {"max_job_idle_s", options.live_max_job_idle.count()},
+                               {"registrations_per_minute", options.live_registrations_per_minute}}},
+                             {"store", service_.store.description()}});
+}
+
+void LiveService::handle(const Request& request, std::string_view route, const std::string& job_id,
+                         const std::shared_ptr<ResponseSink>& sink) {
+  if (route == "/schedule/") {
+    schedule(request, job_id, sink);
+    return;
   }
+  Response response;
+  if (route == "/info") {
+    response = request.method == "GET" ? info() : detail_response(405, "Method Not Allowed");
+  } else if (route == "/register_job") {
+    response = request.method == "POST" ? register_job(request) : detail_response(405, "Method Not Allowed");
+  } else if (route == "/job/") {
+    response = job_route(request, job_id);
+  } else if (request.method != "POST") {
+    response = detail_response(405, "Method Not Allowed");
+  } else {
+    response = change_rank(request, job_id, route == "/register_rank/");
+  }
+  sink->respond(std::move(response));
+}
 
-  if (route == "/register_job") {
-    if (request.method != "POST") {
-      return detail_response(405, "Method Not Allowed");
+Response LiveService::register_job(const Request& request) {
+  const ServiceOptions& options = service_.options;
+  if (double retry_after_s = 0; !admit_registration(request.peer, retry_after_s)) {
+    Response refused = detail_response(
+        429, fmt::format("too many job registrations from {}: at most {} per minute (joule serve "
+                         "--pfo-registrations-per-minute); retry in {:.0f} s",
+                         request.peer.empty() ? "this client" : request.peer,
+                         options.live_registrations_per_minute, std::ceil(retry_after_s)));
+    refused.headers.emplace_back("Retry-After", fmt::format("{:.0f}", std::ceil(retry_after_s)));
+    return refused;
+  }
+  auto info = parse_wire<plan::LiveJobInfo>(request,
+                                            [&](const json& body) { return parse_job_info(body, options); });
+  if (!info) {
+    return info.error();
+  }
+  struct Created {
+    plan::LiveState state;
+    plan::LiveData data;
+  };
+  const auto make_job = [&](const std::string& id) -> Result<Created> {
+    plan::LiveJobInfo named = *info;
+    named.job_id = id;
+    plan::LiveData data;
+    auto state = JOULE_TRY(plan::LiveState::create(std::move(named), options.live, options.live_limits));
+    if (options.live_profile_csv) {
+      JOULE_TRY(state.use_profile(*options.live_profile_csv, data));
     }
-    auto info = parse_wire<plan::LiveJobInfo>(
-        request, [&](const json& body) { return parse_job_info(body, options); });
-    if (!info) {
-      return info.error();
+    return Created{std::move(state), std::move(data)};
+  };
+  // Checked once before the transaction; the job is created again below under its drawn id.
+  const auto checked = make_job("");
+  if (!checked) {
+    return scheduler_error(checked.error());
+  }
+  if (const size_t most = checked->state.max_result_bytes(); most > options.live_max_result_bytes) {
+    return validation_response(Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("num_microbatches: a rank's result of {} microbatches over {} iterations a round can be "
+                    "{} bytes, more than the {} this server takes in POST /result (joule serve "
+                    "--pfo-max-result-kib; fewer --pfo-round-iterations also shrink it)",
+                    info->num_microbatches, options.live.planned_round_iterations, most,
+                    options.live_max_result_bytes)));
+  }
+  // Zeus's id (time, degrees, scheduler, metadata) and 64 random bits: an id cannot be guessed, and it is
+  // what a rank's requests present.
+  const std::string base = fmt::format("{}+dp{}+pp{}+tp{}+perseus{}", utc_stamp(now_unix_ns()),
+                                       info->dp_degree, info->pp_degree, info->tp_degree,
+                                       info->job_metadata.empty() ? "" : "+" + info->job_metadata);
+  std::optional<std::pair<std::string, plan::LiveState>> created;
+  Response response = service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+    created.reset();
+    if (auto replayed = JOULE_TRY(service_.replay(transaction, request))) {
+      return std::move(*replayed);
     }
-    // Checked once before the transaction; the job is created again below under its drawn id.
-    const auto make_job = [&](const std::string& job_id_candidate) -> Result<LiveScheduler> {
-      plan::LiveJobInfo named = *info;
-      named.job_id = job_id_candidate;
-      auto job = JOULE_TRY(LiveScheduler::create(std::move(named), options.live));
-      if (options.live_profile_csv) {
-        JOULE_TRY(job.use_profile(*options.live_profile_csv));
+    for (int draw = 0; draw < kMaxIdDraws; ++draw) {
+      const std::string candidate = fmt::format("{}+{:016x}", base, random_u64());
+      Created job = JOULE_TRY(make_job(candidate));
+      job.state.touch(now_unix_ns());
+      if (!JOULE_TRY(transaction.insert(kLiveJobKind, candidate, job.state.dump()))) {
+        continue;
       }
-      return job;
-    };
-    if (auto checked = make_job(""); !checked) {
-      return scheduler_error(checked.error());
+      JOULE_TRY(save_data(transaction, candidate, job.data));
+      log().info("pipeline-frequency job {} registered ({} ranks, {} microbatches)", candidate,
+                 info->world_size, info->num_microbatches);
+      created.emplace(candidate, std::move(job.state));
+      return json_response(200, candidate);
     }
-    if (info->world_size > options.live_max_waiting) {
-      return validation_response(Error(
-          ErrorCode::kInvalidArgument,
-          fmt::format("world_size: every rank waits for its schedule on one of the server's request threads, "
-                      "so this server takes at most {} ranks; start joule serve with --threads {} or more",
-                      options.live_max_waiting, info->world_size + 1)));
+    return fail(ErrorCode::kInternal, "could not draw an unused job id");
+  });
+  if (created) {
+    changed(created->first, created->second);  // starts expiry, which also covers jobs never continued
+  }
+  return response;
+}
+
+Response LiveService::change_rank(const Request& request, const std::string& job_id, bool registration) {
+  std::optional<plan::LiveState> changed_state;
+  const auto lock = [&](store::Transaction& transaction) {
+    changed_state.reset();
+    return load_state(transaction, job_id);
+  };
+  Response response;
+  if (registration) {
+    auto rank = parse_wire<plan::LiveRankInfo>(request, parse_rank_info);
+    if (!rank) {
+      return rank.error();
     }
-    const std::string base = fmt::format("{}+dp{}+pp{}+tp{}+perseus{}", utc_stamp(detail::unix_ns(clock)),
-                                         info->dp_degree, info->pp_degree, info->tp_degree,
-                                         info->job_metadata.empty() ? "" : "+" + info->job_metadata);
-    return transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-      if (auto replayed = JOULE_TRY(replay(transaction, request))) {
+    response = service_.transact_locked(
+        request, lock,
+        [&](store::Transaction& transaction, std::optional<plan::LiveState>& state) -> Result<Response> {
+          if (!state) {
+            return unknown_job(job_id);
+          }
+          if (JOULE_TRY(load_rank(transaction, job_id, *state, rank->rank))) {
+            return scheduler_error(plan::LiveState::already_registered(rank->rank));
+          }
+          if (const auto position = state->position_index(*rank)) {
+            if (const auto holder = JOULE_TRY(position_holder(transaction, job_id, *state, *position))) {
+              return scheduler_error(plan::LiveState::position_taken(
+                  {rank->rank, rank->dp_rank, rank->pp_rank, rank->tp_rank}, *holder));
+            }
+          }
+          const auto position = state->check_registration(*rank);
+          if (!position) {
+            return scheduler_error(position.error());
+          }
+          const bool last = state->registered() + 1 == state->info().world_size;
+          plan::LiveData data;
+          if (last) {
+            data = *JOULE_TRY(load_data(transaction, job_id, *state));
+          }
+          state->add_rank(*rank, data);
+          JOULE_TRY(save_rank(transaction, job_id, *state, *position));
+          if (last) {
+            JOULE_TRY(save_data(transaction, job_id, data));
+            log().info("pipeline-frequency job {}: every rank registered; {}", job_id,
+                       state->phase() == plan::LivePhase::kPlanning ? "planning from the given profile"
+                                                                     : "warming up");
+          }
+          state->touch(now_unix_ns());
+          JOULE_TRY(save_state(transaction, job_id, *state));
+          changed_state = *state;
+          return json_response(200, nullptr);
+        });
+  } else {
+    auto result = parse_wire<plan::LiveResult>(request, parse_result);
+    if (!result) {
+      return result.error();
+    }
+    response = service_.transact_locked(
+        request, lock,
+        [&](store::Transaction& transaction, std::optional<plan::LiveState>& state) -> Result<Response> {
+          if (!state) {
+            return unknown_job(job_id);
+          }
+          if (state->phase() == plan::LivePhase::kRegistering) {
+            const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, *state, false, 16));
+            return scheduler_error(state->registration_pending(missing_ranks));
+          }
+          const auto position = JOULE_TRY(load_rank(transaction, job_id, *state, result->rank));
+          if (!position) {
+            return scheduler_error(state->not_a_rank(result->rank));
+          }
+          const auto reported = JOULE_TRY(reported_round(transaction, job_id, *state, result->rank));
+          if (reported == state->round() && (!result->round || *result->round == state->round())) {
+            return scheduler_error(state->already_reported(result->rank));
+          }
+          if (const auto checked = state->check_result(*result, *position); !checked) {
+            return scheduler_error(checked.error());
+          }
+          JOULE_TRY(save_report(transaction, job_id, *state, {*position, state->round(), *result}));
+          if (state->count_report()) {
+            const plan::LiveState before = *state;
+            const auto reports = JOULE_TRY(load_reports(transaction, job_id, *state));
+            plan::LiveData data = *JOULE_TRY(load_data(transaction, job_id, *state));
+            if (const auto completed = state->complete_round(reports, data); !completed) {
+              return fail(ErrorCode::kInternal, "pipeline-frequency job {}: {}", job_id,
+                          completed.error().message());
+            }
+            if (data.version != before.data_version()) {
+              JOULE_TRY(save_data(transaction, job_id, data));
+            }
+            log_round(job_id, before, *state);
+          }
+          state->touch(now_unix_ns());
+          JOULE_TRY(save_state(transaction, job_id, *state));
+          changed_state = *state;
+          return json_response(200, nullptr);
+        });
+  }
+  if (changed_state && !response.replayed) {
+    changed(job_id, *changed_state);
+  }
+  return response;
+}
+
+Response LiveService::job_route(const Request& request, const std::string& job_id) {
+  if (request.method == "DELETE") {
+    bool erased = false;
+    Response response = service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+      if (auto replayed = JOULE_TRY(service_.replay(transaction, request))) {
         return std::move(*replayed);
       }
-      for (int draw = 0; draw < kMaxIdDraws; ++draw) {
-        // Zeus's id has a one-second resolution; two jobs in one second get a random suffix.
-        const std::string candidate =
-            draw == 0 ? base : fmt::format("{}+{:08x}", base, detail::random_u64() >> 32);
-        const LiveScheduler job = JOULE_TRY(make_job(candidate));
-        if (JOULE_TRY(transaction.insert(detail::kLiveJobKind, candidate, job.dump()))) {
-          log().info("pipeline-frequency job {} registered ({} ranks, {} microbatches)", candidate,
-                     info->world_size, info->num_microbatches);
-          return json_response(200, candidate);
-        }
-      }
-      return fail(ErrorCode::kInternal, "could not draw an unused job id");
-    });
-  }
-
-  // POST /register_rank and POST /result: parse, lock the job, change it, store it, wake the waiting ranks.
-  const auto change_job = [&](const auto& parse, const auto& change) -> Response {
-    if (request.method != "POST") {
-      return detail_response(405, "Method Not Allowed");
-    }
-    auto body = parse_wire<std::decay_t<decltype(parse(json()))>>(request, parse);
-    if (!body) {
-      return body.error();
-    }
-    const auto lock = [&](store::Transaction& transaction) { return load_job(transaction, job_id); };
-    const auto apply = [&](store::Transaction& transaction,
-                           std::optional<LiveScheduler>& job) -> Result<Response> {
-      if (!job) {
+      erased = JOULE_TRY(erase_job(transaction, job_id));
+      if (!erased) {
         return unknown_job(job_id);
       }
-      if (auto changed = change(*job, *body); !changed) {
-        return scheduler_error(changed.error());
-      }
-      JOULE_TRY(transaction.update(detail::kLiveJobKind, job_id, job->dump()));
-      return json_response(200, nullptr);
-    };
-    Response response = transact_locked(request, lock, apply);
-    wake_waiters();
+      return json_response(200, {{"deleted", job_id}});
+    });
+    if (erased) {
+      log().info("pipeline-frequency job {} deleted", job_id);
+      std::lock_guard lock(mutex_);
+      dirty_.insert(job_id);
+      wake_.notify_all();
+    }
     return response;
-  };
-  if (route == "/register_rank/") {
-    return change_job(parse_rank_info, [&](LiveScheduler& job, const plan::LiveRankInfo& rank) {
-      return job.register_rank(rank, provider);
-    });
   }
-  if (route == "/result/") {
-    return change_job(parse_result, [&](LiveScheduler& job, const plan::LiveResult& result) -> Result<void> {
-      const plan::LivePhase before = job.phase();
-      const auto straggler_before = job.straggler_time_s();
-      const bool completed = JOULE_TRY(job.report(result, provider));
-      if (completed && before == plan::LivePhase::kWarmup) {
-        // Once when the wait begins, not every round of it (a warm-up lasts up to minutes of iterations).
-        if (job.phase() == plan::LivePhase::kWarmup && job.warmup_rounds() == 1) {
-          log().info(
-              "pipeline-frequency job {}: waiting for a thermal steady state (ranks {} not steady yet)",
-              job_id, fmt::join(job.unsteady_ranks(), ", "));
-        } else if (job.warmup_gave_up()) {
-          log().warn(
-              "pipeline-frequency job {}: profiling after {} warm-up rounds (max_warmup_rounds) although "
-              "ranks {} are not thermally steady",
-              job_id, job.warmup_rounds(), fmt::join(job.unsteady_ranks(), ", "));
-        } else if (job.phase() != plan::LivePhase::kWarmup && job.warmup_rounds() > 1) {
-          log().info("pipeline-frequency job {}: every rank is thermally steady after {} warm-up rounds",
-                     job_id, job.warmup_rounds());
-        }
-      }
-      if (completed && job.phase() != before) {
-        log().info("pipeline-frequency job {}: round {} is {}", job_id, job.round(),
-                   plan::to_string(job.phase()));
-      }
-      if (completed && job.straggler_time_s() != straggler_before) {
-        log().info(
-            "pipeline-frequency job {}: straggler pace {}", job_id,
-            job.straggler_time_s() ? fmt::format("{:.6f} s", *job.straggler_time_s()) : "none (recovered)");
-      }
-      return {};
-    });
-  }
-
-  // GET /schedule/{job_id}?rank=K[&wait_s=S]
   if (request.method != "GET") {
     return detail_response(405, "Method Not Allowed");
   }
+  return service_.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
+    const auto state = JOULE_TRY(load_state(transaction, job_id));
+    if (!state) {
+      return unknown_job(job_id);
+    }
+    const auto& slowed = state->slowed_pipelines();
+    json body = {{"job_id", job_id},
+                 {"phase", plan::to_string(state->phase())},
+                 {"round", state->round()},
+                 {"world_size", state->info().world_size},
+                 {"registered", state->registered()},
+                 {"reported", state->reported()},
+                 {"clocks", state->frequencies_mhz().size()},
+                 {"profiled_clocks", state->profiled_frequencies()},
+                 {"profiling_iterations", state->profiling_iterations()},
+                 {"p_blocking_w", state->p_blocking_w()},
+                 {"straggler_time_s", state->straggler_time_s() ? json(*state->straggler_time_s()) : json(nullptr)},
+                 {"slowed_pipelines", std::count(slowed.begin(), slowed.end(), true)},
+                 {"predicted", nullptr},
+                 {"failure", state->failure()},
+                 {"idle_s", static_cast<double>(std::max<int64_t>(0, now_unix_ns() - state->touched_unix_ns())) / 1e9}};
+    if (const auto& fastest = state->fastest_prediction()) {
+      body["predicted"] = {{"iteration_time_s", fastest->iteration_time_s},
+                           {"iteration_energy_j", fastest->iteration_energy_j},
+                           {"max_clock_time_s", fastest->max_clock_time_s},
+                           {"max_clock_energy_j", fastest->max_clock_energy_j}};
+    }
+    return json_response(200, body);
+  });
+}
+
+// Looks at job `job_id` for waiting request `waiter`; `final`: its deadline passed (answer whatever the job's
+// state). Runs inside a store transaction; `state` was read in it (nullopt: no such job).
+std::optional<Response> LiveService::examine(store::Transaction& transaction, const std::string& job_id,
+                                             const std::optional<plan::LiveState>& state, Waiter& waiter,
+                                             bool final, std::string* error) {
+  const auto attempt = [&]() -> Result<std::optional<Response>> {
+    if (!state) {
+      return std::optional<Response>(unknown_job(job_id));
+    }
+    waiter.world_size = state->info().world_size;
+    if (state->phase() == plan::LivePhase::kRegistering) {
+      if (!final) {
+        return std::optional<Response>();
+      }
+      const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, *state, false, 16));
+      return std::optional<Response>(ask_again(scheduler_error(state->registration_pending(missing_ranks))));
+    }
+    if (!waiter.position) {
+      waiter.position = JOULE_TRY(load_rank(transaction, job_id, *state, waiter.rank));
+      if (!waiter.position) {
+        return std::optional<Response>(scheduler_error(state->not_a_rank(waiter.rank)));
+      }
+    }
+    if (!waiter.reported_known) {
+      waiter.reported_round = JOULE_TRY(reported_round(transaction, job_id, *state, waiter.rank));
+      waiter.reported_known = true;
+    }
+    if (waiter.reported_round && *waiter.reported_round >= state->round()) {
+      if (!final) {
+        return std::optional<Response>();
+      }
+      const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, *state, true, 16));
+      return std::optional<Response>(
+          ask_again(detail_response(409, waiting_for_reports(*state, waiter.rank, missing_ranks, count))));
+    }
+    if (!state->serving()) {  // planning
+      if (!final) {
+        return std::optional<Response>();
+      }
+      return std::optional<Response>(
+          ask_again(detail_response(409, state->schedule(*waiter.position, {}).error().message())));
+    }
+    std::shared_ptr<const plan::LiveData> data;
+    if (state->phase() == plan::LivePhase::kPlanned) {
+      data = JOULE_TRY(load_data(transaction, job_id, *state));
+    }
+    static const plan::LiveData kNoData;
+    const auto schedule = state->schedule(*waiter.position, data ? *data : kNoData);
+    if (!schedule) {
+      return std::optional<Response>(scheduler_error(schedule.error()));
+    }
+    return std::optional<Response>(json_response(200, schedule_json(*schedule, state->failure())));
+  };
+  auto outcome = attempt();
+  if (!outcome) {
+    *error = outcome.error().message();
+    return std::nullopt;
+  }
+  return std::move(*outcome);
+}
+
+void LiveService::schedule(const Request& request, const std::string& job_id,
+                           const std::shared_ptr<ResponseSink>& sink) {
+  if (request.method != "GET") {
+    sink->respond(detail_response(405, "Method Not Allowed"));
+    return;
+  }
   const auto rank_text = request.query.find("rank");
   if (rank_text == request.query.end()) {
-    return detail::missing_query_response("rank");
+    sink->respond(missing_query_response("rank"));
+    return;
   }
-  int rank = 0;
+  auto waiter = std::make_shared<Waiter>();
+  waiter->job_id = job_id;
+  waiter->sink = sink;
   try {
     size_t used = 0;
     const long long parsed = std::stoll(rank_text->second, &used);
     if (used != rank_text->second.size() || parsed < 0 || parsed > INT32_MAX) {
       throw std::invalid_argument("rank");
     }
-    rank = static_cast<int>(parsed);
+    waiter->rank = static_cast<int>(parsed);
   } catch (const std::exception&) {
-    return validation_response(Error(ErrorCode::kInvalidArgument, "rank: value is not a valid integer"),
-                               "query");
+    sink->respond(validation_response(Error(ErrorCode::kInvalidArgument, "rank: value is not a valid integer"),
+                                      "query"));
+    return;
   }
-  auto wait = options.live_schedule_wait;
+  auto wait = service_.options.live_schedule_wait;
   if (const auto wait_text = request.query.find("wait_s"); wait_text != request.query.end()) {
     try {
       size_t used = 0;
@@ -452,71 +682,33 @@ Response Service::Impl::live_route(const Request& request, std::string_view rout
       }
       wait = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
     } catch (const std::exception&) {
-      return validation_response(
-          Error(ErrorCode::kInvalidArgument, fmt::format("wait_s: must be 0 to {} seconds", kMaxWaitS)),
-          "query");
+      sink->respond(validation_response(
+          Error(ErrorCode::kInvalidArgument, fmt::format("wait_s: must be 0 to {} seconds", kMaxWaitS)), "query"));
+      return;
     }
   }
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  bool counted = false;
-  const auto uncount = [&] {
-    if (counted) {
-      --live_waiting;
-      counted = false;
-    }
-  };
-  while (true) {
-    uint64_t generation = 0;
-    {
-      std::lock_guard lock(live_mutex);
-      generation = live_generation;
-    }
-    std::optional<std::string> why_wait;
-    Response response = transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
-      why_wait.reset();
-      auto job = JOULE_TRY(load_job(transaction, job_id));
-      if (!job) {
-        return unknown_job(job_id);
-      }
-      if (!job->all_registered()) {
-        why_wait = job->schedule(rank).error().message();
-        return detail_response(409, *why_wait);
-      }
-      if (job->has_reported(rank)) {
-        std::vector<int> waiting_for;
-        for (int other = 0; other < job->info().world_size; ++other) {
-          if (!job->has_reported(other)) {
-            waiting_for.push_back(other);
-          }
-        }
-        why_wait =
-            fmt::format("rank: rank {} reported round {}; the next round starts when ranks {} report it",
-                        rank, job->round(), fmt::join(waiting_for, ", "));
-        return detail_response(409, *why_wait);
-      }
-      auto schedule = job->schedule(rank);
-      if (!schedule) {
-        return scheduler_error(schedule.error());
-      }
-      return json_response(200, schedule_json(*schedule));
-    });
-    if (!why_wait || std::chrono::steady_clock::now() >= deadline) {
-      uncount();
-      return response;
-    }
-    if (!counted) {
-      if (++live_waiting > options.live_max_waiting) {
-        --live_waiting;
-        return detail_response(503, fmt::format("{} ranks already wait for their schedules on this server's "
-                                                "request threads; start joule serve with more --threads",
-                                                options.live_max_waiting));
-      }
-      counted = true;
-    }
-    std::unique_lock lock(live_mutex);
-    live_changed.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kPollInterval),
-                            [&] { return live_generation != generation; });
+  waiter->deadline = std::chrono::steady_clock::now() + wait;
+  const bool final = wait.count() == 0;
+  std::optional<Response> answer;
+  std::string error;
+  const auto looked = service_.store.run([&](store::Transaction& transaction) -> Result<void> {
+    error.clear();
+    const auto state = JOULE_TRY(load_state(transaction, job_id));
+    answer = examine(transaction, job_id, state, *waiter, final, &error);
+    return {};
+  });
+  if (!looked || !error.empty()) {
+    const std::string why = !looked ? looked.error().message() : error;
+    log().error("GET {}: {}", request.path, why);
+    sink->respond(message_response(503, fmt::format("store unavailable: {}", why)));
+    return;
   }
+  if (answer) {
+    sink->respond(std::move(*answer));
+    return;
+  }
+  wait_for_change(waiter);
 }
 
+}  // namespace detail
 }  // namespace joule::server

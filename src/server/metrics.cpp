@@ -75,13 +75,21 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry,
       epochs_(registry_.registry(), epoch_options()) {}
 
 std::string ServerMetrics::route_of(std::string_view path) {
-  static constexpr std::array<std::string_view, 8> kExact = {
-      "/", "/healthz", "/metrics", "/jobs", "/jobs/batch_size", "/report", "/trials", "/pipelines"};
+  static constexpr std::array<std::string_view, 10> kExact = {
+      "/",       "/healthz", "/metrics",   "/jobs", "/jobs/batch_size", "/report", "/trials", "/pipelines",
+      "/info",   "/register_job"};
   if (std::find(kExact.begin(), kExact.end(), path) != kExact.end()) {
     return std::string(path);
   }
   if (path.starts_with("/jobs/") && path.find('/', 6) == std::string_view::npos) {
     return "/jobs/{id}";
+  }
+  // Zeus's pipeline-frequency routes, and joule's /job/{job_id}.
+  for (const std::string_view route : {"/register_rank/", "/schedule/", "/result/", "/job/"}) {
+    if (path.starts_with(route) && path.size() > route.size() &&
+        path.find('/', route.size()) == std::string_view::npos) {
+      return std::string(route) + "{job_id}";
+    }
   }
   if (path.starts_with("/pipelines/")) {
     const std::string_view rest = path.substr(11);

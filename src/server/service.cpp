@@ -3,6 +3,8 @@
 // the helpers every route uses.
 #include "joule/server/service.hpp"
 
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <regex>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "joule/core/json.hpp"
 #include "joule/core/log.hpp"
 
+#include "server/live_service.hpp"
 #include "server/service_internal.hpp"
 
 namespace joule::server {
@@ -183,17 +186,6 @@ void SucceededCache::erase_job(const std::string& job_id) {
   entries_.erase_if([&](const std::pair<std::string, int64_t>& key) { return key.first == job_id; });
 }
 
-std::shared_ptr<const plan::LivePlan> LivePlanCache::find(const std::string& key) {
-  std::lock_guard lock(mutex_);
-  const auto* found = entries_.find(key);
-  return found == nullptr ? nullptr : *found;
-}
-
-void LivePlanCache::put(const std::string& key, std::shared_ptr<const plan::LivePlan> plan) {
-  std::lock_guard lock(mutex_);
-  entries_.put(key, std::move(plan));
-}
-
 std::shared_ptr<const CachedFrontier> FrontierCache::find(const std::string& token) {
   std::lock_guard lock(mutex_);
   const auto* found = entries_.find(token);
@@ -251,7 +243,11 @@ Service::Impl::Impl(store::Store& store_ref, const ServiceOptions& service_optio
       frontiers(service_options.frontier_cache_entries),
       jobs(service_options.job_cache_entries),
       succeeded(service_options.job_cache_entries),
-      live_plans(service_options.frontier_cache_entries) {}
+      live(std::make_unique<detail::LiveService>(*this)) {}
+
+Service::Impl::~Impl() {
+  live->stop();
+}
 
 Response Service::Impl::transact(const Request& request, const detail::Work& work) {
   std::optional<Response> response;
@@ -379,7 +375,17 @@ Response Service::Impl::health(const Request& request) {
 Service::Service(std::shared_ptr<store::Store> store, const ServiceOptions& options)
     : store_(std::move(store)), impl_(std::make_unique<Impl>(*store_, options)) {}
 
-Service::~Service() = default;
+Service::~Service() {
+  stop();
+}
+
+void Service::stop() {
+  impl_->live->stop();
+}
+
+Result<std::vector<Service::LiveJobSummary>> Service::live_jobs(size_t max_jobs) {
+  return impl_->live->jobs(max_jobs);
+}
 
 namespace {
 
@@ -393,9 +399,76 @@ Response method_not_allowed() {
   return json_response(405, {{"detail", "Method Not Allowed"}});
 }
 
+// What handle() waits on: the one answer of a request that may wait.
+class BlockingSink : public ResponseSink {
+ public:
+  void respond(Response response) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (response_) {
+        return;
+      }
+      response_ = std::move(response);
+    }
+    answered_.notify_all();
+  }
+  void on_cancel(std::function<void()> /*callback*/) override {}  // the caller never goes away
+  Response wait() {
+    std::unique_lock lock(mutex_);
+    answered_.wait(lock, [&] { return response_.has_value(); });
+    return std::move(*response_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  std::optional<Response> response_;
+};
+
 }  // namespace
 
 Response Service::handle(const Request& request) {
+  const auto sink = std::make_shared<BlockingSink>();
+  handle_async(request, sink);
+  return sink->wait();
+}
+
+void Service::handle_async(const Request& request, const std::shared_ptr<ResponseSink>& sink) {
+  if (request.request_id && (request.request_id->empty() || request.request_id->size() > kMaxRequestIdLength)) {
+    sink->respond(
+        message_response(400, fmt::format("{} must be 1 to {} characters", kRequestIdHeader, kMaxRequestIdLength)));
+    return;
+  }
+  try {
+    // Zeus's pipeline frequency optimizer server (zeus/optimizer/pipeline_frequency/server/router.py), and
+    // joule's GET/DELETE /job/{job_id}: answered through the sink, at once or after a wait.
+    const std::string& path = request.path;
+    for (const std::string_view route : {"/register_job", "/info"}) {
+      if (path == route) {
+        impl_->live->handle(request, route, "", sink);
+        return;
+      }
+    }
+    for (const std::string_view route : {"/register_rank/", "/schedule/", "/result/", "/job/"}) {
+      if (path.starts_with(route)) {
+        const std::string job_id = path.substr(route.size());
+        if (job_id.empty() || job_id.find('/') != std::string::npos) {
+          sink->respond(not_found());
+          return;
+        }
+        impl_->live->handle(request, route, job_id, sink);
+        return;
+      }
+    }
+  } catch (const std::exception& error) {
+    log().error("{} {}: unexpected exception: {}", request.method, request.path, error.what());
+    sink->respond(message_response(500, fmt::format("internal error: {}", error.what())));
+    return;
+  }
+  sink->respond(handle_now(request));
+}
+
+Response Service::handle_now(const Request& request) {
   try {
     const std::string& path = request.path;
     const std::string& method = request.method;
@@ -431,21 +504,6 @@ Response Service::handle(const Request& request) {
     }
     if (path == "/trials") {
       return method == "PATCH" ? impl_->end_trial(request) : method_not_allowed();
-    }
-    // Zeus's pipeline frequency optimizer server (zeus/optimizer/pipeline_frequency/server/router.py).
-    for (const std::string_view route : {"/register_job", "/info"}) {
-      if (path == route) {
-        return impl_->live_route(request, route, "");
-      }
-    }
-    for (const std::string_view route : {"/register_rank/", "/schedule/", "/result/"}) {
-      if (path.starts_with(route)) {
-        const std::string job_id = path.substr(route.size());
-        if (job_id.empty() || job_id.find('/') != std::string::npos) {
-          return not_found();
-        }
-        return impl_->live_route(request, route, job_id);
-      }
     }
     if (path == "/pipelines") {
       return method == "POST" ? impl_->register_pipeline(request) : method_not_allowed();

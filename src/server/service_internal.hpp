@@ -37,7 +37,7 @@ inline constexpr std::string_view kJobKind = "bso_job";
 inline constexpr std::string_view kReportsKind = "bso_reports";
 inline constexpr std::string_view kPipelineKind = "pipeline";
 inline constexpr std::string_view kFrontierKind = "pipeline_frontier";
-/// A Zeus pipeline-frequency job: the live scheduler's state (plan::LiveScheduler::dump()).
+/// A Zeus pipeline-frequency job: the live scheduler's state (plan::LiveState::dump(); live_service.hpp).
 inline constexpr std::string_view kLiveJobKind = "pfo_job";
 
 Response json_response(int status, const nlohmann::json& body);
@@ -190,19 +190,6 @@ class SingleFlight {
   std::map<std::string, std::shared_ptr<Flight>> flights_;
 };
 
-/// The frontiers of live jobs by (job, profile, blocking power, unit), least recently used dropped: what
-/// makes a straggler's new plan a frontier lookup instead of a planner run.
-class LivePlanCache {
- public:
-  explicit LivePlanCache(size_t capacity) : entries_(capacity) {}
-  std::shared_ptr<const plan::LivePlan> find(const std::string& key);
-  void put(const std::string& key, std::shared_ptr<const plan::LivePlan> plan);
-
- private:
-  std::mutex mutex_;
-  LruMap<std::string, std::shared_ptr<const plan::LivePlan>> entries_;
-};
-
 /// A request handler's outcome inside a transaction: a response (2xx commits, others roll back), or a store
 /// error (which the store may retry, or which becomes 503/500).
 using Work = std::function<Result<Response>(store::Transaction&)>;
@@ -211,8 +198,15 @@ using Work = std::function<Result<Response>(store::Transaction&)>;
 
 namespace joule::server {
 
+namespace detail {
+class LiveService;
+}
+
 struct Service::Impl {
   Impl(store::Store& store_ref, const ServiceOptions& service_options);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   store::Store& store;
   ServiceOptions options;
@@ -221,12 +215,8 @@ struct Service::Impl {
   detail::ParsedCache<detail::JobDocument> jobs;
   detail::SucceededCache succeeded;
   detail::SingleFlight planning;
-  detail::LivePlanCache live_plans;
-  // Woken whenever a live job changed in this process; waiters also poll, for other processes' changes.
-  std::mutex live_mutex;
-  std::condition_variable live_changed;
-  uint64_t live_generation = 0;
-  std::atomic<int> live_waiting{0};
+  /// Zeus's pipeline frequency optimizer (live_service.hpp); made by the constructor.
+  std::unique_ptr<detail::LiveService> live;
 
   /// Runs `work` in one transaction. A 2xx response is saved under the request's id (if any) and committed
   /// with the changes; any other response rolls back. Store errors become 503 (unavailable) or 500.
@@ -271,9 +261,6 @@ struct Service::Impl {
   // The pipeline planner (pipeline_routes.cpp). `rest` is the path after "/pipelines/{id}".
   Response register_pipeline(const Request& request);
   Response pipeline_route(const Request& request, const std::string& pipeline_id, const std::string& rest);
-
-  // Zeus's pipeline frequency optimizer (live_routes.cpp). `rest` is the path after the route's name.
-  Response live_route(const Request& request, std::string_view route, const std::string& job_id);
 
   Response health(const Request& request);
 

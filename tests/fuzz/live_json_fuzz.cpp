@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the bodies of Zeus's pipeline frequency optimizer routes (JobInfo, RankInfo,
-// ProfilingResult), the rank and wait_s queries of GET /schedule, and the live scheduler's stored state.
+// ProfilingResult, joule's round), the rank and wait_s queries of GET /schedule, and the live scheduler's stored
+// forms (the whole scheduler of versions 1 and 2, the state, the data, a report).
 // No input makes the service answer 5xx or a body that is not JSON, and parsing a stored state never throws.
 #include <cstddef>
 #include <cstdint>
@@ -59,5 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(service.handle(
       {"GET", "/schedule/no-such-job", {{"rank", "0"}, {"wait_s", text}}, "", "", std::nullopt}));
   joule::fuzz::require_message(joule::plan::LiveScheduler::parse(text));
+  joule::fuzz::require_message(joule::plan::LiveState::parse(text));
+  joule::fuzz::require_message(joule::plan::LiveData::parse(text));
+  joule::fuzz::require_message(joule::plan::LiveReport::parse(text));
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -470,6 +471,90 @@ TEST_F(HttpListenerTest, StoppingWithManyIdleConnectionsReturnsAndClosesThemAll)
     }
     listener_.reset();
   }
+}
+
+// An asynchronous handler answers later, from another thread; meanwhile the request holds no worker (one
+// worker serves a second request while the first waits), and the client's address is known.
+TEST_F(HttpListenerTest, AnAsynchronousAnswerComesLaterAndHoldsNoWorker) {
+  std::mutex mutex;
+  std::vector<HttpResponder> parked;
+  HttpListenerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.worker_threads = 1;
+  auto started = HttpListener::start(options, [&](const HttpRequest& request, const HttpResponder& responder) {
+    if (request.path == "/wait") {
+      std::lock_guard lock(mutex);
+      parked.push_back(responder);
+      return;
+    }
+    HttpResponse response;
+    response.body = "peer " + request.peer;
+    responder.respond(response);
+  });
+  ASSERT_TRUE(started) << started.error().message();
+  listener_ = std::move(*started);
+  Socket waiting(listener_->port());
+  waiting.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(body_of(request("GET /now HTTP/1.1\r\nHost: x\r\n\r\n")), "peer 127.0.0.1");
+  for (int attempt = 0; attempt < 200 && listener_->stats().waiting == 0; ++attempt) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(listener_->stats().waiting, 1u);
+  std::thread later([&] {
+    std::lock_guard lock(mutex);
+    HttpResponse response;
+    response.body = "at last";
+    parked.at(0).respond(response);
+    parked.at(0).respond(HttpResponse{});  // only the first answer counts
+  });
+  later.join();
+  const std::string answer = waiting.read();
+  EXPECT_EQ(status_of(answer), 200);
+  EXPECT_EQ(body_of(answer), "at last");
+  // The connection stays usable (keep-alive).
+  waiting.send("GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(waiting.read()), 200);
+  EXPECT_EQ(listener_->stats().waiting, 0u);
+}
+
+// A client that closes its connection while its request waits cancels it: the handler learns it (its
+// on_cancel callback), a later answer goes nowhere, and the listener counts it.
+TEST_F(HttpListenerTest, AClientThatHangsUpCancelsItsWaitingRequest) {
+  std::mutex mutex;
+  std::optional<HttpResponder> parked;
+  std::atomic<int> cancelled{0};
+  HttpListenerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  auto started = HttpListener::start(options, [&](const HttpRequest& /*request*/, const HttpResponder& responder) {
+    responder.on_cancel([&] { ++cancelled; });
+    std::lock_guard lock(mutex);
+    parked = responder;
+  });
+  ASSERT_TRUE(started) << started.error().message();
+  listener_ = std::move(*started);
+  {
+    Socket gone(listener_->port());
+    gone.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (int attempt = 0; attempt < 200 && listener_->stats().waiting == 0; ++attempt) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  for (int attempt = 0; attempt < 400 && cancelled == 0; ++attempt) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_EQ(listener_->stats().cancelled, 1u);
+  EXPECT_EQ(listener_->stats().waiting, 0u);
+  std::lock_guard lock(mutex);
+  ASSERT_TRUE(parked);
+  EXPECT_TRUE(parked->cancelled());
+  parked->respond(HttpResponse{});  // nowhere to go: ignored
+  // A callback registered after the hang-up runs at once.
+  int late = 0;
+  parked->on_cancel([&] { ++late; });
+  EXPECT_EQ(late, 1);
 }
 
 TEST(HttpListenerStart, RefusesABoundPortAndBadOptions) {

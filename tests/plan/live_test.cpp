@@ -12,6 +12,8 @@
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
 
+#include "plan/live_v1_document.hpp"
+
 namespace joule::plan {
 namespace {
 
@@ -80,10 +82,9 @@ LiveResult run_round(const Profile& truth, const LiveSchedule& schedule, int pp_
 class LiveTest : public ::testing::Test {
  protected:
   // Counts planner calls so that tests can check the provider is used only when needed.
-  LivePlanProvider provider = [this](const std::string& csv, int stages, int microbatches, Schedule schedule,
-                                     double p_blocking_w, double unit_time_s) {
+  LivePlanProvider provider = [this](const LivePlanRequest& request) {
     ++plans;
-    return plan_live(csv, stages, microbatches, schedule, p_blocking_w, unit_time_s);
+    return plan_live(request);
   };
   int plans = 0;
 
@@ -446,30 +447,288 @@ TEST_F(LiveTest, WarmupGivesUpAfterMaxWarmupRounds) {
 TEST_F(LiveTest, StatesStoredBeforeTheThermalWarmupStillParse) {
   LiveScheduler scheduler = registered(2, 1, 4);
   LiveResult result = run_round(example_profile(), *scheduler.schedule(0), 0);
-  result.thermally_steady = false;
-  ASSERT_TRUE(scheduler.report(result, provider));
-  nlohmann::json document = nlohmann::json::parse(scheduler.dump());
-  EXPECT_EQ(document["pending"][0]["thermally_steady"], false);
-  document["options"].erase("max_warmup_rounds");
-  for (const char* key : {"warmup_rounds", "unsteady_ranks", "warmup_gave_up"}) {
-    ASSERT_EQ(document.erase(key), 1u) << key;
-  }
-  document["pending"][0].erase("thermally_steady");
+  // Written by a joule before the warm-up fields existed, with rank 0's report pending.
+  nlohmann::json document = version_1_document(job(2, 1, 4), a100_clocks(), "warmup", 0, {version_1_result(result)}, false);
   auto parsed = LiveScheduler::parse(document.dump());
   ASSERT_TRUE(parsed) << parsed.error().message();
   EXPECT_EQ(parsed->options().max_warmup_rounds, LiveOptions{}.max_warmup_rounds);
   EXPECT_EQ(parsed->warmup_rounds(), 0);
   EXPECT_FALSE(parsed->warmup_gave_up());
+  EXPECT_TRUE(parsed->has_reported(0));
   // The old pending report counts as steady: the round ends the warm-up.
   ASSERT_TRUE(parsed->report(run_round(example_profile(), *parsed->schedule(1), 1), provider));
   EXPECT_EQ(parsed->phase(), LivePhase::kProfiling);
-  document = nlohmann::json::parse(scheduler.dump());
+  // A pending `false` of a version 1 document survives; a pending value of the wrong type does not parse.
+  result.thermally_steady = false;
+  document = version_1_document(job(2, 1, 4), a100_clocks(), "warmup", 0, {version_1_result(result)}, true);
+  parsed = LiveScheduler::parse(document.dump());
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->reports().front().result.thermally_steady, std::optional<bool>(false));
   document["pending"][0]["thermally_steady"] = "no";
   EXPECT_EQ(LiveScheduler::parse(document.dump()).error().code(), ErrorCode::kParse);
 }
 
+TEST_F(LiveTest, AVersion1JobRunsOnToItsPlanInTheSplitState) {
+  // A job stored by an earlier joule mid-warm-up goes on where it was, and is stored in version 2 after.
+  auto parsed = LiveScheduler::parse(version_1_document(job(4, 1, 8), a100_clocks(), "warmup", 3, {}, true).dump());
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->round(), 3);
+  EXPECT_EQ(parsed->missing_ranks(), std::vector<int>{});
+  LiveScheduler scheduler = std::move(*parsed);
+  run_until_planned(scheduler, example_profile());
+  EXPECT_EQ(nlohmann::json::parse(scheduler.dump())["version"], 2);
+}
+
+TEST_F(LiveTest, ARepeatedOrLateResultIsRefusedByItsRoundNumber) {
+  const Profile truth = example_profile();
+  LiveScheduler scheduler = registered(2, 1, 4);
+  LiveResult first = run_round(truth, *scheduler.schedule(0), 0);
+  first.round = 0;
+  ASSERT_TRUE(scheduler.report(first, provider));
+  EXPECT_EQ(scheduler.report(first, provider).error().message(),
+            "rank: rank 0 already reported round 0; it gets the next schedule once every rank has reported");
+  ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(1), 1), provider));
+  ASSERT_EQ(scheduler.round(), 1);
+  // The same result delivered again after its round ended (a client's retry): refused, not applied to round 1.
+  const std::string before = scheduler.dump();
+  const auto late = scheduler.report(first, provider);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code(), ErrorCode::kState);
+  EXPECT_EQ(late.error().message(),
+            "round: rank 0 reported round 0, but job test-job is at round 1 (a repeated or late result; "
+            "GET /schedule/test-job?rank=0 gives the current round)");
+  first.round = 7;
+  EXPECT_EQ(scheduler.report(first, provider).error().code(), ErrorCode::kState);
+  EXPECT_EQ(scheduler.dump(), before);
+  EXPECT_FALSE(scheduler.has_reported(0));
+}
+
+TEST_F(LiveTest, ImplausibleMeasurementsAreRefusedNamingTheRankAndFieldAndTheRoundGoesOn) {
+  const Profile truth = example_profile();
+  LiveScheduler scheduler = registered(2, 1, 4);
+  ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(0), 0), provider));
+  const std::string before = scheduler.dump();
+  LiveResult result = run_round(truth, *scheduler.schedule(1), 1);
+  result.time_breakdown_s["forward"][0][1] = 1e300;
+  EXPECT_EQ(scheduler.report(result, provider).error().message(),
+            "time_breakdown.forward[0][1]: rank 1 reported 1e+300 s, more than the 86400 s any computation "
+            "comes near (a unit mistake, or a broken measurement); the result is refused and the round goes on "
+            "without it");
+  result = run_round(truth, *scheduler.schedule(1), 1);
+  result.iter_time_s[0] = 1e9;
+  EXPECT_EQ(scheduler.report(result, provider).error().message(),
+            "iter_time[0]: rank 1 reported 1e+09 s, more than the 86400 s any iteration comes near (a unit "
+            "mistake, or a broken measurement); the result is refused and the round goes on without it");
+  result = run_round(truth, *scheduler.schedule(1), 1);
+  result.energy_breakdown_j["backward"][0][0] = 2e9;
+  EXPECT_EQ(scheduler.report(result, provider).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(scheduler.dump(), before);
+  // The rank measures again: its round completes, and the profile holds no implausible value.
+  ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(1), 1), provider));
+  EXPECT_EQ(scheduler.round(), 1);
+}
+
+TEST_F(LiveTest, AReportSpoiltInTheStoreMakesTheRoundRunAgain) {
+  const Profile truth = example_profile();
+  LiveScheduler whole = registered(2, 1, 4);
+  ASSERT_TRUE(whole.report(run_round(truth, *whole.schedule(0), 0), provider));
+  ASSERT_TRUE(whole.report(run_round(truth, *whole.schedule(1), 1), provider));
+  ASSERT_EQ(whole.phase(), LivePhase::kProfiling);
+  LiveState state = whole.state();
+  LiveData data = whole.data();
+  const auto ranks = whole.ranks();
+  std::vector<LiveReport> reports;
+  for (const auto& rank : ranks) {
+    reports.push_back({rank, state.round(), run_round(truth, *state.schedule(rank, data), rank.pp_rank)});
+    ASSERT_EQ(state.count_report(), rank.rank == 1);
+  }
+  reports[1].result.energy_breakdown_j.erase("forward");  // what check_result() would have refused
+  const size_t profiled = state.profiled_frequencies();
+  ASSERT_TRUE(state.complete_round(reports, data));
+  EXPECT_EQ(state.rerun_reason(),
+            "energy_breakdown.forward: field required while profiling (the energy of every forward is what the "
+            "sweep measures)");
+  EXPECT_EQ(state.round(), 2);
+  EXPECT_EQ(state.reported(), 0);
+  EXPECT_EQ(state.profiled_frequencies(), profiled);  // the same clocks again
+  EXPECT_EQ(state.phase(), LivePhase::kProfiling);
+}
+
+TEST_F(LiveTest, RegistrationsBeyondTheLimitsAreRefusedNamingTheField) {
+  LiveLimits limits;
+  limits.max_frequencies_per_rank = 4;
+  limits.max_world_size = 8;
+  auto scheduler = *LiveScheduler::create(job(2, 1, 4), {}, limits);
+  EXPECT_EQ(scheduler.register_rank({0, 0, 0, 0, {1410, 1395, 1380, 1365, 1350}}, provider).error().message(),
+            "available_frequencies: 5 clocks, more than the 4 a rank may list (GPUs offer a few hundred at "
+            "most)");
+  EXPECT_EQ(LiveScheduler::create(job(4, 4, 4), {}, limits).error().message(),
+            "world_size: 16 ranks, more than the 8 one job may have");
+  // 9,990 clocks per rank on the default limits: refused before anything is stored.
+  std::vector<uint32_t> many(9990);
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i] = static_cast<uint32_t>(10 + i);
+  }
+  auto defaults = *LiveScheduler::create(job(2, 1, 4), {});
+  EXPECT_EQ(defaults.register_rank({0, 0, 0, 0, many}, provider).error().message(),
+            "available_frequencies: 9990 clocks, more than the 512 a rank may list (GPUs offer a few hundred at "
+            "most)");
+  // A job whose profile could outgrow what a job may keep.
+  limits = LiveLimits{};
+  limits.max_data_bytes = 100'000;
+  const auto refused = LiveScheduler::create(job(8, 1, 4), {}, limits);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message(),
+            "pp_degree: 8 stages with up to 512 clocks each may need 1509248 bytes of profile, more than the "
+            "100000 a job may keep");
+  LiveLimits bad;
+  bad.max_frequencies_per_rank = 0;
+  EXPECT_EQ(LiveScheduler::create(job(1, 1, 4), {}, bad).error().message(),
+            "max_frequencies_per_rank: must be 1 to 4096, got 0");
+}
+
+TEST_F(LiveTest, TheStateEveryRequestReadsStaysSmallForAJobOf4096Ranks) {
+  // 8 stages × 512 data-parallel pipelines: the state stays kilobytes while ranks register and report.
+  const int pp = 8;
+  const int dp = 512;
+  LiveState state = *LiveState::create(job(pp, dp, 4), {});
+  LiveData data;
+  size_t largest = 0;
+  const std::vector<uint32_t> clocks = a100_clocks();
+  for (int rank = 0; rank < pp * dp; ++rank) {
+    const LiveRankInfo info{rank, rank / pp, rank % pp, 0, clocks};
+    ASSERT_TRUE(state.check_registration(info));
+    state.add_rank(info, data);
+    if (rank % 512 == 0) {
+      largest = std::max(largest, state.dump().size());
+    }
+  }
+  ASSERT_EQ(state.phase(), LivePhase::kWarmup);
+  const Profile truth = example_profile();
+  std::vector<LiveReport> reports;
+  for (int rank = 0; rank < pp * dp; ++rank) {
+    const LiveRankPosition position{rank, rank / pp, rank % pp, 0};
+    LiveResult result = run_round(truth, *state.schedule(position, data), std::min(rank % pp, 3));
+    ASSERT_TRUE(state.check_result(result, position));
+    reports.push_back({position, state.round(), std::move(result)});
+    state.count_report();
+  }
+  largest = std::max(largest, state.dump().size());
+  ASSERT_TRUE(state.complete_round(reports, data));
+  EXPECT_EQ(state.phase(), LivePhase::kProfiling);
+  largest = std::max(largest, state.dump().size());
+  EXPECT_LT(largest, size_t{4096} + static_cast<size_t>(dp));
+  auto parsed = LiveState::parse(state.dump());
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->dump(), state.dump());
+  EXPECT_TRUE(state.check_data(data));
+  // The data grows with stages and clocks, not ranks.
+  EXPECT_LT(data.dump().size(), size_t{64} * 1024);
+}
+
+TEST_F(LiveTest, AFailedPlanRunsEveryComputationAtTheHighestClock) {
+  const Profile truth = example_profile();
+  LiveScheduler scheduler = registered(2, 1, 4);
+  const LivePlanProvider failing = [](const LivePlanRequest&) -> Result<std::shared_ptr<const LivePlan>> {
+    return fail(ErrorCode::kInvalidArgument, "planning: too much work");
+  };
+  for (int guard = 0; guard < 100 && scheduler.phase() != LivePhase::kFailed; ++guard) {
+    for (int rank = 0; rank < 2; ++rank) {
+      ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(rank), rank), failing));
+    }
+  }
+  ASSERT_EQ(scheduler.phase(), LivePhase::kFailed);
+  EXPECT_EQ(scheduler.failure(), "planning: too much work");
+  const int64_t round = scheduler.round();
+  const auto schedule = *scheduler.schedule(0);
+  EXPECT_EQ(schedule.phase, LivePhase::kFailed);
+  EXPECT_EQ(schedule.iterations, 2);
+  for (const auto& [name, mhz] : schedule.frequencies) {
+    EXPECT_EQ(mhz, 1410u);
+  }
+  // Training goes on: rounds still complete.
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(rank), rank), provider));
+  }
+  EXPECT_EQ(scheduler.round(), round + 1);
+  scheduler = *LiveScheduler::parse(scheduler.dump());
+  EXPECT_EQ(scheduler.failure(), "planning: too much work");
+}
+
+TEST_F(LiveTest, AStragglerTargetThatCannotBePlannedKeepsTheFastestPlan) {
+  const Profile truth = example_profile();
+  LiveOptions options;
+  options.straggler_confirm_rounds = 1;
+  LiveScheduler scheduler = registered(4, 2, 8, options);
+  run_until_planned(scheduler, truth);
+  const LivePlanProvider failing = [](const LivePlanRequest&) -> Result<std::shared_ptr<const LivePlan>> {
+    return fail(ErrorCode::kInternal, "no frontier");
+  };
+  for (int rank = 0; rank < 8; ++rank) {
+    const auto schedule = *scheduler.schedule(rank);
+    LiveResult result = run_round(truth, schedule, rank % 4, 1, 0.0);
+    for (double& time_s : result.iter_time_s) {
+      time_s = schedule.predicted->compute_time_s * (rank >= 4 ? 1.3 : 1.0);
+    }
+    ASSERT_TRUE(scheduler.report(result, failing));
+  }
+  EXPECT_EQ(scheduler.phase(), LivePhase::kPlanned);
+  EXPECT_EQ(scheduler.failure(), "no frontier");
+  EXPECT_FALSE(scheduler.straggler_time_s());
+  EXPECT_EQ(scheduler.schedule(0)->frequencies, scheduler.schedule(4)->frequencies);
+}
+
+TEST_F(LiveTest, PlanningWorkIsBoundedBeforeAnythingIsPlanned) {
+  LivePlanRequest request;
+  request.profile_csv = profile_csv(example_profile());
+  request.stages = 4;
+  request.microbatches = 8;
+  request.p_blocking_w = kBlockingW;
+  request.unit_time_s = 0.001;
+  request.max_planning_work = 1000;
+  const auto refused = plan_live(request);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(refused.error().message(),
+            "planning: 64 computations × 1216 time units of 0.001 s is 7.78e+04, more than the 1e+03 the live "
+            "planner may walk (a larger unit_time_s plans it)");
+  request.max_planning_work = 0;
+  EXPECT_TRUE(plan_live(request));
+}
+
+TEST_F(LiveTest, TheStoredPartsRoundTripAndCorruptOnesAreRefused) {
+  const Profile truth = example_profile();
+  LiveScheduler scheduler = registered(4, 2, 8);
+  run_until_planned(scheduler, truth);
+  const LiveState& state = scheduler.state();
+  EXPECT_EQ(LiveState::parse(state.dump())->dump(), state.dump());
+  EXPECT_EQ(*LiveData::parse(scheduler.data().dump()), scheduler.data());
+  LiveResult result = run_round(truth, *scheduler.schedule(0), 0);
+  result.round = scheduler.round();
+  const LiveReport report{{0, 0, 0, 0}, scheduler.round(), result};
+  const auto parsed = LiveReport::parse(report.dump());
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->dump(), report.dump());
+  EXPECT_EQ(parsed->result.round, result.round);
+  // Corrupt states: counts outside the job, a planned job without its plan; data of another job.
+  nlohmann::json document = nlohmann::json::parse(state.dump());
+  document["registered"] = 99;
+  EXPECT_EQ(LiveState::parse(document.dump()).error().message(), "the registered ranks do not match the phase");
+  document = nlohmann::json::parse(state.dump());
+  document["fastest"] = nullptr;
+  EXPECT_EQ(LiveState::parse(document.dump()).error().message(), "a planned job without its plan");
+  LiveData other = scheduler.data();
+  other.fastest_plan.pop_back();
+  EXPECT_EQ(state.check_data(other).error().message(),
+            "the stored data of job test-job does not match its state: plans for another pipeline");
+  other = scheduler.data();
+  other.version += 1;
+  EXPECT_EQ(state.check_data(other).error().code(), ErrorCode::kParse);
+  EXPECT_EQ(LiveData::parse("{}").error().message(), "not a version 1 joule.plan.live_data document");
+}
+
 TEST_F(LiveTest, ParseRefusesForeignAndCorruptDocuments) {
-  EXPECT_EQ(LiveScheduler::parse("{}").error().message(), "not a version 1 joule.plan.live document");
+  EXPECT_EQ(LiveScheduler::parse("{}").error().message(), "not a version 1 or 2 joule.plan.live document");
   EXPECT_EQ(LiveScheduler::parse("nope").error().code(), ErrorCode::kParse);
   std::string text = registered(2, 1, 4).dump();
   text.replace(text.find("\"warmup\""), 8, "\"dancing\"");

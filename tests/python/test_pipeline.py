@@ -94,6 +94,7 @@ class FakeServer:
 
     def __init__(self, respond: Callable[[str, str, Any], tuple[int, Any]]) -> None:
         self.requests: list[tuple[str, str, Any]] = []
+        self.request_ids: list[Any] = []  # each request's X-Request-Id (None without)
         self.lock = threading.Lock()
         server = self
 
@@ -104,9 +105,13 @@ class FakeServer:
                 body = json.loads(raw) if raw else None
                 with server.lock:
                     server.requests.append((method, self.path, body))
-                status, answer = respond(method, self.path, body)
+                    server.request_ids.append(self.headers.get("X-Request-Id"))
+                answered = respond(method, self.path, body)
+                status, answer = answered[0], answered[1]
                 data = json.dumps(answer).encode()
                 self.send_response(status)
+                for name, value in (answered[2] if len(answered) > 2 else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -215,8 +220,9 @@ def test_optimizer_speaks_the_wire_protocol(fake_server: Callable[..., FakeServe
     assert frequencies == sorted(frequencies, reverse=True) and 1410 in frequencies and 1005 in frequencies
 
     result = server.requests[3][2]
-    assert set(result) == {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"}
+    assert set(result) == {"rank", "round", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"}
     assert result["rank"] == 0
+    assert result["round"] == 0  # joule's extension: a late copy of this result cannot count for round 1
     f1410, f1200 = option(0, "forward", 1410), option(0, "forward", 1200)
     b1410, b1005 = option(0, "backward", 1410), option(0, "backward", 1005)
     assert len(result["iter_time"]) == len(result["iter_energy"]) == 2
@@ -292,10 +298,55 @@ def test_server_errors_become_clear_exceptions(fake_server: Callable[..., FakeSe
         joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, bad.url, stage_device=device)
 
 
+def test_a_restarting_server_does_not_end_training(fake_server: Callable[..., FakeServer]) -> None:
+    """Every route answers 503 twice (a server stopping, then back), GET /schedule also a 409 with Retry-After
+    (joule serve's wait ended before the other ranks): each request is asked again, a state-changing one
+    with the same X-Request-Id, and the loop goes on."""
+    round_ = {"rank": 0, "frequencies": [["forward", 1410], ["backward", 1410]], "round": 3, "iterations": 1}
+    answered = scripted([dict(round_), dict(round_)])
+    seen: dict[str, int] = {}
+
+    def respond(method: str, path: str, body: Any) -> tuple[Any, ...]:
+        route = path.split("?")[0].rsplit("/", 1)[0] or path
+        seen[route] = seen.get(route, 0) + 1
+        if seen[route] <= 2:
+            return 503, {"detail": "joule serve is stopping; retry the request"}
+        if route == "/schedule" and seen[route] == 3:
+            return 409, {"detail": "rank: job job-7 is waiting for 1 of 2 ranks to register"}, {"Retry-After": "0"}
+        return answered(method, path, body)
+
+    server = fake_server(respond)
+    device = joule.PipelineStageDevice(PROFILE, 0, p_blocking_w=BLOCKING_W)
+    optimizer = joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, server.url, stage_device=device,
+                                                 num_microbatches=1)
+    optimizer._client.backoff_s = 0.01  # noqa: SLF001 (the test's patience, not the client's behaviour)
+    run_iteration(optimizer, device, ["forward", "backward"])
+    optimizer.close()
+    paths = [path.split("?")[0] for _, path, _ in server.requests]
+    assert paths == ["/register_job"] * 3 + ["/register_rank/job-7"] * 3 + ["/schedule/job-7"] * 4 + [
+        "/result/job-7"] * 3
+    ids = server.request_ids
+    # One id per state-changing request, the same on its every retry; none on GET.
+    assert ids[0] == ids[1] == ids[2] and ids[0] is not None
+    assert ids[3] == ids[4] == ids[5] and ids[3] not in (None, ids[0])
+    assert ids[6:10] == [None] * 4
+    assert ids[10] == ids[11] == ids[12] and ids[10] not in (None, ids[0], ids[3])
+    assert server.requests[-1][2]["round"] == 3
+    assert optimizer._client.retries == 9  # noqa: SLF001
+
+
 def test_unreachable_server_is_an_io_error() -> None:
     device = joule.PipelineStageDevice(PROFILE, 0)
     with pytest.raises(joule.IoError, match="cannot reach the pipeline frequency server"):
-        joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, "http://127.0.0.1:9", stage_device=device)
+        joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, "http://127.0.0.1:9", stage_device=device,
+                                         retry_for_s=0)
+    # By default it is asked again, with backoff, before giving up: a restarting server does not end training.
+    client = joule.pipeline.PipelineServerClient("http://127.0.0.1:9", retry_for_s=0.3, backoff_s=0.05)
+    with pytest.raises(joule.IoError, match="cannot reach the pipeline frequency server"):
+        client.register_job({})
+    assert client.retries >= 2
+    with pytest.raises(joule.InvalidArgumentError, match=r"PipelineServerClient\(retry_for_s=...\): expected seconds"):
+        joule.pipeline.PipelineServerClient("http://127.0.0.1:9", retry_for_s=-1)
 
 
 def test_malformed_schedule_is_rejected(fake_server: Callable[..., FakeServer]) -> None:

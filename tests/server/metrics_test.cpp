@@ -25,6 +25,16 @@ TEST(ServerMetricsTest, RoutesAreTemplatesSoLabelValuesStayFew) {
   EXPECT_EQ(ServerMetrics::route_of("/pipelines/p-1/whatever"), "other");
   EXPECT_EQ(ServerMetrics::route_of("/metrics"), "/metrics");
   EXPECT_EQ(ServerMetrics::route_of("/random/../path"), "other");
+  // Zeus's pipeline-frequency routes and joule's /job/{job_id}: their job ids never become label values.
+  EXPECT_EQ(ServerMetrics::route_of("/register_job"), "/register_job");
+  EXPECT_EQ(ServerMetrics::route_of("/info"), "/info");
+  const std::string id = "2026-11-28-10-00-00+dp2+pp4+tp1+perseus+0f3c9a5e6b7d2e11";
+  EXPECT_EQ(ServerMetrics::route_of("/register_rank/" + id), "/register_rank/{job_id}");
+  EXPECT_EQ(ServerMetrics::route_of("/schedule/" + id), "/schedule/{job_id}");
+  EXPECT_EQ(ServerMetrics::route_of("/result/" + id), "/result/{job_id}");
+  EXPECT_EQ(ServerMetrics::route_of("/job/" + id), "/job/{job_id}");
+  EXPECT_EQ(ServerMetrics::route_of("/schedule/"), "other");
+  EXPECT_EQ(ServerMetrics::route_of("/schedule/a/b"), "other");
 }
 
 TEST(ServerMetricsTest, CountsRequestsReportsAndJobs) {

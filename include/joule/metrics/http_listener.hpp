@@ -31,6 +31,7 @@ struct HttpRequest {
   std::map<std::string, std::string> query;  ///< decoded query parameters (the last of a repeated name)
   std::vector<std::pair<std::string, std::string>> headers;  ///< as sent, in order
   std::string body;
+  std::string peer;  ///< the client's address, e.g. "127.0.0.1" or "::1" (no port); "" if unknown
 
   /// @return the value of the first header called `name` (compared case-insensitively), "" if none.
   std::string header(std::string_view name) const;
@@ -47,6 +48,33 @@ struct HttpResponse {
 /// Answers one request. Runs on a worker thread; may block (a database, planning). An exception becomes a
 /// 500 whose body error_body() makes from its message.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+/// How an asynchronous handler answers its request, now or later, from any thread: a request that waits for
+/// something (a long poll) then holds no thread, only its connection. While no answer is given, the listener
+/// watches the connection: a client that closes it cancels the request (on_cancel), and its answer, if one
+/// still comes, goes nowhere. Copies refer to the same request.
+class HttpResponder {
+ public:
+  struct State;
+  explicit HttpResponder(std::shared_ptr<State> state);
+
+  /// Sends `response`. Only the first call of all copies counts; later ones (and calls after the client went
+  /// away or the listener stopped) do nothing. Thread-safe; never blocks on the network.
+  void respond(HttpResponse response) const;
+  /// @return true once the client closed its connection before an answer was given.
+  bool cancelled() const;
+  /// Calls `callback` once, on an I/O thread, when the client closes its connection before an answer was
+  /// given (at once, on this thread, if it already has). Keep the callback short and non-blocking; it must
+  /// not call respond() of the same request while holding a lock that respond() callers also take.
+  void on_cancel(std::function<void()> callback) const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// Answers one request asynchronously: runs on a worker thread and answers through `responder`, before it
+/// returns or later. An exception thrown before an answer becomes a 500.
+using AsyncHttpHandler = std::function<void(const HttpRequest&, HttpResponder responder)>;
 
 /// What a listener does and refuses; the defaults suit `joule serve` on a loopback or cluster network.
 struct HttpListenerOptions {
@@ -88,6 +116,8 @@ struct HttpListenerStats {
   uint64_t requests = 0;  ///< handed to the handler
   uint64_t refused = 0;   ///< answered by the listener itself with a 4xx/5xx (limits, timeouts, bad syntax)
   uint64_t timeouts = 0;  ///< connections closed for being too slow (idle ones not counted)
+  uint64_t waiting = 0;   ///< requests whose handler returned without answering yet (asynchronous ones)
+  uint64_t cancelled = 0;  ///< asynchronous requests whose client went away before the answer
 };
 
 /// The one HOST:PORT parser of the project (`joule serve --listen`, `--serve`, `--metrics`).
@@ -108,6 +138,9 @@ class HttpListener {
   /// @return kInvalidArgument for bad options, kIo "cannot listen on HOST:PORT: <why>" if the address cannot
   /// be resolved or bound (callers add their context, e.g. the flag).
   static Result<std::unique_ptr<HttpListener>> start(HttpListenerOptions options, HttpHandler handler);
+  /// The same with an asynchronous handler. Every responder must have answered, or been dropped, before the
+  /// listener is destroyed: a later respond() is ignored.
+  static Result<std::unique_ptr<HttpListener>> start(HttpListenerOptions options, AsyncHttpHandler handler);
   ~HttpListener();  ///< stops
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
@@ -116,7 +149,8 @@ class HttpListener {
   int port() const;
   const std::string& host() const;
   /// Stops accepting, closes idle connections, lets requests in flight finish (their responses go out, then
-  /// the connection closes; at most `grace`), and joins every thread. Idempotent.
+  /// the connection closes; at most `grace`, which also bounds asynchronous requests still waiting for
+  /// their answer: answer them first), and joins every thread. Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
   HttpListenerStats stats() const;
 

@@ -23,6 +23,13 @@ std::string_view to_string(Instruction instruction);
 Result<Instruction> parse_instruction(std::string_view text);
 
 /// One way to run a computation: at an SM clock, it takes `time_s` and uses `energy_j`.
+/// Plausibility bounds of one computation's time and energy, far above real ones (a microbatch's forward or
+/// backward takes milliseconds to seconds and joules to kilojoules): a value past them is a unit mistake or
+/// garbage, and would otherwise make the planner's tables and walk enormous (1e300 s once took 55 s and
+/// 10 GB). Profiles and the live scheduler's measurements are held to them.
+inline constexpr double kMaxProfileTimeS = 86'400;  ///< one day
+inline constexpr double kMaxProfileEnergyJ = 1e9;   ///< 278 kWh
+
 struct ProfileOption {
   uint32_t frequency_mhz = 0;
   double time_s = 0;    ///< > 0

@@ -16,6 +16,9 @@
 namespace joule::metrics {
 class HttpListener;
 }
+namespace prometheus {
+class Collectable;
+}
 
 namespace joule::server {
 
@@ -41,6 +44,9 @@ struct HttpServerOptions {
   size_t max_connections = kDefaultMaxConnections;              ///< open connections
   size_t max_body_bytes = kDefaultMaxBodyBytes;                 ///< larger bodies get 413
   size_t max_profile_body_bytes = kDefaultMaxProfileBodyBytes;  ///< profile uploads: larger get 413
+  /// `POST /result/{job_id}` (a pipeline rank's measurements grow with its microbatches): larger get 413.
+  /// Set it to the service's ServiceOptions::live_max_result_bytes, which refuses jobs that could exceed it.
+  size_t max_result_body_bytes = size_t{1} << 20;
   size_t max_header_bytes = size_t{16} * 1024;                  ///< request line + header fields: 431 beyond
   size_t max_header_fields = 100;                               ///< header fields: 431 beyond
   int keep_alive_timeout_s = 5;  ///< an idle keep-alive connection is closed after this
@@ -48,6 +54,8 @@ struct HttpServerOptions {
   /// clients that trickle bytes from holding connections.
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{30000};  ///< to receive a whole body
+  /// stop(): how long requests in flight may take to finish once waiting ones were answered 503.
+  std::chrono::milliseconds shutdown_grace{10000};
   /// Requests are counted here and GET /metrics renders it (docs/metrics.md). nullptr: the server makes
   /// its own (see HttpServer::metrics()).
   std::shared_ptr<ServerMetrics> metrics;
@@ -66,7 +74,9 @@ class HttpServer {
   Result<void> start();
   /// @return the bound port (the chosen one when the options said 0).
   int port() const { return port_; }
-  /// Stops accepting connections, lets requests in flight finish, and joins the threads. Idempotent.
+  /// Answers waiting requests 503 and stops the service's background work (Service::stop()), stops accepting
+  /// connections, lets requests in flight finish (at most options.shutdown_grace), and joins the threads.
+  /// Idempotent.
   void stop();
   /// @return the metrics GET /metrics shows.
   ServerMetrics& metrics() { return *options_.metrics; }
@@ -75,6 +85,7 @@ class HttpServer {
   Service& service_;
   HttpServerOptions options_;
   std::unique_ptr<metrics::HttpListener> listener_;
+  std::shared_ptr<prometheus::Collectable> live_jobs_;  // /metrics' live jobs, detached at stop()
   int port_ = 0;
 };
 

@@ -23,7 +23,14 @@ namespace joule::server {
 /// | `joule_server_jobs_registered_total`, `joule_server_jobs_deleted_total` | counter | – |
 /// | `joule_server_trials_ended_total` | counter | – |
 /// | `joule_window_duration_seconds`, `joule_window_energy_joules` | histogram | window="epoch" |
+/// | `joule_pfo_jobs` | gauge | – |
+/// | `joule_pfo_job_phase` | gauge (1) | job_id, phase |
+/// | `joule_pfo_job_round`, `joule_pfo_job_ranks_registered` | gauge | job_id |
+/// | `joule_pfo_job_target_time_seconds`, `joule_pfo_job_predicted_saving_ratio` | gauge | job_id |
 ///
+/// The joule_pfo_job series are read from the store at each scrape (HttpServer adds them; up to 1000 jobs,
+/// the newest), so every replica on a database shows every job. A request whose client went away before
+/// its answer (a waiting GET /schedule) is counted with status 499.
 /// Routes are templates ("/jobs/{id}", "/pipelines/{id}/plan"), never raw paths, so that the label values
 /// stay few. Replayed requests (an X-Request-Id seen before) count as requests, not as new reports or jobs.
 /// Thread-safe.

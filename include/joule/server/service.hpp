@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "joule/core/clock.hpp"
 #include "joule/plan/live.hpp"
@@ -35,7 +37,8 @@ struct Request {
   std::string body;
   std::string content_type;  ///< the Content-Type header, if any
   std::optional<std::string>
-      request_id;  ///< X-Request-Id: a retried request with the same id is not re-applied
+      request_id;    ///< X-Request-Id: a retried request with the same id is not re-applied
+  std::string peer = {};  ///< the client's address ("" if unknown): what per-client limits count by
 };
 
 /// One response.
@@ -44,6 +47,19 @@ struct Response {
   std::string body;  ///< JSON text unless content_type says otherwise
   std::string content_type = "application/json";
   bool replayed = false;  ///< the stored response of an earlier request with the same request id
+  std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers, e.g. Retry-After
+};
+
+/// Where an answer given later goes: a transport's handle on one waiting request (the long-polling
+/// GET /schedule). Implementations must be thread-safe.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  /// Delivers the answer; only the first call counts. Called from any thread; must not block.
+  virtual void respond(Response response) = 0;
+  /// Calls `callback` once if the client goes away before the answer (at once, on this thread, if it
+  /// already has). The callback may run on any thread and must not block.
+  virtual void on_cancel(std::function<void()> callback) = 0;
 };
 
 /// One training epoch (or several, if the client skipped reports) learnt from a POST /report: the
@@ -85,16 +101,40 @@ struct ServiceOptions {
   // Zeus's pipeline frequency optimizer routes (/register_job, /register_rank, /schedule, /result).
   /// The live scheduler's knobs for every job.
   plan::LiveOptions live;
+  /// The bounds of one live job (clocks per rank, ranks, computations, stored data, planning work).
+  plan::LiveLimits live_limits;
   /// Microbatches per iteration for jobs that do not say (Zeus's JobInfo has no such field); 0: a job must
   /// send `num_microbatches`.
   int live_default_microbatches = 0;
   /// A measured profile (canonical CSV) every job starts from instead of profiling; nullopt: profile each.
   std::optional<std::string> live_profile_csv;
-  /// How long GET /schedule waits for the other ranks (to register, or to report the round) before 409.
+  /// How long GET /schedule waits for the other ranks (to register, report the round, or the plan) before
+  /// 409. A waiting request holds its connection, never a thread.
   std::chrono::milliseconds live_schedule_wait{std::chrono::minutes(10)};
-  /// Ranks that may wait in GET /schedule at once, across jobs: each waits on a request thread, so this
-  /// must stay below the server's threads (joule serve sets threads − 1). Also the largest world_size.
-  int live_max_waiting = 15;
+  /// Requests that may wait in GET /schedule at once across jobs (503 beyond it); one job's waits are also
+  /// bounded by twice its world size.
+  int live_max_waiting = 65'536;
+  /// The largest body of POST /result/{job_id}; a job whose ranks' results could exceed it is refused at
+  /// registration (422 naming num_microbatches). The transport applies it to the route (HttpServer).
+  size_t live_max_result_bytes = size_t{1} << 20;
+  /// A job no rank wrote to (registered, reported) for this long is deleted, with its ranks' records; 0:
+  /// jobs stay until DELETE /job/{job_id}. Like Zeus's max_job_idle_time.
+  std::chrono::seconds live_max_job_idle{7 * 24 * 3600};
+  /// How often idle jobs are looked for (Zeus's cleanup period).
+  std::chrono::milliseconds live_expiry_period{60'000};
+  /// POST /register_job per client address per minute (a burst of as many, refilled evenly; 429 beyond);
+  /// 0: no limit.
+  int live_registrations_per_minute = 60;
+  /// Bytes of planned frontiers kept in memory for straggler re-targeting (least recently used dropped; a
+  /// frontier larger than this is planned again when needed).
+  size_t live_plan_cache_bytes = size_t{256} << 20;
+  /// How often waiting requests re-read their jobs for changes made by other processes on the database
+  /// (changes made here wake them at once).
+  std::chrono::milliseconds live_poll_interval{200};
+  /// A job waiting for a plan that a process claimed this long ago is planned again by another process
+  /// (the claimant died): longer than any planning the limits allow (LiveLimits::max_planning_work plans a
+  /// GPT-3-sized pipeline in seconds).
+  std::chrono::seconds live_planning_lease{60};
 };
 
 /// The optimizer service: Zeus's batch-size optimizer routes, operator routes and the pipeline planner
@@ -115,8 +155,29 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   /// Routes and handles one request. Never throws: bad input gives a 4xx with a message, store failures
-  /// 503, unexpected exceptions 500 (logged).
+  /// 503, unexpected exceptions 500 (logged). A request that waits (GET /schedule) blocks the calling
+  /// thread until it is answered; transports use handle_async() instead.
   Response handle(const Request& request);
+  /// The same, answering through `sink`: at once, on this thread, or — for a request that waits
+  /// (GET /schedule) — later, from the service's own thread, holding no thread of the caller meanwhile.
+  /// A sink whose client goes away stops the wait.
+  void handle_async(const Request& request, const std::shared_ptr<ResponseSink>& sink);
+  /// Stops the service's background work (planning, waits, expiry): every waiting request is answered 503
+  /// now, and later ones at once. For a transport about to stop. Idempotent; the destructor calls it.
+  void stop();
+
+  /// One live (pipeline-frequency) job as /metrics shows it.
+  struct LiveJobSummary {
+    std::string job_id;
+    std::string phase;
+    int64_t round = 0;
+    int registered = 0;
+    int world_size = 0;
+    std::optional<double> target_time_s;     ///< the iteration time the pipelines are planned for
+    std::optional<double> predicted_saving;  ///< 1 − planned energy / every computation at the max clock
+  };
+  /// @return up to `max_jobs` live jobs (the newest ids), read from the store. Errors: the store's.
+  Result<std::vector<LiveJobSummary>> live_jobs(size_t max_jobs);
 
   store::Store& store() { return *store_; }
 
@@ -124,6 +185,8 @@ class Service {
   struct Impl;
 
  private:
+  Response handle_now(const Request& request);  // every route that answers at once
+
   std::shared_ptr<store::Store> store_;
   std::unique_ptr<Impl> impl_;
 };
