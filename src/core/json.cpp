@@ -198,30 +198,41 @@ std::string describe_json(const nlohmann::json& value, size_t max_chars) {
   }
 }
 
-std::string error_body_message(const std::string& body) {
-  const auto json = nlohmann::json::parse(body, nullptr, false);
-  if (!json.is_discarded() && json.is_object()) {
+std::string error_body_message(std::string_view body, size_t max_chars) {
+  if (body.empty()) {
+    return "empty body";
+  }
+  const auto parsed = parse_json(body);
+  if (parsed && parsed->is_object()) {
     for (const char* key : {"error", "message", "detail"}) {
-      const auto it = json.find(key);
-      if (it == json.end()) {
+      const auto it = parsed->find(key);
+      if (it == parsed->end()) {
         continue;
       }
       if (it->is_string()) {
-        return it->get<std::string>();
+        return printable_excerpt(it->get_ref<const std::string&>(), max_chars);
       }
-      if (it->is_object() && it->contains("message") && (*it)["message"].is_string()) {
-        return (*it)["message"].get<std::string>();
+      if (it->is_object()) {
+        const auto message = it->find("message");
+        if (message != it->end() && message->is_string()) {
+          return printable_excerpt(message->get_ref<const std::string&>(), max_chars);
+        }
       }
     }
   }
-  constexpr size_t kMaxQuoted = 200;
-  std::string start = body.substr(0, kMaxQuoted);
-  for (char& c : start) {
-    if (c == '\n' || c == '\r') {
-      c = ' ';
-    }
+  return printable_excerpt(body, max_chars);
+}
+
+std::string describe_json_error(const JsonError& error, std::string_view text, int max_depth) {
+  switch (error.kind) {
+    case JsonError::Kind::kTooDeep:
+      return fmt::format("is JSON nested deeper than {} levels", max_depth);
+    case JsonError::Kind::kNumberOutOfRange:
+      return fmt::format("is not usable JSON: {}", error.message);
+    case JsonError::Kind::kSyntax:
+      break;
   }
-  return start.empty() ? "empty body" : start;
+  return fmt::format("is not JSON: {}", quoted_excerpt(text, 60));
 }
 
 }  // namespace joule
