@@ -35,6 +35,18 @@ TEST(ErrorBodyMessage, QuotesAHostileServerAsAShortPrintableExcerpt) {
   EXPECT_EQ(error_body_message(deep_error, 12), R"({"error": [[…)");
 }
 
+TEST(ErrorBodyMessage, ReadsABodyAlreadyParsed) {
+  using nlohmann::json;
+  EXPECT_EQ(parsed_error_body_message(json({{"error", "No recent data for zone \"DE\"\r\n"}})),
+            "No recent data for zone \"DE\"\\r\\n");
+  EXPECT_EQ(parsed_error_body_message(json({{"error", {{"message", std::string(300, 'z')}}}})),
+            std::string(200, 'z') + "…");
+  EXPECT_EQ(parsed_error_body_message(json({{"error", 3}})), "3");
+  EXPECT_EQ(parsed_error_body_message(json({{"error", 3}, {"message", "this one"}})), "this one");
+  EXPECT_EQ(parsed_error_body_message(json({{"error", json::array({1, 2})}})), "an array of 2 items");
+  EXPECT_EQ(parsed_error_body_message(json({{"zone", "DE"}})), R"(an object with 1 key ("zone"))");
+}
+
 TEST(DescribeJsonError, SaysWhyABodyIsNotUsableJson) {
   const auto why = [](std::string_view text) { return describe_json_error(parse_json(text).error(), text); };
   EXPECT_EQ(why("<html>\r\n<title>502 Bad Gateway</title>"),

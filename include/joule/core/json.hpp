@@ -51,6 +51,11 @@ inline constexpr size_t kErrorBodyChars = 200;
 /// The body is parsed with parse_json() (a body nested too deep is quoted as text, never recursed into).
 std::string error_body_message(std::string_view body, size_t max_chars = kErrorBodyChars);
 
+/// @return error_body_message() of a body already parsed: the message its "error", "message" or "detail"
+/// holds, as a printable excerpt; else describe_json() of the first of those fields present ("3"), else of
+/// the body.
+std::string parsed_error_body_message(const nlohmann::json& body, size_t max_chars = kErrorBodyChars);
+
 /// @return why parse_json() refused `text`, as a phrase for "the response …": "is not JSON: \"<html>…\""
 /// (a syntax error: the text's start, quoted through quoted_excerpt()), "is JSON nested deeper than 64
 /// levels" (`max_depth`, the limit it was parsed with), or "is not usable JSON: <error.message>" (a number
