@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "joule/core/json.hpp"
+#include "joule/http/capped_body.hpp"
 #include "joule/http/errors.hpp"
 
 namespace joule::carbon::detail {
@@ -65,29 +66,38 @@ Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std
   if (!request.bearer_token.empty()) {
     client.set_bearer_token_auth(request.bearer_token);
   }
-  httplib::Headers headers;
+  httplib::Request get;
+  get.method = "GET";
+  get.path = path;
   for (const auto& [name, value] : request.headers) {
-    headers.emplace(name, value);
+    get.headers.emplace(name, value);
   }
-  headers.emplace("Accept", "application/json");
-  const auto response = client.Get(path, headers);
-  if (!response) {
+  get.headers.emplace("Accept", "application/json");
+  // The body is read within the cap: an endless answer stops there.
+  http::CappedBody body(request.max_response_bytes);
+  body.attach(get);
+  httplib::Response response;
+  auto error = httplib::Error::Success;
+  if (!client.send(get, response, error)) {
+    if (body.exceeded()) {
+      return fail(ErrorCode::kIo, "{}: GET {}: {}", provider, path, body.message());
+    }
     return fail(ErrorCode::kIo, "{}: cannot reach {}{}: {}", provider, base.origin, path,
-                http::describe_transport_error(response.error()));
+                http::describe_transport_error(error));
   }
-  if (response->status < 200 || response->status >= 300) {
-    const ErrorCode code = response->status == 401 || response->status == 403 ? ErrorCode::kPermissionDenied
-                           : response->status == 404                          ? ErrorCode::kNotFound
-                                                                              : ErrorCode::kIo;
-    return fail(code, "{}: GET {}: HTTP {}: {}", provider, path, response->status,
-                error_body_message(response->body));
+  if (response.status < 200 || response.status >= 300) {
+    const ErrorCode code = response.status == 401 || response.status == 403 ? ErrorCode::kPermissionDenied
+                           : response.status == 404                         ? ErrorCode::kNotFound
+                                                                            : ErrorCode::kIo;
+    return fail(code, "{}: GET {}: HTTP {}: {}", provider, path, response.status,
+                error_body_message(body.body()));
   }
-  auto json = nlohmann::json::parse(response->body, nullptr, false);
-  if (json.is_discarded()) {
-    return fail(ErrorCode::kParse, "{}: GET {}: the response is not JSON: {}", provider, path,
-                error_body_message(response->body));
+  auto json = parse_json(body.body());
+  if (!json) {
+    return fail(ErrorCode::kParse, "{}: GET {}: the response {}", provider, path,
+                describe_json_error(json.error(), body.body()));
   }
-  return json;
+  return std::move(*json);
 }
 
 }  // namespace joule::carbon::detail

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/core/error.hpp"
+#include "joule/http/connection.hpp"
 
 namespace joule::carbon::detail {
 
@@ -32,12 +33,17 @@ struct HttpGet {
   std::optional<std::pair<std::string, std::string>> basic_auth;  // user, password
   std::string bearer_token;
   double timeout_s = 30;
+  /// The most the body may hold, decoded; a larger answer is refused while reading it. 8 MiB is far above
+  /// any provider's answer (a month of 5-minute points is about 1 MB).
+  size_t max_response_bytes = http::kDefaultMaxResponseBytes;
 };
 
-/// Sends the GET and parses the body as JSON. Errors name the provider and "GET <prefix><path>" (never a
-/// credential): kIo when the server cannot be reached (httplib's reason); for a non-2xx status
-/// kPermissionDenied (401, 403), kNotFound (404) or kIo, quoting the body's "error"/"message" (or the
-/// body's start); kParse for a body that is not JSON.
+/// Sends the GET and parses the body as JSON (with the depth-limited parse_json(), joule/core/json.hpp).
+/// Errors name the provider and "GET <prefix><path>" (never a credential): kIo when the server cannot be
+/// reached (in the words of joule/http/errors.hpp) or its answer is larger than max_response_bytes; for a
+/// non-2xx status kPermissionDenied (401, 403), kNotFound (404) or kIo, quoting the body's
+/// "error"/"message" (or the body's start) as a printable excerpt (error_body_message()); kParse for a body
+/// that is not JSON, is nested too deep or holds a number no double holds.
 Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std::string_view provider);
 
 /// @return a kParse error "<provider>: GET <what>: <problem>" for a response of an unexpected shape.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/carbon/signal.hpp"
+#include "joule/core/json.hpp"
 #include "joule/core/strings.hpp"
 
 #include "carbon/http.hpp"
@@ -194,7 +195,8 @@ Result<IntensityPoint> ElectricityMapsSignal::latest() {
   }
   const std::string what = base.path_prefix + path;
   if (body->is_object() && body->contains("error")) {
-    return fail(ErrorCode::kNotFound, "{}: GET {}: {}", kElectricityMaps, what, (*body)["error"].dump());
+    return fail(ErrorCode::kNotFound, "{}: GET {}: {}", kElectricityMaps, what,
+                parsed_error_body_message(*body));
   }
   auto point = em_point(*body, what);
   if (!point) {
@@ -531,14 +533,16 @@ Result<std::vector<IntensityPoint>> UkCarbonIntensitySignal::forecast(int64_t ho
 // ---- saved response bodies -----------------------------------------------------------------------------
 
 Result<std::vector<IntensityPoint>> parse_provider_body(std::string_view provider, std::string_view body) {
-  const json parsed = json::parse(body, nullptr, false);
+  const auto document = parse_json(body);
   const std::string what = fmt::format("<saved {} body>", provider);
-  if (parsed.is_discarded()) {
-    return fail(ErrorCode::kParse, "{}: {}: the body is not JSON", provider, what);
+  if (!document) {
+    return fail(ErrorCode::kParse, "{}: {}: the body {}", provider, what,
+                describe_json_error(document.error(), body));
   }
+  const json& parsed = *document;
   if (provider == kElectricityMaps) {
     if (parsed.is_object() && parsed.contains("error")) {
-      return fail(ErrorCode::kNotFound, "{}: {}: {}", provider, what, parsed["error"].dump());
+      return fail(ErrorCode::kNotFound, "{}: {}: {}", provider, what, parsed_error_body_message(parsed));
     }
     if (array_field(parsed, {"history", "data", "forecast"}) != nullptr) {
       return em_points(parsed, {"history", "data", "forecast"}, what, false);

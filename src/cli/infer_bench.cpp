@@ -50,6 +50,13 @@ constexpr auto kSamplingPeriod = std::chrono::milliseconds(100);
 // The most tokens one response's usage may count (prompt or completion): far above any model's context, and
 // low enough that no trace's sum can overflow (2^63 / 10^9 ≈ 9 · 10^9 requests).
 constexpr int64_t kMaxUsageTokens = 1'000'000'000;
+// The longest time a response's usage.energy may report (ttft_s, tpot_s): a day, far above any request's, so
+// that a sum over a trace stays finite.
+constexpr double kMaxServerSeconds = 86'400;
+// The most prompt tokens one run sends in all: every prompt is built before the clock starts and held for
+// the run (about 5 bytes a token), so this bounds that memory (5 GB) whatever the trace; a day of the
+// synthetic traces at 10 requests/s asks for about 5 · 10^8.
+constexpr int64_t kMaxRunPromptTokens = 1'000'000'000;
 // The longest model id taken from GET /v1/models (Hugging Face's repository ids are at most 96 characters).
 constexpr size_t kMaxModelIdBytes = 256;
 constexpr double kBytesPerMib = 1024.0 * 1024.0;
@@ -335,22 +342,39 @@ void read_completion(const tl::expected<http::Response, http::Failure>& result, 
   if (!completion) {
     return bad("has no usage.completion_tokens");
   }
-  sent.prompt_tokens = prompt.value_or(0);
-  sent.completion_tokens = *completion;
-  // joule's extension (examples/serve_llm.py): usage.energy.ttft_s / tpot_s.
+  // joule's extension (examples/serve_llm.py): usage.energy.ttft_s / tpot_s, each absent, null (tpot_s of a
+  // one-token answer) or a number of seconds from 0 to kMaxServerSeconds; anything else refuses the response,
+  // naming the field, so that no figure of the report (a sum in the metrics) becomes inf.
   const auto energy = usage->find("energy");
   if (energy != usage->end() && energy->is_object()) {
+    std::string seconds_error;
     const auto seconds = [&](const char* key) -> std::optional<double> {
       const auto it = energy->find(key);
-      if (it == energy->end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
-          it->get<double>() < 0) {
+      if (it == energy->end() || it->is_null()) {
         return std::nullopt;
       }
-      return it->get<double>();
+      if (it->is_number() && it->get<double>() >= 0 && it->get<double>() <= kMaxServerSeconds) {
+        return it->get<double>();
+      }
+      if (seconds_error.empty()) {
+        seconds_error = fmt::format(
+            "the response's usage.energy.{} must be a number of seconds from 0 to {:g} (a day), got {}", key,
+            kMaxServerSeconds, describe_json(*it));
+      }
+      return std::nullopt;
     };
-    sent.ttft_s = seconds("ttft_s");
-    sent.tpot_s = seconds("tpot_s");
+    const auto ttft_s = seconds("ttft_s");
+    const auto tpot_s = seconds("tpot_s");
+    if (!seconds_error.empty()) {
+      sent.outcome = Outcome::kBadResponse;
+      sent.error = std::move(seconds_error);
+      return;
+    }
+    sent.ttft_s = ttft_s;
+    sent.tpot_s = tpot_s;
   }
+  sent.prompt_tokens = prompt.value_or(0);
+  sent.completion_tokens = *completion;
   sent.outcome = Outcome::kOk;
 }
 
@@ -471,8 +495,8 @@ struct Report {
 constexpr double kShares[3] = {0.5, 0.9, 0.99};
 constexpr const char* kShareNames[3] = {"p50", "p90", "p99"};
 
-// Adds a request's tokens to a total. The server's counts are at most kMaxUsageTokens each, so no trace a
-// file can hold makes them overflow; checked all the same, as the trace's own counts have no such bound.
+// Adds a request's tokens to a total. The server's counts are at most kMaxUsageTokens each and the trace's
+// sim::kMaxTraceTokens, so no trace a file can hold makes them overflow; checked all the same.
 void add_tokens(int64_t& total, int64_t count, std::string_view what) {
   if (__builtin_add_overflow(total, count, &total)) {
     throw Exception(ErrorCode::kOutOfRange, fmt::format("infer bench: the {} add up to more than {}", what,
@@ -764,6 +788,7 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   report.endpoint = endpoint.origin;
   report.trace = flags.trace;
   const double first_arrival_s = trace.requests.front().arrival_s;
+  int64_t prompt_tokens = 0;
   for (const sim::ServingRequest& request : trace.requests) {
     const double at_s = (request.arrival_s - first_arrival_s) / flags.rate_scale;
     if (flags.duration_s && at_s >= *flags.duration_s) {
@@ -774,6 +799,16 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
     sent.requested_prompt_tokens = request.prompt_tokens;
     sent.max_tokens = request.output_tokens;
     report.sent.push_back(std::move(sent));
+    // Each count is at most sim::kMaxTraceTokens; their sum is what the prompts built up front take.
+    prompt_tokens += request.prompt_tokens;
+    if (prompt_tokens > kMaxRunPromptTokens) {
+      throw Exception(
+          ErrorCode::kOutOfRange,
+          fmt::format("infer bench: {}: the requests to send ask for more than {} prompt tokens in "
+                      "all, the most one run builds prompts for (about 5 GB of text, held for the "
+                      "run); send fewer with --duration-s",
+                      flags.trace, kMaxRunPromptTokens));
+    }
   }
 
   const device::DeviceSet devices = open_devices(global, true, false);

@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "joule/core/json.hpp"
+#include "joule/core/strings.hpp"
+#include "joule/http/capped_body.hpp"
 #include "joule/http/errors.hpp"
 
 namespace joule::client {
@@ -42,34 +45,50 @@ ErrorCode code_of(int status) {
   }
 }
 
-// The server's explanation: Zeus's {"message"}, FastAPI's {"detail": "…"} or {"detail": [{"loc", "msg"}]}.
-std::string server_message(const std::string& body) {
-  const json parsed = json::parse(body, nullptr, false);
-  if (parsed.is_object()) {
-    if (const auto message = parsed.find("message"); message != parsed.end() && message->is_string()) {
-      return message->get<std::string>();
+// FastAPI's validation errors ({"detail": [{"loc": ["body", "x"], "msg": "…"}, …]}) as "x: …; y: …", read
+// until there is more than a message shows; entries of another shape are skipped.
+std::string validation_errors_text(const json& detail) {
+  std::string text;
+  for (const auto& entry : detail) {
+    if (text.size() > http::kServerTextChars) {
+      break;
     }
-    if (const auto detail = parsed.find("detail"); detail != parsed.end()) {
-      if (detail->is_string()) {
-        return detail->get<std::string>();
-      }
-      if (detail->is_array()) {
-        std::string text;
-        for (const auto& entry : *detail) {
-          std::string where;
-          for (const auto& part : entry.value("loc", json::array())) {
-            if (part == "body" || part == "query") {
-              continue;
-            }
-            where += (where.empty() ? "" : ".") + (part.is_string() ? part.get<std::string>() : part.dump());
-          }
-          text += (text.empty() ? "" : "; ") + (where.empty() ? "" : where + ": ") + entry.value("msg", "?");
+    if (!entry.is_object()) {
+      continue;
+    }
+    std::string where;
+    const auto loc = entry.find("loc");
+    if (loc != entry.end() && loc->is_array()) {
+      for (const auto& part : *loc) {
+        if (part == "body" || part == "query") {
+          continue;
         }
-        return text;
+        if (!where.empty()) {
+          where += '.';
+        }
+        where += part.is_string() ? part.get<std::string>() : describe_json(part, 20);
       }
+    }
+    const auto msg = entry.find("msg");
+    text += fmt::format("{}{}{}{}", text.empty() ? "" : "; ", where, where.empty() ? "" : ": ",
+                        msg != entry.end() && msg->is_string() ? msg->get_ref<const std::string&>() : "?");
+  }
+  return text;
+}
+
+// The server's explanation, as a printable excerpt of at most 200 characters: Zeus's {"message"},
+// FastAPI's {"detail": "…"} or {"detail": [{"loc", "msg"}]}, else the body's start.
+std::string server_message(const std::string& body) {
+  const auto parsed = parse_json(body);
+  if (parsed && parsed->is_object()) {
+    const auto message = parsed->find("message");
+    const auto detail = parsed->find("detail");
+    if ((message == parsed->end() || !message->is_string()) && detail != parsed->end() &&
+        detail->is_array()) {
+      return printable_excerpt(validation_errors_text(*detail), http::kServerTextChars);
     }
   }
-  return body.size() > 200 ? body.substr(0, 200) + "…" : body;
+  return http::server_error_text(body);
 }
 
 }  // namespace
@@ -183,31 +202,35 @@ Result<RawResponse> Client::call(const std::string& method, const std::string& p
     if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
       return fail(ErrorCode::kInvalidArgument, "unsupported HTTP method '{}'", method);
     }
-    const auto send = [&]() -> httplib::Result {
-      if (method == "GET") {
-        return connection.Get(path_and_query, headers);
+    httplib::Request request;
+    request.method = method;
+    request.path = path_and_query;
+    request.headers = headers;
+    if (method != "GET") {
+      request.body = body;
+      if (!content_type.empty()) {
+        request.headers.emplace("Content-Type", content_type);
       }
-      if (method == "POST") {
-        return connection.Post(path_and_query, headers, body, content_type);
+    }
+    // The body is read within the cap: an endless answer stops there.
+    http::CappedBody answer(impl.options.max_response_bytes);
+    answer.attach(request);
+    httplib::Response result;
+    auto error = httplib::Error::Success;
+    if (!connection.send(request, result, error)) {
+      if (answer.exceeded()) {
+        // An answer came: the server is there, and would send the same again.
+        return fail(ErrorCode::kIo, "{} {}: {}: {}", method, path_and_query, impl.urls[server],
+                    answer.message());
       }
-      if (method == "PUT") {
-        return connection.Put(path_and_query, headers, body, content_type);
-      }
-      if (method == "PATCH") {
-        return connection.Patch(path_and_query, headers, body, content_type);
-      }
-      return connection.Delete(path_and_query, headers, body, content_type);
-    };
-    const httplib::Result result = send();
-    if (!result) {
       // No answer: the request may or may not have been applied; the retry's id makes that safe. Try the
       // next server, if there are several.
-      last_failure = describe_failure(impl.urls[server], result.error());
+      last_failure = describe_failure(impl.urls[server], error);
       impl.current = (server + 1) % impl.urls.size();
       continue;
     }
-    RawResponse response{result->status, result->body,
-                         result->get_header_value("X-Idempotent-Replay") == "true"};
+    RawResponse response{result.status, std::move(answer.body()),
+                         result.get_header_value("X-Idempotent-Replay") == "true"};
     if (transient_status(response.status) && attempt + 1 < impl.options.attempts) {
       last_failure =
           fmt::format("{}: HTTP {}: {}", impl.urls[server], response.status, server_message(response.body));
@@ -238,12 +261,12 @@ Result<std::pair<int, json>> Client::json_call(const std::string& method, const 
   if (response.status < 200 || response.status >= 300) {
     return tl::make_unexpected(impl_->http_error(method, path, response));
   }
-  json parsed = json::parse(response.body, nullptr, false);
-  if (parsed.is_discarded()) {
-    return fail(ErrorCode::kParse, "{} {}: the server answered {} with a body that is not JSON", method, path,
-                response.status);
+  auto parsed = parse_json(response.body);
+  if (!parsed) {
+    return fail(ErrorCode::kParse, "{} {}: the server's answer (HTTP {}) {}", method, path, response.status,
+                describe_json_error(parsed.error(), response.body));
   }
-  return std::pair{response.status, std::move(parsed)};
+  return std::pair{response.status, std::move(*parsed)};
 }
 
 Result<RegisteredJob> Client::register_job(const bso::JobSpec& spec, const bso::GpuConfig& gpu) {
@@ -306,11 +329,12 @@ Result<json> Client::upload_profile(const std::string& pipeline_id, const std::s
   if (response.status != 200) {
     return tl::make_unexpected(impl_->http_error("PUT", path, response));
   }
-  json parsed = json::parse(response.body, nullptr, false);
-  if (parsed.is_discarded()) {
-    return fail(ErrorCode::kParse, "PUT {}: the server's answer is not JSON", path);
+  auto parsed = parse_json(response.body);
+  if (!parsed) {
+    return fail(ErrorCode::kParse, "PUT {}: the server's answer (HTTP {}) {}", path, response.status,
+                describe_json_error(parsed.error(), response.body));
   }
-  return parsed;
+  return std::move(*parsed);
 }
 
 Result<json> Client::frontier(const std::string& pipeline_id) {

@@ -198,30 +198,68 @@ std::string describe_json(const nlohmann::json& value, size_t max_chars) {
   }
 }
 
-std::string error_body_message(const std::string& body) {
-  const auto json = nlohmann::json::parse(body, nullptr, false);
-  if (!json.is_discarded() && json.is_object()) {
-    for (const char* key : {"error", "message", "detail"}) {
-      const auto it = json.find(key);
-      if (it == json.end()) {
-        continue;
-      }
-      if (it->is_string()) {
-        return it->get<std::string>();
-      }
-      if (it->is_object() && it->contains("message") && (*it)["message"].is_string()) {
-        return (*it)["message"].get<std::string>();
+namespace {
+
+// Where an error body keeps its message: the first string among "error", "message" and "detail" (or their
+// "message" field), else the first of those keys present (`message` null), else nothing.
+struct ErrorBodyField {
+  const std::string* message = nullptr;
+  const json* value = nullptr;
+};
+
+ErrorBodyField error_body_field(const json& body) {
+  ErrorBodyField found;
+  if (!body.is_object()) {
+    return found;
+  }
+  for (const char* key : {"error", "message", "detail"}) {
+    const auto it = body.find(key);
+    if (it == body.end()) {
+      continue;
+    }
+    if (it->is_string()) {
+      return {&it->get_ref<const std::string&>(), &*it};
+    }
+    if (it->is_object()) {
+      const auto message = it->find("message");
+      if (message != it->end() && message->is_string()) {
+        return {&message->get_ref<const std::string&>(), &*message};
       }
     }
+    found.value = found.value != nullptr ? found.value : &*it;
   }
-  constexpr size_t kMaxQuoted = 200;
-  std::string start = body.substr(0, kMaxQuoted);
-  for (char& c : start) {
-    if (c == '\n' || c == '\r') {
-      c = ' ';
-    }
+  return found;
+}
+
+}  // namespace
+
+std::string error_body_message(std::string_view body, size_t max_chars) {
+  if (body.empty()) {
+    return "empty body";
   }
-  return start.empty() ? "empty body" : start;
+  const auto parsed = parse_json(body);
+  const std::string* message = parsed ? error_body_field(*parsed).message : nullptr;
+  return printable_excerpt(message != nullptr ? std::string_view(*message) : body, max_chars);
+}
+
+std::string parsed_error_body_message(const nlohmann::json& body, size_t max_chars) {
+  const ErrorBodyField field = error_body_field(body);
+  if (field.message != nullptr) {
+    return printable_excerpt(*field.message, max_chars);
+  }
+  return describe_json(field.value != nullptr ? *field.value : body, max_chars);
+}
+
+std::string describe_json_error(const JsonError& error, std::string_view text, int max_depth) {
+  switch (error.kind) {
+    case JsonError::Kind::kTooDeep:
+      return fmt::format("is JSON nested deeper than {} levels", max_depth);
+    case JsonError::Kind::kNumberOutOfRange:
+      return fmt::format("is not usable JSON: {}", error.message);
+    case JsonError::Kind::kSyntax:
+      break;
+  }
+  return fmt::format("is not JSON: {}", quoted_excerpt(text, 60));
 }
 
 }  // namespace joule

@@ -5,7 +5,6 @@
 #include <httplib.h>
 
 #include "joule/core/json.hpp"
-#include "joule/core/strings.hpp"
 
 namespace joule::http {
 
@@ -47,28 +46,8 @@ std::string describe_transport_error(httplib::Error error) {
 }
 
 std::string server_error_text(std::string_view body, size_t max_chars) {
-  if (body.empty()) {
-    return "empty body";
-  }
-  const auto json = parse_json(body);
-  if (json && json->is_object()) {
-    for (const char* key : {"error", "message", "detail"}) {
-      const auto it = json->find(key);
-      if (it == json->end()) {
-        continue;
-      }
-      if (it->is_string()) {
-        return printable_excerpt(it->get_ref<const std::string&>(), max_chars);
-      }
-      if (it->is_object()) {
-        const auto message = it->find("message");
-        if (message != it->end() && message->is_string()) {
-          return printable_excerpt(message->get_ref<const std::string&>(), max_chars);
-        }
-      }
-    }
-  }
-  return printable_excerpt(body, max_chars);
+  // One reading of error bodies for every client: core's (carbon's and the server's tools use it too).
+  return error_body_message(body, max_chars);
 }
 
 std::string format_byte_count(size_t bytes) {

@@ -13,6 +13,23 @@
 
 namespace joule::sim {
 
+namespace {
+
+// A request's token count: a whole number from 1 to kMaxTraceTokens.
+Result<int64_t> trace_token_count(const csv::Table::Row& row, size_t column) {
+  const int64_t tokens = JOULE_TRY(row.integer(column));
+  if (tokens < 1) {
+    return tl::unexpected(row.error_at(column, fmt::format("expected at least 1 token, got {}", tokens)));
+  }
+  if (tokens > kMaxTraceTokens) {
+    return tl::unexpected(row.error_at(
+        column, fmt::format("expected at most {} tokens per request, got {}", kMaxTraceTokens, tokens)));
+  }
+  return tokens;
+}
+
+}  // namespace
+
 Result<ServingTrace> parse_serving_trace(std::string_view text, const std::string& source) {
   const csv::Table table = JOULE_TRY(csv::parse(text, source));
   const size_t arrival_column = JOULE_TRY(table.column("arrival_s"));
@@ -39,16 +56,8 @@ Result<ServingTrace> parse_serving_trace(std::string_view text, const std::strin
                                       row.text(arrival_column), previous_arrival_s)));
     }
     previous_arrival_s = request.arrival_s;
-    request.prompt_tokens = JOULE_TRY(row.integer(prompt_column));
-    if (request.prompt_tokens < 1) {
-      return tl::unexpected(row.error_at(
-          prompt_column, fmt::format("expected at least 1 token, got {}", request.prompt_tokens)));
-    }
-    request.output_tokens = JOULE_TRY(row.integer(output_column));
-    if (request.output_tokens < 1) {
-      return tl::unexpected(row.error_at(
-          output_column, fmt::format("expected at least 1 token, got {}", request.output_tokens)));
-    }
+    request.prompt_tokens = JOULE_TRY(trace_token_count(row, prompt_column));
+    request.output_tokens = JOULE_TRY(trace_token_count(row, output_column));
     trace.requests.push_back(request);
   }
   return trace;

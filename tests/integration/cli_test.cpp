@@ -1362,7 +1362,9 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
 // An endpoint that answers each completion with an attack chosen by its max_tokens: 1 an endless body, 2 a
 // status line trickled one byte every 20 ms, 3 JSON nested 30,000 deep, 4 an error text with ESC, CR/LF, NUL
 // and 20,000 more bytes, 5 and 6 a usage count of 2^63 − 1, 7 and 8 honest answers (8 at the largest counts
-// accepted). Every answer but the models list ends the connection.
+// accepted), 9 and 10 a usage.energy.ttft_s of 1.7e308 (two make an infinite sum) and a tpot_s that is not
+// a number, 11 an honest answer with a TTFT and a null TPOT. Every answer but the models list ends the
+// connection.
 void hostile_completions(test::HostileServer::Peer& peer) {
   while (peer.read_request()) {
     if (peer.target() == "GET /v1/models") {
@@ -1414,6 +1416,17 @@ void hostile_completions(test::HostileServer::Peer& peer) {
       case 8:
         answer(200, usage("1000000000", "1000000000"));
         break;
+      case 9:
+      case 10:
+      case 11: {
+        const std::string energy = attack == 9    ? R"("ttft_s": 1.7e308, "tpot_s": 0.01)"
+                                   : attack == 10 ? R"("ttft_s": 0.25, "tpot_s": "fast")"
+                                                  : R"("ttft_s": 0.25, "tpot_s": null)";
+        answer(200,
+               fmt::format(R"({{"usage": {{"prompt_tokens": 5, "completion_tokens": 7, "energy": {{{}}}}}}})",
+                           energy));
+        break;
+      }
       default:
         answer(200, usage("5", "7"));
         break;
@@ -1426,7 +1439,7 @@ TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
   test::HostileServer server(hostile_completions);
   TempDir dir;
   std::string trace_text = "arrival_s,prompt_tokens,output_tokens\n";
-  for (int attack = 1; attack <= 8; ++attack)
+  for (int attack = 1; attack <= 11; ++attack)
     trace_text += fmt::format("{:.3f},5,{}\n", 0.001 * attack, attack);
   const std::string trace = dir.write("trace.csv", trace_text);
   const std::string requests_csv = dir.path() + "/requests.csv";
@@ -1440,19 +1453,22 @@ TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
   // The endless body and the trickle would each last forever.
   EXPECT_LT(elapsed_s, 20);
   const auto out = nlohmann::json::parse(result.out);
-  EXPECT_EQ(out["requests"], 8);
-  EXPECT_EQ(out["requests_ok"], 2);
+  EXPECT_EQ(out["requests"], 11);
+  EXPECT_EQ(out["requests_ok"], 3);
   EXPECT_EQ(out["timeouts"], 1);
   EXPECT_EQ(out["http_errors"], 1);
-  EXPECT_EQ(out["bad_responses"], 4);
+  EXPECT_EQ(out["bad_responses"], 6);
   EXPECT_EQ(out["connection_errors"], 0);
   // Only the counts in range are summed.
-  EXPECT_EQ(out["prompt_tokens"], 1'000'000'005);
-  EXPECT_EQ(out["output_tokens"], 1'000'000'007);
+  EXPECT_EQ(out["prompt_tokens"], 1'000'000'010);
+  EXPECT_EQ(out["output_tokens"], 1'000'000'014);
+  // Only the times in range are reported.
+  EXPECT_EQ(out["p99_ttft_s"], 0.25);
+  EXPECT_TRUE(out["p99_tpot_s"].is_null());
 
   const auto table = csv::parse(read_file(requests_csv), requests_csv);
   ASSERT_TRUE(table) << table.error().message();
-  ASSERT_EQ(table->row_count(), 8u);
+  ASSERT_EQ(table->row_count(), 11u);
   const size_t outcome = table->column("outcome").value();
   const size_t error = table->column("error").value();
   const std::vector<std::pair<std::string, std::string>> expected = {
@@ -1468,11 +1484,20 @@ TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
        "9223372036854775807"},
       {"ok", ""},
       {"ok", ""},
+      {"bad_response",
+       "the response's usage.energy.ttft_s must be a number of seconds from 0 to 86400 (a day), got "
+       "1.7e+308"},
+      {"bad_response",
+       "the response's usage.energy.tpot_s must be a number of seconds from 0 to 86400 (a day), got "
+       "\"fast\""},
+      {"ok", ""},
   };
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(table->row(i).text(outcome), expected[i].first) << "request " << i;
     EXPECT_EQ(table->row(i).text(error), expected[i].second) << "request " << i;
   }
+  EXPECT_EQ(table->row(10).text(table->column("ttft_s").value()), "0.250000");
+  EXPECT_EQ(table->row(10).text(table->column("tpot_s").value()), "");
 }
 
 // The models list before the run: cut at the cap and the deadline, and a model id that would need escaping
@@ -1557,6 +1582,23 @@ TEST(CliInfer, BenchBadInput) {
   expect_error(bench({"--endpoint", closed, "--trace",
                       dir.write("bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,ten,5\n")}),
                "bad.csv:3:3: column 'prompt_tokens': expected an integer, got \"ten\"", 1);
+  // A count no request needs: refused when the trace is read (a prompt of 10^12 words would be 5 TB).
+  expect_error(bench({"--endpoint", closed, "--trace",
+                      dir.write("huge.csv", "arrival_s,prompt_tokens,output_tokens\n0,1000000000000,5\n")}),
+               "huge.csv:2:3: column 'prompt_tokens': expected at most 10000000 tokens per "
+               "request, got 1000000000000",
+               1);
+  // Counts each in range whose sum is not: the prompts, built before the run, would take 5 GB.
+  std::string heavy = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int i = 0; i < 101; ++i)
+    heavy += fmt::format("{},10000000,5\n", i);
+  expect_error(
+      bench({"--endpoint", closed, "--trace", dir.write("heavy.csv", heavy)}),
+      "heavy.csv: the requests to send ask for more than 1000000000 prompt tokens in all, the most one "
+      "run builds prompts for (about 5 GB of text, held for the run); send fewer with --duration-s",
+      1);
+  expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/heavy.csv", "--duration-s", "100"}),
+               "cannot reach the endpoint", 1);
   expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/missing.csv"}), "missing.csv", 1);
   // GPUs that are not there.
   expect_error(bench({"--endpoint", closed, "--trace", trace, "--gpus", "3"}),

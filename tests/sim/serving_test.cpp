@@ -61,6 +61,14 @@ TEST(ServingTrace, BadInputNamesLineAndField) {
             "t.csv:2:3: column 'prompt_tokens': expected at least 1 token, got 0");
   EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n0,10,-2\n"),
             "t.csv:2:6: column 'output_tokens': expected at least 1 token, got -2");
+  // A count no request needs (infer bench would build a prompt of terabytes from it): refused when read.
+  EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,1000000000000,5\n"),
+            "t.csv:3:3: column 'prompt_tokens': expected at most 10000000 tokens per request, got "
+            "1000000000000");
+  EXPECT_EQ(error("arrival_s,prompt_tokens,output_tokens\n0,10,9223372036854775807\n"),
+            "t.csv:2:6: column 'output_tokens': expected at most 10000000 tokens per request, got "
+            "9223372036854775807");
+  EXPECT_TRUE(parse_serving_trace("arrival_s,prompt_tokens,output_tokens\n0,10000000,10000000\n", "t.csv"));
   EXPECT_EQ(
       error("arrival_s,prompt_tokens,output_tokens\n1,10,5\n0.5,10,5\n"),
       "t.csv:3:1: column 'arrival_s': arrivals must not go back in time (unsorted trace): 0.5 s after 1 s");

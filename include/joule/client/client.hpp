@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,6 +22,9 @@
 
 namespace joule::client {
 
+/// The cap on an answer's body by default (ClientOptions::max_response_bytes): 64 MiB.
+inline constexpr size_t kDefaultMaxResponseBytes = size_t{64} << 20;
+
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{3000};
   /// How long one attempt waits for the response (a frontier can take seconds to plan).
@@ -31,6 +35,10 @@ struct ClientOptions {
   std::chrono::milliseconds max_backoff{2000};  ///< … up to this
   /// The request id of every call (scripts that retry a whole command); unset: a fresh id per call.
   std::optional<std::string> request_id;
+  /// The most an answer's body may hold, in bytes, decoded: a larger one is refused while reading it (the
+  /// call fails with kIo, not retried). 64 MiB is far above any answer of joule serve (a page of 1000 trials
+  /// is under 1 MB, a plan of 100,000 computations about 7 MB).
+  size_t max_response_bytes = kDefaultMaxResponseBytes;
 };
 
 /// What `POST /jobs` answered.
@@ -99,7 +107,7 @@ class Client {
   Result<void> delete_pipeline(const std::string& pipeline_id);
 
   /// Sends one request (with a request id and retries as every call) and returns whatever status came back.
-  /// kIo if no server answered within the attempts.
+  /// kIo if no server answered within the attempts, or the answer is larger than max_response_bytes.
   Result<RawResponse> call(const std::string& method, const std::string& path_and_query,
                            const std::string& body, const std::string& content_type = "application/json");
 
@@ -109,8 +117,8 @@ class Client {
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
-  /// call() for JSON: @return (status, parsed body) of a 2xx answer, else the error with the server's
-  /// message.
+  /// call() for JSON: @return (status, parsed body) of a 2xx answer (parsed with the depth-limited
+  /// parse_json(), joule/core/json.hpp), else the error with the server's message as a printable excerpt.
   Result<std::pair<int, nlohmann::json>> json_call(const std::string& method, const std::string& path,
                                                    const nlohmann::json& body);
   std::unique_ptr<Impl> impl_;

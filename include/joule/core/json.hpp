@@ -41,9 +41,25 @@ tl::expected<nlohmann::json, JsonError> parse_json(std::string_view text, int ma
 /// {\"a\":[1,2,…", "a string of 12000 bytes \"abcd…\""). Safe on any value that parse_json() returns.
 std::string describe_json(const nlohmann::json& value, size_t max_chars = 60);
 
-/// @return the message an HTTP API put in an error body, for a one-line error: the string of "error",
-/// "message" or "detail" (or their "message" field: {"error": {"message": "…"}}, as OpenAI answers), else the
-/// body's first 200 bytes on one line, or "empty body".
-std::string error_body_message(const std::string& body);
+/// How many characters of a server's error text error_body_message() quotes by default.
+inline constexpr size_t kErrorBodyChars = 200;
+
+/// @return the message an HTTP API put in an error body, safe to print on one line: the string of "error",
+/// "message" or "detail" (or their "message" field: {"error": {"message": "…"}}, as OpenAI answers), else
+/// the body itself, either way through printable_excerpt() (joule/core/strings.hpp: control bytes, CR, LF
+/// and NUL escaped, at most about `max_chars` characters, "…" after a cut); "empty body" for an empty body.
+/// The body is parsed with parse_json() (a body nested too deep is quoted as text, never recursed into).
+std::string error_body_message(std::string_view body, size_t max_chars = kErrorBodyChars);
+
+/// @return error_body_message() of a body already parsed: the message its "error", "message" or "detail"
+/// holds, as a printable excerpt; else describe_json() of the first of those fields present ("3"), else of
+/// the body.
+std::string parsed_error_body_message(const nlohmann::json& body, size_t max_chars = kErrorBodyChars);
+
+/// @return why parse_json() refused `text`, as a phrase for "the response …": "is not JSON: \"<html>…\""
+/// (a syntax error: the text's start, quoted through quoted_excerpt()), "is JSON nested deeper than 64
+/// levels" (`max_depth`, the limit it was parsed with), or "is not usable JSON: <error.message>" (a number
+/// no double holds, with its field).
+std::string describe_json_error(const JsonError& error, std::string_view text, int max_depth = kMaxJsonDepth);
 
 }  // namespace joule

@@ -25,11 +25,11 @@ std::string describe_transport_error(httplib::Error error);
 /// How many characters of a server's error text a message quotes by default.
 inline constexpr size_t kServerTextChars = 200;
 
-/// @return the message an HTTP API put in an error body, safe to print on one line: the string of "error",
-/// "message" or "detail" (or their "message" field: {"error": {"message": "…"}}, as OpenAI answers), else
-/// the body itself, either way through printable_excerpt() (joule/core/strings.hpp: control bytes, CR, LF
-/// and NUL escaped, at most about `max_chars` characters, "…" after a cut); "empty body" for an empty body.
-/// The body is parsed with the depth-limited parse_json() (joule/core/json.hpp).
+/// @return the message an HTTP API put in an error body, safe to print on one line: error_body_message()
+/// (joule/core/json.hpp): the string of "error", "message" or "detail" (or their "message" field), else the
+/// body itself, either way through printable_excerpt() (control bytes, CR, LF and NUL escaped, at most
+/// about `max_chars` characters, "…" after a cut); "empty body" for an empty body. The body is parsed with
+/// the depth-limited parse_json().
 std::string server_error_text(std::string_view body, size_t max_chars = kServerTextChars);
 
 /// @return `bytes` for a message: "8 MiB", "64 KiB" when exact, else "65537 bytes".

@@ -18,11 +18,17 @@
 
 namespace joule::sim {
 
+/// The most tokens a trace's request may ask for, prompt and output each: ten times the longest context any
+/// model serves (about 10^6 tokens). A trace's count is acted on (`joule infer bench` builds a prompt of
+/// that many words, 5 bytes each, before the run; the replay sums counts in int64), so a mistyped 10^12
+/// must be refused when the trace is read.
+inline constexpr int64_t kMaxTraceTokens = 10'000'000;
+
 /// One request of a trace.
 struct ServingRequest {
   double arrival_s = 0;
-  int64_t prompt_tokens = 0;  ///< ≥ 1
-  int64_t output_tokens = 0;  ///< ≥ 1 (the first token comes from the prefill)
+  int64_t prompt_tokens = 0;  ///< 1 to kMaxTraceTokens
+  int64_t output_tokens = 0;  ///< 1 to kMaxTraceTokens (the first token comes from the prefill)
 };
 
 /// A request trace: CSV `arrival_s,prompt_tokens,output_tokens`, arrivals non-decreasing.
@@ -34,8 +40,8 @@ struct ServingTrace {
 };
 
 /// Parses a trace. @return kParse naming the source, line and field for a malformed number, a token count
-/// below 1, a negative or non-finite arrival, an arrival before the previous one ("unsorted"), a missing
-/// column, or no request at all.
+/// below 1 or above kMaxTraceTokens, a negative or non-finite arrival, an arrival before the previous one
+/// ("unsorted"), a missing column, or no request at all.
 Result<ServingTrace> parse_serving_trace(std::string_view text, const std::string& source);
 /// Reads and parses a trace file (bounded like every joule input file).
 Result<ServingTrace> read_serving_trace(const std::string& path);
