@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// live_scale_bench: one `joule serve --threads 16` serving live Perseus jobs of thousands of ranks (DESIGN.md:
-// "a live Perseus job of 4,096 ranks on 16 worker threads"). It starts the built `joule serve` on SQLite (or
+// live_scale_bench: one `joule serve --threads 16` serving live Perseus jobs of thousands of ranks
+// (DESIGN.md: "a live Perseus job of 4,096 ranks on 16 worker threads"). It starts the built `joule serve` on
+// SQLite (or
 // --db URL), registers --jobs jobs of --stages × --pipelines ranks each, and runs every rank as a client of
 // its own — one keep-alive connection that long-polls GET /schedule and posts its result, as joule's client
 // does — all driven by one thread here (Boost.Beast, asynchronous). The ranks report what the example
@@ -10,12 +11,6 @@
 // Printed: the registration time, each round's wall time (from the previous round's last schedule to this
 // one's), the requests per second, any non-200 answer (the bench fails on one), and the server's memory
 // (VmRSS at start, peak VmHWM, end) and CPU seconds. Not run by `make test`; docs/perseus-live.md quotes it.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -35,8 +30,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "joule/plan/pipeline.hpp"
 
@@ -127,10 +127,12 @@ double cpu_s(pid_t pid) {
 
 // What a stage measures at a clock: the example profile's row at or below it (stages beyond its four wrap).
 struct Truth {
-  joule::plan::Profile profile = *joule::plan::Profile::read(JOULE_SOURCE_DIR "/data/perseus/example_s4_m8_profile.csv");
+  joule::plan::Profile profile =
+      *joule::plan::Profile::read(JOULE_SOURCE_DIR "/data/perseus/example_s4_m8_profile.csv");
 
   joule::plan::ProfileOption at(int stage, const std::string& name, uint32_t mhz) const {
-    const auto& options = profile.options(stage % profile.stage_count(), *joule::plan::parse_instruction(name));
+    const auto& options =
+        profile.options(stage % profile.stage_count(), *joule::plan::parse_instruction(name));
     for (const auto& option : options) {
       if (option.frequency_mhz <= mhz) {
         return option;
@@ -157,14 +159,16 @@ struct Truth {
     json energy_breakdown = json::object();
     for (const auto& [name, values] : times) {
       time_breakdown[name] = std::vector<std::vector<double>>(static_cast<size_t>(iterations), values);
-      energy_breakdown[name] = std::vector<std::vector<double>>(static_cast<size_t>(iterations), energies[name]);
+      energy_breakdown[name] =
+          std::vector<std::vector<double>>(static_cast<size_t>(iterations), energies[name]);
     }
-    return {{"rank", schedule.at("rank")},
-            {"round", schedule.at("round")},
-            {"iter_time", std::vector<double>(static_cast<size_t>(iterations), busy_s * 1.25)},
-            {"iter_energy", std::vector<double>(static_cast<size_t>(iterations), busy_j + busy_s * 0.25 * 60)},
-            {"time_breakdown", time_breakdown},
-            {"energy_breakdown", energy_breakdown}};
+    return {
+        {"rank", schedule.at("rank")},
+        {"round", schedule.at("round")},
+        {"iter_time", std::vector<double>(static_cast<size_t>(iterations), busy_s * 1.25)},
+        {"iter_energy", std::vector<double>(static_cast<size_t>(iterations), busy_j + busy_s * 0.25 * 60)},
+        {"time_breakdown", time_breakdown},
+        {"energy_breakdown", energy_breakdown}};
   }
 };
 
@@ -183,8 +187,9 @@ struct Stats {
 // run the planned rounds.
 class Rank : public std::enable_shared_from_this<Rank> {
  public:
-  Rank(asio::io_context& io, const tcp::endpoint& server, std::string job, size_t job_index, int rank, int stages,
-       int pipelines_per_job, int planned_rounds, const Truth& truth, Stats& stats, const json& clocks)
+  Rank(asio::io_context& io, const tcp::endpoint& server, std::string job, size_t job_index, int rank,
+       int stages, int pipelines_per_job, int planned_rounds, const Truth& truth, Stats& stats,
+       const json& clocks)
       : stream_(io),
         server_(server),
         job_(std::move(job)),
@@ -253,30 +258,30 @@ class Rank : public std::enable_shared_from_this<Rank> {
     }
     request_.prepare_payload();
     ++stats_.requests;
-    http::async_write(stream_, request_,
-                      [self = shared_from_this(), then, target](const beast::error_code& error, size_t) {
-                        if (error) {
-                          self->failed(target + ": write: " + error.message());
-                          return;
-                        }
-                        self->response_ = {};
-                        self->parser_.emplace();
-                        self->parser_->body_limit(64 << 20);
-                        http::async_read(self->stream_, self->buffer_, *self->parser_,
-                                         [self, then, target](const beast::error_code& read_error, size_t) {
-                                           if (read_error) {
-                                             self->failed(target + ": read: " + read_error.message());
-                                             return;
-                                           }
-                                           const auto& response = self->parser_->get();
-                                           if (response.result_int() != 200) {
-                                             self->failed(fmt::format("{}: HTTP {}: {}", target,
-                                                                      response.result_int(), response.body()));
-                                             return;
-                                           }
-                                           then(json::parse(response.body()));
-                                         });
-                      });
+    http::async_write(
+        stream_, request_, [self = shared_from_this(), then, target](const beast::error_code& error, size_t) {
+          if (error) {
+            self->failed(target + ": write: " + error.message());
+            return;
+          }
+          self->response_ = {};
+          self->parser_.emplace();
+          self->parser_->body_limit(64 << 20);
+          http::async_read(self->stream_, self->buffer_, *self->parser_,
+                           [self, then, target](const beast::error_code& read_error, size_t) {
+                             if (read_error) {
+                               self->failed(target + ": read: " + read_error.message());
+                               return;
+                             }
+                             const auto& response = self->parser_->get();
+                             if (response.result_int() != 200) {
+                               self->failed(fmt::format("{}: HTTP {}: {}", target, response.result_int(),
+                                                        response.body()));
+                               return;
+                             }
+                             then(json::parse(response.body()));
+                           });
+        });
   }
 
   void failed(const std::string& why) {
@@ -424,10 +429,11 @@ int main(int argc, char** argv) {
   int status = 0;
   ::waitpid(serve, &status, 0);
 
-  std::cout << fmt::format("joule serve --threads {}: {} job(s) of {} stages × {} pipelines = {} ranks, {} "
-                           "microbatches, {} planned rounds, {}\n",
-                           options.threads, options.jobs, options.stages, options.pipelines, total,
-                           options.microbatches, options.planned_rounds, db.starts_with("sqlite") ? "SQLite" : db);
+  std::cout << fmt::format(
+      "joule serve --threads {}: {} job(s) of {} stages × {} pipelines = {} ranks, {} "
+      "microbatches, {} planned rounds, {}\n",
+      options.threads, options.jobs, options.stages, options.pipelines, total, options.microbatches,
+      options.planned_rounds, db.starts_with("sqlite") ? "SQLite" : db);
   Clock::time_point previous = started;
   for (const auto& [key, done] : stats.round_done) {
     if (key.first != 0) {
@@ -438,14 +444,14 @@ int main(int argc, char** argv) {
                              std::chrono::duration<double>(done - previous).count());
     previous = done;
   }
-  std::cout << fmt::format("  {} requests in {:.1f} s: {:.0f} requests/s; failures: {}{}\n", stats.requests, wall_s,
-                           static_cast<double>(stats.requests) / wall_s, stats.failures,
+  std::cout << fmt::format("  {} requests in {:.1f} s: {:.0f} requests/s; failures: {}{}\n", stats.requests,
+                           wall_s, static_cast<double>(stats.requests) / wall_s, stats.failures,
                            stats.failures > 0 ? " (first: " + stats.first_failure + ")" : "");
-  std::cout << fmt::format("  server: RSS {:.1f} MiB at start, {:.1f} MiB at the end, peak {:.1f} MiB; {:.1f} CPU s "
-                           "({:.0f}% of one core)\n",
-                           static_cast<double>(rss_start_kb) / 1024, static_cast<double>(rss_end_kb) / 1024,
-                           static_cast<double>(rss_peak_kb) / 1024, cpu_used_s,
-                           100 * cpu_used_s / wall_s);
+  std::cout << fmt::format(
+      "  server: RSS {:.1f} MiB at start, {:.1f} MiB at the end, peak {:.1f} MiB; {:.1f} CPU s "
+      "({:.0f}% of one core)\n",
+      static_cast<double>(rss_start_kb) / 1024, static_cast<double>(rss_end_kb) / 1024,
+      static_cast<double>(rss_peak_kb) / 1024, cpu_used_s, 100 * cpu_used_s / wall_s);
   std::filesystem::remove_all(folder);
   return stats.failures == 0 ? 0 : 1;
 }

@@ -101,8 +101,9 @@ int run_serve(const ServeFlags& flags) {
                            database->description(), flags.threads)
             << std::flush;
   const auto received = stop.wait(std::nullopt);
-  log().info("serve: signal {} received, stopping (waiting requests answered 503; at most {:g} s for the rest)",
-             received ? received->si_signo : 0, flags.shutdown_grace_s);
+  log().info(
+      "serve: signal {} received, stopping (waiting requests answered 503; at most {:g} s for the rest)",
+      received ? received->si_signo : 0, flags.shutdown_grace_s);
   http.stop();
   std::cout << "joule serve: stopped\n" << std::flush;
   return 0;
@@ -209,10 +210,11 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->option_text("KIB");
   command
-      ->add_option("--pfo-max-job-idle-s", flags->pfo_max_job_idle_s,
-                   fmt::format("A pipeline-frequency job no rank changed for this long is deleted (default {} = "
-                               "a week, as Zeus's max_job_idle_time; 0: never)",
-                               flags->pfo_max_job_idle_s))
+      ->add_option(
+          "--pfo-max-job-idle-s", flags->pfo_max_job_idle_s,
+          fmt::format("A pipeline-frequency job no rank changed for this long is deleted (default {} = "
+                      "a week, as Zeus's max_job_idle_time; 0: never)",
+                      flags->pfo_max_job_idle_s))
       ->check(CLI::Range(int64_t{0}, int64_t{100} * 365 * 24 * 3600))
       ->option_text("S");
   command

@@ -153,8 +153,8 @@ Result<std::pair<std::string, int>> parse_host_port(std::string_view text, std::
 
 class Session;
 
-// What responders reach the listener through: closed (under its mutex) before the listener's I/O context goes,
-// so that a late respond() never posts to a destroyed context.
+// What responders reach the listener through: closed (under its mutex) before the listener's I/O context
+// goes, so that a late respond() never posts to a destroyed context.
 struct ListenerGate {
   std::mutex mutex;
   bool open = true;
@@ -482,30 +482,31 @@ class Session : public std::enable_shared_from_this<Session> {
   void watch_client() {
     watching_ = true;
     stream_.expires_never();
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](const beast::error_code& error,
-                                                                               size_t bytes) {
-      self->watching_ = false;
-      self->buffer_.commit(bytes);
-      if (self->pending_answer_) {
-        HttpResponse answer = std::move(*self->pending_answer_);
-        self->pending_answer_.reset();
-        self->write(std::move(answer));
-        return;
-      }
-      if (error) {
-        // The client closed the connection (or reset it) while its request waited.
-        self->stop_waiting();
-        if (self->answer_ && self->answer_->cancel()) {
-          ++self->owner_.cancelled;
-        }
-        self->close_now();
-        return;
-      }
-      // A pipelined next request: keep it for after the answer, and watch on while there is room for it.
-      if (self->buffer_.size() < self->options().max_header_bytes) {
-        self->watch_client();
-      }
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](const beast::error_code& error, size_t bytes) {
+                              self->watching_ = false;
+                              self->buffer_.commit(bytes);
+                              if (self->pending_answer_) {
+                                HttpResponse answer = std::move(*self->pending_answer_);
+                                self->pending_answer_.reset();
+                                self->write(std::move(answer));
+                                return;
+                              }
+                              if (error) {
+                                // The client closed the connection (or reset it) while its request waited.
+                                self->stop_waiting();
+                                if (self->answer_ && self->answer_->cancel()) {
+                                  ++self->owner_.cancelled;
+                                }
+                                self->close_now();
+                                return;
+                              }
+                              // A pipelined next request: keep it for after the answer, and watch on while
+                              // there is room for it.
+                              if (self->buffer_.size() < self->options().max_header_bytes) {
+                                self->watch_client();
+                              }
+                            });
   }
 
   void stop_waiting() {
@@ -767,10 +768,10 @@ Result<std::unique_ptr<HttpListener>> HttpListener::start(HttpListenerOptions op
   if (!handler) {
     return fail(ErrorCode::kInvalidArgument, "the HTTP listener needs a request handler");
   }
-  return start(std::move(options), [handler = std::move(handler)](const HttpRequest& request,
-                                                                   const HttpResponder& responder) {
-    responder.respond(handler(request));
-  });
+  return start(std::move(options),
+               [handler = std::move(handler)](const HttpRequest& request, const HttpResponder& responder) {
+                 responder.respond(handler(request));
+               });
 }
 
 Result<std::unique_ptr<HttpListener>> HttpListener::start(HttpListenerOptions options,

@@ -211,8 +211,8 @@ Result<void> validate(const LiveLimits& limits) {
   }
   if (!std::isfinite(limits.max_planning_units) || limits.max_planning_units < 1 ||
       limits.max_planning_units > kMostPlanningUnits) {
-    return fail(ErrorCode::kInvalidArgument, "max_planning_units: must be 1 to {}, got {}", kMostPlanningUnits,
-                limits.max_planning_units);
+    return fail(ErrorCode::kInvalidArgument, "max_planning_units: must be 1 to {}, got {}",
+                kMostPlanningUnits, limits.max_planning_units);
   }
   return {};
 }
@@ -245,11 +245,11 @@ Result<std::shared_ptr<const LivePlan>> plan_live(const LivePlanRequest& request
     const PlanningUnits units = JOULE_TRY(planning_units(plan->dag, plan->profile, request.unit_time_s));
     const double work = units.units * static_cast<double>(plan->dag.computations.size());
     if (work > request.max_planning_work) {
-      return fail(ErrorCode::kInvalidArgument,
-                  "planning: {} computations × {:.0f} time units of {:g} s is {:.3g}, more than the {:.3g} the "
-                  "live planner may walk (a larger unit_time_s plans it)",
-                  plan->dag.computations.size(), units.units, request.unit_time_s, work,
-                  request.max_planning_work);
+      return fail(
+          ErrorCode::kInvalidArgument,
+          "planning: {} computations × {:.0f} time units of {:g} s is {:.3g}, more than the {:.3g} the "
+          "live planner may walk (a larger unit_time_s plans it)",
+          plan->dag.computations.size(), units.units, request.unit_time_s, work, request.max_planning_work);
     }
   }
   auto planned = JOULE_TRY(plan_frontier(plan->dag, plan->profile, options));
@@ -292,14 +292,16 @@ Result<LiveState> LiveState::create(LiveJobInfo info, LiveOptions options, LiveL
   }
   // The worst case of the job's data: every (stage, instruction) sampled at every clock a rank may list,
   // the profile's rows, and two plans.
-  const auto rows = static_cast<size_t>(info.pp_degree) * 2 * static_cast<size_t>(limits.max_frequencies_per_rank);
+  const auto rows =
+      static_cast<size_t>(info.pp_degree) * 2 * static_cast<size_t>(limits.max_frequencies_per_rank);
   const size_t worst_data_bytes = rows * (3 * kNumberTextBytes + 4) + rows * (3 * kNumberTextBytes + 24) +
                                   2 * static_cast<size_t>(computations) * 7 + 1024;
   if (worst_data_bytes > limits.max_data_bytes) {
-    return fail(ErrorCode::kInvalidArgument,
-                "pp_degree: {} stages with up to {} clocks each may need {} bytes of profile, more than the {} "
-                "a job may keep",
-                info.pp_degree, limits.max_frequencies_per_rank, worst_data_bytes, limits.max_data_bytes);
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "pp_degree: {} stages with up to {} clocks each may need {} bytes of profile, more than the {} "
+        "a job may keep",
+        info.pp_degree, limits.max_frequencies_per_rank, worst_data_bytes, limits.max_data_bytes);
   }
   LiveState state;
   state.info_ = std::move(info);
@@ -346,16 +348,18 @@ Error LiveState::already_registered(int rank) {
 }
 
 Error LiveState::position_taken(const LiveRankPosition& rank, int holder) {
-  return Error(ErrorCode::kInvalidArgument,
-               fmt::format("rank: rank {} claims dp_rank {}, pp_rank {}, tp_rank {}, which rank {} already has",
-                           rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank, holder));
+  return Error(
+      ErrorCode::kInvalidArgument,
+      fmt::format("rank: rank {} claims dp_rank {}, pp_rank {}, tp_rank {}, which rank {} already has",
+                  rank.rank, rank.dp_rank, rank.pp_rank, rank.tp_rank, holder));
 }
 
 Error LiveState::already_reported(int rank) const {
-  return Error(ErrorCode::kState,
-               fmt::format("rank: rank {} already reported round {}; it gets the next schedule once every rank "
-                           "has reported",
-                           rank, round_));
+  return Error(
+      ErrorCode::kState,
+      fmt::format("rank: rank {} already reported round {}; it gets the next schedule once every rank "
+                  "has reported",
+                  rank, round_));
 }
 
 Error LiveState::not_a_rank(int rank) const {
@@ -369,9 +373,10 @@ Error LiveState::registration_pending(const std::vector<int>& missing) const {
     return Error(ErrorCode::kState, fmt::format("rank: job {} is waiting for {} of {} ranks to register",
                                                 info_.job_id, count, info_.world_size));
   }
-  return Error(ErrorCode::kState,
-               fmt::format("rank: job {} is waiting for {} of {} ranks to register (missing: {})", info_.job_id,
-                           count, info_.world_size, list_ranks(missing, static_cast<size_t>(count))));
+  return Error(
+      ErrorCode::kState,
+      fmt::format("rank: job {} is waiting for {} of {} ranks to register (missing: {})", info_.job_id, count,
+                  info_.world_size, list_ranks(missing, static_cast<size_t>(count))));
 }
 
 Result<LiveRankPosition> LiveState::check_registration(const LiveRankInfo& rank) const {
@@ -397,10 +402,11 @@ Result<LiveRankPosition> LiveState::check_registration(const LiveRankInfo& rank)
                 "available_frequencies: the GPU lists no SM clock (the scheduler needs at least one)");
   }
   if (clocks.size() > static_cast<size_t>(limits_.max_frequencies_per_rank)) {
-    return fail(ErrorCode::kInvalidArgument,
-                "available_frequencies: {} clocks, more than the {} a rank may list (GPUs offer a few hundred "
-                "at most)",
-                clocks.size(), limits_.max_frequencies_per_rank);
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "available_frequencies: {} clocks, more than the {} a rank may list (GPUs offer a few hundred "
+        "at most)",
+        clocks.size(), limits_.max_frequencies_per_rank);
   }
   std::set<uint32_t> seen;
   for (size_t i = 0; i < clocks.size(); ++i) {
@@ -415,9 +421,10 @@ Result<LiveRankPosition> LiveState::check_registration(const LiveRankInfo& rank)
   }
   for (const uint32_t frequency : profile_mhz_) {
     if (!seen.contains(frequency)) {
-      return fail(ErrorCode::kOutOfRange,
-                  "available_frequencies: the job's profile plans {} MHz, which rank {}'s GPU does not support",
-                  frequency, rank.rank);
+      return fail(
+          ErrorCode::kOutOfRange,
+          "available_frequencies: the job's profile plans {} MHz, which rank {}'s GPU does not support",
+          frequency, rank.rank);
     }
   }
   if (registered_ > 0 && std::none_of(frequencies_mhz_.begin(), frequencies_mhz_.end(),
@@ -471,7 +478,8 @@ bool LiveState::serving() const {
 }
 
 int LiveState::iterations_of_round() const {
-  return phase_ == LivePhase::kPlanned || phase_ == LivePhase::kFailed ? options_.planned_round_iterations : 1;
+  return phase_ == LivePhase::kPlanned || phase_ == LivePhase::kFailed ? options_.planned_round_iterations
+                                                                       : 1;
 }
 
 size_t LiveState::profiling_slot(int microbatch) const {
@@ -501,8 +509,10 @@ Result<LiveSchedule> LiveState::schedule(const LiveRankPosition& rank, const Liv
     return tl::make_unexpected(registration_pending({}));
   }
   if (phase_ == LivePhase::kPlanning) {
-    return fail(ErrorCode::kState, "rank: job {} is being planned from its profile; its next round starts "
-                "when the plan is ready", info_.job_id);
+    return fail(ErrorCode::kState,
+                "rank: job {} is being planned from its profile; its next round starts "
+                "when the plan is ready",
+                info_.job_id);
   }
   const auto dag = shared_pipeline(info_.pp_degree, info_.num_microbatches, info_.schedule);
   if (!dag) {
@@ -572,8 +582,8 @@ Result<void> LiveState::check_result(const LiveResult& result, const LiveRankPos
                   round_, iterations, iterations == 1 ? "" : "s", values->size());
     }
     for (size_t i = 0; i < values->size(); ++i) {
-      JOULE_TRY(check_measurement((*values)[i], name == "iter_time", fmt::format("{}[{}]", name, i), rank.rank,
-                                  "iteration"));
+      JOULE_TRY(check_measurement((*values)[i], name == "iter_time", fmt::format("{}[{}]", name, i),
+                                  rank.rank, "iteration"));
     }
   }
   const bool profiling = phase_ == LivePhase::kProfiling;
@@ -637,7 +647,8 @@ void LiveState::next_round() {
 void LiveState::start_sweep_round() {
   // The next clocks, M / samples of them (at least one).
   const size_t remaining = frequencies_mhz_.size() - sweep_next_;
-  const auto per_iteration = static_cast<size_t>(std::max(1, info_.num_microbatches / options_.profile_samples));
+  const auto per_iteration =
+      static_cast<size_t>(std::max(1, info_.num_microbatches / options_.profile_samples));
   round_frequencies_ = std::min(per_iteration, remaining);
   sweep_next_ += round_frequencies_;
 }
@@ -713,7 +724,8 @@ Result<void> LiveState::observe(const std::vector<LiveReport>& reports, LiveData
     case LivePhase::kProfiling: {
       profiling_iterations_ += 1;
       if (data.samples.size() != static_cast<size_t>(info_.pp_degree)) {
-        return fail(ErrorCode::kInternal, "the stored samples of job {} do not match its stages", info_.job_id);
+        return fail(ErrorCode::kInternal, "the stored samples of job {} do not match its stages",
+                    info_.job_id);
       }
       observe_profile(reports, data);
       if (!sweep_finished(data)) {
@@ -733,7 +745,8 @@ Result<void> LiveState::observe(const std::vector<LiveReport>& reports, LiveData
           for (size_t f = 0; f < sweep_next_; ++f) {
             const LiveSample& sample = data.samples[stage][instruction][f];
             if (sample.count == 0) {
-              return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage, frequencies_mhz_[f]);
+              return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage,
+                          frequencies_mhz_[f]);
             }
             const auto count = static_cast<double>(sample.count);
             // A counter too coarse for one computation can read 0 J: keep the profile valid.
@@ -903,15 +916,17 @@ std::optional<LivePlanRequest> LiveState::planning(const LiveData& data) const {
 
 Result<void> LiveState::apply_plan(const LivePlan& plan, int64_t sequence, LiveData& data) {
   if (phase_ != LivePhase::kPlanning || sequence != planning_sequence_) {
-    return fail(ErrorCode::kState, "plan: job {} no longer waits for plan {} (phase {}, plan {})", info_.job_id,
-                sequence, to_string(phase_), planning_sequence_);
+    return fail(ErrorCode::kState, "plan: job {} no longer waits for plan {} (phase {}, plan {})",
+                info_.job_id, sequence, to_string(phase_), planning_sequence_);
   }
   if (plan.frontier.empty()) {
     return fail(ErrorCode::kInternal, "the planner returned no plan for job {}", info_.job_id);
   }
-  if (plan.dag.computations.size() != static_cast<size_t>(2 * info_.pp_degree * info_.num_microbatches)) {
+  const size_t computations =
+      2 * static_cast<size_t>(info_.pp_degree) * static_cast<size_t>(info_.num_microbatches);
+  if (plan.dag.computations.size() != computations) {
     return fail(ErrorCode::kInvalidArgument, "plan: planned for {} computations, job {} has {}",
-                plan.dag.computations.size(), info_.job_id, 2 * info_.pp_degree * info_.num_microbatches);
+                plan.dag.computations.size(), info_.job_id, computations);
   }
   const auto stages = info_.pp_degree;
   const auto predict = [&](const FrontierPoint<FrequencyPlan>& point, double time_s) {
@@ -934,7 +949,7 @@ Result<void> LiveState::apply_plan(const LivePlan& plan, int64_t sequence, LiveD
     slowed_plan = plan.frontier.points()[index].knob;
   }
   fastest_ = predict(fastest, fastest.time_s);
-  slowed_prediction_ = std::move(slowed_prediction);
+  slowed_prediction_ = slowed_prediction;
   data.fastest_plan = fastest.knob;
   data.slowed_plan = std::move(slowed_plan);
   ++data_version_;

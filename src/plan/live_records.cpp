@@ -192,7 +192,8 @@ LiveRankPosition position_from(const json& value) {
 }
 
 json report_json(const LiveReport& report) {
-  return {{"rank", position_json(report.rank)}, {"round", report.round}, {"result", result_json(report.result)}};
+  return {
+      {"rank", position_json(report.rank)}, {"round", report.round}, {"result", result_json(report.result)}};
 }
 
 LiveReport report_from(const json& value) {
@@ -333,7 +334,8 @@ struct LiveStateCodec {
       return fail(ErrorCode::kParse, "not a version {} {} document", kPartVersion, kStateFormat);
     }
     const LiveJobInfo info = JOULE_TRY(info_from(document.at("info")));
-    auto created = LiveState::create(info, options_from(document.at("options")), limits_from(document.at("limits")));
+    auto created =
+        LiveState::create(info, options_from(document.at("options")), limits_from(document.at("limits")));
     if (!created) {
       return fail(ErrorCode::kParse, "{}", created.error().message());
     }
@@ -421,7 +423,8 @@ struct LiveStateCodec {
 
 Result<void> LiveState::check_data(const LiveData& data) const {
   const auto bad = [&](std::string_view what) {
-    return fail(ErrorCode::kParse, "the stored data of job {} does not match its state: {}", info_.job_id, what);
+    return fail(ErrorCode::kParse, "the stored data of job {} does not match its state: {}", info_.job_id,
+                what);
   };
   if (data.version != data_version_) {
     return bad(fmt::format("version {}, the state's {}", data.version, data_version_));
@@ -433,10 +436,10 @@ Result<void> LiveState::check_data(const LiveData& data) const {
       return bad("samples for other stages or clocks");
     }
   }
-  const auto computations = static_cast<size_t>(2 * info_.pp_degree * info_.num_microbatches);
-  if (phase_ == LivePhase::kPlanned &&
-      (data.fastest_plan.size() != computations ||
-       (straggler_time_s_ && data.slowed_plan.size() != computations))) {
+  const size_t computations =
+      2 * static_cast<size_t>(info_.pp_degree) * static_cast<size_t>(info_.num_microbatches);
+  if (phase_ == LivePhase::kPlanned && (data.fastest_plan.size() != computations ||
+                                        (straggler_time_s_ && data.slowed_plan.size() != computations))) {
     return bad("plans for another pipeline");
   }
   if ((phase_ == LivePhase::kPlanning || phase_ == LivePhase::kPlanned) && !data.profile_csv) {
@@ -530,7 +533,8 @@ struct LiveSchedulerCodec {
       const auto clocks = rank.at("available_frequencies").get<std::vector<uint32_t>>();
       if (position.rank < 0 || position.rank >= info.world_size || position.dp_rank < 0 ||
           position.dp_rank >= info.dp_degree || position.pp_rank < 0 || position.pp_rank >= info.pp_degree ||
-          position.tp_rank < 0 || position.tp_rank >= info.tp_degree || scheduler.ranks_.contains(position.rank)) {
+          position.tp_rank < 0 || position.tp_rank >= info.tp_degree ||
+          scheduler.ranks_.contains(position.rank)) {
         return fail(ErrorCode::kParse, "a stored rank is outside the job");
       }
       scheduler.ranks_.emplace(position.rank, position);
@@ -552,9 +556,8 @@ struct LiveSchedulerCodec {
     data.samples = samples_from(document.at("samples"));
     if (state.phase_ != LivePhase::kRegistering &&
         (data.samples.size() != static_cast<size_t>(info.pp_degree) ||
-         std::any_of(data.samples.begin(), data.samples.end(), [&](const auto& stage) {
-           return stage[0].size() != state.frequencies_mhz_.size();
-         }))) {
+         std::any_of(data.samples.begin(), data.samples.end(),
+                     [&](const auto& stage) { return stage[0].size() != state.frequencies_mhz_.size(); }))) {
       return fail(ErrorCode::kParse, "a stage has samples for another number of clocks");
     }
     state.idle_energy_j_ = document.at("idle_energy_j").get<double>();
@@ -608,7 +611,8 @@ struct LiveSchedulerCodec {
       if (rank == scheduler.ranks_.end() || scheduler.reports_.contains(result.rank)) {
         return fail(ErrorCode::kParse, "a pending report of a rank that is not registered");
       }
-      scheduler.reports_.emplace(result.rank, LiveReport{rank->second, state.round_, std::move(result)});
+      const int reporting_rank = result.rank;
+      scheduler.reports_.emplace(reporting_rank, LiveReport{rank->second, state.round_, std::move(result)});
     }
     state.reported_ = static_cast<int>(scheduler.reports_.size());
     state.data_version_ = 1;

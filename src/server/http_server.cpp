@@ -76,7 +76,8 @@ class ListenerSink : public ResponseSink, public std::enable_shared_from_this<Li
     if (done_.exchange(true)) {
       return;
     }
-    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     metrics_.finish_request(method_, path_, response.status, response.replayed, elapsed_s);
     log().debug("{} {} {} ({:.2f} ms{})", method_, path_, response.status, elapsed_s * 1e3,
                 response.replayed ? ", replayed" : "");
@@ -134,13 +135,15 @@ class LiveJobsCollector : public prometheus::Collectable {
     auto phase = family("joule_pfo_job_phase", "Phase of each pipeline-frequency job (1 for its phase)");
     auto round = family("joule_pfo_job_round", "Round a pipeline-frequency job is at");
     auto ranks = family("joule_pfo_job_ranks_registered", "Ranks registered in a pipeline-frequency job");
-    auto target = family("joule_pfo_job_target_time_seconds",
-                         "Iteration time a pipeline-frequency job's pipelines are planned for (the straggler's "
-                         "pace when one is followed)");
+    auto target =
+        family("joule_pfo_job_target_time_seconds",
+               "Iteration time a pipeline-frequency job's pipelines are planned for (the straggler's "
+               "pace when one is followed)");
     auto saving = family("joule_pfo_job_predicted_saving_ratio",
                          "Predicted share of energy the plan saves against every computation at the highest "
                          "clock");
-    auto count = family("joule_pfo_jobs", "Pipeline-frequency jobs in the store (at most 1000 shown per job)");
+    auto count =
+        family("joule_pfo_jobs", "Pipeline-frequency jobs in the store (at most 1000 shown per job)");
     const auto sample = [](prometheus::MetricFamily& into, const std::string& job_id, double value,
                            std::vector<prometheus::ClientMetric::Label> extra = {}) {
       prometheus::ClientMetric metric;
@@ -236,7 +239,8 @@ Result<void> HttpServer::start() {
   ServerMetrics& server_metrics = *options_.metrics;
   live_jobs_ = std::make_shared<LiveJobsCollector>(service_);
   server_metrics.registry().add_collector(live_jobs_);
-  auto handler = [this, &server_metrics](const metrics::HttpRequest& in, const metrics::HttpResponder& responder) {
+  auto handler = [this, &server_metrics](const metrics::HttpRequest& in,
+                                         const metrics::HttpResponder& responder) {
     server_metrics.start_request();
     if (in.path == "/metrics") {
       // Prometheus's scrape, on the service's own listener.
@@ -248,11 +252,13 @@ Result<void> HttpServer::start() {
         response.status = 405;
         response.body = R"({"detail":"Method Not Allowed"})";
       }
-      std::make_shared<ListenerSink>(responder, server_metrics, in.method, in.path)->respond(std::move(response));
+      std::make_shared<ListenerSink>(responder, server_metrics, in.method, in.path)
+          ->respond(std::move(response));
       return;
     }
     const Request request = to_request(in);
-    service_.handle_async(request, std::make_shared<ListenerSink>(responder, server_metrics, in.method, in.path));
+    service_.handle_async(request,
+                          std::make_shared<ListenerSink>(responder, server_metrics, in.method, in.path));
   };
   auto listener = JOULE_TRY(metrics::HttpListener::start(std::move(listen), std::move(handler)));
   listener_ = std::move(listener);

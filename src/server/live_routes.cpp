@@ -30,7 +30,6 @@ namespace {
 using detail::json_response;
 using detail::validation_response;
 using nlohmann::json;
-using plan::LiveScheduler;
 
 constexpr size_t kMaxJobMetadataLength = 200;
 constexpr int kMaxIdDraws = 16;
@@ -261,12 +260,13 @@ Response ask_again(Response response) {
 }
 
 // What to wait for, and whom: the message of a GET /schedule that waited until its deadline.
-std::string waiting_for_reports(const plan::LiveState& state, int rank, const std::vector<int>& missing, int count) {
-  return fmt::format("rank: rank {} reported round {}; the next round starts when ranks {} report it", rank,
-                     state.round(),
-                     count > static_cast<int>(missing.size())
-                         ? fmt::format("{} and {} more", fmt::join(missing, ", "), count - static_cast<int>(missing.size()))
-                         : fmt::format("{}", fmt::join(missing, ", ")));
+std::string waiting_for_reports(const plan::LiveState& state, int rank, const std::vector<int>& missing,
+                                int count) {
+  return fmt::format(
+      "rank: rank {} reported round {}; the next round starts when ranks {} report it", rank, state.round(),
+      count > static_cast<int>(missing.size())
+          ? fmt::format("{} and {} more", fmt::join(missing, ", "), count - static_cast<int>(missing.size()))
+          : fmt::format("{}", fmt::join(missing, ", ")));
 }
 
 // Logs what a completed round changed in a job (once per change, not per round of a long warm-up).
@@ -278,11 +278,13 @@ void log_round(const std::string& job_id, const plan::LiveState& before, const p
   }
   if (before.phase() == plan::LivePhase::kWarmup) {
     if (after.phase() == plan::LivePhase::kWarmup && after.warmup_rounds() == 1) {
-      log().info("pipeline-frequency job {}: waiting for a thermal steady state ({} ranks not steady yet: {})",
-                 job_id, after.unsteady_count(), fmt::join(after.unsteady_ranks(), ", "));
+      log().info(
+          "pipeline-frequency job {}: waiting for a thermal steady state ({} ranks not steady yet: {})",
+          job_id, after.unsteady_count(), fmt::join(after.unsteady_ranks(), ", "));
     } else if (after.warmup_gave_up()) {
       log().warn(
-          "pipeline-frequency job {}: profiling after {} warm-up rounds (max_warmup_rounds) although {} ranks "
+          "pipeline-frequency job {}: profiling after {} warm-up rounds (max_warmup_rounds) although {} "
+          "ranks "
           "are not thermally steady ({})",
           job_id, after.warmup_rounds(), after.unsteady_count(), fmt::join(after.unsteady_ranks(), ", "));
     } else if (after.phase() != plan::LivePhase::kWarmup && after.warmup_rounds() > 1) {
@@ -291,12 +293,13 @@ void log_round(const std::string& job_id, const plan::LiveState& before, const p
     }
   }
   if (after.phase() != before.phase()) {
-    log().info("pipeline-frequency job {}: round {} is {}", job_id, after.round(), plan::to_string(after.phase()));
+    log().info("pipeline-frequency job {}: round {} is {}", job_id, after.round(),
+               plan::to_string(after.phase()));
   }
   if (after.straggler_time_s() != before.straggler_time_s()) {
-    log().info("pipeline-frequency job {}: straggler pace {}", job_id,
-               after.straggler_time_s() ? fmt::format("{:.6f} s", *after.straggler_time_s())
-                                        : "none (recovered)");
+    log().info(
+        "pipeline-frequency job {}: straggler pace {}", job_id,
+        after.straggler_time_s() ? fmt::format("{:.6f} s", *after.straggler_time_s()) : "none (recovered)");
   }
 }
 
@@ -364,8 +367,8 @@ Response LiveService::register_job(const Request& request) {
     refused.headers.emplace_back("Retry-After", fmt::format("{:.0f}", std::ceil(retry_after_s)));
     return refused;
   }
-  auto info = parse_wire<plan::LiveJobInfo>(request,
-                                            [&](const json& body) { return parse_job_info(body, options); });
+  auto info =
+      parse_wire<plan::LiveJobInfo>(request, [&](const json& body) { return parse_job_info(body, options); });
   if (!info) {
     return info.error();
   }
@@ -399,9 +402,9 @@ Response LiveService::register_job(const Request& request) {
   }
   // Zeus's id (time, degrees, scheduler, metadata) and 64 random bits: an id cannot be guessed, and it is
   // what a rank's requests present.
-  const std::string base = fmt::format("{}+dp{}+pp{}+tp{}+perseus{}", utc_stamp(now_unix_ns()),
-                                       info->dp_degree, info->pp_degree, info->tp_degree,
-                                       info->job_metadata.empty() ? "" : "+" + info->job_metadata);
+  const std::string base =
+      fmt::format("{}+dp{}+pp{}+tp{}+perseus{}", utc_stamp(now_unix_ns()), info->dp_degree, info->pp_degree,
+                  info->tp_degree, info->job_metadata.empty() ? "" : "+" + info->job_metadata);
   std::optional<std::pair<std::string, plan::LiveState>> created;
   Response response = service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
     created.reset();
@@ -471,7 +474,7 @@ Response LiveService::change_rank(const Request& request, const std::string& job
             JOULE_TRY(save_data(transaction, job_id, data));
             log().info("pipeline-frequency job {}: every rank registered; {}", job_id,
                        state->phase() == plan::LivePhase::kPlanning ? "planning from the given profile"
-                                                                     : "warming up");
+                                                                    : "warming up");
           }
           state->touch(now_unix_ns());
           JOULE_TRY(save_state(transaction, job_id, *state));
@@ -560,21 +563,23 @@ Response LiveService::job_route(const Request& request, const std::string& job_i
       return unknown_job(job_id);
     }
     const auto& slowed = state->slowed_pipelines();
-    json body = {{"job_id", job_id},
-                 {"phase", plan::to_string(state->phase())},
-                 {"round", state->round()},
-                 {"world_size", state->info().world_size},
-                 {"registered", state->registered()},
-                 {"reported", state->reported()},
-                 {"clocks", state->frequencies_mhz().size()},
-                 {"profiled_clocks", state->profiled_frequencies()},
-                 {"profiling_iterations", state->profiling_iterations()},
-                 {"p_blocking_w", state->p_blocking_w()},
-                 {"straggler_time_s", state->straggler_time_s() ? json(*state->straggler_time_s()) : json(nullptr)},
-                 {"slowed_pipelines", std::count(slowed.begin(), slowed.end(), true)},
-                 {"predicted", nullptr},
-                 {"failure", state->failure()},
-                 {"idle_s", static_cast<double>(std::max<int64_t>(0, now_unix_ns() - state->touched_unix_ns())) / 1e9}};
+    json body = {
+        {"job_id", job_id},
+        {"phase", plan::to_string(state->phase())},
+        {"round", state->round()},
+        {"world_size", state->info().world_size},
+        {"registered", state->registered()},
+        {"reported", state->reported()},
+        {"clocks", state->frequencies_mhz().size()},
+        {"profiled_clocks", state->profiled_frequencies()},
+        {"profiling_iterations", state->profiling_iterations()},
+        {"p_blocking_w", state->p_blocking_w()},
+        {"straggler_time_s", state->straggler_time_s() ? json(*state->straggler_time_s()) : json(nullptr)},
+        {"slowed_pipelines", std::count(slowed.begin(), slowed.end(), true)},
+        {"predicted", nullptr},
+        {"failure", state->failure()},
+        {"idle_s",
+         static_cast<double>(std::max<int64_t>(0, now_unix_ns() - state->touched_unix_ns())) / 1e9}};
     if (const auto& fastest = state->fastest_prediction()) {
       body["predicted"] = {{"iteration_time_s", fastest->iteration_time_s},
                            {"iteration_energy_j", fastest->iteration_energy_j},
@@ -631,8 +636,8 @@ std::optional<Response> LiveService::examine(store::Transaction& transaction, co
     if (state->phase() == plan::LivePhase::kPlanned) {
       data = JOULE_TRY(load_data(transaction, job_id, *state));
     }
-    static const plan::LiveData kNoData;
-    const auto schedule = state->schedule(*waiter.position, data ? *data : kNoData);
+    static const plan::LiveData no_data;  // warm-up and profiling schedules read none
+    const auto schedule = state->schedule(*waiter.position, data ? *data : no_data);
     if (!schedule) {
       return std::optional<Response>(scheduler_error(schedule.error()));
     }
@@ -668,8 +673,8 @@ void LiveService::schedule(const Request& request, const std::string& job_id,
     }
     waiter->rank = static_cast<int>(parsed);
   } catch (const std::exception&) {
-    sink->respond(validation_response(Error(ErrorCode::kInvalidArgument, "rank: value is not a valid integer"),
-                                      "query"));
+    sink->respond(validation_response(
+        Error(ErrorCode::kInvalidArgument, "rank: value is not a valid integer"), "query"));
     return;
   }
   auto wait = service_.options.live_schedule_wait;
@@ -683,7 +688,8 @@ void LiveService::schedule(const Request& request, const std::string& job_id,
       wait = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
     } catch (const std::exception&) {
       sink->respond(validation_response(
-          Error(ErrorCode::kInvalidArgument, fmt::format("wait_s: must be 0 to {} seconds", kMaxWaitS)), "query"));
+          Error(ErrorCode::kInvalidArgument, fmt::format("wait_s: must be 0 to {} seconds", kMaxWaitS)),
+          "query"));
       return;
     }
   }

@@ -30,8 +30,9 @@ constexpr size_t kRateClients = 4096;
 constexpr int64_t kNsPerS = 1'000'000'000;
 
 Response stopping_response() {
-  return json_response(503, {{"detail", "joule serve is stopping; retry the request (another replica, or this "
-                                        "server once it is back)"}});
+  return json_response(503, {{"detail",
+                              "joule serve is stopping; retry the request (another replica, or this "
+                              "server once it is back)"}});
 }
 
 std::string position_text(const plan::LiveRankPosition& rank) {
@@ -163,12 +164,14 @@ Result<std::optional<plan::LiveRankPosition>> LiveService::load_rank(store::Tran
   }
   const auto position = JOULE_TRY(parse_position(item->body, job_id));
   if (item->group != kRankGroup || position.rank != rank) {
-    return fail(ErrorCode::kInternal, "the stored rank {} of pipeline-frequency job {} is corrupt", rank, job_id);
+    return fail(ErrorCode::kInternal, "the stored rank {} of pipeline-frequency job {} is corrupt", rank,
+                job_id);
   }
   return std::optional<plan::LiveRankPosition>(position);
 }
 
-Result<std::optional<int>> LiveService::position_holder(store::Transaction& transaction, const std::string& job_id,
+Result<std::optional<int>> LiveService::position_holder(store::Transaction& transaction,
+                                                        const std::string& job_id,
                                                         const plan::LiveState& state, int position) {
   const auto item = JOULE_TRY(transaction.get_item(kLiveJobKind, job_id, world(state) + position));
   if (!item) {
@@ -180,13 +183,14 @@ Result<std::optional<int>> LiveService::position_holder(store::Transaction& tran
 Result<void> LiveService::save_rank(store::Transaction& transaction, const std::string& job_id,
                                     const plan::LiveState& state, const plan::LiveRankPosition& rank) {
   JOULE_TRY(transaction.put_item(kLiveJobKind, job_id, {rank.rank, kRankGroup, position_text(rank)}));
-  return transaction.put_item(kLiveJobKind, job_id,
-                              {world(state) + state.position_index(rank), kPositionGroup, std::to_string(rank.rank)});
+  return transaction.put_item(
+      kLiveJobKind, job_id,
+      {world(state) + state.position_index(rank), kPositionGroup, std::to_string(rank.rank)});
 }
 
 Result<std::optional<int64_t>> LiveService::reported_round(store::Transaction& transaction,
-                                                           const std::string& job_id, const plan::LiveState& state,
-                                                           int rank) {
+                                                           const std::string& job_id,
+                                                           const plan::LiveState& state, int rank) {
   const auto item = JOULE_TRY(transaction.get_item(kLiveJobKind, job_id, 2 * world(state) + rank));
   if (!item) {
     return std::optional<int64_t>();
@@ -284,9 +288,10 @@ void LiveService::wait_for_change(const std::shared_ptr<Waiter>& waiter) {
                                        waiting_)}});
     } else if (list.size() >= per_job) {
       refused = json_response(
-          503, {{"detail", fmt::format("job {} already has {} requests waiting for schedules, twice its world "
-                                       "size; a rank should wait once at a time",
-                                       waiter->job_id, list.size())}});
+          503,
+          {{"detail", fmt::format("job {} already has {} requests waiting for schedules, twice its world "
+                                  "size; a rank should wait once at a time",
+                                  waiter->job_id, list.size())}});
     } else {
       list.push_back(waiter);
       ++waiting_;
@@ -350,8 +355,9 @@ void LiveService::run_waiters() {
         job = waiters_.erase(job);
         continue;
       }
-      const bool due = std::any_of(list.begin(), list.end(),
-                                   [&](const std::shared_ptr<Waiter>& waiter) { return now >= waiter->deadline; });
+      const bool due = std::any_of(list.begin(), list.end(), [&](const std::shared_ptr<Waiter>& waiter) {
+        return now >= waiter->deadline;
+      });
       if (poll || due || dirty_.contains(job->first)) {
         work.emplace_back(job->first, list);
       }
@@ -384,8 +390,8 @@ void LiveService::run_waiters() {
     // One pass per job: a round's answers to thousands of ranks are not a search each.
     for (const std::string& job_id : answered_jobs) {
       if (auto found = waiters_.find(job_id); found != waiters_.end()) {
-        waiting_ -= static_cast<size_t>(
-            std::erase_if(found->second, [](const std::shared_ptr<Waiter>& waiter) { return waiter->answered; }));
+        waiting_ -= static_cast<size_t>(std::erase_if(
+            found->second, [](const std::shared_ptr<Waiter>& waiter) { return waiter->answered; }));
         if (found->second.empty()) {
           waiters_.erase(found);
         }
@@ -424,11 +430,12 @@ void LiveService::evaluate(const std::string& job_id, const std::vector<std::sha
     return {};
   });
   if (!looked) {
-    log().error("pipeline-frequency job {}: reading it for waiting requests: {}", job_id, looked.error().message());
+    log().error("pipeline-frequency job {}: reading it for waiting requests: {}", job_id,
+                looked.error().message());
     for (const auto& waiter : waiters) {
       if (now >= waiter->deadline) {
-        answers.emplace_back(waiter,
-                             message_response(503, fmt::format("store unavailable: {}", looked.error().message())));
+        answers.emplace_back(
+            waiter, message_response(503, fmt::format("store unavailable: {}", looked.error().message())));
       }
     }
     return;
@@ -440,7 +447,8 @@ void LiveService::evaluate(const std::string& job_id, const std::vector<std::sha
   if (seen && seen->phase() == plan::LivePhase::kPlanning) {
     const int64_t lease_ns = service_.options.live_planning_lease.count() * kNsPerS;
     const bool unclaimed = seen->planner().empty();
-    if (unclaimed || (seen->planner() != owner_ && now_unix_ns() - seen->planner_since_unix_ns() > lease_ns)) {
+    if (unclaimed ||
+        (seen->planner() != owner_ && now_unix_ns() - seen->planner_since_unix_ns() > lease_ns)) {
       std::lock_guard lock(mutex_);
       if (!stopping_ && planning_.insert(job_id).second) {
         planning_queue_.push_back(job_id);
@@ -502,10 +510,9 @@ void LiveService::run_planner() {
 
 Result<std::shared_ptr<const plan::LivePlan>> LiveService::plan_cached(const std::string& job_id,
                                                                        const plan::LivePlanRequest& request) {
-  const std::string key =
-      fmt::format("{}#{:016x}#{}#{}#{}#{}#{}#{}", job_id, fnv1a(request.profile_csv), request.stages,
-                  request.microbatches, plan::to_string(request.schedule), request.p_blocking_w,
-                  request.unit_time_s, request.max_planning_units);
+  const std::string key = fmt::format("{}#{:016x}#{}#{}#{}#{}#{}#{}", job_id, fnv1a(request.profile_csv),
+                                      request.stages, request.microbatches, plan::to_string(request.schedule),
+                                      request.p_blocking_w, request.unit_time_s, request.max_planning_units);
   {
     std::lock_guard lock(cache_mutex_);
     if (const auto* cached = plan_cache_.find(key)) {
@@ -591,7 +598,7 @@ void LiveService::plan_job(const std::string& job_id) {
   if (!planned || !applied->failure().empty()) {
     log().error("pipeline-frequency job {}: planning failed, {}: {}", job_id,
                 applied->phase() == plan::LivePhase::kFailed ? "every computation runs at the highest clock"
-                                                              : "every pipeline keeps the fastest plan",
+                                                             : "every pipeline keeps the fastest plan",
                 applied->failure());
   } else {
     log().info("pipeline-frequency job {}: round {} is {}", job_id, applied->round(),
@@ -652,8 +659,8 @@ bool LiveService::admit_registration(const std::string& peer, double& retry_afte
   Bucket bucket{capacity, now};
   if (const Bucket* found = registrations_.find(peer)) {
     bucket = *found;
-    bucket.tokens =
-        std::min(capacity, bucket.tokens + std::chrono::duration<double>(now - bucket.updated).count() * per_s);
+    bucket.tokens = std::min(
+        capacity, bucket.tokens + std::chrono::duration<double>(now - bucket.updated).count() * per_s);
     bucket.updated = now;
   }
   const bool admitted = bucket.tokens >= 1;

@@ -5,10 +5,10 @@
 //
 // Store layout of job J (world size W): document (pfo_job, J) holds the bounded plan::LiveState; document
 // (pfo_job_data, J) the plan::LiveData (samples, profile, plans), read only when a round completes, a plan
-// is applied or a planned schedule is served (and then cached by its version). Items of (pfo_job, J): rank r's
-// position (number r, group kRankGroup), the rank holding position p (number W + p, group kPositionGroup),
-// and rank r's report of round n (number 2W + r, group n; replaced the next round). A request touches the
-// state, one or two items and, once per round, all of the round's reports.
+// is applied or a planned schedule is served (and then cached by its version). Items of (pfo_job, J): rank
+// r's position (number r, group kRankGroup), the rank holding position p (number W + p, group
+// kPositionGroup), and rank r's report of round n (number 2W + r, group n; replaced the next round). A
+// request touches the state, one or two items and, once per round, all of the round's reports.
 #pragma once
 
 #include <atomic>
@@ -33,8 +33,6 @@
 #include "server/lru_map.hpp"
 
 namespace joule::server {
-
-
 
 namespace detail {
 
@@ -89,15 +87,18 @@ class LiveService {
   void wait_for_change(const std::shared_ptr<Waiter>& waiter);
 
   // The store layout (live_service.cpp).
-  Result<std::optional<plan::LiveState>> load_state(store::Transaction& transaction, const std::string& job_id);
+  Result<std::optional<plan::LiveState>> load_state(store::Transaction& transaction,
+                                                    const std::string& job_id);
   Result<void> save_state(store::Transaction& transaction, const std::string& job_id,
                           const plan::LiveState& state);
   Result<std::shared_ptr<const plan::LiveData>> load_data(store::Transaction& transaction,
-                                                          const std::string& job_id, const plan::LiveState& state);
-  Result<void> save_data(store::Transaction& transaction, const std::string& job_id, const plan::LiveData& data);
+                                                          const std::string& job_id,
+                                                          const plan::LiveState& state);
+  Result<void> save_data(store::Transaction& transaction, const std::string& job_id,
+                         const plan::LiveData& data);
   Result<std::optional<plan::LiveRankPosition>> load_rank(store::Transaction& transaction,
-                                                          const std::string& job_id, const plan::LiveState& state,
-                                                          int rank);
+                                                          const std::string& job_id,
+                                                          const plan::LiveState& state, int rank);
   Result<std::optional<int>> position_holder(store::Transaction& transaction, const std::string& job_id,
                                              const plan::LiveState& state, int position);
   Result<void> save_rank(store::Transaction& transaction, const std::string& job_id,
@@ -107,12 +108,12 @@ class LiveService {
                                                 const plan::LiveState& state, int rank);
   Result<void> save_report(store::Transaction& transaction, const std::string& job_id,
                            const plan::LiveState& state, const plan::LiveReport& report);
-  Result<std::vector<plan::LiveReport>> load_reports(store::Transaction& transaction, const std::string& job_id,
-                                                     const plan::LiveState& state);
+  Result<std::vector<plan::LiveReport>> load_reports(store::Transaction& transaction,
+                                                     const std::string& job_id, const plan::LiveState& state);
   /// @return up to `limit` ranks that have not registered (or not reported this round, if `reports`), and
   /// how many there are.
   Result<std::pair<std::vector<int>, int>> missing(store::Transaction& transaction, const std::string& job_id,
-                                                  const plan::LiveState& state, bool reports, size_t limit);
+                                                   const plan::LiveState& state, bool reports, size_t limit);
   Result<bool> erase_job(store::Transaction& transaction, const std::string& job_id);
 
   /// Wakes the requests waiting on `job_id`, and plans it if it waits for a plan.

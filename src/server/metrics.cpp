@@ -76,8 +76,8 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry,
 
 std::string ServerMetrics::route_of(std::string_view path) {
   static constexpr std::array<std::string_view, 10> kExact = {
-      "/",       "/healthz", "/metrics",   "/jobs", "/jobs/batch_size", "/report", "/trials", "/pipelines",
-      "/info",   "/register_job"};
+      "/",       "/healthz", "/metrics",   "/jobs", "/jobs/batch_size",
+      "/report", "/trials",  "/pipelines", "/info", "/register_job"};
   if (std::find(kExact.begin(), kExact.end(), path) != kExact.end()) {
     return std::string(path);
   }

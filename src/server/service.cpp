@@ -434,9 +434,10 @@ Response Service::handle(const Request& request) {
 }
 
 void Service::handle_async(const Request& request, const std::shared_ptr<ResponseSink>& sink) {
-  if (request.request_id && (request.request_id->empty() || request.request_id->size() > kMaxRequestIdLength)) {
-    sink->respond(
-        message_response(400, fmt::format("{} must be 1 to {} characters", kRequestIdHeader, kMaxRequestIdLength)));
+  if (request.request_id &&
+      (request.request_id->empty() || request.request_id->size() > kMaxRequestIdLength)) {
+    sink->respond(message_response(
+        400, fmt::format("{} must be 1 to {} characters", kRequestIdHeader, kMaxRequestIdLength)));
     return;
   }
   try {

@@ -482,16 +482,17 @@ TEST_F(HttpListenerTest, AnAsynchronousAnswerComesLaterAndHoldsNoWorker) {
   options.host = "127.0.0.1";
   options.port = 0;
   options.worker_threads = 1;
-  auto started = HttpListener::start(options, [&](const HttpRequest& request, const HttpResponder& responder) {
-    if (request.path == "/wait") {
-      std::lock_guard lock(mutex);
-      parked.push_back(responder);
-      return;
-    }
-    HttpResponse response;
-    response.body = "peer " + request.peer;
-    responder.respond(response);
-  });
+  auto started =
+      HttpListener::start(options, [&](const HttpRequest& request, const HttpResponder& responder) {
+        if (request.path == "/wait") {
+          std::lock_guard lock(mutex);
+          parked.push_back(responder);
+          return;
+        }
+        HttpResponse response;
+        response.body = "peer " + request.peer;
+        responder.respond(response);
+      });
   ASSERT_TRUE(started) << started.error().message();
   listener_ = std::move(*started);
   Socket waiting(listener_->port());
@@ -527,11 +528,12 @@ TEST_F(HttpListenerTest, AClientThatHangsUpCancelsItsWaitingRequest) {
   HttpListenerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
-  auto started = HttpListener::start(options, [&](const HttpRequest& /*request*/, const HttpResponder& responder) {
-    responder.on_cancel([&] { ++cancelled; });
-    std::lock_guard lock(mutex);
-    parked = responder;
-  });
+  auto started =
+      HttpListener::start(options, [&](const HttpRequest& /*request*/, const HttpResponder& responder) {
+        responder.on_cancel([&] { ++cancelled; });
+        std::lock_guard lock(mutex);
+        parked = responder;
+      });
   ASSERT_TRUE(started) << started.error().message();
   listener_ = std::move(*started);
   {

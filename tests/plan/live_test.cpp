@@ -448,7 +448,8 @@ TEST_F(LiveTest, StatesStoredBeforeTheThermalWarmupStillParse) {
   LiveScheduler scheduler = registered(2, 1, 4);
   LiveResult result = run_round(example_profile(), *scheduler.schedule(0), 0);
   // Written by a joule before the warm-up fields existed, with rank 0's report pending.
-  nlohmann::json document = version_1_document(job(2, 1, 4), a100_clocks(), "warmup", 0, {version_1_result(result)}, false);
+  nlohmann::json document =
+      version_1_document(job(2, 1, 4), a100_clocks(), "warmup", 0, {version_1_result(result)}, false);
   auto parsed = LiveScheduler::parse(document.dump());
   ASSERT_TRUE(parsed) << parsed.error().message();
   EXPECT_EQ(parsed->options().max_warmup_rounds, LiveOptions{}.max_warmup_rounds);
@@ -470,7 +471,8 @@ TEST_F(LiveTest, StatesStoredBeforeTheThermalWarmupStillParse) {
 
 TEST_F(LiveTest, AVersion1JobRunsOnToItsPlanInTheSplitState) {
   // A job stored by an earlier joule mid-warm-up goes on where it was, and is stored in version 2 after.
-  auto parsed = LiveScheduler::parse(version_1_document(job(4, 1, 8), a100_clocks(), "warmup", 3, {}, true).dump());
+  auto parsed =
+      LiveScheduler::parse(version_1_document(job(4, 1, 8), a100_clocks(), "warmup", 3, {}, true).dump());
   ASSERT_TRUE(parsed) << parsed.error().message();
   EXPECT_EQ(parsed->round(), 3);
   EXPECT_EQ(parsed->missing_ranks(), std::vector<int>{});
@@ -489,7 +491,8 @@ TEST_F(LiveTest, ARepeatedOrLateResultIsRefusedByItsRoundNumber) {
             "rank: rank 0 already reported round 0; it gets the next schedule once every rank has reported");
   ASSERT_TRUE(scheduler.report(run_round(truth, *scheduler.schedule(1), 1), provider));
   ASSERT_EQ(scheduler.round(), 1);
-  // The same result delivered again after its round ended (a client's retry): refused, not applied to round 1.
+  // The same result delivered again after its round ended (a client's retry): refused, not applied to
+  // round 1.
   const std::string before = scheduler.dump();
   const auto late = scheduler.report(first, provider);
   ASSERT_FALSE(late);
@@ -510,10 +513,11 @@ TEST_F(LiveTest, ImplausibleMeasurementsAreRefusedNamingTheRankAndFieldAndTheRou
   const std::string before = scheduler.dump();
   LiveResult result = run_round(truth, *scheduler.schedule(1), 1);
   result.time_breakdown_s["forward"][0][1] = 1e300;
-  EXPECT_EQ(scheduler.report(result, provider).error().message(),
-            "time_breakdown.forward[0][1]: rank 1 reported 1e+300 s, more than the 86400 s any computation "
-            "comes near (a unit mistake, or a broken measurement); the result is refused and the round goes on "
-            "without it");
+  EXPECT_EQ(
+      scheduler.report(result, provider).error().message(),
+      "time_breakdown.forward[0][1]: rank 1 reported 1e+300 s, more than the 86400 s any computation "
+      "comes near (a unit mistake, or a broken measurement); the result is refused and the round goes on "
+      "without it");
   result = run_round(truth, *scheduler.schedule(1), 1);
   result.iter_time_s[0] = 1e9;
   EXPECT_EQ(scheduler.report(result, provider).error().message(),
@@ -545,9 +549,10 @@ TEST_F(LiveTest, AReportSpoiltInTheStoreMakesTheRoundRunAgain) {
   reports[1].result.energy_breakdown_j.erase("forward");  // what check_result() would have refused
   const size_t profiled = state.profiled_frequencies();
   ASSERT_TRUE(state.complete_round(reports, data));
-  EXPECT_EQ(state.rerun_reason(),
-            "energy_breakdown.forward: field required while profiling (the energy of every forward is what the "
-            "sweep measures)");
+  EXPECT_EQ(
+      state.rerun_reason(),
+      "energy_breakdown.forward: field required while profiling (the energy of every forward is what the "
+      "sweep measures)");
   EXPECT_EQ(state.round(), 2);
   EXPECT_EQ(state.reported(), 0);
   EXPECT_EQ(state.profiled_frequencies(), profiled);  // the same clocks again
@@ -570,9 +575,10 @@ TEST_F(LiveTest, RegistrationsBeyondTheLimitsAreRefusedNamingTheField) {
     many[i] = static_cast<uint32_t>(10 + i);
   }
   auto defaults = *LiveScheduler::create(job(2, 1, 4), {});
-  EXPECT_EQ(defaults.register_rank({0, 0, 0, 0, many}, provider).error().message(),
-            "available_frequencies: 9990 clocks, more than the 512 a rank may list (GPUs offer a few hundred at "
-            "most)");
+  EXPECT_EQ(
+      defaults.register_rank({0, 0, 0, 0, many}, provider).error().message(),
+      "available_frequencies: 9990 clocks, more than the 512 a rank may list (GPUs offer a few hundred at "
+      "most)");
   // A job whose profile could outgrow what a job may keep.
   limits = LiveLimits{};
   limits.max_data_bytes = 100'000;
@@ -689,9 +695,10 @@ TEST_F(LiveTest, PlanningWorkIsBoundedBeforeAnythingIsPlanned) {
   const auto refused = plan_live(request);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(refused.error().message(),
-            "planning: 64 computations × 1216 time units of 0.001 s is 7.78e+04, more than the 1e+03 the live "
-            "planner may walk (a larger unit_time_s plans it)");
+  EXPECT_EQ(
+      refused.error().message(),
+      "planning: 64 computations × 1216 time units of 0.001 s is 7.78e+04, more than the 1e+03 the live "
+      "planner may walk (a larger unit_time_s plans it)");
   request.max_planning_work = 0;
   EXPECT_TRUE(plan_live(request));
 }
@@ -713,7 +720,8 @@ TEST_F(LiveTest, TheStoredPartsRoundTripAndCorruptOnesAreRefused) {
   // Corrupt states: counts outside the job, a planned job without its plan; data of another job.
   nlohmann::json document = nlohmann::json::parse(state.dump());
   document["registered"] = 99;
-  EXPECT_EQ(LiveState::parse(document.dump()).error().message(), "the registered ranks do not match the phase");
+  EXPECT_EQ(LiveState::parse(document.dump()).error().message(),
+            "the registered ranks do not match the phase");
   document = nlohmann::json::parse(state.dump());
   document["fastest"] = nullptr;
   EXPECT_EQ(LiveState::parse(document.dump()).error().message(), "a planned job without its plan");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Documents of the live scheduler as joule stored them before the state was split (format version 1: the
-// whole scheduler in one document, ranks with their clocks and pending reports inside), written field by field
-// as that version's dump() did: what the tests of the conversion start from.
+// whole scheduler in one document, ranks with their clocks and pending reports inside), written field by
+// field as that version's dump() did: what the tests of the conversion start from.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,8 @@ namespace joule::plan {
 /// `with_warmup_fields` is false.
 inline nlohmann::json version_1_document(const LiveJobInfo& info, const std::vector<uint32_t>& clocks,
                                          const std::string& phase, int64_t round,
-                                         const std::vector<nlohmann::json>& pending, bool with_warmup_fields) {
+                                         const std::vector<nlohmann::json>& pending,
+                                         bool with_warmup_fields) {
   using nlohmann::json;
   const LiveOptions defaults;
   json options = {{"profile_samples", defaults.profile_samples},

@@ -3,21 +3,20 @@
 // when their client goes or the server stops, round numbers and request ids against repeated results,
 // implausible measurements, results too large for the body limit, guessable ids, idle and deleted jobs, the
 // registration rate, planning that fails, documents of an earlier joule, and the per-job metrics.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <regex>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "joule/core/clock.hpp"
 #include "joule/plan/pipeline.hpp"
@@ -134,9 +133,12 @@ class LiveLimitsTest : public ::testing::Test {
   }
 
   void register_rank(const std::string& job, int rank, int pp) {
-    const Response response = call(
-        "POST", "/register_rank/" + job,
-        {{"rank", rank}, {"dp_rank", rank / pp}, {"pp_rank", rank % pp}, {"tp_rank", 0}, {"available_frequencies", clocks()}});
+    const Response response = call("POST", "/register_rank/" + job,
+                                   {{"rank", rank},
+                                    {"dp_rank", rank / pp},
+                                    {"pp_rank", rank % pp},
+                                    {"tp_rank", 0},
+                                    {"available_frequencies", clocks()}});
     ASSERT_EQ(response.status, 200) << response.body;
   }
 
@@ -168,7 +170,8 @@ class LiveLimitsTest : public ::testing::Test {
 TEST_F(LiveLimitsTest, JobIdsCarry64RandomBits) {
   const std::string first = register_job(2, 1);
   const std::string second = register_job(2, 1);
-  const std::regex pattern(R"(\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}\+dp1\+pp2\+tp1\+perseus\+test\+[0-9a-f]{16})");
+  const std::regex pattern(
+      R"(\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}\+dp1\+pp2\+tp1\+perseus\+test\+[0-9a-f]{16})");
   EXPECT_TRUE(std::regex_match(first, pattern)) << first;
   EXPECT_TRUE(std::regex_match(second, pattern)) << second;
   EXPECT_NE(first.substr(first.size() - 16), second.substr(second.size() - 16));
@@ -214,9 +217,10 @@ TEST_F(LiveLimitsTest, AnImplausibleMeasurementIs422NamingTheRankAndTheLastRankS
   EXPECT_EQ(refused.status, 422);
   const json entry = detail(refused)[0];
   EXPECT_EQ(entry["loc"], json::array({"body", "time_breakdown", "forward", 0, 0}));
-  EXPECT_EQ(entry["msg"],
-            "rank 1 reported 1e+300 s, more than the 86400 s any computation comes near (a unit mistake, or a "
-            "broken measurement); the result is refused and the round goes on without it");
+  EXPECT_EQ(
+      entry["msg"],
+      "rank 1 reported 1e+300 s, more than the 86400 s any computation comes near (a unit mistake, or a "
+      "broken measurement); the result is refused and the round goes on without it");
   bad = result_of(schedule(job, 1));
   bad["iter_time"][0] = 1e9;
   EXPECT_EQ(call("POST", "/result/" + job, bad).status, 422);
@@ -300,8 +304,12 @@ TEST_F(LiveLimitsTest, RegistrationsAreRateLimitedPerClient) {
     register_job(1, 1, 4, "10.0.0.1");
   }
   const Response refused = call("POST", "/register_job",
-                                {{"job_id", ""}, {"pp_degree", 1}, {"dp_degree", 1}, {"tp_degree", 1},
-                                 {"world_size", 1}, {"num_microbatches", 4}},
+                                {{"job_id", ""},
+                                 {"pp_degree", 1},
+                                 {"dp_degree", 1},
+                                 {"tp_degree", 1},
+                                 {"world_size", 1},
+                                 {"num_microbatches", 4}},
                                 {}, {}, "10.0.0.1");
   EXPECT_EQ(refused.status, 429);
   EXPECT_EQ(detail(refused),
@@ -356,7 +364,8 @@ TEST_F(LiveLimitsTest, AJobStoredWholeByAnEarlierJouleGoesOnInTheNewLayout) {
   EXPECT_EQ(schedule(info.job_id, 0)["phase"], "profiling");
 }
 
-// --- over HTTP: waits hold no thread -------------------------------------------------------------------------
+// --- over HTTP: waits hold no thread
+// -------------------------------------------------------------------------
 
 // A client on a raw socket: what a rank's HTTP library does, and what it does when it goes away.
 class RawClient {
@@ -373,9 +382,10 @@ class RawClient {
   RawClient& operator=(const RawClient&) = delete;
 
   bool send(const std::string& method, const std::string& target, const std::string& body = "") {
-    const std::string text = fmt::format("{} {} HTTP/1.1\r\nHost: joule\r\nContent-Type: application/json\r\n"
-                                         "Content-Length: {}\r\n\r\n{}",
-                                         method, target, body.size(), body);
+    const std::string text = fmt::format(
+        "{} {} HTTP/1.1\r\nHost: joule\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\n\r\n{}",
+        method, target, body.size(), body);
     size_t sent = 0;
     while (connected_ && sent < text.size()) {
       const ssize_t n = ::send(fd_, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
@@ -402,7 +412,8 @@ class RawClient {
           return {status, body};
         }
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd ready{fd_, POLLIN, 0};
       if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
         return {0, ""};
@@ -465,7 +476,10 @@ TEST_F(LiveHttpTest, SeventyThreeWaitingRanksOfTwoJobsNeedNoMoreThanTwoThreads) 
   // Every rank waits for the last registrations, over HTTP too: a worker must be free for them.
   for (size_t j = 0; j < jobs.size(); ++j) {
     const auto [pp, dp] = shapes[j];
-    const json rank = {{"rank", pp * dp - 1}, {"dp_rank", dp - 1}, {"pp_rank", pp - 1}, {"tp_rank", 0},
+    const json rank = {{"rank", pp * dp - 1},
+                       {"dp_rank", dp - 1},
+                       {"pp_rank", pp - 1},
+                       {"tp_rank", 0},
                        {"available_frequencies", clocks()}};
     RawClient last(http_->port());
     ASSERT_TRUE(last.send("POST", "/register_rank/" + jobs[j], rank.dump()));

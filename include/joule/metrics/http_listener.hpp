@@ -113,10 +113,10 @@ struct HttpListenerStats {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  ///< over max_connections
   uint64_t connections_open = 0;
-  uint64_t requests = 0;  ///< handed to the handler
-  uint64_t refused = 0;   ///< answered by the listener itself with a 4xx/5xx (limits, timeouts, bad syntax)
-  uint64_t timeouts = 0;  ///< connections closed for being too slow (idle ones not counted)
-  uint64_t waiting = 0;   ///< requests whose handler returned without answering yet (asynchronous ones)
+  uint64_t requests = 0;   ///< handed to the handler
+  uint64_t refused = 0;    ///< answered by the listener itself with a 4xx/5xx (limits, timeouts, bad syntax)
+  uint64_t timeouts = 0;   ///< connections closed for being too slow (idle ones not counted)
+  uint64_t waiting = 0;    ///< requests whose handler returned without answering yet (asynchronous ones)
   uint64_t cancelled = 0;  ///< asynchronous requests whose client went away before the answer
 };
 

@@ -39,7 +39,7 @@ inline constexpr int kDefaultPort = 7787;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = kDefaultPort;                                              ///< 0: any free port (see HttpServer::port())
+  int port = kDefaultPort;                                      ///< 0: any free port (see HttpServer::port())
   size_t threads = kDefaultThreads;                             ///< requests handled at once
   size_t max_connections = kDefaultMaxConnections;              ///< open connections
   size_t max_body_bytes = kDefaultMaxBodyBytes;                 ///< larger bodies get 413
@@ -47,9 +47,9 @@ struct HttpServerOptions {
   /// `POST /result/{job_id}` (a pipeline rank's measurements grow with its microbatches): larger get 413.
   /// Set it to the service's ServiceOptions::live_max_result_bytes, which refuses jobs that could exceed it.
   size_t max_result_body_bytes = size_t{1} << 20;
-  size_t max_header_bytes = size_t{16} * 1024;                  ///< request line + header fields: 431 beyond
-  size_t max_header_fields = 100;                               ///< header fields: 431 beyond
-  int keep_alive_timeout_s = 5;  ///< an idle keep-alive connection is closed after this
+  size_t max_header_bytes = size_t{16} * 1024;  ///< request line + header fields: 431 beyond
+  size_t max_header_fields = 100;               ///< header fields: 431 beyond
+  int keep_alive_timeout_s = 5;                 ///< an idle keep-alive connection is closed after this
   /// From a request's first byte to the end of its header (then the connection is closed): what keeps
   /// clients that trickle bytes from holding connections.
   std::chrono::milliseconds header_timeout{10000};

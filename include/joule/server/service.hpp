@@ -37,7 +37,7 @@ struct Request {
   std::string body;
   std::string content_type;  ///< the Content-Type header, if any
   std::optional<std::string>
-      request_id;    ///< X-Request-Id: a retried request with the same id is not re-applied
+      request_id;         ///< X-Request-Id: a retried request with the same id is not re-applied
   std::string peer = {};  ///< the client's address ("" if unknown): what per-client limits count by
 };
 
