@@ -27,8 +27,9 @@ std::string energies_text(const std::vector<measure::DeviceEnergy>& energies) {
   std::vector<std::string> parts;
   parts.reserve(energies.size());
   for (const auto& energy : energies) {
-    parts.push_back(
-        fmt::format("{}: {:.6g}{}", energy.index, energy.energy_j, energy.estimated() ? "~" : ""));
+    parts.push_back(energy.measurable() ? fmt::format("{}: {:.6g}{}", energy.index, energy.energy_j,
+                                                      energy.estimated() ? "~" : "")
+                                        : fmt::format("{}: not measurable", energy.index));
   }
   return fmt::format("{{{}}}", fmt::join(parts, ", "));
 }
@@ -116,7 +117,8 @@ void bind_measure(py::module_& module) {
       module, "Measurement",
       "What one window measured: time in s, energies in J per device index. A figure is estimated (not read "
       "from an energy counter) when the GPU has no counter or the window was shorter than its update "
-      "interval with approx_instant_energy.")
+      "interval with approx_instant_energy. A figure is NaN when it is not measurable (a RAPL counter was "
+      "reset inside the window): see measurable and why_not_measurable; the totals are then NaN too.")
       .def_readonly("name", &measure::Measurement::name, "The window's name.")
       .def_readonly("time_s", &measure::Measurement::time_s, "Elapsed time, s.")
       .def_property_readonly(
@@ -150,10 +152,16 @@ void bind_measure(py::module_& module) {
           "{GPU index: 'counter', 'power-samples' or 'instant-power'}.")
       .def_property_readonly("estimated", &measure::Measurement::estimated,
                              "True if any figure is estimated.")
-      .def_property_readonly("total_gpu_energy_j", &measure::Measurement::total_gpu_energy_j,
-                             "Sum of the GPU energies, J (Zeus's total_energy).")
+      .def_property_readonly("measurable", &measure::Measurement::measurable,
+                             "True if every figure is measurable (none is NaN).")
+      .def_property_readonly("why_not_measurable", &measure::Measurement::why_not_measurable,
+                             "Why some figures are NaN ('CPU 0: not measurable: the energy counter was reset "
+                             "once between the readings (…)'; several joined by '; '), or None.")
+      .def_property_readonly(
+          "total_gpu_energy_j", &measure::Measurement::total_gpu_energy_j,
+          "Sum of the GPU energies, J (Zeus's total_energy); NaN if one is not measurable.")
       .def_property_readonly("total_energy_j", &measure::Measurement::total_energy_j,
-                             "GPU + CPU package + DRAM energy, J.")
+                             "GPU + CPU package + DRAM energy, J; NaN if one is not measurable.")
       .def(
           "to_dict",
           [](const measure::Measurement& m) {
@@ -164,6 +172,7 @@ void bind_measure(py::module_& module) {
             dict["cpu_energy_j"] = energies_dict(m.cpu_energy);
             dict["dram_energy_j"] = energies_dict(m.dram_energy);
             dict["estimated"] = m.estimated();
+            dict["why_not_measurable"] = m.why_not_measurable();
             return dict;
           },
           "The measurement as plain Python data.")
@@ -172,11 +181,13 @@ void bind_measure(py::module_& module) {
           [](const measure::Measurement& a, const measure::Measurement& b) {
             auto same = [](const std::vector<measure::DeviceEnergy>& x,
                            const std::vector<measure::DeviceEnergy>& y) {
-              return std::equal(x.begin(), x.end(), y.begin(), y.end(),
-                                [](const auto& left, const auto& right) {
-                                  return left.index == right.index && left.energy_j == right.energy_j &&
-                                         left.source == right.source;
-                                });
+              return std::equal(
+                  x.begin(), x.end(), y.begin(), y.end(), [](const auto& left, const auto& right) {
+                    // Not measurable (NaN) equals not measurable for the same reason.
+                    return left.index == right.index && left.source == right.source &&
+                           left.not_measurable == right.not_measurable &&
+                           (left.energy_j == right.energy_j || (!left.measurable() && !right.measurable()));
+                  });
             };
             return a.name == b.name && a.time_s == b.time_s && same(a.gpu_energy, b.gpu_energy) &&
                    same(a.cpu_energy, b.cpu_energy) && same(a.dram_energy, b.dram_energy);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -58,6 +59,8 @@ struct DeviceFigure {
   double average_power_w = 0;
   std::optional<double> peak_power_w;
   measure::EnergySource source = measure::EnergySource::kCounter;
+  // Why energy_j and average_power_w are NaN (a RAPL counter reset during the run); empty when measured.
+  std::string not_measurable;
 };
 
 struct Summary {
@@ -77,6 +80,19 @@ struct Summary {
     return total;
   }
 };
+
+// Energy and power cells: a figure that is not measurable (NaN) is shown as such, never as a number.
+std::string energy_text(double energy_j) {
+  return std::isnan(energy_j) ? std::string("not measurable") : fmt::format("{:.3f} J", energy_j);
+}
+
+std::string power_text(double power_w) {
+  return std::isnan(power_w) ? std::string("-") : fmt::format("{:.1f} W", power_w);
+}
+
+std::string csv_number(double value) {
+  return std::isnan(value) ? std::string() : csv::format_exact(value);
+}
 
 std::string how(measure::EnergySource source) {
   switch (source) {
@@ -122,13 +138,21 @@ std::string render_text(const Summary& summary) {
                      "peak power", "how");
   for (size_t i = 0; i < summary.devices.size(); ++i) {
     const auto& d = summary.devices[i];
-    out += fmt::format("   {:<{}}  {:>12.3f} J  {:>8.1f} W  {:>10}  {}\n", labels[i], name_width, d.energy_j,
-                       d.average_power_w, d.peak_power_w ? fmt::format("{:.1f} W", *d.peak_power_w) : "-",
-                       how(d.source));
+    out += fmt::format("   {:<{}}  {:>14}  {:>10}  {:>10}  {}\n", labels[i], name_width,
+                       energy_text(d.energy_j), power_text(d.average_power_w),
+                       d.peak_power_w ? power_text(*d.peak_power_w) : "-", how(d.source));
   }
-  out += fmt::format("   {:<{}}  {:>12.3f} J\n", "total", name_width, summary.total_energy_j());
+  out += fmt::format("   {:<{}}  {:>14}\n", "total", name_width, energy_text(summary.total_energy_j()));
+  for (size_t i = 0; i < summary.devices.size(); ++i) {
+    if (!summary.devices[i].not_measurable.empty()) {
+      out += fmt::format("   {}: {}\n", labels[i], summary.devices[i].not_measurable);
+    }
+  }
   if (summary.carbon) {
-    if (*summary.carbon) {
+    if (*summary.carbon && std::isnan((*summary.carbon)->carbon_g)) {
+      out += fmt::format("   {:<{}}  not measurable: a device's energy is not measurable\n", "carbon",
+                         name_width);
+    } else if (*summary.carbon) {
       const auto& c = **summary.carbon;
       out += fmt::format("   {:<{}}  {:>12.3f} g  CO2e at {:.1f} g/kWh{} ({})\n", "carbon", name_width,
                          c.carbon_g, c.average_intensity_g_per_kwh(), c.estimated ? ", estimated" : "",
@@ -138,7 +162,10 @@ std::string render_text(const Summary& summary) {
                          summary.carbon->error().message());
     }
   }
-  if (summary.price) {
+  if (summary.price && std::isnan(summary.price->cost_usd)) {
+    out +=
+        fmt::format("   {:<{}}  not measurable: a device's energy is not measurable\n", "cost", name_width);
+  } else if (summary.price) {
     out += fmt::format("   {:<{}}  {:>12.6f} $  ({})\n", "cost", name_width, summary.price->cost_usd,
                        summary.price->source);
   }
@@ -149,6 +176,7 @@ std::string render_text(const Summary& summary) {
 nlohmann::json summary_json(const Summary& summary) {
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : summary.devices) {
+    // A figure that is not measurable is NaN, which nlohmann writes as null; "error" says why.
     devices.push_back(
         {{"kind", d.kind},
          {"index", d.index},
@@ -158,6 +186,9 @@ nlohmann::json summary_json(const Summary& summary) {
          {"peak_power_w", d.peak_power_w ? nlohmann::json(*d.peak_power_w) : nlohmann::json(nullptr)},
          {"source", measure::to_string(d.source)},
          {"estimated", d.source != measure::EnergySource::kCounter}});
+    if (!d.not_measurable.empty()) {
+      devices.back()["error"] = d.not_measurable;
+    }
   }
   nlohmann::json out = {
       {"command", summary.command},
@@ -234,8 +265,8 @@ std::vector<std::string> device_cells(const Summary& summary, const DeviceFigure
           d.kind,
           std::to_string(d.index),
           d.name,
-          csv::format_exact(d.energy_j),
-          csv::format_exact(d.average_power_w),
+          csv_number(d.energy_j),  // empty when not measurable (the reason is on stderr)
+          csv_number(d.average_power_w),
           d.peak_power_w ? csv::format_exact(*d.peak_power_w) : std::string(),
           std::string(measure::to_string(d.source))};
 }
@@ -351,15 +382,29 @@ std::string render_repeat_text(const std::vector<Summary>& runs, int asked) {
     return out;
   }
   out += fmt::format("\n   {:<28}  {:>24}  {:>22}  {:>22}\n", "device", "energy", "avg power", "peak power");
+  // A figure not measurable in some run (NaN) has no mean: it is shown as such, and why after the table.
+  const auto with_spread = [](const std::string& text, const Spread& spread, size_t width) {
+    return fmt::format("{:>{}} {:>10}", text, width, std::isnan(spread.mean) ? "" : plus_minus(spread));
+  };
   for (size_t d = 0; d < first.devices.size(); ++d) {
     const std::string label = device_label(first.devices[d], false);
-    out += fmt::format("   {:<28}  {:>12.3f} J {:>10}  {:>10.1f} W {:>10}  {:>10.1f} W {:>10}\n", label,
-                       stats.energy_j[d].mean, plus_minus(stats.energy_j[d]), stats.average_power_w[d].mean,
-                       plus_minus(stats.average_power_w[d]), stats.peak_power_w[d].mean,
-                       plus_minus(stats.peak_power_w[d]));
+    out += fmt::format("   {:<28}  {}  {}  {}\n", label,
+                       with_spread(energy_text(stats.energy_j[d].mean), stats.energy_j[d], 14),
+                       with_spread(power_text(stats.average_power_w[d].mean), stats.average_power_w[d], 12),
+                       with_spread(power_text(stats.peak_power_w[d].mean), stats.peak_power_w[d], 12));
   }
-  out += fmt::format("   {:<28}  {:>12.3f} J {:>10}\n\n", "total", stats.total_energy_j.mean,
-                     plus_minus(stats.total_energy_j));
+  out += std::isnan(stats.total_energy_j.mean)
+             ? fmt::format("   {:<28}  {:>14}\n", "total", energy_text(stats.total_energy_j.mean))
+             : fmt::format("   {:<28}  {}\n", "total",
+                           with_spread(energy_text(stats.total_energy_j.mean), stats.total_energy_j, 14));
+  for (size_t r = 0; r < runs.size(); ++r) {
+    for (const auto& device : runs[r].devices) {
+      if (!device.not_measurable.empty()) {
+        out += fmt::format("   run {}: {}: {}\n", r + 1, device_label(device, false), device.not_measurable);
+      }
+    }
+  }
+  out += "\n";
   return out;
 }
 
@@ -583,7 +628,9 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
     size_t channel = 0;
     auto figure = [&](std::string kind, const measure::DeviceEnergy& energy, std::string name) {
       const auto sampled_peak = sampler.peak_mw(channel++, window_start, window_end);
-      const double average_w = measurement.time_s > 0 ? energy.energy_j / measurement.time_s : 0.0;
+      const double average_w = !energy.measurable()     ? std::numeric_limits<double>::quiet_NaN()
+                               : measurement.time_s > 0 ? energy.energy_j / measurement.time_s
+                                                        : 0.0;
       // The power that was integrated never stays below its own average, but a sampler can miss its highest
       // moments: the peak is the highest sample, or the average when that is higher (never "avg > peak").
       std::optional<double> peak_w;
@@ -591,7 +638,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
         peak_w = std::max(mw_to_w(*sampled_peak), average_w);
       }
       summary.devices.push_back({std::move(kind), energy.index, std::move(name), energy.energy_j, average_w,
-                                 peak_w, energy.source});
+                                 peak_w, energy.source, energy.not_measurable});
     };
     for (size_t i = 0; i < gpus.size(); ++i) {
       figure("gpu", measurement.gpu_energy[i], gpus[i]->info().name);

@@ -27,9 +27,38 @@ T read_or_throw(Result<T> result, std::string_view what) {
 double sum_energy(const std::vector<DeviceEnergy>& energies) {
   double total = 0;
   for (const auto& energy : energies) {
-    total += energy.energy_j;
+    total += energy.energy_j;  // NaN (not measurable) makes the sum NaN: a total is never silently low
   }
   return total;
+}
+
+// The energy between two readings of one CPU counter (package or DRAM), or why it is not known: a reset
+// between them (the RAPL backend counted one), or a counter that went back (a new origin: the joule daemon
+// that serves it restarted). Subtracting would give a little less than the truth, or nothing.
+DeviceEnergy cpu_window_energy(int index, const device::CpuEnergyReading& begin,
+                               const device::CpuEnergyReading& end) {
+  DeviceEnergy energy{index, 0, EnergySource::kCounter, {}};
+  if (auto why = device::why_not_measurable(begin, end)) {
+    energy.not_measurable = std::move(*why);
+  } else if (end.energy_mj < begin.energy_mj) {
+    energy.not_measurable = fmt::format(
+        "not measurable: the energy counter went back from {} mJ to {} mJ between the readings (its origin "
+        "changed: the joule daemon that serves it restarted); the energy between them is unknown",
+        begin.energy_mj, end.energy_mj);
+  }
+  energy.energy_j = energy.measurable() ? mj_to_j(static_cast<double>(end.energy_mj - begin.energy_mj))
+                                        : std::numeric_limits<double>::quiet_NaN();
+  return energy;
+}
+
+// "GPU 1", "CPU 0", "CPU 0 DRAM": a figure's device in Measurement::why_not_measurable().
+void append_not_measurable(std::vector<std::string>& reasons, const std::vector<DeviceEnergy>& energies,
+                           std::string_view kind, std::string_view suffix) {
+  for (const auto& energy : energies) {
+    if (!energy.measurable()) {
+      reasons.push_back(fmt::format("{} {}{}: {}", kind, energy.index, suffix, energy.not_measurable));
+    }
+  }
 }
 
 }  // namespace
@@ -61,6 +90,25 @@ bool Measurement::estimated() const {
   return any(gpu_energy) || any(cpu_energy) || any(dram_energy);
 }
 
+bool Measurement::measurable() const {
+  auto all = [](const std::vector<DeviceEnergy>& energies) {
+    return std::all_of(energies.begin(), energies.end(),
+                       [](const DeviceEnergy& e) { return e.measurable(); });
+  };
+  return all(gpu_energy) && all(cpu_energy) && all(dram_energy);
+}
+
+std::optional<std::string> Measurement::why_not_measurable() const {
+  std::vector<std::string> reasons;
+  append_not_measurable(reasons, gpu_energy, "GPU", "");
+  append_not_measurable(reasons, cpu_energy, "CPU", "");
+  append_not_measurable(reasons, dram_energy, "CPU", " DRAM");
+  if (reasons.empty()) {
+    return std::nullopt;
+  }
+  return fmt::format("{}", fmt::join(reasons, "; "));
+}
+
 EnergyMonitor::EnergyMonitor(std::vector<device::Gpu*> gpus, std::vector<device::Cpu*> cpus, Clock& clock,
                              MonitorOptions options)
     : gpus_(std::move(gpus)), cpus_(std::move(cpus)), clock_(clock), options_(std::move(options)) {
@@ -82,8 +130,7 @@ EnergyMonitor::EnergyMonitor(std::vector<device::Gpu*> gpus, std::vector<device:
     if (cpu == nullptr) {
       throw Exception(ErrorCode::kInvalidArgument, "EnergyMonitor was given a null CPU");
     }
-    read_or_throw(cpu->package_energy_mj(),
-                  fmt::format("cannot read the energy counter of {}", cpu->label()));
+    read_or_throw(cpu->package_reading(), fmt::format("cannot read the energy counter of {}", cpu->label()));
   }
   if (!polled.empty()) {
     sampler_ = std::make_unique<PowerSampler>(std::move(polled), clock_, options_.polling_period);
@@ -101,8 +148,8 @@ EnergyMonitor::~EnergyMonitor() = default;
 EnergyMonitor::Reading EnergyMonitor::read_all() {
   Reading reading;
   reading.gpu_energy_mj.resize(gpus_.size(), 0);
-  reading.cpu_energy_mj.resize(cpus_.size(), 0);
-  reading.dram_energy_mj.resize(cpus_.size(), 0);
+  reading.cpu_energy.resize(cpus_.size());
+  reading.dram_energy.resize(cpus_.size());
   if (sampler_) {
     sampler_->sample_now();
   }
@@ -114,11 +161,12 @@ EnergyMonitor::Reading EnergyMonitor::read_all() {
     }
   }
   for (size_t i = 0; i < cpus_.size(); ++i) {
-    reading.cpu_energy_mj[i] = read_or_throw(cpus_[i]->package_energy_mj(),
-                                             fmt::format("cannot read the energy of {}", cpus_[i]->label()));
+    // Readings with their reset counts, so that a window across a counter reset is not measurable.
+    reading.cpu_energy[i] = read_or_throw(cpus_[i]->package_reading(),
+                                          fmt::format("cannot read the energy of {}", cpus_[i]->label()));
     if (cpus_[i]->info().has_dram) {
-      reading.dram_energy_mj[i] = read_or_throw(
-          cpus_[i]->dram_energy_mj(), fmt::format("cannot read the DRAM energy of {}", cpus_[i]->label()));
+      reading.dram_energy[i] = read_or_throw(
+          cpus_[i]->dram_reading(), fmt::format("cannot read the DRAM energy of {}", cpus_[i]->label()));
     }
   }
   return reading;
@@ -211,7 +259,7 @@ Measurement EnergyMonitor::difference(std::string_view name, const Reading& begi
   measurement.time_s = to_seconds(end.time - begin.time);
   for (size_t i = 0; i < gpus_.size(); ++i) {
     device::Gpu& gpu = *gpus_[i];
-    DeviceEnergy energy{gpu.info().index, 0, EnergySource::kCounter};
+    DeviceEnergy energy{gpu.info().index, 0, EnergySource::kCounter, {}};
     if (polled_position_[i] != kNotPolled) {
       auto integral = sampler_->energy_j(polled_position_[i], begin.time, end.time);
       if (integral) {
@@ -246,14 +294,17 @@ Measurement EnergyMonitor::difference(std::string_view name, const Reading& begi
   }
   for (size_t i = 0; i < cpus_.size(); ++i) {
     const int index = cpus_[i]->info().index;
-    const auto delta = [](uint64_t a, uint64_t b) {
-      return mj_to_j(static_cast<double>(b >= a ? b - a : 0));
-    };
-    measurement.cpu_energy.push_back(
-        {index, delta(begin.cpu_energy_mj[i], end.cpu_energy_mj[i]), EnergySource::kCounter});
+    measurement.cpu_energy.push_back(cpu_window_energy(index, begin.cpu_energy[i], end.cpu_energy[i]));
+    if (!measurement.cpu_energy.back().measurable()) {
+      log().warn("window '{}': the package energy of {} is {}", name, cpus_[i]->label(),
+                 measurement.cpu_energy.back().not_measurable);
+    }
     if (cpus_[i]->info().has_dram) {
-      measurement.dram_energy.push_back(
-          {index, delta(begin.dram_energy_mj[i], end.dram_energy_mj[i]), EnergySource::kCounter});
+      measurement.dram_energy.push_back(cpu_window_energy(index, begin.dram_energy[i], end.dram_energy[i]));
+      if (!measurement.dram_energy.back().measurable()) {
+        log().warn("window '{}': the DRAM energy of {} is {}", name, cpus_[i]->label(),
+                   measurement.dram_energy.back().not_measurable);
+      }
     }
   }
   return measurement;

@@ -149,6 +149,59 @@ TEST_F(FakeDevices, MeasureCpusFromPowercap) {
   }
 }
 
+// joule issue 23: a RAPL counter reset during the command. Before, the window subtracted the readings around
+// it and reported whatever that gave as measured (a little low; before the reset detection, 262 kJ high).
+TEST_F(FakeDevices, MeasureReportsARaplResetAsNotMeasurable) {
+  FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, 262'143'328'850, FakeDram{2'000'000});
+  env["JOULE_POWERCAP_ROOT"] = powercap.root();
+  env["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
+  // The command resets the package counter (5 J → 1 mJ: as a wrap, 262 kJ in well under a second) and moves
+  // the DRAM counter by 0.5 J.
+  const std::string script = fmt::format(
+      "echo 1000 > {0}/intel-rapl:0/energy_uj.tmp && mv {0}/intel-rapl:0/energy_uj.tmp "
+      "{0}/intel-rapl:0/energy_uj && echo 2500000 > {1}.tmp && mv {1}.tmp {1}",
+      powercap.zone_dir(), powercap.dram_energy_path(0));
+  const std::string out = dir.path() + "/reset.json";
+  const auto result = joule({"measure", "--cpus", "--format", "json", "-o", out, "--", "sh", "-c", script});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(*joule::read_text_file(out));
+  ASSERT_EQ(json["devices"].size(), 2u) << json.dump();
+  const auto& cpu = json["devices"][0];
+  EXPECT_TRUE(cpu["energy_j"].is_null()) << cpu.dump();
+  EXPECT_TRUE(cpu["average_power_w"].is_null()) << cpu.dump();
+  const std::string why = cpu["error"].get<std::string>();
+  EXPECT_EQ(why.rfind("not measurable: the energy counter was reset once between the readings (" +
+                          powercap.package_energy_path(0) + " went back from 5000000 to 1000 uJ in ",
+                      0),
+            0u)
+      << why;
+  const std::string tail =
+      "); the energy before the reset is unknown, so none is counted rather than a wrap's worth of phantom "
+      "energy";
+  EXPECT_EQ(why.substr(why.size() - std::min(why.size(), tail.size())), tail) << why;
+  // The total is not silently low: null. The DRAM, not reset, is measured.
+  EXPECT_TRUE(json["total_energy_j"].is_null()) << json.dump();
+  EXPECT_EQ(json["devices"][1]["kind"], "dram");
+  EXPECT_DOUBLE_EQ(json["devices"][1]["energy_j"].get<double>(), 0.5);
+  EXPECT_FALSE(json["devices"][1].contains("error"));
+  EXPECT_NE(
+      result.err.find("joule: warning: window 'measure': the package energy of CPU 0 (package-0) is " + why),
+      std::string::npos)
+      << result.err;
+
+  // The text form says so in the table and gives the reason under it.
+  powercap.set_energy(0, 5'000'000);
+  const auto text = joule({"measure", "--cpus", "--", "sh", "-c", script});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.err.find("   CPU 0 package-0  not measurable           -  "), std::string::npos) << text.err;
+  EXPECT_NE(
+      text.err.find("   total            not measurable\n   CPU 0 package-0: not measurable: the energy "
+                    "counter was reset once between the readings ("),
+      std::string::npos)
+      << text.err;
+}
+
 TEST_F(FakeDevices, UnreadableRaplSaysHowToFixIt) {
   if (geteuid() != 0) {
     GTEST_SKIP() << "needs root to run joule as another user";

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/measure/energy_monitor.hpp"
 
+#include <cmath>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "joule/device/rapl.hpp"
 #include "joule/device/sim_gpu.hpp"
 
+#include "captured_log.hpp"
+#include "fakes/rapl/fake_powercap.hpp"
 #include "mocks/mock_gpu.hpp"
 #include "test_util.hpp"
 
@@ -218,6 +222,150 @@ TEST_F(MonitorFixture, WindowsFromManyThreads) {
   }
   EXPECT_EQ(ended.load(), 800);
   EXPECT_TRUE(monitor.open_windows().empty());
+}
+
+// ---- CPU counter resets (joule issue 23) ----------------------------------------------------------------
+
+constexpr uint64_t kMonitorRaplRangeUj = 262143328850;  // a typical package range (2^32 × 61.035 µJ)
+
+// A package with a DRAM domain in a fake powercap tree, read by the real RAPL backend (its wrap check thread
+// idle for the test's length).
+std::unique_ptr<device::Cpu> open_fake_rapl(const test::FakePowercap& powercap) {
+  device::RaplOptions options;
+  options.powercap_root = powercap.root();
+  options.wrap_check_period = std::chrono::seconds(60);
+  auto cpus = device::open_rapl_cpus(options);
+  if (!cpus || cpus->size() != 1) {
+    throw std::runtime_error(cpus ? "expected one package" : cpus.error().message());
+  }
+  return std::move(cpus->front());
+}
+
+// Before: the RAPL backend counted nothing for the step back of a reset (it is no wrap at a plausible
+// power), and the window subtracted the readings: 5 J (the 2 J before the reset was read and the 3 J after
+// it), reported as measured, where whatever the package drew between its last reading and the reset is
+// unknown. Now the reset count differs between the window's readings: not measurable, with the reason.
+TEST_F(MonitorFixture, ARaplResetInsideAWindowIsNotMeasurable) {
+  test::CapturedLog log;
+  test::FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, kMonitorRaplRangeUj,
+                       test::FakeDram{1'000'000, kMonitorRaplRangeUj});
+  const auto cpu = open_fake_rapl(powercap);
+  EnergyMonitor monitor(open("v100"), {cpu.get()}, *clock);
+  monitor.begin_window("train");
+  powercap.set_energy(0, 7'000'000);
+  ASSERT_TRUE(cpu->package_reading());  // another reader (a sampler, another window) sees the 2 J
+  powercap.set_energy(0, 1'000);        // the reset
+  const auto reset = cpu->package_reading();
+  ASSERT_TRUE(reset);
+  ASSERT_EQ(reset->resets, 1U);
+  monitor.begin_window("after");
+  powercap.set_energy(0, 3'001'000);
+  powercap.set_dram_energy(0, 1'500'000);
+  advance_s(10);
+  const Measurement m = monitor.end_window("train");
+
+  ASSERT_EQ(m.cpu_energy.size(), 1U);
+  EXPECT_FALSE(m.cpu_energy[0].measurable());
+  EXPECT_TRUE(std::isnan(m.cpu_energy[0].energy_j)) << m.cpu_energy[0].energy_j;
+  EXPECT_EQ(
+      reset->last_reset.rfind(powercap.package_energy_path(0) + " went back from 7000000 to 1000 uJ in ", 0),
+      0U)
+      << reset->last_reset;
+  const std::string why =
+      "not measurable: the energy counter was reset once between the readings (" + reset->last_reset +
+      "); the energy before the reset is unknown, so none is counted rather than a wrap's worth of phantom "
+      "energy";
+  EXPECT_EQ(m.cpu_energy[0].not_measurable, why);
+  EXPECT_FALSE(m.measurable());
+  EXPECT_EQ(m.why_not_measurable(), "CPU 0: " + why);
+  // The total is not silently low: it is NaN, as is every sum the package's figure enters.
+  EXPECT_TRUE(std::isnan(m.total_energy_j())) << m.total_energy_j();
+  // The DRAM counter (not reset) and the GPU are measured.
+  ASSERT_EQ(m.dram_energy.size(), 1U);
+  EXPECT_TRUE(m.dram_energy[0].measurable());
+  EXPECT_DOUBLE_EQ(m.dram_energy[0].energy_j, 0.5);
+  EXPECT_TRUE(m.gpu_energy[0].measurable());
+  EXPECT_GT(m.total_gpu_energy_j(), 0);
+  EXPECT_NE(log.text().find("warning: window 'train': the package energy of CPU 0 (package-0) is " + why),
+            std::string::npos)
+      << log.text();
+
+  // A window begun after the reset is measured: 3 J.
+  const Measurement after = monitor.end_window("after");
+  EXPECT_TRUE(after.measurable());
+  EXPECT_EQ(after.why_not_measurable(), std::nullopt);
+  EXPECT_DOUBLE_EQ(after.cpu_energy[0].energy_j, 3.0);
+  EXPECT_DOUBLE_EQ(after.total_energy_j(), after.total_gpu_energy_j() + 3.0 + 0.5);
+}
+
+TEST_F(MonitorFixture, ADramResetIsNotMeasurableOnItsOwn) {
+  test::FakePowercap powercap;
+  powercap.add_package(0, "package-0", 5'000'000, kMonitorRaplRangeUj,
+                       test::FakeDram{2'000'000, kMonitorRaplRangeUj});
+  const auto cpu = open_fake_rapl(powercap);
+  EnergyMonitor monitor({}, {cpu.get()}, *clock);
+  monitor.begin_window("w");
+  powercap.set_energy(0, 6'000'000);
+  powercap.set_dram_energy(0, 0);  // the DRAM counter reset: as a wrap, 262,141 J
+  advance_s(1);
+  const Measurement m = monitor.end_window("w");
+  EXPECT_DOUBLE_EQ(m.cpu_energy[0].energy_j, 1.0);
+  EXPECT_TRUE(m.cpu_energy[0].measurable());
+  ASSERT_EQ(m.dram_energy.size(), 1U);
+  EXPECT_TRUE(std::isnan(m.dram_energy[0].energy_j));
+  const std::string& why = m.dram_energy[0].not_measurable;
+  EXPECT_EQ(why.rfind("not measurable: the energy counter was reset once between the readings (" +
+                          powercap.dram_energy_path(0) + " went back from 2000000 to 0 uJ in ",
+                      0),
+            0U)
+      << why;
+  EXPECT_EQ(m.why_not_measurable(), "CPU 0 DRAM: " + why);
+  EXPECT_TRUE(std::isnan(m.total_energy_j()));
+}
+
+// A step back that a wrap at a plausible power explains is a wrap: counted, measurable.
+TEST_F(MonitorFixture, APlausibleRaplWrapInsideAWindowIsCounted) {
+  test::FakePowercap powercap;
+  powercap.add_package(0, "package-0", kMonitorRaplRangeUj - 10'000'000, kMonitorRaplRangeUj);
+  const auto cpu = open_fake_rapl(powercap);
+  EnergyMonitor monitor({}, {cpu.get()}, *clock);
+  monitor.begin_window("w");
+  // 10 J to the top, 1 µJ over it, 5 J after: 15 J, at most 150 W over the 0.1 s a step is judged over.
+  powercap.set_energy(0, 5'000'000);
+  advance_s(1);
+  const Measurement m = monitor.end_window("w");
+  ASSERT_EQ(m.cpu_energy.size(), 1U);
+  EXPECT_TRUE(m.measurable());
+  EXPECT_EQ(m.why_not_measurable(), std::nullopt);
+  // In whole mJ of the cumulative total: (range − 10 J + 15 J + 1 µJ) / 1000 − (range − 10 J) / 1000.
+  EXPECT_DOUBLE_EQ(m.cpu_energy[0].energy_j,
+                   static_cast<double>((kMonitorRaplRangeUj - 10'000'000 + 15'000'001) / 1000 -
+                                       (kMonitorRaplRangeUj - 10'000'000) / 1000) /
+                       1000);
+  EXPECT_NEAR(m.total_energy_j(), 15.0, 1e-3);
+}
+
+// A CPU counter read through `joule daemon` starts over when the daemon restarts: before, the window clamped
+// the difference to 0 J and reported it as measured.
+TEST(EnergyMonitor, ACpuCounterThatWentBackIsNotMeasurable) {
+  VirtualClock clock;
+  test::MockCpu cpu(device::CpuInfo{"mock", 1, "package-1", false});
+  EXPECT_CALL(cpu, do_package_energy_mj())
+      .WillOnce(Return(100u))
+      .WillOnce(Return(3'100u))
+      .WillOnce(Return(40u));
+  EnergyMonitor monitor({}, {&cpu}, clock);
+  monitor.begin_window("w");
+  clock.advance(from_seconds(1));
+  const Measurement m = monitor.end_window("w");
+  ASSERT_EQ(m.cpu_energy.size(), 1U);
+  EXPECT_TRUE(std::isnan(m.cpu_energy[0].energy_j));
+  EXPECT_EQ(m.why_not_measurable(),
+            "CPU 1: not measurable: the energy counter went back from 3100 mJ to 40 mJ between the readings "
+            "(its origin changed: the joule daemon that serves it restarted); the energy between them is "
+            "unknown");
+  EXPECT_TRUE(std::isnan(m.total_energy_j()));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import subprocess
@@ -183,6 +184,38 @@ def test_cpu_and_dram_energy(tmp_path: pathlib.Path) -> None:
     assert measurement.dram_energy_j == {0: pytest.approx(4.0)}
     assert measurement.total_energy_j == pytest.approx(measurement.total_gpu_energy_j + 34.0)
     assert joule.Monitor(cpus=[], devices=devices).cpu_indices == []
+
+
+def test_a_rapl_reset_inside_a_window_is_not_measurable(tmp_path: pathlib.Path) -> None:
+    # joule issue 23: before, the window subtracted the readings around a RAPL counter reset and reported what
+    # that gave as measured (here 0 J: the reset step counts nothing).
+    root = make_fake_powercap(tmp_path, package_uj=5_000_000)
+    devices = joule.devices(sim="v100", virtual_clock=True, powercap_root=str(root))
+    monitor = joule.Monitor(devices=devices)
+    monitor.begin_window("w")
+    set_energy(root, 1_000, 500_000 + 4_000_000)  # the package counter reset: 5 J -> 1 mJ
+    devices.advance(1)
+    measurement = monitor.end_window("w")
+    assert not measurement.measurable
+    assert math.isnan(measurement.cpu_energy_j[0])
+    assert math.isnan(measurement.total_energy_j)  # not silently low
+    assert measurement.dram_energy_j == {0: pytest.approx(4.0)}
+    assert measurement.total_gpu_energy_j > 0
+    why = measurement.why_not_measurable
+    assert why is not None and why.startswith(
+        "CPU 0: not measurable: the energy counter was reset once between the readings "
+        f"({root}/intel-rapl:0/energy_uj went back from 5000000 to 1000 uJ in "), why
+    assert why.endswith("; the energy before the reset is unknown, so none is counted rather than a wrap's worth "
+                        "of phantom energy"), why
+    assert measurement.to_dict()["why_not_measurable"] == why
+    assert "cpu_energy_j={0: not measurable}" in repr(measurement)
+    assert measurement == measurement
+    # A window after the reset is measured.
+    monitor.begin_window("after")
+    set_energy(root, 2_001_000, 4_500_000)
+    measurement = monitor.end_window("after")
+    assert measurement.measurable and measurement.why_not_measurable is None
+    assert measurement.cpu_energy_j == {0: pytest.approx(2.0)}
 
 
 def test_monitor_keeps_its_devices_alive() -> None:

@@ -30,11 +30,17 @@ std::string_view to_string(EnergySource source);
 
 /// Energy of one device over one window.
 struct DeviceEnergy {
-  int index = 0;        ///< the device's index (GPU framework index or CPU package index)
-  double energy_j = 0;  ///< joules
+  int index = 0;  ///< the device's index (GPU framework index or CPU package index)
+  /// Joules; NaN when not measurable (never a guess), so that every sum it enters is NaN, not silently low.
+  double energy_j = 0;
   EnergySource source = EnergySource::kCounter;
+  /// Why energy_j is not known, starting "not measurable: " (e.g. a RAPL counter reset inside the window:
+  /// device::why_not_measurable()); empty when measured.
+  std::string not_measurable;
   /// @return true unless the figure came from an energy counter.
   bool estimated() const { return source != EnergySource::kCounter; }
+  /// @return true if energy_j is a figure (not_measurable is empty).
+  bool measurable() const { return not_measurable.empty(); }
 };
 
 /// What one window measured.
@@ -45,12 +51,18 @@ struct Measurement {
   std::vector<DeviceEnergy> cpu_energy;   ///< CPU package energy, one per monitored CPU
   std::vector<DeviceEnergy> dram_energy;  ///< DRAM energy, one per monitored CPU that has a DRAM domain
 
-  /// @return the sum of GPU energies, J.
+  /// @return the sum of GPU energies, J; NaN if one is not measurable.
   double total_gpu_energy_j() const;
-  /// @return GPU + CPU package + DRAM energy, J. (Zeus's total_energy counts GPUs only.)
+  /// @return GPU + CPU package + DRAM energy, J (Zeus's total_energy counts GPUs only); NaN if one of them
+  /// is not measurable.
   double total_energy_j() const;
   /// @return true if any figure is estimated.
   bool estimated() const;
+  /// @return true if every figure is measurable.
+  bool measurable() const;
+  /// @return why some figures are not measurable, one "<device>: <reason>" per figure joined by "; " (devices
+  /// as "CPU 0", "CPU 0 DRAM", "GPU 1"), or nullopt if every figure is measurable.
+  std::optional<std::string> why_not_measurable() const;
 };
 
 struct MonitorOptions {
@@ -75,6 +87,13 @@ struct MonitorOptions {
 /// GPUs with an energy counter are measured by counter differences. GPUs without one are polled by an
 /// owned PowerSampler (on a background thread, unless the clock is virtual) and their energy is the
 /// integral of the samples; a sample is also taken at every window edge so that short windows are covered.
+///
+/// CPU package and DRAM energy is the difference of the counters' readings. A window across a counter reset
+/// (the RAPL backend tells one from a wraparound by the power a wrap would imply; the reset count differs
+/// between the window's readings, device::why_not_measurable()) or across a counter that went back (its
+/// origin changed: the `joule daemon` that serves it restarted) reports that energy as not measurable
+/// (DeviceEnergy::not_measurable, NaN joules) and logs a warning: the energy before the reset is unknown, and
+/// a wrap's worth would be phantom.
 ///
 /// Thread-safe: windows may be begun and ended from several threads.
 class EnergyMonitor {
@@ -114,9 +133,9 @@ class EnergyMonitor {
  private:
   struct Reading {
     Nanos time{0};
-    std::vector<uint64_t> gpu_energy_mj;  // per GPU; 0 for polled GPUs
-    std::vector<uint64_t> cpu_energy_mj;
-    std::vector<uint64_t> dram_energy_mj;  // per CPU; 0 without DRAM
+    std::vector<uint64_t> gpu_energy_mj;                // per GPU; 0 for polled GPUs
+    std::vector<device::CpuEnergyReading> cpu_energy;   // per CPU, with the counter resets seen so far
+    std::vector<device::CpuEnergyReading> dram_energy;  // per CPU; zero without DRAM
   };
   Reading read_all();
   Measurement difference(std::string_view name, const Reading& begin, const Reading& end);
