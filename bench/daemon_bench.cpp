@@ -40,6 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "process_stats.hpp"
+
 extern char** environ;
 
 namespace {
@@ -95,39 +97,8 @@ Options parse(int argc, char** argv) {
   return options;
 }
 
-// @return the value in kB of `field` (e.g. "VmRSS") in /proc/PID/status, or -1.
-long status_kb(pid_t pid, const std::string& field) {
-  std::ifstream in(fmt::format("/proc/{}/status", pid));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::strtol(line.c_str() + field.size() + 1, nullptr, 10);
-    }
-  }
-  return -1;
-}
-
-// @return user + system CPU seconds of `pid` from /proc/PID/stat.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t after_name = text.rfind(')');
-  if (after_name == std::string::npos) {
-    return 0;
-  }
-  std::istringstream fields(text.substr(after_name + 2));
-  std::string field;
-  double utime = 0;
-  double stime = 0;
-  // Fields after the name start at 3 (state); utime and stime are fields 14 and 15.
-  for (int index = 3; index <= 15 && fields >> field; ++index) {
-    if (index == 14) {
-      utime = std::stod(field);
-    } else if (index == 15) {
-      stime = std::stod(field);
-    }
-  }
-  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
+using joule::bench::cpu_seconds;
+using joule::bench::status_kb;
 
 int connect_to(const std::string& path) {
   sockaddr_un address{};

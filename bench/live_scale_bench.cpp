@@ -40,6 +40,8 @@
 
 #include "joule/plan/pipeline.hpp"
 
+#include "process_stats.hpp"
+
 extern char** environ;
 
 namespace {
@@ -99,31 +101,8 @@ Options parse(int argc, char** argv) {
   return options;
 }
 
-long status_kb(pid_t pid, const std::string& field) {
-  std::ifstream in(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with(field + ":")) {
-      return std::stol(line.substr(field.size() + 1));
-    }
-  }
-  return -1;
-}
-
-double cpu_s(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto close = text.rfind(')');
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int index = 3; fields >> field && index <= 15; ++index) {
-    if (index == 14 || index == 15) {
-      ticks += std::stod(field);
-    }
-  }
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
+using joule::bench::cpu_seconds;
+using joule::bench::status_kb;
 
 // What a stage measures at a clock: the example profile's row at or below it (stages beyond its four wrap).
 struct Truth {
@@ -389,7 +368,7 @@ int main(int argc, char** argv) {
   }
   const tcp::endpoint server(asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port));
   const long rss_start_kb = status_kb(serve, "VmRSS");
-  const double cpu_start_s = cpu_s(serve);
+  const double cpu_start_s = cpu_seconds(serve);
 
   std::vector<std::string> jobs;
   for (int j = 0; j < options.jobs; ++j) {
@@ -424,7 +403,7 @@ int main(int argc, char** argv) {
   const double wall_s = std::chrono::duration<double>(Clock::now() - started).count();
   const long rss_end_kb = status_kb(serve, "VmRSS");
   const long rss_peak_kb = status_kb(serve, "VmHWM");
-  const double cpu_used_s = cpu_s(serve) - cpu_start_s;
+  const double cpu_used_s = cpu_seconds(serve) - cpu_start_s;
   ::kill(serve, SIGTERM);
   int status = 0;
   ::waitpid(serve, &status, 0);
