@@ -22,6 +22,7 @@
 #include "joule/viz/plot.hpp"
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -185,7 +186,7 @@ std::string render_replay_csv(const optimize::CarbonReplayResult& result) {
 }
 
 // Two stacked charts in one SVG: the intensity (actual and Chase's forecast) and each strategy's limit.
-void write_replay_plot(const std::string& path, const optimize::CarbonReplayResult& result) {
+std::string replay_plot_svg(const optimize::CarbonReplayResult& result) {
   const auto& chase = strategy(result, "chase");
   viz::Plot intensity(900, 360);
   intensity.title(fmt::format("Carbon intensity during the run ({})", result.trace_source))
@@ -232,8 +233,7 @@ void write_replay_plot(const std::string& path, const optimize::CarbonReplayResu
   // Headroom above the data, so that the legend has a top corner where it covers nothing.
   viz::add_top_headroom(intensity);
   viz::add_top_headroom(limits);
-  const std::string svg = viz::stack_plots({&intensity, &limits});
-  value_or_throw(write_file_atomic(path, svg));
+  return viz::stack_plots({&intensity, &limits});
 }
 
 int run_replay(const ReplayFlags& flags) {
@@ -243,6 +243,8 @@ int run_replay(const ReplayFlags& flags) {
   if (flags.epochs && flags.iterations) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon replay: give --epochs or --iterations, not both");
   }
+  // Checked before the replay runs.
+  std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
   const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
   optimize::CarbonReplayOptions options;
   options.gpu = flags.gpu;
@@ -300,8 +302,10 @@ int run_replay(const ReplayFlags& flags) {
       std::cout << render_replay_text(result, flags, epochs, zeus_eta);
       break;
   }
-  if (!flags.plot.empty()) {
-    write_replay_plot(flags.plot, result);
+  if (plot) {
+    if (!write_or_report(*plot, replay_plot_svg(result), false)) {
+      return kExitFailure;
+    }
     if (flags.format == Format::kText) {
       std::cout << fmt::format("plot written to {}\n", flags.plot);
     }
@@ -578,7 +582,7 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
       ->option_text("N");
   replay_command
       ->add_option("--period-min", replay->period_min, "Chase's decision period, minutes (default 30)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule(false, 60)))
       ->option_text("M");
   replay_command
       ->add_option("--max-intensity", replay->max_intensity, "Normalising intensity, g/kWh (default 750)")
@@ -649,11 +653,11 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
                    "the same flag as measure's and power's")
       ->option_text("P");
   intensity_command->add_option("--history-hours", intensity->history_h, "Also print the last H hours")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true, 3600)))
       ->option_text("H");
   intensity_command
       ->add_option("--forecast-hours", intensity->forecast_h, "Also print the forecast of H hours")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true, 3600)))
       ->option_text("H");
   add_format_option(*intensity_command, intensity->format, {Format::kText, Format::kJson, Format::kCsv});
   intensity_command->callback([&exit_code, intensity] { exit_code = run_intensity(*intensity); });

@@ -9,7 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "joule/core/duration.hpp"
 #include "joule/core/error.hpp"
+#include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/discovery.hpp"
 
@@ -48,8 +50,18 @@ CLI::Validator number(NumberRule rule);
 /// Parses "0,2,3" into indices; kInvalidArgument naming `flag` for anything else.
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag);
 
-/// Writes `text` to `path` atomically, or to `out` when path is empty. @throws joule::Exception.
-void write_output(const std::string& path, const std::string& text, std::ostream& out);
+/// Opens the output `path` given to `flag` (OutputFile::open), before the command's work: nullopt for an
+/// empty path (the flag was not given). @throws joule::Exception kInvalidArgument with OutputFile::open()'s
+/// message ("--plot out/x.svg: the folder out does not exist (create it first)"): a path that cannot be
+/// written is a bad value, refused before anything runs (exit 2).
+std::optional<OutputFile> open_output(const std::string& path, std::string_view flag,
+                                      OutputMode mode = OutputMode::kReplace);
+
+/// Writes `content` to `output` at the end of a command. A failure does not throw, so that the command's
+/// other outputs are still written and its exit code is kept: it prints "joule: error: MESSAGE" on stderr,
+/// followed, when `keep_on_stderr` (a measurement that cannot be made again), by "; here it is instead:"
+/// and the content itself. @return whether it was written.
+bool write_or_report(OutputFile& output, std::string_view content, bool keep_on_stderr);
 
 /// Throws kInvalidArgument if --sim or --daemon was given to a command that opens no device (`simulate`,
 /// `plan`, `carbon …`, `serve`, `job` other than `register`), saying why and what to use instead: a flag is

@@ -172,7 +172,7 @@ void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command
       ->add_option("--duration-s", check_flags->duration_s,
                    "With --check: how long the GPUs are watched, s (default 10; run a load meanwhile)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command->callback([&global, &exit_code, format, check, check_flags] {
     if (*check) {

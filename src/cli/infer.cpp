@@ -19,6 +19,7 @@
 
 #include "common.hpp"
 #include "infer_bench.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -132,8 +133,8 @@ std::string render_text(const sim::ServingComparison& result, const ReplayFlags&
 }
 
 // Load, clock, power and latency against the SLO over one time axis, one panel each.
-void write_plot(const std::string& path, const sim::ServingComparison& result,
-                const optimize::ServingSlo& slo, const std::string& title) {
+std::string plot_svg(const sim::ServingComparison& result, const optimize::ServingSlo& slo,
+                     const std::string& title) {
   double end_s = 0;
   for (const auto& strategy : result.strategies) {
     if (!strategy.buckets.empty()) {
@@ -188,10 +189,10 @@ void write_plot(const std::string& path, const sim::ServingComparison& result,
   for (viz::Plot* plot : {&clock, &power}) {
     viz::add_top_headroom(*plot);
   }
-  value_or_throw(write_file_atomic(path, viz::stack_plots({&load, &clock, &power, &ttft, &tpot})));
+  return viz::stack_plots({&load, &clock, &power, &ttft, &tpot});
 }
 
-void write_requests(const std::string& path, const sim::ServingReplay& replay) {
+std::string requests_csv(const sim::ServingReplay& replay) {
   std::ostringstream out;
   csv::write_row(out, {"request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
                        "energy_j", "prefill_energy_j", "decode_energy_j", "j_per_output_token"});
@@ -204,12 +205,12 @@ void write_requests(const std::string& path, const sim::ServingReplay& replay) {
                     fmt::format("{:.6f}", r.prefill_energy_j), fmt::format("{:.6f}", r.decode_energy_j),
                     fmt::format("{:.6f}", r.energy_j / static_cast<double>(r.output_tokens))});
   }
-  value_or_throw(write_file_atomic(path, out.str()));
+  return out.str();
 }
 
 // The joule strategy's run as Prometheus would have scraped it at the end (docs/metrics.md).
-void write_metrics(const std::string& path, const sim::ServingReplay& replay, const std::string& model,
-                   const std::string& gpu_key, const optimize::ServingSlo& slo, bool power_limit) {
+std::string metrics_text(const sim::ServingReplay& replay, const std::string& model,
+                         const std::string& gpu_key, const optimize::ServingSlo& slo, bool power_limit) {
   metrics::MetricsRegistry registry;
   metrics::InferenceMetrics inference(registry.registry(), {.gpu = gpu_key});
   for (size_t i = 0; i < replay.requests.size(); ++i) {
@@ -235,7 +236,7 @@ void write_metrics(const std::string& path, const sim::ServingReplay& replay, co
   inference.set_slo(model, slo.ttft_s, slo.tpot_s);
   inference.add_iterations(model, replay.summary.iterations);
   inference.set_requests(model, 0, 0);
-  value_or_throw(write_file_atomic(path, registry.render()));
+  return registry.render();
 }
 
 int run_replay(const ReplayFlags& flags) {
@@ -245,6 +246,10 @@ int run_replay(const ReplayFlags& flags) {
   if (!flags.slo_ttft_s || !flags.slo_tpot_s) {
     throw Exception(ErrorCode::kInvalidArgument, "infer replay: --slo-ttft-s and --slo-tpot-s are required");
   }
+  // Checked before the replay runs.
+  std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
+  std::optional<OutputFile> metrics_out = open_output(flags.metrics_out, "--metrics-out");
+  std::optional<OutputFile> requests_out = open_output(flags.requests_out, "--requests-out");
   const sim::LlmGpuSpec gpu = value_or_throw(sim::load_llm_gpu(flags.gpu));
   const sim::LlmModelSpec model = value_or_throw(sim::load_llm_model(flags.model));
   const sim::LlmCostModel cost(gpu, model, flags.tensor_parallel.value_or(model.default_tensor_parallel));
@@ -282,27 +287,29 @@ int run_replay(const ReplayFlags& flags) {
   if (!result.note.empty() && flags.format != Format::kText) {
     std::cerr << "joule: note: " << result.note << "\n";
   }
-  if (!flags.plot.empty()) {
-    write_plot(flags.plot, result, slo,
-               fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name));
-    if (flags.format == Format::kText) {
-      std::cout << fmt::format("plot written to {}\n", flags.plot);
+  // Every output is tried; one that fails is named on stderr and the exit code is 1.
+  bool all_written = true;
+  const auto write = [&](std::optional<OutputFile>& output, const std::string& content,
+                         std::string_view what) {
+    if (!write_or_report(*output, content, false)) {
+      all_written = false;
+    } else if (flags.format == Format::kText) {
+      std::cout << fmt::format("{} written to {}\n", what, output->path());
     }
+  };
+  if (plot) {
+    write(plot,
+          plot_svg(result, slo, fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name)),
+          "plot");
   }
-  if (!flags.metrics_out.empty()) {
-    write_metrics(flags.metrics_out, result.strategies.back(), model.key, gpu.key, slo, flags.power_limit);
-    if (flags.format == Format::kText) {
-      std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
-    }
+  if (metrics_out) {
+    write(metrics_out, metrics_text(result.strategies.back(), model.key, gpu.key, slo, flags.power_limit),
+          "metrics");
   }
-  if (!flags.requests_out.empty()) {
-    write_requests(flags.requests_out, result.strategies.back());
-    if (flags.format == Format::kText) {
-      std::cout << fmt::format("per-request energy of the joule strategy written to {}\n",
-                               flags.requests_out);
-    }
+  if (requests_out) {
+    write(requests_out, requests_csv(result.strategies.back()), "per-request energy of the joule strategy");
   }
-  return 0;
+  return all_written ? kExitOk : kExitFailure;
 }
 
 }  // namespace infer_replay
@@ -330,10 +337,10 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command->add_option("--slo-ttft-s", replay->slo_ttft_s, "Time-to-first-token SLO, s")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("X");
   replay_command->add_option("--slo-tpot-s", replay->slo_tpot_s, "Time-per-output-token SLO, s")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("Y");
   replay_command
       ->add_option("--attainment", replay->attainment,

@@ -613,7 +613,7 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
   return out;
 }
 
-void write_requests(const std::string& path, const Report& r) {
+bool write_requests(OutputFile& output, const Report& r) {
   std::ostringstream out;
   csv::write_row(out, {"request", "arrival_s", "start_s", "end_s", "latency_s", "outcome", "prompt_tokens",
                        "completion_tokens", "ttft_s", "tpot_s", "energy_j", "late", "error"});
@@ -629,13 +629,13 @@ void write_requests(const std::string& path, const Report& r) {
                     std::to_string(s.completion_tokens), optional_text(s.ttft_s), optional_text(s.tpot_s),
                     fmt::format("{:.6f}", s.energy_j), s.late ? "1" : "0", s.error});
   }
-  value_or_throw(write_file_atomic(path, out.str()));
+  return write_or_report(output, out.str(), true);
 }
 
 // The run as Prometheus would have scraped it at the end (docs/metrics.md): one model label. The endpoint
 // does not say how a request's energy divides between prefill and decode: the phases are split by the tokens
 // rule (each prompt and output token counts one), as RequestEnergyLedger's default does per iteration.
-void write_metrics(const std::string& path, const Report& r) {
+bool write_metrics(OutputFile& output, const Report& r) {
   metrics::MetricsRegistry registry;
   metrics::InferenceMetrics inference(registry.registry());
   for (size_t i = 0; i < r.sent.size(); ++i) {
@@ -665,7 +665,7 @@ void write_metrics(const std::string& path, const Report& r) {
   }
   inference.add_idle_energy(r.model, r.idle_energy_j);
   inference.set_requests(r.model, 0, 0);
-  value_or_throw(write_file_atomic(path, registry.render()));
+  return write_or_report(output, registry.render(), true);
 }
 
 int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
@@ -681,6 +681,9 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
   }
   const sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
+  // Checked before the run.
+  std::optional<OutputFile> requests_out = open_output(flags.requests_out, "--requests-out");
+  std::optional<OutputFile> metrics_out = open_output(flags.metrics_out, "--metrics-out");
 
   // The requests to send: arrivals from the first one, scaled, cut at --duration-s.
   Report report;
@@ -823,14 +826,15 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
       std::cout << render_text(report, flags);
       break;
   }
-  if (!flags.requests_out.empty()) {
-    write_requests(flags.requests_out, report);
+  // A file that cannot be written: its figures go to stderr, and the exit code is 1.
+  const bool requests_written = !requests_out || write_requests(*requests_out, report);
+  const bool metrics_written = !metrics_out || write_metrics(*metrics_out, report);
+  if (requests_out && requests_written) {
     if (flags.format == Format::kText) {
       std::cout << fmt::format("per-request figures written to {}\n", flags.requests_out);
     }
   }
-  if (!flags.metrics_out.empty()) {
-    write_metrics(flags.metrics_out, report);
+  if (metrics_out && metrics_written) {
     if (flags.format == Format::kText) {
       std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
     }
@@ -845,7 +849,7 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
                              static_cast<int64_t>(report.sent.size()) - report.ok, report.sent.size(),
                              report.first_error);
   }
-  return 0;
+  return requests_written && metrics_written ? 0 : 1;
 }
 
 }  // namespace infer_bench
@@ -867,7 +871,7 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
       ->check(number(NumberRule::positive()))
       ->option_text("F");
   command->add_option("--duration-s", flags->duration_s, "Send only the requests arriving in the first S s")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command
       ->add_option("--max-concurrency", flags->max_concurrency,
@@ -875,7 +879,7 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
       ->check(number({.min = 1, .max = 4096, .integer = true}))
       ->option_text("N");
   command->add_option("--timeout-s", flags->timeout_s, "Give up on a request after S s (default 300)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command
       ->add_option("--prompt-unit", flags->prompt_unit,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule job`: a client of `joule serve`'s (or Zeus's) batch-size optimizer for scripts: register a job, ask
 // for the next trial's batch size, report epochs, end trials, show and delete jobs.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -71,7 +72,7 @@ client::Client connect(const JobFlags& flags) {
   client::ClientOptions options;
   options.attempts = flags.attempts;
   options.request_id = flags.request_id;
-  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
+  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(from_seconds(flags.timeout_s));
   return value_or_throw(client::Client::connect(url, options));
 }
 
@@ -160,7 +161,8 @@ void fill_gpu_config_from_devices(json& body, const GlobalOptions& global) {
   }
   if (!has_power) {
     const auto constraints = value_or_throw(first.power_limit_constraints());
-    body["max_power"] = std::floor(constraints.max_mw / 1000.0) * static_cast<double>(count);  // whole W, as Zeus
+    body["max_power"] =
+        std::floor(constraints.max_mw / 1000.0) * static_cast<double>(count);  // whole W, as Zeus
   }
   std::cerr << fmt::format(
       "joule: job register: {} from this machine's GPUs: max_power {} W, {} GPU(s), {}\n",
@@ -292,7 +294,7 @@ void add_common(CLI::App& command, JobFlags& flags) {
                   "Request id: running the same command again with it is not applied twice")
       ->option_text("ID");
   command.add_option("--timeout-s", flags.timeout_s, "Per-attempt timeout (default 120)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command
       .add_option("--attempts", flags.attempts,
@@ -384,7 +386,7 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   add_common(*report, *flags);
   add_trial_flags(*report, *flags);
   report->add_option("--time-s", flags->time_s, "Training time of the trial so far, s")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true)))
       ->option_text("T")
       ->required();
   report->add_option("--energy-j", flags->energy_j, "Training energy of the trial so far, J")

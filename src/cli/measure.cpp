@@ -1,20 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule measure -- CMD ARGS…`: energy and time of a command, like `perf stat`.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <utility>
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "joule/carbon/monitor.hpp"
 #include "joule/carbon/price.hpp"
@@ -419,27 +414,25 @@ const std::vector<std::string>& history_header() {
 }
 
 // Checked before the command runs, so that a wrong file costs no run. @return true if the header is to be
-// written (the file is new or empty); throws if the file holds something else.
-bool history_needs_header(const std::string& path) {
+// written (the file is new or empty, or not a regular file: a FIFO, /dev/stdout); throws if the file holds
+// something else.
+bool history_needs_header(const OutputFile& history) {
   std::ostringstream header_line;
   csv::write_row(header_line, history_header());
-  if (std::ifstream in(path, std::ios::binary); in) {
-    std::string first;
-    if (std::getline(in, first)) {
-      if (first + "\n" != header_line.str()) {
-        throw Exception(
-            ErrorCode::kInvalidArgument,
-            fmt::format("--append-csv {}: the file exists with other columns (first line {}); give "
-                        "a new file or one written by --append-csv",
-                        path, quoted_excerpt(first, 80)));
-      }
-      return false;
-    }
+  const std::string head = value_or_throw(history.read_head(header_line.str().size()));
+  if (head.empty()) {
+    return true;
   }
-  return true;
+  if (head != header_line.str()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("--append-csv {}: the file exists with other columns (first line {}); give "
+                                "a new file or one written by --append-csv",
+                                history.path(), quoted_excerpt(head.substr(0, head.find('\n')), 80)));
+  }
+  return false;
 }
 
-void append_history(const std::string& path, const std::vector<Summary>& runs, bool write_header) {
+std::string history_rows(const std::vector<Summary>& runs, bool write_header) {
   std::ostringstream rows;
   if (write_header) {
     csv::write_row(rows, history_header());
@@ -457,22 +450,7 @@ void append_history(const std::string& path, const std::vector<Summary>& runs, b
       csv::write_row(rows, row);
     }
   }
-  // One write(2) on an O_APPEND descriptor: the kernel places it at the end whole, so the rows of invocations
-  // appending at the same time do not interleave (a stream could split them into several writes).
-  const std::string text = rows.str();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw Exception(ErrorCode::kIo,
-                    fmt::format("--append-csv {}: cannot open: {}", path, std::strerror(errno)));
-  }
-  const ssize_t written = ::write(fd, text.data(), text.size());
-  const int write_errno = errno;
-  ::close(fd);
-  if (written != static_cast<ssize_t>(text.size())) {
-    throw Exception(ErrorCode::kIo,
-                    fmt::format("--append-csv {}: cannot append: {}", path,
-                                written < 0 ? std::strerror(write_errno) : "the disk took only part of it"));
-  }
+  return rows.str();
 }
 
 int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
@@ -480,6 +458,10 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)");
   }
+  // Every output is checked before the command runs: a path that cannot be written costs no run.
+  std::optional<OutputFile> output = open_output(flags.output, "-o");
+  std::optional<OutputFile> history = open_output(flags.append_csv, "--append-csv", OutputMode::kAppend);
+  const bool history_header_needed = history && history_needs_header(*history);
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
@@ -535,7 +517,6 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
     sampler.start();
   }
 
-  const bool history_header_needed = !flags.append_csv.empty() && history_needs_header(flags.append_csv);
   std::vector<Summary> runs;
   for (int run = 0; run < flags.repeat; ++run) {
     const Nanos window_start = clock.now();
@@ -613,8 +594,10 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   }
   sampler.stop();
 
-  if (!flags.append_csv.empty()) {
-    append_history(flags.append_csv, runs, history_header_needed);
+  // A file that cannot be written now (disk full, folder removed meanwhile) loses nothing: what it would
+  // have held goes to stderr instead, and the exit code stays the command's.
+  if (history) {
+    write_or_report(*history, history_rows(runs, history_header_needed), true);
   }
   std::string text;
   if (flags.repeat == 1) {
@@ -642,7 +625,11 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
         break;
     }
   }
-  write_output(flags.output, text, std::cerr);
+  if (output) {
+    write_or_report(*output, text, true);
+  } else {
+    std::cerr << text << std::flush;
+  }
   return runs.back().exit.exit_code;
 }
 
@@ -662,7 +649,10 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->check(number(NumberRule::positive()))
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
-  command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")
+  command
+      ->add_option("-o,--output", flags->output,
+                   "Write the summary to FILE instead of stderr (-: stdout; a device or FIFO is written "
+                   "through)")
       ->option_text("FILE");
   command
       ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,

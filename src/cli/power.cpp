@@ -268,7 +268,7 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->option_text("N");
   command
       ->add_option("--duration-s", flags->duration_s, "Stop after S seconds (default: run until interrupted)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
@@ -302,7 +302,7 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command
       ->add_option("--carbon-refresh-s", flags->carbon_refresh_s,
                    "How often --carbon-trace or --zone is read again, seconds (default 300)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv, Format::kJson});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });

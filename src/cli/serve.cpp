@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule serve`: the optimizer service over HTTP (Zeus's batch-size optimizer API and the pipeline planner),
 // on SQLite or PostgreSQL, until SIGINT/SIGTERM; Prometheus metrics at GET /metrics.
+#include <chrono>
 #include <csignal>
 #include <iostream>
 
@@ -70,7 +71,7 @@ int run_serve(const ServeFlags& flags) {
   service_options.live.max_warmup_rounds = flags.pfo_max_warmup_rounds;
   service_options.live_default_microbatches = flags.pfo_microbatches;
   service_options.live_schedule_wait =
-      std::chrono::milliseconds(static_cast<int64_t>(flags.pfo_schedule_wait_s * 1000));
+      std::chrono::duration_cast<std::chrono::milliseconds>(from_seconds(flags.pfo_schedule_wait_s));
   // Every rank of a job waits for its schedule on a request thread: one thread stays free for the reports.
   service_options.live_max_waiting = static_cast<int>(flags.threads) - 1;
   if (!flags.pfo_profile.empty()) {
@@ -137,7 +138,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    fmt::format("How long the response of a request with X-Request-Id is kept for its retries "
                                "(default {} = 24 h; 0: forever)",
                                flags->response_ttl_s))
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true)))
       ->option_text("S");
   command
       ->add_option("--db-connections", flags->db_connections,
@@ -187,7 +188,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
   command
       ->add_option("--pfo-schedule-wait-s", flags->pfo_schedule_wait_s,
                    "How long GET /schedule waits for the other ranks before 409 (default 600)")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true)))
       ->option_text("S");
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }

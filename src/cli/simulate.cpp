@@ -16,6 +16,7 @@
 
 #include "common.hpp"
 #include "simulate_report.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -161,6 +162,8 @@ int run_simulate(const SimulateFlags& flags) {
                     fmt::format("simulate: --workload is required (one of: {}), or use --all",
                                 fmt::join(sim::paper_workloads(), ", ")));
   }
+  // Checked before the simulation runs.
+  std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
   const sim::SimulationOptions options = options_of(flags);
   const sim::Trace trace = value_or_throw(sim::gpu_trace(flags.gpu, flags.trace_dir));
   const sim::Job job = job_of(trace, flags);
@@ -177,8 +180,10 @@ int run_simulate(const SimulateFlags& flags) {
       std::cout << render_simulation_text(trace.gpu, result, options);
       break;
   }
-  if (!flags.plot.empty()) {
-    write_simulation_plot(flags.plot, trace.gpu, result);
+  if (plot) {
+    if (!write_or_report(*plot, simulation_plot_svg(trace.gpu, result), false)) {
+      return kExitFailure;
+    }
     if (flags.format == Format::kText) {
       std::cout << fmt::format("plot written to {}\n", flags.plot);
     }

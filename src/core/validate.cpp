@@ -44,10 +44,17 @@ Result<double> check_number(double value, const NumberRule& rule, std::string_vi
   const bool infinite_allowed = rule.allow_infinity && std::isinf(value);
   const bool in_range = (rule.min_exclusive ? value > rule.min : value >= rule.min) && value <= rule.max;
   const bool whole = !rule.integer || std::isinf(value) || std::trunc(value) == value;
+  const std::string subject = name.empty() ? std::string("must be") : fmt::format("{} must be", name);
   if (!std::isnan(value) && (std::isfinite(value) || infinite_allowed) && in_range && whole) {
+    if (value < rule.plausible_min || value > rule.plausible_max) {
+      const bool low = value < rule.plausible_min;
+      const std::string_view hint = low ? rule.too_low_hint : rule.too_high_hint;
+      return fail(ErrorCode::kInvalidArgument, "{} at {} {}, got {}{}", subject, low ? "least" : "most",
+                  number_text(low ? rule.plausible_min : rule.plausible_max), number_text(value),
+                  hint.empty() ? std::string() : fmt::format(": {}", hint));
+    }
     return value;
   }
-  const std::string subject = name.empty() ? std::string("must be") : fmt::format("{} must be", name);
   return fail(ErrorCode::kInvalidArgument, "{} {}{}, got {}", subject, describe(rule),
               rule.allow_infinity ? " (or inf)" : "", number_text(value));
 }

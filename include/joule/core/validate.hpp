@@ -19,6 +19,13 @@ struct NumberRule {
   bool min_exclusive = false;                             ///< the bound `min` itself is refused (e.g. "> 0")
   bool allow_infinity = false;  ///< +∞ and −∞ pass (where they mean "no limit"); NaN never does
   bool integer = false;         ///< the value must be a whole number
+  /// Plausibility bounds, checked after the ones above: a value that means something but is far beyond what
+  /// any real one is (a duration over 100 years, 75000 W for a GPU) is most likely a slip of unit or of a
+  /// digit. Its refusal names the bound and, after it, the hint ("is it in mW? the flag takes W").
+  double plausible_min = -std::numeric_limits<double>::infinity();
+  double plausible_max = std::numeric_limits<double>::infinity();
+  std::string_view too_low_hint{};
+  std::string_view too_high_hint{};
 
   static NumberRule any_finite() { return {}; }
   static NumberRule positive() { return {.min = 0, .min_exclusive = true}; }
@@ -30,7 +37,9 @@ struct NumberRule {
 
 /// Checks `value` against `rule`. @return the value, or kInvalidArgument "NAME must be …, got VALUE", e.g.
 /// "--duration-s must be a finite number, got nan", "--forecast-hours must be ≥ 0, got -2", "eta must be in
-/// [0, 1], got 3". An empty `name` gives "must be …, got …" (for callers that prefix the name themselves).
+/// [0, 1], got 3". A value that passes these but lies beyond a plausibility bound: "--p-blocking-w must be at
+/// most 2000, got 75000: is it in mW? the flag takes W". An empty `name` gives "must be …, got …" (for
+/// callers that prefix the name themselves).
 Result<double> check_number(double value, const NumberRule& rule, std::string_view name);
 
 /// @return a description of `rule` for help texts and messages: "a finite number", "> 0", "in [0, 1]".
