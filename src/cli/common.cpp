@@ -139,10 +139,10 @@ void apply_metric_labels(const CLI::App& app, const GlobalOptions& global) {
     // The commands that export metrics, and the flag that makes them do so ("": always). --label anywhere
     // else would be silently ignored.
     static const std::map<std::string, std::string> exporters = {{"power", "--serve"},
-                                                                  {"daemon", "--metrics"},
-                                                                  {"serve", ""},
-                                                                  {"infer replay", "--metrics-out"},
-                                                                  {"infer bench", "--metrics-out"}};
+                                                                 {"daemon", "--metrics"},
+                                                                 {"serve", ""},
+                                                                 {"infer replay", "--metrics-out"},
+                                                                 {"infer bench", "--metrics-out"}};
     std::string path;
     const CLI::App* command = &app;
     while (true) {
