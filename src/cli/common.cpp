@@ -118,6 +118,8 @@ void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global
        "it simulates its own GPU from the Zeus traces (choose it with --gpu and --workload)"},
       {"carbon forecast", "it uses no device"},
       {"carbon intensity", "it uses no device"},
+      {"carbon countries", "it uses no device"},
+      {"infer replay", "it simulates its own GPUs (choose them with --gpu, --model and --tp)"},
       {"serve", "the server opens no device (its clients measure theirs)"},
       {"job next", "it talks to a server and opens no device"},
       {"job report", "it talks to a server and opens no device"},
@@ -194,6 +196,11 @@ Result<std::vector<int>> parse_index_list(const std::string& text, std::string_v
     start = comma + 1;
   }
   return indices;
+}
+
+carbon::CountryChoice resolve_country(const std::string& country) {
+  return name_or_throw(carbon::choose_country(carbon::CountryTable::builtin(), country,
+                                              carbon::LocaleSources::from_process()));
 }
 
 std::optional<OutputFile> open_output(const std::string& path, std::string_view flag, OutputMode mode) {

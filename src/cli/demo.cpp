@@ -334,6 +334,7 @@ void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code
       ->option_text("DIR");
   command->add_flag("--no-simulation", flags->no_simulation, "Skip part 2 (the trace-driven simulations)");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson});
+  set_examples(*command, {"joule demo --out plots", "joule --sim 4xa40:squad demo --no-simulation"});
   command->callback([&global, &exit_code, flags] { exit_code = run_demo(global, *flags); });
 }
 

@@ -240,18 +240,12 @@ std::string metrics_text(const sim::ServingReplay& replay, const std::string& mo
 }
 
 int run_replay(const ReplayFlags& flags) {
-  if (flags.trace.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "infer replay: --trace FILE is required");
-  }
-  if (!flags.slo_ttft_s || !flags.slo_tpot_s) {
-    throw Exception(ErrorCode::kInvalidArgument, "infer replay: --slo-ttft-s and --slo-tpot-s are required");
-  }
   // Checked before the replay runs.
   std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
   std::optional<OutputFile> metrics_out = open_output(flags.metrics_out, "--metrics-out");
   std::optional<OutputFile> requests_out = open_output(flags.requests_out, "--requests-out");
-  const sim::LlmGpuSpec gpu = value_or_throw(sim::load_llm_gpu(flags.gpu));
-  const sim::LlmModelSpec model = value_or_throw(sim::load_llm_model(flags.model));
+  const sim::LlmGpuSpec gpu = name_or_throw(sim::load_llm_gpu(flags.gpu));
+  const sim::LlmModelSpec model = name_or_throw(sim::load_llm_model(flags.model));
   const sim::LlmCostModel cost(gpu, model, flags.tensor_parallel.value_or(model.default_tensor_parallel));
   sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
   if (flags.rate_scale != 1) {
@@ -321,12 +315,17 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command->require_subcommand(1);
 
   auto replay = std::make_shared<infer_replay::ReplayFlags>();
+  set_examples(*command,
+               {"joule infer replay --trace data/inference/diurnal-1h.csv --slo-ttft-s 1 --slo-tpot-s 0.1",
+                "joule infer bench --endpoint http://127.0.0.1:8000 --trace data/inference/bursty-1h.csv "
+                "--duration-s 60"});
   auto* replay_command = command->add_subcommand(
       "replay",
       "Replay a request trace on a simulated GPU: max clock, best fixed clock, utilisation governor, joule");
   replay_command
       ->add_option("--trace", replay->trace, "Request trace CSV (arrival_s,prompt_tokens,output_tokens)")
-      ->option_text("FILE.csv");
+      ->option_text("FILE.csv")
+      ->required();
   replay_command
       ->add_option("--gpu", replay->gpu, "GPU: a100-40gb, a100-80gb, h100, or a JSON file (default h100)")
       ->option_text("G");
@@ -337,11 +336,13 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command->add_option("--slo-ttft-s", replay->slo_ttft_s, "Time-to-first-token SLO, s")
-      ->check(number(duration_rule()))
-      ->option_text("X");
+      ->check(number(quantity::ttft_s()))
+      ->option_text("X")
+      ->required();
   replay_command->add_option("--slo-tpot-s", replay->slo_tpot_s, "Time-per-output-token SLO, s")
-      ->check(number(duration_rule()))
-      ->option_text("Y");
+      ->check(number(quantity::tpot_s()))
+      ->option_text("Y")
+      ->required();
   replay_command
       ->add_option("--attainment", replay->attainment,
                    "Share of requests that must meet both SLOs (default 0.99)")
@@ -373,6 +374,8 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->add_option("--metrics-out", replay->metrics_out,
                    "Write the joule strategy's Prometheus metrics (text exposition) at the end of the run")
       ->option_text("FILE.prom");
+  set_examples(*replay_command, {"joule infer replay --trace data/inference/diurnal-1h.csv --gpu h100 "
+                                 "--model llama-3-8b --slo-ttft-s 1 --slo-tpot-s 0.1 --plot diurnal.svg"});
   replay_command->callback([&exit_code, replay] { exit_code = infer_replay::run_replay(*replay); });
 
   add_infer_bench_command(*command, global, exit_code);

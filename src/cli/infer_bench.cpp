@@ -36,6 +36,8 @@
 #include "joule/metrics/registry.hpp"
 #include "joule/sim/serving.hpp"
 
+#include "usage.hpp"
+
 namespace joule::cli {
 
 namespace {
@@ -860,9 +862,11 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
   auto* command = infer_command.add_subcommand(
       "bench", "Benchmark the energy of an OpenAI-compatible endpoint: send a trace, measure the GPUs");
   command->add_option("--endpoint", flags->endpoint, "The server: http://HOST:PORT (POST /v1/completions)")
-      ->option_text("URL");
+      ->option_text("URL")
+      ->required();
   command->add_option("--trace", flags->trace, "Request trace CSV (arrival_s,prompt_tokens,output_tokens)")
-      ->option_text("FILE.csv");
+      ->option_text("FILE.csv")
+      ->required();
   command->add_option("--gpus", flags->gpus, "GPU indices to measure, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
   command->add_option("--model", flags->model, "Model name sent (default: the first GET /v1/models lists)")
@@ -894,6 +898,8 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
       ->add_option("--metrics-out", flags->metrics_out,
                    "Write the run's Prometheus metrics (text exposition)")
       ->option_text("FILE.prom");
+  set_examples(*command, {"joule infer bench --endpoint http://127.0.0.1:8000 --trace "
+                          "data/inference/bursty-1h.csv --duration-s 60 --requests-out requests.csv"});
   command->callback([&exit_code, &global, flags] { exit_code = infer_bench::run_bench(global, *flags); });
 }
 

@@ -23,6 +23,7 @@
 
 #include "child_process.hpp"
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -35,14 +36,16 @@ struct MeasureFlags {
   Format format = Format::kText;
   std::string output;
   std::vector<std::string> command;
-  carbon::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
-  std::string tariff;                  // --tariff FILE: hour,price_usd_per_kwh
-  int repeat = 1;                      // -r N: run the command N times, report mean ± stddev
-  std::string append_csv;              // --append-csv FILE: one row per device per run, appended
+  carbon::CarbonSourceOptions
+      carbon;              // --carbon-intensity, --carbon-trace, --zone, --carbon-provider, --country
+  std::string tariff;      // --tariff FILE: hour,price_usd_per_kwh
+  int repeat = 1;          // -r N: run the command N times, report mean ± stddev
+  std::string append_csv;  // --append-csv FILE: one row per device per run, appended
 };
 
 bool wants_carbon(const MeasureFlags& flags) {
-  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty();
+  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty() ||
+         !flags.carbon.country.empty();
 }
 
 struct DeviceFigure {
@@ -462,6 +465,11 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   std::optional<OutputFile> output = open_output(flags.output, "-o");
   std::optional<OutputFile> history = open_output(flags.append_csv, "--append-csv", OutputMode::kAppend);
   const bool history_header_needed = history && history_needs_header(*history);
+  // A country ("auto" infers it) is chosen now: an unknown code costs no run either.
+  carbon::CarbonSourceOptions carbon_source = flags.carbon;
+  if (!carbon_source.country.empty()) {
+    carbon_source.country = resolve_country(carbon_source.country).country.iso3;
+  }
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
@@ -488,7 +496,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   std::unique_ptr<carbon::CarbonSignal> signal;
   std::unique_ptr<carbon::CarbonMonitor> carbon;
   if (wants_carbon(flags)) {
-    signal = value_or_throw(carbon::make_carbon_signal(flags.carbon, clock));
+    signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
     carbon = std::make_unique<carbon::CarbonMonitor>(monitor, *signal);
   } else if (!flags.carbon.provider.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "measure: --carbon-provider needs --zone");
@@ -646,7 +654,7 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command->add_flag("--cpus", flags->cpus, "Also measure CPU package and DRAM energy (RAPL)");
   command
       ->add_option("--interval-ms", flags->interval_ms, "Power sampling period for peak power (default 100)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(quantity::sampling_period_ms()))
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
   command
@@ -657,7 +665,7 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command
       ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
                    "Add the carbon (gCO2e) at this constant intensity, g/kWh")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::carbon_intensity_g_per_kwh()))
       ->option_text("G_PER_KWH");
   command
       ->add_option("--carbon-trace", flags->carbon.trace_path,
@@ -667,6 +675,12 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->add_option("--zone", flags->carbon.zone,
                    "Add the carbon from a live provider's zone (Electricity Maps zone, WattTime region, GB)")
       ->option_text("Z");
+  command
+      ->add_option(
+          "--country", flags->carbon.country,
+          "Add the carbon at a country's yearly average intensity: ISO 3166-1 code (DEU or DE), or auto "
+          "to infer it from the timezone or locale (joule carbon countries lists them)")
+      ->option_text("CODE|auto");
   command
       ->add_option("--carbon-provider", flags->carbon.provider,
                    "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps)")
@@ -690,7 +704,8 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   auto stray = std::make_shared<std::vector<std::string>>();
   command->add_option("command", *stray, "The command to run and its arguments, after --")
       ->option_text("-- CMD ARGS…");
-  command->footer("Example: joule measure --gpus 0 -- python train.py --epochs 1");
+  set_examples(*command, {"joule measure --gpus 0 -- python train.py --epochs 1",
+                          "joule measure --country auto --format json -o run.json -- python train.py"});
   command->callback([&global, &exit_code, flags, stray] {
     if (!stray->empty()) {
       throw Exception(ErrorCode::kInvalidArgument,

@@ -205,9 +205,6 @@ std::string point_label(const FrontierPoint<plan::FrequencyPlan>& point) {
 }
 
 int run_plan(const PlanFlags& flags) {
-  if (flags.profile.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "plan: --profile is required");
-  }
   if (flags.target_time_s && flags.straggler_slowdown) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "plan: give --target-time-s or --straggler-slowdown, not both");
@@ -427,7 +424,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
       "plan",
       "Plan a GPU frequency for every forward and backward of a pipeline-parallel iteration (Perseus)");
   command->add_option("--profile", flags->profile, "CSV: stage,instruction,frequency_mhz,time_s,energy_j")
-      ->option_text("FILE");
+      ->option_text("FILE")
+      ->required();
   command->add_option("--stages", flags->stages, "Pipeline stages S")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("S")
@@ -440,10 +438,10 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
   command
       ->add_option("--p-blocking-w", flags->p_blocking_w,
                    "Power of a GPU blocked on communication (default 70)")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::power_w()))
       ->option_text("W");
   command->add_option("--unit-time-s", flags->unit_time_s, "Time unit of the planner (default 0.001)")
-      ->check(number(duration_rule()))
+      ->check(number(quantity::iteration_time_s()))
       ->option_text("T");
   command
       ->add_option(
@@ -455,7 +453,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
   command
       ->add_option("--target-time-s", flags->target_time_s,
                    "Plan for this iteration time (e.g. a straggler's), blocking until it")
-      ->check(number(duration_rule()))
+      ->check(number(quantity::iteration_time_s()))
       ->option_text("T'");
   command
       ->add_option("--straggler-slowdown", flags->straggler_slowdown,
@@ -484,6 +482,10 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
                    "Check a saved plan (--plan-out's JSON) instead of planning: its time and energy on the "
                    "profile, and one (or --execute N) iterations of it on simulated GPUs")
       ->option_text("FILE.json");
+  set_examples(*command, {"joule plan --profile data/perseus/example_s4_m8_profile.csv --stages 4 "
+                          "--microbatches 8 --plot frontier.svg",
+                          "joule plan --profile data/perseus/example_s4_m8_profile.csv --stages 4 "
+                          "--microbatches 8 --straggler-slowdown 1.2 --plan-out plan.json"});
   command->callback([&exit_code, flags] { exit_code = run_plan(*flags); });
 }
 

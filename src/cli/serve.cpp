@@ -17,6 +17,7 @@
 
 #include "common.hpp"
 #include "signals.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -183,13 +184,14 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    fmt::format("Power of a GPU waiting on its neighbours when profiling cannot measure it, W "
                                "(default {})",
                                flags->pfo_blocking_w))
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::power_w()))
       ->option_text("W");
   command
       ->add_option("--pfo-schedule-wait-s", flags->pfo_schedule_wait_s,
                    "How long GET /schedule waits for the other ranks before 409 (default 600)")
       ->check(number(duration_rule(true)))
       ->option_text("S");
+  set_examples(*command, {"joule serve --db sqlite:joule.db --listen 127.0.0.1:7787"});
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }
 

@@ -59,4 +59,64 @@ Result<double> check_number(double value, const NumberRule& rule, std::string_vi
               rule.allow_infinity ? " (or inf)" : "", number_text(value));
 }
 
+namespace quantity {
+
+NumberRule power_w() {
+  return {.min = 0, .plausible_max = 5000, .too_high_hint = "is it in mW? The unit here is W"};
+}
+
+NumberRule carbon_intensity_g_per_kwh() {
+  return {.min = 0, .plausible_max = 2000, .too_high_hint = "is it in g/MWh? The unit here is g/kWh"};
+}
+
+NumberRule energy_j() {
+  return {.min = 0, .plausible_max = 1e15, .too_high_hint = "is it in mJ or µJ? The unit here is J"};
+}
+
+NumberRule frequency_mhz() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_min = 10,
+          .plausible_max = 10000,
+          .too_low_hint = "is it in GHz? The unit here is MHz",
+          .too_high_hint = "is it in kHz or Hz? The unit here is MHz"};
+}
+
+NumberRule ttft_s() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 600,
+          .too_high_hint = "is it in ms? The unit here is s"};
+}
+
+NumberRule tpot_s() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 10,
+          .too_high_hint = "is it in ms? The unit here is s"};
+}
+
+NumberRule iteration_time_s() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 3600,
+          .too_high_hint = "is it in ms? The unit here is s"};
+}
+
+NumberRule sampling_period_ms() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 3'600'000,
+          .too_high_hint = "is it in µs? The unit here is ms"};
+}
+
+NumberRule period_min() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 1440,
+          .too_high_hint = "is it in seconds? The unit here is minutes"};
+}
+
+}  // namespace quantity
+
 }  // namespace joule

@@ -210,7 +210,7 @@ TEST(CliOutputs, DurationsBeyondOneHundredYearsAreRefused) {
   EXPECT_EQ(check.exit_code, 2);
   EXPECT_EQ(check.err, "joule: error: " + message + " (see 'joule devices --help')\n");
   for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"carbon", "replay", "--period-min", "1e9"}, "--period-min"},
+           {{"carbon", "intensity", "--history-hours", "1e9"}, "--history-hours"},
            {{"job", "next", "--job-id", "j", "--timeout-s", "1e10"}, "--timeout-s"},
            {{"serve", "--response-ttl-s", "1e10"}, "--response-ttl-s"}}) {
     const auto result = run_joule_outputs(args);

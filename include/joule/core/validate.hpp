@@ -45,4 +45,30 @@ Result<double> check_number(double value, const NumberRule& rule, std::string_vi
 /// @return a description of `rule` for help texts and messages: "a finite number", "> 0", "in [0, 1]".
 std::string describe(const NumberRule& rule);
 
+/// The rules of the quantities people type in a unit: the command line's flags, the Python arguments and the
+/// library options of the same quantity share one, so that the same value gets the same answer everywhere.
+/// Each has a plausibility bound far beyond any real value, whose refusal names the likely slip of unit:
+/// "--carbon-intensity must be at most 2000, got 380000: is it in g/MWh? The unit here is g/kWh". Callers may
+/// tighten the domain (e.g. min_exclusive for a step that must be > 0).
+namespace quantity {
+/// Electrical power of a GPU, a node's GPUs or a blocked GPU, W: ≥ 0, at most 5000 (mW?).
+NumberRule power_w();
+/// Carbon intensity of electricity, gCO2e/kWh: ≥ 0, at most 2000 (the dirtiest grids are near 1000; g/MWh?).
+NumberRule carbon_intensity_g_per_kwh();
+/// Energy of a run or a trial, J: ≥ 0, at most 1e15 (278 GWh; mJ or µJ?).
+NumberRule energy_j();
+/// A GPU clock, MHz: > 0, from 10 to 10000 (GHz? kHz?).
+NumberRule frequency_mhz();
+/// A time-to-first-token SLO, s: > 0, at most 600 (ms?).
+NumberRule ttft_s();
+/// A time-per-output-token SLO, s: > 0, at most 10 (ms?).
+NumberRule tpot_s();
+/// The time of one training iteration, or a planner's time unit, s: > 0, at most 3600 (ms?).
+NumberRule iteration_time_s();
+/// A sampling period, ms: > 0, at most 3600000 (one hour; µs?).
+NumberRule sampling_period_ms();
+/// A decision period, minutes: > 0, at most 1440 (one day; seconds?).
+NumberRule period_min();
+}  // namespace quantity
+
 }  // namespace joule
