@@ -29,7 +29,8 @@ def carbon_signal(
 ) -> CarbonSignal:
     """A carbon-intensity signal (gCO2e/kWh). Give exactly one source:
 
-    intensity: a constant, g/kWh. trace: a CSV path or a :class:`CarbonTrace`, replayed on the devices' clock
+    intensity: a constant, g/kWh (at most 2000, as ``joule measure --carbon-intensity``: a larger value is most
+    likely in g/MWh, and InvalidArgumentError says so). trace: a CSV path or a :class:`CarbonTrace`, replayed on the devices' clock
     (on a virtual clock it plays as simulated time advances). zone (+ provider ``'electricitymaps'``,
     ``'watttime'`` or ``'uk'``; credentials from the JOULE_* variables, docs/carbon.md): a live provider.
     country: the yearly average of a country, by ISO 3166-1 code (``'DEU'``, ``'de'``), or ``'auto'`` to infer
@@ -56,8 +57,8 @@ def carbon_signal(
 
 def country_intensity(code: Optional[str] = None) -> dict[str, Any]:
     """The yearly average carbon intensity of a country: ``{iso3, name, year, intensity_g_per_kwh, how,
-    description}``. code: ISO 3166-1 alpha-3 or alpha-2, case-insensitive; None infers the country from TZ
-    (or /etc/localtime), then from LC_ALL/LANG. NotFoundError lists close matches for an unknown code, or says
+    description}``. code: ISO 3166-1 alpha-3 or alpha-2, case-insensitive; None or ``'auto'`` (as the
+    command line's ``--country auto``) infers the country from TZ (or /etc/localtime), then from LC_ALL/LANG. NotFoundError lists close matches for an unknown code, or says
     what was looked at when the country cannot be inferred."""
     return _joule._country_intensity(code or "")
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/core/duration.hpp"
 #include "joule/core/validate.hpp"
 
 #include "bindings.hpp"
@@ -28,8 +29,8 @@ nlohmann::json parse_json(const std::string& text, const char* what) {
 }
 
 std::chrono::milliseconds milliseconds(double seconds, const char* what) {
-  value_or_throw(check_number(seconds, NumberRule::positive(), what));
-  return std::chrono::milliseconds(std::llround(seconds * 1e3));
+  const Nanos checked = value_or_throw(joule::seconds_to_nanos(seconds, what, duration_rule()));
+  return std::chrono::round<std::chrono::milliseconds>(checked);
 }
 
 class ClientHandle {

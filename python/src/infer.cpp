@@ -586,7 +586,7 @@ void bind_infer(py::module_& module) {
           "predict",
           [](const LlmDeviceHandle& handle, const std::vector<int64_t>& decode_contexts,
              const std::vector<std::pair<int64_t, int64_t>>& prefill, double clock_mhz) {
-            value_or_throw(check_number(clock_mhz, NumberRule::positive(), "clock_mhz"));
+            value_or_throw(check_number(clock_mhz, quantity::frequency_mhz(), "clock_mhz"));
             const sim::IterationBatch batch = batch_of(decode_contexts, prefill);
             return cost_dict(handle.device->cost_model().at_clock(batch, clock_mhz),
                              handle.device->cost_model().tensor_parallel());

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include "joule/core/duration.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/measure/power_sampler.hpp"
 
@@ -306,8 +307,8 @@ void bind_measure(py::module_& module) {
       .def(
           "sample_for",
           [](SamplerHandle& self, double duration_s) {
-            value_or_throw(check_number(duration_s, NumberRule::non_negative(), "duration_s"));
-            const Nanos duration = seconds_to_nanos(duration_s, "duration_s");
+            const Nanos duration =
+                value_or_throw(joule::seconds_to_nanos(duration_s, "duration_s", duration_rule(true)));
             py::gil_scoped_release release;
             Clock& clock = *self.set->clock;
             if (clock.is_virtual()) {

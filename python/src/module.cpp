@@ -5,15 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "joule/core/validate.hpp"
+#include "joule/core/duration.hpp"
 
 #include "bindings.hpp"
 
 namespace joule::python {
 
 Nanos seconds_to_nanos(double seconds, const char* what) {
-  value_or_throw(check_number(seconds, NumberRule::any_finite(), what));
-  return Nanos(static_cast<int64_t>(std::llround(seconds * 1e9)));
+  return value_or_throw(joule::seconds_to_nanos(seconds, what));
 }
 
 std::string show_value(const py::handle& value) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <pybind11/stl.h>
 
+#include "joule/core/duration.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/settings_guard.hpp"
@@ -157,7 +158,7 @@ class ClockApplier {
     std::unique_lock lock(mutex_);
     auto done = [this] { return applied_generation_ == requested_generation_ || closed_; };
     if (timeout_s) {
-      const auto timeout = std::chrono::duration<double>(std::max(0.0, *timeout_s));
+      const Nanos timeout = value_or_throw(joule::seconds_to_nanos(std::max(0.0, *timeout_s), "timeout_s"));
       if (!changed_.wait_for(lock, timeout, done)) {
         return false;
       }

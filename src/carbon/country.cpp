@@ -396,7 +396,9 @@ std::string CountryChoice::describe() const {
 
 Result<CountryChoice> choose_country(const CountryTable& table, std::string_view code,
                                      const LocaleSources& sources) {
-  if (!trim(code).empty()) {
+  // "auto" (any case) infers, as an empty code does: the word the CLI's --country, carbon_signal(country=)
+  // and country_intensity() of Python all take.
+  if (!trim(code).empty() && to_lower(trim(code)) != "auto") {
     auto country = JOULE_TRY(table.find(code));
     return CountryChoice{std::move(country), "chosen with --country"};
   }

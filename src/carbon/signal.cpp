@@ -16,6 +16,7 @@
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/core/validate.hpp"
 
 namespace joule::carbon {
 
@@ -429,6 +430,12 @@ Result<std::unique_ptr<CarbonSignal>> make_carbon_signal(const CarbonSourceOptio
                                            clock));
     }
     if (options.intensity_g_per_kwh) {
+      // The rule of --carbon-intensity: 380000 is 380 g/kWh in g/MWh, not a grid. (A negative or non-finite
+      // value is ConstantSignal's to refuse, in its words.)
+      if (std::isfinite(*options.intensity_g_per_kwh) && *options.intensity_g_per_kwh >= 0) {
+        JOULE_TRY(check_number(*options.intensity_g_per_kwh, quantity::carbon_intensity_g_per_kwh(),
+                               "carbon intensity"));
+      }
       return std::unique_ptr<CarbonSignal>(
           std::make_unique<ConstantSignal>(*options.intensity_g_per_kwh, "constant", clock));
     }

@@ -22,6 +22,7 @@
 #include "joule/viz/plot.hpp"
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -185,7 +186,7 @@ std::string render_replay_csv(const optimize::CarbonReplayResult& result) {
 }
 
 // Two stacked charts in one SVG: the intensity (actual and Chase's forecast) and each strategy's limit.
-void write_replay_plot(const std::string& path, const optimize::CarbonReplayResult& result) {
+std::string replay_plot_svg(const optimize::CarbonReplayResult& result) {
   const auto& chase = strategy(result, "chase");
   viz::Plot intensity(900, 360);
   intensity.title(fmt::format("Carbon intensity during the run ({})", result.trace_source))
@@ -232,17 +233,15 @@ void write_replay_plot(const std::string& path, const optimize::CarbonReplayResu
   // Headroom above the data, so that the legend has a top corner where it covers nothing.
   viz::add_top_headroom(intensity);
   viz::add_top_headroom(limits);
-  const std::string svg = viz::stack_plots({&intensity, &limits});
-  value_or_throw(write_file_atomic(path, svg));
+  return viz::stack_plots({&intensity, &limits});
 }
 
 int run_replay(const ReplayFlags& flags) {
-  if (flags.trace.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "carbon replay: --trace FILE is required");
-  }
   if (flags.epochs && flags.iterations) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon replay: give --epochs or --iterations, not both");
   }
+  // Checked before the replay runs.
+  std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
   const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
   optimize::CarbonReplayOptions options;
   options.gpu = flags.gpu;
@@ -264,8 +263,8 @@ int run_replay(const ReplayFlags& flags) {
   if (!flags.start.empty()) {
     options.start_unix_s = value_or_throw(carbon::parse_utc_time(flags.start));
   }
-  const auto* model = value_or_throw(device::sim::find_gpu_model(flags.gpu));
-  const auto* workload = value_or_throw(device::sim::find_workload(flags.workload));
+  const auto* model = name_or_throw(device::sim::find_gpu_model(flags.gpu));
+  const auto* workload = name_or_throw(device::sim::find_workload(flags.workload));
   const auto trace_workload =
       value_or_throw(device::sim::make_trace_workload(*model, *workload, flags.batch_size));
   options.batch_size = trace_workload->batch_size();
@@ -300,8 +299,10 @@ int run_replay(const ReplayFlags& flags) {
       std::cout << render_replay_text(result, flags, epochs, zeus_eta);
       break;
   }
-  if (!flags.plot.empty()) {
-    write_replay_plot(flags.plot, result);
+  if (plot) {
+    if (!write_or_report(*plot, replay_plot_svg(result), false)) {
+      return kExitFailure;
+    }
     if (flags.format == Format::kText) {
       std::cout << fmt::format("plot written to {}\n", flags.plot);
     }
@@ -321,9 +322,6 @@ struct ForecastFlags {
 };
 
 int run_forecast(const ForecastFlags& flags) {
-  if (flags.trace.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "carbon forecast: --trace FILE is required");
-  }
   const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
   std::vector<std::string> names;
   if (flags.forecaster == "all") {
@@ -419,8 +417,7 @@ int run_intensity(const IntensityFlags& flags) {
                       "carbon intensity: give one of --trace, --zone and --country (--country picks a "
                       "country's yearly average)");
     }
-    const auto choice = value_or_throw(carbon::choose_country(carbon::CountryTable::builtin(), flags.country,
-                                                              carbon::LocaleSources::from_process()));
+    const auto choice = resolve_country(flags.country);
     std::cerr << "joule: " << choice.describe() << "\n";
     source.country = choice.country.iso3;
   }
@@ -547,12 +544,17 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   command->require_subcommand(1);
 
   auto replay = std::make_shared<ReplayFlags>();
+  set_examples(
+      *command,
+      {"joule carbon intensity --country auto",
+       "joule carbon replay --trace data/carbon/synthetic_us_solar_14d.csv --gpu v100 --workload imagenet"});
   auto* replay_command = command->add_subcommand(
       "replay",
       "Replay a training run on simulated GPUs under a carbon trace: max power limit, Zeus and Chase");
   replay_command
       ->add_option("--trace", replay->trace, "Carbon trace CSV (timestamp,carbon_intensity_g_per_kwh)")
-      ->option_text("FILE");
+      ->option_text("FILE")
+      ->required();
   replay_command->add_option("--gpu", replay->gpu, "Simulated GPU model (default v100)")->option_text("G");
   replay_command->add_option("--workload", replay->workload, "Zeus-trace workload (default imagenet)")
       ->option_text("W");
@@ -578,16 +580,16 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
       ->option_text("N");
   replay_command
       ->add_option("--period-min", replay->period_min, "Chase's decision period, minutes (default 30)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(quantity::period_min()))
       ->option_text("M");
   replay_command
       ->add_option("--max-intensity", replay->max_intensity, "Normalising intensity, g/kWh (default 750)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(above_zero(quantity::carbon_intensity_g_per_kwh())))
       ->option_text("G");
   replay_command->add_flag("--max-intensity-from-trace", replay->max_intensity_from_trace,
                            "Use the trace's maximum as the normalising intensity");
   replay_command->add_option("--step-w", replay->step_w, "Candidate power-limit spacing, W (default 5)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(above_zero(quantity::power_w())))
       ->option_text("W");
   replay_command
       ->add_option("--forecaster", replay->forecaster,
@@ -604,12 +606,16 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   add_format_option(*replay_command, replay->format, {Format::kText, Format::kJson, Format::kCsv});
   replay_command->add_option("--plot", replay->plot, "Write an SVG of the intensity and the chosen limits")
       ->option_text("FILE.svg");
+  set_examples(*replay_command, {"joule carbon replay --trace data/carbon/synthetic_us_solar_14d.csv --gpu "
+                                 "v100 --workload imagenet --plot replay.svg"});
   replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
 
   auto forecast = std::make_shared<ForecastFlags>();
   auto* forecast_command = command->add_subcommand(
       "forecast", "Evaluate carbon-intensity forecasters on a trace (MAPE against the naive last value)");
-  forecast_command->add_option("--trace", forecast->trace, "Carbon trace CSV")->option_text("FILE");
+  forecast_command->add_option("--trace", forecast->trace, "Carbon trace CSV")
+      ->option_text("FILE")
+      ->required();
   forecast_command->add_option("--forecaster", forecast->forecaster, "svr, ridge, last or all (default all)")
       ->option_text("NAME");
   forecast_command
@@ -625,6 +631,8 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
       ->check(number(NumberRule::non_negative_integer()))
       ->option_text("N");
   add_format_option(*forecast_command, forecast->format, {Format::kText, Format::kJson, Format::kCsv});
+  set_examples(*forecast_command, {"joule carbon forecast --trace data/carbon/synthetic_us_solar_14d.csv "
+                                   "--forecaster ridge --horizon 4"});
   forecast_command->callback([&exit_code, forecast] { exit_code = run_forecast(*forecast); });
 
   auto intensity = std::make_shared<IntensityFlags>();
@@ -639,29 +647,34 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   intensity_command->add_option("--zone", intensity->zone, "Zone or region of a live provider")
       ->option_text("Z");
   intensity_command
-      ->add_option("--country", intensity->country,
-                   "A country's yearly average: ISO 3166-1 code (DEU or DE); the default without --trace and "
-                   "--zone, inferred from the timezone or locale (`joule carbon countries` lists them)")
-      ->option_text("CODE");
+      ->add_option(
+          "--country", intensity->country,
+          "A country's yearly average: ISO 3166-1 code (DEU or DE), or auto to infer it from the timezone "
+          "or locale (the default without --trace and --zone; `joule carbon countries` lists them)")
+      ->option_text("CODE|auto");
   intensity_command
       ->add_option("--carbon-provider,--provider", intensity->provider,
                    "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps); "
                    "the same flag as measure's and power's")
       ->option_text("P");
   intensity_command->add_option("--history-hours", intensity->history_h, "Also print the last H hours")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true, 3600)))
       ->option_text("H");
   intensity_command
       ->add_option("--forecast-hours", intensity->forecast_h, "Also print the forecast of H hours")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true, 3600)))
       ->option_text("H");
   add_format_option(*intensity_command, intensity->format, {Format::kText, Format::kJson, Format::kCsv});
+  set_examples(*intensity_command,
+               {"joule carbon intensity --country auto",
+                "joule carbon intensity --zone GB --carbon-provider uk --forecast-hours 6 --format json"});
   intensity_command->callback([&exit_code, intensity] { exit_code = run_intensity(*intensity); });
 
   auto countries = std::make_shared<Format>(Format::kText);
   auto* countries_command = command->add_subcommand(
       "countries", "List the countries whose yearly average intensity `--country` can choose");
   add_format_option(*countries_command, *countries, {Format::kText, Format::kJson, Format::kCsv});
+  set_examples(*countries_command, {"joule carbon countries --format csv"});
   countries_command->callback([&exit_code, countries] { exit_code = run_countries(*countries); });
 }
 

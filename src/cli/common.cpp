@@ -2,12 +2,11 @@
 #include "common.hpp"
 
 #include <charconv>
+#include <iostream>
 #include <map>
-#include <ostream>
 
 #include <fmt/format.h>
 
-#include "joule/core/file.hpp"
 #include "joule/core/strings.hpp"
 #include "joule/metrics/identity.hpp"
 
@@ -112,13 +111,15 @@ void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global
     path += path.empty() ? command->get_name() : " " + command->get_name();
   }
   // The commands that open devices, and why each other one does not.
-  static const std::map<std::string, std::string> kNoDevice = {
+  static const std::map<std::string, std::string> no_device_commands = {
       {"simulate", "it replays the Zeus traces (choose the GPU with --gpu)"},
       {"plan", "it plans from a profile file, on no device"},
       {"carbon replay",
        "it simulates its own GPU from the Zeus traces (choose it with --gpu and --workload)"},
       {"carbon forecast", "it uses no device"},
       {"carbon intensity", "it uses no device"},
+      {"carbon countries", "it uses no device"},
+      {"infer replay", "it simulates its own GPUs (choose them with --gpu, --model and --tp)"},
       {"serve", "the server opens no device (its clients measure theirs)"},
       {"job next", "it talks to a server and opens no device"},
       {"job report", "it talks to a server and opens no device"},
@@ -126,8 +127,8 @@ void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global
       {"job status", "it talks to a server and opens no device"},
       {"job delete", "it talks to a server and opens no device"},
   };
-  const auto found = kNoDevice.find(path);
-  if (found == kNoDevice.end()) {
+  const auto found = no_device_commands.find(path);
+  if (found == no_device_commands.end()) {
     return;
   }
   throw Exception(ErrorCode::kInvalidArgument,
@@ -139,11 +140,11 @@ void apply_metric_labels(const CLI::App& app, const GlobalOptions& global) {
   if (!global.labels.empty()) {
     // The commands that export metrics, and the flag that makes them do so ("": always). --label anywhere
     // else would be silently ignored.
-    static const std::map<std::string, std::string> kExporters = {{"power", "--serve"},
-                                                                  {"daemon", "--metrics"},
-                                                                  {"serve", ""},
-                                                                  {"infer replay", "--metrics-out"},
-                                                                  {"infer bench", "--metrics-out"}};
+    static const std::map<std::string, std::string> exporters = {{"power", "--serve"},
+                                                                 {"daemon", "--metrics"},
+                                                                 {"serve", ""},
+                                                                 {"infer replay", "--metrics-out"},
+                                                                 {"infer bench", "--metrics-out"}};
     std::string path;
     const CLI::App* command = &app;
     while (true) {
@@ -154,11 +155,11 @@ void apply_metric_labels(const CLI::App& app, const GlobalOptions& global) {
       command = used.front();
       path += path.empty() ? command->get_name() : " " + command->get_name();
     }
-    const auto found = kExporters.find(path);
-    const CLI::Option* flag = found == kExporters.end() || found->second.empty()
+    const auto found = exporters.find(path);
+    const CLI::Option* flag = found == exporters.end() || found->second.empty()
                                   ? nullptr
                                   : command->get_option_no_throw(found->second);
-    if (found == kExporters.end() || (!found->second.empty() && (flag == nullptr || flag->count() == 0))) {
+    if (found == exporters.end() || (!found->second.empty() && (flag == nullptr || flag->count() == 0))) {
       throw Exception(
           ErrorCode::kInvalidArgument,
           fmt::format("--label applies only to exported metrics, which 'joule {}' has none of: use it "
@@ -197,12 +198,33 @@ Result<std::vector<int>> parse_index_list(const std::string& text, std::string_v
   return indices;
 }
 
-void write_output(const std::string& path, const std::string& text, std::ostream& out) {
+carbon::CountryChoice resolve_country(const std::string& country) {
+  return name_or_throw(carbon::choose_country(carbon::CountryTable::builtin(), country,
+                                              carbon::LocaleSources::from_process()));
+}
+
+std::optional<OutputFile> open_output(const std::string& path, std::string_view flag, OutputMode mode) {
   if (path.empty()) {
-    out << text << std::flush;
-    return;
+    return std::nullopt;
   }
-  value_or_throw(write_file_atomic(path, text));
+  auto output = OutputFile::open(path, flag, mode);
+  if (!output) {
+    throw Exception(ErrorCode::kInvalidArgument, output.error().message());
+  }
+  return std::move(*output);
+}
+
+bool write_or_report(OutputFile& output, std::string_view content, bool keep_on_stderr) {
+  const auto written = output.write(content);
+  if (written) {
+    return true;
+  }
+  std::cerr << fmt::format("joule: error: {}{}\n", written.error().message(),
+                           keep_on_stderr ? "; here it is instead:" : "");
+  if (keep_on_stderr) {
+    std::cerr << content << std::flush;
+  }
+  return false;
 }
 
 }  // namespace joule::cli

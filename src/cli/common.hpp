@@ -9,7 +9,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "joule/carbon/country.hpp"
+#include "joule/core/duration.hpp"
 #include "joule/core/error.hpp"
+#include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/discovery.hpp"
 
@@ -45,15 +48,47 @@ device::DeviceSet open_devices(const GlobalOptions& global, bool gpus = true, bo
 /// not a number at all is left to CLI11's conversion ("--x expects a number, got 'abc'").
 CLI::Validator number(NumberRule rule);
 
+/// @return `rule` with its lower bound excluded (a quantity that must be > 0 here, e.g. a step).
+inline NumberRule above_zero(NumberRule rule) {
+  rule.min_exclusive = true;
+  return rule;
+}
+
+/// @return the value of a lookup of a name typed on the command line (a GPU or model name, a workload, a
+/// country code): an unknown name (kNotFound) is a usage error like any bad value (kInvalidArgument, exit
+/// 2), with the same message. @throws joule::Exception.
+template <class T>
+T name_or_throw(Result<T> result) {
+  if (!result && result.error().code() == ErrorCode::kNotFound) {
+    throw Exception(ErrorCode::kInvalidArgument, result.error().message());
+  }
+  return value_or_throw(std::move(result));
+}
+
+/// Resolves `country` (--country: an ISO 3166-1 code, or "auto" to infer it from the timezone or the
+/// locale) with carbon::choose_country(), before any work: an unknown code is a usage error (exit 2).
+/// @return the choice (its describe() says how it was chosen). @throws joule::Exception.
+carbon::CountryChoice resolve_country(const std::string& country);
+
 /// Parses "0,2,3" into indices; kInvalidArgument naming `flag` for anything else.
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag);
 
-/// Writes `text` to `path` atomically, or to `out` when path is empty. @throws joule::Exception.
-void write_output(const std::string& path, const std::string& text, std::ostream& out);
+/// Opens the output `path` given to `flag` (OutputFile::open), before the command's work: nullopt for an
+/// empty path (the flag was not given). @throws joule::Exception kInvalidArgument with OutputFile::open()'s
+/// message ("--plot out/x.svg: the folder out does not exist (create it first)"): a path that cannot be
+/// written is a bad value, refused before anything runs (exit 2).
+std::optional<OutputFile> open_output(const std::string& path, std::string_view flag,
+                                      OutputMode mode = OutputMode::kReplace);
+
+/// Writes `content` to `output` at the end of a command. A failure does not throw, so that the command's
+/// other outputs are still written and its exit code is kept: it prints "joule: error: MESSAGE" on stderr,
+/// followed, when `keep_on_stderr` (a measurement that cannot be made again), by "; here it is instead:"
+/// and the content itself. @return whether it was written.
+bool write_or_report(OutputFile& output, std::string_view content, bool keep_on_stderr);
 
 /// Throws kInvalidArgument if --sim or --daemon was given to a command that opens no device (`simulate`,
-/// `plan`, `carbon …`, `serve`, `job` other than `register`), saying why and what to use instead: a flag is
-/// never silently ignored. Call once parsing is complete, before the command runs.
+/// `plan`, `carbon …`, `infer replay`, `serve`, `job` other than `register`), saying why and what to use
+/// instead: a flag is never silently ignored. Call once parsing is complete, before the command runs.
 void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global);
 
 /// Sets the identity labels every metric of this process carries (metrics::set_default_identity_labels):

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -100,6 +101,7 @@ void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_
       "Print the GPUs' and CPUs' cumulative energy counters as JSON, with the time (the Slurm prolog and "
       "epilog in packaging/slurm/ subtract two)");
   command->add_option("--gpus", *gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
+  set_examples(*command, {"joule counters --gpus 0,1", "joule --daemon /run/joule/joule.sock counters"});
   command->callback(
       [&global, &exit_code, gpus] { exit_code = counters_detail::run_counters(global, *gpus); });
 }

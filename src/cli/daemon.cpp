@@ -48,6 +48,7 @@ struct DaemonFlags {
   size_t max_idle_connections = daemon::DaemonOptions{}.max_idle_connections;
   std::string metrics;                     // HOST:PORT of /metrics; empty: none
   std::optional<double> carbon_intensity;  // gCO2eq/kWh, for the carbon metrics
+  std::string country;                     // --country CODE|auto: the metrics' intensity, a yearly average
 };
 
 std::string signal_name(int signal_number) {
@@ -84,9 +85,19 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   options.max_idle_connections_per_user = flags.max_idle_connections_per_user;
   options.max_idle_connections = flags.max_idle_connections;
 
-  if (flags.carbon_intensity && flags.metrics.empty()) {
+  if ((flags.carbon_intensity || !flags.country.empty()) && flags.metrics.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
-                    "daemon: --carbon-intensity is only used by the metrics: add --metrics HOST:PORT");
+                    fmt::format("daemon: {} is only used by the metrics: add --metrics HOST:PORT",
+                                flags.carbon_intensity ? "--carbon-intensity" : "--country"));
+  }
+  if (flags.carbon_intensity && !flags.country.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "daemon: give --carbon-intensity or --country, not both");
+  }
+  std::optional<double> carbon_intensity = flags.carbon_intensity;
+  if (!flags.country.empty()) {
+    const carbon::CountryChoice choice = resolve_country(flags.country);
+    std::cerr << fmt::format("joule daemon: {}\n", choice.describe());
+    carbon_intensity = choice.country.intensity_g_per_kwh;
   }
   if (!flags.metrics.empty()) {
     value_or_throw(metrics::parse_host_port(flags.metrics, "daemon: --metrics"));
@@ -126,8 +137,8 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   std::unique_ptr<metrics::MetricsEndpoint> endpoint;
   if (!flags.metrics.empty()) {
     auto gpu_metrics = std::make_shared<metrics::GpuMetrics>(gpus, *devices.clock);
-    if (flags.carbon_intensity) {
-      value_or_throw(gpu_metrics->set_carbon_intensity(*flags.carbon_intensity));
+    if (carbon_intensity) {
+      value_or_throw(gpu_metrics->set_carbon_intensity(*carbon_intensity));
     }
     metrics.add_collector(gpu_metrics);
     if (!options.cpus.empty()) {
@@ -271,8 +282,16 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
   command
       ->add_option("--carbon-intensity", flags->carbon_intensity,
                    "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --metrics")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::carbon_intensity_g_per_kwh()))
       ->option_text("G_PER_KWH");
+  command
+      ->add_option(
+          "--country", flags->country,
+          "Carbon metrics of --metrics at a country's yearly average intensity: ISO 3166-1 code (DEU or "
+          "DE), or auto to infer it from the timezone or locale")
+      ->option_text("CODE|auto");
+  set_examples(*command, {"sudo joule daemon --allow-group gpu --metrics 127.0.0.1:9401 --country auto",
+                          "joule --sim 2xv100 daemon --socket joule.sock"});
   command->callback([&global, &exit_code, flags] { exit_code = run_daemon(global, *flags); });
 }
 

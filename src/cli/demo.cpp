@@ -20,6 +20,7 @@
 
 #include "common.hpp"
 #include "simulate_report.hpp"
+#include "usage.hpp"
 
 namespace joule::embedded {
 std::optional<std::string_view> perseus_example(std::string_view file_name);
@@ -86,8 +87,34 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
   auto options = value_or_throw(discovery_options(global));
   const std::string spec_text = options.sim_spec.value_or(std::string(kDefaultDemoSpec));
   const device::sim::Spec spec = value_or_throw(device::sim::parse_spec(spec_text));
-  std::error_code ignored;
-  std::filesystem::create_directories(flags.out_dir, ignored);
+  // The plots' folder is made, and each plot's file checked, before the demo runs.
+  std::error_code made;
+  std::filesystem::create_directories(flags.out_dir, made);
+  if (made && !std::filesystem::is_directory(flags.out_dir)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("--out {}: cannot make the folder: {}", flags.out_dir, made.message()));
+  }
+  const auto plot_path = [&](std::string_view name) {
+    return (std::filesystem::path(flags.out_dir) / name).string();
+  };
+  const std::string frontier_svg = plot_path("demo_power_limit_frontier.svg");
+  const std::string plan_svg = plot_path("demo_pipeline_frontier.svg");
+  const std::string timeline_svg = plot_path("demo_pipeline_timeline.svg");
+  std::optional<OutputFile> frontier_out = open_output(frontier_svg, "--out");
+  std::optional<OutputFile> plan_out = open_output(plan_svg, "--out");
+  std::optional<OutputFile> timeline_out = open_output(timeline_svg, "--out");
+  // The simulation's plot shows the demo's GPU (its trace, else the A40's) and workload.
+  const std::string sim_gpu = spec.model->trace == spec.model->key ? spec.model->key : "a40";
+  std::string simulation_svg;
+  std::optional<OutputFile> simulation_out;
+  if (!flags.no_simulation) {
+    simulation_svg = plot_path(fmt::format("demo_simulation_{}_{}.svg", sim_gpu, spec.workload->key));
+    simulation_out = open_output(simulation_svg, "--out");
+  }
+  bool all_written = true;
+  const auto write = [&all_written](std::optional<OutputFile>& output, const std::string& svg) {
+    all_written = write_or_report(*output, svg, false) && all_written;
+  };
 
   // 1. The JIT power-limit optimizer, live on the simulated GPUs.
   SimulatedJob job(spec);
@@ -112,8 +139,6 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
   const RunFigures at_chosen = fixed_limit_run(spec, chosen_mw, flags.steps);
 
   const std::string workload = job.gpus.front()->workload()->description();
-  const std::string frontier_svg =
-      (std::filesystem::path(flags.out_dir) / "demo_power_limit_frontier.svg").string();
   {
     std::vector<FrontierPoint<uint32_t>> measured;
     for (const auto& m : optimizer.measurements()) {
@@ -136,12 +161,12 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
                                             plot_options));
       }
     }
-    value_or_throw(plot.save(frontier_svg));
+    write(frontier_out, plot.svg());
   }
 
   // 2. Batch size and power limit together, across recurrences: the trace-driven simulator.
   std::vector<SavingsRow> rows;
-  std::string simulation_svg;
+  bool simulation_plotted = false;
   if (!flags.no_simulation) {
     sim::SimulationOptions sim_options;
     for (const std::string& gpu : sim::trace_gpus()) {
@@ -152,13 +177,10 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
             {gpu, name, value_or_throw(simulator.simulate(value_or_throw(sim::paper_job(trace, name))))});
       }
     }
-    const std::string sim_gpu = spec.model->trace == spec.model->key ? spec.model->key : "a40";
     for (const auto& row : rows) {
       if (row.gpu == sim_gpu && row.workload == spec.workload->key) {
-        simulation_svg = (std::filesystem::path(flags.out_dir) /
-                          fmt::format("demo_simulation_{}_{}.svg", row.gpu, row.workload))
-                             .string();
-        write_simulation_plot(simulation_svg, row.gpu, row.result);
+        write(simulation_out, simulation_plot_svg(row.gpu, row.result));
+        simulation_plotted = true;
       }
     }
   }
@@ -176,9 +198,6 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - planning_started).count();
   const auto& pipeline_frontier = planned.frontier;
-  const std::string plan_svg = (std::filesystem::path(flags.out_dir) / "demo_pipeline_frontier.svg").string();
-  const std::string timeline_svg =
-      (std::filesystem::path(flags.out_dir) / "demo_pipeline_timeline.svg").string();
   {
     const auto clocks = [](const plan::FrequencyPlan& plan) {
       const auto [low, high] = std::minmax_element(plan.begin(), plan.end());
@@ -196,11 +215,10 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
                      .marker = viz::Marker::kSquare});
     chart.highlight(
         viz::highlight_point(pipeline_frontier.fastest(), "no slowdown", "#d55e00", clocks, plot_options));
-    value_or_throw(chart.save(plan_svg));
-    value_or_throw(viz::save_svg(
-        timeline_svg, plan::timeline_chart(pipeline, example, pipeline_frontier.fastest().knob,
-                                           "One iteration without slowdown: intrinsic energy bloat removed")
-                          .svg()));
+    write(plan_out, chart.svg());
+    write(timeline_out, plan::timeline_chart(pipeline, example, pipeline_frontier.fastest().knob,
+                                             "One iteration without slowdown: intrinsic energy bloat removed")
+                            .svg());
   }
 
   const double energy_saved = 1 - at_chosen.energy_j / at_max.energy_j;
@@ -235,13 +253,13 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
         {"plans", pipeline_frontier.size()}};
     out["plots"].push_back(plan_svg);
     out["plots"].push_back(timeline_svg);
-    if (!simulation_svg.empty()) {
+    if (simulation_plotted) {
       out["plots"].push_back(simulation_svg);
       out["simulation"] =
           nlohmann::json::parse(render_savings_table(rows, sim::SimulationOptions{}, Format::kJson));
     }
     std::cout << out.dump(2) << "\n";
-    return 0;
+    return all_written ? kExitOk : kExitFailure;
   }
 
   std::cout << fmt::format(
@@ -297,8 +315,8 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
       (pipeline_frontier.least_energy().time_s / planned.max_clock.time_s - 1) * 100,
       pipeline_frontier.size(), planning_s);
   std::cout << fmt::format("\nPlots: {}{}, {}, {}\n", frontier_svg,
-                           simulation_svg.empty() ? "" : ", " + simulation_svg, plan_svg, timeline_svg);
-  return 0;
+                           simulation_plotted ? ", " + simulation_svg : "", plan_svg, timeline_svg);
+  return all_written ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -316,6 +334,7 @@ void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code
       ->option_text("DIR");
   command->add_flag("--no-simulation", flags->no_simulation, "Skip part 2 (the trace-driven simulations)");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson});
+  set_examples(*command, {"joule demo --out plots", "joule --sim 4xa40:squad demo --no-simulation"});
   command->callback([&global, &exit_code, flags] { exit_code = run_demo(global, *flags); });
 }
 

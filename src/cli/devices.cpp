@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "devices_check.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -172,8 +173,9 @@ void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command
       ->add_option("--duration-s", check_flags->duration_s,
                    "With --check: how long the GPUs are watched, s (default 10; run a load meanwhile)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
+  set_examples(*command, {"joule devices --format json", "joule --sim v100 devices --check --duration-s 1"});
   command->callback([&global, &exit_code, format, check, check_flags] {
     if (*check) {
       exit_code = run_devices_check(global, *check_flags, *format);

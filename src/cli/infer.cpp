@@ -19,6 +19,7 @@
 
 #include "common.hpp"
 #include "infer_bench.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -132,8 +133,8 @@ std::string render_text(const sim::ServingComparison& result, const ReplayFlags&
 }
 
 // Load, clock, power and latency against the SLO over one time axis, one panel each.
-void write_plot(const std::string& path, const sim::ServingComparison& result,
-                const optimize::ServingSlo& slo, const std::string& title) {
+std::string plot_svg(const sim::ServingComparison& result, const optimize::ServingSlo& slo,
+                     const std::string& title) {
   double end_s = 0;
   for (const auto& strategy : result.strategies) {
     if (!strategy.buckets.empty()) {
@@ -188,10 +189,10 @@ void write_plot(const std::string& path, const sim::ServingComparison& result,
   for (viz::Plot* plot : {&clock, &power}) {
     viz::add_top_headroom(*plot);
   }
-  value_or_throw(write_file_atomic(path, viz::stack_plots({&load, &clock, &power, &ttft, &tpot})));
+  return viz::stack_plots({&load, &clock, &power, &ttft, &tpot});
 }
 
-void write_requests(const std::string& path, const sim::ServingReplay& replay) {
+std::string requests_csv(const sim::ServingReplay& replay) {
   std::ostringstream out;
   csv::write_row(out, {"request", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s",
                        "energy_j", "prefill_energy_j", "decode_energy_j", "j_per_output_token"});
@@ -204,12 +205,12 @@ void write_requests(const std::string& path, const sim::ServingReplay& replay) {
                     fmt::format("{:.6f}", r.prefill_energy_j), fmt::format("{:.6f}", r.decode_energy_j),
                     fmt::format("{:.6f}", r.energy_j / static_cast<double>(r.output_tokens))});
   }
-  value_or_throw(write_file_atomic(path, out.str()));
+  return out.str();
 }
 
 // The joule strategy's run as Prometheus would have scraped it at the end (docs/metrics.md).
-void write_metrics(const std::string& path, const sim::ServingReplay& replay, const std::string& model,
-                   const std::string& gpu_key, const optimize::ServingSlo& slo, bool power_limit) {
+std::string metrics_text(const sim::ServingReplay& replay, const std::string& model,
+                         const std::string& gpu_key, const optimize::ServingSlo& slo, bool power_limit) {
   metrics::MetricsRegistry registry;
   metrics::InferenceMetrics inference(registry.registry(), {.gpu = gpu_key});
   for (size_t i = 0; i < replay.requests.size(); ++i) {
@@ -235,18 +236,16 @@ void write_metrics(const std::string& path, const sim::ServingReplay& replay, co
   inference.set_slo(model, slo.ttft_s, slo.tpot_s);
   inference.add_iterations(model, replay.summary.iterations);
   inference.set_requests(model, 0, 0);
-  value_or_throw(write_file_atomic(path, registry.render()));
+  return registry.render();
 }
 
 int run_replay(const ReplayFlags& flags) {
-  if (flags.trace.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "infer replay: --trace FILE is required");
-  }
-  if (!flags.slo_ttft_s || !flags.slo_tpot_s) {
-    throw Exception(ErrorCode::kInvalidArgument, "infer replay: --slo-ttft-s and --slo-tpot-s are required");
-  }
-  const sim::LlmGpuSpec gpu = value_or_throw(sim::load_llm_gpu(flags.gpu));
-  const sim::LlmModelSpec model = value_or_throw(sim::load_llm_model(flags.model));
+  // Checked before the replay runs.
+  std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
+  std::optional<OutputFile> metrics_out = open_output(flags.metrics_out, "--metrics-out");
+  std::optional<OutputFile> requests_out = open_output(flags.requests_out, "--requests-out");
+  const sim::LlmGpuSpec gpu = name_or_throw(sim::load_llm_gpu(flags.gpu));
+  const sim::LlmModelSpec model = name_or_throw(sim::load_llm_model(flags.model));
   const sim::LlmCostModel cost(gpu, model, flags.tensor_parallel.value_or(model.default_tensor_parallel));
   sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
   if (flags.rate_scale != 1) {
@@ -282,27 +281,29 @@ int run_replay(const ReplayFlags& flags) {
   if (!result.note.empty() && flags.format != Format::kText) {
     std::cerr << "joule: note: " << result.note << "\n";
   }
-  if (!flags.plot.empty()) {
-    write_plot(flags.plot, result, slo,
-               fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name));
-    if (flags.format == Format::kText) {
-      std::cout << fmt::format("plot written to {}\n", flags.plot);
+  // Every output is tried; one that fails is named on stderr and the exit code is 1.
+  bool all_written = true;
+  const auto write = [&](std::optional<OutputFile>& output, const std::string& content,
+                         std::string_view what) {
+    if (!write_or_report(*output, content, false)) {
+      all_written = false;
+    } else if (flags.format == Format::kText) {
+      std::cout << fmt::format("{} written to {}\n", what, output->path());
     }
+  };
+  if (plot) {
+    write(plot,
+          plot_svg(result, slo, fmt::format("{} on {} × {}", model.name, cost.tensor_parallel(), gpu.name)),
+          "plot");
   }
-  if (!flags.metrics_out.empty()) {
-    write_metrics(flags.metrics_out, result.strategies.back(), model.key, gpu.key, slo, flags.power_limit);
-    if (flags.format == Format::kText) {
-      std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
-    }
+  if (metrics_out) {
+    write(metrics_out, metrics_text(result.strategies.back(), model.key, gpu.key, slo, flags.power_limit),
+          "metrics");
   }
-  if (!flags.requests_out.empty()) {
-    write_requests(flags.requests_out, result.strategies.back());
-    if (flags.format == Format::kText) {
-      std::cout << fmt::format("per-request energy of the joule strategy written to {}\n",
-                               flags.requests_out);
-    }
+  if (requests_out) {
+    write(requests_out, requests_csv(result.strategies.back()), "per-request energy of the joule strategy");
   }
-  return 0;
+  return all_written ? kExitOk : kExitFailure;
 }
 
 }  // namespace infer_replay
@@ -314,12 +315,17 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command->require_subcommand(1);
 
   auto replay = std::make_shared<infer_replay::ReplayFlags>();
+  set_examples(*command,
+               {"joule infer replay --trace data/inference/diurnal-1h.csv --slo-ttft-s 1 --slo-tpot-s 0.1",
+                "joule infer bench --endpoint http://127.0.0.1:8000 --trace data/inference/bursty-1h.csv "
+                "--duration-s 60"});
   auto* replay_command = command->add_subcommand(
       "replay",
       "Replay a request trace on a simulated GPU: max clock, best fixed clock, utilisation governor, joule");
   replay_command
       ->add_option("--trace", replay->trace, "Request trace CSV (arrival_s,prompt_tokens,output_tokens)")
-      ->option_text("FILE.csv");
+      ->option_text("FILE.csv")
+      ->required();
   replay_command
       ->add_option("--gpu", replay->gpu, "GPU: a100-40gb, a100-80gb, h100, or a JSON file (default h100)")
       ->option_text("G");
@@ -330,11 +336,13 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   replay_command->add_option("--slo-ttft-s", replay->slo_ttft_s, "Time-to-first-token SLO, s")
-      ->check(number(NumberRule::positive()))
-      ->option_text("X");
+      ->check(number(quantity::ttft_s()))
+      ->option_text("X")
+      ->required();
   replay_command->add_option("--slo-tpot-s", replay->slo_tpot_s, "Time-per-output-token SLO, s")
-      ->check(number(NumberRule::positive()))
-      ->option_text("Y");
+      ->check(number(quantity::tpot_s()))
+      ->option_text("Y")
+      ->required();
   replay_command
       ->add_option("--attainment", replay->attainment,
                    "Share of requests that must meet both SLOs (default 0.99)")
@@ -366,6 +374,8 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->add_option("--metrics-out", replay->metrics_out,
                    "Write the joule strategy's Prometheus metrics (text exposition) at the end of the run")
       ->option_text("FILE.prom");
+  set_examples(*replay_command, {"joule infer replay --trace data/inference/diurnal-1h.csv --gpu h100 "
+                                 "--model llama-3-8b --slo-ttft-s 1 --slo-tpot-s 0.1 --plot diurnal.svg"});
   replay_command->callback([&exit_code, replay] { exit_code = infer_replay::run_replay(*replay); });
 
   add_infer_bench_command(*command, global, exit_code);

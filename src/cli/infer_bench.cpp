@@ -40,6 +40,8 @@
 #include "joule/metrics/registry.hpp"
 #include "joule/sim/serving.hpp"
 
+#include "usage.hpp"
+
 namespace joule::cli {
 
 namespace {
@@ -714,7 +716,7 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
   return out;
 }
 
-void write_requests(const std::string& path, const Report& r) {
+bool write_requests(OutputFile& output, const Report& r) {
   std::ostringstream out;
   csv::write_row(out, {"request", "arrival_s", "start_s", "end_s", "latency_s", "outcome", "prompt_tokens",
                        "completion_tokens", "ttft_s", "tpot_s", "energy_j", "late", "error"});
@@ -730,13 +732,13 @@ void write_requests(const std::string& path, const Report& r) {
                     std::to_string(s.completion_tokens), optional_text(s.ttft_s), optional_text(s.tpot_s),
                     fmt::format("{:.6f}", s.energy_j), s.late ? "1" : "0", s.error});
   }
-  value_or_throw(write_file_atomic(path, out.str()));
+  return write_or_report(output, out.str(), true);
 }
 
 // The run as Prometheus would have scraped it at the end (docs/metrics.md): one model label. The endpoint
 // does not say how a request's energy divides between prefill and decode: the phases are split by the tokens
 // rule (each prompt and output token counts one), as RequestEnergyLedger's default does per iteration.
-void write_metrics(const std::string& path, const Report& r) {
+bool write_metrics(OutputFile& output, const Report& r) {
   metrics::MetricsRegistry registry;
   metrics::InferenceMetrics inference(registry.registry());
   for (size_t i = 0; i < r.sent.size(); ++i) {
@@ -766,7 +768,7 @@ void write_metrics(const std::string& path, const Report& r) {
   }
   inference.add_idle_energy(r.model, r.idle_energy_j);
   inference.set_requests(r.model, 0, 0);
-  value_or_throw(write_file_atomic(path, registry.render()));
+  return write_or_report(output, registry.render(), true);
 }
 
 int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
@@ -782,6 +784,9 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
   }
   const sim::ServingTrace trace = value_or_throw(sim::read_serving_trace(flags.trace));
+  // Checked before the run.
+  std::optional<OutputFile> requests_out = open_output(flags.requests_out, "--requests-out");
+  std::optional<OutputFile> metrics_out = open_output(flags.metrics_out, "--metrics-out");
 
   // The requests to send: arrivals from the first one, scaled, cut at --duration-s.
   Report report;
@@ -951,14 +956,15 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
       std::cout << render_text(report, flags);
       break;
   }
-  if (!flags.requests_out.empty()) {
-    write_requests(flags.requests_out, report);
+  // A file that cannot be written: its figures go to stderr, and the exit code is 1.
+  const bool requests_written = !requests_out || write_requests(*requests_out, report);
+  const bool metrics_written = !metrics_out || write_metrics(*metrics_out, report);
+  if (requests_out && requests_written) {
     if (flags.format == Format::kText) {
       std::cout << fmt::format("per-request figures written to {}\n", flags.requests_out);
     }
   }
-  if (!flags.metrics_out.empty()) {
-    write_metrics(flags.metrics_out, report);
+  if (metrics_out && metrics_written) {
     if (flags.format == Format::kText) {
       std::cout << fmt::format("metrics written to {}\n", flags.metrics_out);
     }
@@ -973,7 +979,7 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
                              static_cast<int64_t>(report.sent.size()) - report.ok, report.sent.size(),
                              report.first_error);
   }
-  return 0;
+  return requests_written && metrics_written ? 0 : 1;
 }
 
 }  // namespace infer_bench
@@ -984,9 +990,11 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
   auto* command = infer_command.add_subcommand(
       "bench", "Benchmark the energy of an OpenAI-compatible endpoint: send a trace, measure the GPUs");
   command->add_option("--endpoint", flags->endpoint, "The server: http://HOST:PORT (POST /v1/completions)")
-      ->option_text("URL");
+      ->option_text("URL")
+      ->required();
   command->add_option("--trace", flags->trace, "Request trace CSV (arrival_s,prompt_tokens,output_tokens)")
-      ->option_text("FILE.csv");
+      ->option_text("FILE.csv")
+      ->required();
   command->add_option("--gpus", flags->gpus, "GPU indices to measure, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
   command->add_option("--model", flags->model, "Model name sent (default: the first GET /v1/models lists)")
@@ -995,7 +1003,7 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
       ->check(number(NumberRule::positive()))
       ->option_text("F");
   command->add_option("--duration-s", flags->duration_s, "Send only the requests arriving in the first S s")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command
       ->add_option("--max-concurrency", flags->max_concurrency,
@@ -1005,7 +1013,7 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
   command
       ->add_option("--timeout-s", flags->timeout_s,
                    "Give up on a request S s after sending it, whole response included (default 300)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command
       ->add_option("--max-response-mib", flags->max_response_mib,
@@ -1025,6 +1033,8 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
       ->add_option("--metrics-out", flags->metrics_out,
                    "Write the run's Prometheus metrics (text exposition)")
       ->option_text("FILE.prom");
+  set_examples(*command, {"joule infer bench --endpoint http://127.0.0.1:8000 --trace "
+                          "data/inference/bursty-1h.csv --duration-s 60 --requests-out requests.csv"});
   command->callback([&exit_code, &global, flags] { exit_code = infer_bench::run_bench(global, *flags); });
 }
 

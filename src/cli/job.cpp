@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule job`: a client of `joule serve`'s (or Zeus's) batch-size optimizer for scripts: register a job, ask
 // for the next trial's batch size, report epochs, end trials, show and delete jobs.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "joule/core/file.hpp"
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -71,7 +73,7 @@ client::Client connect(const JobFlags& flags) {
   client::ClientOptions options;
   options.attempts = flags.attempts;
   options.request_id = flags.request_id;
-  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
+  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(from_seconds(flags.timeout_s));
   return value_or_throw(client::Client::connect(url, options));
 }
 
@@ -160,7 +162,8 @@ void fill_gpu_config_from_devices(json& body, const GlobalOptions& global) {
   }
   if (!has_power) {
     const auto constraints = value_or_throw(first.power_limit_constraints());
-    body["max_power"] = std::floor(constraints.max_mw / 1000.0) * static_cast<double>(count);  // whole W, as Zeus
+    body["max_power"] =
+        std::floor(constraints.max_mw / 1000.0) * static_cast<double>(count);  // whole W, as Zeus
   }
   std::cerr << fmt::format(
       "joule: job register: {} from this machine's GPUs: max_power {} W, {} GPU(s), {}\n",
@@ -292,7 +295,7 @@ void add_common(CLI::App& command, JobFlags& flags) {
                   "Request id: running the same command again with it is not applied twice")
       ->option_text("ID");
   command.add_option("--timeout-s", flags.timeout_s, "Per-attempt timeout (default 120)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command
       .add_option("--attempts", flags.attempts,
@@ -321,6 +324,8 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   auto* job = app.add_subcommand("job", "Talk to a batch-size optimizer server (joule serve, or Zeus's)");
   job->require_subcommand(1);
 
+  set_examples(*job, {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
+                      "joule job next --job-id mnist-8d1f69b4"});
   auto* registration = job->add_subcommand("register", "Register a job (Zeus's JobSpec and GpuConfig)");
   add_common(*registration, *flags);
   registration
@@ -364,7 +369,7 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   registration
       ->add_option("--max-power-w", flags->max_power_w,
                    "Max power limit of GPU 0 x number of GPUs, W (default: from this machine's GPUs)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(above_zero(quantity::power_w())))
       ->option_text("W");
   registration
       ->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job (default: this machine's)")
@@ -373,22 +378,26 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
   registration
       ->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
       ->option_text("NAME");
+  set_examples(*registration,
+               {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
+                "joule job register --job-spec spec.json"});
   registration->callback([&exit_code, &global, flags] { exit_code = run_register(*flags, global); });
 
   auto* next = job->add_subcommand("next", "Get the next trial's batch size");
   add_common(*next, *flags);
   next->add_option("--job-id", flags->job_id, "Job id")->option_text("ID")->required();
+  set_examples(*next, {"joule job next --job-id mnist-8d1f69b4"});
   next->callback([&exit_code, flags] { exit_code = run_next(*flags); });
 
   auto* report = job->add_subcommand("report", "Report an epoch's cumulative time, energy and metric");
   add_common(*report, *flags);
   add_trial_flags(*report, *flags);
   report->add_option("--time-s", flags->time_s, "Training time of the trial so far, s")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true)))
       ->option_text("T")
       ->required();
   report->add_option("--energy-j", flags->energy_j, "Training energy of the trial so far, J")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::energy_j()))
       ->option_text("E")
       ->required();
   report->add_option("--metric", flags->metric, "Validation metric after this epoch")
@@ -399,21 +408,26 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
       ->check(number(NumberRule::non_negative_integer()))
       ->option_text("N")
       ->required();
+  set_examples(*report, {"joule job report --job-id mnist-8d1f69b4 --trial 1 --batch-size 64 --time-s 120.5 "
+                         "--energy-j 30000 --metric 0.31 --epoch 1"});
   report->callback([&exit_code, flags] { exit_code = run_report(*flags); });
 
   auto* end = job->add_subcommand("end", "End a trial (a trial without a final report becomes Failed)");
   add_common(*end, *flags);
   add_trial_flags(*end, *flags);
+  set_examples(*end, {"joule job end --job-id mnist-8d1f69b4 --trial 1 --batch-size 64"});
   end->callback([&exit_code, flags] { exit_code = run_end(*flags); });
 
   auto* status = job->add_subcommand("status", "Show a job: stage, trials, reports, bandit arms");
   add_common(*status, *flags);
   status->add_option("--job-id", flags->job_id, "Job id")->option_text("ID")->required();
+  set_examples(*status, {"joule job status --job-id mnist-8d1f69b4 --format json"});
   status->callback([&exit_code, flags] { exit_code = run_status(*flags); });
 
   auto* erase = job->add_subcommand("delete", "Delete a job and its history");
   add_common(*erase, *flags);
   erase->add_option("--job-id", flags->job_id, "Job id")->option_text("ID")->required();
+  set_examples(*erase, {"joule job delete --job-id mnist-8d1f69b4"});
   erase->callback([&exit_code, flags] { exit_code = run_delete(*flags); });
 }
 

@@ -18,11 +18,6 @@ namespace {
 using joule::cli::kExitFailure;
 using joule::cli::kExitUsage;
 
-constexpr const char* kFooter =
-    "Exit codes: 0 success; 1 a runtime error (a device, file, server or store failed); 2 a usage error (an "
-    "unknown command or flag, a bad value); 'joule measure' exits with the command's own code (128 + N if "
-    "signal N ended it, 126 or 127 if it could not run).\nEach command has --help: joule COMMAND --help.";
-
 void install_logger(const std::string& level) {
   auto logger = std::make_shared<spdlog::logger>("joule", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("joule: %l: %v");
@@ -37,7 +32,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   app.set_version_flag("--version", std::string("joule ") + joule::cli::kJouleVersion);
-  app.footer(kFooter);
   joule::cli::GlobalOptions global;
   app.add_option("--sim", global.sim,
                  "Use simulated GPUs: [COUNTx]GPU[:WORKLOAD[:BATCH_SIZE]], e.g. v100 or 4xa40:imagenet:256 "
@@ -70,6 +64,9 @@ int main(int argc, char** argv) {
   joule::cli::add_carbon_command(app, global, exit_code);
   joule::cli::add_infer_command(app, global, exit_code);
   joule::cli::add_counters_command(app, global, exit_code);
+  joule::cli::set_examples(app, {"joule devices", "joule --sim v100 measure -- sleep 1"});
+  app.footer(app.get_footer() + "\nEach command has --help, with examples: joule COMMAND --help.");
+  joule::cli::mark_required_options(app);
   app.parse_complete_callback([&app, &global] {
     install_logger(global.log_level);
     joule::cli::refuse_unused_device_flags(app, global);

@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule measure -- CMD ARGS…`: energy and time of a command, like `perf stat`.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -12,10 +9,8 @@
 #include <sstream>
 #include <utility>
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "joule/carbon/monitor.hpp"
 #include "joule/carbon/price.hpp"
@@ -29,6 +24,7 @@
 
 #include "child_process.hpp"
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -41,14 +37,16 @@ struct MeasureFlags {
   Format format = Format::kText;
   std::string output;
   std::vector<std::string> command;
-  carbon::CarbonSourceOptions carbon;  // --carbon-intensity, --carbon-trace, --zone, --carbon-provider
-  std::string tariff;                  // --tariff FILE: hour,price_usd_per_kwh
-  int repeat = 1;                      // -r N: run the command N times, report mean ± stddev
-  std::string append_csv;              // --append-csv FILE: one row per device per run, appended
+  carbon::CarbonSourceOptions
+      carbon;              // --carbon-intensity, --carbon-trace, --zone, --carbon-provider, --country
+  std::string tariff;      // --tariff FILE: hour,price_usd_per_kwh
+  int repeat = 1;          // -r N: run the command N times, report mean ± stddev
+  std::string append_csv;  // --append-csv FILE: one row per device per run, appended
 };
 
 bool wants_carbon(const MeasureFlags& flags) {
-  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty();
+  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty() ||
+         !flags.carbon.country.empty();
 }
 
 struct DeviceFigure {
@@ -464,27 +462,25 @@ const std::vector<std::string>& history_header() {
 }
 
 // Checked before the command runs, so that a wrong file costs no run. @return true if the header is to be
-// written (the file is new or empty); throws if the file holds something else.
-bool history_needs_header(const std::string& path) {
+// written (the file is new or empty, or not a regular file: a FIFO, /dev/stdout); throws if the file holds
+// something else.
+bool history_needs_header(const OutputFile& history) {
   std::ostringstream header_line;
   csv::write_row(header_line, history_header());
-  if (std::ifstream in(path, std::ios::binary); in) {
-    std::string first;
-    if (std::getline(in, first)) {
-      if (first + "\n" != header_line.str()) {
-        throw Exception(
-            ErrorCode::kInvalidArgument,
-            fmt::format("--append-csv {}: the file exists with other columns (first line {}); give "
-                        "a new file or one written by --append-csv",
-                        path, quoted_excerpt(first, 80)));
-      }
-      return false;
-    }
+  const std::string head = value_or_throw(history.read_head(header_line.str().size()));
+  if (head.empty()) {
+    return true;
   }
-  return true;
+  if (head != header_line.str()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("--append-csv {}: the file exists with other columns (first line {}); give "
+                                "a new file or one written by --append-csv",
+                                history.path(), quoted_excerpt(head.substr(0, head.find('\n')), 80)));
+  }
+  return false;
 }
 
-void append_history(const std::string& path, const std::vector<Summary>& runs, bool write_header) {
+std::string history_rows(const std::vector<Summary>& runs, bool write_header) {
   std::ostringstream rows;
   if (write_header) {
     csv::write_row(rows, history_header());
@@ -502,28 +498,22 @@ void append_history(const std::string& path, const std::vector<Summary>& runs, b
       csv::write_row(rows, row);
     }
   }
-  // One write(2) on an O_APPEND descriptor: the kernel places it at the end whole, so the rows of invocations
-  // appending at the same time do not interleave (a stream could split them into several writes).
-  const std::string text = rows.str();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw Exception(ErrorCode::kIo,
-                    fmt::format("--append-csv {}: cannot open: {}", path, std::strerror(errno)));
-  }
-  const ssize_t written = ::write(fd, text.data(), text.size());
-  const int write_errno = errno;
-  ::close(fd);
-  if (written != static_cast<ssize_t>(text.size())) {
-    throw Exception(ErrorCode::kIo,
-                    fmt::format("--append-csv {}: cannot append: {}", path,
-                                written < 0 ? std::strerror(write_errno) : "the disk took only part of it"));
-  }
+  return rows.str();
 }
 
 int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (flags.command.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)");
+  }
+  // Every output is checked before the command runs: a path that cannot be written costs no run.
+  std::optional<OutputFile> output = open_output(flags.output, "-o");
+  std::optional<OutputFile> history = open_output(flags.append_csv, "--append-csv", OutputMode::kAppend);
+  const bool history_header_needed = history && history_needs_header(*history);
+  // A country ("auto" infers it) is chosen now: an unknown code costs no run either.
+  carbon::CarbonSourceOptions carbon_source = flags.carbon;
+  if (!carbon_source.country.empty()) {
+    carbon_source.country = resolve_country(carbon_source.country).country.iso3;
   }
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
@@ -551,7 +541,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   std::unique_ptr<carbon::CarbonSignal> signal;
   std::unique_ptr<carbon::CarbonMonitor> carbon;
   if (wants_carbon(flags)) {
-    signal = value_or_throw(carbon::make_carbon_signal(flags.carbon, clock));
+    signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
     carbon = std::make_unique<carbon::CarbonMonitor>(monitor, *signal);
   } else if (!flags.carbon.provider.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "measure: --carbon-provider needs --zone");
@@ -580,7 +570,6 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
     sampler.start();
   }
 
-  const bool history_header_needed = !flags.append_csv.empty() && history_needs_header(flags.append_csv);
   std::vector<Summary> runs;
   for (int run = 0; run < flags.repeat; ++run) {
     const Nanos window_start = clock.now();
@@ -660,8 +649,10 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   }
   sampler.stop();
 
-  if (!flags.append_csv.empty()) {
-    append_history(flags.append_csv, runs, history_header_needed);
+  // A file that cannot be written now (disk full, folder removed meanwhile) loses nothing: what it would
+  // have held goes to stderr instead, and the exit code stays the command's.
+  if (history) {
+    write_or_report(*history, history_rows(runs, history_header_needed), true);
   }
   std::string text;
   if (flags.repeat == 1) {
@@ -689,7 +680,11 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
         break;
     }
   }
-  write_output(flags.output, text, std::cerr);
+  if (output) {
+    write_or_report(*output, text, true);
+  } else {
+    std::cerr << text << std::flush;
+  }
   return runs.back().exit.exit_code;
 }
 
@@ -706,15 +701,18 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   command->add_flag("--cpus", flags->cpus, "Also measure CPU package and DRAM energy (RAPL)");
   command
       ->add_option("--interval-ms", flags->interval_ms, "Power sampling period for peak power (default 100)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(quantity::sampling_period_ms()))
       ->option_text("N");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
-  command->add_option("-o,--output", flags->output, "Write the summary to FILE instead of stderr")
+  command
+      ->add_option("-o,--output", flags->output,
+                   "Write the summary to FILE instead of stderr (-: stdout; a device or FIFO is written "
+                   "through)")
       ->option_text("FILE");
   command
       ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
                    "Add the carbon (gCO2e) at this constant intensity, g/kWh")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::carbon_intensity_g_per_kwh()))
       ->option_text("G_PER_KWH");
   command
       ->add_option("--carbon-trace", flags->carbon.trace_path,
@@ -724,6 +722,12 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->add_option("--zone", flags->carbon.zone,
                    "Add the carbon from a live provider's zone (Electricity Maps zone, WattTime region, GB)")
       ->option_text("Z");
+  command
+      ->add_option(
+          "--country", flags->carbon.country,
+          "Add the carbon at a country's yearly average intensity: ISO 3166-1 code (DEU or DE), or auto "
+          "to infer it from the timezone or locale (joule carbon countries lists them)")
+      ->option_text("CODE|auto");
   command
       ->add_option("--carbon-provider", flags->carbon.provider,
                    "electricitymaps, watttime or uk (default: JOULE_CARBON_PROVIDER, else electricitymaps)")
@@ -747,7 +751,8 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
   auto stray = std::make_shared<std::vector<std::string>>();
   command->add_option("command", *stray, "The command to run and its arguments, after --")
       ->option_text("-- CMD ARGS…");
-  command->footer("Example: joule measure --gpus 0 -- python train.py --epochs 1");
+  set_examples(*command, {"joule measure --gpus 0 -- python train.py --epochs 1",
+                          "joule measure --country auto --format json -o run.json -- python train.py"});
   command->callback([&global, &exit_code, flags, stray] {
     if (!stray->empty()) {
       throw Exception(ErrorCode::kInvalidArgument,

@@ -16,6 +16,7 @@
 #include "joule/viz/frontier_plot.hpp"
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -204,9 +205,6 @@ std::string point_label(const FrontierPoint<plan::FrequencyPlan>& point) {
 }
 
 int run_plan(const PlanFlags& flags) {
-  if (flags.profile.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, "plan: --profile is required");
-  }
   if (flags.target_time_s && flags.straggler_slowdown) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "plan: give --target-time-s or --straggler-slowdown, not both");
@@ -228,6 +226,11 @@ int run_plan(const PlanFlags& flags) {
   if (!flags.plan_in.empty()) {
     return run_saved_plan(flags, dag, profile);
   }
+  // The outputs are checked before planning, which can take minutes: a path that cannot be written costs
+  // nothing.
+  std::optional<OutputFile> plan_out = open_output(flags.plan_out, "--plan-out");
+  std::optional<OutputFile> plot_out = open_output(flags.plot, "--plot");
+  std::optional<OutputFile> timeline_out = open_output(flags.timeline, "--timeline");
   plan::PlannerOptions options;
   options.p_blocking_w = flags.p_blocking_w;
   options.unit_time_s = flags.unit_time_s;
@@ -268,16 +271,26 @@ int run_plan(const PlanFlags& flags) {
   }
   const auto& point = frontier.points()[chosen.index];
 
-  if (!flags.plan_out.empty()) {
+  // Every output is tried; one that fails is named on stderr and the exit code is 1.
+  bool all_written = true;
+  std::vector<std::pair<std::string_view, std::string>> written;
+  const auto write = [&](std::optional<OutputFile>& output, std::string_view what, std::string_view content) {
+    if (write_or_report(*output, content, false)) {
+      written.emplace_back(what, output->path());
+    } else {
+      all_written = false;
+    }
+  };
+  if (plan_out) {
     nlohmann::json out = plan::plan_to_json(dag, point.knob, {point.time_s, point.energy_j});
     out["p_blocking_w"] = flags.p_blocking_w;
     if (chosen.target_time_s) {
       out["target_time_s"] = *chosen.target_time_s;
       out["energy_at_target_j"] = chosen.energy_at_target_j;
     }
-    value_or_throw(write_file_atomic(flags.plan_out, out.dump(2) + "\n"));
+    write(plan_out, "plan", out.dump(2) + "\n");
   }
-  if (!flags.plot.empty()) {
+  if (plot_out) {
     const auto label = [](const plan::FrequencyPlan& plan) {
       uint32_t low = plan.front();
       uint32_t high = plan.front();
@@ -306,12 +319,11 @@ int run_plan(const PlanFlags& flags) {
                        .value = *chosen.target_time_s,
                        .label = fmt::format("target {:.3f} s", *chosen.target_time_s)});
     }
-    value_or_throw(chart.save(flags.plot));
+    write(plot_out, "plot", chart.svg());
   }
-  if (!flags.timeline.empty()) {
+  if (timeline_out) {
     const std::string title = fmt::format("One iteration, {:.4f} s, {:.1f} J", point.time_s, point.energy_j);
-    value_or_throw(
-        viz::save_svg(flags.timeline, plan::timeline_chart(dag, profile, point.knob, title).svg()));
+    write(timeline_out, "timeline", plan::timeline_chart(dag, profile, point.knob, title).svg());
   }
 
   std::optional<Execution> execution;
@@ -392,11 +404,8 @@ int run_plan(const PlanFlags& flags) {
             (1 - chosen.energy_at_target_j / chosen.baseline_at_target_j) * 100, clocks.front());
       }
       std::cout << fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planning_s, result.iterations);
-      for (const auto& [flag, path] : {std::pair{"plan", flags.plan_out}, std::pair{"plot", flags.plot},
-                                       std::pair{"timeline", flags.timeline}}) {
-        if (!path.empty()) {
-          std::cout << fmt::format("  {} written to {}\n", flag, path);
-        }
+      for (const auto& [what, path] : written) {
+        std::cout << fmt::format("  {} written to {}\n", what, path);
       }
       if (execution) {
         print_execution_text(*execution);
@@ -404,7 +413,7 @@ int run_plan(const PlanFlags& flags) {
       break;
     }
   }
-  return 0;
+  return all_written ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -415,7 +424,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
       "plan",
       "Plan a GPU frequency for every forward and backward of a pipeline-parallel iteration (Perseus)");
   command->add_option("--profile", flags->profile, "CSV: stage,instruction,frequency_mhz,time_s,energy_j")
-      ->option_text("FILE");
+      ->option_text("FILE")
+      ->required();
   command->add_option("--stages", flags->stages, "Pipeline stages S")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("S")
@@ -428,10 +438,10 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
   command
       ->add_option("--p-blocking-w", flags->p_blocking_w,
                    "Power of a GPU blocked on communication (default 70)")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::power_w()))
       ->option_text("W");
   command->add_option("--unit-time-s", flags->unit_time_s, "Time unit of the planner (default 0.001)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(quantity::iteration_time_s()))
       ->option_text("T");
   command
       ->add_option(
@@ -443,7 +453,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
   command
       ->add_option("--target-time-s", flags->target_time_s,
                    "Plan for this iteration time (e.g. a straggler's), blocking until it")
-      ->check(number(NumberRule::positive()))
+      ->check(number(quantity::iteration_time_s()))
       ->option_text("T'");
   command
       ->add_option("--straggler-slowdown", flags->straggler_slowdown,
@@ -472,6 +482,10 @@ void add_plan_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_
                    "Check a saved plan (--plan-out's JSON) instead of planning: its time and energy on the "
                    "profile, and one (or --execute N) iterations of it on simulated GPUs")
       ->option_text("FILE.json");
+  set_examples(*command, {"joule plan --profile data/perseus/example_s4_m8_profile.csv --stages 4 "
+                          "--microbatches 8 --plot frontier.svg",
+                          "joule plan --profile data/perseus/example_s4_m8_profile.csv --stages 4 "
+                          "--microbatches 8 --straggler-slowdown 1.2 --plan-out plan.json"});
   command->callback([&exit_code, flags] { exit_code = run_plan(*flags); });
 }
 

@@ -19,6 +19,7 @@
 
 #include "common.hpp"
 #include "signals.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -32,7 +33,8 @@ struct PowerFlags {
   bool telemetry = false;  // text: also temperature, clocks, utilisation (CSV and JSON always have them)
   Format format = Format::kText;
   std::string serve;  // HOST:PORT of /metrics; empty: print readings
-  // Where the carbon metrics' intensity comes from: --carbon-intensity, --carbon-trace, --zone (+ provider).
+  // Where the carbon metrics' intensity comes from: --carbon-intensity, --carbon-trace, --zone (+ provider),
+  // --country.
   carbon::CarbonSourceOptions carbon;
   double carbon_refresh_s = 300;  // how often a trace or provider is asked for the current intensity
 };
@@ -90,7 +92,8 @@ std::string telemetry_columns_text(const device::GpuTelemetry& reading) {
 }
 
 bool wants_carbon(const PowerFlags& flags) {
-  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty();
+  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty() ||
+         !flags.carbon.country.empty();
 }
 
 // Asks the signal for the current intensity and hands it to the metrics. A provider that fails keeps the
@@ -108,12 +111,17 @@ void refresh_intensity(carbon::CarbonSignal& signal, metrics::GpuMetrics& metric
 
 int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   if (wants_carbon(flags) && flags.serve.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    "power: --carbon-intensity, --carbon-trace and --zone are only used by the metrics: add "
-                    "--serve HOST:PORT");
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        "power: --carbon-intensity, --carbon-trace, --zone and --country are only used by the metrics: add "
+        "--serve HOST:PORT");
   }
   if (!flags.serve.empty()) {
     value_or_throw(metrics::parse_host_port(flags.serve, "power: --serve"));
+  }
+  carbon::CarbonSourceOptions carbon_source = flags.carbon;
+  if (!carbon_source.country.empty()) {
+    carbon_source.country = resolve_country(carbon_source.country).country.iso3;
   }
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
@@ -162,7 +170,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   if (!flags.serve.empty()) {
     gpu_metrics = std::make_shared<metrics::GpuMetrics>(gpus, clock);
     if (wants_carbon(flags)) {
-      carbon_signal = value_or_throw(carbon::make_carbon_signal(flags.carbon, clock));
+      carbon_signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
       // A source that cannot give the current value at the start is a configuration error, said now.
       const auto first = carbon_signal->latest();
       if (!first) {
@@ -197,7 +205,8 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   while (true) {
     sampler.sample_now();
     const Nanos now = clock.now();
-    if (carbon_signal && !flags.carbon.intensity_g_per_kwh && now >= next_carbon_refresh) {
+    if (carbon_signal && !flags.carbon.intensity_g_per_kwh && flags.carbon.country.empty() &&
+        now >= next_carbon_refresh) {
       refresh_intensity(*carbon_signal, *gpu_metrics);
       next_carbon_refresh = now + carbon_refresh;
     }
@@ -264,11 +273,11 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   auto* command =
       app.add_subcommand("power", "Print power readings with ISO-8601 UTC timestamps until Ctrl-C");
   command->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(quantity::sampling_period_ms()))
       ->option_text("N");
   command
       ->add_option("--duration-s", flags->duration_s, "Stop after S seconds (default: run until interrupted)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
       ->option_text("LIST");
@@ -284,7 +293,7 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command
       ->add_option("--carbon-intensity", flags->carbon.intensity_g_per_kwh,
                    "Grid carbon intensity in gCO2eq/kWh, for the carbon metrics of --serve")
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::carbon_intensity_g_per_kwh()))
       ->option_text("G_PER_KWH");
   command
       ->add_option(
@@ -296,15 +305,23 @@ void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
                    "Carbon metrics from a live provider for this zone (docs/carbon.md)")
       ->option_text("ZONE");
   command
+      ->add_option(
+          "--country", flags->carbon.country,
+          "Carbon metrics at a country's yearly average intensity: ISO 3166-1 code (DEU or DE), or auto "
+          "to infer it from the timezone or locale")
+      ->option_text("CODE|auto");
+  command
       ->add_option("--carbon-provider", flags->carbon.provider,
                    "electricitymaps (default), watttime or uk; with --zone")
       ->option_text("NAME");
   command
       ->add_option("--carbon-refresh-s", flags->carbon_refresh_s,
                    "How often --carbon-trace or --zone is read again, seconds (default 300)")
-      ->check(number(NumberRule::positive()))
+      ->check(number(duration_rule()))
       ->option_text("S");
   add_format_option(*command, flags->format, {Format::kText, Format::kCsv, Format::kJson});
+  set_examples(*command, {"joule power --interval-ms 100 --duration-s 10 --format csv",
+                          "joule power --serve 127.0.0.1:9400 --country auto"});
   command->callback([&global, &exit_code, flags] { exit_code = run_power(global, *flags); });
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule serve`: the optimizer service over HTTP (Zeus's batch-size optimizer API and the pipeline planner),
 // on SQLite or PostgreSQL, until SIGINT/SIGTERM; Prometheus metrics at GET /metrics.
+#include <chrono>
 #include <csignal>
 #include <iostream>
 
@@ -16,6 +17,7 @@
 
 #include "common.hpp"
 #include "signals.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -148,7 +150,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    fmt::format("How long the response of a request with X-Request-Id is kept for its retries "
                                "(default {} = 24 h; 0: forever)",
                                flags->response_ttl_s))
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(duration_rule(true)))
       ->option_text("S");
   command
       ->add_option("--db-connections", flags->db_connections,
@@ -193,7 +195,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    fmt::format("Power of a GPU waiting on its neighbours when profiling cannot measure it, W "
                                "(default {})",
                                flags->pfo_blocking_w))
-      ->check(number(NumberRule::non_negative()))
+      ->check(number(quantity::power_w()))
       ->option_text("W");
   command
       ->add_option("--pfo-schedule-wait-s", flags->pfo_schedule_wait_s,
@@ -236,6 +238,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
                    "get this long to finish (default 10)")
       ->check(CLI::Range(0.0, 3600.0))
       ->option_text("S");
+  set_examples(*command, {"joule serve --db sqlite:joule.db --listen 127.0.0.1:7787"});
   command->callback([&exit_code, flags] { exit_code = run_serve(*flags); });
 }
 

@@ -16,6 +16,7 @@
 
 #include "common.hpp"
 #include "simulate_report.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 
@@ -66,8 +67,15 @@ sim::SimulationOptions options_of(const SimulateFlags& flags) {
   return options;
 }
 
+// The --gpu's traces: without --trace-dir an unknown GPU is an unknown name (exit 2); with it, a missing file
+// is a file error like any other (exit 1).
+sim::Trace trace_of(const SimulateFlags& flags) {
+  auto trace = sim::gpu_trace(flags.gpu, flags.trace_dir);
+  return flags.trace_dir ? value_or_throw(std::move(trace)) : name_or_throw(std::move(trace));
+}
+
 sim::Job job_of(const sim::Trace& trace, const SimulateFlags& flags) {
-  sim::Job job = value_or_throw(sim::paper_job(trace, flags.workload));
+  sim::Job job = name_or_throw(sim::paper_job(trace, flags.workload));
   if (flags.b0) {
     job.default_batch_size = *flags.b0;
   }
@@ -97,14 +105,14 @@ int run_all(const SimulateFlags& flags) {
 
 int run_groups(const SimulateFlags& flags) {
   const sim::SimulationOptions base = options_of(flags);
-  const sim::Trace trace = value_or_throw(sim::gpu_trace(flags.gpu, flags.trace_dir));
+  const sim::Trace trace = trace_of(flags);
   const auto groups = value_or_throw(sim::load_groups(*flags.groups));
   std::vector<SavingsRow> rows;
   for (const auto& group : groups) {
     sim::SimulationOptions options = base;
     options.seed = sim::adler32(group.front().group);
     const sim::Simulator simulator = sim::zeus_group_simulator(trace, options);
-    const sim::Job job = value_or_throw(sim::paper_job(trace, group.front().dataset));
+    const sim::Job job = name_or_throw(sim::paper_job(trace, group.front().dataset));
     rows.push_back({flags.gpu, fmt::format("{} (group {})", job.dataset, group.front().group),
                     value_or_throw(simulator.simulate_group(job, group))});
   }
@@ -161,8 +169,10 @@ int run_simulate(const SimulateFlags& flags) {
                     fmt::format("simulate: --workload is required (one of: {}), or use --all",
                                 fmt::join(sim::paper_workloads(), ", ")));
   }
+  // Checked before the simulation runs.
+  std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
   const sim::SimulationOptions options = options_of(flags);
-  const sim::Trace trace = value_or_throw(sim::gpu_trace(flags.gpu, flags.trace_dir));
+  const sim::Trace trace = trace_of(flags);
   const sim::Job job = job_of(trace, flags);
   const sim::Simulator simulator = sim::zeus_simulator(trace, options);
   const sim::SimulationResult result = value_or_throw(simulator.simulate(job));
@@ -177,8 +187,10 @@ int run_simulate(const SimulateFlags& flags) {
       std::cout << render_simulation_text(trace.gpu, result, options);
       break;
   }
-  if (!flags.plot.empty()) {
-    write_simulation_plot(flags.plot, trace.gpu, result);
+  if (plot) {
+    if (!write_or_report(*plot, simulation_plot_svg(trace.gpu, result), false)) {
+      return kExitFailure;
+    }
     if (flags.format == Format::kText) {
       std::cout << fmt::format("plot written to {}\n", flags.plot);
     }
@@ -235,6 +247,8 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& /*global*/, int& e
                    "Write an SVG of all configurations in (time, energy) with the frontier, baseline, oracle "
                    "and the optimizer's tries")
       ->option_text("FILE.svg");
+  set_examples(*command,
+               {"joule simulate --gpu v100 --workload cifar100 --plot cifar100.svg", "joule simulate --all"});
   command->callback([&exit_code, flags] { exit_code = run_simulate(*flags); });
 }
 

@@ -235,8 +235,7 @@ std::string render_savings_table(const std::vector<SavingsRow>& rows, const sim:
   return out;
 }
 
-void write_simulation_plot(const std::string& path, const std::string& gpu,
-                           const sim::SimulationResult& result) {
+std::string simulation_plot_svg(const std::string& gpu, const sim::SimulationResult& result) {
   const sim::Job& job = result.job;
   auto name = [](int batch_size, double power_limit_w) {
     return fmt::format("{}@{:g}W", batch_size, power_limit_w);
@@ -343,7 +342,7 @@ void write_simulation_plot(const std::string& path, const std::string& gpu,
                   .label = "Zeus (mean per recurrence)",
                   .color = "#009e73",
                   .marker = viz::Marker::kCircle});
-  value_or_throw(plot.save(path));
+  return plot.svg();
 }
 
 }  // namespace joule::cli

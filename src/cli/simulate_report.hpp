@@ -39,9 +39,8 @@ struct SavingsRow {
 std::string render_savings_table(const std::vector<SavingsRow>& rows, const sim::SimulationOptions& options,
                                  Format format);
 
-/// Writes an SVG: every configuration's average (time, energy) per recurrence, their Pareto frontier, the
-/// baseline, the oracle and the configurations the optimizer tried. @throws joule::Exception on I/O errors.
-void write_simulation_plot(const std::string& path, const std::string& gpu,
-                           const sim::SimulationResult& result);
+/// @return an SVG: every configuration's average (time, energy) per recurrence, their Pareto frontier, the
+/// baseline, the oracle and the configurations the optimizer tried.
+std::string simulation_plot_svg(const std::string& gpu, const sim::SimulationResult& result);
 
 }  // namespace joule::cli

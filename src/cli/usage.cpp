@@ -180,6 +180,26 @@ std::string explain_parse_error(const CLI::App& app, const CLI::ParseError& erro
   return fmt::format("{} (see '{} --help')", explain(reached, error), command_path(reached.command));
 }
 
+void set_examples(CLI::App& command, const std::vector<std::string>& examples) {
+  std::string text = examples.size() == 1 ? "Example:\n" : "Examples:\n";
+  for (const auto& example : examples) {
+    text += "  " + example + "\n";
+  }
+  command.footer(text + "\n" + kExitCodesHelp);
+}
+
+void mark_required_options(CLI::App& app) {
+  for (CLI::Option* option : app.get_options({})) {
+    const std::string text = option->get_option_text();
+    if (option->get_required() && !text.empty() && text.find("REQUIRED") == std::string::npos) {
+      option->option_text(text + " REQUIRED");
+    }
+  }
+  for (CLI::App* command : app.get_subcommands({})) {
+    mark_required_options(*command);
+  }
+}
+
 CLI::Validator one_of(std::vector<std::string> names) {
   const std::string listed = fmt::format("{}", fmt::join(names, ", "));
   return CLI::Validator(

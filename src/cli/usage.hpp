@@ -13,7 +13,24 @@ namespace joule::cli {
 /// The exit codes of every subcommand (also printed by `joule --help`).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  ///< a runtime error: a device, file, server or store failed
-inline constexpr int kExitUsage = 2;    ///< a usage error: an unknown command or flag, a bad value
+inline constexpr int kExitUsage = 2;    ///< a usage error: an unknown command, flag or name, a bad value
+
+/// The exit codes, as every help page ends with them (docs/measure.md#exit-codes says the same).
+inline constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 success; 1 a runtime error (a device, file, server or store failed); 2 a usage error (an "
+    "unknown command, flag or name - GPU, model, workload, country -, a bad value, an output path that "
+    "cannot "
+    "be written), found before any work; 'joule measure' exits with the command's own code (128 + N if "
+    "signal "
+    "N ended it, 126 or 127 if it could not run).";
+
+/// Ends `command`'s help with its examples (one command line each), then the exit codes. Every command and
+/// subcommand has at least one example (a test walks every help page).
+void set_examples(CLI::App& command, const std::vector<std::string>& examples);
+
+/// Shows REQUIRED after the value's name of every required option of `app` and its subcommands (CLI11 hides
+/// its own mark when an option has a custom value name). Call once every command is registered.
+void mark_required_options(CLI::App& app);
 
 /// @return the message for `error`, raised while parsing `argv` with `app`: e.g. "unknown command 'devcies';
 /// did you mean 'devices'? (see 'joule --help')", "--format must be one of text, json, csv (got 'xml') (see

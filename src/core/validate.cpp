@@ -44,12 +44,79 @@ Result<double> check_number(double value, const NumberRule& rule, std::string_vi
   const bool infinite_allowed = rule.allow_infinity && std::isinf(value);
   const bool in_range = (rule.min_exclusive ? value > rule.min : value >= rule.min) && value <= rule.max;
   const bool whole = !rule.integer || std::isinf(value) || std::trunc(value) == value;
+  const std::string subject = name.empty() ? std::string("must be") : fmt::format("{} must be", name);
   if (!std::isnan(value) && (std::isfinite(value) || infinite_allowed) && in_range && whole) {
+    if (value < rule.plausible_min || value > rule.plausible_max) {
+      const bool low = value < rule.plausible_min;
+      const std::string_view hint = low ? rule.too_low_hint : rule.too_high_hint;
+      return fail(ErrorCode::kInvalidArgument, "{} at {} {}, got {}{}", subject, low ? "least" : "most",
+                  number_text(low ? rule.plausible_min : rule.plausible_max), number_text(value),
+                  hint.empty() ? std::string() : fmt::format(": {}", hint));
+    }
     return value;
   }
-  const std::string subject = name.empty() ? std::string("must be") : fmt::format("{} must be", name);
   return fail(ErrorCode::kInvalidArgument, "{} {}{}, got {}", subject, describe(rule),
               rule.allow_infinity ? " (or inf)" : "", number_text(value));
 }
+
+namespace quantity {
+
+NumberRule power_w() {
+  return {.min = 0, .plausible_max = 5000, .too_high_hint = "is it in mW? The unit here is W"};
+}
+
+NumberRule carbon_intensity_g_per_kwh() {
+  return {.min = 0, .plausible_max = 2000, .too_high_hint = "is it in g/MWh? The unit here is g/kWh"};
+}
+
+NumberRule energy_j() {
+  return {.min = 0, .plausible_max = 1e15, .too_high_hint = "is it in mJ or µJ? The unit here is J"};
+}
+
+NumberRule frequency_mhz() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_min = 10,
+          .plausible_max = 10000,
+          .too_low_hint = "is it in GHz? The unit here is MHz",
+          .too_high_hint = "is it in kHz or Hz? The unit here is MHz"};
+}
+
+NumberRule ttft_s() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 600,
+          .too_high_hint = "is it in ms? The unit here is s"};
+}
+
+NumberRule tpot_s() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 10,
+          .too_high_hint = "is it in ms? The unit here is s"};
+}
+
+NumberRule iteration_time_s() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 3600,
+          .too_high_hint = "is it in ms? The unit here is s"};
+}
+
+NumberRule sampling_period_ms() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 3'600'000,
+          .too_high_hint = "is it in µs? The unit here is ms"};
+}
+
+NumberRule period_min() {
+  return {.min = 0,
+          .min_exclusive = true,
+          .plausible_max = 1440,
+          .too_high_hint = "is it in seconds? The unit here is minutes"};
+}
+
+}  // namespace quantity
 
 }  // namespace joule

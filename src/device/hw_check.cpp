@@ -16,6 +16,11 @@ Result<void> validate(const HwCheckOptions& options) {
                 "hardware check: the duration must be a finite number of seconds > 0, got {}",
                 options.duration_s);
   }
+  if (options.duration_s > kMaxDurationS) {
+    return fail(ErrorCode::kInvalidArgument,
+                "hardware check: the duration must be at most 100 years ({:g} s), got {:g} s", kMaxDurationS,
+                options.duration_s);
+  }
   if (!std::isfinite(options.poll_period_s) || options.poll_period_s <= 0 ||
       options.poll_period_s > options.duration_s) {
     return fail(ErrorCode::kInvalidArgument,

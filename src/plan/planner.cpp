@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/core/validate.hpp"
 
 #include "plan/min_cut.hpp"
 
@@ -598,6 +599,8 @@ Result<void> validate(const PlannerOptions& options) {
     return fail(ErrorCode::kInvalidArgument, "the blocking power must be finite and non-negative, got {} W",
                 options.p_blocking_w);
   }
+  // The rule `joule plan --p-blocking-w` applies too: 75000 is 75 W in mW, not a GPU.
+  JOULE_TRY(check_number(options.p_blocking_w, quantity::power_w(), "p_blocking_w"));
   if (!(options.max_planning_units >= 1 && options.max_planning_units <= kMostPlanningUnits)) {
     return fail(ErrorCode::kInvalidArgument, "max_planning_units must be from 1 to {:.0f}, got {}",
                 kMostPlanningUnits, options.max_planning_units);

@@ -85,7 +85,8 @@ TEST(CarbonCli, ReplayTextCsvAndPlot) {
 }
 
 TEST(CarbonCli, ReplayBadInput) {
-  expect_one_line_error(joule({"carbon", "replay"}), "carbon replay: --trace FILE is required");
+  expect_one_line_error(joule({"carbon", "replay"}),
+                        "--trace is required (see 'joule carbon replay --help')");
   expect_one_line_error(joule({"carbon", "replay", "--trace", "/nonexistent.csv"}), "/nonexistent.csv");
   expect_one_line_error(joule({"carbon", "replay", "--trace", kTrace, "--eta", "2"}),
                         "--eta must be a finite number in [0, 1], got 2 (see 'joule carbon replay --help')");

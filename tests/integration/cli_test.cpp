@@ -692,10 +692,11 @@ TEST(CliSimulate, BadInput) {
     EXPECT_EQ(result.exit_code, code) << fmt::format("{}", fmt::join(args, " "));
     EXPECT_EQ(result.err, "joule: error: " + message + "\n");
   };
-  check({"--gpu", "h100", "--workload", "squad"}, 1,
+  // Unknown names are usage errors, as every unknown name in joule (exit 2).
+  check({"--gpu", "h100", "--workload", "squad"}, 2,
         "unknown GPU 'h100' (traces exist for: v100, a40, p100, rtx6000)");
   check(
-      {"--gpu", "v100", "--workload", "mnist"}, 1,
+      {"--gpu", "v100", "--workload", "mnist"}, 2,
       "unknown workload 'mnist' (known: cifar100, imagenet, squad, librispeech, movielens-1m, sentiment140)");
   check({"--gpu", "v100"}, 2,
         "simulate: --workload is required (one of: cifar100, imagenet, squad, librispeech, movielens-1m, "
@@ -829,7 +830,7 @@ TEST(CliPlan, BadInput) {
     EXPECT_EQ(result.exit_code, code) << fmt::format("{}", fmt::join(args, " "));
     EXPECT_EQ(result.err, "joule: error: " + message + "\n");
   };
-  check({"--stages", "4", "--microbatches", "8"}, 2, "plan: --profile is required");
+  check({"--stages", "4", "--microbatches", "8"}, 2, "--profile is required (see 'joule plan --help')");
   check({"--profile", kExampleProfile, "--stages", "0", "--microbatches", "8"}, 2,
         "--stages must be a whole number > 0, got 0 (see 'joule plan --help')");
   check({"--profile", kExampleProfile, "--stages", "4", "--microbatches", "0"}, 2,
@@ -1107,7 +1108,7 @@ TEST(CliInfer, ReplayBadInput) {
     all.insert(all.end(), args.begin(), args.end());
     return joule(all);
   };
-  // Exit 1 for bad input files and names, 2 for bad arguments (as every joule command).
+  // Exit 1 for bad input files, 2 for unknown names and bad arguments (as every joule command).
   const auto expect_error = [](const ProcessResult& result, const std::string& message, int exit_code = 1) {
     EXPECT_EQ(result.exit_code, exit_code) << message;
     EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
@@ -1126,16 +1127,16 @@ TEST(CliInfer, ReplayBadInput) {
       with({"--trace", dir.write("back.csv", "arrival_s,prompt_tokens,output_tokens\n2,10,5\n1,10,5\n")}),
       "back.csv:3:1: column 'arrival_s': arrivals must not go back in time (unsorted trace): 1 s after 2 s");
   expect_error(with({"--trace", trace, "--gpu", "v100"}),
-               "unknown GPU 'v100': known GPUs are a100-40gb, a100-80gb, h100");
+               "unknown GPU 'v100': known GPUs are a100-40gb, a100-80gb, h100", 2);
   expect_error(with({"--trace", trace, "--model", "llama-3-405b"}),
-               "unknown model 'llama-3-405b': known models are llama-3-8b, llama-3-70b, llama-2-70b");
+               "unknown model 'llama-3-405b': known models are llama-3-8b, llama-3-70b, llama-2-70b", 2);
   expect_error(
       with({"--trace", trace, "--model", "llama-3-70b", "--tp", "1"}),
       "llama-3-70b's weights (141.1 GB) do not fit 1 × h100 (72 GB usable each): use a tensor parallel "
       "degree of at least 2",
       2);
   expect_error(run({"--trace", trace, "--slo-ttft-s", "1"}),
-               "infer replay: --slo-ttft-s and --slo-tpot-s are required", 2);
+               "joule: error: --slo-tpot-s is required (see 'joule infer replay --help')\n", 2);
   expect_error(with({"--trace", trace, "--rate-scale", "0"}),
                "--rate-scale must be a finite number > 0, got 0", 2);
   expect_error(with({"--trace", dir.path() + "/missing.csv"}), "missing.csv");
@@ -1576,8 +1577,8 @@ TEST(CliInfer, BenchBadInput) {
   expect_error(bench({"--endpoint", "http://127.0.0.1:8000/v1", "--trace", trace}), "a path is not allowed",
                2);
   expect_error(bench({"--endpoint", "http://127.0.0.1:99999", "--trace", trace}), "'99999' is not a port", 2);
-  expect_error(bench({"--trace", trace}), "infer bench: --endpoint http://HOST:PORT is required", 2);
-  expect_error(bench({"--endpoint", closed}), "infer bench: --trace FILE is required", 2);
+  expect_error(bench({"--trace", trace}), "--endpoint is required (see 'joule infer bench --help')", 2);
+  expect_error(bench({"--endpoint", closed}), "--trace is required (see 'joule infer bench --help')", 2);
   // Trace errors as read_serving_trace gives them, before any request is sent.
   expect_error(bench({"--endpoint", closed, "--trace",
                       dir.write("bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,ten,5\n")}),

@@ -219,8 +219,8 @@ TEST_F(MetricsIntegration, PowerRefusesBadServeAddressesAndIntensities) {
        "joule: error: power: --serve " + in_use + ": cannot listen on " + in_use +
            ": Address already in use\n"},
       {{"--carbon-intensity", "300"},
-       "joule: error: power: --carbon-intensity, --carbon-trace and --zone are only used by the metrics: add "
-       "--serve HOST:PORT\n"},
+       "joule: error: power: --carbon-intensity, --carbon-trace, --zone and --country are only used by the "
+       "metrics: add --serve HOST:PORT\n"},
       {{"--serve", "127.0.0.1:0", "--carbon-intensity", "300", "--carbon-refresh-s", "0"},
        "joule: error: --carbon-refresh-s must be a finite number > 0, got 0 (see 'joule power --help')\n"},
       {{"--serve", "127.0.0.1:0", "--carbon-intensity", "-5"},

@@ -54,6 +54,22 @@ def test_country_intensity_by_code_and_inferred(monkeypatch: pytest.MonkeyPatch)
         joule.country_intensity()
 
 
+# Issue 23: 'auto' and the unit-slip bounds are the command line's, in the same words.
+def test_auto_and_the_unit_bounds_are_the_command_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    for code in ("auto", "AUTO", None):
+        assert joule.country_intensity(code)["how"] == "inferred from timezone Europe/Berlin"
+    assert joule.carbon_signal(country="Auto").latest()["intensity_g_per_kwh"] == pytest.approx(
+        joule.country_intensity("DEU")["intensity_g_per_kwh"]
+    )
+    with pytest.raises(
+        joule.InvalidArgumentError,
+        match=r"^carbon intensity must be at most 2000, got 380000: is it in g/MWh\? The unit here is g/kWh$",
+    ):
+        joule.carbon_signal(intensity=380000)
+    assert joule.carbon_signal(intensity=2000).latest()["intensity_g_per_kwh"] == 2000
+
+
 def test_signals_take_exactly_one_source(sim: joule.DeviceSet) -> None:
     constant = joule.carbon_signal(intensity=400, devices=sim)
     assert constant.latest()["intensity_g_per_kwh"] == 400

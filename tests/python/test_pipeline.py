@@ -598,3 +598,13 @@ def test_server_less_plan_for_a_slowdown_and_from_a_plan_file(tmp_path: pathlib.
         joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 2, 1, 2, None, stage_device=device, plan=str(path))
     with pytest.raises(joule.InvalidArgumentError, match="needs profile= .* or plan="):
         joule.PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, None, stage_device=device)
+
+
+# Issue 23: the planner's blocking power has the bound of `joule plan --p-blocking-w` (75000 is 75 W in mW).
+def test_blocking_power_in_milliwatts_is_refused_as_on_the_command_line() -> None:
+    with pytest.raises(
+        joule.InvalidArgumentError,
+        match=r"^p_blocking_w must be at most 5000, got 75000: is it in mW\? The unit here is W$",
+    ):
+        _joule._pipeline_plan(PROFILE, 8, p_blocking_w=75000)
+    assert _joule._pipeline_plan(PROFILE, 8, p_blocking_w=75)["stages"] == 4

@@ -64,6 +64,14 @@ def test_errors(sim: joule.DeviceSet) -> None:
         sampler.timeline(5)
     with pytest.raises(joule.InvalidArgumentError, match="period_s"):
         joule.PowerSampler(devices=sim, period_s=0)
+    # Issue 23: 1e10 s wrapped around int64 nanoseconds; every duration is bounded by 100 years.
+    before_s = sim.now_s()
+    with pytest.raises(
+        joule.InvalidArgumentError,
+        match=r"^duration_s must be at most 3\.15576e\+09, got 1e\+10: 100 years is the longest duration joule takes$",
+    ):
+        sampler.sample_for(1e10)
+    assert sim.now_s() == before_s
     with pytest.raises(joule.NotFoundError, match="no GPU"):
         joule.PowerSampler(devices=joule.devices(gpus=False, cpus=False))
     sampler.start()

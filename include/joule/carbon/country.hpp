@@ -92,9 +92,9 @@ struct CountryChoice {
   std::string describe() const;
 };
 
-/// @return `code`'s row if `code` is not empty (how: "chosen with --country"); otherwise the inferred
-/// country's row (how: "inferred from …"). Errors: find()'s, infer_country()'s, and kNotFound if the
-/// inferred country is not in the table (naming it and the flag).
+/// @return `code`'s row if `code` is not empty (how: "chosen with --country"); otherwise, and for "auto" (any
+/// case), the inferred country's row (how: "inferred from …"). Errors: find()'s, infer_country()'s, and
+/// kNotFound if the inferred country is not in the table (naming it and the flag).
 Result<CountryChoice> choose_country(const CountryTable& table, std::string_view code,
                                      const LocaleSources& sources);
 

@@ -37,9 +37,23 @@ constexpr double to_seconds(Nanos duration) {
   return static_cast<double>(duration.count()) / 1e9;
 }
 
-/// @return `time_s` seconds as Nanos, rounded to the nearest nanosecond.
+/// The longest duration joule takes anywhere, s: 100 years of 365.25 days (3.15576e9 s). Durations are
+/// int64 nanoseconds, which overflow past 2^63 ns (about 9.2e9 s, 292 years); this bound leaves room to add
+/// any duration to any clock reading. Every duration from a person or a peer is checked against it
+/// (joule/core/duration.hpp).
+inline constexpr double kMaxDurationS = 100 * 365.25 * 86400;
+
+/// @return `time_s` seconds as Nanos, rounded to the nearest nanosecond. Beyond ±kMaxDurationS the value
+/// is clamped to it, and NaN is 0, so that nothing overflows; values from people and peers are checked
+/// first (seconds_to_nanos() in joule/core/duration.hpp), this is only the last guard.
 inline Nanos from_seconds(double time_s) {
-  return Nanos(std::llround(time_s * 1e9));
+  if (std::isnan(time_s)) {
+    return Nanos(0);
+  }
+  const double bounded = time_s < -kMaxDurationS  ? -kMaxDurationS
+                         : time_s > kMaxDurationS ? kMaxDurationS
+                                                  : time_s;
+  return Nanos(std::llround(bounded * 1e9));
 }
 
 /// @return the energy in mJ of `power_mw` held for `duration`.
