@@ -1294,6 +1294,9 @@ class DaemonCpuServer : public DaemonServer {
     }
     cpus = std::move(*opened);
   }
+  // The daemon serves these CPUs from its thread: stopped before they (members of this class) are destroyed,
+  // not later in ~DaemonServer (ThreadSanitizer saw a request read a CPU being deleted).
+  ~DaemonCpuServer() override { stop(); }
 
   daemon::DaemonOptions with_cpus() const {
     daemon::DaemonOptions options;
