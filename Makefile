@@ -23,7 +23,7 @@ SANITIZER_CMAKE_ARGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJOULE_WERROR=OFF -DJO
 # parses them once per batch: 216 compiler runs become 96. Files whose file-local names clash with another file's
 # of the same target are compiled alone (SKIP_UNITY_BUILD_INCLUSION, beside each target).
 ASAN_FLAGS = -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -g1" -DCMAKE_UNITY_BUILD=ON
-TSAN_FLAGS = -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1"
+TSAN_FLAGS = -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_UNITY_BUILD=ON
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
