@@ -367,22 +367,13 @@ py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::o
   if (target_time_s && slowdown) {
     throw Exception(ErrorCode::kInvalidArgument, "give target_time_s or slowdown, not both");
   }
-  std::optional<double> target = target_time_s;
   if (slowdown) {
     value_or_throw(check_number(*slowdown, NumberRule{.min = 1.0}, "slowdown"));
-    target = frontier.fastest().time_s * *slowdown;
   }
-  size_t chosen = 0;
-  double time_s = frontier.points()[0].time_s;
-  double energy_j = frontier.points()[0].energy_j;
-  double max_clock_time_s = result.max_clock.time_s;
-  double max_clock_energy_j = result.max_clock.energy_j;
-  if (target) {
-    chosen = value_or_throw(plan::select_for_target(frontier, *target, p_blocking_w, stage_count));
-    time_s = *target;
-    energy_j = plan::energy_at_target(frontier.points()[chosen], *target, p_blocking_w, stage_count);
-  }
-  const auto& point = frontier.points()[chosen];
+  const plan::PlanChoice choice = value_or_throw(
+      plan::choose_plan(frontier, result.max_clock, {.time_s = target_time_s, .slowdown = slowdown},
+                        p_blocking_w, stage_count));
+  const auto& point = frontier.points()[choice.index];
   py::dict dict;
   dict["stages"] = stage_count;
   dict["microbatches"] = microbatches;
@@ -390,12 +381,12 @@ py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::o
   dict["schedules"] = schedules_of(dag, point.knob);
   dict["plan"] = point.knob;
   py::dict predicted;
-  predicted["iteration_time_s"] = time_s;
-  predicted["iteration_energy_j"] = energy_j;
-  predicted["max_clock_time_s"] = max_clock_time_s;
-  predicted["max_clock_energy_j"] = max_clock_energy_j;
+  predicted["iteration_time_s"] = choice.time_s;
+  predicted["iteration_energy_j"] = choice.energy_j;
+  predicted["max_clock_time_s"] = result.max_clock.time_s;
+  predicted["max_clock_energy_j"] = result.max_clock.energy_j;
   dict["predicted"] = predicted;
-  dict["target_time_s"] = target ? py::cast(*target) : py::none();
+  dict["target_time_s"] = choice.target_time_s ? py::cast(*choice.target_time_s) : py::none();
   py::list points;
   for (const auto& frontier_point : frontier.points()) {
     points.append(py::make_tuple(frontier_point.time_s, frontier_point.energy_j));

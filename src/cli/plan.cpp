@@ -193,13 +193,6 @@ int run_saved_plan(const PlanFlags& flags, const plan::PipelineDag& dag, const p
   return 0;
 }
 
-struct Chosen {
-  size_t index = 0;
-  std::optional<double> target_time_s;
-  double energy_at_target_j = 0;
-  double baseline_at_target_j = 0;  // all computations at the highest clock, blocking until the target
-};
-
 std::string point_label(const FrontierPoint<plan::FrequencyPlan>& point) {
   return fmt::format("{:.4f} s, {:.2f} J", point.time_s, point.energy_j);
 }
@@ -254,21 +247,9 @@ int run_plan(const PlanFlags& flags) {
 
   // The plan to run: for a target (a straggler's pace), the cheapest until the target; else the fastest
   // plan, which removes the intrinsic bloat at no slowdown.
-  Chosen chosen;
-  if (flags.straggler_slowdown) {
-    chosen.target_time_s = frontier.fastest().time_s * *flags.straggler_slowdown;
-  } else if (flags.target_time_s) {
-    chosen.target_time_s = *flags.target_time_s;
-  }
-  if (chosen.target_time_s) {
-    chosen.index = value_or_throw(
-        plan::select_for_target(frontier, *chosen.target_time_s, flags.p_blocking_w, flags.stages));
-    chosen.energy_at_target_j = plan::energy_at_target(frontier.points()[chosen.index], *chosen.target_time_s,
-                                                       flags.p_blocking_w, flags.stages);
-    chosen.baseline_at_target_j =
-        result.max_clock.energy_j +
-        flags.p_blocking_w * flags.stages * std::max(0.0, *chosen.target_time_s - result.max_clock.time_s);
-  }
+  const plan::PlanChoice chosen = value_or_throw(plan::choose_plan(
+      frontier, result.max_clock, {.time_s = flags.target_time_s, .slowdown = flags.straggler_slowdown},
+      flags.p_blocking_w, flags.stages));
   const auto& point = frontier.points()[chosen.index];
 
   // Every output is tried; one that fails is named on stderr and the exit code is 1.
@@ -286,7 +267,7 @@ int run_plan(const PlanFlags& flags) {
     out["p_blocking_w"] = flags.p_blocking_w;
     if (chosen.target_time_s) {
       out["target_time_s"] = *chosen.target_time_s;
-      out["energy_at_target_j"] = chosen.energy_at_target_j;
+      out["energy_at_target_j"] = chosen.energy_j;
     }
     write(plan_out, "plan", out.dump(2) + "\n");
   }
@@ -372,8 +353,8 @@ int run_plan(const PlanFlags& flags) {
       }
       if (chosen.target_time_s) {
         out["chosen"]["target_time_s"] = *chosen.target_time_s;
-        out["chosen"]["energy_at_target_j"] = chosen.energy_at_target_j;
-        out["chosen"]["max_clock_energy_at_target_j"] = chosen.baseline_at_target_j;
+        out["chosen"]["energy_at_target_j"] = chosen.energy_j;
+        out["chosen"]["max_clock_energy_at_target_j"] = chosen.max_clock_energy_j;
       }
       std::cout << out.dump(2) << "\n";
       break;
@@ -400,8 +381,8 @@ int run_plan(const PlanFlags& flags) {
             "  target {:.4f} s:   plan at {}; {:.2f} J with blocking until the target: {:.1f}% less than all "
             "at {} "
             "MHz waiting for it\n",
-            *chosen.target_time_s, point_label(point), chosen.energy_at_target_j,
-            (1 - chosen.energy_at_target_j / chosen.baseline_at_target_j) * 100, clocks.front());
+            *chosen.target_time_s, point_label(point), chosen.energy_j,
+            (1 - chosen.energy_j / chosen.max_clock_energy_j) * 100, clocks.front());
       }
       std::cout << fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planning_s, result.iterations);
       for (const auto& [what, path] : written) {

@@ -928,29 +928,29 @@ Result<void> LiveState::apply_plan(const LivePlan& plan, int64_t sequence, LiveD
     return fail(ErrorCode::kInvalidArgument, "plan: planned for {} computations, job {} has {}",
                 plan.dag.computations.size(), info_.job_id, computations);
   }
-  const auto stages = info_.pp_degree;
-  const auto predict = [&](const FrontierPoint<FrequencyPlan>& point, double time_s) {
+  const auto predict = [&](const PlanChoice& choice) {
     LivePrediction prediction;
-    prediction.iteration_time_s = time_s;
-    prediction.compute_time_s = point.time_s;
-    prediction.iteration_energy_j = energy_at_target(point, time_s, plan.p_blocking_w, stages);
+    prediction.iteration_time_s = choice.time_s;
+    prediction.compute_time_s = plan.frontier.points()[choice.index].time_s;
+    prediction.iteration_energy_j = choice.energy_j;
     prediction.max_clock_time_s = plan.max_clock.time_s;
     prediction.max_clock_energy_j = plan.max_clock.energy_j;
     prediction.p_blocking_w = plan.p_blocking_w;
     return prediction;
   };
-  const FrontierPoint<FrequencyPlan>& fastest = plan.frontier.fastest();
+  const PlanChoice fastest =
+      JOULE_TRY(choose_plan(plan.frontier, plan.max_clock, {}, plan.p_blocking_w, info_.pp_degree));
   std::optional<LivePrediction> slowed_prediction;
   FrequencyPlan slowed_plan;
   if (straggler_time_s_) {
-    const size_t index =
-        JOULE_TRY(select_for_target(plan.frontier, *straggler_time_s_, plan.p_blocking_w, stages));
-    slowed_prediction = predict(plan.frontier.points()[index], *straggler_time_s_);
-    slowed_plan = plan.frontier.points()[index].knob;
+    const PlanChoice slowed = JOULE_TRY(choose_plan(
+        plan.frontier, plan.max_clock, {.time_s = straggler_time_s_}, plan.p_blocking_w, info_.pp_degree));
+    slowed_prediction = predict(slowed);
+    slowed_plan = plan.frontier.points()[slowed.index].knob;
   }
-  fastest_ = predict(fastest, fastest.time_s);
+  fastest_ = predict(fastest);
   slowed_prediction_ = slowed_prediction;
-  data.fastest_plan = fastest.knob;
+  data.fastest_plan = plan.frontier.points()[fastest.index].knob;
   data.slowed_plan = std::move(slowed_plan);
   ++data_version_;
   data.version = data_version_;

@@ -827,4 +827,33 @@ Result<size_t> select_for_target(const Frontier<FrequencyPlan>& frontier, double
   return *best;
 }
 
+Result<PlanChoice> choose_plan(const Frontier<FrequencyPlan>& frontier, const PlanCost& max_clock,
+                               const PlanTarget& target, double p_blocking_w, int stages) {
+  if (frontier.empty()) {
+    return fail(ErrorCode::kState, "the frontier is empty");
+  }
+  if (target.time_s && target.slowdown) {
+    return fail(ErrorCode::kInvalidArgument, "give a target time or a slowdown, not both");
+  }
+  PlanChoice choice;
+  choice.target_time_s = target.time_s;
+  if (target.slowdown) {
+    if (!(*target.slowdown >= 1) || !std::isfinite(*target.slowdown)) {
+      return fail(ErrorCode::kInvalidArgument, "the slowdown must be a finite number of at least 1 (got {})",
+                  *target.slowdown);
+    }
+    choice.target_time_s = frontier.fastest().time_s * *target.slowdown;
+  }
+  if (choice.target_time_s) {
+    choice.index = JOULE_TRY(select_for_target(frontier, *choice.target_time_s, p_blocking_w, stages));
+    choice.time_s = *choice.target_time_s;
+  } else {
+    choice.time_s = frontier.points()[0].time_s;
+  }
+  choice.energy_j = energy_at_target(frontier.points()[choice.index], choice.time_s, p_blocking_w, stages);
+  choice.max_clock_energy_j = max_clock.energy_j + p_blocking_w * static_cast<double>(stages) *
+                                                       std::max(0.0, choice.time_s - max_clock.time_s);
+  return choice;
+}
+
 }  // namespace joule::plan

@@ -59,31 +59,25 @@ std::string random_token() {
   return fmt::format("{:016x}{:016x}", detail::random_u64(), detail::random_u64());
 }
 
-// The plan for `target_time_s` (none: the fastest plan, no slowdown) as plan_to_json() plus context.
-tl::expected<json, Response> plan_response(const Planned& planned, std::optional<double> target_time_s) {
+// The plan for `target` (neither a time nor a slowdown: the fastest plan, no slowdown) as plan_to_json() plus
+// context.
+tl::expected<json, Response> plan_response(const Planned& planned, const plan::PlanTarget& target) {
   const auto& frontier = planned.frontier->frontier;
   const PipelineSpec& spec = planned.document.spec;
-  size_t index = 0;
-  if (target_time_s) {
-    auto selected =
-        plan::select_for_target(frontier, *target_time_s, spec.p_blocking_w, static_cast<int>(spec.stages));
-    if (!selected) {
-      return tl::make_unexpected(bad_request(selected.error()));
-    }
-    index = *selected;
+  auto choice = plan::choose_plan(frontier, planned.frontier->max_clock, target, spec.p_blocking_w,
+                                  static_cast<int>(spec.stages));
+  if (!choice) {
+    return tl::make_unexpected(bad_request(choice.error()));
   }
-  const auto& point = frontier.points()[index];
+  const auto& point = frontier.points()[choice->index];
   json out = plan::plan_to_json(*planned.frontier->dag, point.knob, {point.time_s, point.energy_j});
   out["pipeline_id"] = *spec.pipeline_id;
   out["profile_revision"] = planned.document.profile_revision;
-  out["index"] = index;
+  out["index"] = choice->index;
   out["frontier_size"] = frontier.size();
   out["p_blocking_w"] = spec.p_blocking_w;
-  out["target_time_s"] = target_time_s ? json(*target_time_s) : json(nullptr);
-  out["energy_at_target_j"] = target_time_s
-                                  ? json(plan::energy_at_target(point, *target_time_s, spec.p_blocking_w,
-                                                                static_cast<int>(spec.stages)))
-                                  : json(point.energy_j);
+  out["target_time_s"] = choice->target_time_s ? json(*choice->target_time_s) : json(nullptr);
+  out["energy_at_target_j"] = choice->energy_j;
   out["straggler_time_s"] =
       planned.document.straggler_time_s ? json(*planned.document.straggler_time_s) : json(nullptr);
   return out;
@@ -158,12 +152,10 @@ Response plan_route(Service::Impl& impl, const Request& request, const std::stri
   if (!planned) {
     return planned.error();
   }
-  if (slowdown) {
-    target = planned->frontier->frontier.fastest().time_s * *slowdown;
-  } else if (!target) {
+  if (!target && !slowdown) {
     target = straggler_target(*planned);
   }
-  auto out = plan_response(*planned, target);
+  auto out = plan_response(*planned, {.time_s = target, .slowdown = slowdown});
   return out ? json_response(200, *out) : out.error();
 }
 
@@ -209,7 +201,7 @@ Response straggler_route(Service::Impl& impl, const Request& request, const std:
       document->straggler_time_s = straggler;
       JOULE_TRY(transaction.update(detail::kPipelineKind, id, document->dump()));
       Planned current{*document, planned->frontier, planned->cached};
-      auto out = plan_response(current, straggler_target(current));
+      auto out = plan_response(current, {.time_s = straggler_target(current)});
       if (!out) {
         return out.error();
       }

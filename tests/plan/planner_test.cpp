@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/plan/planner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -265,6 +266,52 @@ TEST(Planner, StragglerSelection) {
       fmt::format("no plan meets the target of 0.5 s: the fastest plan takes {:.6g} s", fastest));
   JOULE_EXPECT_ERROR(select_for_target(frontier, -1, 75, 4), ErrorCode::kInvalidArgument,
                      "the target iteration time must be a positive number of seconds (got -1)");
+}
+
+// The one plan choice every caller uses (CLI, server, Python, live Perseus): what it picks and what it
+// reports.
+TEST(Planner, ChoosePlanPicksAndPricesThePlanForATarget) {
+  const Example e = example();
+  PlannerOptions options;
+  options.p_blocking_w = 75;
+  const auto result = plan_frontier(e.dag, e.profile, options);
+  ASSERT_TRUE(result);
+  const auto& frontier = result->frontier;
+  const PlanCost& max_clock = result->max_clock;
+  const double fastest = frontier.fastest().time_s;
+  // No target: the fastest plan, at its own time and energy.
+  const auto none = choose_plan(frontier, max_clock, {}, 75, 4);
+  ASSERT_TRUE(none) << none.error().message();
+  EXPECT_EQ(none->index, 0u);
+  EXPECT_FALSE(none->target_time_s);
+  EXPECT_EQ(none->time_s, fastest);
+  EXPECT_EQ(none->energy_j, frontier.points()[0].energy_j);
+  EXPECT_DOUBLE_EQ(none->max_clock_energy_j,
+                   max_clock.energy_j + 75.0 * 4 * std::max(0.0, fastest - max_clock.time_s));
+  // A slowdown is a target time of slowdown × the fastest time: the same choice as select_for_target().
+  const auto slowed = choose_plan(frontier, max_clock, {.slowdown = 1.1}, 75, 4);
+  ASSERT_TRUE(slowed) << slowed.error().message();
+  const double target = fastest * 1.1;
+  EXPECT_EQ(*slowed->target_time_s, target);
+  EXPECT_EQ(slowed->time_s, target);
+  EXPECT_EQ(slowed->index, *select_for_target(frontier, target, 75, 4));
+  EXPECT_EQ(slowed->energy_j, energy_at_target(frontier.points()[slowed->index], target, 75, 4));
+  EXPECT_DOUBLE_EQ(slowed->max_clock_energy_j, max_clock.energy_j + 75.0 * 4 * (target - max_clock.time_s));
+  EXPECT_LT(slowed->energy_j, slowed->max_clock_energy_j);
+  const auto timed = choose_plan(frontier, max_clock, {.time_s = target}, 75, 4);
+  ASSERT_TRUE(timed);
+  EXPECT_EQ(timed->index, slowed->index);
+  EXPECT_EQ(timed->energy_j, slowed->energy_j);
+  // Refusals.
+  JOULE_EXPECT_ERROR(choose_plan(frontier, max_clock, {.time_s = target, .slowdown = 1.1}, 75, 4),
+                     ErrorCode::kInvalidArgument, "give a target time or a slowdown, not both");
+  JOULE_EXPECT_ERROR(choose_plan(frontier, max_clock, {.slowdown = 0.9}, 75, 4), ErrorCode::kInvalidArgument,
+                     "the slowdown must be a finite number of at least 1 (got 0.9)");
+  JOULE_EXPECT_ERROR(
+      choose_plan(frontier, max_clock, {.time_s = 0.5}, 75, 4), ErrorCode::kNotFound,
+      fmt::format("no plan meets the target of 0.5 s: the fastest plan takes {:.6g} s", fastest));
+  JOULE_EXPECT_ERROR(choose_plan(Frontier<FrequencyPlan>{}, max_clock, {}, 75, 4), ErrorCode::kState,
+                     "the frontier is empty");
 }
 
 TEST(Planner, BadOptions) {

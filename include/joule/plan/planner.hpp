@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
@@ -93,5 +94,33 @@ Result<size_t> select_for_target(const Frontier<FrequencyPlan>& frontier, double
 /// blocking on every stage: energy_j + p_blocking_w · stages · (target − time_s).
 double energy_at_target(const FrontierPoint<FrequencyPlan>& point, double target_time_s, double p_blocking_w,
                         int stages);
+
+/// What a plan is chosen for: an iteration time (s), or a slowdown (≥ 1) of the fastest plan's time. Neither:
+/// the fastest plan, which removes the intrinsic energy bloat at no slowdown.
+struct PlanTarget {
+  std::optional<double> time_s = std::nullopt;
+  std::optional<double> slowdown = std::nullopt;
+};
+
+/// The plan chosen for a PlanTarget, with the figures every caller reports (the CLI, the server's planner
+/// routes, Python, live Perseus).
+struct PlanChoice {
+  size_t index = 0;  ///< into the frontier's points, fastest first
+  std::optional<double>
+      target_time_s;    ///< the target iteration time, s (a slowdown made absolute); none: none
+  double time_s = 0;    ///< the iteration's time, s: the target, else the chosen plan's own
+  double energy_j = 0;  ///< the iteration's energy, J: the plan's, plus blocking until time_s
+  /// The same iteration with every computation at the highest clock, blocking until time_s if that is slower,
+  /// J: the baseline the saving is measured against.
+  double max_clock_energy_j = 0;
+};
+
+/// Chooses the plan for `target` on `frontier` (select_for_target(), or the fastest plan without a target)
+/// and says what it costs next to `max_clock` (the all-highest-clock plan, PlannerResult::max_clock), with
+/// blocking at p_blocking_w (W) on each of `stages`. Errors: kInvalidArgument for both a time and a
+/// slowdown, a slowdown below 1 or not finite, or a bad target time; kNotFound if the target is faster than
+/// the fastest plan; kState for an empty frontier. Callers name their own flags before calling.
+Result<PlanChoice> choose_plan(const Frontier<FrequencyPlan>& frontier, const PlanCost& max_clock,
+                               const PlanTarget& target, double p_blocking_w, int stages);
 
 }  // namespace joule::plan
