@@ -28,6 +28,7 @@ namespace joule::server {
 namespace {
 
 using detail::json_response;
+using detail::method_not_allowed;
 using detail::validation_response;
 using nlohmann::json;
 
@@ -343,13 +344,13 @@ void LiveService::handle(const Request& request, std::string_view route, const s
   }
   Response response;
   if (route == "/info") {
-    response = request.method == "GET" ? info() : detail_response(405, "Method Not Allowed");
+    response = request.method == "GET" ? info() : method_not_allowed();
   } else if (route == "/register_job") {
-    response = request.method == "POST" ? register_job(request) : detail_response(405, "Method Not Allowed");
+    response = request.method == "POST" ? register_job(request) : method_not_allowed();
   } else if (route == "/job/") {
     response = job_route(request, job_id);
   } else if (request.method != "POST") {
-    response = detail_response(405, "Method Not Allowed");
+    response = method_not_allowed();
   } else {
     response = change_rank(request, job_id, route == "/register_rank/");
   }
@@ -555,7 +556,7 @@ Response LiveService::job_route(const Request& request, const std::string& job_i
     return response;
   }
   if (request.method != "GET") {
-    return detail_response(405, "Method Not Allowed");
+    return method_not_allowed();
   }
   return service_.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
     const auto state = JOULE_TRY(load_state(transaction, job_id));
@@ -654,7 +655,7 @@ std::optional<Response> LiveService::examine(store::Transaction& transaction, co
 void LiveService::schedule(const Request& request, const std::string& job_id,
                            const std::shared_ptr<ResponseSink>& sink) {
   if (request.method != "GET") {
-    sink->respond(detail_response(405, "Method Not Allowed"));
+    sink->respond(method_not_allowed());
     return;
   }
   const auto rank_text = request.query.find("rank");

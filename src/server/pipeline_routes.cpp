@@ -32,6 +32,7 @@ using detail::json_response;
 using detail::load_pipeline;
 using detail::LoadedPipeline;
 using detail::message_response;
+using detail::method_not_allowed;
 using detail::PipelineDocument;
 using detail::Planned;
 using detail::read_pipeline;
@@ -293,10 +294,6 @@ Response delete_pipeline(Service::Impl& impl, const Request& request, const std:
     return json_response(200, nullptr);
   };
   return impl.transact_locked(request, lock, apply);
-}
-
-Response method_not_allowed() {
-  return json_response(405, {{"detail", "Method Not Allowed"}});
 }
 
 }  // namespace

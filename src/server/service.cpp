@@ -67,6 +67,10 @@ Response json_response(int status, const nlohmann::json& body) {
   return response;
 }
 
+Response method_not_allowed() {
+  return json_response(405, {{"detail", "Method Not Allowed"}});
+}
+
 Response message_response(int status, std::string_view message) {
   return json_response(status, {{"message", message}});
 }
@@ -235,6 +239,7 @@ Result<std::shared_ptr<const CachedFrontier>> SingleFlight::run(
 
 using detail::json_response;
 using detail::message_response;
+using detail::method_not_allowed;
 
 Service::Impl::Impl(store::Store& store_ref, const ServiceOptions& service_options)
     : store(store_ref),
@@ -393,10 +398,6 @@ constexpr size_t kMaxRequestIdLength = 200;
 
 Response not_found() {
   return json_response(404, {{"detail", "Not Found"}});
-}
-
-Response method_not_allowed() {
-  return json_response(405, {{"detail", "Method Not Allowed"}});
 }
 
 // What handle() waits on: the one answer of a request that may wait.

@@ -43,6 +43,8 @@ inline constexpr std::string_view kLiveJobKind = "pfo_job";
 Response json_response(int status, const nlohmann::json& body);
 /// Zeus's error body: {"message": …}.
 Response message_response(int status, std::string_view message);
+/// FastAPI's 405 for a route that exists with another method: {"detail": "Method Not Allowed"}.
+Response method_not_allowed();
 /// FastAPI's 422 body for a library validation error "<field path>: <problem>" found in `source` ("body"
 /// or "query"): {"detail": [{"loc": [source, field…], "msg": problem, "type": pydantic's type}]}.
 Response validation_response(const Error& error, std::string_view source = "body");
