@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/core/units.hpp"
 
 namespace joule::carbon {
 
 namespace {
 
-constexpr double kJoulesPerKwh = 3.6e6;
 std::atomic<uint64_t> next_monitor_id{0};
 
 int64_t floor_div(int64_t value, int64_t divisor) {

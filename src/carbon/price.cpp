@@ -9,14 +9,9 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
+#include "joule/core/units.hpp"
 
 namespace joule::carbon {
-
-namespace {
-constexpr double kJoulesPerKwh = 3.6e6;
-constexpr int64_t kHourS = 3600;
-constexpr int64_t kDayS = 24 * kHourS;
-}  // namespace
 
 Result<HourlyTariff> HourlyTariff::parse(std::string_view text, std::string source) {
   auto table = JOULE_TRY(csv::parse(text, source));

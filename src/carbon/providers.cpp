@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/carbon/signal.hpp"
+#include "joule/core/clock.hpp"
 #include "joule/core/json.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/core/units.hpp"
 
 #include "carbon/http.hpp"
 
@@ -19,13 +21,6 @@ namespace joule::carbon {
 namespace {
 
 using nlohmann::json;
-constexpr int64_t kHourS = 3600;
-constexpr int64_t kDayS = 24 * kHourS;
-
-int64_t unix_now_s(const Clock& clock) {
-  return clock.to_unix_ns(clock.now()) / 1'000'000'000;
-}
-
 detail::BaseUrl base_or_throw(std::string_view url, std::string_view provider) {
   return value_or_throw(detail::parse_base_url(url, provider));
 }

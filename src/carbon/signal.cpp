@@ -13,9 +13,11 @@
 #include <fmt/format.h>
 
 #include "joule/carbon/country.hpp"
+#include "joule/core/clock.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/core/units.hpp"
 #include "joule/core/validate.hpp"
 
 namespace joule::carbon {
@@ -45,11 +47,6 @@ bool expect_char(std::string_view text, size_t& pos, char wanted) {
     return true;
   }
   return false;
-}
-
-int64_t unix_now_s(const Clock& clock) {
-  const int64_t ns = clock.to_unix_ns(clock.now());
-  return ns >= 0 ? ns / 1'000'000'000 : -((-ns + 999'999'999) / 1'000'000'000);
 }
 
 }  // namespace

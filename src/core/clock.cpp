@@ -64,4 +64,9 @@ std::string format_iso8601_utc(int64_t unix_ns) {
                      utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, remainder_ns / 1'000'000);
 }
 
+int64_t unix_now_s(const Clock& clock) {
+  const int64_t ns = clock.to_unix_ns(clock.now());
+  return ns >= 0 ? ns / 1'000'000'000 : -((-ns + 999'999'999) / 1'000'000'000);
+}
+
 }  // namespace joule

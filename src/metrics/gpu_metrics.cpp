@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/core/units.hpp"
 
 #include "metrics/buckets.hpp"
 #include "metrics/samples.hpp"
@@ -16,7 +17,6 @@ namespace joule::metrics {
 
 namespace {
 
-constexpr double kJoulesPerKwh = 3.6e6;
 constexpr double kMilli = 1e-3;
 
 std::vector<prometheus::ClientMetric::Label> gpu_labels(const device::GpuInfo& info) {
@@ -269,11 +269,11 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
   auto power = make_family("joule_gpu_power_watts", "GPU board power draw in watts", MetricType::Gauge);
   auto limit =
       make_family("joule_gpu_power_limit_watts", "GPU power limit in force, in watts", MetricType::Gauge);
-  auto errors =
-      make_family("joule_gpu_read_errors_total",
-                  "Failed GPU reads by reading (energy, power, power_limit, telemetry); a failed read leaves its "
-                  "sample out of that scrape",
-                  MetricType::Counter);
+  auto errors = make_family(
+      "joule_gpu_read_errors_total",
+      "Failed GPU reads by reading (energy, power, power_limit, telemetry); a failed read leaves its "
+      "sample out of that scrape",
+      MetricType::Counter);
   auto carbon =
       make_family("joule_gpu_carbon_grams_total",
                   "Carbon emitted for GPU energy in grams CO2-equivalent: energy times the grid carbon "

@@ -15,14 +15,13 @@
 #include <fmt/format.h>
 
 #include "joule/core/numeric.hpp"
+#include "joule/core/units.hpp"
 
 #include "optimize/batch_size_internal.hpp"
 
 namespace joule::optimize::batch_size {
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Pydantic v1's messages for Field(gt=0) / Field(ge=0), which Zeus's API returns for these rules.
 constexpr std::string_view kNotGreaterThanZero = "ensure this value is greater than 0";
@@ -220,11 +219,11 @@ Result<ArmState> fit_arm(int64_t batch_size, std::span<const double> rewards, do
   arm.batch_size = batch_size;
   arm.num_observations = static_cast<int64_t>(rewards.size());
   const double variance = numeric::variance(rewards);
-  arm.reward_precision = variance == 0.0 ? kInf : 1.0 / variance;
+  arm.reward_precision = variance == 0.0 ? kInfinity : 1.0 / variance;
   // Infinite reward precision (identical rewards, e.g. a single one) makes the posterior a point mass at the
   // mean, so sampling returns exactly the observed reward.
-  if (arm.reward_precision == kInf) {
-    arm.param_precision = kInf;
+  if (arm.reward_precision == kInfinity) {
+    arm.param_precision = kInfinity;
     arm.param_mean = numeric::mean(rewards);
   } else {
     arm.param_precision = prior_precision + static_cast<double>(rewards.size()) * arm.reward_precision;
@@ -538,7 +537,7 @@ Result<ReportResponse> JobState::report(TrialLog& log, const TrainingResult& res
                           fmt::format("Result for this trial({}) is already reported.", trial.trial_number)};
   }
 
-  const double cost_upper_bound = spec_.beta_knob && min_cost_ ? *spec_.beta_knob * *min_cost_ : kInf;
+  const double cost_upper_bound = spec_.beta_knob && min_cost_ ? *spec_.beta_knob * *min_cost_ : kInfinity;
   const double reported_cost = cost(result.energy_j, result.time_s);
   const bool within_cost_range = cost_upper_bound >= reported_cost;
   const bool converged = spec_.higher_is_better_metric ? spec_.target_metric <= result.metric

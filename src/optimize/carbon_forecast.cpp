@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 #include <svm.h>
 
+#include "joule/core/units.hpp"
+
 namespace joule::optimize {
 
 namespace {
-
-constexpr int64_t kDayS = 86400;
 
 // sin and cos of the time of day of `time_unix_s` (Chase: of the half-hour slot; here from the timestamp).
 std::array<double, 2> time_of_day(int64_t time_unix_s) {

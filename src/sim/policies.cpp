@@ -8,12 +8,11 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/core/units.hpp"
 
 namespace joule::sim {
 
 namespace {
-
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Starts a pruning round from the explorer's current default and list.
 Result<void> start_round(PruningGtsPolicy::Explorer& explorer) {

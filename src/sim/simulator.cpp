@@ -17,12 +17,11 @@
 #include "joule/core/numeric.hpp"
 #include "joule/core/rng.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/core/units.hpp"
 
 namespace joule::sim {
 
 namespace {
-
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // The trace rows of one job, indexed the ways the simulation looks them up.
 struct JobRows {

@@ -70,4 +70,7 @@ class VirtualClock final : public Clock {
 /// @return `unix_ns` formatted as ISO-8601 UTC with milliseconds, e.g. "2026-11-21T23:53:12.123Z".
 std::string format_iso8601_utc(int64_t unix_ns);
 
+/// @return `clock`'s current time in whole seconds since the Unix epoch, rounded down (also before 1970).
+int64_t unix_now_s(const Clock& clock);
+
 }  // namespace joule

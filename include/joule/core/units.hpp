@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace joule {
 
@@ -68,5 +69,12 @@ inline int64_t round_w_to_mw(double power_w) {
 
 /// Joules in one kilowatt-hour.
 constexpr double kJoulesPerKwh = 3.6e6;
+
+/// Seconds in an hour and in a day.
+constexpr int64_t kHourS = 3600;
+constexpr int64_t kDayS = 24 * kHourS;
+
+/// Positive infinity (a double): "no bound", "not reached yet".
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 }  // namespace joule
