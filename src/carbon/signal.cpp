@@ -407,8 +407,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 Result<std::unique_ptr<CarbonSignal>> make_carbon_signal(const CarbonSourceOptions& options,
                                                          const Clock& clock) {
-  const int given = (options.intensity_g_per_kwh ? 1 : 0) + (options.trace_path.empty() ? 0 : 1) +
-                    (options.zone.empty() ? 0 : 1) + (options.country.empty() ? 0 : 1);
+  const int given = options.sources_given();
   if (given != 1) {
     return fail(ErrorCode::kInvalidArgument,
                 "give exactly one carbon source: --carbon-intensity G_PER_KWH, --carbon-trace FILE, --zone Z "
@@ -417,9 +416,8 @@ Result<std::unique_ptr<CarbonSignal>> make_carbon_signal(const CarbonSourceOptio
   }
   try {
     if (!options.country.empty()) {
-      const auto choice = JOULE_TRY(choose_country(CountryTable::builtin(),
-                                                   to_lower(options.country) == "auto" ? "" : options.country,
-                                                   LocaleSources::from_process()));
+      const auto choice =
+          JOULE_TRY(choose_country(CountryTable::builtin(), options.country, LocaleSources::from_process()));
       return std::unique_ptr<CarbonSignal>(
           std::make_unique<ConstantSignal>(choice.country.intensity_g_per_kwh,
                                            fmt::format("yearly average of {} ({}, {})", choice.country.name,

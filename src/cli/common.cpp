@@ -203,6 +203,13 @@ carbon::CountryChoice resolve_country(const std::string& country) {
                                               carbon::LocaleSources::from_process()));
 }
 
+carbon::CarbonSourceOptions resolve_carbon_source(carbon::CarbonSourceOptions source) {
+  if (!source.country.empty()) {
+    source.country = resolve_country(source.country).country.iso3;
+  }
+  return source;
+}
+
 std::optional<OutputFile> open_output(const std::string& path, std::string_view flag, OutputMode mode) {
   if (path.empty()) {
     return std::nullopt;

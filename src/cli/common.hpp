@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "joule/carbon/country.hpp"
+#include "joule/carbon/signal.hpp"
 #include "joule/core/duration.hpp"
 #include "joule/core/error.hpp"
 #include "joule/core/file.hpp"
@@ -69,6 +70,10 @@ T name_or_throw(Result<T> result) {
 /// locale) with carbon::choose_country(), before any work: an unknown code is a usage error (exit 2).
 /// @return the choice (its describe() says how it was chosen). @throws joule::Exception.
 carbon::CountryChoice resolve_country(const std::string& country);
+
+/// @return `source` with its --country (if any) resolved with resolve_country() to an ISO 3166-1 alpha-3
+/// code, before any work: an unknown code is a usage error (exit 2). @throws joule::Exception.
+carbon::CarbonSourceOptions resolve_carbon_source(carbon::CarbonSourceOptions source);
 
 /// Parses "0,2,3" into indices; kInvalidArgument naming `flag` for anything else.
 Result<std::vector<int>> parse_index_list(const std::string& text, std::string_view flag);

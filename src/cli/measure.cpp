@@ -44,11 +44,6 @@ struct MeasureFlags {
   std::string append_csv;  // --append-csv FILE: one row per device per run, appended
 };
 
-bool wants_carbon(const MeasureFlags& flags) {
-  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty() ||
-         !flags.carbon.country.empty();
-}
-
 struct DeviceFigure {
   std::string kind;  // "gpu", "cpu", "dram"
   int index = 0;
@@ -511,10 +506,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   std::optional<OutputFile> history = open_output(flags.append_csv, "--append-csv", OutputMode::kAppend);
   const bool history_header_needed = history && history_needs_header(*history);
   // A country ("auto" infers it) is chosen now: an unknown code costs no run either.
-  carbon::CarbonSourceOptions carbon_source = flags.carbon;
-  if (!carbon_source.country.empty()) {
-    carbon_source.country = resolve_country(carbon_source.country).country.iso3;
-  }
+  const carbon::CarbonSourceOptions carbon_source = resolve_carbon_source(flags.carbon);
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
@@ -540,7 +532,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   // Carbon and cost sources are checked before the command runs, so that bad flags cost nothing.
   std::unique_ptr<carbon::CarbonSignal> signal;
   std::unique_ptr<carbon::CarbonMonitor> carbon;
-  if (wants_carbon(flags)) {
+  if (flags.carbon.sources_given() > 0) {
     signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
     carbon = std::make_unique<carbon::CarbonMonitor>(monitor, *signal);
   } else if (!flags.carbon.provider.empty()) {

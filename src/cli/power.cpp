@@ -91,11 +91,6 @@ std::string telemetry_columns_text(const device::GpuTelemetry& reading) {
                      reading.gpu_utilization_pct ? std::to_string(*reading.gpu_utilization_pct) : "-");
 }
 
-bool wants_carbon(const PowerFlags& flags) {
-  return flags.carbon.intensity_g_per_kwh || !flags.carbon.trace_path.empty() || !flags.carbon.zone.empty() ||
-         !flags.carbon.country.empty();
-}
-
 // Asks the signal for the current intensity and hands it to the metrics. A provider that fails keeps the
 // last value (a warning says why): a scrape must never show an invented intensity.
 void refresh_intensity(carbon::CarbonSignal& signal, metrics::GpuMetrics& metrics) {
@@ -110,7 +105,7 @@ void refresh_intensity(carbon::CarbonSignal& signal, metrics::GpuMetrics& metric
 }
 
 int run_power(const GlobalOptions& global, const PowerFlags& flags) {
-  if (wants_carbon(flags) && flags.serve.empty()) {
+  if (flags.carbon.sources_given() > 0 && flags.serve.empty()) {
     throw Exception(
         ErrorCode::kInvalidArgument,
         "power: --carbon-intensity, --carbon-trace, --zone and --country are only used by the metrics: add "
@@ -119,10 +114,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   if (!flags.serve.empty()) {
     value_or_throw(metrics::parse_host_port(flags.serve, "power: --serve"));
   }
-  carbon::CarbonSourceOptions carbon_source = flags.carbon;
-  if (!carbon_source.country.empty()) {
-    carbon_source.country = resolve_country(carbon_source.country).country.iso3;
-  }
+  const carbon::CarbonSourceOptions carbon_source = resolve_carbon_source(flags.carbon);
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
@@ -169,7 +161,7 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   std::unique_ptr<carbon::CarbonSignal> carbon_signal;
   if (!flags.serve.empty()) {
     gpu_metrics = std::make_shared<metrics::GpuMetrics>(gpus, clock);
-    if (wants_carbon(flags)) {
+    if (flags.carbon.sources_given() > 0) {
       carbon_signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
       // A source that cannot give the current value at the start is a configuration error, said now.
       const auto first = carbon_signal->latest();

@@ -260,6 +260,12 @@ struct CarbonSourceOptions {
   /// "electricitymaps", "watttime" or "uk" (--carbon-provider; env JOULE_CARBON_PROVIDER; default
   /// electricitymaps). Base URLs and credentials come from the providers' JOULE_* variables.
   std::string provider;
+
+  /// @return how many sources are given (intensity, trace, zone, country): make_carbon_signal() needs one.
+  int sources_given() const {
+    return (intensity_g_per_kwh ? 1 : 0) + (trace_path.empty() ? 0 : 1) + (zone.empty() ? 0 : 1) +
+           (country.empty() ? 0 : 1);
+  }
 };
 
 /// @return the signal the options select: exactly one of intensity, trace, zone and country must be given
