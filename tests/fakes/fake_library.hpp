@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -136,6 +137,23 @@ inline std::string apply_device_entries(
       }
     }
   }
+  return "";
+}
+
+/// Applies a "fail.<symbol>=STATUS" key (STATUS read by `parse_status`) to `failures`: the call <symbol> then
+/// returns STATUS. @return nullopt if `key` is no such key, else "" or "unknown status".
+template <class Status>
+std::optional<std::string> apply_failure_key(const std::string& key, const std::string& value,
+                                             std::map<std::string, Status>& failures,
+                                             std::optional<Status> (*parse_status)(std::string)) {
+  if (key.rfind("fail.", 0) != 0) {
+    return std::nullopt;
+  }
+  const auto status = parse_status(value);
+  if (!status) {
+    return "unknown status";
+  }
+  failures[key.substr(5)] = *status;
   return "";
 }
 

@@ -176,15 +176,7 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return set_pct(device.gfx_activity_pct);
   if (key == "umc_activity_pct")
     return set_pct(device.umc_activity_pct);
-  if (key.rfind("fail.", 0) == 0) {
-    const auto status = parse_status(value);
-    if (!status) {
-      return "unknown status";
-    }
-    device.failures[key.substr(5)] = *status;
-    return "";
-  }
-  return "unknown key";
+  return joule::fake::apply_failure_key(key, value, device.failures, parse_status).value_or("unknown key");
 }
 
 // (Re)loads the configuration into `s`. @return "" or the problem, with the line number.
@@ -219,15 +211,7 @@ std::string load_config(State& s) {
           s.lib_major = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
           return "";
         }
-        if (key.rfind("fail.", 0) == 0) {
-          const auto status = parse_status(value);
-          if (!status) {
-            return "unknown status";
-          }
-          s.failures[key.substr(5)] = *status;
-          return "";
-        }
-        return "unknown key";
+        return joule::fake::apply_failure_key(key, value, s.failures, parse_status).value_or("unknown key");
       },
       [&s](size_t index, const std::string& key, const std::string& value) {
         return apply_device_key(s.devices[index], key, value);

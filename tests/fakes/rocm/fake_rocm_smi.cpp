@@ -165,15 +165,7 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return parse_mhz_list(value, key == "sclk_mhz" ? device.sclk_mhz : device.mclk_mhz,
                           smi::kMaxNumFrequencies);
   }
-  if (key.rfind("fail.", 0) == 0) {
-    const auto status = parse_status(value);
-    if (!status) {
-      return "unknown status";
-    }
-    device.failures[key.substr(5)] = *status;
-    return "";
-  }
-  return "unknown key";
+  return joule::fake::apply_failure_key(key, value, device.failures, parse_status).value_or("unknown key");
 }
 
 // (Re)loads the configuration into `s`. @return "" or the problem, with the line number.
@@ -199,15 +191,7 @@ std::string load_config(State& s) {
           s.log_path = value;
           return "";
         }
-        if (key.rfind("fail.", 0) == 0) {
-          const auto status = parse_status(value);
-          if (!status) {
-            return "unknown status";
-          }
-          s.failures[key.substr(5)] = *status;
-          return "";
-        }
-        return "unknown key";
+        return joule::fake::apply_failure_key(key, value, s.failures, parse_status).value_or("unknown key");
       },
       [&s](size_t index, const std::string& key, const std::string& value) {
         return apply_device_key(s.devices[index], key, value);
