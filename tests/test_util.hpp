@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -12,8 +13,13 @@
 #include <unistd.h>
 
 #include "joule/core/error.hpp"
+#include "joule/core/units.hpp"
 
 namespace joule::test {
+
+/// Not-a-number and infinity, for the tests of number checks (kInf is core's kInfinity).
+inline constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = kInfinity;
 
 /// A fresh directory under $TMPDIR, removed with its content on destruction.
 class TempDir {

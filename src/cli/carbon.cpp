@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule carbon`: carbon intensity (live providers or a trace), forecaster evaluation, and the Chase replay.
-#include "joule/optimize/carbon.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -17,7 +15,8 @@
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/device/sim_gpu.hpp"
-#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase.hpp"
+#include "joule/optimize/chase_forecast.hpp"
 #include "joule/sim/trace.hpp"
 #include "joule/viz/plot.hpp"
 

@@ -7,8 +7,9 @@
 #include <fmt/format.h>
 
 #include "joule/device/amdsmi.hpp"
-#include "joule/device/daemon.hpp"
 #include "joule/device/daemon_client.hpp"
+#include "joule/device/daemon_cpu.hpp"
+#include "joule/device/daemon_gpu.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/rapl.hpp"
 #include "joule/device/rocm.hpp"

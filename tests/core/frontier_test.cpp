@@ -16,8 +16,8 @@ namespace joule {
 namespace {
 
 using Indices = std::vector<size_t>;
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using joule::test::kInf;
+using joule::test::kNan;
 
 // The definition, checked pair by pair: i is kept unless some j dominates it, or j equals it and comes first.
 Indices brute_force_pareto(const std::vector<double>& times_s, const std::vector<double>& energies_j) {

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 namespace joule {
 namespace {
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using joule::test::kInf;
+using joule::test::kNan;
 
 std::string refusal(double value, const NumberRule& rule, std::string_view name = "--x") {
   const auto checked = check_number(value, rule, name);

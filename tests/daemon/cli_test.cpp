@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "joule/device/daemon.hpp"
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/sim_gpu.hpp"
 

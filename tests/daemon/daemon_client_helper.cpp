@@ -8,51 +8,24 @@
 //   daemon_client_helper [--uid U --gid G] --exec PROGRAM ARGS…
 //     runs PROGRAM as that user.
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <grp.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
+
+#include "daemon/line_client.hpp"
 
 namespace {
 
 int usage(const char* why) {
   std::fprintf(stderr, "daemon_client_helper: %s\n", why);
   return 2;
-}
-
-bool send_line(int fd, const std::string& line) {
-  const std::string data = line + "\n";
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) {
-      return false;
-    }
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool read_line(int fd, std::string& buffer, std::string& line) {
-  while (true) {
-    const size_t newline = buffer.find('\n');
-    if (newline != std::string::npos) {
-      line = buffer.substr(0, newline);
-      buffer.erase(0, newline + 1);
-      return true;
-    }
-    char chunk[4096];
-    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) {
-      return false;
-    }
-    buffer.append(chunk, static_cast<size_t>(n));
-  }
 }
 
 }  // namespace
@@ -103,20 +76,17 @@ int main(int argc, char** argv) {
   if (socket_path.empty()) {
     return usage("--socket is required");
   }
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    std::fprintf(stderr, "daemon_client_helper: cannot connect to %s: %s\n", socket_path.c_str(),
-                 std::strerror(errno));
+  std::optional<joule::test::LineClient> client;
+  try {
+    client.emplace(socket_path, std::chrono::seconds(0));
+  } catch (const std::runtime_error& error) {
+    std::fprintf(stderr, "daemon_client_helper: %s\n", error.what());
     return 5;
   }
   requests.insert(requests.begin(), R"({"op":"hello","protocol":1,"client":"daemon_client_helper"})");
-  std::string buffer;
   for (const auto& request : requests) {
     std::string response;
-    if (!send_line(fd, request) || !read_line(fd, buffer, response)) {
+    if (!client->send_all(request + "\n") || !client->try_read_line(response)) {
       std::fprintf(stderr, "daemon_client_helper: the daemon closed the connection\n");
       return 6;
     }
@@ -130,6 +100,6 @@ int main(int argc, char** argv) {
     }
   }
   std::fflush(stdout);
-  ::close(fd);
+  client->close();
   return 0;
 }

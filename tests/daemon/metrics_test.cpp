@@ -16,6 +16,7 @@
 #include "joule/device/sim_gpu.hpp"
 #include "joule/metrics/gpu_metrics.hpp"
 
+#include "daemon/line_client.hpp"
 #include "metrics/metrics_text.hpp"
 #include "test_util.hpp"
 
@@ -25,57 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-// One connection speaking the line protocol.
-class LineClient {
- public:
-  explicit LineClient(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      throw std::runtime_error("cannot connect to " + path);
-    }
-    const timeval limit{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  }
-  ~LineClient() { close(); }
-  LineClient(const LineClient&) = delete;
-  LineClient& operator=(const LineClient&) = delete;
-
-  json request(const std::string& line) {
-    const std::string bytes = line + "\n";
-    if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
-      throw std::runtime_error("send failed");
-    }
-    while (true) {
-      if (const size_t newline = buffer_.find('\n'); newline != std::string::npos) {
-        json response = json::parse(buffer_.substr(0, newline));
-        buffer_.erase(0, newline + 1);
-        if (!response.contains("event")) {
-          return response;
-        }
-        continue;
-      }
-      char chunk[4096];
-      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-      if (n <= 0) {
-        throw std::runtime_error("no answer");
-      }
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-  void close() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string buffer_;
-};
+using test::LineClient;
 
 template <class Predicate>
 bool wait_until(Predicate done, std::chrono::milliseconds timeout = 3s) {

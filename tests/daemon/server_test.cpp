@@ -20,8 +20,9 @@
 #include "joule/core/log.hpp"
 #include "joule/daemon/daemon.hpp"
 #include "joule/daemon/metrics.hpp"
-#include "joule/device/daemon.hpp"
 #include "joule/device/daemon_client.hpp"
+#include "joule/device/daemon_cpu.hpp"
+#include "joule/device/daemon_gpu.hpp"
 #include "joule/device/discovery.hpp"
 #include "joule/device/rapl.hpp"
 #include "joule/device/sim_gpu.hpp"
@@ -29,6 +30,7 @@
 #include "joule/optimize/power_limit.hpp"
 
 #include "captured_log.hpp"
+#include "daemon/line_client.hpp"
 #include "fakes/rapl/fake_powercap.hpp"
 #include "integration/run_process.hpp"
 #include "metrics/metrics_text.hpp"
@@ -44,57 +46,12 @@ using nlohmann::json;
 constexpr uint32_t kNobody = 65534;
 
 // A client speaking the protocol by hand, to send what DaemonClient never would.
-class RawClient {
+class RawClient : public test::LineClient {
  public:
-  explicit RawClient(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      throw std::runtime_error("cannot connect to " + path);
-    }
-    const timeval limit{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  }
-  ~RawClient() { ::close(fd_); }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
+  using LineClient::LineClient;
 
-  void send_raw(const std::string& bytes) const {
-    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  }
-  /// Sends one line and returns the response (as JSON), skipping events.
-  json request(const std::string& line) {
-    send_raw(line + "\n");
-    while (true) {
-      auto next = json::parse(read_line());
-      if (!next.contains("event")) {
-        return next;
-      }
-    }
-  }
+  void send_raw(const std::string& bytes) const { ASSERT_TRUE(send_all(bytes)); }
   json hello() { return request(R"({"id":1,"op":"hello","protocol":1,"client":"raw"})"); }
-
-  std::string read_line() {
-    while (true) {
-      if (const size_t newline = buffer_.find('\n'); newline != std::string::npos) {
-        std::string line = buffer_.substr(0, newline);
-        buffer_.erase(0, newline + 1);
-        return line;
-      }
-      char chunk[4096];
-      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-      if (n <= 0) {
-        throw std::runtime_error("the daemon closed the connection or did not answer");
-      }
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string buffer_;
 };
 
 // Runs `body` on a thread of its own whose effective uid is `uid`: the raw system call changes the

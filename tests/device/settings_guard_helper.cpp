@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "joule/device/settings_guard.hpp"
-#include "joule/optimize/carbon.hpp"
-#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase.hpp"
+#include "joule/optimize/chase_forecast.hpp"
 #include "joule/plan/runtime.hpp"
 
 #include "file_gpu.hpp"

@@ -25,7 +25,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using joule::test::kInf;
 constexpr int64_t kStartNs = 1'700'000'000'000'000'000;
 
 JobSpec make_spec() {

@@ -15,7 +15,7 @@
 namespace joule::viz {
 namespace {
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+using joule::test::kNan;
 
 size_t count(const std::string& text, const std::string& part) {
   size_t found = 0;

@@ -13,7 +13,7 @@ namespace joule::device {
 
 /// What identifies a CPU package; fixed when the device is opened.
 struct CpuInfo {
-  std::string backend;    ///< "rapl", or "daemon" (joule/device/daemon.hpp: read through `joule daemon`)
+  std::string backend;    ///< "rapl", or "daemon" (joule/device/daemon_cpu.hpp: read through `joule daemon`)
   int index = 0;          ///< package index (the N of intel-rapl:N)
   std::string name;       ///< e.g. "package-0"
   bool has_dram = false;  ///< dram_energy_mj() works

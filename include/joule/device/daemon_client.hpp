@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/device/daemon_client.hpp — one connection to `joule daemon` speaking its line-delimited JSON protocol
 // (joule/device/daemon_protocol.hpp, docs/daemon.md): for tools that talk to the daemon directly. GPUs
-// served by the daemon are simpler to use as DaemonGpu (joule/device/daemon.hpp), which needs neither
+// served by the daemon are simpler to use as DaemonGpu (joule/device/daemon_gpu.hpp), which needs neither
 // this header nor nlohmann-json.
 #pragma once
 
@@ -19,7 +19,7 @@
 
 #include "joule/core/error.hpp"
 #include "joule/core/units.hpp"
-#include "joule/device/daemon.hpp"
+#include "joule/device/daemon_client_options.hpp"
 #include "joule/device/daemon_protocol.hpp"
 
 namespace joule::device {

@@ -17,8 +17,8 @@
 
 #include "joule/carbon/signal.hpp"
 #include "joule/measure/energy_monitor.hpp"
-#include "joule/optimize/carbon.hpp"
-#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase.hpp"
+#include "joule/optimize/chase_forecast.hpp"
 #include "joule/optimize/power_limit.hpp"
 
 namespace joule::optimize {

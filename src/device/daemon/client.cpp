@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "joule/core/log.hpp"
-#include "joule/device/daemon.hpp"
 #include "joule/device/daemon_client.hpp"
 
 namespace joule::device {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "joule/device/daemon.hpp"
+#include "joule/device/daemon_cpu.hpp"
 #include "joule/device/daemon_client.hpp"
 
 namespace joule::device {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "joule/device/daemon.hpp"
+#include "joule/device/daemon_gpu.hpp"
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/visible_devices.hpp"
 

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "device/amdsmi/amdsmi_library.hpp"
+#include "fakes/fake_library_fixture.hpp"
 #include "test_util.hpp"
 
 namespace joule::device {
@@ -23,14 +24,9 @@ using AmdSmiGpuList = std::vector<std::unique_ptr<Gpu>>;
 
 constexpr const char* kFakeAmdSmi = JOULE_FAKE_AMDSMI_LIBRARY;
 
-class AmdSmiTest : public ::testing::Test {
+class AmdSmiTest : public ::testing::Test, protected test::FakeLibraryConfig {
  protected:
-  /// Writes the fake's configuration (plus a call log) and points the fake at it.
-  void configure(const std::string& text) {
-    log_path_ = dir_.path() + "/calls.log";
-    const std::string path = dir_.write("fake-amdsmi.conf", "log=" + log_path_ + "\n" + text);
-    env_.emplace("JOULE_FAKE_AMDSMI_CONFIG", path.c_str());
-  }
+  AmdSmiTest() : FakeLibraryConfig("JOULE_FAKE_AMDSMI_CONFIG", "fake-amdsmi.conf") {}
 
   /// Opens with the energy-counter check off unless `validation_s` says otherwise.
   Result<AmdSmiGpuList> open(const VisibleDevices& visible = {}, double validation_s = 0,
@@ -39,31 +35,12 @@ class AmdSmiTest : public ::testing::Test {
   }
 
   AmdSmiGpuList open_ok(const VisibleDevices& visible = {}, double validation_s = 0) {
-    auto gpus = open(visible, validation_s);
-    if (!gpus) {
-      ADD_FAILURE() << gpus.error().message();
-      return {};
-    }
-    return std::move(*gpus);
+    return test::value_or_add_failure(open(visible, validation_s));
   }
 
   static VisibleDevices amdsmi_hip(const char* value) {
     return parse_visible_devices("HIP_VISIBLE_DEVICES", value).value();
   }
-
-  bool called(const std::string& line) const {
-    std::ifstream file(log_path_);
-    for (std::string logged; std::getline(file, logged);) {
-      if (logged == line) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  test::TempDir dir_;
-  std::string log_path_;
-  std::optional<test::ScopedEnv> env_;
 };
 
 // --- Opening and identity ---------------------------------------------------------------------------------

@@ -16,26 +16,20 @@
 #include <gtest/gtest.h>
 
 #include "device/rocm/rocm_library.hpp"
+#include "fakes/fake_library_fixture.hpp"
 #include "test_util.hpp"
 
 namespace joule::device {
 namespace {
 
-using joule::test::ScopedEnv;
-using joule::test::TempDir;
 using GpuList = std::vector<std::unique_ptr<Gpu>>;
 
 constexpr const char* kFake = JOULE_FAKE_ROCM_LIBRARY;
 constexpr double kValidationS = 0.05;  // short, so the suite stays fast
 
-class RocmTest : public ::testing::Test {
+class RocmTest : public ::testing::Test, protected test::FakeLibraryConfig {
  protected:
-  /// Writes the fake's configuration (plus a call log) and points the fake at it.
-  void configure(const std::string& text) {
-    log_path_ = dir_.path() + "/calls.log";
-    config_path_ = dir_.write("fake-rocm.conf", "log=" + log_path_ + "\n" + text);
-    env_.emplace("JOULE_FAKE_ROCM_CONFIG", config_path_.c_str());
-  }
+  RocmTest() : FakeLibraryConfig("JOULE_FAKE_ROCM_CONFIG", "fake-rocm.conf") {}
 
   Result<GpuList> open(const VisibleDevices& visible = {}, double validation_s = kValidationS,
                        const std::string& library = kFake) {
@@ -43,37 +37,12 @@ class RocmTest : public ::testing::Test {
   }
 
   GpuList open_ok(const VisibleDevices& visible = {}, double validation_s = kValidationS) {
-    auto gpus = open(visible, validation_s);
-    if (!gpus) {
-      ADD_FAILURE() << gpus.error().message();
-      return {};
-    }
-    return std::move(*gpus);
+    return test::value_or_add_failure(open(visible, validation_s));
   }
 
   static VisibleDevices hip(const char* value) {
     return parse_visible_devices("HIP_VISIBLE_DEVICES", value).value();
   }
-
-  /// The fake's call log, one call per line.
-  std::vector<std::string> calls() const {
-    std::vector<std::string> lines;
-    std::ifstream file(log_path_);
-    for (std::string line; std::getline(file, line);) {
-      lines.push_back(line);
-    }
-    return lines;
-  }
-
-  bool called(const std::string& line) const {
-    const auto lines = calls();
-    return std::find(lines.begin(), lines.end(), line) != lines.end();
-  }
-
-  TempDir dir_;
-  std::string config_path_;
-  std::string log_path_;
-  std::optional<ScopedEnv> env_;
 };
 
 // --- Opening and identity ---------------------------------------------------------------------------------

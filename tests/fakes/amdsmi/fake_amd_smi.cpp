@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "device/amdsmi/amdsmi_api.hpp"
+#include "fakes/fake_library.hpp"
 
 namespace smi = joule::device::amd_smi;
 using smi::Status;
@@ -39,21 +40,18 @@ JOULE_AMD_SMI_FUNCTIONS(JOULE_FAKE_DECLARE)
 
 namespace {
 
+using joule::fake::parse_double;
+using joule::fake::parse_mhz_list;
+using joule::fake::w_to_uw;
 using SteadyClock = std::chrono::steady_clock;
 constexpr uint32_t kNotAvailable = std::numeric_limits<uint32_t>::max();
 
-struct Device {
+struct Device : joule::fake::PowerBoard {
   std::string name;
   std::string uuid;
-  double power_w = 100;                  // what the board draws when its cap allows it
   bool power_available = true;           // power_w=none: every power field is N/A
   bool instantaneous_power = true;       // false: only average_socket_power, like MI200 and older
-  double energy_scale = 1;               // the counter reports true energy × this (100: wildly off)
   double energy_resolution_uj = 15.259;  // µJ per counter tick
-  double power_cap_w = 300;
-  double power_cap_min_w = 100;
-  double power_cap_max_w = 300;
-  double power_cap_default_w = 300;
   std::vector<uint64_t> sclk_mhz = {500, 1000, 1500};  // low to high, as AMD SMI lists DPM levels
   std::vector<uint64_t> mclk_mhz = {900, 1600};
   std::optional<int64_t> temperature_edge_c = 45;  // nullopt: NOT_SUPPORTED, like MI300
@@ -63,16 +61,8 @@ struct Device {
   std::map<std::string, Status> failures;  // symbol → status it returns
 
   // Run-time state.
-  double energy_uj = 0;  // true energy since init
-  SteadyClock::time_point last_update;
   smi::PerfLevel perf_level = smi::PerfLevel::kAuto;
   size_t sclk_current = 0;  // index of the current SM clock level (the highest until a lock)
-
-  double effective_power_w() const { return std::min(power_w, power_cap_w); }
-  void integrate(SteadyClock::time_point now) {
-    energy_uj += effective_power_w() * 1e6 * std::chrono::duration<double>(now - last_update).count();
-    last_update = now;
-  }
 };
 
 // The handles given out: a socket handle points at a Socket, a processor handle at a Device.
@@ -95,11 +85,9 @@ State& state() {
   return instance;
 }
 
+// Appends one line to the configured call log, so tests can check what the backend asked for.
 void log_call(const State& s, const std::string& line) {
-  if (s.log_path.empty()) {
-    return;
-  }
-  std::ofstream(s.log_path, std::ios::app) << line << '\n';
+  joule::fake::log_line(s.log_path, line);
 }
 
 std::optional<Status> parse_status(std::string text) {
@@ -120,40 +108,7 @@ std::optional<Status> parse_status(std::string text) {
       {"NO_DATA", Status::kNoData},
       {"UNKNOWN_ERROR", Status::kUnknownError},
   };
-  if (text.rfind("AMDSMI_STATUS_", 0) == 0) {
-    text = text.substr(14);
-  }
-  for (const auto& [name, status] : kNames) {
-    if (text == name) {
-      return status;
-    }
-  }
-  char* end = nullptr;
-  const unsigned long long number = std::strtoull(text.c_str(), &end, 0);
-  if (!text.empty() && *end == '\0' && number <= 0xFFFFFFFFull) {
-    return static_cast<Status>(static_cast<uint32_t>(number));
-  }
-  return std::nullopt;
-}
-
-bool parse_double(const std::string& text, double& out) {
-  char* end = nullptr;
-  out = std::strtod(text.c_str(), &end);
-  return !text.empty() && *end == '\0';
-}
-
-std::string parse_mhz_list(const std::string& value, std::vector<uint64_t>& out) {
-  out.clear();
-  std::stringstream list(value);
-  std::string item;
-  double number = 0;
-  while (std::getline(list, item, ',')) {
-    if (!parse_double(item, number) || number < 0) {
-      return "not a comma-separated list of MHz";
-    }
-    out.push_back(static_cast<uint64_t>(number));
-  }
-  return out.size() <= smi::kMaxNumFrequencies ? "" : "more than 33 clocks";
+  return joule::fake::parse_status(std::move(text), "AMDSMI_STATUS_", kNames);
 }
 
 // Applies one per-device key. @return "" or what is wrong.
@@ -204,22 +159,15 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     device.instantaneous_power = value == "1" || value == "true";
     return "";
   }
-  if (key == "energy_scale")
-    return set_number(device.energy_scale);
+  if (auto problem = device.apply_key(key, value)) {
+    return *problem;
+  }
   if (key == "energy_resolution_uj")
     return set_number(device.energy_resolution_uj);
-  if (key == "power_cap_w")
-    return set_number(device.power_cap_w);
-  if (key == "power_cap_min_w")
-    return set_number(device.power_cap_min_w);
-  if (key == "power_cap_max_w")
-    return set_number(device.power_cap_max_w);
-  if (key == "power_cap_default_w")
-    return set_number(device.power_cap_default_w);
   if (key == "sclk_mhz")
-    return parse_mhz_list(value, device.sclk_mhz);
+    return parse_mhz_list(value, device.sclk_mhz, smi::kMaxNumFrequencies);
   if (key == "mclk_mhz")
-    return parse_mhz_list(value, device.mclk_mhz);
+    return parse_mhz_list(value, device.mclk_mhz, smi::kMaxNumFrequencies);
   if (key == "temperature_edge_c")
     return set_optional_int(device.temperature_edge_c);
   if (key == "temperature_hotspot_c")
@@ -228,23 +176,7 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return set_pct(device.gfx_activity_pct);
   if (key == "umc_activity_pct")
     return set_pct(device.umc_activity_pct);
-  if (key.rfind("fail.", 0) == 0) {
-    const auto status = parse_status(value);
-    if (!status) {
-      return "unknown status";
-    }
-    device.failures[key.substr(5)] = *status;
-    return "";
-  }
-  return "unknown key";
-}
-
-std::string trim(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r");
-  if (begin == std::string::npos) {
-    return "";
-  }
-  return text.substr(begin, text.find_last_not_of(" \t\r") - begin + 1);
+  return joule::fake::apply_failure_key(key, value, device.failures, parse_status).value_or("unknown key");
 }
 
 // (Re)loads the configuration into `s`. @return "" or the problem, with the line number.
@@ -253,34 +185,12 @@ std::string load_config(State& s) {
   s.failures.clear();
   s.log_path.clear();
   s.lib_major = smi::kSupportedLibMajor;
-  const char* path = std::getenv("JOULE_FAKE_AMDSMI_CONFIG");
-  std::vector<std::pair<std::string, std::string>> entries;
-  if (path != nullptr && *path != '\0') {
-    std::ifstream file(path);
-    if (!file) {
-      return std::string("cannot read ") + path;
-    }
-    std::string line;
-    int number = 0;
-    while (std::getline(file, line)) {
-      ++number;
-      line = trim(line);
-      if (line.empty() || line[0] == '#') {
-        continue;
-      }
-      const auto equals = line.find('=');
-      if (equals == std::string::npos) {
-        return "line " + std::to_string(number) + ": no '='";
-      }
-      entries.emplace_back(trim(line.substr(0, equals)), trim(line.substr(equals + 1)));
-    }
+  joule::fake::ConfigEntries entries;
+  if (std::string problem = joule::fake::read_amd_config("JOULE_FAKE_AMDSMI_CONFIG", entries);
+      !problem.empty()) {
+    return problem;
   }
-  size_t count = 1;
-  for (const auto& [key, value] : entries) {
-    if (key == "devices") {
-      count = std::strtoul(value.c_str(), nullptr, 10);
-    }
-  }
+  const size_t count = joule::fake::device_count(entries);
   s.devices.resize(count);
   s.sockets.resize(count);
   for (size_t i = 0; i < count; ++i) {
@@ -290,48 +200,24 @@ std::string load_config(State& s) {
     s.devices[i].uuid = std::string("A1FF74A1-0000-1000-80") + byte + "-C24D1EB30C3F";
     s.sockets[i].device = i;
   }
-  // Two passes so "device.*.key" is a default that "device.N.key" overrides wherever it appears.
-  for (const bool wildcard_pass : {true, false}) {
-    for (const auto& [key, value] : entries) {
-      std::string problem;
-      const bool is_wildcard = key.rfind("device.*.", 0) == 0;
-      if (key == "devices" || is_wildcard != wildcard_pass) {
-        continue;
-      }
-      if (key == "log") {
-        s.log_path = value;
-      } else if (key == "lib_major") {
-        s.lib_major = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
-      } else if (key.rfind("fail.", 0) == 0) {
-        const auto status = parse_status(value);
-        if (!status) {
-          problem = "unknown status";
-        } else {
-          s.failures[key.substr(5)] = *status;
+  std::string problem = joule::fake::apply_device_entries(
+      entries, count,
+      [&s](const std::string& key, const std::string& value) -> std::string {
+        if (key == "log") {
+          s.log_path = value;
+          return "";
         }
-      } else if (key.rfind("device.", 0) == 0) {
-        const auto dot = key.find('.', 7);
-        if (dot == std::string::npos) {
-          problem = "expected device.<N|*>.<key>";
-        } else {
-          const std::string which = key.substr(7, dot - 7);
-          const std::string field = key.substr(dot + 1);
-          if (which == "*") {
-            for (auto& device : s.devices) {
-              problem = apply_device_key(device, field, value);
-            }
-          } else {
-            const size_t index = std::strtoul(which.c_str(), nullptr, 10);
-            problem = index < count ? apply_device_key(s.devices[index], field, value) : "no such device";
-          }
+        if (key == "lib_major") {
+          s.lib_major = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+          return "";
         }
-      } else {
-        problem = "unknown key";
-      }
-      if (!problem.empty()) {
-        return "'" + key + "=" + value + "': " + problem;
-      }
-    }
+        return joule::fake::apply_failure_key(key, value, s.failures, parse_status).value_or("unknown key");
+      },
+      [&s](size_t index, const std::string& key, const std::string& value) {
+        return apply_device_key(s.devices[index], key, value);
+      });
+  if (!problem.empty()) {
+    return problem;
   }
   for (auto& device : s.devices) {
     device.sclk_current = device.sclk_mhz.empty() ? 0 : device.sclk_mhz.size() - 1;
@@ -377,10 +263,6 @@ size_t index_of(const State& s, const Device* device) {
   return static_cast<size_t>(device - s.devices.data());
 }
 
-uint64_t w_to_uw(double power_w) {
-  return static_cast<uint64_t>(std::llround(power_w * 1e6));
-}
-
 // Copies `values` (MHz, low to high) into an amdsmi_frequencies_t in Hz.
 void fill_frequencies(const std::vector<uint64_t>& values_mhz, size_t current, smi::Frequencies* out) {
   *out = smi::Frequencies{};
@@ -406,19 +288,10 @@ extern "C" {
 Status amdsmi_init(uint64_t init_flags) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.init_count == 0) {
-    if (const std::string problem = load_config(s); !problem.empty()) {
-      std::fprintf(stderr, "fake libamd_smi: JOULE_FAKE_AMDSMI_CONFIG: %s\n", problem.c_str());
-      return Status::kInternalException;
-    }
-    if (const auto it = s.failures.find("amdsmi_init"); it != s.failures.end()) {
-      log_call(s, "amdsmi_init failed");
-      return it->second;
-    }
-    const auto now = SteadyClock::now();
-    for (auto& device : s.devices) {
-      device.last_update = now;
-    }
+  if (const auto failed =
+          joule::fake::first_init(s, "amdsmi_init", "fake libamd_smi: JOULE_FAKE_AMDSMI_CONFIG", load_config,
+                                  Status::kInternalException)) {
+    return *failed;
   }
   ++s.init_count;
   log_call(s, "amdsmi_init " + std::to_string(init_flags));

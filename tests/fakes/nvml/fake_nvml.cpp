@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "device/nvml/nvml_api.hpp"
+#include "fakes/fake_library.hpp"
 
 #define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -214,14 +215,6 @@ std::optional<std::vector<unsigned int>> parse_list(const std::string& text) {
   return values;
 }
 
-std::string trim(const std::string& text) {
-  const size_t begin = text.find_first_not_of(" \t\r");
-  if (begin == std::string::npos) {
-    return "";
-  }
-  return text.substr(begin, text.find_last_not_of(" \t\r") - begin + 1);
-}
-
 template <class Field, class Parsed>
 bool assign(Field& field, const std::optional<Parsed>& parsed) {
   if (!parsed) {
@@ -308,30 +301,16 @@ Gpu make_default_gpu(unsigned int index) {
 [[maybe_unused]] bool load_config(State& out) {
   out.statuses.clear();
   out.gpus.clear();
-  const char* path = std::getenv("JOULE_FAKE_NVML_CONFIG");
-  std::vector<std::pair<std::string, std::string>> entries;
-  if (path != nullptr && *path != '\0') {
-    std::ifstream file(path);
-    if (!file) {
-      std::fprintf(stderr, "fake libnvidia-ml.so.1: cannot read JOULE_FAKE_NVML_CONFIG=%s\n", path);
-      return false;
-    }
-    std::string line;
-    int line_number = 0;
-    while (std::getline(file, line)) {
-      ++line_number;
-      line = trim(line);
-      if (line.empty() || line[0] == '#') {
-        continue;
-      }
-      const size_t equals = line.find('=');
-      if (equals == std::string::npos) {
-        std::fprintf(stderr, "fake libnvidia-ml.so.1: %s:%d: expected key=value\n", path, line_number);
-        return false;
-      }
-      entries.emplace_back(trim(line.substr(0, equals)), trim(line.substr(equals + 1)));
-    }
+  const joule::fake::ConfigFile config = joule::fake::read_config_file("JOULE_FAKE_NVML_CONFIG");
+  if (!config.readable) {
+    std::fprintf(stderr, "fake libnvidia-ml.so.1: cannot read JOULE_FAKE_NVML_CONFIG=%s\n", config.path);
+    return false;
   }
+  if (config.bad_line != 0) {
+    std::fprintf(stderr, "fake libnvidia-ml.so.1: %s:%d: expected key=value\n", config.path, config.bad_line);
+    return false;
+  }
+  const auto& entries = config.entries;
   // The GPU count is "gpus=N", else one more than the highest gpuN mentioned, else 1.
   std::optional<unsigned int> count;
   unsigned int mentioned = 1;
@@ -366,7 +345,7 @@ Gpu make_default_gpu(unsigned int index) {
            set_gpu_value(*out.gpus[*index], key.substr(key.find('.') + 1), value);
     }
     if (!ok) {
-      std::fprintf(stderr, "fake libnvidia-ml.so.1: %s: bad setting '%s=%s'\n", path, key.c_str(),
+      std::fprintf(stderr, "fake libnvidia-ml.so.1: %s: bad setting '%s=%s'\n", config.path, key.c_str(),
                    value.c_str());
       return false;
     }

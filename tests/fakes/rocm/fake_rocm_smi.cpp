@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "device/rocm/rocm_smi_api.hpp"
+#include "fakes/fake_library.hpp"
 
 namespace smi = joule::device::rocm_smi;
 using smi::Status;
@@ -41,18 +42,15 @@ JOULE_ROCM_SMI_FUNCTIONS(JOULE_FAKE_DECLARE)
 
 namespace {
 
+using joule::fake::parse_double;
+using joule::fake::parse_mhz_list;
+using joule::fake::w_to_uw;
 using SteadyClock = std::chrono::steady_clock;
 
-struct Device {
+struct Device : joule::fake::PowerBoard {
   std::string name;
   uint64_t unique_id = 0;
-  double power_w = 100;                // what the board draws when its cap allows it
-  double energy_scale = 1;             // the counter reports true energy × this (100: wildly off)
-  double energy_resolution_uj = 15.3;  // µJ per counter tick, like MI100/MI200
-  double power_cap_w = 300;
-  double power_cap_min_w = 100;
-  double power_cap_max_w = 300;
-  double power_cap_default_w = 300;
+  double energy_resolution_uj = 15.3;                  // µJ per counter tick, like MI100/MI200
   std::vector<uint64_t> sclk_mhz = {500, 1000, 1500};  // low to high, as ROCm SMI lists DPM levels
   std::vector<uint64_t> mclk_mhz = {1200};
   std::optional<uint32_t> sclk_current;  // level index; default the highest
@@ -64,16 +62,8 @@ struct Device {
   std::map<std::string, Status> failures;  // symbol → status it returns
 
   // Run-time state.
-  double energy_uj = 0;  // true energy since init
-  SteadyClock::time_point last_update;
   std::optional<std::pair<uint64_t, uint64_t>> locked_sclk_mhz;
   smi::PerfLevel perf_level = smi::PerfLevel::kAuto;
-
-  double effective_power_w() const { return std::min(power_w, power_cap_w); }
-  void integrate(SteadyClock::time_point now) {
-    energy_uj += effective_power_w() * 1e6 * std::chrono::duration<double>(now - last_update).count();
-    last_update = now;
-  }
 };
 
 struct State {
@@ -91,10 +81,7 @@ State& state() {
 
 // Appends one line to the configured call log, so tests can check what the backend asked for (in µW, MHz).
 void log_call(const State& s, const std::string& line) {
-  if (s.log_path.empty()) {
-    return;
-  }
-  std::ofstream(s.log_path, std::ios::app) << line << '\n';
+  joule::fake::log_line(s.log_path, line);
 }
 
 std::optional<Status> parse_status(std::string text) {
@@ -119,26 +106,7 @@ std::optional<Status> parse_status(std::string text) {
       {"REFCOUNT_OVERFLOW", Status::kRefcountOverflow},
       {"UNKNOWN_ERROR", Status::kUnknownError},
   };
-  if (text.rfind("RSMI_STATUS_", 0) == 0) {
-    text = text.substr(12);
-  }
-  for (const auto& [name, status] : kNames) {
-    if (text == name) {
-      return status;
-    }
-  }
-  char* end = nullptr;
-  const unsigned long long number = std::strtoull(text.c_str(), &end, 0);
-  if (!text.empty() && *end == '\0' && number <= 0xFFFFFFFFull) {
-    return static_cast<Status>(static_cast<uint32_t>(number));
-  }
-  return std::nullopt;
-}
-
-bool parse_double(const std::string& text, double& out) {
-  char* end = nullptr;
-  out = std::strtod(text.c_str(), &end);
-  return !text.empty() && *end == '\0';
+  return joule::fake::parse_status(std::move(text), "RSMI_STATUS_", kNames);
 }
 
 // Applies one per-device key. @return "" or what is wrong.
@@ -162,18 +130,11 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
   }
   if (key == "power_w")
     return set_number(device.power_w);
-  if (key == "energy_scale")
-    return set_number(device.energy_scale);
+  if (auto problem = device.apply_key(key, value)) {
+    return *problem;
+  }
   if (key == "energy_resolution_uj")
     return set_number(device.energy_resolution_uj);
-  if (key == "power_cap_w")
-    return set_number(device.power_cap_w);
-  if (key == "power_cap_min_w")
-    return set_number(device.power_cap_min_w);
-  if (key == "power_cap_max_w")
-    return set_number(device.power_cap_max_w);
-  if (key == "power_cap_default_w")
-    return set_number(device.power_cap_default_w);
   if (key == "temperature_c") {
     return set_number(device.temperature_c);
   }
@@ -201,35 +162,10 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return set_count(device.mclk_current, 0xFFFFFFFF);
   }
   if (key == "sclk_mhz" || key == "mclk_mhz") {
-    auto& clocks = key == "sclk_mhz" ? device.sclk_mhz : device.mclk_mhz;
-    clocks.clear();
-    std::stringstream list(value);
-    std::string item;
-    while (std::getline(list, item, ',')) {
-      if (!parse_double(item, number) || number < 0) {
-        return "not a comma-separated list of MHz";
-      }
-      clocks.push_back(static_cast<uint64_t>(number));
-    }
-    return clocks.size() <= smi::kMaxNumFrequencies ? "" : "more than 32 clocks";
+    return parse_mhz_list(value, key == "sclk_mhz" ? device.sclk_mhz : device.mclk_mhz,
+                          smi::kMaxNumFrequencies);
   }
-  if (key.rfind("fail.", 0) == 0) {
-    const auto status = parse_status(value);
-    if (!status) {
-      return "unknown status";
-    }
-    device.failures[key.substr(5)] = *status;
-    return "";
-  }
-  return "unknown key";
-}
-
-std::string trim(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r");
-  if (begin == std::string::npos) {
-    return "";
-  }
-  return text.substr(begin, text.find_last_not_of(" \t\r") - begin + 1);
+  return joule::fake::apply_failure_key(key, value, device.failures, parse_status).value_or("unknown key");
 }
 
 // (Re)loads the configuration into `s`. @return "" or the problem, with the line number.
@@ -237,81 +173,29 @@ std::string load_config(State& s) {
   s.devices.clear();
   s.failures.clear();
   s.log_path.clear();
-  const char* path = std::getenv("JOULE_FAKE_ROCM_CONFIG");
-  std::vector<std::pair<std::string, std::string>> entries;
-  if (path != nullptr && *path != '\0') {
-    std::ifstream file(path);
-    if (!file) {
-      return std::string("cannot read ") + path;
-    }
-    std::string line;
-    int number = 0;
-    while (std::getline(file, line)) {
-      ++number;
-      line = trim(line);
-      if (line.empty() || line[0] == '#') {
-        continue;
-      }
-      const auto equals = line.find('=');
-      if (equals == std::string::npos) {
-        return "line " + std::to_string(number) + ": no '='";
-      }
-      entries.emplace_back(trim(line.substr(0, equals)), trim(line.substr(equals + 1)));
-    }
+  joule::fake::ConfigEntries entries;
+  if (std::string problem = joule::fake::read_amd_config("JOULE_FAKE_ROCM_CONFIG", entries);
+      !problem.empty()) {
+    return problem;
   }
-  size_t count = 1;
-  for (const auto& [key, value] : entries) {
-    if (key == "devices") {
-      count = std::strtoul(value.c_str(), nullptr, 10);
-    }
-  }
+  const size_t count = joule::fake::device_count(entries);
   s.devices.resize(count);
   for (size_t i = 0; i < count; ++i) {
     s.devices[i].name = "Fake AMD GPU " + std::to_string(i);
     s.devices[i].unique_id = 0x1f2e3d4c5b6a7000ull + i;
   }
-  // Two passes so "device.*.key" is a default that "device.N.key" overrides wherever it appears.
-  for (const bool wildcard_pass : {true, false}) {
-    for (const auto& [key, value] : entries) {
-      std::string problem;
-      const bool is_wildcard = key.rfind("device.*.", 0) == 0;
-      if (key == "devices" || is_wildcard != wildcard_pass) {
-        continue;
-      }
-      if (key == "log") {
-        s.log_path = value;
-      } else if (key.rfind("fail.", 0) == 0) {
-        const auto status = parse_status(value);
-        if (!status) {
-          problem = "unknown status";
-        } else {
-          s.failures[key.substr(5)] = *status;
+  return joule::fake::apply_device_entries(
+      entries, count,
+      [&s](const std::string& key, const std::string& value) -> std::string {
+        if (key == "log") {
+          s.log_path = value;
+          return "";
         }
-      } else if (key.rfind("device.", 0) == 0) {
-        const auto dot = key.find('.', 7);
-        if (dot == std::string::npos) {
-          problem = "expected device.<N|*>.<key>";
-        } else {
-          const std::string which = key.substr(7, dot - 7);
-          const std::string field = key.substr(dot + 1);
-          if (which == "*") {
-            for (auto& device : s.devices) {
-              problem = apply_device_key(device, field, value);
-            }
-          } else {
-            const size_t index = std::strtoul(which.c_str(), nullptr, 10);
-            problem = index < count ? apply_device_key(s.devices[index], field, value) : "no such device";
-          }
-        }
-      } else {
-        problem = "unknown key";
-      }
-      if (!problem.empty()) {
-        return "'" + key + "=" + value + "': " + problem;
-      }
-    }
-  }
-  return "";
+        return joule::fake::apply_failure_key(key, value, s.failures, parse_status).value_or("unknown key");
+      },
+      [&s](size_t index, const std::string& key, const std::string& value) {
+        return apply_device_key(s.devices[index], key, value);
+      });
 }
 
 // The status a call returns before doing anything: not initialised, bad index, or a configured failure.
@@ -331,10 +215,6 @@ Status precheck(State& s, const char* symbol, uint32_t dv_ind) {
   return Status::kSuccess;
 }
 
-uint64_t w_to_uw(double power_w) {
-  return static_cast<uint64_t>(std::llround(power_w * 1e6));
-}
-
 }  // namespace
 
 extern "C" {
@@ -342,19 +222,10 @@ extern "C" {
 Status rsmi_init(uint64_t /*init_flags*/) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.init_count == 0) {
-    if (const std::string problem = load_config(s); !problem.empty()) {
-      std::fprintf(stderr, "fake librocm_smi64: JOULE_FAKE_ROCM_CONFIG: %s\n", problem.c_str());
-      return Status::kInternalException;
-    }
-    if (const auto it = s.failures.find("rsmi_init"); it != s.failures.end()) {
-      log_call(s, "rsmi_init failed");
-      return it->second;
-    }
-    const auto now = SteadyClock::now();
-    for (auto& device : s.devices) {
-      device.last_update = now;
-    }
+  if (const auto failed =
+          joule::fake::first_init(s, "rsmi_init", "fake librocm_smi64: JOULE_FAKE_ROCM_CONFIG", load_config,
+                                  Status::kInternalException)) {
+    return *failed;
   }
   ++s.init_count;
   log_call(s, "rsmi_init");

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Carbon-intensity forecasters: last value, ridge regression and Chase's SVR (libsvm).
-#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase_forecast.hpp"
 
 #include <algorithm>
 #include <array>

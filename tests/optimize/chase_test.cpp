@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Forecasters, the Chase controller and the carbon replay.
-#include "joule/optimize/carbon.hpp"
+#include "joule/optimize/chase.hpp"
 
 #include <cmath>
 #include <csignal>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "joule/device/sim_gpu.hpp"
-#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase_forecast.hpp"
 #include "joule/optimize/chase_optimizer.hpp"
 
 #include "device/settings_guard_helper.hpp"

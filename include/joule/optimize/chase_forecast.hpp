@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/optimize/carbon_forecast.hpp — one-step-ahead forecasters of the grid's carbon intensity (Chase's
+// joule/optimize/chase_forecast.hpp — one-step-ahead forecasters of the grid's carbon intensity (Chase's
 // lightweight model, spec chase.md §5) and their evaluation against a trace.
 //
 // Features of every learned model: sin and cos of the time of day of the predicted period (from its UTC
@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "joule/core/error.hpp"
 #include "joule/carbon/signal.hpp"
+#include "joule/core/error.hpp"
 
 namespace joule::optimize {
 
@@ -111,8 +111,7 @@ struct ForecastEvaluationOptions {
 /// Evaluates `forecaster` on `trace`: each period k ≥ training_samples + horizon − 1 is predicted from the
 /// actual value of period k − horizon, recursively. @return kInvalidArgument for a trace too short for
 /// the training window and horizon, or a horizon < 1.
-Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster,
-                                               const carbon::CarbonTrace& trace,
+Result<ForecastEvaluation> evaluate_forecaster(CarbonForecaster& forecaster, const carbon::CarbonTrace& trace,
                                                const ForecastEvaluationOptions& options = {});
 
 }  // namespace joule::optimize

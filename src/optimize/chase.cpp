@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Chase: the carbon-aware power-limit controller and the trace replay that compares it with the maximum
 // power limit and Zeus's fixed choice.
-#include "joule/optimize/carbon.hpp"
+#include "joule/optimize/chase.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/device/daemon.hpp — the device/daemon backend: GPUs and CPU packages reached through `joule daemon`,
-// so that an unprivileged process can read GPU energy and telemetry, set power limits and SM clocks, and read
-// the CPUs' RAPL energy counters that only root may read since Linux 5.10 (docs/daemon.md).
+// joule/device/daemon_gpu.hpp — GPUs reached through `joule daemon` (the device/daemon backend), so that an
+// unprivileged process can read GPU energy and telemetry and set power limits and SM clocks; the daemon
+// restores every setting when the connection that made it goes away (docs/daemon.md). CPU packages served
+// by the daemon: joule/device/daemon_cpu.hpp.
 //
 //   auto gpus = joule::device::open_daemon_gpus("/run/joule/joule.sock");   // or JOULE_DAEMON_SOCKET
 //   (*gpus)[0]->set_power_limit_mw(200'000);  // restored by the daemon when this process goes away
-//   auto cpus = joule::device::open_daemon_cpus("/run/joule/joule.sock");
-//   (*cpus)[0]->package_energy_mj();
 #pragma once
 
 #include <chrono>
@@ -18,26 +17,10 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
-#include "joule/core/units.hpp"
-#include "joule/device/cpu.hpp"
+#include "joule/device/daemon_client_options.hpp"
 #include "joule/device/gpu.hpp"
 
 namespace joule::device {
-
-class DaemonClient;  // joule/device/daemon_client.hpp: the connection and its JSON wire protocol
-
-/// How a DaemonClient talks to the daemon.
-struct DaemonClientOptions {
-  /// Sent in hello, shown in the daemon's log.
-  std::string client_name = "joule";
-  /// How long a request may wait for its response before the connection is given up, and how long
-  /// connecting may take.
-  Nanos timeout = std::chrono::seconds(10);
-  /// Renew the lease on a background thread every lease/3, so that settings stay while this client lives
-  /// even when it sends no request for a while. Without it the caller must send a request (any) before
-  /// the lease runs out, or the daemon restores this connection's settings.
-  bool renew_lease = true;
-};
 
 /// A GPU served by `joule daemon`: every call is one request on a shared DaemonClient. info().backend is
 /// "daemon"; name, UUID and energy-counter capability are the daemon's device's. Errors are the daemon's
@@ -87,26 +70,6 @@ class DaemonGpu final : public Gpu {
   size_t snapshot_next_field_ = 0;  // position in telemetry_fields() of the first field not answered yet
 };
 
-/// A CPU package served by `joule daemon` (its RAPL counters): each reading is one cpu_energy request on a
-/// shared DaemonClient. info().backend is "daemon"; index (the package index), name and has_dram are the
-/// daemon's, and so are the counter resets of package_reading() and dram_reading() (none from a daemon that
-/// does not report them). Errors as DaemonGpu's.
-class DaemonCpu final : public Cpu {
- public:
-  DaemonCpu(CpuInfo info, std::shared_ptr<DaemonClient> client);
-
-  DaemonClient& client() const { return *client_; }
-
- protected:
-  Result<uint64_t> do_package_energy_mj() override;
-  Result<uint64_t> do_dram_energy_mj() override;
-  Result<CpuEnergyReading> do_package_reading() override;
-  Result<CpuEnergyReading> do_dram_reading() override;
-
- private:
-  std::shared_ptr<DaemonClient> client_;
-};
-
 /// Connects to the daemon at `socket_path` and opens every GPU it serves that this process may see:
 /// CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES for ROCm GPUs) selects and orders them by the daemon's
 /// physical indices and UUIDs, as for local GPUs. All GPUs share one connection, kept (with its lease
@@ -116,14 +79,5 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& so
                                                            const DaemonClientOptions& options = {});
 /// As above, on a connection already made (GPUs and CPUs of one daemon may share it).
 Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client);
-
-/// Connects to the daemon at `socket_path` and opens every CPU package whose energy it serves, in the
-/// daemon's order (by package index). @return kNotFound if it serves none, with the daemon's reason (e.g.
-/// no RAPL driver); kPermissionDenied for a peer without the read right; kInvalidArgument ("unknown op")
-/// for a daemon of a release without CPU energy; else errors as DaemonClient::connect().
-Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(const std::string& socket_path,
-                                                           const DaemonClientOptions& options = {});
-/// As above, on a connection already made.
-Result<std::vector<std::unique_ptr<Cpu>>> open_daemon_cpus(const std::shared_ptr<DaemonClient>& client);
 
 }  // namespace joule::device

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/optimize/carbon.hpp — Chase (Yang et al., ICLR'23 workshop): every period of training time,
+// joule/optimize/chase.hpp — Chase (Yang et al., ICLR'23 workshop): every period of training time,
 // forecast the grid's carbon intensity of the next period and set the power limit that minimises the
 // carbon-weighted cost (joule::CarbonCost) over the profiled per-iteration Frontier; and a deterministic
 // replay of a whole training run on simulated GPUs under a carbon trace, comparing the maximum power
@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "joule/carbon/signal.hpp"
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
 #include "joule/device/gpu.hpp"
-#include "joule/carbon/signal.hpp"
 #include "joule/device/settings_guard.hpp"
-#include "joule/optimize/carbon_forecast.hpp"
+#include "joule/optimize/chase_forecast.hpp"
 
 namespace joule::optimize {
 

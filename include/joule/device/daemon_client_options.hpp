@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/device/daemon_client_options.hpp — how a connection to `joule daemon` behaves (DaemonClient,
+// open_daemon_gpus(), open_daemon_cpus()). A header of its own so that DaemonGpu and DaemonCpu need neither
+// joule/device/daemon_client.hpp nor nlohmann-json.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "joule/core/units.hpp"
+
+namespace joule::device {
+
+class DaemonClient;  // joule/device/daemon_client.hpp: the connection and its JSON wire protocol
+
+/// How a DaemonClient talks to the daemon.
+struct DaemonClientOptions {
+  /// Sent in hello, shown in the daemon's log.
+  std::string client_name = "joule";
+  /// How long a request may wait for its response before the connection is given up, and how long
+  /// connecting may take.
+  Nanos timeout = std::chrono::seconds(10);
+  /// Renew the lease on a background thread every lease/3, so that settings stay while this client lives
+  /// even when it sends no request for a while. Without it the caller must send a request (any) before
+  /// the lease runs out, or the daemon restores this connection's settings.
+  bool renew_lease = true;
+};
+
+}  // namespace joule::device

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule::daemon::Daemon: checks the options and what it may serve, takes the socket, and hands the rest to
+// the private Server (server.hpp, server.cpp: the event loop).
+#include "joule/daemon/daemon.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "server.hpp"
+
+namespace joule::daemon {
+
+namespace {
+
+// The largest values of the options that Daemon::start() checks.
+constexpr double kMaxLeaseS = 86'400;
+constexpr double kMaxIdleTimeoutS = 86'400;
+constexpr double kMaxHelloTimeoutS = 3'600;
+constexpr size_t kMaxConnections = 65'536;
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Clock& clock,
+                                              DaemonOptions options) {
+  if (!(options.lease_s > 0 && options.lease_s <= kMaxLeaseS)) {
+    return fail(ErrorCode::kInvalidArgument, "--lease-s {} must be above 0 and at most {} (one day)",
+                options.lease_s, kMaxLeaseS);
+  }
+  if (options.max_connections == 0 || options.max_connections > kMaxConnections) {
+    return fail(ErrorCode::kInvalidArgument, "--max-connections {} must be at least 1 and at most {}",
+                options.max_connections, kMaxConnections);
+  }
+  if (options.max_connections_per_user == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-connections-per-user 0 must be at least 1");
+  }
+  if (options.root_reserved_connections >= options.max_connections) {
+    return fail(ErrorCode::kInvalidArgument,
+                "--root-reserved-connections {} must be less than --max-connections {} (other users need "
+                "room too)",
+                options.root_reserved_connections, options.max_connections);
+  }
+  if (!(options.hello_timeout_s > 0 && options.hello_timeout_s <= kMaxHelloTimeoutS)) {
+    return fail(ErrorCode::kInvalidArgument, "--hello-timeout-s {} must be above 0 and at most {} (one hour)",
+                options.hello_timeout_s, kMaxHelloTimeoutS);
+  }
+  if (options.max_refusals_in_a_row == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-refusals-in-a-row 0 must be at least 1");
+  }
+  if (options.requests_per_turn == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--requests-per-turn 0 must be at least 1");
+  }
+  if (!(options.idle_timeout_s > 0 && options.idle_timeout_s <= kMaxIdleTimeoutS)) {
+    return fail(ErrorCode::kInvalidArgument, "--idle-timeout-s {} must be above 0 and at most {} (one day)",
+                options.idle_timeout_s, kMaxIdleTimeoutS);
+  }
+  if (options.max_idle_connections_per_user == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-idle-connections-per-user 0 must be at least 1");
+  }
+  if (options.max_idle_connections == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-idle-connections 0 must be at least 1");
+  }
+  if (options.max_streams_per_connection == 0 || options.max_queued_bytes == 0) {
+    return fail(ErrorCode::kInvalidArgument, "connection limits must be positive");
+  }
+  if (::geteuid() != 0 && !options.allow_unprivileged) {
+    std::vector<std::string> real;
+    for (const auto* gpu : gpus) {
+      if (gpu->info().backend != "sim") {
+        real.push_back(gpu->label());
+      }
+    }
+    if (!real.empty()) {
+      return fail(
+          ErrorCode::kPermissionDenied,
+          "joule daemon runs as uid {}, not root, so it could not change the power limits and clocks of {}; "
+          "run it as root (see docs/daemon.md for a systemd unit), or pass --allow-unprivileged to serve "
+          "them anyway (reads work; changes fail unless this user may make them)",
+          ::geteuid(), fmt::join(real, ", "));
+    }
+  }
+  auto access =
+      JOULE_TRY(AccessPolicy::create(options.access, static_cast<uint32_t>(::geteuid()), options.users));
+  auto audit = JOULE_TRY(AuditLog::open(
+      options.audit_log, AuditLimits{options.audit_refusals_per_user, options.audit_refusal_interval_s}));
+  auto listener = JOULE_TRY(Listener::open(options.socket_path, ::geteuid()));
+  const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) {
+    return fail(ErrorCode::kIo, "cannot create an eventfd: {}", std::strerror(errno));
+  }
+  auto server = std::make_unique<Server>(std::move(gpus), clock, std::move(options), std::move(access),
+                                         std::move(audit), std::move(listener), wake_fd);
+  // The constructor is private: a daemon exists only started.
+  return std::unique_ptr<Daemon>(new Daemon(std::move(server)));
+}
+
+Daemon::Daemon(std::unique_ptr<Server> server) : server_(std::move(server)) {}
+
+Daemon::~Daemon() = default;
+
+Result<std::optional<int>> Daemon::run(const std::vector<int>& stop_signals) {
+  return server_->run(stop_signals);
+}
+
+void Daemon::stop() {
+  server_->stop();
+}
+
+const std::string& Daemon::socket_path() const {
+  return server_->socket_path();
+}
+
+const AccessPolicy& Daemon::access() const {
+  return server_->access();
+}
+
+const std::string& Daemon::audit_log_path() const {
+  return server_->audit_log_path();
+}
+
+}  // namespace joule::daemon
