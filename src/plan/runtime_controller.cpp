@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The per-stage SM clock controller of a pipeline frequency plan.
+#include <array>
 #include <iterator>
 #include <optional>
 #include <set>
@@ -89,6 +90,17 @@ Result<void> check_frequencies(const device::Gpu& gpu, const std::set<uint32_t>&
 }
 
 }  // namespace
+
+StageSchedule schedule_from_instructions(const std::vector<std::pair<Instruction, uint32_t>>& entries) {
+  StageSchedule schedule;
+  schedule.reserve(entries.size());
+  std::array<int, 2> begun{};  // per instruction, how many came before
+  for (const auto& [instruction, frequency_mhz] : entries) {
+    int& count = begun[instruction == Instruction::kForward ? 0 : 1];
+    schedule.push_back({instruction, count++, frequency_mhz});
+  }
+  return schedule;
+}
 
 Result<FrequencyController> FrequencyController::create(device::Gpu& gpu, StageSchedule schedule,
                                                         bool restore_on_signals) {
@@ -186,22 +198,21 @@ Result<void> FrequencyController::prepare_next() {
 }
 
 Result<void> FrequencyController::apply(uint32_t frequency_mhz) {
-  // A signal reset the lock and the process lives on: lock again.
-  const bool relock = guard_->consume_signal_restore() || std::exchange(relock_, false);
-  if (applier_) {
-    if (frequency_mhz == kKeepClockMhz) {
-      return {};
-    }
-    if (auto posted = applier_->request(frequency_mhz, relock); !posted) {
-      relock_ = relock;  // not posted: the next request must still lock again
-      return posted;
-    }
+  if (guard_->consume_signal_restore()) {
+    relock_ = true;  // a signal reset the lock and the process lives on: lock again
+  }
+  if (frequency_mhz == kKeepClockMhz) {
     return {};
   }
-  if (relock) {
+  if (applier_) {
+    JOULE_TRY(applier_->request(frequency_mhz, relock_));  // not posted: the next request still relocks
+    relock_ = false;
+    return {};
+  }
+  if (std::exchange(relock_, false)) {
     current_mhz_.reset();
   }
-  if (frequency_mhz != kKeepClockMhz && current_mhz_ != frequency_mhz) {
+  if (current_mhz_ != frequency_mhz) {
     JOULE_TRY(guard_->lock_sm_clocks(*gpu_, frequency_mhz, frequency_mhz));
     current_mhz_ = frequency_mhz;
     ++lock_count_;
@@ -209,18 +220,22 @@ Result<void> FrequencyController::apply(uint32_t frequency_mhz) {
   return {};
 }
 
-Result<void> FrequencyController::end_iteration() {
-  const size_t done = position_;
-  position_ = 0;
-  if (done != schedule_.size()) {
-    const PlannedComputation& next = schedule_[done];
+Result<void> FrequencyController::check_iteration_complete() const {
+  if (position_ != schedule_.size()) {
+    const PlannedComputation& next = schedule_[position_];
     return fail(
         ErrorCode::kState,
         "{}: the iteration ended after {} of {} instructions of its frequency schedule; the next would "
         "have been {}",
-        who(), done, schedule_.size(), describe_call(next.instruction, next.microbatch));
+        who(), position_, schedule_.size(), describe_call(next.instruction, next.microbatch));
   }
   return {};
+}
+
+Result<void> FrequencyController::end_iteration() {
+  Result<void> complete = check_iteration_complete();
+  position_ = 0;
+  return complete;
 }
 
 Result<void> FrequencyController::set_schedule(StageSchedule schedule) {

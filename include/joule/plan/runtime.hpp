@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "joule/core/clock.hpp"
@@ -44,6 +45,11 @@ std::string describe(Instruction instruction, int microbatch);
 /// @return per stage, its computations in the DAG's execution order with their planned frequencies.
 /// kInvalidArgument if the plan's size differs from the DAG's number of computations.
 Result<std::vector<StageSchedule>> stage_schedules(const PipelineDag& dag, const FrequencyPlan& plan);
+
+/// @return a stage's schedule given as (instruction, MHz) in execution order (Zeus' wire form, which has no
+/// microbatches): the k-th forward, and the k-th backward, is microbatch k, as in every schedule joule
+/// builds.
+StageSchedule schedule_from_instructions(const std::vector<std::pair<Instruction, uint32_t>>& entries);
 
 /// How a FrequencyController locks clocks and names itself.
 struct FrequencyControllerOptions {
@@ -118,6 +124,10 @@ class FrequencyController {
   /// usually starts where this one ended). kState if not every planned computation was begun; the plan is
   /// rewound anyway so that the next iteration starts in step.
   Result<void> end_iteration();
+
+  /// kState, with end_iteration()'s message, if not every planned computation of the iteration has begun;
+  /// changes nothing (for a loop that carries on with the iteration after the error).
+  Result<void> check_iteration_complete() const;
 
   /// Replaces the plan (the next round of a schedule) and rewinds it; the clock stays as it is. kOutOfRange
   /// as create() for a frequency the GPU does not support (the plan is then unchanged).
