@@ -3,13 +3,12 @@
 // stage as a simulated GPU), SettingsGuard (plan::SharedSettingsGuard, the restore contract for settings made
 // from Python), ClockApplier (plan::ClockApplier), StageFrequencyController (plan::FrequencyController in its
 // asynchronous mode: what joule.PipelineFrequencyOptimizer drives), SteadyStateDetector
-// (plan::WarmupDetector, the thermal wait of the warm-up) and the plan functions
+// (plan::WarmupDetector, the thermal wait of the warm-up) and the plan functions (plan/local_plan.hpp) that
 // joule.PipelineFrequencyOptimizer (pipeline.py) plans with when it has no server. Device calls run without
 // the GIL.
 #include "joule/plan/pipeline.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -17,15 +16,13 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <pybind11/stl.h>
 
 #include "joule/core/duration.hpp"
-#include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/settings_guard.hpp"
 #include "joule/plan/clock_applier.hpp"
-#include "joule/plan/plan_io.hpp"
+#include "joule/plan/local_plan.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/plan/runtime.hpp"
 #include "joule/plan/shared_guard.hpp"
@@ -167,12 +164,11 @@ device::SettingsGuardOptions guard_options(const std::string& owner, bool restor
   return options;
 }
 
-// ---- plans
-// -------------------------------------------------------------------------------------------------
+// ---- plans (plan::plan_locally, read_plan_file, evaluate_stage_schedules) as Python dicts
 
-py::list schedules_of(const plan::PipelineDag& dag, const plan::FrequencyPlan& frequency_plan) {
+py::dict local_plan_dict(const plan::LocalPlan& local) {
   py::list stages;
-  for (const auto& schedule : value_or_throw(plan::stage_schedules(dag, frequency_plan))) {
+  for (const auto& schedule : local.schedules) {
     py::list entries;
     for (const auto& planned : schedule) {
       entries.append(
@@ -180,19 +176,21 @@ py::list schedules_of(const plan::PipelineDag& dag, const plan::FrequencyPlan& f
     }
     stages.append(entries);
   }
-  return stages;
-}
-
-py::dict cost_dict(const plan::PlanCost& cost) {
+  const auto optional = [](std::optional<double> value) { return value ? py::cast(*value) : py::none(); };
+  py::dict predicted;
+  predicted["iteration_time_s"] = local.iteration_time_s;
+  predicted["iteration_energy_j"] = local.iteration_energy_j;
+  predicted["max_clock_time_s"] = optional(local.max_clock_time_s);
+  predicted["max_clock_energy_j"] = optional(local.max_clock_energy_j);
   py::dict dict;
-  dict["time_s"] = cost.time_s;
-  dict["energy_j"] = cost.energy_j;
+  dict["stages"] = local.stages;
+  dict["microbatches"] = local.microbatches;
+  dict["schedule"] = local.schedule;
+  dict["schedules"] = stages;
+  dict["plan"] = local.plan;
+  dict["predicted"] = predicted;
+  dict["target_time_s"] = optional(local.target_time_s);
   return dict;
-}
-
-plan::PipelineDag dag_for(int stages, int microbatches, const std::string& schedule) {
-  const plan::Schedule parsed = value_or_throw(plan::parse_schedule(schedule));
-  return value_or_throw(plan::build_pipeline(stages, microbatches, parsed));
 }
 
 // The planner's frontier for a pipeline, and the plan for `target_time_s` (or the fastest).
@@ -200,44 +198,19 @@ py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::o
                        const std::string& schedule, double p_blocking_w, double unit_time_s,
                        std::optional<double> target_time_s, std::optional<double> slowdown) {
   const plan::Profile profile = load_profile(profile_text);
-  const int stage_count = stages.value_or(profile.stage_count());
-  const plan::PipelineDag dag = dag_for(stage_count, microbatches, schedule);
   plan::PlannerOptions options;
   options.p_blocking_w = p_blocking_w;
   options.unit_time_s = unit_time_s;
-  value_or_throw(plan::validate(options));
-  Result<plan::PlannerResult> planned = [&] {
+  Result<plan::LocalPlan> planned = [&] {
     py::gil_scoped_release release;
-    return plan::plan_frontier(dag, profile, options);
+    return plan::plan_locally(profile, microbatches, stages.value_or(profile.stage_count()), schedule,
+                              options, target_time_s, slowdown);
   }();
-  const plan::PlannerResult result = value_or_throw(std::move(planned));
-  const auto& frontier = result.frontier;
-  if (target_time_s && slowdown) {
-    throw Exception(ErrorCode::kInvalidArgument, "give target_time_s or slowdown, not both");
-  }
-  if (slowdown) {
-    value_or_throw(check_number(*slowdown, NumberRule{.min = 1.0}, "slowdown"));
-  }
-  const plan::PlanChoice choice = value_or_throw(
-      plan::choose_plan(frontier, result.max_clock, {.time_s = target_time_s, .slowdown = slowdown},
-                        p_blocking_w, stage_count));
-  const auto& point = frontier.points()[choice.index];
-  py::dict dict;
-  dict["stages"] = stage_count;
-  dict["microbatches"] = microbatches;
-  dict["schedule"] = schedule;
-  dict["schedules"] = schedules_of(dag, point.knob);
-  dict["plan"] = point.knob;
-  py::dict predicted;
-  predicted["iteration_time_s"] = choice.time_s;
-  predicted["iteration_energy_j"] = choice.energy_j;
-  predicted["max_clock_time_s"] = result.max_clock.time_s;
-  predicted["max_clock_energy_j"] = result.max_clock.energy_j;
-  dict["predicted"] = predicted;
-  dict["target_time_s"] = choice.target_time_s ? py::cast(*choice.target_time_s) : py::none();
+  const plan::LocalPlan local = value_or_throw(std::move(planned));
+  py::dict dict = local_plan_dict(local);
   py::list points;
-  for (const auto& frontier_point : frontier.points()) {
-    points.append(py::make_tuple(frontier_point.time_s, frontier_point.energy_j));
+  for (const auto& [time_s, energy_j] : local.frontier) {
+    points.append(py::make_tuple(time_s, energy_j));
   }
   dict["frontier"] = points;
   return dict;
@@ -246,57 +219,10 @@ py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::o
 // A plan file written by `joule plan --plan-out`, checked against its own DAG (and the profile, if given).
 py::dict plan_from_file(const std::string& path, const std::optional<std::string>& profile_text,
                         std::optional<double> p_blocking_w) {
-  const std::string text = value_or_throw(read_text_file(path, read_limits::kPipelineProfile));
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& error) {
-    throw Exception(ErrorCode::kParse, fmt::format("{} is not valid JSON: {}", path, error.what()));
-  }
-  if (!json.is_object() || !json.contains("stages") || !json["stages"].is_number_integer() ||
-      !json.contains("microbatches") || !json["microbatches"].is_number_integer() ||
-      !json.contains("schedule") || !json["schedule"].is_string()) {
-    throw Exception(ErrorCode::kParse,
-                    fmt::format("{}: a plan needs integer 'stages' and 'microbatches' and a 'schedule' "
-                                "(write it with `joule plan --plan-out`)",
-                                path));
-  }
-  const int stages = json["stages"].get<int>();
-  const int microbatches = json["microbatches"].get<int>();
-  const std::string schedule = json["schedule"].get<std::string>();
-  const plan::PipelineDag dag = dag_for(stages, microbatches, schedule);
-  Result<plan::FrequencyPlan> parsed = plan::plan_from_json(dag, json);
-  if (!parsed) {
-    throw Exception(parsed.error().code(), fmt::format("{}: {}", path, parsed.error().message()));
-  }
-  const double blocking_w = p_blocking_w.value_or(json.value("p_blocking_w", 70.0));
-  py::dict predicted;
-  predicted["iteration_time_s"] = json.value("target_time_s", json.value("time_s", 0.0));
-  predicted["iteration_energy_j"] = json.value("energy_at_target_j", json.value("energy_j", 0.0));
-  predicted["max_clock_time_s"] = py::none();
-  predicted["max_clock_energy_j"] = py::none();
-  if (profile_text) {
-    const plan::Profile profile = load_profile(*profile_text);
-    const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, profile, *parsed, blocking_w));
-    const plan::PlanCost max_clock = value_or_throw(
-        plan::evaluate(dag, profile, plan::uniform_plan(dag, profile.frequencies_mhz().front()), blocking_w));
-    const double target_s = json.value("target_time_s", cost.time_s);
-    predicted["iteration_time_s"] = std::max(target_s, cost.time_s);
-    predicted["iteration_energy_j"] =
-        cost.energy_j + blocking_w * stages * std::max(0.0, target_s - cost.time_s);
-    predicted["max_clock_time_s"] = max_clock.time_s;
-    predicted["max_clock_energy_j"] = max_clock.energy_j;
-  }
-  py::dict dict;
-  dict["stages"] = stages;
-  dict["microbatches"] = microbatches;
-  dict["schedule"] = schedule;
-  dict["schedules"] = schedules_of(dag, *parsed);
-  dict["plan"] = *parsed;
-  dict["predicted"] = predicted;
-  dict["target_time_s"] =
-      json.contains("target_time_s") ? py::cast(json["target_time_s"].get<double>()) : py::none();
-  return dict;
+  const std::optional<plan::Profile> profile =
+      profile_text ? std::optional(load_profile(*profile_text)) : std::nullopt;
+  const plan::Profile* given = profile ? &*profile : nullptr;
+  return local_plan_dict(value_or_throw(plan::read_plan_file(path, given, p_blocking_w)));
 }
 
 // The model's iteration time and energy for per-stage schedules (as the optimizer runs them), with each
@@ -306,51 +232,16 @@ py::dict evaluate_schedules(const std::string& profile_text, int microbatches,
                             double p_blocking_w, const std::optional<std::vector<double>>& slowdowns,
                             const std::string& schedule) {
   const plan::Profile profile = load_profile(profile_text);
-  const auto stages = static_cast<int>(schedules.size());
-  const plan::PipelineDag dag = dag_for(stages, microbatches, schedule);
-  if (slowdowns && slowdowns->size() != schedules.size()) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("{} slowdowns for {} stages", slowdowns->size(), schedules.size()));
+  std::vector<plan::StageSchedule> stage_schedules;
+  for (const auto& entries : schedules) {
+    stage_schedules.push_back(schedule_from_python(entries));
   }
-  value_or_throw(plan::check_inputs(dag, profile, p_blocking_w));
-  plan::FrequencyPlan frequency_plan(dag.computations.size(), 0);
-  for (int stage = 0; stage < stages; ++stage) {
-    const auto& order = dag.stage_order[static_cast<size_t>(stage)];
-    const auto& entries = schedules[static_cast<size_t>(stage)];
-    if (entries.size() != order.size()) {
-      throw Exception(ErrorCode::kInvalidArgument,
-                      fmt::format("stage {}'s schedule has {} computations, the pipeline {}", stage,
-                                  entries.size(), order.size()));
-    }
-    for (size_t i = 0; i < order.size(); ++i) {
-      const auto& computation = dag.computations[static_cast<size_t>(order[i])];
-      if (instruction_named(entries[i].first) != computation.instruction) {
-        throw Exception(ErrorCode::kInvalidArgument,
-                        fmt::format("stage {}'s schedule has {} as computation {}, the pipeline {}", stage,
-                                    entries[i].first, i + 1, plan::to_string(computation.instruction)));
-      }
-      frequency_plan[static_cast<size_t>(order[i])] = entries[i].second;
-    }
-  }
-  // Slowed stages: the same power for slowdown × the time, so time and energy both scale.
-  std::vector<std::array<std::vector<plan::ProfileOption>, 2>> options;
-  for (int stage = 0; stage < profile.stage_count(); ++stage) {
-    const double factor = slowdowns && stage < stages
-                              ? value_or_throw(check_number((*slowdowns)[static_cast<size_t>(stage)],
-                                                            NumberRule::positive(), "slowdown"))
-                              : 1.0;
-    auto& stage_options = options.emplace_back();
-    for (const plan::Instruction instruction : {plan::Instruction::kForward, plan::Instruction::kBackward}) {
-      for (plan::ProfileOption option : profile.options(stage, instruction)) {
-        option.time_s *= factor;
-        option.energy_j *= factor;
-        stage_options[instruction == plan::Instruction::kForward ? 0 : 1].push_back(option);
-      }
-    }
-  }
-  const plan::Profile slowed = value_or_throw(plan::Profile::from_options(std::move(options)));
-  const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, slowed, frequency_plan, p_blocking_w));
-  return cost_dict(cost);
+  const plan::PlanCost cost = value_or_throw(plan::evaluate_stage_schedules(
+      profile, microbatches, schedule, stage_schedules, p_blocking_w, slowdowns));
+  py::dict dict;
+  dict["time_s"] = cost.time_s;
+  dict["energy_j"] = cost.energy_j;
+  return dict;
 }
 
 }  // namespace
