@@ -233,6 +233,7 @@ py::dict evaluate_schedules(const std::string& profile_text, int microbatches,
                             const std::string& schedule) {
   const plan::Profile profile = load_profile(profile_text);
   std::vector<plan::StageSchedule> stage_schedules;
+  stage_schedules.reserve(schedules.size());
   for (const auto& entries : schedules) {
     stage_schedules.push_back(schedule_from_python(entries));
   }

@@ -136,7 +136,12 @@ TEST(ClockApplier, CloseFinishesTheLockUnderWayAndDropsTheRest) {
   ASSERT_TRUE(applier.request(1200));
   gate.await_calls(1);
   ASSERT_TRUE(applier.request(1410));  // dropped by close()
-  std::thread opener([&gate] { gate.open_gate(); });
+  std::thread opener([&applier, &gate] {
+    while (!applier.closed()) {  // the lock returns only once close() has begun
+      std::this_thread::yield();
+    }
+    gate.open_gate();
+  });
   applier.close();  // joins the thread once its lock returns
   opener.join();
   EXPECT_EQ(gate.calls(), (std::vector<uint32_t>{1200}));
