@@ -12,11 +12,12 @@ protocol is Zeus 0.16's with joule extensions its models ignore) that first send
 then the plan, or, server-less, from a profile (the plan is computed locally) or a plan file (``joule plan
 --plan-out``). See docs/perseus-live.md.
 
-Clock locks happen off the training thread's critical path: the hooks only post the wanted clock to a C++
-thread (:class:`joule._joule.ClockApplier`) that locks it through a :class:`joule._joule.SettingsGuard`, so
-the lock is undone on close(), at exit and on SIGINT/SIGTERM/SIGHUP like every joule controller's. The next
-instruction's clock is posted as soon as the previous instruction ends, so it usually lands while the
-stage waits for its input.
+The stage runtime is C++ (:class:`joule._joule.StageFrequencyController`, joule::plan::FrequencyController
+in its asynchronous mode): it checks every hook against the schedule and locks the clocks off the training
+thread's critical path, on its own thread, through a SettingsGuard, so the lock is undone on close(), at exit
+and on SIGINT/SIGTERM/SIGHUP like every joule controller's. The hooks only post the wanted clock; the next
+instruction's clock is posted as soon as the previous instruction ends, so it usually lands while the stage
+waits for its input. This module keeps the Zeus wire client, the measurements and the training-loop hooks.
 """
 
 from __future__ import annotations
@@ -313,6 +314,23 @@ def _broadcast_job_id(job_id: Optional[str], world_size: int) -> str:
     )
 
 
+def _check_topology(rank: int, dp_rank: int, pp_rank: int, tp_rank: int, dp_degree: int, pp_degree: int,
+                    tp_degree: int, world_size: int) -> None:
+    """InvalidArgumentError unless the degrees are ≥ 1, multiply to world_size, and every rank is in range."""
+    for name, value in (("dp_degree", dp_degree), ("pp_degree", pp_degree), ("tp_degree", tp_degree)):
+        if value < 1:
+            raise InvalidArgumentError(f"{name} must be ≥ 1, got {value}")
+    if world_size != dp_degree * pp_degree * tp_degree:
+        raise InvalidArgumentError(
+            f"world_size {world_size} is not dp_degree × pp_degree × tp_degree = "
+            f"{dp_degree} × {pp_degree} × {tp_degree}"
+        )
+    for name, value, degree in (("dp_rank", dp_rank, dp_degree), ("pp_rank", pp_rank, pp_degree),
+                                ("tp_rank", tp_rank, tp_degree), ("rank", rank, world_size)):
+        if not 0 <= value < degree:
+            raise InvalidArgumentError(f"{name} {value} is not in [0, {degree})")
+
+
 class PipelineFrequencyOptimizer(Callback):
     """Runs each rank's GPU at the frequencies a pipeline frequency plan gives each forward and backward.
 
@@ -352,7 +370,8 @@ class PipelineFrequencyOptimizer(Callback):
     ``energy_j`` (the GPU's over the step), ``start_s`` and ``end_s``.
 
     Errors: a hook called out of order or an instruction other than the schedule's next one raises
-    StateError naming what was expected and what was got; a server error raises
+    StateError naming what was expected and what was got (an unknown instruction name InvalidArgumentError);
+    a schedule with a clock the GPU does not support raises OutOfRangeError when it arrives; a server error raises
     :class:`PipelineServerError` (status and detail); a clock lock that failed raises its device error at the
     next hook.
     """
@@ -390,18 +409,7 @@ class PipelineFrequencyOptimizer(Callback):
         retry_for_s: float = 600.0,
         steady_state: Union[str, dict[str, Any], None] = AUTO,
     ) -> None:
-        for name, value in (("dp_degree", dp_degree), ("pp_degree", pp_degree), ("tp_degree", tp_degree)):
-            if value < 1:
-                raise InvalidArgumentError(f"{name} must be ≥ 1, got {value}")
-        if world_size != dp_degree * pp_degree * tp_degree:
-            raise InvalidArgumentError(
-                f"world_size {world_size} is not dp_degree × pp_degree × tp_degree = "
-                f"{dp_degree} × {pp_degree} × {tp_degree}"
-            )
-        for name, value, degree in (("dp_rank", dp_rank, dp_degree), ("pp_rank", pp_rank, pp_degree),
-                                    ("tp_rank", tp_rank, tp_degree), ("rank", rank, world_size)):
-            if not 0 <= value < degree:
-                raise InvalidArgumentError(f"{name} {value} is not in [0, {degree})")
+        _check_topology(rank, dp_rank, pp_rank, tp_rank, dp_degree, pp_degree, tp_degree, world_size)
         if num_microbatches is not None and num_microbatches < 1:
             raise InvalidArgumentError(f"num_microbatches must be ≥ 1, got {num_microbatches}")
         self.rank, self.dp_rank, self.pp_rank, self.tp_rank = rank, dp_rank, pp_rank, tp_rank
@@ -412,48 +420,15 @@ class PipelineFrequencyOptimizer(Callback):
         self.num_microbatches = num_microbatches
 
         own_clock = gpu is None and time_fn is None  # the devices' own clock times them
-        if stage_device is not None:
-            gpu = gpu or stage_device.gpu
-            time_fn = time_fn or stage_device.now_s
-            if sync_fn == AUTO:
-                sync_fn = None
-        found: Optional[_joule.DeviceSet] = None
-        if gpu is None:
-            from .monitor import devices
-
-            found = devices(cpus=False)
-            if device_id >= len(found.gpus):
-                raise InvalidArgumentError(
-                    f"device_id {device_id}, but there are {len(found.gpus)} GPUs: {found.why_no_gpus()}"
-                )
-            gpu = found.gpus[device_id]
-        self.gpu: _joule.Gpu = gpu
-        self._time_fn: Callable[[], float] = time_fn or time.monotonic
-        self._energy_fn: Callable[[], float] = energy_fn or gpu.energy_j
-        if sync_fn == AUTO:
-            sync_fn = None if time_fn is not None else _torch_sync(device_id)
-        elif isinstance(sync_fn, str):
-            raise InvalidArgumentError(f"sync_fn must be 'auto', None or a callable (got {sync_fn!r})")
-        self._sync: Optional[Callable[[], None]] = sync_fn
-        self.available_frequencies_mhz: list[int] = sorted(gpu.supported_sm_clocks_mhz(), reverse=True)
-
-        # The thermal wait of the warm-up, timed like the measurements (only a server has a warm-up).
-        self._steady: Optional[_joule.SteadyStateDetector] = None
-        if server_url is not None:
-            if own_clock and stage_device is not None:
-                self._steady = _joule.SteadyStateDetector(stage_device, steady_state)
-            elif own_clock and found is not None:
-                self._steady = _joule.SteadyStateDetector(found, [gpu.index], steady_state)
-            else:  # the caller's time function (None: the steady clock real GPUs run on)
-                self._steady = _joule.SteadyStateDetector(gpu, steady_state, time_fn)
-            if self._steady.mode == "off":
-                self._steady = None
-        else:
-            _joule.SteadyStateDetector(gpu, steady_state)  # checks the argument all the same
+        found = self._use_devices(gpu, stage_device, time_fn, energy_fn, sync_fn)
         self._steady_warned = False
+        self._steady = self._steady_state_detector(steady_state, own_clock, stage_device, found, time_fn)
 
-        self._guard = _joule.SettingsGuard("pipeline frequency optimizer", restore_on_signals)
-        self._applier = _joule.ClockApplier(self._guard, gpu)
+        # The stage's clock controller (C++: plan::FrequencyController, asynchronous): it checks every hook
+        # against the schedule and locks the clocks on its own thread through its SettingsGuard.
+        self._controller = _joule.StageFrequencyController(
+            self.gpu, [], label=self._who(), end_call="on_step_end()", restore_on_signals=restore_on_signals,
+            owner="pipeline frequency optimizer")
         self._closed = False
 
         # The schedule source.
@@ -478,7 +453,6 @@ class PipelineFrequencyOptimizer(Callback):
         self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_LENGTH)
         # Per-iteration state.
         self._in_step = False
-        self._position = 0
         self._begun: Optional[tuple[str, float, float]] = None
         self._step_start_s = 0.0
         self._step_start_j = 0.0
@@ -488,6 +462,63 @@ class PipelineFrequencyOptimizer(Callback):
         self._energies: dict[str, list[float]] = {"forward": [], "backward": []}
 
     # Setup ---------------------------------------------------------------------------------------------------
+    def _use_devices(
+        self,
+        gpu: Optional[_joule.Gpu],
+        stage_device: Optional[_joule.PipelineStageDevice],
+        time_fn: Optional[Callable[[], float]],
+        energy_fn: Optional[Callable[[], float]],
+        sync_fn: Union[str, None, Callable[[], None]],
+    ) -> Optional[_joule.DeviceSet]:
+        """Sets the GPU and the time, energy and sync functions; returns the DeviceSet found (None if the GPU
+        was given)."""
+        if stage_device is not None:
+            gpu = gpu or stage_device.gpu
+            time_fn = time_fn or stage_device.now_s
+            if sync_fn == AUTO:
+                sync_fn = None
+        found: Optional[_joule.DeviceSet] = None
+        if gpu is None:
+            from .monitor import devices
+
+            found = devices(cpus=False)
+            if self.device_id >= len(found.gpus):
+                raise InvalidArgumentError(
+                    f"device_id {self.device_id}, but there are {len(found.gpus)} GPUs: {found.why_no_gpus()}"
+                )
+            gpu = found.gpus[self.device_id]
+        self.gpu: _joule.Gpu = gpu
+        self._time_fn: Callable[[], float] = time_fn or time.monotonic
+        self._energy_fn: Callable[[], float] = energy_fn or gpu.energy_j
+        if sync_fn == AUTO:
+            sync_fn = None if time_fn is not None else _torch_sync(self.device_id)
+        elif isinstance(sync_fn, str):
+            raise InvalidArgumentError(f"sync_fn must be 'auto', None or a callable (got {sync_fn!r})")
+        self._sync: Optional[Callable[[], None]] = sync_fn
+        self.available_frequencies_mhz: list[int] = sorted(gpu.supported_sm_clocks_mhz(), reverse=True)
+        return found
+
+    def _steady_state_detector(
+        self,
+        steady_state: Union[str, dict[str, Any], None],
+        own_clock: bool,
+        stage_device: Optional[_joule.PipelineStageDevice],
+        found: Optional[_joule.DeviceSet],
+        time_fn: Optional[Callable[[], float]],
+    ) -> Optional[_joule.SteadyStateDetector]:
+        """The thermal wait of the warm-up, timed like the measurements (only a server has a warm-up); None
+        when it is off."""
+        if self.server_url is None:
+            _joule.SteadyStateDetector(self.gpu, steady_state)  # checks the argument all the same
+            return None
+        if own_clock and stage_device is not None:
+            steady = _joule.SteadyStateDetector(stage_device, steady_state)
+        elif own_clock and found is not None:
+            steady = _joule.SteadyStateDetector(found, [self.gpu.index], steady_state)
+        else:  # the caller's time function (None: the steady clock real GPUs run on)
+            steady = _joule.SteadyStateDetector(self.gpu, steady_state, time_fn)
+        return None if steady.mode == "off" else steady
+
     def _plan_locally(
         self,
         profile: Optional[str],
@@ -565,9 +596,8 @@ class PipelineFrequencyOptimizer(Callback):
         if self._schedule is None or self._iterations_left == 0:
             self._next_schedule()
         assert self._schedule is not None
-        self._request(self._schedule.frequencies[0][1])
+        self._controller.prepare_next()  # the first instruction's clock
         self._in_step = True
-        self._position = 0
         self._begun = None
         self._last_end_s = None
         self._last_end_j = None
@@ -576,28 +606,16 @@ class PipelineFrequencyOptimizer(Callback):
         self._step_start_s, self._step_start_j = self._measure()
 
     def on_instruction_begin(self, name: str) -> None:
-        """Before every forward and backward: checks it is the schedule's next instruction, makes sure its
-        clock is posted, and starts measuring it."""
+        """Before every forward and backward: the stage's controller checks it is the schedule's next
+        instruction and posts its clock; then its measurement starts."""
         self._check_open()
-        schedule = self._check_in_step(f"on_instruction_begin({name!r})")
+        self._check_in_step(f"on_instruction_begin({name!r})")
         if self._begun is not None:
             raise StateError(
                 f"{self._who()}: on_instruction_begin({name!r}) while {self._begun[0]!r} (instruction "
-                f"{self._position + 1}) has not ended (call on_instruction_end first)"
+                f"{self._controller.position}) has not ended (call on_instruction_end first)"
             )
-        count = len(schedule.frequencies)
-        if self._position >= count:
-            raise StateError(
-                f"{self._who()}: the training loop is out of step with its frequency schedule: got {name!r} "
-                f"after all {count} instructions of the iteration (on_step_end() was not called)"
-            )
-        expected, mhz = schedule.frequencies[self._position]
-        if name != expected:
-            raise StateError(
-                f"{self._who()}: the training loop is out of step with its frequency schedule: instruction "
-                f"{self._position + 1} of {count} should be {expected!r}, got {name!r}"
-            )
-        self._request(mhz)
+        self._controller.begin(name)
         time_s, energy_j = self._measure()
         self._begun = (name, time_s, energy_j)
 
@@ -605,7 +623,7 @@ class PipelineFrequencyOptimizer(Callback):
         """After every forward and backward: records its time and energy and posts the next instruction's
         clock (so the lock lands while the stage waits for its next input)."""
         self._check_open()
-        schedule = self._check_in_step(f"on_instruction_end({name!r})")
+        self._check_in_step(f"on_instruction_end({name!r})")
         if self._begun is None or self._begun[0] != name:
             begun = "none" if self._begun is None else repr(self._begun[0])
             raise StateError(f"{self._who()}: on_instruction_end({name!r}), but the instruction begun is {begun}")
@@ -616,9 +634,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._begun = None
         self._last_end_s = time_s
         self._last_end_j = energy_j
-        self._position += 1
-        if self._position < len(schedule.frequencies):
-            self._request(schedule.frequencies[self._position][1])
+        self._controller.prepare_next()
 
     def on_step_end(self) -> None:
         """At the end of every iteration (after the data-parallel gradient synchronisation): checks every
@@ -628,15 +644,10 @@ class PipelineFrequencyOptimizer(Callback):
         (so that the server can tell the power of a waiting GPU from them); ``history`` keeps the whole step."""
         self._check_open()
         schedule = self._check_in_step("on_step_end()")
-        count = len(schedule.frequencies)
         if self._begun is not None:
             raise StateError(f"{self._who()}: on_step_end() while {self._begun[0]!r} has not ended")
-        if self._position != count:
-            expected = schedule.frequencies[self._position][0]
-            raise StateError(
-                f"{self._who()}: the iteration ended after {self._position} of {count} instructions of its "
-                f"frequency schedule; the next would have been {expected!r}"
-            )
+        self._controller.check_iteration_complete()  # raises, the iteration going on, if it is not
+        self._controller.end_iteration()
         end_s, end_j = self._measure()
         own_end_s = self._last_end_s if self._last_end_s is not None else end_s
         own_end_j = self._last_end_j if self._last_end_j is not None else end_j
@@ -669,7 +680,7 @@ class PipelineFrequencyOptimizer(Callback):
             if self._iterations_left == 0:
                 self._report()
                 return
-        self._request(schedule.frequencies[0][1])  # the next iteration's first clock, early
+        self._controller.prepare_next()  # the next iteration's first clock, early
 
     # Clocks --------------------------------------------------------------------------------------------------
     def wait_for_clock(self, timeout_s: Optional[float] = None) -> bool:
@@ -677,13 +688,13 @@ class PipelineFrequencyOptimizer(Callback):
         sure, like a PipelineStageDevice, which charges an instruction at the clock locked when it begins.
         Raises a failed lock's device error."""
         self._check_open()
-        return bool(self._applier.wait(timeout_s))
+        return bool(self._controller.wait(timeout_s))
 
     @property
     def clock_stats(self) -> dict[str, Any]:
-        """The applier's requests, locks and their device time (lock_time_s, mean_lock_time_s,
+        """The controller's clock requests, locks and their device time (lock_time_s, mean_lock_time_s,
         max_lock_time_s), applied_mhz, requested_mhz."""
-        return self._applier.stats()
+        return self._controller.stats()
 
     # State ---------------------------------------------------------------------------------------------------
     @property
@@ -708,12 +719,11 @@ class PipelineFrequencyOptimizer(Callback):
         return None if self._schedule is None else self._schedule.predicted
 
     def close(self) -> None:
-        """Stops the clock applier and removes the clock lock (restore). Idempotent."""
+        """Stops the controller's clock thread and removes the clock lock (restore). Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._applier.close()
-        self._guard.restore()
+        self._controller.close()
 
     def __enter__(self) -> "PipelineFrequencyOptimizer":
         return self
@@ -740,11 +750,6 @@ class PipelineFrequencyOptimizer(Callback):
             raise StateError(f"{self._who()}: {hook} outside a step (call on_step_begin() first)")
         return self._schedule
 
-    def _request(self, mhz: int) -> None:
-        force = bool(self._guard.consume_signal_restore())  # a signal undid the lock: lock again
-        if mhz != 0:
-            self._applier.request(mhz, force)
-
     def _measure(self) -> tuple[float, float]:
         if self._sync is not None:
             self._sync()
@@ -762,13 +767,16 @@ class PipelineFrequencyOptimizer(Callback):
     def _next_schedule(self) -> None:
         if self._client is None:
             assert self._local is not None
+            self._controller.set_schedule(self._local.frequencies)
             self._schedule = self._local
             self._iterations_left = None
             return
         assert self.job_id is not None
         previous = self._schedule
         body = self._client.schedule(self.job_id, self.rank)
-        self._schedule = Schedule.from_json(body, self.rank, f"{self._client.url}/schedule/{self.job_id}")
+        schedule = Schedule.from_json(body, self.rank, f"{self._client.url}/schedule/{self.job_id}")
+        self._controller.set_schedule(schedule.frequencies)  # checks its clocks against the GPU's
+        self._schedule = schedule
         self._iterations_left = self._schedule.iterations
         if self._steady is not None and self._schedule.phase == "warmup" and (
             previous is None or previous.phase != "warmup"

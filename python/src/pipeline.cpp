@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The pipeline (Perseus) runtime for Python: joule._joule.PipelineStageDevice (one stage as a simulated GPU),
-// SettingsGuard (the restore contract for clock locks made from Python), ClockApplier (locks clocks on a
-// C++ thread, off the training thread's critical path), SteadyStateDetector (the thermal wait of the warm-up)
-// and the plan functions
+// The pipeline (Perseus) runtime for Python, as conversions around joule::plan: PipelineStageDevice (one
+// stage as a simulated GPU), SettingsGuard (plan::SharedSettingsGuard, the restore contract for settings made
+// from Python), ClockApplier (plan::ClockApplier), StageFrequencyController (plan::FrequencyController in its
+// asynchronous mode: what joule.PipelineFrequencyOptimizer drives), SteadyStateDetector
+// (plan::WarmupDetector, the thermal wait of the warm-up) and the plan functions (plan/local_plan.hpp) that
 // joule.PipelineFrequencyOptimizer (pipeline.py) plans with when it has no server. Device calls run without
 // the GIL.
 #include "joule/plan/pipeline.hpp"
 
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -18,17 +16,18 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <pybind11/stl.h>
 
 #include "joule/core/duration.hpp"
-#include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/settings_guard.hpp"
-#include "joule/plan/plan_io.hpp"
+#include "joule/plan/clock_applier.hpp"
+#include "joule/plan/local_plan.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/plan/runtime.hpp"
+#include "joule/plan/shared_guard.hpp"
 #include "joule/plan/stage_device.hpp"
+#include "joule/plan/warmup_detector.hpp"
 
 #include "bindings.hpp"
 
@@ -37,6 +36,7 @@ namespace joule::python {
 namespace {
 
 using SharedStageDevice = std::shared_ptr<plan::StageDevice>;
+using SharedGuard = std::shared_ptr<plan::SharedSettingsGuard>;
 
 // A profile given as a path, or as CSV text (anything with a line break).
 plan::Profile load_profile(const std::string& path_or_csv) {
@@ -79,189 +79,10 @@ void write_exit_logs() {
   }
 }
 
-// joule._joule.SettingsGuard: a device::SettingsGuard that keeps the GPUs it changed alive.
-class GuardHandle {
- public:
-  explicit GuardHandle(device::SettingsGuardOptions options)
-      : guard_(std::make_unique<device::SettingsGuard>(std::move(options))) {}
-
-  ~GuardHandle() {
-    // Restores before the GPUs' owners go (members are destroyed in reverse order, but be explicit).
-    py::gil_scoped_release release;
-    guard_.reset();
-  }
-  GuardHandle(const GuardHandle&) = delete;
-  GuardHandle& operator=(const GuardHandle&) = delete;
-  GuardHandle(GuardHandle&&) = delete;
-  GuardHandle& operator=(GuardHandle&&) = delete;
-
-  // Without the GIL: may be called from the applier thread.
-  Result<void> lock_sm_clocks(const GpuRef& gpu, uint32_t min_mhz, uint32_t max_mhz) {
-    keep(gpu);
-    return guard_->lock_sm_clocks(*gpu.gpu, min_mhz, max_mhz);
-  }
-  Result<void> set_power_limit_mw(const GpuRef& gpu, uint32_t power_limit_mw) {
-    keep(gpu);
-    return guard_->set_power_limit_mw(*gpu.gpu, power_limit_mw);
-  }
-  device::SettingsGuard& guard() { return *guard_; }
-
- private:
-  void keep(const GpuRef& gpu) {
-    std::lock_guard lock(owners_mutex_);
-    for (const auto& owner : owners_) {
-      if (owner == gpu.owner) {
-        return;
-      }
-    }
-    owners_.push_back(gpu.owner);
-  }
-
-  std::mutex owners_mutex_;
-  std::vector<std::shared_ptr<const void>> owners_;  // the GPUs outlive the guard
-  std::unique_ptr<device::SettingsGuard> guard_;
-};
-
-using SharedGuard = std::shared_ptr<GuardHandle>;
-
-// joule._joule.ClockApplier: a C++ thread that locks the latest requested SM clock through a guard, so the
-// training thread only posts a number (no device call, no GIL hand-off) on its critical path.
-class ClockApplier {
- public:
-  ClockApplier(SharedGuard guard, GpuRef gpu)
-      : guard_(std::move(guard)), gpu_(std::move(gpu)), thread_([this] { loop(); }) {}
-
-  ~ClockApplier() { close(); }
-  ClockApplier(const ClockApplier&) = delete;
-  ClockApplier& operator=(const ClockApplier&) = delete;
-  ClockApplier(ClockApplier&&) = delete;
-  ClockApplier& operator=(ClockApplier&&) = delete;
-
-  // Posts `mhz` (latest wins). Unless `force`, nothing happens if it is the clock last requested. Raises an
-  // error a previous lock left (once).
-  void request(uint32_t mhz, bool force) {
-    std::unique_lock lock(mutex_);
-    throw_pending_error_locked();
-    if (closed_) {
-      throw Exception(ErrorCode::kState, "the clock applier is closed");
-    }
-    if (!force && requested_mhz_ == mhz) {
-      return;
-    }
-    requested_mhz_ = mhz;
-    ++requested_generation_;
-    changed_.notify_all();
-  }
-
-  // @return true once every request so far has been applied (false on timeout). Raises a lock's error.
-  bool wait(std::optional<double> timeout_s) {
-    std::unique_lock lock(mutex_);
-    auto done = [this] { return applied_generation_ == requested_generation_ || closed_; };
-    if (timeout_s) {
-      const Nanos timeout = value_or_throw(joule::seconds_to_nanos(std::max(0.0, *timeout_s), "timeout_s"));
-      if (!changed_.wait_for(lock, timeout, done)) {
-        return false;
-      }
-    } else {
-      changed_.wait(lock, done);
-    }
-    throw_pending_error_locked();
-    return true;
-  }
-
-  void close() {
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) {
-        return;
-      }
-      closed_ = true;
-      changed_.notify_all();
-    }
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-  }
-
-  py::dict stats() {
-    std::lock_guard lock(mutex_);
-    py::dict dict;
-    dict["requests"] = requested_generation_;
-    dict["locks"] = locks_;
-    dict["lock_time_s"] = lock_time_s_;
-    dict["mean_lock_time_s"] = locks_ == 0 ? 0.0 : lock_time_s_ / static_cast<double>(locks_);
-    dict["max_lock_time_s"] = max_lock_time_s_;
-    if (applied_mhz_) {
-      dict["applied_mhz"] = *applied_mhz_;
-    } else {
-      dict["applied_mhz"] = py::none();
-    }
-    if (requested_mhz_) {
-      dict["requested_mhz"] = *requested_mhz_;
-    } else {
-      dict["requested_mhz"] = py::none();
-    }
-    return dict;
-  }
-
- private:
-  void throw_pending_error_locked() {
-    if (error_) {
-      Error error = std::move(*error_);
-      error_.reset();
-      throw Exception(error.code(), error.message());
-    }
-  }
-
-  void loop() {
-    std::unique_lock lock(mutex_);
-    while (true) {
-      changed_.wait(lock, [this] { return closed_ || applied_generation_ != requested_generation_; });
-      if (closed_) {
-        return;
-      }
-      const uint32_t mhz = *requested_mhz_;
-      const uint64_t generation = requested_generation_;
-      lock.unlock();
-      const auto started = std::chrono::steady_clock::now();
-      Result<void> locked = guard_->lock_sm_clocks(gpu_, mhz, mhz);
-      const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      lock.lock();
-      if (locked) {
-        applied_mhz_ = mhz;
-        ++locks_;
-        lock_time_s_ += took_s;
-        max_lock_time_s_ = std::max(max_lock_time_s_, took_s);
-      } else {
-        error_ = locked.error().with_context(fmt::format("locking {} to {} MHz", gpu_.gpu->label(), mhz));
-        requested_mhz_.reset();  // the next request, even of the same clock, tries again
-      }
-      applied_generation_ = generation;
-      changed_.notify_all();
-    }
-  }
-
-  SharedGuard guard_;
-  GpuRef gpu_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::optional<uint32_t> requested_mhz_;
-  std::optional<uint32_t> applied_mhz_;
-  uint64_t requested_generation_ = 0;
-  uint64_t applied_generation_ = 0;
-  bool closed_ = false;
-  std::optional<Error> error_;
-  uint64_t locks_ = 0;
-  double lock_time_s_ = 0;
-  double max_lock_time_s_ = 0;
-  std::thread thread_;  // last: starts once everything above is initialised
-};
-
-// ---- thermal steady state
-// -------------------------------------------------------------------------------------------------
-
-// A Clock read from a Python time function (s), for GPUs whose time base only the caller knows (e.g. a
-// simulated GPU on a virtual clock passed to PipelineFrequencyOptimizer with its own time_fn).
+// A trampoline: a Clock whose now() is a Python time function (s), for GPUs whose time base only the caller
+// knows (a simulated GPU on a virtual clock given to PipelineFrequencyOptimizer with its own time_fn). The
+// warm-up detector only reads now(); the rest are the fixed answers of a clock that runs on its own (not
+// virtual, no known Unix offset), so nothing here is worth a library class.
 class PythonTimeClock final : public Clock {
  public:
   explicit PythonTimeClock(py::object time_fn)
@@ -276,55 +97,78 @@ class PythonTimeClock final : public Clock {
   }
   void sleep_for(Nanos duration) override { std::this_thread::sleep_for(duration); }
   bool is_virtual() const override { return false; }
-  int64_t to_unix_ns(Nanos time) const override {
-    // Not needed by the detector; the offset of a time function to the Unix epoch is unknown.
-    return time.count();
-  }
+  int64_t to_unix_ns(Nanos time) const override { return time.count(); }
 
  private:
   std::shared_ptr<py::object> time_fn_;
 };
 
-// joule._joule.SteadyStateDetector: a measure::SteadyStateDetector with whatever keeps its GPUs and clock
-// alive. Every call releases the GIL before taking the mutex (a PythonTimeClock takes the GIL back inside),
-// so two Python threads cannot deadlock on it.
-class SteadyStateHandle {
- public:
-  SteadyStateHandle(std::shared_ptr<const void> owner, std::vector<device::Gpu*> gpus,
-                    std::shared_ptr<Clock> clock, const measure::SteadyStateOptions& options)
-      : owner_(std::move(owner)), clock_(std::move(clock)) {
+// A shared_ptr to `object` whose deletion (which may join a thread or restore a GPU) runs without the GIL,
+// and which keeps `keep_alive` (whatever owns the GPUs it references) until then.
+template <class T>
+std::shared_ptr<T> released_on_delete(std::unique_ptr<T> object,
+                                      std::shared_ptr<const void> keep_alive = {}) {
+  return std::shared_ptr<T>(object.release(), [keep_alive = std::move(keep_alive)](T* doomed) {
+    if (PyGILState_Check() == 0) {
+      delete doomed;  // already without the GIL (one of these deleting another)
+      return;
+    }
     py::gil_scoped_release release;
-    detector_ = std::make_unique<measure::SteadyStateDetector>(std::move(gpus), *clock_, options);
+    delete doomed;
+  });
+}
+
+std::optional<Nanos> timeout_from(std::optional<double> timeout_s) {
+  if (!timeout_s) {
+    return std::nullopt;
   }
-  ~SteadyStateHandle() {
-    py::gil_scoped_release release;
-    detector_.reset();
+  return value_or_throw(joule::seconds_to_nanos(std::max(0.0, *timeout_s), "timeout_s"));
+}
+
+py::dict stats_dict(const plan::ClockApplierStats& stats) {
+  py::dict dict;
+  dict["requests"] = stats.requests;
+  dict["locks"] = stats.locks;
+  dict["lock_time_s"] = stats.lock_time_s;
+  dict["mean_lock_time_s"] = stats.mean_lock_time_s();
+  dict["max_lock_time_s"] = stats.max_lock_time_s;
+  dict["applied_mhz"] = stats.applied_mhz ? py::cast(*stats.applied_mhz) : py::none();
+  dict["requested_mhz"] = stats.requested_mhz ? py::cast(*stats.requested_mhz) : py::none();
+  return dict;
+}
+
+// [(instruction name, MHz)] (the wire form) as a stage schedule.
+plan::StageSchedule schedule_from_python(const std::vector<std::pair<std::string, uint32_t>>& entries) {
+  std::vector<std::pair<plan::Instruction, uint32_t>> named;
+  named.reserve(entries.size());
+  for (const auto& [name, mhz] : entries) {
+    named.emplace_back(instruction_named(name), mhz);
   }
-  SteadyStateHandle(const SteadyStateHandle&) = delete;
-  SteadyStateHandle& operator=(const SteadyStateHandle&) = delete;
-  SteadyStateHandle(SteadyStateHandle&&) = delete;
-  SteadyStateHandle& operator=(SteadyStateHandle&&) = delete;
+  return plan::schedule_from_instructions(named);
+}
 
-  template <class F>
-  auto with_detector(F&& function) {
-    py::gil_scoped_release release;
-    std::lock_guard lock(mutex_);
-    return function(*detector_);
+device::SettingsGuardOptions guard_options(const std::string& owner, bool restore_on_signals,
+                                           const std::string& power_limit_restore) {
+  device::SettingsGuardOptions options;
+  options.owner = owner;
+  options.restore_on_signals = restore_on_signals;
+  if (power_limit_restore == "recorded") {
+    options.power_limit_restore = device::PowerLimitRestore::kRecorded;
+  } else if (power_limit_restore == "default") {
+    options.power_limit_restore = device::PowerLimitRestore::kDefault;
+  } else {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("power_limit_restore must be 'recorded' or 'default' (got '{}')", power_limit_restore));
   }
+  return options;
+}
 
- private:
-  std::shared_ptr<const void> owner_;
-  std::shared_ptr<Clock> clock_;
-  std::mutex mutex_;
-  std::unique_ptr<measure::SteadyStateDetector> detector_;
-};
+// ---- plans (plan::plan_locally, read_plan_file, evaluate_stage_schedules) as Python dicts
 
-// ---- plans
-// -------------------------------------------------------------------------------------------------
-
-py::list schedules_of(const plan::PipelineDag& dag, const plan::FrequencyPlan& frequency_plan) {
+py::dict local_plan_dict(const plan::LocalPlan& local) {
   py::list stages;
-  for (const auto& schedule : value_or_throw(plan::stage_schedules(dag, frequency_plan))) {
+  for (const auto& schedule : local.schedules) {
     py::list entries;
     for (const auto& planned : schedule) {
       entries.append(
@@ -332,19 +176,21 @@ py::list schedules_of(const plan::PipelineDag& dag, const plan::FrequencyPlan& f
     }
     stages.append(entries);
   }
-  return stages;
-}
-
-py::dict cost_dict(const plan::PlanCost& cost) {
+  const auto optional = [](std::optional<double> value) { return value ? py::cast(*value) : py::none(); };
+  py::dict predicted;
+  predicted["iteration_time_s"] = local.iteration_time_s;
+  predicted["iteration_energy_j"] = local.iteration_energy_j;
+  predicted["max_clock_time_s"] = optional(local.max_clock_time_s);
+  predicted["max_clock_energy_j"] = optional(local.max_clock_energy_j);
   py::dict dict;
-  dict["time_s"] = cost.time_s;
-  dict["energy_j"] = cost.energy_j;
+  dict["stages"] = local.stages;
+  dict["microbatches"] = local.microbatches;
+  dict["schedule"] = local.schedule;
+  dict["schedules"] = stages;
+  dict["plan"] = local.plan;
+  dict["predicted"] = predicted;
+  dict["target_time_s"] = optional(local.target_time_s);
   return dict;
-}
-
-plan::PipelineDag dag_for(int stages, int microbatches, const std::string& schedule) {
-  const plan::Schedule parsed = value_or_throw(plan::parse_schedule(schedule));
-  return value_or_throw(plan::build_pipeline(stages, microbatches, parsed));
 }
 
 // The planner's frontier for a pipeline, and the plan for `target_time_s` (or the fastest).
@@ -352,44 +198,19 @@ py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::o
                        const std::string& schedule, double p_blocking_w, double unit_time_s,
                        std::optional<double> target_time_s, std::optional<double> slowdown) {
   const plan::Profile profile = load_profile(profile_text);
-  const int stage_count = stages.value_or(profile.stage_count());
-  const plan::PipelineDag dag = dag_for(stage_count, microbatches, schedule);
   plan::PlannerOptions options;
   options.p_blocking_w = p_blocking_w;
   options.unit_time_s = unit_time_s;
-  value_or_throw(plan::validate(options));
-  Result<plan::PlannerResult> planned = [&] {
+  Result<plan::LocalPlan> planned = [&] {
     py::gil_scoped_release release;
-    return plan::plan_frontier(dag, profile, options);
+    return plan::plan_locally(profile, microbatches, stages.value_or(profile.stage_count()), schedule,
+                              options, target_time_s, slowdown);
   }();
-  const plan::PlannerResult result = value_or_throw(std::move(planned));
-  const auto& frontier = result.frontier;
-  if (target_time_s && slowdown) {
-    throw Exception(ErrorCode::kInvalidArgument, "give target_time_s or slowdown, not both");
-  }
-  if (slowdown) {
-    value_or_throw(check_number(*slowdown, NumberRule{.min = 1.0}, "slowdown"));
-  }
-  const plan::PlanChoice choice = value_or_throw(
-      plan::choose_plan(frontier, result.max_clock, {.time_s = target_time_s, .slowdown = slowdown},
-                        p_blocking_w, stage_count));
-  const auto& point = frontier.points()[choice.index];
-  py::dict dict;
-  dict["stages"] = stage_count;
-  dict["microbatches"] = microbatches;
-  dict["schedule"] = schedule;
-  dict["schedules"] = schedules_of(dag, point.knob);
-  dict["plan"] = point.knob;
-  py::dict predicted;
-  predicted["iteration_time_s"] = choice.time_s;
-  predicted["iteration_energy_j"] = choice.energy_j;
-  predicted["max_clock_time_s"] = result.max_clock.time_s;
-  predicted["max_clock_energy_j"] = result.max_clock.energy_j;
-  dict["predicted"] = predicted;
-  dict["target_time_s"] = choice.target_time_s ? py::cast(*choice.target_time_s) : py::none();
+  const plan::LocalPlan local = value_or_throw(std::move(planned));
+  py::dict dict = local_plan_dict(local);
   py::list points;
-  for (const auto& frontier_point : frontier.points()) {
-    points.append(py::make_tuple(frontier_point.time_s, frontier_point.energy_j));
+  for (const auto& [time_s, energy_j] : local.frontier) {
+    points.append(py::make_tuple(time_s, energy_j));
   }
   dict["frontier"] = points;
   return dict;
@@ -398,57 +219,10 @@ py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::o
 // A plan file written by `joule plan --plan-out`, checked against its own DAG (and the profile, if given).
 py::dict plan_from_file(const std::string& path, const std::optional<std::string>& profile_text,
                         std::optional<double> p_blocking_w) {
-  const std::string text = value_or_throw(read_text_file(path, read_limits::kPipelineProfile));
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& error) {
-    throw Exception(ErrorCode::kParse, fmt::format("{} is not valid JSON: {}", path, error.what()));
-  }
-  if (!json.is_object() || !json.contains("stages") || !json["stages"].is_number_integer() ||
-      !json.contains("microbatches") || !json["microbatches"].is_number_integer() ||
-      !json.contains("schedule") || !json["schedule"].is_string()) {
-    throw Exception(ErrorCode::kParse,
-                    fmt::format("{}: a plan needs integer 'stages' and 'microbatches' and a 'schedule' "
-                                "(write it with `joule plan --plan-out`)",
-                                path));
-  }
-  const int stages = json["stages"].get<int>();
-  const int microbatches = json["microbatches"].get<int>();
-  const std::string schedule = json["schedule"].get<std::string>();
-  const plan::PipelineDag dag = dag_for(stages, microbatches, schedule);
-  Result<plan::FrequencyPlan> parsed = plan::plan_from_json(dag, json);
-  if (!parsed) {
-    throw Exception(parsed.error().code(), fmt::format("{}: {}", path, parsed.error().message()));
-  }
-  const double blocking_w = p_blocking_w.value_or(json.value("p_blocking_w", 70.0));
-  py::dict predicted;
-  predicted["iteration_time_s"] = json.value("target_time_s", json.value("time_s", 0.0));
-  predicted["iteration_energy_j"] = json.value("energy_at_target_j", json.value("energy_j", 0.0));
-  predicted["max_clock_time_s"] = py::none();
-  predicted["max_clock_energy_j"] = py::none();
-  if (profile_text) {
-    const plan::Profile profile = load_profile(*profile_text);
-    const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, profile, *parsed, blocking_w));
-    const plan::PlanCost max_clock = value_or_throw(
-        plan::evaluate(dag, profile, plan::uniform_plan(dag, profile.frequencies_mhz().front()), blocking_w));
-    const double target_s = json.value("target_time_s", cost.time_s);
-    predicted["iteration_time_s"] = std::max(target_s, cost.time_s);
-    predicted["iteration_energy_j"] =
-        cost.energy_j + blocking_w * stages * std::max(0.0, target_s - cost.time_s);
-    predicted["max_clock_time_s"] = max_clock.time_s;
-    predicted["max_clock_energy_j"] = max_clock.energy_j;
-  }
-  py::dict dict;
-  dict["stages"] = stages;
-  dict["microbatches"] = microbatches;
-  dict["schedule"] = schedule;
-  dict["schedules"] = schedules_of(dag, *parsed);
-  dict["plan"] = *parsed;
-  dict["predicted"] = predicted;
-  dict["target_time_s"] =
-      json.contains("target_time_s") ? py::cast(json["target_time_s"].get<double>()) : py::none();
-  return dict;
+  const std::optional<plan::Profile> profile =
+      profile_text ? std::optional(load_profile(*profile_text)) : std::nullopt;
+  const plan::Profile* given = profile ? &*profile : nullptr;
+  return local_plan_dict(value_or_throw(plan::read_plan_file(path, given, p_blocking_w)));
 }
 
 // The model's iteration time and energy for per-stage schedules (as the optimizer runs them), with each
@@ -458,51 +232,17 @@ py::dict evaluate_schedules(const std::string& profile_text, int microbatches,
                             double p_blocking_w, const std::optional<std::vector<double>>& slowdowns,
                             const std::string& schedule) {
   const plan::Profile profile = load_profile(profile_text);
-  const auto stages = static_cast<int>(schedules.size());
-  const plan::PipelineDag dag = dag_for(stages, microbatches, schedule);
-  if (slowdowns && slowdowns->size() != schedules.size()) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("{} slowdowns for {} stages", slowdowns->size(), schedules.size()));
+  std::vector<plan::StageSchedule> stage_schedules;
+  stage_schedules.reserve(schedules.size());
+  for (const auto& entries : schedules) {
+    stage_schedules.push_back(schedule_from_python(entries));
   }
-  value_or_throw(plan::check_inputs(dag, profile, p_blocking_w));
-  plan::FrequencyPlan frequency_plan(dag.computations.size(), 0);
-  for (int stage = 0; stage < stages; ++stage) {
-    const auto& order = dag.stage_order[static_cast<size_t>(stage)];
-    const auto& entries = schedules[static_cast<size_t>(stage)];
-    if (entries.size() != order.size()) {
-      throw Exception(ErrorCode::kInvalidArgument,
-                      fmt::format("stage {}'s schedule has {} computations, the pipeline {}", stage,
-                                  entries.size(), order.size()));
-    }
-    for (size_t i = 0; i < order.size(); ++i) {
-      const auto& computation = dag.computations[static_cast<size_t>(order[i])];
-      if (instruction_named(entries[i].first) != computation.instruction) {
-        throw Exception(ErrorCode::kInvalidArgument,
-                        fmt::format("stage {}'s schedule has {} as computation {}, the pipeline {}", stage,
-                                    entries[i].first, i + 1, plan::to_string(computation.instruction)));
-      }
-      frequency_plan[static_cast<size_t>(order[i])] = entries[i].second;
-    }
-  }
-  // Slowed stages: the same power for slowdown × the time, so time and energy both scale.
-  std::vector<std::array<std::vector<plan::ProfileOption>, 2>> options;
-  for (int stage = 0; stage < profile.stage_count(); ++stage) {
-    const double factor = slowdowns && stage < stages
-                              ? value_or_throw(check_number((*slowdowns)[static_cast<size_t>(stage)],
-                                                            NumberRule::positive(), "slowdown"))
-                              : 1.0;
-    auto& stage_options = options.emplace_back();
-    for (const plan::Instruction instruction : {plan::Instruction::kForward, plan::Instruction::kBackward}) {
-      for (plan::ProfileOption option : profile.options(stage, instruction)) {
-        option.time_s *= factor;
-        option.energy_j *= factor;
-        stage_options[instruction == plan::Instruction::kForward ? 0 : 1].push_back(option);
-      }
-    }
-  }
-  const plan::Profile slowed = value_or_throw(plan::Profile::from_options(std::move(options)));
-  const plan::PlanCost cost = value_or_throw(plan::evaluate(dag, slowed, frequency_plan, p_blocking_w));
-  return cost_dict(cost);
+  const plan::PlanCost cost = value_or_throw(plan::evaluate_stage_schedules(
+      profile, microbatches, schedule, stage_schedules, p_blocking_w, slowdowns));
+  py::dict dict;
+  dict["time_s"] = cost.time_s;
+  dict["energy_j"] = cost.energy_j;
+  return dict;
 }
 
 }  // namespace
@@ -520,7 +260,9 @@ py::list settings_log_list(const device::sim::SimulatedGpu& gpu) {
   return records;
 }
 
-void bind_pipeline(py::module_& module) {
+namespace {
+
+void bind_stage_device(py::module_& module) {
   py::class_<plan::StageDevice, SharedStageDevice>(
       module, "PipelineStageDevice",
       "One pipeline stage as a simulated GPU on its own virtual clock: forwards and backwards take the "
@@ -613,36 +355,27 @@ void bind_pipeline(py::module_& module) {
       py::arg("device"), py::arg("path"),
       "Test seam: at process exit (after the SettingsGuard exit hook if called before the first guard "
       "exists), write the device's settings log to `path`, one 'setting min max' per line.");
+}
 
-  py::class_<GuardHandle, SharedGuard>(
+void bind_settings_guard(py::module_& module) {
+  py::class_<plan::SharedSettingsGuard, SharedGuard>(
       module, "SettingsGuard",
       "The device layer's restore contract for settings made from Python: the first change of each control "
       "is recorded and set back on restore(), destruction, process exit and (restore_on_signals) "
       "SIGINT/SIGTERM/SIGHUP, exactly as joule's C++ controllers do. Thread-safe.")
-      .def(py::init([](const std::string& owner, bool restore_on_signals,
-                       const std::string& power_limit_restore) {
-             device::SettingsGuardOptions options;
-             options.owner = owner;
-             options.restore_on_signals = restore_on_signals;
-             if (power_limit_restore == "recorded") {
-               options.power_limit_restore = device::PowerLimitRestore::kRecorded;
-             } else if (power_limit_restore == "default") {
-               options.power_limit_restore = device::PowerLimitRestore::kDefault;
-             } else {
-               throw Exception(ErrorCode::kInvalidArgument,
-                               fmt::format("power_limit_restore must be 'recorded' or 'default' (got '{}')",
-                                           power_limit_restore));
-             }
-             return std::make_shared<GuardHandle>(std::move(options));
-           }),
+      .def(py::init(
+               [](const std::string& owner, bool restore_on_signals, const std::string& power_limit_restore) {
+                 return released_on_delete(std::make_unique<plan::SharedSettingsGuard>(
+                     guard_options(owner, restore_on_signals, power_limit_restore)));
+               }),
            py::arg("owner") = "python", py::arg("restore_on_signals") = true,
            py::arg("power_limit_restore") = "recorded")
       .def(
           "lock_sm_clocks_mhz",
-          [](GuardHandle& guard, const GpuRef& gpu, uint32_t min_mhz, uint32_t max_mhz) {
+          [](plan::SharedSettingsGuard& guard, const GpuRef& gpu, uint32_t min_mhz, uint32_t max_mhz) {
             Result<void> result = [&] {
               py::gil_scoped_release release;
-              return guard.lock_sm_clocks(gpu, min_mhz, max_mhz);
+              return guard.lock_sm_clocks(gpu.owner, *gpu.gpu, min_mhz, max_mhz);
             }();
             value_or_throw(std::move(result));
           },
@@ -651,12 +384,12 @@ void bind_pipeline(py::module_& module) {
           "last.")
       .def(
           "set_power_limit_w",
-          [](GuardHandle& guard, const GpuRef& gpu, double power_limit_w) {
+          [](plan::SharedSettingsGuard& guard, const GpuRef& gpu, double power_limit_w) {
             value_or_throw(check_number(power_limit_w, NumberRule{.min = 0, .max = 4e6}, "power_limit_w"));
             const auto power_limit_mw = static_cast<uint32_t>(std::llround(w_to_mw(power_limit_w)));
             Result<void> result = [&] {
               py::gil_scoped_release release;
-              return guard.set_power_limit_mw(gpu, power_limit_mw);
+              return guard.set_power_limit_mw(gpu.owner, *gpu.gpu, power_limit_mw);
             }();
             value_or_throw(std::move(result));
           },
@@ -664,7 +397,7 @@ void bind_pipeline(py::module_& module) {
           "Sets the power limit, W, recording the one in force first.")
       .def(
           "restore",
-          [](GuardHandle& guard) {
+          [](plan::SharedSettingsGuard& guard) {
             Result<void> result = [&] {
               py::gil_scoped_release release;
               return guard.guard().restore();
@@ -673,47 +406,160 @@ void bind_pipeline(py::module_& module) {
           },
           "Restores every control this guard changed, now (the guard stays usable).")
       .def_property_readonly(
-          "changed", [](GuardHandle& guard) { return guard.guard().changed(); },
+          "changed", [](plan::SharedSettingsGuard& guard) { return guard.guard().changed(); },
           "True if some control is changed and not restored yet.")
       .def(
-          "consume_signal_restore", [](GuardHandle& guard) { return guard.guard().consume_signal_restore(); },
+          "consume_signal_restore",
+          [](plan::SharedSettingsGuard& guard) { return guard.guard().consume_signal_restore(); },
           "True once after a signal restore set something back (set it again if the process lives on).")
       .def_static("signal_handler_installed", &device::SettingsGuard::signal_handler_installed,
                   py::arg("signal_number"), "True if a guard's handler is installed for the signal now.");
+}
 
-  py::class_<ClockApplier, std::shared_ptr<ClockApplier>>(
+void bind_clock_applier(py::module_& module) {
+  py::class_<plan::ClockApplier, std::shared_ptr<plan::ClockApplier>>(
       module, "ClockApplier",
-      "Locks a GPU's SM clock through a SettingsGuard on a C++ thread: request() only posts the clock "
-      "(the latest wins), wait() blocks until every request has landed.")
-      .def(py::init([](SharedGuard guard, GpuRef gpu) {
-             return std::make_shared<ClockApplier>(std::move(guard), std::move(gpu));
+      "Locks a GPU's SM clock through a SettingsGuard on a C++ thread (plan::ClockApplier): request() only "
+      "posts the clock (the latest wins), wait() blocks until every request has landed.")
+      .def(py::init([](const SharedGuard& guard, const GpuRef& gpu) {
+             // The lock function holds the guard and the GPU's owner: both outlive the thread.
+             auto lock = [guard, gpu](uint32_t mhz) {
+               return guard->lock_sm_clocks(gpu.owner, *gpu.gpu, mhz, mhz);
+             };
+             return released_on_delete(
+                 std::make_unique<plan::ClockApplier>(gpu.gpu->label(), std::move(lock)));
            }),
            py::arg("guard"), py::arg("gpu"))
-      .def("request", &ClockApplier::request, py::arg("mhz"), py::arg("force") = false,
-           "Posts a clock lock, MHz (nothing if it is the clock last requested, unless force). Raises the "
-           "error of a failed earlier lock, once.")
+      .def(
+          "request",
+          [](plan::ClockApplier& applier, uint32_t mhz, bool force) {
+            value_or_throw(applier.request(mhz, force));
+          },
+          py::arg("mhz"), py::arg("force") = false,
+          "Posts a clock lock, MHz (nothing if it is the clock last requested, unless force). Raises the "
+          "error of a failed earlier lock, once.")
       .def(
           "wait",
-          [](ClockApplier& applier, std::optional<double> timeout_s) {
-            py::gil_scoped_release release;
-            return applier.wait(timeout_s);
+          [](plan::ClockApplier& applier, std::optional<double> timeout_s) {
+            const std::optional<Nanos> timeout = timeout_from(timeout_s);
+            Result<bool> waited = [&] {
+              py::gil_scoped_release release;
+              return applier.wait(timeout);
+            }();
+            return value_or_throw(std::move(waited));
           },
           py::arg("timeout_s") = py::none(),
           "Waits until every request has been applied; False on timeout. Raises a failed lock's error.")
+      .def("close", &plan::ClockApplier::close, py::call_guard<py::gil_scoped_release>(),
+           "Stops the thread (pending requests are dropped). Idempotent.")
+      .def(
+          "stats", [](const plan::ClockApplier& applier) { return stats_dict(applier.stats()); },
+          "requests, locks, lock_time_s, mean_lock_time_s, max_lock_time_s (device time of the locks), "
+          "applied_mhz, requested_mhz.");
+}
+
+void bind_stage_controller(py::module_& module) {
+  using plan::FrequencyController;
+  py::class_<FrequencyController, std::shared_ptr<FrequencyController>>(
+      module, "StageFrequencyController",
+      "One pipeline stage's SM clock controller (plan::FrequencyController, asynchronous: a C++ thread locks "
+      "the clocks). Checks every instruction against the schedule [(name, MHz)] and raises StateError naming "
+      "what was expected and what was got; restores the clock on close(), destruction, exit and signals.")
+      .def(
+          py::init([](const GpuRef& gpu, const std::vector<std::pair<std::string, uint32_t>>& schedule,
+                      const std::string& label, const std::string& end_call, bool restore_on_signals,
+                      const std::string& owner) {
+            plan::FrequencyControllerOptions options;
+            options.restore_on_signals = restore_on_signals;
+            options.asynchronous = true;
+            options.label = label;
+            options.end_call = end_call;
+            options.owner = owner;
+            plan::StageSchedule stage = schedule_from_python(schedule);
+            Result<FrequencyController> created = [&] {
+              py::gil_scoped_release release;
+              return FrequencyController::create(*gpu.gpu, std::move(stage), std::move(options));
+            }();
+            return released_on_delete(
+                std::make_unique<FrequencyController>(value_or_throw(std::move(created))), gpu.owner);
+          }),
+          py::arg("gpu"), py::arg("schedule"), py::arg("label") = "", py::arg("end_call") = "end_iteration()",
+          py::arg("restore_on_signals") = true, py::arg("owner") = "frequency controller",
+          "label names the controller in its errors (empty: the GPU's label); end_call is the call that ends "
+          "an iteration, as the caller's users know it.")
+      .def(
+          "begin",
+          [](FrequencyController& controller, const std::string& name) {
+            value_or_throw(controller.begin(instruction_named(name)));
+          },
+          py::arg("name"), "Announces the next instruction and posts its clock (StateError if out of step).")
+      .def(
+          "prepare_next", [](FrequencyController& controller) { value_or_throw(controller.prepare_next()); },
+          "Posts the next instruction's clock early (nothing once the iteration's last one has begun).")
+      .def(
+          "check_iteration_complete",
+          [](const FrequencyController& controller) {
+            value_or_throw(controller.check_iteration_complete());
+          },
+          "StateError if not every instruction of the iteration has begun; changes nothing.")
+      .def(
+          "end_iteration",
+          [](FrequencyController& controller) { value_or_throw(controller.end_iteration()); },
+          "Ends the iteration and rewinds the schedule (StateError if it was not used up; rewound anyway).")
+      .def(
+          "set_schedule",
+          [](FrequencyController& controller, const std::vector<std::pair<std::string, uint32_t>>& schedule) {
+            value_or_throw(controller.set_schedule(schedule_from_python(schedule)));
+          },
+          py::arg("schedule"), "Replaces the schedule (the next round) and rewinds it.")
+      .def(
+          "wait",
+          [](FrequencyController& controller, std::optional<double> timeout_s) {
+            const std::optional<Nanos> timeout = timeout_from(timeout_s);
+            Result<bool> waited = [&] {
+              py::gil_scoped_release release;
+              return controller.wait_applied(timeout);
+            }();
+            return value_or_throw(std::move(waited));
+          },
+          py::arg("timeout_s") = py::none(),
+          "Waits until every posted clock is locked; False on timeout. Raises a failed lock's error.")
       .def(
           "close",
-          [](ClockApplier& applier) {
-            py::gil_scoped_release release;
-            applier.close();
+          [](FrequencyController& controller) {
+            Result<void> closed = [&] {
+              py::gil_scoped_release release;
+              return controller.close();
+            }();
+            value_or_throw(std::move(closed));
           },
-          "Stops the thread (pending requests are dropped). Idempotent.")
-      .def("stats", &ClockApplier::stats,
-           "requests, locks, lock_time_s, mean_lock_time_s, max_lock_time_s (device time of the locks), "
-           "applied_mhz, requested_mhz.");
+          "Stops the thread and removes the clock lock. Idempotent.")
+      .def_property_readonly("position", &FrequencyController::position,
+                             "How many instructions of the iteration have begun.")
+      .def(
+          "stats", [](const FrequencyController& controller) { return stats_dict(controller.stats()); },
+          "requests, locks, lock_time_s, mean_lock_time_s, max_lock_time_s, applied_mhz, requested_mhz.");
+}
 
-  py::class_<SteadyStateHandle, std::shared_ptr<SteadyStateHandle>>(
+// The clock of a SteadyStateDetector made from one Gpu: the caller's time function, or the steady clock.
+std::shared_ptr<Clock> clock_from_python(const py::object& time_fn) {
+  if (time_fn.is_none()) {
+    return std::make_shared<SteadyClock>();
+  }
+  if (PyCallable_Check(time_fn.ptr()) != 0) {
+    return std::make_shared<PythonTimeClock>(time_fn);
+  }
+  throw Exception(ErrorCode::kInvalidArgument, "time_fn must be None or a callable returning seconds");
+}
+
+void bind_steady_state(py::module_& module) {
+  using plan::WarmupDetector;
+  // Every call releases the GIL before the detector's mutex (a PythonTimeClock takes the GIL back inside), so
+  // two Python threads cannot deadlock on it.
+  const auto release = py::call_guard<py::gil_scoped_release>();
+  py::class_<WarmupDetector, std::shared_ptr<WarmupDetector>>(
       module, "SteadyStateDetector",
-      "Decides when GPUs are thermally steady (measure::SteadyStateDetector): call sample() now and then "
+      "Decides when GPUs are thermally steady (plan::WarmupDetector): call sample() now and then "
       "(once per iteration); ready() says whether they may be measured. steady_state: None or 'auto' "
       "(steady on real GPUs, off on simulated ones), 'off', 'fixed', 'steady', or a dict with mode and "
       "window_s, temperature_band_c, power_band_ratio, max_wait_s, fixed_warmup_s.")
@@ -721,7 +567,8 @@ void bind_pipeline(py::module_& module) {
                        const py::object& steady_state) {
              const measure::SteadyStateOptions options = steady_state_from_python(steady_state);
              std::vector<device::Gpu*> gpus = select_gpus(*set, gpu_indices);
-             return std::make_shared<SteadyStateHandle>(set, std::move(gpus), set->clock, options);
+             py::gil_scoped_release unlocked;
+             return std::make_shared<WarmupDetector>(set, std::move(gpus), set->clock, options);
            }),
            py::arg("devices"), py::arg("gpu_indices") = py::none(), py::arg("steady_state") = py::none(),
            "The GPUs of a DeviceSet (all, or these framework indices) on the set's clock.")
@@ -729,76 +576,46 @@ void bind_pipeline(py::module_& module) {
              const measure::SteadyStateOptions options = steady_state_from_python(steady_state);
              // The stage device owns its clock: alias it so that it lives as long as the device.
              std::shared_ptr<Clock> clock(device, &device->clock());
-             return std::make_shared<SteadyStateHandle>(device, std::vector<device::Gpu*>{&device->gpu()},
-                                                        std::move(clock), options);
+             py::gil_scoped_release unlocked;
+             return std::make_shared<WarmupDetector>(device, std::vector<device::Gpu*>{&device->gpu()},
+                                                     std::move(clock), options);
            }),
            py::arg("stage_device"), py::arg("steady_state") = py::none(),
            "A PipelineStageDevice's GPU on its virtual clock.")
       .def(py::init([](const GpuRef& gpu, const py::object& steady_state, const py::object& time_fn) {
              const measure::SteadyStateOptions options = steady_state_from_python(steady_state);
-             std::shared_ptr<Clock> clock;
-             if (time_fn.is_none()) {
-               clock = std::make_shared<SteadyClock>();
-             } else if (PyCallable_Check(time_fn.ptr())) {
-               clock = std::make_shared<PythonTimeClock>(time_fn);
-             } else {
-               throw Exception(ErrorCode::kInvalidArgument,
-                               "time_fn must be None or a callable returning seconds");
-             }
-             return std::make_shared<SteadyStateHandle>(gpu.owner, std::vector<device::Gpu*>{gpu.gpu},
-                                                        std::move(clock), options);
+             std::shared_ptr<Clock> clock = clock_from_python(time_fn);
+             py::gil_scoped_release unlocked;
+             return std::make_shared<WarmupDetector>(gpu.owner, std::vector<device::Gpu*>{gpu.gpu},
+                                                     std::move(clock), options);
            }),
            py::arg("gpu"), py::arg("steady_state") = py::none(), py::arg("time_fn") = py::none(),
            "One Gpu, timed by time_fn (seconds; None: the steady clock, which real GPUs run on).")
-      .def(
-          "sample",
-          [](SteadyStateHandle& handle) {
-            handle.with_detector([](measure::SteadyStateDetector& detector) { detector.sample(); });
-          },
-          "Reads every GPU's temperature and power now (failed reads are skipped).")
-      .def(
-          "ready",
-          [](SteadyStateHandle& handle) {
-            return handle.with_detector(
-                [](measure::SteadyStateDetector& detector) { return detector.ready(); });
-          },
-          "Whether the GPUs may be measured now: steady, waited long enough, or timed out.")
-      .def(
-          "timed_out",
-          [](SteadyStateHandle& handle) {
-            return handle.with_detector(
-                [](measure::SteadyStateDetector& detector) { return detector.timed_out(); });
-          },
-          "True if ready() only because max_wait_s passed without a steady state.")
-      .def(
-          "restart",
-          [](SteadyStateHandle& handle) {
-            handle.with_detector([](measure::SteadyStateDetector& detector) { detector.restart(); });
-          },
-          "Forgets the readings and starts waiting again (after a change of settings or load).")
-      .def(
-          "waited_s",
-          [](SteadyStateHandle& handle) {
-            return handle.with_detector(
-                [](measure::SteadyStateDetector& detector) { return detector.waited_s(); });
-          },
-          "Seconds since the detector was made or restarted.")
-      .def(
-          "describe",
-          [](SteadyStateHandle& handle) {
-            return handle.with_detector(
-                [](measure::SteadyStateDetector& detector) { return detector.describe(); });
-          },
-          "One line for logs: 'steady after 42.0 s (GPU 0: 71.2–71.9 °C, 210.1–212.0 W)' or why not yet.")
+      .def("sample", &WarmupDetector::sample, release,
+           "Reads every GPU's temperature and power now (failed reads are skipped).")
+      .def("ready", &WarmupDetector::ready, release,
+           "Whether the GPUs may be measured now: steady, waited long enough, or timed out.")
+      .def("timed_out", &WarmupDetector::timed_out, release,
+           "True if ready() only because max_wait_s passed without a steady state.")
+      .def("restart", &WarmupDetector::restart, release,
+           "Forgets the readings and starts waiting again (after a change of settings or load).")
+      .def("waited_s", &WarmupDetector::waited_s, release,
+           "Seconds since the detector was made or restarted.")
+      .def("describe", &WarmupDetector::describe, release,
+           "One line for logs: 'steady after 42.0 s (GPU 0: 71.2–71.9 °C, 210.1–212.0 W)' or why not yet.")
       .def_property_readonly(
           "mode",
-          [](SteadyStateHandle& handle) {
-            return handle.with_detector([](measure::SteadyStateDetector& detector) {
-              return std::string(measure::to_string(detector.mode()));
-            });
+          [](const WarmupDetector& detector) {
+            const measure::SteadyStateMode mode = [&] {
+              py::gil_scoped_release unlocked;
+              return detector.mode();
+            }();
+            return std::string(measure::to_string(mode));
           },
           "'off', 'fixed' or 'steady' ('auto' resolved for these GPUs).");
+}
 
+void bind_plan_functions(py::module_& module) {
   module.def("_pipeline_plan", &plan_pipeline, py::arg("profile"), py::arg("microbatches"),
              py::arg("stages") = py::none(), py::arg("schedule") = "1f1b", py::arg("p_blocking_w") = 70.0,
              py::arg("unit_time_s") = 1e-3, py::arg("target_time_s") = py::none(),
@@ -817,6 +634,17 @@ void bind_pipeline(py::module_& module) {
              py::arg("schedule") = "1f1b",
              "The model's {time_s, energy_j} of one iteration of per-stage schedules, each stage's "
              "computations stretched by its slowdown.");
+}
+
+}  // namespace
+
+void bind_pipeline(py::module_& module) {
+  bind_stage_device(module);
+  bind_settings_guard(module);
+  bind_clock_applier(module);
+  bind_stage_controller(module);
+  bind_steady_state(module);
+  bind_plan_functions(module);
 }
 
 }  // namespace joule::python

@@ -135,12 +135,12 @@ TEST(FrequencyController, RejectsACallOutOfStepWithThePlan) {
   ASSERT_TRUE(controller->begin(kF, 0));
   JOULE_EXPECT_ERROR(
       controller->begin(kB, 0), ErrorCode::kState,
-      "GPU 0 (Test GPU): the training loop is out of step with its frequency plan: computation 2 of "
-      "6 should be forward of microbatch 1, got backward of microbatch 0");
+      "GPU 0 (Test GPU): the training loop is out of step with its frequency schedule: instruction 2 of "
+      "6 should be 'forward' of microbatch 1, got 'backward' of microbatch 0");
   JOULE_EXPECT_ERROR(
       controller->begin(kF, 2), ErrorCode::kState,
-      "GPU 0 (Test GPU): the training loop is out of step with its frequency plan: computation 2 of "
-      "6 should be forward of microbatch 1, got forward of microbatch 2");
+      "GPU 0 (Test GPU): the training loop is out of step with its frequency schedule: instruction 2 of "
+      "6 should be 'forward' of microbatch 1, got 'forward' of microbatch 2");
   // A rejected call neither advances the plan nor changes the clock.
   EXPECT_EQ(controller->position(), 1u);
   EXPECT_EQ(controller->locked_clock_mhz(), 1410u);
@@ -156,9 +156,8 @@ TEST(FrequencyController, RejectsACallAfterThePlanIsUsedUp) {
   ASSERT_TRUE(controller->begin(kB, 0));
   JOULE_EXPECT_ERROR(
       controller->begin(kF, 1), ErrorCode::kState,
-      "GPU 0 (Test GPU): the training loop is out of step with its frequency plan: got forward of "
-      "microbatch 1 after all 2 planned computations of the iteration (end_iteration() was not "
-      "called)");
+      "GPU 0 (Test GPU): the training loop is out of step with its frequency schedule: got 'forward' of "
+      "microbatch 1 after all 2 instructions of the iteration (end_iteration() was not called)");
   EXPECT_TRUE(controller->end_iteration());
   EXPECT_TRUE(controller->begin(kF, 0));
 }
@@ -171,8 +170,8 @@ TEST(FrequencyController, EndIterationChecksThePlanWasUsedUpAndRewinds) {
   ASSERT_TRUE(controller->begin(kF, 1));
   JOULE_EXPECT_ERROR(
       controller->end_iteration(), ErrorCode::kState,
-      "GPU 0 (Test GPU): the iteration ended after 2 of 6 planned computations; the next would "
-      "have been backward of microbatch 0");
+      "GPU 0 (Test GPU): the iteration ended after 2 of 6 instructions of its frequency schedule; the "
+      "next would have been 'backward' of microbatch 0");
   EXPECT_EQ(controller->position(), 0u);
   // Rewound: the next iteration starts in step.
   run_schedule(*controller);

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The pipeline runtime from Python: PipelineStageDevice, SettingsGuard and ClockApplier, and
-PipelineFrequencyOptimizer against a fake pipeline-frequency server (the exact wire protocol), server-less
-from a profile or a plan file, and out of step with its schedule."""
+"""The pipeline runtime from Python: PipelineStageDevice, SettingsGuard, ClockApplier and
+StageFrequencyController, and PipelineFrequencyOptimizer against a fake pipeline-frequency server (the exact
+wire protocol), server-less from a profile or a plan file, and out of step with its schedule."""
 
 from __future__ import annotations
 
@@ -85,6 +85,35 @@ def test_settings_guard_and_clock_applier() -> None:
     guard.restore()
     assert not guard.changed
     assert device.settings_log()[-1]["setting"] == "sm_clocks_reset"
+
+
+def test_stage_frequency_controller_is_the_cpp_stage_runtime() -> None:
+    """The controller PipelineFrequencyOptimizer drives (plan::FrequencyController, asynchronous): it checks the
+    order, locks on its thread, and restores on close()."""
+    device = joule.PipelineStageDevice(PROFILE, 0)
+    controller = _joule.StageFrequencyController(device.gpu, [("forward", 1200), ("backward", 1410)],
+                                                 label="stage 0", end_call="on_step_end()",
+                                                 restore_on_signals=False)
+    controller.prepare_next()
+    assert controller.wait(10.0) and controller.position == 0
+    controller.begin("forward")
+    with pytest.raises(joule.StateError, match=r"^stage 0: the training loop is out of step with its frequency "
+                                               r"schedule: instruction 2 of 2 should be 'backward', got 'forward'$"):
+        controller.begin("forward")
+    with pytest.raises(joule.InvalidArgumentError, match="unknown instruction"):
+        controller.begin("sideways")
+    with pytest.raises(joule.StateError, match="the iteration ended after 1 of 2 instructions"):
+        controller.check_iteration_complete()
+    controller.begin("backward")
+    controller.end_iteration()
+    assert controller.wait(10.0)
+    assert controller.stats()["applied_mhz"] == 1410
+    with pytest.raises(joule.OutOfRangeError, match="does not support the SM clock 5000 MHz"):
+        controller.set_schedule([("forward", 5000)])
+    controller.close()
+    assert device.settings_log()[-1]["setting"] == "sm_clocks_reset"
+    with pytest.raises(joule.StateError, match="stage 0: the frequency controller is closed"):
+        controller.begin("forward")
 
 
 # A fake pipeline-frequency server ------------------------------------------------------------------------------
