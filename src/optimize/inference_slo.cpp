@@ -28,21 +28,56 @@ Result<void> validate(const ServingSlo& slo) {
   return {};
 }
 
+std::string_view knob_unit(KnobKind kind) {
+  return kind == KnobKind::kSmClockMhz ? "MHz" : "W";
+}
+
+std::string_view knob_field(KnobKind kind) {
+  return kind == KnobKind::kSmClockMhz ? "sm_clock_mhz" : "power_limit_w";
+}
+
+std::string_view knob_noun(KnobKind kind) {
+  return kind == KnobKind::kSmClockMhz ? "clock" : "power limit";
+}
+
+uint32_t ServingKnobPolicy::clock_mhz() const {
+  const Knob current = knob();
+  if (current.kind != KnobKind::kSmClockMhz) {
+    throw Exception(ErrorCode::kState,
+                    fmt::format("{} turns the power limit, not the SM clock: it has no clock_mhz", name()));
+  }
+  return current.value;
+}
+
+uint32_t ServingKnobPolicy::power_limit_w() const {
+  const Knob current = knob();
+  if (current.kind != KnobKind::kPowerLimitW) {
+    throw Exception(
+        ErrorCode::kState,
+        fmt::format("{} turns the SM clock, not the power limit: it has no power_limit_w", name()));
+  }
+  return current.value;
+}
+
 namespace {
 
-std::vector<uint32_t> sorted_clocks(std::vector<uint32_t> clocks, const char* who) {
-  if (clocks.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} needs at least one clock", who));
+// The knob values highest first, without duplicates.
+std::vector<uint32_t> sorted_knob_values(std::vector<uint32_t> values, KnobKind kind, const char* who) {
+  if (values.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("{} needs at least one {}", who, knob_noun(kind)));
   }
-  std::sort(clocks.begin(), clocks.end(), std::greater<>());
-  clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
-  return clocks;
+  std::sort(values.begin(), values.end(), std::greater<>());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
 }
 
 }  // namespace
 
-UtilizationGovernor::UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options)
-    : clocks_mhz_(sorted_clocks(std::move(clocks_mhz), "the utilization governor")), options_(options) {
+UtilizationGovernor::UtilizationGovernor(KnobKind kind, std::vector<uint32_t> values, Options options)
+    : kind_(kind),
+      values_(sorted_knob_values(std::move(values), kind, "the utilization governor")),
+      options_(options) {
   if (!(options_.interval_s > 0) || !(options_.target_utilization > 0 && options_.target_utilization <= 1)) {
     throw Exception(
         ErrorCode::kInvalidArgument,
@@ -61,11 +96,11 @@ void UtilizationGovernor::tick(double now_s) {
     return;
   }
   const double utilization = std::clamp(busy_s_ / span_s, 0.0, 1.0);
-  const double wanted_mhz = clocks_mhz_[level_] * utilization / options_.target_utilization;
-  // The lowest supported clock at or above the wanted one (clocks are highest first).
+  const double wanted = values_[level_] * utilization / options_.target_utilization;
+  // The lowest supported value at or above the wanted one (values are highest first).
   size_t level = 0;
-  for (size_t i = 0; i < clocks_mhz_.size(); ++i) {
-    if (clocks_mhz_[i] >= wanted_mhz) {
+  for (size_t i = 0; i < values_.size(); ++i) {
+    if (values_[i] >= wanted) {
       level = i;
     }
   }
@@ -163,7 +198,8 @@ constexpr double kMaxBurstShare = 0.9;
 struct SloClockController::State {
   ServingSlo slo;
   SloControllerOptions options;
-  std::vector<uint32_t> levels;  // candidate clocks, highest first
+  KnobKind kind = KnobKind::kSmClockMhz;
+  std::vector<uint32_t> levels;  // candidate knob values, highest first
   std::vector<Rls> time_models;
   std::vector<Rls> power_models;
   size_t level = 0;
@@ -179,9 +215,12 @@ struct SloClockController::State {
   bool unattainable = false;
   double at_top_since_s = -1;
 
-  std::optional<size_t> level_of(uint32_t clock_mhz) const {
+  std::optional<size_t> level_of(Knob knob) const {
+    if (knob.kind != kind) {
+      return std::nullopt;
+    }
     for (size_t i = 0; i < levels.size(); ++i) {
-      if (levels[i] == clock_mhz) {
+      if (levels[i] == knob.value) {
         return i;
       }
     }
@@ -459,7 +498,7 @@ struct SloClockController::State {
   }
 };
 
-SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz,
+SloClockController::SloClockController(ServingSlo slo, KnobKind kind, std::vector<uint32_t> values,
                                        SloControllerOptions options)
     : state_(std::make_unique<State>()) {
   value_or_throw(validate(slo));
@@ -471,9 +510,11 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
         "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
         "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
   }
-  const std::vector<uint32_t> clocks = sorted_clocks(std::move(clocks_mhz), "the SLO clock controller");
+  const std::vector<uint32_t> clocks =
+      sorted_knob_values(std::move(values), kind, "the SLO clock controller");
   State& state = *state_;
   state.slo = slo;
+  state.kind = kind;
   state.options = options;
   state.margin = options.margin;
   // Candidate levels spread evenly over the supported clocks, the highest and lowest included.
@@ -490,8 +531,8 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
 
 SloClockController::~SloClockController() = default;
 
-uint32_t SloClockController::clock_mhz() const {
-  return state_->levels[state_->level];
+Knob SloClockController::knob() const {
+  return {state_->kind, state_->levels[state_->level]};
 }
 
 void SloClockController::on_iteration(const IterationSample& sample) {
@@ -500,7 +541,7 @@ void SloClockController::on_iteration(const IterationSample& sample) {
   if (state.window_start_s < 0) {
     state.window_start_s = sample.start_s;
   }
-  if (const auto level = state.level_of(sample.clock_mhz); level && busy_s > 0) {
+  if (const auto level = state.level_of(sample.knob); level && busy_s > 0) {
     const auto x =
         features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
     state.time_models[*level].add(x, busy_s);
@@ -549,7 +590,7 @@ void SloClockController::seed(const std::vector<IterationSample>& samples) {
   State& state = *state_;
   for (const IterationSample& sample : samples) {
     const double busy_s = sample.end_s - sample.start_s;
-    const auto level = state.level_of(sample.clock_mhz);
+    const auto level = state.level_of(sample.knob);
     if (!level || !(busy_s > 0)) {
       continue;
     }
@@ -568,7 +609,7 @@ double SloClockController::window_attainment() const {
   return state_->attainment();
 }
 
-std::vector<ClockModel> SloClockController::models() const {
+std::vector<KnobModel> SloClockController::models() const {
   const State& state = *state_;
   double decode = 0;
   double prefill = 0;
@@ -578,10 +619,13 @@ std::vector<ClockModel> SloClockController::models() const {
   }
   const double count = std::max<double>(1.0, static_cast<double>(state.iterations.size()));
   const auto x = features(decode / count, prefill / count);
-  std::vector<ClockModel> models;
+  std::vector<KnobModel> models;
   for (size_t k = 0; k < state.levels.size(); ++k) {
-    models.push_back({state.levels[k], state.time_models[k].samples(), state.predict_time(k, x),
-                      state.predict_power(k, x), state.measured(k)});
+    models.push_back({{state.kind, state.levels[k]},
+                      state.time_models[k].samples(),
+                      state.predict_time(k, x),
+                      state.predict_power(k, x),
+                      state.measured(k)});
   }
   return models;
 }

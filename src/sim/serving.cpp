@@ -109,6 +109,11 @@ std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu) {
   return limits;
 }
 
+std::vector<uint32_t> knob_values(const LlmCostModel& cost, optimize::KnobKind kind) {
+  return kind == optimize::KnobKind::kSmClockMhz ? cost.supported_clocks_mhz()
+                                                 : power_limit_knobs_w(cost.gpu());
+}
+
 namespace {
 
 struct Running {
@@ -135,9 +140,15 @@ struct BucketSums {
 }  // namespace
 
 ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
-                             optimize::ServingClockPolicy& policy, const optimize::ServingSlo& slo,
+                             optimize::ServingKnobPolicy& policy, const optimize::ServingSlo& slo,
                              const ReplayOptions& options) {
   value_or_throw(check_fits(trace, cost, options.engine));
+  if (policy.knob_kind() != options.engine.knob) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("serving replay: the policy '{}' turns the {}, the engine the {}", policy.name(),
+                    optimize::knob_field(policy.knob_kind()), optimize::knob_field(options.engine.knob)));
+  }
   const EngineOptions& engine = options.engine;
   const auto& requests = trace.requests;
   const int tp = cost.tensor_parallel();
@@ -266,16 +277,17 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
       throw Exception(ErrorCode::kInternal, "serving replay: an empty iteration with requests waiting");
     }
 
-    const uint32_t knob = policy.clock_mhz();
+    const optimize::Knob knob = policy.knob();
     const IterationCost iteration =
-        engine.lock_clocks ? cost.at_power_limit(batch, cost.gpu().tdp_w, static_cast<double>(knob))
-                           : cost.at_power_limit(batch, static_cast<double>(knob));
+        knob.kind == optimize::KnobKind::kSmClockMhz
+            ? cost.at_power_limit(batch, cost.gpu().tdp_w, static_cast<double>(knob.value))
+            : cost.at_power_limit(batch, static_cast<double>(knob.value));
     const double energy_j = iteration.energy_j(tp);
     const double iteration_start_s = now_s;
     now_s += iteration.time_s;
     busy_s += iteration.time_s;
     clock_time += iteration.clock_mhz * iteration.time_s;
-    knob_time += static_cast<double>(knob) * iteration.time_s;
+    knob_time += static_cast<double>(knob.value) * iteration.time_s;
     replay.summary.energy_j += energy_j;
     ++replay.summary.iterations;
     if (BucketSums* bucket = bucket_at(iteration_start_s)) {
@@ -348,7 +360,7 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     sample.start_s = iteration_start_s;
     sample.end_s = now_s;
     sample.energy_j = energy_j;
-    sample.clock_mhz = knob;
+    sample.knob = knob;
     sample.decode_requests = batch.decode_requests;
     sample.prefill_tokens = batch.prefill_tokens;
     // Waiting: requests the engine could not admit (batch, token or KV limits). The oldest wait also counts
@@ -378,7 +390,8 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
   summary.slo_attainment =
       requests.empty() ? 1.0 : static_cast<double>(met) / static_cast<double>(requests.size());
   summary.mean_clock_mhz = busy_s > 0 ? clock_time / busy_s : 0;
-  summary.mean_knob = busy_s > 0 ? knob_time / busy_s : 0;
+  summary.knob_kind = engine.knob;
+  summary.mean_knob_value = busy_s > 0 ? knob_time / busy_s : 0;
 
   replay.buckets.reserve(buckets.size());
   for (size_t i = 0; i < buckets.size(); ++i) {
@@ -405,12 +418,13 @@ struct HindsightSearch {
   const LlmCostModel& cost;
   const optimize::ServingSlo& slo;
   ReplayOptions options;
+  optimize::KnobKind kind;
   const std::vector<uint32_t>& knobs;  // fastest first
   std::vector<std::optional<ServingSummary>> cache;
 
   const ServingSummary& at(size_t index) {
     if (!cache[index]) {
-      optimize::FixedClockPolicy policy("best_fixed_clock", knobs[index]);
+      optimize::FixedKnobPolicy policy("best_fixed_clock", {kind, knobs[index]});
       cache[index] = replay_serving(trace, cost, policy, slo, options).summary;
     }
     return *cache[index];
@@ -458,28 +472,29 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
                                                      const ComparisonOptions& options) {
   JOULE_TRY(optimize::validate(slo));
   JOULE_TRY(check_fits(trace, cost, options.replay.engine));
-  const std::vector<uint32_t> knobs =
-      options.replay.engine.lock_clocks ? cost.supported_clocks_mhz() : power_limit_knobs_w(cost.gpu());
-  const char* unit = options.replay.engine.lock_clocks ? "MHz" : "W";
+  const optimize::KnobKind kind = options.replay.engine.knob;
+  const std::vector<uint32_t> knobs = knob_values(cost, kind);
+  const optimize::Knob top_knob{kind, knobs.front()};
   ServingComparison comparison;
 
-  optimize::FixedClockPolicy max_clock("max_clock", knobs.front());
+  optimize::FixedKnobPolicy max_clock("max_clock", top_knob);
   comparison.strategies.push_back(replay_serving(trace, cost, max_clock, slo, options.replay));
   const ServingSummary& top = comparison.strategies.front().summary;
 
   if (top.slo_attainment < slo.attainment) {
     comparison.slo_unattainable = true;
-    comparison.best_fixed_clock_mhz = knobs.front();
+    comparison.best_fixed = top_knob;
     comparison.note = fmt::format(
         "no clock meets the SLO (TTFT {} s, TPOT {} s for {:.4g}% of requests): at the maximum clock {:.4g}% "
         "of "
         "requests meet it, so best_fixed_clock and joule run at the maximum clock ({} {})",
-        slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, knobs.front(), unit);
-    optimize::FixedClockPolicy best("best_fixed_clock", knobs.front());
+        slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, top_knob.value,
+        optimize::knob_unit(kind));
+    optimize::FixedKnobPolicy best("best_fixed_clock", top_knob);
     comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
-    optimize::UtilizationGovernor governor(knobs);
+    optimize::UtilizationGovernor governor(kind, knobs);
     comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
-    optimize::FixedClockPolicy joule("joule", knobs.front());
+    optimize::FixedKnobPolicy joule("joule", top_knob);
     comparison.strategies.push_back(replay_serving(trace, cost, joule, slo, options.replay));
     return comparison;
   }
@@ -489,13 +504,13 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   quick.bucket_s = 0;
   quick.on_iteration = nullptr;
   quick.on_idle = nullptr;
-  HindsightSearch search{trace, cost, slo, quick, knobs, {}};
-  comparison.best_fixed_clock_mhz = knobs[search.run()];
-  optimize::FixedClockPolicy best("best_fixed_clock", comparison.best_fixed_clock_mhz);
+  HindsightSearch search{trace, cost, slo, quick, kind, knobs, {}};
+  comparison.best_fixed = {kind, knobs[search.run()]};
+  optimize::FixedKnobPolicy best("best_fixed_clock", comparison.best_fixed);
   comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
-  optimize::UtilizationGovernor governor(knobs);
+  optimize::UtilizationGovernor governor(kind, knobs);
   comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
-  optimize::SloClockController controller(slo, knobs, options.controller);
+  optimize::SloClockController controller(slo, kind, knobs, options.controller);
   comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
   if (controller.slo_unattainable()) {
     comparison.note =

@@ -38,14 +38,14 @@ TEST(UtilizationGovernor, FollowsTheBusyShare) {
   // ending at 1.04 s: 0.44 s busy of 1.04 s, so 1980 × 0.423 / 0.8 = 1047 MHz, rounded up to 1050.
   double time_s = 0;
   for (int i = 0; i < 11; ++i) {
-    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.04, .clock_mhz = governor.clock_mhz()});
+    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.04, .knob = governor.knob()});
     governor.on_idle(time_s + 0.04, time_s + 0.1, 1.0);
     time_s += 0.1;
   }
   EXPECT_EQ(governor.clock_mhz(), 1050u);
   // Then fully busy: 1.0 s busy of 1.06 s, 1050 × 0.943 / 0.8 = 1238, rounded up to 1245.
   for (int i = 0; i < 11; ++i) {
-    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.1, .clock_mhz = governor.clock_mhz()});
+    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.1, .knob = governor.knob()});
     time_s += 0.1;
   }
   EXPECT_EQ(governor.clock_mhz(), 1245u);
@@ -64,7 +64,7 @@ TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
       controller.on_iteration({.start_s = time_s,
                                .end_s = time_s + 0.02,
                                .energy_j = power_w * 0.02,
-                               .clock_mhz = static_cast<uint32_t>(clock),
+                               .knob = Knob::sm_clock_mhz(static_cast<uint32_t>(clock)),
                                .decode_requests = 20,
                                .prefill_tokens = 50,
                                .oldest_waiting_s = oldest_waiting_s});
@@ -75,7 +75,7 @@ TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
   run(30, 0);
   EXPECT_LT(controller.clock_mhz(), 1000u);
   const auto models = controller.models();
-  EXPECT_EQ(models.front().clock_mhz, 1980u);
+  EXPECT_EQ(models.front().knob, Knob::sm_clock_mhz(1980));
   EXPECT_TRUE(models.front().measured);
   EXPECT_NEAR(models.front().predicted_time_s, 0.02, 1e-6);
   EXPECT_NEAR(models.front().predicted_power_w, 400, 1e-3);
@@ -90,8 +90,11 @@ TEST(SloClockController, SaysWhenEvenTheTopClockMisses) {
   SloClockController controller({0.1, 0.01}, clocks(), {.window_s = 5});
   double time_s = 0;
   for (int i = 0; i < 1000; ++i) {
-    controller.on_iteration(
-        {.start_s = time_s, .end_s = time_s + 0.02, .energy_j = 8, .clock_mhz = 1980, .decode_requests = 20});
+    controller.on_iteration({.start_s = time_s,
+                             .end_s = time_s + 0.02,
+                             .energy_j = 8,
+                             .knob = Knob::sm_clock_mhz(1980),
+                             .decode_requests = 20});
     time_s += 0.02;
     controller.on_request_done({.finish_s = time_s, .ttft_s = 0.5, .tpot_s = 0.02});
   }
