@@ -103,5 +103,42 @@ TEST(SloClockController, SaysWhenEvenTheTopClockMisses) {
   EXPECT_LT(controller.window_attainment(), 0.01);
 }
 
+// The same controller over power limits: its knob says so, and it never answers in MHz.
+TEST(SloClockController, TurnsAPowerLimitAsAKnobOfItsKind) {
+  EXPECT_EQ(knob_unit(KnobKind::kSmClockMhz), "MHz");
+  EXPECT_EQ(knob_unit(KnobKind::kPowerLimitW), "W");
+  EXPECT_EQ(knob_field(KnobKind::kSmClockMhz), "sm_clock_mhz");
+  EXPECT_EQ(knob_field(KnobKind::kPowerLimitW), "power_limit_w");
+  SloClockController controller({1.0, 0.1}, KnobKind::kPowerLimitW, {200, 700, 450});
+  EXPECT_EQ(controller.knob(), Knob::power_limit_w(700));
+  EXPECT_EQ(controller.power_limit_w(), 700u);
+  JOULE_EXPECT_THROW_MESSAGE(controller.clock_mhz(), ErrorCode::kState,
+                             "joule turns the power limit, not the SM clock: it has no clock_mhz");
+  const auto models = controller.models();
+  ASSERT_EQ(models.size(), 3u);
+  EXPECT_EQ(models.back().knob, Knob::power_limit_w(200));
+  // A sample at a clock is of another kind: not learned from.
+  for (int i = 0; i < 20; ++i) {
+    controller.on_iteration({.start_s = i * 0.02,
+                             .end_s = (i + 1) * 0.02,
+                             .energy_j = 8,
+                             .knob = Knob::sm_clock_mhz(700),
+                             .decode_requests = 20});
+  }
+  EXPECT_EQ(controller.models().front().samples, 0);
+  controller.on_iteration({.start_s = 1, .end_s = 1.02, .energy_j = 8, .knob = Knob::power_limit_w(700)});
+  EXPECT_EQ(controller.models().front().samples, 1);
+  JOULE_EXPECT_THROW_MESSAGE(SloClockController({0.5, 0.05}, KnobKind::kPowerLimitW, {}),
+                             ErrorCode::kInvalidArgument,
+                             "the SLO clock controller needs at least one power limit");
+
+  UtilizationGovernor governor(KnobKind::kPowerLimitW, {300, 700});
+  EXPECT_EQ(governor.knob(), Knob::power_limit_w(700));
+  FixedKnobPolicy fixed("fixed", Knob::sm_clock_mhz(1410));
+  EXPECT_EQ(fixed.clock_mhz(), 1410u);
+  JOULE_EXPECT_THROW_MESSAGE(fixed.power_limit_w(), ErrorCode::kState,
+                             "fixed turns the SM clock, not the power limit: it has no power_limit_w");
+}
+
 }  // namespace
 }  // namespace joule::optimize

@@ -239,5 +239,26 @@ TEST(ServingComparison, PowerLimitFallback) {
   EXPECT_EQ(power_limit_knobs_w(cost.gpu()).back(), 200u);
 }
 
+// The knob a replay turns is the engine's kind: a power-limit policy's watts are never taken for MHz, and
+// the summary says which kind its mean is of.
+TEST(ServingReplay, TheKnobKeepsItsKind) {
+  const ServingTrace trace = synthetic_trace(10, {{10, 2}});
+  const LlmCostModel cost = h100_8b();
+  EXPECT_EQ(knob_values(cost, optimize::KnobKind::kSmClockMhz), cost.supported_clocks_mhz());
+  EXPECT_EQ(knob_values(cost, optimize::KnobKind::kPowerLimitW), power_limit_knobs_w(cost.gpu()));
+  ReplayOptions options;
+  optimize::FixedKnobPolicy limit("limit", optimize::Knob::power_limit_w(300));
+  JOULE_EXPECT_THROW_MESSAGE(replay_serving(trace, cost, limit, {1.0, 0.1}, options),
+                             ErrorCode::kInvalidArgument,
+                             "serving replay: the policy 'limit' turns the power_limit_w, the engine the "
+                             "sm_clock_mhz");
+  options.engine.knob = optimize::KnobKind::kPowerLimitW;
+  const ServingReplay replay = replay_serving(trace, cost, limit, {1.0, 0.1}, options);
+  EXPECT_EQ(replay.summary.knob_kind, optimize::KnobKind::kPowerLimitW);
+  EXPECT_NEAR(replay.summary.mean_knob_value, 300, 1e-9);
+  EXPECT_GT(replay.summary.mean_clock_mhz, 345);  // a clock, MHz, under the 300 W limit
+  EXPECT_LE(replay.summary.mean_clock_mhz, 1980);
+}
+
 }  // namespace
 }  // namespace joule::sim
