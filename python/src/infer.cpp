@@ -251,24 +251,16 @@ const char* python_knob_key(optimize::KnobKind kind) {
 optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, optimize::Knob knob,
                                            int64_t decode_requests, int64_t prefill_tokens,
                                            int64_t waiting_requests, double oldest_waiting_s) {
-  value_or_throw(check_number(start_s, NumberRule::any_finite(), "start_s"));
-  value_or_throw(check_number(end_s, NumberRule{.min = start_s}, "end_s"));
-  value_or_throw(check_number(energy_j, NumberRule::non_negative(), "energy_j"));
-  value_or_throw(
-      check_number(static_cast<double>(decode_requests), NumberRule::non_negative(), "decode_requests"));
-  value_or_throw(
-      check_number(static_cast<double>(prefill_tokens), NumberRule::non_negative(), "prefill_tokens"));
-  value_or_throw(
-      check_number(static_cast<double>(waiting_requests), NumberRule::non_negative(), "waiting_requests"));
-  value_or_throw(check_number(oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
-  return {.start_s = start_s,
-          .end_s = end_s,
-          .energy_j = energy_j,
-          .knob = knob,
-          .decode_requests = decode_requests,
-          .prefill_tokens = prefill_tokens,
-          .waiting_requests = waiting_requests,
-          .oldest_waiting_s = oldest_waiting_s};
+  const optimize::IterationSample sample{.start_s = start_s,
+                                         .end_s = end_s,
+                                         .energy_j = energy_j,
+                                         .knob = knob,
+                                         .decode_requests = decode_requests,
+                                         .prefill_tokens = prefill_tokens,
+                                         .waiting_requests = waiting_requests,
+                                         .oldest_waiting_s = oldest_waiting_s};
+  value_or_throw(optimize::validate(sample));
+  return sample;
 }
 
 template <class T>
@@ -638,15 +630,10 @@ void bind_slo_controller_inputs(SloControllerClass& controller_class) {
           "on_request_done",
           [](optimize::SloClockController& controller, double finish_s, double ttft_s,
              std::optional<double> tpot_s, int64_t prompt_tokens) {
-            value_or_throw(check_number(finish_s, NumberRule::any_finite(), "finish_s"));
-            value_or_throw(check_number(ttft_s, NumberRule::non_negative(), "ttft_s"));
-            if (tpot_s) {
-              value_or_throw(check_number(*tpot_s, NumberRule::non_negative(), "tpot_s"));
-            }
-            value_or_throw(check_number(static_cast<double>(prompt_tokens), NumberRule::non_negative(),
-                                        "prompt_tokens"));
-            controller.on_request_done(
-                {.finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s, .prompt_tokens = prompt_tokens});
+            const optimize::RequestSample sample{
+                .finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s, .prompt_tokens = prompt_tokens};
+            value_or_throw(optimize::validate(sample));
+            controller.on_request_done(sample);
           },
           py::arg("finish_s"), py::arg("ttft_s"), py::arg("tpot_s") = py::none(),
           py::arg("prompt_tokens") = 0,

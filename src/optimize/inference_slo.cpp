@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/numeric.hpp"
+#include "joule/core/validate.hpp"
 
 namespace joule::optimize {
 
@@ -25,6 +26,31 @@ Result<void> validate(const ServingSlo& slo) {
     return fail(ErrorCode::kInvalidArgument, "the SLO attainment target must be in (0, 1], got {}",
                 slo.attainment);
   }
+  return {};
+}
+
+Result<void> validate(const IterationSample& sample) {
+  JOULE_TRY(check_number(sample.start_s, NumberRule::any_finite(), "start_s"));
+  JOULE_TRY(check_number(sample.end_s, NumberRule{.min = sample.start_s}, "end_s"));
+  JOULE_TRY(check_number(sample.energy_j, NumberRule::non_negative(), "energy_j"));
+  JOULE_TRY(check_number(static_cast<double>(sample.decode_requests), NumberRule::non_negative(),
+                         "decode_requests"));
+  JOULE_TRY(
+      check_number(static_cast<double>(sample.prefill_tokens), NumberRule::non_negative(), "prefill_tokens"));
+  JOULE_TRY(check_number(static_cast<double>(sample.waiting_requests), NumberRule::non_negative(),
+                         "waiting_requests"));
+  JOULE_TRY(check_number(sample.oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
+  return {};
+}
+
+Result<void> validate(const RequestSample& sample) {
+  JOULE_TRY(check_number(sample.finish_s, NumberRule::any_finite(), "finish_s"));
+  JOULE_TRY(check_number(sample.ttft_s, NumberRule::non_negative(), "ttft_s"));
+  if (sample.tpot_s) {
+    JOULE_TRY(check_number(*sample.tpot_s, NumberRule::non_negative(), "tpot_s"));
+  }
+  JOULE_TRY(
+      check_number(static_cast<double>(sample.prompt_tokens), NumberRule::non_negative(), "prompt_tokens"));
   return {};
 }
 

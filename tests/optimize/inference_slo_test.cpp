@@ -31,6 +31,19 @@ TEST(ServingSlo, Validates) {
       "margin <= 1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
 }
 
+TEST(ServingSamples, Validate) {
+  EXPECT_TRUE(validate(IterationSample{.start_s = 1, .end_s = 1.5, .energy_j = 3}));
+  JOULE_EXPECT_ERROR(validate(IterationSample{.start_s = 1, .end_s = 0.5}), ErrorCode::kInvalidArgument,
+                     "end_s must be a finite number ≥ 1, got 0.5");
+  JOULE_EXPECT_ERROR(validate(IterationSample{.end_s = 1, .energy_j = -1}), ErrorCode::kInvalidArgument,
+                     "energy_j must be a finite number ≥ 0, got -1");
+  JOULE_EXPECT_ERROR(validate(IterationSample{.end_s = 1, .waiting_requests = -2}),
+                     ErrorCode::kInvalidArgument, "waiting_requests must be a finite number ≥ 0, got -2");
+  EXPECT_TRUE(validate(RequestSample{.finish_s = 2, .ttft_s = 0.1, .tpot_s = std::nullopt}));
+  JOULE_EXPECT_ERROR(validate(RequestSample{.finish_s = 2, .ttft_s = 0.1, .tpot_s = -0.5}),
+                     ErrorCode::kInvalidArgument, "tpot_s must be a finite number ≥ 0, got -0.5");
+}
+
 TEST(UtilizationGovernor, FollowsTheBusyShare) {
   UtilizationGovernor governor(clocks(), {.interval_s = 1, .target_utilization = 0.8});
   EXPECT_EQ(governor.clock_mhz(), 1980u);

@@ -69,7 +69,7 @@ struct IterationSample {
   double start_s = 0;
   double end_s = 0;
   double energy_j = 0;           ///< of the whole replica
-  Knob knob;                     ///< the knob it ran at (a sample of another kind is not learned from)
+  Knob knob{};                   ///< the knob it ran at (a sample of another kind is not learned from)
   int64_t decode_requests = 0;   ///< requests that decoded a token
   int64_t prefill_tokens = 0;    ///< prompt tokens processed
   int64_t waiting_requests = 0;  ///< requests queued, not yet admitted, after it
@@ -83,6 +83,13 @@ struct RequestSample {
   std::optional<double> tpot_s;  ///< none for a request with one output token
   int64_t prompt_tokens = 0;     ///< 0 if unknown; lets the controller predict long prompts' TTFT
 };
+
+/// @return kInvalidArgument naming the first bad field of a sample from outside (e.g. Python): a start_s
+/// that is not finite, an end_s before it, a negative energy_j, count or oldest_waiting_s.
+Result<void> validate(const IterationSample& sample);
+/// @return kInvalidArgument naming a finish_s that is not finite, or a negative ttft_s, tpot_s or
+/// prompt_tokens.
+Result<void> validate(const RequestSample& sample);
 
 /// What chooses the knob (SM clock or power limit) of a serving replica. Called by one serving loop (not
 /// thread-safe).
@@ -167,7 +174,7 @@ struct SloControllerOptions {
 
 /// One knob level's learned model (for reports and tests).
 struct KnobModel {
-  Knob knob;
+  Knob knob{};
   int64_t samples = 0;
   double predicted_time_s = 0;   ///< of the current mean iteration
   double predicted_power_w = 0;  ///< of the replica, busy

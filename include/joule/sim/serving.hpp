@@ -160,7 +160,7 @@ std::vector<uint32_t> knob_values(const LlmCostModel& cost, optimize::KnobKind k
 /// The four strategies of `joule infer replay`.
 struct ServingComparison {
   std::vector<ServingReplay> strategies;  ///< max_clock, best_fixed_clock, utilization_governor, joule
-  optimize::Knob best_fixed;              ///< the best fixed knob in hindsight (the top one if unattainable)
+  optimize::Knob best_fixed{};            ///< the best fixed knob in hindsight (the top one if unattainable)
   bool slo_unattainable = false;  ///< not even the highest clock meets the SLO: every strategy ran at it
   std::string note;               ///< a sentence for the user when something is off (empty otherwise)
 };
