@@ -364,9 +364,9 @@ struct SloClockController::State {
     requests.clear();
   }
 
-  void decide(double now_s) {
-    next_decision_s = now_s + options.interval_s;
-    trim(now_s);
+  // Safety first. @return true when that decided: the top clock after violations, or while no clock meets
+  // the SLO.
+  bool guard_attainment(double now_s) {
     const double observed_attainment = attainment();
     const bool enough_requests = requests.size() >= 20;
     if (level == 0) {
@@ -385,18 +385,22 @@ struct SloClockController::State {
         unattainable = true;
       }
       emergency(now_s, /*tighten=*/true);
-      return;
+      return true;
     }
     if (unattainable && enough_requests && observed_attainment >= slo.attainment) {
       unattainable = false;
     }
     if (unattainable) {
       level = 0;
-      return;
+      return true;
     }
-    // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
-    // window showed.
-    // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
+    return false;
+  }
+
+  // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
+  // window showed.
+  // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
+  void relax_margin() {
     const double budget = (1 - slo.attainment) * static_cast<double>(finished_requests);
     double ceiling = options.margin;
     if (finished_requests >= 200 && static_cast<double>(violated_requests) < 0.5 * budget) {
@@ -405,10 +409,19 @@ struct SloClockController::State {
       ceiling = options.min_margin;  // over budget: stay well inside the SLO until the run is back within it
     }
     margin = std::min(ceiling, margin + 0.002);
-    if (iterations.empty()) {
-      return;
-    }
+  }
 
+  // The window's load (iterations not empty).
+  struct WindowLoad {
+    double decode_mean = 0;   // decode requests per iteration
+    double prefill_mean = 0;  // prefill tokens per iteration
+    double utilization = 0;
+    double tokens_per_s = 0;       // what the load asks for
+    double peak_tokens_per_s = 0;  // over the busiest kBurstSpanS
+    bool saturated = false;
+  };
+
+  WindowLoad window_load(double now_s) const {
     double decode = 0;
     double prefill = 0;
     double busy = 0;
@@ -421,32 +434,43 @@ struct SloClockController::State {
         ++queued;
       }
     }
+    WindowLoad load;
     const auto count = static_cast<double>(iterations.size());
-    const std::array<double, 3> x = features(decode / count, prefill / count);
+    load.decode_mean = decode / count;
+    load.prefill_mean = prefill / count;
     const double span = std::max(now_s - std::max(window_start_s, now_s - options.window_s), 1e-9);
-    const double utilization = std::clamp(busy / span, 0.0, 1.0);
+    load.utilization = std::clamp(busy / span, 0.0, 1.0);
     // Tokens per second the load asks for; a level whose token throughput cannot keep a margin above it
     // would let the batch and the queue grow without bound.
-    const double tokens_per_s = (decode + prefill) / span;
+    load.tokens_per_s = (decode + prefill) / span;
     // Bursts: the busiest stretch of kBurstSpanS within the window must fit the level's whole throughput.
-    double peak_tokens_per_s = 0;
-    {
-      double stretch_tokens = 0;
-      size_t first = 0;
-      for (size_t i = 0; i < iterations.size(); ++i) {
-        stretch_tokens += iterations[i].decode_requests + iterations[i].prefill_tokens;
-        while (iterations[i].end_s - iterations[first].end_s > kBurstSpanS) {
-          stretch_tokens -= iterations[first].decode_requests + iterations[first].prefill_tokens;
-          ++first;
-        }
-        peak_tokens_per_s = std::max(peak_tokens_per_s, stretch_tokens / kBurstSpanS);
+    double stretch_tokens = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < iterations.size(); ++i) {
+      stretch_tokens += iterations[i].decode_requests + iterations[i].prefill_tokens;
+      while (iterations[i].end_s - iterations[first].end_s > kBurstSpanS) {
+        stretch_tokens -= iterations[first].decode_requests + iterations[first].prefill_tokens;
+        ++first;
       }
+      load.peak_tokens_per_s = std::max(load.peak_tokens_per_s, stretch_tokens / kBurstSpanS);
     }
     // With continuous batching a busy GPU is not a saturated one: slowing iterations grows the batch, not the
     // queue, as long as the engine admits every arrival. Requests left waiting are the sign of saturation;
     // then it never goes lower.
-    const bool saturated = static_cast<double>(queued) > 0.05 * count;
+    load.saturated = static_cast<double>(queued) > 0.05 * count;
+    return load;
+  }
 
+  // The window's latency tails, at a quantile halfway beyond the target: the window holds a few hundred
+  // requests, so that the tail it has not seen yet is covered. With too few finished requests, the
+  // predicted iteration time stands in for TPOT and TTFT is unknown (0).
+  struct LatencyTails {
+    double tpot_s = 0;
+    double ttft_s = 0;
+    double prompt_tokens = 0;
+  };
+
+  LatencyTails latency_tails(double current_time_s) const {
     std::vector<double> ttfts;
     std::vector<double> tpots;
     std::vector<double> prompts;
@@ -459,29 +483,33 @@ struct SloClockController::State {
         prompts.push_back(static_cast<double>(request.prompt_tokens));
       }
     }
-    // The window holds a few hundred requests: aim at a quantile halfway beyond the target, so that the tail
-    // the window has not seen yet is covered.
     const double p_share = 1 - (1 - slo.attainment) / 2;
+    return {.tpot_s = tpots.size() >= 5 ? percentile(tpots, p_share) : current_time_s,
+            .ttft_s = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0,
+            .prompt_tokens = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0};
+  }
+
+  // The least-power level predicted to meet margin × SLO, within the levels it may explore.
+  void choose_level(const WindowLoad& load) {
+    const std::array<double, 3> x = features(load.decode_mean, load.prefill_mean);
     const double current_time = predict_time(level, x);
-    // With too few finished requests, the predicted iteration time stands in for TPOT and TTFT is unknown.
-    const double tpot_now = tpots.size() >= 5 ? percentile(tpots, p_share) : current_time;
-    const double ttft_now = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0;
-    const double prompt_tail = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0;
+    const LatencyTails tails = latency_tails(current_time);
     const double idle = std::max(idle_power_w, 0.0);
     // The TTFT tail: a request that arrives while a long prompt is prefilled waits for that iteration, then
     // runs its own prefill beside the batch (head-of-line blocking): two iterations with a long prompt.
     const auto ttft_model = [&](size_t k) {
-      return 2 * predict_time(k, features(decode / count, prefill / count + prompt_tail));
+      return 2 * predict_time(k, features(load.decode_mean, load.prefill_mean + tails.prompt_tokens));
     };
     // Measured against modelled at the current level: what the model misses (chunking, queueing) carries
     // over.
-    const double ttft_calibration =
-        prompt_tail > 0 && ttft_now > 0 ? std::clamp(ttft_now / ttft_model(level), 0.5, 4.0) : 1.0;
+    const double ttft_calibration = tails.prompt_tokens > 0 && tails.ttft_s > 0
+                                        ? std::clamp(tails.ttft_s / ttft_model(level), 0.5, 4.0)
+                                        : 1.0;
 
     const size_t lowest_allowed =
-        saturated ? level
-                  : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
-                              deepest_measured() + 1});
+        load.saturated ? level
+                       : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
+                                   deepest_measured() + 1});
     std::optional<size_t> best;
     double best_power = std::numeric_limits<double>::infinity();
     double current_power = std::numeric_limits<double>::infinity();
@@ -491,16 +519,18 @@ struct SloClockController::State {
       // decode batch grows with the time, which the second prediction accounts for.
       const double first = predict_time(k, x) / current_time;
       const double ratio =
-          predict_time(k, features(decode / count * std::max(first, 1.0), prefill / count)) / current_time;
-      const double ttft_k = prompt_tail > 0
-                                ? ttft_calibration * ttft_model(k)
-                                : ttft_now * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
-      const bool keeps_up = tokens_per_s * token_cost(k) <= kMaxComputeShare &&
-                            peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
-      const bool feasible =
-          k == 0 || (keeps_up && tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
+          predict_time(k, features(load.decode_mean * std::max(first, 1.0), load.prefill_mean)) /
+          current_time;
+      const double ttft_k =
+          tails.prompt_tokens > 0
+              ? ttft_calibration * ttft_model(k)
+              : tails.ttft_s * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
+      const bool keeps_up = load.tokens_per_s * token_cost(k) <= kMaxComputeShare &&
+                            load.peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
+      const bool feasible = k == 0 || (keeps_up && tails.tpot_s * ratio <= margin * slo.tpot_s &&
+                                       ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
-      const double rho = std::min(utilization * ratio, 1.0);
+      const double rho = std::min(load.utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
       if (k == level) {
         current_power = power;
@@ -520,6 +550,18 @@ struct SloClockController::State {
     // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
     if (best && *best != level && best_power < current_power * 0.97) {
       level = *best;
+    }
+  }
+
+  void decide(double now_s) {
+    next_decision_s = now_s + options.interval_s;
+    trim(now_s);
+    if (guard_attainment(now_s)) {
+      return;
+    }
+    relax_margin();
+    if (!iterations.empty()) {
+      choose_level(window_load(now_s));
     }
   }
 };
