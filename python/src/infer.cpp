@@ -653,6 +653,7 @@ void bind_slo_controller_inputs(SloControllerClass& controller_class) {
           "seed",
           [](optimize::SloClockController& controller, const std::vector<py::dict>& samples) {
             std::vector<optimize::IterationSample> parsed;
+            parsed.reserve(samples.size());
             for (const auto& sample : samples) {
               parsed.push_back(seed_sample(controller, sample, parsed.size()));
             }
