@@ -627,13 +627,14 @@ class LlmDevice:
     def settings_log(self, gpu: int = 0) -> list[dict[str, Any]]: ...
 
 class SloClockController:
-    """The least-energy SM clock of a serving replica whose p-th percentile TTFT and TPOT meet their SLOs."""
+    """The least-energy SM clock (or power limit) of a serving replica whose p-th percentile TTFT and TPOT meet
+    their SLOs. Give clocks_mhz or power_limits_w, exactly one."""
 
     def __init__(
         self,
         ttft_s: float,
         tpot_s: float,
-        clocks_mhz: Sequence[int],
+        clocks_mhz: Optional[Sequence[int]] = None,
         attainment: float = 0.99,
         interval_s: float = 1.0,
         window_s: float = 20.0,
@@ -642,22 +643,28 @@ class SloClockController:
         min_samples: int = 8,
         max_step_down: int = 4,
         candidate_levels: int = 24,
+        power_limits_w: Optional[Sequence[int]] = None,
     ) -> None: ...
     @property
     def name(self) -> str: ...
     @property
+    def knob(self) -> str: ...
+    @property
     def clock_mhz(self) -> int: ...
+    @property
+    def power_limit_w(self) -> int: ...
     def on_iteration(
         self,
         *,
         start_s: float,
         end_s: float,
         energy_j: float,
-        clock_mhz: int,
+        clock_mhz: Optional[int] = None,
         decode_requests: int = 0,
         prefill_tokens: int = 0,
         waiting_requests: int = 0,
         oldest_waiting_s: float = 0.0,
+        power_limit_w: Optional[int] = None,
     ) -> None: ...
     def on_request_done(
         self, finish_s: float, ttft_s: float, tpot_s: Optional[float] = None, prompt_tokens: int = 0

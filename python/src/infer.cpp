@@ -5,6 +5,7 @@
 // clock that meets the latency SLO) and joule.InferenceMetrics (the replica's Prometheus metrics). Device
 // calls and rendering run without the GIL.
 #include <cmath>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "joule/metrics/registry.hpp"
 #include "joule/optimize/inference_slo.hpp"
 #include "joule/sim/llm.hpp"
+#include "joule/sim/llm_replica.hpp"
 
 #include "bindings.hpp"
 
@@ -88,25 +90,22 @@ T work_field(const py::handle& value, size_t item, const char* field, const char
   }
 }
 
-struct WorkItem {
-  std::string request_id;
-  int64_t prefill_tokens = 0;
-  int64_t decode_tokens = 0;
-  bool first_token = false;
-  double work = 0;
-};
-
 constexpr const char* kWorkShape =
     "a dict or a tuple (request_id, prefill_tokens, decode_tokens, first_token[, work])";
 
-WorkItem work_item(const py::handle& entry, size_t item) {
-  WorkItem parsed;
+// One work item as the ledger takes it; its request id lives in `ids` (stable addresses).
+measure::IterationWork work_item(const py::handle& entry, size_t item, std::deque<std::string>& ids) {
+  measure::IterationWork parsed;
+  const auto request_id = [&](const py::handle& value) {
+    ids.push_back(work_field<std::string>(value, item, "request_id", "a string"));
+    parsed.request_id = ids.back();
+  };
   if (py::isinstance<py::dict>(entry)) {
     const auto dict = py::reinterpret_borrow<py::dict>(entry);
     for (const auto& [key, value] : dict) {
       const std::string name = py::str(key).cast<std::string>();
       if (name == "request_id") {
-        parsed.request_id = work_field<std::string>(value, item, "request_id", "a string");
+        request_id(value);
       } else if (name == "prefill_tokens") {
         parsed.prefill_tokens = work_field<int64_t>(value, item, "prefill_tokens", "an integer");
       } else if (name == "decode_tokens") {
@@ -135,7 +134,7 @@ WorkItem work_item(const py::handle& entry, size_t item) {
   if (sequence.size() != 4 && sequence.size() != 5) {
     invalid(fmt::format("work[{}] has {} fields; it must be {}", item, sequence.size(), kWorkShape));
   }
-  parsed.request_id = work_field<std::string>(sequence[0], item, "request_id", "a string");
+  request_id(sequence[0]);
   parsed.prefill_tokens = work_field<int64_t>(sequence[1], item, "prefill_tokens", "an integer");
   parsed.decode_tokens = work_field<int64_t>(sequence[2], item, "decode_tokens", "an integer");
   parsed.first_token = work_field<bool>(sequence[3], item, "first_token", "True or False");
@@ -147,20 +146,12 @@ WorkItem work_item(const py::handle& entry, size_t item) {
 
 void record_iteration(measure::RequestEnergyLedger& ledger, double start_s, double end_s, double energy_j,
                       const py::iterable& work) {
-  std::vector<WorkItem> items;
+  std::deque<std::string> ids;
+  std::vector<measure::IterationWork> items;
   for (const auto& entry : work) {
-    items.push_back(work_item(entry, items.size()));
+    items.push_back(work_item(entry, items.size(), ids));
   }
-  std::vector<measure::IterationWork> views;
-  views.reserve(items.size());
-  for (const auto& item : items) {
-    views.push_back({.request_id = item.request_id,
-                     .prefill_tokens = item.prefill_tokens,
-                     .decode_tokens = item.decode_tokens,
-                     .first_token = item.first_token,
-                     .work = item.work});
-  }
-  value_or_throw(ledger.record_iteration(start_s, end_s, energy_j, views));
+  value_or_throw(ledger.record_iteration(start_s, end_s, energy_j, items));
 }
 
 py::dict totals_dict(const measure::LedgerTotals& totals) {
@@ -175,50 +166,13 @@ py::dict totals_dict(const measure::LedgerTotals& totals) {
 }
 
 // ---- LlmDevice
-// ---------------------------------------------------------------------------------------------
-
-// One GPU of an LlmDevice seen through the Gpu interface, so that the replica's GPUs form a DeviceSet
-// (Monitor, PowerSampler) and each call reaches the simulated GPU. Keeps the LlmDevice alive.
-class ReplicaGpu final : public device::Gpu {
- public:
-  ReplicaGpu(std::shared_ptr<sim::LlmDevice> owner, device::sim::SimulatedGpu* target)
-      : Gpu(target->info()), owner_(std::move(owner)), target_(target) {}
-
-  device::sim::SimulatedGpu& target() const { return *target_; }
-
- protected:
-  Result<uint64_t> do_energy_mj() override { return target_->energy_mj(); }
-  Result<uint32_t> do_power_mw() override { return target_->power_mw(); }
-  Result<device::PowerLimitConstraints> do_power_limit_constraints() override {
-    return target_->power_limit_constraints();
-  }
-  Result<uint32_t> do_power_limit_mw() override { return target_->power_limit_mw(); }
-  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
-    return target_->set_power_limit_mw(power_limit_mw);
-  }
-  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
-    return target_->supported_sm_clocks_mhz();
-  }
-  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
-    return target_->lock_sm_clocks(min_mhz, max_mhz);
-  }
-  Result<void> do_reset_sm_clocks() override { return target_->reset_sm_clocks(); }
-
- private:
-  std::shared_ptr<sim::LlmDevice> owner_;
-  device::sim::SimulatedGpu* target_;
-};
+// ----------------------------------------------------------------------------------------------
 
 // joule._joule.LlmDevice: the replica and the DeviceSet of its GPUs (on its virtual clock).
-struct LlmDeviceHandle {
-  std::shared_ptr<sim::LlmDevice> device;
-  SharedDeviceSet set;
-};
+using SharedLlmReplica = std::shared_ptr<sim::LlmReplica>;
 
-using SharedLlmDevice = std::shared_ptr<LlmDeviceHandle>;
-
-SharedLlmDevice make_llm_device(const std::string& gpu, const std::string& model,
-                                std::optional<int> tensor_parallel, int index_base) {
+SharedLlmReplica make_llm_device(const std::string& gpu, const std::string& model,
+                                 std::optional<int> tensor_parallel, int index_base) {
   const sim::LlmGpuSpec gpu_spec =
       naming_call("LlmDevice(gpu=...)", [&] { return value_or_throw(sim::load_llm_gpu(gpu)); });
   const sim::LlmModelSpec model_spec =
@@ -227,47 +181,10 @@ SharedLlmDevice make_llm_device(const std::string& gpu, const std::string& model
   if (index_base < 0) {
     invalid(fmt::format("LlmDevice(index_base=...) must be ≥ 0, got {}", index_base));
   }
-  auto handle = std::make_shared<LlmDeviceHandle>();
-  handle->device = naming_call("LlmDevice(tensor_parallel=...)", [&] {
+  auto device = naming_call("LlmDevice(tensor_parallel=...)", [&] {
     return std::make_shared<sim::LlmDevice>(gpu_spec, model_spec, tp, index_base);
   });
-  auto set = std::make_shared<device::DeviceSet>();
-  for (device::sim::SimulatedGpu* simulated : handle->device->gpus()) {
-    set->gpus.push_back(std::make_unique<ReplicaGpu>(handle->device, simulated));
-  }
-  // The set's clock is the replica's virtual clock, kept alive by the replica.
-  set->clock = std::shared_ptr<Clock>(handle->device, &handle->device->clock());
-  set->reports.push_back(
-      {.backend = "sim",
-       .kind = "gpu",
-       .devices = set->gpus.size(),
-       .ok = true,
-       .detail = fmt::format("LLM serving replica: {} × {}, {}", tp, gpu_spec.name, model_spec.name)});
-  handle->set = std::move(set);
-  return handle;
-}
-
-sim::IterationBatch batch_of(const std::vector<int64_t>& decode_contexts,
-                             const std::vector<std::pair<int64_t, int64_t>>& prefill) {
-  sim::IterationBatch batch;
-  for (size_t i = 0; i < decode_contexts.size(); ++i) {
-    if (decode_contexts[i] < 1) {
-      invalid(fmt::format("decode_contexts[{}] must be ≥ 1 (the tokens in the request's context), got {}", i,
-                          decode_contexts[i]));
-    }
-    batch.add_decode(decode_contexts[i]);
-  }
-  for (size_t i = 0; i < prefill.size(); ++i) {
-    const auto [tokens, context_before] = prefill[i];
-    if (tokens < 1) {
-      invalid(fmt::format("prefill[{}] tokens must be ≥ 1, got {}", i, tokens));
-    }
-    if (context_before < 0) {
-      invalid(fmt::format("prefill[{}] context_before must be ≥ 0, got {}", i, context_before));
-    }
-    batch.add_prefill(tokens, context_before);
-  }
-  return batch;
+  return std::make_shared<sim::LlmReplica>(sim::make_llm_replica(std::move(device)));
 }
 
 py::dict cost_dict(const sim::IterationCost& cost, int tensor_parallel) {
@@ -326,27 +243,24 @@ py::dict model_spec_dict(const sim::LlmModelSpec& model) {
 // ---- SloClockController
 // ------------------------------------------------------------------------------------
 
-optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, uint32_t clock_mhz,
+// The name a knob value has in Python's keywords and dicts: clock_mhz or power_limit_w.
+const char* python_knob_key(optimize::KnobKind kind) {
+  return kind == optimize::KnobKind::kSmClockMhz ? "clock_mhz" : "power_limit_w";
+}
+
+optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, optimize::Knob knob,
                                            int64_t decode_requests, int64_t prefill_tokens,
                                            int64_t waiting_requests, double oldest_waiting_s) {
-  value_or_throw(check_number(start_s, NumberRule::any_finite(), "start_s"));
-  value_or_throw(check_number(end_s, NumberRule{.min = start_s}, "end_s"));
-  value_or_throw(check_number(energy_j, NumberRule::non_negative(), "energy_j"));
-  value_or_throw(
-      check_number(static_cast<double>(decode_requests), NumberRule::non_negative(), "decode_requests"));
-  value_or_throw(
-      check_number(static_cast<double>(prefill_tokens), NumberRule::non_negative(), "prefill_tokens"));
-  value_or_throw(
-      check_number(static_cast<double>(waiting_requests), NumberRule::non_negative(), "waiting_requests"));
-  value_or_throw(check_number(oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
-  return {.start_s = start_s,
-          .end_s = end_s,
-          .energy_j = energy_j,
-          .clock_mhz = clock_mhz,
-          .decode_requests = decode_requests,
-          .prefill_tokens = prefill_tokens,
-          .waiting_requests = waiting_requests,
-          .oldest_waiting_s = oldest_waiting_s};
+  const optimize::IterationSample sample{.start_s = start_s,
+                                         .end_s = end_s,
+                                         .energy_j = energy_j,
+                                         .knob = knob,
+                                         .decode_requests = decode_requests,
+                                         .prefill_tokens = prefill_tokens,
+                                         .waiting_requests = waiting_requests,
+                                         .oldest_waiting_s = oldest_waiting_s};
+  value_or_throw(optimize::validate(sample));
+  return sample;
 }
 
 template <class T>
@@ -388,10 +302,7 @@ std::unique_ptr<InferenceMetricsHandle> make_inference_metrics(
   return std::make_unique<InferenceMetricsHandle>(std::move(options));
 }
 
-}  // namespace
-
-void bind_infer(py::module_& module) {
-  // ---- attribution
+void bind_request_energy(py::module_& module) {
   py::class_<measure::RequestEnergy>(
       module, "RequestEnergy",
       "One request's energy and latency from a RequestEnergyLedger. Times in s on the caller's clock, "
@@ -424,7 +335,9 @@ void bind_infer(py::module_& module) {
         return fmt::format("<joule.RequestEnergy {} energy={:.6g} J prompt={} output={}>", request.request_id,
                            request.energy_j, request.prompt_tokens, request.output_tokens);
       });
+}
 
+void bind_request_energy_ledger(py::module_& module) {
   py::class_<measure::RequestEnergyLedger>(
       module, "RequestEnergyLedger",
       "Splits each serving iteration's measured energy among the requests it worked on and keeps per-request "
@@ -482,8 +395,9 @@ void bind_infer(py::module_& module) {
         return fmt::format("<joule.RequestEnergyLedger rule={} active={} energy={:.6g} J>",
                            to_string(ledger.rule()), ledger.active_requests(), ledger.totals().energy_j);
       });
+}
 
-  // ---- the serving model
+void bind_llm_specs(py::module_& module) {
   module.def(
       "llm_gpus",
       [] {
@@ -504,61 +418,19 @@ void bind_infer(py::module_& module) {
         return models;
       },
       "The built-in LLMs (dicts with every LlmModelSpec field).");
+}
 
-  py::class_<LlmDeviceHandle, SharedLlmDevice>(
-      module, "LlmDevice",
-      "One LLM replica (tensor_parallel simulated serving GPUs on one virtual clock): run_iteration() costs "
-      "a "
-      "continuous-batching iteration with the serving model at the SM clock (or power limit) set on GPU 0 "
-      "and advances the clock; the GPUs' energy counters follow. gpu / model: a built-in key "
-      "(joule.llm_gpus(), joule.llm_models()) or a .json spec file; tensor_parallel: GPUs per replica "
-      "(default: the model's).")
-      .def(py::init(&make_llm_device), py::arg("gpu") = "h100", py::arg("model") = "llama-3-8b",
-           py::arg("tensor_parallel") = py::none(), py::arg("index_base") = 0)
-      .def_property_readonly(
-          "gpus",
-          [](const SharedLlmDevice& handle) {
-            std::vector<GpuRef> gpus;
-            for (const auto& gpu : handle->set->gpus) {
-              gpus.push_back({handle->set, gpu.get()});
-            }
-            return gpus;
-          },
-          "The replica's GPUs as joule.Gpu objects (energy counters, clock locks, power limits): lock "
-          "clocks on them through a SettingsGuard.")
-      .def_property_readonly(
-          "devices", [](const SharedLlmDevice& handle) { return handle->set; },
-          "The replica's GPUs as a DeviceSet on its virtual clock, for joule.Monitor(devices=...) and "
-          "PowerSampler. Do not advance() it: time moves through run_iteration() and idle_until().")
-      .def_property_readonly(
-          "tensor_parallel",
-          [](const LlmDeviceHandle& handle) { return handle.device->cost_model().tensor_parallel(); })
-      .def_property_readonly(
-          "gpu_spec",
-          [](const LlmDeviceHandle& handle) { return gpu_spec_dict(handle.device->cost_model().gpu()); })
-      .def_property_readonly(
-          "model_spec",
-          [](const LlmDeviceHandle& handle) { return model_spec_dict(handle.device->cost_model().model()); })
-      .def(
-          "now_s", [](const LlmDeviceHandle& handle) { return handle.device->now_s(); },
-          "The replica's virtual time, s (starts at 0).")
-      .def(
-          "supported_clocks_mhz",
-          [](const LlmDeviceHandle& handle) { return handle.device->cost_model().supported_clocks_mhz(); },
-          "The SM clocks of the GPU, MHz, highest first.")
-      .def(
-          "kv_cache_tokens",
-          [](const LlmDeviceHandle& handle, double kv_memory_share) {
-            value_or_throw(check_number(
-                kv_memory_share, NumberRule{.min = 0, .max = 1, .min_exclusive = true}, "kv_memory_share"));
-            return handle.device->cost_model().kv_cache_tokens(kv_memory_share);
-          },
-          py::arg("kv_memory_share") = 0.9, "Tokens that fit the replica's KV cache.")
+using LlmDeviceClass = py::class_<sim::LlmReplica, SharedLlmReplica>;
+
+// What runs the replica: run_iteration, predict, idle_until, settings_log.
+void bind_llm_device_iterations(LlmDeviceClass& device_class) {
+  device_class
       .def(
           "run_iteration",
-          [](const LlmDeviceHandle& handle, const std::vector<int64_t>& decode_contexts,
+          [](const sim::LlmReplica& handle, const std::vector<int64_t>& decode_contexts,
              const std::vector<std::pair<int64_t, int64_t>>& prefill) {
-            const sim::IterationBatch batch = batch_of(decode_contexts, prefill);
+            const sim::IterationBatch batch =
+                value_or_throw(sim::make_iteration_batch(decode_contexts, prefill));
             sim::IterationCost cost;
             double start_s = 0;
             double end_s = 0;
@@ -584,10 +456,11 @@ void bind_infer(py::module_& module) {
           "start_s, end_s}. An empty batch does nothing (time_s and energy_j 0).")
       .def(
           "predict",
-          [](const LlmDeviceHandle& handle, const std::vector<int64_t>& decode_contexts,
+          [](const sim::LlmReplica& handle, const std::vector<int64_t>& decode_contexts,
              const std::vector<std::pair<int64_t, int64_t>>& prefill, double clock_mhz) {
             value_or_throw(check_number(clock_mhz, quantity::frequency_mhz(), "clock_mhz"));
-            const sim::IterationBatch batch = batch_of(decode_contexts, prefill);
+            const sim::IterationBatch batch =
+                value_or_throw(sim::make_iteration_batch(decode_contexts, prefill));
             return cost_dict(handle.device->cost_model().at_clock(batch, clock_mhz),
                              handle.device->cost_model().tensor_parallel());
           },
@@ -596,7 +469,7 @@ void bind_infer(py::module_& module) {
           "start_s, end_s).")
       .def(
           "idle_until",
-          [](const LlmDeviceHandle& handle, double time_s) {
+          [](const sim::LlmReplica& handle, double time_s) {
             value_or_throw(check_number(time_s, NumberRule::any_finite(), "time_s"));
             py::gil_scoped_release release;
             handle.device->idle_until(time_s);
@@ -604,7 +477,7 @@ void bind_infer(py::module_& module) {
           py::arg("time_s"), "Idles until time_s (virtual, s); nothing if that is not later than now.")
       .def(
           "settings_log",
-          [](const LlmDeviceHandle& handle, int gpu) {
+          [](const sim::LlmReplica& handle, int gpu) {
             const auto gpus = handle.device->gpus();
             if (gpu < 0 || static_cast<size_t>(gpu) >= gpus.size()) {
               throw Exception(ErrorCode::kNotFound,
@@ -615,68 +488,152 @@ void bind_infer(py::module_& module) {
           py::arg("gpu") = 0,
           "Every setting made on GPU `gpu` of the replica: dicts time_s, setting ('sm_clocks_locked_mhz', "
           "'sm_clocks_reset', 'power_limit_mw'), value, value_min.")
-      .def("__repr__", [](const LlmDeviceHandle& handle) {
+      .def("__repr__", [](const sim::LlmReplica& handle) {
         const auto& cost = handle.device->cost_model();
         return fmt::format("<joule.LlmDevice {} × {} {} now={:.6f} s>", cost.tensor_parallel(),
                            cost.gpu().key, cost.model().key, handle.device->now_s());
       });
+}
 
-  // ---- the controller
-  py::class_<optimize::SloClockController>(
-      module, "SloClockController",
-      "The SM clock of a serving replica chosen online: least energy while the p-th percentile TTFT and "
-      "TPOT meet their SLOs (attainment: the share of requests that must meet both). Call on_iteration() "
-      "after every iteration, on_request_done() per finished request and on_idle() for idle stretches, on "
-      "the clock the serving loop measures with; lock clock_mhz before the next iteration.")
-      .def(py::init([](double ttft_s, double tpot_s, std::vector<uint32_t> clocks_mhz, double attainment,
-                       double interval_s, double window_s, double margin, double min_margin, int min_samples,
-                       int max_step_down, size_t candidate_levels) {
-             optimize::ServingSlo slo{.ttft_s = ttft_s, .tpot_s = tpot_s, .attainment = attainment};
-             optimize::SloControllerOptions options{.interval_s = interval_s,
-                                                    .window_s = window_s,
-                                                    .margin = margin,
-                                                    .min_margin = min_margin,
-                                                    .min_samples = min_samples,
-                                                    .max_step_down = max_step_down,
-                                                    .candidate_levels = candidate_levels};
-             return naming_call("SloClockController", [&] {
-               return std::make_unique<optimize::SloClockController>(slo, std::move(clocks_mhz), options);
-             });
-           }),
-           py::arg("ttft_s"), py::arg("tpot_s"), py::arg("clocks_mhz"), py::arg("attainment") = 0.99,
-           py::arg("interval_s") = 1.0, py::arg("window_s") = 20.0, py::arg("margin") = 0.85,
-           py::arg("min_margin") = 0.5, py::arg("min_samples") = 8, py::arg("max_step_down") = 4,
-           py::arg("candidate_levels") = 24)
-      .def_property_readonly("name", &optimize::SloClockController::name)
-      .def_property_readonly("clock_mhz", &optimize::SloClockController::clock_mhz,
-                             "The clock the next iteration should run at, MHz.")
+void bind_llm_device(py::module_& module) {
+  LlmDeviceClass device_class(
+      module, "LlmDevice",
+      "One LLM replica (tensor_parallel simulated serving GPUs on one virtual clock): run_iteration() costs "
+      "a "
+      "continuous-batching iteration with the serving model at the SM clock (or power limit) set on GPU 0 "
+      "and advances the clock; the GPUs' energy counters follow. gpu / model: a built-in key "
+      "(joule.llm_gpus(), joule.llm_models()) or a .json spec file; tensor_parallel: GPUs per replica "
+      "(default: the model's).");
+  device_class
+      .def(py::init(&make_llm_device), py::arg("gpu") = "h100", py::arg("model") = "llama-3-8b",
+           py::arg("tensor_parallel") = py::none(), py::arg("index_base") = 0)
+      .def_property_readonly(
+          "gpus",
+          [](const SharedLlmReplica& handle) {
+            std::vector<GpuRef> gpus;
+            for (const auto& gpu : handle->devices->gpus) {
+              gpus.push_back({handle->devices, gpu.get()});
+            }
+            return gpus;
+          },
+          "The replica's GPUs as joule.Gpu objects (energy counters, clock locks, power limits): lock "
+          "clocks on them through a SettingsGuard.")
+      .def_property_readonly(
+          "devices", [](const SharedLlmReplica& handle) { return handle->devices; },
+          "The replica's GPUs as a DeviceSet on its virtual clock, for joule.Monitor(devices=...) and "
+          "PowerSampler. Do not advance() it: time moves through run_iteration() and idle_until().")
+      .def_property_readonly(
+          "tensor_parallel",
+          [](const sim::LlmReplica& handle) { return handle.device->cost_model().tensor_parallel(); })
+      .def_property_readonly(
+          "gpu_spec",
+          [](const sim::LlmReplica& handle) { return gpu_spec_dict(handle.device->cost_model().gpu()); })
+      .def_property_readonly(
+          "model_spec",
+          [](const sim::LlmReplica& handle) { return model_spec_dict(handle.device->cost_model().model()); })
+      .def(
+          "now_s", [](const sim::LlmReplica& handle) { return handle.device->now_s(); },
+          "The replica's virtual time, s (starts at 0).")
+      .def(
+          "supported_clocks_mhz",
+          [](const sim::LlmReplica& handle) { return handle.device->cost_model().supported_clocks_mhz(); },
+          "The SM clocks of the GPU, MHz, highest first.")
+      .def(
+          "kv_cache_tokens",
+          [](const sim::LlmReplica& handle, double kv_memory_share) {
+            value_or_throw(check_number(
+                kv_memory_share, NumberRule{.min = 0, .max = 1, .min_exclusive = true}, "kv_memory_share"));
+            return handle.device->cost_model().kv_cache_tokens(kv_memory_share);
+          },
+          py::arg("kv_memory_share") = 0.9, "Tokens that fit the replica's KV cache.");
+  bind_llm_device_iterations(device_class);
+}
+using SloControllerClass = py::class_<optimize::SloClockController>;
+
+std::unique_ptr<optimize::SloClockController> make_slo_controller(
+    double ttft_s, double tpot_s, std::optional<std::vector<uint32_t>> clocks_mhz, double attainment,
+    double interval_s, double window_s, double margin, double min_margin, int min_samples, int max_step_down,
+    size_t candidate_levels, std::optional<std::vector<uint32_t>> power_limits_w) {
+  if (clocks_mhz.has_value() == power_limits_w.has_value()) {
+    throw py::type_error(
+        "SloClockController: give clocks_mhz (to turn the SM clock) or power_limits_w (to turn the power "
+        "limit), exactly one");
+  }
+  const optimize::ServingSlo slo{.ttft_s = ttft_s, .tpot_s = tpot_s, .attainment = attainment};
+  const optimize::SloControllerOptions options{.interval_s = interval_s,
+                                               .window_s = window_s,
+                                               .margin = margin,
+                                               .min_margin = min_margin,
+                                               .min_samples = min_samples,
+                                               .max_step_down = max_step_down,
+                                               .candidate_levels = candidate_levels};
+  const optimize::KnobKind kind =
+      clocks_mhz ? optimize::KnobKind::kSmClockMhz : optimize::KnobKind::kPowerLimitW;
+  std::vector<uint32_t> values = clocks_mhz ? std::move(*clocks_mhz) : std::move(*power_limits_w);
+  return naming_call("SloClockController", [&] {
+    return std::make_unique<optimize::SloClockController>(slo, kind, std::move(values), options);
+  });
+}
+
+// The controller's knob from on_iteration's clock_mhz / power_limit_w keywords: the one of its kind.
+optimize::Knob knob_argument(const optimize::SloClockController& controller,
+                             std::optional<uint32_t> clock_mhz, std::optional<uint32_t> power_limit_w,
+                             const char* call) {
+  const optimize::KnobKind kind = controller.knob_kind();
+  const char* keyword = python_knob_key(kind);
+  const std::optional<uint32_t> value = kind == optimize::KnobKind::kSmClockMhz ? clock_mhz : power_limit_w;
+  const std::optional<uint32_t> other = kind == optimize::KnobKind::kSmClockMhz ? power_limit_w : clock_mhz;
+  if (!value || other) {
+    throw py::type_error(fmt::format("{}: this controller turns the {}: give {}= (and only it)", call,
+                                     optimize::knob_noun(kind) == "clock" ? "SM clock" : "power limit",
+                                     keyword));
+  }
+  return {kind, *value};
+}
+
+optimize::IterationSample seed_sample(const optimize::SloClockController& controller, const py::dict& sample,
+                                      size_t index) {
+  const char* knob_key = python_knob_key(controller.knob_kind());
+  for (const char* key : {"start_s", "end_s", "energy_j", knob_key}) {
+    if (!sample.contains(key)) {
+      invalid(fmt::format("seed sample {} lacks '{}'", index, key));
+    }
+  }
+  return iteration_sample(
+      sample["start_s"].cast<double>(), sample["end_s"].cast<double>(), sample["energy_j"].cast<double>(),
+      {controller.knob_kind(), sample[knob_key].cast<uint32_t>()},
+      dict_value<int64_t>(sample, "decode_requests", 0), dict_value<int64_t>(sample, "prefill_tokens", 0),
+      dict_value<int64_t>(sample, "waiting_requests", 0),
+      dict_value<double>(sample, "oldest_waiting_s", 0.0));
+}
+
+// What the serving loop reports: on_iteration, on_request_done, on_idle, seed.
+void bind_slo_controller_inputs(SloControllerClass& controller_class) {
+  controller_class
       .def(
           "on_iteration",
           [](optimize::SloClockController& controller, double start_s, double end_s, double energy_j,
-             uint32_t clock_mhz, int64_t decode_requests, int64_t prefill_tokens, int64_t waiting_requests,
-             double oldest_waiting_s) {
-            controller.on_iteration(iteration_sample(start_s, end_s, energy_j, clock_mhz, decode_requests,
+             std::optional<uint32_t> clock_mhz, int64_t decode_requests, int64_t prefill_tokens,
+             int64_t waiting_requests, double oldest_waiting_s, std::optional<uint32_t> power_limit_w) {
+            const optimize::Knob knob = knob_argument(controller, clock_mhz, power_limit_w, "on_iteration");
+            controller.on_iteration(iteration_sample(start_s, end_s, energy_j, knob, decode_requests,
                                                      prefill_tokens, waiting_requests, oldest_waiting_s));
           },
-          py::kw_only(), py::arg("start_s"), py::arg("end_s"), py::arg("energy_j"), py::arg("clock_mhz"),
-          py::arg("decode_requests") = 0, py::arg("prefill_tokens") = 0, py::arg("waiting_requests") = 0,
-          py::arg("oldest_waiting_s") = 0.0,
-          "One measured iteration: its times, energy (J, the whole replica), the clock it ran at, requests "
-          "that decoded, prompt tokens processed, requests still queued after it and how long the oldest "
-          "has waited, s.")
+          py::kw_only(), py::arg("start_s"), py::arg("end_s"), py::arg("energy_j"),
+          py::arg("clock_mhz") = py::none(), py::arg("decode_requests") = 0, py::arg("prefill_tokens") = 0,
+          py::arg("waiting_requests") = 0, py::arg("oldest_waiting_s") = 0.0,
+          py::arg("power_limit_w") = py::none(),
+          "One measured iteration: its times, energy (J, the whole replica), the knob it ran at (clock_mhz, "
+          "or power_limit_w for a controller of power limits), requests that decoded, prompt tokens "
+          "processed, requests still queued after it and how long the oldest has waited, s.")
       .def(
           "on_request_done",
           [](optimize::SloClockController& controller, double finish_s, double ttft_s,
              std::optional<double> tpot_s, int64_t prompt_tokens) {
-            value_or_throw(check_number(finish_s, NumberRule::any_finite(), "finish_s"));
-            value_or_throw(check_number(ttft_s, NumberRule::non_negative(), "ttft_s"));
-            if (tpot_s) {
-              value_or_throw(check_number(*tpot_s, NumberRule::non_negative(), "tpot_s"));
-            }
-            value_or_throw(check_number(static_cast<double>(prompt_tokens), NumberRule::non_negative(),
-                                        "prompt_tokens"));
-            controller.on_request_done(
-                {.finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s, .prompt_tokens = prompt_tokens});
+            const optimize::RequestSample sample{
+                .finish_s = finish_s, .ttft_s = ttft_s, .tpot_s = tpot_s, .prompt_tokens = prompt_tokens};
+            value_or_throw(optimize::validate(sample));
+            controller.on_request_done(sample);
           },
           py::arg("finish_s"), py::arg("ttft_s"), py::arg("tpot_s") = py::none(),
           py::arg("prompt_tokens") = 0,
@@ -696,26 +653,22 @@ void bind_infer(py::module_& module) {
           "seed",
           [](optimize::SloClockController& controller, const std::vector<py::dict>& samples) {
             std::vector<optimize::IterationSample> parsed;
+            parsed.reserve(samples.size());
             for (const auto& sample : samples) {
-              for (const char* key : {"start_s", "end_s", "energy_j", "clock_mhz"}) {
-                if (!sample.contains(key)) {
-                  invalid(fmt::format("seed sample {} lacks '{}'", parsed.size(), key));
-                }
-              }
-              parsed.push_back(
-                  iteration_sample(sample["start_s"].cast<double>(), sample["end_s"].cast<double>(),
-                                   sample["energy_j"].cast<double>(), sample["clock_mhz"].cast<uint32_t>(),
-                                   dict_value<int64_t>(sample, "decode_requests", 0),
-                                   dict_value<int64_t>(sample, "prefill_tokens", 0),
-                                   dict_value<int64_t>(sample, "waiting_requests", 0),
-                                   dict_value<double>(sample, "oldest_waiting_s", 0.0)));
+              parsed.push_back(seed_sample(controller, sample, parsed.size()));
             }
             controller.seed(parsed);
           },
           py::arg("samples"),
-          "Seeds the per-clock models with profiled iterations: dicts with on_iteration's keywords.")
-      .def_property_readonly("slo_unattainable", &optimize::SloClockController::slo_unattainable,
-                             "True while even the highest clock misses the SLO (it runs at the highest).")
+          "Seeds the per-level models with profiled iterations: dicts with on_iteration's keywords.");
+}
+
+// What the controller says: the SLO, its attainment, its models.
+void bind_slo_controller_reports(SloControllerClass& controller_class) {
+  controller_class
+      .def_property_readonly(
+          "slo_unattainable", &optimize::SloClockController::slo_unattainable,
+          "True while even the highest knob value misses the SLO (it runs at the highest).")
       .def_property_readonly("window_attainment", &optimize::SloClockController::window_attainment,
                              "The window's share of requests meeting both SLOs (1 with none finished).")
       .def(
@@ -742,7 +695,7 @@ void bind_infer(py::module_& module) {
             py::list models;
             for (const auto& model : controller.models()) {
               py::dict dict;
-              dict["clock_mhz"] = model.clock_mhz;
+              dict[python_knob_key(model.knob.kind)] = model.knob.value;
               dict["samples"] = model.samples;
               dict["predicted_time_s"] = model.predicted_time_s;
               dict["predicted_power_w"] = model.predicted_power_w;
@@ -751,14 +704,50 @@ void bind_infer(py::module_& module) {
             }
             return models;
           },
-          "Each candidate clock's learned model for the current mean iteration, highest clock first: dicts "
-          "clock_mhz, samples, predicted_time_s, predicted_power_w (the replica, busy), measured.")
-      .def("__repr__", [](const optimize::SloClockController& controller) {
-        return fmt::format("<joule.SloClockController ttft={:g} s tpot={:g} s clock={} MHz>",
-                           controller.slo().ttft_s, controller.slo().tpot_s, controller.clock_mhz());
-      });
+          "Each candidate level's learned model for the current mean iteration, highest first: dicts "
+          "clock_mhz (power_limit_w for a controller of power limits), samples, predicted_time_s, "
+          "predicted_power_w (the replica, busy), measured.");
+}
 
-  // ---- the metrics
+void bind_slo_controller(py::module_& module) {
+  SloControllerClass controller_class(
+      module, "SloClockController",
+      "The SM clock (or, given power_limits_w instead of clocks_mhz, the power limit) of a serving replica "
+      "chosen online: least energy while the p-th percentile TTFT and TPOT meet their SLOs (attainment: the "
+      "share of requests that must meet both). Call on_iteration() after every iteration, on_request_done() "
+      "per finished request and on_idle() for idle stretches, on the clock the serving loop measures with; "
+      "lock clock_mhz (set power_limit_w) before the next iteration.");
+  controller_class
+      .def(py::init(&make_slo_controller), py::arg("ttft_s"), py::arg("tpot_s"),
+           py::arg("clocks_mhz") = py::none(), py::arg("attainment") = 0.99, py::arg("interval_s") = 1.0,
+           py::arg("window_s") = 20.0, py::arg("margin") = 0.85, py::arg("min_margin") = 0.5,
+           py::arg("min_samples") = 8, py::arg("max_step_down") = 4, py::arg("candidate_levels") = 24,
+           py::arg("power_limits_w") = py::none())
+      .def_property_readonly("name", &optimize::SloClockController::name)
+      .def_property_readonly(
+          "knob",
+          [](const optimize::SloClockController& controller) {
+            return std::string(optimize::knob_field(controller.knob_kind()));
+          },
+          "What it turns: 'sm_clock_mhz' or 'power_limit_w'.")
+      .def_property_readonly(
+          "clock_mhz", &optimize::SloClockController::clock_mhz,
+          "The clock the next iteration should run at, MHz (StateError for a controller of "
+          "power limits).")
+      .def_property_readonly("power_limit_w", &optimize::SloClockController::power_limit_w,
+                             "The power limit the next iteration should run under, W (StateError for a "
+                             "controller of clocks).")
+      .def("__repr__", [](const optimize::SloClockController& controller) {
+        const optimize::Knob knob = controller.knob();
+        return fmt::format("<joule.SloClockController ttft={:g} s tpot={:g} s {}={} {}>",
+                           controller.slo().ttft_s, controller.slo().tpot_s,
+                           knob.kind == optimize::KnobKind::kSmClockMhz ? "clock" : "power_limit", knob.value,
+                           optimize::knob_unit(knob.kind));
+      });
+  bind_slo_controller_inputs(controller_class);
+  bind_slo_controller_reports(controller_class);
+}
+void bind_inference_metrics(py::module_& module) {
   using Metrics = InferenceMetricsHandle;
   py::class_<Metrics> inference_metrics(
       module, "InferenceMetrics",
@@ -848,6 +837,17 @@ void bind_infer(py::module_& module) {
       .def("__repr__", [](const Metrics& handle) {
         return fmt::format("<joule.InferenceMetrics gpu='{}'>", handle.gpu);
       });
+}
+
+}  // namespace
+
+void bind_infer(py::module_& module) {
+  bind_request_energy(module);
+  bind_request_energy_ledger(module);
+  bind_llm_specs(module);
+  bind_llm_device(module);
+  bind_slo_controller(module);
+  bind_inference_metrics(module);
 }
 
 }  // namespace joule::python

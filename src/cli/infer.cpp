@@ -49,6 +49,12 @@ double saved_share(const sim::ServingSummary& strategy, const sim::ServingSummar
   return baseline.energy_j > 0 ? 1 - strategy.energy_j / baseline.energy_j : 0;
 }
 
+// Fields that carry a knob value name its kind and unit: "best_fixed_sm_clock_mhz" or
+// "best_fixed_power_limit_w" (docs/inference.md).
+std::string knob_key(std::string_view prefix, optimize::KnobKind kind) {
+  return fmt::format("{}{}", prefix, optimize::knob_field(kind));
+}
+
 nlohmann::json summary_json(const sim::ServingSummary& s, const sim::ServingSummary& baseline) {
   return {{"name", s.name},
           {"energy_j", s.energy_j},
@@ -59,7 +65,7 @@ nlohmann::json summary_json(const sim::ServingSummary& s, const sim::ServingSumm
           {"p99_tpot_s", s.p99_tpot_s},
           {"slo_attainment", s.slo_attainment},
           {"mean_clock_mhz", s.mean_clock_mhz},
-          {"mean_knob", s.mean_knob},
+          {knob_key("mean_chosen_", s.knob_kind), s.mean_knob_value},
           {"energy_saved_vs_max_clock", saved_share(s, baseline)},
           {"idle_energy_j", s.idle_energy_j},
           {"duration_s", s.duration_s},
@@ -69,8 +75,7 @@ nlohmann::json summary_json(const sim::ServingSummary& s, const sim::ServingSumm
 }
 
 std::string render_json(const sim::ServingComparison& result, const ReplayFlags& flags,
-                        const sim::LlmCostModel& cost, const optimize::ServingSlo& slo,
-                        const std::string& knob_unit) {
+                        const sim::LlmCostModel& cost, const optimize::ServingSlo& slo) {
   nlohmann::json out;
   out["trace"] = flags.trace;
   out["gpu"] = cost.gpu().key;
@@ -78,8 +83,8 @@ std::string render_json(const sim::ServingComparison& result, const ReplayFlags&
   out["tensor_parallel"] = cost.tensor_parallel();
   out["rate_scale"] = flags.rate_scale;
   out["slo"] = {{"ttft_s", slo.ttft_s}, {"tpot_s", slo.tpot_s}, {"attainment", slo.attainment}};
-  out["knob"] = knob_unit == "MHz" ? "sm_clock_mhz" : "power_limit_w";
-  out["best_fixed_clock"] = result.best_fixed_clock_mhz;
+  out["knob"] = optimize::knob_field(result.best_fixed.kind);
+  out[knob_key("best_fixed_", result.best_fixed.kind)] = result.best_fixed.value;
   out["slo_unattainable"] = result.slo_unattainable;
   out["note"] = result.note;
   nlohmann::json strategies = nlohmann::json::array();
@@ -107,7 +112,7 @@ std::string render_csv(const sim::ServingComparison& result) {
 
 std::string render_text(const sim::ServingComparison& result, const ReplayFlags& flags,
                         const sim::LlmCostModel& cost, const optimize::ServingSlo& slo, size_t requests,
-                        double duration_s, const std::string& knob_unit) {
+                        double duration_s) {
   std::string out = fmt::format(
       "{} requests over {:.0f} s ({}{}) on {} × {} serving {}; SLO: p{:g} TTFT ≤ {:g} s, TPOT ≤ {:g} s\n",
       requests, duration_s, flags.trace,
@@ -127,8 +132,8 @@ std::string render_text(const sim::ServingComparison& result, const ReplayFlags&
         s.p99_tpot_s * 1e3, s.slo_attainment * 100, s.mean_clock_mhz,
         saved_share(s, result.strategies.front().summary) * 100);
   }
-  out += fmt::format("\nbest fixed {} in hindsight: {} {}\n", knob_unit == "MHz" ? "clock" : "power limit",
-                     result.best_fixed_clock_mhz, knob_unit);
+  out += fmt::format("\nbest fixed {} in hindsight: {} {}\n", optimize::knob_noun(result.best_fixed.kind),
+                     result.best_fixed.value, optimize::knob_unit(result.best_fixed.kind));
   return out;
 }
 
@@ -230,7 +235,7 @@ std::string metrics_text(const sim::ServingReplay& replay, const std::string& mo
   inference.add_idle_energy(model, replay.summary.idle_energy_j);
   inference.set_sm_clock_mhz(model, replay.summary.mean_clock_mhz);
   if (power_limit) {
-    inference.set_power_limit_w(model, replay.summary.mean_knob);
+    inference.set_power_limit_w(model, replay.summary.mean_knob_value);
   }
   inference.set_slo_attainment(model, replay.summary.slo_attainment);
   inference.set_slo(model, slo.ttft_s, slo.tpot_s);
@@ -257,7 +262,8 @@ int run_replay(const ReplayFlags& flags) {
   sim::ComparisonOptions options;
   options.replay.engine.max_batch = flags.max_batch;
   options.replay.engine.max_batch_tokens = flags.max_batch_tokens;
-  options.replay.engine.lock_clocks = !flags.power_limit;
+  options.replay.engine.knob =
+      flags.power_limit ? optimize::KnobKind::kPowerLimitW : optimize::KnobKind::kSmClockMhz;
   if (!flags.plot.empty()) {
     // About 240 points across the trace, on a round number of seconds.
     const double raw = std::max(trace.duration_s() / 240, 1.0);
@@ -265,17 +271,15 @@ int run_replay(const ReplayFlags& flags) {
   }
   const sim::ServingComparison result =
       value_or_throw(sim::compare_serving_strategies(trace, cost, slo, options));
-  const std::string knob_unit = flags.power_limit ? "W" : "MHz";
   switch (flags.format) {
     case Format::kJson:
-      std::cout << render_json(result, flags, cost, slo, knob_unit);
+      std::cout << render_json(result, flags, cost, slo);
       break;
     case Format::kCsv:
       std::cout << render_csv(result);
       break;
     case Format::kText:
-      std::cout << render_text(result, flags, cost, slo, trace.requests.size(), trace.duration_s(),
-                               knob_unit);
+      std::cout << render_text(result, flags, cost, slo, trace.requests.size(), trace.duration_s());
       break;
   }
   if (!result.note.empty() && flags.format != Format::kText) {

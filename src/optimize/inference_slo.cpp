@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/numeric.hpp"
+#include "joule/core/validate.hpp"
 
 namespace joule::optimize {
 
@@ -28,21 +29,81 @@ Result<void> validate(const ServingSlo& slo) {
   return {};
 }
 
+Result<void> validate(const IterationSample& sample) {
+  JOULE_TRY(check_number(sample.start_s, NumberRule::any_finite(), "start_s"));
+  JOULE_TRY(check_number(sample.end_s, NumberRule{.min = sample.start_s}, "end_s"));
+  JOULE_TRY(check_number(sample.energy_j, NumberRule::non_negative(), "energy_j"));
+  JOULE_TRY(check_number(static_cast<double>(sample.decode_requests), NumberRule::non_negative(),
+                         "decode_requests"));
+  JOULE_TRY(
+      check_number(static_cast<double>(sample.prefill_tokens), NumberRule::non_negative(), "prefill_tokens"));
+  JOULE_TRY(check_number(static_cast<double>(sample.waiting_requests), NumberRule::non_negative(),
+                         "waiting_requests"));
+  JOULE_TRY(check_number(sample.oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
+  return {};
+}
+
+Result<void> validate(const RequestSample& sample) {
+  JOULE_TRY(check_number(sample.finish_s, NumberRule::any_finite(), "finish_s"));
+  JOULE_TRY(check_number(sample.ttft_s, NumberRule::non_negative(), "ttft_s"));
+  if (sample.tpot_s) {
+    JOULE_TRY(check_number(*sample.tpot_s, NumberRule::non_negative(), "tpot_s"));
+  }
+  JOULE_TRY(
+      check_number(static_cast<double>(sample.prompt_tokens), NumberRule::non_negative(), "prompt_tokens"));
+  return {};
+}
+
+std::string_view knob_unit(KnobKind kind) {
+  return kind == KnobKind::kSmClockMhz ? "MHz" : "W";
+}
+
+std::string_view knob_field(KnobKind kind) {
+  return kind == KnobKind::kSmClockMhz ? "sm_clock_mhz" : "power_limit_w";
+}
+
+std::string_view knob_noun(KnobKind kind) {
+  return kind == KnobKind::kSmClockMhz ? "clock" : "power limit";
+}
+
+uint32_t ServingKnobPolicy::clock_mhz() const {
+  const Knob current = knob();
+  if (current.kind != KnobKind::kSmClockMhz) {
+    throw Exception(ErrorCode::kState,
+                    fmt::format("{} turns the power limit, not the SM clock: it has no clock_mhz", name()));
+  }
+  return current.value;
+}
+
+uint32_t ServingKnobPolicy::power_limit_w() const {
+  const Knob current = knob();
+  if (current.kind != KnobKind::kPowerLimitW) {
+    throw Exception(
+        ErrorCode::kState,
+        fmt::format("{} turns the SM clock, not the power limit: it has no power_limit_w", name()));
+  }
+  return current.value;
+}
+
 namespace {
 
-std::vector<uint32_t> sorted_clocks(std::vector<uint32_t> clocks, const char* who) {
-  if (clocks.empty()) {
-    throw Exception(ErrorCode::kInvalidArgument, fmt::format("{} needs at least one clock", who));
+// The knob values highest first, without duplicates.
+std::vector<uint32_t> sorted_knob_values(std::vector<uint32_t> values, KnobKind kind, const char* who) {
+  if (values.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("{} needs at least one {}", who, knob_noun(kind)));
   }
-  std::sort(clocks.begin(), clocks.end(), std::greater<>());
-  clocks.erase(std::unique(clocks.begin(), clocks.end()), clocks.end());
-  return clocks;
+  std::sort(values.begin(), values.end(), std::greater<>());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
 }
 
 }  // namespace
 
-UtilizationGovernor::UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options)
-    : clocks_mhz_(sorted_clocks(std::move(clocks_mhz), "the utilization governor")), options_(options) {
+UtilizationGovernor::UtilizationGovernor(KnobKind kind, std::vector<uint32_t> values, Options options)
+    : kind_(kind),
+      values_(sorted_knob_values(std::move(values), kind, "the utilization governor")),
+      options_(options) {
   if (!(options_.interval_s > 0) || !(options_.target_utilization > 0 && options_.target_utilization <= 1)) {
     throw Exception(
         ErrorCode::kInvalidArgument,
@@ -61,11 +122,11 @@ void UtilizationGovernor::tick(double now_s) {
     return;
   }
   const double utilization = std::clamp(busy_s_ / span_s, 0.0, 1.0);
-  const double wanted_mhz = clocks_mhz_[level_] * utilization / options_.target_utilization;
-  // The lowest supported clock at or above the wanted one (clocks are highest first).
+  const double wanted = values_[level_] * utilization / options_.target_utilization;
+  // The lowest supported value at or above the wanted one (values are highest first).
   size_t level = 0;
-  for (size_t i = 0; i < clocks_mhz_.size(); ++i) {
-    if (clocks_mhz_[i] >= wanted_mhz) {
+  for (size_t i = 0; i < values_.size(); ++i) {
+    if (values_[i] >= wanted) {
       level = i;
     }
   }
@@ -163,7 +224,8 @@ constexpr double kMaxBurstShare = 0.9;
 struct SloClockController::State {
   ServingSlo slo;
   SloControllerOptions options;
-  std::vector<uint32_t> levels;  // candidate clocks, highest first
+  KnobKind kind = KnobKind::kSmClockMhz;
+  std::vector<uint32_t> levels;  // candidate knob values, highest first
   std::vector<Rls> time_models;
   std::vector<Rls> power_models;
   size_t level = 0;
@@ -179,9 +241,12 @@ struct SloClockController::State {
   bool unattainable = false;
   double at_top_since_s = -1;
 
-  std::optional<size_t> level_of(uint32_t clock_mhz) const {
+  std::optional<size_t> level_of(Knob knob) const {
+    if (knob.kind != kind) {
+      return std::nullopt;
+    }
     for (size_t i = 0; i < levels.size(); ++i) {
-      if (levels[i] == clock_mhz) {
+      if (levels[i] == knob.value) {
         return i;
       }
     }
@@ -299,9 +364,9 @@ struct SloClockController::State {
     requests.clear();
   }
 
-  void decide(double now_s) {
-    next_decision_s = now_s + options.interval_s;
-    trim(now_s);
+  // Safety first. @return true when that decided: the top clock after violations, or while no clock meets
+  // the SLO.
+  bool guard_attainment(double now_s) {
     const double observed_attainment = attainment();
     const bool enough_requests = requests.size() >= 20;
     if (level == 0) {
@@ -320,18 +385,22 @@ struct SloClockController::State {
         unattainable = true;
       }
       emergency(now_s, /*tighten=*/true);
-      return;
+      return true;
     }
     if (unattainable && enough_requests && observed_attainment >= slo.attainment) {
       unattainable = false;
     }
     if (unattainable) {
       level = 0;
-      return;
+      return true;
     }
-    // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
-    // window showed.
-    // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
+    return false;
+  }
+
+  // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
+  // window showed.
+  // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
+  void relax_margin() {
     const double budget = (1 - slo.attainment) * static_cast<double>(finished_requests);
     double ceiling = options.margin;
     if (finished_requests >= 200 && static_cast<double>(violated_requests) < 0.5 * budget) {
@@ -340,10 +409,19 @@ struct SloClockController::State {
       ceiling = options.min_margin;  // over budget: stay well inside the SLO until the run is back within it
     }
     margin = std::min(ceiling, margin + 0.002);
-    if (iterations.empty()) {
-      return;
-    }
+  }
 
+  // The window's load (iterations not empty).
+  struct WindowLoad {
+    double decode_mean = 0;   // decode requests per iteration
+    double prefill_mean = 0;  // prefill tokens per iteration
+    double utilization = 0;
+    double tokens_per_s = 0;       // what the load asks for
+    double peak_tokens_per_s = 0;  // over the busiest kBurstSpanS
+    bool saturated = false;
+  };
+
+  WindowLoad window_load(double now_s) const {
     double decode = 0;
     double prefill = 0;
     double busy = 0;
@@ -356,32 +434,43 @@ struct SloClockController::State {
         ++queued;
       }
     }
+    WindowLoad load;
     const auto count = static_cast<double>(iterations.size());
-    const std::array<double, 3> x = features(decode / count, prefill / count);
+    load.decode_mean = decode / count;
+    load.prefill_mean = prefill / count;
     const double span = std::max(now_s - std::max(window_start_s, now_s - options.window_s), 1e-9);
-    const double utilization = std::clamp(busy / span, 0.0, 1.0);
+    load.utilization = std::clamp(busy / span, 0.0, 1.0);
     // Tokens per second the load asks for; a level whose token throughput cannot keep a margin above it
     // would let the batch and the queue grow without bound.
-    const double tokens_per_s = (decode + prefill) / span;
+    load.tokens_per_s = (decode + prefill) / span;
     // Bursts: the busiest stretch of kBurstSpanS within the window must fit the level's whole throughput.
-    double peak_tokens_per_s = 0;
-    {
-      double stretch_tokens = 0;
-      size_t first = 0;
-      for (size_t i = 0; i < iterations.size(); ++i) {
-        stretch_tokens += iterations[i].decode_requests + iterations[i].prefill_tokens;
-        while (iterations[i].end_s - iterations[first].end_s > kBurstSpanS) {
-          stretch_tokens -= iterations[first].decode_requests + iterations[first].prefill_tokens;
-          ++first;
-        }
-        peak_tokens_per_s = std::max(peak_tokens_per_s, stretch_tokens / kBurstSpanS);
+    double stretch_tokens = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < iterations.size(); ++i) {
+      stretch_tokens += iterations[i].decode_requests + iterations[i].prefill_tokens;
+      while (iterations[i].end_s - iterations[first].end_s > kBurstSpanS) {
+        stretch_tokens -= iterations[first].decode_requests + iterations[first].prefill_tokens;
+        ++first;
       }
+      load.peak_tokens_per_s = std::max(load.peak_tokens_per_s, stretch_tokens / kBurstSpanS);
     }
     // With continuous batching a busy GPU is not a saturated one: slowing iterations grows the batch, not the
     // queue, as long as the engine admits every arrival. Requests left waiting are the sign of saturation;
     // then it never goes lower.
-    const bool saturated = static_cast<double>(queued) > 0.05 * count;
+    load.saturated = static_cast<double>(queued) > 0.05 * count;
+    return load;
+  }
 
+  // The window's latency tails, at a quantile halfway beyond the target: the window holds a few hundred
+  // requests, so that the tail it has not seen yet is covered. With too few finished requests, the
+  // predicted iteration time stands in for TPOT and TTFT is unknown (0).
+  struct LatencyTails {
+    double tpot_s = 0;
+    double ttft_s = 0;
+    double prompt_tokens = 0;
+  };
+
+  LatencyTails latency_tails(double current_time_s) const {
     std::vector<double> ttfts;
     std::vector<double> tpots;
     std::vector<double> prompts;
@@ -394,29 +483,33 @@ struct SloClockController::State {
         prompts.push_back(static_cast<double>(request.prompt_tokens));
       }
     }
-    // The window holds a few hundred requests: aim at a quantile halfway beyond the target, so that the tail
-    // the window has not seen yet is covered.
     const double p_share = 1 - (1 - slo.attainment) / 2;
+    return {.tpot_s = tpots.size() >= 5 ? percentile(tpots, p_share) : current_time_s,
+            .ttft_s = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0,
+            .prompt_tokens = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0};
+  }
+
+  // The least-power level predicted to meet margin × SLO, within the levels it may explore.
+  void choose_level(const WindowLoad& load) {
+    const std::array<double, 3> x = features(load.decode_mean, load.prefill_mean);
     const double current_time = predict_time(level, x);
-    // With too few finished requests, the predicted iteration time stands in for TPOT and TTFT is unknown.
-    const double tpot_now = tpots.size() >= 5 ? percentile(tpots, p_share) : current_time;
-    const double ttft_now = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0;
-    const double prompt_tail = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0;
+    const LatencyTails tails = latency_tails(current_time);
     const double idle = std::max(idle_power_w, 0.0);
     // The TTFT tail: a request that arrives while a long prompt is prefilled waits for that iteration, then
     // runs its own prefill beside the batch (head-of-line blocking): two iterations with a long prompt.
     const auto ttft_model = [&](size_t k) {
-      return 2 * predict_time(k, features(decode / count, prefill / count + prompt_tail));
+      return 2 * predict_time(k, features(load.decode_mean, load.prefill_mean + tails.prompt_tokens));
     };
     // Measured against modelled at the current level: what the model misses (chunking, queueing) carries
     // over.
-    const double ttft_calibration =
-        prompt_tail > 0 && ttft_now > 0 ? std::clamp(ttft_now / ttft_model(level), 0.5, 4.0) : 1.0;
+    const double ttft_calibration = tails.prompt_tokens > 0 && tails.ttft_s > 0
+                                        ? std::clamp(tails.ttft_s / ttft_model(level), 0.5, 4.0)
+                                        : 1.0;
 
     const size_t lowest_allowed =
-        saturated ? level
-                  : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
-                              deepest_measured() + 1});
+        load.saturated ? level
+                       : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
+                                   deepest_measured() + 1});
     std::optional<size_t> best;
     double best_power = std::numeric_limits<double>::infinity();
     double current_power = std::numeric_limits<double>::infinity();
@@ -426,16 +519,18 @@ struct SloClockController::State {
       // decode batch grows with the time, which the second prediction accounts for.
       const double first = predict_time(k, x) / current_time;
       const double ratio =
-          predict_time(k, features(decode / count * std::max(first, 1.0), prefill / count)) / current_time;
-      const double ttft_k = prompt_tail > 0
-                                ? ttft_calibration * ttft_model(k)
-                                : ttft_now * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
-      const bool keeps_up = tokens_per_s * token_cost(k) <= kMaxComputeShare &&
-                            peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
-      const bool feasible =
-          k == 0 || (keeps_up && tpot_now * ratio <= margin * slo.tpot_s && ttft_k <= margin * slo.ttft_s);
+          predict_time(k, features(load.decode_mean * std::max(first, 1.0), load.prefill_mean)) /
+          current_time;
+      const double ttft_k =
+          tails.prompt_tokens > 0
+              ? ttft_calibration * ttft_model(k)
+              : tails.ttft_s * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
+      const bool keeps_up = load.tokens_per_s * token_cost(k) <= kMaxComputeShare &&
+                            load.peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
+      const bool feasible = k == 0 || (keeps_up && tails.tpot_s * ratio <= margin * slo.tpot_s &&
+                                       ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
-      const double rho = std::min(utilization * ratio, 1.0);
+      const double rho = std::min(load.utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
       if (k == level) {
         current_power = power;
@@ -457,9 +552,21 @@ struct SloClockController::State {
       level = *best;
     }
   }
+
+  void decide(double now_s) {
+    next_decision_s = now_s + options.interval_s;
+    trim(now_s);
+    if (guard_attainment(now_s)) {
+      return;
+    }
+    relax_margin();
+    if (!iterations.empty()) {
+      choose_level(window_load(now_s));
+    }
+  }
 };
 
-SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz,
+SloClockController::SloClockController(ServingSlo slo, KnobKind kind, std::vector<uint32_t> values,
                                        SloControllerOptions options)
     : state_(std::make_unique<State>()) {
   value_or_throw(validate(slo));
@@ -471,9 +578,11 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
         "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
         "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
   }
-  const std::vector<uint32_t> clocks = sorted_clocks(std::move(clocks_mhz), "the SLO clock controller");
+  const std::vector<uint32_t> clocks =
+      sorted_knob_values(std::move(values), kind, "the SLO clock controller");
   State& state = *state_;
   state.slo = slo;
+  state.kind = kind;
   state.options = options;
   state.margin = options.margin;
   // Candidate levels spread evenly over the supported clocks, the highest and lowest included.
@@ -490,8 +599,8 @@ SloClockController::SloClockController(ServingSlo slo, std::vector<uint32_t> clo
 
 SloClockController::~SloClockController() = default;
 
-uint32_t SloClockController::clock_mhz() const {
-  return state_->levels[state_->level];
+Knob SloClockController::knob() const {
+  return {state_->kind, state_->levels[state_->level]};
 }
 
 void SloClockController::on_iteration(const IterationSample& sample) {
@@ -500,7 +609,7 @@ void SloClockController::on_iteration(const IterationSample& sample) {
   if (state.window_start_s < 0) {
     state.window_start_s = sample.start_s;
   }
-  if (const auto level = state.level_of(sample.clock_mhz); level && busy_s > 0) {
+  if (const auto level = state.level_of(sample.knob); level && busy_s > 0) {
     const auto x =
         features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
     state.time_models[*level].add(x, busy_s);
@@ -549,7 +658,7 @@ void SloClockController::seed(const std::vector<IterationSample>& samples) {
   State& state = *state_;
   for (const IterationSample& sample : samples) {
     const double busy_s = sample.end_s - sample.start_s;
-    const auto level = state.level_of(sample.clock_mhz);
+    const auto level = state.level_of(sample.knob);
     if (!level || !(busy_s > 0)) {
       continue;
     }
@@ -568,7 +677,7 @@ double SloClockController::window_attainment() const {
   return state_->attainment();
 }
 
-std::vector<ClockModel> SloClockController::models() const {
+std::vector<KnobModel> SloClockController::models() const {
   const State& state = *state_;
   double decode = 0;
   double prefill = 0;
@@ -578,10 +687,13 @@ std::vector<ClockModel> SloClockController::models() const {
   }
   const double count = std::max<double>(1.0, static_cast<double>(state.iterations.size()));
   const auto x = features(decode / count, prefill / count);
-  std::vector<ClockModel> models;
+  std::vector<KnobModel> models;
   for (size_t k = 0; k < state.levels.size(); ++k) {
-    models.push_back({state.levels[k], state.time_models[k].samples(), state.predict_time(k, x),
-                      state.predict_power(k, x), state.measured(k)});
+    models.push_back({{state.kind, state.levels[k]},
+                      state.time_models[k].samples(),
+                      state.predict_time(k, x),
+                      state.predict_power(k, x),
+                      state.measured(k)});
   }
   return models;
 }

@@ -109,6 +109,11 @@ std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu) {
   return limits;
 }
 
+std::vector<uint32_t> knob_values(const LlmCostModel& cost, optimize::KnobKind kind) {
+  return kind == optimize::KnobKind::kSmClockMhz ? cost.supported_clocks_mhz()
+                                                 : power_limit_knobs_w(cost.gpu());
+}
+
 namespace {
 
 struct Running {
@@ -132,131 +137,102 @@ struct BucketSums {
   std::vector<double> tpots;
 };
 
-}  // namespace
-
-ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
-                             optimize::ServingClockPolicy& policy, const optimize::ServingSlo& slo,
-                             const ReplayOptions& options) {
-  value_or_throw(check_fits(trace, cost, options.engine));
-  const EngineOptions& engine = options.engine;
-  const auto& requests = trace.requests;
-  const int tp = cost.tensor_parallel();
-  const double idle_power_w = cost.gpu().idle_power_w * tp;
-  const int64_t kv_capacity = cost.kv_cache_tokens(engine.kv_memory_share);
-
-  ServingReplay replay;
-  replay.summary.name = policy.name();
-  replay.requests.resize(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    replay.requests[i].arrival_s = requests[i].arrival_s;
-    replay.requests[i].prompt_tokens = requests[i].prompt_tokens;
-    replay.requests[i].output_tokens = requests[i].output_tokens;
+// One replay: the engine's queues, the clock and the running sums, advanced one iteration at a time.
+class ServingReplayRun {
+ public:
+  ServingReplayRun(const ServingTrace& trace, const LlmCostModel& cost, optimize::ServingKnobPolicy& policy,
+                   const optimize::ServingSlo& slo, const ReplayOptions& options)
+      : requests_(trace.requests),
+        cost_(cost),
+        policy_(policy),
+        slo_(slo),
+        options_(options),
+        tp_(cost.tensor_parallel()),
+        idle_power_w_(cost.gpu().idle_power_w * tp_),
+        kv_capacity_(cost.kv_cache_tokens(options.engine.kv_memory_share)) {
+    replay_.summary.name = policy.name();
+    replay_.requests.resize(requests_.size());
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      replay_.requests[i].arrival_s = requests_[i].arrival_s;
+      replay_.requests[i].prompt_tokens = requests_[i].prompt_tokens;
+      replay_.requests[i].output_tokens = requests_[i].output_tokens;
+    }
+    now_s_ = requests_.empty() ? 0.0 : requests_.front().arrival_s;
+    start_s_ = now_s_;
+    ttfts_.reserve(requests_.size());
+    tpots_.reserve(requests_.size());
   }
-  std::vector<BucketSums> buckets;
-  const auto bucket_at = [&](double time_s) -> BucketSums* {
-    if (options.bucket_s <= 0) {
+
+  ServingReplay run() {
+    while (finished_ < requests_.size()) {
+      while (next_arrival_ < requests_.size() && requests_[next_arrival_].arrival_s <= now_s_) {
+        if (BucketSums* bucket = bucket_at(requests_[next_arrival_].arrival_s)) {
+          ++bucket->arrivals;
+        }
+        waiting_.push_back(next_arrival_++);
+      }
+      if (decoding_.empty() && prefilling_.empty() && waiting_.empty()) {
+        idle_until_next_arrival();
+      } else {
+        run_iteration();
+      }
+    }
+    summarize();
+    return std::move(replay_);
+  }
+
+ private:
+  BucketSums* bucket_at(double time_s) {
+    if (options_.bucket_s <= 0) {
       return nullptr;
     }
-    const auto index = static_cast<size_t>(time_s / options.bucket_s);
-    if (index >= buckets.size()) {
-      buckets.resize(index + 1);
+    const auto index = static_cast<size_t>(time_s / options_.bucket_s);
+    if (index >= buckets_.size()) {
+      buckets_.resize(index + 1);
     }
-    return &buckets[index];
-  };
+    return &buckets_[index];
+  }
 
-  std::deque<size_t> waiting;
-  std::vector<Running> prefilling;  // admitted, prompt not done; in admission order
-  std::vector<Running> decoding;
-  int64_t kv_used = 0;
-  size_t next_arrival = 0;
-  size_t finished = 0;
-  double now_s = requests.empty() ? 0.0 : requests.front().arrival_s;
-  double start_s = now_s;
-  double decode_accumulator_j = 0;  // Σ energy per token over iterations (the tokens rule)
-  double busy_s = 0;
-  double knob_time = 0;
-  double clock_time = 0;
-  ReplayIteration record;
-  std::vector<int64_t> chunk_tokens;
-  std::vector<double> ttfts;
-  std::vector<double> tpots;
-  ttfts.reserve(requests.size());
-  tpots.reserve(requests.size());
-  int64_t met = 0;
+  void idle_until_next_arrival() {
+    const double until_s = requests_[next_arrival_].arrival_s;
+    const double energy_j = idle_power_w_ * (until_s - now_s_);
+    replay_.summary.idle_energy_j += energy_j;
+    if (BucketSums* bucket = bucket_at(now_s_)) {
+      bucket->energy_j += energy_j;
+    }
+    policy_.on_idle(now_s_, until_s, energy_j);
+    if (options_.on_idle) {
+      options_.on_idle(now_s_, until_s, energy_j);
+    }
+    now_s_ = until_s;
+  }
 
-  const auto finish = [&](const Running& running, double at_s) {
-    ServedRequest& served = replay.requests[running.request];
-    served.finish_s = at_s;
-    if (options.attribute) {
-      served.decode_energy_j = decode_accumulator_j - running.decode_mark_j;
-      served.energy_j = served.prefill_energy_j + served.decode_energy_j;
-    }
-    kv_used -= served.prompt_tokens + served.output_tokens;
-    ++finished;
-    const double ttft = served.ttft_s();
-    const double tpot = served.tpot_s();
-    const std::optional<double> request_tpot =
-        served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt;
-    ttfts.push_back(ttft);
-    if (request_tpot) {
-      tpots.push_back(tpot);
-    }
-    if (slo.met(ttft, request_tpot)) {
-      ++met;
-    }
-    policy.on_request_done({at_s, ttft, request_tpot, served.prompt_tokens});
-    if (BucketSums* bucket = bucket_at(at_s)) {
-      bucket->ttfts.push_back(ttft);
-      if (served.output_tokens > 1) {
-        bucket->tpots.push_back(tpot);
-      }
-    }
-  };
-
-  while (finished < requests.size()) {
-    while (next_arrival < requests.size() && requests[next_arrival].arrival_s <= now_s) {
-      if (BucketSums* bucket = bucket_at(requests[next_arrival].arrival_s)) {
-        ++bucket->arrivals;
-      }
-      waiting.push_back(next_arrival++);
-    }
-    if (decoding.empty() && prefilling.empty() && waiting.empty()) {
-      const double until_s = requests[next_arrival].arrival_s;
-      const double energy_j = idle_power_w * (until_s - now_s);
-      replay.summary.idle_energy_j += energy_j;
-      if (BucketSums* bucket = bucket_at(now_s)) {
-        bucket->energy_j += energy_j;
-      }
-      policy.on_idle(now_s, until_s, energy_j);
-      if (options.on_idle) {
-        options.on_idle(now_s, until_s, energy_j);
-      }
-      now_s = until_s;
-      continue;
-    }
-    // The batch: every decoding request decodes one token, then prompt chunks fill the token budget —
-    // first the prompts already admitted, then new requests in arrival order while they fit.
+  // The batch: every decoding request decodes one token, then prompt chunks fill the token budget — first
+  // the prompts already admitted, then new requests in arrival order while they fit.
+  IterationBatch next_batch() {
+    const EngineOptions& engine = options_.engine;
     IterationBatch batch;
     int64_t budget = engine.max_batch_tokens;
-    for (const Running& running : decoding) {
-      batch.add_decode(requests[running.request].prompt_tokens + running.generated);
+    for (const Running& running : decoding_) {
+      batch.add_decode(requests_[running.request].prompt_tokens + running.generated);
     }
-    budget -= static_cast<int64_t>(decoding.size());
-    while (!waiting.empty() && static_cast<int64_t>(decoding.size() + prefilling.size()) < engine.max_batch) {
-      const ServingRequest& request = requests[waiting.front()];
-      if (kv_used + request.prompt_tokens + request.output_tokens > kv_capacity) {
+    budget -= static_cast<int64_t>(decoding_.size());
+    while (!waiting_.empty() &&
+           static_cast<int64_t>(decoding_.size() + prefilling_.size()) < engine.max_batch) {
+      const ServingRequest& request = requests_[waiting_.front()];
+      if (kv_used_ + request.prompt_tokens + request.output_tokens > kv_capacity_) {
         break;
       }
-      kv_used += request.prompt_tokens + request.output_tokens;
-      prefilling.push_back({waiting.front(), 0, 0, 0});
-      waiting.pop_front();
+      kv_used_ += request.prompt_tokens + request.output_tokens;
+      prefilling_.push_back({waiting_.front(), 0, 0, 0});
+      waiting_.pop_front();
     }
     // Prompt chunks, in admission order, while the token budget lasts.
-    chunk_tokens.assign(prefilling.size(), 0);
-    for (size_t i = 0; i < prefilling.size() && budget > 0; ++i) {
-      const Running& running = prefilling[i];
-      const int64_t chunk = std::min(requests[running.request].prompt_tokens - running.prompt_done, budget);
-      chunk_tokens[i] = chunk;
+    chunk_tokens_.assign(prefilling_.size(), 0);
+    for (size_t i = 0; i < prefilling_.size() && budget > 0; ++i) {
+      const Running& running = prefilling_[i];
+      const int64_t chunk = std::min(requests_[running.request].prompt_tokens - running.prompt_done, budget);
+      chunk_tokens_[i] = chunk;
       batch.add_prefill(chunk, running.prompt_done);
       budget -= chunk;
     }
@@ -265,19 +241,24 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
       // check_fits(), but never spin.
       throw Exception(ErrorCode::kInternal, "serving replay: an empty iteration with requests waiting");
     }
+    return batch;
+  }
 
-    const uint32_t knob = policy.clock_mhz();
+  void run_iteration() {
+    const IterationBatch batch = next_batch();
+    const optimize::Knob knob = policy_.knob();
     const IterationCost iteration =
-        engine.lock_clocks ? cost.at_power_limit(batch, cost.gpu().tdp_w, static_cast<double>(knob))
-                           : cost.at_power_limit(batch, static_cast<double>(knob));
-    const double energy_j = iteration.energy_j(tp);
-    const double iteration_start_s = now_s;
-    now_s += iteration.time_s;
-    busy_s += iteration.time_s;
-    clock_time += iteration.clock_mhz * iteration.time_s;
-    knob_time += static_cast<double>(knob) * iteration.time_s;
-    replay.summary.energy_j += energy_j;
-    ++replay.summary.iterations;
+        knob.kind == optimize::KnobKind::kSmClockMhz
+            ? cost_.at_power_limit(batch, cost_.gpu().tdp_w, static_cast<double>(knob.value))
+            : cost_.at_power_limit(batch, static_cast<double>(knob.value));
+    const double energy_j = iteration.energy_j(tp_);
+    const double iteration_start_s = now_s_;
+    now_s_ += iteration.time_s;
+    busy_s_ += iteration.time_s;
+    clock_time_ += iteration.clock_mhz * iteration.time_s;
+    knob_time_ += static_cast<double>(knob.value) * iteration.time_s;
+    replay_.summary.energy_j += energy_j;
+    ++replay_.summary.iterations;
     if (BucketSums* bucket = bucket_at(iteration_start_s)) {
       bucket->busy_s += iteration.time_s;
       bucket->clock_time += iteration.clock_mhz * iteration.time_s;
@@ -285,114 +266,202 @@ ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost
     }
     // The tokens rule: every token processed in the iteration costs the same share of its energy.
     const double per_token_j = energy_j / static_cast<double>(batch.tokens());
-    decode_accumulator_j += per_token_j;
-    if (options.on_iteration) {
-      record.start_s = iteration_start_s;
-      record.end_s = now_s;
-      record.energy_j = energy_j;
-      record.clock_mhz = iteration.clock_mhz;
-      record.work.clear();
-      for (const Running& running : decoding) {
-        record.work.push_back(
-            {running.request, 0, 1, false, requests[running.request].prompt_tokens + running.generated});
-      }
-      for (size_t i = 0; i < prefilling.size(); ++i) {
-        if (chunk_tokens[i] == 0) {
-          continue;
-        }
-        const bool first =
-            prefilling[i].prompt_done + chunk_tokens[i] == requests[prefilling[i].request].prompt_tokens;
-        record.work.push_back({prefilling[i].request, chunk_tokens[i], 0, first, prefilling[i].prompt_done});
-      }
-      options.on_iteration(record);
+    decode_accumulator_j_ += per_token_j;
+    if (options_.on_iteration) {
+      report_iteration(iteration_start_s, energy_j, iteration.clock_mhz);
     }
+    advance_requests(per_token_j);
+    policy_.on_iteration(sample_of(batch, iteration_start_s, energy_j, knob));
+  }
 
-    // Decoding requests each got a token; the finished ones leave (swap-remove: order does not matter).
-    for (size_t i = 0; i < decoding.size();) {
-      Running& running = decoding[i];
+  void report_iteration(double start_s, double energy_j, double clock_mhz) {
+    record_.start_s = start_s;
+    record_.end_s = now_s_;
+    record_.energy_j = energy_j;
+    record_.clock_mhz = clock_mhz;
+    record_.work.clear();
+    for (const Running& running : decoding_) {
+      record_.work.push_back(
+          {running.request, 0, 1, false, requests_[running.request].prompt_tokens + running.generated});
+    }
+    for (size_t i = 0; i < prefilling_.size(); ++i) {
+      if (chunk_tokens_[i] == 0) {
+        continue;
+      }
+      const bool first =
+          prefilling_[i].prompt_done + chunk_tokens_[i] == requests_[prefilling_[i].request].prompt_tokens;
+      record_.work.push_back(
+          {prefilling_[i].request, chunk_tokens_[i], 0, first, prefilling_[i].prompt_done});
+    }
+    options_.on_iteration(record_);
+  }
+
+  // After an iteration: decoding requests each got a token, prompt chunks were processed.
+  void advance_requests(double per_token_j) {
+    // The finished ones leave (swap-remove: order does not matter).
+    for (size_t i = 0; i < decoding_.size();) {
+      Running& running = decoding_[i];
       ++running.generated;
-      if (running.generated == requests[running.request].output_tokens) {
-        finish(running, now_s);
-        decoding[i] = decoding.back();
-        decoding.pop_back();
+      if (running.generated == requests_[running.request].output_tokens) {
+        finish(running, now_s_);
+        decoding_[i] = decoding_.back();
+        decoding_.pop_back();
       } else {
         ++i;
       }
     }
-    // Prompt chunks: a finished prompt emits the first token and starts decoding next iteration.
+    // A finished prompt emits the first token and starts decoding next iteration.
     size_t kept = 0;
-    for (size_t i = 0; i < prefilling.size(); ++i) {
-      Running running = prefilling[i];
-      running.prompt_done += chunk_tokens[i];
-      ServedRequest& served = replay.requests[running.request];
-      if (options.attribute) {
-        served.prefill_energy_j += per_token_j * static_cast<double>(chunk_tokens[i]);
+    for (size_t i = 0; i < prefilling_.size(); ++i) {
+      Running running = prefilling_[i];
+      running.prompt_done += chunk_tokens_[i];
+      ServedRequest& served = replay_.requests[running.request];
+      if (options_.attribute) {
+        served.prefill_energy_j += per_token_j * static_cast<double>(chunk_tokens_[i]);
       }
       if (running.prompt_done < served.prompt_tokens) {
-        prefilling[kept++] = running;
+        prefilling_[kept++] = running;
         continue;
       }
-      served.first_token_s = now_s;
+      served.first_token_s = now_s_;
       running.generated = 1;
       // The first token's share was charged as prefill; decode energy counts from the next iteration on.
-      running.decode_mark_j = decode_accumulator_j;
+      running.decode_mark_j = decode_accumulator_j_;
       if (served.output_tokens == 1) {
-        finish(running, now_s);
+        finish(running, now_s_);
       } else {
-        decoding.push_back(running);
+        decoding_.push_back(running);
       }
     }
-    prefilling.resize(kept);
+    prefilling_.resize(kept);
+  }
 
+  void finish(const Running& running, double at_s) {
+    ServedRequest& served = replay_.requests[running.request];
+    served.finish_s = at_s;
+    if (options_.attribute) {
+      served.decode_energy_j = decode_accumulator_j_ - running.decode_mark_j;
+      served.energy_j = served.prefill_energy_j + served.decode_energy_j;
+    }
+    kv_used_ -= served.prompt_tokens + served.output_tokens;
+    ++finished_;
+    const double ttft = served.ttft_s();
+    const double tpot = served.tpot_s();
+    const std::optional<double> request_tpot =
+        served.output_tokens > 1 ? std::optional<double>(tpot) : std::nullopt;
+    ttfts_.push_back(ttft);
+    if (request_tpot) {
+      tpots_.push_back(tpot);
+    }
+    if (slo_.met(ttft, request_tpot)) {
+      ++met_;
+    }
+    policy_.on_request_done({at_s, ttft, request_tpot, served.prompt_tokens});
+    if (BucketSums* bucket = bucket_at(at_s)) {
+      bucket->ttfts.push_back(ttft);
+      if (served.output_tokens > 1) {
+        bucket->tpots.push_back(tpot);
+      }
+    }
+  }
+
+  optimize::IterationSample sample_of(const IterationBatch& batch, double start_s, double energy_j,
+                                      optimize::Knob knob) const {
     optimize::IterationSample sample;
-    sample.start_s = iteration_start_s;
-    sample.end_s = now_s;
+    sample.start_s = start_s;
+    sample.end_s = now_s_;
     sample.energy_j = energy_j;
-    sample.clock_mhz = knob;
+    sample.knob = knob;
     sample.decode_requests = batch.decode_requests;
     sample.prefill_tokens = batch.prefill_tokens;
     // Waiting: requests the engine could not admit (batch, token or KV limits). The oldest wait also counts
     // arrivals during the iteration, which the next iteration admits.
-    double oldest_arrival_s = waiting.empty() ? now_s : requests[waiting.front()].arrival_s;
-    if (next_arrival < requests.size() && requests[next_arrival].arrival_s <= now_s) {
-      oldest_arrival_s = std::min(oldest_arrival_s, requests[next_arrival].arrival_s);
+    double oldest_arrival_s = waiting_.empty() ? now_s_ : requests_[waiting_.front()].arrival_s;
+    if (next_arrival_ < requests_.size() && requests_[next_arrival_].arrival_s <= now_s_) {
+      oldest_arrival_s = std::min(oldest_arrival_s, requests_[next_arrival_].arrival_s);
     }
-    sample.waiting_requests = static_cast<int64_t>(waiting.size());
-    sample.oldest_waiting_s = now_s - oldest_arrival_s;
-    policy.on_iteration(sample);
+    sample.waiting_requests = static_cast<int64_t>(waiting_.size());
+    sample.oldest_waiting_s = now_s_ - oldest_arrival_s;
+    return sample;
   }
 
-  ServingSummary& summary = replay.summary;
-  summary.energy_j += summary.idle_energy_j;
-  summary.requests = static_cast<int64_t>(requests.size());
-  for (const ServedRequest& served : replay.requests) {
-    summary.output_tokens += served.output_tokens;
-  }
-  summary.duration_s = now_s - start_s;
-  summary.j_per_token =
-      summary.output_tokens > 0 ? summary.energy_j / static_cast<double>(summary.output_tokens) : 0;
-  summary.p50_ttft_s = percentile(ttfts, 0.5);
-  summary.p99_ttft_s = percentile(ttfts, 0.99);
-  summary.p50_tpot_s = percentile(tpots, 0.5);
-  summary.p99_tpot_s = percentile(tpots, 0.99);
-  summary.slo_attainment =
-      requests.empty() ? 1.0 : static_cast<double>(met) / static_cast<double>(requests.size());
-  summary.mean_clock_mhz = busy_s > 0 ? clock_time / busy_s : 0;
-  summary.mean_knob = busy_s > 0 ? knob_time / busy_s : 0;
+  void summarize() {
+    ServingSummary& summary = replay_.summary;
+    summary.energy_j += summary.idle_energy_j;
+    summary.requests = static_cast<int64_t>(requests_.size());
+    for (const ServedRequest& served : replay_.requests) {
+      summary.output_tokens += served.output_tokens;
+    }
+    summary.duration_s = now_s_ - start_s_;
+    summary.j_per_token =
+        summary.output_tokens > 0 ? summary.energy_j / static_cast<double>(summary.output_tokens) : 0;
+    summary.p50_ttft_s = percentile(ttfts_, 0.5);
+    summary.p99_ttft_s = percentile(ttfts_, 0.99);
+    summary.p50_tpot_s = percentile(tpots_, 0.5);
+    summary.p99_tpot_s = percentile(tpots_, 0.99);
+    summary.slo_attainment =
+        requests_.empty() ? 1.0 : static_cast<double>(met_) / static_cast<double>(requests_.size());
+    summary.mean_clock_mhz = busy_s_ > 0 ? clock_time_ / busy_s_ : 0;
+    summary.knob_kind = options_.engine.knob;
+    summary.mean_knob_value = busy_s_ > 0 ? knob_time_ / busy_s_ : 0;
 
-  replay.buckets.reserve(buckets.size());
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    BucketSums& sums = buckets[i];
-    ServingBucket bucket;
-    bucket.start_s = static_cast<double>(i) * options.bucket_s;
-    bucket.arrivals_per_s = static_cast<double>(sums.arrivals) / options.bucket_s;
-    bucket.mean_clock_mhz = sums.busy_s > 0 ? sums.clock_time / sums.busy_s : 0;
-    bucket.power_w = sums.energy_j / options.bucket_s;
-    bucket.p99_ttft_s = percentile(sums.ttfts, 0.99);
-    bucket.p99_tpot_s = percentile(sums.tpots, 0.99);
-    replay.buckets.push_back(bucket);
+    replay_.buckets.reserve(buckets_.size());
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      BucketSums& sums = buckets_[i];
+      ServingBucket bucket;
+      bucket.start_s = static_cast<double>(i) * options_.bucket_s;
+      bucket.arrivals_per_s = static_cast<double>(sums.arrivals) / options_.bucket_s;
+      bucket.mean_clock_mhz = sums.busy_s > 0 ? sums.clock_time / sums.busy_s : 0;
+      bucket.power_w = sums.energy_j / options_.bucket_s;
+      bucket.p99_ttft_s = percentile(sums.ttfts, 0.99);
+      bucket.p99_tpot_s = percentile(sums.tpots, 0.99);
+      replay_.buckets.push_back(bucket);
+    }
   }
-  return replay;
+
+  const std::vector<ServingRequest>& requests_;
+  const LlmCostModel& cost_;
+  optimize::ServingKnobPolicy& policy_;
+  const optimize::ServingSlo& slo_;
+  const ReplayOptions& options_;
+  const int tp_;
+  const double idle_power_w_;
+  const int64_t kv_capacity_;
+
+  ServingReplay replay_;
+  std::vector<BucketSums> buckets_;
+  std::deque<size_t> waiting_;
+  std::vector<Running> prefilling_;  // admitted, prompt not done; in admission order
+  std::vector<Running> decoding_;
+  int64_t kv_used_ = 0;
+  size_t next_arrival_ = 0;
+  size_t finished_ = 0;
+  double now_s_ = 0;
+  double start_s_ = 0;
+  double decode_accumulator_j_ = 0;  // Σ energy per token over iterations (the tokens rule)
+  double busy_s_ = 0;
+  double knob_time_ = 0;
+  double clock_time_ = 0;
+  ReplayIteration record_;
+  std::vector<int64_t> chunk_tokens_;
+  std::vector<double> ttfts_;
+  std::vector<double> tpots_;
+  int64_t met_ = 0;
+};
+
+}  // namespace
+
+ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
+                             optimize::ServingKnobPolicy& policy, const optimize::ServingSlo& slo,
+                             const ReplayOptions& options) {
+  value_or_throw(check_fits(trace, cost, options.engine));
+  if (policy.knob_kind() != options.engine.knob) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("serving replay: the policy '{}' turns the {}, the engine the {}", policy.name(),
+                    optimize::knob_field(policy.knob_kind()), optimize::knob_field(options.engine.knob)));
+  }
+  return ServingReplayRun(trace, cost, policy, slo, options).run();
 }
 
 namespace {
@@ -405,12 +474,13 @@ struct HindsightSearch {
   const LlmCostModel& cost;
   const optimize::ServingSlo& slo;
   ReplayOptions options;
+  optimize::KnobKind kind;
   const std::vector<uint32_t>& knobs;  // fastest first
   std::vector<std::optional<ServingSummary>> cache;
 
   const ServingSummary& at(size_t index) {
     if (!cache[index]) {
-      optimize::FixedClockPolicy policy("best_fixed_clock", knobs[index]);
+      optimize::FixedKnobPolicy policy("best_fixed_clock", {kind, knobs[index]});
       cache[index] = replay_serving(trace, cost, policy, slo, options).summary;
     }
     return *cache[index];
@@ -458,28 +528,29 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
                                                      const ComparisonOptions& options) {
   JOULE_TRY(optimize::validate(slo));
   JOULE_TRY(check_fits(trace, cost, options.replay.engine));
-  const std::vector<uint32_t> knobs =
-      options.replay.engine.lock_clocks ? cost.supported_clocks_mhz() : power_limit_knobs_w(cost.gpu());
-  const char* unit = options.replay.engine.lock_clocks ? "MHz" : "W";
+  const optimize::KnobKind kind = options.replay.engine.knob;
+  const std::vector<uint32_t> knobs = knob_values(cost, kind);
+  const optimize::Knob top_knob{kind, knobs.front()};
   ServingComparison comparison;
 
-  optimize::FixedClockPolicy max_clock("max_clock", knobs.front());
+  optimize::FixedKnobPolicy max_clock("max_clock", top_knob);
   comparison.strategies.push_back(replay_serving(trace, cost, max_clock, slo, options.replay));
   const ServingSummary& top = comparison.strategies.front().summary;
 
   if (top.slo_attainment < slo.attainment) {
     comparison.slo_unattainable = true;
-    comparison.best_fixed_clock_mhz = knobs.front();
+    comparison.best_fixed = top_knob;
     comparison.note = fmt::format(
         "no clock meets the SLO (TTFT {} s, TPOT {} s for {:.4g}% of requests): at the maximum clock {:.4g}% "
         "of "
         "requests meet it, so best_fixed_clock and joule run at the maximum clock ({} {})",
-        slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, knobs.front(), unit);
-    optimize::FixedClockPolicy best("best_fixed_clock", knobs.front());
+        slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, top_knob.value,
+        optimize::knob_unit(kind));
+    optimize::FixedKnobPolicy best("best_fixed_clock", top_knob);
     comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
-    optimize::UtilizationGovernor governor(knobs);
+    optimize::UtilizationGovernor governor(kind, knobs);
     comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
-    optimize::FixedClockPolicy joule("joule", knobs.front());
+    optimize::FixedKnobPolicy joule("joule", top_knob);
     comparison.strategies.push_back(replay_serving(trace, cost, joule, slo, options.replay));
     return comparison;
   }
@@ -489,13 +560,13 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   quick.bucket_s = 0;
   quick.on_iteration = nullptr;
   quick.on_idle = nullptr;
-  HindsightSearch search{trace, cost, slo, quick, knobs, {}};
-  comparison.best_fixed_clock_mhz = knobs[search.run()];
-  optimize::FixedClockPolicy best("best_fixed_clock", comparison.best_fixed_clock_mhz);
+  HindsightSearch search{trace, cost, slo, quick, kind, knobs, {}};
+  comparison.best_fixed = {kind, knobs[search.run()]};
+  optimize::FixedKnobPolicy best("best_fixed_clock", comparison.best_fixed);
   comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
-  optimize::UtilizationGovernor governor(knobs);
+  optimize::UtilizationGovernor governor(kind, knobs);
   comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
-  optimize::SloClockController controller(slo, knobs, options.controller);
+  optimize::SloClockController controller(slo, kind, knobs, options.controller);
   comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
   if (controller.slo_unattainable()) {
     comparison.note =

@@ -31,6 +31,19 @@ TEST(ServingSlo, Validates) {
       "margin <= 1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
 }
 
+TEST(ServingSamples, Validate) {
+  EXPECT_TRUE(validate(IterationSample{.start_s = 1, .end_s = 1.5, .energy_j = 3}));
+  JOULE_EXPECT_ERROR(validate(IterationSample{.start_s = 1, .end_s = 0.5}), ErrorCode::kInvalidArgument,
+                     "end_s must be a finite number ≥ 1, got 0.5");
+  JOULE_EXPECT_ERROR(validate(IterationSample{.end_s = 1, .energy_j = -1}), ErrorCode::kInvalidArgument,
+                     "energy_j must be a finite number ≥ 0, got -1");
+  JOULE_EXPECT_ERROR(validate(IterationSample{.end_s = 1, .waiting_requests = -2}),
+                     ErrorCode::kInvalidArgument, "waiting_requests must be a finite number ≥ 0, got -2");
+  EXPECT_TRUE(validate(RequestSample{.finish_s = 2, .ttft_s = 0.1, .tpot_s = std::nullopt}));
+  JOULE_EXPECT_ERROR(validate(RequestSample{.finish_s = 2, .ttft_s = 0.1, .tpot_s = -0.5}),
+                     ErrorCode::kInvalidArgument, "tpot_s must be a finite number ≥ 0, got -0.5");
+}
+
 TEST(UtilizationGovernor, FollowsTheBusyShare) {
   UtilizationGovernor governor(clocks(), {.interval_s = 1, .target_utilization = 0.8});
   EXPECT_EQ(governor.clock_mhz(), 1980u);
@@ -38,14 +51,14 @@ TEST(UtilizationGovernor, FollowsTheBusyShare) {
   // ending at 1.04 s: 0.44 s busy of 1.04 s, so 1980 × 0.423 / 0.8 = 1047 MHz, rounded up to 1050.
   double time_s = 0;
   for (int i = 0; i < 11; ++i) {
-    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.04, .clock_mhz = governor.clock_mhz()});
+    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.04, .knob = governor.knob()});
     governor.on_idle(time_s + 0.04, time_s + 0.1, 1.0);
     time_s += 0.1;
   }
   EXPECT_EQ(governor.clock_mhz(), 1050u);
   // Then fully busy: 1.0 s busy of 1.06 s, 1050 × 0.943 / 0.8 = 1238, rounded up to 1245.
   for (int i = 0; i < 11; ++i) {
-    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.1, .clock_mhz = governor.clock_mhz()});
+    governor.on_iteration({.start_s = time_s, .end_s = time_s + 0.1, .knob = governor.knob()});
     time_s += 0.1;
   }
   EXPECT_EQ(governor.clock_mhz(), 1245u);
@@ -64,7 +77,7 @@ TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
       controller.on_iteration({.start_s = time_s,
                                .end_s = time_s + 0.02,
                                .energy_j = power_w * 0.02,
-                               .clock_mhz = static_cast<uint32_t>(clock),
+                               .knob = Knob::sm_clock_mhz(static_cast<uint32_t>(clock)),
                                .decode_requests = 20,
                                .prefill_tokens = 50,
                                .oldest_waiting_s = oldest_waiting_s});
@@ -75,7 +88,7 @@ TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
   run(30, 0);
   EXPECT_LT(controller.clock_mhz(), 1000u);
   const auto models = controller.models();
-  EXPECT_EQ(models.front().clock_mhz, 1980u);
+  EXPECT_EQ(models.front().knob, Knob::sm_clock_mhz(1980));
   EXPECT_TRUE(models.front().measured);
   EXPECT_NEAR(models.front().predicted_time_s, 0.02, 1e-6);
   EXPECT_NEAR(models.front().predicted_power_w, 400, 1e-3);
@@ -90,14 +103,54 @@ TEST(SloClockController, SaysWhenEvenTheTopClockMisses) {
   SloClockController controller({0.1, 0.01}, clocks(), {.window_s = 5});
   double time_s = 0;
   for (int i = 0; i < 1000; ++i) {
-    controller.on_iteration(
-        {.start_s = time_s, .end_s = time_s + 0.02, .energy_j = 8, .clock_mhz = 1980, .decode_requests = 20});
+    controller.on_iteration({.start_s = time_s,
+                             .end_s = time_s + 0.02,
+                             .energy_j = 8,
+                             .knob = Knob::sm_clock_mhz(1980),
+                             .decode_requests = 20});
     time_s += 0.02;
     controller.on_request_done({.finish_s = time_s, .ttft_s = 0.5, .tpot_s = 0.02});
   }
   EXPECT_TRUE(controller.slo_unattainable());
   EXPECT_EQ(controller.clock_mhz(), 1980u);
   EXPECT_LT(controller.window_attainment(), 0.01);
+}
+
+// The same controller over power limits: its knob says so, and it never answers in MHz.
+TEST(SloClockController, TurnsAPowerLimitAsAKnobOfItsKind) {
+  EXPECT_EQ(knob_unit(KnobKind::kSmClockMhz), "MHz");
+  EXPECT_EQ(knob_unit(KnobKind::kPowerLimitW), "W");
+  EXPECT_EQ(knob_field(KnobKind::kSmClockMhz), "sm_clock_mhz");
+  EXPECT_EQ(knob_field(KnobKind::kPowerLimitW), "power_limit_w");
+  SloClockController controller({1.0, 0.1}, KnobKind::kPowerLimitW, {200, 700, 450});
+  EXPECT_EQ(controller.knob(), Knob::power_limit_w(700));
+  EXPECT_EQ(controller.power_limit_w(), 700u);
+  JOULE_EXPECT_THROW_MESSAGE(controller.clock_mhz(), ErrorCode::kState,
+                             "joule turns the power limit, not the SM clock: it has no clock_mhz");
+  const auto models = controller.models();
+  ASSERT_EQ(models.size(), 3u);
+  EXPECT_EQ(models.back().knob, Knob::power_limit_w(200));
+  // A sample at a clock is of another kind: not learned from.
+  for (int i = 0; i < 20; ++i) {
+    controller.on_iteration({.start_s = i * 0.02,
+                             .end_s = (i + 1) * 0.02,
+                             .energy_j = 8,
+                             .knob = Knob::sm_clock_mhz(700),
+                             .decode_requests = 20});
+  }
+  EXPECT_EQ(controller.models().front().samples, 0);
+  controller.on_iteration({.start_s = 1, .end_s = 1.02, .energy_j = 8, .knob = Knob::power_limit_w(700)});
+  EXPECT_EQ(controller.models().front().samples, 1);
+  JOULE_EXPECT_THROW_MESSAGE(SloClockController({0.5, 0.05}, KnobKind::kPowerLimitW, {}),
+                             ErrorCode::kInvalidArgument,
+                             "the SLO clock controller needs at least one power limit");
+
+  UtilizationGovernor governor(KnobKind::kPowerLimitW, {300, 700});
+  EXPECT_EQ(governor.knob(), Knob::power_limit_w(700));
+  FixedKnobPolicy fixed("fixed", Knob::sm_clock_mhz(1410));
+  EXPECT_EQ(fixed.clock_mhz(), 1410u);
+  JOULE_EXPECT_THROW_MESSAGE(fixed.power_limit_w(), ErrorCode::kState,
+                             "fixed turns the SM clock, not the power limit: it has no power_limit_w");
 }
 
 }  // namespace

@@ -268,6 +268,33 @@ def test_controller_arguments() -> None:
         controller.on_iteration(1.0, 2.0, 1.0, clocks[0])  # type: ignore[misc]  # keywords only
 
 
+def test_controller_of_power_limits_names_its_knob() -> None:
+    # A controller of power limits (GPUs whose clocks cannot be locked) answers in W, never in MHz.
+    clocks = joule.SloClockController(1.0, 0.1, [1980, 1410])
+    assert clocks.knob == "sm_clock_mhz" and clocks.clock_mhz == 1980
+    with pytest.raises(joule.StateError, match="no power_limit_w"):
+        clocks.power_limit_w
+    limits = joule.SloClockController(1.0, 0.1, power_limits_w=[300, 700, 500])
+    assert limits.knob == "power_limit_w" and limits.power_limit_w == 700
+    assert "power_limit=700 W" in repr(limits)
+    with pytest.raises(joule.StateError, match="no clock_mhz"):
+        limits.clock_mhz
+    assert [m["power_limit_w"] for m in limits.models()] == [700, 500, 300]
+    limits.on_iteration(start_s=0.0, end_s=0.02, energy_j=8.0, power_limit_w=700, decode_requests=20)
+    limits.seed([{"start_s": 0.0, "end_s": 0.02, "energy_j": 8.0, "power_limit_w": 700}])
+    assert limits.models()[0]["samples"] == 2
+    with pytest.raises(TypeError, match="give power_limit_w="):
+        limits.on_iteration(start_s=0.0, end_s=0.02, energy_j=8.0, clock_mhz=1980)
+    with pytest.raises(TypeError, match="give clock_mhz="):
+        clocks.on_iteration(start_s=0.0, end_s=0.02, energy_j=8.0, clock_mhz=1980, power_limit_w=700)
+    with pytest.raises(joule.InvalidArgumentError, match="lacks 'power_limit_w'"):
+        limits.seed([{"start_s": 0.0, "end_s": 0.02, "energy_j": 8.0, "clock_mhz": 1980}])
+    with pytest.raises(TypeError, match="exactly one"):
+        joule.SloClockController(1.0, 0.1)
+    with pytest.raises(TypeError, match="exactly one"):
+        joule.SloClockController(1.0, 0.1, [1980], power_limits_w=[700])
+
+
 def serve(device: joule.LlmDevice, controller: joule.SloClockController, guard: joule.SettingsGuard,
           arrivals: list[float], prompt: int, output: int) -> dict[str, Any]:
     """A continuous-batching loop in Python on the LlmDevice: each iteration admits every arrived request

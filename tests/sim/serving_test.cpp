@@ -85,7 +85,7 @@ TEST(ServingTrace, BadInputNamesLineAndField) {
 TEST(ServingReplay, AttributionAddsUpAndMatchesTheLedger) {
   const ServingTrace trace = synthetic_trace(60, {{60, 5}});
   const LlmCostModel cost = h100_8b();
-  optimize::FixedClockPolicy policy("fixed", 1500);
+  optimize::FixedKnobPolicy policy("fixed", optimize::Knob::sm_clock_mhz(1500));
   const optimize::ServingSlo slo{1.0, 0.1};
   // Feed every iteration to the library's ledger as a serving loop would.
   measure::RequestEnergyLedger ledger;
@@ -136,7 +136,7 @@ TEST(ServingReplay, MatchesTheSimulatedDevice) {
   const ServingTrace trace = synthetic_trace(20, {{20, 4}});
   const LlmCostModel cost = h100_8b();
   LlmDevice device(cost.gpu(), cost.model(), 1);
-  optimize::FixedClockPolicy policy("fixed", 1200);
+  optimize::FixedKnobPolicy policy("fixed", optimize::Knob::sm_clock_mhz(1200));
   device::SettingsGuard guard({.owner = "test", .restore_on_signals = false});
   ASSERT_TRUE(guard.lock_sm_clocks(*device.gpus()[0], 1200, 1200));
   ReplayOptions options;
@@ -191,7 +191,8 @@ TEST(ServingComparison, ControllerMeetsTheSloAndSavesEnergy) {
   EXPECT_FALSE(result.slo_unattainable);
   EXPECT_TRUE(result.note.empty()) << result.note;
   EXPECT_GE(best.slo_attainment, slo.attainment);
-  EXPECT_LT(result.best_fixed_clock_mhz, 1980u);
+  EXPECT_EQ(result.best_fixed.kind, optimize::KnobKind::kSmClockMhz);
+  EXPECT_LT(result.best_fixed.value, 1980u);
   EXPECT_GE(joule.slo_attainment, slo.attainment);
   EXPECT_LT(joule.energy_j, 0.8 * max_clock.energy_j);
   // The timeline shows the clock rising with the load, within seconds of the jump.
@@ -219,7 +220,7 @@ TEST(ServingComparison, UnattainableSloRunsAtMaxClockAndSaysSo) {
                 0),
             0u)
       << result.note;
-  EXPECT_EQ(result.best_fixed_clock_mhz, 1980u);
+  EXPECT_EQ(result.best_fixed, optimize::Knob::sm_clock_mhz(1980));
   EXPECT_NEAR(result.strategies[3].summary.mean_clock_mhz, result.strategies[0].summary.mean_clock_mhz, 1e-9);
 }
 
@@ -227,14 +228,36 @@ TEST(ServingComparison, PowerLimitFallback) {
   const ServingTrace trace = synthetic_trace(60, {{60, 4}});
   const LlmCostModel cost = h100_8b();
   ComparisonOptions options;
-  options.replay.engine.lock_clocks = false;
+  options.replay.engine.knob = optimize::KnobKind::kPowerLimitW;
   const ServingComparison result = compare_serving_strategies(trace, cost, {1.0, 0.1}, options).value();
-  EXPECT_LT(result.best_fixed_clock_mhz, 700u);  // a power limit in W
-  EXPECT_GE(result.best_fixed_clock_mhz, 200u);
+  EXPECT_EQ(result.best_fixed.kind, optimize::KnobKind::kPowerLimitW);
+  EXPECT_LT(result.best_fixed.value, 700u);  // a power limit in W
+  EXPECT_GE(result.best_fixed.value, 200u);
   EXPECT_GE(result.strategies[3].summary.slo_attainment, 0.99);
   EXPECT_LT(result.strategies[3].summary.energy_j, result.strategies[0].summary.energy_j);
   EXPECT_EQ(power_limit_knobs_w(cost.gpu()).front(), 700u);
   EXPECT_EQ(power_limit_knobs_w(cost.gpu()).back(), 200u);
+}
+
+// The knob a replay turns is the engine's kind: a power-limit policy's watts are never taken for MHz, and
+// the summary says which kind its mean is of.
+TEST(ServingReplay, TheKnobKeepsItsKind) {
+  const ServingTrace trace = synthetic_trace(10, {{10, 2}});
+  const LlmCostModel cost = h100_8b();
+  EXPECT_EQ(knob_values(cost, optimize::KnobKind::kSmClockMhz), cost.supported_clocks_mhz());
+  EXPECT_EQ(knob_values(cost, optimize::KnobKind::kPowerLimitW), power_limit_knobs_w(cost.gpu()));
+  ReplayOptions options;
+  optimize::FixedKnobPolicy limit("limit", optimize::Knob::power_limit_w(300));
+  JOULE_EXPECT_THROW_MESSAGE(replay_serving(trace, cost, limit, {1.0, 0.1}, options),
+                             ErrorCode::kInvalidArgument,
+                             "serving replay: the policy 'limit' turns the power_limit_w, the engine the "
+                             "sm_clock_mhz");
+  options.engine.knob = optimize::KnobKind::kPowerLimitW;
+  const ServingReplay replay = replay_serving(trace, cost, limit, {1.0, 0.1}, options);
+  EXPECT_EQ(replay.summary.knob_kind, optimize::KnobKind::kPowerLimitW);
+  EXPECT_NEAR(replay.summary.mean_knob_value, 300, 1e-9);
+  EXPECT_GT(replay.summary.mean_clock_mhz, 345);  // a clock, MHz, under the 300 W limit
+  EXPECT_LE(replay.summary.mean_clock_mhz, 1980);
 }
 
 }  // namespace

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/optimize/inference_slo.hpp — the GPU clock of an LLM serving replica, chosen online: least energy
-// while p99 time-to-first-token and time-per-output-token meet their SLOs. Plus the baselines it is compared
-// with (a fixed clock, a utilisation governor).
+// joule/optimize/inference_slo.hpp — the GPU knob of an LLM serving replica (its SM clock, or its power
+// limit where clocks cannot be locked), chosen online: least energy while p99 time-to-first-token and
+// time-per-output-token meet their SLOs. Plus the baselines it is compared with (a fixed knob, a
+// utilisation governor).
 //
 //   SloClockController controller({.ttft_s = 0.5, .tpot_s = 0.05}, gpu.supported_sm_clocks_mhz().value());
 //   // serving loop, per iteration:
 //   uint32_t clock = controller.clock_mhz();               // lock it (SettingsGuard) if it changed
 //   ... run the iteration, measure its time and energy ...
-//   controller.on_iteration({.start_s = t0, .end_s = t1, .energy_j = e, .clock_mhz = clock, …});
-//   controller.on_request_done({.finish_s = t1, .ttft_s = …, .tpot_s = …});
+//   controller.on_iteration({.start_s = t0, .end_s = t1, .energy_j = e, .knob = Knob::sm_clock_mhz(clock),
+//   …}); controller.on_request_done({.finish_s = t1, .ttft_s = …, .tpot_s = …});
 #pragma once
 
 #include <cstdint>
@@ -16,11 +17,37 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "joule/core/error.hpp"
 
 namespace joule::optimize {
+
+/// What a serving policy turns: the SM clock (locked), or the power limit on GPUs whose clocks cannot be
+/// locked.
+enum class KnobKind {
+  kSmClockMhz,   ///< an SM clock lock, MHz
+  kPowerLimitW,  ///< a power limit, W
+};
+
+/// @return the unit of a knob's value: "MHz" or "W".
+std::string_view knob_unit(KnobKind kind);
+/// @return the knob's name with its unit, "sm_clock_mhz" or "power_limit_w": the stem of every output field
+/// that carries a knob value (e.g. `joule infer replay`'s JSON `best_fixed_power_limit_w`).
+std::string_view knob_field(KnobKind kind);
+/// @return "clock" or "power limit", for messages.
+std::string_view knob_noun(KnobKind kind);
+
+/// One setting of the knob: a value and what it is.
+struct Knob {
+  KnobKind kind = KnobKind::kSmClockMhz;
+  uint32_t value = 0;  ///< in knob_unit(kind): MHz or W
+
+  static Knob sm_clock_mhz(uint32_t clock_mhz) { return {KnobKind::kSmClockMhz, clock_mhz}; }
+  static Knob power_limit_w(uint32_t power_limit_w) { return {KnobKind::kPowerLimitW, power_limit_w}; }
+  bool operator==(const Knob&) const = default;
+};
 
 /// Per-request latency objectives.
 struct ServingSlo {
@@ -42,7 +69,7 @@ struct IterationSample {
   double start_s = 0;
   double end_s = 0;
   double energy_j = 0;           ///< of the whole replica
-  uint32_t clock_mhz = 0;        ///< the clock (or knob) it ran at
+  Knob knob{};                   ///< the knob it ran at (a sample of another kind is not learned from)
   int64_t decode_requests = 0;   ///< requests that decoded a token
   int64_t prefill_tokens = 0;    ///< prompt tokens processed
   int64_t waiting_requests = 0;  ///< requests queued, not yet admitted, after it
@@ -57,54 +84,77 @@ struct RequestSample {
   int64_t prompt_tokens = 0;     ///< 0 if unknown; lets the controller predict long prompts' TTFT
 };
 
-/// What chooses the clock of a serving replica. Called by one serving loop (not thread-safe).
-class ServingClockPolicy {
+/// @return kInvalidArgument naming the first bad field of a sample from outside (e.g. Python): a start_s
+/// that is not finite, an end_s before it, a negative energy_j, count or oldest_waiting_s.
+Result<void> validate(const IterationSample& sample);
+/// @return kInvalidArgument naming a finish_s that is not finite, or a negative ttft_s, tpot_s or
+/// prompt_tokens.
+Result<void> validate(const RequestSample& sample);
+
+/// What chooses the knob (SM clock or power limit) of a serving replica. Called by one serving loop (not
+/// thread-safe).
+class ServingKnobPolicy {
  public:
-  virtual ~ServingClockPolicy() = default;
+  virtual ~ServingKnobPolicy() = default;
   /// @return e.g. "joule", "max_clock".
   virtual std::string name() const = 0;
-  /// @return the clock the next iteration should run at, MHz (one of the clocks given at construction).
-  virtual uint32_t clock_mhz() const = 0;
+  /// @return the knob the next iteration should run at (one of the values given at construction, of the
+  /// kind given there).
+  virtual Knob knob() const = 0;
+  /// @return knob().kind.
+  KnobKind knob_kind() const { return knob().kind; }
+  /// @return the SM clock the next iteration should run at, MHz. @throws joule::Exception (kState) when the
+  /// policy turns the power limit.
+  uint32_t clock_mhz() const;
+  /// @return the power limit the next iteration should run under, W. @throws joule::Exception (kState) when
+  /// the policy turns the SM clock.
+  uint32_t power_limit_w() const;
   virtual void on_iteration(const IterationSample& sample) = 0;
   virtual void on_request_done(const RequestSample& /*sample*/) {}
   /// The replica idled over [from_s, to_s] drawing `energy_j` (all its GPUs).
   virtual void on_idle(double /*from_s*/, double /*to_s*/, double /*energy_j*/) {}
 };
 
-/// Always the same clock.
-class FixedClockPolicy final : public ServingClockPolicy {
+/// Always the same knob.
+class FixedKnobPolicy final : public ServingKnobPolicy {
  public:
-  FixedClockPolicy(std::string name, uint32_t clock_mhz) : name_(std::move(name)), clock_mhz_(clock_mhz) {}
+  FixedKnobPolicy(std::string name, Knob knob) : name_(std::move(name)), knob_(knob) {}
   std::string name() const override { return name_; }
-  uint32_t clock_mhz() const override { return clock_mhz_; }
+  Knob knob() const override { return knob_; }
   void on_iteration(const IterationSample& /*sample*/) override {}
 
  private:
   std::string name_;
-  uint32_t clock_mhz_;
+  Knob knob_;
 };
 
-/// A utilisation governor (like Linux's schedutil): every interval, clock = current clock × busy share /
-/// target share, rounded up to a supported clock. It knows nothing of latency.
-class UtilizationGovernor final : public ServingClockPolicy {
+/// A utilisation governor (like Linux's schedutil): every interval, knob = current knob × busy share /
+/// target share, rounded up to a supported value. It knows nothing of latency.
+class UtilizationGovernor final : public ServingKnobPolicy {
  public:
   struct Options {
     double interval_s = 1.0;
     double target_utilization = 0.8;  ///< in (0, 1]
   };
-  /// @param clocks_mhz the supported clocks (any order, not empty). @throws joule::Exception
-  /// (kInvalidArgument) for empty clocks or bad options.
-  UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options);
+  /// @param values the supported knob values of `kind` (any order, not empty). @throws joule::Exception
+  /// (kInvalidArgument) for no values or bad options.
+  UtilizationGovernor(KnobKind kind, std::vector<uint32_t> values, Options options);
+  UtilizationGovernor(KnobKind kind, std::vector<uint32_t> values)
+      : UtilizationGovernor(kind, std::move(values), Options{}) {}
+  /// Over SM clocks, MHz.
+  UtilizationGovernor(std::vector<uint32_t> clocks_mhz, Options options)
+      : UtilizationGovernor(KnobKind::kSmClockMhz, std::move(clocks_mhz), options) {}
   explicit UtilizationGovernor(std::vector<uint32_t> clocks_mhz)
-      : UtilizationGovernor(std::move(clocks_mhz), Options{}) {}
+      : UtilizationGovernor(KnobKind::kSmClockMhz, std::move(clocks_mhz), Options{}) {}
   std::string name() const override { return "utilization_governor"; }
-  uint32_t clock_mhz() const override { return clocks_mhz_[level_]; }
+  Knob knob() const override { return {kind_, values_[level_]}; }
   void on_iteration(const IterationSample& sample) override;
   void on_idle(double from_s, double to_s, double energy_j) override;
 
  private:
   void tick(double now_s);
-  std::vector<uint32_t> clocks_mhz_;  // highest first
+  KnobKind kind_;
+  std::vector<uint32_t> values_;  // highest first
   Options options_;
   size_t level_ = 0;
   double window_start_s_ = -1;
@@ -117,56 +167,62 @@ struct SloControllerOptions {
   double window_s = 20.0;   ///< the latency window its percentiles come from, s
   double margin = 0.85;     ///< aim at margin × SLO; shrinks after a violation, recovers slowly
   double min_margin = 0.5;
-  int min_samples = 8;           ///< iterations at a clock before its model is trusted
-  int max_step_down = 4;         ///< clock levels it may go down per decision (up: any)
-  size_t candidate_levels = 24;  ///< clocks it considers, spread evenly over the supported ones
+  int min_samples = 8;           ///< iterations at a level before its model is trusted
+  int max_step_down = 4;         ///< levels it may go down per decision (up: any)
+  size_t candidate_levels = 24;  ///< knob values it considers, spread evenly over the supported ones
 };
 
-/// One clock level's learned model (for reports and tests).
-struct ClockModel {
-  uint32_t clock_mhz = 0;
+/// One knob level's learned model (for reports and tests).
+struct KnobModel {
+  Knob knob{};
   int64_t samples = 0;
   double predicted_time_s = 0;   ///< of the current mean iteration
   double predicted_power_w = 0;  ///< of the replica, busy
   bool measured = false;         ///< false: predicted from a neighbour (pessimistic in time)
 };
 
-/// The SLO-aware clock controller. It learns, per clock level, iteration time and power as linear functions
-/// of the batch (decode requests, prefill tokens) by recursive least squares from the measured iterations
-/// — no offline profile needed; seed() takes one to start from. Every interval it predicts, for each level,
-/// the p99 TTFT and TPOT (the window's measured p99 at the current clock scaled by the predicted iteration
-/// time ratio, TTFT also by the queueing growth 1/(1 − utilisation)) and the mean power (busy share × busy
-/// power + idle share × idle power), and picks the least-power level whose predictions are within margin ×
-/// SLO. Levels never measured are predicted pessimistically (fully compute-bound: time ∝ 1/clock), so it
-/// explores downward only while even that meets the SLO, and at most max_step_down levels at a time.
+/// The SLO-aware clock controller: it turns the SM clock (or, built with KnobKind::kPowerLimitW, the power
+/// limit; "clock" below reads "knob value" then). It learns, per clock level, iteration time and power as
+/// linear functions of the batch (decode requests, prefill tokens) by recursive least squares from the
+/// measured iterations — no offline profile needed; seed() takes one to start from. Every interval it
+/// predicts, for each level, the p99 TTFT and TPOT (the window's measured p99 at the current clock scaled by
+/// the predicted iteration time ratio, TTFT also by the queueing growth 1/(1 − utilisation)) and the mean
+/// power (busy share × busy power + idle share × idle power), and picks the least-power level whose
+/// predictions are within margin × SLO. Levels never measured are predicted pessimistically (fully
+/// compute-bound: time ∝ 1/clock), so it explores downward only while even that meets the SLO, and at most
+/// max_step_down levels at a time.
 ///
 /// Safety: when the window's attainment falls below the target, or a queued request has waited past
 /// margin × TTFT SLO, it goes to the highest clock at once and tightens the margin (recovering by 1% per
 /// interval). When the highest clock itself misses the SLO for a whole window, slo_unattainable() turns
 /// true (it stays at the highest clock until the SLO is met again).
-class SloClockController final : public ServingClockPolicy {
+class SloClockController final : public ServingKnobPolicy {
  public:
-  /// @param clocks_mhz the supported clocks (any order); @throws joule::Exception (kInvalidArgument) for
-  /// a bad SLO, no clocks or bad options.
-  SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz, SloControllerOptions options = {});
+  /// @param values the supported knob values of `kind` (any order); @throws joule::Exception
+  /// (kInvalidArgument) for a bad SLO, no values or bad options.
+  SloClockController(ServingSlo slo, KnobKind kind, std::vector<uint32_t> values,
+                     SloControllerOptions options = {});
+  /// Over SM clocks, MHz.
+  SloClockController(ServingSlo slo, std::vector<uint32_t> clocks_mhz, SloControllerOptions options = {})
+      : SloClockController(slo, KnobKind::kSmClockMhz, std::move(clocks_mhz), options) {}
   ~SloClockController() override;
   SloClockController(const SloClockController&) = delete;
   SloClockController& operator=(const SloClockController&) = delete;
 
   std::string name() const override { return "joule"; }
-  uint32_t clock_mhz() const override;
+  Knob knob() const override;
   void on_iteration(const IterationSample& sample) override;
   void on_request_done(const RequestSample& sample) override;
   void on_idle(double from_s, double to_s, double energy_j) override;
 
   /// Seeds the models with profiled iterations (e.g. a previous run's), as if measured.
   void seed(const std::vector<IterationSample>& samples);
-  /// @return true while even the highest clock misses the SLO.
+  /// @return true while even the highest knob value misses the SLO.
   bool slo_unattainable() const;
   /// @return the window's share of requests meeting both SLOs (1 with none finished).
   double window_attainment() const;
-  /// @return each candidate level's model for the current mean iteration, highest clock first.
-  std::vector<ClockModel> models() const;
+  /// @return each candidate level's model for the current mean iteration, highest value first.
+  std::vector<KnobModel> models() const;
   const ServingSlo& slo() const;
 
  private:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/sim/serving.hpp — replay a request trace through a simulated LLM serving engine (continuous,
-// iteration-level batching with chunked prefill) on the serving cost model, under a clock policy; and
+// iteration-level batching with chunked prefill) on the serving cost model, under a knob policy (SM clock
+// or power limit); and
 // compare the policies `joule infer replay` prints.
 #pragma once
 
@@ -51,7 +52,9 @@ struct EngineOptions {
   int64_t max_batch = 256;          ///< requests in flight at most (vLLM's max_num_seqs)
   int64_t max_batch_tokens = 8192;  ///< tokens per iteration at most, prefill chunks included
   double kv_memory_share = 0.9;     ///< share of GPU memory for weights + KV cache (vLLM's default 0.9)
-  bool lock_clocks = true;          ///< false: the policy's clock is enforced by a power limit instead
+  /// What the policy turns: a locked SM clock (the power limit stays at TDP), or the power limit with
+  /// clocks unlocked (GPUs without clock locks).
+  optimize::KnobKind knob = optimize::KnobKind::kSmClockMhz;
 };
 
 /// One request's outcome.
@@ -87,7 +90,10 @@ struct ServingSummary {
   double p50_ttft_s = 0, p99_ttft_s = 0, p50_tpot_s = 0, p99_tpot_s = 0;
   double slo_attainment = 0;  ///< share of requests meeting both SLOs
   double mean_clock_mhz = 0;  ///< the clock the GPUs ran at, busy-time weighted
-  double mean_knob = 0;   ///< the policy's knob, busy-time weighted: a clock lock (MHz) or a power limit (W)
+  optimize::KnobKind knob_kind = optimize::KnobKind::kSmClockMhz;  ///< what the policy turned
+  /// The knob the policy chose, busy-time weighted, in knob_unit(knob_kind): a clock lock (MHz) or a power
+  /// limit (W).
+  double mean_knob_value = 0;
   double duration_s = 0;  ///< until the last request finished
   int64_t requests = 0;
   int64_t output_tokens = 0;
@@ -132,12 +138,12 @@ struct ReplayOptions {
 };
 
 /// Replays `trace` on `cost` under `policy`, which sees every iteration and finished request as a live
-/// controller would (with the time and energy the model gives). Deterministic. With lock_clocks the
-/// policy's knob is an SM clock in MHz; without, a power limit in W (see power_limit_knobs_w()).
-/// @throws joule::Exception (kInvalidArgument) for bad engine options or a request that can never fit the
-/// KV cache (check_fits() says which first).
+/// controller would (with the time and energy the model gives). Deterministic. The policy's knob is of
+/// the engine's kind (options.engine.knob): an SM clock in MHz, or a power limit in W (see knob_values()).
+/// @throws joule::Exception (kInvalidArgument) for bad engine options, a policy whose knob is of another
+/// kind, or a request that can never fit the KV cache (check_fits() says which first).
 ServingReplay replay_serving(const ServingTrace& trace, const LlmCostModel& cost,
-                             optimize::ServingClockPolicy& policy, const optimize::ServingSlo& slo,
+                             optimize::ServingKnobPolicy& policy, const optimize::ServingSlo& slo,
                              const ReplayOptions& options);
 
 /// @return kInvalidArgument for bad options (max_batch < 1, max_batch_tokens < max_batch, a KV share outside
@@ -147,11 +153,14 @@ Result<void> check_fits(const ServingTrace& trace, const LlmCostModel& cost, con
 /// @return the power limits a policy chooses among when clocks cannot be locked: TDP down to the lowest
 /// limit in 5 W steps, W.
 std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu);
+/// @return the values a policy chooses among for a knob kind, highest first: the supported SM clocks (MHz)
+/// or power_limit_knobs_w() (W).
+std::vector<uint32_t> knob_values(const LlmCostModel& cost, optimize::KnobKind kind);
 
 /// The four strategies of `joule infer replay`.
 struct ServingComparison {
   std::vector<ServingReplay> strategies;  ///< max_clock, best_fixed_clock, utilization_governor, joule
-  uint32_t best_fixed_clock_mhz = 0;
+  optimize::Knob best_fixed{};            ///< the best fixed knob in hindsight (the top one if unattainable)
   bool slo_unattainable = false;  ///< not even the highest clock meets the SLO: every strategy ran at it
   std::string note;               ///< a sentence for the user when something is off (empty otherwise)
 };
@@ -162,7 +171,9 @@ struct ComparisonOptions {
 };
 
 /// Runs max clock, the best fixed clock in hindsight (least energy meeting the attainment target, found by
-/// replaying candidate clocks), the utilisation governor and the SLO controller on the same trace.
+/// replaying candidate clocks), the utilisation governor and the SLO controller on the same trace; each
+/// turns the knob of options.replay.engine.knob (an SM clock, or a power limit whose highest value is
+/// what "max_clock" runs at).
 /// @return check_fits()'s and validate(slo)'s errors.
 Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, const LlmCostModel& cost,
                                                      const optimize::ServingSlo& slo,
