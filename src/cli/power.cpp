@@ -10,11 +10,8 @@
 
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
-#include "joule/core/log.hpp"
 #include "joule/measure/power_sampler.hpp"
-#include "joule/metrics/cpu_metrics.hpp"
-#include "joule/metrics/endpoint.hpp"
-#include "joule/metrics/gpu_metrics.hpp"
+#include "joule/metrics/device_exporter.hpp"
 #include "joule/metrics/http_listener.hpp"
 
 #include "common.hpp"
@@ -91,16 +88,101 @@ std::string telemetry_columns_text(const device::GpuTelemetry& reading) {
                      reading.gpu_utilization_pct ? std::to_string(*reading.gpu_utilization_pct) : "-");
 }
 
-// Asks the signal for the current intensity and hands it to the metrics. A provider that fails keeps the
-// last value (a warning says why): a scrape must never show an invented intensity.
-void refresh_intensity(carbon::CarbonSignal& signal, metrics::GpuMetrics& metrics) {
-  const auto latest = signal.latest();
-  if (!latest) {
-    log().warn("power: carbon intensity unavailable, keeping the last value: {}", latest.error().message());
-    return;
+// The channels `joule power` samples: the chosen GPUs, then (--cpus) each CPU package and its DRAM.
+struct PowerChannels {
+  std::vector<measure::PowerChannel> channels;
+  std::vector<std::string> names;
+  std::vector<device::Gpu*> gpus;  // the GPU of each channel, nullptr for CPU channels
+};
+
+PowerChannels power_channels(const device::DeviceSet& devices, const std::vector<device::Gpu*>& gpus,
+                             bool cpus) {
+  PowerChannels out;
+  for (auto* gpu : gpus) {
+    out.channels.push_back(measure::gpu_power_channel(*gpu));
+    out.names.push_back(fmt::format("gpu{}", gpu->info().index));
+    out.gpus.push_back(gpu);
   }
-  if (const auto set = metrics.set_carbon_intensity(latest->intensity_g_per_kwh); !set) {
-    log().warn("power: carbon intensity from {} refused: {}", signal.describe(), set.error().message());
+  if (cpus) {
+    if (devices.cpus.empty()) {
+      throw Exception(ErrorCode::kNotFound, fmt::format("--cpus: {}", devices.why_no_cpus()));
+    }
+    for (const auto& cpu : devices.cpus) {
+      out.channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock));
+      out.names.push_back(fmt::format("cpu{}", cpu->info().index));
+      out.gpus.push_back(nullptr);
+      if (cpu->info().has_dram) {
+        out.channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock, true));
+        out.names.push_back(fmt::format("dram{}", cpu->info().index));
+        out.gpus.push_back(nullptr);
+      }
+    }
+  }
+  if (out.channels.empty()) {
+    throw Exception(ErrorCode::kNotFound, fmt::format("power: nothing to sample: {}", devices.why_no_gpus()));
+  }
+  return out;
+}
+
+// The exporter's options from the flags. `metrics` does not depend on `carbon`: the carbon signal is handed
+// over as a callback, refreshed on the exporter's timer when it is a trace or a provider.
+// @param carbon_source the flags' carbon source, its --country resolved.
+metrics::DeviceExporterOptions exporter_options(const PowerFlags& flags,
+                                                const carbon::CarbonSourceOptions& carbon_source,
+                                                Clock& clock) {
+  metrics::DeviceExporterOptions options;
+  options.address = flags.serve;
+  options.flag = "power: --serve";
+  options.name = "power";
+  if (flags.carbon.sources_given() > 0) {
+    std::shared_ptr<carbon::CarbonSignal> signal =
+        value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
+    options.carbon = metrics::CarbonIntensitySource{
+        .latest = [signal]() -> Result<double> { return JOULE_TRY(signal->latest()).intensity_g_per_kwh; },
+        .description = signal->describe()};
+    const bool constant = flags.carbon.intensity_g_per_kwh || !flags.carbon.country.empty();
+    options.carbon_refresh_s = constant ? 0 : flags.carbon_refresh_s;
+  }
+  return options;
+}
+
+// @return one tick's readings in the --format (text: one line for all channels, with its timestamp).
+std::string readings_text(const PowerFlags& flags, const PowerChannels& channels,
+                          const measure::PowerSampler& sampler, const std::string& timestamp) {
+  std::string line;
+  for (size_t i = 0; i < channels.names.size(); ++i) {
+    const auto sample = sampler.latest(i);
+    // Energy-derived CPU channels have no reading until their second tick.
+    const std::string watts = sample ? fmt::format("{:.3f}", mw_to_w(sample->power_mw)) : std::string();
+    std::optional<device::GpuTelemetry> reading;
+    if (channels.gpus[i] != nullptr && (flags.format != Format::kText || flags.telemetry)) {
+      reading = channels.gpus[i]->telemetry();
+    }
+    if (flags.format == Format::kCsv) {
+      line += fmt::format("{},{},{},{}\n", timestamp, channels.names[i], watts, telemetry_csv(reading));
+    } else if (flags.format == Format::kJson) {
+      nlohmann::json json_line = {{"timestamp", timestamp}, {"device", channels.names[i]}};
+      json_line["power_w"] = sample ? nlohmann::json(mw_to_w(sample->power_mw)) : nlohmann::json(nullptr);
+      telemetry_json(reading, json_line);
+      line += json_line.dump() + "\n";
+    } else {
+      line += fmt::format("  {} {:>9} W{}", channels.names[i], watts.empty() ? "-" : watts,
+                          reading ? telemetry_columns_text(*reading) : std::string());
+    }
+  }
+  return flags.format == Format::kText ? timestamp + line + "\n" : line;
+}
+
+void print_summary(const PowerFlags& flags, const PowerChannels& channels,
+                   const measure::PowerSampler& sampler, Nanos start, Nanos end) {
+  std::cout << fmt::format("\n{:.3f} s sampled every {} ms\n", to_seconds(end - start), flags.interval_ms);
+  for (size_t i = 0; i < channels.names.size(); ++i) {
+    const auto energy = sampler.energy_j(i, start, end);
+    if (energy) {
+      std::cout << fmt::format("  {:<6} {:>12.3f} J  avg {:>8.1f} W  ({})\n", channels.names[i], *energy,
+                               to_seconds(end - start) > 0 ? *energy / to_seconds(end - start) : 0.0,
+                               sampler.label(i));
+    }
   }
 }
 
@@ -124,136 +206,47 @@ int run_power(const GlobalOptions& global, const PowerFlags& flags) {
   BlockedSignals stop({SIGINT, SIGTERM});
   const device::DeviceSet devices = open_devices(global, true, flags.cpus);
   const auto gpus = value_or_throw(devices.select_gpus(gpu_indices));
-  std::vector<measure::PowerChannel> channels;
-  std::vector<std::string> names;
-  std::vector<device::Gpu*> channel_gpus;  // the GPU of each channel, nullptr for CPU channels
-  for (auto* gpu : gpus) {
-    channels.push_back(measure::gpu_power_channel(*gpu));
-    names.push_back(fmt::format("gpu{}", gpu->info().index));
-    channel_gpus.push_back(gpu);
-  }
-  if (flags.cpus) {
-    if (devices.cpus.empty()) {
-      throw Exception(ErrorCode::kNotFound, fmt::format("--cpus: {}", devices.why_no_cpus()));
-    }
-    for (const auto& cpu : devices.cpus) {
-      channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock));
-      names.push_back(fmt::format("cpu{}", cpu->info().index));
-      channel_gpus.push_back(nullptr);
-      if (cpu->info().has_dram) {
-        channels.push_back(measure::cpu_power_channel(*cpu, *devices.clock, true));
-        names.push_back(fmt::format("dram{}", cpu->info().index));
-        channel_gpus.push_back(nullptr);
-      }
-    }
-  }
-  if (channels.empty()) {
-    throw Exception(ErrorCode::kNotFound, fmt::format("power: nothing to sample: {}", devices.why_no_gpus()));
-  }
+  PowerChannels channels = power_channels(devices, gpus, flags.cpus);
   Clock& clock = *devices.clock;
   const Nanos period = std::chrono::milliseconds(flags.interval_ms);
-  measure::PowerSampler sampler(std::move(channels), clock, period);
+  measure::PowerSampler sampler(std::move(channels.channels), clock, period);
   // With --serve the scrape is the output: readings are not printed (a service's log would fill with them),
   // only where to scrape and, at the end, the summary.
-  metrics::MetricsRegistry metrics;
-  std::unique_ptr<metrics::MetricsEndpoint> endpoint;
-  std::shared_ptr<metrics::GpuMetrics> gpu_metrics;
-  std::unique_ptr<carbon::CarbonSignal> carbon_signal;
+  std::unique_ptr<metrics::DeviceExporter> exporter;
   if (!flags.serve.empty()) {
-    gpu_metrics = std::make_shared<metrics::GpuMetrics>(gpus, clock);
-    if (flags.carbon.sources_given() > 0) {
-      carbon_signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
-      // A source that cannot give the current value at the start is a configuration error, said now.
-      const auto first = carbon_signal->latest();
-      if (!first) {
-        throw Exception(first.error().code(), fmt::format("power: {}", first.error().message()));
-      }
-      value_or_throw(gpu_metrics->set_carbon_intensity(first->intensity_g_per_kwh));
+    std::vector<device::Cpu*> cpus;
+    for (const auto& cpu : devices.cpus) {
+      cpus.push_back(cpu.get());
     }
-    metrics.add_collector(gpu_metrics);
-    if (flags.cpus) {
-      std::vector<device::Cpu*> cpus;
-      for (const auto& cpu : devices.cpus) {
-        cpus.push_back(cpu.get());
-      }
-      metrics.add_collector(std::make_shared<metrics::CpuMetrics>(std::move(cpus)));
-    }
-    endpoint = value_or_throw(metrics::MetricsEndpoint::start(
-        flags.serve, [&metrics] { return metrics.render(); }, "power: --serve"));
+    exporter =
+        value_or_throw(metrics::DeviceExporter::start(gpus, flags.cpus ? cpus : std::vector<device::Cpu*>{},
+                                                      clock, exporter_options(flags, carbon_source, clock)));
     // Tests and scripts read the port from this line (with HOST:0 it is the one chosen).
     std::cout << fmt::format("joule power: serving metrics of {} GPU{} on {}\n", gpus.size(),
-                             gpus.size() == 1 ? "" : "s", endpoint->url())
+                             gpus.size() == 1 ? "" : "s", exporter->url())
               << std::flush;
-  }
-  const bool print_readings = !endpoint;
-  if (print_readings && flags.format == Format::kCsv) {
+  } else if (flags.format == Format::kCsv) {
     std::cout << kCsvHeader << '\n';
   }
   const Nanos start = clock.now();
   const Nanos deadline = start + from_seconds(flags.duration_s);
-  Nanos next = start;
-  const Nanos carbon_refresh = from_seconds(flags.carbon_refresh_s);
-  Nanos next_carbon_refresh = start + carbon_refresh;
-  while (true) {
+  for (Nanos next = start;;) {
     sampler.sample_now();
-    const Nanos now = clock.now();
-    if (carbon_signal && !flags.carbon.intensity_g_per_kwh && flags.carbon.country.empty() &&
-        now >= next_carbon_refresh) {
-      refresh_intensity(*carbon_signal, *gpu_metrics);
-      next_carbon_refresh = now + carbon_refresh;
+    if (!exporter) {
+      std::cout << readings_text(flags, channels, sampler, format_iso8601_utc(clock.to_unix_ns(clock.now())))
+                << std::flush;
     }
-    if (!print_readings) {
-      next += period;
-      if ((flags.duration_s > 0 && next > deadline) || stop.wait(next - clock.now())) {
-        break;
-      }
-      continue;
-    }
-    const std::string timestamp = format_iso8601_utc(clock.to_unix_ns(now));
-    std::string line;
-    for (size_t i = 0; i < names.size(); ++i) {
-      const auto sample = sampler.latest(i);
-      // Energy-derived CPU channels have no reading until their second tick.
-      const std::string watts = sample ? fmt::format("{:.3f}", mw_to_w(sample->power_mw)) : std::string();
-      std::optional<device::GpuTelemetry> reading;
-      if (channel_gpus[i] != nullptr && (flags.format != Format::kText || flags.telemetry)) {
-        reading = channel_gpus[i]->telemetry();
-      }
-      if (flags.format == Format::kCsv) {
-        line += fmt::format("{},{},{},{}\n", timestamp, names[i], watts, telemetry_csv(reading));
-      } else if (flags.format == Format::kJson) {
-        nlohmann::json json_line = {{"timestamp", timestamp}, {"device", names[i]}};
-        json_line["power_w"] = sample ? nlohmann::json(mw_to_w(sample->power_mw)) : nlohmann::json(nullptr);
-        telemetry_json(reading, json_line);
-        line += json_line.dump() + "\n";
-      } else {
-        line += fmt::format("  {} {:>9} W{}", names[i], watts.empty() ? "-" : watts,
-                            reading ? telemetry_columns_text(*reading) : std::string());
-      }
-    }
-    std::cout << (flags.format == Format::kText ? timestamp + line + "\n" : line) << std::flush;
     next += period;
-    if (flags.duration_s > 0 && next > deadline) {
-      break;
-    }
-    if (stop.wait(next - clock.now())) {  // a stop signal arrived
-      break;
+    if ((flags.duration_s > 0 && next > deadline) || stop.wait(next - clock.now())) {
+      break;  // the duration is over, or a stop signal arrived
     }
   }
   const Nanos end = clock.now();
-  if (endpoint) {
-    endpoint->stop();
+  if (exporter) {
+    exporter->stop();
   }
   if (flags.format == Format::kText) {
-    std::cout << fmt::format("\n{:.3f} s sampled every {} ms\n", to_seconds(end - start), flags.interval_ms);
-    for (size_t i = 0; i < names.size(); ++i) {
-      const auto energy = sampler.energy_j(i, start, end);
-      if (energy) {
-        std::cout << fmt::format("  {:<6} {:>12.3f} J  avg {:>8.1f} W  ({})\n", names[i], *energy,
-                                 to_seconds(end - start) > 0 ? *energy / to_seconds(end - start) : 0.0,
-                                 sampler.label(i));
-      }
-    }
+    print_summary(flags, channels, sampler, start, end);
   }
   return 0;
 }

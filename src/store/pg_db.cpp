@@ -5,7 +5,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
+
+#include "store/libpq.hpp"
 
 namespace joule::store::pg {
 
@@ -51,19 +52,22 @@ std::string clean_message(std::string_view message, const Target& target) {
 }
 
 Rows::~Rows() {
-  PQclear(result_);
+  if (result_ != nullptr) {
+    pq_->clear(result_);
+  };
 }
 
 int Rows::size() const {
-  return PQntuples(result_);
+  return pq_->ntuples(result_);
 }
 
 std::string_view Rows::text(int row, int column) const {
-  return {PQgetvalue(result_, row, column), static_cast<std::size_t>(PQgetlength(result_, row, column))};
+  return {pq_->get_value(result_, row, column),
+          static_cast<std::size_t>(pq_->get_length(result_, row, column))};
 }
 
 int64_t Rows::affected() const {
-  const std::string_view count = PQcmdTuples(result_);
+  const std::string_view count = pq_->cmd_tuples(result_);
   int64_t value = 0;
   std::from_chars(count.data(), count.data() + count.size(), value);
   return value;
@@ -74,32 +78,33 @@ Result<std::unique_ptr<Connection>> Connection::open(const Target& target,
   // Defaults first: what the URI says overrides them (libpq keeps the last value of a repeated keyword).
   const char* const keywords[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
   const char* const values[] = {"10", "joule", target.url.c_str(), nullptr};
-  pg_conn* connection = PQconnectdbParams(keywords, values, 1);
+  const LibPq& pq = *JOULE_TRY(libpq());
+  pg_conn* connection = pq.connectdb_params(keywords, values, 1);
   if (connection == nullptr) {
     return fail(ErrorCode::kIo, "{}: out of memory", target.description);
   }
-  if (PQstatus(connection) != CONNECTION_OK) {
-    const std::string message = clean_message(PQerrorMessage(connection), target);
-    PQfinish(connection);
+  if (pq.status(connection) != CONNECTION_OK) {
+    const std::string message = clean_message(pq.error_message(connection), target);
+    pq.finish(connection);
     const bool refused = message.find("password authentication failed") != std::string::npos ||
                          message.find("no password supplied") != std::string::npos ||
                          message.find("permission denied") != std::string::npos;
     return tl::make_unexpected(Error(refused ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
                                      fmt::format("{}: {}", target.description, message)));
   }
-  PQsetNoticeProcessor(connection, &ignore_notice, nullptr);
-  std::unique_ptr<Connection> result(new Connection(connection, target));
+  pq.set_notice_processor(connection, &ignore_notice, nullptr);
+  std::unique_ptr<Connection> result(new Connection(pq, connection, target));
   const std::string set_timeout = fmt::format("SET lock_timeout = {}", lock_timeout.count());
   JOULE_TRY(result->execute(set_timeout.c_str()));
   return result;
 }
 
 Connection::~Connection() {
-  PQfinish(connection_);
+  pq_->finish(connection_);
 }
 
 bool Connection::broken() const {
-  return PQstatus(connection_) != CONNECTION_OK;
+  return pq_->status(connection_) != CONNECTION_OK;
 }
 
 Result<Rows> Connection::execute(const char* sql, std::initializer_list<std::string_view> parameters) {
@@ -116,26 +121,27 @@ Result<Rows> Connection::execute(const char* sql, std::initializer_list<std::str
     }
     pointers.push_back(copies.emplace_back(parameter).c_str());
   }
-  return check(PQexecParams(connection_, sql, static_cast<int>(pointers.size()), nullptr, pointers.data(),
-                            nullptr, nullptr, 0));
+  return check(pq_->exec_params(connection_, sql, static_cast<int>(pointers.size()), nullptr, pointers.data(),
+                                nullptr, nullptr, 0));
 }
 
 Result<void> Connection::execute_script(const char* sql) {
-  JOULE_TRY(check(PQexec(connection_, sql)));
+  JOULE_TRY(check(pq_->exec(connection_, sql)));
   return {};
 }
 
 Result<Rows> Connection::check(pg_result* result) {
-  Rows rows(result);
-  const auto status = PQresultStatus(result);  // PGRES_FATAL_ERROR for a null result
+  Rows rows(*pq_, result);
+  const auto status = pq_->result_status(result);  // PGRES_FATAL_ERROR for a null result
   if (result != nullptr && (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)) {
     failure_ = Failure::kNone;
     return rows;
   }
-  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
-  const char* primary = result != nullptr ? PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-  const char* detail = result != nullptr ? PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL) : nullptr;
-  std::string message = primary != nullptr ? primary : PQerrorMessage(connection_);
+  const char* state = result != nullptr ? pq_->result_error_field(result, PG_DIAG_SQLSTATE) : nullptr;
+  const char* primary =
+      result != nullptr ? pq_->result_error_field(result, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  const char* detail = result != nullptr ? pq_->result_error_field(result, PG_DIAG_MESSAGE_DETAIL) : nullptr;
+  std::string message = primary != nullptr ? primary : pq_->error_message(connection_);
   if (detail != nullptr) {
     message += fmt::format(" ({})", detail);
   }

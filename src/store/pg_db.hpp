@@ -19,6 +19,8 @@ struct pg_result;
 
 namespace joule::store::pg {
 
+struct LibPq;
+
 /// Why the last command failed.
 enum class Failure {
   kNone,
@@ -30,8 +32,9 @@ enum class Failure {
 /// The rows (or the outcome) of a command.
 class Rows {
  public:
-  explicit Rows(pg_result* result) : result_(result) {}
-  Rows(Rows&& other) noexcept : result_(std::exchange(other.result_, nullptr)) {}
+  /// Takes ownership of `result` (cleared through `pq`, the library that made it).
+  Rows(const LibPq& pq, pg_result* result) : pq_(&pq), result_(result) {}
+  Rows(Rows&& other) noexcept : pq_(other.pq_), result_(std::exchange(other.result_, nullptr)) {}
   Rows& operator=(Rows&&) = delete;
   Rows(const Rows&) = delete;
   Rows& operator=(const Rows&) = delete;
@@ -43,6 +46,7 @@ class Rows {
   int64_t affected() const;
 
  private:
+  const LibPq* pq_;
   pg_result* result_;
 };
 
@@ -56,8 +60,9 @@ struct Target {
 /// One connection, used by one thread at a time.
 class Connection {
  public:
-  /// Connects and sets lock_timeout. kInvalidArgument for a malformed URI, kPermissionDenied if
-  /// authentication fails, kIo otherwise (with libpq's message).
+  /// Connects and sets lock_timeout. kLibraryMissing if libpq cannot be loaded (libpq.hpp),
+  /// kInvalidArgument for a malformed URI, kPermissionDenied if authentication fails, kIo otherwise (with
+  /// libpq's message).
   static Result<std::unique_ptr<Connection>> open(const Target& target,
                                                   std::chrono::milliseconds lock_timeout);
   ~Connection();
@@ -74,9 +79,11 @@ class Connection {
   bool broken() const;
 
  private:
-  Connection(pg_conn* connection, const Target& target) : connection_(connection), target_(&target) {}
+  Connection(const LibPq& pq, pg_conn* connection, const Target& target)
+      : pq_(&pq), connection_(connection), target_(&target) {}
   Result<Rows> check(pg_result* result);
 
+  const LibPq* pq_;
   pg_conn* connection_;
   const Target* target_;
   Failure failure_ = Failure::kNone;

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include "store/backends.hpp"
+#include "store/libpq.hpp"
 #include "store/migrations.hpp"
 #include "store/pg_db.hpp"
 #include "store/pool.hpp"
@@ -393,11 +393,12 @@ class PostgresStore final : public Store {
 Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url, const OpenOptions& options) {
   pg::Target target{url, mask_password(url), {}};
   // Check the URI's syntax first, so a typo is kInvalidArgument rather than a failed connection.
+  const pg::LibPq& pq = *JOULE_TRY(pg::libpq());
   char* parse_error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &parse_error);
+  PQconninfoOption* parsed = pq.conninfo_parse(url.c_str(), &parse_error);
   if (parsed == nullptr) {
     std::string message = parse_error != nullptr ? parse_error : "out of memory";
-    PQfreemem(parse_error);
+    pq.freemem(parse_error);
     // Scrub with the password unknown: mask the whole URI as it may be echoed.
     target.password = url;
     return fail(ErrorCode::kInvalidArgument, "{}: {}", target.description,
@@ -408,7 +409,7 @@ Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url, const
       target.password = option->val;
     }
   }
-  PQconninfoFree(parsed);
+  pq.conninfo_free(parsed);
 
   auto store = std::make_unique<PostgresStore>(std::move(target), options);
   JOULE_TRY(store->open());
