@@ -298,23 +298,24 @@ Result<void> Client::delete_job(const std::string& job_id) {
   return {};
 }
 
-Result<json> Client::job_status(const std::string& job_id) {
+Result<JobStatus> Client::job_status(const std::string& job_id) {
   auto answer = JOULE_TRY(json_call("GET", "/jobs/" + url_encode(job_id), json()));
-  return std::move(answer.second);
+  return reparse(parse_job_status(answer.second), "job status");
 }
 
-Result<json> Client::job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before) {
+Result<JobStatus> Client::job_status(const std::string& job_id, int64_t limit,
+                                     std::optional<int64_t> before) {
   std::string path = fmt::format("/jobs/{}?limit={}", url_encode(job_id), limit);
   if (before) {
     path += fmt::format("&before={}", *before);
   }
   auto answer = JOULE_TRY(json_call("GET", path, json()));
-  return std::move(answer.second);
+  return reparse(parse_job_status(answer.second), "job status");
 }
 
-Result<json> Client::health() {
+Result<Health> Client::health() {
   auto answer = JOULE_TRY(json_call("GET", "/healthz", json()));
-  return std::move(answer.second);
+  return reparse(parse_health(answer.second), "health");
 }
 
 Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSpec& spec) {
@@ -323,7 +324,7 @@ Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSp
   return std::pair{std::move(parsed), answer.first == 201};
 }
 
-Result<json> Client::upload_profile(const std::string& pipeline_id, const std::string& csv_text) {
+Result<UploadedProfile> Client::upload_profile(const std::string& pipeline_id, const std::string& csv_text) {
   const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/profile";
   auto response = JOULE_TRY(call("PUT", path, csv_text, "text/csv"));
   if (response.status != 200) {
@@ -334,33 +335,33 @@ Result<json> Client::upload_profile(const std::string& pipeline_id, const std::s
     return fail(ErrorCode::kParse, "PUT {}: the server's answer (HTTP {}) {}", path, response.status,
                 describe_json_error(parsed.error(), response.body));
   }
-  return std::move(*parsed);
+  return reparse(parse_uploaded_profile(*parsed), "profile answer");
 }
 
-Result<json> Client::frontier(const std::string& pipeline_id) {
+Result<PipelineFrontier> Client::frontier(const std::string& pipeline_id) {
   auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id) + "/frontier", json()));
-  return std::move(answer.second);
+  return reparse(parse_pipeline_frontier(answer.second), "frontier");
 }
 
-Result<json> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
+Result<PipelinePlan> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
   std::string path = "/pipelines/" + url_encode(pipeline_id) + "/plan";
   if (target_time_s) {
     path += fmt::format("?target_time_s={}", *target_time_s);
   }
   auto answer = JOULE_TRY(json_call("GET", path, json()));
-  return std::move(answer.second);
+  return reparse(parse_pipeline_plan(answer.second), "plan");
 }
 
-Result<json> Client::report_straggler(const std::string& pipeline_id,
-                                      std::optional<double> iteration_time_s) {
+Result<PipelinePlan> Client::report_straggler(const std::string& pipeline_id,
+                                              std::optional<double> iteration_time_s) {
   const json body = {{"iteration_time_s", iteration_time_s ? json(*iteration_time_s) : json(nullptr)}};
   auto answer = JOULE_TRY(json_call("POST", "/pipelines/" + url_encode(pipeline_id) + "/straggler", body));
-  return std::move(answer.second);
+  return reparse(parse_pipeline_plan(answer.second), "plan");
 }
 
-Result<json> Client::pipeline_status(const std::string& pipeline_id) {
+Result<PipelineStatus> Client::pipeline_status(const std::string& pipeline_id) {
   auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id), json()));
-  return std::move(answer.second);
+  return reparse(parse_pipeline_status(answer.second), "pipeline status");
 }
 
 Result<void> Client::delete_pipeline(const std::string& pipeline_id) {
