@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -253,6 +254,16 @@ Result<T> reparse(Result<T> value, const std::string& what) {
   return value;
 }
 
+// A typed answer of `method` `path` (results.hpp), its malformed fields named with the call.
+template <class T>
+Result<T> typed(Result<T> value, std::string_view method, const std::string& path, std::string_view what) {
+  if (!value) {
+    return fail(ErrorCode::kParse, "{} {}: the server's {} is malformed: {}", method, path, what,
+                value.error().message());
+  }
+  return value;
+}
+
 }  // namespace
 
 Result<std::pair<int, json>> Client::json_call(const std::string& method, const std::string& path,
@@ -299,8 +310,9 @@ Result<void> Client::delete_job(const std::string& job_id) {
 }
 
 Result<JobStatus> Client::job_status(const std::string& job_id) {
-  auto answer = JOULE_TRY(json_call("GET", "/jobs/" + url_encode(job_id), json()));
-  return reparse(parse_job_status(answer.second), "job status");
+  const std::string path = "/jobs/" + url_encode(job_id);
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return typed(parse_job_status(answer.second), "GET", path, "job status");
 }
 
 Result<JobStatus> Client::job_status(const std::string& job_id, int64_t limit,
@@ -310,12 +322,12 @@ Result<JobStatus> Client::job_status(const std::string& job_id, int64_t limit,
     path += fmt::format("&before={}", *before);
   }
   auto answer = JOULE_TRY(json_call("GET", path, json()));
-  return reparse(parse_job_status(answer.second), "job status");
+  return typed(parse_job_status(answer.second), "GET", path, "job status");
 }
 
 Result<Health> Client::health() {
   auto answer = JOULE_TRY(json_call("GET", "/healthz", json()));
-  return reparse(parse_health(answer.second), "health");
+  return typed(parse_health(answer.second), "GET", "/healthz", "health");
 }
 
 Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSpec& spec) {
@@ -335,12 +347,13 @@ Result<UploadedProfile> Client::upload_profile(const std::string& pipeline_id, c
     return fail(ErrorCode::kParse, "PUT {}: the server's answer (HTTP {}) {}", path, response.status,
                 describe_json_error(parsed.error(), response.body));
   }
-  return reparse(parse_uploaded_profile(*parsed), "profile answer");
+  return typed(parse_uploaded_profile(*parsed), "PUT", path, "profile answer");
 }
 
 Result<PipelineFrontier> Client::frontier(const std::string& pipeline_id) {
-  auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id) + "/frontier", json()));
-  return reparse(parse_pipeline_frontier(answer.second), "frontier");
+  const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/frontier";
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return typed(parse_pipeline_frontier(answer.second), "GET", path, "frontier");
 }
 
 Result<PipelinePlan> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
@@ -349,19 +362,21 @@ Result<PipelinePlan> Client::plan(const std::string& pipeline_id, std::optional<
     path += fmt::format("?target_time_s={}", *target_time_s);
   }
   auto answer = JOULE_TRY(json_call("GET", path, json()));
-  return reparse(parse_pipeline_plan(answer.second), "plan");
+  return typed(parse_pipeline_plan(answer.second), "GET", path, "plan");
 }
 
 Result<PipelinePlan> Client::report_straggler(const std::string& pipeline_id,
                                               std::optional<double> iteration_time_s) {
   const json body = {{"iteration_time_s", iteration_time_s ? json(*iteration_time_s) : json(nullptr)}};
-  auto answer = JOULE_TRY(json_call("POST", "/pipelines/" + url_encode(pipeline_id) + "/straggler", body));
-  return reparse(parse_pipeline_plan(answer.second), "plan");
+  const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/straggler";
+  auto answer = JOULE_TRY(json_call("POST", path, body));
+  return typed(parse_pipeline_plan(answer.second), "POST", path, "plan");
 }
 
 Result<PipelineStatus> Client::pipeline_status(const std::string& pipeline_id) {
-  auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id), json()));
-  return reparse(parse_pipeline_status(answer.second), "pipeline status");
+  const std::string path = "/pipelines/" + url_encode(pipeline_id);
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return typed(parse_pipeline_status(answer.second), "GET", path, "pipeline status");
 }
 
 Result<void> Client::delete_pipeline(const std::string& pipeline_id) {
