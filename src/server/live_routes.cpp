@@ -28,7 +28,6 @@ namespace joule::server {
 namespace {
 
 using detail::json_response;
-using detail::method_not_allowed;
 using detail::validation_response;
 using nlohmann::json;
 
@@ -439,7 +438,7 @@ Response LiveService::change_job(const Request& request, const std::string& job_
     changed_state.reset();
     return load_state(transaction, job_id);
   };
-  const Response response = service_.transact_locked(
+  Response response = service_.transact_locked(
       request, lock,
       [&](store::Transaction& transaction, std::optional<plan::LiveState>& state) -> Result<Response> {
         if (!state) {
