@@ -81,12 +81,12 @@ class ClientHandle {
 
   std::string job_status(const std::string& job_id) {
     py::gil_scoped_release release;
-    return value_or_throw(client_->job_status(job_id)).dump();
+    return value_or_throw(client_->job_status(job_id)).document.dump();
   }
 
   std::string health() {
     py::gil_scoped_release release;
-    return value_or_throw(client_->health()).dump();
+    return value_or_throw(client_->health()).document.dump();
   }
 
  private:

@@ -248,26 +248,34 @@ int run_end(const JobFlags& flags) {
   return 0;
 }
 
+// An arm's mean reward as the server's JSON writes it: a number, or "inf", "-inf", "nan" quoted.
+std::string mean_reward_text(double mean) {
+  if (std::isfinite(mean)) {
+    return json(mean).dump();
+  }
+  return json(std::isnan(mean) ? "nan" : (mean > 0 ? "inf" : "-inf")).dump();
+}
+
 int run_status(const JobFlags& flags) {
   require_job_id(flags, "status");
   client::Client client = connect(flags);
-  const json status = value_or_throw(client.job_status(flags.job_id));
+  const client::JobStatus status = value_or_throw(client.job_status(flags.job_id));
   if (flags.format == Format::kJson) {
-    print_json(status);
+    print_json(status.document);
     return 0;
   }
-  const json& counts = status["counts"];
+  const client::JobCounts& counts = status.counts;
   std::cout << fmt::format("job {}: stage {}, {} trials ({} running, {} succeeded, {} failed), {} reports\n",
-                           flags.job_id, status["stage"].get<std::string>(), counts["trials"].get<int64_t>(),
-                           counts["dispatched"].get<int64_t>(), counts["succeeded"].get<int64_t>(),
-                           counts["failed"].get<int64_t>(), counts["reports"].get<int64_t>());
-  if (!status["min_cost"].is_null()) {
-    std::cout << fmt::format("  min cost {:.6g} J at batch size {}\n", status["min_cost"].get<double>(),
-                             status["min_cost_batch_size"].get<int64_t>());
+                           flags.job_id, bso::to_string(status.stage), counts.trials, counts.dispatched,
+                           counts.succeeded, counts.failed, counts.reports);
+  if (status.min_cost) {
+    std::cout << fmt::format("  min cost {:.6g} J at batch size {}\n", *status.min_cost,
+                             status.min_cost_batch_size);
   }
-  for (const auto& arm : status["arms"]) {
-    std::cout << fmt::format("  arm {}: mean reward {}, {} observations\n", arm["batch_size"].get<int64_t>(),
-                             arm["param_mean"].dump(), arm["num_observations"].get<int64_t>());
+  for (const auto& arm : status.arms) {
+    // The mean as the server wrote it (JSON's shortest round-trip form).
+    std::cout << fmt::format("  arm {}: mean reward {}, {} observations\n", arm.batch_size,
+                             mean_reward_text(arm.param_mean), arm.num_observations);
   }
   return 0;
 }
@@ -317,16 +325,10 @@ void add_trial_flags(CLI::App& command, JobFlags& flags) {
       ->required();
 }
 
-}  // namespace
-
-void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
-  auto flags = std::make_shared<JobFlags>();
-  auto* job = app.add_subcommand("job", "Talk to a batch-size optimizer server (joule serve, or Zeus's)");
-  job->require_subcommand(1);
-
-  set_examples(*job, {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
-                      "joule job next --job-id mnist-8d1f69b4"});
-  auto* registration = job->add_subcommand("register", "Register a job (Zeus's JobSpec and GpuConfig)");
+// `joule job register`: Zeus's JobSpec and GpuConfig, field by field or from a file.
+void add_register_command(CLI::App& job, const std::shared_ptr<JobFlags>& flags, const GlobalOptions& global,
+                          int& exit_code) {
+  auto* registration = job.add_subcommand("register", "Register a job (Zeus's JobSpec and GpuConfig)");
   add_common(*registration, *flags);
   registration
       ->add_option("--job-spec", flags->job_spec, "Zeus's JobSpec as JSON (flags override its fields)")
@@ -382,6 +384,18 @@ void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code)
                {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
                 "joule job register --job-spec spec.json"});
   registration->callback([&exit_code, &global, flags] { exit_code = run_register(*flags, global); });
+}
+
+}  // namespace
+
+void add_job_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
+  auto flags = std::make_shared<JobFlags>();
+  auto* job = app.add_subcommand("job", "Talk to a batch-size optimizer server (joule serve, or Zeus's)");
+  job->require_subcommand(1);
+
+  set_examples(*job, {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
+                      "joule job next --job-id mnist-8d1f69b4"});
+  add_register_command(*job, flags, global, exit_code);
 
   auto* next = job->add_subcommand("next", "Get the next trial's batch size");
   add_common(*next, *flags);

@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -253,6 +254,16 @@ Result<T> reparse(Result<T> value, const std::string& what) {
   return value;
 }
 
+// A typed answer of `method` `path` (results.hpp), its malformed fields named with the call.
+template <class T>
+Result<T> typed(Result<T> value, std::string_view method, const std::string& path, std::string_view what) {
+  if (!value) {
+    return fail(ErrorCode::kParse, "{} {}: the server's {} is malformed: {}", method, path, what,
+                value.error().message());
+  }
+  return value;
+}
+
 }  // namespace
 
 Result<std::pair<int, json>> Client::json_call(const std::string& method, const std::string& path,
@@ -298,23 +309,25 @@ Result<void> Client::delete_job(const std::string& job_id) {
   return {};
 }
 
-Result<json> Client::job_status(const std::string& job_id) {
-  auto answer = JOULE_TRY(json_call("GET", "/jobs/" + url_encode(job_id), json()));
-  return std::move(answer.second);
+Result<JobStatus> Client::job_status(const std::string& job_id) {
+  const std::string path = "/jobs/" + url_encode(job_id);
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return typed(parse_job_status(answer.second), "GET", path, "job status");
 }
 
-Result<json> Client::job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before) {
+Result<JobStatus> Client::job_status(const std::string& job_id, int64_t limit,
+                                     std::optional<int64_t> before) {
   std::string path = fmt::format("/jobs/{}?limit={}", url_encode(job_id), limit);
   if (before) {
     path += fmt::format("&before={}", *before);
   }
   auto answer = JOULE_TRY(json_call("GET", path, json()));
-  return std::move(answer.second);
+  return typed(parse_job_status(answer.second), "GET", path, "job status");
 }
 
-Result<json> Client::health() {
+Result<Health> Client::health() {
   auto answer = JOULE_TRY(json_call("GET", "/healthz", json()));
-  return std::move(answer.second);
+  return typed(parse_health(answer.second), "GET", "/healthz", "health");
 }
 
 Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSpec& spec) {
@@ -323,7 +336,7 @@ Result<std::pair<PipelineSpec, bool>> Client::register_pipeline(const PipelineSp
   return std::pair{std::move(parsed), answer.first == 201};
 }
 
-Result<json> Client::upload_profile(const std::string& pipeline_id, const std::string& csv_text) {
+Result<UploadedProfile> Client::upload_profile(const std::string& pipeline_id, const std::string& csv_text) {
   const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/profile";
   auto response = JOULE_TRY(call("PUT", path, csv_text, "text/csv"));
   if (response.status != 200) {
@@ -334,33 +347,36 @@ Result<json> Client::upload_profile(const std::string& pipeline_id, const std::s
     return fail(ErrorCode::kParse, "PUT {}: the server's answer (HTTP {}) {}", path, response.status,
                 describe_json_error(parsed.error(), response.body));
   }
-  return std::move(*parsed);
+  return typed(parse_uploaded_profile(*parsed), "PUT", path, "profile answer");
 }
 
-Result<json> Client::frontier(const std::string& pipeline_id) {
-  auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id) + "/frontier", json()));
-  return std::move(answer.second);
+Result<PipelineFrontier> Client::frontier(const std::string& pipeline_id) {
+  const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/frontier";
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return typed(parse_pipeline_frontier(answer.second), "GET", path, "frontier");
 }
 
-Result<json> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
+Result<PipelinePlan> Client::plan(const std::string& pipeline_id, std::optional<double> target_time_s) {
   std::string path = "/pipelines/" + url_encode(pipeline_id) + "/plan";
   if (target_time_s) {
     path += fmt::format("?target_time_s={}", *target_time_s);
   }
   auto answer = JOULE_TRY(json_call("GET", path, json()));
-  return std::move(answer.second);
+  return typed(parse_pipeline_plan(answer.second), "GET", path, "plan");
 }
 
-Result<json> Client::report_straggler(const std::string& pipeline_id,
-                                      std::optional<double> iteration_time_s) {
+Result<PipelinePlan> Client::report_straggler(const std::string& pipeline_id,
+                                              std::optional<double> iteration_time_s) {
   const json body = {{"iteration_time_s", iteration_time_s ? json(*iteration_time_s) : json(nullptr)}};
-  auto answer = JOULE_TRY(json_call("POST", "/pipelines/" + url_encode(pipeline_id) + "/straggler", body));
-  return std::move(answer.second);
+  const std::string path = "/pipelines/" + url_encode(pipeline_id) + "/straggler";
+  auto answer = JOULE_TRY(json_call("POST", path, body));
+  return typed(parse_pipeline_plan(answer.second), "POST", path, "plan");
 }
 
-Result<json> Client::pipeline_status(const std::string& pipeline_id) {
-  auto answer = JOULE_TRY(json_call("GET", "/pipelines/" + url_encode(pipeline_id), json()));
-  return std::move(answer.second);
+Result<PipelineStatus> Client::pipeline_status(const std::string& pipeline_id) {
+  const std::string path = "/pipelines/" + url_encode(pipeline_id);
+  auto answer = JOULE_TRY(json_call("GET", path, json()));
+  return typed(parse_pipeline_status(answer.second), "GET", path, "pipeline status");
 }
 
 Result<void> Client::delete_pipeline(const std::string& pipeline_id) {

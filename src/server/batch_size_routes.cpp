@@ -38,8 +38,6 @@ constexpr std::string_view kDocumentFormat = "joule.server.batch_size_job";
 constexpr int kLegacyDocumentVersion = 1;
 constexpr int kDocumentVersion = 2;
 using bso::kMaxJobIdLength;
-// Attempts at drawing an unused generated job id (each collides with probability ≈ jobs / 2^32).
-constexpr int kMaxIdDraws = 64;
 // GET /jobs/{id} lists this many trials unless asked (?limit=), at most kMaxStatusTrials.
 constexpr int64_t kDefaultStatusTrials = 100;
 constexpr int64_t kMaxStatusTrials = 1000;
@@ -477,7 +475,7 @@ Response Service::Impl::register_job(const Request& request) {
     return load(transaction, jobs, *candidate_of(0).job_id);
   };
   const auto apply = [&](store::Transaction& transaction, LoadedJob& first) -> Result<Response> {
-    for (int draw = 0; draw < kMaxIdDraws; ++draw) {
+    const auto attempt = [&](int draw) -> Result<std::optional<Response>> {
       const bso::JobSpec candidate = candidate_of(draw);
       LoadedJob existing;
       if (draw == 0) {
@@ -488,7 +486,7 @@ Response Service::Impl::register_job(const Request& request) {
       }
       if (existing) {
         if (generated) {
-          continue;  // taken: draw another id
+          return std::nullopt;  // taken: draw another id
         }
         // Zeus: the same id again is fine with the identical configuration (200), a conflict otherwise.
         auto same = existing->state->check_same_config(candidate, *gpu);
@@ -511,7 +509,7 @@ Response Service::Impl::register_job(const Request& request) {
       }
       if (!*inserted) {
         if (generated) {
-          continue;
+          return std::nullopt;
         }
         // Registered concurrently by someone else: compare with theirs.
         auto theirs = load(transaction, jobs, *candidate.job_id);
@@ -527,10 +525,8 @@ Response Service::Impl::register_job(const Request& request) {
       }
       log().info("registered job {}", *candidate.job_id);
       return json_response(201, registration(document.state->spec(), document.state->gpu()));
-    }
-    return message_response(503,
-                            fmt::format("could not draw an unused job id with prefix '{}' in {} attempts",
-                                        spec->job_id_prefix, kMaxIdDraws));
+    };
+    return detail::draw_unused_id(fmt::format("job id with prefix '{}'", spec->job_id_prefix), attempt);
   };
   return transact_locked(request, lock, apply);
 }

@@ -18,6 +18,8 @@
 #include "joule/core/strings.hpp"
 #include "joule/metrics/http_listener.hpp"
 
+#include "server/service_internal.hpp"
+
 namespace joule::server {
 
 namespace {
@@ -244,13 +246,11 @@ Result<void> HttpServer::start() {
     server_metrics.start_request();
     if (in.path == "/metrics") {
       // Prometheus's scrape, on the service's own listener.
-      Response response;
+      Response response = detail::method_not_allowed();
       if (in.method == "GET") {
+        response = Response{};
         response.body = server_metrics.render();
         response.content_type = metrics::kMetricsContentType;
-      } else {
-        response.status = 405;
-        response.body = R"({"detail":"Method Not Allowed"})";
       }
       std::make_shared<ListenerSink>(responder, server_metrics, in.method, in.path)
           ->respond(std::move(response));

@@ -28,12 +28,10 @@ namespace joule::server {
 namespace {
 
 using detail::json_response;
-using detail::method_not_allowed;
 using detail::validation_response;
 using nlohmann::json;
 
 constexpr size_t kMaxJobMetadataLength = 200;
-constexpr int kMaxIdDraws = 16;
 constexpr double kMaxWaitS = 3600;
 
 // FastAPI's HTTPException body: {"detail": "..."}.
@@ -338,23 +336,24 @@ Response LiveService::info() const {
 
 void LiveService::handle(const Request& request, std::string_view route, const std::string& job_id,
                          const std::shared_ptr<ResponseSink>& sink) {
-  if (route == "/schedule/") {
-    schedule(request, job_id, sink);
-    return;
-  }
-  Response response;
-  if (route == "/info") {
-    response = request.method == "GET" ? info() : method_not_allowed();
+  const std::string& method = request.method;
+  if (route == "/schedule/" && method == "GET") {
+    schedule(request, job_id, sink);  // answers now or once the round is ready
+  } else if (route == "/info") {
+    sink->respond(method == "GET" ? info() : method_not_allowed());
   } else if (route == "/register_job") {
-    response = request.method == "POST" ? register_job(request) : method_not_allowed();
-  } else if (route == "/job/") {
-    response = job_route(request, job_id);
-  } else if (request.method != "POST") {
-    response = method_not_allowed();
+    sink->respond(method == "POST" ? register_job(request) : method_not_allowed());
+  } else if (route == "/register_rank/") {
+    sink->respond(method == "POST" ? register_rank(request, job_id) : method_not_allowed());
+  } else if (route == "/result/") {
+    sink->respond(method == "POST" ? report_result(request, job_id) : method_not_allowed());
+  } else if (route == "/job/" && method == "GET") {
+    sink->respond(get_job(request, job_id));
+  } else if (route == "/job/" && method == "DELETE") {
+    sink->respond(delete_job(request, job_id));
   } else {
-    response = change_rank(request, job_id, route == "/register_rank/");
+    sink->respond(method_not_allowed());
   }
-  sink->respond(std::move(response));
 }
 
 Response LiveService::register_job(const Request& request) {
@@ -412,20 +411,19 @@ Response LiveService::register_job(const Request& request) {
     if (auto replayed = JOULE_TRY(service_.replay(transaction, request))) {
       return std::move(*replayed);
     }
-    for (int draw = 0; draw < kMaxIdDraws; ++draw) {
+    return draw_unused_id("job id", [&](int /*draw*/) -> Result<std::optional<Response>> {
       const std::string candidate = fmt::format("{}+{:016x}", base, random_u64());
       Created job = JOULE_TRY(make_job(candidate));
       job.state.touch(now_unix_ns());
       if (!JOULE_TRY(transaction.insert(kLiveJobKind, candidate, job.state.dump()))) {
-        continue;
+        return std::nullopt;  // taken: draw another id
       }
       JOULE_TRY(save_data(transaction, candidate, job.data));
       log().info("pipeline-frequency job {} registered ({} ranks, {} microbatches)", candidate,
                  info->world_size, info->num_microbatches);
       created.emplace(candidate, std::move(job.state));
       return json_response(200, candidate);
-    }
-    return fail(ErrorCode::kInternal, "could not draw an unused job id");
+    });
   });
   if (created) {
     changed(created->first, created->second);  // starts expiry, which also covers jobs never continued
@@ -433,131 +431,134 @@ Response LiveService::register_job(const Request& request) {
   return response;
 }
 
-Response LiveService::change_rank(const Request& request, const std::string& job_id, bool registration) {
+Response LiveService::change_job(const Request& request, const std::string& job_id,
+                                 const StateChange& apply) {
   std::optional<plan::LiveState> changed_state;
   const auto lock = [&](store::Transaction& transaction) {
     changed_state.reset();
     return load_state(transaction, job_id);
   };
-  Response response;
-  if (registration) {
-    auto rank = parse_wire<plan::LiveRankInfo>(request, parse_rank_info);
-    if (!rank) {
-      return rank.error();
-    }
-    response = service_.transact_locked(
-        request, lock,
-        [&](store::Transaction& transaction, std::optional<plan::LiveState>& state) -> Result<Response> {
-          if (!state) {
-            return unknown_job(job_id);
-          }
-          if (JOULE_TRY(load_rank(transaction, job_id, *state, rank->rank))) {
-            return scheduler_error(plan::LiveState::already_registered(rank->rank));
-          }
-          if (const auto position = state->position_index(*rank)) {
-            if (const auto holder = JOULE_TRY(position_holder(transaction, job_id, *state, *position))) {
-              return scheduler_error(plan::LiveState::position_taken(
-                  {rank->rank, rank->dp_rank, rank->pp_rank, rank->tp_rank}, *holder));
-            }
-          }
-          const auto position = state->check_registration(*rank);
-          if (!position) {
-            return scheduler_error(position.error());
-          }
-          const bool last = state->registered() + 1 == state->info().world_size;
-          plan::LiveData data;
-          if (last) {
-            data = *JOULE_TRY(load_data(transaction, job_id, *state));
-          }
-          state->add_rank(*rank, data);
-          JOULE_TRY(save_rank(transaction, job_id, *state, *position));
-          if (last) {
-            JOULE_TRY(save_data(transaction, job_id, data));
-            log().info("pipeline-frequency job {}: every rank registered; {}", job_id,
-                       state->phase() == plan::LivePhase::kPlanning ? "planning from the given profile"
-                                                                    : "warming up");
-          }
-          state->touch(now_unix_ns());
-          JOULE_TRY(save_state(transaction, job_id, *state));
-          changed_state = *state;
-          return json_response(200, nullptr);
-        });
-  } else {
-    auto result = parse_wire<plan::LiveResult>(request, parse_result);
-    if (!result) {
-      return result.error();
-    }
-    response = service_.transact_locked(
-        request, lock,
-        [&](store::Transaction& transaction, std::optional<plan::LiveState>& state) -> Result<Response> {
-          if (!state) {
-            return unknown_job(job_id);
-          }
-          if (state->phase() == plan::LivePhase::kRegistering) {
-            const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, *state, false, 16));
-            return scheduler_error(state->registration_pending(missing_ranks));
-          }
-          const auto position = JOULE_TRY(load_rank(transaction, job_id, *state, result->rank));
-          if (!position) {
-            return scheduler_error(state->not_a_rank(result->rank));
-          }
-          const auto reported = JOULE_TRY(reported_round(transaction, job_id, *state, result->rank));
-          if (reported == state->round() && (!result->round || *result->round == state->round())) {
-            return scheduler_error(state->already_reported(result->rank));
-          }
-          if (const auto checked = state->check_result(*result, *position); !checked) {
-            return scheduler_error(checked.error());
-          }
-          JOULE_TRY(save_report(transaction, job_id, *state, {*position, state->round(), *result}));
-          if (state->count_report()) {
-            const plan::LiveState before = *state;
-            const auto reports = JOULE_TRY(load_reports(transaction, job_id, *state));
-            plan::LiveData data = *JOULE_TRY(load_data(transaction, job_id, *state));
-            if (const auto completed = state->complete_round(reports, data); !completed) {
-              return fail(ErrorCode::kInternal, "pipeline-frequency job {}: {}", job_id,
-                          completed.error().message());
-            }
-            if (data.version != before.data_version()) {
-              JOULE_TRY(save_data(transaction, job_id, data));
-            }
-            log_round(job_id, before, *state);
-          }
-          state->touch(now_unix_ns());
-          JOULE_TRY(save_state(transaction, job_id, *state));
-          changed_state = *state;
-          return json_response(200, nullptr);
-        });
-  }
+  Response response = service_.transact_locked(
+      request, lock,
+      [&](store::Transaction& transaction, std::optional<plan::LiveState>& state) -> Result<Response> {
+        if (!state) {
+          return unknown_job(job_id);
+        }
+        if (auto refused = JOULE_TRY(apply(transaction, *state))) {
+          return std::move(*refused);
+        }
+        state->touch(now_unix_ns());
+        JOULE_TRY(save_state(transaction, job_id, *state));
+        changed_state = *state;
+        return json_response(200, nullptr);
+      });
   if (changed_state && !response.replayed) {
     changed(job_id, *changed_state);
   }
   return response;
 }
 
-Response LiveService::job_route(const Request& request, const std::string& job_id) {
-  if (request.method == "DELETE") {
-    bool erased = false;
-    Response response = service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
-      if (auto replayed = JOULE_TRY(service_.replay(transaction, request))) {
-        return std::move(*replayed);
-      }
-      erased = JOULE_TRY(erase_job(transaction, job_id));
-      if (!erased) {
-        return unknown_job(job_id);
-      }
-      return json_response(200, {{"deleted", job_id}});
-    });
-    if (erased) {
-      log().info("pipeline-frequency job {} deleted", job_id);
-      std::lock_guard lock(mutex_);
-      dirty_.insert(job_id);
-      wake_.notify_all();
+Response LiveService::register_rank(const Request& request, const std::string& job_id) {
+  auto rank = parse_wire<plan::LiveRankInfo>(request, parse_rank_info);
+  if (!rank) {
+    return rank.error();
+  }
+  return change_job(
+      request, job_id,
+      [&](store::Transaction& transaction, plan::LiveState& state) -> Result<std::optional<Response>> {
+        if (JOULE_TRY(load_rank(transaction, job_id, state, rank->rank))) {
+          return scheduler_error(plan::LiveState::already_registered(rank->rank));
+        }
+        if (const auto position = state.position_index(*rank)) {
+          if (const auto holder = JOULE_TRY(position_holder(transaction, job_id, state, *position))) {
+            return scheduler_error(plan::LiveState::position_taken(
+                {rank->rank, rank->dp_rank, rank->pp_rank, rank->tp_rank}, *holder));
+          }
+        }
+        const auto position = state.check_registration(*rank);
+        if (!position) {
+          return scheduler_error(position.error());
+        }
+        const bool last = state.registered() + 1 == state.info().world_size;
+        plan::LiveData data;
+        if (last) {
+          data = *JOULE_TRY(load_data(transaction, job_id, state));
+        }
+        state.add_rank(*rank, data);
+        JOULE_TRY(save_rank(transaction, job_id, state, *position));
+        if (last) {
+          JOULE_TRY(save_data(transaction, job_id, data));
+          log().info(
+              "pipeline-frequency job {}: every rank registered; {}", job_id,
+              state.phase() == plan::LivePhase::kPlanning ? "planning from the given profile" : "warming up");
+        }
+        return std::nullopt;
+      });
+}
+
+Response LiveService::report_result(const Request& request, const std::string& job_id) {
+  auto result = parse_wire<plan::LiveResult>(request, parse_result);
+  if (!result) {
+    return result.error();
+  }
+  return change_job(
+      request, job_id,
+      [&](store::Transaction& transaction, plan::LiveState& state) -> Result<std::optional<Response>> {
+        if (state.phase() == plan::LivePhase::kRegistering) {
+          const auto [missing_ranks, count] = JOULE_TRY(missing(transaction, job_id, state, false, 16));
+          return scheduler_error(state.registration_pending(missing_ranks));
+        }
+        const auto position = JOULE_TRY(load_rank(transaction, job_id, state, result->rank));
+        if (!position) {
+          return scheduler_error(state.not_a_rank(result->rank));
+        }
+        const auto reported = JOULE_TRY(reported_round(transaction, job_id, state, result->rank));
+        if (reported == state.round() && (!result->round || *result->round == state.round())) {
+          return scheduler_error(state.already_reported(result->rank));
+        }
+        if (const auto checked = state.check_result(*result, *position); !checked) {
+          return scheduler_error(checked.error());
+        }
+        JOULE_TRY(save_report(transaction, job_id, state, {*position, state.round(), *result}));
+        if (state.count_report()) {
+          const plan::LiveState before = state;
+          const auto reports = JOULE_TRY(load_reports(transaction, job_id, state));
+          plan::LiveData data = *JOULE_TRY(load_data(transaction, job_id, state));
+          if (const auto completed = state.complete_round(reports, data); !completed) {
+            return fail(ErrorCode::kInternal, "pipeline-frequency job {}: {}", job_id,
+                        completed.error().message());
+          }
+          if (data.version != before.data_version()) {
+            JOULE_TRY(save_data(transaction, job_id, data));
+          }
+          log_round(job_id, before, state);
+        }
+        return std::nullopt;
+      });
+}
+
+Response LiveService::delete_job(const Request& request, const std::string& job_id) {
+  bool erased = false;
+  Response response = service_.transact(request, [&](store::Transaction& transaction) -> Result<Response> {
+    if (auto replayed = JOULE_TRY(service_.replay(transaction, request))) {
+      return std::move(*replayed);
     }
-    return response;
+    erased = JOULE_TRY(erase_job(transaction, job_id));
+    if (!erased) {
+      return unknown_job(job_id);
+    }
+    return json_response(200, {{"deleted", job_id}});
+  });
+  if (erased) {
+    log().info("pipeline-frequency job {} deleted", job_id);
+    std::lock_guard lock(mutex_);
+    dirty_.insert(job_id);
+    wake_.notify_all();
   }
-  if (request.method != "GET") {
-    return method_not_allowed();
-  }
+  return response;
+}
+
+Response LiveService::get_job(const Request& request, const std::string& job_id) {
   return service_.transact_read(request, [&](store::Transaction& transaction) -> Result<Response> {
     const auto state = JOULE_TRY(load_state(transaction, job_id));
     if (!state) {
@@ -654,10 +655,6 @@ std::optional<Response> LiveService::examine(store::Transaction& transaction, co
 
 void LiveService::schedule(const Request& request, const std::string& job_id,
                            const std::shared_ptr<ResponseSink>& sink) {
-  if (request.method != "GET") {
-    sink->respond(method_not_allowed());
-    return;
-  }
   const auto rank_text = request.query.find("rank");
   if (rank_text == request.query.end()) {
     sink->respond(missing_query_response("rank"));

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,11 +73,28 @@ class LiveService {
     std::optional<int64_t> reported_round;  // the round the rank had reported when it started waiting
     bool answered = false;                  // under LiveService::mutex_
   };
-  Response register_job(const Request& request);
-  Response change_rank(const Request& request, const std::string& job_id, bool registration);
-  Response job_route(const Request& request, const std::string& job_id);
-  void schedule(const Request& request, const std::string& job_id, const std::shared_ptr<ResponseSink>& sink);
+  // One member per route; handle() picks the route by path and method (anything else: 405).
+  /// GET /info.
   Response info() const;
+  /// POST /register_job.
+  Response register_job(const Request& request);
+  /// POST /register_rank/{job_id}.
+  Response register_rank(const Request& request, const std::string& job_id);
+  /// GET /schedule/{job_id}?rank=&wait_s=: answers through `sink` now, or once the round is ready.
+  void schedule(const Request& request, const std::string& job_id, const std::shared_ptr<ResponseSink>& sink);
+  /// POST /result/{job_id}.
+  Response report_result(const Request& request, const std::string& job_id);
+  /// GET /job/{job_id} (joule).
+  Response get_job(const Request& request, const std::string& job_id);
+  /// DELETE /job/{job_id} (joule).
+  Response delete_job(const Request& request, const std::string& job_id);
+  /// What POST /register_rank and /result do to a job's state, inside their transaction: a response refuses
+  /// the request (nothing is saved), nullopt applies it.
+  using StateChange = std::function<Result<std::optional<Response>>(store::Transaction&, plan::LiveState&)>;
+  /// The skeleton of the routes that change a job: in one transaction, locks the job's state, replays the
+  /// request id's stored response or runs `apply` (404 for an unknown job); an applied change is saved with
+  /// the job's idle clock reset, answered 200 null, and wakes the job's waiting requests.
+  Response change_job(const Request& request, const std::string& job_id, const StateChange& apply);
   /// Looks at `state` (read in `transaction`; nullopt: no such job) for waiting request `waiter`: an answer,
   /// or nullopt to wait on. `final`: the wait is over, answer whatever the state. A store error is put in
   /// `error` (and nullopt returned).

@@ -39,7 +39,6 @@ using detail::read_pipeline;
 using detail::unknown_pipeline;
 using nlohmann::json;
 
-constexpr int kMaxIdDraws = 64;
 // A profile replaced while its frontier was being planned makes a route plan again; this bounds it.
 constexpr int kMaxPlanningRounds = 3;
 
@@ -334,7 +333,7 @@ Response Service::Impl::register_pipeline(const Request& request) {
     return load_pipeline(transaction, *candidate_of(0).pipeline_id);
   };
   const auto apply = [&](store::Transaction& transaction, LoadedPipeline& first) -> Result<Response> {
-    for (int draw = 0; draw < kMaxIdDraws; ++draw) {
+    const auto attempt = [&](int draw) -> Result<std::optional<Response>> {
       const PipelineSpec candidate = candidate_of(draw);
       const std::string& id = *candidate.pipeline_id;
       LoadedPipeline existing;
@@ -346,7 +345,7 @@ Response Service::Impl::register_pipeline(const Request& request) {
       }
       if (existing) {
         if (generated) {
-          continue;
+          return std::nullopt;  // taken: draw another id
         }
         if (existing->spec != candidate) {
           return message_response(
@@ -365,14 +364,15 @@ Response Service::Impl::register_pipeline(const Request& request) {
       }
       if (!*inserted) {
         if (generated) {
-          continue;
+          return std::nullopt;
         }
         return message_response(503, fmt::format("pipeline {} is being registered concurrently; retry", id));
       }
       log().info("registered pipeline {}", id);
       return json_response(201, candidate.to_json());
-    }
-    return message_response(503, "could not draw an unused pipeline id; retry");
+    };
+    return detail::draw_unused_id(fmt::format("pipeline id with prefix '{}'", spec->pipeline_id_prefix),
+                                  attempt);
   };
   return transact_locked(request, lock, apply);
 }

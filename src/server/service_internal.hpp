@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "joule/core/error.hpp"
@@ -66,6 +67,27 @@ std::string fingerprint(const Request& request);
 uint64_t random_u64();
 /// @return ns since the Unix epoch on `clock`.
 int64_t unix_ns(const Clock& clock);
+
+/// The most ids one registration draws before it gives up (batch-size jobs, pipelines, live jobs): a
+/// generated id has at least 32 random bits, so each draw collides with probability ≈ ids stored / 2^32 and
+/// 64 draws all collide only in a store that holds billions.
+inline constexpr int kMaxIdDraws = 64;
+
+/// Registers under a drawn id: calls `attempt(draw)` for draw 0, 1, … (the caller derives its candidate id
+/// from `draw`), which returns the response, or nullopt when the id it tried is taken. @return the first
+/// response, a store error from `attempt`, or after kMaxIdDraws taken ids Zeus's 503 "could not draw an
+/// unused <what> in 64 attempts; retry".
+template <class Attempt>
+Result<Response> draw_unused_id(std::string_view what, Attempt&& attempt) {
+  for (int draw = 0; draw < kMaxIdDraws; ++draw) {
+    std::optional<Response> response = JOULE_TRY(attempt(draw));
+    if (response) {
+      return std::move(*response);
+    }
+  }
+  return message_response(
+      503, fmt::format("could not draw an unused {} in {} attempts; retry", what, kMaxIdDraws));
+}
 
 /// Parsed documents by key, reused while the stored text is exactly the same: parsing a job with a long
 /// history costs far more than comparing its text, and the comparison makes reuse correct whoever (which

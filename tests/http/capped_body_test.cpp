@@ -139,7 +139,7 @@ class JouleClient : public ::testing::Test {
     options.max_response_bytes = kCap;
     auto client = client::Client::connect(server_.url(), options);
     const auto answer = client->job_status(attack);
-    return answer ? "ok: " + answer->dump() : answer.error().message();
+    return answer ? "ok: " + answer->document.dump() : answer.error().message();
   }
   HostileServer server_{hostile_api};
 };

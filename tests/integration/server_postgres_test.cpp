@@ -113,12 +113,11 @@ void expect_accounted(const std::string& url, const std::vector<std::string>& jo
     do {
       auto page = client.job_status(job, 1000, before);
       ASSERT_TRUE(page) << page.error().message();
-      for (const auto& trial : (*page)["trials"]) {
+      for (const auto& trial : page->document["trials"]) {
         all_trials.push_back(trial);
       }
-      const json& next = (*page)["trials_page"]["next_before"];
-      before = next.is_null() ? std::nullopt : std::optional<int64_t>(next.get<int64_t>());
-      status = std::move(*page);
+      before = page->trials_page.next_before;
+      status = std::move(page->document);
     } while (before);
     EXPECT_EQ(static_cast<int64_t>(all_trials.size()), (*status)["counts"]["trials"].get<int64_t>()) << job;
     for (const auto& trial : all_trials) {

@@ -159,8 +159,10 @@ TEST_P(ServeTest, SeededDecisionsThroughHttpEqualTheLibrarys) {
   }
   const auto status = api.job_status(job_id);
   ASSERT_TRUE(status);
-  EXPECT_EQ((*status)["stage"], "MAB");
-  EXPECT_EQ((*status)["arms"], library->to_json()["arms"]);
+  EXPECT_EQ(status->document["stage"], "MAB");
+  EXPECT_EQ(status->stage, bso::Stage::kMab);
+  EXPECT_EQ(status->document["arms"], library->to_json()["arms"]);
+  EXPECT_EQ(status->arms, library->arms());
 
   // Errors carry the status and the server's message.
   const auto unknown = api.next_batch_size("nope");
@@ -190,19 +192,19 @@ TEST_P(ServeTest, PlannerRoutesOverHttp) {
   ASSERT_TRUE(uploaded) << uploaded.error().message();
   const auto frontier = api.frontier(id);
   ASSERT_TRUE(frontier) << frontier.error().message();
-  EXPECT_GT((*frontier)["points"].size(), 10u);
+  EXPECT_GT(frontier->points.size(), 10u);
   // joule plan on the same profile reports the same fastest point (docs/plan.md: 0.740 s, 759.65 J).
-  EXPECT_NEAR((*frontier)["points"][0]["time_s"].get<double>(), 0.740, 0.001);
+  EXPECT_NEAR(frontier->points[0].time_s, 0.740, 0.001);
   const auto fastest = api.plan(id);
   ASSERT_TRUE(fastest);
-  EXPECT_EQ((*fastest)["index"], 0);
-  EXPECT_EQ((*fastest)["stages_plan"].size(), 4u);
-  const double slow = (*fastest)["time_s"].get<double>() * 1.25;
+  EXPECT_EQ(fastest->index, 0);
+  EXPECT_EQ(fastest->stages_plan.size(), 4u);
+  const double slow = fastest->time_s * 1.25;
   const auto adapted = api.report_straggler(id, slow);
   ASSERT_TRUE(adapted) << adapted.error().message();
-  EXPECT_GT((*adapted)["index"].get<int>(), 0);
-  EXPECT_EQ((*api.plan(id))["index"], (*adapted)["index"]);
-  EXPECT_EQ((*api.plan(id, slow))["index"], (*adapted)["index"]);
+  EXPECT_GT(adapted->index, 0);
+  EXPECT_EQ(api.plan(id)->index, adapted->index);
+  EXPECT_EQ(api.plan(id, slow)->index, adapted->index);
   EXPECT_FALSE(api.plan(id, 0.01));  // faster than possible: 400
   EXPECT_TRUE(api.delete_pipeline(id));
 }
@@ -520,8 +522,8 @@ TEST(Serve, ReportsSurviveKillNineOnSqlite) {
   ServeProcess restarted(db);
   const auto status =
       value_or_throw(value_or_throw(client::Client::connect(restarted.url())).job_status(job_id));
-  EXPECT_EQ(status["counts"]["trials"], 3);
-  EXPECT_EQ(status["counts"]["reports"], reports);
+  EXPECT_EQ(status.counts.trials, 3);
+  EXPECT_EQ(status.counts.reports, reports);
   EXPECT_EQ(restarted.stop().exit_code, 0);
 }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/client/pipeline_spec.hpp"
+#include "joule/client/results.hpp"
 #include "joule/core/error.hpp"
 #include "joule/optimize/batch_size.hpp"
 
@@ -79,30 +80,30 @@ class Client {
   /// DELETE /jobs?job_id=.
   Result<void> delete_job(const std::string& job_id);
   /// GET /jobs/{id} (joule): the job's stage, counts, arms and its newest 100 trials with their report
-  /// counts.
-  Result<nlohmann::json> job_status(const std::string& job_id);
+  /// counts. kParse if the answer is not a job status (results.hpp).
+  Result<JobStatus> job_status(const std::string& job_id);
   /// GET /jobs/{id}?limit=&before=: the same with the page of trials asked for (`limit` ≤ 1000 newest trials
-  /// numbered below `before`; see "trials_page" in the answer).
-  Result<nlohmann::json> job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before);
-  /// GET /healthz.
-  Result<nlohmann::json> health();
+  /// numbered below `before`; see JobStatus::trials_page).
+  Result<JobStatus> job_status(const std::string& job_id, int64_t limit, std::optional<int64_t> before);
+  /// GET /healthz. A store that does not answer is the server's 503 (kIo, after the retries).
+  Result<Health> health();
 
   // The pipeline planner routes (joule).
   /// POST /pipelines: the registered spec (id set) and whether it was created.
   Result<std::pair<PipelineSpec, bool>> register_pipeline(const PipelineSpec& spec);
   /// PUT /pipelines/{id}/profile with CSV text (stage,instruction,frequency_mhz,time_s,energy_j).
-  Result<nlohmann::json> upload_profile(const std::string& pipeline_id, const std::string& csv_text);
-  /// GET /pipelines/{id}/frontier.
-  Result<nlohmann::json> frontier(const std::string& pipeline_id);
-  /// GET /pipelines/{id}/plan[?target_time_s=]: plan_to_json() plus context; no target: the current plan.
-  Result<nlohmann::json> plan(const std::string& pipeline_id,
-                              std::optional<double> target_time_s = std::nullopt);
-  /// POST /pipelines/{id}/straggler: records the straggler's iteration time (nullopt clears it) and returns
-  /// the plan that fits it.
-  Result<nlohmann::json> report_straggler(const std::string& pipeline_id,
-                                          std::optional<double> iteration_time_s);
+  Result<UploadedProfile> upload_profile(const std::string& pipeline_id, const std::string& csv_text);
+  /// GET /pipelines/{id}/frontier (kState while the pipeline has no profile).
+  Result<PipelineFrontier> frontier(const std::string& pipeline_id);
+  /// GET /pipelines/{id}/plan[?target_time_s=] (s): plan_to_json() plus context; no target: the current plan.
+  Result<PipelinePlan> plan(const std::string& pipeline_id,
+                            std::optional<double> target_time_s = std::nullopt);
+  /// POST /pipelines/{id}/straggler: records the straggler's iteration time in s (nullopt clears it) and
+  /// returns the plan that fits it.
+  Result<PipelinePlan> report_straggler(const std::string& pipeline_id,
+                                        std::optional<double> iteration_time_s);
   /// GET /pipelines/{id}.
-  Result<nlohmann::json> pipeline_status(const std::string& pipeline_id);
+  Result<PipelineStatus> pipeline_status(const std::string& pipeline_id);
   /// DELETE /pipelines/{id}.
   Result<void> delete_pipeline(const std::string& pipeline_id);
 
