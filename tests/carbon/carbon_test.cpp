@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Carbon signals without HTTP: UTC times, CSV traces and their replay, the bucketed carbon monitor, tariffs.
+#include "joule/carbon/signal.hpp"
+
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -7,10 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include "joule/device/sim_gpu.hpp"
 #include "joule/carbon/monitor.hpp"
 #include "joule/carbon/price.hpp"
-#include "joule/carbon/signal.hpp"
-#include "joule/device/sim_gpu.hpp"
 
 #include "test_util.hpp"
 
