@@ -176,8 +176,8 @@ struct ChaseHandle {
   }
 };
 
-std::unique_ptr<ChaseHandle> make_chase(std::shared_ptr<MonitorHandle> monitor,
-                                        std::shared_ptr<SignalHandle> signal,
+std::unique_ptr<ChaseHandle> make_chase(const std::shared_ptr<MonitorHandle>& monitor,
+                                        const std::shared_ptr<SignalHandle>& signal,
                                         optimize::ChaseOptimizerOptions options, py::object aggregator) {
   if (!monitor || !signal) {
     throw Exception(ErrorCode::kInvalidArgument, "ChaseOptimizer needs a Monitor and a CarbonSignal");
@@ -331,8 +331,9 @@ void bind_countries(py::module_& module) {
 
 void bind_carbon_monitor(py::module_& module) {
   py::class_<CarbonMonitorHandle>(module, "_CarbonMonitor", "Use joule.CarbonMonitor.")
-      .def(py::init([](std::shared_ptr<MonitorHandle> monitor, std::shared_ptr<SignalHandle> signal,
-                       int64_t bucket_s, bool background_checkpoints) {
+      .def(py::init([](const std::shared_ptr<MonitorHandle>& monitor,
+                       const std::shared_ptr<SignalHandle>& signal, int64_t bucket_s,
+                       bool background_checkpoints) {
              if (!monitor || !signal) {
                throw Exception(ErrorCode::kInvalidArgument,
                                "CarbonMonitor needs a Monitor and a CarbonSignal");
@@ -422,8 +423,9 @@ void bind_tariff(py::module_& module) {
 
 void bind_price_monitor(py::module_& module) {
   py::class_<PriceMonitorHandle>(module, "_PriceMonitor", "Use joule.PriceMonitor.")
-      .def(py::init([](std::shared_ptr<MonitorHandle> monitor, std::shared_ptr<TariffHandle> tariff,
-                       int64_t bucket_s, bool background_checkpoints) {
+      .def(py::init([](const std::shared_ptr<MonitorHandle>& monitor,
+                       const std::shared_ptr<TariffHandle>& tariff, int64_t bucket_s,
+                       bool background_checkpoints) {
              if (!monitor || !tariff) {
                throw Exception(ErrorCode::kInvalidArgument,
                                "PriceMonitor needs a Monitor and an HourlyTariff");
