@@ -222,22 +222,26 @@ class RankAggregator:
 class SingleProcessAggregator(RankAggregator):
     def __init__(self) -> None: ...
 
+class _PowerLimitOptions:
+    """The profile settings of PowerLimitOptimizer and ChaseOptimizer (C++ PowerLimitOptions)."""
+
+    wait_steps: int
+    warmup_steps: int
+    profile_steps: int
+    step_w: float
+    policy: _Policy
+    profile_dir: str
+    job_key: str
+    restore_to: str
+    restore_on_signals: bool
+    @property
+    def steady_state(self) -> str: ...
+    @steady_state.setter
+    def steady_state(self, spec: Union[str, dict[str, Any], None]) -> None: ...
+    def __init__(self) -> None: ...
+
 class _PowerLimitOptimizer:
-    def __init__(
-        self,
-        monitor: _Monitor,
-        policy: _Policy,
-        wait_steps: int,
-        warmup_steps: int,
-        profile_steps: int,
-        step_w: float,
-        aggregator: Optional[RankAggregator],
-        profile_dir: str,
-        job_key: str,
-        restore_to: str,
-        restore_on_signals: bool,
-        steady_state: Union[str, dict[str, Any], None] = None,
-    ) -> None: ...
+    def __init__(self, monitor: _Monitor, options: _PowerLimitOptions, aggregator: Optional[RankAggregator]) -> None: ...
     def on_step_begin(self) -> None: ...
     def on_step_end(self) -> None: ...
     def on_epoch_end(self) -> None: ...
@@ -346,9 +350,22 @@ class _PriceMonitor:
     def cancel_window(self, name: str) -> None: ...
     def checkpoint(self) -> None: ...
 
+class _ChaseOptions:
+    """The settings of ChaseOptimizer (C++ ChaseOptimizerOptions)."""
+
+    eta: float
+    max_intensity_g_per_kwh: float
+    interval_s: float
+    max_power_w: float
+    monitor_only: bool
+    forecaster: str
+    training_samples: int
+    profile: _PowerLimitOptions
+    def __init__(self) -> None: ...
+
 class _ChaseOptimizer:
     def __init__(
-        self, monitor: _Monitor, signal: CarbonSignal, settings: dict[str, Any], aggregator: Optional[RankAggregator]
+        self, monitor: _Monitor, signal: CarbonSignal, options: _ChaseOptions, aggregator: Optional[RankAggregator]
     ) -> None: ...
     def on_step_begin(self) -> None: ...
     def on_step_end(self) -> None: ...

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from . import _joule
-from ._args import flag, integer, number, show, steady_state as check_steady_state, text
+from ._args import flag, integer, number, show, text
 from ._joule import CarbonSignal, CarbonTrace, DeviceSet, HourlyTariff, Measurement
 from .frontier import Frontier
 from .monitor import Monitor
-from .power_limit import AUTO, _auto_aggregator, _check_aggregator, _NativeOptimizer
+from .power_limit import AUTO, _NativeOptimizer, _profile_options, _resolve_aggregator
 
 
 def carbon_signal(
@@ -230,39 +230,35 @@ class ChaseOptimizer(_NativeOptimizer):
             signal = carbon_signal(country=country or "auto", devices=monitor.devices)
         elif country is not None:
             _joule._raise_error("invalid-argument", "give either signal or country, not both")
-        if isinstance(aggregator, str):
-            if aggregator != AUTO:
-                _joule._raise_error(
-                    "invalid-argument",
-                    f"ChaseOptimizer(aggregator=...): expected 'auto', None or a joule.RankAggregator, "
-                    f"got {show(aggregator)}",
-                )
-            aggregator = _auto_aggregator()
-        _check_aggregator("ChaseOptimizer", aggregator)
+        aggregator = _resolve_aggregator("ChaseOptimizer", aggregator)
         self.monitor = monitor
         self.signal = signal
         self.aggregator: Optional[_joule.RankAggregator] = aggregator
         call = "ChaseOptimizer"
-        # The settings reach C++ as one dict: each is checked here, where its name is known.
-        settings = {
-            "eta": number(call, "eta", eta),
-            "max_intensity_g_per_kwh": number(call, "max_intensity_g_per_kwh", max_intensity_g_per_kwh),
-            "interval_s": number(call, "interval_s", interval_s),
-            "max_power_w": number(call, "max_power_w", max_power_w),
-            "forecaster": text(call, "forecaster", forecaster),
-            "training_samples": integer(call, "training_samples", training_samples),
-            "monitor_only": flag(call, "monitor_only", monitor_only),
-            "wait_steps": integer(call, "wait_steps", wait_steps),
-            "warmup_steps": integer(call, "warmup_steps", warmup_steps),
-            "profile_steps": integer(call, "profile_steps", profile_steps),
-            "step_w": number(call, "step_w", step_w),
-            "profile_dir": text(call, "profile_dir", profile_dir, none=True) or "",
-            "job_key": text(call, "job_key", job_key, none=True) or "",
-            "restore_to": text(call, "restore_to", restore_to),
-            "restore_on_signals": flag(call, "restore_on_signals", restore_on_signals),
-            "steady_state": check_steady_state(call, steady_state),
-        }
-        self._optimizer = _joule._ChaseOptimizer(monitor, signal, settings, aggregator)
+        # Chase's settings and the profile's, as the C++ options struct: each type is checked here, where its
+        # name is known (the profile picks with ZeusCost(eta) until the first decision).
+        options = _joule._ChaseOptions()
+        options.eta = number(call, "eta", eta)
+        options.max_intensity_g_per_kwh = number(call, "max_intensity_g_per_kwh", max_intensity_g_per_kwh)
+        options.interval_s = number(call, "interval_s", interval_s)
+        options.max_power_w = number(call, "max_power_w", max_power_w)
+        options.forecaster = text(call, "forecaster", forecaster)
+        options.training_samples = integer(call, "training_samples", training_samples)
+        options.monitor_only = flag(call, "monitor_only", monitor_only)
+        options.profile = _profile_options(
+            call,
+            None,
+            wait_steps=wait_steps,
+            warmup_steps=warmup_steps,
+            profile_steps=profile_steps,
+            step_w=step_w,
+            profile_dir=profile_dir,
+            job_key=job_key,
+            restore_to=restore_to,
+            restore_on_signals=restore_on_signals,
+            steady_state=steady_state,
+        )
+        self._optimizer = _joule._ChaseOptimizer(monitor, signal, options, aggregator)
 
     @property
     def candidates_w(self) -> list[float]:

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union, get_args
 
 from . import _joule
-from ._args import number, show, steady_state as check_steady_state
+from ._args import flag, integer, number, show, steady_state as check_steady_state, text
 from .callbacks import Callback
 from .frontier import Frontier, Policy
 from .monitor import Monitor
@@ -34,6 +34,45 @@ def _check_aggregator(call: str, aggregator: Any) -> None:
         raise TypeError(
             f"{call}(aggregator=...): expected 'auto', None or a joule.RankAggregator, got {show(aggregator)}"
         )
+
+
+def _resolve_aggregator(call: str, aggregator: Any) -> Optional[_joule.RankAggregator]:
+    """An optimizer's aggregator=: 'auto' (torch.distributed's if initialised, else None), None or a
+    joule.RankAggregator. @raises InvalidArgumentError for another string, TypeError for another type."""
+    if isinstance(aggregator, str):
+        if aggregator != AUTO:
+            _joule._raise_error(
+                "invalid-argument",
+                f"{call}(aggregator=...): expected 'auto', None or a joule.RankAggregator, got {show(aggregator)}",
+            )
+        aggregator = _auto_aggregator()
+    _check_aggregator(call, aggregator)
+    return aggregator
+
+
+def _profile_options(call: str, policy: Optional[Policy], **settings: Any) -> _joule._PowerLimitOptions:
+    """The profile settings PowerLimitOptimizer and ChaseOptimizer share, as the C++ options struct: each
+    value's type is checked here, under its public name; its range by the library when the optimizer is made.
+    `settings`: wait_steps, warmup_steps, profile_steps, step_w, profile_dir, job_key, restore_to,
+    restore_on_signals, steady_state. `policy` None keeps the C++ default (Chase sets its own)."""
+    options = _joule._PowerLimitOptions()
+    if policy is not None and not isinstance(policy, get_args(Policy)):
+        raise TypeError(
+            f"{call}(policy=...): expected None or a policy (ZeusCost, CarbonCost, Deadline, MaxSlowdown, "
+            f"MinEnergy or MinTime), got {show(policy)}"
+        )
+    if policy is not None:
+        options.policy = policy
+    options.wait_steps = integer(call, "wait_steps", settings["wait_steps"])
+    options.warmup_steps = integer(call, "warmup_steps", settings["warmup_steps"])
+    options.profile_steps = integer(call, "profile_steps", settings["profile_steps"])
+    options.step_w = number(call, "step_w", settings["step_w"])
+    options.profile_dir = text(call, "profile_dir", settings["profile_dir"], none=True) or ""
+    options.job_key = text(call, "job_key", settings["job_key"], none=True) or ""
+    options.restore_to = text(call, "restore_to", settings["restore_to"])
+    options.restore_on_signals = flag(call, "restore_on_signals", settings["restore_on_signals"])
+    options.steady_state = check_steady_state(call, settings["steady_state"])
+    return options
 
 
 class _NativeOptimizer(Callback):
@@ -118,31 +157,23 @@ class PowerLimitOptimizer(_NativeOptimizer):
     ) -> None:
         if policy is None:
             policy = _joule.ZeusCost(number("PowerLimitOptimizer", "eta", eta), 0.0)
-        if isinstance(aggregator, str):
-            if aggregator != AUTO:
-                _joule._raise_error(
-                    "invalid-argument",
-                    f"PowerLimitOptimizer(aggregator=...): expected 'auto', None or a joule.RankAggregator, "
-                    f"got {show(aggregator)}",
-                )
-            aggregator = _auto_aggregator()
-        _check_aggregator("PowerLimitOptimizer", aggregator)
+        aggregator = _resolve_aggregator("PowerLimitOptimizer", aggregator)
         self.monitor = monitor
         self.aggregator: Optional[_joule.RankAggregator] = aggregator
-        self._optimizer = _joule._PowerLimitOptimizer(
-            monitor,
+        options = _profile_options(
+            "PowerLimitOptimizer",
             policy,
-            wait_steps,
-            warmup_steps,
-            profile_steps,
-            number("PowerLimitOptimizer", "step_w", step_w),
-            aggregator,
-            profile_dir or "",
-            job_key or "",
-            restore_to,
-            restore_on_signals,
-            check_steady_state("PowerLimitOptimizer", steady_state),
+            wait_steps=wait_steps,
+            warmup_steps=warmup_steps,
+            profile_steps=profile_steps,
+            step_w=step_w,
+            profile_dir=profile_dir,
+            job_key=job_key,
+            restore_to=restore_to,
+            restore_on_signals=restore_on_signals,
+            steady_state=steady_state,
         )
+        self._optimizer = _joule._PowerLimitOptimizer(monitor, options, aggregator)
 
     @property
     def steady_state_mode(self) -> str:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // python/src/bindings.hpp — shared pieces of the pybind11 module joule._joule: one bind_* per area, the
-// device set the Python objects share, and helpers for units and errors.
+// device set the Python objects share, and helpers for units and errors (conversions: convert.hpp).
 #pragma once
 
 #include <memory>
@@ -17,9 +17,7 @@
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/steady_state.hpp"
 
-namespace joule::optimize {
-enum class RestoreTarget;  // joule/optimize/power_limit.hpp
-}  // namespace joule::optimize
+#include "convert.hpp"  // the shared conversions (constraints, measurements, steady_state, restore_to, W → mW)
 
 namespace joule::device::sim {
 class SimulatedGpu;
@@ -101,15 +99,5 @@ struct MonitorHandle {
 
 /// @return every setting made on a simulated GPU: dicts time_s, setting, value, value_min, oldest first.
 py::list settings_log_list(const device::sim::SimulatedGpu& gpu);
-
-/// @return the thermal steady-state wait a Python optimizer asked for: None or "auto" (the default for the
-/// GPUs), "off", "fixed" or "steady", or a dict with `mode` and any of window_s, temperature_band_c,
-/// power_band_ratio, max_wait_s, fixed_warmup_s. @throws joule::Exception kInvalidArgument naming a bad key
-/// or value.
-measure::SteadyStateOptions steady_state_from_python(const py::handle& spec);
-
-/// @return the restore target called "default" or "initial". @throws joule::Exception kInvalidArgument
-/// otherwise.
-optimize::RestoreTarget restore_target_from_python(const std::string& restore_to);
 
 }  // namespace joule::python

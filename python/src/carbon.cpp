@@ -129,10 +129,7 @@ py::dict price_dict(const carbon::PriceReport& report) {
 }
 
 carbon::BucketedMonitorOptions bucket_options(int64_t bucket_s, bool background_checkpoints) {
-  if (bucket_s <= 0) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("bucket_s must be a positive number of seconds, got {}", bucket_s));
-  }
+  value_or_throw(check_number(static_cast<double>(bucket_s), NumberRule::positive_integer(), "bucket_s"));
   return {.bucket_s = bucket_s, .background_checkpoints = background_checkpoints};
 }
 
@@ -179,42 +176,16 @@ struct ChaseHandle {
   }
 };
 
-std::unique_ptr<ChaseHandle> make_chase(std::shared_ptr<MonitorHandle> monitor,
-                                        std::shared_ptr<SignalHandle> signal, const py::dict& settings,
-                                        py::object aggregator) {
+std::unique_ptr<ChaseHandle> make_chase(const std::shared_ptr<MonitorHandle>& monitor,
+                                        const std::shared_ptr<SignalHandle>& signal,
+                                        optimize::ChaseOptimizerOptions options, py::object aggregator) {
   if (!monitor || !signal) {
     throw Exception(ErrorCode::kInvalidArgument, "ChaseOptimizer needs a Monitor and a CarbonSignal");
   }
-  optimize::ChaseOptimizerOptions options;
-  options.chase.eta = settings["eta"].cast<double>();
-  options.chase.max_intensity_g_per_kwh = settings["max_intensity_g_per_kwh"].cast<double>();
-  const double interval_s = settings["interval_s"].cast<double>();
-  value_or_throw(check_number(interval_s, NumberRule{.min = 1}, "interval_s"));
-  options.chase.period_s = static_cast<int64_t>(std::llround(interval_s));
-  options.chase.max_power_w = settings["max_power_w"].cast<double>();
-  options.chase.monitor_only = settings["monitor_only"].cast<bool>();
-  options.forecaster = settings["forecaster"].cast<std::string>();
-  const int64_t training_samples = settings["training_samples"].cast<int64_t>();
-  if (training_samples < 0) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("training_samples must be at least 3, got {}", training_samples));
-  }
-  options.training_samples = static_cast<size_t>(training_samples);
-  auto& profile = options.profile;
-  profile.policy = ZeusCost{options.chase.eta, 0};
-  profile.wait_steps = settings["wait_steps"].cast<int>();
-  profile.warmup_steps = settings["warmup_steps"].cast<int>();
-  if (settings.contains("steady_state")) {
-    profile.steady_state = steady_state_from_python(settings["steady_state"]);
-  }
-  profile.profile_steps = settings["profile_steps"].cast<int>();
-  profile.step_w = settings["step_w"].cast<double>();
-  profile.profile_dir = settings["profile_dir"].cast<std::string>();
-  profile.job_key = settings["job_key"].cast<std::string>();
-  profile.restore_to = restore_target_from_python(settings["restore_to"].cast<std::string>());
-  profile.restore_on_signals = settings["restore_on_signals"].cast<bool>();
+  // The profile picks with Chase's eta until the first decision.
+  options.profile.policy = ZeusCost{options.chase.eta, 0};
   if (!aggregator.is_none()) {
-    profile.aggregator = aggregator.cast<std::shared_ptr<optimize::RankAggregator>>();
+    options.profile.aggregator = aggregator.cast<std::shared_ptr<optimize::RankAggregator>>();
   }
   auto handle = std::make_unique<ChaseHandle>();
   handle->monitor = monitor;
@@ -226,6 +197,16 @@ std::unique_ptr<ChaseHandle> make_chase(std::shared_ptr<MonitorHandle> monitor,
   return handle;
 }
 
+py::dict decision_dict(const optimize::ChaseDecision& decision) {
+  py::dict dict;
+  dict["time_unix_s"] = decision.time_unix_s;
+  dict["previous_g_per_kwh"] = decision.previous_g_per_kwh;
+  dict["forecast_g_per_kwh"] = decision.forecast_g_per_kwh;
+  dict["effective_eta"] = decision.effective_eta;
+  dict["power_limit_w"] = mw_to_w(decision.power_limit_mw);
+  return dict;
+}
+
 template <void (optimize::ChaseOptimizer::*hook)()>
 void call_chase_hook(ChaseHandle& self) {
   optimize::ChaseOptimizer& optimizer = self.get();
@@ -233,9 +214,7 @@ void call_chase_hook(ChaseHandle& self) {
   (optimizer.*hook)();
 }
 
-}  // namespace
-
-void bind_carbon(py::module_& module) {
+void bind_carbon_trace(py::module_& module) {
   py::class_<carbon::CarbonTrace>(
       module, "CarbonTrace",
       "A carbon-intensity time series (CSV columns timestamp,carbon_intensity_g_per_kwh; UTC; regular).")
@@ -266,11 +245,7 @@ void bind_carbon(py::module_& module) {
       .def(
           "shifted",
           [](const carbon::CarbonTrace& trace, int64_t seconds) {
-            auto points = trace.points();
-            for (auto& point : points) {
-              point.time_unix_s += seconds;
-            }
-            return value_or_throw(carbon::CarbonTrace::from_points(std::move(points), trace.source()));
+            return value_or_throw(trace.shifted(seconds));
           },
           py::arg("seconds"),
           "The same values `seconds` later (a whole number of days keeps the time of day): replays a past "
@@ -281,7 +256,9 @@ void bind_carbon(py::module_& module) {
         return fmt::format("<joule.CarbonTrace {} points of {} s from {}>", trace.points().size(),
                            trace.period_s(), carbon::format_utc_time(trace.start_unix_s()));
       });
+}
 
+void bind_carbon_signal(py::module_& module) {
   py::class_<SignalHandle, std::shared_ptr<SignalHandle>>(
       module, "CarbonSignal",
       "A source of carbon intensity (gCO2e/kWh, UTC Unix seconds): a constant, a country's yearly average, "
@@ -329,7 +306,9 @@ void bind_carbon(py::module_& module) {
 
   module.def("_carbon_signal", &make_signal, py::arg("intensity"), py::arg("trace_path"), py::arg("trace"),
              py::arg("zone"), py::arg("provider"), py::arg("country"), py::arg("devices"));
+}
 
+void bind_countries(py::module_& module) {
   module.def(
       "_country_intensity",
       [](const std::string& code) {
@@ -348,10 +327,13 @@ void bind_carbon(py::module_& module) {
     }
     return list;
   });
+}
 
+void bind_carbon_monitor(py::module_& module) {
   py::class_<CarbonMonitorHandle>(module, "_CarbonMonitor", "Use joule.CarbonMonitor.")
-      .def(py::init([](std::shared_ptr<MonitorHandle> monitor, std::shared_ptr<SignalHandle> signal,
-                       int64_t bucket_s, bool background_checkpoints) {
+      .def(py::init([](const std::shared_ptr<MonitorHandle>& monitor,
+                       const std::shared_ptr<SignalHandle>& signal, int64_t bucket_s,
+                       bool background_checkpoints) {
              if (!monitor || !signal) {
                throw Exception(ErrorCode::kInvalidArgument,
                                "CarbonMonitor needs a Monitor and a CarbonSignal");
@@ -401,7 +383,9 @@ void bind_carbon(py::module_& module) {
         py::gil_scoped_release release;
         self.carbon->checkpoint();
       });
+}
 
+void bind_tariff(py::module_& module) {
   py::class_<TariffHandle, std::shared_ptr<TariffHandle>>(
       module, "HourlyTariff", "A price per kWh for each UTC hour of the day (CSV hour,price_usd_per_kwh).")
       .def_static(
@@ -435,10 +419,13 @@ void bind_carbon(py::module_& module) {
                                return std::vector<double>(prices.begin(), prices.end());
                              })
       .def_property_readonly("source", [](const TariffHandle& self) { return self.tariff.source(); });
+}
 
+void bind_price_monitor(py::module_& module) {
   py::class_<PriceMonitorHandle>(module, "_PriceMonitor", "Use joule.PriceMonitor.")
-      .def(py::init([](std::shared_ptr<MonitorHandle> monitor, std::shared_ptr<TariffHandle> tariff,
-                       int64_t bucket_s, bool background_checkpoints) {
+      .def(py::init([](const std::shared_ptr<MonitorHandle>& monitor,
+                       const std::shared_ptr<TariffHandle>& tariff, int64_t bucket_s,
+                       bool background_checkpoints) {
              if (!monitor || !tariff) {
                throw Exception(ErrorCode::kInvalidArgument,
                                "PriceMonitor needs a Monitor and an HourlyTariff");
@@ -482,9 +469,51 @@ void bind_carbon(py::module_& module) {
         py::gil_scoped_release release;
         self.price->checkpoint();
       });
+}
 
+// Chase's settings: the C++ struct itself, filled by joule/carbon.py (which checks each value's type under
+// its public name); `profile` is a _PowerLimitOptions, as PowerLimitOptimizer takes.
+void bind_chase_options(py::module_& module) {
+  using Options = optimize::ChaseOptimizerOptions;
+  py::class_<Options>(
+      module, "_ChaseOptions",
+      "The settings of ChaseOptimizer (C++ ChaseOptimizerOptions; the library checks them when "
+      "the optimizer is made). Use joule.ChaseOptimizer.")
+      .def(py::init<>())
+      .def_property(
+          "eta", [](const Options& options) { return options.chase.eta; },
+          [](Options& options, double eta) { options.chase.eta = eta; })
+      .def_property(
+          "max_intensity_g_per_kwh",
+          [](const Options& options) { return options.chase.max_intensity_g_per_kwh; },
+          [](Options& options, double intensity) { options.chase.max_intensity_g_per_kwh = intensity; })
+      .def_property(
+          "interval_s", [](const Options& options) { return static_cast<double>(options.chase.period_s); },
+          [](Options& options, double interval_s) {
+            value_or_throw(check_number(interval_s, NumberRule{.min = 1}, "interval_s"));
+            options.chase.period_s = static_cast<int64_t>(std::llround(interval_s));
+          },
+          "How often the limit is re-decided, s (≥ 1; rounded to whole seconds).")
+      .def_property(
+          "max_power_w", [](const Options& options) { return options.chase.max_power_w; },
+          [](Options& options, double max_power_w) { options.chase.max_power_w = max_power_w; })
+      .def_property(
+          "monitor_only", [](const Options& options) { return options.chase.monitor_only; },
+          [](Options& options, bool monitor_only) { options.chase.monitor_only = monitor_only; })
+      .def_readwrite("forecaster", &Options::forecaster)
+      .def_property(
+          "training_samples", [](const Options& options) { return options.training_samples; },
+          [](Options& options, int64_t samples) {
+            value_or_throw(check_number(static_cast<double>(samples), NumberRule::non_negative_integer(),
+                                        "training_samples"));
+            options.training_samples = static_cast<size_t>(samples);
+          })
+      .def_readwrite("profile", &Options::profile, "The profile's settings (a _PowerLimitOptions).");
+}
+
+void bind_chase(py::module_& module) {
   py::class_<ChaseHandle>(module, "_ChaseOptimizer", "Chase (C++). Use joule.ChaseOptimizer.")
-      .def(py::init(&make_chase), py::arg("monitor"), py::arg("signal"), py::arg("settings"),
+      .def(py::init(&make_chase), py::arg("monitor"), py::arg("signal"), py::arg("options"),
            py::arg("aggregator"))
       .def("on_step_begin", &call_chase_hook<&optimize::ChaseOptimizer::on_step_begin>)
       .def("on_step_end", &call_chase_hook<&optimize::ChaseOptimizer::on_step_end>)
@@ -499,49 +528,27 @@ void bind_carbon(py::module_& module) {
                              [](const ChaseHandle& self) {
                                return std::string(optimize::to_string(self.get().profiler().state()));
                              })
-      .def_property_readonly("candidates_w",
-                             [](const ChaseHandle& self) {
-                               std::vector<double> candidates;
-                               for (const uint32_t candidate : self.get().profiler().candidates_mw()) {
-                                 candidates.push_back(mw_to_w(candidate));
-                               }
-                               return candidates;
-                             })
+      .def_property_readonly(
+          "candidates_w",
+          [](const ChaseHandle& self) { return watts(self.get().profiler().candidates_mw()); })
       .def_property_readonly(
           "current_power_limit_w",
           [](const ChaseHandle& self) { return mw_to_w(self.get().profiler().current_power_limit_mw()); })
-      .def_property_readonly("frontier",
-                             [](const ChaseHandle& self) {
-                               std::vector<std::tuple<double, double, double>> points;
-                               for (const auto& point : self.get().profiler().frontier().points()) {
-                                 points.emplace_back(mw_to_w(point.knob), point.time_s, point.energy_j);
-                               }
-                               return points;
-                             })
+      .def_property_readonly(
+          "frontier", [](const ChaseHandle& self) { return frontier_w(self.get().profiler().frontier()); })
       .def_property_readonly("decisions",
                              [](const ChaseHandle& self) {
                                py::list list;
                                for (const auto& decision : self.get().decisions()) {
-                                 py::dict dict;
-                                 dict["time_unix_s"] = decision.time_unix_s;
-                                 dict["previous_g_per_kwh"] = decision.previous_g_per_kwh;
-                                 dict["forecast_g_per_kwh"] = decision.forecast_g_per_kwh;
-                                 dict["effective_eta"] = decision.effective_eta;
-                                 dict["power_limit_w"] = mw_to_w(decision.power_limit_mw);
-                                 list.append(dict);
+                                 list.append(decision_dict(decision));
                                }
                                return list;
                              })
       .def_property_readonly("profile_measurements",
                              [](const ChaseHandle& self) {
                                py::list list;
-                               for (const auto& m : self.get().profiler().measurements()) {
-                                 py::dict dict;
-                                 dict["power_limit_w"] = mw_to_w(m.power_limit_mw);
-                                 dict["energy_j"] = m.energy_j;
-                                 dict["time_s"] = m.time_s;
-                                 dict["steps"] = m.steps;
-                                 list.append(dict);
+                               for (const auto& measurement : self.get().profiler().measurements()) {
+                                 list.append(power_limit_measurement_dict(measurement));
                                }
                                return list;
                              })
@@ -555,13 +562,21 @@ void bind_carbon(py::module_& module) {
           "loaded_from_profile",
           [](const ChaseHandle& self) { return self.get().profiler().loaded_from_profile(); })
       .def_property_readonly("constraints_w", [](const ChaseHandle& self) {
-        const auto& constraints = self.get().profiler().constraints();
-        py::dict dict;
-        dict["min_w"] = mw_to_w(constraints.min_mw);
-        dict["max_w"] = mw_to_w(constraints.max_mw);
-        dict["default_w"] = mw_to_w(constraints.default_mw);
-        return dict;
+        return constraints_dict(self.get().profiler().constraints());
       });
+}
+
+}  // namespace
+
+void bind_carbon(py::module_& module) {
+  bind_carbon_trace(module);
+  bind_carbon_signal(module);
+  bind_countries(module);
+  bind_carbon_monitor(module);
+  bind_tariff(module);
+  bind_price_monitor(module);
+  bind_chase_options(module);
+  bind_chase(module);
 }
 
 }  // namespace joule::python

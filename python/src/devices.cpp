@@ -106,9 +106,7 @@ SharedDeviceSet discover(const std::optional<std::string>& sim, bool virtual_clo
   return std::make_shared<device::DeviceSet>(value_or_throw(std::move(found)));
 }
 
-}  // namespace
-
-void bind_devices(py::module_& module) {
+void bind_gpu(py::module_& module) {
   py::class_<GpuRef>(module, "Gpu", "One GPU of a DeviceSet. Powers in W, energies in J, clocks in MHz.")
       .def_property_readonly(
           "index", [](const GpuRef& ref) { return ref.gpu->info().index; },
@@ -141,22 +139,14 @@ void bind_devices(py::module_& module) {
       .def(
           "power_limit_constraints_w",
           [](const GpuRef& ref) {
-            const auto constraints = call_device(&device::Gpu::power_limit_constraints, *ref.gpu);
-            py::dict dict;
-            dict["min_w"] = mw_to_w(constraints.min_mw);
-            dict["max_w"] = mw_to_w(constraints.max_mw);
-            dict["default_w"] = mw_to_w(constraints.default_mw);
-            return dict;
+            return constraints_dict(call_device(&device::Gpu::power_limit_constraints, *ref.gpu));
           },
           "{'min_w', 'max_w', 'default_w'}: the power-limit range and default, W.")
       .def(
           "set_power_limit_w",
           [](const GpuRef& ref, double power_limit_w) {
-            if (!(power_limit_w >= 0) || power_limit_w > 4e6) {
-              throw Exception(ErrorCode::kOutOfRange,
-                              fmt::format("power limit {} W is not a valid power", power_limit_w));
-            }
-            const auto power_limit_mw = static_cast<uint32_t>(std::llround(w_to_mw(power_limit_w)));
+            const uint32_t power_limit_mw = power_mw_from_python(power_limit_w, quantity::power_w(),
+                                                                 "Gpu.set_power_limit_w(power_limit_w=...)");
             Result<void> result = [&] {
               py::gil_scoped_release release;
               return ref.gpu->set_power_limit_mw(power_limit_mw);
@@ -202,7 +192,9 @@ void bind_devices(py::module_& module) {
         return fmt::format("<joule.Gpu {} backend={} energy_counter={}>", ref.gpu->label(),
                            ref.gpu->info().backend, ref.gpu->info().has_energy_counter ? "True" : "False");
       });
+}
 
+void bind_cpu(py::module_& module) {
   py::class_<CpuRef>(module, "Cpu", "One CPU package (RAPL). Energies in J.")
       .def_property_readonly(
           "index", [](const CpuRef& ref) { return ref.cpu->info().index; },
@@ -235,7 +227,9 @@ void bind_devices(py::module_& module) {
         return fmt::format("<joule.Cpu {} dram={}>", ref.cpu->label(),
                            ref.cpu->info().has_dram ? "True" : "False");
       });
+}
 
+void bind_device_set(py::module_& module) {
   py::class_<device::DeviceSet, SharedDeviceSet>(
       module, "DeviceSet",
       "Every GPU and CPU one discovery found, and the clock they run on. Made by joule.devices().")
@@ -312,7 +306,14 @@ void bind_devices(py::module_& module) {
         return fmt::format("<joule.DeviceSet {} GPU(s), {} CPU(s), {} clock>", set.gpus.size(),
                            set.cpus.size(), set.clock->is_virtual() ? "virtual" : "steady");
       });
+}
 
+}  // namespace
+
+void bind_devices(py::module_& module) {
+  bind_gpu(module);
+  bind_cpu(module);
+  bind_device_set(module);
   module.def("_discover", &discover, py::arg("sim") = py::none(), py::arg("virtual_clock") = false,
              py::arg("gpus") = true, py::arg("cpus") = true, py::arg("powercap_root") = py::none(),
              py::arg("nvml_library") = py::none(), py::arg("rocm_library") = py::none(),

@@ -8,21 +8,13 @@
 
 #include "joule/core/duration.hpp"
 #include "joule/core/validate.hpp"
-#include "joule/measure/power_sampler.hpp"
+#include "joule/measure/gpu_power_sampler.hpp"
 
 #include "bindings.hpp"
 
 namespace joule::python {
 
 namespace {
-
-py::dict energies_dict(const std::vector<measure::DeviceEnergy>& energies) {
-  py::dict dict;
-  for (const auto& energy : energies) {
-    dict[py::int_(energy.index)] = energy.energy_j;
-  }
-  return dict;
-}
 
 std::string energies_text(const std::vector<measure::DeviceEnergy>& energies) {
   std::vector<std::string> parts;
@@ -68,19 +60,12 @@ std::shared_ptr<MonitorHandle> make_monitor(const SharedDeviceSet& set,
   return handle;
 }
 
+/// joule.PowerSampler: a GpuPowerSampler over some GPUs of a set, which it keeps alive.
 struct SamplerHandle {
   SharedDeviceSet set;
-  std::vector<int> gpu_indices;
-  std::unique_ptr<measure::PowerSampler> sampler;
-
-  size_t channel(int gpu_index) const {
-    const auto found = std::find(gpu_indices.begin(), gpu_indices.end(), gpu_index);
-    if (found == gpu_indices.end()) {
-      throw Exception(ErrorCode::kNotFound, fmt::format("GPU {} is not sampled (sampled GPUs: {})", gpu_index,
-                                                        fmt::join(gpu_indices, ", ")));
-    }
-    return static_cast<size_t>(found - gpu_indices.begin());
-  }
+  std::unique_ptr<measure::GpuPowerSampler> gpus;
+  measure::PowerSampler& sampler() const { return gpus->sampler(); }
+  size_t channel(int gpu_index) const { return value_or_throw(gpus->channel(gpu_index)); }
 };
 
 std::shared_ptr<SamplerHandle> make_sampler(const SharedDeviceSet& set,
@@ -96,10 +81,7 @@ std::shared_ptr<SamplerHandle> make_sampler(const SharedDeviceSet& set,
   if (selected.empty()) {
     throw Exception(ErrorCode::kNotFound, "PowerSampler has no GPU to sample: " + set->why_no_gpus());
   }
-  for (const auto* gpu : selected) {
-    handle->gpu_indices.push_back(gpu->info().index);
-  }
-  handle->sampler = std::make_unique<measure::PowerSampler>(
+  handle->gpus = std::make_unique<measure::GpuPowerSampler>(
       selected, *set->clock, seconds_to_nanos(period_s, "period_s"), max_points);
   return handle;
 }
@@ -111,9 +93,7 @@ std::optional<Nanos> optional_nanos(const std::optional<double>& seconds, const 
   return seconds_to_nanos(*seconds, what);
 }
 
-}  // namespace
-
-void bind_measure(py::module_& module) {
+void bind_measurement(py::module_& module) {
   py::class_<measure::Measurement>(
       module, "Measurement",
       "What one window measured: time in s, energies in J per device index. A figure is estimated (not read "
@@ -164,18 +144,7 @@ void bind_measure(py::module_& module) {
       .def_property_readonly("total_energy_j", &measure::Measurement::total_energy_j,
                              "GPU + CPU package + DRAM energy, J; NaN if one is not measurable.")
       .def(
-          "to_dict",
-          [](const measure::Measurement& m) {
-            py::dict dict;
-            dict["name"] = m.name;
-            dict["time_s"] = m.time_s;
-            dict["gpu_energy_j"] = energies_dict(m.gpu_energy);
-            dict["cpu_energy_j"] = energies_dict(m.cpu_energy);
-            dict["dram_energy_j"] = energies_dict(m.dram_energy);
-            dict["estimated"] = m.estimated();
-            dict["why_not_measurable"] = m.why_not_measurable();
-            return dict;
-          },
+          "to_dict", [](const measure::Measurement& m) { return measurement_dict(m); },
           "The measurement as plain Python data.")
       .def(
           "__eq__",
@@ -201,7 +170,9 @@ void bind_measure(py::module_& module) {
             m.name, m.time_s, energies_text(m.gpu_energy), energies_text(m.cpu_energy),
             energies_text(m.dram_energy), m.estimated() ? "True" : "False");
       });
+}
 
+void bind_monitor(py::module_& module) {
   py::class_<MonitorHandle, std::shared_ptr<MonitorHandle>>(
       module, "_Monitor", "Energy windows over a DeviceSet's GPUs and CPUs. Use joule.Monitor.")
       .def(py::init(&make_monitor), py::arg("devices"), py::arg("gpus") = py::none(),
@@ -273,76 +244,19 @@ void bind_measure(py::module_& module) {
             return polled;
           },
           "GPUs without an energy counter, whose energy is integrated from polled power.");
+}
 
-  py::class_<SamplerHandle, std::shared_ptr<SamplerHandle>>(
-      module, "PowerSampler",
-      "Polls GPU power on a C++ background thread (which never touches Python) and keeps a change-only "
-      "timeline per GPU. Times are s on the devices' clock (DeviceSet.now_s()), powers W, energies J.")
-      .def(py::init(&make_sampler), py::arg("devices"), py::arg("gpus") = py::none(),
-           py::arg("period_s") = 0.1, py::arg("max_points") = 0,
-           "devices: a DeviceSet; gpus: framework indices (all if None); period_s: time between polls, s; "
-           "max_points: bound on stored timeline points per GPU (0 = unbounded).")
-      .def(
-          "start",
-          [](SamplerHandle& self) {
-            py::gil_scoped_release release;
-            self.sampler->start();
-          },
-          "Starts the background thread (first poll immediately). StateError if running.")
-      .def(
-          "stop",
-          [](SamplerHandle& self) {
-            py::gil_scoped_release release;
-            self.sampler->stop();
-          },
-          "Stops the background thread and waits for it.")
-      .def_property_readonly("running", [](const SamplerHandle& self) { return self.sampler->running(); })
-      .def(
-          "sample_now",
-          [](SamplerHandle& self) {
-            py::gil_scoped_release release;
-            self.sampler->sample_now();
-          },
-          "Reads every GPU now, on the calling thread.")
-      .def(
-          "sample_for",
-          [](SamplerHandle& self, double duration_s) {
-            const Nanos duration =
-                value_or_throw(joule::seconds_to_nanos(duration_s, "duration_s", duration_rule(true)));
-            py::gil_scoped_release release;
-            Clock& clock = *self.set->clock;
-            if (clock.is_virtual()) {
-              self.sampler->sample_now();
-              clock.sleep_for(duration);
-              self.sampler->sample_now();
-              return;
-            }
-            const bool started = !self.sampler->running();
-            if (started) {
-              self.sampler->start();
-            }
-            clock.sleep_for(duration);
-            self.sampler->sample_now();
-            if (started) {
-              self.sampler->stop();
-            }
-          },
-          py::arg("duration_s"),
-          "Samples for duration_s seconds and returns, without holding the GIL (other Python threads run "
-          "meanwhile). Starts and stops the thread if it was not running. On a virtual clock it samples, "
-          "advances the clock and samples again.")
-      .def_property_readonly("gpu_indices", [](const SamplerHandle& self) { return self.gpu_indices; })
-      .def_property_readonly("period_s",
-                             [](const SamplerHandle& self) { return to_seconds(self.sampler->period()); })
-      .def(
-          "now_s", [](const SamplerHandle& self) { return to_seconds(self.set->clock->now()); },
-          "The sampler's clock, s.")
+using SamplerClass = py::class_<SamplerHandle, std::shared_ptr<SamplerHandle>>;
+
+// PowerSampler's readings: timelines, latest and peak powers, energies.
+void define_sampler_readings(SamplerClass& sampler) {
+  sampler
       .def(
           "timeline",
           [](const SamplerHandle& self, int gpu, std::optional<double> start_s, std::optional<double> end_s) {
             const size_t channel = self.channel(gpu);
-            const auto samples = self.sampler->timeline(channel, optional_nanos(start_s, "start_s"),
-                                                        optional_nanos(end_s, "end_s"));
+            const auto samples = self.sampler().timeline(channel, optional_nanos(start_s, "start_s"),
+                                                         optional_nanos(end_s, "end_s"));
             std::vector<std::pair<double, double>> points;
             points.reserve(samples.size());
             for (const auto& sample : samples) {
@@ -356,7 +270,7 @@ void bind_measure(py::module_& module) {
       .def(
           "latest_w",
           [](const SamplerHandle& self, int gpu) -> std::optional<double> {
-            const auto sample = self.sampler->latest(self.channel(gpu));
+            const auto sample = self.sampler().latest(self.channel(gpu));
             if (!sample) {
               return std::nullopt;
             }
@@ -369,9 +283,8 @@ void bind_measure(py::module_& module) {
             const Nanos start = seconds_to_nanos(start_s, "start_s");
             const Nanos end = seconds_to_nanos(end_s, "end_s");
             py::dict energies;
-            for (size_t channel = 0; channel < self.gpu_indices.size(); ++channel) {
-              energies[py::int_(self.gpu_indices[channel])] =
-                  value_or_throw(self.sampler->energy_j(channel, start, end));
+            for (const auto& [index, energy_j] : value_or_throw(self.gpus->energy_j(start, end))) {
+              energies[py::int_(index)] = energy_j;
             }
             return energies;
           },
@@ -381,33 +294,95 @@ void bind_measure(py::module_& module) {
       .def(
           "peak_w",
           [](const SamplerHandle& self, int gpu, double start_s, double end_s) -> std::optional<double> {
-            const auto peak = self.sampler->peak_mw(self.channel(gpu), seconds_to_nanos(start_s, "start_s"),
-                                                    seconds_to_nanos(end_s, "end_s"));
+            const auto peak = self.sampler().peak_mw(self.channel(gpu), seconds_to_nanos(start_s, "start_s"),
+                                                     seconds_to_nanos(end_s, "end_s"));
             if (!peak) {
               return std::nullopt;
             }
             return mw_to_w(*peak);
           },
           py::arg("gpu"), py::arg("start_s"), py::arg("end_s"),
-          "The highest reading of GPU `gpu` within [start_s, end_s], W (None if none).")
+          "The highest reading of GPU `gpu` within [start_s, end_s], W (None if none).");
+}
+
+void bind_power_sampler(py::module_& module) {
+  SamplerClass sampler(
+      module, "PowerSampler",
+      "Polls GPU power on a C++ background thread (which never touches Python) and keeps a change-only "
+      "timeline per GPU. Times are s on the devices' clock (DeviceSet.now_s()), powers W, energies J.");
+  sampler
+      .def(py::init(&make_sampler), py::arg("devices"), py::arg("gpus") = py::none(),
+           py::arg("period_s") = 0.1, py::arg("max_points") = 0,
+           "devices: a DeviceSet; gpus: framework indices (all if None); period_s: time between polls, s; "
+           "max_points: bound on stored timeline points per GPU (0 = unbounded).")
+      .def(
+          "start",
+          [](SamplerHandle& self) {
+            py::gil_scoped_release release;
+            self.sampler().start();
+          },
+          "Starts the background thread (first poll immediately). StateError if running.")
+      .def(
+          "stop",
+          [](SamplerHandle& self) {
+            py::gil_scoped_release release;
+            self.sampler().stop();
+          },
+          "Stops the background thread and waits for it.")
+      .def_property_readonly("running", [](const SamplerHandle& self) { return self.sampler().running(); })
+      .def(
+          "sample_now",
+          [](SamplerHandle& self) {
+            py::gil_scoped_release release;
+            self.sampler().sample_now();
+          },
+          "Reads every GPU now, on the calling thread.")
+      .def(
+          "sample_for",
+          [](SamplerHandle& self, double duration_s) {
+            const Nanos duration =
+                value_or_throw(joule::seconds_to_nanos(duration_s, "duration_s", duration_rule(true)));
+            py::gil_scoped_release release;
+            self.gpus->sample_for(duration);
+          },
+          py::arg("duration_s"),
+          "Samples for duration_s seconds and returns, without holding the GIL (other Python threads run "
+          "meanwhile). Starts and stops the thread if it was not running. On a virtual clock it samples, "
+          "advances the clock and samples again.")
+      .def_property_readonly("gpu_indices",
+                             [](const SamplerHandle& self) { return self.gpus->gpu_indices(); })
+      .def_property_readonly("period_s",
+                             [](const SamplerHandle& self) { return to_seconds(self.sampler().period()); })
+      .def(
+          "now_s", [](const SamplerHandle& self) { return to_seconds(self.set->clock->now()); },
+          "The sampler's clock, s.")
       .def_property_readonly(
-          "reads", [](const SamplerHandle& self) { return self.sampler->reads(); },
+          "reads", [](const SamplerHandle& self) { return self.sampler().reads(); },
           "Reads made so far (successful, empty or failed).")
       .def_property_readonly("failed_reads",
-                             [](const SamplerHandle& self) { return self.sampler->failed_reads(); })
+                             [](const SamplerHandle& self) { return self.sampler().failed_reads(); })
       .def_readonly("devices", &SamplerHandle::set)
       .def("__enter__",
            [](const std::shared_ptr<SamplerHandle>& self) {
              {
                py::gil_scoped_release release;
-               self->sampler->start();
+               self->sampler().start();
              }
              return self;
            })
       .def("__exit__", [](SamplerHandle& self, const py::args&) {
         py::gil_scoped_release release;
-        self.sampler->stop();
+        self.sampler().stop();
       });
+  define_sampler_readings(sampler);
+}
+
+}  // namespace
+
+void bind_measure(py::module_& module) {
+  bind_measurement(module);
+  bind_monitor(module);
+  bind_power_sampler(module);
 }
 
 }  // namespace joule::python

@@ -44,98 +44,11 @@ struct OptimizerHandle {
   }
 };
 
-}  // namespace
-
-optimize::RestoreTarget restore_target_from_python(const std::string& restore_to) {
-  if (restore_to == "default") {
-    return optimize::RestoreTarget::kDefault;
-  }
-  if (restore_to == "initial") {
-    return optimize::RestoreTarget::kInitial;
-  }
-  throw Exception(ErrorCode::kInvalidArgument,
-                  fmt::format("restore_to must be 'default' or 'initial' (got '{}')", restore_to));
-}
-
-measure::SteadyStateOptions steady_state_from_python(const py::handle& spec) {
-  measure::SteadyStateOptions options;
-  const auto mode_from = [&options](const std::string& name) {
-    if (name != "auto") {
-      options.mode = naming_call(
-          "steady_state", [&] { return value_or_throw(measure::steady_state_mode_from_string(name)); });
-    }
-  };
-  if (spec.is_none()) {
-    return options;
-  }
-  if (py::isinstance<py::str>(spec)) {
-    mode_from(spec.cast<std::string>());
-    return options;
-  }
-  if (!py::isinstance<py::dict>(spec)) {
-    throw py::type_error(fmt::format(
-        "steady_state=...: expected None, 'auto', 'off', 'fixed', 'steady' or a dict of its settings, got {}",
-        show_value(spec)));
-  }
-  for (const auto& [key_object, value] : spec.cast<py::dict>()) {
-    const auto key = py::str(key_object).cast<std::string>();
-    const auto number = [&key, &value = value] {
-      if (PyBool_Check(value.ptr()) || !(PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr()))) {
-        throw py::type_error(
-            fmt::format("steady_state['{}']: expected a number, got {}", key, show_value(value)));
-      }
-      return value.cast<double>();
-    };
-    if (key == "mode") {
-      if (!PyUnicode_Check(value.ptr())) {
-        throw py::type_error(fmt::format(
-            "steady_state['mode']: expected 'auto', 'off', 'fixed' or 'steady', got {}", show_value(value)));
-      }
-      mode_from(value.cast<std::string>());
-    } else if (key == "window_s") {
-      options.window_s = number();
-    } else if (key == "temperature_band_c") {
-      options.temperature_band_c = number();
-    } else if (key == "power_band_ratio") {
-      options.power_band_ratio = number();
-    } else if (key == "max_wait_s") {
-      options.max_wait_s = number();
-    } else if (key == "fixed_warmup_s") {
-      options.fixed_warmup_s = number();
-    } else {
-      throw Exception(
-          ErrorCode::kInvalidArgument,
-          fmt::format("steady_state: unknown setting '{}' (known: mode, window_s, temperature_band_c, "
-                      "power_band_ratio, max_wait_s, fixed_warmup_s)",
-                      key));
-    }
-  }
-  value_or_throw(measure::validate(options));
-  return options;
-}
-
-namespace {
-
 std::unique_ptr<OptimizerHandle> make_optimizer(const std::shared_ptr<MonitorHandle>& monitor,
-                                                const Policy& policy, int wait_steps, int warmup_steps,
-                                                int profile_steps, double step_w, py::object aggregator,
-                                                const std::string& profile_dir, const std::string& job_key,
-                                                const std::string& restore_to, bool restore_on_signals,
-                                                const py::object& steady_state) {
+                                                optimize::PowerLimitOptions options, py::object aggregator) {
   if (!monitor) {
     throw Exception(ErrorCode::kInvalidArgument, "PowerLimitOptimizer needs a Monitor");
   }
-  optimize::PowerLimitOptions options;
-  options.wait_steps = wait_steps;
-  options.warmup_steps = warmup_steps;
-  options.profile_steps = profile_steps;
-  options.step_w = step_w;
-  options.policy = policy;
-  options.profile_dir = profile_dir;
-  options.job_key = job_key;
-  options.restore_to = restore_target_from_python(restore_to);
-  options.restore_on_signals = restore_on_signals;
-  options.steady_state = steady_state_from_python(steady_state);
   if (!aggregator.is_none()) {
     options.aggregator = aggregator.cast<std::shared_ptr<optimize::RankAggregator>>();
   }
@@ -147,17 +60,6 @@ std::unique_ptr<OptimizerHandle> make_optimizer(const std::shared_ptr<MonitorHan
   return handle;
 }
 
-py::dict measurement_dict(const optimize::PowerLimitMeasurement& measurement) {
-  py::dict dict;
-  dict["power_limit_w"] = mw_to_w(measurement.power_limit_mw);
-  dict["energy_j"] = measurement.energy_j;
-  dict["time_s"] = measurement.time_s;
-  dict["steps"] = measurement.steps;
-  dict["energy_per_step_j"] = measurement.energy_per_step_j();
-  dict["time_per_step_s"] = measurement.time_per_step_s();
-  return dict;
-}
-
 template <void (optimize::PowerLimitOptimizer::*hook)()>
 void call_hook(OptimizerHandle& self) {
   optimize::PowerLimitOptimizer& optimizer = self.get();
@@ -165,9 +67,7 @@ void call_hook(OptimizerHandle& self) {
   (optimizer.*hook)();
 }
 
-}  // namespace
-
-void bind_optimize(py::module_& module) {
+void bind_rank_aggregator(py::module_& module) {
   py::class_<optimize::RankAggregator, PyRankAggregator, std::shared_ptr<optimize::RankAggregator>>(
       module, "RankAggregator",
       "Combines one rank's profile measurement with the other ranks' so that every rank picks the same power "
@@ -185,13 +85,48 @@ void bind_optimize(py::module_& module) {
              std::shared_ptr<optimize::SingleProcessAggregator>>(
       module, "SingleProcessAggregator", "Rank 0 of 1: aggregate() returns its input.")
       .def(py::init<>());
+}
 
+// The profile settings both optimizers take (PowerLimitOptimizer's, and ChaseOptimizer's `profile`): the
+// C++ struct itself, filled by joule/power_limit.py, which checks each value's type under its public name.
+void bind_power_limit_options(py::module_& module) {
+  using Options = optimize::PowerLimitOptions;
+  py::class_<Options>(
+      module, "_PowerLimitOptions",
+      "The profile settings of PowerLimitOptimizer and ChaseOptimizer (C++ PowerLimitOptions; "
+      "the library checks them when an optimizer is made). Use joule.PowerLimitOptimizer.")
+      .def(py::init<>())
+      .def_readwrite("wait_steps", &Options::wait_steps)
+      .def_readwrite("warmup_steps", &Options::warmup_steps)
+      .def_readwrite("profile_steps", &Options::profile_steps)
+      .def_readwrite("step_w", &Options::step_w, "The step between candidate limits, W.")
+      .def_readwrite("policy", &Options::policy)
+      .def_readwrite("profile_dir", &Options::profile_dir, "The profile store's folder; '' disables it.")
+      .def_readwrite("job_key", &Options::job_key)
+      .def_property(
+          "restore_to", [](const Options& options) { return restore_target_name(options.restore_to); },
+          [](Options& options, const std::string& name) {
+            options.restore_to = restore_target_from_python(name);
+          },
+          "'default' or 'initial'.")
+      .def_readwrite("restore_on_signals", &Options::restore_on_signals)
+      .def_property(
+          "steady_state",
+          [](const Options& options) {
+            const auto& mode = options.steady_state.mode;
+            return mode ? std::string(measure::to_string(*mode)) : std::string("auto");
+          },
+          [](Options& options, const py::object& spec) {
+            options.steady_state = steady_state_from_python(spec);
+          },
+          "Set: None, 'auto', 'off', 'fixed', 'steady' or a dict of its settings. Get: the mode ('auto': the "
+          "GPUs' default).");
+}
+
+void bind_power_limit_optimizer(py::module_& module) {
   py::class_<OptimizerHandle>(module, "_PowerLimitOptimizer",
                               "The just-in-time power-limit optimizer (C++). Use joule.PowerLimitOptimizer.")
-      .def(py::init(&make_optimizer), py::arg("monitor"), py::arg("policy"), py::arg("wait_steps"),
-           py::arg("warmup_steps"), py::arg("profile_steps"), py::arg("step_w"), py::arg("aggregator"),
-           py::arg("profile_dir"), py::arg("job_key"), py::arg("restore_to"), py::arg("restore_on_signals"),
-           py::arg("steady_state") = py::none())
+      .def(py::init(&make_optimizer), py::arg("monitor"), py::arg("options"), py::arg("aggregator"))
       .def("on_step_begin", &call_hook<&optimize::PowerLimitOptimizer::on_step_begin>)
       .def("on_step_end", &call_hook<&optimize::PowerLimitOptimizer::on_step_end>)
       .def("on_epoch_end", &call_hook<&optimize::PowerLimitOptimizer::on_epoch_end>)
@@ -208,13 +143,7 @@ void bind_optimize(py::module_& module) {
                                return std::string(measure::to_string(self.get().steady_state_mode()));
                              })
       .def_property_readonly("candidates_w",
-                             [](const OptimizerHandle& self) {
-                               std::vector<double> candidates;
-                               for (const uint32_t candidate : self.get().candidates_mw()) {
-                                 candidates.push_back(mw_to_w(candidate));
-                               }
-                               return candidates;
-                             })
+                             [](const OptimizerHandle& self) { return watts(self.get().candidates_mw()); })
       .def_property_readonly(
           "current_power_limit_w",
           [](const OptimizerHandle& self) { return mw_to_w(self.get().current_power_limit_mw()); })
@@ -230,51 +159,42 @@ void bind_optimize(py::module_& module) {
                              [](const OptimizerHandle& self) {
                                py::list list;
                                for (const auto& measurement : self.get().measurements()) {
-                                 list.append(measurement_dict(measurement));
+                                 list.append(power_limit_measurement_dict(measurement));
                                }
                                return list;
                              })
       .def_property_readonly("frontier",
-                             [](const OptimizerHandle& self) {
-                               std::vector<std::tuple<double, double, double>> points;
-                               for (const auto& point : self.get().frontier().points()) {
-                                 points.emplace_back(mw_to_w(point.knob), point.time_s, point.energy_j);
-                               }
-                               return points;
-                             })
+                             [](const OptimizerHandle& self) { return frontier_w(self.get().frontier()); })
       .def_property_readonly("policy", [](const OptimizerHandle& self) { return self.get().policy(); })
-      .def_property_readonly("constraints_w",
-                             [](const OptimizerHandle& self) {
-                               const auto& constraints = self.get().constraints();
-                               py::dict dict;
-                               dict["min_w"] = mw_to_w(constraints.min_mw);
-                               dict["max_w"] = mw_to_w(constraints.max_mw);
-                               dict["default_w"] = mw_to_w(constraints.default_mw);
-                               return dict;
-                             })
+      .def_property_readonly(
+          "constraints_w",
+          [](const OptimizerHandle& self) { return constraints_dict(self.get().constraints()); })
       .def_property_readonly("profile_path",
                              [](const OptimizerHandle& self) { return self.get().profile_path(); })
       .def_property_readonly("loaded_from_profile",
                              [](const OptimizerHandle& self) { return self.get().loaded_from_profile(); });
+}
 
+std::vector<double> power_limit_candidates_w(double min_w, double max_w, double step_w) {
+  device::PowerLimitConstraints constraints;
+  constraints.min_mw =
+      power_mw_from_python(min_w, NumberRule::positive(), "power_limit_candidates_w(min_w=...)");
+  constraints.max_mw =
+      power_mw_from_python(max_w, NumberRule{.min = min_w}, "power_limit_candidates_w(max_w=...)");
+  const uint32_t step_mw =
+      power_mw_from_python(step_w, NumberRule{.min = 0.001}, "power_limit_candidates_w(step_w=...)");
+  return watts(optimize::power_limit_candidates_mw(constraints, step_mw));
+}
+
+}  // namespace
+
+void bind_optimize(py::module_& module) {
+  bind_rank_aggregator(module);
+  bind_power_limit_options(module);
+  bind_power_limit_optimizer(module);
   module.def(
-      "power_limit_candidates_w",
-      [](double min_w, double max_w, double step_w) {
-        value_or_throw(check_number(min_w, NumberRule::positive(), "power_limit_candidates_w(min_w=...)"));
-        value_or_throw(check_number(max_w, NumberRule{.min = min_w}, "power_limit_candidates_w(max_w=...)"));
-        value_or_throw(
-            check_number(step_w, NumberRule{.min = 0.001}, "power_limit_candidates_w(step_w=...)"));
-        device::PowerLimitConstraints constraints;
-        constraints.min_mw = static_cast<uint32_t>(std::llround(w_to_mw(min_w)));
-        constraints.max_mw = static_cast<uint32_t>(std::llround(w_to_mw(max_w)));
-        std::vector<double> candidates;
-        for (const uint32_t candidate : optimize::power_limit_candidates_mw(
-                 constraints, static_cast<uint32_t>(std::llround(w_to_mw(step_w))))) {
-          candidates.push_back(mw_to_w(candidate));
-        }
-        return candidates;
-      },
-      py::arg("min_w"), py::arg("max_w"), py::arg("step_w") = 25.0,
+      "power_limit_candidates_w", &power_limit_candidates_w, py::arg("min_w"), py::arg("max_w"),
+      py::arg("step_w") = 25.0,
       "The candidate power limits, W, highest first: max, max − step, … while ≥ min (and min itself).");
 }
 

@@ -124,14 +124,6 @@ py::dict configuration_dict(const sim::FixedConfiguration& configuration) {
 
 py::dict result_dict(const std::string& gpu, const sim::SimulationResult& result,
                      const sim::SimulationOptions& options) {
-  py::dict job;
-  job["dataset"] = result.job.dataset;
-  job["network"] = result.job.network;
-  job["optimizer"] = result.job.optimizer;
-  job["target_metric"] = result.job.target_metric;
-  job["max_epochs"] = result.job.max_epochs;
-  job["default_batch_size"] = result.job.default_batch_size;
-
   py::list tries;
   for (const auto& attempt : result.tries) {
     py::dict dict;
@@ -160,7 +152,7 @@ py::dict result_dict(const std::string& gpu, const sim::SimulationResult& result
   dict["eta"] = options.eta;
   dict["beta"] = options.beta;
   dict["seed"] = options.seed;
-  dict["job"] = job;
+  dict["job"] = job_dict(result.job);
   dict["recurrences"] = result.recurrences;
   dict["max_power_w"] = result.max_power_w;
   dict["tries"] = tries;

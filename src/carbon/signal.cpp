@@ -323,6 +323,17 @@ Result<CarbonTrace> CarbonTrace::from_points(std::vector<IntensityPoint> points,
   return trace;
 }
 
+Result<CarbonTrace> CarbonTrace::shifted(int64_t seconds) const {
+  std::vector<IntensityPoint> points = points_;
+  for (auto& point : points) {
+    if (__builtin_add_overflow(point.time_unix_s, seconds, &point.time_unix_s)) {
+      return fail(ErrorCode::kInvalidArgument, "{} shifted by {} s leaves the times joule accepts", source_,
+                  seconds);
+    }
+  }
+  return from_points(std::move(points), source_);
+}
+
 Result<size_t> CarbonTrace::index_at(int64_t time_unix_s) const {
   if (time_unix_s < start_unix_s() || time_unix_s >= end_unix_s()) {
     return fail(ErrorCode::kOutOfRange, "{} covers {} to {}; no carbon intensity for {}", source_,

@@ -59,6 +59,18 @@ Result<double> check_number(double value, const NumberRule& rule, std::string_vi
               rule.allow_infinity ? " (or inf)" : "", number_text(value));
 }
 
+Result<uint32_t> round_w_to_mw(double power_w, const NumberRule& rule, std::string_view name) {
+  JOULE_TRY(check_number(power_w, rule, name));
+  // A uint32 of mW: the widest power a device call takes (NVML's and the daemon's).
+  const double rounded_mw = std::round(power_w * 1e3);
+  if (!(rounded_mw >= 0) || rounded_mw > static_cast<double>(std::numeric_limits<uint32_t>::max())) {
+    return fail(
+        ErrorCode::kInvalidArgument, "{} in [0, 4294967.295] W (a device takes a uint32 of mW), got {}",
+        name.empty() ? std::string("must be") : fmt::format("{} must be", name), number_text(power_w));
+  }
+  return static_cast<uint32_t>(rounded_mw);
+}
+
 namespace quantity {
 
 NumberRule power_w() {

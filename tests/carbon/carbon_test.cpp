@@ -153,6 +153,21 @@ TEST(CarbonTrace, BadInputNamesTheLine) {
   EXPECT_NE(missing.error().message().find("/nonexistent/trace.csv"), std::string::npos);
 }
 
+TEST(CarbonTrace, ShiftedKeepsTheValuesAtLaterTimes) {
+  const auto trace = CarbonTrace::parse(
+      "timestamp,carbon_intensity_g_per_kwh\n2024-06-03T00:00:00Z,400\n2024-06-03T00:30:00Z,410.5\n",
+      "t.csv");
+  ASSERT_TRUE(trace) << trace.error().message();
+  const auto later = trace->shifted(kDayS);
+  ASSERT_TRUE(later) << later.error().message();
+  EXPECT_EQ(later->start_unix_s(), *parse_utc_time("2024-06-04T00:00:00Z"));
+  EXPECT_EQ(later->period_s(), 1800);
+  EXPECT_EQ(later->source(), "t.csv");
+  EXPECT_DOUBLE_EQ(later->points()[1].intensity_g_per_kwh, 410.5);
+  EXPECT_EQ(trace->shifted(std::numeric_limits<int64_t>::max()).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(trace->shifted(int64_t{1} << 60));  // beyond the years parse_utc_time() accepts
+}
+
 TEST(CarbonTrace, ShippedTraceIsValid) {
   const auto trace = CarbonTrace::read_file(JOULE_SOURCE_DIR "/data/carbon/synthetic_us_solar_14d.csv");
   ASSERT_TRUE(trace) << trace.error().message();
@@ -246,7 +261,7 @@ struct SimBench {
   explicit SimBench(int64_t start_unix_s) : clock(std::make_shared<VirtualClock>(start_unix_s * kNs)) {
     gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec("v100:imagenet"), clock));
     monitor = std::make_unique<measure::EnergyMonitor>(std::vector<device::Gpu*>{gpus[0].get()},
-                                              std::vector<device::Cpu*>{}, *clock);
+                                                       std::vector<device::Cpu*>{}, *clock);
   }
   double power_w() { return gpus[0]->operating_point().power_w; }
 };

@@ -56,5 +56,24 @@ TEST(Validate, WholeNumbersAndUnnamedFields) {
   EXPECT_EQ(describe(NumberRule::any_finite()), "a finite number");
 }
 
+TEST(Validate, RoundsWattsToMilliwattsAfterTheRule) {
+  EXPECT_EQ(*round_w_to_mw(150, quantity::power_w(), "power_limit_w"), 150'000u);
+  EXPECT_EQ(*round_w_to_mw(0.0004, NumberRule::non_negative(), "x"), 0u);
+  EXPECT_EQ(*round_w_to_mw(0.0005, NumberRule::non_negative(), "x"), 1u);
+  EXPECT_EQ(*round_w_to_mw(4294967.295, NumberRule::non_negative(), "x"), 4'294'967'295u);
+  EXPECT_EQ(round_w_to_mw(-1, NumberRule::non_negative(), "power_limit_w").error().message(),
+            "power_limit_w must be a finite number ≥ 0, got -1");
+  EXPECT_EQ(round_w_to_mw(0, NumberRule::positive(), "power_limit_candidates_w(min_w=...)").error().message(),
+            "power_limit_candidates_w(min_w=...) must be a finite number > 0, got 0");
+  EXPECT_EQ(round_w_to_mw(75000, quantity::power_w(), "power_limit_w").error().code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(round_w_to_mw(5e6, NumberRule::non_negative(), "x").error().message(),
+            "x must be in [0, 4294967.295] W (a device takes a uint32 of mW), got 5e+06");
+  EXPECT_EQ(round_w_to_mw(-1, NumberRule::any_finite(), "").error().message(),
+            "must be in [0, 4294967.295] W (a device takes a uint32 of mW), got -1");
+  EXPECT_FALSE(
+      round_w_to_mw(std::numeric_limits<double>::infinity(), NumberRule{.allow_infinity = true}, "x"));
+}
+
 }  // namespace
 }  // namespace joule

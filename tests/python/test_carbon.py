@@ -217,6 +217,35 @@ def test_chase_options_are_checked(sim: joule.DeviceSet) -> None:
         joule.ChaseOptimizer(monitor, country="XX", **FAST)
 
 
+
+def test_chase_settings_reach_cpp_as_its_options_struct(sim: joule.DeviceSet) -> None:
+    """ChaseOptimizer fills joule._joule._ChaseOptions once; its checks name the Python argument."""
+    options = joule._joule._ChaseOptions()
+    assert (options.eta, options.interval_s, options.forecaster, options.training_samples) == (0.25, 1800.0, "ridge", 48)
+    options.interval_s = 90.4
+    assert options.interval_s == 90.0  # whole seconds
+    with pytest.raises(joule.InvalidArgumentError, match="interval_s must be a finite number ≥ 1, got 0.5"):
+        options.interval_s = 0.5
+    with pytest.raises(joule.InvalidArgumentError, match="training_samples must be a whole number ≥ 0, got -1"):
+        options.training_samples = -1
+    monitor = joule.Monitor(devices=sim)
+    signal = joule.carbon_signal(intensity=100, devices=sim)
+    with pytest.raises(joule.InvalidArgumentError, match="interval_s must be"):
+        joule.ChaseOptimizer(monitor, signal, interval_s=0, **FAST)
+    chase = joule.ChaseOptimizer(monitor, signal, **FAST)
+    assert chase.constraints_w == sim.gpus[0].power_limit_constraints_w()
+    chase.close()
+
+
+def test_carbon_trace_shifted_keeps_the_values(sim: joule.DeviceSet) -> None:
+    trace = aligned_trace(sim, [50, 750])
+    later = trace.shifted(86400)
+    assert later.start_unix_s == trace.start_unix_s + 86400
+    assert [p["intensity_g_per_kwh"] for p in later.points] == [50.0, 750.0]
+    with pytest.raises(joule.InvalidArgumentError):
+        trace.shifted(2**62)
+
+
 # The example against the replay ----------------------------------------------------------------------------
 
 

@@ -64,6 +64,14 @@ def test_power_limit_out_of_range_is_an_out_of_range_error(sim: joule.DeviceSet)
     assert caught.value.code == "out-of-range"
 
 
+def test_a_power_limit_is_checked_by_the_power_rule(sim: joule.DeviceSet) -> None:
+    with pytest.raises(joule.InvalidArgumentError, match=r"power_limit_w=...\) must be a finite number ≥ 0, got -1"):
+        sim.gpus[0].set_power_limit_w(-1)
+    with pytest.raises(joule.InvalidArgumentError, match="must be at most 5000, got 150000: is it in mW"):
+        sim.gpus[0].set_power_limit_w(150000)
+    assert sim.gpus[0].power_limit_w() == 250.0
+
+
 def test_sm_clocks(sim: joule.DeviceSet) -> None:
     gpu = sim.gpus[0]
     clocks = gpu.supported_sm_clocks_mhz()

@@ -217,3 +217,22 @@ def test_steady_state_wait_is_chosen_and_checked(sim: joule.DeviceSet) -> None:
         joule.PowerLimitOptimizer(monitor, steady_state="warm", **FAST)
     with pytest.raises(joule.InvalidArgumentError, match="max_wait_s must be a finite number ≥ window_s"):
         joule.PowerLimitOptimizer(monitor, steady_state={"mode": "steady", "max_wait_s": 1}, **FAST)
+
+
+def test_profile_settings_reach_cpp_as_its_options_struct(sim: joule.DeviceSet) -> None:
+    """Both optimizers fill joule._joule._PowerLimitOptions once; its defaults are the C++ struct's."""
+    options = joule._joule._PowerLimitOptions()
+    assert (options.wait_steps, options.warmup_steps, options.profile_steps, options.step_w) == (1, 10, 40, 25.0)
+    assert (options.restore_to, options.restore_on_signals, options.steady_state) == ("default", True, "auto")
+    options.steady_state = {"mode": "fixed", "fixed_warmup_s": 2}
+    assert options.steady_state == "fixed"
+    with pytest.raises(joule.InvalidArgumentError, match="restore_to must be 'default' or 'initial' \\(got 'x'\\)"):
+        options.restore_to = "x"
+    monitor = joule.Monitor(devices=sim)
+    with pytest.raises(TypeError, match=r"^PowerLimitOptimizer\(policy=...\): expected None or a policy"):
+        joule.PowerLimitOptimizer(monitor, policy="fast", **FAST)
+    with pytest.raises(joule.InvalidArgumentError, match="restore_to must be"):
+        joule.PowerLimitOptimizer(monitor, restore_to="later", **FAST)
+    optimizer = joule.PowerLimitOptimizer(monitor, policy=joule.MinEnergy(), **FAST)
+    assert optimizer.constraints_w == {"min_w": 100.0, "max_w": 250.0, "default_w": 250.0}
+    optimizer.close()

@@ -126,6 +126,10 @@ class CarbonTrace {
   Result<size_t> index_at(int64_t time_unix_s) const;
   /// @return the CSV text (header and one row per point), parseable by parse().
   std::string to_csv() const;
+  /// @return the same values `seconds` later (earlier if negative; a whole number of days keeps the time of
+  /// day): replays a past trace on a clock that starts now. kInvalidArgument if a time would leave what
+  /// parse_utc_time() accepts.
+  Result<CarbonTrace> shifted(int64_t seconds) const;
 
  private:
   std::string source_;

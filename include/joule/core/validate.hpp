@@ -4,6 +4,7 @@
 // everywhere, and the message names the field the way its caller spells it ("--duration-s", "time_s").
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -41,6 +42,12 @@ struct NumberRule {
 /// most 2000, got 75000: is it in mW? the flag takes W". An empty `name` gives "must be …, got …" (for
 /// callers that prefix the name themselves).
 Result<double> check_number(double value, const NumberRule& rule, std::string_view name);
+
+/// Watts from a person or a peer as the integer milliwatts a device call takes: check_number(power_w, rule,
+/// name), then rounded to the nearest mW. @return the mW, or kInvalidArgument as check_number() words it, or
+/// "NAME must be in [0, 4294967.295] W (a device takes a uint32 of mW), got VALUE" outside a uint32 of mW.
+/// (joule::round_w_to_mw() in units.hpp rounds a value the library already trusts.)
+Result<uint32_t> round_w_to_mw(double power_w, const NumberRule& rule, std::string_view name);
 
 /// @return a description of `rule` for help texts and messages: "a finite number", "> 0", "in [0, 1]".
 std::string describe(const NumberRule& rule);
