@@ -68,9 +68,8 @@ std::string device_label(const measure::DeviceFigure& d, bool with_name) {
 std::string render_run_text(const CommandRun& summary) {
   std::string out = fmt::format("\n joule measure: {}\n\n", fmt::join(summary.command, " "));
   out += fmt::format("   {:>12.3f} s   wall time\n", summary.wall_time_s);
-  out +=
-      fmt::format("   {:>12}     exit code{}\n", summary.exit_code,
-                  summary.signal != 0 ? fmt::format(" (killed by signal {})", summary.signal) : "");
+  out += fmt::format("   {:>12}     exit code{}\n", summary.exit_code,
+                     summary.signal != 0 ? fmt::format(" (killed by signal {})", summary.signal) : "");
   if (summary.devices.empty()) {
     out += kNoDeviceLine;
     return out;
@@ -187,8 +186,8 @@ namespace {
 
 // The CSV cells of a device's carbon (g) and cost ($): per GPU (the carbon and price monitors split GPUs;
 // CPU figures are in the JSON format), empty otherwise. `gpu` counts the GPUs seen so far.
-std::pair<std::string, std::string> carbon_and_cost_cells(const CommandRun& summary, const measure::DeviceFigure& device,
-                                                          size_t& gpu) {
+std::pair<std::string, std::string> carbon_and_cost_cells(const CommandRun& summary,
+                                                          const measure::DeviceFigure& device, size_t& gpu) {
   std::pair<std::string, std::string> cells;
   if (device.kind != "gpu") {
     return cells;

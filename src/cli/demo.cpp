@@ -94,8 +94,8 @@ std::string power_limit_plot_svg(const sim::JitTrainingRun& run, const device::s
                                           watts, plot_options));
     }
     if (point.knob == run.max_mw) {
-      plot.highlight(
-          viz::highlight_point(point, fmt::format("max {}", watts(point.knob)), "#222222", watts, plot_options));
+      plot.highlight(viz::highlight_point(point, fmt::format("max {}", watts(point.knob)), "#222222", watts,
+                                          plot_options));
     }
   }
   return plot.svg();
@@ -118,7 +118,8 @@ PipelinePart plan_example_pipeline(DemoPlots& plots) {
   planner_options.p_blocking_w = kBlockingW;
   const auto planning_started = std::chrono::steady_clock::now();
   PipelinePart part{value_or_throw(plan::plan_frontier(pipeline, example, planner_options)), 0.0};
-  part.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - planning_started).count();
+  part.planning_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - planning_started).count();
   const auto& pipeline_frontier = part.planned.frontier;
   const auto clocks = [](const plan::FrequencyPlan& plan) {
     const auto [low, high] = std::minmax_element(plan.begin(), plan.end());
@@ -236,8 +237,8 @@ void print_pipeline_text(const PipelinePart& pipeline) {
       (1 - pipeline_frontier.fastest().energy_j / planned.max_clock.energy_j) * 100,
       pipeline_frontier.least_energy().time_s, pipeline_frontier.least_energy().energy_j,
       (1 - pipeline_frontier.least_energy().energy_j / planned.max_clock.energy_j) * 100,
-      (pipeline_frontier.least_energy().time_s / planned.max_clock.time_s - 1) * 100, pipeline_frontier.size(),
-      pipeline.planning_s);
+      (pipeline_frontier.least_energy().time_s / planned.max_clock.time_s - 1) * 100,
+      pipeline_frontier.size(), pipeline.planning_s);
 }
 
 int run_demo(const GlobalOptions& global, const DemoFlags& flags) {

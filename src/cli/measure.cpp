@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/carbon/monitor.hpp"
-#include "joule/carbon/run_report.hpp"
 #include "joule/carbon/price.hpp"
+#include "joule/carbon/run_report.hpp"
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
@@ -110,9 +110,9 @@ void open_meters(Meters& meters, const GlobalOptions& global, const MeasureFlags
     meters.price = std::make_unique<carbon::PriceMonitor>(*meters.monitor, *meters.tariff);
   }
   // One sampler for the peak power of every device; energy comes from the monitor.
-  meters.sampler = std::make_unique<measure::PowerSampler>(
-      measure::device_power_channels(meters.gpus, meters.cpus, clock), clock,
-      std::chrono::milliseconds(flags.interval_ms));
+  meters.sampler =
+      std::make_unique<measure::PowerSampler>(measure::device_power_channels(meters.gpus, meters.cpus, clock),
+                                              clock, std::chrono::milliseconds(flags.interval_ms));
   if (meters.sampler->channel_count() > 0) {
     meters.sampler->start();
   }
@@ -145,8 +145,8 @@ Result<carbon::CommandRun> measure_run(Meters& meters, const MeasureFlags& flags
   }
   meters.sampler->sample_now();
   const measure::Measurement measurement = meters.monitor->end_window("measure", false);
-  carbon::CommandRun run{flags.command, exit->exit_code, exit->signal, started_unix_s, measurement.time_s,
-                         {},            std::nullopt,    std::nullopt};
+  carbon::CommandRun run{flags.command, exit->exit_code, exit->signal, started_unix_s, measurement.time_s, {},
+                         std::nullopt,  std::nullopt};
   if (meters.carbon) {
     auto carbon_measurement = meters.carbon->end_window("measure");
     if (!carbon_measurement.carbon) {

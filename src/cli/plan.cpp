@@ -9,8 +9,8 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
-#include "joule/plan/plan_io.hpp"
 #include "joule/plan/execution.hpp"
+#include "joule/plan/plan_io.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/plan/timeline_plot.hpp"
 
@@ -134,15 +134,17 @@ std::pair<std::vector<std::pair<std::string_view, std::string>>, bool> write_out
     write(plan_out, "plan", out.dump(2) + "\n");
   }
   if (plot_out) {
-    const std::string title = fmt::format("Iteration time–energy frontier: {} stages × {} microbatches ({})",
-                                          flags.stages, flags.microbatches, plan::to_string(planned.schedule));
+    const std::string title =
+        fmt::format("Iteration time–energy frontier: {} stages × {} microbatches ({})", flags.stages,
+                    flags.microbatches, plan::to_string(planned.schedule));
     write(plot_out, "plot",
           plan::frontier_chart_svg(planned.result, planned.chosen, planned.profile.frequencies_mhz().front(),
                                    title));
   }
   if (timeline_out) {
     const std::string title = fmt::format("One iteration, {:.4f} s, {:.1f} J", point.time_s, point.energy_j);
-    write(timeline_out, "timeline", plan::timeline_chart(planned.dag, planned.profile, point.knob, title).svg());
+    write(timeline_out, "timeline",
+          plan::timeline_chart(planned.dag, planned.profile, point.knob, title).svg());
   }
   return {std::move(written), all_written};
 }
@@ -152,21 +154,21 @@ std::string plan_json(const Planned& planned) {
   const auto& points = planned.result.frontier.points();
   const auto& point = planned.point();
   const auto& chosen = planned.chosen;
-  nlohmann::json out = {{"stages", flags.stages},
-                        {"microbatches", flags.microbatches},
-                        {"schedule", plan::to_string(planned.schedule)},
-                        {"p_blocking_w", flags.p_blocking_w},
-                        {"unit_time_s", flags.unit_time_s},
-                        {"max_clock",
-                         {{"time_s", planned.result.max_clock.time_s},
-                          {"energy_j", planned.result.max_clock.energy_j}}},
-                        {"frontier", plan::frontier_json(planned.result.frontier)},
-                        {"cuts", planned.result.iterations},
-                        {"planning_time_s", planned.planning_s},
-                        {"chosen",
-                         {{"point", points.size() - 1 - chosen.index},
-                          {"time_s", point.time_s},
-                          {"energy_j", point.energy_j}}}};
+  nlohmann::json out = {
+      {"stages", flags.stages},
+      {"microbatches", flags.microbatches},
+      {"schedule", plan::to_string(planned.schedule)},
+      {"p_blocking_w", flags.p_blocking_w},
+      {"unit_time_s", flags.unit_time_s},
+      {"max_clock",
+       {{"time_s", planned.result.max_clock.time_s}, {"energy_j", planned.result.max_clock.energy_j}}},
+      {"frontier", plan::frontier_json(planned.result.frontier)},
+      {"cuts", planned.result.iterations},
+      {"planning_time_s", planned.planning_s},
+      {"chosen",
+       {{"point", points.size() - 1 - chosen.index},
+        {"time_s", point.time_s},
+        {"energy_j", point.energy_j}}}};
   if (planned.execution) {
     out["execution"] = plan::execution_json(*planned.execution);
   }
@@ -178,7 +180,8 @@ std::string plan_json(const Planned& planned) {
   return out.dump(2) + "\n";
 }
 
-void print_plan_text(const Planned& planned, const std::vector<std::pair<std::string_view, std::string>>& written) {
+void print_plan_text(const Planned& planned,
+                     const std::vector<std::pair<std::string_view, std::string>>& written) {
   const PlanFlags& flags = planned.flags;
   const auto& result = planned.result;
   const auto& frontier = result.frontier;
@@ -193,10 +196,12 @@ void print_plan_text(const Planned& planned, const std::vector<std::pair<std::st
   std::cout << fmt::format("  all at {} MHz:     {:.4f} s, {:.2f} J per iteration\n", clocks.front(),
                            result.max_clock.time_s, result.max_clock.energy_j);
   std::cout << fmt::format("  frontier:          {} plans, from {} (fastest) to {} (least energy)\n",
-                           frontier.size(), point_label(frontier.fastest()), point_label(frontier.least_energy()));
-  std::cout << fmt::format("  no slowdown:       {}: {:.1f}% less energy than all at {} MHz (intrinsic bloat)\n",
-                           point_label(frontier.fastest()),
-                           (1 - frontier.fastest().energy_j / result.max_clock.energy_j) * 100, clocks.front());
+                           frontier.size(), point_label(frontier.fastest()),
+                           point_label(frontier.least_energy()));
+  std::cout << fmt::format(
+      "  no slowdown:       {}: {:.1f}% less energy than all at {} MHz (intrinsic bloat)\n",
+      point_label(frontier.fastest()), (1 - frontier.fastest().energy_j / result.max_clock.energy_j) * 100,
+      clocks.front());
   if (chosen.target_time_s) {
     std::cout << fmt::format(
         "  target {:.4f} s:   plan at {}; {:.2f} J with blocking until the target: {:.1f}% less than all "
@@ -205,7 +210,8 @@ void print_plan_text(const Planned& planned, const std::vector<std::pair<std::st
         *chosen.target_time_s, point_label(planned.point()), chosen.energy_j,
         (1 - chosen.energy_j / chosen.max_clock_energy_j) * 100, clocks.front());
   }
-  std::cout << fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planned.planning_s, result.iterations);
+  std::cout << fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planned.planning_s,
+                           result.iterations);
   for (const auto& [what, path] : written) {
     std::cout << fmt::format("  {} written to {}\n", what, path);
   }
@@ -248,18 +254,20 @@ int run_plan(const PlanFlags& flags) {
                     fmt::format("plan: {} (--unit-time-s, --max-planning-units)", bounded.error().message()));
   }
   const auto started = std::chrono::steady_clock::now();
-  Planned planned{flags,  schedule, dag, profile, value_or_throw(plan::plan_frontier(dag, profile, options)),
-                  0.0,    {},       std::nullopt};
+  Planned planned{
+      flags, schedule, dag,         profile, value_or_throw(plan::plan_frontier(dag, profile, options)),
+      0.0,   {},       std::nullopt};
   planned.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The plan to run: for a target (a straggler's pace), the cheapest until the target; else the fastest
   // plan, which removes the intrinsic bloat at no slowdown.
-  planned.chosen = value_or_throw(plan::choose_plan(
-      planned.result.frontier, planned.result.max_clock,
-      {.time_s = flags.target_time_s, .slowdown = flags.straggler_slowdown}, flags.p_blocking_w, flags.stages));
+  planned.chosen =
+      value_or_throw(plan::choose_plan(planned.result.frontier, planned.result.max_clock,
+                                       {.time_s = flags.target_time_s, .slowdown = flags.straggler_slowdown},
+                                       flags.p_blocking_w, flags.stages));
   const auto [written, all_written] = write_outputs(planned, plan_out, plot_out, timeline_out);
   if (flags.execute > 0) {
-    planned.execution =
-        value_or_throw(plan::execute_plan(dag, profile, planned.point().knob, flags.p_blocking_w, flags.execute));
+    planned.execution = value_or_throw(
+        plan::execute_plan(dag, profile, planned.point().knob, flags.p_blocking_w, flags.execute));
   }
   switch (flags.format) {
     case Format::kCsv:

@@ -26,7 +26,8 @@ std::vector<PowerChannel> device_power_channels(const std::vector<device::Gpu*>&
   return channels;
 }
 
-std::vector<DeviceFigure> device_figures(const Measurement& measurement, const std::vector<device::Gpu*>& gpus,
+std::vector<DeviceFigure> device_figures(const Measurement& measurement,
+                                         const std::vector<device::Gpu*>& gpus,
                                          const std::vector<device::Cpu*>& cpus, const PowerSampler& sampler,
                                          Nanos start, Nanos end) {
   std::vector<DeviceFigure> figures;

@@ -13,8 +13,8 @@
 namespace joule::plan {
 
 // What `--execute N` measured: N iterations of the plan on one simulated GPU per stage.
-Result<PlanExecution> execute_plan(const PipelineDag& dag, const Profile& profile, const FrequencyPlan& chosen,
-                                   double p_blocking_w, int iterations) {
+Result<PlanExecution> execute_plan(const PipelineDag& dag, const Profile& profile,
+                                   const FrequencyPlan& chosen, double p_blocking_w, int iterations) {
   PlanExecution execution;
   execution.iterations = iterations;
   auto executor = JOULE_TRY(PipelineExecutor::create(dag, profile, p_blocking_w));
@@ -37,8 +37,7 @@ Result<PlanExecution> execute_plan(const PipelineDag& dag, const Profile& profil
       execution.planned_stage_energy_j = measured.predicted_stage_energy_j;
       std::vector<double> times_s;
       for (size_t node = 0; node < dag.computations.size(); ++node) {
-        times_s.push_back(
-            JOULE_TRY(option_at(profile, dag.computations[node], chosen[node])).time_s);
+        times_s.push_back(JOULE_TRY(option_at(profile, dag.computations[node], chosen[node])).time_s);
       }
       execution.planned_stage_end_s = stage_end(schedule_times(dag, times_s));
     }
@@ -98,7 +97,7 @@ std::string execution_text(const PlanExecution& execution) {
       "from the GPUs' counters):\n",
       execution.iterations, execution.iterations == 1 ? "" : "s");
   out += fmt::format("  {:>5}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  {:>8}\n", "stage", "planned end",
-                           "measured", "error", "planned J", "measured J", "error");
+                     "measured", "error", "planned J", "measured J", "error");
   for (size_t stage = 0; stage < execution.stage_end_s.size(); ++stage) {
     out += fmt::format(
         "  {:>5}  {:>10.4f} s  {:>10.4f} s  {:>+7.3f}%  {:>12.3f}  {:>12.3f}  {:>+7.3f}%\n", stage,
@@ -107,13 +106,13 @@ std::string execution_text(const PlanExecution& execution) {
         execution.planned_stage_energy_j[stage], execution.stage_energy_j[stage],
         relative_error(execution.stage_energy_j[stage], execution.planned_stage_energy_j[stage]) * 100);
   }
-  out += fmt::format(
-      "  {:>5}  {:>10.4f} s  {:>10.4f} s  {:>+7.3f}%  {:>12.3f}  {:>12.3f}  {:>+7.3f}%\n", "all",
-      execution.planned.time_s, execution.time_s,
-      relative_error(execution.time_s, execution.planned.time_s) * 100, execution.planned.energy_j,
-      execution.energy_j, relative_error(execution.energy_j, execution.planned.energy_j) * 100);
+  out += fmt::format("  {:>5}  {:>10.4f} s  {:>10.4f} s  {:>+7.3f}%  {:>12.3f}  {:>12.3f}  {:>+7.3f}%\n",
+                     "all", execution.planned.time_s, execution.time_s,
+                     relative_error(execution.time_s, execution.planned.time_s) * 100,
+                     execution.planned.energy_j, execution.energy_j,
+                     relative_error(execution.energy_j, execution.planned.energy_j) * 100);
   out += fmt::format("  {} SM clock locks over {} iteration{} (a lock only where the clock changes)\n",
-                           execution.clock_locks, execution.iterations, execution.iterations == 1 ? "" : "s");
+                     execution.clock_locks, execution.iterations, execution.iterations == 1 ? "" : "s");
   return out;
 }
 
@@ -158,9 +157,9 @@ std::string frontier_chart_svg(const PlannerResult& result, const PlanChoice& ch
                    .color = "#222222",
                    .marker = viz::Marker::kSquare});
   const auto& point = result.frontier.points()[chosen.index];
-  chart.highlight(
-      viz::highlight_point(point, chosen.target_time_s ? "chosen for the target" : "chosen: no slowdown",
-                           "#d55e00", label, plot_options));
+  chart.highlight(viz::highlight_point(point,
+                                       chosen.target_time_s ? "chosen for the target" : "chosen: no slowdown",
+                                       "#d55e00", label, plot_options));
   if (chosen.target_time_s) {
     chart.reference({.orientation = viz::Orientation::kVertical,
                      .value = *chosen.target_time_s,

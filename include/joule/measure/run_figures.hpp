@@ -15,12 +15,14 @@ namespace joule::measure {
 
 /// One device's figures over one measured run.
 struct DeviceFigure {
-  std::string kind;  ///< "gpu", "cpu" (a package) or "dram" (a package's DRAM domain)
-  int index = 0;     ///< the device's index (GPU framework index, CPU package)
-  std::string name;  ///< the device's name ("dram" for a DRAM domain)
-  double energy_j = 0;         ///< J; NaN when not measurable
-  double average_power_w = 0;  ///< energy over the run's time, W; NaN when not measurable, 0 for a zero-length run
-  std::optional<double> peak_power_w;  ///< the highest power sampled (never below the average), W; none unsampled
+  std::string kind;     ///< "gpu", "cpu" (a package) or "dram" (a package's DRAM domain)
+  int index = 0;        ///< the device's index (GPU framework index, CPU package)
+  std::string name;     ///< the device's name ("dram" for a DRAM domain)
+  double energy_j = 0;  ///< J; NaN when not measurable
+  double average_power_w =
+      0;  ///< energy over the run's time, W; NaN when not measurable, 0 for a zero-length run
+  std::optional<double>
+      peak_power_w;  ///< the highest power sampled (never below the average), W; none unsampled
   EnergySource source = EnergySource::kCounter;
   /// Why energy_j and average_power_w are NaN (a RAPL counter reset during the run); empty when measured.
   std::string not_measurable;
@@ -33,7 +35,8 @@ std::vector<PowerChannel> device_power_channels(const std::vector<device::Gpu*>&
 
 /// The figures of every device of one window: `measurement` from an EnergyMonitor over `gpus` and `cpus`,
 /// peaks from `sampler` (over device_power_channels() of the same devices) between `start` and `end`.
-std::vector<DeviceFigure> device_figures(const Measurement& measurement, const std::vector<device::Gpu*>& gpus,
+std::vector<DeviceFigure> device_figures(const Measurement& measurement,
+                                         const std::vector<device::Gpu*>& gpus,
                                          const std::vector<device::Cpu*>& cpus, const PowerSampler& sampler,
                                          Nanos start, Nanos end);
 

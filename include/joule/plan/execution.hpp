@@ -20,8 +20,8 @@ namespace joule::plan {
 /// prediction.
 struct PlanExecution {
   int iterations = 0;
-  PlanCost planned;                          ///< the model's time and energy of one iteration
-  std::vector<double> planned_stage_end_s;   ///< per stage: when its last computation ends, s
+  PlanCost planned;                         ///< the model's time and energy of one iteration
+  std::vector<double> planned_stage_end_s;  ///< per stage: when its last computation ends, s
   std::vector<double> planned_stage_energy_j;
   // Measured, averaged over the iterations.
   double time_s = 0;

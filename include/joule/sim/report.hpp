@@ -48,7 +48,8 @@ Result<std::vector<SavingsRow>> simulate_paper_workloads(const SimulationOptions
 
 /// The savings of each simulation against its baseline and oracle, as a text table.
 std::string render_savings_text(const std::vector<SavingsRow>& rows, const SimulationOptions& options);
-/// The same as CSV: gpu,workload,recurrences,energy_saved,time_saved,cost_saved,oracle_cost_saved (fractions).
+/// The same as CSV: gpu,workload,recurrences,energy_saved,time_saved,cost_saved,oracle_cost_saved
+/// (fractions).
 std::string render_savings_csv(const std::vector<SavingsRow>& rows);
 /// The same as a JSON document: eta, beta (null for +inf), seed and one row per simulation.
 std::string render_savings_json(const std::vector<SavingsRow>& rows, const SimulationOptions& options);
