@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/carbon/country.hpp"
+#include "joule/carbon/intensity_report.hpp"
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
@@ -230,58 +231,17 @@ int run_intensity(const IntensityFlags& flags) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon intensity: --at needs --trace");
   }
   auto signal = value_or_throw(carbon::make_carbon_signal(source, *clock));
-  const auto latest = value_or_throw(signal->latest());
-  std::vector<carbon::IntensityPoint> history;
-  std::vector<carbon::IntensityPoint> forecast;
-  const int64_t now_s = clock->to_unix_ns(clock->now()) / 1'000'000'000;
-  if (flags.history_h > 0) {
-    history = value_or_throw(signal->history(now_s - static_cast<int64_t>(flags.history_h * 3600), now_s));
-  }
-  if (flags.forecast_h > 0) {
-    forecast = value_or_throw(signal->forecast(static_cast<int64_t>(flags.forecast_h * 3600)));
-  }
-  const auto to_json = [](const std::vector<carbon::IntensityPoint>& points) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& p : points) {
-      list.push_back({{"time", carbon::format_utc_time(p.time_unix_s)},
-                      {"intensity_g_per_kwh", p.intensity_g_per_kwh},
-                      {"estimated", p.estimated}});
-    }
-    return list;
-  };
+  const carbon::IntensityReading reading = value_or_throw(
+      carbon::read_intensity(*signal, *clock, flags.history_h * 3600, flags.forecast_h * 3600));
   switch (flags.format) {
-    case Format::kJson: {
-      nlohmann::json out = {{"source", signal->describe()},
-                            {"period_s", signal->period_s()},
-                            {"latest", to_json({latest})[0]},
-                            {"history", to_json(history)},
-                            {"forecast", to_json(forecast)}};
-      std::cout << out.dump(2) << "\n";
+    case Format::kJson:
+      std::cout << carbon::render_intensity_json(reading);
       break;
-    }
     case Format::kCsv:
-      std::cout << "kind,timestamp,carbon_intensity_g_per_kwh,estimated\n";
-      std::cout << fmt::format("latest,{},{:g},{}\n", carbon::format_utc_time(latest.time_unix_s),
-                               latest.intensity_g_per_kwh, latest.estimated);
-      for (const auto& p : history) {
-        std::cout << fmt::format("history,{},{:g},{}\n", carbon::format_utc_time(p.time_unix_s),
-                                 p.intensity_g_per_kwh, p.estimated);
-      }
-      for (const auto& p : forecast) {
-        std::cout << fmt::format("forecast,{},{:g},{}\n", carbon::format_utc_time(p.time_unix_s),
-                                 p.intensity_g_per_kwh, p.estimated);
-      }
+      std::cout << carbon::render_intensity_csv(reading);
       break;
     case Format::kText:
-      std::cout << fmt::format("{}: {:g} gCO2e/kWh at {}{}\n", signal->describe(), latest.intensity_g_per_kwh,
-                               carbon::format_utc_time(latest.time_unix_s),
-                               latest.estimated ? " (estimated)" : "");
-      for (const auto& [label, points] : {std::pair{"history", &history}, std::pair{"forecast", &forecast}}) {
-        for (const auto& p : *points) {
-          std::cout << fmt::format("  {:<8} {} {:>8.1f}{}\n", label, carbon::format_utc_time(p.time_unix_s),
-                                   p.intensity_g_per_kwh, p.estimated ? " (estimated)" : "");
-        }
-      }
+      std::cout << carbon::render_intensity_text(reading);
       break;
   }
   return 0;
@@ -292,32 +252,14 @@ int run_intensity(const IntensityFlags& flags) {
 int run_countries(Format format) {
   const auto& table = carbon::CountryTable::builtin();
   switch (format) {
-    case Format::kJson: {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& c : table.countries()) {
-        list.push_back({{"iso3", c.iso3},
-                        {"name", c.name},
-                        {"year", c.year},
-                        {"intensity_g_per_kwh", c.intensity_g_per_kwh}});
-      }
-      std::cout << list.dump(2) << "\n";
+    case Format::kJson:
+      std::cout << carbon::render_countries_json(table);
       break;
-    }
     case Format::kCsv:
-      std::cout << "iso3,country,year,carbon_intensity_g_per_kwh\n";
-      for (const auto& c : table.countries()) {
-        std::cout << fmt::format("{},{},{},{:g}\n", c.iso3, csv::quote(c.name), c.year,
-                                 c.intensity_g_per_kwh);
-      }
+      std::cout << carbon::render_countries_csv(table);
       break;
     case Format::kText:
-      std::cout << fmt::format("{:<5} {:<34} {:>5} {:>12}\n", "code", "country", "year", "gCO2e/kWh");
-      for (const auto& c : table.countries()) {
-        std::cout << fmt::format("{:<5} {:<34} {:>5} {:>12.1f}\n", c.iso3, c.name, c.year,
-                                 c.intensity_g_per_kwh);
-      }
-      std::cout << fmt::format("{} countries; yearly averages from {} (see data/carbon/README.md)\n",
-                               table.countries().size(), table.source());
+      std::cout << carbon::render_countries_text(table);
       break;
   }
   return 0;
