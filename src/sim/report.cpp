@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/sim/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -41,6 +42,32 @@ nlohmann::json savings_json(const Totals& zeus, const Totals& reference) {
 
 std::string config_name(const FixedConfiguration& config) {
   return fmt::format("{}@{:g}W", config.batch_size, config.power_limit_w);
+}
+
+// Zooms on what matters (frontier, baseline, oracle, tries): very slow configurations (tiny batch sizes)
+// would otherwise squeeze everything into a corner. They stay in the file, clipped.
+void zoom_on_what_matters(viz::Plot& plot, const SimulationResult& result,
+                          const std::map<std::pair<int, double>, int>& tried) {
+  double max_time_s = result.baseline.time_s;
+  double max_energy_j = result.baseline.energy_j;
+  for (const auto& config : result.configurations) {
+    if (tried.count({config.batch_size, config.power_limit_w}) > 0 || config.reach_rate == 1) {
+      if (tried.count({config.batch_size, config.power_limit_w}) > 0 ||
+          config.time_s <= 2 * result.baseline.time_s) {
+        max_time_s = std::max(max_time_s, config.time_s);
+        max_energy_j = std::max(max_energy_j, config.energy_j);
+      }
+    }
+  }
+  size_t hidden = 0;
+  for (const auto& config : result.configurations) {
+    hidden += (config.time_s > max_time_s * 1.1 || config.energy_j > max_energy_j * 1.1) ? 1 : 0;
+  }
+  if (hidden > 0) {
+    plot.x_range(0, max_time_s * 1.1 / 3600).y_range(0, max_energy_j * 1.1 / 1e6);
+    plot.x_label(fmt::format("Time per recurrence (h); {} slow configuration{} off the chart", hidden,
+                             hidden == 1 ? "" : "s"));
+  }
 }
 
 }  // namespace
@@ -329,28 +356,7 @@ std::string simulation_plot_svg(const std::string& gpu, const SimulationResult& 
          .color = "#d55e00",
          .marker = viz::Marker::kDiamond});
   }
-  // Zoom on what matters (frontier, baseline, oracle, tries): very slow configurations (tiny batch sizes)
-  // would otherwise squeeze everything into a corner. They stay in the file, clipped.
-  double max_time_s = result.baseline.time_s;
-  double max_energy_j = result.baseline.energy_j;
-  for (const auto& config : result.configurations) {
-    if (tried.count({config.batch_size, config.power_limit_w}) > 0 || config.reach_rate == 1) {
-      if (tried.count({config.batch_size, config.power_limit_w}) > 0 ||
-          config.time_s <= 2 * result.baseline.time_s) {
-        max_time_s = std::max(max_time_s, config.time_s);
-        max_energy_j = std::max(max_energy_j, config.energy_j);
-      }
-    }
-  }
-  size_t hidden = 0;
-  for (const auto& config : result.configurations) {
-    hidden += (config.time_s > max_time_s * 1.1 || config.energy_j > max_energy_j * 1.1) ? 1 : 0;
-  }
-  if (hidden > 0) {
-    plot.x_range(0, max_time_s * 1.1 / 3600).y_range(0, max_energy_j * 1.1 / 1e6);
-    plot.x_label(fmt::format("Time per recurrence (h); {} slow configuration{} off the chart", hidden,
-                             hidden == 1 ? "" : "s"));
-  }
+  zoom_on_what_matters(plot, result, tried);
   const double n = result.recurrences;
   plot.highlight({.x = result.optimizer.time_s / n / 3600,
                   .y = result.optimizer.energy_j / n / 1e6,
