@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/carbon/country.hpp"
+#include "joule/carbon/intensity_report.hpp"
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/device/sim_gpu.hpp"
-#include "joule/optimize/chase.hpp"
 #include "joule/optimize/chase_forecast.hpp"
-#include "joule/sim/trace.hpp"
-#include "joule/viz/plot.hpp"
+#include "joule/optimize/forecast_comparison.hpp"
+#include "joule/sim/carbon_replay.hpp"
 
 #include "common.hpp"
 #include "usage.hpp"
@@ -50,191 +50,6 @@ struct ReplayFlags {
   std::string plot;
 };
 
-// The mean number of epochs the Zeus training trace needs to reach the workload's target metric at this
-// batch size (over the trace's repeated runs), rounded up.
-Result<int> epochs_to_target(const std::string& gpu, const std::string& workload, int batch_size) {
-  const auto model = JOULE_TRY(device::sim::find_gpu_model(gpu));
-  const auto trace = JOULE_TRY(sim::gpu_trace((model)->trace));
-  const auto job = JOULE_TRY(sim::paper_job(trace, workload));
-  double sum = 0;
-  int runs = 0;
-  for (const auto& row : trace.rows) {
-    if (row.dataset == job.dataset && row.network == job.network && row.batch_size == batch_size &&
-        std::abs(row.target_metric - job.target_metric) < 1e-9 &&
-        row.power_limit_w == trace.max_power_limit_w() && std::isfinite(row.target_epoch)) {
-      sum += row.target_epoch;
-      ++runs;
-    }
-  }
-  if (runs == 0) {
-    return fail(
-        ErrorCode::kNotFound,
-        "carbon replay: the Zeus trace has no run of {} at batch size {} that reaches {}: give --epochs "
-        "or --iterations",
-        workload, batch_size, job.target_metric);
-  }
-  return static_cast<int>(std::ceil(sum / runs));
-}
-
-double percent_change(double value, double reference) {
-  return reference != 0 ? 100.0 * (value - reference) / reference : 0.0;
-}
-
-const optimize::StrategyResult& strategy(const optimize::CarbonReplayResult& result, std::string_view name) {
-  for (const auto& s : result.strategies) {
-    if (s.name == name) {
-      return s;
-    }
-  }
-  throw Exception(ErrorCode::kInternal, fmt::format("no strategy {}", name));
-}
-
-nlohmann::json savings_json(const optimize::StrategyResult& chase,
-                            const optimize::StrategyResult& reference) {
-  return {{"carbon_saving_percent", -percent_change(chase.carbon_g, reference.carbon_g)},
-          {"energy_saving_percent", -percent_change(chase.energy_j, reference.energy_j)},
-          {"time_increase_percent", percent_change(chase.time_s, reference.time_s)}};
-}
-
-std::string render_replay_json(const optimize::CarbonReplayResult& result, const ReplayFlags& flags,
-                               double epochs, double zeus_eta) {
-  nlohmann::json strategies = nlohmann::json::array();
-  for (const auto& s : result.strategies) {
-    double weighted = 0;
-    for (size_t i = 0; i < s.timeline.size(); ++i) {
-      const double until = i + 1 < s.timeline.size() ? s.timeline[i + 1].time_s : s.time_s;
-      weighted += s.timeline[i].power_limit_w * (until - s.timeline[i].time_s);
-    }
-    strategies.push_back({{"name", s.name},
-                          {"carbon_g", s.carbon_g},
-                          {"energy_j", s.energy_j},
-                          {"time_s", s.time_s},
-                          {"mean_power_limit_w", s.time_s > 0 ? weighted / s.time_s : 0.0}});
-  }
-  nlohmann::json decisions = nlohmann::json::array();
-  for (const auto& tick : strategy(result, "chase").timeline) {
-    decisions.push_back({{"time_s", tick.time_s},
-                         {"time", carbon::format_utc_time(tick.time_unix_s)},
-                         {"intensity_g_per_kwh", tick.intensity_g_per_kwh},
-                         {"forecast_g_per_kwh", tick.forecast_g_per_kwh},
-                         {"power_limit_w", tick.power_limit_w}});
-  }
-  nlohmann::json frontier = nlohmann::json::array();
-  for (const auto& p : result.frontier.points()) {
-    frontier.push_back({{"power_limit_w", p.knob / 1000.0}, {"time_s", p.time_s}, {"energy_j", p.energy_j}});
-  }
-  const auto& chase = strategy(result, "chase");
-  nlohmann::json out = {
-      {"gpu", result.gpu_name},
-      {"workload", result.workload},
-      {"batch_size", result.batch_size},
-      {"gpus", result.gpu_count},
-      {"epochs", epochs},
-      {"work_iterations", result.work_iterations},
-      {"trace", result.trace_source},
-      {"start", carbon::format_utc_time(result.start_unix_s)},
-      {"eta", flags.eta},
-      {"zeus_eta", zeus_eta},
-      {"period_s", flags.period_min * 60},
-      {"max_intensity_g_per_kwh", flags.max_intensity},
-      {"max_power_w", result.max_power_w},
-      {"forecaster", flags.forecaster},
-      {"zeus_power_limit_w", result.zeus_power_limit_mw / 1000.0},
-      {"strategies", strategies},
-      {"savings",
-       {{"chase_vs_max_power_limit", savings_json(chase, strategy(result, "max_power_limit"))},
-        {"chase_vs_zeus", savings_json(chase, strategy(result, "zeus"))}}},
-      {"frontier_per_iteration", frontier},
-      {"chase_decisions", decisions},
-  };
-  return out.dump(2) + "\n";
-}
-
-std::string render_replay_text(const optimize::CarbonReplayResult& result, const ReplayFlags& flags,
-                               double epochs, double zeus_eta) {
-  std::ostringstream out;
-  out << fmt::format("{} × {}, {} at batch size {}: {:g} epochs = {} iterations\n", result.gpu_count,
-                     result.gpu_name, result.workload, result.batch_size, epochs, result.work_iterations);
-  out << fmt::format(
-      "trace {} from {}; Chase re-decides every {:g} min with forecaster {} (eta {:g}, max "
-      "intensity {:g} g/kWh); Zeus: eta {:g} → {:g} W\n\n",
-      result.trace_source, carbon::format_utc_time(result.start_unix_s), flags.period_min, flags.forecaster,
-      flags.eta, flags.max_intensity, zeus_eta, result.zeus_power_limit_mw / 1000.0);
-  out << fmt::format("{:<16} {:>12} {:>12} {:>10}\n", "strategy", "carbon (kg)", "energy (MJ)", "time (h)");
-  for (const auto& s : result.strategies) {
-    out << fmt::format("{:<16} {:>12.3f} {:>12.3f} {:>10.3f}\n", s.name, s.carbon_g / 1000, s.energy_j / 1e6,
-                       s.time_s / 3600);
-  }
-  const auto& chase = strategy(result, "chase");
-  for (const char* reference : {"max_power_limit", "zeus"}) {
-    const auto& r = strategy(result, reference);
-    out << fmt::format("\nchase vs {}: carbon {:+.1f}%, energy {:+.1f}%, time {:+.1f}%", reference,
-                       percent_change(chase.carbon_g, r.carbon_g), percent_change(chase.energy_j, r.energy_j),
-                       percent_change(chase.time_s, r.time_s));
-  }
-  out << "\n";
-  return out.str();
-}
-
-std::string render_replay_csv(const optimize::CarbonReplayResult& result) {
-  std::string out = "strategy,carbon_g,energy_j,time_s\n";
-  for (const auto& s : result.strategies) {
-    out += fmt::format("{},{:.6f},{:.6f},{:.6f}\n", s.name, s.carbon_g, s.energy_j, s.time_s);
-  }
-  return out;
-}
-
-// Two stacked charts in one SVG: the intensity (actual and Chase's forecast) and each strategy's limit.
-std::string replay_plot_svg(const optimize::CarbonReplayResult& result) {
-  const auto& chase = strategy(result, "chase");
-  viz::Plot intensity(900, 360);
-  intensity.title(fmt::format("Carbon intensity during the run ({})", result.trace_source))
-      .x_label("Training time (h)")
-      .y_label("Intensity (gCO2e/kWh)");
-  std::vector<double> hours;
-  std::vector<double> actual;
-  std::vector<double> forecast;
-  for (const auto& tick : chase.timeline) {
-    hours.push_back(tick.time_s / 3600);
-    actual.push_back(tick.intensity_g_per_kwh);
-    forecast.push_back(tick.forecast_g_per_kwh);
-  }
-  intensity.add({.label = "actual", .x = hours, .y = actual, .kind = viz::SeriesKind::kStep});
-  intensity.add({.label = "forecast (Chase)",
-                 .x = hours,
-                 .y = forecast,
-                 .kind = viz::SeriesKind::kLine,
-                 .dash = "6 3"});
-  viz::Plot limits(900, 360);
-  limits.title("Power limit chosen").x_label("Training time (h)").y_label("Power limit (W)");
-  for (const auto& s : result.strategies) {
-    std::vector<double> x;
-    std::vector<double> y;
-    for (const auto& tick : s.timeline) {
-      x.push_back(tick.time_s / 3600);
-      y.push_back(tick.power_limit_w);
-    }
-    x.push_back(s.time_s / 3600);
-    y.push_back(y.back());
-    limits.add(
-        {.label = s.name, .x = x, .y = y, .kind = viz::SeriesKind::kStep, .marker = viz::Marker::kNone});
-  }
-  // One time axis for both panels: the run's whole length (the slowest strategy's end), so that a moment
-  // lines up vertically in the two panels.
-  double end_h = hours.empty() ? 0 : hours.back();
-  for (const auto& s : result.strategies) {
-    end_h = std::max(end_h, s.time_s / 3600);
-  }
-  if (end_h > 0) {
-    intensity.x_range(0, end_h);
-    limits.x_range(0, end_h);
-  }
-  // Headroom above the data, so that the legend has a top corner where it covers nothing.
-  viz::add_top_headroom(intensity);
-  viz::add_top_headroom(limits);
-  return viz::stack_plots({&intensity, &limits});
-}
-
 int run_replay(const ReplayFlags& flags) {
   if (flags.epochs && flags.iterations) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon replay: give --epochs or --iterations, not both");
@@ -262,44 +77,34 @@ int run_replay(const ReplayFlags& flags) {
   if (!flags.start.empty()) {
     options.start_unix_s = value_or_throw(carbon::parse_utc_time(flags.start));
   }
-  const auto* model = name_or_throw(device::sim::find_gpu_model(flags.gpu));
-  const auto* workload = name_or_throw(device::sim::find_workload(flags.workload));
-  const auto trace_workload =
-      value_or_throw(device::sim::make_trace_workload(*model, *workload, flags.batch_size));
-  options.batch_size = trace_workload->batch_size();
-  const auto iterations_per_epoch = static_cast<int64_t>(
-      std::ceil(static_cast<double>(workload->samples_per_epoch) / trace_workload->batch_size()));
-  double epochs = 0;
-  if (flags.iterations) {
-    options.work_iterations = *flags.iterations;
-    epochs = static_cast<double>(*flags.iterations) / static_cast<double>(iterations_per_epoch);
-  } else {
-    epochs = flags.epochs
-                 ? *flags.epochs
-                 : value_or_throw(epochs_to_target(flags.gpu, flags.workload, trace_workload->batch_size()));
-    if (!(epochs > 0)) {
-      throw Exception(ErrorCode::kInvalidArgument,
-                      fmt::format("carbon replay: --epochs must be positive, got {}", epochs));
-    }
-    options.work_iterations =
-        static_cast<int64_t>(std::ceil(epochs * static_cast<double>(iterations_per_epoch)));
-  }
+  // Unknown names are usage errors (exit 2), checked before the work is worked out.
+  name_or_throw(device::sim::find_gpu_model(flags.gpu));
+  name_or_throw(device::sim::find_workload(flags.workload));
+  const sim::ReplayWork work = value_or_throw(
+      sim::replay_work(flags.gpu, flags.workload, flags.batch_size, flags.epochs, flags.iterations));
+  options.batch_size = work.batch_size;
+  options.work_iterations = work.work_iterations;
   options.zeus_eta = flags.zeus_eta;
-  const double zeus_eta = flags.zeus_eta.value_or(flags.eta);
   const auto result = value_or_throw(optimize::replay_carbon(trace, options));
+  const sim::ReplaySettings settings{.epochs = work.epochs,
+                                     .eta = flags.eta,
+                                     .zeus_eta = flags.zeus_eta.value_or(flags.eta),
+                                     .period_min = flags.period_min,
+                                     .max_intensity_g_per_kwh = flags.max_intensity,
+                                     .forecaster = flags.forecaster};
   switch (flags.format) {
     case Format::kJson:
-      std::cout << render_replay_json(result, flags, epochs, zeus_eta);
+      std::cout << sim::render_replay_json(result, settings);
       break;
     case Format::kCsv:
-      std::cout << render_replay_csv(result);
+      std::cout << sim::render_replay_csv(result);
       break;
     case Format::kText:
-      std::cout << render_replay_text(result, flags, epochs, zeus_eta);
+      std::cout << sim::render_replay_text(result, settings);
       break;
   }
   if (plot) {
-    if (!write_or_report(*plot, replay_plot_svg(result), false)) {
+    if (!write_or_report(*plot, sim::replay_plot_svg(result), false)) {
       return kExitFailure;
     }
     if (flags.format == Format::kText) {
@@ -322,38 +127,20 @@ struct ForecastFlags {
 
 int run_forecast(const ForecastFlags& flags) {
   const auto trace = value_or_throw(carbon::CarbonTrace::read_file(flags.trace));
-  std::vector<std::string> names;
-  if (flags.forecaster == "all") {
-    names = optimize::forecaster_names();
-  } else {
-    value_or_throw(optimize::make_forecaster(flags.forecaster));
-    names = {flags.forecaster};
-    if (flags.forecaster != "last") {
-      names.push_back("last");  // the naive baseline is always shown
-    }
-  }
   const optimize::ForecastEvaluationOptions options{flags.training_samples, flags.horizon, flags.refit_every};
-  std::vector<optimize::ForecastEvaluation> evaluations;
-  for (const auto& name : names) {
-    auto forecaster = value_or_throw(optimize::make_forecaster(name));
-    evaluations.push_back(value_or_throw(optimize::evaluate_forecaster(*forecaster, trace, options)));
-  }
-  double naive_mape = 0;
-  for (const auto& e : evaluations) {
-    if (e.name == "last") {
-      naive_mape = e.mape_percent;
-    }
-  }
+  const std::vector<optimize::ForecastEvaluation> evaluations =
+      value_or_throw(optimize::compare_forecasters(flags.forecaster, trace, options));
+  const double naive_mape = optimize::naive_mape_percent(evaluations);
   switch (flags.format) {
     case Format::kJson: {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& e : evaluations) {
-        list.push_back({{"name", e.name},
-                        {"mape_percent", e.mape_percent},
-                        {"mae_g_per_kwh", e.mae_g_per_kwh},
-                        {"predictions", e.predictions},
-                        {"improvement_over_naive_percent",
-                         naive_mape > 0 ? 100 * (naive_mape - e.mape_percent) / naive_mape : 0.0}});
+        list.push_back(
+            {{"name", e.name},
+             {"mape_percent", e.mape_percent},
+             {"mae_g_per_kwh", e.mae_g_per_kwh},
+             {"predictions", e.predictions},
+             {"improvement_over_naive_percent", optimize::improvement_over_naive_percent(e, naive_mape)}});
       }
       nlohmann::json out = {{"trace", trace.source()},
                             {"period_s", trace.period_s()},
@@ -381,9 +168,9 @@ int run_forecast(const ForecastFlags& flags) {
       std::cout << fmt::format("{:<10} {:>10} {:>14} {:>12} {:>14}\n", "model", "MAPE (%)", "MAE (g/kWh)",
                                "predictions", "vs naive (%)");
       for (const auto& e : evaluations) {
-        std::cout << fmt::format("{:<10} {:>10.3f} {:>14.2f} {:>12} {:>+14.1f}\n", e.name, e.mape_percent,
-                                 e.mae_g_per_kwh, e.predictions,
-                                 naive_mape > 0 ? -100 * (naive_mape - e.mape_percent) / naive_mape : 0.0);
+        std::cout << fmt::format(
+            "{:<10} {:>10.3f} {:>14.2f} {:>12} {:>+14.1f}\n", e.name, e.mape_percent, e.mae_g_per_kwh,
+            e.predictions, naive_mape > 0 ? -optimize::improvement_over_naive_percent(e, naive_mape) : 0.0);
       }
       break;
   }
@@ -442,58 +229,17 @@ int run_intensity(const IntensityFlags& flags) {
     throw Exception(ErrorCode::kInvalidArgument, "carbon intensity: --at needs --trace");
   }
   auto signal = value_or_throw(carbon::make_carbon_signal(source, *clock));
-  const auto latest = value_or_throw(signal->latest());
-  std::vector<carbon::IntensityPoint> history;
-  std::vector<carbon::IntensityPoint> forecast;
-  const int64_t now_s = clock->to_unix_ns(clock->now()) / 1'000'000'000;
-  if (flags.history_h > 0) {
-    history = value_or_throw(signal->history(now_s - static_cast<int64_t>(flags.history_h * 3600), now_s));
-  }
-  if (flags.forecast_h > 0) {
-    forecast = value_or_throw(signal->forecast(static_cast<int64_t>(flags.forecast_h * 3600)));
-  }
-  const auto to_json = [](const std::vector<carbon::IntensityPoint>& points) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& p : points) {
-      list.push_back({{"time", carbon::format_utc_time(p.time_unix_s)},
-                      {"intensity_g_per_kwh", p.intensity_g_per_kwh},
-                      {"estimated", p.estimated}});
-    }
-    return list;
-  };
+  const carbon::IntensityReading reading = value_or_throw(
+      carbon::read_intensity(*signal, *clock, flags.history_h * 3600, flags.forecast_h * 3600));
   switch (flags.format) {
-    case Format::kJson: {
-      nlohmann::json out = {{"source", signal->describe()},
-                            {"period_s", signal->period_s()},
-                            {"latest", to_json({latest})[0]},
-                            {"history", to_json(history)},
-                            {"forecast", to_json(forecast)}};
-      std::cout << out.dump(2) << "\n";
+    case Format::kJson:
+      std::cout << carbon::render_intensity_json(reading);
       break;
-    }
     case Format::kCsv:
-      std::cout << "kind,timestamp,carbon_intensity_g_per_kwh,estimated\n";
-      std::cout << fmt::format("latest,{},{:g},{}\n", carbon::format_utc_time(latest.time_unix_s),
-                               latest.intensity_g_per_kwh, latest.estimated);
-      for (const auto& p : history) {
-        std::cout << fmt::format("history,{},{:g},{}\n", carbon::format_utc_time(p.time_unix_s),
-                                 p.intensity_g_per_kwh, p.estimated);
-      }
-      for (const auto& p : forecast) {
-        std::cout << fmt::format("forecast,{},{:g},{}\n", carbon::format_utc_time(p.time_unix_s),
-                                 p.intensity_g_per_kwh, p.estimated);
-      }
+      std::cout << carbon::render_intensity_csv(reading);
       break;
     case Format::kText:
-      std::cout << fmt::format("{}: {:g} gCO2e/kWh at {}{}\n", signal->describe(), latest.intensity_g_per_kwh,
-                               carbon::format_utc_time(latest.time_unix_s),
-                               latest.estimated ? " (estimated)" : "");
-      for (const auto& [label, points] : {std::pair{"history", &history}, std::pair{"forecast", &forecast}}) {
-        for (const auto& p : *points) {
-          std::cout << fmt::format("  {:<8} {} {:>8.1f}{}\n", label, carbon::format_utc_time(p.time_unix_s),
-                                   p.intensity_g_per_kwh, p.estimated ? " (estimated)" : "");
-        }
-      }
+      std::cout << carbon::render_intensity_text(reading);
       break;
   }
   return 0;
@@ -504,50 +250,22 @@ int run_intensity(const IntensityFlags& flags) {
 int run_countries(Format format) {
   const auto& table = carbon::CountryTable::builtin();
   switch (format) {
-    case Format::kJson: {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& c : table.countries()) {
-        list.push_back({{"iso3", c.iso3},
-                        {"name", c.name},
-                        {"year", c.year},
-                        {"intensity_g_per_kwh", c.intensity_g_per_kwh}});
-      }
-      std::cout << list.dump(2) << "\n";
+    case Format::kJson:
+      std::cout << carbon::render_countries_json(table);
       break;
-    }
     case Format::kCsv:
-      std::cout << "iso3,country,year,carbon_intensity_g_per_kwh\n";
-      for (const auto& c : table.countries()) {
-        std::cout << fmt::format("{},{},{},{:g}\n", c.iso3, csv::quote(c.name), c.year,
-                                 c.intensity_g_per_kwh);
-      }
+      std::cout << carbon::render_countries_csv(table);
       break;
     case Format::kText:
-      std::cout << fmt::format("{:<5} {:<34} {:>5} {:>12}\n", "code", "country", "year", "gCO2e/kWh");
-      for (const auto& c : table.countries()) {
-        std::cout << fmt::format("{:<5} {:<34} {:>5} {:>12.1f}\n", c.iso3, c.name, c.year,
-                                 c.intensity_g_per_kwh);
-      }
-      std::cout << fmt::format("{} countries; yearly averages from {} (see data/carbon/README.md)\n",
-                               table.countries().size(), table.source());
+      std::cout << carbon::render_countries_text(table);
       break;
   }
   return 0;
 }
 
-}  // namespace
-
-void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
-  auto* command =
-      app.add_subcommand("carbon", "Carbon intensity, its forecast, and Chase's carbon-aware power limits");
-  command->require_subcommand(1);
-
+void add_replay_command(CLI::App& command, int& exit_code) {
   auto replay = std::make_shared<ReplayFlags>();
-  set_examples(
-      *command,
-      {"joule carbon intensity --country auto",
-       "joule carbon replay --trace data/carbon/synthetic_us_solar_14d.csv --gpu v100 --workload imagenet"});
-  auto* replay_command = command->add_subcommand(
+  auto* replay_command = command.add_subcommand(
       "replay",
       "Replay a training run on simulated GPUs under a carbon trace: max power limit, Zeus and Chase");
   replay_command
@@ -608,9 +326,11 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   set_examples(*replay_command, {"joule carbon replay --trace data/carbon/synthetic_us_solar_14d.csv --gpu "
                                  "v100 --workload imagenet --plot replay.svg"});
   replay_command->callback([&exit_code, replay] { exit_code = run_replay(*replay); });
+}
 
+void add_forecast_command(CLI::App& command, int& exit_code) {
   auto forecast = std::make_shared<ForecastFlags>();
-  auto* forecast_command = command->add_subcommand(
+  auto* forecast_command = command.add_subcommand(
       "forecast", "Evaluate carbon-intensity forecasters on a trace (MAPE against the naive last value)");
   forecast_command->add_option("--trace", forecast->trace, "Carbon trace CSV")
       ->option_text("FILE")
@@ -633,9 +353,11 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
   set_examples(*forecast_command, {"joule carbon forecast --trace data/carbon/synthetic_us_solar_14d.csv "
                                    "--forecaster ridge --horizon 4"});
   forecast_command->callback([&exit_code, forecast] { exit_code = run_forecast(*forecast); });
+}
 
+void add_intensity_command(CLI::App& command, int& exit_code) {
   auto intensity = std::make_shared<IntensityFlags>();
-  auto* intensity_command = command->add_subcommand(
+  auto* intensity_command = command.add_subcommand(
       "intensity",
       "Print the carbon intensity from a provider (--zone), a trace (--trace, --at) or a country's yearly "
       "average (--country; the default, inferred from the timezone or locale)");
@@ -668,13 +390,31 @@ void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exi
                {"joule carbon intensity --country auto",
                 "joule carbon intensity --zone GB --carbon-provider uk --forecast-hours 6 --format json"});
   intensity_command->callback([&exit_code, intensity] { exit_code = run_intensity(*intensity); });
+}
 
+void add_countries_command(CLI::App& command, int& exit_code) {
   auto countries = std::make_shared<Format>(Format::kText);
-  auto* countries_command = command->add_subcommand(
+  auto* countries_command = command.add_subcommand(
       "countries", "List the countries whose yearly average intensity `--country` can choose");
   add_format_option(*countries_command, *countries, {Format::kText, Format::kJson, Format::kCsv});
   set_examples(*countries_command, {"joule carbon countries --format csv"});
   countries_command->callback([&exit_code, countries] { exit_code = run_countries(*countries); });
+}
+
+}  // namespace
+
+void add_carbon_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
+  auto* command =
+      app.add_subcommand("carbon", "Carbon intensity, its forecast, and Chase's carbon-aware power limits");
+  command->require_subcommand(1);
+  set_examples(
+      *command,
+      {"joule carbon intensity --country auto",
+       "joule carbon replay --trace data/carbon/synthetic_us_solar_14d.csv --gpu v100 --workload imagenet"});
+  add_replay_command(*command, exit_code);
+  add_forecast_command(*command, exit_code);
+  add_intensity_command(*command, exit_code);
+  add_countries_command(*command, exit_code);
 }
 
 }  // namespace joule::cli

@@ -111,6 +111,127 @@ int run_serve(const ServeFlags& flags) {
   return 0;
 }
 
+// The listener, the store and the batch-size service.
+void add_service_options(CLI::App& command, ServeFlags& flags) {
+  command
+      .add_option("--db", flags.db,
+                  "Store: sqlite:PATH, postgresql://USER@HOST:PORT/DB or memory: (default sqlite:joule.db)")
+      ->option_text("URL");
+  command.add_option("--listen", flags.listen, "Address to listen on (default 127.0.0.1:7787; port 0: any)")
+      ->option_text("HOST:PORT");
+  command
+      .add_option("--threads", flags.threads,
+                  fmt::format("Requests handled at once (default {}); open connections take no thread",
+                              server::kDefaultThreads))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      .add_option("--max-connections", flags.max_connections,
+                  fmt::format("Open connections at most; more are closed at accept (default {})",
+                              server::kDefaultMaxConnections))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      .add_option(
+          "--max-open-trials", flags.max_open_trials,
+          fmt::format("Trials of one job handed out and not ended at once; GET /jobs/batch_size answers "
+                      "409 beyond (default {})",
+                      flags.max_open_trials))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      .add_option("--response-ttl-s", flags.response_ttl_s,
+                  fmt::format("How long the response of a request with X-Request-Id is kept for its retries "
+                              "(default {} = 24 h; 0: forever)",
+                              flags.response_ttl_s))
+      ->check(number(duration_rule(true)))
+      ->option_text("S");
+  command
+      .add_option("--db-connections", flags.db_connections,
+                  "Most database connections at once (PostgreSQL; default: the store's)")
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+}
+
+// Zeus's pipeline frequency optimizer (docs/perseus-live.md).
+void add_pipeline_frequency_options(CLI::App& command, ServeFlags& flags) {
+  command
+      .add_option("--pfo-microbatches", flags.pfo_microbatches,
+                  "Microbatches per iteration of pipeline-frequency jobs that do not send num_microbatches "
+                  "(Zeus's client does not; default: required from the job)")
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("M");
+  command
+      .add_option("--pfo-profile", flags.pfo_profile,
+                  "A measured pipeline profile (CSV: stage,instruction,frequency_mhz,time_s,energy_j) that "
+                  "every pipeline-frequency job starts from instead of profiling")
+      ->option_text("FILE");
+  command
+      .add_option(
+          "--pfo-round-iterations", flags.pfo_round_iterations,
+          fmt::format("Iterations between two reports of a planned pipeline-frequency job (default {})",
+                      flags.pfo_round_iterations))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      .add_option(
+          "--pfo-profile-samples", flags.pfo_profile_samples,
+          fmt::format("Computations measured per stage, instruction and clock while profiling (default {})",
+                      flags.pfo_profile_samples))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      .add_option(
+          "--pfo-max-warmup-rounds", flags.pfo_max_warmup_rounds,
+          fmt::format("Most warm-up rounds of a pipeline-frequency job while some rank reports its GPU "
+                      "not thermally steady; then it profiles anyway (default {})",
+                      flags.pfo_max_warmup_rounds))
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+  command
+      .add_option("--pfo-blocking-w", flags.pfo_blocking_w,
+                  fmt::format("Power of a GPU waiting on its neighbours when profiling cannot measure it, W "
+                              "(default {})",
+                              flags.pfo_blocking_w))
+      ->check(number(quantity::power_w()))
+      ->option_text("W");
+  command
+      .add_option("--pfo-schedule-wait-s", flags.pfo_schedule_wait_s,
+                  "How long GET /schedule waits for the other ranks before 409 (default 600; a waiting "
+                  "request holds its connection, no thread)")
+      ->check(number(NumberRule::non_negative()))
+      ->check(CLI::Range(0.0, 3600.0))
+      ->option_text("S");
+  command
+      .add_option("--pfo-max-result-kib", flags.pfo_max_result_kib,
+                  fmt::format("Largest body of POST /result; jobs whose ranks could report more are refused "
+                              "at registration (default {})",
+                              flags.pfo_max_result_kib))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->option_text("KIB");
+  command
+      .add_option(
+          "--pfo-max-job-idle-s", flags.pfo_max_job_idle_s,
+          fmt::format("A pipeline-frequency job no rank changed for this long is deleted (default {} = "
+                      "a week, as Zeus's max_job_idle_time; 0: never)",
+                      flags.pfo_max_job_idle_s))
+      ->check(CLI::Range(int64_t{0}, int64_t{100} * 365 * 24 * 3600))
+      ->option_text("S");
+  command
+      .add_option("--pfo-registrations-per-minute", flags.pfo_registrations_per_minute,
+                  fmt::format("POST /register_job per client address per minute; 429 beyond (default {}; "
+                              "0: no limit)",
+                              flags.pfo_registrations_per_minute))
+      ->check(CLI::Range(0, 1'000'000))
+      ->option_text("N");
+  command
+      .add_option("--pfo-plan-cache-mib", flags.pfo_plan_cache_mib,
+                  fmt::format("Memory for planned frontiers kept for straggler re-planning (default {})",
+                              flags.pfo_plan_cache_mib))
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->option_text("MIB");
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
@@ -119,119 +240,8 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       "serve",
       "Run the optimizer service: Zeus's batch-size optimizer REST API and the pipeline frequency planner "
       "(Prometheus metrics at GET /metrics)");
-  command
-      ->add_option("--db", flags->db,
-                   "Store: sqlite:PATH, postgresql://USER@HOST:PORT/DB or memory: (default sqlite:joule.db)")
-      ->option_text("URL");
-  command->add_option("--listen", flags->listen, "Address to listen on (default 127.0.0.1:7787; port 0: any)")
-      ->option_text("HOST:PORT");
-  command
-      ->add_option("--threads", flags->threads,
-                   fmt::format("Requests handled at once (default {}); open connections take no thread",
-                               server::kDefaultThreads))
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option("--max-connections", flags->max_connections,
-                   fmt::format("Open connections at most; more are closed at accept (default {})",
-                               server::kDefaultMaxConnections))
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option(
-          "--max-open-trials", flags->max_open_trials,
-          fmt::format("Trials of one job handed out and not ended at once; GET /jobs/batch_size answers "
-                      "409 beyond (default {})",
-                      flags->max_open_trials))
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option("--response-ttl-s", flags->response_ttl_s,
-                   fmt::format("How long the response of a request with X-Request-Id is kept for its retries "
-                               "(default {} = 24 h; 0: forever)",
-                               flags->response_ttl_s))
-      ->check(number(duration_rule(true)))
-      ->option_text("S");
-  command
-      ->add_option("--db-connections", flags->db_connections,
-                   "Most database connections at once (PostgreSQL; default: the store's)")
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option("--pfo-microbatches", flags->pfo_microbatches,
-                   "Microbatches per iteration of pipeline-frequency jobs that do not send num_microbatches "
-                   "(Zeus's client does not; default: required from the job)")
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("M");
-  command
-      ->add_option("--pfo-profile", flags->pfo_profile,
-                   "A measured pipeline profile (CSV: stage,instruction,frequency_mhz,time_s,energy_j) that "
-                   "every pipeline-frequency job starts from instead of profiling")
-      ->option_text("FILE");
-  command
-      ->add_option(
-          "--pfo-round-iterations", flags->pfo_round_iterations,
-          fmt::format("Iterations between two reports of a planned pipeline-frequency job (default {})",
-                      flags->pfo_round_iterations))
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option(
-          "--pfo-profile-samples", flags->pfo_profile_samples,
-          fmt::format("Computations measured per stage, instruction and clock while profiling (default {})",
-                      flags->pfo_profile_samples))
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option(
-          "--pfo-max-warmup-rounds", flags->pfo_max_warmup_rounds,
-          fmt::format("Most warm-up rounds of a pipeline-frequency job while some rank reports its GPU "
-                      "not thermally steady; then it profiles anyway (default {})",
-                      flags->pfo_max_warmup_rounds))
-      ->check(number(NumberRule::positive_integer()))
-      ->option_text("N");
-  command
-      ->add_option("--pfo-blocking-w", flags->pfo_blocking_w,
-                   fmt::format("Power of a GPU waiting on its neighbours when profiling cannot measure it, W "
-                               "(default {})",
-                               flags->pfo_blocking_w))
-      ->check(number(quantity::power_w()))
-      ->option_text("W");
-  command
-      ->add_option("--pfo-schedule-wait-s", flags->pfo_schedule_wait_s,
-                   "How long GET /schedule waits for the other ranks before 409 (default 600; a waiting "
-                   "request holds its connection, no thread)")
-      ->check(number(NumberRule::non_negative()))
-      ->check(CLI::Range(0.0, 3600.0))
-      ->option_text("S");
-  command
-      ->add_option("--pfo-max-result-kib", flags->pfo_max_result_kib,
-                   fmt::format("Largest body of POST /result; jobs whose ranks could report more are refused "
-                               "at registration (default {})",
-                               flags->pfo_max_result_kib))
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->option_text("KIB");
-  command
-      ->add_option(
-          "--pfo-max-job-idle-s", flags->pfo_max_job_idle_s,
-          fmt::format("A pipeline-frequency job no rank changed for this long is deleted (default {} = "
-                      "a week, as Zeus's max_job_idle_time; 0: never)",
-                      flags->pfo_max_job_idle_s))
-      ->check(CLI::Range(int64_t{0}, int64_t{100} * 365 * 24 * 3600))
-      ->option_text("S");
-  command
-      ->add_option("--pfo-registrations-per-minute", flags->pfo_registrations_per_minute,
-                   fmt::format("POST /register_job per client address per minute; 429 beyond (default {}; "
-                               "0: no limit)",
-                               flags->pfo_registrations_per_minute))
-      ->check(CLI::Range(0, 1'000'000))
-      ->option_text("N");
-  command
-      ->add_option("--pfo-plan-cache-mib", flags->pfo_plan_cache_mib,
-                   fmt::format("Memory for planned frontiers kept for straggler re-planning (default {})",
-                               flags->pfo_plan_cache_mib))
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
-      ->option_text("MIB");
+  add_service_options(*command, *flags);
+  add_pipeline_frequency_options(*command, *flags);
   command
       ->add_option("--shutdown-grace-s", flags->shutdown_grace_s,
                    "On SIGTERM/SIGINT: waiting requests are answered 503 at once, then requests in flight "

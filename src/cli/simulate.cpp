@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/core/csv.hpp"
+#include "joule/sim/report.hpp"
 #include "joule/sim/simulator.hpp"
 
 #include "common.hpp"
-#include "simulate_report.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {
@@ -57,6 +57,19 @@ double parse_beta(const std::string& text) {
   return beta;
 }
 
+std::string savings_table(const std::vector<sim::SavingsRow>& rows, const sim::SimulationOptions& options,
+                          Format format) {
+  switch (format) {
+    case Format::kJson:
+      return sim::render_savings_json(rows, options);
+    case Format::kCsv:
+      return sim::render_savings_csv(rows);
+    case Format::kText:
+      break;
+  }
+  return sim::render_savings_text(rows, options);
+}
+
 sim::SimulationOptions options_of(const SimulateFlags& flags) {
   sim::SimulationOptions options;
   options.seed = flags.seed;
@@ -90,16 +103,8 @@ sim::Job job_of(const sim::Trace& trace, const SimulateFlags& flags) {
 
 int run_all(const SimulateFlags& flags) {
   const sim::SimulationOptions options = options_of(flags);
-  std::vector<SavingsRow> rows;
-  for (const std::string& gpu : sim::trace_gpus()) {
-    const sim::Trace trace = value_or_throw(sim::gpu_trace(gpu, flags.trace_dir));
-    const sim::Simulator simulator = sim::zeus_simulator(trace, options);
-    for (const std::string& workload : sim::paper_workloads()) {
-      const sim::Job job = value_or_throw(sim::paper_job(trace, workload));
-      rows.push_back({gpu, workload, value_or_throw(simulator.simulate(job))});
-    }
-  }
-  std::cout << render_savings_table(rows, options, flags.format);
+  std::cout << savings_table(value_or_throw(sim::simulate_paper_workloads(options, flags.trace_dir)), options,
+                             flags.format);
   return 0;
 }
 
@@ -107,7 +112,7 @@ int run_groups(const SimulateFlags& flags) {
   const sim::SimulationOptions base = options_of(flags);
   const sim::Trace trace = trace_of(flags);
   const auto groups = value_or_throw(sim::load_groups(*flags.groups));
-  std::vector<SavingsRow> rows;
+  std::vector<sim::SavingsRow> rows;
   for (const auto& group : groups) {
     sim::SimulationOptions options = base;
     options.seed = sim::adler32(group.front().group);
@@ -116,7 +121,7 @@ int run_groups(const SimulateFlags& flags) {
     rows.push_back({flags.gpu, fmt::format("{} (group {})", job.dataset, group.front().group),
                     value_or_throw(simulator.simulate_group(job, group))});
   }
-  std::cout << render_savings_table(rows, base, flags.format);
+  std::cout << savings_table(rows, base, flags.format);
   return 0;
 }
 
@@ -178,17 +183,17 @@ int run_simulate(const SimulateFlags& flags) {
   const sim::SimulationResult result = value_or_throw(simulator.simulate(job));
   switch (flags.format) {
     case Format::kCsv:
-      std::cout << render_tries_csv(result);
+      std::cout << sim::render_tries_csv(result);
       break;
     case Format::kJson:
-      std::cout << render_simulation_json(trace.gpu, result, options);
+      std::cout << sim::render_simulation_json(trace.gpu, result, options);
       break;
     case Format::kText:
-      std::cout << render_simulation_text(trace.gpu, result, options);
+      std::cout << sim::render_simulation_text(trace.gpu, result, options);
       break;
   }
   if (plot) {
-    if (!write_or_report(*plot, simulation_plot_svg(trace.gpu, result), false)) {
+    if (!write_or_report(*plot, sim::simulation_plot_svg(trace.gpu, result), false)) {
       return kExitFailure;
     }
     if (flags.format == Format::kText) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "simulate_report.hpp"
+#include "joule/sim/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -12,11 +13,11 @@
 #include "joule/core/frontier.hpp"
 #include "joule/viz/plot.hpp"
 
-namespace joule::cli {
+namespace joule::sim {
 
 namespace {
 
-sim::Totals times(const sim::FixedConfiguration& config, int recurrences) {
+Totals over_recurrences(const FixedConfiguration& config, int recurrences) {
   const auto n = static_cast<double>(recurrences);
   return {config.energy_j * n, config.time_s * n, config.cost * n};
 }
@@ -29,18 +30,44 @@ std::string percent(double fraction) {
   return fmt::format("{:.1f}%", fraction * 100);
 }
 
-nlohmann::json totals_json(const sim::Totals& totals) {
+nlohmann::json totals_json(const Totals& totals) {
   return {{"energy_j", totals.energy_j}, {"time_s", totals.time_s}, {"cost", totals.cost}};
 }
 
-nlohmann::json savings_json(const sim::Totals& zeus, const sim::Totals& reference) {
+nlohmann::json savings_json(const Totals& zeus, const Totals& reference) {
   return {{"energy", saving(zeus.energy_j, reference.energy_j)},
           {"time", saving(zeus.time_s, reference.time_s)},
           {"cost", saving(zeus.cost, reference.cost)}};
 }
 
-std::string config_name(const sim::FixedConfiguration& config) {
+std::string config_name(const FixedConfiguration& config) {
   return fmt::format("{}@{:g}W", config.batch_size, config.power_limit_w);
+}
+
+// Zooms on what matters (frontier, baseline, oracle, tries): very slow configurations (tiny batch sizes)
+// would otherwise squeeze everything into a corner. They stay in the file, clipped.
+void zoom_on_what_matters(viz::Plot& plot, const SimulationResult& result,
+                          const std::map<std::pair<int, double>, int>& tried) {
+  double max_time_s = result.baseline.time_s;
+  double max_energy_j = result.baseline.energy_j;
+  for (const auto& config : result.configurations) {
+    if (tried.count({config.batch_size, config.power_limit_w}) > 0 || config.reach_rate == 1) {
+      if (tried.count({config.batch_size, config.power_limit_w}) > 0 ||
+          config.time_s <= 2 * result.baseline.time_s) {
+        max_time_s = std::max(max_time_s, config.time_s);
+        max_energy_j = std::max(max_energy_j, config.energy_j);
+      }
+    }
+  }
+  size_t hidden = 0;
+  for (const auto& config : result.configurations) {
+    hidden += (config.time_s > max_time_s * 1.1 || config.energy_j > max_energy_j * 1.1) ? 1 : 0;
+  }
+  if (hidden > 0) {
+    plot.x_range(0, max_time_s * 1.1 / 3600).y_range(0, max_energy_j * 1.1 / 1e6);
+    plot.x_label(fmt::format("Time per recurrence (h); {} slow configuration{} off the chart", hidden,
+                             hidden == 1 ? "" : "s"));
+  }
 }
 
 }  // namespace
@@ -49,19 +76,19 @@ double saving(double a, double b) {
   return b == 0 ? 0.0 : 1.0 - a / b;
 }
 
-Comparison compare(const sim::SimulationResult& result) {
+Comparison compare(const SimulationResult& result) {
   Comparison comparison;
   comparison.zeus = result.optimizer;
-  comparison.baseline = times(result.baseline, result.recurrences);
+  comparison.baseline = over_recurrences(result.baseline, result.recurrences);
   if (result.oracle) {
-    comparison.oracle = times(*result.oracle, result.recurrences);
+    comparison.oracle = over_recurrences(*result.oracle, result.recurrences);
   }
   return comparison;
 }
 
-std::string render_simulation_text(const std::string& gpu, const sim::SimulationResult& result,
-                                   const sim::SimulationOptions& options) {
-  const sim::Job& job = result.job;
+std::string render_simulation_text(const std::string& gpu, const SimulationResult& result,
+                                   const SimulationOptions& options) {
+  const Job& job = result.job;
   std::string out = fmt::format(
       "Zeus simulation: {} ({}, {}) on {}\n"
       "  target {:g} within {} epochs, b0 {}, eta {:g}, beta {}, seed {}, {} recurrences\n\n",
@@ -77,7 +104,7 @@ std::string render_simulation_text(const std::string& gpu, const sim::Simulation
     double time_s = 0;
     double cost = 0;
     for (; i < result.tries.size() && result.tries[i].recurrence == recurrence; ++i) {
-      const sim::Try& t = result.tries[i];
+      const Try& t = result.tries[i];
       steps.push_back(fmt::format("{}@{:g}W{}", t.batch_size, t.power_limit_w, t.reached ? "" : " x"));
       energy_j += t.energy_j;
       time_s += t.time_s;
@@ -90,7 +117,7 @@ std::string render_simulation_text(const std::string& gpu, const sim::Simulation
   const Comparison comparison = compare(result);
   out += fmt::format("\n  {:<34}  {:>12}  {:>10}  {:>11}\n", "over all recurrences", "energy (MJ)",
                      "time (h)", "cost (MJ)");
-  auto line = [&](const std::string& name, const sim::Totals& totals) {
+  auto line = [&](const std::string& name, const Totals& totals) {
     out += fmt::format("  {:<34}  {:>12.3f}  {:>10.2f}  {:>11.3f}\n", name, totals.energy_j / 1e6,
                        totals.time_s / 3600, totals.cost / 1e6);
   };
@@ -111,11 +138,11 @@ std::string render_simulation_text(const std::string& gpu, const sim::Simulation
   return out;
 }
 
-std::string render_simulation_json(const std::string& gpu, const sim::SimulationResult& result,
-                                   const sim::SimulationOptions& options) {
-  const sim::Job& job = result.job;
+std::string render_simulation_json(const std::string& gpu, const SimulationResult& result,
+                                   const SimulationOptions& options) {
+  const Job& job = result.job;
   nlohmann::json tries = nlohmann::json::array();
-  for (const sim::Try& t : result.tries) {
+  for (const Try& t : result.tries) {
     tries.push_back({{"recurrence", t.recurrence},
                      {"try", t.attempt},
                      {"batch_size", t.batch_size},
@@ -126,7 +153,7 @@ std::string render_simulation_json(const std::string& gpu, const sim::Simulation
                      {"cost", t.cost}});
   }
   const Comparison comparison = compare(result);
-  auto config_json = [](const sim::FixedConfiguration& config) {
+  auto config_json = [](const FixedConfiguration& config) {
     return nlohmann::json{{"batch_size", config.batch_size},
                           {"power_limit_w", config.power_limit_w},
                           {"energy_j", config.energy_j},
@@ -163,11 +190,11 @@ std::string render_simulation_json(const std::string& gpu, const sim::Simulation
   return out.dump(2) + "\n";
 }
 
-std::string render_tries_csv(const sim::SimulationResult& result) {
+std::string render_tries_csv(const SimulationResult& result) {
   std::ostringstream out;
   csv::write_row(
       out, {"recurrence", "try", "batch_size", "power_limit_w", "energy_j", "time_s", "reached", "cost"});
-  for (const sim::Try& t : result.tries) {
+  for (const Try& t : result.tries) {
     csv::write_row(
         out, {std::to_string(t.recurrence), std::to_string(t.attempt), std::to_string(t.batch_size),
               csv::format_exact(t.power_limit_w), csv::format_exact(t.energy_j), csv::format_exact(t.time_s),
@@ -176,47 +203,62 @@ std::string render_tries_csv(const sim::SimulationResult& result) {
   return out.str();
 }
 
-std::string render_savings_table(const std::vector<SavingsRow>& rows, const sim::SimulationOptions& options,
-                                 Format format) {
-  if (format == Format::kJson) {
-    nlohmann::json table = nlohmann::json::array();
-    for (const auto& row : rows) {
-      const Comparison comparison = compare(row.result);
-      nlohmann::json entry = {{"gpu", row.gpu},
-                              {"workload", row.workload},
-                              {"recurrences", row.result.recurrences},
-                              {"zeus", totals_json(comparison.zeus)},
-                              {"baseline", totals_json(comparison.baseline)},
-                              {"savings_vs_baseline", savings_json(comparison.zeus, comparison.baseline)}};
-      if (comparison.oracle) {
-        entry["oracle"] = totals_json(*comparison.oracle);
-        entry["oracle_savings_vs_baseline"] = savings_json(*comparison.oracle, comparison.baseline);
-      }
-      table.push_back(std::move(entry));
+Result<std::vector<SavingsRow>> simulate_paper_workloads(const SimulationOptions& options,
+                                                         const std::optional<std::string>& trace_dir) {
+  std::vector<SavingsRow> rows;
+  for (const std::string& gpu : trace_gpus()) {
+    const Trace trace = JOULE_TRY(gpu_trace(gpu, trace_dir));
+    const Simulator simulator = zeus_simulator(trace, options);
+    for (const std::string& workload : paper_workloads()) {
+      const Job job = JOULE_TRY(paper_job(trace, workload));
+      rows.push_back({gpu, workload, JOULE_TRY(simulator.simulate(job))});
     }
-    return nlohmann::json{
-               {"eta", options.eta},
-               {"beta", std::isinf(options.beta) ? nlohmann::json(nullptr) : nlohmann::json(options.beta)},
-               {"seed", options.seed},
-               {"rows", table}}
-               .dump(2) +
-           "\n";
   }
-  if (format == Format::kCsv) {
-    std::ostringstream out;
-    csv::write_row(out, {"gpu", "workload", "recurrences", "energy_saved", "time_saved", "cost_saved",
-                         "oracle_cost_saved"});
-    for (const auto& row : rows) {
-      const Comparison c = compare(row.result);
-      csv::write_row(out,
-                     {row.gpu, row.workload, std::to_string(row.result.recurrences),
-                      csv::format_exact(saving(c.zeus.energy_j, c.baseline.energy_j)),
-                      csv::format_exact(saving(c.zeus.time_s, c.baseline.time_s)),
-                      csv::format_exact(saving(c.zeus.cost, c.baseline.cost)),
-                      c.oracle ? csv::format_exact(saving(c.oracle->cost, c.baseline.cost)) : std::string()});
+  return rows;
+}
+
+std::string render_savings_json(const std::vector<SavingsRow>& rows, const SimulationOptions& options) {
+  nlohmann::json table = nlohmann::json::array();
+  for (const auto& row : rows) {
+    const Comparison comparison = compare(row.result);
+    nlohmann::json entry = {{"gpu", row.gpu},
+                            {"workload", row.workload},
+                            {"recurrences", row.result.recurrences},
+                            {"zeus", totals_json(comparison.zeus)},
+                            {"baseline", totals_json(comparison.baseline)},
+                            {"savings_vs_baseline", savings_json(comparison.zeus, comparison.baseline)}};
+    if (comparison.oracle) {
+      entry["oracle"] = totals_json(*comparison.oracle);
+      entry["oracle_savings_vs_baseline"] = savings_json(*comparison.oracle, comparison.baseline);
     }
-    return out.str();
+    table.push_back(std::move(entry));
   }
+  return nlohmann::json{
+             {"eta", options.eta},
+             {"beta", std::isinf(options.beta) ? nlohmann::json(nullptr) : nlohmann::json(options.beta)},
+             {"seed", options.seed},
+             {"rows", table}}
+             .dump(2) +
+         "\n";
+}
+
+std::string render_savings_csv(const std::vector<SavingsRow>& rows) {
+  std::ostringstream out;
+  csv::write_row(out, {"gpu", "workload", "recurrences", "energy_saved", "time_saved", "cost_saved",
+                       "oracle_cost_saved"});
+  for (const auto& row : rows) {
+    const Comparison c = compare(row.result);
+    csv::write_row(out,
+                   {row.gpu, row.workload, std::to_string(row.result.recurrences),
+                    csv::format_exact(saving(c.zeus.energy_j, c.baseline.energy_j)),
+                    csv::format_exact(saving(c.zeus.time_s, c.baseline.time_s)),
+                    csv::format_exact(saving(c.zeus.cost, c.baseline.cost)),
+                    c.oracle ? csv::format_exact(saving(c.oracle->cost, c.baseline.cost)) : std::string()});
+  }
+  return out.str();
+}
+
+std::string render_savings_text(const std::vector<SavingsRow>& rows, const SimulationOptions& options) {
   std::string out = fmt::format(
       "Zeus against the baseline (b0 at the maximum power limit), over all recurrences; eta {:g}, beta {}, "
       "seed {}\n\n",
@@ -235,8 +277,8 @@ std::string render_savings_table(const std::vector<SavingsRow>& rows, const sim:
   return out;
 }
 
-std::string simulation_plot_svg(const std::string& gpu, const sim::SimulationResult& result) {
-  const sim::Job& job = result.job;
+std::string simulation_plot_svg(const std::string& gpu, const SimulationResult& result) {
+  const Job& job = result.job;
   auto name = [](int batch_size, double power_limit_w) {
     return fmt::format("{}@{:g}W", batch_size, power_limit_w);
   };
@@ -282,7 +324,7 @@ std::string simulation_plot_svg(const std::string& gpu, const sim::SimulationRes
   plot.add(std::move(front));
   // What the optimizer tried, with how often.
   std::map<std::pair<int, double>, int> tried;
-  for (const sim::Try& t : result.tries) {
+  for (const Try& t : result.tries) {
     ++tried[{t.batch_size, t.power_limit_w}];
   }
   viz::Series tries{.label = "tried by Zeus",
@@ -314,28 +356,7 @@ std::string simulation_plot_svg(const std::string& gpu, const sim::SimulationRes
          .color = "#d55e00",
          .marker = viz::Marker::kDiamond});
   }
-  // Zoom on what matters (frontier, baseline, oracle, tries): very slow configurations (tiny batch sizes)
-  // would otherwise squeeze everything into a corner. They stay in the file, clipped.
-  double max_time_s = result.baseline.time_s;
-  double max_energy_j = result.baseline.energy_j;
-  for (const auto& config : result.configurations) {
-    if (tried.count({config.batch_size, config.power_limit_w}) > 0 || config.reach_rate == 1) {
-      if (tried.count({config.batch_size, config.power_limit_w}) > 0 ||
-          config.time_s <= 2 * result.baseline.time_s) {
-        max_time_s = std::max(max_time_s, config.time_s);
-        max_energy_j = std::max(max_energy_j, config.energy_j);
-      }
-    }
-  }
-  size_t hidden = 0;
-  for (const auto& config : result.configurations) {
-    hidden += (config.time_s > max_time_s * 1.1 || config.energy_j > max_energy_j * 1.1) ? 1 : 0;
-  }
-  if (hidden > 0) {
-    plot.x_range(0, max_time_s * 1.1 / 3600).y_range(0, max_energy_j * 1.1 / 1e6);
-    plot.x_label(fmt::format("Time per recurrence (h); {} slow configuration{} off the chart", hidden,
-                             hidden == 1 ? "" : "s"));
-  }
+  zoom_on_what_matters(plot, result, tried);
   const double n = result.recurrences;
   plot.highlight({.x = result.optimizer.time_s / n / 3600,
                   .y = result.optimizer.energy_j / n / 1e6,
@@ -345,4 +366,4 @@ std::string simulation_plot_svg(const std::string& gpu, const sim::SimulationRes
   return plot.svg();
 }
 
-}  // namespace joule::cli
+}  // namespace joule::sim

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/device/inventory.hpp — what the discovered devices are and can do (`joule devices`): each GPU's power
+// limit, its range, its energy counter and the telemetry it supports; each CPU's DRAM counter. Read once, as
+// text or JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "joule/core/error.hpp"
+#include "joule/device/discovery.hpp"
+#include "joule/device/gpu.hpp"
+
+namespace joule::device {
+
+/// One GPU's readings.
+struct GpuInventory {
+  Gpu* gpu = nullptr;
+  Result<PowerLimitConstraints> constraints;
+  Result<uint32_t> power_limit_mw;
+  GpuTelemetry telemetry;
+};
+
+/// Reads every GPU of `devices` once (power limit, its constraints, telemetry); failed readings are kept as
+/// errors.
+std::vector<GpuInventory> gpu_inventory(const DeviceSet& devices);
+
+/// @return one telemetry field's value as JSON (W for memory power, clock event reasons by name; null when
+/// not read).
+nlohmann::json telemetry_value_json(const GpuTelemetry& reading, TelemetryField field);
+
+/// The GPUs and CPUs as text, one block per device (the backends' lines are the caller's).
+std::string inventory_text(const DeviceSet& devices, const std::vector<GpuInventory>& gpus);
+/// The GPUs as a JSON array (power limits in W, null when unknown, with "error"; supports, telemetry and
+/// telemetry_errors by field name).
+nlohmann::json gpu_inventory_json(const std::vector<GpuInventory>& gpus);
+/// The CPUs as a JSON array: index, backend, name, dram_counter.
+nlohmann::json cpu_inventory_json(const DeviceSet& devices);
+
+}  // namespace joule::device

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "joule/device/inventory.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace joule::device {
+
+namespace {
+
+// @return "  telemetry      temperature_c, …\n" and one line per reading that is not supported or failed.
+std::string telemetry_support_text(const GpuTelemetry& reading) {
+  std::vector<std::string_view> supported;
+  for (const auto field : telemetry_fields()) {
+    if (reading.has(field)) {
+      supported.push_back(telemetry_field_name(field));
+    }
+  }
+  std::string out =
+      fmt::format("      telemetry      {}\n",
+                  supported.empty() ? std::string("none") : fmt::format("{}", fmt::join(supported, ", ")));
+  for (const auto& [field, error] : reading.errors) {
+    out += fmt::format("      {:<14} {}: {}\n", "",
+                       error.code() == ErrorCode::kNotSupported ? "not supported" : "failed",
+                       telemetry_field_name(field));
+  }
+  return out;
+}
+
+std::string watts_or_error(const Result<uint32_t>& value) {
+  return value ? format_watts(*value) : "unknown";
+}
+
+nlohmann::json watts_json(uint32_t power_mw) {
+  return power_mw / 1e3;
+}
+
+}  // namespace
+
+std::vector<GpuInventory> gpu_inventory(const DeviceSet& devices) {
+  std::vector<GpuInventory> rows;
+  for (const auto& gpu : devices.gpus) {
+    rows.push_back({gpu.get(), gpu->power_limit_constraints(), gpu->power_limit_mw(), gpu->telemetry()});
+  }
+  return rows;
+}
+
+// @return the telemetry field's value as JSON (clock event reasons by name).
+nlohmann::json telemetry_value_json(const GpuTelemetry& reading, TelemetryField field) {
+  const auto json_of = [](const auto& value) {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  switch (field) {
+    case TelemetryField::kTemperature:
+      return json_of(reading.temperature_c);
+    case TelemetryField::kSmClock:
+      return json_of(reading.sm_clock_mhz);
+    case TelemetryField::kMemoryClock:
+      return json_of(reading.memory_clock_mhz);
+    case TelemetryField::kGpuUtilization:
+      return json_of(reading.gpu_utilization_pct);
+    case TelemetryField::kMemoryUtilization:
+      return json_of(reading.memory_utilization_pct);
+    case TelemetryField::kClockEventReasons:
+      return reading.clock_event_reasons
+                 ? nlohmann::json(clock_event_reason_names(*reading.clock_event_reasons))
+                 : nlohmann::json(nullptr);
+    case TelemetryField::kMemoryPower:
+      return reading.memory_power_mw ? nlohmann::json(*reading.memory_power_mw / 1e3)
+                                     : nlohmann::json(nullptr);
+  }
+  return nullptr;
+}
+
+std::string inventory_text(const DeviceSet& devices, const std::vector<GpuInventory>& rows) {
+  std::string out;
+  out += fmt::format("GPUs: {}\n", devices.gpus.size());
+  for (const auto& row : rows) {
+    const auto& info = row.gpu->info();
+    out += fmt::format("  {} [{}] {}\n", info.index, info.backend, info.name);
+    if (!info.uuid.empty()) {
+      out += fmt::format("      uuid           {}\n", info.uuid);
+    }
+    if (row.constraints) {
+      out += fmt::format("      power limit    {} (range {} to {}, default {})\n",
+                         watts_or_error(row.power_limit_mw), format_watts(row.constraints->min_mw),
+                         format_watts(row.constraints->max_mw), format_watts(row.constraints->default_mw));
+    } else {
+      out += fmt::format("      power limit    unknown: {}\n", row.constraints.error().message());
+    }
+    out += fmt::format("      energy counter {}\n",
+                       info.has_energy_counter ? "yes" : "no (energy is estimated from power samples)");
+    out += telemetry_support_text(row.telemetry);
+  }
+  out += fmt::format("CPUs: {}\n", devices.cpus.size());
+  for (const auto& cpu : devices.cpus) {
+    out += fmt::format("  {} [{}] {}  DRAM counter {}\n", cpu->info().index, cpu->info().backend,
+                       cpu->info().name, cpu->info().has_dram ? "yes" : "no");
+  }
+  return out;
+}
+
+nlohmann::json gpu_inventory_json(const std::vector<GpuInventory>& rows) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& row : rows) {
+    const auto& info = row.gpu->info();
+    nlohmann::json gpu = {{"index", info.index},
+                          {"physical_index", info.physical_index},
+                          {"backend", info.backend},
+                          {"name", info.name},
+                          {"uuid", info.uuid},
+                          {"energy_counter", info.has_energy_counter},
+                          {"power_limit_w", nullptr},
+                          {"min_power_limit_w", nullptr},
+                          {"max_power_limit_w", nullptr},
+                          {"default_power_limit_w", nullptr}};
+    if (row.power_limit_mw) {
+      gpu["power_limit_w"] = watts_json(*row.power_limit_mw);
+    }
+    if (row.constraints) {
+      gpu["min_power_limit_w"] = watts_json(row.constraints->min_mw);
+      gpu["max_power_limit_w"] = watts_json(row.constraints->max_mw);
+      gpu["default_power_limit_w"] = watts_json(row.constraints->default_mw);
+    } else {
+      gpu["error"] = row.constraints.error().message();
+    }
+    nlohmann::json telemetry = nlohmann::json::object();
+    nlohmann::json supports = nlohmann::json::object();
+    nlohmann::json telemetry_errors = nlohmann::json::object();
+    for (const auto field : telemetry_fields()) {
+      const std::string name(telemetry_field_name(field));
+      telemetry[name] = telemetry_value_json(row.telemetry, field);
+      const Error* error = row.telemetry.error(field);
+      supports[name] = error == nullptr || error->code() != ErrorCode::kNotSupported;
+      if (error != nullptr) {
+        telemetry_errors[name] = error->message();
+      }
+    }
+    gpu["supports"] = std::move(supports);
+    gpu["telemetry"] = std::move(telemetry);
+    gpu["telemetry_errors"] = std::move(telemetry_errors);
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+nlohmann::json cpu_inventory_json(const DeviceSet& devices) {
+  nlohmann::json cpus = nlohmann::json::array();
+  for (const auto& cpu : devices.cpus) {
+    cpus.push_back({{"index", cpu->info().index},
+                    {"backend", cpu->info().backend},
+                    {"name", cpu->info().name},
+                    {"dram_counter", cpu->info().has_dram}});
+  }
+  return cpus;
+}
+
+}  // namespace joule::device
