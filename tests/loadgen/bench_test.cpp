@@ -77,7 +77,8 @@ TEST(LoadgenCompletion, ReadsTheServersFiguresAndRefusesWhatIsOutOfRange) {
   EXPECT_EQ(huge.outcome, Outcome::kBadResponse);
   EXPECT_EQ(huge.error,
             "the response's usage.completion_tokens must be a whole number from 0 to 1000000000, got -1");
-  EXPECT_EQ(read_completion(answer(200, "[1]"), names).error, "the response is not a JSON object: [1]");
+  EXPECT_EQ(read_completion(answer(200, "[1]"), names).error,
+            "the response is not a JSON object: an array of 1 item");
   const auto late = read_completion(
       tl::make_unexpected(http::Failure{http::Failure::Kind::kTimeout, "no complete response within 1 s"}),
       names);
