@@ -1,38 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "carbon/http.hpp"
 
-#include <cmath>
+#include <cctype>
+#include <utility>
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include "joule/core/json.hpp"
-#include "joule/http/capped_body.hpp"
-#include "joule/http/errors.hpp"
 
 namespace joule::carbon::detail {
 
 Result<BaseUrl> parse_base_url(std::string_view url, std::string_view provider) {
-  const size_t scheme_end = url.find("://");
-  const std::string_view scheme = scheme_end == std::string_view::npos ? "" : url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https") {
-    return fail(ErrorCode::kInvalidArgument, "{}: base URL '{}' must start with http:// or https://",
-                provider, url);
+  auto parsed = http::parse_url(url);
+  if (!parsed) {
+    return fail(ErrorCode::kInvalidArgument, "{}: base URL '{}' {}", provider, url, parsed.error().message);
   }
-  const std::string_view rest = url.substr(scheme_end + 3);
-  const size_t slash = rest.find('/');
-  const std::string_view host = rest.substr(0, slash);
-  if (host.empty()) {
-    return fail(ErrorCode::kInvalidArgument, "{}: base URL '{}' has no host", provider, url);
-  }
-  BaseUrl base{fmt::format("{}://{}", scheme, host), ""};
-  if (slash != std::string_view::npos) {
-    base.path_prefix = std::string(rest.substr(slash));
-    while (!base.path_prefix.empty() && base.path_prefix.back() == '/') {
-      base.path_prefix.pop_back();
-    }
-  }
-  return base;
+  return std::move(*parsed);
 }
 
 std::string url_encode(std::string_view text) {
@@ -54,48 +37,39 @@ Error shape_error(std::string_view provider, std::string_view what, std::string_
 
 Result<nlohmann::json> get_json(const BaseUrl& base, const HttpGet& request, std::string_view provider) {
   const std::string path = base.path_prefix + request.path;
-  httplib::Client client(base.origin);
-  const auto whole_s = static_cast<time_t>(std::floor(request.timeout_s));
-  const auto rest_us = static_cast<time_t>((request.timeout_s - std::floor(request.timeout_s)) * 1e6);
-  client.set_connection_timeout(whole_s, rest_us);
-  client.set_read_timeout(whole_s, rest_us);
-  client.set_write_timeout(whole_s, rest_us);
+  http::Headers headers = request.headers;
   if (request.basic_auth) {
-    client.set_basic_auth(request.basic_auth->first, request.basic_auth->second);
+    headers.push_back(http::basic_authorization(request.basic_auth->first, request.basic_auth->second));
   }
   if (!request.bearer_token.empty()) {
-    client.set_bearer_token_auth(request.bearer_token);
+    headers.push_back(http::bearer_authorization(request.bearer_token));
   }
-  httplib::Request get;
-  get.method = "GET";
-  get.path = path;
-  for (const auto& [name, value] : request.headers) {
-    get.headers.emplace(name, value);
-  }
-  get.headers.emplace("Accept", "application/json");
+  headers.emplace_back("Accept", "application/json");
+  http::RequestLimits limits;
+  limits.timeout_s = request.timeout_s;
+  limits.connect_timeout_s = request.timeout_s;
   // The body is read within the cap: an endless answer stops there.
-  http::CappedBody body(request.max_response_bytes);
-  body.attach(get);
-  httplib::Response response;
-  auto error = httplib::Error::Success;
-  if (!client.send(get, response, error)) {
-    if (body.exceeded()) {
-      return fail(ErrorCode::kIo, "{}: GET {}: {}", provider, path, body.message());
+  limits.max_response_bytes = request.max_response_bytes;
+  http::Connection connection(base);
+  const auto response = connection.get(path, headers, limits);
+  if (!response) {
+    if (response.error().kind == http::Failure::Kind::kTooLarge) {
+      return fail(ErrorCode::kIo, "{}: GET {}: {}", provider, path, response.error().message);
     }
     return fail(ErrorCode::kIo, "{}: cannot reach {}{}: {}", provider, base.origin, path,
-                http::describe_transport_error(error));
+                response.error().message);
   }
-  if (response.status < 200 || response.status >= 300) {
-    const ErrorCode code = response.status == 401 || response.status == 403 ? ErrorCode::kPermissionDenied
-                           : response.status == 404                         ? ErrorCode::kNotFound
-                                                                            : ErrorCode::kIo;
-    return fail(code, "{}: GET {}: HTTP {}: {}", provider, path, response.status,
-                error_body_message(body.body()));
+  if (response->status < 200 || response->status >= 300) {
+    const ErrorCode code = response->status == 401 || response->status == 403 ? ErrorCode::kPermissionDenied
+                           : response->status == 404                          ? ErrorCode::kNotFound
+                                                                              : ErrorCode::kIo;
+    return fail(code, "{}: GET {}: HTTP {}: {}", provider, path, response->status,
+                error_body_message(response->body));
   }
-  auto json = parse_json(body.body());
+  auto json = parse_json(response->body);
   if (!json) {
     return fail(ErrorCode::kParse, "{}: GET {}: the response {}", provider, path,
-                describe_json_error(json.error(), body.body()));
+                describe_json_error(json.error(), response->body));
   }
   return std::move(*json);
 }

@@ -220,16 +220,10 @@ std::string metrics_text(const sim::ServingReplay& replay, const std::string& mo
   metrics::InferenceMetrics inference(registry.registry(), {.gpu = gpu_key});
   for (size_t i = 0; i < replay.requests.size(); ++i) {
     const sim::ServedRequest& served = replay.requests[i];
-    measure::RequestEnergy request;
-    request.request_id = std::to_string(i);
-    request.arrival_s = served.arrival_s;
-    request.first_token_s = served.first_token_s;
-    request.finish_s = served.finish_s;
-    request.prompt_tokens = served.prompt_tokens;
-    request.output_tokens = served.output_tokens;
-    request.energy_j = served.energy_j;
-    request.prefill_energy_j = served.prefill_energy_j;
-    request.decode_energy_j = served.decode_energy_j;
+    const measure::RequestEnergy request = measure::to_request_energy(
+        {served.arrival_s, served.first_token_s, served.finish_s, served.prompt_tokens, served.output_tokens,
+         served.energy_j, measure::PhaseEnergy{served.prefill_energy_j, served.decode_energy_j}},
+        std::to_string(i));
     inference.observe_request(model, request, slo.met(*request.ttft_s(), request.tpot_s()));
   }
   inference.add_idle_energy(model, replay.summary.idle_energy_j);

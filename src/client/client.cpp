@@ -9,12 +9,13 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include "joule/core/json.hpp"
 #include "joule/core/strings.hpp"
-#include "joule/http/capped_body.hpp"
+#include "joule/http/connection.hpp"
 #include "joule/http/errors.hpp"
+#include "joule/http/retry.hpp"
+#include "joule/http/url.hpp"
 
 namespace joule::client {
 
@@ -22,10 +23,6 @@ namespace bso = optimize::batch_size;
 using nlohmann::json;
 
 namespace {
-
-bool transient_status(int status) {
-  return status == 502 || status == 503 || status == 504;
-}
 
 ErrorCode code_of(int status) {
   switch (status) {
@@ -96,25 +93,30 @@ std::string server_message(const std::string& body) {
 
 struct Client::Impl {
   std::vector<std::string> urls;
+  std::vector<http::Url> parsed_urls;
   ClientOptions options;
-  std::vector<std::unique_ptr<httplib::Client>> connections;  // one per URL
+  std::vector<std::unique_ptr<http::Connection>> connections;  // one per URL
   size_t current = 0;
   std::mutex mutex;
   std::string last_request_id;
   std::mt19937_64 random;
   uint64_t calls = 0;
 
-  httplib::Client& connection(size_t index) {
+  http::Connection& connection(size_t index) {
     auto& slot = connections[index];
     if (!slot) {
-      slot = std::make_unique<httplib::Client>(urls[index]);
-      slot->set_connection_timeout(options.connect_timeout);
-      slot->set_read_timeout(options.timeout);
-      slot->set_write_timeout(options.timeout);
-      slot->set_keep_alive(true);
-      slot->set_tcp_nodelay(true);
+      slot = std::make_unique<http::Connection>(parsed_urls[index]);
     }
     return *slot;
+  }
+
+  // One attempt's bounds: the whole attempt within options.timeout, connecting within connect_timeout.
+  http::RequestLimits limits() const {
+    http::RequestLimits limits;
+    limits.timeout_s = std::chrono::duration<double>(options.timeout).count();
+    limits.connect_timeout_s = std::chrono::duration<double>(options.connect_timeout).count();
+    limits.max_response_bytes = options.max_response_bytes;
+    return limits;
   }
 
   std::string new_request_id() { return fmt::format("{:016x}-{}", random(), ++calls); }
@@ -149,9 +151,11 @@ Result<Client> Client::connect(const std::string& urls, ClientOptions options) {
       return fail(ErrorCode::kInvalidArgument, "server URL '{}' must be http://HOST:PORT without a path",
                   url);
     }
-    if (!httplib::Client(url).is_valid()) {
-      return fail(ErrorCode::kInvalidArgument, "server URL '{}' is not valid", url);
+    auto parsed = http::parse_url(url);
+    if (!parsed) {
+      return fail(ErrorCode::kInvalidArgument, "server URL '{}' {}", url, parsed.error().message);
     }
+    impl->parsed_urls.push_back(std::move(*parsed));
     impl->urls.push_back(std::move(url));
     start = end + 1;
   }
@@ -173,13 +177,12 @@ const std::string& Client::last_request_id() const {
 
 namespace {
 
-// What failed, in the words every joule HTTP client uses (joule/http/errors.hpp), with where to look.
-std::string describe_failure(const std::string& url, httplib::Error error) {
-  if (error == httplib::Error::Connection) {
-    return fmt::format("cannot connect to {}: {} (is joule serve running there?)", url,
-                       http::describe_transport_error(error));
+// What failed, in the words every joule HTTP client uses (joule/http), with where to look.
+std::string describe_failure(const std::string& url, const http::Failure& failure) {
+  if (failure.kind == http::Failure::Kind::kConnect) {
+    return fmt::format("cannot connect to {}: {} (is joule serve running there?)", url, failure.message);
   }
-  return fmt::format("cannot reach {}: {}", url, http::describe_transport_error(error));
+  return fmt::format("cannot reach {}: {}", url, failure.message);
 }
 
 }  // namespace
@@ -190,58 +193,36 @@ Result<RawResponse> Client::call(const std::string& method, const std::string& p
   Impl& impl = *impl_;
   const std::string request_id = impl.options.request_id ? *impl.options.request_id : impl.new_request_id();
   impl.last_request_id = request_id;
-  const httplib::Headers headers = {{"X-Request-Id", request_id}};
-  auto wait = impl.options.backoff;
-  std::string last_failure;
-  for (int attempt = 0; attempt < impl.options.attempts; ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(wait);
-      wait = std::min(wait * 2, impl.options.max_backoff);
-    }
-    const size_t server = impl.current;
-    httplib::Client& connection = impl.connection(server);
-    if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
-      return fail(ErrorCode::kInvalidArgument, "unsupported HTTP method '{}'", method);
-    }
-    httplib::Request request;
-    request.method = method;
-    request.path = path_and_query;
-    request.headers = headers;
-    if (method != "GET") {
-      request.body = body;
-      if (!content_type.empty()) {
-        request.headers.emplace("Content-Type", content_type);
-      }
-    }
-    // The body is read within the cap: an endless answer stops there.
-    http::CappedBody answer(impl.options.max_response_bytes);
-    answer.attach(request);
-    httplib::Response result;
-    auto error = httplib::Error::Success;
-    if (!connection.send(request, result, error)) {
-      if (answer.exceeded()) {
-        // An answer came: the server is there, and would send the same again.
-        return fail(ErrorCode::kIo, "{} {}: {}: {}", method, path_and_query, impl.urls[server],
-                    answer.message());
-      }
-      // No answer: the request may or may not have been applied; the retry's id makes that safe. Try the
-      // next server, if there are several.
-      last_failure = describe_failure(impl.urls[server], error);
-      impl.current = (server + 1) % impl.urls.size();
-      continue;
-    }
-    RawResponse response{result.status, std::move(answer.body()),
-                         result.get_header_value("X-Idempotent-Replay") == "true"};
-    if (transient_status(response.status) && attempt + 1 < impl.options.attempts) {
-      last_failure =
-          fmt::format("{}: HTTP {}: {}", impl.urls[server], response.status, server_message(response.body));
-      impl.current = (server + 1) % impl.urls.size();
-      continue;
-    }
-    return response;
+  if (method != "GET" && method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") {
+    return fail(ErrorCode::kInvalidArgument, "unsupported HTTP method '{}'", method);
   }
-  return fail(ErrorCode::kIo, "{} {}: {} ({} attempt{})", method, path_and_query, last_failure,
-              impl.options.attempts, impl.options.attempts == 1 ? "" : "s");
+  const http::Headers headers = {{"X-Request-Id", request_id}};
+  const http::RequestLimits limits = impl.limits();
+  const http::RetryPolicy policy{impl.options.attempts, impl.options.backoff, impl.options.max_backoff};
+  size_t server = impl.current;
+  // No answer: the request may or may not have been applied; the retry's id makes that safe. Each retry
+  // goes to the next server, if there are several.
+  auto outcome = http::with_retries(policy, [&](int /*attempt*/, bool last) {
+    server = impl.current;
+    auto answer = impl.connection(server).request(method, path_and_query, method == "GET" ? "" : body,
+                                                  method == "GET" ? "" : content_type, headers, limits);
+    if (answer ? http::retryable_status(answer->status) && !last : http::retryable(answer.error())) {
+      impl.current = (server + 1) % impl.urls.size();
+    }
+    return answer;
+  });
+  if (!outcome) {
+    if (!http::retryable(outcome.error())) {
+      // An answer came (over the cap): the server is there, and would send the same again.
+      return fail(ErrorCode::kIo, "{} {}: {}: {}", method, path_and_query, impl.urls[server],
+                  outcome.error().message);
+    }
+    return fail(ErrorCode::kIo, "{} {}: {} ({} attempt{})", method, path_and_query,
+                describe_failure(impl.urls[server], outcome.error()), impl.options.attempts,
+                impl.options.attempts == 1 ? "" : "s");
+  }
+  const bool replayed = outcome->header("X-Idempotent-Replay") == "true";
+  return RawResponse{outcome->status, std::move(outcome->body), replayed};
 }
 
 namespace {

@@ -4,11 +4,15 @@
 // header lines, whose number it does not limit) to memory without bound. Here httplib still writes the
 // request and parses the response, but through our stream (ClientImpl::process_socket, a virtual member
 // meant for this: SSLClient replaces it the same way): every wait ends at the request's one deadline, and
-// every byte received counts against the cap; the decoded body is counted again as it is delivered.
+// every byte received counts against the cap; the decoded body is counted again as it is delivered. Over
+// TLS, httplib's SSLClient does the handshake and the certificate checks, and our stream reads and writes
+// through OpenSSL with the socket made non-blocking, so that no partial TLS record holds a read past the
+// deadline either.
 #include "joule/http/connection.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -18,12 +22,18 @@
 #include <functional>
 #include <limits>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -40,15 +50,94 @@ constexpr double kLongestTimeoutS = 365.0 * 24 * 3600;
 // own limit on a request's head usually is (ours: 16 KiB), far above any real response's.
 constexpr size_t kHeadBytes = size_t{64} << 10;
 
-// The socket as httplib's Stream: reads through a small buffer (httplib reads header lines one byte at a
-// time), every wait bounded by the deadline, every byte received counted.
-class BoundedStream final : public httplib::Stream {
+// What bounds one request, and what the bounds ended: shared by the client and the stream of each request.
+struct Bounds {
+  SteadyClock::time_point deadline;
+  size_t max_bytes = kDefaultMaxResponseBytes;  // on the wire (or decrypted, over TLS)
+  bool timed_out = false;
+  bool too_large = false;
+};
+
+// A socket as httplib's Stream, every wait bounded by the deadline and every byte received counted: what the
+// plain and the TLS streams share.
+class DeadlineStream : public httplib::Stream {
  public:
-  BoundedStream(socket_t socket, SteadyClock::time_point deadline, size_t max_bytes)
-      : socket_(socket), deadline_(deadline), max_bytes_(max_bytes) {}
+  DeadlineStream(socket_t socket, Bounds& bounds) : socket_(socket), bounds_(bounds) {}
+
+  bool is_writable() const override { return wait_for(POLLOUT); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address_of(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address_of(::getsockname, ip, port);
+  }
+  socket_t socket() const override { return socket_; }
+
+ protected:
+  // Waits until the socket is ready for `events` or the deadline passes (then marks the request timed out).
+  bool wait_for(short events) const {
+    while (true) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(bounds_.deadline - SteadyClock::now());
+      if (left.count() <= 0) {
+        bounds_.timed_out = true;
+        return false;
+      }
+      pollfd entry{socket_, events, 0};
+      const int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+      if (ready > 0) {
+        return true;  // ready, or hung up / failed: the next read or write says which
+      }
+      if (ready < 0 && errno != EINTR) {
+        return false;
+      }
+    }
+  }
+
+  // Counts `count` bytes received. @return false (the request is over) past the cap.
+  bool count(size_t count) {
+    received_ += count;
+    if (received_ > bounds_.max_bytes) {
+      bounds_.too_large = true;
+      return false;
+    }
+    return true;
+  }
+
+  socket_t socket_;
+
+ private:
+  template <class Query>
+  void address_of(Query query, std::string& ip, int& port) const {
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    ip.clear();
+    port = 0;
+    if (query(socket_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return;
+    }
+    std::array<char, INET6_ADDRSTRLEN> text{};
+    if (address.ss_family == AF_INET) {
+      const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+      ::inet_ntop(AF_INET, &v4.sin_addr, text.data(), text.size());
+      port = ntohs(v4.sin_port);
+    } else if (address.ss_family == AF_INET6) {
+      const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+      ::inet_ntop(AF_INET6, &v6.sin6_addr, text.data(), text.size());
+      port = ntohs(v6.sin6_port);
+    }
+    ip = text.data();
+  }
+
+  Bounds& bounds_;
+  size_t received_ = 0;
+};
+
+// A plain socket: reads through a small buffer (httplib reads header lines one byte at a time).
+class BoundedStream final : public DeadlineStream {
+ public:
+  using DeadlineStream::DeadlineStream;
 
   bool is_readable() const override { return begin_ < end_ || wait_for(POLLIN); }
-  bool is_writable() const override { return wait_for(POLLOUT); }
 
   ssize_t read(char* ptr, size_t size) override {
     if (begin_ == end_) {
@@ -78,37 +167,7 @@ class BoundedStream final : public httplib::Stream {
     }
   }
 
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    address_of(::getpeername, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    address_of(::getsockname, ip, port);
-  }
-  socket_t socket() const override { return socket_; }
-
-  bool timed_out() const { return timed_out_; }
-  bool too_large() const { return too_large_; }
-
  private:
-  // Waits until the socket is ready for `events` or the deadline passes (then marks the stream timed out).
-  bool wait_for(short events) const {
-    while (true) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
-      if (left.count() <= 0) {
-        timed_out_ = true;
-        return false;
-      }
-      pollfd entry{socket_, events, 0};
-      const int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
-      if (ready > 0) {
-        return true;  // ready, or hung up / failed: the next recv or send says which
-      }
-      if (ready < 0 && errno != EINTR) {
-        return false;
-      }
-    }
-  }
-
   ssize_t receive() {
     while (true) {
       if (!wait_for(POLLIN)) {
@@ -118,78 +177,104 @@ class BoundedStream final : public httplib::Stream {
       if (received < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
         continue;
       }
-      if (received > 0) {
-        received_ += static_cast<size_t>(received);
-        if (received_ > max_bytes_) {
-          too_large_ = true;
-          return -1;
-        }
+      if (received > 0 && !count(static_cast<size_t>(received))) {
+        return -1;
       }
       return received;
     }
   }
 
-  template <class Query>
-  void address_of(Query query, std::string& ip, int& port) const {
-    sockaddr_storage address{};
-    socklen_t length = sizeof(address);
-    ip.clear();
-    port = 0;
-    if (query(socket_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      return;
-    }
-    std::array<char, INET6_ADDRSTRLEN> text{};
-    if (address.ss_family == AF_INET) {
-      const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-      ::inet_ntop(AF_INET, &v4.sin_addr, text.data(), text.size());
-      port = ntohs(v4.sin_port);
-    } else if (address.ss_family == AF_INET6) {
-      const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-      ::inet_ntop(AF_INET6, &v6.sin6_addr, text.data(), text.size());
-      port = ntohs(v6.sin6_port);
-    }
-    ip = text.data();
-  }
-
-  socket_t socket_;
-  SteadyClock::time_point deadline_;
-  size_t max_bytes_;
-  size_t received_ = 0;
   std::array<char, 16384> buffer_{};
   size_t begin_ = 0;
   size_t end_ = 0;
-  mutable bool timed_out_ = false;
-  bool too_large_ = false;
 };
 
-// httplib's client with our stream in place of its own.
-class BoundedClient final : public httplib::ClientImpl {
+// A TLS connection (set up by httplib's SSLClient): OpenSSL reads and writes on the socket made
+// non-blocking, each wait bounded by the deadline, every decrypted byte counted. (OpenSSL buffers whole
+// records itself, so httplib's one-byte reads cost no system call.)
+class BoundedTlsStream final : public DeadlineStream {
  public:
-  BoundedClient(const std::string& host, int port) : httplib::ClientImpl(host, port) {}
-
-  /// Bounds the next request; afterwards, timed_out() and too_large() say whether a bound ended it.
-  void arm(SteadyClock::time_point deadline, size_t max_bytes) {
-    deadline_ = deadline;
-    max_bytes_ = max_bytes;
-    timed_out_ = false;
-    too_large_ = false;
+  BoundedTlsStream(socket_t socket, SSL* ssl, Bounds& bounds) : DeadlineStream(socket, bounds), ssl_(ssl) {
+    // httplib leaves the socket blocking after the handshake; left non-blocking for its shutdown too, which
+    // then never waits.
+    const int flags = ::fcntl(socket, F_GETFL);
+    if (flags >= 0) {
+      ::fcntl(socket, F_SETFL, flags | O_NONBLOCK);
+    }
   }
-  bool timed_out() const { return timed_out_; }
-  bool too_large() const { return too_large_; }
+
+  bool is_readable() const override { return SSL_pending(ssl_) > 0 || wait_for(POLLIN); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    const int wanted = static_cast<int>(std::min<size_t>(size, INT_MAX));
+    while (true) {
+      ERR_clear_error();
+      const int received = SSL_read(ssl_, ptr, wanted);
+      if (received > 0) {
+        return count(static_cast<size_t>(received)) ? received : -1;
+      }
+      const int error = SSL_get_error(ssl_, received);
+      if (error == SSL_ERROR_ZERO_RETURN) {
+        return 0;  // the server closed the TLS session
+      }
+      if (!wait_after(error)) {
+        return -1;
+      }
+    }
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    const int length = static_cast<int>(std::min<size_t>(size, INT_MAX));
+    while (true) {
+      ERR_clear_error();
+      const int sent = SSL_write(ssl_, ptr, length);
+      if (sent > 0) {
+        return sent;
+      }
+      if (!wait_after(SSL_get_error(ssl_, sent))) {
+        return -1;
+      }
+    }
+  }
 
  private:
-  bool process_socket(const Socket& socket, std::function<bool(httplib::Stream&)> callback) override {
-    BoundedStream stream(socket.sock, deadline_, max_bytes_);
-    const bool ok = callback(stream);
-    timed_out_ = stream.timed_out();
-    too_large_ = stream.too_large();
-    return ok;
+  // After an OpenSSL call that could not finish: waits for what it needs. @return false if it failed, or
+  // the deadline passed.
+  bool wait_after(int error) const {
+    switch (error) {
+      case SSL_ERROR_WANT_READ:
+        return wait_for(POLLIN);
+      case SSL_ERROR_WANT_WRITE:
+        return wait_for(POLLOUT);
+      default:
+        return false;
+    }
   }
 
-  SteadyClock::time_point deadline_;
-  size_t max_bytes_ = kDefaultMaxResponseBytes;
-  bool timed_out_ = false;
-  bool too_large_ = false;
+  SSL* ssl_;
+};
+
+// httplib's client (Base: ClientImpl for http://, SSLClient for https://) with our stream in place of its
+// own.
+template <class Base>
+class BoundedClient final : public Base {
+ public:
+  BoundedClient(Bounds& bounds, const std::string& host, int port) : Base(host, port), bounds_(bounds) {}
+
+ private:
+  using Socket = typename Base::Socket;
+
+  bool process_socket(const Socket& socket, std::function<bool(httplib::Stream&)> callback) override {
+    if constexpr (std::is_same_v<Base, httplib::SSLClient>) {
+      BoundedTlsStream stream(socket.sock, socket.ssl, bounds_);
+      return callback(stream);
+    } else {
+      BoundedStream stream(socket.sock, bounds_);
+      return callback(stream);
+    }
+  }
+
+  Bounds& bounds_;
 };
 
 // httplib takes timeouts as whole seconds and microseconds.
@@ -202,7 +287,24 @@ std::pair<time_t, time_t> seconds_and_microseconds(double seconds) {
 
 class Connection::Impl {
  public:
-  Impl(const std::string& host, int port) : client_(host, port) { client_.set_keep_alive(true); }
+  Impl(const std::string& host, int port)
+      : client_(std::make_unique<BoundedClient<httplib::ClientImpl>>(bounds_, host, port)) {
+    configure();
+  }
+
+  Impl(const Url& url, const ConnectionOptions& options) {
+    if (url.tls()) {
+      auto tls = std::make_unique<BoundedClient<httplib::SSLClient>>(bounds_, url.host, url.port);
+      if (!options.ca_cert_file.empty()) {
+        tls->set_ca_cert_path(options.ca_cert_file);
+      }
+      tls_ = tls.get();
+      client_ = std::move(tls);
+    } else {
+      client_ = std::make_unique<BoundedClient<httplib::ClientImpl>>(bounds_, url.host, url.port);
+    }
+    configure();
+  }
 
   tl::expected<Response, Failure> request(std::string_view method, const std::string& path,
                                           const std::string& body, std::string_view content_type,
@@ -215,11 +317,12 @@ class Connection::Impl {
     const double connect_s =
         limits.connect_timeout_s > 0 ? std::min(limits.connect_timeout_s, timeout_s) : 0.0;
     const auto [connect_whole, connect_us] = seconds_and_microseconds(connect_s);
-    client_.set_connection_timeout(connect_whole, connect_us);
+    // Connecting, and each wait of a TLS handshake (httplib's), within the connect timeout.
+    client_->set_connection_timeout(connect_whole, connect_us);
     const size_t wire_bytes = limits.max_response_bytes > std::numeric_limits<size_t>::max() - kHeadBytes
                                   ? std::numeric_limits<size_t>::max()
                                   : limits.max_response_bytes + kHeadBytes;
-    client_.arm(deadline, wire_bytes);
+    bounds_ = Bounds{deadline, wire_bytes};
 
     httplib::Request request;
     request.method = std::string(method);
@@ -261,14 +364,21 @@ class Connection::Impl {
     };
     httplib::Response head;
     auto error = httplib::Error::Success;
-    if (client_.send(request, head, error)) {
+    if (client_->send(request, head, error)) {
       response.status = head.status;
+      response.headers.assign(head.headers.begin(), head.headers.end());
       return response;
     }
-    return tl::make_unexpected(failure(error, body_too_large || client_.too_large(), start, limits));
+    return tl::make_unexpected(failure(error, body_too_large || bounds_.too_large, start, limits));
   }
 
  private:
+  void configure() {
+    client_->set_keep_alive(true);
+    // Headers and body leave in separate writes: no wait for the first one's acknowledgement.
+    client_->set_tcp_nodelay(true);
+  }
+
   Failure failure(httplib::Error error, bool too_large, SteadyClock::time_point start,
                   const RequestLimits& limits) const {
     using Kind = Failure::Kind;
@@ -277,8 +387,7 @@ class Connection::Impl {
                                            format_byte_count(limits.max_response_bytes))};
     }
     const double elapsed_s = std::chrono::duration<double>(SteadyClock::now() - start).count();
-    if (client_.timed_out() ||
-        (error == httplib::Error::ConnectionTimeout && elapsed_s >= limits.timeout_s)) {
+    if (bounds_.timed_out || (error == httplib::Error::ConnectionTimeout && elapsed_s >= limits.timeout_s)) {
       return {Kind::kTimeout, fmt::format("no complete response within {:g} s", limits.timeout_s)};
     }
     switch (error) {
@@ -289,7 +398,13 @@ class Connection::Impl {
                                             std::min(limits.connect_timeout_s, limits.timeout_s))};
       case httplib::Error::SSLConnection:
       case httplib::Error::SSLLoadingCerts:
+        return {Kind::kTls, describe_transport_error(error)};
       case httplib::Error::SSLServerVerification:
+        // OpenSSL's reason, when it has one (e.g. "self-signed certificate").
+        if (tls_ != nullptr && tls_->get_openssl_verify_result() != X509_V_OK) {
+          return {Kind::kTls, fmt::format("{}: {}", describe_transport_error(error),
+                                          X509_verify_cert_error_string(tls_->get_openssl_verify_result()))};
+        }
         return {Kind::kTls, describe_transport_error(error)};
       case httplib::Error::Write:
         return {Kind::kSend, describe_transport_error(error)};
@@ -302,10 +417,14 @@ class Connection::Impl {
     }
   }
 
-  BoundedClient client_;
+  Bounds bounds_;
+  std::unique_ptr<httplib::ClientImpl> client_;
+  httplib::SSLClient* tls_ = nullptr;  // client_, for https://
 };
 
 Connection::Connection(const std::string& host, int port) : impl_(std::make_unique<Impl>(host, port)) {}
+Connection::Connection(const Url& url, const ConnectionOptions& options)
+    : impl_(std::make_unique<Impl>(url, options)) {}
 Connection::~Connection() = default;
 Connection::Connection(Connection&&) noexcept = default;
 Connection& Connection::operator=(Connection&&) noexcept = default;
@@ -319,6 +438,31 @@ tl::expected<Response, Failure> Connection::request(std::string_view method, con
 tl::expected<Response, Failure> Connection::get(const std::string& path, const Headers& headers,
                                                 const RequestLimits& limits) {
   return request("GET", path, "", "", headers, limits);
+}
+
+std::string Response::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key.size() == name.size() && std::equal(key.begin(), key.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return value;
+    }
+  }
+  return {};
+}
+
+std::pair<std::string, std::string> basic_authorization(std::string_view user, std::string_view password) {
+  const std::string credentials = fmt::format("{}:{}", user, password);
+  std::string encoded(4 * ((credentials.size() + 2) / 3) + 1, '\0');
+  const int length = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
+                                     reinterpret_cast<const unsigned char*>(credentials.data()),
+                                     static_cast<int>(credentials.size()));
+  encoded.resize(static_cast<size_t>(std::max(length, 0)));
+  return {"Authorization", "Basic " + encoded};
+}
+
+std::pair<std::string, std::string> bearer_authorization(std::string_view token) {
+  return {"Authorization", fmt::format("Bearer {}", token)};
 }
 
 }  // namespace joule::http

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -48,6 +49,31 @@ std::optional<double> RequestEnergy::tpot_s() const {
     return std::nullopt;
   }
   return (finish_s - first_token_s) / static_cast<double>(output_tokens - 1);
+}
+
+PhaseEnergy split_by_tokens(double energy_j, int64_t prefill_tokens, int64_t decode_tokens) {
+  const auto tokens = static_cast<double>(prefill_tokens + decode_tokens);
+  if (tokens <= 0) {
+    return {0, energy_j};
+  }
+  const double prefill_part = static_cast<double>(prefill_tokens) / tokens;
+  return {energy_j * prefill_part, energy_j * (1 - prefill_part)};
+}
+
+RequestEnergy to_request_energy(const FinishedRequest& request, std::string request_id) {
+  RequestEnergy energy;
+  energy.request_id = std::move(request_id);
+  energy.arrival_s = request.arrival_s;
+  energy.first_token_s = request.first_token_s.value_or(-1);
+  energy.finish_s = request.finish_s;
+  energy.prompt_tokens = request.prompt_tokens;
+  energy.output_tokens = request.output_tokens;
+  energy.energy_j = request.energy_j;
+  const PhaseEnergy phases = request.phases.value_or(
+      split_by_tokens(request.energy_j, request.prompt_tokens, request.output_tokens));
+  energy.prefill_energy_j = phases.prefill_j;
+  energy.decode_energy_j = phases.decode_j;
+  return energy;
 }
 
 RequestEnergyLedger::RequestEnergyLedger(AttributionRule rule) : rule_(rule) {}
@@ -156,9 +182,9 @@ Result<void> RequestEnergyLedger::record_iteration(double start_s, double end_s,
       weight = rule_ == AttributionRule::kWork ? item.work : 1.0;
     }
     const double share_j = energy_j * weight / total_weight;
-    const double prefill_part = static_cast<double>(item.prefill_tokens) / tokens;
-    request.prefill_energy_j += share_j * prefill_part;
-    request.decode_energy_j += share_j * (1 - prefill_part);
+    const PhaseEnergy phases = split_by_tokens(share_j, item.prefill_tokens, item.decode_tokens);
+    request.prefill_energy_j += phases.prefill_j;
+    request.decode_energy_j += phases.decode_j;
     request.energy_j += share_j;
     request.prompt_tokens += item.prefill_tokens;
     request.output_tokens += item.decode_tokens + (item.first_token ? 1 : 0);

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The clients that read through cpp-httplib's own client (they speak https://): the carbon providers' GET
-// and the client of joule serve, against hostile loopback servers. An endless or compressed body stops at
-// the cap (joule/http/capped_body.hpp), JSON is parsed with the depth limit, and the server's text reaches a
-// message only as a short printable excerpt. Caps are 64 KiB, so each attack ends in milliseconds.
-#include "joule/http/capped_body.hpp"
-
+// The clients of joule/http's Connection: the carbon providers' GET and the client of joule serve, against
+// hostile loopback servers. An endless or compressed body stops at the cap (Connection's), JSON is parsed
+// with the depth limit, and the server's text reaches a message only as a short printable excerpt. Caps are
+// 64 KiB, so each attack ends in milliseconds.
 #include <chrono>
 #include <string>
 
@@ -12,6 +10,7 @@
 #include <zlib.h>
 
 #include "joule/client/client.hpp"
+#include "joule/http/connection.hpp"
 
 #include "carbon/http.hpp"
 #include "http/hostile_server.hpp"

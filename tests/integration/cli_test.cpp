@@ -18,6 +18,7 @@
 #include "joule/core/csv.hpp"
 
 #include "http/hostile_server.hpp"
+#include "loadgen/fake_openai_server.hpp"
 #include "integration/run_process.hpp"
 #include "test_util.hpp"
 
@@ -1160,71 +1161,6 @@ namespace joule::test {
 namespace {
 
 // ---- joule infer bench ---------------------------------------------------------------------------------
-
-// A fake OpenAI-compatible server on loopback: GET /v1/models lists "fake-model"; POST /v1/completions
-// answers after 20 ms + 2 ms per output token with usage (prompt tokens = words of the prompt) and no
-// energy extension; max_tokens 13 is refused with an OpenAI-style 400. It records every body it got.
-class FakeOpenAiServer {
- public:
-  FakeOpenAiServer() {
-    server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& response) {
-      response.set_content(R"({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})",
-                           "application/json");
-    });
-    server_.Post("/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
-      const auto body = nlohmann::json::parse(request.body);
-      {
-        std::lock_guard lock(mutex_);
-        bodies_.push_back(body);
-      }
-      const int64_t max_tokens = body.at("max_tokens").get<int64_t>();
-      if (max_tokens == 13) {
-        response.status = 400;
-        response.set_content(
-            R"({"error": {"message": "thirteen is unlucky", "type": "invalid_request_error"}})",
-            "application/json");
-        return;
-      }
-      const std::string prompt = body.at("prompt").get<std::string>();
-      const auto words = static_cast<int64_t>(std::count(prompt.begin(), prompt.end(), ' ') + 1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 + 2 * max_tokens));
-      const nlohmann::json answer = {
-          {"id", "cmpl-1"},
-          {"object", "text_completion"},
-          {"choices", {{{"text", "…"}, {"index", 0}, {"finish_reason", "length"}}}},
-          {"usage",
-           {{"prompt_tokens", words},
-            {"completion_tokens", max_tokens},
-            {"total_tokens", words + max_tokens}}}};
-      response.set_content(answer.dump(), "application/json");
-    });
-    // One request per connection: the bench's idle keep-alive connections must not hold the server's threads.
-    server_.set_keep_alive_max_count(1);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running())
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~FakeOpenAiServer() {
-    server_.stop();
-    thread_.join();
-  }
-  FakeOpenAiServer(const FakeOpenAiServer&) = delete;
-  FakeOpenAiServer& operator=(const FakeOpenAiServer&) = delete;
-
-  std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
-  std::vector<nlohmann::json> bodies() const {
-    std::lock_guard lock(mutex_);
-    return bodies_;
-  }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-  mutable std::mutex mutex_;
-  std::vector<nlohmann::json> bodies_;
-};
 
 // 12 requests over 0.55 s; the seventh asks for 13 tokens (refused by the fake server).
 std::string bench_trace() {

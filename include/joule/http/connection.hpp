@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/http/connection.hpp — bounded outgoing HTTP/1.1 requests: one whole-request deadline (connecting,
-// sending, the status line, the headers and the body, however slowly the server trickles them) and one cap
-// on what a response may hold, applied while reading, so that no server can make a client hang or buffer
-// without bound.
+// joule/http/connection.hpp — bounded outgoing HTTP/1.1 requests, over plain TCP (http://) or TLS
+// (https://): one whole-request deadline (connecting, sending, the status line, the headers and the body,
+// however slowly the server trickles them) and one cap on what a response may hold, applied while reading,
+// so that no server can make a client hang or buffer without bound.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <tl/expected.hpp>
+
+#include "joule/http/url.hpp"
 
 namespace joule::http {
 
@@ -33,10 +35,17 @@ struct RequestLimits {
   size_t max_response_bytes = kDefaultMaxResponseBytes;
 };
 
+/// Header fields: (name, value) pairs.
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
 /// A complete response.
 struct Response {
   int status = 0;
   std::string body;  ///< decoded; at most max_response_bytes
+  Headers headers;   ///< the response's header fields, in the order received
+
+  /// @return the value of the first header field called `name` (case-insensitive), or "" if there is none.
+  std::string header(std::string_view name) const;
 };
 
 /// Why a request got no complete response.
@@ -56,15 +65,33 @@ struct Failure {
   std::string message;
 };
 
-/// Header fields sent with a request: (name, value) pairs.
-using Headers = std::vector<std::pair<std::string, std::string>>;
+/// How a connection checks the server, over TLS.
+struct ConnectionOptions {
+  /// A PEM file of the certificate authorities trusted for https:// instead of the system's (a private CA,
+  /// tests); empty: the system's (OpenSSL's default paths).
+  std::string ca_cert_file;
+};
 
-/// One keep-alive connection to an http:// server (HOST:PORT), opened on the first request and reopened
-/// when the server closed it. Not thread-safe: one request at a time (give each thread its own).
+/// @return the header field of HTTP basic authentication: ("Authorization", "Basic base64(user:password)").
+std::pair<std::string, std::string> basic_authorization(std::string_view user, std::string_view password);
+/// @return ("Authorization", "Bearer <token>").
+std::pair<std::string, std::string> bearer_authorization(std::string_view token);
+
+/// One keep-alive connection to a server, opened on the first request and reopened when the server closed
+/// it. Not thread-safe: one request at a time (give each thread its own).
+///
+/// Over TLS the server's certificate is verified (against the system's certificate authorities, or
+/// ConnectionOptions::ca_cert_file) and must be for the URL's host; a failed handshake is a Failure kTls
+/// ("TLS handshake failed: is the server plain http?", the usual cause). The handshake itself is
+/// cpp-httplib's: each of its waits is bounded by connect_timeout_s, not the whole of it by timeout_s;
+/// everything after it is bounded as over plain TCP.
 class Connection {
  public:
   /// A connection to http://`host`:`port` (opened lazily: never fails here).
   Connection(const std::string& host, int port);
+  /// A connection to `url`'s host and port, over TLS for https:// (opened lazily: never fails here). Request
+  /// paths are sent as given: add url.path_prefix where the server needs it.
+  explicit Connection(const Url& url, const ConnectionOptions& options = {});
   ~Connection();
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;

@@ -75,6 +75,36 @@ struct RequestEnergy {
   std::optional<double> tpot_s() const;
 };
 
+/// One request's energy divided between its phases, J.
+struct PhaseEnergy {
+  double prefill_j = 0;
+  double decode_j = 0;
+};
+
+/// The tokens rule (AttributionRule::kTokens) for one request's share: `energy_j` divided between prefill
+/// and decode in proportion to their tokens, each prompt and each output token counting one. No tokens at
+/// all: everything is decode. The ledger splits each iteration's share so, and so does a client that knows
+/// only a request's totals (`joule infer bench`).
+PhaseEnergy split_by_tokens(double energy_j, int64_t prefill_tokens, int64_t decode_tokens);
+
+/// A finished request as seen without a ledger (a serving replay, a client of an endpoint): what it takes to
+/// report it as a RequestEnergy, e.g. to metrics::InferenceMetrics::observe_request(). Times are on the
+/// caller's clock, s.
+struct FinishedRequest {
+  double arrival_s = 0;                 ///< when it arrived (was sent)
+  std::optional<double> first_token_s;  ///< when its first output token came; nullopt: not known
+  double finish_s = 0;                  ///< when its last token came
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  double energy_j = 0;  ///< attributed to it
+  /// Its prefill and decode shares of energy_j when the source knows them; nullopt: split_by_tokens().
+  std::optional<PhaseEnergy> phases;
+};
+
+/// @return `request` as the ledger's record, named `request_id`: the one conversion from a finished request
+/// (first_token_s −1 when not known; phases by split_by_tokens() when not given).
+RequestEnergy to_request_energy(const FinishedRequest& request, std::string request_id = {});
+
 /// Totals over every iteration recorded so far.
 struct LedgerTotals {
   double energy_j = 0;             ///< all energy given to record_iteration() and record_idle()
