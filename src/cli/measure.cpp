@@ -24,7 +24,7 @@
 #include "joule/measure/power_sampler.hpp"
 #include "joule/measure/run_figures.hpp"
 
-#include "child_process.hpp"
+#include "joule/core/child_process.hpp"
 #include "common.hpp"
 #include "usage.hpp"
 

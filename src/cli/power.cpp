@@ -15,7 +15,7 @@
 #include "joule/metrics/http_listener.hpp"
 
 #include "common.hpp"
-#include "signals.hpp"
+#include "joule/core/signals.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {

@@ -16,7 +16,7 @@
 #include "joule/store/store.hpp"
 
 #include "common.hpp"
-#include "signals.hpp"
+#include "joule/core/signals.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "child_process.hpp"
+#include "joule/core/child_process.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -11,7 +11,7 @@
 
 extern char** environ;
 
-namespace joule::cli {
+namespace joule {
 
 Result<ChildExit> run_child(const std::vector<std::string>& argv, ChildSignals& signals) {
   if (argv.empty()) {
@@ -61,4 +61,4 @@ Result<ChildExit> run_child(const std::vector<std::string>& argv, ChildSignals& 
   }
 }
 
-}  // namespace joule::cli
+}  // namespace joule

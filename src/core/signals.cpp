@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "signals.hpp"
+#include "joule/core/signals.hpp"
 
 #include <algorithm>
 #include <cerrno>
 
 #include <pthread.h>
 
-namespace joule::cli {
+namespace joule {
 
 BlockedSignals::BlockedSignals(std::initializer_list<int> signals) {
   sigemptyset(&set_);
@@ -49,4 +49,4 @@ bool sent_by_process(const siginfo_t& info) {
   return info.si_code <= 0;
 }
 
-}  // namespace joule::cli
+}  // namespace joule

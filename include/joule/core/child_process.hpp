@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// Runs a command as a child process, forwarding SIGINT/SIGTERM to it, and reports how it ended.
+// joule/core/child_process.hpp — runs a command as a child process, forwarding SIGINT/SIGTERM to it, and
+// reports how it ended (`joule measure -- CMD`, and any C++ program that measures a command it starts).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "joule/core/error.hpp"
+#include "joule/core/signals.hpp"
 
-#include "signals.hpp"
-
-namespace joule::cli {
+namespace joule {
 
 struct ChildExit {
   int exit_code = 0;  ///< the child's exit status, or 128 + signal number if a signal ended it (as shells do)
@@ -29,4 +29,4 @@ class ChildSignals : public BlockedSignals {
 /// kPermissionDenied (126) if it is not executable.
 Result<ChildExit> run_child(const std::vector<std::string>& argv, ChildSignals& signals);
 
-}  // namespace joule::cli
+}  // namespace joule

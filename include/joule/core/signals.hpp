@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Signals handled synchronously: blocked in every thread and waited for with sigtimedwait, so no
+// joule/core/signals.hpp — signals handled synchronously: blocked in every thread and waited for with sigtimedwait, so no
 // asynchronous handler runs (nothing to make async-signal-safe, and sanitizers see plain code).
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "joule/core/units.hpp"
 
-namespace joule::cli {
+namespace joule {
 
 /// Blocks `signals` in the calling thread for its lifetime; threads created meanwhile inherit the mask, so
 /// the signals are only ever received by wait(). Create it before any other thread starts.
@@ -37,4 +37,4 @@ class BlockedSignals {
 /// kernel generated (e.g. Ctrl-C in a terminal, which reaches the whole foreground process group).
 bool sent_by_process(const siginfo_t& info);
 
-}  // namespace joule::cli
+}  // namespace joule
