@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/device/hw_check_report.hpp"
 #include "joule/device/inventory.hpp"
 
 #include "common.hpp"
@@ -41,11 +42,11 @@ void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_c
     if (*format == Format::kJson) {
       std::cout << nlohmann::json{{"gpus", device::gpu_inventory_json(gpus)},
                                   {"cpus", device::cpu_inventory_json(devices)},
-                                  {"backends", backends_json(devices)}}
+                                  {"backends", device::backends_json(devices)}}
                        .dump(2)
                 << "\n";
     } else {
-      std::cout << device::inventory_text(devices, gpus) << "Backends:\n" << backend_lines(devices);
+      std::cout << device::inventory_text(devices, gpus) << "Backends:\n" << device::backends_text(devices);
     }
     exit_code = 0;
   });

@@ -4,8 +4,6 @@
 
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "common.hpp"
 
 namespace joule::cli {
@@ -14,11 +12,6 @@ struct DevicesCheckFlags {
   double duration_s = 10;             ///< --duration-s: how long the GPUs are watched
   std::string fallback_sim = "v100";  ///< the simulated GPU checked when there is no GPU
 };
-
-/// @return one line per backend tried: "  nvml    unavailable  libnvidia-ml.so.1 not found: …".
-std::string backend_lines(const device::DeviceSet& devices);
-/// @return [{backend, kind, ok, devices, detail}] of the backends tried.
-nlohmann::json backends_json(const device::DeviceSet& devices);
 
 /// Runs the check and prints its report. @return 1 if a check failed, else 0 (also without a GPU: the
 /// simulated one is checked instead, and the report says so).
