@@ -10,12 +10,12 @@
 
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
+#include "joule/core/signals.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/metrics/device_exporter.hpp"
 #include "joule/metrics/http_listener.hpp"
 
 #include "common.hpp"
-#include "joule/core/signals.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {
@@ -41,51 +41,12 @@ constexpr const char* kCsvHeader =
     "timestamp,device,power_w,temperature_c,sm_clock_mhz,memory_clock_mhz,gpu_utilization_pct,"
     "memory_utilization_pct,clock_event_reasons,memory_power_w";
 
-// @return the reasons as "a|b", "none" when no reason holds the clocks (empty stays "not reported").
-std::string reasons_text(uint64_t mask) {
-  const auto names = device::clock_event_reason_names(mask);
-  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "|"));
-}
-
-// @return the CSV cells after power_w; a reading the device does not give is an empty cell, never 0.
-std::string telemetry_csv(const std::optional<device::GpuTelemetry>& reading) {
-  if (!reading) {
-    return ",,,,,,";
-  }
-  const auto cell = [](const auto& value) { return value ? fmt::format("{}", *value) : std::string(); };
-  return fmt::format(
-      "{},{},{},{},{},{},{}",
-      reading->temperature_c ? fmt::format("{:.1f}", *reading->temperature_c) : std::string(),
-      cell(reading->sm_clock_mhz), cell(reading->memory_clock_mhz), cell(reading->gpu_utilization_pct),
-      cell(reading->memory_utilization_pct),
-      reading->clock_event_reasons ? reasons_text(*reading->clock_event_reasons) : std::string(),
-      reading->memory_power_mw ? fmt::format("{:.3f}", mw_to_w(*reading->memory_power_mw)) : std::string());
-}
-
 // Adds the telemetry fields to a JSON line; a reading the device does not give is null.
 void telemetry_json(const std::optional<device::GpuTelemetry>& reading, nlohmann::json& line) {
-  const auto put = [&line](const char* name, const auto& value) {
-    line[name] = value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-  };
-  const auto& r = reading;
-  put("temperature_c", r ? r->temperature_c : std::nullopt);
-  put("sm_clock_mhz", r ? r->sm_clock_mhz : std::nullopt);
-  put("memory_clock_mhz", r ? r->memory_clock_mhz : std::nullopt);
-  put("gpu_utilization_pct", r ? r->gpu_utilization_pct : std::nullopt);
-  put("memory_utilization_pct", r ? r->memory_utilization_pct : std::nullopt);
-  line["clock_event_reasons"] =
-      r && r->clock_event_reasons ? nlohmann::json(device::clock_event_reason_names(*r->clock_event_reasons))
-                                  : nlohmann::json(nullptr);
-  line["memory_power_w"] =
-      r && r->memory_power_mw ? nlohmann::json(mw_to_w(*r->memory_power_mw)) : nlohmann::json(nullptr);
-}
-
-// @return " 64.8 C 1380 MHz 98%" for text output, with "-" for readings the device does not give.
-std::string telemetry_columns_text(const device::GpuTelemetry& reading) {
-  return fmt::format(" {:>5} C {:>4} MHz {:>3}%",
-                     reading.temperature_c ? fmt::format("{:.1f}", *reading.temperature_c) : "-",
-                     reading.sm_clock_mhz ? std::to_string(*reading.sm_clock_mhz) : "-",
-                     reading.gpu_utilization_pct ? std::to_string(*reading.gpu_utilization_pct) : "-");
+  for (const auto field : device::telemetry_fields()) {
+    line[std::string(device::telemetry_field_name(field))] =
+        reading ? device::telemetry_value_json(*reading, field) : nlohmann::json(nullptr);
+  }
 }
 
 // The channels `joule power` samples: the chosen GPUs, then (--cpus) each CPU package and its DRAM.
@@ -159,7 +120,8 @@ std::string readings_text(const PowerFlags& flags, const PowerChannels& channels
       reading = channels.gpus[i]->telemetry();
     }
     if (flags.format == Format::kCsv) {
-      line += fmt::format("{},{},{},{}\n", timestamp, channels.names[i], watts, telemetry_csv(reading));
+      line += fmt::format("{},{},{},{}\n", timestamp, channels.names[i], watts,
+                          device::telemetry_csv_cells(reading));
     } else if (flags.format == Format::kJson) {
       nlohmann::json json_line = {{"timestamp", timestamp}, {"device", channels.names[i]}};
       json_line["power_w"] = sample ? nlohmann::json(mw_to_w(sample->power_mw)) : nlohmann::json(nullptr);
@@ -167,7 +129,7 @@ std::string readings_text(const PowerFlags& flags, const PowerChannels& channels
       line += json_line.dump() + "\n";
     } else {
       line += fmt::format("  {} {:>9} W{}", channels.names[i], watts.empty() ? "-" : watts,
-                          reading ? telemetry_columns_text(*reading) : std::string());
+                          reading ? device::telemetry_columns_text(*reading) : std::string());
     }
   }
   return flags.format == Format::kText ? timestamp + line + "\n" : line;

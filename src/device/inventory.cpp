@@ -155,4 +155,35 @@ nlohmann::json cpu_inventory_json(const DeviceSet& devices) {
   return cpus;
 }
 
+namespace {
+
+// @return the reasons as "a|b", "none" when no reason holds the clocks (empty stays "not reported").
+std::string reasons_text(uint64_t mask) {
+  const auto names = clock_event_reason_names(mask);
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "|"));
+}
+
+}  // namespace
+
+std::string telemetry_csv_cells(const std::optional<GpuTelemetry>& reading) {
+  if (!reading) {
+    return ",,,,,,";
+  }
+  const auto cell = [](const auto& value) { return value ? fmt::format("{}", *value) : std::string(); };
+  return fmt::format(
+      "{},{},{},{},{},{},{}",
+      reading->temperature_c ? fmt::format("{:.1f}", *reading->temperature_c) : std::string(),
+      cell(reading->sm_clock_mhz), cell(reading->memory_clock_mhz), cell(reading->gpu_utilization_pct),
+      cell(reading->memory_utilization_pct),
+      reading->clock_event_reasons ? reasons_text(*reading->clock_event_reasons) : std::string(),
+      reading->memory_power_mw ? fmt::format("{:.3f}", mw_to_w(*reading->memory_power_mw)) : std::string());
+}
+
+std::string telemetry_columns_text(const GpuTelemetry& reading) {
+  return fmt::format(" {:>5} C {:>4} MHz {:>3}%",
+                     reading.temperature_c ? fmt::format("{:.1f}", *reading.temperature_c) : "-",
+                     reading.sm_clock_mhz ? std::to_string(*reading.sm_clock_mhz) : "-",
+                     reading.gpu_utilization_pct ? std::to_string(*reading.gpu_utilization_pct) : "-");
+}
+
 }  // namespace joule::device

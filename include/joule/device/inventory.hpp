@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ std::vector<GpuInventory> gpu_inventory(const DeviceSet& devices);
 /// @return one telemetry field's value as JSON (W for memory power, clock event reasons by name; null when
 /// not read).
 nlohmann::json telemetry_value_json(const GpuTelemetry& reading, TelemetryField field);
+
+/// @return one reading's cells for `joule power`'s CSV after power_w (temperature_c, sm_clock_mhz,
+/// memory_clock_mhz, gpu_utilization_pct, memory_utilization_pct, clock_event_reasons as "a|b" or "none",
+/// memory_power_w): a field the device does not give is an empty cell, never 0; no reading is 7 empty cells.
+std::string telemetry_csv_cells(const std::optional<GpuTelemetry>& reading);
+/// @return " 64.8 C 1380 MHz  98%": temperature, SM clock and utilisation for text output, "-" where the
+/// device gives none.
+std::string telemetry_columns_text(const GpuTelemetry& reading);
 
 /// The GPUs and CPUs as text, one block per device (the backends' lines are the caller's).
 std::string inventory_text(const DeviceSet& devices, const std::vector<GpuInventory>& gpus);
