@@ -17,7 +17,9 @@
 namespace joule::plan {
 namespace {
 
-const std::string kLocalPlanProfile = std::string(JOULE_PERSEUS_DATA_DIR) + "/example_s4_m8_profile.csv";
+std::string local_plan_profile() {
+  return std::string(JOULE_PERSEUS_DATA_DIR) + "/example_s4_m8_profile.csv";
+}
 
 PlannerOptions local_plan_options() {
   PlannerOptions options;
@@ -26,7 +28,7 @@ PlannerOptions local_plan_options() {
 }
 
 TEST(LocalPlan, PlansTheFastestAndASlowerPlanWithTheirPredictions) {
-  const Profile profile = value_or_throw(Profile::read(kLocalPlanProfile));
+  const Profile profile = value_or_throw(Profile::read(local_plan_profile()));
   const auto fastest = plan_locally(profile, 8, 4, "1f1b", local_plan_options(), std::nullopt, std::nullopt);
   ASSERT_TRUE(fastest) << fastest.error().message();
   EXPECT_EQ(fastest->stages, 4);
@@ -44,7 +46,7 @@ TEST(LocalPlan, PlansTheFastestAndASlowerPlanWithTheirPredictions) {
 }
 
 TEST(LocalPlan, ReadsAPlanFileAndEvaluatesItOnTheProfile) {
-  const Profile profile = value_or_throw(Profile::read(kLocalPlanProfile));
+  const Profile profile = value_or_throw(Profile::read(local_plan_profile()));
   const LocalPlan planned =
       value_or_throw(plan_locally(profile, 8, 4, "1f1b", local_plan_options(), std::nullopt, std::nullopt));
   const PipelineDag dag = value_or_throw(build_pipeline(4, 8, Schedule::k1F1B));
