@@ -122,7 +122,7 @@ void SteadyStateDetector::sample() {
 
 namespace {
 
-struct Spread {
+struct ReadingSpread {
   double min = 0;
   double max = 0;
   double mean = 0;
@@ -130,8 +130,8 @@ struct Spread {
 };
 
 template <class Readings, class Field>
-Spread spread_of(const Readings& readings, Field field) {
-  Spread out;
+ReadingSpread spread_of(const Readings& readings, Field field) {
+  ReadingSpread out;
   double sum = 0;
   for (const auto& reading : readings) {
     if (const auto value = field(reading)) {
@@ -165,14 +165,14 @@ bool SteadyStateDetector::steady() const {
       }
       return spread_of(part, [](const Reading& r) { return r.power_w; });
     };
-    const Spread first = half(false);
-    const Spread second = half(true);
+    const ReadingSpread first = half(false);
+    const ReadingSpread second = half(true);
     const double mean_w = 0.5 * (first.mean + second.mean);
     if (first.count == 0 || second.count == 0 || !(mean_w > 0) ||
         std::abs(second.mean - first.mean) / mean_w > options_.power_band_ratio) {
       return false;
     }
-    const Spread temperature = spread_of(readings, [](const Reading& r) { return r.temperature_c; });
+    const ReadingSpread temperature = spread_of(readings, [](const Reading& r) { return r.temperature_c; });
     if (temperature.count >= 2 && temperature.max - temperature.min > options_.temperature_band_c) {
       return false;
     }
@@ -209,8 +209,8 @@ std::string SteadyStateDetector::describe() const {
       "{} after {:.1f} s", steady() ? "steady" : (ready() ? "not steady, timed out" : "waiting"), waited_s());
   std::vector<std::string> parts;
   for (size_t i = 0; i < gpus_.size(); ++i) {
-    const Spread temperature = spread_of(readings_[i], [](const Reading& r) { return r.temperature_c; });
-    const Spread power = spread_of(readings_[i], [](const Reading& r) { return r.power_w; });
+    const ReadingSpread temperature = spread_of(readings_[i], [](const Reading& r) { return r.temperature_c; });
+    const ReadingSpread power = spread_of(readings_[i], [](const Reading& r) { return r.power_w; });
     std::string part = fmt::format("GPU {}:", gpus_[i]->info().index);
     if (temperature.count > 0) {
       part += fmt::format(" {:.1f}–{:.1f} °C,", temperature.min, temperature.max);
