@@ -56,7 +56,8 @@ endif()
 if(TARGET joule_optimize)
   string(APPEND JOULE_PC_EXTRA_LIBS " ${LIBSVM_LIBRARY}")
 endif()
-string(APPEND JOULE_PC_EXTRA_LIBS " -ldl -pthread")
+# joule_http links OpenSSL by name (its TLS reads and writes), so pkg-config users of it need the libraries too.
+string(APPEND JOULE_PC_EXTRA_LIBS " -lssl -lcrypto -ldl -pthread")
 file(RELATIVE_PATH JOULE_PC_PREFIX_FROM_PCFILEDIR "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/joule.pc.in" "${PROJECT_BINARY_DIR}/joule.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/joule.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig"
