@@ -76,10 +76,6 @@ int run_saved_plan(const PlanFlags& flags, const plan::PipelineDag& dag, const p
   return 0;
 }
 
-std::string point_label(const FrontierPoint<plan::FrequencyPlan>& point) {
-  return fmt::format("{:.4f} s, {:.2f} J", point.time_s, point.energy_j);
-}
-
 plan::PlannerOptions planner_options(const PlanFlags& flags) {
   plan::PlannerOptions options;
   options.p_blocking_w = flags.p_blocking_w;
@@ -95,25 +91,11 @@ plan::PlannerOptions planner_options(const PlanFlags& flags) {
   return options;
 }
 
-// What one planning made, and what it is printed with.
-struct Planned {
-  const PlanFlags& flags;
-  plan::Schedule schedule;
-  const plan::PipelineDag& dag;
-  const plan::Profile& profile;
-  plan::PlannerResult result;
-  double planning_s = 0;
-  plan::PlanChoice chosen;
-  std::optional<plan::PlanExecution> execution;
-  const FrontierPoint<plan::FrequencyPlan>& point() const { return result.frontier.points()[chosen.index]; }
-};
-
 // The files asked for: the plan, the frontier's chart, the chosen plan's timeline. Every output is tried; one
 // that fails is named on stderr. @return what was written where, and whether all were.
 std::pair<std::vector<std::pair<std::string_view, std::string>>, bool> write_outputs(
-    const Planned& planned, std::optional<OutputFile>& plan_out, std::optional<OutputFile>& plot_out,
-    std::optional<OutputFile>& timeline_out) {
-  const PlanFlags& flags = planned.flags;
+    const PlanFlags& flags, const plan::Planning& planned, std::optional<OutputFile>& plan_out,
+    std::optional<OutputFile>& plot_out, std::optional<OutputFile>& timeline_out) {
   const auto& point = planned.point();
   bool all_written = true;
   std::vector<std::pair<std::string_view, std::string>> written;
@@ -147,77 +129,6 @@ std::pair<std::vector<std::pair<std::string_view, std::string>>, bool> write_out
           plan::timeline_chart(planned.dag, planned.profile, point.knob, title).svg());
   }
   return {std::move(written), all_written};
-}
-
-std::string plan_json(const Planned& planned) {
-  const PlanFlags& flags = planned.flags;
-  const auto& points = planned.result.frontier.points();
-  const auto& point = planned.point();
-  const auto& chosen = planned.chosen;
-  nlohmann::json out = {
-      {"stages", flags.stages},
-      {"microbatches", flags.microbatches},
-      {"schedule", plan::to_string(planned.schedule)},
-      {"p_blocking_w", flags.p_blocking_w},
-      {"unit_time_s", flags.unit_time_s},
-      {"max_clock",
-       {{"time_s", planned.result.max_clock.time_s}, {"energy_j", planned.result.max_clock.energy_j}}},
-      {"frontier", plan::frontier_json(planned.result.frontier)},
-      {"cuts", planned.result.iterations},
-      {"planning_time_s", planned.planning_s},
-      {"chosen",
-       {{"point", points.size() - 1 - chosen.index},
-        {"time_s", point.time_s},
-        {"energy_j", point.energy_j}}}};
-  if (planned.execution) {
-    out["execution"] = plan::execution_json(*planned.execution);
-  }
-  if (chosen.target_time_s) {
-    out["chosen"]["target_time_s"] = *chosen.target_time_s;
-    out["chosen"]["energy_at_target_j"] = chosen.energy_j;
-    out["chosen"]["max_clock_energy_at_target_j"] = chosen.max_clock_energy_j;
-  }
-  return out.dump(2) + "\n";
-}
-
-void print_plan_text(const Planned& planned,
-                     const std::vector<std::pair<std::string_view, std::string>>& written) {
-  const PlanFlags& flags = planned.flags;
-  const auto& result = planned.result;
-  const auto& frontier = result.frontier;
-  const auto& chosen = planned.chosen;
-  const auto& clocks = planned.profile.frequencies_mhz();
-  std::cout << fmt::format(
-      "Perseus plan: {} stages x {} microbatches ({}); {} ({} clocks, {}-{} MHz); blocking power {:g} W; "
-      "unit "
-      "{:g} ms\n\n",
-      flags.stages, flags.microbatches, plan::to_string(planned.schedule), flags.profile, clocks.size(),
-      clocks.back(), clocks.front(), flags.p_blocking_w, flags.unit_time_s * 1e3);
-  std::cout << fmt::format("  all at {} MHz:     {:.4f} s, {:.2f} J per iteration\n", clocks.front(),
-                           result.max_clock.time_s, result.max_clock.energy_j);
-  std::cout << fmt::format("  frontier:          {} plans, from {} (fastest) to {} (least energy)\n",
-                           frontier.size(), point_label(frontier.fastest()),
-                           point_label(frontier.least_energy()));
-  std::cout << fmt::format(
-      "  no slowdown:       {}: {:.1f}% less energy than all at {} MHz (intrinsic bloat)\n",
-      point_label(frontier.fastest()), (1 - frontier.fastest().energy_j / result.max_clock.energy_j) * 100,
-      clocks.front());
-  if (chosen.target_time_s) {
-    std::cout << fmt::format(
-        "  target {:.4f} s:   plan at {}; {:.2f} J with blocking until the target: {:.1f}% less than all "
-        "at {} "
-        "MHz waiting for it\n",
-        *chosen.target_time_s, point_label(planned.point()), chosen.energy_j,
-        (1 - chosen.energy_j / chosen.max_clock_energy_j) * 100, clocks.front());
-  }
-  std::cout << fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planned.planning_s,
-                           result.iterations);
-  for (const auto& [what, path] : written) {
-    std::cout << fmt::format("  {} written to {}\n", what, path);
-  }
-  if (planned.execution) {
-    std::cout << plan::execution_text(*planned.execution);
-  }
 }
 
 int run_plan(const PlanFlags& flags) {
@@ -254,9 +165,13 @@ int run_plan(const PlanFlags& flags) {
                     fmt::format("plan: {} (--unit-time-s, --max-planning-units)", bounded.error().message()));
   }
   const auto started = std::chrono::steady_clock::now();
-  Planned planned{
-      flags, schedule, dag,         profile, value_or_throw(plan::plan_frontier(dag, profile, options)),
-      0.0,   {},       std::nullopt};
+  plan::Planning planned{.schedule = schedule,
+                         .dag = dag,
+                         .profile = profile,
+                         .profile_name = flags.profile,
+                         .p_blocking_w = flags.p_blocking_w,
+                         .unit_time_s = flags.unit_time_s,
+                         .result = value_or_throw(plan::plan_frontier(dag, profile, options))};
   planned.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The plan to run: for a target (a straggler's pace), the cheapest until the target; else the fastest
   // plan, which removes the intrinsic bloat at no slowdown.
@@ -264,7 +179,7 @@ int run_plan(const PlanFlags& flags) {
       value_or_throw(plan::choose_plan(planned.result.frontier, planned.result.max_clock,
                                        {.time_s = flags.target_time_s, .slowdown = flags.straggler_slowdown},
                                        flags.p_blocking_w, flags.stages));
-  const auto [written, all_written] = write_outputs(planned, plan_out, plot_out, timeline_out);
+  const auto [written, all_written] = write_outputs(flags, planned, plan_out, plot_out, timeline_out);
   if (flags.execute > 0) {
     planned.execution = value_or_throw(
         plan::execute_plan(dag, profile, planned.point().knob, flags.p_blocking_w, flags.execute));
@@ -276,10 +191,10 @@ int run_plan(const PlanFlags& flags) {
                                       : plan::frontier_csv(planned.result.frontier));
       break;
     case Format::kJson:
-      std::cout << plan_json(planned);
+      std::cout << plan::planning_json(planned);
       break;
     case Format::kText:
-      print_plan_text(planned, written);
+      std::cout << plan::planning_text(planned, written);
       break;
   }
   return all_written ? kExitOk : kExitFailure;

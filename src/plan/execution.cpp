@@ -168,4 +168,79 @@ std::string frontier_chart_svg(const PlannerResult& result, const PlanChoice& ch
   return chart.svg();
 }
 
+namespace {
+
+std::string point_label(const FrontierPoint<FrequencyPlan>& point) {
+  return fmt::format("{:.4f} s, {:.2f} J", point.time_s, point.energy_j);
+}
+
+}  // namespace
+
+std::string planning_json(const Planning& planned) {
+  const auto& points = planned.result.frontier.points();
+  const auto& point = planned.point();
+  const auto& chosen = planned.chosen;
+  nlohmann::json out = {
+      {"stages", planned.dag.stages},
+      {"microbatches", planned.dag.microbatches},
+      {"schedule", to_string(planned.schedule)},
+      {"p_blocking_w", planned.p_blocking_w},
+      {"unit_time_s", planned.unit_time_s},
+      {"max_clock",
+       {{"time_s", planned.result.max_clock.time_s}, {"energy_j", planned.result.max_clock.energy_j}}},
+      {"frontier", frontier_json(planned.result.frontier)},
+      {"cuts", planned.result.iterations},
+      {"planning_time_s", planned.planning_s},
+      {"chosen",
+       {{"point", points.size() - 1 - chosen.index},
+        {"time_s", point.time_s},
+        {"energy_j", point.energy_j}}}};
+  if (planned.execution) {
+    out["execution"] = execution_json(*planned.execution);
+  }
+  if (chosen.target_time_s) {
+    out["chosen"]["target_time_s"] = *chosen.target_time_s;
+    out["chosen"]["energy_at_target_j"] = chosen.energy_j;
+    out["chosen"]["max_clock_energy_at_target_j"] = chosen.max_clock_energy_j;
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string planning_text(const Planning& planned,
+                          const std::vector<std::pair<std::string_view, std::string>>& written) {
+  const auto& result = planned.result;
+  const auto& frontier = result.frontier;
+  const auto& chosen = planned.chosen;
+  const auto& clocks = planned.profile.frequencies_mhz();
+  std::string out = fmt::format(
+      "Perseus plan: {} stages x {} microbatches ({}); {} ({} clocks, {}-{} MHz); blocking power {:g} W; "
+      "unit "
+      "{:g} ms\n\n",
+      planned.dag.stages, planned.dag.microbatches, to_string(planned.schedule), planned.profile_name,
+      clocks.size(), clocks.back(), clocks.front(), planned.p_blocking_w, planned.unit_time_s * 1e3);
+  out += fmt::format("  all at {} MHz:     {:.4f} s, {:.2f} J per iteration\n", clocks.front(),
+                     result.max_clock.time_s, result.max_clock.energy_j);
+  out += fmt::format("  frontier:          {} plans, from {} (fastest) to {} (least energy)\n",
+                     frontier.size(), point_label(frontier.fastest()), point_label(frontier.least_energy()));
+  out += fmt::format("  no slowdown:       {}: {:.1f}% less energy than all at {} MHz (intrinsic bloat)\n",
+                     point_label(frontier.fastest()),
+                     (1 - frontier.fastest().energy_j / result.max_clock.energy_j) * 100, clocks.front());
+  if (chosen.target_time_s) {
+    out += fmt::format(
+        "  target {:.4f} s:   plan at {}; {:.2f} J with blocking until the target: {:.1f}% less than all "
+        "at {} "
+        "MHz waiting for it\n",
+        *chosen.target_time_s, point_label(planned.point()), chosen.energy_j,
+        (1 - chosen.energy_j / chosen.max_clock_energy_j) * 100, clocks.front());
+  }
+  out += fmt::format("  planned in {:.3f} s ({} minimum cuts)\n", planned.planning_s, result.iterations);
+  for (const auto& [what, path] : written) {
+    out += fmt::format("  {} written to {}\n", what, path);
+  }
+  if (planned.execution) {
+    out += execution_text(*planned.execution);
+  }
+  return out;
+}
+
 }  // namespace joule::plan

@@ -84,3 +84,36 @@ TEST(PlanFrontierForms, ListTheSlowestPlanFirstAndChartTheChoice) {
 
 }  // namespace
 }  // namespace joule::plan
+
+namespace joule::plan {
+namespace {
+
+TEST(Planning, JsonAndTextSayWhatWasPlannedAndChosen) {
+  const Profile profile = value_or_throw(Profile::read(kExampleProfile));
+  const PipelineDag dag = value_or_throw(build_pipeline(4, 2, Schedule::k1F1B));
+  Planning planning{.schedule = Schedule::k1F1B,
+                    .dag = dag,
+                    .profile = profile,
+                    .profile_name = "example.csv",
+                    .p_blocking_w = 75,
+                    .unit_time_s = 0.001,
+                    .result = value_or_throw(plan_frontier(dag, profile, {}))};
+  planning.chosen = value_or_throw(choose_plan(planning.result.frontier, planning.result.max_clock, {},
+                                               planning.p_blocking_w, dag.stages));
+  const nlohmann::json json = nlohmann::json::parse(planning_json(planning));
+  EXPECT_EQ(json["stages"], 4);
+  EXPECT_EQ(json["microbatches"], 2);
+  EXPECT_EQ(json["schedule"], "1f1b");
+  EXPECT_EQ(json["frontier"].size(), planning.result.frontier.size());
+  // Numbered from the least-energy end, as Perseus numbers its frontier.
+  EXPECT_EQ(json["chosen"]["point"], planning.result.frontier.size() - 1 - planning.chosen.index);
+  EXPECT_FALSE(json["chosen"].contains("target_time_s"));
+  EXPECT_FALSE(json.contains("execution"));
+  const std::string text = planning_text(planning, {{"plan", "p.json"}});
+  EXPECT_EQ(text.rfind("Perseus plan: 4 stages x 2 microbatches (1f1b); example.csv (", 0), 0U) << text;
+  EXPECT_NE(text.find("intrinsic bloat"), std::string::npos) << text;
+  EXPECT_NE(text.find("  plan written to p.json\n"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace joule::plan

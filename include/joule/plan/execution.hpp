@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,5 +59,30 @@ nlohmann::json frontier_json(const Frontier<FrequencyPlan>& frontier);
 /// all-at-`max_clock_mhz` baseline, the `chosen` plan and, for a target, its time.
 std::string frontier_chart_svg(const PlannerResult& result, const PlanChoice& chosen, uint32_t max_clock_mhz,
                                const std::string& title);
+
+/// One planning of `joule plan`: what was planned and what came of it.
+struct Planning {
+  Schedule schedule;
+  const PipelineDag& dag;
+  const Profile& profile;
+  std::string profile_name;  ///< the profile's file, as given
+  double p_blocking_w = 0;   ///< power of a GPU blocking on communication, W
+  double unit_time_s = 0;    ///< the planner's time unit, s
+  PlannerResult result;
+  double planning_s = 0;  ///< how long planning took, s
+  PlanChoice chosen;      ///< the plan chosen for the target (choose_plan)
+  std::optional<PlanExecution> execution;
+  /// @return the chosen frontier point.
+  const FrontierPoint<FrequencyPlan>& point() const { return result.frontier.points()[chosen.index]; }
+};
+
+/// The planning as a JSON document (2-space indent, final newline): pipeline, max-clock figures, the
+/// frontier, the chosen point (numbered from the least-energy end, as Perseus) with its target figures, the
+/// execution.
+std::string planning_json(const Planning& planning);
+/// The planning as a human reads it: the pipeline, all at the top clock, the frontier's ends, the intrinsic
+/// bloat removed, the target's plan, the planning time, then one line per file `written` (what, path).
+std::string planning_text(const Planning& planning,
+                          const std::vector<std::pair<std::string_view, std::string>>& written);
 
 }  // namespace joule::plan
