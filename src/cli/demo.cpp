@@ -38,10 +38,6 @@ struct DemoFlags {
   Format format = Format::kText;
 };
 
-std::string watts(uint32_t power_limit_mw) {
-  return fmt::format("{:g} W", power_limit_mw / 1e3);
-}
-
 // The plots' files, made and checked before the demo runs.
 struct DemoPlots {
   std::string frontier_svg, plan_svg, timeline_svg, simulation_svg;
@@ -73,32 +69,6 @@ void open_plots(DemoPlots& plots, const DemoFlags& flags, const device::sim::Spe
     plots.simulation_svg = plot_path(fmt::format("demo_simulation_{}_{}.svg", sim_gpu, spec.workload->key));
     plots.simulation_out = open_output(plots.simulation_svg, "--out");
   }
-}
-
-// Part 1's plot: the profiled limits, their frontier, the chosen and the maximum limit.
-std::string power_limit_plot_svg(const sim::JitTrainingRun& run, const device::sim::Spec& spec) {
-  std::vector<FrontierPoint<uint32_t>> measured;
-  for (const auto& m : run.measurements) {
-    measured.push_back({m.power_limit_mw, m.time_per_step_s(), m.energy_per_step_j()});
-  }
-  const auto frontier = Frontier<uint32_t>::from_points(measured);
-  viz::FrontierPlotOptions plot_options{
-      .title = fmt::format("JIT power-limit profile: {} on {}", run.workload, spec.model->key),
-      .x_label = "Time per iteration (s)",
-      .y_label = "Energy per iteration (J)",
-      .measured_label = "profiled limits"};
-  auto plot = viz::frontier_plot(frontier, watts, plot_options, measured);
-  for (const auto& point : measured) {
-    if (point.knob == run.chosen_mw) {
-      plot.highlight(viz::highlight_point(point, fmt::format("chosen {}", watts(run.chosen_mw)), "#d55e00",
-                                          watts, plot_options));
-    }
-    if (point.knob == run.max_mw) {
-      plot.highlight(viz::highlight_point(point, fmt::format("max {}", watts(point.knob)), "#222222", watts,
-                                          plot_options));
-    }
-  }
-  return plot.svg();
 }
 
 // Part 3: the Perseus planner on the example pipeline (4 stages × 8 microbatches, 1F1B).
@@ -185,39 +155,6 @@ void print_demo_json(const DemoFlags& flags, const device::sim::Spec& spec, cons
   std::cout << out.dump(2) << "\n";
 }
 
-void print_power_limit_text(const DemoFlags& flags, const device::sim::Spec& spec,
-                            const sim::JitTrainingRun& run) {
-  std::cout << fmt::format(
-      "joule demo, part 1: the JIT power-limit optimizer on {} simulated {} GPU{} ({}) training {}\n"
-      "(virtual clock: {} iterations of simulated training)\n\n",
-      spec.count, spec.model->key, spec.count == 1 ? "" : "s", run.gpu_name, run.workload, flags.steps);
-  std::cout << fmt::format(
-      "  It tried {} limits from {} down, 10 warm-up + 40 measured iterations each, and was done "
-      "after {} iterations:\n\n",
-      run.candidates_mw.size(), watts(run.candidates_mw.front()), run.profiled_until_step);
-  std::cout << fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)",
-                           "energy/iter (J)", "frontier");
-  for (const auto& m : run.measurements) {
-    bool on_frontier = false;
-    for (const auto& point : run.frontier.points()) {
-      on_frontier = on_frontier || point.knob == m.power_limit_mw;
-    }
-    std::cout << fmt::format("  {:>11}  {:>16.1f}  {:>18.2f}  {:>10}{}\n", watts(m.power_limit_mw),
-                             m.time_per_step_s() * 1e3, m.energy_per_step_j(), on_frontier ? "yes" : "",
-                             m.power_limit_mw == run.chosen_mw ? "   <- chosen" : "");
-  }
-  const double energy_saved = 1 - run.at_chosen.energy_j / run.at_max.energy_j;
-  const double time_added = run.at_chosen.time_s / run.at_max.time_s - 1;
-  std::cout << fmt::format(
-      "\n  Chosen by {}: {}.\n"
-      "  {} iterations at {}: {:.1f} s, {:.1f} kJ; at the maximum {}: {:.1f} s, {:.1f} kJ.\n"
-      "  The chosen limit saves {:.1f}% energy for {:.1f}% more time (profiling included, the whole run "
-      "took {:.1f} s and {:.1f} kJ).\n",
-      describe(run.policy), watts(run.chosen_mw), flags.steps, watts(run.chosen_mw), run.at_chosen.time_s,
-      run.at_chosen.energy_j / 1e3, watts(run.max_mw), run.at_max.time_s, run.at_max.energy_j / 1e3,
-      energy_saved * 100, time_added * 100, run.with_zeus.time_s, run.with_zeus.energy_j / 1e3);
-}
-
 void print_pipeline_text(const PipelinePart& pipeline) {
   const auto& planned = pipeline.planned;
   const auto& pipeline_frontier = planned.frontier;
@@ -257,7 +194,7 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
 
   // 1. The JIT power-limit optimizer, live on the simulated GPUs.
   const sim::JitTrainingRun run = value_or_throw(sim::run_jit_training(spec, flags.steps));
-  plots.write(plots.frontier_out, power_limit_plot_svg(run, spec));
+  plots.write(plots.frontier_out, sim::jit_run_plot_svg(run, spec));
 
   // 2. Batch size and power limit together, across recurrences: the trace-driven simulator.
   std::vector<sim::SavingsRow> rows;
@@ -278,7 +215,7 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
     print_demo_json(flags, spec, run, rows, pipeline, plots, simulation_plotted);
     return plots.all_written ? kExitOk : kExitFailure;
   }
-  print_power_limit_text(flags, spec, run);
+  std::cout << sim::jit_run_text(run, spec);
   if (!rows.empty()) {
     std::cout << "\njoule demo, part 2: batch size and power limit together, on the NSDI'23 traces ("
                  "`joule simulate --all`)\n\n";

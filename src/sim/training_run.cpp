@@ -3,8 +3,11 @@
 
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "joule/core/clock.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/viz/frontier_plot.hpp"
 
 namespace joule::sim {
 
@@ -74,6 +77,72 @@ Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t s
   run.at_max = JOULE_TRY(fixed_limit_run(spec, run.max_mw, steps));
   run.at_chosen = JOULE_TRY(fixed_limit_run(spec, run.chosen_mw, steps));
   return run;
+}
+
+namespace {
+
+std::string watts(uint32_t power_limit_mw) {
+  return fmt::format("{:g} W", power_limit_mw / 1e3);
+}
+
+}  // namespace
+
+std::string jit_run_plot_svg(const JitTrainingRun& run, const device::sim::Spec& spec) {
+  std::vector<FrontierPoint<uint32_t>> measured;
+  for (const auto& m : run.measurements) {
+    measured.push_back({m.power_limit_mw, m.time_per_step_s(), m.energy_per_step_j()});
+  }
+  const auto frontier = Frontier<uint32_t>::from_points(measured);
+  viz::FrontierPlotOptions plot_options{
+      .title = fmt::format("JIT power-limit profile: {} on {}", run.workload, spec.model->key),
+      .x_label = "Time per iteration (s)",
+      .y_label = "Energy per iteration (J)",
+      .measured_label = "profiled limits"};
+  auto plot = viz::frontier_plot(frontier, watts, plot_options, measured);
+  for (const auto& point : measured) {
+    if (point.knob == run.chosen_mw) {
+      plot.highlight(viz::highlight_point(point, fmt::format("chosen {}", watts(run.chosen_mw)), "#d55e00",
+                                          watts, plot_options));
+    }
+    if (point.knob == run.max_mw) {
+      plot.highlight(viz::highlight_point(point, fmt::format("max {}", watts(point.knob)), "#222222", watts,
+                                          plot_options));
+    }
+  }
+  return plot.svg();
+}
+
+std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spec) {
+  std::string out = fmt::format(
+      "joule demo, part 1: the JIT power-limit optimizer on {} simulated {} GPU{} ({}) training {}\n"
+      "(virtual clock: {} iterations of simulated training)\n\n",
+      spec.count, spec.model->key, spec.count == 1 ? "" : "s", run.gpu_name, run.workload, run.steps);
+  out += fmt::format(
+      "  It tried {} limits from {} down, 10 warm-up + 40 measured iterations each, and was done "
+      "after {} iterations:\n\n",
+      run.candidates_mw.size(), watts(run.candidates_mw.front()), run.profiled_until_step);
+  out += fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)", "energy/iter (J)",
+                     "frontier");
+  for (const auto& m : run.measurements) {
+    bool on_frontier = false;
+    for (const auto& point : run.frontier.points()) {
+      on_frontier = on_frontier || point.knob == m.power_limit_mw;
+    }
+    out += fmt::format("  {:>11}  {:>16.1f}  {:>18.2f}  {:>10}{}\n", watts(m.power_limit_mw),
+                       m.time_per_step_s() * 1e3, m.energy_per_step_j(), on_frontier ? "yes" : "",
+                       m.power_limit_mw == run.chosen_mw ? "   <- chosen" : "");
+  }
+  const double energy_saved = 1 - run.at_chosen.energy_j / run.at_max.energy_j;
+  const double time_added = run.at_chosen.time_s / run.at_max.time_s - 1;
+  out += fmt::format(
+      "\n  Chosen by {}: {}.\n"
+      "  {} iterations at {}: {:.1f} s, {:.1f} kJ; at the maximum {}: {:.1f} s, {:.1f} kJ.\n"
+      "  The chosen limit saves {:.1f}% energy for {:.1f}% more time (profiling included, the whole run "
+      "took {:.1f} s and {:.1f} kJ).\n",
+      describe(run.policy), watts(run.chosen_mw), run.steps, watts(run.chosen_mw), run.at_chosen.time_s,
+      run.at_chosen.energy_j / 1e3, watts(run.max_mw), run.at_max.time_s, run.at_max.energy_j / 1e3,
+      energy_saved * 100, time_added * 100, run.with_zeus.time_s, run.with_zeus.energy_j / 1e3);
+  return out;
 }
 
 }  // namespace joule::sim

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -158,6 +159,16 @@ TEST(JitTrainingRun, ProfilesChoosesAndComparesWithTheMaximum) {
   EXPECT_LE(run.at_chosen.energy_j, run.at_max.energy_j);
   EXPECT_GT(run.with_zeus.time_s, 0);
   EXPECT_FALSE(run.workload.empty());
+  // Its forms: the story names the chosen limit and the steps; the plot marks the chosen and the maximum.
+  const std::string text = jit_run_text(run, spec);
+  EXPECT_EQ(text.rfind("joule demo, part 1: the JIT power-limit optimizer on 1 simulated v100 GPU (", 0), 0U)
+      << text;
+  EXPECT_NE(text.find(fmt::format("   <- chosen\n")), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("400 iterations at {:g} W", run.chosen_mw / 1e3)), std::string::npos)
+      << text;
+  const std::string svg = jit_run_plot_svg(run, spec);
+  EXPECT_NE(svg.find(fmt::format("chosen {:g} W", run.chosen_mw / 1e3)), std::string::npos);
+  EXPECT_NE(svg.find(fmt::format("max {:g} W", run.max_mw / 1e3)), std::string::npos);
 }
 
 }  // namespace

@@ -45,4 +45,10 @@ struct JitTrainingRun {
 /// handlers: the GPUs are simulated), then runs the comparisons. Errors: those of fixed_limit_run().
 Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t steps);
 
+/// @return `run`'s plot (SVG): the profiled limits, their frontier, the chosen and the maximum limit.
+std::string jit_run_plot_svg(const JitTrainingRun& run, const device::sim::Spec& spec);
+/// @return `run` as `joule demo` tells it: the GPUs, the limits profiled (time and energy per iteration,
+/// which are on the frontier, the chosen one), and the whole run against the same steps at the maximum limit.
+std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spec);
+
 }  // namespace joule::sim
