@@ -554,6 +554,17 @@ def _pipeline_evaluate(
     slowdowns: Optional[Sequence[float]] = None,
     schedule: str = "1f1b",
 ) -> dict[str, float]: ...
+def _pipeline_stage_plan(
+    profile: Optional[str], plan_path: Optional[str], stages: int, microbatches: Optional[int], schedule: str,
+    p_blocking_w: float, unit_time_s: float, target_time_s: Optional[float], slowdown: Optional[float], /
+) -> dict[str, Any]: ...
+def _pipeline_check_topology(
+    rank: int, dp_rank: int, pp_rank: int, tp_rank: int, dp_degree: int, pp_degree: int, tp_degree: int,
+    world_size: int, /
+) -> None: ...
+def _pipeline_round_schedule(
+    text: str, rank: int, source: str
+) -> tuple[list[tuple[str, int]], int, str, Optional[int], bool]: ...
 
 # LLM inference serving ------------------------------------------------------------------------------------------
 
