@@ -40,7 +40,6 @@ from .callbacks import Callback
 
 AUTO = "auto"
 HISTORY_LENGTH = 1024  # iterations kept in PipelineFrequencyOptimizer.history
-INSTRUCTIONS = ("forward", "backward")
 
 
 class PipelineServerError(Error):
@@ -407,7 +406,7 @@ class PipelineFrequencyOptimizer(Callback):
         # Per-round state.
         self._schedule: Optional[Schedule] = None
         self._iterations_left: Optional[int] = 0
-        self._round_measurements = self._empty_round()
+        self._recorder = _joule.StageRoundRecorder()  # the round's result body (C++: plan::RoundRecorder)
         self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_LENGTH)
         # Per-iteration state.
         self._in_step = False
@@ -416,8 +415,6 @@ class PipelineFrequencyOptimizer(Callback):
         self._step_start_j = 0.0
         self._last_end_s: Optional[float] = None
         self._last_end_j: Optional[float] = None
-        self._times: dict[str, list[float]] = {"forward": [], "backward": []}
-        self._energies: dict[str, list[float]] = {"forward": [], "backward": []}
 
     # Setup ---------------------------------------------------------------------------------------------------
     def _use_devices(
@@ -519,8 +516,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._begun = None
         self._last_end_s = None
         self._last_end_j = None
-        self._times = {"forward": [], "backward": []}
-        self._energies = {"forward": [], "backward": []}
+        self._recorder.begin_iteration()
         self._step_start_s, self._step_start_j = self._measure()
 
     def on_instruction_begin(self, name: str) -> None:
@@ -547,8 +543,7 @@ class PipelineFrequencyOptimizer(Callback):
             raise StateError(f"{self._who()}: on_instruction_end({name!r}), but the instruction begun is {begun}")
         time_s, energy_j = self._measure()
         _, start_s, start_j = self._begun
-        self._times[name].append(time_s - start_s)
-        self._energies[name].append(energy_j - start_j)
+        self._recorder.record(name, time_s - start_s, energy_j - start_j)
         self._begun = None
         self._last_end_s = time_s
         self._last_end_j = energy_j
@@ -574,12 +569,7 @@ class PipelineFrequencyOptimizer(Callback):
         energy_j = end_j - self._step_start_j
         self._in_step = False
         if self._iterations_left is not None:  # a round to report (a schedule for ever reports nothing)
-            measurements = self._round_measurements
-            measurements["iter_time"].append(iteration_time_s)
-            measurements["iter_energy"].append(own_energy_j)
-            for name in INSTRUCTIONS:
-                measurements["time_breakdown"][name].append(self._times[name])
-                measurements["energy_breakdown"][name].append(self._energies[name])
+            self._recorder.end_iteration(iteration_time_s, own_energy_j)
         if self._steady is not None and schedule.phase == "warmup":
             self._steady.sample()  # once per iteration, after it (the GPU has just run its load)
         self.history.append(
@@ -673,15 +663,6 @@ class PipelineFrequencyOptimizer(Callback):
             self._sync()
         return float(self._time_fn()), float(self._energy_fn())
 
-    @staticmethod
-    def _empty_round() -> dict[str, Any]:
-        return {
-            "iter_time": [],
-            "iter_energy": [],
-            "time_breakdown": {"forward": [], "backward": []},
-            "energy_breakdown": {"forward": [], "backward": []},
-        }
-
     def _next_schedule(self) -> None:
         if self._client is None:
             assert self._local is not None
@@ -703,18 +684,11 @@ class PipelineFrequencyOptimizer(Callback):
             self._steady_warned = False
 
     def _report(self) -> None:
-        measurements, self._round_measurements = self._round_measurements, self._empty_round()
-        if self._client is None:
-            return
-        assert self.job_id is not None
         schedule = self._schedule
-        result: dict[str, Any] = {"rank": self.rank, **measurements}
-        if schedule is not None:
-            # joule extension (Zeus's server ignores it): a result for another round is refused, not misapplied.
-            result["round"] = schedule.round
+        steady: Optional[bool] = None
         if self._steady is not None and schedule is not None and schedule.phase == "warmup":
             # joule extension (Zeus's server ignores it): the server repeats the warm-up until all are steady.
-            result["thermally_steady"] = bool(self._steady.ready())
+            steady = bool(self._steady.ready())
             if self._steady.timed_out() and not self._steady_warned:
                 self._steady_warned = True
                 warnings.warn(
@@ -722,7 +696,11 @@ class PipelineFrequencyOptimizer(Callback):
                     RuntimeWarning,
                     stacklevel=3,
                 )
-        self._client.result(self.job_id, result)
+        # joule extension (Zeus's server ignores it): "round", so a result for another round is refused.
+        result = self._recorder.take_result(self.rank, None if schedule is None else schedule.round, steady)
+        if self._client is not None:
+            assert self.job_id is not None
+            self._client.result(self.job_id, result)
 
 
 __all__ = ["PipelineFrequencyOptimizer", "PipelineServerClient", "PipelineServerError", "Schedule"]

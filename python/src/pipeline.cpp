@@ -612,6 +612,19 @@ void bind_plan_functions(py::module_& module) {
              py::arg("schedule") = "1f1b",
              "The model's {time_s, energy_j} of one iteration of per-stage schedules, each stage's "
              "computations stretched by its slowdown.");
+  py::class_<plan::RoundRecorder>(module, "StageRoundRecorder",
+                                  "One rank's measurements of a round (plan::RoundRecorder): times in s, "
+                                  "energies in J.")
+      .def(py::init<>())
+      .def("begin_iteration", &plan::RoundRecorder::begin_iteration)
+      .def("record", [](plan::RoundRecorder& recorder, const std::string& name, double time_s,
+                        double energy_j) { recorder.record(instruction_named(name), time_s, energy_j); })
+      .def("end_iteration", &plan::RoundRecorder::end_iteration)
+      .def("take_result", [](plan::RoundRecorder& recorder, int64_t rank, std::optional<int64_t> round,
+                             std::optional<bool> steady) {
+        // The body is only ever sent as JSON: json.loads is the whole conversion.
+        return py::module_::import("json").attr("loads")(recorder.take_result(rank, round, steady).dump());
+      });
   module.def("_pipeline_stage_plan", &stage_plan,
              "A server-less stage runtime's plan (plan::plan_stages): a plan file's (plan_path), else the "
              "profile's for target_time_s or slowdown; the same keys as _pipeline_plan.");

@@ -3,12 +3,72 @@
 
 #include <array>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "joule/core/json.hpp"
 
 namespace joule::plan {
+
+namespace {
+
+// Zeus's result body names its instructions in this order.
+constexpr std::array<Instruction, 2> kRecordedInstructions = {Instruction::kForward, Instruction::kBackward};
+
+size_t recorded_index(Instruction instruction) {
+  return instruction == Instruction::kForward ? 0 : 1;
+}
+
+}  // namespace
+
+void RoundRecorder::begin_iteration() {
+  for (size_t index = 0; index < 2; ++index) {
+    times_s_[index].clear();
+    energies_j_[index].clear();
+  }
+}
+
+void RoundRecorder::record(Instruction instruction, double time_s, double energy_j) {
+  times_s_[recorded_index(instruction)].push_back(time_s);
+  energies_j_[recorded_index(instruction)].push_back(energy_j);
+}
+
+void RoundRecorder::end_iteration(double iteration_time_s, double iteration_energy_j) {
+  round_["iter_time"].push_back(iteration_time_s);
+  round_["iter_energy"].push_back(iteration_energy_j);
+  for (const Instruction instruction : kRecordedInstructions) {
+    const std::string name(to_string(instruction));
+    round_["time_breakdown"][name].push_back(times_s_[recorded_index(instruction)]);
+    round_["energy_breakdown"][name].push_back(energies_j_[recorded_index(instruction)]);
+  }
+}
+
+nlohmann::json RoundRecorder::take_result(int64_t rank, std::optional<int64_t> round,
+                                          std::optional<bool> thermally_steady) {
+  nlohmann::json result = std::exchange(round_, nlohmann::json::object());
+  result["rank"] = rank;
+  for (const char* list : {"iter_time", "iter_energy"}) {
+    if (!result.contains(list)) {
+      result[list] = nlohmann::json::array();
+    }
+  }
+  for (const char* breakdown : {"time_breakdown", "energy_breakdown"}) {
+    for (const Instruction instruction : kRecordedInstructions) {
+      nlohmann::json& lists = result[breakdown][std::string(to_string(instruction))];
+      if (lists.is_null()) {
+        lists = nlohmann::json::array();
+      }
+    }
+  }
+  if (round) {
+    result["round"] = *round;
+  }
+  if (thermally_steady) {
+    result["thermally_steady"] = *thermally_steady;
+  }
+  return result;
+}
 
 Result<void> check_topology(const StageTopology& topology) {
   const std::array<std::pair<const char*, int64_t>, 3> degrees = {{{"dp_degree", topology.dp_degree},

@@ -129,5 +129,27 @@ TEST(StagePlan, NeedsAProfileOrAPlanFileAndItsArguments) {
   EXPECT_EQ(plan_error(request), "target_time_s and slowdown choose a plan from a profile, not a plan file");
 }
 
+TEST(RoundRecorder, BuildsTheResultBody) {
+  RoundRecorder recorder;
+  const nlohmann::json empty = recorder.take_result(3, std::nullopt, std::nullopt);
+  EXPECT_EQ(empty, nlohmann::json::parse(R"({"rank": 3, "iter_time": [], "iter_energy": [],
+      "time_breakdown": {"forward": [], "backward": []}, "energy_breakdown": {"forward": [], "backward": []}})"));
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    recorder.begin_iteration();
+    recorder.record(Instruction::kForward, 1.0, 10.0);
+    recorder.record(Instruction::kBackward, 2.0, 20.0);
+    recorder.record(Instruction::kForward, 1.5, 15.0);
+    recorder.end_iteration(5.0 + iteration, 50.0);
+  }
+  recorder.begin_iteration();
+  recorder.record(Instruction::kForward, 9.0, 9.0);  // an iteration not ended is not reported
+  const nlohmann::json result = recorder.take_result(0, 4, true);
+  EXPECT_EQ(result, nlohmann::json::parse(R"({"rank": 0, "round": 4, "thermally_steady": true,
+      "iter_time": [5.0, 6.0], "iter_energy": [50.0, 50.0],
+      "time_breakdown": {"forward": [[1.0, 1.5], [1.0, 1.5]], "backward": [[2.0], [2.0]]},
+      "energy_breakdown": {"forward": [[10.0, 15.0], [10.0, 15.0]], "backward": [[20.0], [20.0]]}})"));
+  EXPECT_EQ(recorder.take_result(3, std::nullopt, std::nullopt), empty);  // the next round starts empty
+}
+
 }  // namespace
 }  // namespace joule::plan

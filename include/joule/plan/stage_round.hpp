@@ -5,6 +5,7 @@
 // plan it follows instead.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,6 +60,28 @@ struct RoundSchedule {
                                          std::string_view quoted);
   /// from_json() of a JSON text, which errors quote; text that does not parse is not an object.
   static Result<RoundSchedule> parse(std::string_view text, int64_t rank, std::string_view source);
+};
+
+/// One rank's measurements of a round, as its result body reports them (Zeus's ProfilingResult): per
+/// iteration, its time and energy and those of each of its instructions, in the order they ran.
+class RoundRecorder {
+ public:
+  /// Starts an iteration: forgets the instructions recorded since the last one began.
+  void begin_iteration();
+  /// Records one instruction of the iteration: its time, s, and energy, J.
+  void record(Instruction instruction, double time_s, double energy_j);
+  /// Adds the iteration (its time, s, and energy, J, and its instructions') to the round.
+  void end_iteration(double iteration_time_s, double iteration_energy_j);
+  /// @return the round's result body, {"rank", "iter_time": [s], "iter_energy": [J], "time_breakdown":
+  /// {"forward": [[s per instruction] per iteration], "backward": …}, "energy_breakdown": …}, with joule's
+  /// "round" and "thermally_steady" when given; and starts the next round empty.
+  nlohmann::json take_result(int64_t rank, std::optional<int64_t> round,
+                             std::optional<bool> thermally_steady);
+
+ private:
+  nlohmann::json round_ = nlohmann::json::object();
+  std::array<std::vector<double>, 2> times_s_;  ///< this iteration's, forward then backward
+  std::array<std::vector<double>, 2> energies_j_;
 };
 
 /// @return the profile at a path, or in `path_or_csv` itself if it holds a line break (CSV text). Errors:
