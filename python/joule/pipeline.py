@@ -40,7 +40,6 @@ from .callbacks import Callback
 
 AUTO = "auto"
 HISTORY_LENGTH = 1024  # iterations kept in PipelineFrequencyOptimizer.history
-INSTRUCTIONS = ("forward", "backward")
 
 
 class PipelineServerError(Error):
@@ -83,42 +82,12 @@ class Schedule:
 
     @classmethod
     def from_json(cls, body: Any, rank: int, source: str) -> "Schedule":
-        """Parses a ``GET /schedule`` body; InvalidArgumentError naming `source` if it is malformed."""
-
-        def bad(what: str) -> InvalidArgumentError:
-            return InvalidArgumentError(f"{source}: {what} (got {json.dumps(body)[:300]})")
-
-        if not isinstance(body, dict) or not isinstance(body.get("frequencies"), list):
-            raise bad("a schedule is an object with a 'frequencies' list")
-        if "rank" in body and body["rank"] != rank:
-            raise bad(f"the schedule is for rank {body['rank']}, not this rank {rank}")
-        frequencies: list[tuple[str, int]] = []
-        for index, entry in enumerate(body["frequencies"]):
-            if (
-                not isinstance(entry, (list, tuple))
-                or len(entry) != 2
-                or entry[0] not in INSTRUCTIONS
-                or not isinstance(entry[1], int)
-                or isinstance(entry[1], bool)
-                or entry[1] < 0
-            ):
-                raise bad(f"frequencies[{index}] must be ['forward' or 'backward', MHz ≥ 0]")
-            frequencies.append((entry[0], entry[1]))
-        if not frequencies:
-            raise bad("the schedule has no instruction")
-        iterations = body.get("iterations")
-        if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1):
-            raise bad("'iterations' must be a positive integer or null")
-        round_ = body.get("round", 0)
-        phase = body.get("phase", "planned")
-        predicted = body.get("predicted")
-        return cls(
-            frequencies,
-            round=int(round_) if isinstance(round_, int) else 0,
-            phase=str(phase),
-            iterations=iterations,
-            predicted=predicted if isinstance(predicted, dict) else None,
-        )
+        """Parses a ``GET /schedule`` body; InvalidArgumentError naming `source` if it is malformed (the
+        checks are C++'s: joule::plan::RoundSchedule::from_json)."""
+        frequencies, round_, phase, iterations, has_predicted = _joule._pipeline_round_schedule(
+            json.dumps(body), rank, source)
+        predicted = body["predicted"] if has_predicted else None
+        return cls(frequencies, round=round_, phase=phase, iterations=iterations, predicted=predicted)
 
     def __repr__(self) -> str:
         return (
@@ -314,23 +283,6 @@ def _broadcast_job_id(job_id: Optional[str], world_size: int) -> str:
     )
 
 
-def _check_topology(rank: int, dp_rank: int, pp_rank: int, tp_rank: int, dp_degree: int, pp_degree: int,
-                    tp_degree: int, world_size: int) -> None:
-    """InvalidArgumentError unless the degrees are ≥ 1, multiply to world_size, and every rank is in range."""
-    for name, value in (("dp_degree", dp_degree), ("pp_degree", pp_degree), ("tp_degree", tp_degree)):
-        if value < 1:
-            raise InvalidArgumentError(f"{name} must be ≥ 1, got {value}")
-    if world_size != dp_degree * pp_degree * tp_degree:
-        raise InvalidArgumentError(
-            f"world_size {world_size} is not dp_degree × pp_degree × tp_degree = "
-            f"{dp_degree} × {pp_degree} × {tp_degree}"
-        )
-    for name, value, degree in (("dp_rank", dp_rank, dp_degree), ("pp_rank", pp_rank, pp_degree),
-                                ("tp_rank", tp_rank, tp_degree), ("rank", rank, world_size)):
-        if not 0 <= value < degree:
-            raise InvalidArgumentError(f"{name} {value} is not in [0, {degree})")
-
-
 class PipelineFrequencyOptimizer(Callback):
     """Runs each rank's GPU at the frequencies a pipeline frequency plan gives each forward and backward.
 
@@ -409,7 +361,8 @@ class PipelineFrequencyOptimizer(Callback):
         retry_for_s: float = 600.0,
         steady_state: Union[str, dict[str, Any], None] = AUTO,
     ) -> None:
-        _check_topology(rank, dp_rank, pp_rank, tp_rank, dp_degree, pp_degree, tp_degree, world_size)
+        # InvalidArgumentError unless the degrees are ≥ 1, multiply to world_size, and every rank is in range.
+        _joule._pipeline_check_topology(rank, dp_rank, pp_rank, tp_rank, dp_degree, pp_degree, tp_degree, world_size)
         if num_microbatches is not None and num_microbatches < 1:
             raise InvalidArgumentError(f"num_microbatches must be ≥ 1, got {num_microbatches}")
         self.rank, self.dp_rank, self.pp_rank, self.tp_rank = rank, dp_rank, pp_rank, tp_rank
@@ -437,7 +390,11 @@ class PipelineFrequencyOptimizer(Callback):
         self.local_plan: Optional[dict[str, Any]] = None
         self.job_id: Optional[str] = None
         if server_url is None:
-            self._local = self._plan_locally(profile, plan, target_time_s, slowdown, p_blocking_w, unit_time_s, schedule)
+            # The plan file's or the profile's plan (C++: joule::plan::plan_stages, which checks it fits the job).
+            self.local_plan = _joule._pipeline_stage_plan(profile, plan, pp_degree, num_microbatches, schedule,
+                                                          p_blocking_w, unit_time_s, target_time_s, slowdown)
+            self.num_microbatches = self.local_plan["microbatches"]
+            self._local = Schedule(self.local_plan["schedules"][pp_rank], predicted=self.local_plan["predicted"])
         else:
             if profile is not None or plan is not None:
                 raise InvalidArgumentError("profile= and plan= are for the server-less form (server_url=None)")
@@ -449,7 +406,7 @@ class PipelineFrequencyOptimizer(Callback):
         # Per-round state.
         self._schedule: Optional[Schedule] = None
         self._iterations_left: Optional[int] = 0
-        self._round_measurements = self._empty_round()
+        self._recorder = _joule.StageRoundRecorder()  # the round's result body (C++: plan::RoundRecorder)
         self.history: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_LENGTH)
         # Per-iteration state.
         self._in_step = False
@@ -458,8 +415,6 @@ class PipelineFrequencyOptimizer(Callback):
         self._step_start_j = 0.0
         self._last_end_s: Optional[float] = None
         self._last_end_j: Optional[float] = None
-        self._times: dict[str, list[float]] = {"forward": [], "backward": []}
-        self._energies: dict[str, list[float]] = {"forward": [], "backward": []}
 
     # Setup ---------------------------------------------------------------------------------------------------
     def _use_devices(
@@ -519,46 +474,6 @@ class PipelineFrequencyOptimizer(Callback):
             steady = _joule.SteadyStateDetector(self.gpu, steady_state, time_fn)
         return None if steady.mode == "off" else steady
 
-    def _plan_locally(
-        self,
-        profile: Optional[str],
-        plan: Optional[str],
-        target_time_s: Optional[float],
-        slowdown: Optional[float],
-        p_blocking_w: float,
-        unit_time_s: float,
-        schedule: str,
-    ) -> Schedule:
-        if plan is not None:
-            if target_time_s is not None or slowdown is not None:
-                raise InvalidArgumentError("target_time_s and slowdown choose a plan from a profile, not a plan file")
-            planned = _joule._pipeline_plan_file(plan, profile, p_blocking_w)
-            if planned["stages"] != self.pp_degree:
-                raise InvalidArgumentError(f"{plan} plans {planned['stages']} stages, but pp_degree is {self.pp_degree}")
-            if self.num_microbatches is not None and planned["microbatches"] != self.num_microbatches:
-                raise InvalidArgumentError(
-                    f"{plan} plans {planned['microbatches']} microbatches, but num_microbatches is {self.num_microbatches}"
-                )
-            self.num_microbatches = planned["microbatches"]
-        elif profile is not None:
-            if self.num_microbatches is None:
-                raise InvalidArgumentError("planning from a profile needs num_microbatches")
-            planned = _joule._pipeline_plan(
-                profile,
-                self.num_microbatches,
-                stages=self.pp_degree,
-                schedule=schedule,
-                p_blocking_w=p_blocking_w,
-                unit_time_s=unit_time_s,
-                target_time_s=target_time_s,
-                slowdown=slowdown,
-            )
-        else:
-            raise InvalidArgumentError("server_url=None needs profile= (plan here) or plan= (a plan file)")
-        self.local_plan = planned
-        return Schedule(planned["schedules"][self.pp_rank], round=0, phase="planned", iterations=None,
-                        predicted=planned["predicted"])
-
     def _register(self) -> None:
         assert self._client is not None
         job_id: Optional[str] = None
@@ -601,8 +516,7 @@ class PipelineFrequencyOptimizer(Callback):
         self._begun = None
         self._last_end_s = None
         self._last_end_j = None
-        self._times = {"forward": [], "backward": []}
-        self._energies = {"forward": [], "backward": []}
+        self._recorder.begin_iteration()
         self._step_start_s, self._step_start_j = self._measure()
 
     def on_instruction_begin(self, name: str) -> None:
@@ -629,8 +543,7 @@ class PipelineFrequencyOptimizer(Callback):
             raise StateError(f"{self._who()}: on_instruction_end({name!r}), but the instruction begun is {begun}")
         time_s, energy_j = self._measure()
         _, start_s, start_j = self._begun
-        self._times[name].append(time_s - start_s)
-        self._energies[name].append(energy_j - start_j)
+        self._recorder.record(name, time_s - start_s, energy_j - start_j)
         self._begun = None
         self._last_end_s = time_s
         self._last_end_j = energy_j
@@ -656,12 +569,7 @@ class PipelineFrequencyOptimizer(Callback):
         energy_j = end_j - self._step_start_j
         self._in_step = False
         if self._iterations_left is not None:  # a round to report (a schedule for ever reports nothing)
-            measurements = self._round_measurements
-            measurements["iter_time"].append(iteration_time_s)
-            measurements["iter_energy"].append(own_energy_j)
-            for name in INSTRUCTIONS:
-                measurements["time_breakdown"][name].append(self._times[name])
-                measurements["energy_breakdown"][name].append(self._energies[name])
+            self._recorder.end_iteration(iteration_time_s, own_energy_j)
         if self._steady is not None and schedule.phase == "warmup":
             self._steady.sample()  # once per iteration, after it (the GPU has just run its load)
         self.history.append(
@@ -755,15 +663,6 @@ class PipelineFrequencyOptimizer(Callback):
             self._sync()
         return float(self._time_fn()), float(self._energy_fn())
 
-    @staticmethod
-    def _empty_round() -> dict[str, Any]:
-        return {
-            "iter_time": [],
-            "iter_energy": [],
-            "time_breakdown": {"forward": [], "backward": []},
-            "energy_breakdown": {"forward": [], "backward": []},
-        }
-
     def _next_schedule(self) -> None:
         if self._client is None:
             assert self._local is not None
@@ -785,18 +684,11 @@ class PipelineFrequencyOptimizer(Callback):
             self._steady_warned = False
 
     def _report(self) -> None:
-        measurements, self._round_measurements = self._round_measurements, self._empty_round()
-        if self._client is None:
-            return
-        assert self.job_id is not None
         schedule = self._schedule
-        result: dict[str, Any] = {"rank": self.rank, **measurements}
-        if schedule is not None:
-            # joule extension (Zeus's server ignores it): a result for another round is refused, not misapplied.
-            result["round"] = schedule.round
+        steady: Optional[bool] = None
         if self._steady is not None and schedule is not None and schedule.phase == "warmup":
             # joule extension (Zeus's server ignores it): the server repeats the warm-up until all are steady.
-            result["thermally_steady"] = bool(self._steady.ready())
+            steady = bool(self._steady.ready())
             if self._steady.timed_out() and not self._steady_warned:
                 self._steady_warned = True
                 warnings.warn(
@@ -804,7 +696,11 @@ class PipelineFrequencyOptimizer(Callback):
                     RuntimeWarning,
                     stacklevel=3,
                 )
-        self._client.result(self.job_id, result)
+        # joule extension (Zeus's server ignores it): "round", so a result for another round is refused.
+        result = self._recorder.take_result(self.rank, None if schedule is None else schedule.round, steady)
+        if self._client is not None:
+            assert self.job_id is not None
+            self._client.result(self.job_id, result)
 
 
 __all__ = ["PipelineFrequencyOptimizer", "PipelineServerClient", "PipelineServerError", "Schedule"]

@@ -3,15 +3,12 @@
 // stage as a simulated GPU), SettingsGuard (plan::SharedSettingsGuard, the restore contract for settings made
 // from Python), ClockApplier (plan::ClockApplier), StageFrequencyController (plan::FrequencyController in its
 // asynchronous mode: what joule.PipelineFrequencyOptimizer drives), SteadyStateDetector
-// (plan::WarmupDetector, the thermal wait of the warm-up) and the plan functions (plan/local_plan.hpp) that
-// joule.PipelineFrequencyOptimizer (pipeline.py) plans with when it has no server. Device calls run without
-// the GIL.
+// (plan::WarmupDetector, the thermal wait of the warm-up) and the plan functions (plan/local_plan.hpp,
+// plan/stage_round.hpp) that joule.PipelineFrequencyOptimizer (pipeline.py) checks its topology, reads its
+// schedules and plans with when it has no server. Device calls run without the GIL.
 #include "joule/plan/pipeline.hpp"
 
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -27,6 +24,7 @@
 #include "joule/plan/runtime.hpp"
 #include "joule/plan/shared_guard.hpp"
 #include "joule/plan/stage_device.hpp"
+#include "joule/plan/stage_round.hpp"
 #include "joule/plan/warmup_detector.hpp"
 
 #include "bindings.hpp"
@@ -38,12 +36,8 @@ namespace {
 using SharedStageDevice = std::shared_ptr<plan::StageDevice>;
 using SharedGuard = std::shared_ptr<plan::SharedSettingsGuard>;
 
-// A profile given as a path, or as CSV text (anything with a line break).
 plan::Profile load_profile(const std::string& path_or_csv) {
-  Result<plan::Profile> profile = path_or_csv.find('\n') != std::string::npos
-                                      ? plan::Profile::parse(path_or_csv, "<profile text>")
-                                      : plan::Profile::read(path_or_csv);
-  return value_or_throw(std::move(profile));
+  return value_or_throw(plan::load_profile(path_or_csv));
 }
 
 // An instruction given as an argument: a wrong name is an invalid argument, not unparsable input.
@@ -53,30 +47,6 @@ plan::Instruction instruction_named(const std::string& name) {
     throw Exception(ErrorCode::kInvalidArgument, instruction.error().message());
   }
   return *instruction;
-}
-
-// Test seam: the stage devices whose settings are written to a file when the process exits (after the
-// SettingsGuard exit hook, which was registered later and so runs earlier). Leaked on purpose: alive in
-// the exit hook.
-struct ExitLogs {
-  std::mutex mutex;
-  std::vector<std::pair<SharedStageDevice, std::string>> devices;
-};
-
-ExitLogs& exit_logs() {
-  static auto* logs = new ExitLogs;
-  return *logs;
-}
-
-void write_exit_logs() {
-  ExitLogs& logs = exit_logs();
-  std::lock_guard lock(logs.mutex);
-  for (const auto& [device, path] : logs.devices) {
-    std::ofstream out(path, std::ios::trunc);
-    for (const auto& record : device->gpu().settings_log()) {
-      out << record.setting << ' ' << record.value_min << ' ' << record.value << '\n';
-    }
-  }
 }
 
 // A trampoline: a Clock whose now() is a Python time function (s), for GPUs whose time base only the caller
@@ -190,30 +160,37 @@ py::dict local_plan_dict(const plan::LocalPlan& local) {
   dict["plan"] = local.plan;
   dict["predicted"] = predicted;
   dict["target_time_s"] = optional(local.target_time_s);
+  if (!local.frontier.empty()) {  // planned here (a plan file has none)
+    py::list points;
+    for (const auto& [time_s, energy_j] : local.frontier) {
+      points.append(py::make_tuple(time_s, energy_j));
+    }
+    dict["frontier"] = points;
+  }
   return dict;
 }
 
-// The planner's frontier for a pipeline, and the plan for `target_time_s` (or the fastest).
-py::dict plan_pipeline(const std::string& profile_text, int microbatches, std::optional<int> stages,
-                       const std::string& schedule, double p_blocking_w, double unit_time_s,
-                       std::optional<double> target_time_s, std::optional<double> slowdown) {
-  const plan::Profile profile = load_profile(profile_text);
-  plan::PlannerOptions options;
-  options.p_blocking_w = p_blocking_w;
-  options.unit_time_s = unit_time_s;
+// A server-less stage runtime's plan (plan::plan_stages): a plan file's, or the profile's (with its
+// frontier).
+py::dict stage_plan(std::optional<std::string> profile, std::optional<std::string> plan_path,
+                    std::optional<int> stages, std::optional<int> microbatches, const std::string& schedule,
+                    double p_blocking_w, double unit_time_s, std::optional<double> target_time_s,
+                    std::optional<double> slowdown) {
+  plan::StagePlanRequest request{.profile = std::move(profile),
+                                 .plan_path = std::move(plan_path),
+                                 .stages = stages,
+                                 .microbatches = microbatches,
+                                 .schedule = schedule,
+                                 .options = {},
+                                 .target_time_s = target_time_s,
+                                 .slowdown = slowdown};
+  request.options.p_blocking_w = p_blocking_w;
+  request.options.unit_time_s = unit_time_s;
   Result<plan::LocalPlan> planned = [&] {
     py::gil_scoped_release release;
-    return plan::plan_locally(profile, microbatches, stages.value_or(profile.stage_count()), schedule,
-                              options, target_time_s, slowdown);
+    return plan::plan_stages(request);
   }();
-  const plan::LocalPlan local = value_or_throw(std::move(planned));
-  py::dict dict = local_plan_dict(local);
-  py::list points;
-  for (const auto& [time_s, energy_j] : local.frontier) {
-    points.append(py::make_tuple(time_s, energy_j));
-  }
-  dict["frontier"] = points;
-  return dict;
+  return local_plan_dict(value_or_throw(std::move(planned)));
 }
 
 // A plan file written by `joule plan --plan-out`, checked against its own DAG (and the profile, if given).
@@ -344,13 +321,7 @@ void bind_stage_device(py::module_& module) {
   module.def(
       "_write_settings_log_at_exit",
       [](const SharedStageDevice& device, const std::string& path) {
-        ExitLogs& logs = exit_logs();
-        std::lock_guard lock(logs.mutex);
-        static const bool registered = std::atexit(write_exit_logs) == 0;
-        if (!registered) {
-          throw Exception(ErrorCode::kInternal, "cannot register an exit hook");
-        }
-        logs.devices.emplace_back(device, path);
+        value_or_throw(plan::write_settings_log_at_exit(device, path));
       },
       py::arg("device"), py::arg("path"),
       "Test seam: at process exit (after the SettingsGuard exit hook if called before the first guard "
@@ -616,15 +587,22 @@ void bind_steady_state(py::module_& module) {
 }
 
 void bind_plan_functions(py::module_& module) {
-  module.def("_pipeline_plan", &plan_pipeline, py::arg("profile"), py::arg("microbatches"),
-             py::arg("stages") = py::none(), py::arg("schedule") = "1f1b", py::arg("p_blocking_w") = 70.0,
-             py::arg("unit_time_s") = 1e-3, py::arg("target_time_s") = py::none(),
-             py::arg("slowdown") = py::none(),
-             "Plans a pipeline from a profile (path or CSV text): the fastest plan, or the cheapest for a "
-             "target time (or slowdown × the fastest time). Returns stages, microbatches, schedule, "
-             "schedules (per stage, [(instruction, MHz)] in execution order), plan, predicted "
-             "{iteration_time_s, iteration_energy_j, max_clock_time_s, max_clock_energy_j}, target_time_s, "
-             "frontier [(time_s, energy_j)].");
+  module.def(
+      "_pipeline_plan",
+      [](const std::string& profile, int microbatches, std::optional<int> stages, const std::string& schedule,
+         double p_blocking_w, double unit_time_s, std::optional<double> target_time_s,
+         std::optional<double> slowdown) {
+        return stage_plan(profile, std::nullopt, stages, microbatches, schedule, p_blocking_w, unit_time_s,
+                          target_time_s, slowdown);
+      },
+      py::arg("profile"), py::arg("microbatches"), py::arg("stages") = py::none(),
+      py::arg("schedule") = "1f1b", py::arg("p_blocking_w") = 70.0, py::arg("unit_time_s") = 1e-3,
+      py::arg("target_time_s") = py::none(), py::arg("slowdown") = py::none(),
+      "Plans a pipeline from a profile (path or CSV text): the fastest plan, or the cheapest for a "
+      "target time (or slowdown × the fastest time). Returns stages, microbatches, schedule, "
+      "schedules (per stage, [(instruction, MHz)] in execution order), plan, predicted "
+      "{iteration_time_s, iteration_energy_j, max_clock_time_s, max_clock_energy_j}, target_time_s, "
+      "frontier [(time_s, energy_j)].");
   module.def("_pipeline_plan_file", &plan_from_file, py::arg("path"), py::arg("profile") = py::none(),
              py::arg("p_blocking_w") = py::none(),
              "Reads a plan written by `joule plan --plan-out` (same keys as _pipeline_plan; the max-clock "
@@ -634,6 +612,44 @@ void bind_plan_functions(py::module_& module) {
              py::arg("schedule") = "1f1b",
              "The model's {time_s, energy_j} of one iteration of per-stage schedules, each stage's "
              "computations stretched by its slowdown.");
+  py::class_<plan::RoundRecorder>(module, "StageRoundRecorder",
+                                  "One rank's measurements of a round (plan::RoundRecorder): times in s, "
+                                  "energies in J.")
+      .def(py::init<>())
+      .def("begin_iteration", &plan::RoundRecorder::begin_iteration)
+      .def("record", [](plan::RoundRecorder& recorder, const std::string& name, double time_s,
+                        double energy_j) { recorder.record(instruction_named(name), time_s, energy_j); })
+      .def("end_iteration", &plan::RoundRecorder::end_iteration)
+      .def("take_result", [](plan::RoundRecorder& recorder, int64_t rank, std::optional<int64_t> round,
+                             std::optional<bool> steady) {
+        // The body is only ever sent as JSON: json.loads is the whole conversion.
+        return py::module_::import("json").attr("loads")(recorder.take_result(rank, round, steady).dump());
+      });
+  module.def("_pipeline_stage_plan", &stage_plan,
+             "A server-less stage runtime's plan (plan::plan_stages): a plan file's (plan_path), else the "
+             "profile's for target_time_s or slowdown; the same keys as _pipeline_plan.");
+  module.def(
+      "_pipeline_check_topology",
+      [](int64_t rank, int64_t dp_rank, int64_t pp_rank, int64_t tp_rank, int64_t dp_degree,
+         int64_t pp_degree, int64_t tp_degree, int64_t world_size) {
+        value_or_throw(plan::check_topology(
+            {rank, dp_rank, pp_rank, tp_rank, dp_degree, pp_degree, tp_degree, world_size}));
+      },
+      "InvalidArgumentError unless the degrees are ≥ 1, multiply to world_size and every rank is in range.");
+  module.def(
+      "_pipeline_round_schedule",
+      [](const std::string& text, int64_t rank, const std::string& source) {
+        const plan::RoundSchedule schedule = value_or_throw(plan::RoundSchedule::parse(text, rank, source));
+        py::list frequencies;
+        for (const auto& [instruction, mhz] : schedule.frequencies) {
+          frequencies.append(py::make_tuple(std::string(plan::to_string(instruction)), mhz));
+        }
+        return py::make_tuple(frequencies, schedule.round, schedule.phase, schedule.iterations,
+                              !schedule.predicted.is_null());
+      },
+      py::arg("text"), py::arg("rank"), py::arg("source"),
+      "Checks a GET /schedule body (JSON text): (frequencies, round, phase, iterations, has_predicted); "
+      "InvalidArgumentError naming source, quoting the text, if it is malformed.");
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 #include "joule/plan/stage_device.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <utility>
+#include <vector>
 
 #include "joule/plan/runtime.hpp"
 
@@ -103,6 +107,43 @@ Result<void> StageDevice::set_slowdown(double slowdown) {
 double StageDevice::slowdown() const {
   std::lock_guard lock(mutex_);
   return slowdown_;
+}
+
+namespace {
+
+// The devices whose settings are written at exit. Leaked on purpose: alive in the exit hook.
+struct SettingsLogsAtExit {
+  std::mutex mutex;
+  std::vector<std::pair<std::shared_ptr<StageDevice>, std::string>> devices;
+};
+
+SettingsLogsAtExit& settings_logs_at_exit() {
+  static auto* logs = new SettingsLogsAtExit;
+  return *logs;
+}
+
+void write_settings_logs_now() {
+  SettingsLogsAtExit& logs = settings_logs_at_exit();
+  std::lock_guard lock(logs.mutex);
+  for (const auto& [device, path] : logs.devices) {
+    std::ofstream out(path, std::ios::trunc);
+    for (const auto& record : device->gpu().settings_log()) {
+      out << record.setting << ' ' << record.value_min << ' ' << record.value << '\n';
+    }
+  }
+}
+
+}  // namespace
+
+Result<void> write_settings_log_at_exit(std::shared_ptr<StageDevice> device, std::string path) {
+  SettingsLogsAtExit& logs = settings_logs_at_exit();
+  std::lock_guard lock(logs.mutex);
+  static const bool registered = std::atexit(write_settings_logs_now) == 0;
+  if (!registered) {
+    return fail(ErrorCode::kInternal, "cannot register an exit hook");
+  }
+  logs.devices.emplace_back(std::move(device), std::move(path));
+  return {};
 }
 
 }  // namespace joule::plan

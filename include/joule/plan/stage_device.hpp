@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "joule/core/clock.hpp"
 #include "joule/core/error.hpp"
@@ -100,5 +101,11 @@ class StageDevice {
   double now_s_ = 0;
   double slowdown_ = 1.0;
 };
+
+/// Test seam: at process exit, writes the settings log of `device`'s GPU to `path`, one "setting value_min
+/// value" line per setting. Exit hooks run last-registered first, so a call before the first
+/// device::SettingsGuard exists writes after the guard's exit restore (what a test of that restore reads).
+/// kInternal if the exit hook cannot be registered.
+Result<void> write_settings_log_at_exit(std::shared_ptr<StageDevice> device, std::string path);
 
 }  // namespace joule::plan
