@@ -11,6 +11,7 @@
 #include "joule/carbon/signal.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/signals.hpp"
+#include "joule/device/inventory.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/metrics/device_exporter.hpp"
 #include "joule/metrics/http_listener.hpp"
