@@ -171,7 +171,10 @@ int run_plan(const PlanFlags& flags) {
                          .profile_name = flags.profile,
                          .p_blocking_w = flags.p_blocking_w,
                          .unit_time_s = flags.unit_time_s,
-                         .result = value_or_throw(plan::plan_frontier(dag, profile, options))};
+                         .result = value_or_throw(plan::plan_frontier(dag, profile, options)),
+                         .planning_s = 0,
+                         .chosen = {},
+                         .execution = std::nullopt};
   planned.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The plan to run: for a target (a straggler's pace), the cheapest until the target; else the fastest
   // plan, which removes the intrinsic bloat at no slowdown.

@@ -97,7 +97,10 @@ TEST(Planning, JsonAndTextSayWhatWasPlannedAndChosen) {
                     .profile_name = "example.csv",
                     .p_blocking_w = 75,
                     .unit_time_s = 0.001,
-                    .result = value_or_throw(plan_frontier(dag, profile, {}))};
+                    .result = value_or_throw(plan_frontier(dag, profile, {})),
+                    .planning_s = 0,
+                    .chosen = {},
+                    .execution = std::nullopt};
   planning.chosen = value_or_throw(choose_plan(planning.result.frontier, planning.result.max_clock, {},
                                                planning.p_blocking_w, dag.stages));
   const nlohmann::json json = nlohmann::json::parse(planning_json(planning));
