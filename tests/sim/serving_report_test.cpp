@@ -12,13 +12,13 @@ namespace {
 ServingComparison two_strategies_under_power_limits() {
   ServingComparison result;
   ServingReplay top;
-  top.summary = {.name = "max_clock",
-                 .energy_j = 2000,
-                 .j_per_token = 2,
-                 .slo_attainment = 1,
-                 .mean_clock_mhz = 1980,
-                 .knob_kind = optimize::KnobKind::kPowerLimitW,
-                 .mean_knob_value = 700};
+  top.summary.name = "max_clock";
+  top.summary.energy_j = 2000;
+  top.summary.j_per_token = 2;
+  top.summary.slo_attainment = 1;
+  top.summary.mean_clock_mhz = 1980;
+  top.summary.knob_kind = optimize::KnobKind::kPowerLimitW;
+  top.summary.mean_knob_value = 700;
   ServingReplay joule = top;
   joule.summary.name = "joule";
   joule.summary.energy_j = 1500;
