@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "joule/core/validate.hpp"
+#include "joule/device/json_forms.hpp"
 #include "joule/device/sim_gpu.hpp"
 
 #include "bindings.hpp"
@@ -54,16 +55,6 @@ std::vector<device::sim::SimulatedGpu*> simulated_gpus(const device::DeviceSet& 
     throw Exception(ErrorCode::kNotFound, "simulated training needs GPUs: " + set.why_no_gpus());
   }
   return gpus;
-}
-
-py::dict report_dict(const device::BackendReport& report) {
-  py::dict dict;
-  dict["backend"] = report.backend;
-  dict["kind"] = report.kind;
-  dict["devices"] = report.devices;
-  dict["ok"] = report.ok;
-  dict["detail"] = report.detail;
-  return dict;
 }
 
 SharedDeviceSet discover(const std::optional<std::string>& sim, bool virtual_clock, bool gpus, bool cpus,
@@ -139,7 +130,7 @@ void bind_gpu(py::module_& module) {
       .def(
           "power_limit_constraints_w",
           [](const GpuRef& ref) {
-            return constraints_dict(call_device(&device::Gpu::power_limit_constraints, *ref.gpu));
+            return to_python(device::to_json(call_device(&device::Gpu::power_limit_constraints, *ref.gpu)));
           },
           "{'min_w', 'max_w', 'default_w'}: the power-limit range and default, W.")
       .def(
@@ -254,14 +245,7 @@ void bind_device_set(py::module_& module) {
           },
           "The CPU packages, by package index.")
       .def_property_readonly(
-          "reports",
-          [](const device::DeviceSet& set) {
-            py::list reports;
-            for (const auto& report : set.reports) {
-              reports.append(report_dict(report));
-            }
-            return reports;
-          },
+          "reports", [](const device::DeviceSet& set) { return to_python_each(set.reports); },
           "One dict per backend tried: backend, kind ('gpu'/'cpu'), devices, ok, detail.")
       .def_property_readonly(
           "is_virtual", [](const device::DeviceSet& set) { return set.clock->is_virtual(); },
@@ -320,22 +304,7 @@ void bind_devices(py::module_& module) {
              py::arg("daemon_socket") = py::none(),
              "Discovers devices: JOULE_* environment variables, overridden by the arguments.");
   module.def(
-      "_sim_models",
-      [] {
-        py::list models;
-        for (const auto& model : device::sim::gpu_models()) {
-          py::dict dict;
-          dict["key"] = model.key;
-          dict["name"] = model.name;
-          dict["min_power_limit_w"] = mw_to_w(model.min_power_limit_mw);
-          dict["max_power_limit_w"] = mw_to_w(model.max_power_limit_mw);
-          dict["has_energy_counter"] = model.has_energy_counter;
-          dict["description"] = model.description;
-          models.append(dict);
-        }
-        return models;
-      },
-      "The simulated GPU models.");
+      "_sim_models", [] { return to_python_each(device::sim::gpu_models()); }, "The simulated GPU models.");
 }
 
 }  // namespace joule::python
