@@ -63,21 +63,12 @@ SharedDeviceSet discover(const std::optional<std::string>& sim, bool virtual_clo
                          const std::optional<std::string>& rocm_library,
                          const std::optional<std::string>& daemon_socket) {
   device::DiscoveryOptions options = value_or_throw(device::DiscoveryOptions::from_environment());
-  if (sim) {
-    options.sim_spec = *sim;
-  }
-  if (daemon_socket) {
-    options.daemon_socket = *daemon_socket;
-  }
-  if (powercap_root) {
-    options.powercap_root = *powercap_root;
-  }
-  if (nvml_library) {
-    options.nvml_library = *nvml_library;
-  }
-  if (rocm_library) {
-    options.rocm_library = *rocm_library;
-  }
+  // Each argument given overrides its environment variable.
+  options.sim_spec = sim ? sim : options.sim_spec;
+  options.daemon_socket = daemon_socket ? daemon_socket : options.daemon_socket;
+  options.powercap_root = powercap_root.value_or(options.powercap_root);
+  options.nvml_library = nvml_library.value_or(options.nvml_library);
+  options.rocm_library = rocm_library.value_or(options.rocm_library);
   options.gpus = gpus;
   options.cpus = cpus;
   if (virtual_clock) {

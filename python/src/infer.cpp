@@ -204,18 +204,11 @@ std::unique_ptr<InferenceMetricsHandle> make_inference_metrics(
     std::optional<std::vector<double>> ttft_buckets_s, std::optional<std::vector<double>> tpot_buckets_s) {
   metrics::InferenceMetricsOptions options;
   options.gpu = std::move(gpu);
-  if (request_energy_buckets_j) {
-    options.request_energy_buckets_j = std::move(*request_energy_buckets_j);
-  }
-  if (token_energy_buckets_j) {
-    options.token_energy_buckets_j = std::move(*token_energy_buckets_j);
-  }
-  if (ttft_buckets_s) {
-    options.ttft_buckets_s = std::move(*ttft_buckets_s);
-  }
-  if (tpot_buckets_s) {
-    options.tpot_buckets_s = std::move(*tpot_buckets_s);
-  }
+  // None keeps the library's default buckets.
+  options.request_energy_buckets_j = request_energy_buckets_j.value_or(options.request_energy_buckets_j);
+  options.token_energy_buckets_j = token_energy_buckets_j.value_or(options.token_energy_buckets_j);
+  options.ttft_buckets_s = ttft_buckets_s.value_or(options.ttft_buckets_s);
+  options.tpot_buckets_s = tpot_buckets_s.value_or(options.tpot_buckets_s);
   return std::make_unique<InferenceMetricsHandle>(std::move(options));
 }
 
