@@ -53,7 +53,14 @@ TEST(OptimizeJsonForms, SloAndKnobModel) {
                                       "measured"}));
   EXPECT_TRUE(model["power_limit_w"].is_number_integer());
   EXPECT_EQ(model["power_limit_w"], 300);
-  EXPECT_EQ(to_json(KnobModel{.knob = Knob::sm_clock_mhz(1410)}).begin().key(), "clock_mhz");
+  EXPECT_EQ(to_json(KnobModel{.knob = Knob::sm_clock_mhz(1410),
+                              .samples = 0,
+                              .predicted_time_s = 0,
+                              .predicted_power_w = 0,
+                              .measured = false})
+                .begin()
+                .key(),
+            "clock_mhz");
 }
 
 }  // namespace

@@ -27,8 +27,14 @@ TEST(SimJsonForms, SimulationResult) {
                    .default_batch_size = 1024};
   result.recurrences = 2;
   result.max_power_w = 250;
-  result.tries.push_back(
-      {.recurrence = 1, .attempt = 1, .batch_size = 128, .power_limit_w = 200, .reached = true});
+  result.tries.push_back({.recurrence = 1,
+                          .attempt = 1,
+                          .batch_size = 128,
+                          .power_limit_w = 200,
+                          .energy_j = 4,
+                          .time_s = 5,
+                          .reached = true,
+                          .cost = 6});
   result.baseline = FixedConfiguration{
       .batch_size = 1024, .power_limit_w = 250, .energy_j = 1, .time_s = 2, .cost = 3, .reach_rate = 1};
   result.configurations = {result.baseline};
@@ -69,7 +75,10 @@ TEST(SimJsonForms, LlmSpecsAndCost) {
   EXPECT_EQ(model_json["layers"], model.layers);
   EXPECT_EQ(model_json["default_tensor_parallel"], model.default_tensor_parallel);
 
-  const auto cost = to_json(IterationCost{.time_s = 0.5, .power_w = 100, .clock_mhz = 1410}, 4);
+  const auto cost = to_json(
+      IterationCost{
+          .time_s = 0.5, .power_w = 100, .compute_s = 0.1, .memory_s = 0.2, .comm_s = 0.3, .clock_mhz = 1410},
+      4);
   EXPECT_EQ(sim_json_keys(cost), (std::vector<std::string>{"time_s", "power_w", "energy_j", "clock_mhz",
                                                            "compute_s", "memory_s", "comm_s"}));
   EXPECT_EQ(cost["energy_j"], 200.0);
