@@ -7,11 +7,14 @@
 #include <pybind11/stl.h>
 
 #include "joule/carbon/country.hpp"
+#include "joule/carbon/json_forms.hpp"
 #include "joule/carbon/monitor.hpp"
 #include "joule/carbon/price.hpp"
 #include "joule/carbon/signal.hpp"
 #include "joule/core/validate.hpp"
+#include "joule/device/json_forms.hpp"
 #include "joule/optimize/chase_optimizer.hpp"
+#include "joule/optimize/json_forms.hpp"
 
 #include "bindings.hpp"
 
@@ -32,32 +35,6 @@ const Clock& clock_of(const SharedDeviceSet& devices) {
 
 SharedDeviceSet optional_devices(const py::object& devices) {
   return devices.is_none() ? SharedDeviceSet{} : devices.cast<SharedDeviceSet>();
-}
-
-py::dict point_dict(const carbon::IntensityPoint& point) {
-  py::dict dict;
-  dict["time_unix_s"] = point.time_unix_s;
-  dict["time"] = carbon::format_utc_time(point.time_unix_s);
-  dict["intensity_g_per_kwh"] = point.intensity_g_per_kwh;
-  dict["estimated"] = point.estimated;
-  return dict;
-}
-
-py::list points_list(const std::vector<carbon::IntensityPoint>& points) {
-  py::list list;
-  for (const auto& point : points) {
-    list.append(point_dict(point));
-  }
-  return list;
-}
-
-py::dict country_dict(const carbon::CountryIntensity& country) {
-  py::dict dict;
-  dict["iso3"] = country.iso3;
-  dict["name"] = country.name;
-  dict["year"] = country.year;
-  dict["intensity_g_per_kwh"] = country.intensity_g_per_kwh;
-  return dict;
 }
 
 std::shared_ptr<SignalHandle> make_signal(std::optional<double> intensity, const std::string& trace_path,
@@ -83,49 +60,6 @@ std::shared_ptr<SignalHandle> make_signal(std::optional<double> intensity, const
   options.country = country;
   handle->signal = value_or_throw(carbon::make_carbon_signal(options, clock));
   return handle;
-}
-
-py::dict carbon_report_dict(const carbon::CarbonReport& report) {
-  py::dict dict;
-  dict["source"] = report.source;
-  dict["energy_j"] = report.energy_j;
-  dict["carbon_g"] = report.carbon_g;
-  dict["gpu_carbon_g"] = report.gpu_carbon_g;
-  dict["cpu_carbon_g"] = report.cpu_carbon_g;
-  dict["dram_carbon_g"] = report.dram_carbon_g;
-  dict["estimated"] = report.estimated;
-  dict["average_intensity_g_per_kwh"] = report.average_intensity_g_per_kwh();
-  py::list buckets;
-  for (const auto& bucket : report.buckets) {
-    py::dict b;
-    b["start_unix_s"] = bucket.start_unix_s;
-    b["energy_j"] = bucket.energy_j;
-    b["intensity_g_per_kwh"] = bucket.intensity_g_per_kwh;
-    b["estimated"] = bucket.estimated;
-    b["carbon_g"] = bucket.carbon_g;
-    buckets.append(b);
-  }
-  dict["buckets"] = buckets;
-  return dict;
-}
-
-py::dict price_dict(const carbon::PriceReport& report) {
-  py::dict dict;
-  dict["source"] = report.source;
-  dict["energy_j"] = report.energy_j;
-  dict["cost_usd"] = report.cost_usd;
-  dict["gpu_cost_usd"] = report.gpu_cost_usd;
-  py::list buckets;
-  for (const auto& bucket : report.buckets) {
-    py::dict b;
-    b["start_unix_s"] = bucket.start_unix_s;
-    b["energy_j"] = bucket.energy_j;
-    b["price_usd_per_kwh"] = bucket.price_usd_per_kwh;
-    b["cost_usd"] = bucket.cost_usd;
-    buckets.append(b);
-  }
-  dict["buckets"] = buckets;
-  return dict;
 }
 
 carbon::BucketedMonitorOptions bucket_options(int64_t bucket_s, bool background_checkpoints) {
@@ -197,16 +131,6 @@ std::unique_ptr<ChaseHandle> make_chase(const std::shared_ptr<MonitorHandle>& mo
   return handle;
 }
 
-py::dict decision_dict(const optimize::ChaseDecision& decision) {
-  py::dict dict;
-  dict["time_unix_s"] = decision.time_unix_s;
-  dict["previous_g_per_kwh"] = decision.previous_g_per_kwh;
-  dict["forecast_g_per_kwh"] = decision.forecast_g_per_kwh;
-  dict["effective_eta"] = decision.effective_eta;
-  dict["power_limit_w"] = mw_to_w(decision.power_limit_mw);
-  return dict;
-}
-
 template <void (optimize::ChaseOptimizer::*hook)()>
 void call_chase_hook(ChaseHandle& self) {
   optimize::ChaseOptimizer& optimizer = self.get();
@@ -234,7 +158,8 @@ void bind_carbon_trace(py::module_& module) {
                              "The first period's start, UTC.")
       .def_property_readonly("end_unix_s", &carbon::CarbonTrace::end_unix_s, "The last period's end, UTC.")
       .def_property_readonly(
-          "points", [](const carbon::CarbonTrace& trace) { return points_list(trace.points()); },
+          "points",
+          [](const carbon::CarbonTrace& trace) { return to_python(carbon::to_json(trace.points())); },
           "The values, oldest first: dicts time_unix_s, time, intensity_g_per_kwh, estimated.")
       .def(
           "at",
@@ -275,7 +200,7 @@ void bind_carbon_signal(py::module_& module) {
               py::gil_scoped_release release;
               point = value_or_throw(self.get().latest());
             }
-            return point_dict(point);
+            return to_python(carbon::to_json(point));
           },
           "The freshest value: dict time_unix_s, time, intensity_g_per_kwh, estimated.")
       .def(
@@ -286,7 +211,7 @@ void bind_carbon_signal(py::module_& module) {
               py::gil_scoped_release release;
               points = value_or_throw(self.get().history(from_unix_s, to_unix_s));
             }
-            return points_list(points);
+            return to_python(carbon::to_json(points));
           },
           py::arg("from_unix_s"), py::arg("to_unix_s"), "The values of the periods overlapping [from, to).")
       .def(
@@ -297,7 +222,7 @@ void bind_carbon_signal(py::module_& module) {
               py::gil_scoped_release release;
               points = value_or_throw(self.get().forecast(horizon_s));
             }
-            return points_list(points);
+            return to_python(carbon::to_json(points));
           },
           py::arg("horizon_s"), "The provider's forecast of the next horizon_s; NotSupportedError without.")
       .def("__repr__", [](const SignalHandle& self) {
@@ -314,19 +239,13 @@ void bind_countries(py::module_& module) {
       [](const std::string& code) {
         const auto choice = value_or_throw(carbon::choose_country(carbon::CountryTable::builtin(), code,
                                                                   carbon::LocaleSources::from_process()));
-        py::dict dict = country_dict(choice.country);
-        dict["how"] = choice.how;
-        dict["description"] = choice.describe();
-        return dict;
+        auto json = carbon::to_json(choice.country);
+        json["how"] = choice.how;
+        json["description"] = choice.describe();
+        return to_python(json);
       },
       py::arg("code"));
-  module.def("_countries", [] {
-    py::list list;
-    for (const auto& country : carbon::CountryTable::builtin().countries()) {
-      list.append(country_dict(country));
-    }
-    return list;
-  });
+  module.def("_countries", [] { return to_python_each(carbon::CountryTable::builtin().countries()); });
 }
 
 void bind_carbon_monitor(py::module_& module) {
@@ -364,8 +283,8 @@ void bind_carbon_monitor(py::module_& module) {
               measured.emplace(self.carbon->end_window(name));
             }
             if (measured->carbon) {
-              return py::make_tuple(measured->energy.measurement, carbon_report_dict(*measured->carbon),
-                                    py::none(), py::none());
+              return py::make_tuple(measured->energy.measurement,
+                                    to_python(carbon::to_json(*measured->carbon)), py::none(), py::none());
             }
             const auto& error = measured->carbon.error();
             return py::make_tuple(measured->energy.measurement, py::none(),
@@ -455,7 +374,7 @@ void bind_price_monitor(py::module_& module) {
               py::gil_scoped_release release;
               report.emplace(self.price->end_window(name));
             }
-            return price_dict(*report);
+            return to_python(carbon::to_json(*report));
           },
           py::arg("name"))
       .def(
@@ -537,21 +456,10 @@ void bind_chase(py::module_& module) {
       .def_property_readonly(
           "frontier", [](const ChaseHandle& self) { return frontier_w(self.get().profiler().frontier()); })
       .def_property_readonly("decisions",
-                             [](const ChaseHandle& self) {
-                               py::list list;
-                               for (const auto& decision : self.get().decisions()) {
-                                 list.append(decision_dict(decision));
-                               }
-                               return list;
-                             })
-      .def_property_readonly("profile_measurements",
-                             [](const ChaseHandle& self) {
-                               py::list list;
-                               for (const auto& measurement : self.get().profiler().measurements()) {
-                                 list.append(power_limit_measurement_dict(measurement));
-                               }
-                               return list;
-                             })
+                             [](const ChaseHandle& self) { return to_python_each(self.get().decisions()); })
+      .def_property_readonly(
+          "profile_measurements",
+          [](const ChaseHandle& self) { return to_python_each(self.get().profiler().measurements()); })
       .def_property_readonly("max_power_w",
                              [](const ChaseHandle& self) { return self.get().options().chase.max_power_w; })
       .def_property_readonly("forecaster",
@@ -562,7 +470,7 @@ void bind_chase(py::module_& module) {
           "loaded_from_profile",
           [](const ChaseHandle& self) { return self.get().profiler().loaded_from_profile(); })
       .def_property_readonly("constraints_w", [](const ChaseHandle& self) {
-        return constraints_dict(self.get().profiler().constraints());
+        return to_python(device::to_json(self.get().profiler().constraints()));
       });
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/client/json_forms.hpp"
 #include "joule/core/duration.hpp"
 #include "joule/core/validate.hpp"
 
@@ -50,10 +51,7 @@ class ClientHandle {
         value_or_throw(bs::GpuConfig::from_json(parse_json(gpu_json, "the GPU config")));
     py::gil_scoped_release release;
     const client::RegisteredJob registered = value_or_throw(client_->register_job(spec, gpu));
-    nlohmann::json json = registered.spec.to_json();
-    json.update(registered.gpu.to_json());
-    json["created"] = registered.created;
-    return json.dump();
+    return client::to_json(registered).dump();
   }
 
   std::string next_batch_size(const std::string& job_id) {

@@ -9,23 +9,52 @@
 
 namespace joule::python {
 
-py::dict constraints_dict(const device::PowerLimitConstraints& constraints) {
-  py::dict dict;
-  dict["min_w"] = mw_to_w(constraints.min_mw);
-  dict["max_w"] = mw_to_w(constraints.max_mw);
-  dict["default_w"] = mw_to_w(constraints.default_mw);
-  return dict;
+namespace {
+
+template <class Json>
+py::object json_to_python(const Json& json) {
+  switch (json.type()) {
+    case nlohmann::json::value_t::null:
+    case nlohmann::json::value_t::discarded:
+      return py::none();
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(json.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(json.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(json.template get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(json.template get<double>());
+    case nlohmann::json::value_t::string:
+      return py::str(json.template get_ref<const std::string&>());
+    case nlohmann::json::value_t::array: {
+      py::list list;
+      for (const auto& item : json) {
+        list.append(json_to_python(item));
+      }
+      return list;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict dict;
+      for (const auto& [key, value] : json.items()) {
+        dict[py::str(key)] = json_to_python(value);
+      }
+      return dict;
+    }
+    case nlohmann::json::value_t::binary:
+      break;
+  }
+  throw Exception(ErrorCode::kInternal, "to_python: JSON binary values have no Python form");
 }
 
-py::dict power_limit_measurement_dict(const optimize::PowerLimitMeasurement& measurement) {
-  py::dict dict;
-  dict["power_limit_w"] = mw_to_w(measurement.power_limit_mw);
-  dict["energy_j"] = measurement.energy_j;
-  dict["time_s"] = measurement.time_s;
-  dict["steps"] = measurement.steps;
-  dict["energy_per_step_j"] = measurement.energy_per_step_j();
-  dict["time_per_step_s"] = measurement.time_per_step_s();
-  return dict;
+}  // namespace
+
+py::object to_python(const nlohmann::json& json) {
+  return json_to_python(json);
+}
+
+py::object to_python(const nlohmann::ordered_json& json) {
+  return json_to_python(json);
 }
 
 std::vector<double> watts(const std::vector<uint32_t>& powers_mw) {
@@ -44,14 +73,6 @@ std::vector<std::tuple<double, double, double>> frontier_w(const Frontier<uint32
     points.emplace_back(mw_to_w(point.knob), point.time_s, point.energy_j);
   }
   return points;
-}
-
-py::dict energies_dict(const std::vector<measure::DeviceEnergy>& energies) {
-  py::dict dict;
-  for (const auto& energy : energies) {
-    dict[py::int_(energy.index)] = energy.energy_j;
-  }
-  return dict;
 }
 
 py::dict measurement_dict(const measure::Measurement& measurement) {

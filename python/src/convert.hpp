@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // python/src/convert.hpp — the one conversion of each C++ struct that several bindings hand to Python or
-// take from it: power-limit constraints, measurements, candidate and frontier powers, the optimizers'
-// steady-state and restore settings, and watts from Python for a device call. Each binding file converts
-// through these, so that the same struct reads the same in every Python object that returns it.
+// take from it: JSON (every library struct's to_json form, as dicts and lists), measurements, candidate and
+// frontier powers, the optimizers' steady-state and restore settings, and watts from Python for a device
+// call. Each binding file converts through these, so that the same struct reads the same in every Python
+// object that returns it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
 
 #include "joule/core/frontier.hpp"
@@ -23,12 +26,21 @@ namespace joule::python {
 
 namespace py = pybind11;
 
-/// @return {"min_w", "max_w", "default_w"}: a GPU's power-limit range and default, W.
-py::dict constraints_dict(const device::PowerLimitConstraints& constraints);
+/// @return `json` as Python objects: null → None, bool, integers → int, floats → float, strings → str,
+/// arrays → list, objects → dict (keys in the JSON's order).
+py::object to_python(const nlohmann::json& json);
+py::object to_python(const nlohmann::ordered_json& json);
 
-/// @return {"power_limit_w", "energy_j", "time_s", "steps", "energy_per_step_j", "time_per_step_s"}: one
-/// profiled power limit (W, J, s) of a PowerLimitOptimizer or of Chase's profile.
-py::dict power_limit_measurement_dict(const optimize::PowerLimitMeasurement& measurement);
+/// @return [to_python(to_json(item)), …]: the library's JSON form of each item (found by ADL in the item's
+/// area), in order.
+template <class Range>
+py::list to_python_each(const Range& items) {
+  py::list list;
+  for (const auto& item : items) {
+    list.append(to_python(to_json(item)));
+  }
+  return list;
+}
 
 /// @return the powers in W (candidate limits, highest first as given).
 std::vector<double> watts(const std::vector<uint32_t>& powers_mw);
@@ -36,8 +48,17 @@ std::vector<double> watts(const std::vector<uint32_t>& powers_mw);
 /// @return the frontier's points as (power limit, W; time, s; energy, J).
 std::vector<std::tuple<double, double, double>> frontier_w(const Frontier<uint32_t>& frontier);
 
-/// @return {device index: energy, J} of one kind of device of a Measurement.
-py::dict energies_dict(const std::vector<measure::DeviceEnergy>& energies);
+/// @return {device index: value(energy)} of one kind of device of a Measurement (int keys, which JSON
+/// objects cannot have); by default the energy, J.
+template <class Value = double measure::DeviceEnergy::*>
+py::dict energies_dict(const std::vector<measure::DeviceEnergy>& energies,
+                       Value value = &measure::DeviceEnergy::energy_j) {
+  py::dict dict;
+  for (const auto& energy : energies) {
+    dict[py::int_(energy.index)] = std::invoke(value, energy);
+  }
+  return dict;
+}
 
 /// @return Measurement.to_dict(): name, time_s, gpu_energy_j, cpu_energy_j, dram_energy_j, estimated,
 /// why_not_measurable.

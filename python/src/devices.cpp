@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "joule/core/validate.hpp"
+#include "joule/device/json_forms.hpp"
 #include "joule/device/sim_gpu.hpp"
 
 #include "bindings.hpp"
@@ -56,37 +57,18 @@ std::vector<device::sim::SimulatedGpu*> simulated_gpus(const device::DeviceSet& 
   return gpus;
 }
 
-py::dict report_dict(const device::BackendReport& report) {
-  py::dict dict;
-  dict["backend"] = report.backend;
-  dict["kind"] = report.kind;
-  dict["devices"] = report.devices;
-  dict["ok"] = report.ok;
-  dict["detail"] = report.detail;
-  return dict;
-}
-
 SharedDeviceSet discover(const std::optional<std::string>& sim, bool virtual_clock, bool gpus, bool cpus,
                          const std::optional<std::string>& powercap_root,
                          const std::optional<std::string>& nvml_library,
                          const std::optional<std::string>& rocm_library,
                          const std::optional<std::string>& daemon_socket) {
   device::DiscoveryOptions options = value_or_throw(device::DiscoveryOptions::from_environment());
-  if (sim) {
-    options.sim_spec = *sim;
-  }
-  if (daemon_socket) {
-    options.daemon_socket = *daemon_socket;
-  }
-  if (powercap_root) {
-    options.powercap_root = *powercap_root;
-  }
-  if (nvml_library) {
-    options.nvml_library = *nvml_library;
-  }
-  if (rocm_library) {
-    options.rocm_library = *rocm_library;
-  }
+  // Each argument given overrides its environment variable.
+  options.sim_spec = sim ? sim : options.sim_spec;
+  options.daemon_socket = daemon_socket ? daemon_socket : options.daemon_socket;
+  options.powercap_root = powercap_root.value_or(options.powercap_root);
+  options.nvml_library = nvml_library.value_or(options.nvml_library);
+  options.rocm_library = rocm_library.value_or(options.rocm_library);
   options.gpus = gpus;
   options.cpus = cpus;
   if (virtual_clock) {
@@ -139,7 +121,7 @@ void bind_gpu(py::module_& module) {
       .def(
           "power_limit_constraints_w",
           [](const GpuRef& ref) {
-            return constraints_dict(call_device(&device::Gpu::power_limit_constraints, *ref.gpu));
+            return to_python(device::to_json(call_device(&device::Gpu::power_limit_constraints, *ref.gpu)));
           },
           "{'min_w', 'max_w', 'default_w'}: the power-limit range and default, W.")
       .def(
@@ -254,14 +236,7 @@ void bind_device_set(py::module_& module) {
           },
           "The CPU packages, by package index.")
       .def_property_readonly(
-          "reports",
-          [](const device::DeviceSet& set) {
-            py::list reports;
-            for (const auto& report : set.reports) {
-              reports.append(report_dict(report));
-            }
-            return reports;
-          },
+          "reports", [](const device::DeviceSet& set) { return to_python_each(set.reports); },
           "One dict per backend tried: backend, kind ('gpu'/'cpu'), devices, ok, detail.")
       .def_property_readonly(
           "is_virtual", [](const device::DeviceSet& set) { return set.clock->is_virtual(); },
@@ -320,22 +295,7 @@ void bind_devices(py::module_& module) {
              py::arg("daemon_socket") = py::none(),
              "Discovers devices: JOULE_* environment variables, overridden by the arguments.");
   module.def(
-      "_sim_models",
-      [] {
-        py::list models;
-        for (const auto& model : device::sim::gpu_models()) {
-          py::dict dict;
-          dict["key"] = model.key;
-          dict["name"] = model.name;
-          dict["min_power_limit_w"] = mw_to_w(model.min_power_limit_mw);
-          dict["max_power_limit_w"] = mw_to_w(model.max_power_limit_mw);
-          dict["has_energy_counter"] = model.has_energy_counter;
-          dict["description"] = model.description;
-          models.append(dict);
-        }
-        return models;
-      },
-      "The simulated GPU models.");
+      "_sim_models", [] { return to_python_each(device::sim::gpu_models()); }, "The simulated GPU models.");
 }
 
 }  // namespace joule::python

@@ -14,10 +14,13 @@
 
 #include "joule/core/validate.hpp"
 #include "joule/device/sim_gpu.hpp"
+#include "joule/measure/json_forms.hpp"
 #include "joule/measure/request_energy.hpp"
 #include "joule/metrics/inference_metrics.hpp"
 #include "joule/metrics/registry.hpp"
 #include "joule/optimize/inference_slo.hpp"
+#include "joule/optimize/json_forms.hpp"
+#include "joule/sim/json_forms.hpp"
 #include "joule/sim/llm.hpp"
 #include "joule/sim/llm_replica.hpp"
 
@@ -36,23 +39,6 @@ py::object optional_float(const std::optional<double>& value) {
 }
 
 // ---- RequestEnergyLedger ---------------------------------------------------------------------------------
-
-py::dict request_energy_dict(const measure::RequestEnergy& request) {
-  py::dict dict;
-  dict["request_id"] = request.request_id;
-  dict["arrival_s"] = request.arrival_s;
-  dict["first_token_s"] = request.first_token_s < 0 ? py::none() : py::cast(request.first_token_s);
-  dict["finish_s"] = request.finish_s;
-  dict["prompt_tokens"] = request.prompt_tokens;
-  dict["output_tokens"] = request.output_tokens;
-  dict["energy_j"] = request.energy_j;
-  dict["prefill_energy_j"] = request.prefill_energy_j;
-  dict["decode_energy_j"] = request.decode_energy_j;
-  dict["energy_per_output_token_j"] = request.energy_per_output_token_j();
-  dict["ttft_s"] = optional_float(request.ttft_s());
-  dict["tpot_s"] = optional_float(request.tpot_s());
-  return dict;
-}
 
 // One field of a work item, converted with a message naming the item and the field.
 template <class T>
@@ -154,17 +140,6 @@ void record_iteration(measure::RequestEnergyLedger& ledger, double start_s, doub
   value_or_throw(ledger.record_iteration(start_s, end_s, energy_j, items));
 }
 
-py::dict totals_dict(const measure::LedgerTotals& totals) {
-  py::dict dict;
-  dict["energy_j"] = totals.energy_j;
-  dict["attributed_energy_j"] = totals.attributed_energy_j;
-  dict["idle_energy_j"] = totals.idle_energy_j;
-  dict["iterations"] = totals.iterations;
-  dict["prefill_tokens"] = totals.prefill_tokens;
-  dict["decode_tokens"] = totals.decode_tokens;
-  return dict;
-}
-
 // ---- LlmDevice
 // ----------------------------------------------------------------------------------------------
 
@@ -187,66 +162,8 @@ SharedLlmReplica make_llm_device(const std::string& gpu, const std::string& mode
   return std::make_shared<sim::LlmReplica>(sim::make_llm_replica(std::move(device)));
 }
 
-py::dict cost_dict(const sim::IterationCost& cost, int tensor_parallel) {
-  py::dict dict;
-  dict["time_s"] = cost.time_s;
-  dict["power_w"] = cost.power_w;
-  dict["energy_j"] = cost.energy_j(tensor_parallel);
-  dict["clock_mhz"] = cost.clock_mhz;
-  dict["compute_s"] = cost.compute_s;
-  dict["memory_s"] = cost.memory_s;
-  dict["comm_s"] = cost.comm_s;
-  return dict;
-}
-
-py::dict gpu_spec_dict(const sim::LlmGpuSpec& gpu) {
-  py::dict dict;
-  dict["key"] = gpu.key;
-  dict["name"] = gpu.name;
-  dict["peak_bf16_flops"] = gpu.peak_bf16_flops;
-  dict["hbm_bandwidth_bps"] = gpu.hbm_bandwidth_bps;
-  dict["memory_bytes"] = gpu.memory_bytes;
-  dict["nvlink_bandwidth_bps"] = gpu.nvlink_bandwidth_bps;
-  dict["min_sm_clock_mhz"] = gpu.min_sm_clock_mhz;
-  dict["max_sm_clock_mhz"] = gpu.max_sm_clock_mhz;
-  dict["sm_clock_step_mhz"] = gpu.sm_clock_step_mhz;
-  dict["tdp_w"] = gpu.tdp_w;
-  dict["min_power_limit_w"] = gpu.min_power_limit_w;
-  dict["idle_power_w"] = gpu.idle_power_w;
-  dict["compute_efficiency"] = gpu.compute_efficiency;
-  dict["memory_efficiency"] = gpu.memory_efficiency;
-  dict["sm_power_w"] = gpu.sm_power_w;
-  dict["sm_busy_share"] = gpu.sm_busy_share;
-  dict["memory_power_w"] = gpu.memory_power_w;
-  dict["iteration_overhead_s"] = gpu.iteration_overhead_s;
-  dict["source"] = gpu.source;
-  return dict;
-}
-
-py::dict model_spec_dict(const sim::LlmModelSpec& model) {
-  py::dict dict;
-  dict["key"] = model.key;
-  dict["name"] = model.name;
-  dict["layers"] = model.layers;
-  dict["hidden_size"] = model.hidden_size;
-  dict["attention_heads"] = model.attention_heads;
-  dict["kv_heads"] = model.kv_heads;
-  dict["intermediate_size"] = model.intermediate_size;
-  dict["vocab_size"] = model.vocab_size;
-  dict["parameters"] = model.parameters;
-  dict["bytes_per_parameter"] = model.bytes_per_parameter;
-  dict["default_tensor_parallel"] = model.default_tensor_parallel;
-  dict["source"] = model.source;
-  return dict;
-}
-
 // ---- SloClockController
 // ------------------------------------------------------------------------------------
-
-// The name a knob value has in Python's keywords and dicts: clock_mhz or power_limit_w.
-const char* python_knob_key(optimize::KnobKind kind) {
-  return kind == optimize::KnobKind::kSmClockMhz ? "clock_mhz" : "power_limit_w";
-}
 
 optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, optimize::Knob knob,
                                            int64_t decode_requests, int64_t prefill_tokens,
@@ -287,18 +204,11 @@ std::unique_ptr<InferenceMetricsHandle> make_inference_metrics(
     std::optional<std::vector<double>> ttft_buckets_s, std::optional<std::vector<double>> tpot_buckets_s) {
   metrics::InferenceMetricsOptions options;
   options.gpu = std::move(gpu);
-  if (request_energy_buckets_j) {
-    options.request_energy_buckets_j = std::move(*request_energy_buckets_j);
-  }
-  if (token_energy_buckets_j) {
-    options.token_energy_buckets_j = std::move(*token_energy_buckets_j);
-  }
-  if (ttft_buckets_s) {
-    options.ttft_buckets_s = std::move(*ttft_buckets_s);
-  }
-  if (tpot_buckets_s) {
-    options.tpot_buckets_s = std::move(*tpot_buckets_s);
-  }
+  // None keeps the library's default buckets.
+  options.request_energy_buckets_j = request_energy_buckets_j.value_or(options.request_energy_buckets_j);
+  options.token_energy_buckets_j = token_energy_buckets_j.value_or(options.token_energy_buckets_j);
+  options.ttft_buckets_s = ttft_buckets_s.value_or(options.ttft_buckets_s);
+  options.tpot_buckets_s = tpot_buckets_s.value_or(options.tpot_buckets_s);
   return std::make_unique<InferenceMetricsHandle>(std::move(options));
 }
 
@@ -330,7 +240,10 @@ void bind_request_energy(py::module_& module) {
       .def_property_readonly(
           "tpot_s", [](const measure::RequestEnergy& request) { return optional_float(request.tpot_s()); },
           "Time per output token after the first, s; None with fewer than 2 output tokens.")
-      .def("to_dict", &request_energy_dict, "Every field (and ttft_s, tpot_s, energy_per_output_token_j).")
+      .def(
+          "to_dict",
+          [](const measure::RequestEnergy& request) { return to_python(measure::to_json(request)); },
+          "Every field (and ttft_s, tpot_s, energy_per_output_token_j).")
       .def("__repr__", [](const measure::RequestEnergy& request) {
         return fmt::format("<joule.RequestEnergy {} energy={:.6g} J prompt={} output={}>", request.request_id,
                            request.energy_j, request.prompt_tokens, request.output_tokens);
@@ -389,7 +302,10 @@ void bind_request_energy_ledger(py::module_& module) {
       .def_property_readonly("active_requests", &measure::RequestEnergyLedger::active_requests,
                              "How many requests are tracked.")
       .def_property_readonly(
-          "totals", [](const measure::RequestEnergyLedger& ledger) { return totals_dict(ledger.totals()); },
+          "totals",
+          [](const measure::RequestEnergyLedger& ledger) {
+            return to_python(measure::to_json(ledger.totals()));
+          },
           "{energy_j, attributed_energy_j, idle_energy_j, iterations, prefill_tokens, decode_tokens}.")
       .def("__repr__", [](const measure::RequestEnergyLedger& ledger) {
         return fmt::format("<joule.RequestEnergyLedger rule={} active={} energy={:.6g} J>",
@@ -399,24 +315,10 @@ void bind_request_energy_ledger(py::module_& module) {
 
 void bind_llm_specs(py::module_& module) {
   module.def(
-      "llm_gpus",
-      [] {
-        py::list gpus;
-        for (const auto& gpu : sim::llm_gpus()) {
-          gpus.append(gpu_spec_dict(gpu));
-        }
-        return gpus;
-      },
+      "llm_gpus", [] { return to_python_each(sim::llm_gpus()); },
       "The built-in serving GPUs (dicts with every LlmGpuSpec field).");
   module.def(
-      "llm_models",
-      [] {
-        py::list models;
-        for (const auto& model : sim::llm_models()) {
-          models.append(model_spec_dict(model));
-        }
-        return models;
-      },
+      "llm_models", [] { return to_python_each(sim::llm_models()); },
       "The built-in LLMs (dicts with every LlmModelSpec field).");
 }
 
@@ -443,10 +345,10 @@ void bind_llm_device_iterations(LlmDeviceClass& device_class) {
             if (batch.empty()) {
               cost = sim::IterationCost{.clock_mhz = cost.clock_mhz};  // nothing ran: no time, no energy
             }
-            py::dict dict = cost_dict(cost, handle.device->cost_model().tensor_parallel());
-            dict["start_s"] = start_s;
-            dict["end_s"] = end_s;
-            return dict;
+            auto json = sim::to_json(cost, handle.device->cost_model().tensor_parallel());
+            json["start_s"] = start_s;
+            json["end_s"] = end_s;
+            return to_python(json);
           },
           py::arg("decode_contexts") = std::vector<int64_t>{},
           py::arg("prefill") = std::vector<std::pair<int64_t, int64_t>>{},
@@ -461,8 +363,8 @@ void bind_llm_device_iterations(LlmDeviceClass& device_class) {
             value_or_throw(check_number(clock_mhz, quantity::frequency_mhz(), "clock_mhz"));
             const sim::IterationBatch batch =
                 value_or_throw(sim::make_iteration_batch(decode_contexts, prefill));
-            return cost_dict(handle.device->cost_model().at_clock(batch, clock_mhz),
-                             handle.device->cost_model().tensor_parallel());
+            return to_python(sim::to_json(handle.device->cost_model().at_clock(batch, clock_mhz),
+                                          handle.device->cost_model().tensor_parallel()));
           },
           py::arg("decode_contexts"), py::arg("prefill"), py::arg("clock_mhz"),
           "The serving model's figures for a batch at a clock, without running it (run_iteration's keys but "
@@ -525,12 +427,14 @@ void bind_llm_device(py::module_& module) {
       .def_property_readonly(
           "tensor_parallel",
           [](const sim::LlmReplica& handle) { return handle.device->cost_model().tensor_parallel(); })
-      .def_property_readonly(
-          "gpu_spec",
-          [](const sim::LlmReplica& handle) { return gpu_spec_dict(handle.device->cost_model().gpu()); })
-      .def_property_readonly(
-          "model_spec",
-          [](const sim::LlmReplica& handle) { return model_spec_dict(handle.device->cost_model().model()); })
+      .def_property_readonly("gpu_spec",
+                             [](const sim::LlmReplica& handle) {
+                               return to_python(sim::to_json(handle.device->cost_model().gpu()));
+                             })
+      .def_property_readonly("model_spec",
+                             [](const sim::LlmReplica& handle) {
+                               return to_python(sim::to_json(handle.device->cost_model().model()));
+                             })
       .def(
           "now_s", [](const sim::LlmReplica& handle) { return handle.device->now_s(); },
           "The replica's virtual time, s (starts at 0).")
@@ -580,7 +484,7 @@ optimize::Knob knob_argument(const optimize::SloClockController& controller,
                              std::optional<uint32_t> clock_mhz, std::optional<uint32_t> power_limit_w,
                              const char* call) {
   const optimize::KnobKind kind = controller.knob_kind();
-  const char* keyword = python_knob_key(kind);
+  const char* keyword = optimize::knob_json_key(kind);
   const std::optional<uint32_t> value = kind == optimize::KnobKind::kSmClockMhz ? clock_mhz : power_limit_w;
   const std::optional<uint32_t> other = kind == optimize::KnobKind::kSmClockMhz ? power_limit_w : clock_mhz;
   if (!value || other) {
@@ -593,7 +497,7 @@ optimize::Knob knob_argument(const optimize::SloClockController& controller,
 
 optimize::IterationSample seed_sample(const optimize::SloClockController& controller, const py::dict& sample,
                                       size_t index) {
-  const char* knob_key = python_knob_key(controller.knob_kind());
+  const char* knob_key = optimize::knob_json_key(controller.knob_kind());
   for (const char* key : {"start_s", "end_s", "energy_j", knob_key}) {
     if (!sample.contains(key)) {
       invalid(fmt::format("seed sample {} lacks '{}'", index, key));
@@ -682,28 +586,12 @@ void bind_slo_controller_reports(SloControllerClass& controller_class) {
       .def_property_readonly(
           "slo",
           [](const optimize::SloClockController& controller) {
-            py::dict dict;
-            dict["ttft_s"] = controller.slo().ttft_s;
-            dict["tpot_s"] = controller.slo().tpot_s;
-            dict["attainment"] = controller.slo().attainment;
-            return dict;
+            return to_python(optimize::to_json(controller.slo()));
           },
           "{ttft_s, tpot_s, attainment}.")
       .def(
           "models",
-          [](const optimize::SloClockController& controller) {
-            py::list models;
-            for (const auto& model : controller.models()) {
-              py::dict dict;
-              dict[python_knob_key(model.knob.kind)] = model.knob.value;
-              dict["samples"] = model.samples;
-              dict["predicted_time_s"] = model.predicted_time_s;
-              dict["predicted_power_w"] = model.predicted_power_w;
-              dict["measured"] = model.measured;
-              models.append(dict);
-            }
-            return models;
-          },
+          [](const optimize::SloClockController& controller) { return to_python_each(controller.models()); },
           "Each candidate level's learned model for the current mean iteration, highest first: dicts "
           "clock_mhz (power_limit_w for a controller of power limits), samples, predicted_time_s, "
           "predicted_power_w (the replica, busy), measured.");

@@ -114,21 +114,15 @@ void bind_measurement(py::module_& module) {
       .def_property_readonly(
           "gpu_estimated",
           [](const measure::Measurement& m) {
-            py::dict dict;
-            for (const auto& energy : m.gpu_energy) {
-              dict[py::int_(energy.index)] = energy.estimated();
-            }
-            return dict;
+            return energies_dict(m.gpu_energy, &measure::DeviceEnergy::estimated);
           },
           "{GPU index: True if its energy is estimated from power rather than read from a counter}.")
       .def_property_readonly(
           "gpu_energy_source",
           [](const measure::Measurement& m) {
-            py::dict dict;
-            for (const auto& energy : m.gpu_energy) {
-              dict[py::int_(energy.index)] = std::string(measure::to_string(energy.source));
-            }
-            return dict;
+            return energies_dict(m.gpu_energy, [](const auto& energy) {
+              return std::string(measure::to_string(energy.source));
+            });
           },
           "{GPU index: 'counter', 'power-samples' or 'instant-power'}.")
       .def_property_readonly("estimated", &measure::Measurement::estimated,

@@ -6,6 +6,8 @@
 #include <pybind11/stl.h>
 
 #include "joule/core/validate.hpp"
+#include "joule/device/json_forms.hpp"
+#include "joule/optimize/json_forms.hpp"
 #include "joule/optimize/power_limit.hpp"
 
 #include "bindings.hpp"
@@ -155,20 +157,15 @@ void bind_power_limit_optimizer(py::module_& module) {
                                }
                                return mw_to_w(*chosen);
                              })
-      .def_property_readonly("measurements",
-                             [](const OptimizerHandle& self) {
-                               py::list list;
-                               for (const auto& measurement : self.get().measurements()) {
-                                 list.append(power_limit_measurement_dict(measurement));
-                               }
-                               return list;
-                             })
+      .def_property_readonly(
+          "measurements",
+          [](const OptimizerHandle& self) { return to_python_each(self.get().measurements()); })
       .def_property_readonly("frontier",
                              [](const OptimizerHandle& self) { return frontier_w(self.get().frontier()); })
       .def_property_readonly("policy", [](const OptimizerHandle& self) { return self.get().policy(); })
       .def_property_readonly(
           "constraints_w",
-          [](const OptimizerHandle& self) { return constraints_dict(self.get().constraints()); })
+          [](const OptimizerHandle& self) { return to_python(device::to_json(self.get().constraints())); })
       .def_property_readonly("profile_path",
                              [](const OptimizerHandle& self) { return self.get().profile_path(); })
       .def_property_readonly("loaded_from_profile",

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "joule/core/validate.hpp"
+#include "joule/sim/json_forms.hpp"
 #include "joule/sim/simulator.hpp"
 
 #include "bindings.hpp"
@@ -20,17 +21,6 @@ std::shared_ptr<py::object> hold(py::object object) {
     py::gil_scoped_acquire gil;
     delete held;
   });
-}
-
-py::dict job_dict(const sim::Job& job) {
-  py::dict dict;
-  dict["dataset"] = job.dataset;
-  dict["network"] = job.network;
-  dict["optimizer"] = job.optimizer;
-  dict["target_metric"] = job.target_metric;
-  dict["max_epochs"] = job.max_epochs;
-  dict["default_batch_size"] = job.default_batch_size;
-  return dict;
 }
 
 // The policy's copy for a simulation: policy.clone() if it has one, else copy.deepcopy(policy).
@@ -58,17 +48,17 @@ class PythonBatchSizePolicy final : public sim::BatchSizePolicy {
   Result<void> register_job(const sim::Job& job, const std::vector<int>& batch_sizes) override {
     py::gil_scoped_acquire gil;
     if (py::hasattr(*policy_, "register_job")) {
-      policy_->attr("register_job")(job_dict(job), batch_sizes);
+      policy_->attr("register_job")(to_python(sim::to_json(job)), batch_sizes);
     }
     return {};
   }
   Result<int> predict(const sim::Job& job) override {
     py::gil_scoped_acquire gil;
-    return policy_->attr("predict")(job_dict(job)).cast<int>();
+    return policy_->attr("predict")(to_python(sim::to_json(job))).cast<int>();
   }
   Result<void> observe(const sim::Job& job, int batch_size, double cost, bool reached) override {
     py::gil_scoped_acquire gil;
-    policy_->attr("observe")(job_dict(job), batch_size, cost, reached);
+    policy_->attr("observe")(to_python(sim::to_json(job)), batch_size, cost, reached);
     return {};
   }
   std::unique_ptr<sim::BatchSizePolicy> clone() const override {
@@ -92,11 +82,11 @@ class PythonPowerLimitPolicy final : public sim::PowerLimitPolicy {
 
   std::optional<double> predict(const sim::Job& job, int batch_size) override {
     py::gil_scoped_acquire gil;
-    return policy_->attr("predict")(job_dict(job), batch_size).cast<std::optional<double>>();
+    return policy_->attr("predict")(to_python(sim::to_json(job)), batch_size).cast<std::optional<double>>();
   }
   void observe(const sim::Job& job, int batch_size, double power_limit_w, double cost) override {
     py::gil_scoped_acquire gil;
-    policy_->attr("observe")(job_dict(job), batch_size, power_limit_w, cost);
+    policy_->attr("observe")(to_python(sim::to_json(job)), batch_size, power_limit_w, cost);
   }
   std::unique_ptr<sim::PowerLimitPolicy> clone() const override {
     py::gil_scoped_acquire gil;
@@ -111,62 +101,11 @@ class PythonPowerLimitPolicy final : public sim::PowerLimitPolicy {
   std::shared_ptr<py::object> policy_;
 };
 
-py::dict configuration_dict(const sim::FixedConfiguration& configuration) {
-  py::dict dict;
-  dict["batch_size"] = configuration.batch_size;
-  dict["power_limit_w"] = configuration.power_limit_w;
-  dict["energy_j"] = configuration.energy_j;
-  dict["time_s"] = configuration.time_s;
-  dict["cost"] = configuration.cost;
-  dict["reach_rate"] = configuration.reach_rate;
-  return dict;
-}
-
-py::dict result_dict(const std::string& gpu, const sim::SimulationResult& result,
-                     const sim::SimulationOptions& options) {
-  py::list tries;
-  for (const auto& attempt : result.tries) {
-    py::dict dict;
-    dict["recurrence"] = attempt.recurrence;
-    dict["attempt"] = attempt.attempt;
-    dict["batch_size"] = attempt.batch_size;
-    dict["power_limit_w"] = attempt.power_limit_w;
-    dict["energy_j"] = attempt.energy_j;
-    dict["time_s"] = attempt.time_s;
-    dict["reached"] = attempt.reached;
-    dict["cost"] = attempt.cost;
-    tries.append(dict);
-  }
-  py::dict totals;
-  totals["energy_j"] = result.optimizer.energy_j;
-  totals["time_s"] = result.optimizer.time_s;
-  totals["cost"] = result.optimizer.cost;
-
-  py::list configurations;
-  for (const auto& configuration : result.configurations) {
-    configurations.append(configuration_dict(configuration));
-  }
-
-  py::dict dict;
-  dict["gpu"] = gpu;
-  dict["eta"] = options.eta;
-  dict["beta"] = options.beta;
-  dict["seed"] = options.seed;
-  dict["job"] = job_dict(result.job);
-  dict["recurrences"] = result.recurrences;
-  dict["max_power_w"] = result.max_power_w;
-  dict["tries"] = tries;
-  dict["optimizer"] = totals;
-  dict["baseline"] = configuration_dict(result.baseline);
-  dict["oracle"] = result.oracle ? py::object(configuration_dict(*result.oracle)) : py::object(py::none());
-  dict["configurations"] = configurations;
-  return dict;
-}
-
-py::dict simulate(const std::string& gpu, const std::string& workload, double eta, double beta, uint64_t seed,
-                  std::optional<int> recurrences, std::optional<int> b0, std::optional<double> target_metric,
-                  std::optional<int> max_epochs, const std::optional<std::string>& trace_dir, int max_tries,
-                  const py::object& batch_size_policy, const py::object& power_limit_policy) {
+py::object simulate(const std::string& gpu, const std::string& workload, double eta, double beta,
+                    uint64_t seed, std::optional<int> recurrences, std::optional<int> b0,
+                    std::optional<double> target_metric, std::optional<int> max_epochs,
+                    const std::optional<std::string>& trace_dir, int max_tries,
+                    const py::object& batch_size_policy, const py::object& power_limit_policy) {
   // Duck-typed policies: say which argument lacks which method before a simulation calls it.
   const auto check_policy = [](const py::object& policy, const char* keyword, const char* methods) {
     if (policy.is_none()) {
@@ -226,7 +165,7 @@ py::dict simulate(const std::string& gpu, const std::string& workload, double et
     const sim::Simulator simulator(trace, std::move(batch_sizes), std::move(power_limits), options);
     result = value_or_throw(simulator.simulate(job));
   }
-  return result_dict(trace_gpu, result, options);
+  return to_python(sim::simulation_result_json(trace_gpu, result, options));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/carbon/json_forms.hpp"
 #include "joule/core/csv.hpp"
 
 namespace joule::carbon {
@@ -93,10 +94,7 @@ std::string render_countries_text(const CountryTable& table) {
 std::string render_countries_json(const CountryTable& table) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& c : table.countries()) {
-    list.push_back({{"iso3", c.iso3},
-                    {"name", c.name},
-                    {"year", c.year},
-                    {"intensity_g_per_kwh", c.intensity_g_per_kwh}});
+    list.push_back(nlohmann::json(to_json(c)));
   }
   return list.dump(2) + "\n";
 }

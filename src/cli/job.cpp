@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/client/client.hpp"
+#include "joule/client/json_forms.hpp"
 #include "joule/core/file.hpp"
 
 #include "common.hpp"
@@ -180,10 +181,7 @@ int run_register(const JobFlags& flags, const GlobalOptions& global) {
   client::Client client = connect(flags);
   const client::RegisteredJob job = value_or_throw(client.register_job(spec, gpu));
   if (flags.format == Format::kJson) {
-    json out = job.spec.to_json();
-    out.update(job.gpu.to_json());
-    out["created"] = job.created;
-    print_json(out);
+    print_json(client::to_json(job));
   } else {
     std::cout << fmt::format("job {} {}\n", *job.spec.job_id,
                              job.created ? "registered" : "was already registered with this configuration");

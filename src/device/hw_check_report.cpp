@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include "joule/device/json_forms.hpp"
+
 namespace joule::device {
 
 std::string kernel_description() {
@@ -93,11 +95,7 @@ std::string backends_text(const DeviceSet& devices) {
 nlohmann::json backends_json(const DeviceSet& devices) {
   nlohmann::json backends = nlohmann::json::array();
   for (const auto& report : devices.reports) {
-    backends.push_back({{"backend", report.backend},
-                        {"kind", report.kind},
-                        {"ok", report.ok},
-                        {"devices", report.devices},
-                        {"detail", report.detail}});
+    backends.push_back(nlohmann::json(to_json(report)));
   }
   return backends;
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/core/units.hpp"
+#include "joule/device/json_forms.hpp"
 
 namespace joule::optimize::detail {
 
@@ -17,12 +18,6 @@ using Json = nlohmann::json;
 
 double to_w(uint32_t power_mw) {
   return mw_to_w(power_mw);
-}
-
-nlohmann::ordered_json constraints_json(const device::PowerLimitConstraints& constraints) {
-  return {{"min_w", to_w(constraints.min_mw)},
-          {"max_w", to_w(constraints.max_mw)},
-          {"default_w", to_w(constraints.default_mw)}};
 }
 
 // Field readers: each names the field in its error.
@@ -178,7 +173,7 @@ std::string profile_to_json(const StoredProfile& profile) {
                                        {"gpu_name", profile.gpu_name},
                                        {"gpu_count", profile.gpu_count},
                                        {"world_size", profile.world_size},
-                                       {"constraints", constraints_json(profile.constraints)},
+                                       {"constraints", device::to_json(profile.constraints)},
                                        {"profile_steps", profile.profile_steps},
                                        {"measurements", std::move(measurements)}};
   return root.dump(2) + "\n";

@@ -11,6 +11,7 @@
 
 #include "joule/core/csv.hpp"
 #include "joule/core/frontier.hpp"
+#include "joule/sim/json_forms.hpp"
 #include "joule/viz/plot.hpp"
 
 namespace joule::sim {
@@ -153,23 +154,10 @@ std::string render_simulation_json(const std::string& gpu, const SimulationResul
                      {"cost", t.cost}});
   }
   const Comparison comparison = compare(result);
-  auto config_json = [](const FixedConfiguration& config) {
-    return nlohmann::json{{"batch_size", config.batch_size},
-                          {"power_limit_w", config.power_limit_w},
-                          {"energy_j", config.energy_j},
-                          {"time_s", config.time_s},
-                          {"cost", config.cost},
-                          {"reach_rate", config.reach_rate}};
-  };
+  auto config_json = [](const FixedConfiguration& config) { return nlohmann::json(to_json(config)); };
   nlohmann::json out = {
       {"gpu", gpu},
-      {"job",
-       {{"dataset", job.dataset},
-        {"network", job.network},
-        {"optimizer", job.optimizer},
-        {"target_metric", job.target_metric},
-        {"max_epochs", job.max_epochs},
-        {"default_batch_size", job.default_batch_size}}},
+      {"job", nlohmann::json(to_json(job))},
       {"options",
        {{"seed", options.seed},
         {"eta", options.eta},
