@@ -12,19 +12,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "joule/carbon/monitor.hpp"
-#include "joule/carbon/price.hpp"
+#include "joule/carbon/command_meter.hpp"
 #include "joule/carbon/run_report.hpp"
 #include "joule/carbon/signal.hpp"
+#include "joule/core/child_process.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
-#include "joule/measure/energy_monitor.hpp"
-#include "joule/measure/power_sampler.hpp"
-#include "joule/measure/run_figures.hpp"
 
-#include "joule/core/child_process.hpp"
 #include "common.hpp"
 #include "usage.hpp"
 
@@ -65,18 +61,11 @@ bool history_needs_header(const OutputFile& history) {
   return false;
 }
 
-// What the runs are measured with: the devices, the energy monitor, the carbon and price monitors when asked
-// for, and the sampler of peak power. Made in place before the command runs, so that bad flags cost no run.
+// The devices the runs are measured on and their meter (energy, peak power, carbon and cost when asked for).
+// Made before the command runs, so that bad flags cost no run.
 struct Meters {
   device::DeviceSet devices;
-  std::vector<device::Gpu*> gpus;
-  std::vector<device::Cpu*> cpus;
-  std::unique_ptr<measure::EnergyMonitor> monitor;
-  std::unique_ptr<carbon::CarbonSignal> signal;
-  std::unique_ptr<carbon::CarbonMonitor> carbon;
-  std::optional<carbon::HourlyTariff> tariff;
-  std::unique_ptr<carbon::PriceMonitor> price;
-  std::unique_ptr<measure::PowerSampler> sampler;
+  std::unique_ptr<carbon::CommandMeter> meter;
 };
 
 void open_meters(Meters& meters, const GlobalOptions& global, const MeasureFlags& flags,
@@ -84,83 +73,31 @@ void open_meters(Meters& meters, const GlobalOptions& global, const MeasureFlags
                  const std::optional<std::vector<int>>& gpu_indices) {
   meters.devices = open_devices(global, true, flags.cpus);
   const device::DeviceSet& devices = meters.devices;
-  meters.gpus = value_or_throw(devices.select_gpus(gpu_indices));
-  if (meters.gpus.empty()) {
+  std::vector<device::Gpu*> gpus = value_or_throw(devices.select_gpus(gpu_indices));
+  if (gpus.empty()) {
     log().warn("{}: {}. For a simulated GPU, run joule --sim v100 measure …",
                flags.cpus ? "no GPU will be measured" : "nothing will be measured but time",
                devices.why_no_gpus());
   }
+  std::vector<device::Cpu*> cpus;
   if (flags.cpus) {
     if (devices.cpus.empty()) {
       throw Exception(ErrorCode::kNotFound, fmt::format("--cpus: {}", devices.why_no_cpus()));
     }
-    meters.cpus = value_or_throw(devices.select_cpus(std::nullopt));
+    cpus = value_or_throw(devices.select_cpus(std::nullopt));
   }
-  Clock& clock = *devices.clock;
-  meters.monitor = std::make_unique<measure::EnergyMonitor>(meters.gpus, meters.cpus, clock);
-  // Carbon and cost sources are checked before the command runs, so that bad flags cost nothing.
+  carbon::CommandMeterOptions options;
+  options.sample_period = std::chrono::milliseconds(flags.interval_ms);
   if (flags.carbon.sources_given() > 0) {
-    meters.signal = value_or_throw(carbon::make_carbon_signal(carbon_source, clock));
-    meters.carbon = std::make_unique<carbon::CarbonMonitor>(*meters.monitor, *meters.signal);
+    options.carbon = carbon_source;
   } else if (!flags.carbon.provider.empty()) {
     throw Exception(ErrorCode::kInvalidArgument, "measure: --carbon-provider needs --zone");
   }
   if (!flags.tariff.empty()) {
-    meters.tariff = value_or_throw(carbon::HourlyTariff::read_file(flags.tariff));
-    meters.price = std::make_unique<carbon::PriceMonitor>(*meters.monitor, *meters.tariff);
+    options.tariff = value_or_throw(carbon::HourlyTariff::read_file(flags.tariff));
   }
-  // One sampler for the peak power of every device; energy comes from the monitor.
-  meters.sampler =
-      std::make_unique<measure::PowerSampler>(measure::device_power_channels(meters.gpus, meters.cpus, clock),
-                                              clock, std::chrono::milliseconds(flags.interval_ms));
-  if (meters.sampler->channel_count() > 0) {
-    meters.sampler->start();
-  }
-}
-
-// One run of the command inside every monitor's window. An error (the command could not start) cancels the
-// windows and stops the sampler.
-Result<carbon::CommandRun> measure_run(Meters& meters, const MeasureFlags& flags, ChildSignals& signals) {
-  Clock& clock = *meters.devices.clock;
-  const Nanos window_start = clock.now();
-  const int64_t started_unix_s = clock.to_unix_ns(window_start) / 1'000'000'000;
-  meters.monitor->begin_window("measure", false);
-  if (meters.carbon) {
-    meters.carbon->begin_window("measure");
-  }
-  if (meters.price) {
-    meters.price->begin_window("measure");
-  }
-  const auto exit = run_child(flags.command, signals);
-  if (!exit) {
-    meters.monitor->cancel_window("measure");
-    if (meters.carbon) {
-      meters.carbon->cancel_window("measure");
-    }
-    if (meters.price) {
-      meters.price->cancel_window("measure");
-    }
-    meters.sampler->stop();
-    return tl::make_unexpected(exit.error());
-  }
-  meters.sampler->sample_now();
-  const measure::Measurement measurement = meters.monitor->end_window("measure", false);
-  carbon::CommandRun run{flags.command, exit->exit_code, exit->signal, started_unix_s, measurement.time_s, {},
-                         std::nullopt,  std::nullopt};
-  if (meters.carbon) {
-    auto carbon_measurement = meters.carbon->end_window("measure");
-    if (!carbon_measurement.carbon) {
-      log().warn("carbon: {}", carbon_measurement.carbon.error().message());
-    }
-    run.carbon = std::move(carbon_measurement.carbon);
-  }
-  if (meters.price) {
-    run.price = meters.price->end_window("measure");
-  }
-  const Nanos window_end = clock.now();
-  run.devices = measure::device_figures(measurement, meters.gpus, meters.cpus, *meters.sampler, window_start,
-                                        window_end);
-  return run;
+  meters.meter = value_or_throw(
+      carbon::CommandMeter::open(std::move(gpus), std::move(cpus), *devices.clock, std::move(options)));
 }
 
 std::string render_runs(const std::vector<carbon::CommandRun>& runs, const MeasureFlags& flags) {
@@ -207,7 +144,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
 
   std::vector<carbon::CommandRun> runs;
   for (int run = 0; run < flags.repeat; ++run) {
-    auto measured = measure_run(meters, flags, signals);
+    auto measured = meters.meter->run(flags.command, signals);
     if (!measured) {
       // Shells' convention: 127 for a command that does not exist, 126 for one that cannot be executed.
       const Error& error = measured.error();
@@ -225,7 +162,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
       break;
     }
   }
-  meters.sampler->stop();
+  meters.meter->stop();
 
   // A file that cannot be written now (disk full, folder removed meanwhile) loses nothing: what it would
   // have held goes to stderr instead, and the exit code stays the command's.
