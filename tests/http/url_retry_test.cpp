@@ -39,16 +39,16 @@ TEST(HttpUrl, ParsesSchemeHostPortAndPathPrefix) {
 }
 
 TEST(HttpUrl, RefusalsSayWhatIsWrong) {
-  using Kind = UrlError::Kind;
-  const std::vector<std::tuple<std::string, Kind, std::string>> cases = {
-      {"ftp://h", Kind::kScheme, "must start with http:// or https://"},
-      {"127.0.0.1:80", Kind::kScheme, "must start with http:// or https://"},
-      {"http://", Kind::kHost, "has no host"},
-      {"http://user@h:1", Kind::kHost, "has no host"},
-      {"http://[::1", Kind::kHost, "has no host"},
-      {"http://h:99999", Kind::kPort, "has a port that is not a number from 1 to 65535: '99999'"},
-      {"http://h:", Kind::kPort, "has a port that is not a number from 1 to 65535: ''"},
-      {"http://h:8o/", Kind::kPort, "has a port that is not a number from 1 to 65535: '8o'"},
+  using UrlKind = UrlError::Kind;
+  const std::vector<std::tuple<std::string, UrlKind, std::string>> cases = {
+      {"ftp://h", UrlKind::kScheme, "must start with http:// or https://"},
+      {"127.0.0.1:80", UrlKind::kScheme, "must start with http:// or https://"},
+      {"http://", UrlKind::kHost, "has no host"},
+      {"http://user@h:1", UrlKind::kHost, "has no host"},
+      {"http://[::1", UrlKind::kHost, "has no host"},
+      {"http://h:99999", UrlKind::kPort, "has a port that is not a number from 1 to 65535: '99999'"},
+      {"http://h:", UrlKind::kPort, "has a port that is not a number from 1 to 65535: ''"},
+      {"http://h:8o/", UrlKind::kPort, "has a port that is not a number from 1 to 65535: '8o'"},
   };
   for (const auto& [text, kind, message] : cases) {
     const auto refused = parse_url(text);
