@@ -122,23 +122,12 @@ nlohmann::json figures_json(double time_s, double energy_j) {
 void print_demo_json(const DemoFlags& flags, const device::sim::Spec& spec, const sim::JitTrainingRun& run,
                      const std::vector<sim::SavingsRow>& rows, const PipelinePart& pipeline,
                      const DemoPlots& plots, bool simulation_plotted) {
-  nlohmann::json profile = nlohmann::json::array();
-  for (const auto& m : run.measurements) {
-    profile.push_back({{"power_limit_w", m.power_limit_mw / 1e3},
-                       {"time_per_step_s", m.time_per_step_s()},
-                       {"energy_per_step_j", m.energy_per_step_j()}});
-  }
   nlohmann::json out = {{"gpu", spec.model->key},
                         {"gpu_count", spec.count},
                         {"workload", spec.workload->key},
                         {"steps", flags.steps},
-                        {"profiled_until_step", run.profiled_until_step},
-                        {"profile", profile},
-                        {"chosen_power_limit_w", run.chosen_mw / 1e3},
-                        {"with_zeus", figures_json(run.with_zeus.time_s, run.with_zeus.energy_j)},
-                        {"at_max_power_limit", figures_json(run.at_max.time_s, run.at_max.energy_j)},
-                        {"at_chosen_power_limit", figures_json(run.at_chosen.time_s, run.at_chosen.energy_j)},
                         {"plots", {plots.frontier_svg}}};
+  out.update(sim::jit_run_json(run));
   const auto& planned = pipeline.planned;
   out["pipeline"] = {
       {"max_clock", figures_json(planned.max_clock.time_s, planned.max_clock.energy_j)},

@@ -145,4 +145,20 @@ std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spe
   return out;
 }
 
+nlohmann::json jit_run_json(const JitTrainingRun& run) {
+  const auto figures = [](const RunFigures& f) {
+    return nlohmann::json{{"time_s", f.time_s}, {"energy_j", f.energy_j}};
+  };
+  nlohmann::json profile = nlohmann::json::array();
+  for (const auto& m : run.measurements) {
+    profile.push_back({{"power_limit_w", m.power_limit_mw / 1e3},
+                       {"time_per_step_s", m.time_per_step_s()},
+                       {"energy_per_step_j", m.energy_per_step_j()}});
+  }
+  return {
+      {"profiled_until_step", run.profiled_until_step}, {"profile", std::move(profile)},
+      {"chosen_power_limit_w", run.chosen_mw / 1e3},    {"with_zeus", figures(run.with_zeus)},
+      {"at_max_power_limit", figures(run.at_max)},      {"at_chosen_power_limit", figures(run.at_chosen)}};
+}
+
 }  // namespace joule::sim

@@ -166,6 +166,10 @@ TEST(JitTrainingRun, ProfilesChoosesAndComparesWithTheMaximum) {
   EXPECT_NE(text.find(fmt::format("   <- chosen\n")), std::string::npos) << text;
   EXPECT_NE(text.find(fmt::format("400 iterations at {:g} W", run.chosen_mw / 1e3)), std::string::npos)
       << text;
+  const nlohmann::json json = jit_run_json(run);
+  EXPECT_EQ(json["profile"].size(), run.measurements.size());
+  EXPECT_EQ(json["chosen_power_limit_w"], run.chosen_mw / 1e3);
+  EXPECT_EQ(json["at_max_power_limit"]["energy_j"], run.at_max.energy_j);
   const std::string svg = jit_run_plot_svg(run, spec);
   EXPECT_NE(svg.find(fmt::format("chosen {:g} W", run.chosen_mw / 1e3)), std::string::npos);
   EXPECT_NE(svg.find(fmt::format("max {:g} W", run.max_mw / 1e3)), std::string::npos);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
 #include "joule/device/sim_gpu.hpp"
@@ -50,5 +52,9 @@ std::string jit_run_plot_svg(const JitTrainingRun& run, const device::sim::Spec&
 /// @return `run` as `joule demo` tells it: the GPUs, the limits profiled (time and energy per iteration,
 /// which are on the frontier, the chosen one), and the whole run against the same steps at the maximum limit.
 std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spec);
+
+/// @return `run` as JSON: profiled_until_step, profile [{power_limit_w, time_per_step_s, energy_per_step_j}],
+/// chosen_power_limit_w, and {time_s, energy_j} of with_zeus, at_max_power_limit, at_chosen_power_limit.
+nlohmann::json jit_run_json(const JitTrainingRun& run);
 
 }  // namespace joule::sim
