@@ -4,6 +4,7 @@
 #include <charconv>
 #include <iostream>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -97,19 +98,26 @@ CLI::Validator number(NumberRule rule) {
       "");
 }
 
+namespace {
+
+// @return the subcommands used, as "carbon replay", and the last of them (`app` itself if none).
+std::pair<std::string, const CLI::App*> used_command(const CLI::App& app) {
+  std::string path;
+  const CLI::App* command = &app;
+  for (auto used = command->get_subcommands(); !used.empty(); used = command->get_subcommands()) {
+    command = used.front();
+    path += path.empty() ? command->get_name() : " " + command->get_name();
+  }
+  return {path, command};
+}
+
+}  // namespace
+
 void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global) {
   if (!global.sim && !global.daemon) {
     return;
   }
-  std::string path;
-  for (const CLI::App* command = &app;;) {
-    const auto used = command->get_subcommands();
-    if (used.empty()) {
-      break;
-    }
-    command = used.front();
-    path += path.empty() ? command->get_name() : " " + command->get_name();
-  }
+  const std::string path = used_command(app).first;
   // The commands that open devices, and why each other one does not.
   static const std::map<std::string, std::string> no_device_commands = {
       {"simulate", "it replays the Zeus traces (choose the GPU with --gpu)"},
@@ -145,16 +153,7 @@ void apply_metric_labels(const CLI::App& app, const GlobalOptions& global) {
                                                                  {"serve", ""},
                                                                  {"infer replay", "--metrics-out"},
                                                                  {"infer bench", "--metrics-out"}};
-    std::string path;
-    const CLI::App* command = &app;
-    while (true) {
-      const auto used = command->get_subcommands();
-      if (used.empty()) {
-        break;
-      }
-      command = used.front();
-      path += path.empty() ? command->get_name() : " " + command->get_name();
-    }
+    const auto [path, command] = used_command(app);
     const auto found = exporters.find(path);
     const CLI::Option* flag = found == exporters.end() || found->second.empty()
                                   ? nullptr
