@@ -112,15 +112,7 @@ int run_groups(const SimulateFlags& flags) {
   const sim::SimulationOptions base = options_of(flags);
   const sim::Trace trace = trace_of(flags);
   const auto groups = value_or_throw(sim::load_groups(*flags.groups));
-  std::vector<sim::SavingsRow> rows;
-  for (const auto& group : groups) {
-    sim::SimulationOptions options = base;
-    options.seed = sim::adler32(group.front().group);
-    const sim::Simulator simulator = sim::zeus_group_simulator(trace, options);
-    const sim::Job job = name_or_throw(sim::paper_job(trace, group.front().dataset));
-    rows.push_back({flags.gpu, fmt::format("{} (group {})", job.dataset, group.front().group),
-                    value_or_throw(simulator.simulate_group(job, group))});
-  }
+  const auto rows = name_or_throw(sim::simulate_groups(trace, flags.gpu, groups, base));
   std::cout << savings_table(rows, base, flags.format);
   return 0;
 }

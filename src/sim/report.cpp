@@ -191,6 +191,21 @@ std::string render_tries_csv(const SimulationResult& result) {
   return out.str();
 }
 
+Result<std::vector<SavingsRow>> simulate_groups(const Trace& trace, const std::string& gpu,
+                                                const std::vector<std::vector<GroupSubmission>>& groups,
+                                                const SimulationOptions& options) {
+  std::vector<SavingsRow> rows;
+  for (const auto& group : groups) {
+    SimulationOptions group_options = options;
+    group_options.seed = adler32(group.front().group);
+    const Simulator simulator = zeus_group_simulator(trace, group_options);
+    const Job job = JOULE_TRY(paper_job(trace, group.front().dataset));
+    rows.push_back({gpu, fmt::format("{} (group {})", job.dataset, group.front().group),
+                    JOULE_TRY(simulator.simulate_group(job, group))});
+  }
+  return rows;
+}
+
 Result<std::vector<SavingsRow>> simulate_paper_workloads(const SimulationOptions& options,
                                                          const std::optional<std::string>& trace_dir) {
   std::vector<SavingsRow> rows;

@@ -46,6 +46,13 @@ struct SavingsRow {
 Result<std::vector<SavingsRow>> simulate_paper_workloads(const SimulationOptions& options,
                                                          const std::optional<std::string>& trace_dir = {});
 
+/// Each group of concurrent submissions (load_groups) on `trace` with Zeus's group simulator, seeded per
+/// group (adler32 of the group's id), as rows named "DATASET (group ID)" under `gpu` (`joule simulate
+/// --groups`). Errors: a group whose dataset is no paper workload (kNotFound), or a simulation's error.
+Result<std::vector<SavingsRow>> simulate_groups(const Trace& trace, const std::string& gpu,
+                                                const std::vector<std::vector<GroupSubmission>>& groups,
+                                                const SimulationOptions& options);
+
 /// The savings of each simulation against its baseline and oracle, as a text table.
 std::string render_savings_text(const std::vector<SavingsRow>& rows, const SimulationOptions& options);
 /// The same as CSV: gpu,workload,recurrences,energy_saved,time_saved,cost_saved,oracle_cost_saved
