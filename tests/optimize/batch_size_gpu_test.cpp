@@ -22,7 +22,8 @@ TEST(BatchSizeGpuConfig, TakesGpu0sModelTheCountAndGpu0sWholeMaxWattsTimesTheCou
   test::MockGpu first(named_gpu_info(0, "NVIDIA A40"));
   test::MockGpu second(named_gpu_info(1, "Other"));
   EXPECT_CALL(first, do_power_limit_constraints())
-      .WillOnce(Return(device::PowerLimitConstraints{.min_mw = 100000, .max_mw = 300999, .default_mw = 300000}));
+      .WillOnce(
+          Return(device::PowerLimitConstraints{.min_mw = 100000, .max_mw = 300999, .default_mw = 300000}));
   EXPECT_CALL(second, do_power_limit_constraints()).Times(0);
   const Result<GpuConfig> config = gpu_config_of({&first, &second});
   ASSERT_TRUE(config) << config.error().message();
