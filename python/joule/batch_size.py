@@ -183,10 +183,8 @@ class BatchSizeOptimizer(Callback):
         if not gpus:
             _joule._raise_error("invalid-argument", "BatchSizeOptimizer needs a Monitor with at least one GPU")
         # max_power: max_power_w, or GPU 0's largest power limit in whole W × the count (Zeus's rule).
-        config = _joule._batch_size_gpu_config(gpus, max_power_w)
-        registered = self.client.register_job(
-            job, config["max_power"], config["number_of_gpus"], gpu_model or config["gpu_model"]
-        )
+        max_power_w, count, gpus_model = _joule._batch_size_gpu_config(gpus, max_power_w)
+        registered = self.client.register_job(job, max_power_w, count, gpu_model or gpus_model)
         self.job: dict[str, Any] = registered
         self.job_id: str = registered["job_id"]
         self.trial: Optional[dict[str, Any]] = None

@@ -187,25 +187,6 @@ std::vector<double> power_limit_candidates_w(double min_w, double max_w, double 
   return watts(optimize::power_limit_candidates_mw(constraints, step_mw));
 }
 
-// joule._batch_size_gpu_config: the GpuConfig BatchSizeOptimizer registers its job with (gpu_config_of).
-py::dict batch_size_gpu_config(const std::vector<GpuRef>& gpus, std::optional<double> max_power_w) {
-  std::vector<device::Gpu*> devices;
-  devices.reserve(gpus.size());
-  for (const GpuRef& gpu : gpus) {
-    devices.push_back(gpu.gpu);
-  }
-  Result<optimize::batch_size::GpuConfig> found = [&] {
-    py::gil_scoped_release release;
-    return optimize::batch_size::gpu_config_of(devices, max_power_w);
-  }();
-  const optimize::batch_size::GpuConfig config = value_or_throw(std::move(found));
-  py::dict dict;
-  dict["max_power"] = config.max_power;
-  dict["number_of_gpus"] = config.number_of_gpus;
-  dict["gpu_model"] = config.gpu_model;
-  return dict;
-}
-
 }  // namespace
 
 void bind_optimize(py::module_& module) {
@@ -217,9 +198,21 @@ void bind_optimize(py::module_& module) {
       py::arg("step_w") = 25.0,
       "The candidate power limits, W, highest first: max, max − step, … while ≥ min (and min itself).");
   module.def(
-      "_batch_size_gpu_config", &batch_size_gpu_config, py::arg("gpus"), py::arg("max_power_w") = py::none(),
-      "{max_power, number_of_gpus, gpu_model} of a batch-size job on `gpus` (GPU 0 first): GPU 0's model, "
-      "the count, and max_power_w or GPU 0's largest power limit in whole W × the count.");
+      "_batch_size_gpu_config",
+      [](const std::vector<GpuRef>& gpus, std::optional<double> max_power_w) {
+        std::vector<device::Gpu*> devices;
+        for (const GpuRef& gpu : gpus) {
+          devices.push_back(gpu.gpu);
+        }
+        const auto config = value_or_throw([&] {
+          py::gil_scoped_release release;
+          return optimize::batch_size::gpu_config_of(devices, max_power_w);
+        }());
+        return py::make_tuple(config.max_power, config.number_of_gpus, config.gpu_model);
+      },
+      py::arg("gpus"), py::arg("max_power_w") = py::none(),
+      "(max_power, number_of_gpus, gpu_model) of a batch-size job on `gpus` (GPU 0 first): max_power_w, or "
+      "GPU 0's largest power limit in whole W × the count (optimize::batch_size::gpu_config_of).");
 }
 
 }  // namespace joule::python

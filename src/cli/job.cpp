@@ -295,6 +295,7 @@ void add_trial_flags(CLI::App& command, JobFlags& flags) {
 // `joule job register`: Zeus's JobSpec and GpuConfig, field by field or from a file.
 void add_register_command(CLI::App& job, const std::shared_ptr<JobFlags>& flags, const GlobalOptions& global,
                           int& exit_code) {
+  bso::RegistrationFields& fields = flags->fields;
   auto* registration = job.add_subcommand("register", "Register a job (Zeus's JobSpec and GpuConfig)");
   add_common(*registration, *flags);
   registration
@@ -302,60 +303,50 @@ void add_register_command(CLI::App& job, const std::shared_ptr<JobFlags>& flags,
       ->option_text("FILE.json");
   registration->add_option("--job-id", flags->job_id, "Job id (default: <prefix>-<8 hex> from the server)")
       ->option_text("ID");
-  registration->add_option("--prefix", flags->fields.job_id_prefix, "job_id_prefix")->option_text("PREFIX");
-  registration->add_option("--batch-sizes", flags->fields.batch_sizes, "Batch sizes to choose from")
+  registration->add_option("--prefix", fields.job_id_prefix, "job_id_prefix")->option_text("PREFIX");
+  registration->add_option("--batch-sizes", fields.batch_sizes, "Batch sizes to choose from")
       ->delimiter(',')
       ->option_text("B,B,…");
-  registration
-      ->add_option("--default-batch-size", flags->fields.default_batch_size, "The first batch size tried")
+  registration->add_option("--default-batch-size", fields.default_batch_size, "The first batch size tried")
       ->option_text("B");
-  registration->add_option("--eta-knob", flags->fields.eta_knob, "Weight of energy in the cost, [0, 1] (0.5)")
+  registration->add_option("--eta-knob", fields.eta_knob, "Weight of energy in the cost, [0, 1] (0.5)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("ETA");
-  registration
-      ->add_option("--beta-knob", flags->fields.beta_knob, "Stop runs costing more than BETA x min cost (2)")
+  registration->add_option("--beta-knob", fields.beta_knob, "Stop runs costing more than BETA x min cost (2)")
       ->option_text("BETA");
-  registration->add_flag("--no-early-stop", flags->fields.no_early_stop,
+  registration->add_flag("--no-early-stop", fields.no_early_stop,
                          "Never stop a run for its cost (beta_knob null)");
-  registration
-      ->add_option("--target-metric", flags->fields.target_metric, "Metric that counts as converged (0.5)")
+  registration->add_option("--target-metric", fields.target_metric, "Metric that counts as converged (0.5)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("M");
   registration->add_flag("--lower-is-better", flags->lower_is_better, "Converged when metric <= target");
-  registration
-      ->add_option("--max-epochs", flags->fields.max_epochs, "Epochs before a run stops unconverged (100)")
+  registration->add_option("--max-epochs", fields.max_epochs, "Epochs before a run stops unconverged (100)")
       ->option_text("N");
-  registration->add_option("--num-pruning-rounds", flags->fields.num_pruning_rounds, "Pruning rounds (2)")
+  registration->add_option("--num-pruning-rounds", fields.num_pruning_rounds, "Pruning rounds (2)")
       ->option_text("N");
-  registration
-      ->add_option("--window-size", flags->fields.window_size, "Results per arm the bandit uses (0: all)")
+  registration->add_option("--window-size", fields.window_size, "Results per arm the bandit uses (0: all)")
       ->option_text("N");
-  registration->add_option("--mab-prior-mean", flags->fields.mab_prior_mean, "Bandit prior mean (0)")
+  registration->add_option("--mab-prior-mean", fields.mab_prior_mean, "Bandit prior mean (0)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("X");
-  registration
-      ->add_option("--mab-prior-precision", flags->fields.mab_prior_precision, "Bandit prior precision (0)")
+  registration->add_option("--mab-prior-precision", fields.mab_prior_precision, "Bandit prior precision (0)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("X");
-  registration
-      ->add_option("--mab-num-explorations", flags->fields.mab_num_explorations, "Pulls per arm first (2)")
+  registration->add_option("--mab-num-explorations", fields.mab_num_explorations, "Pulls per arm first (2)")
       ->option_text("N");
-  registration
-      ->add_option("--mab-seed", flags->fields.mab_seed, "Seed: decisions equal Zeus's for the same history")
+  registration->add_option("--mab-seed", fields.mab_seed, "Seed: decisions equal Zeus's for the same history")
       ->option_text("SEED");
   registration
-      ->add_option("--max-power-w", flags->fields.max_power,
+      ->add_option("--max-power-w", fields.max_power,
                    "Max power limit of GPU 0 x number of GPUs, W (default: from this machine's GPUs)")
       ->check(number(above_zero(quantity::power_w())))
       ->option_text("W");
   registration
-      ->add_option("--number-of-gpus", flags->fields.number_of_gpus,
-                   "GPUs of the job (default: this machine's)")
+      ->add_option("--number-of-gpus", fields.number_of_gpus, "GPUs of the job (default: this machine's)")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   registration
-      ->add_option("--gpu-model", flags->fields.gpu_model,
-                   "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
+      ->add_option("--gpu-model", fields.gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
       ->option_text("NAME");
   set_examples(*registration,
                {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
