@@ -86,7 +86,7 @@ json register_body(const JobFlags& flags) {
   if (flags.lower_is_better) {
     fields.higher_is_better_metric = false;
   }
-  bso::apply(fields, body);
+  fields.write_to(body);
   return body;
 }
 

@@ -14,10 +14,10 @@ using nlohmann::json;
 TEST(BatchSizeRegistrationFields, NothingSetLeavesTheBodyAsItIs) {
   json body = {{"job_id_prefix", "file"}, {"eta_knob", 0.25}, {"extra", "kept"}};
   const json before = body;
-  apply(RegistrationFields{}, body);
+  RegistrationFields{}.write_to(body);
   EXPECT_EQ(body, before);
   json empty = json::object();
-  apply(RegistrationFields{}, empty);
+  RegistrationFields{}.write_to(empty);
   EXPECT_EQ(empty, json::object());
 }
 
@@ -41,7 +41,7 @@ TEST(BatchSizeRegistrationFields, SetFieldsGoOnTopUnderZeusNames) {
   fields.max_power = 600.0;
   fields.number_of_gpus = 2;
   fields.gpu_model = "NVIDIA A40";
-  apply(fields, body);
+  fields.write_to(body);
   const json expected = {{"job_id", "mnist-1"},
                          {"job_id_prefix", "mnist"},
                          {"batch_sizes", {32, 64}},
@@ -77,7 +77,7 @@ TEST(BatchSizeRegistrationFields, NoEarlyStopWritesANullBetaOverAGivenOne) {
   RegistrationFields fields;
   fields.beta_knob = 5.0;
   fields.no_early_stop = true;
-  apply(fields, body);
+  fields.write_to(body);
   EXPECT_TRUE(body.at("beta_knob").is_null());
 }
 

@@ -34,11 +34,11 @@ struct RegistrationFields {
   std::optional<double> max_power;  ///< W
   std::optional<int64_t> number_of_gpus;
   std::optional<std::string> gpu_model;
-};
 
-/// Writes the set fields of `fields` into `body` under Zeus's JSON names (JobSpec's and GpuConfig's), over
-/// what `body` holds; the rest of `body` stays. Nothing is validated here. `body` must be a JSON object (or
-/// null, which becomes one).
-void apply(const RegistrationFields& fields, nlohmann::json& body);
+  /// Writes the set fields into `body` under Zeus's JSON names (JobSpec's and GpuConfig's), over what `body`
+  /// holds; the rest of `body` stays. Nothing is validated here. `body` must be a JSON object (or null, which
+  /// becomes one).
+  void write_to(nlohmann::json& body) const;
+};
 
 }  // namespace joule::optimize::batch_size
