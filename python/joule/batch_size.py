@@ -182,9 +182,9 @@ class BatchSizeOptimizer(Callback):
         gpus = [gpu for gpu in monitor.devices.gpus if gpu.index in monitor.gpu_indices]
         if not gpus:
             _joule._raise_error("invalid-argument", "BatchSizeOptimizer needs a Monitor with at least one GPU")
-        if max_power_w is None:
-            max_power_w = float(int(gpus[0].power_limit_constraints_w()["max_w"])) * len(gpus)
-        registered = self.client.register_job(job, max_power_w, len(gpus), gpu_model or gpus[0].name)
+        # max_power: max_power_w, or GPU 0's largest power limit in whole W × the count (Zeus's rule).
+        max_power_w, count, gpus_model = _joule._batch_size_gpu_config(gpus, max_power_w)
+        registered = self.client.register_job(job, max_power_w, count, gpu_model or gpus_model)
         self.job: dict[str, Any] = registered
         self.job_id: str = registered["job_id"]
         self.trial: Optional[dict[str, Any]] = None

@@ -7,6 +7,7 @@
 
 #include "joule/core/validate.hpp"
 #include "joule/device/json_forms.hpp"
+#include "joule/optimize/batch_size_gpu.hpp"
 #include "joule/optimize/json_forms.hpp"
 #include "joule/optimize/power_limit.hpp"
 
@@ -193,6 +194,22 @@ void bind_optimize(py::module_& module) {
       "power_limit_candidates_w", &power_limit_candidates_w, py::arg("min_w"), py::arg("max_w"),
       py::arg("step_w") = 25.0,
       "The candidate power limits, W, highest first: max, max − step, … while ≥ min (and min itself).");
+  module.def(
+      "_batch_size_gpu_config",
+      [](const std::vector<GpuRef>& gpus, std::optional<double> max_power_w) {
+        std::vector<device::Gpu*> devices;
+        for (const GpuRef& gpu : gpus) {
+          devices.push_back(gpu.gpu);
+        }
+        const auto config = value_or_throw([&] {
+          py::gil_scoped_release release;
+          return optimize::batch_size::gpu_config_of(devices, max_power_w);
+        }());
+        return py::make_tuple(config.max_power, config.number_of_gpus, config.gpu_model);
+      },
+      py::arg("gpus"), py::arg("max_power_w") = py::none(),
+      "(max_power, number_of_gpus, gpu_model) of a batch-size job on `gpus` (GPU 0 first): max_power_w, or "
+      "GPU 0's largest power limit in whole W × the count (optimize::batch_size::gpu_config_of).");
 }
 
 }  // namespace joule::python

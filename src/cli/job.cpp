@@ -14,6 +14,8 @@
 #include "joule/client/client.hpp"
 #include "joule/client/json_forms.hpp"
 #include "joule/core/file.hpp"
+#include "joule/optimize/batch_size_fields.hpp"
+#include "joule/optimize/batch_size_gpu.hpp"
 
 #include "common.hpp"
 #include "usage.hpp"
@@ -35,26 +37,10 @@ struct JobFlags {
   int attempts = 8;
   std::string job_id;
 
-  // register
+  // register: the --job-spec file, and the fields given on top of it (--job-id is job_id above)
   std::string job_spec;
-  std::optional<std::string> prefix;
-  std::optional<std::vector<int64_t>> batch_sizes;
-  std::optional<int64_t> default_batch_size;
-  std::optional<double> eta_knob;
-  std::optional<double> beta_knob;
-  bool no_early_stop = false;
-  std::optional<double> target_metric;
+  bso::RegistrationFields fields;
   bool lower_is_better = false;
-  std::optional<int64_t> max_epochs;
-  std::optional<int64_t> num_pruning_rounds;
-  std::optional<int64_t> window_size;
-  std::optional<double> mab_prior_mean;
-  std::optional<double> mab_prior_precision;
-  std::optional<int64_t> mab_num_explorations;
-  std::optional<uint64_t> mab_seed;
-  std::optional<double> max_power_w;
-  std::optional<int64_t> number_of_gpus;
-  std::optional<std::string> gpu_model;
 
   // report / end
   int64_t trial = 0;
@@ -94,42 +80,19 @@ json register_body(const JobFlags& flags) {
                       fmt::format("job register: {} is not a JSON object (Zeus's JobSpec)", flags.job_spec));
     }
   }
-  const auto set = [&body](const char* key, const auto& value) {
-    if (value) {
-      body[key] = *value;
-    }
-  };
+  bso::RegistrationFields fields = flags.fields;
   if (!flags.job_id.empty()) {
-    body["job_id"] = flags.job_id;
+    fields.job_id = flags.job_id;
   }
-  set("job_id_prefix", flags.prefix);
-  set("batch_sizes", flags.batch_sizes);
-  set("default_batch_size", flags.default_batch_size);
-  set("eta_knob", flags.eta_knob);
-  set("beta_knob", flags.beta_knob);
-  if (flags.no_early_stop) {
-    body["beta_knob"] = nullptr;
-  }
-  set("target_metric", flags.target_metric);
   if (flags.lower_is_better) {
-    body["higher_is_better_metric"] = false;
+    fields.higher_is_better_metric = false;
   }
-  set("max_epochs", flags.max_epochs);
-  set("num_pruning_rounds", flags.num_pruning_rounds);
-  set("window_size", flags.window_size);
-  set("mab_prior_mean", flags.mab_prior_mean);
-  set("mab_prior_precision", flags.mab_prior_precision);
-  set("mab_num_explorations", flags.mab_num_explorations);
-  set("mab_seed", flags.mab_seed);
-  set("max_power", flags.max_power_w);
-  set("number_of_gpus", flags.number_of_gpus);
-  set("gpu_model", flags.gpu_model);
+  fields.write_to(body);
   return body;
 }
 
 // Zeus's client sends the GPUs the job runs on from its monitor; so does this command when the flags and the
-// job spec leave them out: GPU 0's model, the GPUs' count, and GPU 0's maximum limit times the count (as
-// Zeus's BatchSizeOptimizer computes max_power).
+// job spec leave them out, by optimize::batch_size::gpu_config_of's rule (Zeus's BatchSizeOptimizer's).
 void fill_gpu_config_from_devices(json& body, const GlobalOptions& global) {
   const bool has_power = body.contains("max_power");
   const bool has_count = body.contains("number_of_gpus");
@@ -153,18 +116,22 @@ void fill_gpu_config_from_devices(json& body, const GlobalOptions& global) {
                                 "machine; no GPU was found here ({}), and --sim v100 gives a simulated one",
                                 fmt::join(missing, ", "), devices.why_no_gpus()));
   }
-  device::Gpu& first = *devices.gpus.front();
-  const auto count = static_cast<int64_t>(devices.gpus.size());
+  std::vector<device::Gpu*> gpus;
+  for (const auto& gpu : devices.gpus) {
+    gpus.push_back(gpu.get());
+  }
+  // A max_power of the body stays as it is (checked by GpuConfig::from_json): GPU 0's limits are read only
+  // without one, so the placeholder given here is never used.
+  const bso::GpuConfig found =
+      value_or_throw(bso::gpu_config_of(gpus, has_power ? std::optional<double>(0.0) : std::nullopt));
   if (!has_count) {
-    body["number_of_gpus"] = count;
+    body["number_of_gpus"] = found.number_of_gpus;
   }
   if (!has_model) {
-    body["gpu_model"] = first.info().name;
+    body["gpu_model"] = found.gpu_model;
   }
   if (!has_power) {
-    const auto constraints = value_or_throw(first.power_limit_constraints());
-    body["max_power"] =
-        std::floor(constraints.max_mw / 1000.0) * static_cast<double>(count);  // whole W, as Zeus
+    body["max_power"] = found.max_power;
   }
   std::cerr << fmt::format(
       "joule: job register: {} from this machine's GPUs: max_power {} W, {} GPU(s), {}\n",
@@ -326,6 +293,7 @@ void add_trial_flags(CLI::App& command, JobFlags& flags) {
 // `joule job register`: Zeus's JobSpec and GpuConfig, field by field or from a file.
 void add_register_command(CLI::App& job, const std::shared_ptr<JobFlags>& flags, const GlobalOptions& global,
                           int& exit_code) {
+  bso::RegistrationFields& fields = flags->fields;
   auto* registration = job.add_subcommand("register", "Register a job (Zeus's JobSpec and GpuConfig)");
   add_common(*registration, *flags);
   registration
@@ -333,50 +301,50 @@ void add_register_command(CLI::App& job, const std::shared_ptr<JobFlags>& flags,
       ->option_text("FILE.json");
   registration->add_option("--job-id", flags->job_id, "Job id (default: <prefix>-<8 hex> from the server)")
       ->option_text("ID");
-  registration->add_option("--prefix", flags->prefix, "job_id_prefix")->option_text("PREFIX");
-  registration->add_option("--batch-sizes", flags->batch_sizes, "Batch sizes to choose from")
+  registration->add_option("--prefix", fields.job_id_prefix, "job_id_prefix")->option_text("PREFIX");
+  registration->add_option("--batch-sizes", fields.batch_sizes, "Batch sizes to choose from")
       ->delimiter(',')
       ->option_text("B,B,…");
-  registration->add_option("--default-batch-size", flags->default_batch_size, "The first batch size tried")
+  registration->add_option("--default-batch-size", fields.default_batch_size, "The first batch size tried")
       ->option_text("B");
-  registration->add_option("--eta-knob", flags->eta_knob, "Weight of energy in the cost, [0, 1] (0.5)")
+  registration->add_option("--eta-knob", fields.eta_knob, "Weight of energy in the cost, [0, 1] (0.5)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("ETA");
-  registration->add_option("--beta-knob", flags->beta_knob, "Stop runs costing more than BETA x min cost (2)")
+  registration->add_option("--beta-knob", fields.beta_knob, "Stop runs costing more than BETA x min cost (2)")
       ->option_text("BETA");
-  registration->add_flag("--no-early-stop", flags->no_early_stop,
+  registration->add_flag("--no-early-stop", fields.no_early_stop,
                          "Never stop a run for its cost (beta_knob null)");
-  registration->add_option("--target-metric", flags->target_metric, "Metric that counts as converged (0.5)")
+  registration->add_option("--target-metric", fields.target_metric, "Metric that counts as converged (0.5)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("M");
   registration->add_flag("--lower-is-better", flags->lower_is_better, "Converged when metric <= target");
-  registration->add_option("--max-epochs", flags->max_epochs, "Epochs before a run stops unconverged (100)")
+  registration->add_option("--max-epochs", fields.max_epochs, "Epochs before a run stops unconverged (100)")
       ->option_text("N");
-  registration->add_option("--num-pruning-rounds", flags->num_pruning_rounds, "Pruning rounds (2)")
+  registration->add_option("--num-pruning-rounds", fields.num_pruning_rounds, "Pruning rounds (2)")
       ->option_text("N");
-  registration->add_option("--window-size", flags->window_size, "Results per arm the bandit uses (0: all)")
+  registration->add_option("--window-size", fields.window_size, "Results per arm the bandit uses (0: all)")
       ->option_text("N");
-  registration->add_option("--mab-prior-mean", flags->mab_prior_mean, "Bandit prior mean (0)")
+  registration->add_option("--mab-prior-mean", fields.mab_prior_mean, "Bandit prior mean (0)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("X");
-  registration->add_option("--mab-prior-precision", flags->mab_prior_precision, "Bandit prior precision (0)")
+  registration->add_option("--mab-prior-precision", fields.mab_prior_precision, "Bandit prior precision (0)")
       ->check(number(NumberRule::any_finite()))
       ->option_text("X");
-  registration->add_option("--mab-num-explorations", flags->mab_num_explorations, "Pulls per arm first (2)")
+  registration->add_option("--mab-num-explorations", fields.mab_num_explorations, "Pulls per arm first (2)")
       ->option_text("N");
-  registration->add_option("--mab-seed", flags->mab_seed, "Seed: decisions equal Zeus's for the same history")
+  registration->add_option("--mab-seed", fields.mab_seed, "Seed: decisions equal Zeus's for the same history")
       ->option_text("SEED");
   registration
-      ->add_option("--max-power-w", flags->max_power_w,
+      ->add_option("--max-power-w", fields.max_power,
                    "Max power limit of GPU 0 x number of GPUs, W (default: from this machine's GPUs)")
       ->check(number(above_zero(quantity::power_w())))
       ->option_text("W");
   registration
-      ->add_option("--number-of-gpus", flags->number_of_gpus, "GPUs of the job (default: this machine's)")
+      ->add_option("--number-of-gpus", fields.number_of_gpus, "GPUs of the job (default: this machine's)")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
   registration
-      ->add_option("--gpu-model", flags->gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
+      ->add_option("--gpu-model", fields.gpu_model, "GPU model, e.g. \"NVIDIA A40\" (default: GPU 0's)")
       ->option_text("NAME");
   set_examples(*registration,
                {"joule job register --prefix mnist --batch-sizes 32,64,128 --default-batch-size 64",
