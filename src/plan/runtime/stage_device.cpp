@@ -10,7 +10,7 @@
 
 #include "joule/plan/runtime.hpp"
 
-#include "plan/computation_workload.hpp"
+#include "plan/runtime/computation_workload.hpp"
 
 namespace joule::plan {
 

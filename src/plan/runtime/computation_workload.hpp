@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// src/plan/computation_workload.hpp — private to the plan area: one (stage, instruction) of a pipeline
+// src/plan/runtime/computation_workload.hpp — private to the plan area: one (stage, instruction) of a pipeline
 // profile as a simulated workload, shared by the pipeline executor and the stage device.
 #pragma once
 

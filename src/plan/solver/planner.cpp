@@ -28,7 +28,7 @@
 #include "joule/core/log.hpp"
 #include "joule/core/validate.hpp"
 
-#include "plan/min_cut.hpp"
+#include "plan/solver/min_cut.hpp"
 
 namespace joule::plan {
 

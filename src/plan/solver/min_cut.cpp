@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "plan/min_cut.hpp"
+#include "plan/solver/min_cut.hpp"
 
 #include <algorithm>
 

@@ -19,7 +19,7 @@
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
 
-#include "plan/live_internal.hpp"
+#include "plan/live/live_internal.hpp"
 
 namespace joule::plan {
 
