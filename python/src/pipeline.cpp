@@ -356,8 +356,8 @@ void bind_settings_guard(py::module_& module) {
       .def(
           "set_power_limit_w",
           [](plan::SharedSettingsGuard& guard, const GpuRef& gpu, double power_limit_w) {
-            value_or_throw(check_number(power_limit_w, NumberRule{.min = 0, .max = 4e6}, "power_limit_w"));
-            const auto power_limit_mw = static_cast<uint32_t>(std::llround(w_to_mw(power_limit_w)));
+            const uint32_t power_limit_mw =
+                power_mw_from_python(power_limit_w, NumberRule{.min = 0, .max = 4e6}, "power_limit_w");
             Result<void> result = [&] {
               py::gil_scoped_release release;
               return guard.set_power_limit_mw(gpu.owner, *gpu.gpu, power_limit_mw);
