@@ -4,10 +4,10 @@
 namespace joule::client {
 
 nlohmann::json to_json(const RegisteredJob& registered) {
-  nlohmann::json json = registered.spec.to_json();
-  json.update(registered.gpu.to_json());
-  json["created"] = registered.created;
-  return json;
+  nlohmann::json out = registered.spec.to_json();
+  out.update(registered.gpu.to_json());
+  out["created"] = registered.created;
+  return out;
 }
 
 }  // namespace joule::client
