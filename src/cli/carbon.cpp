@@ -80,7 +80,7 @@ int run_replay(const ReplayFlags& flags) {
   // Unknown names are usage errors (exit 2), checked before the work is worked out.
   name_or_throw(device::sim::find_gpu_model(flags.gpu));
   name_or_throw(device::sim::find_workload(flags.workload));
-  const sim::ReplayWork work = value_or_throw(
+  const sim::CarbonReplayWork work = value_or_throw(
       sim::replay_work(flags.gpu, flags.workload, flags.batch_size, flags.epochs, flags.iterations));
   options.batch_size = work.batch_size;
   options.work_iterations = work.work_iterations;

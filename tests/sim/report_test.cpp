@@ -133,12 +133,14 @@ TEST(CarbonReplayReport, ComparesChaseWithTheOtherStrategies) {
 }
 
 TEST(CarbonReplayWork, IterationsEpochsOrTheTraceTarget) {
-  const ReplayWork given = value_or_throw(replay_work("v100", "imagenet", std::nullopt, std::nullopt, 5005));
+  const CarbonReplayWork given =
+      value_or_throw(replay_work("v100", "imagenet", std::nullopt, std::nullopt, 5005));
   EXPECT_EQ(given.work_iterations, 5005);
   EXPECT_GT(given.batch_size, 0);
-  const ReplayWork epochs = value_or_throw(replay_work("v100", "imagenet", 256, 1.0, std::nullopt));
+  const CarbonReplayWork epochs = value_or_throw(replay_work("v100", "imagenet", 256, 1.0, std::nullopt));
   EXPECT_EQ(epochs.work_iterations, 5005);  // ⌈1,281,167 / 256⌉
-  const ReplayWork target = value_or_throw(replay_work("v100", "imagenet", 256, std::nullopt, std::nullopt));
+  const CarbonReplayWork target =
+      value_or_throw(replay_work("v100", "imagenet", 256, std::nullopt, std::nullopt));
   EXPECT_EQ(target.epochs, value_or_throw(epochs_to_target("v100", "imagenet", 256)));
   EXPECT_GT(target.epochs, 0);
   JOULE_EXPECT_ERROR(replay_work("v100", "imagenet", 256, -1.0, std::nullopt), ErrorCode::kInvalidArgument,

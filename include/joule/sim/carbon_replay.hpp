@@ -22,7 +22,7 @@ namespace joule::sim {
 Result<int> epochs_to_target(const std::string& gpu, const std::string& workload, int batch_size);
 
 /// The work of a replay.
-struct ReplayWork {
+struct CarbonReplayWork {
   int batch_size = 0;           ///< the batch size the trace workload runs at
   int64_t work_iterations = 0;  ///< iterations of that batch size
   double epochs = 0;            ///< the same work in epochs
@@ -32,9 +32,9 @@ struct ReplayWork {
 /// take them) at `batch_size` (default: the paper's b0): `iterations` when given, else `epochs`, else the
 /// epochs to the target metric (epochs_to_target()). Errors: kNotFound for an unknown name, a batch size the
 /// trace lacks or a trace without a run that reaches the target; kInvalidArgument for epochs ≤ 0.
-Result<ReplayWork> replay_work(const std::string& gpu, const std::string& workload,
-                               std::optional<int> batch_size, std::optional<double> epochs,
-                               std::optional<int64_t> iterations);
+Result<CarbonReplayWork> replay_work(const std::string& gpu, const std::string& workload,
+                                     std::optional<int> batch_size, std::optional<double> epochs,
+                                     std::optional<int64_t> iterations);
 
 /// What a replay's report says besides its result: the settings as given.
 struct ReplaySettings {

@@ -55,13 +55,13 @@ Result<int> epochs_to_target(const std::string& gpu, const std::string& workload
   return static_cast<int>(std::ceil(sum / runs));
 }
 
-Result<ReplayWork> replay_work(const std::string& gpu, const std::string& workload_name,
-                               std::optional<int> batch_size, std::optional<double> epochs,
-                               std::optional<int64_t> iterations) {
+Result<CarbonReplayWork> replay_work(const std::string& gpu, const std::string& workload_name,
+                                     std::optional<int> batch_size, std::optional<double> epochs,
+                                     std::optional<int64_t> iterations) {
   const auto* model = JOULE_TRY(device::sim::find_gpu_model(gpu));
   const auto* workload = JOULE_TRY(device::sim::find_workload(workload_name));
   const auto trace_workload = JOULE_TRY(device::sim::make_trace_workload(*model, *workload, batch_size));
-  ReplayWork work;
+  CarbonReplayWork work;
   work.batch_size = trace_workload->batch_size();
   const auto iterations_per_epoch = static_cast<int64_t>(
       std::ceil(static_cast<double>(workload->samples_per_epoch) / trace_workload->batch_size()));
