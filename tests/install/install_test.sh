@@ -37,9 +37,12 @@ if grep -rhoE '#include "[a-z_]+/[a-z_]+\.hpp"' "$p/include/joule" | grep -v '"j
   fail "an installed header includes a private header"
 fi
 # The measurement library's headers show no third-party types beyond fmt and tl::expected (JSON is for
-# the headers whose subject is JSON: core/json.hpp, core/json_fields.hpp and the daemon's wire protocol).
+# the headers whose subject is JSON: core/json.hpp, core/json_fields.hpp, the daemon's wire protocol, and the
+# JSON forms of results: json_forms.hpp, the devices' inventory and hardware-check report, the counters'
+# snapshot; the monitor, the sampler and the devices' interfaces never need nlohmann-json).
 for header in "$p"/include/joule/core/*.hpp "$p"/include/joule/device/*.hpp "$p"/include/joule/measure/*.hpp; do
   case "$header" in */core/json.hpp|*/core/json_fields.hpp|*/device/daemon_protocol.hpp|*/device/daemon_client.hpp) continue ;; esac
+  case "$header" in */json_forms.hpp|*/device/inventory.hpp|*/device/hw_check_report.hpp|*/measure/counter_snapshot.hpp) continue ;; esac
   if grep -nE '#include <(nlohmann|prometheus|httplib|boost|sqlite3|libpq)' "$header"; then
     fail "$header exposes a third-party library"
   fi
