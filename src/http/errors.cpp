@@ -2,44 +2,47 @@
 #include "joule/http/errors.hpp"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include "joule/core/json.hpp"
+
+#include "http/transport.hpp"
 
 namespace joule::http {
 
 std::string describe_transport_error(httplib::Error error) {
   // httplib names its failures in one word ("SSLConnection"); a person needs what happened and what to check.
-  switch (error) {
-    case httplib::Error::Success:
+  // (The codes by value: httplib.h lives in the transport module, transport.hpp.)
+  using transport::TransportError;
+  switch (static_cast<TransportError>(static_cast<int>(error))) {
+    case TransportError::kSuccess:
       return "no error";
-    case httplib::Error::Connection:
+    case TransportError::kConnection:
       return "connection refused or host unreachable";
-    case httplib::Error::ConnectionTimeout:
+    case TransportError::kConnectionTimeout:
       return "the connection timed out (no answer from the host)";
-    case httplib::Error::BindIPAddress:
+    case TransportError::kBindIpAddress:
       return "cannot bind the local address or network interface";
-    case httplib::Error::Read:
+    case TransportError::kRead:
       return "no complete response (the connection closed, the server went silent past the read timeout, or "
              "the answer is not HTTP)";
-    case httplib::Error::Write:
+    case TransportError::kWrite:
       return "the request could not be sent (the connection broke)";
-    case httplib::Error::ExceedRedirectCount:
+    case TransportError::kExceedRedirectCount:
       return "too many redirects";
-    case httplib::Error::Canceled:
+    case TransportError::kCanceled:
       return "the request was cancelled";
-    case httplib::Error::SSLConnection:
+    case TransportError::kSslConnection:
       return "TLS handshake failed: is the server plain http?";
-    case httplib::Error::SSLLoadingCerts:
+    case TransportError::kSslLoadingCerts:
       return "the TLS certificates (the CA bundle or the client certificate) could not be loaded";
-    case httplib::Error::SSLServerVerification:
+    case TransportError::kSslServerVerification:
       return "the server's TLS certificate could not be verified (untrusted, expired, or for another host "
              "name)";
-    case httplib::Error::UnsupportedMultipartBoundaryChars:
+    case TransportError::kUnsupportedMultipartBoundaryChars:
       return "the multipart boundary has characters HTTP does not allow";
-    case httplib::Error::Compression:
+    case TransportError::kCompression:
       return "the response could not be decompressed (its Content-Encoding data is corrupt)";
-    case httplib::Error::Unknown:
+    case TransportError::kUnknown:
       break;
   }
   return fmt::format("transport failure (cpp-httplib error {})", static_cast<int>(error));

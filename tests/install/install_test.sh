@@ -52,6 +52,28 @@ grep -q "^Documentation=.* file://$p/share/doc/joule/docs/daemon.md$" "$p/lib/sy
   || fail "the unit's Documentation= does not name the installed docs/daemon.md"
 "$p/bin/joule" --version | grep -q "^joule " || fail "installed joule --version"
 JOULE_SIM=v100 "$p/bin/joule" devices >/dev/null || fail "installed joule devices"
+# HTTP goes through joule's transport module (lib/joule/libjoule_http_transport.so), loaded on the first
+# request: a refused connection (not "could not be loaded") says the installed joule found it.
+sends_http() {
+  local out
+  out=$(JOULE_UK_CARBON_URL=http://127.0.0.1:9 "$1" carbon intensity --zone GB --carbon-provider uk 2>&1) || true
+  [[ "$out" == *"connection refused"* ]] || fail "$1 cannot send HTTP: $out"
+}
+sends_http "$p/bin/joule"
+[ -e "$p/lib/joule/libjoule_http_transport.so" ] || fail "lib/joule/libjoule_http_transport.so is not installed"
+for python_bin in "$p"/lib/python3*/site-packages/joule/_bin/joule; do
+  if [ -x "$python_bin" ]; then sends_http "$python_bin"; fi
+done
+for site in "$p"/lib/python3*/site-packages; do
+  [ -e "$site/joule/__init__.py" ] || continue
+  out=$(PYTHONPATH="$site" JOULE_UK_CARBON_URL=http://127.0.0.1:9 /usr/bin/python3 -c '
+import joule
+try:
+    joule.carbon_signal(zone="GB", provider="uk").latest()
+except Exception as error:
+    print(error)' 2>&1) || true
+  [[ "$out" == *"connection refused"* ]] || fail "the installed Python package cannot send HTTP: $out"
+done
 
 step "find_package(joule) from a project outside the tree"
 cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -83,11 +105,13 @@ root="$scratch/root"
 [ -x "$root/usr/bin/joule" ] || fail "the package has no /usr/bin/joule"
 "$root/usr/bin/joule" --version | grep -q "^joule " || fail "unpacked joule --version"
 "$root/usr/bin/joule" --sim v100 devices | grep -qi "v100" || fail "unpacked joule --sim v100 devices"
+sends_http "$root/usr/bin/joule"
 grep -q "^ExecStart=/usr/bin/joule " "$root"/usr/lib/systemd/system/joule-daemon.service || fail "the packaged unit does not run /usr/bin/joule"
 ls "$root"/usr/lib/python3/dist-packages/joule/__init__.py >/dev/null 2>&1 || [ ! -d "$build/python" ] \
   || fail "the package's Python module is not in /usr/lib/python3/dist-packages"
-# Every shared library the binary needs belongs to a Debian package named in Depends.
-for library in $(readelf -d "$root/usr/bin/joule" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+# Every shared library the binary or its HTTP module needs belongs to a Debian package named in Depends.
+for library in $(readelf -d "$root/usr/bin/joule" "$root"/usr/lib/joule/libjoule_http_transport.so \
+                 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u); do
   # (awk without exit: leaving early would end ldconfig with SIGPIPE, a failure under pipefail.)
   path=$(ldconfig -p | awk -v lib="$library" '$1 == lib && !found {print $NF; found = 1}')
   [ -n "$path" ] || fail "$library (NEEDED by joule) is not known to ldconfig"

@@ -18,8 +18,8 @@
 #include "joule/core/csv.hpp"
 
 #include "http/hostile_server.hpp"
-#include "loadgen/fake_openai_server.hpp"
 #include "integration/run_process.hpp"
+#include "loadgen/fake_openai_server.hpp"
 #include "test_util.hpp"
 
 namespace joule::test {
@@ -277,6 +277,20 @@ TEST(Cli, MeasureReportsEnergyAndPassesTheExitCodeThrough) {
   EXPECT_NEAR(gpu["peak_power_w"].get<double>(), 220.25, power_tolerance_w);
   EXPECT_GE(gpu["peak_power_w"].get<double>(), gpu["average_power_w"].get<double>());
   EXPECT_DOUBLE_EQ(json["total_energy_j"].get<double>(), gpu["energy_j"].get<double>());
+}
+
+// A command that sends no HTTP and opens no database loads neither: cpp-httplib and OpenSSL come with joule's
+// HTTP module on the first request, libpq with the first postgresql:// store (issue 24: they cost every
+// process ~2 ms at start). The measured command reads joule's own memory map (joule is its parent).
+TEST(Cli, MeasureLoadsNoHttpTlsOrDatabaseLibrary) {
+  const auto result = joule({"--sim", "v100", "measure", "--format", "json", "--", "sh", "-c",
+                             "cat /proc/$PPID/comm /proc/$PPID/maps"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_EQ(result.out.substr(0, 6), "joule\n") << result.out;  // the map is joule's
+  EXPECT_NE(result.out.find("libstdc++"), std::string::npos) << result.out;
+  for (const char* library : {"libjoule_http_transport", "libcpp-httplib", "libssl", "libcrypto", "libpq"}) {
+    EXPECT_EQ(result.out.find(library), std::string::npos) << library << " is loaded:\n" << result.out;
+  }
 }
 
 // The peak is the true maximum of what was integrated, as far as joule can know it: never below the average

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// The boundary between joule and its HTTP transport module (libjoule_http_transport.so): cpp-httplib and
+// OpenSSL live in that module, loaded the first time a Connection sends a request, so that the commands
+// which never speak HTTP (joule measure, most of the CLI, the root daemon) neither load nor initialise them:
+// loading them cost every joule process about 2 ms at start (OpenSSL's initialisation alone ~0.6 ms).
+// Both sides are built from this header by the same build (the build id says so); the module exports one
+// symbol, kEntryPoint, returning its Api.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "joule/core/error.hpp"
+#include "joule/http/connection.hpp"
+
+namespace joule::http::transport {
+
+/// cpp-httplib's error codes (httplib::Error) by value; the module checks at compile time that they match.
+enum class TransportError : int {
+  kSuccess = 0,
+  kUnknown,
+  kConnection,
+  kBindIpAddress,
+  kRead,
+  kWrite,
+  kExceedRedirectCount,
+  kCanceled,
+  kSslConnection,
+  kSslLoadingCerts,
+  kSslServerVerification,
+  kUnsupportedMultipartBoundaryChars,
+  kCompression,
+  kConnectionTimeout,
+};
+
+/// What one request came to, before it is put in words (connection.cpp does that).
+struct Outcome {
+  bool complete = false;                            ///< a whole response arrived: `response` holds it
+  Response response;                                ///< status, decoded body (≤ the cap) and header fields
+  TransportError error = TransportError::kSuccess;  ///< why not, in httplib's terms
+  bool timed_out = false;                           ///< the request's deadline passed
+  bool too_large = false;  ///< the response (as declared, on the wire or decoded) is over the cap
+  /// OpenSSL's reason the server's certificate failed verification (X509_verify_cert_error_string), over
+  /// TLS when it has one; else empty.
+  std::string verify_failure;
+  double elapsed_s = 0;  ///< from the start of the request to its end
+};
+
+/// The module's functions. A client is one keep-alive connection (Connection::Impl owns one).
+struct Api {
+  /// The build that made the module; the loader refuses a module of another build.
+  const char* build_id;
+  /// @return a new client of http://host:port, or https:// when `tls` (verified against `ca_cert_file`, or
+  /// the system's authorities when empty). Opens nothing yet.
+  void* (*open)(const std::string& host, int port, bool tls, const std::string& ca_cert_file);
+  /// Frees a client from open().
+  void (*close)(void* client);
+  /// Sends one request and reads the whole response within `limits` (see Connection::request).
+  void (*request)(void* client, std::string_view method, const std::string& path, const std::string& body,
+                  std::string_view content_type, const Headers& headers, const RequestLimits& limits,
+                  Outcome& outcome);
+};
+
+/// The C symbol the module exports: `const Api* joule_http_transport_v1()`.
+inline constexpr const char* kEntryPoint = "joule_http_transport_v1";
+/// The module's file name.
+inline constexpr const char* kModuleFileName = "libjoule_http_transport.so";
+
+/// @return the module's functions, loaded (once, thread-safe) from the first place that has a module of
+/// this build: beside the build's own module when this code runs from the build tree, else beside the
+/// program or Python module holding this code, its installed library folder (lib/joule), or the
+/// configured install prefix's. Errors: kLibraryMissing, naming every place tried and why each failed.
+Result<const Api*> api();
+
+/// Loads the module from the first of `folders` that holds a usable one (not cached: api() calls it once).
+/// A file writable by every user, or in a root process one not root's own or writable by its group, is
+/// refused unloaded; a module of another build is unloaded again. Errors: kLibraryMissing, naming each
+/// place tried and why it failed ("not there", "writable by every user: refused", "from another build of
+/// joule: …", dlopen's reason).
+Result<const Api*> load_from(const std::vector<std::string>& folders);
+
+}  // namespace joule::http::transport
