@@ -63,6 +63,24 @@ Reached walk(const CLI::App& app, int argc, char** argv) {
   return reached;
 }
 
+}  // namespace
+
+std::string command_word(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.size() < 2 || word[0] != '-') {
+      return word;
+    }
+    const CLI::Option* option = word.find('=') == std::string::npos ? app.get_option_no_throw(word) : nullptr;
+    if (option != nullptr && option->get_items_expected_min() > 0) {
+      ++i;  // its value
+    }
+  }
+  return "";
+}
+
+namespace {
+
 std::string command_path(const CLI::App* command) {
   std::vector<std::string> names;
   for (const CLI::App* app = command; app != nullptr; app = app->get_parent()) {

@@ -37,6 +37,10 @@ void mark_required_options(CLI::App& app);
 /// 'joule devices --help')". No "joule: error: " prefix and no newline.
 std::string explain_parse_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
 
+/// @return the first word of `argv` that is neither an option of `app` nor an option's value: the command
+/// asked for (checked by the parse, not here), or "" when there is none (`joule --help`, `joule --sim v100`).
+std::string command_word(const CLI::App& app, int argc, char** argv);
+
 /// A CLI11 validator: the value must be one of `names` (compared as written). Its failure reads "must be
 /// one of a, b, c (got 'x')"; explain_parse_error puts the flag's name in front.
 CLI::Validator one_of(std::vector<std::string> names);
