@@ -156,6 +156,8 @@ set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# libpq is dlopened by a postgresql:// store only (src/store/libpq.cpp), so dpkg-shlibdeps cannot see it.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libpq5")
 if(NOT JOULE_PACKAGE_HOMEPAGE STREQUAL "")
   set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${JOULE_PACKAGE_HOMEPAGE}")
 endif()

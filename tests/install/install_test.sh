@@ -100,6 +100,8 @@ dpkg-deb -I "$deb" >"$scratch/info.txt"
 cat "$scratch/info.txt"
 depends=$(sed -n 's/^ Depends: //p' "$scratch/info.txt")
 [ -n "$depends" ] || fail "the package has no Depends"
+# libpq is dlopened (postgresql:// stores only): suggested, as no library the binary links names it.
+grep -q "^ Suggests: .*libpq5" "$scratch/info.txt" || fail "the package does not suggest libpq5 (postgresql:// stores)"
 dpkg-deb -x "$deb" "$scratch/root"
 root="$scratch/root"
 [ -x "$root/usr/bin/joule" ] || fail "the package has no /usr/bin/joule"
