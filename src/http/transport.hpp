@@ -67,10 +67,15 @@ inline constexpr const char* kEntryPoint = "joule_http_transport_v1";
 /// The module's file name.
 inline constexpr const char* kModuleFileName = "libjoule_http_transport.so";
 
-/// @return the module's functions, loaded (once, thread-safe) from the first place that has a module of
-/// this build: beside the build's own module when this code runs from the build tree, else beside the
-/// program or Python module holding this code, its installed library folder (lib/joule), or the
-/// configured install prefix's. Errors: kLibraryMissing, naming every place tried and why each failed.
+/// @return the folders api() looks in, in order: $JOULE_MODULE_DIR when set (ignored in a set-user-ID
+/// program; for a program linked with joule's installed libraries somewhere else than the configured
+/// prefix), then the build's own module folder when this code runs from the build tree (and nothing else),
+/// else the folder of the program or Python module holding this code (the Python package), its installed
+/// library folder (<bin>/../lib/joule), and the configured install prefix's <libdir>/joule.
+std::vector<std::string> module_folders();
+
+/// @return the module's functions, loaded (once, thread-safe) from the first of module_folders() that has
+/// a module of this build. Errors: kLibraryMissing, naming every place tried and why each failed.
 Result<const Api*> api();
 
 /// Loads the module from the first of `folders` that holds a usable one (not cached: api() calls it once).

@@ -51,14 +51,20 @@ std::string this_object_path() {
   return real_path("/proc/self/exe");  // the program itself (its link map has no name)
 }
 
-// @return the folders to look in, in order (see api()).
+}  // namespace
+
 std::vector<std::string> module_folders() {
+  std::vector<std::string> folders;
+  // (secure_getenv: not in a set-user-ID program.)
+  if (const char* chosen = ::secure_getenv("JOULE_MODULE_DIR"); chosen != nullptr && *chosen != '\0') {
+    folders.emplace_back(chosen);
+  }
   const std::string object = this_object_path();
   const std::string build_dir = real_path(JOULE_BUILD_DIR);
   if (!object.empty() && !build_dir.empty() && object.rfind(build_dir + "/", 0) == 0) {
-    return {JOULE_BUILD_MODULE_DIR};  // the build tree: its own module, never an installed one
+    folders.emplace_back(JOULE_BUILD_MODULE_DIR);  // the build tree: its own module, never an installed one
+    return folders;
   }
-  std::vector<std::string> folders;
   if (!object.empty()) {
     const std::string folder = parent_folder(object);
     folders.push_back(folder);                                                      // the Python package
@@ -67,6 +73,8 @@ std::vector<std::string> module_folders() {
   folders.emplace_back(JOULE_INSTALL_MODULE_DIR);  // a program linked with the installed libraries
   return folders;
 }
+
+namespace {
 
 // @return why `path` may not be loaded, or "" if it may (it exists, no one else may write it, and in a root
 // process it is root's).

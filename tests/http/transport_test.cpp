@@ -4,8 +4,10 @@
 #include "http/transport.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -57,6 +59,17 @@ TEST(HttpTransport, LoadsThisBuildsModuleAndItSendsRequests) {
   const auto copy = load_from({"/nonexistent/joule", folder.path()});
   ASSERT_TRUE(copy) << copy.error().message();
   EXPECT_STREQ((*copy)->build_id, JOULE_TRANSPORT_BUILD_ID);
+}
+
+TEST(HttpTransport, LooksInTheBuildTreeOnlyFromTheBuildTreeAfterJouleModuleDir) {
+  ::unsetenv("JOULE_MODULE_DIR");
+  // This test runs from the build tree: its own module folder, nothing installed.
+  const auto folders = module_folders();
+  ASSERT_EQ(folders.size(), 1u);
+  EXPECT_EQ(fs::path(folders[0]) / kModuleFileName, fs::path(JOULE_TEST_MODULE));
+  ::setenv("JOULE_MODULE_DIR", "/opt/joule/lib/joule", 1);
+  EXPECT_EQ(module_folders(), (std::vector<std::string>{"/opt/joule/lib/joule", folders[0]}));
+  ::unsetenv("JOULE_MODULE_DIR");
 }
 
 TEST(HttpTransport, NamesEveryPlaceTriedWhenNoneHasTheModule) {
