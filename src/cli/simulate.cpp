@@ -83,7 +83,9 @@ sim::SimulationOptions options_of(const SimulateFlags& flags) {
 // The --gpu's traces: without --trace-dir an unknown GPU is an unknown name (exit 2); with it, a missing file
 // is a file error like any other (exit 1).
 sim::Trace trace_of(const SimulateFlags& flags) {
-  auto trace = sim::gpu_trace(flags.gpu, flags.trace_dir);
+  // One workload's rows when one is simulated (the groups file names several).
+  auto trace = flags.workload.empty() ? sim::gpu_trace(flags.gpu, flags.trace_dir)
+                                      : sim::workload_trace(flags.gpu, flags.workload, flags.trace_dir);
   return flags.trace_dir ? value_or_throw(std::move(trace)) : name_or_throw(std::move(trace));
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "joule/sim/report.hpp"
 #include "joule/sim/simulator.hpp"
 
 #include "test_util.hpp"
@@ -166,6 +167,52 @@ TEST(Trace, BuiltInTracesAndPaperJobs) {
   JOULE_EXPECT_ERROR(
       paper_job(*v100, "mnist"), ErrorCode::kNotFound,
       "unknown workload 'mnist' (known: cifar100, imagenet, squad, librispeech, movielens-1m, sentiment140)");
+}
+
+// Rows of one dataset: the rest are read and checked but not kept, and their largest limit still counts.
+TEST(Trace, OnlyOneDatasetKeepsTheWholeTracesMaxPower) {
+  const std::string train = std::string(kTrain) + "cifar,cnn,32,sgd,0.1,1,0.8,2\n";
+  const std::string power = std::string(kPower) + "cifar,cnn,32,sgd,300,4,250\n";
+  auto mnist = parse_trace(train, "train.csv", power, "power.csv", "mnist");
+  ASSERT_TRUE(mnist) << mnist.error().message();
+  EXPECT_EQ(mnist->rows.size(), 6u);
+  EXPECT_EQ(mnist->left_out_max_power_limit_w, 300);
+  EXPECT_EQ(mnist->max_power_limit_w(), 300);  // the cifar row's, as in the whole trace
+  auto cifar = parse_trace(train, "train.csv", power, "power.csv", "cifar");
+  ASSERT_TRUE(cifar);
+  ASSERT_EQ(cifar->rows.size(), 1u);
+  EXPECT_EQ(cifar->rows[0].dataset, "cifar");
+  EXPECT_EQ(cifar->left_out_max_power_limit_w, 200);
+  // A bad cell in a left-out row is still an error.
+  JOULE_EXPECT_ERROR(
+      parse_trace(train + "cifar,cnn,x,sgd,0.1,1,0.8,2\n", "train.csv", power, "power.csv", "mnist"),
+      ErrorCode::kParse, "train.csv:7:11: column 'batch_size': expected an integer, got \"x\"");
+}
+
+// Simulating a workload on its own rows gives exactly what the whole trace gives.
+TEST(Trace, WorkloadTraceSimulatesExactlyAsTheWholeTrace) {
+  for (const char* gpu : {"v100", "p100"}) {
+    for (const char* workload : {"cifar100", "squad", "movielens"}) {
+      auto whole = gpu_trace(gpu);
+      auto own = workload_trace(gpu, workload);
+      ASSERT_TRUE(whole && own);
+      EXPECT_EQ(own->gpu, gpu);
+      EXPECT_LT(own->rows.size(), whole->rows.size());
+      EXPECT_EQ(own->max_power_limit_w(), whole->max_power_limit_w());
+      const Job job = *paper_job(*whole, workload);
+      const auto on_whole = zeus_simulator(*whole, {}).simulate(job);
+      const auto on_own = zeus_simulator(*own, {}).simulate(*paper_job(*own, workload));
+      ASSERT_TRUE(on_whole && on_own);
+      // Every try, total and configuration, in full (17 digits).
+      EXPECT_EQ(render_simulation_json(gpu, *on_own, {}), render_simulation_json(gpu, *on_whole, {}))
+          << gpu << " " << workload;
+      EXPECT_EQ(render_tries_csv(*on_own), render_tries_csv(*on_whole)) << gpu << " " << workload;
+    }
+  }
+  // Not a paper workload: the whole trace (paper_job says what is wrong).
+  EXPECT_EQ(workload_trace("v100", "mnist")->rows.size(), gpu_trace("v100")->rows.size());
+  JOULE_EXPECT_ERROR(workload_trace("h100", "squad"), ErrorCode::kNotFound,
+                     "unknown GPU 'h100' (traces exist for: v100, a40, p100, rtx6000)");
 }
 
 TEST(Trace, TraceDirectory) {

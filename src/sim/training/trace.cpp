@@ -110,8 +110,25 @@ Result<int> bounded_integer(const csv::Table::Row& row, size_t column, int lowes
 
 }  // namespace
 
+namespace {
+
+// The built-in trace of GPU `key` (lower case, one of trace_gpus()).
+Result<Trace> builtin_gpu_trace(const std::string& key, const std::optional<std::string>& only_dataset) {
+  const auto train = joule::embedded::zeus_train_trace("summary_train.csv");
+  const auto power = device::sim::builtin_power_trace(key);
+  if (!train || !power) {
+    return fail(ErrorCode::kInternal, "the built-in traces of {} are missing", key);
+  }
+  auto trace = JOULE_TRY(parse_trace(*train, "<built-in summary_train.csv>", *power,
+                                     fmt::format("<built-in summary_power_{}.csv>", key), only_dataset));
+  trace.gpu = key;
+  return trace;
+}
+
+}  // namespace
+
 double Trace::max_power_limit_w() const {
-  double max_w = 0;
+  double max_w = left_out_max_power_limit_w;
   for (const auto& row : rows) {
     max_w = std::max(max_w, row.power_limit_w);
   }
@@ -119,13 +136,16 @@ double Trace::max_power_limit_w() const {
 }
 
 Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_source,
-                          std::string_view power_csv, const std::string& power_source) {
+                          std::string_view power_csv, const std::string& power_source,
+                          const std::optional<std::string>& only_dataset) {
   auto power = JOULE_TRY(csv::parse(power_csv, power_source));
   const auto power_columns = JOULE_TRY(columns<7>(power, {"dataset", "network", "batch_size", "optimizer",
                                                           "power_limit", "time_per_epoch", "average_power"}));
   const auto& pc = power_columns;
   // (dataset, network, batch size, optimizer) → power rows in file order.
-  std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>> by_config;
+  // (Transparent: looked up by string views, no key built per training row.)
+  std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>, std::less<>>
+      by_config;
   for (size_t r = 0; r < power.row_count(); ++r) {
     const auto row = power.row(r);
     auto batch_size = JOULE_TRY(bounded_integer(row, pc[2], 1, "a batch size"));
@@ -168,10 +188,17 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
           tc[6], fmt::format("expected a positive number of epochs or nan (never reached), got {}",
                              quoted_excerpt(trim(row.text(tc[6]))))));
     }
-    const auto found = by_config.find({std::string(row.text(tc[0])), std::string(row.text(tc[1])),
-                                       *batch_size, std::string(row.text(tc[3]))});
+    const auto found =
+        by_config.find(std::tuple{row.text(tc[0]), row.text(tc[1]), *batch_size, row.text(tc[3])});
     if (found == by_config.end()) {
       continue;  // inner join: a configuration without power measurements is not usable
+    }
+    if (only_dataset && row.text(tc[0]) != *only_dataset) {
+      for (const PowerRow& power_row : found->second) {
+        trace.left_out_max_power_limit_w =
+            std::max(trace.left_out_max_power_limit_w, power_row.power_limit_w);
+      }
+      continue;
     }
     for (const PowerRow& power_row : found->second) {
       TraceRow merged;
@@ -214,23 +241,29 @@ Result<Trace> gpu_trace(std::string_view gpu, const std::optional<std::string>& 
     return fail(ErrorCode::kNotFound, "unknown GPU '{}' (traces exist for: {})", printable_excerpt(gpu),
                 fmt::join(trace_gpus(), ", "));
   }
-  Result<Trace> trace = tl::make_unexpected(Error(ErrorCode::kInternal, "unset"));
-  if (trace_dir) {
-    trace = load_trace(*trace_dir + "/summary_train.csv",
-                       fmt::format("{}/summary_power_{}.csv", *trace_dir, key));
-  } else {
-    const auto train = joule::embedded::zeus_train_trace("summary_train.csv");
-    const auto power = device::sim::builtin_power_trace(key);
-    if (!train || !power) {
-      return fail(ErrorCode::kInternal, "the built-in traces of {} are missing", key);
-    }
-    trace = parse_trace(*train, "<built-in summary_train.csv>", *power,
-                        fmt::format("<built-in summary_power_{}.csv>", key));
+  if (!trace_dir) {
+    return builtin_gpu_trace(key, std::nullopt);
   }
-  if (trace) {
-    trace->gpu = key;
-  }
+  auto trace = JOULE_TRY(
+      load_trace(*trace_dir + "/summary_train.csv", fmt::format("{}/summary_power_{}.csv", *trace_dir, key)));
+  trace.gpu = key;
   return trace;
+}
+
+Result<Trace> workload_trace(std::string_view gpu, std::string_view workload,
+                             const std::optional<std::string>& trace_dir) {
+  std::string key = to_lower(workload);
+  if (key == "movielens") {
+    key = "movielens-1m";
+  }
+  const auto& table = paper_table();
+  const auto entry = std::find_if(table.begin(), table.end(), [&](const auto& e) { return e.key == key; });
+  const std::string lower_gpu = to_lower(gpu);
+  if (entry == table.end() || trace_dir ||
+      std::find(trace_gpus().begin(), trace_gpus().end(), lower_gpu) == trace_gpus().end()) {
+    return gpu_trace(gpu, trace_dir);  // the whole trace (or gpu_trace's error)
+  }
+  return builtin_gpu_trace(lower_gpu, entry->dataset);
 }
 
 const std::vector<std::string>& paper_workloads() {
