@@ -82,8 +82,11 @@ TEST(DaemonTokens, EveryBadLineIsNamedWithoutQuotingAToken) {
             "/etc/joule/tokens:1: unknown scope a 64-character word for trainer (read, control or admin)");
   EXPECT_EQ(error_of("tr/ainer read " + kTrainerToken + "\n"),
             "/etc/joule/tokens:1: the name \"tr/ainer\" may only hold letters, digits and . _ @ -");
-  EXPECT_EQ(error_of(std::string(65, 'a') + " read " + kTrainerToken + "\n"),
-            "/etc/joule/tokens:1: a name of 65 characters (at most 64)");
+  EXPECT_EQ(error_of(std::string(32, 'a') + " read " + kTrainerToken + "\n"),
+            "/etc/joule/tokens:1: a name of 32 characters (at most 31)");
+  // A token in the name's column (and the name in the token's) is not printed either.
+  EXPECT_EQ(error_of(kTrainerToken + " read trainer\n"),
+            "/etc/joule/tokens:1: a name of 64 characters (at most 31)");
   EXPECT_EQ(error_of("trainer read short-token\n"),
             "/etc/joule/tokens:1: the token of trainer has 11 characters: 32 to 256 are accepted (make one "
             "with `openssl rand -hex 32`)");

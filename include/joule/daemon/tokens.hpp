@@ -39,7 +39,7 @@ device::daemon_protocol::Right right_of(Scope scope);
 
 /// One client of the network listener.
 struct TokenEntry {
-  std::string name;  ///< the client's name in audit lines and whoami ([A-Za-z0-9._@-], 1 to 64 characters)
+  std::string name;  ///< the client's name in audit lines and whoami ([A-Za-z0-9._@-], 1 to 31 characters)
   Scope scope = Scope::kRead;
   std::string token;  ///< the secret (32 to 256 printable characters, no space): never printed
 };
@@ -52,7 +52,8 @@ class TokenTable {
   /// The shortest token accepted: 32 characters (128 bits as hex, 192 as base64).
   static constexpr size_t kMinTokenChars = 32;
   static constexpr size_t kMaxTokenChars = 256;
-  static constexpr size_t kMaxNameChars = 64;
+  /// Names are shorter than any token, so that a token written in the name's column is refused unprinted.
+  static constexpr size_t kMaxNameChars = 31;
 
   /// Parses a token file's text. `source` names it in messages ("FILE:LINE: …"). A message never quotes a
   /// token: a malformed one is described by its length and what is wrong with it.
