@@ -7,10 +7,15 @@
 //   - latency: p50/p99/max round trip of the `power` requests, and p99 lag of the events (the time a client
 //     read an event less the daemon's sample time; millisecond resolution, the protocol's);
 //   - the daemon's resident memory (VmRSS) at start (idle), once every client streams, and at the end, and
-//     its CPU time.
+//     its CPU time;
+//   - drops: the samples the daemon skipped for each client, as its events tell them (`dropped`): none for a
+//     client that keeps up; with --stalled N, N more clients that stream but read nothing until the end (they
+//     must cost the others nothing), and what they are told once they read.
 //
 //   daemon_bench [--joule PATH] [--clients 100] [--duration-s 60] [--period-ms 10] [--sim 4xv100]
-//                [--request-every-ms 100]
+//                [--request-every-ms 100] [--energy 0|1] [--stalled 0]
+//
+// Issue 25's figure: daemon_bench --clients 100 --sim 8xv100 --period-ms 100 --duration-s 60 --energy 1
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -55,6 +60,8 @@ struct Options {
   int period_ms = 10;
   std::string sim = "4xv100";
   int request_every_ms = 100;
+  bool energy = false;  // the streams carry each GPU's energy counter
+  int stalled = 0;      // clients that stream but read nothing until the end
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -83,6 +90,10 @@ Options parse(int argc, char** argv) {
         options.sim = value;
       } else if (flag == "--request-every-ms") {
         options.request_every_ms = std::stoi(value);
+      } else if (flag == "--energy") {
+        options.energy = std::stoi(value) != 0;
+      } else if (flag == "--stalled") {
+        options.stalled = std::stoi(value);
       } else {
         die("unknown flag " + flag);
       }
@@ -91,8 +102,8 @@ Options parse(int argc, char** argv) {
     }
   }
   if (options.clients < 1 || options.duration_s <= 0 || options.period_ms < 10 ||
-      options.request_every_ms < 1) {
-    die("--clients ≥ 1, --duration-s > 0, --period-ms ≥ 10 and --request-every-ms ≥ 1 please");
+      options.request_every_ms < 1 || options.stalled < 0) {
+    die("--clients ≥ 1, --duration-s > 0, --period-ms ≥ 10, --request-every-ms ≥ 1 and --stalled ≥ 0 please");
   }
   return options;
 }
@@ -156,6 +167,7 @@ struct ClientResult {
   int64_t responses = 0;
   std::vector<double> latencies_ms;  // power request round trips
   std::vector<int64_t> lags_ms;      // event receive time less sample time
+  int64_t dropped = 0;               // samples skipped, as the events told
   std::string error;
 };
 
@@ -209,6 +221,42 @@ class Client {
   bool eof_ = false;
 };
 
+std::string stream_request(const Options& options) {
+  return fmt::format(R"({{"id":2,"op":"stream_power","period_ms":{}{}}})"
+                     "\n",
+                     options.period_ms, options.energy ? R"(,"energy":true)" : "");
+}
+
+// A client that subscribes like the others, reads nothing until `end`, then reads for 2 s: the samples the
+// daemon skipped for it are told in the events it then reads.
+void run_stalled_client(const Options& options, const std::string& socket, SteadyClock::time_point start,
+                        SteadyClock::time_point end, ClientResult& result) {
+  const int fd = connect_to(socket);
+  if (fd < 0) {
+    result.error = fmt::format("cannot connect: {}", std::strerror(errno));
+    return;
+  }
+  Client client(fd);
+  std::string line;
+  if (!send_all(fd, R"({"id":1,"op":"hello","protocol":1,"client":"daemon_bench stalled"})"
+                    "\n") ||
+      !client.read_line(SteadyClock::now() + std::chrono::seconds(10), line)) {
+    result.error = "hello refused or unanswered: " + line;
+    return;
+  }
+  std::this_thread::sleep_until(start);
+  if (!send_all(fd, stream_request(options))) {
+    result.error = "cannot send stream_power";
+    return;
+  }
+  std::this_thread::sleep_until(end);
+  const auto drain_end = SteadyClock::now() + std::chrono::seconds(2);
+  while (client.read_line(drain_end, line)) {
+    ++result.lines;
+    result.dropped += field(line, "dropped").value_or(0);
+  }
+}
+
 void run_client(const Options& options, int index, const std::string& socket, std::atomic<int>& streaming,
                 SteadyClock::time_point start, SteadyClock::time_point end, ClientResult& result) {
   const int fd = connect_to(socket);
@@ -227,8 +275,7 @@ void run_client(const Options& options, int index, const std::string& socket, st
   }
   // Everyone begins together, streams included: no backlog of samples from the connection phase.
   std::this_thread::sleep_until(start);
-  if (!send_all(fd,
-                R"({"id":2,"op":"stream_power","period_ms":)" + std::to_string(options.period_ms) + "}\n")) {
+  if (!send_all(fd, stream_request(options))) {
     result.error = "cannot send stream_power";
     return;
   }
@@ -269,6 +316,7 @@ void run_client(const Options& options, int index, const std::string& socket, st
       if (const auto time_ms = field(line, "time_ms")) {
         result.lags_ms.push_back(unix_ms_now() - *time_ms);
       }
+      result.dropped += field(line, "dropped").value_or(0);
       continue;
     }
     ++result.responses;
@@ -312,7 +360,7 @@ int main(int argc, char** argv) {
   ::chmod(folder.c_str(), 0755);
   const std::string socket = folder + "/joule.sock";
   const std::string audit = folder + "/audit.log";
-  const std::string connections = std::to_string(std::max(256, options.clients + 16));
+  const std::string connections = std::to_string(std::max(256, options.clients + options.stalled + 16));
   std::vector<std::string> args = {options.joule,       "--sim",    options.sim,   "daemon",
                                    "--socket",          socket,     "--audit-log", audit,
                                    "--max-connections", connections};
@@ -362,16 +410,22 @@ int main(int argc, char** argv) {
       run_client(options, index, socket, streaming, start, end, results[static_cast<size_t>(index)]);
     });
   }
+  std::vector<ClientResult> stalled(static_cast<size_t>(options.stalled));
+  for (auto& result : stalled) {
+    threads.emplace_back([&options, &socket, start, end, &result] {
+      run_stalled_client(options, socket, start, end, result);
+    });
+  }
   std::this_thread::sleep_until(start + std::chrono::seconds(1));
   const long rss_streaming_kb = status_kb(daemon, "VmRSS");
   const double cpu_at_start = cpu_seconds(daemon);
   std::this_thread::sleep_until(end);
   const double cpu_at_end = cpu_seconds(daemon);
   const long rss_end_kb = status_kb(daemon, "VmRSS");
-  const long peak_kb = status_kb(daemon, "VmHWM");
   for (auto& thread : threads) {
     thread.join();
   }
+  const long peak_kb = status_kb(daemon, "VmHWM");  // (after the stalled clients' backlogs)
   ::kill(daemon, SIGTERM);
   int status = 0;
   ::waitpid(daemon, &status, 0);
@@ -393,6 +447,17 @@ int main(int argc, char** argv) {
     total.latencies_ms.insert(total.latencies_ms.end(), result.latencies_ms.begin(),
                               result.latencies_ms.end());
     total.lags_ms.insert(total.lags_ms.end(), result.lags_ms.begin(), result.lags_ms.end());
+    total.dropped += result.dropped;
+  }
+  int64_t stalled_dropped = 0;
+  for (const auto& result : stalled) {
+    if (!result.error.empty()) {
+      ++failed;
+      if (first_error.empty()) {
+        first_error = result.error;
+      }
+    }
+    stalled_dropped += result.dropped;
   }
   const double seconds = options.duration_s;
   const int gpus = std::atoi(options.sim.c_str()) > 0 ? std::atoi(options.sim.c_str()) : 1;
@@ -404,14 +469,17 @@ int main(int argc, char** argv) {
       "  power request round trip: p50 {:.3f} ms  p99 {:.3f} ms  max {:.3f} ms ({} requests)\n"
       "  event lag (read time - sample time, 1 ms resolution): p50 {} ms  p99 {} ms  max {} ms\n"
       "  daemon RSS: {} at start (idle), {} with every client streaming, {} at the end (peak {})\n"
-      "  daemon CPU: {:.0f}% of one core while streaming\n",
+      "  daemon CPU: {:.0f}% of one core while streaming\n"
+      "  drops: {} samples skipped for the {} reading clients; {} told to the {} stalled clients once they "
+      "read\n",
       options.clients, streaming.load(), options.sim, options.period_ms, options.request_every_ms, seconds,
       static_cast<double>(total.lines) / seconds, static_cast<double>(total.events) / seconds,
       expected_events, static_cast<double>(total.responses) / seconds, percentile(total.latencies_ms, 0.50),
       percentile(total.latencies_ms, 0.99), percentile(total.latencies_ms, 1.0), total.latencies_ms.size(),
       percentile(total.lags_ms, 0.50), percentile(total.lags_ms, 0.99), percentile(total.lags_ms, 1.0),
       mib(rss_start_kb), mib(rss_streaming_kb), mib(rss_end_kb), mib(peak_kb),
-      100 * (cpu_at_end - cpu_at_start) / seconds);
+      100 * (cpu_at_end - cpu_at_start) / seconds, total.dropped, options.clients, stalled_dropped,
+      options.stalled);
   if (failed > 0) {
     std::cout << fmt::format("  {} clients failed; the first: {}\n", failed, first_error);
     return 1;

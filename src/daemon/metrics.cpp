@@ -37,7 +37,18 @@ DaemonMetrics::DaemonMetrics(metrics::MetricsRegistry& registry)
       restore_failures_(prometheus::BuildCounter()
                             .Name("joule_daemon_restore_failures_total")
                             .Help("GPU settings the daemon failed to put back, by setting and reason")
-                            .Register(registry.registry())) {}
+                            .Register(registry.registry())),
+      samples_sent_(prometheus::BuildCounter()
+                        .Name("joule_daemon_stream_samples_total")
+                        .Help("Power samples the daemon wrote to stream subscribers (one per GPU and period)")
+                        .Register(registry.registry())
+                        .Add({})),
+      samples_dropped_(prometheus::BuildCounter()
+                           .Name("joule_daemon_stream_samples_dropped_total")
+                           .Help("Power samples skipped for subscribers that read too slowly (each is told "
+                                 "how many in its next event)")
+                           .Register(registry.registry())
+                           .Add({})) {}
 
 void DaemonMetrics::connection_opened() {
   accepted_.Increment();
@@ -50,6 +61,11 @@ void DaemonMetrics::connection_closed() {
 
 void DaemonMetrics::request() {
   requests_.Increment();
+}
+
+void DaemonMetrics::stream_samples(uint64_t sent, uint64_t dropped) {
+  samples_sent_.Increment(static_cast<double>(sent));
+  samples_dropped_.Increment(static_cast<double>(dropped));
 }
 
 void DaemonMetrics::audited(const AuditEntry& entry) {

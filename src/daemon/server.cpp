@@ -475,23 +475,60 @@ void Server::close_dead() {
   }
 }
 
+const Server::GpuSample& Server::sample_of(int gpu, bool energy) {
+  if (!pass_time_ms_) {
+    pass_time_ms_ = clock_.to_unix_ns(clock_.now()) / 1'000'000;
+  }
+  auto [entry, inserted] = pass_samples_.try_emplace(gpu);
+  GpuSample& sample = entry->second;
+  device::Gpu& device = *gpus_[static_cast<size_t>(gpu)];
+  if (inserted) {
+    if (const auto power = device.power_mw()) {
+      sample.power_mw = *power;
+    } else {
+      log().debug("stream sample of GPU {}: {}", gpu, power.error().message());
+    }
+  }
+  if (energy && !sample.energy_read) {
+    sample.energy_read = true;
+    if (const auto energy_mj = device.energy_mj()) {
+      sample.energy_mj = *energy_mj;
+    }
+  }
+  return sample;
+}
+
 void Server::sample_stream(Connection& connection, Stream& stream) {
-  // Above the queue bound the samples are skipped, not queued: a reader that does not keep up misses some.
+  // Above the queue bound the samples are skipped, not queued: a reader that does not keep up misses some,
+  // counted per GPU and told in its next event of that GPU; other clients never wait for it.
   if (connection.output.size() > options_.max_queued_bytes) {
+    for (auto& dropped : stream.dropped) {
+      ++dropped;
+    }
+    stream.dropped_total += stream.gpus.size();
+    if (options_.metrics) {
+      options_.metrics->stream_samples(0, stream.gpus.size());
+    }
     return;
   }
-  for (const int gpu : stream.gpus) {
-    const auto power = gpus_[static_cast<size_t>(gpu)]->power_mw();
-    if (!power) {
-      log().debug("stream {}: {}", stream.id, power.error().message());
+  uint64_t sent = 0;
+  for (size_t i = 0; i < stream.gpus.size(); ++i) {
+    const GpuSample& sample = sample_of(stream.gpus[i], stream.energy);
+    if (!sample.power_mw) {
       continue;
     }
     proto::PowerEvent event;
     event.stream = stream.id;
-    event.gpu = gpu;
-    event.time_ms = clock_.to_unix_ns(clock_.now()) / 1'000'000;
-    event.power_mw = *power;
+    event.gpu = stream.gpus[i];
+    event.time_ms = *pass_time_ms_;
+    event.power_mw = *sample.power_mw;
+    event.energy_mj = stream.energy ? sample.energy_mj : std::nullopt;
+    event.dropped = std::exchange(stream.dropped[i], 0);
     connection.output += proto::format_event(event) + "\n";
+    ++sent;
+  }
+  if (options_.metrics) {
+    options_.metrics->stream_samples(sent, 0);
   }
 }
 
@@ -502,6 +539,9 @@ void Server::run_timers(SteadyTime now) {
   if (const auto due = audit_->next_summary(); due && now >= *due) {
     audit_->flush_summaries();
   }
+  // A new pass: the streams due now share one reading of each GPU.
+  pass_samples_.clear();
+  pass_time_ms_.reset();
   for (auto& [id, connection] : connections_) {
     if (connection->refused) {
       connection->dead = connection->dead || now >= connection->close_deadline;

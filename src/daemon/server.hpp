@@ -45,8 +45,19 @@ class Server {
   struct Stream {
     uint64_t id = 0;
     std::vector<int> gpus;
+    std::vector<uint64_t> dropped;  // per GPU of `gpus`: samples skipped since its last event
     std::chrono::milliseconds period{0};
     SteadyTime next{};
+    uint64_t dropped_total = 0;  // over the stream's life (cancel_stream's answer)
+    bool energy = false;         // events carry the GPU's energy counter
+  };
+
+  // One reading of a GPU, shared by every stream that samples it in the same pass of the timers: 100
+  // subscribers of 8 GPUs read each GPU once per pass, not 100 times.
+  struct GpuSample {
+    std::optional<uint32_t> power_mw;   // nullopt: the read failed (logged once per pass)
+    std::optional<uint64_t> energy_mj;  // read the first time a stream of the pass asks for it
+    bool energy_read = false;
   };
 
   // Fields ordered by size (the analyzer's padding check).
@@ -108,6 +119,8 @@ class Server {
   void close_dead();
   void run_timers(SteadyTime now);
   void sample_stream(Connection& connection, Stream& stream);
+  /// @return this pass's reading of `gpu` (with its energy counter when `energy`), read now if it has none.
+  const GpuSample& sample_of(int gpu, bool energy);
   std::optional<SteadyTime> next_timer() const;
   void shutdown();
 
@@ -144,6 +157,8 @@ class Server {
   size_t unlogged_refusals_ = 0;
   uint64_t next_connection_id_ = 1;
   uint64_t next_stream_id_ = 1;
+  std::map<int, GpuSample> pass_samples_;  // this pass of the timers' readings, by GPU
+  std::optional<int64_t> pass_time_ms_;    // when they were read, ms since the Unix epoch
 };
 
 }  // namespace joule::daemon

@@ -294,7 +294,12 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
       stream.id = next_stream_id_++;
       stream.period = std::chrono::milliseconds(request.period_ms);
       stream.next = std::chrono::steady_clock::now();  // the first samples follow the response at once
-      response.result = {{"stream", stream.id}, {"gpus", stream.gpus}, {"period_ms", request.period_ms}};
+      stream.energy = request.energy;
+      stream.dropped.assign(stream.gpus.size(), 0);
+      response.result = {{"stream", stream.id},
+                         {"gpus", stream.gpus},
+                         {"period_ms", request.period_ms},
+                         {"energy", request.energy}};
       connection.streams.push_back(std::move(stream));
       return response;
     }
@@ -313,8 +318,8 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
                                           : fmt::format("its streams: {}", fmt::join(ids, ", "))));
         return response;
       }
+      response.result = {{"stream", request.stream}, {"dropped", found->dropped_total}};
       connection.streams.erase(found);
-      response.result = {{"stream", request.stream}};
       return response;
     }
     default:

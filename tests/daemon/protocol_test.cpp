@@ -37,6 +37,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
     request.max_mhz = 1200;
     request.period_ms = 250;
     request.stream = 9;
+    request.energy = true;
     const proto::Request back = round_trip(request);
     EXPECT_EQ(back.op, op) << proto::to_string(op);
     EXPECT_EQ(back.id, 42u);
@@ -49,6 +50,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
       case proto::Op::kStreamPower:
         EXPECT_EQ(back.gpus, (std::vector<int>{2, 0}));
         EXPECT_EQ(back.period_ms, 250u);
+        EXPECT_TRUE(back.energy);
         break;
       case proto::Op::kCancelStream:
         EXPECT_EQ(back.stream, 9u);
@@ -88,6 +90,7 @@ TEST(DaemonProtocol, OptionalFieldsTakeDefaults) {
   EXPECT_EQ(parsed.request->id, 0u);
   EXPECT_FALSE(parsed.request->gpus);
   EXPECT_EQ(parsed.request->period_ms, proto::kDefaultStreamPeriodMs);
+  EXPECT_FALSE(parsed.request->energy);
   // Whitespace and a trailing CR are JSON whitespace.
   EXPECT_TRUE(proto::parse_request(" { \"op\" : \"whoami\" }\r").request);
 }
@@ -159,6 +162,8 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
        "(got an "
        "empty array)",
        std::nullopt},
+      {R"({"op":"stream_power","energy":1})", ErrorCode::kInvalidArgument,
+       "stream_power: field 'energy' must be true or false (got 1)", std::nullopt},
       {R"({"op":"stream_power","gpus":[0,1,0]})", ErrorCode::kInvalidArgument,
        "stream_power: GPU 0 is listed twice in 'gpus'", std::nullopt},
       {R"({"op":"stream_power","gpus":[0,"1"]})", ErrorCode::kInvalidArgument,
@@ -255,7 +260,11 @@ TEST(DaemonProtocol, ResponsesAndEventsRoundTrip) {
   EXPECT_EQ(failed.error->code(), ErrorCode::kOutOfRange);
   EXPECT_EQ(failed.error->message(), "power limit 50 W is outside GPU 0's range");
 
-  const proto::PowerEvent event{3, 1, 1'767'225'600'123, 212'500};
+  proto::PowerEvent event;
+  event.stream = 3;
+  event.gpu = 1;
+  event.time_ms = 1'767'225'600'123;
+  event.power_mw = 212'500;
   const std::string event_line = proto::format_event(event);
   EXPECT_EQ(event_line, R"({"event":"power","stream":3,"gpu":1,"time_ms":1767225600123,"power_mw":212500})");
   parsed = proto::parse_server_line(event_line);
@@ -265,6 +274,18 @@ TEST(DaemonProtocol, ResponsesAndEventsRoundTrip) {
   EXPECT_EQ(back.gpu, 1);
   EXPECT_EQ(back.time_ms, 1'767'225'600'123);
   EXPECT_EQ(back.power_mw, 212'500u);
+  EXPECT_FALSE(back.energy_mj);
+  EXPECT_EQ(back.dropped, 0u);
+  // The energy counter and the samples skipped before it, when there are.
+  event.energy_mj = 81'234'567;
+  event.dropped = 3;
+  const std::string full_line = proto::format_event(event);
+  EXPECT_EQ(full_line,
+            R"({"event":"power","stream":3,"gpu":1,"time_ms":1767225600123,"power_mw":212500,"energy_mj":81234567,"dropped":3})");
+  parsed = proto::parse_server_line(full_line);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(std::get<proto::PowerEvent>(*parsed).energy_mj, 81'234'567u);
+  EXPECT_EQ(std::get<proto::PowerEvent>(*parsed).dropped, 3u);
 
   // Every error code survives the trip.
   for (const ErrorCode code :
@@ -298,6 +319,10 @@ TEST(DaemonProtocol, ClientReadsTolerantlyButRejectsBrokenMessages) {
        "power event has no non-negative integer 'power_mw'"},
       {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5000000000})",
        "power event has a value out of range"},
+      {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5,"dropped":-1})",
+       "power event has no non-negative integer 'dropped'"},
+      {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5,"energy_mj":"a lot"})",
+       "power event has no non-negative integer 'energy_mj'"},
   };
   for (const auto& [line, message] : broken) {
     const auto result = proto::parse_server_line(line);

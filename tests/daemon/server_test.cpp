@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/socket.h>
@@ -470,6 +471,104 @@ TEST_F(DaemonServer, StreamingDeliversSamplesUntilCancelled) {
   const auto again = client->cancel_stream(*stream);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(DaemonServer, StreamEventsCarryTheEnergyCounterWhenAsked) {
+  start();
+  auto client = connect();
+  const auto with_energy = client->stream_power(std::vector<int>{1}, 20, true);
+  ASSERT_TRUE(with_energy) << with_energy.error().message();
+  const auto event = client->next_power_event(2s);
+  ASSERT_TRUE(event && event->has_value());
+  EXPECT_EQ((*event)->gpu, 1);
+  ASSERT_TRUE((*event)->energy_mj);
+  EXPECT_GT(*(*event)->energy_mj, 0u);
+  EXPECT_LE(*(*event)->energy_mj, *gpus[1]->energy_mj());  // read before now, and the counter only grows
+  EXPECT_EQ((*event)->dropped, 0u);
+  ASSERT_TRUE(client->cancel_stream(*with_energy));
+  // Without asking: no energy field.
+  const auto plain = client->stream_power(std::vector<int>{0}, 20);
+  ASSERT_TRUE(plain);
+  const auto power_only = client->next_power_event(2s);
+  ASSERT_TRUE(power_only && power_only->has_value());
+  EXPECT_FALSE((*power_only)->energy_mj);
+}
+
+// A subscriber that stops reading costs only itself: its samples are skipped once its unread output passes
+// the bound, counted per GPU and told in its next event when it reads again (and in cancel_stream's answer),
+// while another subscriber keeps getting every sample.
+TEST_F(DaemonServer, AStalledSubscriberLosesOnlyItsOwnSamplesAndIsToldHowMany) {
+  daemon::DaemonOptions options;
+  options.max_queued_bytes = 4096;
+  start(options);
+  RawClient stalled(socket_path);
+  stalled.hello();
+  // 16 streams of both GPUs every 10 ms: ~3,200 events a second fill the socket's buffer within a second.
+  std::vector<uint64_t> stalled_streams;
+  for (int i = 0; i < 16; ++i) {
+    const json answer =
+        stalled.request(fmt::format(R"({{"id":{},"op":"stream_power","period_ms":10}})", 10 + i));
+    ASSERT_TRUE(answer["ok"].get<bool>()) << answer.dump();
+    stalled_streams.push_back(answer["result"]["stream"].get<uint64_t>());
+  }
+  auto reader = connect();
+  const auto stream = reader->stream_power(std::nullopt, 10);
+  ASSERT_TRUE(stream);
+  for (int received = 0; received < 400; ++received) {
+    const auto event = reader->next_power_event(2s);
+    ASSERT_TRUE(event && event->has_value()) << "the reader waited over 2 s for sample " << received;
+    EXPECT_EQ((*event)->dropped, 0u) << "the reader keeps up: nothing of its own is skipped";
+  }
+  // Now the stalled subscriber reads: its backlog, then an event that counts what was skipped.
+  uint64_t told_first_stream = 0;
+  bool told = false;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!told && std::chrono::steady_clock::now() < deadline) {
+    const json line = json::parse(stalled.read_line());
+    if (line.contains("event") && line.contains("dropped")) {
+      EXPECT_GT(line["dropped"].get<uint64_t>(), 0u);
+      told = true;
+      if (line["stream"].get<uint64_t>() == stalled_streams.front()) {
+        told_first_stream += line["dropped"].get<uint64_t>();
+      }
+    }
+  }
+  ASSERT_TRUE(told) << "no event told the stalled subscriber of its skipped samples";
+  const json cancelled =
+      stalled.request(fmt::format(R"({{"id":99,"op":"cancel_stream","stream":{}}})", stalled_streams.front()));
+  ASSERT_TRUE(cancelled["ok"].get<bool>()) << cancelled.dump();
+  EXPECT_GT(cancelled["result"]["dropped"].get<uint64_t>(), 0u);
+  EXPECT_GE(cancelled["result"]["dropped"].get<uint64_t>(), told_first_stream);
+  EXPECT_EQ(*reader->cancel_stream(*stream), 0u);
+}
+
+// The client's own queue holds 4096 unread events; beyond it the oldest go, counted in the next event of
+// their stream and GPU.
+TEST_F(DaemonServer, TheClientsFullQueueCountsWhatItDrops) {
+  start();
+  auto client = connect();
+  std::vector<uint64_t> streams;
+  for (int i = 0; i < 16; ++i) {
+    const auto stream = client->stream_power(std::nullopt, 10);
+    ASSERT_TRUE(stream) << stream.error().message();
+    streams.push_back(*stream);
+  }
+  // ~3,200 events a second, none read for 2 s; then a request reads them all on its way to its answer.
+  std::this_thread::sleep_for(2s);
+  ASSERT_TRUE(client->call({.op = proto::Op::kPowerLimit, .gpu = 0}));
+  size_t queued = 0;
+  uint64_t dropped = 0;
+  while (true) {
+    const auto event = client->next_power_event(0ms);
+    ASSERT_TRUE(event);
+    if (!event->has_value()) {
+      break;
+    }
+    ++queued;
+    dropped += (*event)->dropped;
+  }
+  EXPECT_GE(queued, 4096u);  // the full queue (and perhaps a few more read meanwhile)
+  EXPECT_GT(dropped, 0u) << "the events the full queue let go are counted";
 }
 
 TEST_F(DaemonServer, AnotherUserMayReadButNotControl) {

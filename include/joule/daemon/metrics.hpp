@@ -24,6 +24,8 @@ namespace joule::daemon {
 /// | `joule_daemon_setting_changes_total` | counter | setting |
 /// | `joule_daemon_restores_total` | counter | setting, reason |
 /// | `joule_daemon_restore_failures_total` | counter | setting, reason |
+/// | `joule_daemon_stream_samples_total` | counter | – |
+/// | `joule_daemon_stream_samples_dropped_total` | counter | – |
 ///
 /// Fed by the daemon's event loop and its audit log (every audited set, restore and refusal); read by a
 /// scrape on another thread. Thread-safe.
@@ -38,6 +40,9 @@ class DaemonMetrics {
   /// Counts one audit-log entry by its action ("set", "restore", "restore-failed", "refused"; "release",
   /// a value given up while another owner's stays in force, changes nothing and is not counted).
   void audited(const AuditEntry& entry);
+  /// Counts stream samples: `sent` written to subscribers, `dropped` skipped for subscribers that read too
+  /// slowly (their unread output over the bound).
+  void stream_samples(uint64_t sent, uint64_t dropped);
 
  private:
   prometheus::Counter& accepted_;
@@ -47,6 +52,8 @@ class DaemonMetrics {
   prometheus::Family<prometheus::Counter>& changes_;
   prometheus::Family<prometheus::Counter>& restores_;
   prometheus::Family<prometheus::Counter>& restore_failures_;
+  prometheus::Counter& samples_sent_;
+  prometheus::Counter& samples_dropped_;
 };
 
 }  // namespace joule::daemon

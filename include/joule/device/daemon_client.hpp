@@ -62,11 +62,16 @@ class DaemonClient {
   /// @return the response's result object.
   Result<nlohmann::json> call(daemon_protocol::Request request);
 
-  /// Subscribes to power samples of `gpus` (daemon indices; nullopt: all) every `period_ms`.
+  /// Subscribes to power samples of `gpus` (daemon indices; nullopt: all) every `period_ms`, each with the
+  /// GPU's energy counter too when `energy` (PowerEvent::energy_mj). A sample the daemon skipped (this client
+  /// read too slowly) or this client's queue had no room for (over 4096 unread events: the oldest go) is
+  /// counted in the next event of its stream and GPU (PowerEvent::dropped).
   /// @return the stream id.
-  Result<uint64_t> stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms);
+  Result<uint64_t> stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms,
+                                bool energy = false);
   /// Ends a subscription; queued events of that stream are dropped, and no later one arrives.
-  Result<void> cancel_stream(uint64_t stream);
+  /// @return the samples the daemon skipped over the stream's life (0 from a daemon of an earlier release).
+  Result<uint64_t> cancel_stream(uint64_t stream);
   /// @return the next power event, waiting at most `timeout`; nullopt on timeout. Errors as send().
   Result<std::optional<daemon_protocol::PowerEvent>> next_power_event(Nanos timeout);
 

@@ -8,6 +8,7 @@
 //   daemon → client   {"id":7,"ok":true,"result":{"gpu":0,"power_limit_mw":150000,"previous_mw":250000}}
 //                     {"id":8,"ok":false,"error":{"code":"out-of-range","message":"power limit 50 W is …"}}
 //                     {"event":"power","stream":1,"gpu":0,"time_ms":1767225600123,"power_mw":212500}
+//                     {"event":"power","stream":2,"gpu":0,"time_ms":…,"power_mw":…,"energy_mj":81234567,"dropped":3}
 //
 // Every request line gets exactly one response line, in request order, echoing the request's `id` (null
 // if the line was too broken to read one). Event lines (power samples of a `stream_power` subscription)
@@ -54,8 +55,8 @@ enum class Op {
   kPowerLimit,    ///< {gpu} → {gpu, power_limit_mw}
   kConstraints,   ///< {gpu} → {gpu, min_mw, max_mw, default_mw}
   kClocks,        ///< {gpu} → {gpu, supported_sm_clocks_mhz, locked_sm_clocks_mhz: {min_mhz, max_mhz}|null}
-  kStreamPower,   ///< {gpus?, period_ms?} → {stream, gpus, period_ms}, then events
-  kCancelStream,  ///< {stream} → {stream}
+  kStreamPower,   ///< {gpus?, period_ms?, energy?} → {stream, gpus, period_ms, energy}, then events
+  kCancelStream,  ///< {stream} → {stream, dropped}: dropped, the samples skipped over its life
   kSetPowerLimit,    ///< {gpu, power_limit_mw} → {gpu, power_limit_mw, previous_mw}
   kResetPowerLimit,  ///< {gpu} → {gpu, power_limit_mw}: gives up this connection's limit
   kLockSmClocks,     ///< {gpu, min_mhz, max_mhz} → {gpu, min_mhz, max_mhz}
@@ -100,6 +101,7 @@ struct Request {
   uint32_t max_mhz = 0;                         ///< lock_sm_clocks, MHz
   uint32_t period_ms = kDefaultStreamPeriodMs;  ///< stream_power, ms
   uint64_t stream = 0;                          ///< cancel_stream: the id stream_power returned
+  bool energy = false;  ///< stream_power: each event also carries the GPU's energy counter (energy_mj)
 };
 
 /// The outcome of parsing a request line: the request, or the error to answer with, and in both cases
@@ -136,6 +138,11 @@ struct PowerEvent {
   int gpu = 0;            ///< the daemon's GPU index
   int64_t time_ms = 0;    ///< when it was read, ms since the Unix epoch (UTC)
   uint32_t power_mw = 0;  ///< board power, mW
+  /// The GPU's energy counter, mJ, when the stream asked for it (energy: true) and the GPU has one.
+  std::optional<uint64_t> energy_mj;
+  /// Samples of this GPU in this stream the daemon skipped since the previous event it sent (the client
+  /// read too slowly: its unread output was over the daemon's bound); 0 (omitted) when none.
+  uint64_t dropped = 0;
 };
 
 /// @return `event` as one line (no newline).

@@ -190,10 +190,19 @@ Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
 }
 
 void DaemonClient::queue_event_locked(const proto::PowerEvent& event) {
-  if (events_.size() >= kMaxQueuedEvents) {
-    events_.pop_front();
-  }
   events_.push_back(event);
+  if (events_.size() > kMaxQueuedEvents) {
+    // The oldest goes; the next event of its stream and GPU counts it (and what it counted) as dropped, so
+    // that a reader never misses samples unawares.
+    const proto::PowerEvent oldest = events_.front();
+    events_.pop_front();
+    for (auto& later : events_) {
+      if (later.stream == oldest.stream && later.gpu == oldest.gpu) {
+        later.dropped += oldest.dropped + 1;
+        break;
+      }
+    }
+  }
 }
 
 Result<proto::Response> DaemonClient::send(proto::Request request) {
@@ -244,11 +253,13 @@ Result<nlohmann::json> DaemonClient::call(proto::Request request) {
   return std::move(response->result);
 }
 
-Result<uint64_t> DaemonClient::stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms) {
+Result<uint64_t> DaemonClient::stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms,
+                                            bool energy) {
   proto::Request request;
   request.op = proto::Op::kStreamPower;
   request.gpus = std::move(gpus);
   request.period_ms = period_ms;
+  request.energy = energy;
   auto result = JOULE_TRY(call(std::move(request)));
   const auto stream = result.find("stream");
   if (stream == result.end() || !stream->is_number_unsigned()) {
@@ -257,14 +268,16 @@ Result<uint64_t> DaemonClient::stream_power(std::optional<std::vector<int>> gpus
   return stream->get<uint64_t>();
 }
 
-Result<void> DaemonClient::cancel_stream(uint64_t stream) {
+Result<uint64_t> DaemonClient::cancel_stream(uint64_t stream) {
   proto::Request request;
   request.op = proto::Op::kCancelStream;
   request.stream = stream;
-  JOULE_TRY(call(request));
+  auto result = JOULE_TRY(call(request));
   std::lock_guard lock(request_mutex_);
   std::erase_if(events_, [stream](const proto::PowerEvent& event) { return event.stream == stream; });
-  return {};
+  // (A daemon of an earlier release does not count.)
+  const auto dropped = result.find("dropped");
+  return dropped != result.end() && dropped->is_number_unsigned() ? dropped->get<uint64_t>() : 0;
 }
 
 Result<std::optional<proto::PowerEvent>> DaemonClient::next_power_event(Nanos timeout) {

@@ -47,7 +47,7 @@ constexpr std::array kOpNames = {
 };
 
 // How a request field is read and what it means.
-enum class Kind { kProtocol, kClient, kGpu, kGpuList, kPowerMw, kClockMhz, kPeriodMs, kStream, kCpu };
+enum class Kind { kProtocol, kClient, kGpu, kGpuList, kPowerMw, kClockMhz, kPeriodMs, kStream, kCpu, kFlag };
 
 struct Field {
   std::string_view name;
@@ -76,7 +76,9 @@ std::vector<Field> fields_of(Op op) {
     case Op::kGpuTelemetry:
       return {{"gpu", Kind::kGpu, true}};
     case Op::kStreamPower:
-      return {{"gpus", Kind::kGpuList, false}, {"period_ms", Kind::kPeriodMs, false}};
+      return {{"gpus", Kind::kGpuList, false},
+              {"period_ms", Kind::kPeriodMs, false},
+              {"energy", Kind::kFlag, false}};
     case Op::kCancelStream:
       return {{"stream", Kind::kStream, true}};
     case Op::kSetPowerLimit:
@@ -108,6 +110,8 @@ std::string_view what_kind(Kind kind) {
       return "a stream id, an integer";
     case Kind::kCpu:
       return "a CPU package index, an integer >= 0";
+    case Kind::kFlag:
+      return "true or false";
   }
   return "";
 }
@@ -226,6 +230,13 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       request.stream = number;
       return {};
     }
+    case Kind::kFlag:
+      if (!value.is_boolean()) {
+        return fail(ErrorCode::kInvalidArgument, "{}field '{}' must be true or false (got {})", context,
+                    field.name, describe(value));
+      }
+      request.energy = value.get<bool>();
+      return {};
   }
   return {};
 }
@@ -459,6 +470,11 @@ std::string format_request(const Request& request) {
       case Kind::kStream:
         line["stream"] = request.stream;
         break;
+      case Kind::kFlag:
+        if (request.energy) {
+          line["energy"] = true;
+        }
+        break;
     }
   }
   return dump(line);
@@ -483,6 +499,12 @@ std::string format_event(const PowerEvent& event) {
   line["gpu"] = event.gpu;
   line["time_ms"] = event.time_ms;
   line["power_mw"] = event.power_mw;
+  if (event.energy_mj) {
+    line["energy_mj"] = *event.energy_mj;
+  }
+  if (event.dropped > 0) {
+    line["dropped"] = event.dropped;
+  }
   return dump(line);
 }
 
@@ -514,6 +536,15 @@ Result<ServerMessage> parse_server_line(std::string_view line) {
     power.gpu = static_cast<int>(*gpu);
     power.time_ms = static_cast<int64_t>(*time_ms);
     power.power_mw = static_cast<uint32_t>(*power_mw);
+    // Added within protocol 1: absent from a daemon of an earlier release.
+    if (object->contains("energy_mj")) {
+      auto energy_mj = JOULE_TRY(unsigned_member(*object, "energy_mj", "power event"));
+      power.energy_mj = energy_mj;
+    }
+    if (object->contains("dropped")) {
+      auto dropped = JOULE_TRY(unsigned_member(*object, "dropped", "power event"));
+      power.dropped = dropped;
+    }
     return ServerMessage(power);
   }
   const auto ok = object->find("ok");
