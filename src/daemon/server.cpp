@@ -498,6 +498,38 @@ const Server::GpuSample& Server::sample_of(int gpu, bool energy) {
   return sample;
 }
 
+const std::optional<proto::CpuEnergyEvent>& Server::cpu_sample_of(size_t position) {
+  if (!pass_time_ms_) {
+    pass_time_ms_ = clock_.to_unix_ns(clock_.now()) / 1'000'000;
+  }
+  auto [entry, inserted] = pass_cpu_samples_.try_emplace(position);
+  if (!inserted) {
+    return entry->second;
+  }
+  device::Cpu& cpu = *options_.cpus[position];
+  const auto package = cpu.package_reading();
+  if (!package) {
+    log().debug("stream sample of CPU {}: {}", cpu.info().index, package.error().message());
+    return entry->second;
+  }
+  proto::CpuEnergyEvent event;
+  event.cpu = cpu.info().index;
+  event.time_ms = *pass_time_ms_;
+  event.package_energy_mj = package->energy_mj;
+  event.package_resets = package->resets;
+  if (cpu.info().has_dram) {
+    const auto dram = cpu.dram_reading();
+    if (!dram) {
+      log().debug("stream sample of CPU {}'s DRAM: {}", cpu.info().index, dram.error().message());
+      return entry->second;
+    }
+    event.dram_energy_mj = dram->energy_mj;
+    event.dram_resets = dram->resets;
+  }
+  entry->second = event;
+  return entry->second;
+}
+
 void Server::sample_stream(Connection& connection, Stream& stream) {
   // Above the queue bound the samples are skipped, not queued: a reader that does not keep up misses some,
   // counted per GPU and told in its next event of that GPU; other clients never wait for it.
@@ -505,9 +537,9 @@ void Server::sample_stream(Connection& connection, Stream& stream) {
     for (auto& dropped : stream.dropped) {
       ++dropped;
     }
-    stream.dropped_total += stream.gpus.size();
+    stream.dropped_total += stream.dropped.size();
     if (options_.metrics) {
-      options_.metrics->stream_samples(0, stream.gpus.size());
+      options_.metrics->stream_samples(0, stream.dropped.size());
     }
     return;
   }
@@ -527,6 +559,17 @@ void Server::sample_stream(Connection& connection, Stream& stream) {
     connection.output += proto::format_event(event) + "\n";
     ++sent;
   }
+  for (size_t i = 0; i < stream.cpus.size(); ++i) {
+    const auto& sample = cpu_sample_of(stream.cpus[i]);
+    if (!sample) {
+      continue;
+    }
+    proto::CpuEnergyEvent event = *sample;
+    event.stream = stream.id;
+    event.dropped = std::exchange(stream.dropped[stream.gpus.size() + i], 0);
+    connection.output += proto::format_event(event) + "\n";
+    ++sent;
+  }
   if (options_.metrics) {
     options_.metrics->stream_samples(sent, 0);
   }
@@ -541,6 +584,7 @@ void Server::run_timers(SteadyTime now) {
   }
   // A new pass: the streams due now share one reading of each GPU.
   pass_samples_.clear();
+  pass_cpu_samples_.clear();
   pass_time_ms_.reset();
   for (auto& [id, connection] : connections_) {
     if (connection->refused) {

@@ -45,7 +45,8 @@ class Server {
   struct Stream {
     uint64_t id = 0;
     std::vector<int> gpus;
-    std::vector<uint64_t> dropped;  // per GPU of `gpus`: samples skipped since its last event
+    std::vector<size_t> cpus;       // positions in options_.cpus (stream_cpu_energy)
+    std::vector<uint64_t> dropped;  // per GPU of `gpus`, then per CPU of `cpus`: skipped since its last event
     std::chrono::milliseconds period{0};
     SteadyTime next{};
     uint64_t dropped_total = 0;  // over the stream's life (cancel_stream's answer)
@@ -121,6 +122,9 @@ class Server {
   void sample_stream(Connection& connection, Stream& stream);
   /// @return this pass's reading of `gpu` (with its energy counter when `energy`), read now if it has none.
   const GpuSample& sample_of(int gpu, bool energy);
+  /// @return this pass's reading of options_.cpus[`position`] as an event (stream and dropped unset), or
+  /// nullopt if the counters could not be read.
+  const std::optional<device::daemon_protocol::CpuEnergyEvent>& cpu_sample_of(size_t position);
   std::optional<SteadyTime> next_timer() const;
   void shutdown();
 
@@ -158,7 +162,8 @@ class Server {
   uint64_t next_connection_id_ = 1;
   uint64_t next_stream_id_ = 1;
   std::map<int, GpuSample> pass_samples_;  // this pass of the timers' readings, by GPU
-  std::optional<int64_t> pass_time_ms_;    // when they were read, ms since the Unix epoch
+  std::map<size_t, std::optional<device::daemon_protocol::CpuEnergyEvent>> pass_cpu_samples_;  // by position
+  std::optional<int64_t> pass_time_ms_;  // when they were read, ms since the Unix epoch
 };
 
 }  // namespace joule::daemon

@@ -303,6 +303,54 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
       connection.streams.push_back(std::move(stream));
       return response;
     }
+    case proto::Op::kStreamCpuEnergy: {
+      if (connection.streams.size() >= options_.max_streams_per_connection) {
+        response.error = Error(ErrorCode::kState, fmt::format("this connection already has {} streams (the "
+                                                              "limit); cancel one first",
+                                                              connection.streams.size()));
+        return response;
+      }
+      if (options_.cpus.empty()) {
+        response.error =
+            Error(ErrorCode::kNotFound,
+                  fmt::format("stream_cpu_energy: the daemon serves no CPU energy counters: {}",
+                              options_.no_cpus_reason.empty() ? std::string("it was started without them")
+                                                              : options_.no_cpus_reason));
+        return response;
+      }
+      Stream stream;
+      std::vector<int> indices;
+      for (size_t position = 0; position < options_.cpus.size(); ++position) {
+        const int index = options_.cpus[position]->info().index;
+        if (!request.cpus ||
+            std::find(request.cpus->begin(), request.cpus->end(), index) != request.cpus->end()) {
+          stream.cpus.push_back(position);
+          indices.push_back(index);
+        }
+      }
+      if (request.cpus && indices.size() != request.cpus->size()) {
+        std::vector<int> known;
+        for (const auto* cpu : options_.cpus) {
+          known.push_back(cpu->info().index);
+        }
+        for (const int asked : *request.cpus) {
+          if (std::find(indices.begin(), indices.end(), asked) == indices.end()) {
+            response.error = Error(ErrorCode::kNotFound,
+                                   fmt::format("stream_cpu_energy: unknown CPU {}: the daemon serves CPU "
+                                               "package{} {}",
+                                               asked, known.size() == 1 ? "" : "s", fmt::join(known, ", ")));
+            return response;
+          }
+        }
+      }
+      stream.id = next_stream_id_++;
+      stream.period = std::chrono::milliseconds(request.period_ms);
+      stream.next = std::chrono::steady_clock::now();
+      stream.dropped.assign(stream.cpus.size(), 0);
+      response.result = {{"stream", stream.id}, {"cpus", indices}, {"period_ms", request.period_ms}};
+      connection.streams.push_back(std::move(stream));
+      return response;
+    }
     case proto::Op::kCancelStream: {
       const auto found = std::find_if(connection.streams.begin(), connection.streams.end(),
                                       [&request](const Stream& s) { return s.id == request.stream; });
@@ -313,7 +361,7 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
         }
         response.error =
             Error(ErrorCode::kNotFound,
-                  fmt::format("no power stream {} on this connection ({})", request.stream,
+                  fmt::format("no stream {} on this connection ({})", request.stream,
                               ids.empty() ? std::string("it has none")
                                           : fmt::format("its streams: {}", fmt::join(ids, ", "))));
         return response;

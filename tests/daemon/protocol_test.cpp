@@ -32,6 +32,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
     request.gpu = 3;
     request.cpu = 5;
     request.gpus = std::vector<int>{2, 0};
+    request.cpus = std::vector<int>{1, 0};
     request.power_limit_mw = 175'500;
     request.min_mhz = 900;
     request.max_mhz = 1200;
@@ -74,6 +75,11 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
       case proto::Op::kCpuEnergy:
         EXPECT_EQ(back.cpu, 5);
         EXPECT_EQ(back.gpu, -1);
+        break;
+      case proto::Op::kStreamCpuEnergy:
+        EXPECT_EQ(back.cpus, (std::vector<int>{1, 0}));
+        EXPECT_EQ(back.period_ms, 250u);
+        EXPECT_FALSE(back.gpus);
         break;
       default:
         EXPECT_EQ(back.gpu, 3);
@@ -122,7 +128,7 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
   const std::string ops =
       "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
       "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease, "
-      "list_cpus, cpu_energy, gpu_telemetry";
+      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy";
   const std::vector<BadRequest> cases = {
       {"", ErrorCode::kParse,
        "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "
@@ -162,6 +168,12 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
        "(got an "
        "empty array)",
        std::nullopt},
+      {R"({"op":"stream_cpu_energy","cpus":[]})", ErrorCode::kInvalidArgument,
+       "stream_cpu_energy: field 'cpus' must be an array of 1 to 256 CPU package indices, or be left out for "
+       "every CPU package (got an empty array)",
+       std::nullopt},
+      {R"({"op":"stream_cpu_energy","cpus":[1,1]})", ErrorCode::kInvalidArgument,
+       "stream_cpu_energy: CPU package 1 is listed twice in 'cpus'", std::nullopt},
       {R"({"op":"stream_power","energy":1})", ErrorCode::kInvalidArgument,
        "stream_power: field 'energy' must be true or false (got 1)", std::nullopt},
       {R"({"op":"stream_power","gpus":[0,1,0]})", ErrorCode::kInvalidArgument,
@@ -280,12 +292,40 @@ TEST(DaemonProtocol, ResponsesAndEventsRoundTrip) {
   event.energy_mj = 81'234'567;
   event.dropped = 3;
   const std::string full_line = proto::format_event(event);
-  EXPECT_EQ(full_line,
-            R"({"event":"power","stream":3,"gpu":1,"time_ms":1767225600123,"power_mw":212500,"energy_mj":81234567,"dropped":3})");
+  EXPECT_EQ(
+      full_line,
+      R"({"event":"power","stream":3,"gpu":1,"time_ms":1767225600123,"power_mw":212500,"energy_mj":81234567,"dropped":3})");
   parsed = proto::parse_server_line(full_line);
   ASSERT_TRUE(parsed);
   EXPECT_EQ(std::get<proto::PowerEvent>(*parsed).energy_mj, 81'234'567u);
   EXPECT_EQ(std::get<proto::PowerEvent>(*parsed).dropped, 3u);
+
+  proto::CpuEnergyEvent cpu_event;
+  cpu_event.stream = 4;
+  cpu_event.cpu = 1;
+  cpu_event.time_ms = 1'767'225'600'123;
+  cpu_event.package_energy_mj = 9'000;
+  const std::string cpu_line = proto::format_event(cpu_event);
+  EXPECT_EQ(cpu_line,
+            R"({"event":"cpu_energy","stream":4,"cpu":1,"time_ms":1767225600123,"package_energy_mj":9000,)"
+            R"("package_counter_resets":0,"dram_energy_mj":null,"dram_counter_resets":null})");
+  parsed = proto::parse_server_line(cpu_line);
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(std::get<proto::CpuEnergyEvent>(*parsed).package_energy_mj, 9'000u);
+  EXPECT_FALSE(std::get<proto::CpuEnergyEvent>(*parsed).dram_energy_mj);
+  cpu_event.dram_energy_mj = 2'000;
+  cpu_event.dram_resets = 1;
+  cpu_event.package_resets = 2;
+  cpu_event.dropped = 5;
+  parsed = proto::parse_server_line(proto::format_event(cpu_event));
+  ASSERT_TRUE(parsed);
+  const auto& cpu_back = std::get<proto::CpuEnergyEvent>(*parsed);
+  EXPECT_EQ(cpu_back.dram_energy_mj, 2'000u);
+  EXPECT_EQ(cpu_back.dram_resets, 1u);
+  EXPECT_EQ(cpu_back.package_resets, 2u);
+  EXPECT_EQ(cpu_back.dropped, 5u);
+  EXPECT_EQ(cpu_back.stream, 4u);
+  EXPECT_EQ(cpu_back.cpu, 1);
 
   // Every error code survives the trip.
   for (const ErrorCode code :
@@ -319,6 +359,10 @@ TEST(DaemonProtocol, ClientReadsTolerantlyButRejectsBrokenMessages) {
        "power event has no non-negative integer 'power_mw'"},
       {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5000000000})",
        "power event has a value out of range"},
+      {R"({"event":"cpu_energy","stream":1,"cpu":0,"time_ms":5})",
+       "cpu_energy event has no non-negative integer 'package_energy_mj'"},
+      {R"({"event":"cpu_energy","stream":1,"cpu":0,"time_ms":5,"package_energy_mj":1,"package_counter_resets":0,"dram_energy_mj":-2})",
+       "cpu_energy event has no non-negative integer 'dram_energy_mj'"},
       {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5,"dropped":-1})",
        "power event has no non-negative integer 'dropped'"},
       {R"({"event":"power","stream":1,"gpu":0,"time_ms":5,"power_mw":5,"energy_mj":"a lot"})",

@@ -248,7 +248,7 @@ TEST_F(DaemonServer, EveryBadRequestGetsAnErrorAndChangesNothing) {
       {R"({"id":11,"op":"set_power_limit","gpu":0,"power_limit_mw":"150000"})", "invalid-argument",
        "set_power_limit: field 'power_limit_mw' must be an integer from 0 to 4294967295 (got \"150000\")"},
       {R"({"id":12,"op":"cancel_stream","stream":77})", "not-found",
-       "no power stream 77 on this connection (it has none)"},
+       "no stream 77 on this connection (it has none)"},
       {R"({"id":13,"op":"stream_power","gpus":[0,5]})", "not-found",
        "stream_power: unknown GPU 5: the daemon serves 2 GPUs"},
       {R"({"id":14,"op":"gpu_telemetry","gpu":2})", "not-found",
@@ -534,8 +534,8 @@ TEST_F(DaemonServer, AStalledSubscriberLosesOnlyItsOwnSamplesAndIsToldHowMany) {
     }
   }
   ASSERT_TRUE(told) << "no event told the stalled subscriber of its skipped samples";
-  const json cancelled =
-      stalled.request(fmt::format(R"({{"id":99,"op":"cancel_stream","stream":{}}})", stalled_streams.front()));
+  const json cancelled = stalled.request(
+      fmt::format(R"({{"id":99,"op":"cancel_stream","stream":{}}})", stalled_streams.front()));
   ASSERT_TRUE(cancelled["ok"].get<bool>()) << cancelled.dump();
   EXPECT_GT(cancelled["result"]["dropped"].get<uint64_t>(), 0u);
   EXPECT_GE(cancelled["result"]["dropped"].get<uint64_t>(), told_first_stream);
@@ -1395,6 +1395,40 @@ TEST_F(DaemonCpuServer, AnotherUserWithTheReadRightReadsPackageAndDramEnergy) {
   EXPECT_EQ(message_of(responses[4]), "unknown CPU 7: the daemon serves CPU packages 0, 1");
 }
 
+TEST_F(DaemonCpuServer, CpuEnergyStreamsThroughTheDaemon) {
+  start(with_cpus());
+  auto client = connect();
+  const auto stream = client->stream_cpu_energy(std::nullopt, 20);
+  ASSERT_TRUE(stream) << stream.error().message();
+  std::set<int> seen;
+  for (int received = 0; received < 6; ++received) {
+    const auto event = client->next_cpu_energy_event(2s);
+    ASSERT_TRUE(event && event->has_value()) << "no CPU sample within 2 s";
+    const auto& sample = **event;
+    EXPECT_EQ(sample.stream, *stream);
+    seen.insert(sample.cpu);
+    // The fake powercap tree: package 0 at 5 J with a DRAM domain at 2 J, package 1 at 9 J without one.
+    EXPECT_EQ(sample.package_energy_mj, sample.cpu == 0 ? 5'000u : 9'000u);
+    EXPECT_EQ(sample.dram_energy_mj.has_value(), sample.cpu == 0);
+    EXPECT_EQ(sample.package_resets, 0u);
+    EXPECT_EQ(sample.dropped, 0u);
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1}));
+  // Power events are another queue: none here.
+  EXPECT_FALSE(*client->next_power_event(0ms));
+  EXPECT_EQ(*client->cancel_stream(*stream), 0u);
+  // One package, and one the daemon lacks.
+  const auto one = client->stream_cpu_energy(std::vector<int>{1}, 20);
+  ASSERT_TRUE(one);
+  const auto event = client->next_cpu_energy_event(2s);
+  ASSERT_TRUE(event && event->has_value());
+  EXPECT_EQ((**event).cpu, 1);
+  const auto unknown = client->stream_cpu_energy(std::vector<int>{0, 7}, 20);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message(),
+            "joule daemon: stream_cpu_energy: unknown CPU 7: the daemon serves CPU packages 0, 1");
+}
+
 TEST_F(DaemonCpuServer, ACounterResetIsReportedNotCountedAndDaemonCpusSeeIt) {
   // Before: the daemon counted a RAPL counter that went back as a wrap: 262 kJ of phantom energy.
   start(with_cpus());
@@ -1517,6 +1551,12 @@ TEST_F(DaemonServer, WithoutRaplTheDaemonSaysWhyAndDiscoveryFallsBack) {
   EXPECT_EQ(code_of(energy), "not-found");
   EXPECT_EQ(message_of(energy),
             "unknown CPU 0: the daemon serves no CPU energy counters: no RAPL energy counters: "
+            "/sys/class/powercap has no intel-rapl zones");
+
+  const auto stream = client.request(R"({"id":4,"op":"stream_cpu_energy"})");
+  EXPECT_EQ(code_of(stream), "not-found");
+  EXPECT_EQ(message_of(stream),
+            "stream_cpu_energy: the daemon serves no CPU energy counters: no RAPL energy counters: "
             "/sys/class/powercap has no intel-rapl zones");
 
   const auto opened = device::open_daemon_cpus(socket_path);

@@ -75,13 +75,23 @@ class DaemonClient {
   /// @return the next power event, waiting at most `timeout`; nullopt on timeout. Errors as send().
   Result<std::optional<daemon_protocol::PowerEvent>> next_power_event(Nanos timeout);
 
+  /// Subscribes to the energy counters (RAPL) of CPU packages `cpus` (list_cpus' indices; nullopt: all)
+  /// every `period_ms`; dropped samples are counted as for stream_power. Cancel with cancel_stream().
+  /// @return the stream id; kNotFound when the daemon serves no (or not such a) CPU.
+  Result<uint64_t> stream_cpu_energy(std::optional<std::vector<int>> cpus, uint32_t period_ms);
+  /// @return the next CPU energy event, waiting at most `timeout`; nullopt on timeout. Errors as send().
+  Result<std::optional<daemon_protocol::CpuEnergyEvent>> next_cpu_energy_event(Nanos timeout);
+
  private:
   DaemonClient(std::string socket_path, int fd, DaemonClientOptions options);
   // The next line from the daemon, waiting until `deadline` (steady clock). Needs request_mutex_.
   Result<std::string> read_line_locked(std::chrono::steady_clock::time_point deadline);
   Result<void> write_locked(const std::string& line);
   Error break_connection_locked(const Error& error);
-  void queue_event_locked(const daemon_protocol::PowerEvent& event);
+  // Queues `message` if it is an event (bounded, see stream_power). @return whether it was one.
+  bool queue_if_event_locked(const daemon_protocol::ServerMessage& message);
+  template <class Event>
+  Result<std::optional<Event>> next_event(std::deque<Event>& queue, Nanos timeout);
   void renew_loop();
 
   std::string socket_path_;
@@ -93,6 +103,7 @@ class DaemonClient {
   int fd_ = -1;
   std::string buffer_;  // bytes read but not yet split into lines
   std::deque<daemon_protocol::PowerEvent> events_;
+  std::deque<daemon_protocol::CpuEnergyEvent> cpu_events_;
   uint64_t next_id_ = 1;
   std::optional<Error> broken_;
 

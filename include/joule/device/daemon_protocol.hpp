@@ -66,6 +66,7 @@ enum class Op {
   kListCpus,      ///< → {cpus: [{index, name, has_dram}], reason?}: RAPL packages; if [], reason says why
   kCpuEnergy,     ///< {cpu} → {cpu, package_energy_mj, dram_energy_mj|null}
   kGpuTelemetry,  ///< {gpu} → {gpu, <telemetry field>|null…, errors: {<field>: {code, message}}}
+  kStreamCpuEnergy,  ///< {cpus?, period_ms?} → {stream, cpus, period_ms}, then cpu_energy events
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -102,6 +103,7 @@ struct Request {
   uint32_t period_ms = kDefaultStreamPeriodMs;  ///< stream_power, ms
   uint64_t stream = 0;                          ///< cancel_stream: the id stream_power returned
   bool energy = false;  ///< stream_power: each event also carries the GPU's energy counter (energy_mj)
+  std::optional<std::vector<int>> cpus{};  ///< stream_cpu_energy: CPU package indices (nullopt: all)
 };
 
 /// The outcome of parsing a request line: the request, or the error to answer with, and in both cases
@@ -148,8 +150,24 @@ struct PowerEvent {
 /// @return `event` as one line (no newline).
 std::string format_event(const PowerEvent& event);
 
+/// One reading of a CPU package's energy counters (RAPL) for a stream_cpu_energy subscription. Two readings
+/// subtract to the energy between them only if their reset counts are equal (device::why_not_measurable).
+struct CpuEnergyEvent {
+  uint64_t stream = 0;  ///< the subscription's id
+  int cpu = 0;          ///< the package index (list_cpus' index)
+  int64_t time_ms = 0;  ///< when it was read, ms since the Unix epoch (UTC)
+  uint64_t package_energy_mj = 0;
+  uint64_t package_resets = 0;
+  std::optional<uint64_t> dram_energy_mj;  ///< nullopt: the package has no DRAM domain
+  std::optional<uint64_t> dram_resets;
+  uint64_t dropped = 0;  ///< as PowerEvent::dropped
+};
+
+/// @return `event` as one line (no newline).
+std::string format_event(const CpuEnergyEvent& event);
+
 /// Anything the daemon sends.
-using ServerMessage = std::variant<Response, PowerEvent>;
+using ServerMessage = std::variant<Response, PowerEvent, CpuEnergyEvent>;
 
 /// Parses one line the daemon sent. kParse naming what is wrong; never throws.
 Result<ServerMessage> parse_server_line(std::string_view line);

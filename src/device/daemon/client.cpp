@@ -189,20 +189,44 @@ Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
   }
 }
 
-void DaemonClient::queue_event_locked(const proto::PowerEvent& event) {
-  events_.push_back(event);
-  if (events_.size() > kMaxQueuedEvents) {
-    // The oldest goes; the next event of its stream and GPU counts it (and what it counted) as dropped, so
-    // that a reader never misses samples unawares.
-    const proto::PowerEvent oldest = events_.front();
-    events_.pop_front();
-    for (auto& later : events_) {
-      if (later.stream == oldest.stream && later.gpu == oldest.gpu) {
+namespace {
+
+int device_of(const proto::PowerEvent& event) {
+  return event.gpu;
+}
+int device_of(const proto::CpuEnergyEvent& event) {
+  return event.cpu;
+}
+
+// Queues `event`; beyond kMaxQueuedEvents the oldest goes, and the next event of its stream and device counts
+// it (and what it counted) as dropped, so that a reader never misses samples unawares.
+template <class Event>
+void queue_bounded(std::deque<Event>& queue, const Event& event) {
+  queue.push_back(event);
+  if (queue.size() > kMaxQueuedEvents) {
+    const Event oldest = queue.front();
+    queue.pop_front();
+    for (auto& later : queue) {
+      if (later.stream == oldest.stream && device_of(later) == device_of(oldest)) {
         later.dropped += oldest.dropped + 1;
         break;
       }
     }
   }
+}
+
+}  // namespace
+
+bool DaemonClient::queue_if_event_locked(const proto::ServerMessage& message) {
+  if (const auto* power = std::get_if<proto::PowerEvent>(&message)) {
+    queue_bounded(events_, *power);
+    return true;
+  }
+  if (const auto* cpu = std::get_if<proto::CpuEnergyEvent>(&message)) {
+    queue_bounded(cpu_events_, *cpu);
+    return true;
+  }
+  return false;
 }
 
 Result<proto::Response> DaemonClient::send(proto::Request request) {
@@ -227,8 +251,7 @@ Result<proto::Response> DaemonClient::send(proto::Request request) {
     if (!message) {
       return tl::make_unexpected(break_connection_locked(message.error()));
     }
-    if (const auto* event = std::get_if<proto::PowerEvent>(&*message)) {
-      queue_event_locked(*event);
+    if (queue_if_event_locked(*message)) {
       continue;
     }
     auto& response = std::get<proto::Response>(*message);
@@ -275,22 +298,24 @@ Result<uint64_t> DaemonClient::cancel_stream(uint64_t stream) {
   auto result = JOULE_TRY(call(request));
   std::lock_guard lock(request_mutex_);
   std::erase_if(events_, [stream](const proto::PowerEvent& event) { return event.stream == stream; });
+  std::erase_if(cpu_events_, [stream](const proto::CpuEnergyEvent& event) { return event.stream == stream; });
   // (A daemon of an earlier release does not count.)
   const auto dropped = result.find("dropped");
   return dropped != result.end() && dropped->is_number_unsigned() ? dropped->get<uint64_t>() : 0;
 }
 
-Result<std::optional<proto::PowerEvent>> DaemonClient::next_power_event(Nanos timeout) {
+template <class Event>
+Result<std::optional<Event>> DaemonClient::next_event(std::deque<Event>& queue, Nanos timeout) {
   std::lock_guard lock(request_mutex_);
   const SteadyTime deadline = std::chrono::steady_clock::now() + timeout;
-  while (events_.empty()) {
+  while (queue.empty()) {
     if (broken_) {
       return tl::make_unexpected(*broken_);
     }
     auto line = read_line_locked(deadline);
     if (!line) {
       if (!broken_) {
-        return std::optional<proto::PowerEvent>();  // timeout
+        return std::optional<Event>();  // timeout
       }
       return tl::make_unexpected(line.error());
     }
@@ -298,16 +323,35 @@ Result<std::optional<proto::PowerEvent>> DaemonClient::next_power_event(Nanos ti
     if (!message) {
       return tl::make_unexpected(break_connection_locked(message.error()));
     }
-    if (const auto* event = std::get_if<proto::PowerEvent>(&*message)) {
-      queue_event_locked(*event);
-    } else {
+    if (!queue_if_event_locked(*message)) {
       return tl::make_unexpected(
           break_connection_locked(Error(ErrorCode::kParse, "the daemon sent a response nobody asked for")));
     }
   }
-  const proto::PowerEvent event = events_.front();
-  events_.pop_front();
-  return std::optional<proto::PowerEvent>(event);
+  const Event event = queue.front();
+  queue.pop_front();
+  return std::optional<Event>(event);
+}
+
+Result<std::optional<proto::PowerEvent>> DaemonClient::next_power_event(Nanos timeout) {
+  return next_event(events_, timeout);
+}
+
+Result<std::optional<proto::CpuEnergyEvent>> DaemonClient::next_cpu_energy_event(Nanos timeout) {
+  return next_event(cpu_events_, timeout);
+}
+
+Result<uint64_t> DaemonClient::stream_cpu_energy(std::optional<std::vector<int>> cpus, uint32_t period_ms) {
+  proto::Request request;
+  request.op = proto::Op::kStreamCpuEnergy;
+  request.cpus = std::move(cpus);
+  request.period_ms = period_ms;
+  auto result = JOULE_TRY(call(std::move(request)));
+  const auto stream = result.find("stream");
+  if (stream == result.end() || !stream->is_number_unsigned()) {
+    return fail(ErrorCode::kParse, "the daemon answered stream_cpu_energy without a stream id");
+  }
+  return stream->get<uint64_t>();
 }
 
 void DaemonClient::renew_loop() {

@@ -44,10 +44,23 @@ constexpr std::array kOpNames = {
     OpName{Op::kListCpus, "list_cpus"},
     OpName{Op::kCpuEnergy, "cpu_energy"},
     OpName{Op::kGpuTelemetry, "gpu_telemetry"},
+    OpName{Op::kStreamCpuEnergy, "stream_cpu_energy"},
 };
 
 // How a request field is read and what it means.
-enum class Kind { kProtocol, kClient, kGpu, kGpuList, kPowerMw, kClockMhz, kPeriodMs, kStream, kCpu, kFlag };
+enum class Kind {
+  kProtocol,
+  kClient,
+  kGpu,
+  kGpuList,
+  kPowerMw,
+  kClockMhz,
+  kPeriodMs,
+  kStream,
+  kCpu,
+  kFlag,
+  kCpuList
+};
 
 struct Field {
   std::string_view name;
@@ -79,6 +92,8 @@ std::vector<Field> fields_of(Op op) {
       return {{"gpus", Kind::kGpuList, false},
               {"period_ms", Kind::kPeriodMs, false},
               {"energy", Kind::kFlag, false}};
+    case Op::kStreamCpuEnergy:
+      return {{"cpus", Kind::kCpuList, false}, {"period_ms", Kind::kPeriodMs, false}};
     case Op::kCancelStream:
       return {{"stream", Kind::kStream, true}};
     case Op::kSetPowerLimit:
@@ -112,6 +127,8 @@ std::string_view what_kind(Kind kind) {
       return "a CPU package index, an integer >= 0";
     case Kind::kFlag:
       return "true or false";
+    case Kind::kCpuList:
+      return "an array of CPU package indices";
   }
   return "";
 }
@@ -186,23 +203,29 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       request.cpu = static_cast<int>(number);
       return {};
     }
-    case Kind::kGpuList: {
+    case Kind::kGpuList:
+    case Kind::kCpuList: {
+      // The same rules for both lists: 1 to 256 distinct indices.
+      const bool gpu_list = field.kind == Kind::kGpuList;
+      const std::string_view noun = gpu_list ? "GPU" : "CPU package";
       if (!value.is_array() || value.empty() || value.size() > kMaxStreamGpus) {
-        return fail(ErrorCode::kInvalidArgument,
-                    "{}field 'gpus' must be an array of 1 to {} GPU indices, or be left out for every GPU "
-                    "(got {})",
-                    context, kMaxStreamGpus, value.is_array() ? "an empty array" : describe(value));
+        return fail(
+            ErrorCode::kInvalidArgument,
+            "{}field '{}' must be an array of 1 to {} {} indices, or be left out for every {} (got {})",
+            context, field.name, kMaxStreamGpus, noun, noun,
+            value.is_array() ? "an empty array" : describe(value));
       }
-      std::vector<int> gpus;
+      std::vector<int> indices;
       for (const auto& element : value) {
-        auto number = JOULE_TRY(read_unsigned(element, context, "gpus[]", 0, kIntMax));
-        const int gpu = static_cast<int>(number);
-        if (std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) {
-          return fail(ErrorCode::kInvalidArgument, "{}GPU {} is listed twice in 'gpus'", context, gpu);
+        auto number = JOULE_TRY(read_unsigned(element, context, gpu_list ? "gpus[]" : "cpus[]", 0, kIntMax));
+        const int index = static_cast<int>(number);
+        if (std::find(indices.begin(), indices.end(), index) != indices.end()) {
+          return fail(ErrorCode::kInvalidArgument, "{}{} {} is listed twice in '{}'", context, noun, index,
+                      field.name);
         }
-        gpus.push_back(gpu);
+        indices.push_back(index);
       }
-      request.gpus = std::move(gpus);
+      (gpu_list ? request.gpus : request.cpus) = std::move(indices);
       return {};
     }
     case Kind::kPowerMw:
@@ -401,6 +424,7 @@ Right required_right(Op op) {
     case Op::kConstraints:
     case Op::kClocks:
     case Op::kStreamPower:
+    case Op::kStreamCpuEnergy:
     case Op::kCancelStream:
       return Right::kRead;
     case Op::kSetPowerLimit:
@@ -475,6 +499,11 @@ std::string format_request(const Request& request) {
           line["energy"] = true;
         }
         break;
+      case Kind::kCpuList:
+        if (request.cpus) {
+          line["cpus"] = *request.cpus;
+        }
+        break;
     }
   }
   return dump(line);
@@ -508,12 +537,67 @@ std::string format_event(const PowerEvent& event) {
   return dump(line);
 }
 
+std::string format_event(const CpuEnergyEvent& event) {
+  ordered_json line;
+  line["event"] = "cpu_energy";
+  line["stream"] = event.stream;
+  line["cpu"] = event.cpu;
+  line["time_ms"] = event.time_ms;
+  line["package_energy_mj"] = event.package_energy_mj;
+  line["package_counter_resets"] = event.package_resets;
+  line["dram_energy_mj"] = event.dram_energy_mj ? json(*event.dram_energy_mj) : json(nullptr);
+  line["dram_counter_resets"] = event.dram_resets ? json(*event.dram_resets) : json(nullptr);
+  if (event.dropped > 0) {
+    line["dropped"] = event.dropped;
+  }
+  return dump(line);
+}
+
+namespace {
+
+Result<ServerMessage> parse_cpu_energy_event(const json& object) {
+  CpuEnergyEvent event;
+  constexpr std::string_view what = "cpu_energy event";
+  auto stream = JOULE_TRY(unsigned_member(object, "stream", what));
+  auto cpu = JOULE_TRY(unsigned_member(object, "cpu", what));
+  auto time_ms = JOULE_TRY(unsigned_member(object, "time_ms", what));
+  auto package = JOULE_TRY(unsigned_member(object, "package_energy_mj", what));
+  auto package_resets = JOULE_TRY(unsigned_member(object, "package_counter_resets", what));
+  if (cpu > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
+      time_ms > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return fail(ErrorCode::kParse, "cpu_energy event has a value out of range");
+  }
+  event.stream = stream;
+  event.cpu = static_cast<int>(cpu);
+  event.time_ms = static_cast<int64_t>(time_ms);
+  event.package_energy_mj = package;
+  event.package_resets = package_resets;
+  // null when the package has no DRAM domain.
+  for (const auto& [name, target] :
+       {std::pair{"dram_energy_mj", &event.dram_energy_mj}, std::pair{"dram_counter_resets", &event.dram_resets}}) {
+    if (const auto found = object.find(name); found != object.end() && !found->is_null()) {
+      auto number = JOULE_TRY(unsigned_member(object, name, what));
+      *target = number;
+    }
+  }
+  if (object.contains("dropped")) {
+    auto dropped = JOULE_TRY(unsigned_member(object, "dropped", what));
+    event.dropped = dropped;
+  }
+  return ServerMessage(event);
+}
+
+}  // namespace
+
 Result<ServerMessage> parse_server_line(std::string_view line) {
   auto object = parse_object(line, "daemon message");
   if (!object) {
     return tl::make_unexpected(Error(ErrorCode::kParse, object.error().message()));
   }
   if (const auto event = object->find("event"); event != object->end()) {
+    if (event->is_string() && event->get_ref<const std::string&>() == "cpu_energy") {
+      return parse_cpu_energy_event(*object);
+    }
     if (!event->is_string() || event->get_ref<const std::string&>() != "power") {
       return fail(ErrorCode::kParse, "daemon sent an unknown event {}", describe(*event));
     }
