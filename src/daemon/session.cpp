@@ -236,6 +236,10 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     case proto::Op::kRenewLease:
       response.result = {{"lease_s", options_.lease_s}};
       return response;
+    case proto::Op::kTime:
+      // What a client needs to estimate the offset of this daemon's clock from its own (NTP's way).
+      response.result = {{"time_ns", clock_.to_unix_ns(clock_.now())}};
+      return response;
     case proto::Op::kListDevices: {
       json gpus = json::array();
       for (size_t i = 0; i < gpus_.size(); ++i) {

@@ -69,6 +69,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
       case proto::Op::kListDevices:
       case proto::Op::kRenewLease:
       case proto::Op::kListCpus:
+      case proto::Op::kTime:
         EXPECT_EQ(back.gpu, -1);  // not sent
         EXPECT_EQ(back.cpu, -1);
         break;
@@ -105,10 +106,11 @@ TEST(DaemonProtocol, RightsOfOperations) {
   EXPECT_EQ(proto::required_right(proto::Op::kHello), proto::Right::kNone);
   EXPECT_EQ(proto::required_right(proto::Op::kWhoAmI), proto::Right::kNone);
   EXPECT_EQ(proto::required_right(proto::Op::kRenewLease), proto::Right::kNone);
+  EXPECT_EQ(proto::required_right(proto::Op::kTime), proto::Right::kNone);
   for (const auto op :
        {proto::Op::kListDevices, proto::Op::kEnergy, proto::Op::kPower, proto::Op::kPowerLimit,
         proto::Op::kConstraints, proto::Op::kClocks, proto::Op::kStreamPower, proto::Op::kCancelStream,
-        proto::Op::kListCpus, proto::Op::kCpuEnergy, proto::Op::kGpuTelemetry}) {
+        proto::Op::kListCpus, proto::Op::kCpuEnergy, proto::Op::kGpuTelemetry, proto::Op::kStreamCpuEnergy}) {
     EXPECT_EQ(proto::required_right(op), proto::Right::kRead) << proto::to_string(op);
   }
   for (const auto op : {proto::Op::kSetPowerLimit, proto::Op::kResetPowerLimit, proto::Op::kLockSmClocks,
@@ -128,7 +130,7 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
   const std::string ops =
       "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
       "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease, "
-      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy";
+      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time";
   const std::vector<BadRequest> cases = {
       {"", ErrorCode::kParse,
        "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "

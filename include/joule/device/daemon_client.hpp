@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "joule/core/clock_offset.hpp"
 #include "joule/core/error.hpp"
 #include "joule/core/units.hpp"
 #include "joule/device/daemon_client_options.hpp"
@@ -74,6 +75,11 @@ class DaemonClient {
   Result<uint64_t> cancel_stream(uint64_t stream);
   /// @return the next power event, waiting at most `timeout`; nullopt on timeout. Errors as send().
   Result<std::optional<daemon_protocol::PowerEvent>> next_power_event(Nanos timeout);
+
+  /// Estimates the daemon's clock offset from this machine's (CLOCK_REALTIME) with `probes` `time` requests,
+  /// NTP's way (joule/core/clock_offset.hpp). @return kInvalidArgument for a daemon of an earlier release
+  /// (no `time` operation) or a local clock that went back; errors as call().
+  Result<ClockOffset> clock_offset(size_t probes = 8);
 
   /// Subscribes to the energy counters (RAPL) of CPU packages `cpus` (list_cpus' indices; nullopt: all)
   /// every `period_ms`; dropped samples are counted as for stream_power. Cancel with cancel_stream().

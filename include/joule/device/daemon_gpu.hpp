@@ -77,7 +77,10 @@ class DaemonGpu final : public Gpu {
 /// resolve_visible_devices().
 Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& socket_path,
                                                            const DaemonClientOptions& options = {});
-/// As above, on a connection already made (GPUs and CPUs of one daemon may share it).
-Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client);
+/// As above, on a connection already made (GPUs and CPUs of one daemon may share it). @param
+/// apply_visible_devices false: every GPU the daemon serves, whatever this process's CUDA_VISIBLE_DEVICES
+/// (another node's GPUs, for a fleet).
+Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client,
+                                                           bool apply_visible_devices = true);
 
 }  // namespace joule::device

@@ -67,6 +67,7 @@ enum class Op {
   kCpuEnergy,     ///< {cpu} → {cpu, package_energy_mj, dram_energy_mj|null}
   kGpuTelemetry,  ///< {gpu} → {gpu, <telemetry field>|null…, errors: {<field>: {code, message}}}
   kStreamCpuEnergy,  ///< {cpus?, period_ms?} → {stream, cpus, period_ms}, then cpu_energy events
+  kTime,             ///< → {time_ns}: the daemon's clock (its events' time base), ns since the Unix epoch
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -85,7 +86,7 @@ enum class Right {
 
 /// @return "none", "read" or "control".
 std::string_view to_string(Right right);
-/// @return the right `op` needs (kNone for hello, whoami and renew_lease).
+/// @return the right `op` needs (kNone for hello, whoami, renew_lease and time).
 Right required_right(Op op);
 
 /// One parsed request. Fields an operation does not take keep their defaults.

@@ -341,6 +341,31 @@ Result<std::optional<proto::CpuEnergyEvent>> DaemonClient::next_cpu_energy_event
   return next_event(cpu_events_, timeout);
 }
 
+Result<ClockOffset> DaemonClient::clock_offset(size_t probes) {
+  std::vector<ClockProbe> taken;
+  taken.reserve(probes);
+  const auto unix_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  for (size_t i = 0; i < probes; ++i) {
+    proto::Request request;
+    request.op = proto::Op::kTime;
+    ClockProbe probe;
+    probe.sent_ns = unix_ns();
+    auto result = JOULE_TRY(call(request));
+    probe.received_ns = unix_ns();
+    const auto time_ns = result.find("time_ns");
+    if (time_ns == result.end() || !time_ns->is_number_integer()) {
+      return fail(ErrorCode::kParse, "the daemon answered 'time' without time_ns");
+    }
+    probe.remote_ns = time_ns->get<int64_t>();
+    taken.push_back(probe);
+  }
+  return estimate_clock_offset(taken);
+}
+
 Result<uint64_t> DaemonClient::stream_cpu_energy(std::optional<std::vector<int>> cpus, uint32_t period_ms) {
   proto::Request request;
   request.op = proto::Op::kStreamCpuEnergy;

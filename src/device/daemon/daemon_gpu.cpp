@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "joule/device/daemon_gpu.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <map>
 
 #include <fmt/format.h>
 
-#include "joule/device/daemon_gpu.hpp"
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/visible_devices.hpp"
 
@@ -280,7 +281,8 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& so
   return open_daemon_gpus(std::move(client));
 }
 
-Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client) {
+Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client,
+                                                           bool apply_visible_devices) {
   proto::Request list;
   list.op = proto::Op::kListDevices;
   auto result = JOULE_TRY((client)->call(list));
@@ -300,7 +302,11 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<Daemo
         of_backend.push_back(&gpu);
       }
     }
-    auto selected = JOULE_TRY(visible_of(backend, std::move(of_backend)));
+    std::vector<const RemoteGpu*> selected = of_backend;
+    if (apply_visible_devices) {
+      auto visible = JOULE_TRY(visible_of(backend, std::move(of_backend)));
+      selected = std::move(visible);
+    }
     for (const auto* gpu : selected) {
       GpuInfo info;
       info.backend = "daemon";

@@ -45,6 +45,7 @@ constexpr std::array kOpNames = {
     OpName{Op::kCpuEnergy, "cpu_energy"},
     OpName{Op::kGpuTelemetry, "gpu_telemetry"},
     OpName{Op::kStreamCpuEnergy, "stream_cpu_energy"},
+    OpName{Op::kTime, "time"},
 };
 
 // How a request field is read and what it means.
@@ -76,6 +77,7 @@ std::vector<Field> fields_of(Op op) {
     case Op::kListDevices:
     case Op::kRenewLease:
     case Op::kListCpus:
+    case Op::kTime:
       return {};
     case Op::kCpuEnergy:
       return {{"cpu", Kind::kCpu, true}};
@@ -413,6 +415,7 @@ Right required_right(Op op) {
     case Op::kHello:
     case Op::kWhoAmI:
     case Op::kRenewLease:
+    case Op::kTime:
       return Right::kNone;
     case Op::kListDevices:
     case Op::kListCpus:
@@ -573,8 +576,8 @@ Result<ServerMessage> parse_cpu_energy_event(const json& object) {
   event.package_energy_mj = package;
   event.package_resets = package_resets;
   // null when the package has no DRAM domain.
-  for (const auto& [name, target] :
-       {std::pair{"dram_energy_mj", &event.dram_energy_mj}, std::pair{"dram_counter_resets", &event.dram_resets}}) {
+  for (const auto& [name, target] : {std::pair{"dram_energy_mj", &event.dram_energy_mj},
+                                     std::pair{"dram_counter_resets", &event.dram_resets}}) {
     if (const auto found = object.find(name); found != object.end() && !found->is_null()) {
       auto number = JOULE_TRY(unsigned_member(object, name, what));
       *target = number;
