@@ -98,6 +98,7 @@ from .carbon import (
     countries,
     country_intensity,
 )
+from .fleet import FleetMonitor
 from .frontier import Frontier, FrontierPoint, Policy
 from .monitor import Monitor, PowerSampler, Window, default_devices, devices
 from .pipeline import PipelineFrequencyOptimizer, PipelineServerError
@@ -127,6 +128,7 @@ __all__ = [
     "DeviceError",
     "DeviceSet",
     "Error",
+    "FleetMonitor",
     "Frontier",
     "FrontierPoint",
     "Gpu",

@@ -38,6 +38,7 @@ void bind_pipeline(py::module_& module);
 void bind_infer(py::module_& module);
 void bind_metrics(py::module_& module);
 void bind_carbon(py::module_& module);
+void bind_fleet(py::module_& module);
 
 /// The devices of one discovery, shared by every Python object made from them (Gpu, Monitor, PowerSampler,
 /// PowerLimitOptimizer), so that the devices outlive all of them.

@@ -81,4 +81,5 @@ PYBIND11_MODULE(_joule, module) {
   jp::bind_infer(module);
   jp::bind_metrics(module);
   jp::bind_carbon(module);
+  jp::bind_fleet(module);
 }

@@ -20,6 +20,7 @@
 #include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/fleet/command_run.hpp"
 
 #include "common.hpp"
 #include "usage.hpp"
@@ -40,6 +41,7 @@ struct MeasureFlags {
   std::string tariff;      // --tariff FILE: hour,price_usd_per_kwh
   int repeat = 1;          // -r N: run the command N times, report mean ± stddev
   std::string append_csv;  // --append-csv FILE: one row per device per run, appended
+  std::string nodes;       // --nodes NAME=SOCKET,…: the energy of a fleet's daemons instead of this node's
 };
 
 // Checked before the command runs, so that a wrong file costs no run. @return true if the header is to be
@@ -122,10 +124,44 @@ std::string render_runs(const std::vector<carbon::CommandRun>& runs, const Measu
   return {};
 }
 
+// --nodes: the command runs here, its energy is the fleet's (joule/fleet). No flag is silently ignored.
+int run_measure_on_nodes(const GlobalOptions& global, const MeasureFlags& flags) {
+  for (const auto& [given, flag] :
+       {std::pair{global.sim.has_value() || global.daemon.has_value(), "--sim/--daemon"},
+        std::pair{!flags.gpus.empty() || flags.cpus, "--gpus/--cpus"},
+        std::pair{flags.carbon.sources_given() > 0 || !flags.tariff.empty(), "carbon and tariff flags"},
+        std::pair{flags.repeat != 1 || !flags.append_csv.empty(), "-r/--append-csv"}}) {
+    if (given) {
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          fmt::format("measure --nodes: {} do not apply: the nodes' daemons serve every GPU and CPU "
+                      "package they have, measured once",
+                      flag));
+    }
+  }
+  const auto nodes = value_or_throw(fleet::parse_nodes(flags.nodes));
+  std::optional<OutputFile> output = open_output(flags.output, "-o");
+  ChildSignals signals;  // before any thread exists (the fleet's connections)
+  auto monitor = value_or_throw(fleet::FleetMonitor::connect(nodes));
+  auto run = value_or_throw(fleet::run_on_nodes(*monitor, flags.command, signals));
+  const std::string text = flags.format == Format::kJson  ? fleet::render_fleet_run_json(run)
+                           : flags.format == Format::kCsv ? fleet::render_fleet_run_csv(run)
+                                                          : fleet::render_fleet_run_text(run);
+  if (output) {
+    write_or_report(*output, text, true);
+  } else {
+    std::cerr << text << std::flush;
+  }
+  return run.exit_code;
+}
+
 int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (flags.command.empty()) {
     throw Exception(ErrorCode::kInvalidArgument,
                     "measure: no command given (usage: joule measure [OPTIONS] -- CMD ARGS…)");
+  }
+  if (!flags.nodes.empty()) {
+    return run_measure_on_nodes(global, flags);
   }
   // Every output is checked before the command runs: a path that cannot be written costs no run.
   std::optional<OutputFile> output = open_output(flags.output, "-o");
@@ -226,6 +262,11 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->add_option("--tariff", flags->tariff,
                    "Add the cost from an hourly tariff CSV (hour,price_usd_per_kwh)")
       ->option_text("FILE");
+  command
+      ->add_option("--nodes", flags->nodes,
+                   "Measure the nodes' GPUs and CPUs through their daemons' sockets instead of this node's: "
+                   "NAME=SOCKET,… (one window on all at once; docs/fleet.md)")
+      ->option_text("LIST");
   command
       ->add_option("-r,--repeat", flags->repeat,
                    "Run the command N times and report each figure's mean ± sample standard deviation (like "

@@ -229,6 +229,21 @@ Result<void> FleetMonitor::begin_window(std::string_view name) {
   return {};
 }
 
+Result<void> FleetMonitor::cancel_window(std::string_view name) {
+  const auto found = std::find_if(windows_.begin(), windows_.end(),
+                                  [&](const auto& window) { return window->name == name; });
+  if (found == windows_.end()) {
+    return fail(ErrorCode::kNotFound, "no fleet window called {} is open", quoted_excerpt(name));
+  }
+  windows_.erase(found);
+  for (const auto& node : nodes_) {
+    if (node->monitor->is_open(name)) {
+      node->monitor->cancel_window(name);
+    }
+  }
+  return {};
+}
+
 Result<FleetMeasurement> FleetMonitor::end_window(std::string_view name) {
   const auto found = std::find_if(windows_.begin(), windows_.end(),
                                   [&](const auto& window) { return window->name == name; });

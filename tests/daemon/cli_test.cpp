@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include <fmt/format.h>
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -282,6 +283,63 @@ TEST_F(DaemonCli, ADaemonKilledWithSigkillIsRecoveredByTheNext) {
       std::string::npos)
       << audit;
   EXPECT_FALSE(std::filesystem::exists(socket_path + ".state"));
+}
+
+// `joule measure --nodes`: the command runs here, its energy is measured on several daemons at once; a node
+// whose daemon goes away mid-window is named, and the total is not a lower figure.
+TEST_F(DaemonCli, MeasureOnNodesSumsTheirDaemonsAndNamesOneThatWentAway) {
+  auto first = start();
+  const std::string first_socket = socket_path;
+  socket_path = dir.path() + "/second.sock";
+  audit_path = dir.path() + "/audit/second.log";
+  auto second = start();
+  const std::string nodes = "a=" + first_socket + ",b=" + socket_path;
+  const auto result = run({JOULE_BINARY, "measure", "--nodes", nodes, "--format", "json", "-o", "-", "--",
+                           "sh", "-c", "sleep 0.2; exit 4"},
+                          env);
+  ASSERT_EQ(result.exit_code, 4) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["complete"], true);
+  ASSERT_EQ(json["nodes"].size(), 2u);
+  double sum_j = 0;
+  for (const auto& node : json["nodes"]) {
+    EXPECT_EQ(node["complete"], true) << node.dump();
+    EXPECT_EQ(node["devices"].size(), 2u);  // every GPU of the node, whatever CUDA_VISIBLE_DEVICES says here
+    sum_j += node["energy_j"].get<double>();
+  }
+  EXPECT_NEAR(json["total_energy_j"].get<double>(), sum_j, 1e-9);
+  EXPECT_GE(json["total_energy_j"].get<double>(), 4 * 220.0 * 0.2);
+
+  // b's daemon is killed while the command runs.
+  const auto cut = run({JOULE_BINARY, "measure", "--nodes", nodes, "--format", "json", "-o", "-", "--", "sh",
+                        "-c", fmt::format("kill -9 {}; sleep 0.2", second->pid())},
+                       env);
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  const auto incomplete = nlohmann::json::parse(cut.out);
+  EXPECT_EQ(incomplete["complete"], false);
+  EXPECT_TRUE(incomplete["total_energy_j"].is_null());
+  EXPECT_EQ(incomplete["nodes"][0]["complete"], true);
+  EXPECT_EQ(incomplete["nodes"][1]["node"], "b");
+  EXPECT_EQ(incomplete["nodes"][1]["complete"], false);
+  EXPECT_TRUE(incomplete["nodes"][1]["energy_j"].is_null());
+  EXPECT_FALSE(incomplete["nodes"][1]["error"].get<std::string>().empty());
+  (void)second->wait();
+
+  // A node that cannot be reached, a node named twice, and flags that do not apply: one clear line each.
+  const auto unreachable = run({JOULE_BINARY, "measure", "--nodes", nodes, "--", "true"}, env);
+  EXPECT_EQ(unreachable.exit_code, 1);
+  EXPECT_EQ(unreachable.err.rfind("joule: error: cannot reach node b (" + socket_path + "): ", 0), 0u)
+      << unreachable.err;
+  const auto twice =
+      run({JOULE_BINARY, "measure", "--nodes", "a=" + first_socket + ",a=/x", "--", "true"}, env);
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_EQ(twice.err, "joule: error: node \"a\" is listed twice\n");
+  const auto with_gpus = run({JOULE_BINARY, "measure", "--nodes", nodes, "--gpus", "0", "--", "true"}, env);
+  EXPECT_EQ(with_gpus.exit_code, 2);
+  EXPECT_EQ(
+      with_gpus.err,
+      "joule: error: measure --nodes: --gpus/--cpus do not apply: the nodes' daemons serve every GPU and CPU "
+      "package they have, measured once\n");
 }
 
 TEST_F(DaemonCli, BadFlagsAreOneClearLine) {

@@ -100,6 +100,9 @@ class FleetMonitor {
   /// result, not as an error. @return kNotFound if no such window is open.
   Result<FleetMeasurement> end_window(std::string_view name);
 
+  /// Discards window `name` on every node (those that answer). @return kNotFound if no such window is open.
+  Result<void> cancel_window(std::string_view name);
+
   /// @return the nodes, in the order given.
   std::vector<std::string> node_names() const;
 
