@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/core/clock.hpp"
 #include "joule/core/csv.hpp"
 #include "joule/fleet/json_forms.hpp"
 
@@ -142,6 +143,40 @@ std::string render_fleet_run_csv(const FleetCommandRun& run) {
                            std::isnan(device.energy_j) ? std::string() : csv::format_exact(device.energy_j),
                            "true", device.not_measurable});
     });
+  }
+  return out.str();
+}
+
+}  // namespace joule::fleet
+
+namespace joule::fleet {
+
+std::string render_fleet_power_text(const FleetPower& power) {
+  std::string line = format_iso8601_utc(power.time_unix_ms * 1'000'000);
+  for (const auto& node : power.nodes) {
+    line += node.complete ? fmt::format("  {} {:.3f} W", node.node, node.total_w)
+                          : fmt::format("  {} - ({})", node.node, node.error);
+  }
+  line +=
+      std::isnan(power.total_w) ? std::string("  total -") : fmt::format("  total {:.3f} W", power.total_w);
+  return line + "\n";
+}
+
+std::string fleet_power_csv_header() {
+  return "time_unix_ms,node,gpu,power_w\n";
+}
+
+std::string render_fleet_power_csv(const FleetPower& power) {
+  std::ostringstream out;
+  for (const auto& node : power.nodes) {
+    if (!node.complete) {
+      csv::write_row(out, {std::to_string(power.time_unix_ms), node.node, "", ""});
+      continue;
+    }
+    for (size_t gpu = 0; gpu < node.gpu_power_w.size(); ++gpu) {
+      csv::write_row(out, {std::to_string(power.time_unix_ms), node.node, std::to_string(gpu),
+                           csv::format_exact(node.gpu_power_w[gpu])});
+    }
   }
   return out.str();
 }

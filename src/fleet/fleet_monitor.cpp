@@ -183,6 +183,36 @@ Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> no
   return fleet;
 }
 
+FleetPower FleetMonitor::power() {
+  FleetPower result;
+  result.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  result.nodes.resize(nodes_.size());
+  for_each_node_at_once(nodes_.size(), [&](size_t i) {
+    FleetPower::NodePower& node = result.nodes[i];
+    node.node = nodes_[i]->node.name;
+    node.complete = true;
+    for (const auto& gpu : nodes_[i]->gpus) {
+      const auto power = gpu->power_mw();
+      if (!power) {
+        node.complete = false;
+        node.error = power.error().message();
+        break;
+      }
+      node.gpu_power_w.push_back(*power / 1000.0);
+      node.total_w += *power / 1000.0;
+    }
+    if (!node.complete) {
+      node.total_w = kNan;
+    }
+  });
+  for (const auto& node : result.nodes) {
+    result.total_w += node.total_w;
+  }
+  return result;
+}
+
 std::vector<std::string> FleetMonitor::node_names() const {
   std::vector<std::string> names;
   for (const auto& node : nodes_) {

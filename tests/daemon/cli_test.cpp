@@ -3,6 +3,7 @@
 // SIGTERM, refuse what it must refuse.
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -340,6 +341,33 @@ TEST_F(DaemonCli, MeasureOnNodesSumsTheirDaemonsAndNamesOneThatWentAway) {
       with_gpus.err,
       "joule: error: measure --nodes: --gpus/--cpus do not apply: the nodes' daemons serve every GPU and CPU "
       "package they have, measured once\n");
+}
+
+TEST_F(DaemonCli, FleetPowerPrintsEveryNodesGpus) {
+  auto first = start();
+  const std::string nodes = "a=" + socket_path;
+  const auto result = run({JOULE_BINARY, "fleet", "power", "--nodes", nodes, "--interval-ms", "100",
+                           "--duration-s", "0.25", "--format", "csv"},
+                          env);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "time_unix_ms,node,gpu,power_w");
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_NE(line.find(",a,"), std::string::npos) << line;
+    EXPECT_NE(line.find(",220.25"), std::string::npos) << line;  // the simulated V100 at its default limit
+    ++rows;
+  }
+  EXPECT_GE(rows, 4);  // 2 GPUs × at least 2 readings
+  EXPECT_EQ(rows % 2, 0);
+  const auto text = run({JOULE_BINARY, "fleet", "power", "--nodes", nodes, "--duration-s", "0.1"}, env);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Z  a 440.500 W  total 440.500 W\n"), std::string::npos) << text.out;
+  const auto missing = run({JOULE_BINARY, "fleet", "power", "--duration-s", "0.1"}, env);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err, "joule: error: --nodes is required (see 'joule fleet power --help')\n");
 }
 
 TEST_F(DaemonCli, BadFlagsAreOneClearLine) {

@@ -92,10 +92,10 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"devcies"}, "unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')"},
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
-       "serve, job, carbon, infer, counters) (see 'joule --help')"},
+       "serve, job, carbon, infer, counters, fleet) (see 'joule --help')"},
       {{},
        "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
-       "infer, counters (see 'joule --help')"},
+       "infer, counters, fleet (see 'joule --help')"},
       {{"infer"}, "'joule infer' needs a command: replay, bench (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},

@@ -74,6 +74,7 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
       {"carbon forecast", {"--trace"}},
       {"infer replay", {"--trace", "--slo-ttft-s", "--slo-tpot-s"}},
       {"infer bench", {"--endpoint", "--trace"}},
+      {"fleet power", {"--nodes"}},
   };
   std::vector<std::vector<std::string>> pending = {{}};
   std::set<std::string> seen;
@@ -132,7 +133,9 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
                               "infer",
                               "infer replay",
                               "infer bench",
-                              "counters"}) {
+                              "counters",
+                              "fleet",
+                              "fleet power"}) {
     EXPECT_EQ(seen.count(command), 1u) << command;
   }
 }
@@ -153,7 +156,7 @@ TEST(CliUsage, EveryUnknownNameExitsTwo) {
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
        "serve, job, "
-       "carbon, infer, counters) (see 'joule --help')"},
+       "carbon, infer, counters, fleet) (see 'joule --help')"},
       {{"simulate", "--gpu", "h200", "--workload", "imagenet"},
        "unknown GPU 'h200' (traces exist for: v100, a40, p100, rtx6000)"},
       {{"simulate", "--gpu", "v100", "--workload", "mnist"},

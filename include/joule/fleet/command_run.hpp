@@ -33,4 +33,14 @@ std::string render_fleet_run_json(const FleetCommandRun& run);
 /// One row per node and device: node,device,index,energy_j,complete,error (17 significant digits).
 std::string render_fleet_run_csv(const FleetCommandRun& run);
 
+/// One line of `joule fleet power`: the time (ISO 8601, UTC), each node's total and the fleet's, e.g.
+/// "2026-11-28T21:14:24.649Z  a 440.500 W  b 943.000 W  total 1383.500 W"; a node that did not answer shows
+/// "- (why)" and the total "-".
+std::string render_fleet_power_text(const FleetPower& power);
+/// CSV rows (no header) time_unix_ms,node,gpu,power_w: one per GPU; a silent node one row with gpu and power
+/// empty.
+std::string render_fleet_power_csv(const FleetPower& power);
+/// The header of render_fleet_power_csv().
+std::string fleet_power_csv_header();
+
 }  // namespace joule::fleet

@@ -81,6 +81,20 @@ struct FleetMeasurement {
   std::string incomplete_nodes() const;
 };
 
+/// The power of every node's GPUs at one moment (`joule fleet power`).
+struct FleetPower {
+  int64_t time_unix_ms = 0;  ///< when the reads were asked for, this machine's clock
+  struct NodePower {
+    std::string node;
+    bool complete = false;  ///< every GPU of the node answered; if not, `error` says why
+    std::string error;
+    std::vector<double> gpu_power_w;  ///< by the node's GPU index
+    double total_w = 0;               ///< NaN when incomplete
+  };
+  std::vector<NodePower> nodes;
+  double total_w = 0;  ///< the fleet's; NaN if a node is incomplete
+};
+
 /// Windows over several nodes' daemons. Thread-compatible: one window operation at a time.
 class FleetMonitor {
  public:
@@ -102,6 +116,10 @@ class FleetMonitor {
 
   /// Discards window `name` on every node (those that answer). @return kNotFound if no such window is open.
   Result<void> cancel_window(std::string_view name);
+
+  /// Reads the power of every node's GPUs, on all nodes at once. A node that does not answer is incomplete
+  /// in the result, not an error.
+  FleetPower power();
 
   /// @return the nodes, in the order given.
   std::vector<std::string> node_names() const;
