@@ -7,7 +7,7 @@ Result<ClockOffset> estimate_clock_offset(std::span<const ClockProbe> probes) {
   if (probes.empty()) {
     return fail(ErrorCode::kInvalidArgument, "no clock probe to estimate an offset from");
   }
-  const ClockProbe* best = nullptr;
+  const ClockProbe* best = &probes.front();
   for (size_t i = 0; i < probes.size(); ++i) {
     const ClockProbe& probe = probes[i];
     if (probe.received_ns < probe.sent_ns) {
@@ -15,7 +15,7 @@ Result<ClockOffset> estimate_clock_offset(std::span<const ClockProbe> probes) {
                   "clock probe {} was answered {} ns before it was sent: the local clock went back", i + 1,
                   probe.sent_ns - probe.received_ns);
     }
-    if (best == nullptr || probe.received_ns - probe.sent_ns < best->received_ns - best->sent_ns) {
+    if (probe.received_ns - probe.sent_ns < best->received_ns - best->sent_ns) {
       best = &probe;
     }
   }

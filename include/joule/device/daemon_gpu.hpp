@@ -80,7 +80,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& so
 /// As above, on a connection already made (GPUs and CPUs of one daemon may share it). @param
 /// apply_visible_devices false: every GPU the daemon serves, whatever this process's CUDA_VISIBLE_DEVICES
 /// (another node's GPUs, for a fleet).
-Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client,
+Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::shared_ptr<DaemonClient>& client,
                                                            bool apply_visible_devices = true);
 
 }  // namespace joule::device

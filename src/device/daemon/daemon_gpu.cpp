@@ -278,10 +278,10 @@ Result<uint32_t> DaemonGpu::do_memory_power_mw() {
 Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::string& socket_path,
                                                            const DaemonClientOptions& options) {
   auto client = JOULE_TRY(DaemonClient::connect(socket_path, options));
-  return open_daemon_gpus(std::move(client));
+  return open_daemon_gpus(client);
 }
 
-Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(std::shared_ptr<DaemonClient> client,
+Result<std::vector<std::unique_ptr<Gpu>>> open_daemon_gpus(const std::shared_ptr<DaemonClient>& client,
                                                            bool apply_visible_devices) {
   proto::Request list;
   list.op = proto::Op::kListDevices;

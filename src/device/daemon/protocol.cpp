@@ -560,12 +560,12 @@ namespace {
 
 Result<ServerMessage> parse_cpu_energy_event(const json& object) {
   CpuEnergyEvent event;
-  constexpr std::string_view what = "cpu_energy event";
-  auto stream = JOULE_TRY(unsigned_member(object, "stream", what));
-  auto cpu = JOULE_TRY(unsigned_member(object, "cpu", what));
-  auto time_ms = JOULE_TRY(unsigned_member(object, "time_ms", what));
-  auto package = JOULE_TRY(unsigned_member(object, "package_energy_mj", what));
-  auto package_resets = JOULE_TRY(unsigned_member(object, "package_counter_resets", what));
+  constexpr std::string_view kWhat = "cpu_energy event";
+  auto stream = JOULE_TRY(unsigned_member(object, "stream", kWhat));
+  auto cpu = JOULE_TRY(unsigned_member(object, "cpu", kWhat));
+  auto time_ms = JOULE_TRY(unsigned_member(object, "time_ms", kWhat));
+  auto package = JOULE_TRY(unsigned_member(object, "package_energy_mj", kWhat));
+  auto package_resets = JOULE_TRY(unsigned_member(object, "package_counter_resets", kWhat));
   if (cpu > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
       time_ms > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return fail(ErrorCode::kParse, "cpu_energy event has a value out of range");
@@ -579,12 +579,12 @@ Result<ServerMessage> parse_cpu_energy_event(const json& object) {
   for (const auto& [name, target] : {std::pair{"dram_energy_mj", &event.dram_energy_mj},
                                      std::pair{"dram_counter_resets", &event.dram_resets}}) {
     if (const auto found = object.find(name); found != object.end() && !found->is_null()) {
-      auto number = JOULE_TRY(unsigned_member(object, name, what));
+      auto number = JOULE_TRY(unsigned_member(object, name, kWhat));
       *target = number;
     }
   }
   if (object.contains("dropped")) {
-    auto dropped = JOULE_TRY(unsigned_member(object, "dropped", what));
+    auto dropped = JOULE_TRY(unsigned_member(object, "dropped", kWhat));
     event.dropped = dropped;
   }
   return ServerMessage(event);

@@ -143,9 +143,7 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
                                                           "power_limit", "time_per_epoch", "average_power"}));
   const auto& pc = power_columns;
   // (dataset, network, batch size, optimizer) → power rows in file order.
-  // (Transparent: looked up by string views, no key built per training row.)
-  std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>, std::less<>>
-      by_config;
+  std::map<std::tuple<std::string, std::string, int, std::string>, std::vector<PowerRow>> by_config;
   for (size_t r = 0; r < power.row_count(); ++r) {
     const auto row = power.row(r);
     auto batch_size = JOULE_TRY(bounded_integer(row, pc[2], 1, "a batch size"));
@@ -170,6 +168,7 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
     int& largest = trace.largest_power_batch_size[std::get<0>(config)];
     largest = std::max(largest, std::get<2>(config));
   }
+  std::tuple<std::string, std::string, int, std::string> key;
   for (size_t r = 0; r < train.row_count(); ++r) {
     const auto row = train.row(r);
     auto batch_size = bounded_integer(row, tc[2], 1, "a batch size");
@@ -188,8 +187,12 @@ Result<Trace> parse_trace(std::string_view train_csv, const std::string& train_s
           tc[6], fmt::format("expected a positive number of epochs or nan (never reached), got {}",
                              quoted_excerpt(trim(row.text(tc[6]))))));
     }
-    const auto found =
-        by_config.find(std::tuple{row.text(tc[0]), row.text(tc[1]), *batch_size, row.text(tc[3])});
+    // One key, refilled per row: its strings keep their capacity (no allocation per training row).
+    std::get<0>(key).assign(row.text(tc[0]));
+    std::get<1>(key).assign(row.text(tc[1]));
+    std::get<2>(key) = *batch_size;
+    std::get<3>(key).assign(row.text(tc[3]));
+    const auto found = by_config.find(key);
     if (found == by_config.end()) {
       continue;  // inner join: a configuration without power measurements is not usable
     }
