@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -227,23 +228,37 @@ std::string stream_request(const Options& options) {
                      options.period_ms, options.energy ? R"(,"energy":true)" : "");
 }
 
+// Connects and says hello as `name`. @return the client, or nullptr with result.error set.
+std::unique_ptr<Client> connect_and_greet(const std::string& socket, std::string_view name,
+                                          ClientResult& result) {
+  const int fd = connect_to(socket);
+  if (fd < 0) {
+    result.error = fmt::format("cannot connect: {}", std::strerror(errno));
+    return nullptr;
+  }
+  auto client = std::make_unique<Client>(fd);
+  std::string line;
+  if (!send_all(fd, fmt::format(R"({{"id":1,"op":"hello","protocol":1,"client":"{}"}})"
+                                "\n",
+                                name)) ||
+      !client->read_line(SteadyClock::now() + std::chrono::seconds(10), line) ||
+      line.find(R"("ok":true)") == std::string::npos) {
+    result.error = "hello refused or unanswered: " + line;
+    return nullptr;
+  }
+  return client;
+}
+
 // A client that subscribes like the others, reads nothing until `end`, then reads for 2 s: the samples the
 // daemon skipped for it are told in the events it then reads.
 void run_stalled_client(const Options& options, const std::string& socket, SteadyClock::time_point start,
                         SteadyClock::time_point end, ClientResult& result) {
-  const int fd = connect_to(socket);
-  if (fd < 0) {
-    result.error = fmt::format("cannot connect: {}", std::strerror(errno));
+  auto client = connect_and_greet(socket, "daemon_bench stalled", result);
+  if (!client) {
     return;
   }
-  Client client(fd);
+  const int fd = client->fd();
   std::string line;
-  if (!send_all(fd, R"({"id":1,"op":"hello","protocol":1,"client":"daemon_bench stalled"})"
-                    "\n") ||
-      !client.read_line(SteadyClock::now() + std::chrono::seconds(10), line)) {
-    result.error = "hello refused or unanswered: " + line;
-    return;
-  }
   std::this_thread::sleep_until(start);
   if (!send_all(fd, stream_request(options))) {
     result.error = "cannot send stream_power";
@@ -251,7 +266,7 @@ void run_stalled_client(const Options& options, const std::string& socket, Stead
   }
   std::this_thread::sleep_until(end);
   const auto drain_end = SteadyClock::now() + std::chrono::seconds(2);
-  while (client.read_line(drain_end, line)) {
+  while (client->read_line(drain_end, line)) {
     ++result.lines;
     result.dropped += field(line, "dropped").value_or(0);
   }
@@ -259,20 +274,13 @@ void run_stalled_client(const Options& options, const std::string& socket, Stead
 
 void run_client(const Options& options, int index, const std::string& socket, std::atomic<int>& streaming,
                 SteadyClock::time_point start, SteadyClock::time_point end, ClientResult& result) {
-  const int fd = connect_to(socket);
-  if (fd < 0) {
-    result.error = fmt::format("cannot connect: {}", std::strerror(errno));
+  auto connected = connect_and_greet(socket, "daemon_bench", result);
+  if (!connected) {
     return;
   }
-  Client client(fd);
+  Client& client = *connected;
+  const int fd = client.fd();
   std::string line;
-  const auto setup_deadline = SteadyClock::now() + std::chrono::seconds(10);
-  if (!send_all(fd, R"({"id":1,"op":"hello","protocol":1,"client":"daemon_bench"})"
-                    "\n") ||
-      !client.read_line(setup_deadline, line) || line.find(R"("ok":true)") == std::string::npos) {
-    result.error = "hello refused or unanswered: " + line;
-    return;
-  }
   // Everyone begins together, streams included: no backlog of samples from the connection phase.
   std::this_thread::sleep_until(start);
   if (!send_all(fd, stream_request(options))) {

@@ -327,19 +327,19 @@ Result<FleetMeasurement> FleetMonitor::end_window(std::string_view name) {
     last_answered = std::max(last_answered, node.end_answered_s);
     begin_low = std::min(begin_low, node.begin_sent_s);
     begin_high = std::max(begin_high, node.begin_answered_s);
-    end_low = std::min(end_low, node.end_sent_s);
-    end_high = std::max(end_high, node.end_answered_s);
     result.total_energy_j += node.energy_j;  // NaN from an incomplete node makes the total NaN
     if (!node.complete) {
-      continue;
+      continue;  // (its end is a failure's time, not a window's: it does not widen the alignment)
     }
+    end_low = std::min(end_low, node.end_sent_s);
+    end_high = std::max(end_high, node.end_answered_s);
     if (std::isnan(node.clock_offset.offset_s)) {
       result.warnings.push_back(fmt::format("node {}: clock offset unknown ({})", node.node, node.error));
       node.error.clear();
     }
   }
   result.time_s = last_answered - first_sent;
-  result.alignment_error_s = std::max(begin_high - begin_low, end_high - end_low);
+  result.alignment_error_s = std::max(begin_high - begin_low, end_high > end_low ? end_high - end_low : 0.0);
   for (const auto& node : result.nodes) {
     if (node.complete && std::abs(node.clock_offset.offset_s) > result.time_s) {
       result.warnings.push_back(

@@ -65,8 +65,8 @@ class DaemonClient {
 
   /// Subscribes to power samples of `gpus` (daemon indices; nullopt: all) every `period_ms`, each with the
   /// GPU's energy counter too when `energy` (PowerEvent::energy_mj). A sample the daemon skipped (this client
-  /// read too slowly) or this client's queue had no room for (over 4096 unread events: the oldest go) is
-  /// counted in the next event of its stream and GPU (PowerEvent::dropped).
+  /// read too slowly) or this client's queue had no room for (DaemonClientOptions::max_queued_events: the
+  /// oldest go) is counted in the next event of its stream and GPU (PowerEvent::dropped).
   /// @return the stream id.
   Result<uint64_t> stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms,
                                 bool energy = false);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 #include "joule/core/units.hpp"
@@ -24,6 +25,9 @@ struct DaemonClientOptions {
   /// even when it sends no request for a while. Without it the caller must send a request (any) before
   /// the lease runs out, or the daemon restores this connection's settings.
   bool renew_lease = true;
+  /// Stream events kept while nobody reads them, per kind (power, CPU energy); beyond this the oldest go,
+  /// counted in the next event of their stream and device (PowerEvent::dropped).
+  size_t max_queued_events = 4096;
 };
 
 }  // namespace joule::device

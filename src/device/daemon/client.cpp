@@ -20,8 +20,6 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 namespace {
 
-// Events a client queues while nobody reads them; the oldest are dropped beyond this.
-constexpr size_t kMaxQueuedEvents = 4096;
 constexpr Nanos kMinRenewInterval = std::chrono::milliseconds(10);
 
 int milliseconds_until(SteadyTime deadline) {
@@ -198,12 +196,12 @@ int device_of(const proto::CpuEnergyEvent& event) {
   return event.cpu;
 }
 
-// Queues `event`; beyond kMaxQueuedEvents the oldest goes, and the next event of its stream and device counts
+// Queues `event`; beyond `capacity` the oldest goes, and the next event of its stream and device counts
 // it (and what it counted) as dropped, so that a reader never misses samples unawares.
 template <class Event>
-void queue_bounded(std::deque<Event>& queue, const Event& event) {
+void queue_bounded(std::deque<Event>& queue, const Event& event, size_t capacity) {
   queue.push_back(event);
-  if (queue.size() > kMaxQueuedEvents) {
+  if (queue.size() > std::max<size_t>(capacity, 1)) {
     const Event oldest = queue.front();
     queue.pop_front();
     for (auto& later : queue) {
@@ -219,11 +217,11 @@ void queue_bounded(std::deque<Event>& queue, const Event& event) {
 
 bool DaemonClient::queue_if_event_locked(const proto::ServerMessage& message) {
   if (const auto* power = std::get_if<proto::PowerEvent>(&message)) {
-    queue_bounded(events_, *power);
+    queue_bounded(events_, *power, options_.max_queued_events);
     return true;
   }
   if (const auto* cpu = std::get_if<proto::CpuEnergyEvent>(&message)) {
-    queue_bounded(cpu_events_, *cpu);
+    queue_bounded(cpu_events_, *cpu, options_.max_queued_events);
     return true;
   }
   return false;
