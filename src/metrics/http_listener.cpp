@@ -167,6 +167,18 @@ struct HttpResponder::State {
   std::function<void()> on_cancel;
   std::weak_ptr<Session> session;
   std::shared_ptr<ListenerGate> gate;
+  // The listener's count of requests in the workers (max_queued_requests), and whether this request is still
+  // in it: it leaves when answered or when its handler returns, whichever is first. Before the answer is
+  // sent, so that a client's next request never finds its previous one still counted (a spurious 503).
+  std::atomic<size_t>* queued = nullptr;
+  std::atomic<bool> holds_place{false};
+
+  // Only while the listener lives (its gate open, or on a worker thread).
+  void release_place() {
+    if (queued != nullptr && holds_place.exchange(false)) {
+      queued->fetch_sub(1);
+    }
+  }
 
   // On the session's strand, when the client went away before the answer. @return false if an answer was
   // already given (it is on its way: nothing to cancel).
@@ -450,6 +462,8 @@ class Session : public std::enable_shared_from_this<Session> {
     answer_ = std::make_shared<HttpResponder::State>();
     answer_->session = weak_from_this();
     answer_->gate = owner_.gate;
+    answer_->queued = &owner_.queued;
+    answer_->holds_place = true;
     asio::post(*owner_.workers, [self = shared_from_this(), state = answer_] {
       const HttpResponder responder(state);
       try {
@@ -460,7 +474,7 @@ class Session : public std::enable_shared_from_this<Session> {
                     self->request_.path, what);
         responder.respond(self->options().error_body(500, "internal error: " + what));
       }
-      --self->owner_.queued;
+      state->release_place();
       asio::post(self->executor(), [self, state] { self->after_handler(*state); });
     });
   }
@@ -630,6 +644,7 @@ void HttpResponder::respond(HttpResponse response) const {
   if (!state_->gate->open) {
     return;
   }
+  state_->release_place();
   if (auto session = state_->session.lock()) {
     asio::post(session->executor(), [session, response = std::move(response)]() mutable {
       session->on_answer(std::move(response));
