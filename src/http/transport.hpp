@@ -47,6 +47,45 @@ struct Outcome {
   double elapsed_s = 0;  ///< from the start of the request to its end
 };
 
+/// How one step of a TLS session ended (TlsApi).
+enum class TlsStep : int {
+  kDone = 0,   ///< the step completed (`done` bytes for read/write)
+  kWantRead,   ///< call again once the socket is readable
+  kWantWrite,  ///< call again once the socket is writable
+  kClosed,     ///< the peer closed the session (close_notify or end of stream)
+  kFailed,     ///< a protocol, certificate or socket error: `error` says which
+};
+
+/// The files of a TLS context (PEM). Server: certificate and key required, `ca_file` the authority of client
+/// certificates (empty: none asked for). Client: `ca_file` the server's authority (empty: the system's),
+/// certificate and key optional (mutual TLS).
+struct TlsFiles {
+  std::string certificate_file;
+  std::string private_key_file;
+  std::string ca_file;
+};
+
+/// TLS over a socket its caller owns and polls (the daemon's network listener and DaemonClient): OpenSSL's
+/// SSL_CTX and SSL, opaque here. Every call clears OpenSSL's error queue first and puts its reason in words.
+struct TlsApi {
+  /// @return a new context (TLS 1.2 or later), or null with `error` naming the file and OpenSSL's reason.
+  void* (*new_context)(bool server, const TlsFiles& files, std::string& error);
+  void (*free_context)(void* context);
+  /// @return a session of `context` on `fd`; a client checks the server's certificate against `peer_host`
+  /// (a DNS name or an IP address). Null with `error` on failure.
+  void* (*new_session)(void* context, int fd, bool server, const std::string& peer_host, std::string& error);
+  void (*free_session)(void* session);
+  TlsStep (*handshake)(void* session, std::string& error);
+  TlsStep (*read)(void* session, char* buffer, size_t size, size_t& done, std::string& error);
+  TlsStep (*write)(void* session, const char* data, size_t size, size_t& done, std::string& error);
+  /// @return bytes decrypted and buffered, readable without waiting for the socket.
+  size_t (*pending)(void* session);
+  /// @return the Common Name of the peer's verified certificate, or empty.
+  std::string (*peer_name)(void* session);
+  /// Sends close_notify (best effort, never waits).
+  void (*shutdown)(void* session);
+};
+
 /// The module's functions. A client is one keep-alive connection (Connection::Impl owns one).
 struct Api {
   /// The build that made the module; the loader refuses a module of another build.
@@ -60,6 +99,8 @@ struct Api {
   void (*request)(void* client, std::string_view method, const std::string& path, const std::string& body,
                   std::string_view content_type, const Headers& headers, const RequestLimits& limits,
                   Outcome& outcome);
+  /// TLS streams on sockets of the caller's (tls.hpp).
+  const TlsApi* tls;
 };
 
 /// The C symbol the module exports: `const Api* joule_http_transport_v1()`.

@@ -5,7 +5,7 @@
 
 #ifndef JOULE_FAKE_WITHOUT_ENTRY
 namespace {
-constexpr joule::http::transport::Api kOtherBuild{"joule 0.0.0 from another build", nullptr, nullptr,
+constexpr joule::http::transport::Api kOtherBuild{"joule 0.0.0 from another build", nullptr, nullptr, nullptr,
                                                   nullptr};
 }  // namespace
 
