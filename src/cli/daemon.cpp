@@ -128,8 +128,17 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
   if (exporter) {
     std::cout << fmt::format("joule daemon: metrics on {}\n", exporter->url());
   }
+  for (const auto& address : daemon->network_addresses()) {
+    std::cout << fmt::format("joule daemon: network listener on {} ({}; SIGHUP reloads its files)\n", address,
+                             flags.options.network.tls_certificate_file.empty() ? "plain TCP, loopback only"
+                                                                                 : "TLS");
+  }
   std::cout << std::flush;
-  const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM, SIGHUP}));
+  // With a network listener SIGHUP reloads its token file and TLS files (as sshd and nginx do); without one
+  // it stops the daemon, as it always has.
+  const bool reloads = !daemon->network_addresses().empty();
+  const auto stopped_by = value_or_throw(
+      reloads ? daemon->run({SIGINT, SIGTERM}, {SIGHUP}) : daemon->run({SIGINT, SIGTERM, SIGHUP}));
   daemon.reset();  // restores, closes, removes the socket
   if (exporter) {
     exporter->stop();
@@ -257,6 +266,41 @@ void add_metrics_options(CLI::App& command, DaemonFlags& flags) {
       ->option_text("CODE|auto");
 }
 
+// The network listener (docs/fleet.md).
+void add_network_options(CLI::App& command, DaemonFlags& flags) {
+  auto& network = flags.options.network;
+  command
+      .add_option("--listen", network.listen,
+                  "Also serve the protocol on the network at HOST:PORT, over TLS, to clients with a token or a "
+                  "client certificate (repeatable; port 0: any free port; see docs/fleet.md)")
+      ->option_text("HOST:PORT");
+  command
+      .add_option("--tls-cert", network.tls_certificate_file,
+                  "The daemon's certificate chain for --listen, PEM")
+      ->option_text("FILE");
+  command
+      .add_option("--tls-key", network.tls_private_key_file,
+                  "The private key of --tls-cert, PEM (root's or the daemon's own file, mode 0600 or 0400)")
+      ->option_text("FILE");
+  command
+      .add_option("--tls-client-ca", network.tls_client_ca_file,
+                  "Accept client certificates of this authority (mutual TLS): a client is the Common Name of "
+                  "its certificate, given a scope by a `NAME SCOPE certificate` line of --tokens")
+      ->option_text("FILE");
+  command
+      .add_option("--tokens", network.tokens_file,
+                  "The network clients: NAME SCOPE TOKEN lines (scope read, control or admin; root's or the "
+                  "daemon's own file, mode 0600 or 0400); reloaded on SIGHUP")
+      ->option_text("FILE");
+  command.add_flag("--allow-plain-loopback", network.allow_plain_loopback,
+                   "Allow --listen without TLS, on a loopback address only (tests, SSH tunnels)");
+  command
+      .add_option("--max-handshakes", network.max_handshakes,
+                  "TLS handshakes in progress at once; more new connections are closed at once (default 64)")
+      ->check(number(NumberRule::positive_integer()))
+      ->option_text("N");
+}
+
 }  // namespace
 
 void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
@@ -280,8 +324,11 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
                     "Serve real GPUs even when not running as root");
   add_connection_limit_options(*command, *flags);
   add_metrics_options(*command, *flags);
+  add_network_options(*command, *flags);
   set_examples(*command, {"sudo joule daemon --allow-group gpu --metrics 127.0.0.1:9401 --country auto",
-                          "joule --sim 2xv100 daemon --socket joule.sock"});
+                          "joule --sim 2xv100 daemon --socket joule.sock",
+                          "sudo joule daemon --listen 10.0.0.7:9700 --tls-cert /etc/joule/node.pem --tls-key "
+                          "/etc/joule/node.key --tokens /etc/joule/tokens"});
   command->callback([&global, &exit_code, flags] { exit_code = run_daemon(global, *flags); });
 }
 

@@ -108,6 +108,23 @@ AuditLog::~AuditLog() {
   }
 }
 
+namespace {
+
+// Whose refusals an entry counts in: a uid, a network client by name, or (before it is known) the network
+// address without its port, so that new connections from one host share one budget.
+std::string refusal_key(const AuditEntry& entry) {
+  if (!entry.client.empty()) {
+    return "client " + entry.client;
+  }
+  if (!entry.address.empty()) {
+    const auto colon = entry.address.rfind(':');
+    return "address " + entry.address.substr(0, colon);
+  }
+  return fmt::format("uid {}", entry.uid);
+}
+
+}  // namespace
+
 std::string AuditLog::format(const AuditEntry& entry, int64_t unix_ns) {
   std::string line = format_iso8601_utc(unix_ns);
   line += " action=" + entry.action;
@@ -120,7 +137,12 @@ std::string AuditLog::format(const AuditEntry& entry, int64_t unix_ns) {
       line += fmt::format(" {}={}", key, *value);
     }
   }
-  line += fmt::format(" conn={} uid={} pid={}", entry.connection, entry.uid, entry.pid);
+  if (entry.address.empty()) {
+    line += fmt::format(" conn={} uid={} pid={}", entry.connection, entry.uid, entry.pid);
+  } else {
+    line += fmt::format(" conn={}{} addr={}", entry.connection,
+                        entry.client.empty() ? std::string() : " client=" + entry.client, entry.address);
+  }
   if (!entry.reason.empty()) {
     line += " reason=" + entry.reason;
   }
@@ -138,14 +160,19 @@ void AuditLog::record(const AuditEntry& entry) {
   }
   std::lock_guard lock(mutex_);
   if (entry.action == "refused") {
-    auto found = refusals_.find(entry.uid);
+    const std::string who = refusal_key(entry);
+    auto found = refusals_.find(who);
     if (found != refusals_.end() && now >= found->second.start + interval_) {
-      write_summary(entry.uid, found->second, now);
+      write_summary(who, found->second, now);
       refusals_.erase(found);
       found = refusals_.end();
     }
     if (found == refusals_.end()) {
-      found = refusals_.emplace(entry.uid, RefusalWindow{now, 0, 0}).first;
+      AuditEntry identity;
+      identity.uid = entry.uid;
+      identity.client = entry.client;
+      identity.address = entry.address;
+      found = refusals_.emplace(who, RefusalWindow{now, 0, 0, std::move(identity)}).first;
     }
     if (found->second.written >= limits_.refusals_per_user) {
       ++found->second.suppressed;
@@ -174,7 +201,7 @@ void AuditLog::flush_summaries(bool all) {
 std::optional<std::chrono::steady_clock::time_point> AuditLog::next_summary() const {
   std::lock_guard lock(mutex_);
   std::optional<SteadyTime> next;
-  for (const auto& [uid, window] : refusals_) {
+  for (const auto& [who, window] : refusals_) {
     if (!next || window.start + interval_ < *next) {
       next = window.start + interval_;
     }
@@ -182,20 +209,19 @@ std::optional<std::chrono::steady_clock::time_point> AuditLog::next_summary() co
   return next;
 }
 
-void AuditLog::write_summary(uint32_t uid, const RefusalWindow& window, SteadyTime now) {
+void AuditLog::write_summary(const std::string& who, const RefusalWindow& window, SteadyTime now) {
   if (window.suppressed == 0) {
     return;
   }
   const double elapsed_s =
       std::min(std::chrono::duration<double>(now - window.start).count(), limits_.interval_s);
-  AuditEntry summary;
+  AuditEntry summary = window.who;
   summary.action = "refused-summary";
-  summary.uid = uid;
   summary.detail = fmt::format(
-      "uid {}: {} more refusal{} in the last {:.3g} s (--audit-refusals-per-user {}: the first {} of each "
+      "{}: {} more refusal{} in the last {:.3g} s (--audit-refusals-per-user {}: the first {} of each "
       "{:.3g} s "
       "are written one by one, the rest counted here)",
-      uid, with_thousands_separators(window.suppressed), window.suppressed == 1 ? "" : "s", elapsed_s,
+      who, with_thousands_separators(window.suppressed), window.suppressed == 1 ? "" : "s", elapsed_s,
       limits_.refusals_per_user, limits_.refusals_per_user, limits_.interval_s);
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())

@@ -10,6 +10,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "joule/core/log.hpp"
+
 #include "server.hpp"
 
 namespace joule::daemon {
@@ -86,13 +88,38 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
       JOULE_TRY(AccessPolicy::create(options.access, static_cast<uint32_t>(::geteuid()), options.users));
   auto audit = JOULE_TRY(AuditLog::open(
       options.audit_log, AuditLimits{options.audit_refusals_per_user, options.audit_refusal_interval_s}));
+  if (options.network.max_handshakes == 0 || options.network.handshake_steps_per_pass == 0) {
+    return fail(ErrorCode::kInvalidArgument, "--max-handshakes 0 must be at least 1");
+  }
+  // The network listener's files first: a daemon that cannot serve what it was asked to does not start.
+  NetworkSecurity security;
+  std::vector<NetworkListener> network_listeners;
+  if (!options.network.listen.empty()) {
+    security = JOULE_TRY(NetworkSecurity::load(options.network, ::geteuid()));
+    for (const auto& address : options.network.listen) {
+      network_listeners.push_back(JOULE_TRY(NetworkListener::open(address, security.tls == nullptr)));
+    }
+  } else if (!options.network.tokens_file.empty() || !options.network.tls_certificate_file.empty() ||
+             !options.network.tls_client_ca_file.empty() || options.network.allow_plain_loopback) {
+    return fail(ErrorCode::kInvalidArgument,
+                "--tokens, --tls-cert, --tls-key, --tls-client-ca and --allow-plain-loopback are for the network "
+                "listener: give --listen HOST:PORT too");
+  }
   auto listener = JOULE_TRY(Listener::open(options.socket_path, ::geteuid()));
   const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) {
     return fail(ErrorCode::kIo, "cannot create an eventfd: {}", std::strerror(errno));
   }
+  if (!network_listeners.empty()) {
+    std::vector<std::string> addresses;
+    for (const auto& network_listener : network_listeners) {
+      addresses.push_back(network_listener.address());
+    }
+    log().info("network listener on {}: {}", fmt::join(addresses, ", "), security.describe(options.network));
+  }
   auto server = std::make_unique<Server>(std::move(gpus), clock, std::move(options), std::move(access),
-                                         std::move(audit), std::move(listener), wake_fd);
+                                         std::move(audit), std::move(listener), wake_fd,
+                                         std::move(network_listeners), std::move(security));
   // The constructor is private: a daemon exists only started.
   return std::unique_ptr<Daemon>(new Daemon(std::move(server)));
 }
@@ -101,8 +128,13 @@ Daemon::Daemon(std::unique_ptr<Server> server) : server_(std::move(server)) {}
 
 Daemon::~Daemon() = default;
 
-Result<std::optional<int>> Daemon::run(const std::vector<int>& stop_signals) {
-  return server_->run(stop_signals);
+Result<std::optional<int>> Daemon::run(const std::vector<int>& stop_signals,
+                                       const std::vector<int>& reload_signals) {
+  return server_->run(stop_signals, reload_signals);
+}
+
+std::vector<std::string> Daemon::network_addresses() const {
+  return server_->network_addresses();
 }
 
 void Daemon::stop() {

@@ -93,6 +93,8 @@ void SettingsLedger::audit(std::string action, const Owner& owner, size_t gpu, s
   entry.connection = owner.connection;
   entry.uid = owner.uid;
   entry.pid = owner.pid;
+  entry.client = owner.client;
+  entry.address = owner.address;
   entry.reason = std::string(reason);
   entry.detail = std::move(detail);
   audit_.record(entry);
@@ -414,7 +416,8 @@ std::vector<std::string> SettingsLedger::recover() {
   }
   const auto settings = state.find("settings");
   const auto pid = state.find("pid");
-  const Owner previous{0, 0, pid != state.end() && pid->is_number_integer() ? pid->get<int32_t>() : 0};
+  Owner previous;
+  previous.pid = pid != state.end() && pid->is_number_integer() ? pid->get<int32_t>() : 0;
   if (settings != state.end() && settings->is_array()) {
     for (const auto& entry : *settings) {
       if (!entry.is_object() || !entry.contains("uuid") || !entry["uuid"].is_string() ||

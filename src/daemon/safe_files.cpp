@@ -267,4 +267,55 @@ Result<void> write_file_atomic_at(int folder_fd, const std::string& name, std::s
   return {};
 }
 
+Result<std::string> read_private_file(const std::string& path, PrivateFileRole role, uid_t daemon_uid,
+                                      size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) {
+      return fail(ErrorCode::kNotFound, "the {} {} does not exist", role.what, path);
+    }
+    if (error == ELOOP) {
+      return fail(ErrorCode::kPermissionDenied, "the {} {} is a symbolic link: refused (name the file itself)",
+                  role.what, path);
+    }
+    return fail(ErrorCode::kIo, "cannot open the {} {}: {}", role.what, path, std::strerror(error));
+  }
+  const UniqueFd file(fd);
+  struct stat info {};
+  if (::fstat(file.get(), &info) != 0) {
+    return fail(ErrorCode::kIo, "cannot stat the {} {}: {}", role.what, path, std::strerror(errno));
+  }
+  const std::string fix = fmt::format("`chown root: {0} && chmod 600 {0}`", path);
+  if (const auto why = why_not_own_file(info, daemon_uid)) {
+    return fail(ErrorCode::kPermissionDenied, "the {} {} is refused: {}; {}", role.what, path, *why, fix);
+  }
+  if ((info.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    return fail(ErrorCode::kPermissionDenied, "the {} {} is readable by {} ({}): {}; {}", role.what, path,
+                (info.st_mode & S_IROTH) != 0 ? "every user" : "its group", mode_text(info.st_mode),
+                role.secret, fix);
+  }
+  if (static_cast<size_t>(info.st_size) > max_bytes) {
+    return fail(ErrorCode::kParse, "the {} {} holds {} bytes, more than the {} accepted", role.what, path,
+                info.st_size, max_bytes);
+  }
+  std::string text(static_cast<size_t>(info.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t got = ::read(file.get(), text.data() + done, text.size() - done);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      return fail(ErrorCode::kIo, "cannot read the {} {}: {}", role.what, path, std::strerror(errno));
+    }
+    if (got == 0) {
+      break;
+    }
+    done += static_cast<size_t>(got);
+  }
+  text.resize(done);
+  return text;
+}
+
 }  // namespace joule::daemon

@@ -101,4 +101,18 @@ Result<void> write_file_atomic_at(int folder_fd, const std::string& name, std::s
 /// @return "mode 0644"-style text for the permission bits of `mode`.
 std::string mode_text(mode_t mode);
 
+/// What a private file is, for read_private_file()'s messages.
+struct PrivateFileRole {
+  const char* what;    ///< e.g. "token file": "the token file /etc/joule/tokens is …"
+  const char* secret;  ///< why others must not read it, e.g. "its tokens are secrets"
+};
+
+/// Reads a file of secrets (the daemon's token file, its TLS private key): a regular file reached without a
+/// symbolic link, one link, owned by root or `daemon_uid`, neither readable nor writable by its group or by
+/// others (mode 0600 or 0400), at most `max_bytes`.
+/// @return its text; kNotFound; kPermissionDenied naming the file, its owner or mode, and the command that
+/// fixes it; kParse over `max_bytes`; kIo.
+Result<std::string> read_private_file(const std::string& path, PrivateFileRole role, uid_t daemon_uid,
+                                      size_t max_bytes);
+
 }  // namespace joule::daemon

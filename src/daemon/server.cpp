@@ -44,7 +44,8 @@ std::chrono::nanoseconds to_nanoseconds(double seconds) {
 }  // namespace
 
 Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions options, AccessPolicy access,
-               std::unique_ptr<AuditLog> audit, Listener listener, int wake_fd)
+               std::unique_ptr<AuditLog> audit, Listener listener, int wake_fd,
+               std::vector<NetworkListener> network_listeners, NetworkSecurity security)
     : gpus_(std::move(gpus)),
       clock_(clock),
       options_(std::move(options)),
@@ -56,7 +57,9 @@ Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions optio
       lease_(to_nanoseconds(options_.lease_s)),
       hello_timeout_(to_nanoseconds(options_.hello_timeout_s)),
       daemon_uid_(static_cast<uint32_t>(::geteuid())),
-      idle_timeout_(to_nanoseconds(options_.idle_timeout_s)) {
+      idle_timeout_(to_nanoseconds(options_.idle_timeout_s)),
+      network_listeners_(std::move(network_listeners)),
+      security_(std::move(security)) {
   if (options_.metrics) {
     audit_->set_observer([metrics = options_.metrics](const AuditEntry& entry) { metrics->audited(entry); });
   }
@@ -85,7 +88,7 @@ void Server::shutdown() {
     log().info("restored {} (shutdown)", line);
   }
   for (auto& [id, connection] : connections_) {
-    ::close(connection->fd);
+    close_socket(*connection);
     if (options_.metrics && !connection->refused) {
       options_.metrics->connection_closed();
     }
@@ -96,12 +99,13 @@ void Server::shutdown() {
   lingering_refusals_ = 0;
   idle_per_user_.clear();
   idle_total_ = 0;
+  handshakes_ = 0;
   next_turn_.clear();
   audit_->flush_summaries(true);
 }
 
 Owner Server::owner_of(const Connection& connection) const {
-  return Owner{connection.id, connection.peer.uid, connection.peer.pid};
+  return Owner{connection.id, connection.peer.uid, connection.peer.pid, connection.client, connection.address};
 }
 
 std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const {
@@ -111,7 +115,7 @@ std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const
         "later",
         served_, options_.max_connections);
   }
-  if (privileged(peer.uid)) {
+  if (privileged(peer)) {
     return std::nullopt;
   }
   const size_t for_users = options_.max_connections - options_.root_reserved_connections;
@@ -144,6 +148,248 @@ std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const
 std::string Server::user_text(uint32_t uid) const {
   const auto name = options_.users.name_of ? options_.users.name_of(uid) : std::nullopt;
   return fmt::format("uid {}{}", uid, name ? " (" + *name + ")" : std::string());
+}
+
+std::string Server::peer_text(const Connection& connection) const {
+  if (!connection.remote) {
+    return fmt::format("{} pid {}", user_text(connection.peer.uid), connection.peer.pid);
+  }
+  return connection.client.empty() ? fmt::format("a client at {}", connection.address)
+                                   : fmt::format("client {} at {}", connection.client, connection.address);
+}
+
+uint64_t Server::principal_key(std::string_view kind, std::string_view name) {
+  // Above every uid: a network principal never shares a uid's limits.
+  constexpr uint64_t kFirstNetworkKey = uint64_t{1} << 32;
+  const std::string key = fmt::format("{} {}", kind, name);
+  const auto found = principal_ids_.find(key);
+  if (found != principal_ids_.end()) {
+    return found->second;
+  }
+  const uint64_t id = kFirstNetworkKey + principal_ids_.size();
+  principal_ids_.emplace(key, id);
+  return id;
+}
+
+std::vector<std::string> Server::network_addresses() const {
+  std::vector<std::string> addresses;
+  addresses.reserve(network_listeners_.size());
+  for (const auto& listener : network_listeners_) {
+    addresses.push_back(listener.address());
+  }
+  return addresses;
+}
+
+Result<void> Server::reload() {
+  if (network_listeners_.empty()) {
+    return {};
+  }
+  auto security = JOULE_TRY(NetworkSecurity::load(options_.network, daemon_uid_));
+  if (!security.tls && network_listeners_.front().plain() == false) {
+    return fail(ErrorCode::kInvalidArgument, "the reloaded files give no TLS certificate");
+  }
+  security_ = std::move(security);
+  log().info("network listener reloaded: {}", security_.describe(options_.network));
+  return {};
+}
+
+void Server::audit_refusal(const Connection& connection, std::string reason, const std::string& detail) {
+  AuditEntry entry;
+  entry.action = "refused";
+  entry.connection = connection.id;
+  entry.client = connection.client;
+  entry.address = connection.address;
+  entry.reason = std::move(reason);
+  entry.detail = detail;
+  audit_->record(entry);
+}
+
+void Server::accept_network(const NetworkListener& listener) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
+    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        accept_paused_ = std::chrono::steady_clock::now() + kAcceptPause;
+        log().warn("accept on {}: {}; accepting again in {} ms", listener.address(), std::strerror(errno),
+                   kAcceptPause.count());
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        log().warn("accept on {}: {}", listener.address(), std::strerror(errno));
+      }
+      return;
+    }
+    const std::string address = peer_address(fd);
+    const std::string host = address.substr(0, address.rfind(':'));
+    const uint64_t principal = principal_key("host", host);
+    // A network peer never takes the places kept for root.
+    const size_t for_users = options_.max_connections - options_.root_reserved_connections;
+    const auto mine = per_user_.find(principal);
+    std::string over;
+    if (served_ >= for_users) {
+      over = fmt::format("the daemon already serves {} connections, the most it takes from users other than root",
+                         served_);
+    } else if (!listener.plain() && handshakes_ >= options_.network.max_handshakes) {
+      over = fmt::format("{} TLS handshakes are already in progress (--max-handshakes {})", handshakes_,
+                         options_.network.max_handshakes);
+    } else if (mine != per_user_.end() && mine->second >= options_.max_connections_per_user) {
+      over = fmt::format("{} connections from {} are not authenticated yet (--max-connections-per-user {})",
+                         mine->second, host, options_.max_connections_per_user);
+    }
+    if (!over.empty()) {
+      // Before TLS there is no way to tell the peer why: logged (at most once per interval) and closed.
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_refusal_log_) {
+        log().warn("refused a network connection from {}: {}{}", address, over,
+                   unlogged_refusals_ == 0
+                       ? std::string()
+                       : fmt::format(" ({} more refused since the last such line)", unlogged_refusals_));
+        next_refusal_log_ = now + kRefusalLogInterval;
+        unlogged_refusals_ = 0;
+      } else {
+        ++unlogged_refusals_;
+      }
+      ::close(fd);
+      continue;
+    }
+    auto connection = std::make_unique<Connection>();
+    connection->id = next_connection_id_++;
+    connection->fd = fd;
+    connection->remote = true;
+    connection->address = address;
+    connection->principal = principal;
+    connection->grant = Grant{Right::kNone, "a client at " + address, "not authenticated yet"};
+    if (!listener.plain()) {
+      auto stream = http::TlsStream::server(security_.tls, fd);
+      if (!stream) {
+        log().warn("connection from {}: {}", address, stream.error().message());
+        ::close(fd);
+        continue;
+      }
+      connection->tls = std::move(*stream);
+      connection->handshaking = true;
+      ++handshakes_;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    connection->hello_deadline = now + hello_timeout_;
+    connection->lease_deadline = now + lease_;
+    connection->last_request = now;
+    log().info("connection {}: from {} on {}{}", connection->id, address, listener.address(),
+               listener.plain() ? " (plain TCP)" : "");
+    ++served_;
+    ++per_user_[principal];
+    connections_.emplace(connection->id, std::move(connection));
+    if (options_.metrics) {
+      options_.metrics->connection_opened();
+    }
+  }
+}
+
+void Server::advance_handshake(Connection& connection) {
+  connection.tls_wants_write = false;
+  const auto wait = connection.tls->handshake();
+  if (!wait) {
+    log().warn("connection {} ({}): {}", connection.id, peer_text(connection), wait.error().message());
+    audit_refusal(connection, "tls", wait.error().message());
+    connection.dead = true;
+    return;
+  }
+  if (*wait != http::TlsWait::kNothing) {
+    connection.tls_wants_write = *wait == http::TlsWait::kWritable;
+    return;
+  }
+  connection.handshaking = false;
+  --handshakes_;
+  const std::string name = connection.tls->peer_name();
+  if (name.empty()) {
+    return;  // it may still present a token in its hello
+  }
+  const auto entry = security_.tokens ? security_.tokens->find_certificate(name) : std::nullopt;
+  std::string why;
+  if (!entry) {
+    why = fmt::format(
+        "the client certificate of {} is valid, but the daemon's token file names no such client: add a line "
+        "`{} read certificate` (or control) to it and reload the daemon (SIGHUP)",
+        name, name);
+  } else if (const auto over = authenticate(connection, *entry, "certificate")) {
+    why = *over;
+  } else {
+    return;
+  }
+  log().warn("connection {} ({}): refused: {}", connection.id, peer_text(connection), why);
+  audit_refusal(connection, "authentication", why);
+  close_with_notice(connection, why);
+}
+
+std::optional<std::string> Server::authenticate(Connection& connection, const TokenEntry& entry,
+                                                std::string_view how) {
+  const uint64_t principal = principal_key("client", entry.name);
+  const auto mine = per_user_.find(principal);
+  if (mine != per_user_.end() && mine->second >= options_.max_connections_per_user) {
+    return fmt::format(
+        "client {} already has {} connection{} to the daemon, the most one client may hold "
+        "(--max-connections-per-user {}); close one first",
+        entry.name, mine->second, mine->second == 1 ? "" : "s", options_.max_connections_per_user);
+  }
+  if (auto previous = per_user_.find(connection.principal);
+      previous != per_user_.end() && --previous->second == 0) {
+    per_user_.erase(previous);
+  }
+  connection.principal = principal;
+  ++per_user_[principal];
+  connection.client = entry.name;
+  connection.grant = Grant{right_of(entry.scope), "client " + entry.name,
+                           fmt::format("{} of {} (scope {})", how, entry.name, to_string(entry.scope))};
+  log().info("connection {} ({}): authenticated by {}: {}", connection.id, peer_text(connection), how,
+             proto::to_string(connection.grant.right));
+  return std::nullopt;
+}
+
+ssize_t Server::receive(Connection& connection, char* buffer, size_t size) {
+  if (!connection.tls) {
+    return ::recv(connection.fd, buffer, size, 0);
+  }
+  connection.tls_wants_write = false;
+  const auto io = connection.tls->read(buffer, size);
+  if (!io) {
+    log().info("connection {} ({}): {}", connection.id, peer_text(connection), io.error().message());
+    errno = EIO;
+    return -1;
+  }
+  if (io->closed) {
+    return 0;
+  }
+  if (io->wait != http::TlsWait::kNothing) {
+    connection.tls_wants_write = io->wait == http::TlsWait::kWritable;
+    errno = EAGAIN;
+    return -1;
+  }
+  return static_cast<ssize_t>(io->bytes);
+}
+
+ssize_t Server::transmit(Connection& connection, const char* data, size_t size) {
+  if (!connection.tls) {
+    // MSG_NOSIGNAL: a vanished peer is an error here, not a SIGPIPE for the daemon.
+    return ::send(connection.fd, data, size, MSG_NOSIGNAL);
+  }
+  connection.tls_wants_read = false;
+  const auto io = connection.tls->write(data, size);
+  if (!io || io->closed) {
+    errno = EPIPE;
+    return -1;
+  }
+  if (io->wait != http::TlsWait::kNothing) {
+    connection.tls_wants_read = io->wait == http::TlsWait::kReadable;
+    errno = EAGAIN;
+    return -1;
+  }
+  return static_cast<ssize_t>(io->bytes);
+}
+
+void Server::close_socket(Connection& connection) {
+  if (connection.tls && !connection.handshaking && !connection.dead) {
+    connection.tls->shutdown();
+  }
+  connection.tls.reset();
+  ::close(connection.fd);
 }
 
 void Server::refuse(int fd, const PeerCredentials& peer, const std::string& why) {
@@ -219,9 +465,10 @@ void Server::accept_connections() {
     log().info("connection {}: uid {} ({}) pid {}: {} ({})", connection->id, credentials.uid,
                connection->grant.user, credentials.pid, proto::to_string(connection->grant.right),
                connection->grant.reason);
+    connection->principal = principal_key(peer.uid);
     ++served_;
-    if (!privileged(peer.uid)) {
-      ++per_user_[peer.uid];
+    if (!privileged(peer)) {
+      ++per_user_[connection->principal];
     }
     connections_.emplace(connection->id, std::move(connection));
     if (options_.metrics) {
@@ -234,7 +481,7 @@ void Server::read_from(Connection& connection) {
   char chunk[kReadChunkBytes];
   if (connection.refused) {
     // Its first line (or its close) means it has sent what it would before reading the refusal.
-    const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
+    const ssize_t n = receive(connection, chunk, sizeof chunk);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
         (n > 0 && std::memchr(chunk, '\n', static_cast<size_t>(n)) != nullptr)) {
       connection.dead = true;
@@ -251,7 +498,7 @@ void Server::read_from(Connection& connection) {
     if (has_line(connection) || connection.output.size() > options_.max_queued_bytes) {
       return;
     }
-    const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
+    const ssize_t n = receive(connection, chunk, sizeof chunk);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -325,9 +572,13 @@ bool Server::serve_one(Connection& connection) {
     }
     connection.output += handle_line(connection, line);
     connection.output += '\n';
+    if (connection.close_after_answer) {
+      begin_close(connection, RestoreReason::kDisconnected);
+      return true;
+    }
     if (connection.refusals_in_a_row >= options_.max_refusals_in_a_row) {
-      log().info("connection {} ({}, pid {}): {} requests in a row refused; closing it", connection.id,
-                 user_text(connection.peer.uid), connection.peer.pid, connection.refusals_in_a_row);
+      log().info("connection {} ({}): {} requests in a row refused; closing it", connection.id,
+                 peer_text(connection), connection.refusals_in_a_row);
       close_with_notice(
           connection, fmt::format("the daemon closes this connection: its last {} requests were all refused "
                                   "(--max-refusals-in-a-row {}); get the right they need (their answers say "
@@ -341,16 +592,16 @@ bool Server::serve_one(Connection& connection) {
 void Server::serve_requests() {
   // Who has a request waiting, by class (root and the daemon's user; control; the rest) and uid, each uid's
   // connections in id order (connections_ is ordered by id).
-  std::array<std::map<uint32_t, std::vector<Connection*>>, 3> waiting;
+  std::array<std::map<uint64_t, std::vector<Connection*>>, 3> waiting;
   for (auto& [id, connection] : connections_) {
     if (may_serve(*connection) && has_line(*connection)) {
-      const size_t rank = privileged(connection->peer.uid)             ? 0
+      const size_t rank = privileged(*connection)                      ? 0
                           : connection->grant.right >= Right::kControl ? 1
                                                                        : 2;
-      waiting[rank][connection->peer.uid].push_back(connection.get());
+      waiting[rank][connection->principal].push_back(connection.get());
     }
   }
-  std::map<uint32_t, uint64_t> turns;
+  std::map<uint64_t, uint64_t> turns;
   for (auto& by_uid : waiting) {
     for (auto& [uid, queue] : by_uid) {
       // Start after the connection served last, so that a uid's many connections share its budget.
@@ -392,12 +643,12 @@ void Server::set_idle(Connection& connection, bool idle) {
   }
   connection.idle = idle;
   if (idle) {
-    ++idle_per_user_[connection.peer.uid];
+    ++idle_per_user_[connection.principal];
     ++idle_total_;
     return;
   }
   --idle_total_;
-  if (auto mine = idle_per_user_.find(connection.peer.uid);
+  if (auto mine = idle_per_user_.find(connection.principal);
       mine != idle_per_user_.end() && --mine->second == 0) {
     idle_per_user_.erase(mine);
   }
@@ -413,7 +664,7 @@ void Server::close_with_notice(Connection& connection, const std::string& why) {
 void Server::write_to(Connection& connection) {
   while (!connection.output.empty()) {
     // MSG_NOSIGNAL: a vanished peer is an error here, not a SIGPIPE for the daemon.
-    const ssize_t n = ::send(connection.fd, connection.output.data(), connection.output.size(), MSG_NOSIGNAL);
+    const ssize_t n = transmit(connection, connection.output.data(), connection.output.size());
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -453,7 +704,7 @@ void Server::close_dead() {
       continue;
     }
     if (connection.refused) {
-      ::close(connection.fd);
+      close_socket(connection);
       --lingering_refusals_;
       it = connections_.erase(it);
       continue;
@@ -461,10 +712,13 @@ void Server::close_dead() {
     begin_close(connection, RestoreReason::kDisconnected);  // no-op if already closing
     set_idle(connection, false);
     log().info("connection {} closed", connection.id);
-    ::close(connection.fd);
+    if (connection.handshaking) {
+      --handshakes_;
+    }
+    close_socket(connection);
     --served_;
-    if (!privileged(connection.peer.uid)) {
-      if (auto mine = per_user_.find(connection.peer.uid); mine != per_user_.end() && --mine->second == 0) {
+    if (!privileged(connection)) {
+      if (auto mine = per_user_.find(connection.principal); mine != per_user_.end() && --mine->second == 0) {
         per_user_.erase(mine);
       }
     }
@@ -594,6 +848,15 @@ void Server::run_timers(SteadyTime now) {
     if (connection->closing) {
       continue;
     }
+    if (connection->handshaking && now >= connection->hello_deadline) {
+      // No TLS yet to say it in: logged and audited, then closed.
+      log().info("connection {} ({}): no TLS handshake within {} s of connecting (--hello-timeout-s); closing it",
+                 id, peer_text(*connection), options_.hello_timeout_s);
+      audit_refusal(*connection, "handshake-timeout",
+                    fmt::format("no TLS handshake within {} s of connecting", options_.hello_timeout_s));
+      connection->dead = true;
+      continue;
+    }
     if (!connection->greeted && now >= connection->hello_deadline) {
       // Before hello it owns nothing and streams nothing: closing it only frees its slot.
       proto::Response response;
@@ -603,8 +866,8 @@ void Server::run_timers(SteadyTime now) {
                             R"(closes this connection; send {{"op":"hello","protocol":{}}} first)",
                             options_.hello_timeout_s, proto::kVersion));
       connection->output += proto::format_response(response) + "\n";
-      log().info("connection {} (uid {} pid {}): no hello within {} s; closing it", id, connection->peer.uid,
-                 connection->peer.pid, options_.hello_timeout_s);
+      log().info("connection {} ({}): no hello within {} s; closing it", id, peer_text(*connection),
+                 options_.hello_timeout_s);
       begin_close(*connection, RestoreReason::kDisconnected);
       continue;
     }
@@ -615,20 +878,20 @@ void Server::run_timers(SteadyTime now) {
           "({}); "
           "this request was not run: send it again (settings made from now on are owned again)",
           options_.lease_s, fmt::join(restored, "; "));
-      log().warn("connection {} (uid {} pid {}): lease expired; restored {}", id, connection->peer.uid,
-                 connection->peer.pid, fmt::join(restored, "; "));
+      log().warn("connection {} ({}): lease expired; restored {}", id, peer_text(*connection),
+                 fmt::join(restored, "; "));
     }
-    if (connection->greeted && !connection->idle && !privileged(connection->peer.uid) &&
+    if (connection->greeted && !connection->idle && !privileged(*connection) &&
         now >= connection->last_request + idle_timeout_ && !holds_something(*connection)) {
       // It became idle: kept within the caps, closed beyond them (it holds nothing to restore).
       const size_t mine =
-          idle_per_user_.count(connection->peer.uid) != 0 ? idle_per_user_[connection->peer.uid] : 0;
+          idle_per_user_.count(connection->principal) != 0 ? idle_per_user_[connection->principal] : 0;
       std::string over;
       if (mine >= options_.max_idle_connections_per_user) {
         over = fmt::format(
             "{} already keeps {} idle connection{}, the most one user may "
             "(--max-idle-connections-per-user {})",
-            user_text(connection->peer.uid), mine, mine == 1 ? "" : "s",
+            peer_text(*connection), mine, mine == 1 ? "" : "s",
             options_.max_idle_connections_per_user);
       } else if (idle_total_ >= options_.max_idle_connections) {
         over = fmt::format(
@@ -639,8 +902,7 @@ void Server::run_timers(SteadyTime now) {
       if (over.empty()) {
         set_idle(*connection, true);
       } else {
-        log().info("connection {} ({}, pid {}): idle, over a cap; closing it", id,
-                   user_text(connection->peer.uid), connection->peer.pid);
+        log().info("connection {} ({}): idle, over a cap; closing it", id, peer_text(*connection));
         close_with_notice(
             *connection,
             fmt::format("the daemon closes this connection: it has been idle for {} s (no request, no "
@@ -686,7 +948,7 @@ std::optional<SteadyTime> Server::next_timer() const {
     }
     if (!connection->greeted) {
       consider(connection->hello_deadline);
-    } else if (!connection->idle && !privileged(connection->peer.uid) && !holds_something(*connection)) {
+    } else if (!connection->idle && !privileged(*connection) && !holds_something(*connection)) {
       consider(connection->last_request + idle_timeout_);
     }
     if (ledger_.owns_any(connection->id)) {
@@ -699,12 +961,16 @@ std::optional<SteadyTime> Server::next_timer() const {
   return next;
 }
 
-Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
+Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals,
+                                       const std::vector<int>& reload_signals) {
   int signal_fd = -1;
-  if (!stop_signals.empty()) {
+  if (!stop_signals.empty() || !reload_signals.empty()) {
     sigset_t set;
     sigemptyset(&set);
     for (const int signal_number : stop_signals) {
+      sigaddset(&set, signal_number);
+    }
+    for (const int signal_number : reload_signals) {
       sigaddset(&set, signal_number);
     }
     signal_fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -716,30 +982,43 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
   std::optional<Error> failure;
   std::vector<pollfd> fds;
   std::vector<Connection*> polled;
+  std::vector<bool> tls_buffered;  // per polled connection: TLS holds decrypted bytes it has not read yet
+  const size_t first_connection = 3 + network_listeners_.size();
   while (true) {
     fds.clear();
     polled.clear();
+    tls_buffered.clear();
     // Always accepting (but when out of file descriptors): a connection over a limit is told so and closed,
     // never left in the backlog where it would hold a place that root's next connection needs.
     fds.push_back({accept_paused_ ? -1 : listener_.fd(), POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({signal_fd, POLLIN, 0});
+    for (const auto& listener : network_listeners_) {
+      fds.push_back({accept_paused_ ? -1 : listener.fd(), POLLIN, 0});
+    }
     bool requests_waiting = false;
     for (auto& [id, connection] : connections_) {
       short events = 0;
       const bool waiting = has_line(*connection);
       requests_waiting = requests_waiting || (waiting && may_serve(*connection));
-      if (connection->refused) {
+      bool buffered = false;
+      if (connection->handshaking) {
+        events = connection->tls_wants_write ? POLLOUT : POLLIN;
+      } else if (connection->refused) {
         events = POLLIN;
       } else if (!connection->closing && !connection->peer_closed && !waiting &&
                  connection->output.size() <= options_.max_queued_bytes) {
-        events |= POLLIN;
+        events = static_cast<short>(events | (connection->tls_wants_write ? POLLOUT : POLLIN));
+        // Bytes TLS already decrypted never make the socket readable again: read them without waiting.
+        buffered = connection->tls && connection->tls->pending() > 0;
+        requests_waiting = requests_waiting || buffered;
       }
       if (!connection->output.empty()) {
-        events |= POLLOUT;
+        events = static_cast<short>(events | (connection->tls_wants_read ? POLLIN : POLLOUT));
       }
       fds.push_back({connection->fd, events, 0});
       polled.push_back(connection.get());
+      tls_buffered.push_back(buffered);
     }
     timespec timeout{};
     const timespec* timeout_pointer = nullptr;
@@ -765,14 +1044,32 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
     if (signal_fd >= 0 && (fds[2].revents & POLLIN) != 0) {
       signalfd_siginfo info{};
       if (::read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        stopped_by = static_cast<int>(info.ssi_signo);
-        break;
+        const int signal_number = static_cast<int>(info.ssi_signo);
+        if (std::find(reload_signals.begin(), reload_signals.end(), signal_number) == reload_signals.end()) {
+          stopped_by = signal_number;
+          break;
+        }
+        if (const auto reloaded = reload(); !reloaded) {
+          log().error("reload (signal {}) failed; the network listener keeps its previous files: {}",
+                      signal_number, reloaded.error().message());
+        }
       }
     }
+    // Handshakes are bounded per pass: a flood of new TLS connections delays the established ones by at most
+    // handshake_steps_per_pass handshakes' work.
+    size_t handshake_steps = options_.network.handshake_steps_per_pass;
     for (size_t i = 0; i < polled.size(); ++i) {
       Connection& connection = *polled[i];
-      const short revents = fds[i + 3].revents;
-      if ((revents & POLLIN) != 0 || (revents & POLLHUP) != 0) {
+      const short revents = fds[i + first_connection].revents;
+      if (connection.handshaking) {
+        if (revents != 0 && handshake_steps > 0) {
+          --handshake_steps;
+          advance_handshake(connection);
+        }
+        continue;
+      }
+      if ((revents & POLLIN) != 0 || (revents & POLLHUP) != 0 || tls_buffered[i] ||
+          (connection.tls_wants_write && (revents & POLLOUT) != 0)) {
         read_from(connection);
       }
       if ((revents & POLLERR) != 0 || (revents & POLLNVAL) != 0) {
@@ -781,6 +1078,11 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals) {
     }
     if ((fds[0].revents & POLLIN) != 0) {
       accept_connections();
+    }
+    for (size_t i = 0; i < network_listeners_.size(); ++i) {
+      if ((fds[3 + i].revents & POLLIN) != 0) {
+        accept_network(network_listeners_[i]);
+      }
     }
     serve_requests();
     run_timers(std::chrono::steady_clock::now());

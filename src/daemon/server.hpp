@@ -20,6 +20,7 @@
 #include "joule/device/daemon_protocol.hpp"
 
 #include "listener.hpp"
+#include "network.hpp"
 
 namespace joule::daemon {
 
@@ -29,17 +30,25 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 class Server {
  public:
   Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions options, AccessPolicy access,
-         std::unique_ptr<AuditLog> audit, Listener listener, int wake_fd);
+         std::unique_ptr<AuditLog> audit, Listener listener, int wake_fd,
+         std::vector<NetworkListener> network_listeners = {}, NetworkSecurity security = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  Result<std::optional<int>> run(const std::vector<int>& stop_signals);
+  /// Serves until stop() or one of `stop_signals`; each of `reload_signals` reloads the network listener's
+  /// token file and TLS files (reload()).
+  Result<std::optional<int>> run(const std::vector<int>& stop_signals, const std::vector<int>& reload_signals);
   void stop();
 
   const std::string& socket_path() const { return listener_.path(); }
   const AccessPolicy& access() const { return access_; }
   const std::string& audit_log_path() const { return audit_->path(); }
+  /// @return the network listeners' bound addresses ("127.0.0.2:9700").
+  std::vector<std::string> network_addresses() const;
+  /// Loads the token file and the TLS files again for the connections accepted from now on; the connections
+  /// already served keep what they were granted. On failure the old ones stay and the error is returned.
+  Result<void> reload();
 
  private:
   struct Stream {
@@ -76,7 +85,11 @@ class Server {
     size_t refusals_in_a_row = 0;             // permission-denied answers since its last other answer
     std::optional<std::string> lease_notice;  // told on the next request
     std::vector<Stream> streams;
-    PeerCredentials peer;
+    std::unique_ptr<http::TlsStream> tls;  // a network connection over TLS
+    std::string address;                   // a network peer's "HOST:PORT"; empty: a Unix-socket peer
+    std::string client;                    // a network peer's name, once a token or certificate said it
+    uint64_t principal = 0;                // whose limits and turns it counts in (see principal_key)
+    PeerCredentials peer;                  // a Unix-socket peer's; zero for a network peer
     int fd = -1;
     bool greeted = false;
     bool discarding = false;   // skipping the rest of an over-long line
@@ -87,16 +100,47 @@ class Server {
     // Over a connection limit: told why at accept, then only read (and discarded) until the peer's first
     // line, its close or close_deadline, so that its hello does not fail before it can read the refusal.
     bool refused = false;
+    bool remote = false;           // accepted by a network listener
+    bool handshaking = false;      // its TLS handshake is not complete
+    bool tls_wants_write = false;  // a TLS read or handshake waits for the socket to be writable
+    bool tls_wants_read = false;   // a TLS write waits for the socket to be readable
+    bool close_after_answer = false;  // refused at hello: closed once that answer is sent
   };
 
   void accept_connections();
+  /// Accepts what waits on a network listener: each connection counted against max_connections and
+  /// NetworkOptions::max_handshakes (beyond them closed at once), then its TLS handshake begins.
+  void accept_network(const NetworkListener& listener);
+  /// Steps the TLS handshake of `connection`; a certificate that a `certificate` line names authenticates it.
+  void advance_handshake(Connection& connection);
+  /// Makes `connection` the network client `entry` (its grant, its principal). @return why it may not be
+  /// (over the per-client connection limit), or nullopt.
+  std::optional<std::string> authenticate(Connection& connection, const TokenEntry& entry, std::string_view how);
+  /// Records a refused network authentication in the audit log (rate-limited per address or client).
+  void audit_refusal(const Connection& connection, std::string reason, const std::string& detail);
+  /// @return a stable key for the limits and turns of a principal: a uid, a network client's name, or an
+  /// unauthenticated network host.
+  uint64_t principal_key(uint32_t uid) const { return uid; }
+  uint64_t principal_key(std::string_view kind, std::string_view name);
+  // Socket I/O of a connection, through TLS when it has it. As recv/send: > 0 bytes, 0 closed (receive),
+  // -1 with errno (EAGAIN: wait).
+  ssize_t receive(Connection& connection, char* buffer, size_t size);
+  ssize_t transmit(Connection& connection, const char* data, size_t size);
+  /// Closes the socket of `connection` (TLS: close_notify first, best effort).
+  void close_socket(Connection& connection);
   /// @return why a new connection of `peer` is over a limit, or nullopt.
   std::optional<std::string> over_limit(const PeerCredentials& peer) const;
   void refuse(int fd, const PeerCredentials& peer, const std::string& why);
-  /// Root and the daemon's own user: control by right, exempt from the per-user limit, may use the reserve.
-  bool privileged(uint32_t uid) const { return uid == 0 || uid == daemon_uid_; }
+  /// Root and the daemon's own user over the Unix socket: control by right, exempt from the per-user limit,
+  /// may use the reserve. Never a network peer, whatever its scope.
+  bool privileged(const Connection& connection) const {
+    return !connection.remote && (connection.peer.uid == 0 || connection.peer.uid == daemon_uid_);
+  }
+  bool privileged(const PeerCredentials& peer) const { return peer.uid == 0 || peer.uid == daemon_uid_; }
   /// "uid 1000 (alice)" for messages.
   std::string user_text(uint32_t uid) const;
+  /// "uid 1000 (alice)", "client trainer-17 at 10.0.0.7:51234" or "a client at 10.0.0.7:51234".
+  std::string peer_text(const Connection& connection) const;
   void read_from(Connection& connection);
   void write_to(Connection& connection);
   /// Answers an over-long partial line at once and skips it to its newline.
@@ -135,6 +179,11 @@ class Server {
   device::daemon_protocol::Response handle_device(Connection& connection,
                                                   const device::daemon_protocol::Request& request);
   nlohmann::json rights_json(const Connection& connection) const;
+  /// {uid, gid, pid} of a Unix-socket peer, {address, client} of a network one.
+  nlohmann::json peer_json(const Connection& connection) const;
+  /// Authenticates a network connection by the token of its hello. @return why not (also logged and
+  /// audited), or nullopt.
+  std::optional<std::string> authenticate_by_token(Connection& connection, const std::string& token);
   Owner owner_of(const Connection& connection) const;
 
   std::vector<device::Gpu*> gpus_;
@@ -150,11 +199,11 @@ class Server {
   uint32_t daemon_uid_;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;
   size_t served_ = 0;                         // connections not refused
-  std::map<uint32_t, size_t> per_user_;       // served connections of each unprivileged uid
+  std::map<uint64_t, size_t> per_user_;       // served connections of each unprivileged principal
   size_t lingering_refusals_ = 0;             // refused connections still open
-  std::map<uint32_t, size_t> idle_per_user_;  // idle connections of each unprivileged uid
+  std::map<uint64_t, size_t> idle_per_user_;  // idle connections of each unprivileged principal
   size_t idle_total_ = 0;                     // their sum
-  std::map<uint32_t, uint64_t> next_turn_;    // per uid: the connection served last (its turns rotate)
+  std::map<uint64_t, uint64_t> next_turn_;    // per principal: the connection served last (its turns rotate)
   std::chrono::nanoseconds idle_timeout_;
   std::optional<SteadyTime> accept_paused_;  // out of file descriptors: accept again then
   SteadyTime next_refusal_log_{};            // refusals are logged at most once per interval
@@ -164,6 +213,10 @@ class Server {
   std::map<int, GpuSample> pass_samples_;  // this pass of the timers' readings, by GPU
   std::map<size_t, std::optional<device::daemon_protocol::CpuEnergyEvent>> pass_cpu_samples_;  // by position
   std::optional<int64_t> pass_time_ms_;  // when they were read, ms since the Unix epoch
+  std::vector<NetworkListener> network_listeners_;
+  NetworkSecurity security_;
+  size_t handshakes_ = 0;                          // network connections in their TLS handshake
+  std::map<std::string, uint64_t, std::less<>> principal_ids_;  // "client x", "host 10.0.0.7" → key
 };
 
 }  // namespace joule::daemon

@@ -109,6 +109,41 @@ bool failed(const Result<T>& result, proto::Response& response) {
 
 }  // namespace
 
+json Server::peer_json(const Connection& connection) const {
+  if (connection.remote) {
+    return json{{"address", connection.address}, {"client", connection.client}};
+  }
+  return json{{"uid", connection.peer.uid}, {"gid", connection.peer.gid}, {"pid", connection.peer.pid}};
+}
+
+std::optional<std::string> Server::authenticate_by_token(Connection& connection, const std::string& token) {
+  std::string why;
+  if (token.empty()) {
+    why = security_.tokens
+              ? "the daemon's network listener needs a bearer token: send hello with \"token\" (joule: "
+                "--token-file FILE or $JOULE_DAEMON_TOKEN_FILE)" +
+                    std::string(security_.tls && security_.tls->asks_client_certificate()
+                                    ? ", or connect with a client certificate of the daemon's client authority"
+                                    : "")
+              : "the daemon's network listener takes only client certificates of its client authority "
+                "(--tls-client-ca), and this connection presented none";
+  } else if (const auto entry = security_.tokens ? security_.tokens->find(token) : std::nullopt) {
+    if (const auto over = authenticate(connection, *entry, "token")) {
+      why = *over;
+    } else {
+      return std::nullopt;
+    }
+  } else {
+    // Never the token itself: it may be a real token of another daemon.
+    why = fmt::format("the token presented ({} characters) is not in the daemon's token file: check the client's "
+                      "token file against the daemon's (tokens are never printed)",
+                      token.size());
+  }
+  log().warn("connection {} ({}): refused: {}", connection.id, peer_text(connection), why);
+  audit_refusal(connection, "authentication", why);
+  return why;
+}
+
 json Server::rights_json(const Connection& connection) const {
   const Right right = connection.grant.right;
   return json{{"read", right >= Right::kRead}, {"control", right >= Right::kControl}};
@@ -160,16 +195,23 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
                             proto::kVersion, request.protocol));
       return response;
     }
+    if (connection.remote && connection.client.empty()) {
+      // A network peer has no credentials: its token says who it is (a certificate would have, already).
+      if (const auto why = authenticate_by_token(connection, request.token)) {
+        response.error = Error(ErrorCode::kPermissionDenied, *why);
+        connection.close_after_answer = true;
+        return response;
+      }
+    }
     connection.greeted = true;
     connection.client_name = request.client;
-    log().info("connection {}: hello from {} (uid {} pid {})", connection.id,
-               request.client.empty() ? std::string("a client") : request.client, connection.peer.uid,
-               connection.peer.pid);
+    log().info("connection {}: hello from {} ({})", connection.id,
+               request.client.empty() ? std::string("a client") : request.client, peer_text(connection));
     response.result = {
         {"protocol", proto::kVersion},
         {"server", "joule-daemon"},
         {"lease_s", options_.lease_s},
-        {"peer", {{"uid", connection.peer.uid}, {"gid", connection.peer.gid}, {"pid", connection.peer.pid}}},
+        {"peer", peer_json(connection)},
         {"user", connection.grant.user},
         {"right", proto::to_string(connection.grant.right)},
         {"rights", rights_json(connection)},
@@ -186,7 +228,13 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
   }
   const Right needed = proto::required_right(request.op);
   if (connection.grant.right < needed) {
-    const std::string message = AccessPolicy::refusal(connection.grant, proto::to_string(request.op), needed);
+    const std::string message =
+        connection.remote
+            ? fmt::format("permission denied: {} needs the {} right; {} has {} ({}): a token or certificate "
+                          "line of scope control (or admin) in the daemon's token file grants it",
+                          proto::to_string(request.op), proto::to_string(needed), connection.grant.user,
+                          proto::to_string(connection.grant.right), connection.grant.reason)
+            : AccessPolicy::refusal(connection.grant, proto::to_string(request.op), needed);
     if (needed == Right::kControl) {
       AuditEntry entry;
       entry.action = "refused";
@@ -207,6 +255,8 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
       entry.connection = connection.id;
       entry.uid = connection.peer.uid;
       entry.pid = connection.peer.pid;
+      entry.client = connection.client;
+      entry.address = connection.address;
       entry.reason = "permission";
       entry.detail = message;
       audit_->record(entry);
@@ -225,13 +275,11 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
   }
   switch (request.op) {
     case proto::Op::kWhoAmI:
-      response.result = {{"uid", connection.peer.uid},
-                         {"gid", connection.peer.gid},
-                         {"pid", connection.peer.pid},
-                         {"user", connection.grant.user},
+      response.result = peer_json(connection);
+      response.result.update(json{{"user", connection.grant.user},
                          {"right", proto::to_string(connection.grant.right)},
                          {"rights", rights_json(connection)},
-                         {"reason", connection.grant.reason}};
+                         {"reason", connection.grant.reason}});
       return response;
     case proto::Op::kRenewLease:
       response.result = {{"lease_s", options_.lease_s}};

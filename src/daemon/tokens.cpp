@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/daemon/tokens.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -118,6 +119,16 @@ Result<TokenTable> TokenTable::parse(std::string_view text, const std::string& s
       return fail(ErrorCode::kParse, "{}:{}: unknown scope {} for {} (read, control or admin)", source,
                   line_number, shown(scope_text), name);
     }
+    if (const auto seen = name_lines.find(name); seen != name_lines.end()) {
+      return fail(ErrorCode::kParse, "{}:{}: {} is named twice (first on line {})", source, line_number, name,
+                  seen->second);
+    }
+    if (token == kCertificateWord) {
+      // Not a secret: the client proves itself with a certificate of the daemon's client authority.
+      name_lines.emplace(std::string(name), line_number);
+      table.entries_.push_back({std::string(name), *scope, std::string(), true});
+      continue;
+    }
     for (size_t i = 0; i < token.size(); ++i) {
       const auto c = static_cast<unsigned char>(token[i]);
       if (c < 0x21 || c > 0x7E) {
@@ -132,10 +143,6 @@ Result<TokenTable> TokenTable::parse(std::string_view text, const std::string& s
                   "rand -hex 32`)",
                   source, line_number, name, token.size(), kMinTokenChars, kMaxTokenChars);
     }
-    if (const auto seen = name_lines.find(name); seen != name_lines.end()) {
-      return fail(ErrorCode::kParse, "{}:{}: {} is named twice (first on line {})", source, line_number, name,
-                  seen->second);
-    }
     if (const auto seen = token_lines.find(token); seen != token_lines.end()) {
       return fail(ErrorCode::kParse,
                   "{}:{}: the token of {} is also {}'s (line {}): each client needs its own token", source,
@@ -143,62 +150,19 @@ Result<TokenTable> TokenTable::parse(std::string_view text, const std::string& s
     }
     name_lines.emplace(std::string(name), line_number);
     token_lines.emplace(std::string(token), std::pair{line_number, std::string(name)});
-    table.entries_.push_back({std::string(name), *scope, std::string(token)});
+    table.entries_.push_back({std::string(name), *scope, std::string(token), false});
   }
   if (table.entries_.empty()) {
-    return fail(ErrorCode::kParse, "{}: no token (each line is NAME SCOPE TOKEN; # starts a comment)",
+    return fail(ErrorCode::kParse,
+                "{}: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a comment)",
                 source);
   }
   return table;
 }
 
 Result<TokenTable> TokenTable::load(const std::string& path, uid_t daemon_uid) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == ENOENT) {
-      return fail(ErrorCode::kNotFound, "the token file {} does not exist", path);
-    }
-    if (error == ELOOP) {
-      return fail(ErrorCode::kPermissionDenied,
-                  "the token file {} is a symbolic link: refused (name the file itself)", path);
-    }
-    return fail(ErrorCode::kIo, "cannot open the token file {}: {}", path, std::strerror(error));
-  }
-  const UniqueFd file(fd);
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0) {
-    return fail(ErrorCode::kIo, "cannot stat the token file {}: {}", path, std::strerror(errno));
-  }
-  const std::string fix = fmt::format("`chown root: {0} && chmod 600 {0}`", path);
-  if (const auto why = why_not_own_file(info, daemon_uid)) {
-    return fail(ErrorCode::kPermissionDenied, "the token file {} is refused: {}; {}", path, *why, fix);
-  }
-  if ((info.st_mode & (S_IRGRP | S_IROTH)) != 0) {
-    return fail(ErrorCode::kPermissionDenied,
-                "the token file {} is readable by {} ({}): its tokens are secrets; {}", path,
-                (info.st_mode & S_IROTH) != 0 ? "every user" : "its group", mode_text(info.st_mode), fix);
-  }
-  if (static_cast<size_t>(info.st_size) > kMaxFileBytes) {
-    return fail(ErrorCode::kParse, "the token file {} holds {} bytes, more than the {} accepted", path,
-                info.st_size, kMaxFileBytes);
-  }
-  std::string text(static_cast<size_t>(info.st_size), '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t got = ::read(file.get(), text.data() + done, text.size() - done);
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got < 0) {
-      return fail(ErrorCode::kIo, "cannot read the token file {}: {}", path, std::strerror(errno));
-    }
-    if (got == 0) {
-      break;
-    }
-    done += static_cast<size_t>(got);
-  }
-  text.resize(done);
+  const auto text = JOULE_TRY(read_private_file(path, {"token file", "its tokens are secrets"}, daemon_uid,
+                                                kMaxFileBytes));
   return parse(text, path);
 }
 
@@ -207,6 +171,9 @@ std::optional<TokenEntry> TokenTable::find(std::string_view presented) const {
   // lengths only.
   std::optional<size_t> match;
   for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].by_certificate) {
+      continue;
+    }
     const std::string& token = entries_[i].token;
     unsigned difference = presented.size() != token.size() ? 1U : 0U;
     for (size_t j = 0; j < token.size(); ++j) {
@@ -223,11 +190,22 @@ std::optional<TokenEntry> TokenTable::find(std::string_view presented) const {
   return entries_[*match];
 }
 
+std::optional<TokenEntry> TokenTable::find_certificate(std::string_view common_name) const {
+  const auto found = std::find_if(entries_.begin(), entries_.end(), [common_name](const TokenEntry& entry) {
+    return entry.by_certificate && entry.name == common_name;
+  });
+  if (found == entries_.end()) {
+    return std::nullopt;
+  }
+  return *found;
+}
+
 std::string TokenTable::describe() const {
   std::vector<std::string> parts;
   parts.reserve(entries_.size());
   for (const auto& entry : entries_) {
-    parts.push_back(fmt::format("{} ({})", entry.name, to_string(entry.scope)));
+    parts.push_back(fmt::format("{} ({}{})", entry.name, to_string(entry.scope),
+                                entry.by_certificate ? ", certificate" : ""));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

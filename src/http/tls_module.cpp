@@ -3,14 +3,18 @@
 // that only the processes that speak TLS load OpenSSL. The daemon's network listener drives server sessions
 // from its poll loop (non-blocking sockets: every call may ask to be called again once the socket is readable
 // or writable); DaemonClient drives client sessions the same way with its own deadline.
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 #include <arpa/inet.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include "http/transport.hpp"
 
@@ -40,6 +44,55 @@ std::string with_reason(std::string what) {
   return reason.empty() ? what : what + ": " + reason;
 }
 
+// The socket BIO of OpenSSL writes with write(2): a peer gone away would raise SIGPIPE in the daemon or in
+// a client's process. This one sends with MSG_NOSIGNAL (the error comes back as EPIPE instead).
+int socket_of(BIO* bio) {
+  return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+}
+
+int socket_write(BIO* bio, const char* data, size_t size, size_t* written) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t sent = ::send(socket_of(bio), data, size, MSG_NOSIGNAL);
+  if (sent >= 0) {
+    *written = static_cast<size_t>(sent);
+    return 1;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+    BIO_set_retry_write(bio);
+  }
+  return 0;
+}
+
+int socket_read(BIO* bio, char* buffer, size_t size, size_t* read) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t received = ::recv(socket_of(bio), buffer, size, 0);
+  if (received > 0) {
+    *read = static_cast<size_t>(received);
+    return 1;
+  }
+  if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_read(bio);
+  }
+  return 0;  // 0 bytes: the end of the stream
+}
+
+long socket_control(BIO* /*bio*/, int command, long /*number*/, void* /*pointer*/) {
+  return command == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+BIO_METHOD* socket_method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "joule socket");
+    if (made != nullptr) {
+      BIO_meth_set_write_ex(made, socket_write);
+      BIO_meth_set_read_ex(made, socket_read);
+      BIO_meth_set_ctrl(made, socket_control);
+    }
+    return made;
+  }();
+  return method;
+}
+
 void* new_context(bool server, const TlsFiles& files, std::string& error) {
   ERR_clear_error();
   SSL_CTX* context = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
@@ -58,7 +111,9 @@ void* new_context(bool server, const TlsFiles& files, std::string& error) {
   SSL_CTX_set_max_cert_list(context, kMaxCertificateListBytes);
   // No session tickets or cache: every connection is authenticated afresh (a reloaded CA or a revoked
   // client certificate applies to the next connection).
-  SSL_CTX_set_options(context, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+  // A peer that closes without close_notify (killed, cut off) reads as the end of the stream: the protocol's
+  // lines end in newlines, so nothing truncated is ever taken for a whole request.
+  SSL_CTX_set_options(context, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
   if (!files.certificate_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(context, files.certificate_file.c_str()) != 1) {
@@ -107,11 +162,16 @@ void* new_session(void* context, int fd, bool server, const std::string& peer_ho
     error = with_reason("cannot create a TLS session");
     return nullptr;
   }
-  if (SSL_set_fd(session, fd) != 1) {
+  BIO_METHOD* method = socket_method();
+  BIO* bio = method != nullptr ? BIO_new(method) : nullptr;
+  if (bio == nullptr) {
     error = with_reason("cannot attach a TLS session to its socket");
     SSL_free(session);
     return nullptr;
   }
+  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
+  BIO_set_init(bio, 1);
+  SSL_set_bio(session, bio, bio);  // one reference, owned by the session
   if (server) {
     SSL_set_accept_state(session);
     return session;

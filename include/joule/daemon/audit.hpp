@@ -24,8 +24,10 @@ struct AuditEntry {
   std::string old_value;  ///< the value in force before, e.g. "250000", "unlocked", "1200-1350"
   std::string new_value;  ///< the value in force after
   uint64_t connection = 0;
-  uint32_t uid = 0;
+  uint32_t uid = 0;     ///< a Unix-socket peer's (left out for a network peer)
   int32_t pid = 0;
+  std::string client;   ///< a network peer's name (its token's or certificate's); empty before it is known
+  std::string address;  ///< a network peer's address, e.g. "10.0.0.7:51234"; empty: a Unix-socket peer
   std::string reason;  ///< "request", "reset", "disconnected", "lease-expired", "shutdown"
   std::string detail;  ///< free text (an error message), quoted
 };
@@ -88,17 +90,19 @@ class AuditLog {
 
  private:
   using SteadyTime = std::chrono::steady_clock::time_point;
-  // One uid's refusals in the current interval.
+  // One peer's refusals in the current interval: a uid's, a network client's, or an unauthenticated
+  // network address's.
   struct RefusalWindow {
     SteadyTime start;
     size_t written = 0;
     uint64_t suppressed = 0;
+    AuditEntry who;  // its uid, client and address
   };
 
   AuditLog(std::string path, int fd, bool owned, AuditLimits limits);
   void write_line(const std::string& line);  // mutex_ held
-  // Writes `uid`'s summary (if it left any refusal out) at `now`; mutex_ held.
-  void write_summary(uint32_t uid, const RefusalWindow& window, SteadyTime now);
+  // Writes the summary of `who` (if it left any refusal out) at `now`; mutex_ held.
+  void write_summary(const std::string& who, const RefusalWindow& window, SteadyTime now);
 
   std::string path_;
   int fd_;
@@ -107,7 +111,7 @@ class AuditLog {
   std::chrono::nanoseconds interval_;
   mutable std::mutex mutex_;
   bool failed_ = false;                         // guarded by mutex_
-  std::map<uint32_t, RefusalWindow> refusals_;  // guarded by mutex_
+  std::map<std::string, RefusalWindow> refusals_;  // by peer ("uid 1000", "client x"), guarded by mutex_
   std::function<void(const AuditEntry&)> observer_;
 };
 

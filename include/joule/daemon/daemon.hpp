@@ -13,6 +13,7 @@
 #include "joule/core/error.hpp"
 #include "joule/daemon/access.hpp"
 #include "joule/daemon/audit.hpp"
+#include "joule/daemon/network.hpp"
 #include "joule/device/cpu.hpp"
 #include "joule/device/daemon_protocol.hpp"
 #include "joule/device/gpu.hpp"
@@ -85,6 +86,10 @@ struct DaemonOptions {
   std::vector<device::Cpu*> cpus;
   /// Why `cpus` is empty (e.g. the RAPL backend's error), for the peers that ask for CPU energy.
   std::string no_cpus_reason;
+  /// The network listener (--listen and its TLS and token files; docs/fleet.md): off when `listen` is empty.
+  /// A network peer's limits and audit lines are those of its client name (its token's or certificate's),
+  /// as a local peer's are its uid's; it never uses root's reserve.
+  NetworkOptions network;
 };
 
 class Server;
@@ -105,7 +110,9 @@ class Daemon {
   /// outlive the daemon.
   /// @param clock the clock the GPUs run on (power event timestamps).
   /// @return kPermissionDenied (not root with real GPUs; an unsafe socket folder; a lock file or socket
-  /// another user planted), kInvalidArgument (bad option), kNotFound
+  /// another user planted; a token file or TLS key others may read), kInvalidArgument (bad option, a TLS
+  /// file that cannot be used, plain TCP on an address that is not loopback), kParse (a malformed token
+  /// file), kNotFound
   /// (unknown user or group), kState (another daemon serves the socket), kIo (socket or log).
   static Result<std::unique_ptr<Daemon>> start(std::vector<device::Gpu*> gpus, Clock& clock,
                                                DaemonOptions options);
@@ -119,14 +126,20 @@ class Daemon {
   /// of the process, e.g. with a signal mask set before any thread starts; they are then read from a
   /// signalfd, never handled asynchronously). Before returning, every setting is restored (reason
   /// "shutdown") and every connection closed.
+  /// Each of `reload_signals` (blocked likewise; SIGHUP for `joule daemon`) reloads the network listener's
+  /// token file and TLS files for the connections accepted from then on, without dropping any; a file that
+  /// fails to load is logged and the previous ones stay.
   /// @return the signal that stopped it, or nullopt after stop(); kIo if polling fails.
-  Result<std::optional<int>> run(const std::vector<int>& stop_signals = {});
+  Result<std::optional<int>> run(const std::vector<int>& stop_signals = {},
+                                 const std::vector<int>& reload_signals = {});
 
   /// Makes run() return soon. Thread-safe; not async-signal-safe.
   void stop();
 
   const std::string& socket_path() const;
   const AccessPolicy& access() const;
+  /// @return the network listeners' bound addresses, e.g. "127.0.0.2:9700" (the port chosen for :0).
+  std::vector<std::string> network_addresses() const;
   /// @return the audit log's path, or "stderr".
   const std::string& audit_log_path() const;
 

@@ -6,6 +6,10 @@
 //     # NAME       SCOPE     TOKEN (at least 32 characters: `openssl rand -hex 32`)
 //     trainer-17   read      3f9c0d2e6b8a41f7a5c3e9d1b7f4a2c6e8d0b3f5a7c9e1d3b5f7a9c1e3d5f7a9
 //     autopilot    control   9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b
+//     node-agent   read      certificate
+//
+// The word `certificate` in the token's column names a client that proves itself with a certificate of the
+// daemon's client authority (--tls-client-ca) whose Common Name is NAME: mutual TLS, no secret in the file.
 //
 // Scopes map onto the daemon's rights: read (energy, power, telemetry, CPU counters, streams), control
 // (also power limits and SM clocks), admin (control, and the daemon's own operations).
@@ -42,7 +46,11 @@ struct TokenEntry {
   std::string name;  ///< the client's name in audit lines and whoami ([A-Za-z0-9._@-], 1 to 31 characters)
   Scope scope = Scope::kRead;
   std::string token;  ///< the secret (32 to 256 printable characters, no space): never printed
+  bool by_certificate = false;  ///< `certificate`: no token; a verified client certificate named `name`
 };
+
+/// The token column's word for a client that authenticates with its certificate.
+inline constexpr std::string_view kCertificateWord = "certificate";
 
 /// The tokens of one token file. Immutable; thread-safe.
 class TokenTable {
@@ -71,6 +79,9 @@ class TokenTable {
   /// @return the entry whose token is `presented`, or nullopt. Compares against every entry in time that
   /// depends only on the lengths, not on where a guess first differs.
   std::optional<TokenEntry> find(std::string_view presented) const;
+
+  /// @return the `certificate` entry named `common_name` (a verified client certificate's), or nullopt.
+  std::optional<TokenEntry> find_certificate(std::string_view common_name) const;
 
   /// @return the entries' names and scopes, e.g. "trainer-17 (read), autopilot (control)": never tokens.
   std::string describe() const;

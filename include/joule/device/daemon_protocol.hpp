@@ -95,6 +95,9 @@ struct Request {
   Op op = Op::kHello;                           ///< what to do
   int protocol = 0;                             ///< hello: the version the client speaks (≥ 1)
   std::string client{};                         ///< hello: free text naming the client, for logs (optional)
+  /// hello over the network listener: the bearer token (docs/fleet.md); never logged or echoed. Empty: none
+  /// (a Unix-socket peer is judged by its credentials, a network peer may present a client certificate).
+  std::string token{};
   int gpu = -1;                                 ///< device operations: the daemon's GPU index
   int cpu = -1;                                 ///< cpu_energy: the package index (list_cpus' index)
   std::optional<std::vector<int>> gpus{};       ///< stream_power: GPU indices (nullopt: all)

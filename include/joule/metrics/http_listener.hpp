@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
+#include "joule/core/host_port.hpp"
 
 namespace joule::metrics {
 
@@ -120,12 +121,8 @@ struct HttpListenerStats {
   uint64_t cancelled = 0;  ///< asynchronous requests whose client went away before the answer
 };
 
-/// The one HOST:PORT parser of the project (`joule serve --listen`, `--serve`, `--metrics`).
-/// @return (host, port) of "HOST:PORT", "[V6]:PORT" or ":PORT" (host 0.0.0.0); port 0 means any free port.
-/// An IPv6 address must be in brackets. kInvalidArgument naming `what` and the text otherwise (its examples
-/// use `example_port`).
-Result<std::pair<std::string, int>> parse_host_port(std::string_view text, std::string_view what,
-                                                    int example_port = 9400);
+/// The one HOST:PORT parser of the project (joule/core/host_port.hpp).
+using joule::parse_host_port;
 
 /// @return `text` with %XX sequences decoded (and '+' as a space if `plus_is_space`); a '%' not followed
 /// by two hex digits is kept as it is.

@@ -17,6 +17,8 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 constexpr size_t kMaxClientNameBytes = 256;
+// Longer than any token a token file may hold (daemon::TokenTable::kMaxTokenChars).
+constexpr size_t kMaxTokenBytes = 512;
 constexpr size_t kMaxStreamGpus = 256;
 constexpr size_t kMaxQuotedBytes = 40;
 
@@ -60,7 +62,8 @@ enum class Kind {
   kStream,
   kCpu,
   kFlag,
-  kCpuList
+  kCpuList,
+  kToken
 };
 
 struct Field {
@@ -72,7 +75,9 @@ struct Field {
 std::vector<Field> fields_of(Op op) {
   switch (op) {
     case Op::kHello:
-      return {{"protocol", Kind::kProtocol, true}, {"client", Kind::kClient, false}};
+      return {{"protocol", Kind::kProtocol, true},
+              {"client", Kind::kClient, false},
+              {"token", Kind::kToken, false}};
     case Op::kWhoAmI:
     case Op::kListDevices:
     case Op::kRenewLease:
@@ -113,6 +118,8 @@ std::string_view what_kind(Kind kind) {
       return "the protocol version, an integer >= 1";
     case Kind::kClient:
       return "a string naming the client";
+    case Kind::kToken:
+      return "the bearer token, a string";
     case Kind::kGpu:
       return "a GPU index, an integer >= 0";
     case Kind::kGpuList:
@@ -194,6 +201,17 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
                     kMaxClientNameBytes, describe(value));
       }
       request.client = value.get<std::string>();
+      return {};
+    case Kind::kToken:
+      // The value is never shown: a token sent by mistake to the wrong field or daemon must not reach a log.
+      if (!value.is_string() || value.get_ref<const std::string&>().size() > kMaxTokenBytes) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "{}field 'token' must be a string of at most {} bytes (got a {} value{})", context,
+                    kMaxTokenBytes, value.type_name(),
+                    value.is_string() ? fmt::format(" of {} bytes", value.get_ref<const std::string&>().size())
+                                      : std::string());
+      }
+      request.token = value.get<std::string>();
       return {};
     case Kind::kGpu: {
       auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kIntMax));
@@ -472,6 +490,11 @@ std::string format_request(const Request& request) {
       case Kind::kClient:
         if (!request.client.empty()) {
           line["client"] = request.client;
+        }
+        break;
+      case Kind::kToken:
+        if (!request.token.empty()) {
+          line["token"] = request.token;
         }
         break;
       case Kind::kGpu:
