@@ -233,4 +233,27 @@ bool write_or_report(OutputFile& output, std::string_view content, bool keep_on_
   return false;
 }
 
+void add_node_connection_options(CLI::App& command, device::DaemonClientOptions& options) {
+  command
+      .add_option("--node-ca", options.tls_ca_file,
+                  "The authority of the nodes' daemon certificates, for HOST:PORT nodes (environment: "
+                  "JOULE_DAEMON_CA; default: the system's)")
+      ->option_text("FILE");
+  command
+      .add_option("--node-cert", options.tls_certificate_file,
+                  "This client's certificate for mutual TLS with HOST:PORT nodes (environment: JOULE_DAEMON_CERT)")
+      ->option_text("FILE");
+  command
+      .add_option("--node-key", options.tls_private_key_file,
+                  "The private key of --node-cert (environment: JOULE_DAEMON_KEY)")
+      ->option_text("FILE");
+  command
+      .add_option("--node-token-file", options.token_file,
+                  "A file holding the bearer token for HOST:PORT nodes, readable by this user only "
+                  "(environment: JOULE_DAEMON_TOKEN_FILE)")
+      ->option_text("FILE");
+  command.add_flag("--node-plain-tcp", options.plain_tcp,
+                   "Reach HOST:PORT nodes over plain TCP (daemons with --allow-plain-loopback, or a tunnel)");
+}
+
 }  // namespace joule::cli

@@ -15,6 +15,7 @@
 #include "joule/core/error.hpp"
 #include "joule/core/file.hpp"
 #include "joule/core/validate.hpp"
+#include "joule/device/daemon_client_options.hpp"
 #include "joule/device/discovery.hpp"
 
 namespace joule::cli {
@@ -102,6 +103,10 @@ void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global
 void apply_metric_labels(const CLI::App& app, const GlobalOptions& global);
 
 /// Registers each subcommand; each returns the process exit code when run.
+/// The flags that reach network nodes' daemons (HOST:PORT in --nodes): --node-ca, --node-cert, --node-key,
+/// --node-token-file, --node-plain-tcp, into `options` (their environment variables apply when not given).
+void add_node_connection_options(CLI::App& command, device::DaemonClientOptions& options);
+
 void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_power_command(CLI::App& app, const GlobalOptions& global, int& exit_code);

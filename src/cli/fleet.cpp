@@ -16,6 +16,7 @@ namespace {
 
 struct FleetPowerFlags {
   std::string nodes;
+  fleet::FleetOptions options;
   int interval_ms = 1000;
   double duration_s = 0;  // 0: until interrupted
   Format format = Format::kText;
@@ -24,7 +25,7 @@ struct FleetPowerFlags {
 int run_fleet_power(const FleetPowerFlags& flags) {
   const auto nodes = value_or_throw(fleet::parse_nodes(flags.nodes));
   BlockedSignals stop({SIGINT, SIGTERM});  // before the connections' threads exist
-  auto monitor = value_or_throw(fleet::FleetMonitor::connect(nodes));
+  auto monitor = value_or_throw(fleet::FleetMonitor::connect(nodes, flags.options));
   if (flags.format == Format::kCsv) {
     std::cout << fleet::fleet_power_csv_header();
   }
@@ -51,7 +52,9 @@ void add_fleet_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
   auto flags = std::make_shared<FleetPowerFlags>();
   auto* power = fleet->add_subcommand(
       "power", "Print the power of several nodes' GPUs (through their daemons) with ISO-8601 UTC timestamps");
-  power->add_option("--nodes", flags->nodes, "The nodes: NAME=SOCKET,… (their daemons' sockets)")
+  power->add_option("--nodes", flags->nodes,
+                    "The nodes: NAME=ADDRESS,… (their daemons' Unix sockets, or HOST:PORT of their network "
+                    "listeners)")
       ->required()
       ->option_text("LIST");
   power->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")
@@ -62,7 +65,9 @@ void add_fleet_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->check(number(duration_rule()))
       ->option_text("S");
   add_format_option(*power, flags->format, {Format::kText, Format::kCsv});
-  set_examples(*power, {"joule fleet power --nodes a=/run/joule/a.sock,b=/tmp/node2.sock --duration-s 10"});
+  add_node_connection_options(*power, flags->options.connection);
+  set_examples(*power, {"joule fleet power --nodes a=/run/joule/a.sock,b=/tmp/node2.sock --duration-s 10",
+                        "joule fleet power --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file ~/.joule-token"});
   set_examples(*fleet, {"joule fleet power --nodes a=/run/joule/a.sock,b=/tmp/node2.sock"});
   power->callback([flags, &exit_code] { exit_code = run_fleet_power(*flags); });
 }

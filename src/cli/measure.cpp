@@ -41,7 +41,8 @@ struct MeasureFlags {
   std::string tariff;      // --tariff FILE: hour,price_usd_per_kwh
   int repeat = 1;          // -r N: run the command N times, report mean ± stddev
   std::string append_csv;  // --append-csv FILE: one row per device per run, appended
-  std::string nodes;       // --nodes NAME=SOCKET,…: the energy of a fleet's daemons instead of this node's
+  std::string nodes;       // --nodes NAME=ADDRESS,…: the energy of a fleet's daemons instead of this node's
+  fleet::FleetOptions fleet_options;  // --node-ca, --node-cert, --node-key, --node-token-file, --node-plain-tcp
 };
 
 // Checked before the command runs, so that a wrong file costs no run. @return true if the header is to be
@@ -142,7 +143,7 @@ int run_measure_on_nodes(const GlobalOptions& global, const MeasureFlags& flags)
   const auto nodes = value_or_throw(fleet::parse_nodes(flags.nodes));
   std::optional<OutputFile> output = open_output(flags.output, "-o");
   ChildSignals signals;  // before any thread exists (the fleet's connections)
-  auto monitor = value_or_throw(fleet::FleetMonitor::connect(nodes));
+  auto monitor = value_or_throw(fleet::FleetMonitor::connect(nodes, flags.fleet_options));
   auto run = value_or_throw(fleet::run_on_nodes(*monitor, flags.command, signals));
   const std::string text = flags.format == Format::kJson  ? fleet::render_fleet_run_json(run)
                            : flags.format == Format::kCsv ? fleet::render_fleet_run_csv(run)
@@ -264,9 +265,11 @@ void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_c
       ->option_text("FILE");
   command
       ->add_option("--nodes", flags->nodes,
-                   "Measure the nodes' GPUs and CPUs through their daemons' sockets instead of this node's: "
-                   "NAME=SOCKET,… (one window on all at once; docs/fleet.md)")
+                   "Measure the nodes' GPUs and CPUs through their daemons instead of this node's: "
+                   "NAME=ADDRESS,… with Unix sockets or HOST:PORT of network listeners (one window on all at "
+                   "once; docs/fleet.md)")
       ->option_text("LIST");
+  add_node_connection_options(*command, flags->fleet_options.connection);
   command
       ->add_option("-r,--repeat", flags->repeat,
                    "Run the command N times and report each figure's mean ± sample standard deviation (like "

@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -189,7 +191,13 @@ Result<void> Server::reload() {
     return fail(ErrorCode::kInvalidArgument, "the reloaded files give no TLS certificate");
   }
   security_ = std::move(security);
-  log().info("network listener reloaded: {}", security_.describe(options_.network));
+  const std::string described = security_.describe(options_.network);
+  log().info("network listener reloaded: {}", described);
+  AuditEntry entry;
+  entry.action = "reload";
+  entry.reason = "signal";
+  entry.detail = "network listener: " + described;
+  audit_->record(entry);
   return {};
 }
 
@@ -250,6 +258,9 @@ void Server::accept_network(const NetworkListener& listener) {
       ::close(fd);
       continue;
     }
+    // Requests and answers are single short lines: Nagle's delay would add to every round trip.
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto connection = std::make_unique<Connection>();
     connection->id = next_connection_id_++;
     connection->fd = fd;
@@ -289,7 +300,12 @@ void Server::advance_handshake(Connection& connection) {
   if (!wait) {
     log().warn("connection {} ({}): {}", connection.id, peer_text(connection), wait.error().message());
     audit_refusal(connection, "tls", wait.error().message());
-    connection.dead = true;
+    connection.handshaking = false;
+    --handshakes_;
+    connection.tls.reset();
+    ::shutdown(connection.fd, SHUT_WR);
+    connection.draining = true;
+    connection.close_deadline = std::chrono::steady_clock::now() + kRefusalLinger;
     return;
   }
   if (*wait != http::TlsWait::kNothing) {
@@ -382,6 +398,20 @@ ssize_t Server::transmit(Connection& connection, const char* data, size_t size) 
     return -1;
   }
   return static_cast<ssize_t>(io->bytes);
+}
+
+void Server::drain(Connection& connection) {
+  char chunk[kReadChunkBytes];
+  for (int round = 0; round < 4; ++round) {
+    const ssize_t n = ::recv(connection.fd, chunk, sizeof chunk, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      connection.dead = true;
+      return;
+    }
+    if (n < 0) {
+      return;
+    }
+  }
 }
 
 void Server::close_socket(Connection& connection) {
@@ -524,7 +554,7 @@ bool Server::has_line(const Connection& connection) {
 }
 
 bool Server::may_serve(const Connection& connection) const {
-  return !connection.refused && !connection.closing && !connection.dead &&
+  return !connection.refused && !connection.draining && !connection.closing && !connection.dead &&
          connection.output.size() <= options_.max_queued_bytes;
 }
 
@@ -841,7 +871,7 @@ void Server::run_timers(SteadyTime now) {
   pass_cpu_samples_.clear();
   pass_time_ms_.reset();
   for (auto& [id, connection] : connections_) {
-    if (connection->refused) {
+    if (connection->refused || connection->draining) {
       connection->dead = connection->dead || now >= connection->close_deadline;
       continue;
     }
@@ -942,7 +972,7 @@ std::optional<SteadyTime> Server::next_timer() const {
     consider(*summary);
   }
   for (const auto& [id, connection] : connections_) {
-    if (connection->closing || connection->refused) {
+    if (connection->closing || connection->refused || connection->draining) {
       consider(connection->close_deadline);
       continue;
     }
@@ -1004,7 +1034,7 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals,
       bool buffered = false;
       if (connection->handshaking) {
         events = connection->tls_wants_write ? POLLOUT : POLLIN;
-      } else if (connection->refused) {
+      } else if (connection->refused || connection->draining) {
         events = POLLIN;
       } else if (!connection->closing && !connection->peer_closed && !waiting &&
                  connection->output.size() <= options_.max_queued_bytes) {
@@ -1061,6 +1091,12 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals,
     for (size_t i = 0; i < polled.size(); ++i) {
       Connection& connection = *polled[i];
       const short revents = fds[i + first_connection].revents;
+      if (connection.draining) {
+        if (revents != 0) {
+          drain(connection);
+        }
+        continue;
+      }
       if (connection.handshaking) {
         if (revents != 0 && handshake_steps > 0) {
           --handshake_steps;

@@ -105,6 +105,10 @@ class Server {
     bool tls_wants_write = false;  // a TLS read or handshake waits for the socket to be writable
     bool tls_wants_read = false;   // a TLS write waits for the socket to be readable
     bool close_after_answer = false;  // refused at hello: closed once that answer is sent
+    // Its TLS handshake failed: the alert is sent and the write side shut; what the peer still sends is read
+    // and dropped until it closes (or close_deadline), so that closing never resets the connection before
+    // the peer has read why.
+    bool draining = false;
   };
 
   void accept_connections();
@@ -126,6 +130,8 @@ class Server {
   // -1 with errno (EAGAIN: wait).
   ssize_t receive(Connection& connection, char* buffer, size_t size);
   ssize_t transmit(Connection& connection, const char* data, size_t size);
+  /// Reads and drops what a draining connection's peer sends; dead at its end of stream.
+  void drain(Connection& connection);
   /// Closes the socket of `connection` (TLS: close_notify first, best effort).
   void close_socket(Connection& connection);
   /// @return why a new connection of `peer` is over a limit, or nullopt.

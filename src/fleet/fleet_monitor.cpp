@@ -136,7 +136,7 @@ Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> no
   for_each_node_at_once(nodes.size(), [&](size_t i) {
     auto state = std::make_unique<NodeState>();
     state->node = nodes[i];
-    device::DaemonClientOptions client_options;
+    device::DaemonClientOptions client_options = options.connection;
     client_options.client_name = "joule fleet";
     client_options.timeout = options.timeout;
     auto client = device::DaemonClient::connect(state->node.socket_path, client_options);

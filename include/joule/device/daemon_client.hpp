@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,7 +24,15 @@
 #include "joule/device/daemon_client_options.hpp"
 #include "joule/device/daemon_protocol.hpp"
 
+namespace joule::http {
+class TlsStream;  // joule/http/tls.hpp
+}
+
 namespace joule::device {
+
+/// @return whether `address` names a daemon on the network, "HOST:PORT" or "[V6]:PORT" (no '/', a numeric
+/// port after the last ':'), rather than a Unix socket path.
+bool is_network_address(std::string_view address);
 
 /// One connection to `joule daemon`. Every setting made through it belongs to it: the daemon restores
 /// them when the connection closes (this object is destroyed, or the process dies) or its lease runs out.
@@ -35,10 +44,13 @@ namespace joule::device {
 /// with kIo saying so; there is no silent reconnection, because the settings would be gone.
 class DaemonClient {
  public:
-  /// Connects to the daemon at `socket_path` and says hello.
+  /// Connects to the daemon at `socket_path` and says hello. `socket_path` is a Unix socket's path, or a
+  /// network daemon's "HOST:PORT" (is_network_address()): then over TLS (or plain TCP, options.plain_tcp)
+  /// with the options' certificate files and token (or their environment variables).
   /// @return kIo if nothing listens there (the message says how to start the daemon),
-  /// kPermissionDenied if the socket may not be opened, kNotSupported for a daemon speaking another
-  /// protocol version.
+  /// kPermissionDenied if the socket may not be opened, a certificate is refused by either end, or the
+  /// daemon refuses the token (each in words), kNotSupported for a daemon speaking another protocol version,
+  /// kInvalidArgument for a token file others may read.
   static Result<std::shared_ptr<DaemonClient>> connect(const std::string& socket_path,
                                                        DaemonClientOptions options = {});
   /// Stops lease renewal and closes the connection (the daemon restores this connection's settings).
@@ -90,6 +102,12 @@ class DaemonClient {
 
  private:
   DaemonClient(std::string socket_path, int fd, DaemonClientOptions options);
+  // Connects over TCP and, unless plain, completes the TLS handshake (tls_) within options_.timeout.
+  Result<void> open_network(const std::string& address);
+  // Socket I/O, through TLS when there is one. As recv/send: > 0 bytes, 0 closed (receive), -1 with errno
+  // (EAGAIN: poll for what wait_writable_ says first). Need request_mutex_.
+  ssize_t receive_locked(char* buffer, size_t size);
+  ssize_t transmit_locked(const char* data, size_t size);
   // The next line from the daemon, waiting until `deadline` (steady clock). Needs request_mutex_.
   Result<std::string> read_line_locked(std::chrono::steady_clock::time_point deadline);
   Result<void> write_locked(const std::string& line);
@@ -107,6 +125,9 @@ class DaemonClient {
 
   mutable std::mutex request_mutex_;  // one request on the wire at a time; guards everything below
   int fd_ = -1;
+  std::unique_ptr<http::TlsStream> tls_;  // a network daemon's TLS session
+  bool wait_writable_ = false;            // the last TLS call waits for the socket to be writable
+  std::string tls_error_;                 // why the last TLS read or write failed
   std::string buffer_;  // bytes read but not yet split into lines
   std::deque<daemon_protocol::PowerEvent> events_;
   std::deque<daemon_protocol::CpuEnergyEvent> cpu_events_;

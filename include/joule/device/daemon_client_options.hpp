@@ -28,6 +28,22 @@ struct DaemonClientOptions {
   /// Stream events kept while nobody reads them, per kind (power, CPU energy); beyond this the oldest go,
   /// counted in the next event of their stream and device (PowerEvent::dropped).
   size_t max_queued_events = 4096;
+
+  // A daemon on the network (DaemonClient::connect("HOST:PORT"), `joule daemon --listen`; docs/fleet.md).
+  // Each of these left empty is taken from its environment variable when set (in brackets).
+
+  /// The authority of the daemon's certificate, PEM ($JOULE_DAEMON_CA; neither: the system's authorities).
+  std::string tls_ca_file;
+  /// This client's certificate and key, PEM, for mutual TLS ($JOULE_DAEMON_CERT, $JOULE_DAEMON_KEY).
+  std::string tls_certificate_file;
+  std::string tls_private_key_file;
+  /// The bearer token itself; never logged.
+  std::string token;
+  /// A file holding the bearer token (its first word), not readable by other users
+  /// ($JOULE_DAEMON_TOKEN_FILE); read at connect when `token` is empty.
+  std::string token_file;
+  /// Plain TCP instead of TLS, for a daemon started with --allow-plain-loopback (loopback addresses only).
+  bool plain_tcp = false;
 };
 
 }  // namespace joule::device

@@ -9,9 +9,10 @@
 //   ... the job runs on the nodes ...
 //   const auto result = (*fleet)->end_window("epoch");   // result.total_energy_j, result.nodes[i]…
 //
-// A node is reached through its daemon's socket (today a Unix socket: the local one, or another node's
-// forwarded with `ssh -L`). A node that stops answering mid-window makes the result incomplete, with the
-// node named: never a silently lower total.
+// A node is reached through its daemon: a Unix socket (the local one, or another node's forwarded with
+// `ssh -L`), or "HOST:PORT" of a daemon's network listener over TLS (`joule daemon --listen`, authenticated
+// by FleetOptions::connection's token or client certificate). A node that stops answering mid-window makes
+// the result incomplete, with the node named: never a silently lower total.
 #pragma once
 
 #include <memory>
@@ -22,17 +23,19 @@
 #include "joule/core/clock_offset.hpp"
 #include "joule/core/error.hpp"
 #include "joule/core/units.hpp"
+#include "joule/device/daemon_client_options.hpp"
 #include "joule/measure/energy_monitor.hpp"
 
 namespace joule::fleet {
 
-/// One node of a fleet: a name for reports and the socket of its daemon.
+/// One node of a fleet: a name for reports and its daemon's address.
 struct Node {
   std::string name;
-  std::string socket_path;
+  std::string socket_path;  ///< a Unix socket's path, or "HOST:PORT" of a network listener
 };
 
-/// @return the nodes of a list "NAME=SOCKET,NAME=SOCKET" (a bare SOCKET is named after itself).
+/// @return the nodes of a list "NAME=ADDRESS,…", ADDRESS a Unix socket or HOST:PORT (a bare ADDRESS is named
+/// after itself: "node1:9700,node2:9700").
 /// Errors: kInvalidArgument for an empty list or entry, an empty name or socket, a name or a socket given
 /// twice (each named).
 Result<std::vector<Node>> parse_nodes(std::string_view list);
@@ -42,6 +45,9 @@ struct FleetOptions {
   size_t clock_probes = 8;
   /// How long one request to a node may take before the node counts as not answering.
   Nanos timeout = std::chrono::seconds(10);
+  /// For HOST:PORT nodes: the TLS files, the token (or their environment variables, see
+  /// DaemonClientOptions) and plain_tcp; its client_name, timeout and lease renewal are the fleet's own.
+  device::DaemonClientOptions connection;
 };
 
 /// One node's part of a window.

@@ -5,13 +5,27 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "joule/core/file.hpp"
+#include "joule/core/host_port.hpp"
 #include "joule/core/log.hpp"
+#include "joule/core/strings.hpp"
 #include "joule/device/daemon_client.hpp"
+#ifdef JOULE_DAEMON_CLIENT_TLS
+#include "joule/http/tls.hpp"
+#else
+namespace joule::http {
+class TlsStream {};  // this build has no TLS: open_network() refuses before making one
+}  // namespace joule::http
+#endif
 
 namespace joule::device {
 
@@ -65,21 +79,236 @@ Result<int> open_socket(const std::string& path, Nanos timeout) {
   return fd;
 }
 
+// `value` if set, else the environment variable `name` (not in a set-user-ID program), else empty.
+std::string or_environment(const std::string& value, const char* name) {
+  if (!value.empty()) {
+    return value;
+  }
+  const char* set = ::secure_getenv(name);
+  return set != nullptr ? std::string(set) : std::string();
+}
+
+// The token in `path`: its first word. A file other users may read is refused: the token is a secret.
+Result<std::string> read_token_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    return fail(ErrorCode::kNotFound, "cannot read the daemon token file {}: {}", path, std::strerror(errno));
+  }
+  if ((info.st_mode & S_IROTH) != 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the daemon token file {} is readable by every user: its token is a secret; `chmod 600 {}`",
+                path, path);
+  }
+  const auto text = JOULE_TRY(read_text_file(path));
+  const auto begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) {
+    return fail(ErrorCode::kInvalidArgument, "the daemon token file {} holds no token", path);
+  }
+  const auto end = text.find_first_of(" \t\r\n", begin);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// Waits until `fd` is ready for `events` or `deadline`. @return false on timeout.
+bool wait_for(int fd, short events, SteadyTime deadline) {
+  while (true) {
+    pollfd entry{fd, events, 0};
+    const int ready = ::poll(&entry, 1, milliseconds_until(deadline));
+    if (ready < 0 && errno == EINTR) {
+      continue;
+    }
+    return ready > 0;
+  }
+}
+
 }  // namespace
+
+bool is_network_address(std::string_view address) {
+  if (address.empty() || address.find('/') != std::string_view::npos) {
+    return false;
+  }
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == address.size()) {
+    return false;
+  }
+  return std::all_of(address.begin() + static_cast<std::ptrdiff_t>(colon) + 1, address.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
 
 DaemonClient::DaemonClient(std::string socket_path, int fd, DaemonClientOptions options)
     : socket_path_(std::move(socket_path)), options_(std::move(options)), fd_(fd) {}
 
+Result<void> DaemonClient::open_network(const std::string& address) {
+#ifndef JOULE_DAEMON_CLIENT_TLS
+  if (!options_.plain_tcp) {
+    return fail(ErrorCode::kNotSupported,
+                "cannot connect to the joule daemon at {}: this build of joule has no TLS (built without "
+                "JOULE_WITH_HTTP)",
+                address);
+  }
+#endif
+  const auto [host, port] = JOULE_TRY(parse_host_port(address, "the daemon's address", 9700));
+  const SteadyTime deadline = std::chrono::steady_clock::now() + options_.timeout;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(port);
+  if (const int error = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found); error != 0) {
+    return fail(ErrorCode::kIo, "cannot connect to the joule daemon at {}: cannot resolve {}: {}", address, host,
+                ::gai_strerror(error));
+  }
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
+  std::string why = "no address";
+  for (const addrinfo* candidate = found; candidate != nullptr && fd_ < 0; candidate = candidate->ai_next) {
+    const int fd = ::socket(candidate->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int error = 0;
+    if (::connect(fd, candidate->ai_addr, candidate->ai_addrlen) != 0) {
+      error = errno;
+      if (error == EINPROGRESS) {
+        error = wait_for(fd, POLLOUT, deadline) ? 0 : ETIMEDOUT;
+        socklen_t length = sizeof error;
+        if (error == 0 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+          error = errno;
+        }
+      }
+    }
+    if (error != 0) {
+      why = std::strerror(error);
+      ::close(fd);
+      continue;
+    }
+    // Requests are single short lines, answered at once: Nagle's delay would add to every round trip.
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fd_ = fd;
+  }
+  if (fd_ < 0) {
+    return fail(ErrorCode::kIo,
+                "cannot connect to the joule daemon at {}: {} (is `joule daemon --listen {}` running there, and "
+                "the port open? see docs/fleet.md)",
+                address, why, address);
+  }
+  if (options_.plain_tcp) {
+    return {};
+  }
+#ifdef JOULE_DAEMON_CLIENT_TLS
+  const http::TlsContextFiles files{or_environment(options_.tls_certificate_file, "JOULE_DAEMON_CERT"),
+                                    or_environment(options_.tls_private_key_file, "JOULE_DAEMON_KEY"),
+                                    or_environment(options_.tls_ca_file, "JOULE_DAEMON_CA")};
+  auto context = http::TlsContext::client(files);
+  if (!context) {
+    return fail(context.error().code(), "cannot connect to the joule daemon at {}: {}", address,
+                context.error().message());
+  }
+  auto stream = JOULE_TRY(http::TlsStream::client(*context, fd_, host));
+  while (true) {
+    const auto wait = stream->handshake();
+    if (!wait) {
+      return fail(wait.error().code(), "the TLS handshake with the joule daemon at {} failed: {}{}", address,
+                  wait.error().message(),
+                  wait.error().code() == ErrorCode::kPermissionDenied && files.ca_file.empty()
+                      ? " (the daemon's certificate is checked against the system's authorities: give its "
+                        "authority with $JOULE_DAEMON_CA or the client's CA option)"
+                      : "");
+    }
+    if (*wait == http::TlsWait::kNothing) {
+      break;
+    }
+    if (!wait_for(fd_, *wait == http::TlsWait::kReadable ? POLLIN : POLLOUT, deadline)) {
+      return fail(ErrorCode::kIo, "the TLS handshake with the joule daemon at {} timed out after {:.3g} s",
+                  address, std::chrono::duration<double>(options_.timeout).count());
+    }
+  }
+  tls_ = std::move(stream);
+#endif
+  return {};
+}
+
+ssize_t DaemonClient::receive_locked(char* buffer, size_t size) {
+#ifdef JOULE_DAEMON_CLIENT_TLS
+  if (tls_) {
+    const auto io = tls_->read(buffer, size);
+    if (!io) {
+      // The daemon refusing this client's certificate after the handshake (TLS 1.3) arrives here.
+      tls_error_ = io.error().message();
+      errno = EPROTO;
+      return -1;
+    }
+    if (io->closed) {
+      return 0;
+    }
+    if (io->wait != http::TlsWait::kNothing) {
+      wait_writable_ = io->wait == http::TlsWait::kWritable;
+      errno = EAGAIN;
+      return -1;
+    }
+    return static_cast<ssize_t>(io->bytes);
+  }
+#endif
+  const ssize_t n = ::recv(fd_, buffer, size, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    wait_writable_ = false;
+  }
+  return n;
+}
+
+ssize_t DaemonClient::transmit_locked(const char* data, size_t size) {
+#ifdef JOULE_DAEMON_CLIENT_TLS
+  if (tls_) {
+    const auto io = tls_->write(data, size);
+    if (!io || io->closed) {
+      tls_error_ = io ? std::string("the daemon closed the TLS session") : io.error().message();
+      errno = EPROTO;
+      return -1;
+    }
+    if (io->wait != http::TlsWait::kNothing) {
+      wait_writable_ = io->wait == http::TlsWait::kWritable;
+      errno = EAGAIN;
+      return -1;
+    }
+    return static_cast<ssize_t>(io->bytes);
+  }
+#endif
+  // MSG_NOSIGNAL: a daemon that went away must give an error here, not kill the process with SIGPIPE.
+  const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    wait_writable_ = true;
+  }
+  return n;
+}
+
 Result<std::shared_ptr<DaemonClient>> DaemonClient::connect(const std::string& socket_path,
                                                             DaemonClientOptions options) {
-  auto fd = JOULE_TRY(open_socket(socket_path, options.timeout));
+  const bool network = is_network_address(socket_path);
+  std::string token;
+  if (network) {
+    token = options.token;
+    if (token.empty()) {
+      if (const auto file = or_environment(options.token_file, "JOULE_DAEMON_TOKEN_FILE"); !file.empty()) {
+        token = JOULE_TRY(read_token_file(file));
+      }
+    }
+  }
   const bool renew = options.renew_lease;
-  // The constructor is private (clients exist only connected), so make_shared cannot reach it.
-  std::shared_ptr<DaemonClient> client(new DaemonClient(socket_path, fd, std::move(options)));
+  std::shared_ptr<DaemonClient> client;
+  if (network) {
+    // The constructor is private (clients exist only connected), so make_shared cannot reach it.
+    client.reset(new DaemonClient(socket_path, -1, std::move(options)));
+    JOULE_TRY(client->open_network(socket_path));
+  } else {
+    auto fd = JOULE_TRY(open_socket(socket_path, options.timeout));
+    client.reset(new DaemonClient(socket_path, fd, std::move(options)));
+  }
   proto::Request hello;
   hello.op = proto::Op::kHello;
   hello.protocol = proto::kVersion;
   hello.client = client->options_.client_name;
+  hello.token = std::move(token);
   auto response = client->send(hello);
   if (!response) {
     return tl::make_unexpected(response.error());
@@ -112,6 +341,12 @@ DaemonClient::~DaemonClient() {
     renew_thread_.join();
   }
   std::lock_guard lock(request_mutex_);
+#ifdef JOULE_DAEMON_CLIENT_TLS
+  if (tls_) {
+    tls_->shutdown();
+  }
+#endif
+  tls_.reset();
   if (fd_ >= 0) {
     ::close(fd_);
   }
@@ -129,25 +364,36 @@ Error DaemonClient::break_connection_locked(const Error& error) {
               fmt::format("{}; the connection to the joule daemon at {} is closed, and the daemon restores "
                           "the settings made through it",
                           error.message(), socket_path_));
-    ::close(fd_);
+    tls_.reset();
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
     fd_ = -1;
   }
   return *broken_;
 }
 
 Result<void> DaemonClient::write_locked(const std::string& line) {
+  if (fd_ < 0) {
+    return tl::make_unexpected(break_connection_locked(Error(ErrorCode::kIo, "not connected")));
+  }
+  const SteadyTime deadline = std::chrono::steady_clock::now() + options_.timeout;
   size_t written = 0;
   while (written < line.size()) {
-    // MSG_NOSIGNAL: a daemon that went away must give an error here, not kill the process with SIGPIPE.
-    const ssize_t n = ::send(fd_, line.data() + written, line.size() - written, MSG_NOSIGNAL);
+    const ssize_t n = transmit_locked(line.data() + written, line.size() - written);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
-      const bool timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+      // A Unix socket blocks (bounded by SO_SNDTIMEO: EAGAIN is its timeout); a network one waits here.
+      const bool would_block = errno == EAGAIN || errno == EWOULDBLOCK;
+      if (would_block && (tls_ || is_network_address(socket_path_)) && wait_for(fd_, wait_writable_ ? POLLOUT : POLLIN, deadline)) {
+        continue;
+      }
       return tl::make_unexpected(break_connection_locked(Error(
-          ErrorCode::kIo, timed_out ? std::string("the daemon does not take requests (send timed out)")
-                                    : fmt::format("cannot send to the daemon: {}", std::strerror(errno)))));
+          ErrorCode::kIo, would_block ? std::string("the daemon does not take requests (send timed out)")
+                          : !tls_error_.empty() ? fmt::format("cannot send to the daemon: {}", tls_error_)
+                                                : fmt::format("cannot send to the daemon: {}", std::strerror(errno)))));
     }
     written += static_cast<size_t>(n);
   }
@@ -155,6 +401,7 @@ Result<void> DaemonClient::write_locked(const std::string& line) {
 }
 
 Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
+  wait_writable_ = false;
   while (true) {
     if (const size_t newline = buffer_.find('\n'); newline != std::string::npos) {
       std::string line = buffer_.substr(0, newline);
@@ -165,25 +412,34 @@ Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
       return tl::make_unexpected(
           break_connection_locked(Error(ErrorCode::kParse, "the daemon sent a line over the length limit")));
     }
-    pollfd entry{fd_, POLLIN, 0};
-    const int ready = ::poll(&entry, 1, milliseconds_until(deadline));
-    if (ready < 0 && errno == EINTR) {
-      continue;
-    }
-    if (ready == 0) {
-      return fail(ErrorCode::kIo, "timeout");  // not fatal by itself: the caller decides
+#ifdef JOULE_DAEMON_CLIENT_TLS
+    const bool buffered = tls_ && tls_->pending() > 0;  // decrypted already: the socket may stay quiet
+#else
+    const bool buffered = false;
+#endif
+    if (!buffered) {
+      pollfd entry{fd_, static_cast<short>(wait_writable_ ? POLLOUT : POLLIN), 0};
+      const int ready = ::poll(&entry, 1, milliseconds_until(deadline));
+      if (ready < 0 && errno == EINTR) {
+        continue;
+      }
+      if (ready == 0) {
+        return fail(ErrorCode::kIo, "timeout");  // not fatal by itself: the caller decides
+      }
     }
     char chunk[4096];
-    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (n < 0 && errno == EINTR) {
+    const ssize_t n = receive_locked(chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
       continue;
     }
     if (n <= 0) {
       return tl::make_unexpected(break_connection_locked(Error(
           ErrorCode::kIo, n == 0 ? std::string("the daemon closed the connection")
-                                 : fmt::format("cannot read from the daemon: {}", std::strerror(errno)))));
+                          : !tls_error_.empty() ? fmt::format("cannot read from the daemon: {}", tls_error_)
+                                                : fmt::format("cannot read from the daemon: {}", std::strerror(errno)))));
     }
     buffer_.append(chunk, static_cast<size_t>(n));
+    wait_writable_ = false;
   }
 }
 
