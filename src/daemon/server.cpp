@@ -154,7 +154,7 @@ std::string Server::user_text(uint32_t uid) const {
 
 std::string Server::peer_text(const Connection& connection) const {
   if (!connection.remote) {
-    return fmt::format("{} pid {}", user_text(connection.peer.uid), connection.peer.pid);
+    return fmt::format("{}, pid {}", user_text(connection.peer.uid), connection.peer.pid);
   }
   return connection.client.empty() ? fmt::format("a client at {}", connection.address)
                                    : fmt::format("client {} at {}", connection.client, connection.address);
@@ -921,7 +921,7 @@ void Server::run_timers(SteadyTime now) {
         over = fmt::format(
             "{} already keeps {} idle connection{}, the most one user may "
             "(--max-idle-connections-per-user {})",
-            peer_text(*connection), mine, mine == 1 ? "" : "s",
+            connection->remote ? "client " + connection->client : user_text(connection->peer.uid), mine, mine == 1 ? "" : "s",
             options_.max_idle_connections_per_user);
       } else if (idle_total_ >= options_.max_idle_connections) {
         over = fmt::format(

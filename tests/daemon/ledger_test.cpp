@@ -87,8 +87,8 @@ class Ledger : public ::testing::Test {
   std::string audit_path;
   std::unique_ptr<AuditLog> audit;
   std::unique_ptr<SettingsLedger> ledger;
-  const Owner alice{1, 1000, 11};
-  const Owner bob{2, 1001, 22};
+  const Owner alice{1, 1000, 11, {}, {}};
+  const Owner bob{2, 1001, 22, {}, {}};
 };
 
 TEST_F(Ledger, OneOwnerSetsAndTheOriginalComesBack) {

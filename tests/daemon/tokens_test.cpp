@@ -68,9 +68,11 @@ TEST(DaemonTokens, EveryBadLineIsNamedWithoutQuotingAToken) {
     }
     return table.error().message();
   };
-  EXPECT_EQ(error_of(""), "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN; # starts a comment)");
+  EXPECT_EQ(error_of(""), "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a "
+            "comment)");
   EXPECT_EQ(error_of("# only a comment\n\n"),
-            "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN; # starts a comment)");
+            "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a "
+            "comment)");
   EXPECT_EQ(error_of("trainer " + kTrainerToken + "\n"),
             "/etc/joule/tokens:1: expected NAME SCOPE TOKEN, found 2 words");
   EXPECT_EQ(error_of("\n\ntrainer read " + kTrainerToken + " extra\n"),
@@ -165,6 +167,21 @@ TEST_F(DaemonTokenFile, RefusesAnOversizedFile) {
   const std::string path = write(std::string(TokenTable::kMaxFileBytes + 1, '#'), 0600);
   JOULE_EXPECT_ERROR(TokenTable::load(path, ::geteuid()), ErrorCode::kParse,
                      "the token file " + path + " holds 1048577 bytes, more than the 1048576 accepted");
+}
+
+TEST(DaemonTokens, ACertificateLineNamesAClientThatProvesItselfWithItsCertificate) {
+  const auto table = TokenTable::parse("agent read certificate\ntrainer control " + kTrainerToken + "\n", "t");
+  ASSERT_TRUE(table) << table.error().message();
+  EXPECT_EQ(table->describe(), "agent (read, certificate), trainer (control)");
+  ASSERT_TRUE(table->find_certificate("agent"));
+  EXPECT_EQ(table->find_certificate("agent")->scope, Scope::kRead);
+  EXPECT_FALSE(table->find_certificate("trainer"));  // a token's client is not a certificate's
+  EXPECT_FALSE(table->find("certificate"));           // the word is no token
+  EXPECT_FALSE(table->find(""));
+  EXPECT_EQ(table->find(kTrainerToken)->name, "trainer");
+  const auto twice = TokenTable::parse("agent read certificate\nagent control certificate\n", "t");
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().message(), "t:2: agent is named twice (first on line 1)");
 }
 
 }  // namespace

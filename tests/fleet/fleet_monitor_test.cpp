@@ -129,7 +129,7 @@ TEST_F(Fleet, OneWindowOverFourNodesIsTheSumOfTheirOwn) {
 }
 
 TEST_F(Fleet, ANodeThatStopsAnsweringMidWindowIsNamedAndTheTotalIsNotALowerFigure) {
-  auto fleet = FleetMonitor::connect(all_nodes(), {.clock_probes = 2, .timeout = 2s});
+  auto fleet = FleetMonitor::connect(all_nodes(), {.clock_probes = 2, .timeout = 2s, .connection = {}});
   ASSERT_TRUE(fleet) << fleet.error().message();
   ASSERT_TRUE((*fleet)->begin_window("step"));
   nodes_[2]->stop();  // node3's daemon goes away
@@ -155,7 +155,7 @@ TEST_F(Fleet, ANodeThatStopsAnsweringMidWindowIsNamedAndTheTotalIsNotALowerFigur
 }
 
 TEST_F(Fleet, WindowsAreNamedOnce) {
-  auto fleet = FleetMonitor::connect(all_nodes(), {.clock_probes = 1});
+  auto fleet = FleetMonitor::connect(all_nodes(), {.clock_probes = 1, .timeout = std::chrono::seconds(10), .connection = {}});
   ASSERT_TRUE(fleet);
   ASSERT_TRUE((*fleet)->begin_window("a"));
   JOULE_EXPECT_ERROR((*fleet)->begin_window("a"), ErrorCode::kState,
