@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from . import _joule
 from ._args import integer, number, show, text
@@ -12,9 +12,16 @@ from ._args import integer, number, show, text
 class FleetMonitor:
     """Energy windows opened and closed on several nodes' daemons at once (docs/fleet.md).
 
-    nodes: ``["a=/run/joule/a.sock", "b=/run/joule/b.sock"]`` (NAME=SOCKET; a bare socket is named after
-    itself), or the same as one comma-separated string. Each node's daemon serves all of its GPUs and CPU
-    packages. IoError names every node that cannot be reached.
+    nodes: ``["node1:9700", "node2:9700"]`` (daemons' network listeners, over TLS) or
+    ``["a=/run/joule/a.sock", "b=/run/joule/b.sock"]`` (Unix sockets), NAME=ADDRESS or a bare ADDRESS (named
+    after itself), or the same as one comma-separated string. Each node's daemon serves all of its GPUs and CPU
+    packages. IoError names every node that cannot be reached; PermissionError a node that refuses this
+    client (its token or certificate) or whose certificate is not trusted, with the reason.
+
+    For HOST:PORT nodes: ``ca`` (the daemons' certificate authority, PEM; default: $JOULE_DAEMON_CA, else the
+    system's), ``certificate`` and ``key`` (this client's, for mutual TLS; $JOULE_DAEMON_CERT,
+    $JOULE_DAEMON_KEY), ``token_file`` (a file holding the bearer token, readable by this user only;
+    $JOULE_DAEMON_TOKEN_FILE), ``plain_tcp`` (daemons started with --allow-plain-loopback).
 
     ``end_window`` returns a dict: ``name, wall_time_s, alignment_error_s, complete, total_energy_j, nodes``
     (per node: ``node, complete, error, energy_j, clock_offset_s, clock_offset_uncertainty_s, devices``) and
@@ -23,7 +30,16 @@ class FleetMonitor:
     """
 
     def __init__(
-        self, nodes: Union[str, Sequence[str]], *, clock_probes: int = 8, timeout_s: float = 10.0
+        self,
+        nodes: Union[str, Sequence[str]],
+        *,
+        clock_probes: int = 8,
+        timeout_s: float = 10.0,
+        ca: Optional[str] = None,
+        certificate: Optional[str] = None,
+        key: Optional[str] = None,
+        token_file: Optional[str] = None,
+        plain_tcp: bool = False,
     ) -> None:
         call = "FleetMonitor"
         if isinstance(nodes, str):
@@ -31,14 +47,23 @@ class FleetMonitor:
         elif isinstance(nodes, (list, tuple)) and all(isinstance(node, str) for node in nodes):
             spec = ",".join(nodes)
         else:
-            raise TypeError(f"{call}(nodes=...): expected a list of 'NAME=SOCKET' strings, got {show(nodes)}")
+            raise TypeError(f"{call}(nodes=...): expected a list of 'NAME=ADDRESS' strings, got {show(nodes)}")
         probes = integer(call, "clock_probes", clock_probes)
         if probes < 1:
             raise ValueError(f"{call}(clock_probes=...): at least 1, got {probes}")
         timeout = number(call, "timeout_s", timeout_s)
         if not timeout > 0:
             raise ValueError(f"{call}(timeout_s=...): a positive number of seconds, got {timeout}")
-        self._fleet = _joule._FleetMonitor(spec, probes, timeout)
+        files = {
+            keyword: text(call, keyword, value, none=True) or ""
+            for keyword, value in (("ca", ca), ("certificate", certificate), ("key", key), ("token_file", token_file))
+        }
+        if not isinstance(plain_tcp, bool):
+            raise TypeError(f"{call}(plain_tcp=...): expected True or False, got {show(plain_tcp)}")
+        if bool(files["certificate"]) != bool(files["key"]):
+            raise ValueError(f"{call}(certificate=..., key=...): give both (mutual TLS) or neither")
+        self._fleet = _joule._FleetMonitor(spec, probes, timeout, files["ca"], files["certificate"], files["key"],
+                                           files["token_file"], plain_tcp)
 
     @property
     def nodes(self) -> list[str]:

@@ -12,15 +12,23 @@ namespace joule::python {
 
 void bind_fleet(py::module_& module) {
   py::class_<fleet::FleetMonitor>(module, "_FleetMonitor")
-      .def(py::init([](const std::string& nodes, size_t clock_probes, double timeout_s) {
+      .def(py::init([](const std::string& nodes, size_t clock_probes, double timeout_s, const std::string& ca,
+                       const std::string& certificate, const std::string& key, const std::string& token_file,
+                       bool plain_tcp) {
              auto parsed = value_or_throw(fleet::parse_nodes(nodes));
              fleet::FleetOptions options;
              options.clock_probes = clock_probes;
              options.timeout = from_seconds(timeout_s);
+             options.connection.tls_ca_file = ca;
+             options.connection.tls_certificate_file = certificate;
+             options.connection.tls_private_key_file = key;
+             options.connection.token_file = token_file;
+             options.connection.plain_tcp = plain_tcp;
              py::gil_scoped_release release;
              return value_or_throw(fleet::FleetMonitor::connect(std::move(parsed), options));
            }),
-           py::arg("nodes"), py::arg("clock_probes"), py::arg("timeout_s"))
+           py::arg("nodes"), py::arg("clock_probes"), py::arg("timeout_s"), py::arg("ca"), py::arg("certificate"),
+           py::arg("key"), py::arg("token_file"), py::arg("plain_tcp"))
       .def("begin_window",
            [](fleet::FleetMonitor& self, const std::string& name) {
              py::gil_scoped_release release;

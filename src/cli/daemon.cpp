@@ -134,11 +134,9 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
                                                                                  : "TLS");
   }
   std::cout << std::flush;
-  // With a network listener SIGHUP reloads its token file and TLS files (as sshd and nginx do); without one
-  // it stops the daemon, as it always has.
-  const bool reloads = !daemon->network_addresses().empty();
-  const auto stopped_by = value_or_throw(
-      reloads ? daemon->run({SIGINT, SIGTERM}, {SIGHUP}) : daemon->run({SIGINT, SIGTERM, SIGHUP}));
+  // SIGHUP reloads the network listener's token file and TLS files (as sshd and nginx reload theirs; systemctl
+  // reload sends it); without a listener it has nothing to reload and the daemon goes on.
+  const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM}, {SIGHUP}));
   daemon.reset();  // restores, closes, removes the socket
   if (exporter) {
     exporter->stop();

@@ -184,6 +184,7 @@ std::vector<std::string> Server::network_addresses() const {
 
 Result<void> Server::reload() {
   if (network_listeners_.empty()) {
+    log().info("reload: the daemon has no network listener, so no file to read again");
     return {};
   }
   auto security = JOULE_TRY(NetworkSecurity::load(options_.network, daemon_uid_));

@@ -132,6 +132,7 @@ Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> no
   std::unique_ptr<FleetMonitor> fleet(new FleetMonitor());
   fleet->options_ = options;
   std::vector<std::string> failures(nodes.size());
+  std::vector<ErrorCode> failure_codes(nodes.size(), ErrorCode::kIo);
   fleet->nodes_.resize(nodes.size());
   for_each_node_at_once(nodes.size(), [&](size_t i) {
     auto state = std::make_unique<NodeState>();
@@ -142,6 +143,7 @@ Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> no
     auto client = device::DaemonClient::connect(state->node.socket_path, client_options);
     if (!client) {
       failures[i] = fmt::format("cannot reach {}: {}", node_text(state->node), client.error().message());
+      failure_codes[i] = client.error().code();
       return;
     }
     state->client = *client;
@@ -172,13 +174,16 @@ Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> no
     fleet->nodes_[i] = std::move(state);
   });
   std::vector<std::string> failed;
-  for (const auto& failure : failures) {
-    if (!failure.empty()) {
-      failed.push_back(failure);
+  std::set<ErrorCode> codes;
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (!failures[i].empty()) {
+      failed.push_back(failures[i]);
+      codes.insert(failure_codes[i]);
     }
   }
   if (!failed.empty()) {
-    return fail(ErrorCode::kIo, "{}", fmt::join(failed, "; "));
+    // One kind of failure keeps its code (every node refused this client: kPermissionDenied); a mix is kIo.
+    return fail(codes.size() == 1 ? *codes.begin() : ErrorCode::kIo, "{}", fmt::join(failed, "; "));
   }
   return fleet;
 }

@@ -180,6 +180,17 @@ def test_daemonset_fields() -> None:
     socket = daemon["command"][daemon["command"].index("--socket") + 1]
     assert socket == "/run/joule/joule.sock"
     assert "SYS_ADMIN" in daemon["securityContext"]["capabilities"]["add"]
+    # The network listener: TLS files from the Secret, mounted private, on the node's address.
+    command = daemon["command"]
+    assert command[command.index("--listen") + 1] == "$(JOULE_NODE_IP):9700"
+    daemon_env = {e["name"]: e for e in daemon["env"]}
+    assert daemon_env["JOULE_NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    tls_mount = {m["name"]: m for m in daemon["volumeMounts"]}["tls"]
+    for flag in ("--tls-cert", "--tls-key", "--tls-client-ca", "--tokens"):
+        assert command[command.index(flag) + 1].startswith(tls_mount["mountPath"] + "/"), flag
+    assert tls_mount["readOnly"] is True
+    assert volumes["tls"]["secret"]["defaultMode"] == 0o400
+    assert spec["hostNetwork"] is True
 
     exporter = containers["exporter"]
     script = " ".join(exporter["command"])
@@ -636,6 +647,30 @@ def test_daemon_unit_a_missing_group_is_one_line_and_an_exit_status_not_restarte
     assert stderr == ("joule: error: --allow-group no-such-group-joule: no such group (give a name from /etc/group "
                       "or a numeric id)\n")
     assert stdout == ""
+
+
+def test_daemon_unit_network_line_listens_and_reload_keeps_it_serving(
+        joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    tmp_path.chmod(0o755)
+    tokens = tmp_path / "tokens"
+    tokens.write_text("trainer read " + "t" * 64 + "\n")
+    tokens.chmod(0o600)
+    service = unit_sections(UNIT.read_text())["Service"]
+    assert unit_values(service, "ExecReload") == ["/bin/kill -HUP $MAINPID"]
+    assert "$JOULE_DAEMON_NETWORK" in unit_values(service, "ExecStart")[0]
+    process = daemon_from_unit(joule_bin, tmp_path, {
+        "JOULE_DAEMON_NETWORK": f"--listen 127.0.0.1:0 --allow-plain-loopback --tokens {tokens}"})
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(4)]
+        assert any(line.startswith("joule daemon: network listener on 127.0.0.1:") for line in lines), lines
+        process.send_signal(signal.SIGHUP)  # systemctl reload: the daemon reads its files again, and goes on
+        time.sleep(0.3)
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
+    assert process.returncode == 0
 
 
 def test_daemon_unit_passes_systemd_analyze_verify(joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
