@@ -13,9 +13,17 @@
 //     must cost the others nothing), and what they are told once they read.
 //
 //   daemon_bench [--joule PATH] [--clients 100] [--duration-s 60] [--period-ms 10] [--sim 4xv100]
-//                [--request-every-ms 100] [--energy 0|1] [--stalled 0]
+//                [--request-every-ms 100] [--energy 0|1] [--stalled 0] [--network unix|tls|plain]
+//                [--handshakes 0]
 //
-// Issue 25's figure: daemon_bench --clients 100 --sim 8xv100 --period-ms 100 --duration-s 60 --energy 1
+// --network tls: the clients are remote ones, over TCP and TLS to the daemon's network listener on 127.0.0.2
+// (a certificate authority, the daemon's certificate and a token made with Debian's openssl in the bench's
+// folder), each authenticated by the token; plain: the same over plain TCP (--allow-plain-loopback).
+// --handshakes N (tls): N more connections during the run, each a full TLS handshake, hello and close, from 8
+// threads as fast as the daemon takes them: the streaming clients' round trips and lags are measured under it.
+//
+// Issue 25's figures: daemon_bench --clients 100 --sim 8xv100 --period-ms 100 --duration-s 60 --energy 1
+// [--network tls] [--handshakes 1000]
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -28,6 +36,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -46,6 +55,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "joule/http/tls.hpp"
+
 #include "process_stats.hpp"
 
 extern char** environ;
@@ -63,6 +78,18 @@ struct Options {
   int request_every_ms = 100;
   bool energy = false;  // the streams carry each GPU's energy counter
   int stalled = 0;      // clients that stream but read nothing until the end
+  std::string network = "unix";  // unix, tls or plain
+  int handshakes = 0;            // connections that only handshake, say hello and close, during the run
+};
+
+// Where and how the clients reach the daemon.
+struct Endpoint {
+  std::string socket;                               // the Unix socket (network "unix")
+  std::string host;                                 // the network listener's address
+  int port = 0;
+  std::shared_ptr<joule::http::TlsContext> tls;     // null: plain
+  std::string token;                                // hello's token (network)
+  bool network() const { return port != 0; }
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -95,6 +122,10 @@ Options parse(int argc, char** argv) {
         options.energy = std::stoi(value) != 0;
       } else if (flag == "--stalled") {
         options.stalled = std::stoi(value);
+      } else if (flag == "--network") {
+        options.network = value;
+      } else if (flag == "--handshakes") {
+        options.handshakes = std::stoi(value);
       } else {
         die("unknown flag " + flag);
       }
@@ -103,14 +134,36 @@ Options parse(int argc, char** argv) {
     }
   }
   if (options.clients < 1 || options.duration_s <= 0 || options.period_ms < 10 ||
-      options.request_every_ms < 1 || options.stalled < 0) {
-    die("--clients ≥ 1, --duration-s > 0, --period-ms ≥ 10, --request-every-ms ≥ 1 and --stalled ≥ 0 please");
+      options.request_every_ms < 1 || options.stalled < 0 || options.handshakes < 0) {
+    die("--clients ≥ 1, --duration-s > 0, --period-ms ≥ 10, --request-every-ms ≥ 1, --stalled ≥ 0 and "
+        "--handshakes ≥ 0 please");
+  }
+  if (options.network != "unix" && options.network != "tls" && options.network != "plain") {
+    die("--network is unix, tls or plain");
+  }
+  if (options.handshakes > 0 && options.network != "tls") {
+    die("--handshakes needs --network tls");
   }
   return options;
 }
 
 using joule::bench::cpu_seconds;
 using joule::bench::status_kb;
+
+int connect_tcp(const std::string& host, int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
 
 int connect_to(const std::string& path) {
   sockaddr_un address{};
@@ -174,8 +227,11 @@ struct ClientResult {
 
 class Client {
  public:
-  explicit Client(int fd) : fd_(fd) {}
-  ~Client() { ::close(fd_); }
+  explicit Client(int fd, std::unique_ptr<joule::http::TlsStream> tls = nullptr) : fd_(fd), tls_(std::move(tls)) {}
+  ~Client() {
+    tls_.reset();
+    ::close(fd_);
+  }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -195,16 +251,18 @@ class Client {
       if (left.count() < 0) {
         return false;
       }
-      pollfd entry{fd_, POLLIN, 0};
-      const int ready = ::poll(&entry, 1, static_cast<int>(left.count()) + 1);
-      if (ready < 0 && errno == EINTR) {
-        continue;
-      }
-      if (ready <= 0) {
-        return false;
+      if (!tls_ || tls_->pending() == 0) {
+        pollfd entry{fd_, POLLIN, 0};
+        const int ready = ::poll(&entry, 1, static_cast<int>(left.count()) + 1);
+        if (ready < 0 && errno == EINTR) {
+          continue;
+        }
+        if (ready <= 0) {
+          return false;
+        }
       }
       char chunk[16 * 1024];
-      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      const ssize_t n = receive(chunk, sizeof chunk);
       if (n <= 0) {
         eof_ = true;
         return false;
@@ -215,8 +273,35 @@ class Client {
   bool eof() const { return eof_; }
   int fd() const { return fd_; }
 
+  bool send_all(const std::string& data) {
+    if (!tls_) {
+      return ::send_all(fd_, data);
+    }
+    size_t sent = 0;
+    while (sent < data.size()) {  // a blocking socket: each write completes or fails
+      const auto io = tls_->write(data.data() + sent, data.size() - sent);
+      if (!io || io->closed) {
+        return false;
+      }
+      sent += io->bytes;
+    }
+    return true;
+  }
+
  private:
+  ssize_t receive(char* buffer, size_t size) {
+    if (!tls_) {
+      return ::recv(fd_, buffer, size, 0);
+    }
+    const auto io = tls_->read(buffer, size);
+    if (!io || io->closed) {
+      return 0;
+    }
+    return static_cast<ssize_t>(io->bytes);
+  }
+
   int fd_;
+  std::unique_ptr<joule::http::TlsStream> tls_;
   std::string buffer_;
   size_t start_ = 0;
   bool eof_ = false;
@@ -229,18 +314,29 @@ std::string stream_request(const Options& options) {
 }
 
 // Connects and says hello as `name`. @return the client, or nullptr with result.error set.
-std::unique_ptr<Client> connect_and_greet(const std::string& socket, std::string_view name,
-                                          ClientResult& result) {
-  const int fd = connect_to(socket);
+std::unique_ptr<Client> connect_and_greet(const Endpoint& endpoint, std::string_view name, ClientResult& result) {
+  const int fd = endpoint.network() ? connect_tcp(endpoint.host, endpoint.port) : connect_to(endpoint.socket);
   if (fd < 0) {
     result.error = fmt::format("cannot connect: {}", std::strerror(errno));
     return nullptr;
   }
-  auto client = std::make_unique<Client>(fd);
+  std::unique_ptr<joule::http::TlsStream> tls;
+  if (endpoint.tls) {
+    auto stream = joule::http::TlsStream::client(endpoint.tls, fd, endpoint.host);
+    const auto done = stream ? (*stream)->handshake() : joule::Result<joule::http::TlsWait>(tl::make_unexpected(stream.error()));
+    if (!done) {
+      ::close(fd);
+      result.error = "TLS: " + done.error().message();
+      return nullptr;
+    }
+    tls = std::move(*stream);
+  }
+  auto client = std::make_unique<Client>(fd, std::move(tls));
   std::string line;
-  if (!send_all(fd, fmt::format(R"({{"id":1,"op":"hello","protocol":1,"client":"{}"}})"
-                                "\n",
-                                name)) ||
+  const std::string token = endpoint.token.empty() ? std::string() : fmt::format(R"(,"token":"{}")", endpoint.token);
+  if (!client->send_all(fmt::format(R"({{"id":1,"op":"hello","protocol":1,"client":"{}"{}}})"
+                                    "\n",
+                                    name, token)) ||
       !client->read_line(SteadyClock::now() + std::chrono::seconds(10), line) ||
       line.find(R"("ok":true)") == std::string::npos) {
     result.error = "hello refused or unanswered: " + line;
@@ -251,16 +347,15 @@ std::unique_ptr<Client> connect_and_greet(const std::string& socket, std::string
 
 // A client that subscribes like the others, reads nothing until `end`, then reads for 2 s: the samples the
 // daemon skipped for it are told in the events it then reads.
-void run_stalled_client(const Options& options, const std::string& socket, SteadyClock::time_point start,
+void run_stalled_client(const Options& options, const Endpoint& endpoint, SteadyClock::time_point start,
                         SteadyClock::time_point end, ClientResult& result) {
-  auto client = connect_and_greet(socket, "daemon_bench stalled", result);
+  auto client = connect_and_greet(endpoint, "daemon_bench stalled", result);
   if (!client) {
     return;
   }
-  const int fd = client->fd();
   std::string line;
   std::this_thread::sleep_until(start);
-  if (!send_all(fd, stream_request(options))) {
+  if (!client->send_all(stream_request(options))) {
     result.error = "cannot send stream_power";
     return;
   }
@@ -272,18 +367,17 @@ void run_stalled_client(const Options& options, const std::string& socket, Stead
   }
 }
 
-void run_client(const Options& options, int index, const std::string& socket, std::atomic<int>& streaming,
+void run_client(const Options& options, int index, const Endpoint& endpoint, std::atomic<int>& streaming,
                 SteadyClock::time_point start, SteadyClock::time_point end, ClientResult& result) {
-  auto connected = connect_and_greet(socket, "daemon_bench", result);
+  auto connected = connect_and_greet(endpoint, "daemon_bench", result);
   if (!connected) {
     return;
   }
   Client& client = *connected;
-  const int fd = client.fd();
   std::string line;
   // Everyone begins together, streams included: no backlog of samples from the connection phase.
   std::this_thread::sleep_until(start);
-  if (!send_all(fd, stream_request(options))) {
+  if (!client.send_all(stream_request(options))) {
     result.error = "cannot send stream_power";
     return;
   }
@@ -300,9 +394,9 @@ void run_client(const Options& options, int index, const std::string& socket, st
     }
     if (!pending && now >= next_request) {
       const uint64_t id = next_id++;
-      if (!send_all(fd, fmt::format(R"({{"id":{},"op":"power","gpu":0}})"
-                                    "\n",
-                                    id))) {
+      if (!client.send_all(fmt::format(R"({{"id":{},"op":"power","gpu":0}})"
+                                       "\n",
+                                       id))) {
         result.error = "the daemon closed the connection";
         return;
       }
@@ -346,6 +440,78 @@ T percentile(std::vector<T>& values, double p) {
   return values[std::min(index, values.size() - 1)];
 }
 
+// Runs a shell command in `folder`; dies with its output if it fails.
+void shell(const std::string& folder, const std::string& command) {
+  const std::string line = fmt::format("cd '{}' && ( {} ) > openssl.log 2>&1", folder, command);
+  if (std::system(line.c_str()) != 0) {
+    std::ifstream log(folder + "/openssl.log");
+    die(fmt::format("`{}` failed: {}", command, std::string(std::istreambuf_iterator<char>(log), {})));
+  }
+}
+
+// A certificate authority and the daemon's certificate for 127.0.0.2, with Debian's openssl, and a token.
+void make_pki(const std::string& folder) {
+  const std::string curve = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+  shell(folder, "openssl req -x509 " + curve + " -days 2 -subj /CN=bench-ca -keyout ca.key -out ca.pem");
+  shell(folder, "openssl req " + curve + " -subj /CN=node -keyout node.key -out node.csr");
+  shell(folder, "printf 'subjectAltName=IP:127.0.0.2\\n' > node.ext");
+  shell(folder, "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile node.ext "
+                "-out node.pem");
+  shell(folder, "printf 'bench read %s\\n' \"$(openssl rand -hex 32)\" > tokens && chmod 600 tokens node.key ca.key");
+}
+
+// A free TCP port on `host` (bound, read, closed: the daemon binds it a moment later).
+int free_port(const std::string& host) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  ::inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t length = sizeof address;
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    die("cannot find a free port on " + host);
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Full TLS connections (handshake, hello, close) from `threads` threads until `count` are made or `end`.
+struct HandshakeFlood {
+  std::atomic<int> made{0};
+  std::atomic<int> failed{0};
+  std::string first_error;
+  double seconds = 0;
+};
+
+void run_flood(const Endpoint& endpoint, int count, SteadyClock::time_point start, SteadyClock::time_point end,
+               HandshakeFlood& flood) {
+  std::this_thread::sleep_until(start);
+  const auto began = SteadyClock::now();
+  std::atomic<int> next{0};
+  std::mutex error_mutex;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      while (next++ < count && SteadyClock::now() < end) {
+        ClientResult result;
+        if (connect_and_greet(endpoint, "daemon_bench handshake", result)) {
+          ++flood.made;
+        } else {
+          ++flood.failed;
+          std::lock_guard lock(error_mutex);
+          if (flood.first_error.empty()) {
+            flood.first_error = result.error;
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  flood.seconds = std::chrono::duration<double>(SteadyClock::now() - began).count();
+}
+
 std::string mib(long kb) {
   return kb < 0 ? std::string("?") : fmt::format("{:.1f} MiB", static_cast<double>(kb) / 1024);
 }
@@ -372,6 +538,31 @@ int main(int argc, char** argv) {
   std::vector<std::string> args = {options.joule,       "--sim",    options.sim,   "daemon",
                                    "--socket",          socket,     "--audit-log", audit,
                                    "--max-connections", connections};
+  Endpoint endpoint;
+  endpoint.socket = socket;
+  if (options.network != "unix") {
+    endpoint.host = "127.0.0.2";
+    endpoint.port = free_port(endpoint.host);
+    make_pki(folder);
+    std::ifstream tokens(folder + "/tokens");
+    std::string name;
+    std::string scope;
+    tokens >> name >> scope >> endpoint.token;
+    const std::string per_client = std::to_string(options.clients + options.stalled + 16);
+    args.insert(args.end(), {"--listen", fmt::format("{}:{}", endpoint.host, endpoint.port), "--tokens",
+                             folder + "/tokens", "--max-connections-per-user", per_client,
+                             "--max-idle-connections-per-user", per_client});
+    if (options.network == "tls") {
+      args.insert(args.end(), {"--tls-cert", folder + "/node.pem", "--tls-key", folder + "/node.key"});
+      auto context = joule::http::TlsContext::client({"", "", folder + "/ca.pem"});
+      if (!context) {
+        die(context.error().message());
+      }
+      endpoint.tls = *context;
+    } else {
+      args.emplace_back("--allow-plain-loopback");
+    }
+  }
   std::vector<char*> argv_daemon;
   for (auto& arg : args) {
     argv_daemon.push_back(arg.data());
@@ -388,7 +579,7 @@ int main(int argc, char** argv) {
   // Serving once a connection succeeds.
   const auto ready_deadline = SteadyClock::now() + std::chrono::seconds(20);
   while (true) {
-    const int probe = connect_to(socket);
+    const int probe = endpoint.network() ? connect_tcp(endpoint.host, endpoint.port) : connect_to(socket);
     if (probe >= 0) {
       ::close(probe);
       break;
@@ -414,14 +605,21 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   threads.reserve(results.size());
   for (int index = 0; index < options.clients; ++index) {
-    threads.emplace_back([&options, index, &socket, &streaming, start, end, &results] {
-      run_client(options, index, socket, streaming, start, end, results[static_cast<size_t>(index)]);
+    threads.emplace_back([&options, index, &endpoint, &streaming, start, end, &results] {
+      run_client(options, index, endpoint, streaming, start, end, results[static_cast<size_t>(index)]);
     });
   }
   std::vector<ClientResult> stalled(static_cast<size_t>(options.stalled));
   for (auto& result : stalled) {
-    threads.emplace_back([&options, &socket, start, end, &result] {
-      run_stalled_client(options, socket, start, end, result);
+    threads.emplace_back([&options, &endpoint, start, end, &result] {
+      run_stalled_client(options, endpoint, start, end, result);
+    });
+  }
+  HandshakeFlood flood;
+  if (options.handshakes > 0) {
+    // A second into the run, so that the streams are steady when it begins.
+    threads.emplace_back([&options, &endpoint, start, end, &flood] {
+      run_flood(endpoint, options.handshakes, start + std::chrono::seconds(1), end, flood);
     });
   }
   std::this_thread::sleep_until(start + std::chrono::seconds(1));
@@ -471,7 +669,7 @@ int main(int argc, char** argv) {
   const int gpus = std::atoi(options.sim.c_str()) > 0 ? std::atoi(options.sim.c_str()) : 1;
   const double expected_events = static_cast<double>(options.clients) * gpus * 1000.0 / options.period_ms;
   std::cout << fmt::format(
-      "daemon_bench: {} clients ({} streaming), GPUs {}, stream period {} ms, a power request every {} ms, "
+      "daemon_bench: {} clients ({} streaming{}), GPUs {}, stream period {} ms, a power request every {} ms, "
       "{} s\n"
       "  throughput: {:.0f} messages/s received ({:.0f} events/s of {:.0f} scheduled, {:.0f} responses/s)\n"
       "  power request round trip: p50 {:.3f} ms  p99 {:.3f} ms  max {:.3f} ms ({} requests)\n"
@@ -480,7 +678,11 @@ int main(int argc, char** argv) {
       "  daemon CPU: {:.0f}% of one core while streaming\n"
       "  drops: {} samples skipped for the {} reading clients; {} told to the {} stalled clients once they "
       "read\n",
-      options.clients, streaming.load(), options.sim, options.period_ms, options.request_every_ms, seconds,
+      options.clients, streaming.load(),
+      options.network == "unix" ? std::string(", Unix socket")
+                                : fmt::format(", {} to {}:{}", options.network == "tls" ? "TLS" : "plain TCP",
+                                              endpoint.host, endpoint.port),
+      options.sim, options.period_ms, options.request_every_ms, seconds,
       static_cast<double>(total.lines) / seconds, static_cast<double>(total.events) / seconds,
       expected_events, static_cast<double>(total.responses) / seconds, percentile(total.latencies_ms, 0.50),
       percentile(total.latencies_ms, 0.99), percentile(total.latencies_ms, 1.0), total.latencies_ms.size(),
@@ -488,6 +690,13 @@ int main(int argc, char** argv) {
       mib(rss_start_kb), mib(rss_streaming_kb), mib(rss_end_kb), mib(peak_kb),
       100 * (cpu_at_end - cpu_at_start) / seconds, total.dropped, options.clients, stalled_dropped,
       options.stalled);
+  if (options.handshakes > 0) {
+    std::cout << fmt::format(
+        "  TLS handshake flood: {} connections made (handshake, hello, close) in {:.1f} s ({:.0f}/s) from 8 "
+        "threads, {} refused or failed{}\n",
+        flood.made.load(), flood.seconds, flood.seconds > 0 ? flood.made.load() / flood.seconds : 0.0,
+        flood.failed.load(), flood.first_error.empty() ? std::string() : " (the first: " + flood.first_error + ")");
+  }
   if (failed > 0) {
     std::cout << fmt::format("  {} clients failed; the first: {}\n", failed, first_error);
     return 1;

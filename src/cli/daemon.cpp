@@ -294,7 +294,8 @@ void add_network_options(CLI::App& command, DaemonFlags& flags) {
                    "Allow --listen without TLS, on a loopback address only (tests, SSH tunnels)");
   command
       .add_option("--max-handshakes", network.max_handshakes,
-                  "TLS handshakes in progress at once; more new connections are closed at once (default 64)")
+                  "TLS handshakes in progress at once; more new connections wait in the listen backlog "
+                  "(default 64)")
       ->check(number(NumberRule::positive_integer()))
       ->option_text("N");
 }

@@ -214,7 +214,8 @@ void Server::audit_refusal(const Connection& connection, std::string reason, con
 }
 
 void Server::accept_network(const NetworkListener& listener) {
-  for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerWake && handshakes_ < options_.network.max_handshakes;
+       ++accepted) {
     const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -236,9 +237,6 @@ void Server::accept_network(const NetworkListener& listener) {
     if (served_ >= for_users) {
       over = fmt::format("the daemon already serves {} connections, the most it takes from users other than root",
                          served_);
-    } else if (!listener.plain() && handshakes_ >= options_.network.max_handshakes) {
-      over = fmt::format("{} TLS handshakes are already in progress (--max-handshakes {})", handshakes_,
-                         options_.network.max_handshakes);
     } else if (mine != per_user_.end() && mine->second >= options_.max_connections_per_user) {
       over = fmt::format("{} connections from {} are not authenticated yet (--max-connections-per-user {})",
                          mine->second, host, options_.max_connections_per_user);
@@ -299,8 +297,14 @@ void Server::advance_handshake(Connection& connection) {
   connection.tls_wants_write = false;
   const auto wait = connection.tls->handshake();
   if (!wait) {
-    log().warn("connection {} ({}): {}", connection.id, peer_text(connection), wait.error().message());
-    audit_refusal(connection, "tls", wait.error().message());
+    if (wait.error().message().ends_with("the peer closed the connection")) {
+      // A port probe or health check (connect, close): nothing was refused.
+      log().info("connection {} ({}): closed by the peer before its TLS handshake", connection.id,
+                 peer_text(connection));
+    } else {
+      log().warn("connection {} ({}): {}", connection.id, peer_text(connection), wait.error().message());
+      audit_refusal(connection, "tls", wait.error().message());
+    }
     connection.handshaking = false;
     --handshakes_;
     connection.tls.reset();
@@ -1024,8 +1028,11 @@ Result<std::optional<int>> Server::run(const std::vector<int>& stop_signals,
     fds.push_back({accept_paused_ ? -1 : listener_.fd(), POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({signal_fd, POLLIN, 0});
+    // With --max-handshakes in progress, new network connections wait in the listen backlog until one ends:
+    // queued, not refused, and never competing with the established clients.
+    const bool take_network = !accept_paused_ && handshakes_ < options_.network.max_handshakes;
     for (const auto& listener : network_listeners_) {
-      fds.push_back({accept_paused_ ? -1 : listener.fd(), POLLIN, 0});
+      fds.push_back({take_network ? listener.fd() : -1, POLLIN, 0});
     }
     bool requests_waiting = false;
     for (auto& [id, connection] : connections_) {

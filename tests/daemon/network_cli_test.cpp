@@ -360,8 +360,8 @@ TEST_F(NetworkDaemon, AThousandConnectionsThatNeverHandshakeDoNotStopAnEstablish
   }
   EXPECT_EQ(answered, 10u);
   EXPECT_EQ(flood.size(), 1000u);
-  // Beyond --max-handshakes (64) the connections were closed at once; the established client goes on, and a
-  // new client still gets in once the flood is gone.
+  // Beyond --max-handshakes (64) the connections wait in the listen backlog; the established client goes on,
+  // and a new client gets in once the flood is gone.
   for (int i = 0; i < 20; ++i) {
     EXPECT_TRUE((*client)->call({.op = proto::Op::kPower, .gpu = 1})) << i;
   }
@@ -370,8 +370,6 @@ TEST_F(NetworkDaemon, AThousandConnectionsThatNeverHandshakeDoNotStopAnEstablish
   }
   std::this_thread::sleep_for(200ms);
   EXPECT_TRUE(connect(node.address, boss_token));
-  EXPECT_NE(node.process->err_so_far().find("TLS handshakes are already in progress (--max-handshakes 64)"),
-            std::string::npos);
 }
 
 TEST_F(NetworkDaemon, TheListenersFilesAndFlagsAreCheckedAtStart) {

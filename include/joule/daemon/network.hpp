@@ -27,8 +27,9 @@ struct NetworkOptions {
   /// Plain TCP without TLS (--allow-plain-loopback): only on loopback addresses (127.0.0.0/8, ::1), for
   /// tests and SSH tunnels ending on the host; tokens still apply (sent in clear over loopback).
   bool allow_plain_loopback = false;
-  /// TLS handshakes in progress at once (--max-handshakes); a connection beyond it is closed at once, so a
-  /// flood of new connections costs established clients at most this many handshakes' work per pass.
+  /// TLS handshakes in progress at once (--max-handshakes); beyond it new connections wait in the listen
+  /// backlog until one ends, so a flood of new connections costs established clients at most this many
+  /// handshakes' work, bounded per pass (handshake_steps_per_pass).
   size_t max_handshakes = 64;
   /// Handshake steps the event loop runs per pass before it serves the established connections again.
   size_t handshake_steps_per_pass = 8;
