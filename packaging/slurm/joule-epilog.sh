@@ -72,6 +72,29 @@ check_jobs_folder() {
   done
 }
 
+# Sets `nodes` to the job's nodes as `joule counters --nodes` takes them (HOST=HOST:PORT,…) when the script runs
+# for the whole job (JOULE_SLURM_SCOPE=job: joule-fleet-prolog.sh and joule-fleet-epilog.sh, as slurmctld's
+# PrologSlurmctld and EpilogSlurmctld), each node read through its daemon's network listener (docs/fleet.md);
+# empty otherwise (this node's counters). @return 1, having said why, when the nodes cannot be listed.
+job_nodes() {
+  nodes=
+  [ "${JOULE_SLURM_SCOPE:-node}" = job ] || return 0
+  if ! hosts=$("${JOULE_SCONTROL:-scontrol}" show hostnames "${SLURM_JOB_NODELIST:-}" 2>&1); then
+    log "job $1: cannot list the nodes of '${SLURM_JOB_NODELIST:-}' with ${JOULE_SCONTROL:-scontrol}: $(printf '%s' "$hosts" | head -c 500)"
+    return 1
+  fi
+  for node_host in $hosts; do
+    nodes="${nodes:+$nodes,}$node_host=$node_host:${JOULE_DAEMON_PORT:-9700}"
+  done
+  if [ -z "$nodes" ]; then
+    log "job $1: SLURM_JOB_NODELIST names no node"
+    return 1
+  fi
+  # The daemons' authority and this side's token or certificate (docs/fleet.md), for joule counters.
+  export JOULE_DAEMON_CA JOULE_DAEMON_TOKEN_FILE JOULE_DAEMON_CERT JOULE_DAEMON_KEY 2>/dev/null || true
+  return 0
+}
+
 job=${SLURM_JOB_ID:-}
 case $job in
   '' | *[!0-9]*)
@@ -92,12 +115,13 @@ if [ ! -e "$start" ] && [ ! -L "$start" ]; then
   log "job $job: no start snapshot $start (the prolog did not run or failed): nothing written"
   exit 0
 fi
-if [ -n "${SLURM_JOB_GPUS:-}" ]; then
+job_nodes "$job" || exit 0
+if [ -z "$nodes" ] && [ -n "${SLURM_JOB_GPUS:-}" ]; then
   CUDA_VISIBLE_DEVICES=$SLURM_JOB_GPUS
   export CUDA_VISIBLE_DEVICES
 fi
 host=$(hostname -s 2>/dev/null || hostname)
-if [ "${JOULE_JOB_FILE_NODE:-0}" = 1 ]; then
+if [ -z "$nodes" ] && [ "${JOULE_JOB_FILE_NODE:-0}" = 1 ]; then
   out="$JOULE_JOBS_DIR/$job.$host.json"
 else
   out="$JOULE_JOBS_DIR/$job.json"
@@ -107,7 +131,7 @@ if ! end=$(mktemp "$JOULE_JOBS_DIR/.$job.end.json.XXXXXXXX"); then
   log "job $job: cannot create a file in $JOULE_JOBS_DIR: nothing written"
   exit 0
 fi
-if ! err=$("$JOULE_BIN" counters 2>&1 >"$end"); then
+if ! err=$("$JOULE_BIN" counters ${nodes:+--nodes "$nodes"} 2>&1 >"$end"); then
   log "job $job: '$JOULE_BIN counters' failed: $(printf '%s' "$err" | head -c 2000)"
   rm -f -- "$end" "$start"
   exit 0
@@ -170,72 +194,111 @@ def key(gpu):
     return gpu.get("uuid") or "physical:%s" % gpu.get("physical_index")
 
 
-before = {key(gpu): gpu for gpu in start["gpus"]}
-wall_time_s = end["time_unix_s"] - start["time_unix_s"]
-devices = []
-total = 0.0
-for gpu in end["gpus"]:
-    device = {
-        "kind": "gpu",
-        "index": gpu["index"],
-        "physical_index": gpu.get("physical_index"),
-        "uuid": gpu.get("uuid"),
-        "name": gpu.get("name"),
-        "energy_j": None,
-        "average_power_w": None,
-        "source": "counter",
-        "estimated": False,
-    }
-    first = before.get(key(gpu))
-    if first is None:
-        device["error"] = "not in the prolog's snapshot"
-    elif first.get("energy_j") is None or gpu.get("energy_j") is None:
-        device["error"] = gpu.get("error") or first.get("error") or "no energy counter"
-    elif gpu["energy_j"] < first["energy_j"]:
-        device["error"] = "the energy counter went back (driver reloaded during the job)"
-    else:
-        energy_j = gpu["energy_j"] - first["energy_j"]
-        device["energy_j"] = energy_j
-        if wall_time_s > 0:
-            device["average_power_w"] = energy_j / wall_time_s
-        total += energy_j
-    devices.append(device)
-
-# CPU packages and their DRAM: subtractable only when both snapshots came from joule daemon, whose counters are
-# wrap-corrected over its whole life (RAPL wraps within minutes at full load). They cover the whole socket:
-# on a node shared by several jobs each job is charged the whole package.
-cpus_before = {cpu["index"]: cpu for cpu in start.get("cpus", [])}
-for cpu in end.get("cpus", []):
-    first = cpus_before.get(cpu["index"])
-    for kind, field, kind_resets in (("cpu", "package_energy_j", "package_counter_resets"),
-                                     ("dram", "dram_energy_j", "dram_counter_resets")):
-        if kind == "dram" and cpu.get(field) is None and (first is None or first.get(field) is None):
-            continue  # no DRAM domain
-        device = {"kind": kind, "index": cpu["index"], "name": cpu.get("name"), "energy_j": None,
-                  "average_power_w": None, "source": "counter", "estimated": False}
+def node_devices(start, end):
+    """The devices of one node between two of its snapshots: (devices, total of those measured)."""
+    before = {key(gpu): gpu for gpu in start["gpus"]}
+    wall_time_s = end["time_unix_s"] - start["time_unix_s"]
+    devices = []
+    total = 0.0
+    for gpu in end["gpus"]:
+        device = {
+            "kind": "gpu",
+            "index": gpu["index"],
+            "physical_index": gpu.get("physical_index"),
+            "uuid": gpu.get("uuid"),
+            "name": gpu.get("name"),
+            "energy_j": None,
+            "average_power_w": None,
+            "source": "counter",
+            "estimated": False,
+        }
+        first = before.get(key(gpu))
         if first is None:
             device["error"] = "not in the prolog's snapshot"
-        elif not (cpu.get("wrap_corrected_across_processes") and first.get("wrap_corrected_across_processes")):
-            device["error"] = ("RAPL counters wrap within minutes: read them through joule daemon "
-                               "(JOULE_DAEMON_SOCKET) so that two snapshots a job apart can be subtracted")
-        elif first.get(field) is None or cpu.get(field) is None:
-            device["error"] = cpu.get("error") or first.get("error") or "no reading"
-        elif first.get(kind_resets) is None or cpu.get(kind_resets) is None:
-            device["error"] = ("not measurable: the snapshots do not say whether the RAPL counter was reset during "
-                               "the job (a joule daemon older than the scripts took them)")
-        elif cpu[kind_resets] != first[kind_resets]:
-            # A reset is not a wrap: counted as one it is a range's worth of phantom energy (262 kJ).
-            device["error"] = ("not measurable: the RAPL counter was reset during the job (%s)"
-                               % (cpu.get("counter_reset") or "the daemon counted a reset"))
-        elif cpu[field] < first[field]:
-            device["error"] = "the counter went back (the daemon restarted during the job)"
+        elif first.get("energy_j") is None or gpu.get("energy_j") is None:
+            device["error"] = gpu.get("error") or first.get("error") or "no energy counter"
+        elif gpu["energy_j"] < first["energy_j"]:
+            device["error"] = "the energy counter went back (driver reloaded during the job)"
         else:
-            energy_j = cpu[field] - first[field]
+            energy_j = gpu["energy_j"] - first["energy_j"]
             device["energy_j"] = energy_j
             if wall_time_s > 0:
                 device["average_power_w"] = energy_j / wall_time_s
             total += energy_j
         devices.append(device)
+
+    # CPU packages and their DRAM: subtractable only when both snapshots came from joule daemon, whose counters are
+    # wrap-corrected over its whole life (RAPL wraps within minutes at full load). They cover the whole socket:
+    # on a node shared by several jobs each job is charged the whole package.
+    cpus_before = {cpu["index"]: cpu for cpu in start.get("cpus", [])}
+    for cpu in end.get("cpus", []):
+        first = cpus_before.get(cpu["index"])
+        for kind, field, kind_resets in (("cpu", "package_energy_j", "package_counter_resets"),
+                                         ("dram", "dram_energy_j", "dram_counter_resets")):
+            if kind == "dram" and cpu.get(field) is None and (first is None or first.get(field) is None):
+                continue  # no DRAM domain
+            device = {"kind": kind, "index": cpu["index"], "name": cpu.get("name"), "energy_j": None,
+                      "average_power_w": None, "source": "counter", "estimated": False}
+            if first is None:
+                device["error"] = "not in the prolog's snapshot"
+            elif not (cpu.get("wrap_corrected_across_processes") and first.get("wrap_corrected_across_processes")):
+                device["error"] = ("RAPL counters wrap within minutes: read them through joule daemon "
+                                   "(JOULE_DAEMON_SOCKET) so that two snapshots a job apart can be subtracted")
+            elif first.get(field) is None or cpu.get(field) is None:
+                device["error"] = cpu.get("error") or first.get("error") or "no reading"
+            elif first.get(kind_resets) is None or cpu.get(kind_resets) is None:
+                device["error"] = ("not measurable: the snapshots do not say whether the RAPL counter was reset during "
+                                   "the job (a joule daemon older than the scripts took them)")
+            elif cpu[kind_resets] != first[kind_resets]:
+                # A reset is not a wrap: counted as one it is a range's worth of phantom energy (262 kJ).
+                device["error"] = ("not measurable: the RAPL counter was reset during the job (%s)"
+                                   % (cpu.get("counter_reset") or "the daemon counted a reset"))
+            elif cpu[field] < first[field]:
+                device["error"] = "the counter went back (the daemon restarted during the job)"
+            else:
+                energy_j = cpu[field] - first[field]
+                device["energy_j"] = energy_j
+                if wall_time_s > 0:
+                    device["average_power_w"] = energy_j / wall_time_s
+                total += energy_j
+            devices.append(device)
+    return devices, total
+
+
+wall_time_s = end["time_unix_s"] - start["time_unix_s"]
+nodes = None
+if "nodes" in end:
+    # The job's nodes, read at once through their daemons (PrologSlurmctld/EpilogSlurmctld): one entry per node,
+    # and a total only when every node's every device was measured (never a silently lower figure).
+    starts = {node["node"]: node for node in start.get("nodes", [])}
+    nodes = []
+    total = 0.0
+    for node in end["nodes"]:
+        entry = {"node": node["node"], "address": node.get("address"), "complete": False, "error": None,
+                 "energy_j": None, "devices": []}
+        first = starts.get(node["node"])
+        if node.get("error") or (first is not None and first.get("error")):
+            entry["error"] = node.get("error") or "at the job's start: " + first["error"]
+        elif first is None:
+            entry["error"] = "not in the prolog's snapshot"
+        else:
+            entry["devices"], node_total = node_devices(first, node)
+            errors = ["%s %s: %s" % (d["kind"], d["index"], d["error"]) for d in entry["devices"] if d.get("error")]
+            if errors:
+                entry["error"] = "; ".join(errors)
+            elif not entry["devices"]:
+                entry["error"] = "no device"
+            else:
+                entry["complete"] = True
+                entry["energy_j"] = node_total
+        if entry["complete"] and total is not None:
+            total += entry["energy_j"]
+        else:
+            total = None
+        nodes.append(entry)
+    devices = [dict(device, node=entry["node"]) for entry in nodes for device in entry["devices"]]
+else:
+    devices, total = node_devices(start, end)
 
 env = os.environ
 report = {
@@ -245,6 +308,7 @@ report = {
         "partition": env.get("SLURM_JOB_PARTITION"),
         "node": env.get("JOULE_HOST"),
         "gpus": env.get("SLURM_JOB_GPUS"),
+        "nodes": env.get("SLURM_JOB_NODELIST") if nodes is not None else None,
     },
     "start_unix_s": start["time_unix_s"],
     "end_unix_s": end["time_unix_s"],
@@ -252,6 +316,9 @@ report = {
     "devices": devices,
     "total_energy_j": total,
 }
+if nodes is not None:
+    report["nodes"] = nodes
+    report["complete"] = total is not None
 # Written to a name created afresh in the folder (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), then renamed over the
 # job file's name: a rename replaces whatever is there (a link, a file), never writes through it.
 folder, name = os.path.split(out_path)

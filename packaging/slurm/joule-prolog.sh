@@ -10,6 +10,12 @@
 #   JOULE_BIN             the joule command (default: joule on PATH)
 #   JOULE_JOBS_DIR        where snapshots and job files go (default /var/lib/joule/jobs)
 #   JOULE_DAEMON_SOCKET   read the GPUs through `joule daemon` (no NVML in the prolog's process)
+#   JOULE_SLURM_SCOPE     job: read every node of SLURM_JOB_NODELIST through its daemon's network listener
+#                         (set by joule-fleet-prolog.sh/joule-fleet-epilog.sh, slurmctld's PrologSlurmctld and
+#                         EpilogSlurmctld): one job file with each node and the total (docs/fleet.md)
+#   JOULE_DAEMON_PORT     the nodes' daemon port in that scope (default 9700); JOULE_DAEMON_CA,
+#                         JOULE_DAEMON_TOKEN_FILE (or JOULE_DAEMON_CERT and JOULE_DAEMON_KEY) authenticate
+#   JOULE_SCONTROL        the scontrol that expands SLURM_JOB_NODELIST (default scontrol)
 # Slurm gives the job's GPUs in SLURM_JOB_GPUS (physical indices); without it, all GPUs are read.
 #
 # It runs as root (slurmd's user), so nothing a user can plant in the jobs folder may redirect its writes or
@@ -74,6 +80,29 @@ check_jobs_folder() {
   done
 }
 
+# Sets `nodes` to the job's nodes as `joule counters --nodes` takes them (HOST=HOST:PORT,…) when the script runs
+# for the whole job (JOULE_SLURM_SCOPE=job: joule-fleet-prolog.sh and joule-fleet-epilog.sh, as slurmctld's
+# PrologSlurmctld and EpilogSlurmctld), each node read through its daemon's network listener (docs/fleet.md);
+# empty otherwise (this node's counters). @return 1, having said why, when the nodes cannot be listed.
+job_nodes() {
+  nodes=
+  [ "${JOULE_SLURM_SCOPE:-node}" = job ] || return 0
+  if ! hosts=$("${JOULE_SCONTROL:-scontrol}" show hostnames "${SLURM_JOB_NODELIST:-}" 2>&1); then
+    log "job $1: cannot list the nodes of '${SLURM_JOB_NODELIST:-}' with ${JOULE_SCONTROL:-scontrol}: $(printf '%s' "$hosts" | head -c 500)"
+    return 1
+  fi
+  for node_host in $hosts; do
+    nodes="${nodes:+$nodes,}$node_host=$node_host:${JOULE_DAEMON_PORT:-9700}"
+  done
+  if [ -z "$nodes" ]; then
+    log "job $1: SLURM_JOB_NODELIST names no node"
+    return 1
+  fi
+  # The daemons' authority and this side's token or certificate (docs/fleet.md), for joule counters.
+  export JOULE_DAEMON_CA JOULE_DAEMON_TOKEN_FILE JOULE_DAEMON_CERT JOULE_DAEMON_KEY 2>/dev/null || true
+  return 0
+}
+
 job=${SLURM_JOB_ID:-}
 case $job in
   '' | *[!0-9]*)
@@ -96,7 +125,8 @@ fi
 if [ -n "$shared" ]; then
   log "job $job: warning: $shared"
 fi
-if [ -n "${SLURM_JOB_GPUS:-}" ]; then
+job_nodes "$job" || exit 0
+if [ -z "$nodes" ] && [ -n "${SLURM_JOB_GPUS:-}" ]; then
   CUDA_VISIBLE_DEVICES=$SLURM_JOB_GPUS
   export CUDA_VISIBLE_DEVICES
 fi
@@ -106,7 +136,7 @@ if ! tmp=$(mktemp "$JOULE_JOBS_DIR/.$job.start.json.XXXXXXXX"); then
   log "job $job: cannot create a file in $JOULE_JOBS_DIR: nothing recorded"
   exit 0
 fi
-if err=$("$JOULE_BIN" counters 2>&1 >"$tmp"); then
+if err=$("$JOULE_BIN" counters ${nodes:+--nodes "$nodes"} 2>&1 >"$tmp"); then
   # -T: a directory (or a link to one) at the snapshot's name is an error, never a folder to move into.
   if ! mv -fT -- "$tmp" "$snapshot"; then
     log "job $job: cannot rename $tmp to $snapshot: nothing recorded"

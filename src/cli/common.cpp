@@ -256,4 +256,14 @@ void add_node_connection_options(CLI::App& command, device::DaemonClientOptions&
                    "Reach HOST:PORT nodes over plain TCP (daemons with --allow-plain-loopback, or a tunnel)");
 }
 
+void refuse_node_flags_without_nodes(const device::DaemonClientOptions& options, std::string_view command) {
+  if (!options.tls_ca_file.empty() || !options.tls_certificate_file.empty() ||
+      !options.tls_private_key_file.empty() || !options.token_file.empty() || options.plain_tcp) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: --node-ca, --node-cert, --node-key, --node-token-file and --node-plain-tcp "
+                                "are for --nodes HOST:PORT,…: give the nodes too",
+                                command));
+  }
+}
+
 }  // namespace joule::cli

@@ -106,6 +106,8 @@ void apply_metric_labels(const CLI::App& app, const GlobalOptions& global);
 /// The flags that reach network nodes' daemons (HOST:PORT in --nodes): --node-ca, --node-cert, --node-key,
 /// --node-token-file, --node-plain-tcp, into `options` (their environment variables apply when not given).
 void add_node_connection_options(CLI::App& command, device::DaemonClientOptions& options);
+/// Throws kInvalidArgument if a flag of add_node_connection_options() was given to `command` without --nodes.
+void refuse_node_flags_without_nodes(const device::DaemonClientOptions& options, std::string_view command);
 
 void add_devices_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_measure_command(CLI::App& app, const GlobalOptions& global, int& exit_code);

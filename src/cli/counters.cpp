@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/fleet/fleet_monitor.hpp"
 #include "joule/measure/counter_snapshot.hpp"
 
 #include "common.hpp"
@@ -17,7 +18,32 @@ namespace joule::cli {
 
 namespace counters_detail {
 
-int run_counters(const GlobalOptions& global, const std::string& gpus_text) {
+struct CountersFlags {
+  std::string gpus;
+  std::string nodes;
+  fleet::FleetOptions fleet;
+};
+
+// --nodes: every node's counters through its daemon, read at once (Slurm's controller prolog and epilog).
+int run_counters_on_nodes(const GlobalOptions& global, const CountersFlags& flags) {
+  if (!flags.gpus.empty() || global.sim || global.daemon) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "counters --nodes: --gpus, --sim and --daemon do not apply: the nodes' daemons serve every "
+                    "GPU and CPU package they have");
+  }
+  const auto nodes = value_or_throw(fleet::parse_nodes(flags.nodes));
+  // A node that cannot be reached is in the output with its error (and its devices empty), not a failure:
+  // the epilog names it in the job file instead of writing nothing.
+  std::cout << fleet::FleetMonitor::read_counters(nodes, flags.fleet).dump(2) << "\n";
+  return 0;
+}
+
+int run_counters(const GlobalOptions& global, const CountersFlags& flags) {
+  if (!flags.nodes.empty()) {
+    return run_counters_on_nodes(global, flags);
+  }
+  refuse_node_flags_without_nodes(flags.fleet.connection, "counters");
+  const std::string& gpus_text = flags.gpus;
   std::optional<std::vector<int>> indices;
   if (!gpus_text.empty()) {
     indices = value_or_throw(parse_index_list(gpus_text, "--gpus"));
@@ -41,15 +67,21 @@ int run_counters(const GlobalOptions& global, const std::string& gpus_text) {
 }  // namespace counters_detail
 
 void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_code) {
-  auto gpus = std::make_shared<std::string>();
+  auto flags = std::make_shared<counters_detail::CountersFlags>();
   auto* command = app.add_subcommand(
       "counters",
       "Print the GPUs' and CPUs' cumulative energy counters as JSON, with the time (the Slurm prolog and "
       "epilog in packaging/slurm/ subtract two)");
-  command->add_option("--gpus", *gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
-  set_examples(*command, {"joule counters --gpus 0,1", "joule --daemon /run/joule/joule.sock counters"});
-  command->callback(
-      [&global, &exit_code, gpus] { exit_code = counters_detail::run_counters(global, *gpus); });
+  command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
+  command
+      ->add_option("--nodes", flags->nodes,
+                   "Every node's counters through its daemon instead of this node's: NAME=ADDRESS,… (Unix "
+                   "sockets or HOST:PORT; docs/fleet.md)")
+      ->option_text("LIST");
+  add_node_connection_options(*command, flags->fleet.connection);
+  set_examples(*command, {"joule counters --gpus 0,1", "joule --daemon /run/joule/joule.sock counters",
+                          "joule counters --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file token"});
+  command->callback([&global, &exit_code, flags] { exit_code = counters_detail::run_counters(global, *flags); });
 }
 
 }  // namespace joule::cli

@@ -164,6 +164,7 @@ int run_measure(const GlobalOptions& global, const MeasureFlags& flags) {
   if (!flags.nodes.empty()) {
     return run_measure_on_nodes(global, flags);
   }
+  refuse_node_flags_without_nodes(flags.fleet_options.connection, "measure");
   // Every output is checked before the command runs: a path that cannot be written costs no run.
   std::optional<OutputFile> output = open_output(flags.output, "-o");
   std::optional<OutputFile> history = open_output(flags.append_csv, "--append-csv", OutputMode::kAppend);

@@ -17,6 +17,7 @@
 #include "joule/device/daemon_cpu.hpp"
 #include "joule/device/daemon_gpu.hpp"
 #include "joule/device/gpu.hpp"
+#include "joule/measure/counter_snapshot.hpp"
 
 namespace joule::fleet {
 
@@ -46,6 +47,21 @@ struct FleetMonitor::NodeState {
   std::vector<std::unique_ptr<device::Gpu>> gpus;
   std::vector<std::unique_ptr<device::Cpu>> cpus;
   std::unique_ptr<measure::EnergyMonitor> monitor;
+
+  std::vector<device::Gpu*> gpu_pointers() const {
+    std::vector<device::Gpu*> pointers;
+    for (const auto& gpu : gpus) {
+      pointers.push_back(gpu.get());
+    }
+    return pointers;
+  }
+  std::vector<device::Cpu*> cpu_pointers() const {
+    std::vector<device::Cpu*> pointers;
+    for (const auto& cpu : cpus) {
+      pointers.push_back(cpu.get());
+    }
+    return pointers;
+  }
 };
 
 struct FleetMonitor::Window {
@@ -125,60 +141,58 @@ std::string FleetMeasurement::incomplete_nodes() const {
 
 FleetMonitor::~FleetMonitor() = default;
 
+Result<std::unique_ptr<FleetMonitor::NodeState>> FleetMonitor::open_node(const Node& node,
+                                                                          const FleetOptions& options) {
+  auto state = std::make_unique<NodeState>();
+  state->node = node;
+  device::DaemonClientOptions client_options = options.connection;
+  client_options.client_name = "joule fleet";
+  client_options.timeout = options.timeout;
+  auto client = device::DaemonClient::connect(node.socket_path, client_options);
+  if (!client) {
+    return fail(client.error().code(), "cannot reach {}: {}", node_text(node), client.error().message());
+  }
+  state->client = *client;
+  auto gpus = device::open_daemon_gpus(state->client, /*apply_visible_devices=*/false);
+  if (!gpus) {
+    return fail(ErrorCode::kIo, "{}: {}", node_text(node), gpus.error().message());
+  }
+  state->gpus = std::move(*gpus);
+  if (auto cpus = device::open_daemon_cpus(state->client)) {
+    state->cpus = std::move(*cpus);  // (a daemon without RAPL serves GPUs only)
+  }
+  return state;
+}
+
 Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> nodes, FleetOptions options) {
   if (nodes.empty()) {
     return fail(ErrorCode::kInvalidArgument, "a fleet needs at least one node");
   }
   std::unique_ptr<FleetMonitor> fleet(new FleetMonitor());
   fleet->options_ = options;
-  std::vector<std::string> failures(nodes.size());
-  std::vector<ErrorCode> failure_codes(nodes.size(), ErrorCode::kIo);
+  std::vector<std::optional<Error>> failures(nodes.size());
   fleet->nodes_.resize(nodes.size());
   for_each_node_at_once(nodes.size(), [&](size_t i) {
-    auto state = std::make_unique<NodeState>();
-    state->node = nodes[i];
-    device::DaemonClientOptions client_options = options.connection;
-    client_options.client_name = "joule fleet";
-    client_options.timeout = options.timeout;
-    auto client = device::DaemonClient::connect(state->node.socket_path, client_options);
-    if (!client) {
-      failures[i] = fmt::format("cannot reach {}: {}", node_text(state->node), client.error().message());
-      failure_codes[i] = client.error().code();
+    auto state = open_node(nodes[i], options);
+    if (!state) {
+      failures[i] = state.error();
       return;
-    }
-    state->client = *client;
-    auto gpus = device::open_daemon_gpus(state->client, /*apply_visible_devices=*/false);
-    if (!gpus) {
-      failures[i] = fmt::format("{}: {}", node_text(state->node), gpus.error().message());
-      return;
-    }
-    state->gpus = std::move(*gpus);
-    if (auto cpus = device::open_daemon_cpus(state->client)) {
-      state->cpus = std::move(*cpus);  // (a daemon without RAPL serves GPUs only)
-    }
-    std::vector<device::Gpu*> gpu_pointers;
-    for (auto& gpu : state->gpus) {
-      gpu_pointers.push_back(gpu.get());
-    }
-    std::vector<device::Cpu*> cpu_pointers;
-    for (auto& cpu : state->cpus) {
-      cpu_pointers.push_back(cpu.get());
     }
     try {
-      state->monitor = std::make_unique<measure::EnergyMonitor>(
-          std::move(gpu_pointers), std::move(cpu_pointers), SteadyClock::instance());
+      (*state)->monitor = std::make_unique<measure::EnergyMonitor>((*state)->gpu_pointers(),
+                                                                   (*state)->cpu_pointers(), SteadyClock::instance());
     } catch (const Exception& error) {
-      failures[i] = fmt::format("{}: {}", node_text(state->node), error.what());
+      failures[i] = Error(ErrorCode::kIo, fmt::format("{}: {}", node_text(nodes[i]), error.what()));
       return;
     }
-    fleet->nodes_[i] = std::move(state);
+    fleet->nodes_[i] = std::move(*state);
   });
   std::vector<std::string> failed;
   std::set<ErrorCode> codes;
-  for (size_t i = 0; i < failures.size(); ++i) {
-    if (!failures[i].empty()) {
-      failed.push_back(failures[i]);
-      codes.insert(failure_codes[i]);
+  for (const auto& failure : failures) {
+    if (failure) {
+      failed.push_back(failure->message());
+      codes.insert(failure->code());
     }
   }
   if (!failed.empty()) {
@@ -216,6 +230,34 @@ FleetPower FleetMonitor::power() {
     result.total_w += node.total_w;
   }
   return result;
+}
+
+namespace {
+
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+nlohmann::json FleetMonitor::read_counters(const std::vector<Node>& nodes, const FleetOptions& options) {
+  std::vector<nlohmann::json> snapshots(nodes.size());
+  for_each_node_at_once(nodes.size(), [&](size_t i) {
+    nlohmann::json node = {{"node", nodes[i].name}, {"address", nodes[i].socket_path}};
+    auto state = open_node(nodes[i], options);
+    if (!state) {
+      // Named with why: the reader of two readings then knows this node's energy is unknown.
+      node.update({{"time_unix_s", unix_now_s()},
+                   {"error", state.error().message()},
+                   {"gpus", nlohmann::json::array()},
+                   {"cpus", nlohmann::json::array()}});
+    } else {
+      // Wall-clock time, not a steady one: the two readings come from different processes.
+      node.update(measure::counter_snapshot_json((*state)->gpu_pointers(), (*state)->cpu_pointers(), unix_now_s()));
+    }
+    snapshots[i] = std::move(node);
+  });
+  return nlohmann::json{{"time_unix_s", unix_now_s()}, {"nodes", std::move(snapshots)}};
 }
 
 std::vector<std::string> FleetMonitor::node_names() const {

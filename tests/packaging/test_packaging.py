@@ -283,6 +283,102 @@ def test_prolog_and_epilog_write_the_jobs_energy(joule_bin: pathlib.Path, sim_da
     assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
 
 
+FLEET_PROLOG = PACKAGING / "slurm" / "joule-fleet-prolog.sh"
+FLEET_EPILOG = PACKAGING / "slurm" / "joule-fleet-epilog.sh"
+
+
+def free_port(host: str) -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def test_fleet_prolog_and_epilog_write_one_file_for_every_node_of_the_job(joule_bin: pathlib.Path,
+                                                                          tmp_path: pathlib.Path) -> None:
+    """PrologSlurmctld/EpilogSlurmctld: the job's nodes (127.0.0.2 and 127.0.0.3, one port) through their
+    daemons' TLS listeners, SLURM_JOB_NODELIST expanded by scontrol (a fake one here), one job file."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (Debian package openssl; scripts/install-deps has it)")
+    tmp_path.chmod(0o755)
+    pki = tmp_path / "pki"
+    pki.mkdir()
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True, timeout=60)
+    curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    openssl("req", "-x509", *curve, "-days", "2", "-subj", "/CN=ca", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", *curve, "-subj", "/CN=node", "-keyout", "node.key", "-out", "node.csr")
+    (pki / "node.ext").write_text("subjectAltName=IP:127.0.0.2,IP:127.0.0.3\n")
+    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+            "-extfile", "node.ext", "-out", "node.pem")
+    token = "f" * 64
+    (pki / "tokens").write_text(f"controller read {token}\n")
+    (pki / "token").write_text(token + "\n")
+    for private in ("ca.key", "node.key", "tokens", "token"):
+        (pki / private).chmod(0o600)
+    port = free_port("127.0.0.2")
+    daemons = []
+    try:
+        for host in ("127.0.0.2", "127.0.0.3"):
+            daemon = subprocess.Popen(
+                [str(joule_bin), "--sim", "2xv100", "daemon", "--socket", str(tmp_path / f"{host}.sock"),
+                 "--audit-log", str(tmp_path / f"{host}.log"), "--listen", f"{host}:{port}", "--tls-cert",
+                 str(pki / "node.pem"), "--tls-key", str(pki / "node.key"), "--tokens", str(pki / "tokens")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=clean_environment(JOULE_POWERCAP_ROOT=str(tmp_path / "no-rapl")))
+            daemons.append(daemon)
+            assert daemon.stdout is not None
+            assert daemon.stdout.readline().startswith("joule daemon: serving"), daemon.stderr
+        scontrol = tmp_path / "scontrol"
+        scontrol.write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && [ "$3" = "127.0.0.[2-3]" ] || exit 1\n'
+                            'printf "127.0.0.2\\n127.0.0.3\\n"\n')
+        scontrol.chmod(0o755)
+        jobs = tmp_path / "jobs"
+        env = job_environment(joule_bin, jobs, SLURM_JOB_ID="5151", SLURM_JOB_NODELIST="127.0.0.[2-3]",
+                              JOULE_SCONTROL=str(scontrol), JOULE_DAEMON_PORT=str(port),
+                              JOULE_DAEMON_CA=str(pki / "ca.pem"), JOULE_DAEMON_TOKEN_FILE=str(pki / "token"))
+        prolog = run_script(FLEET_PROLOG, env)
+        assert prolog.returncode == 0 and prolog.stderr == "", prolog.stderr
+        start = json.loads((jobs / "5151.start.json").read_text())
+        assert [node["node"] for node in start["nodes"]] == ["127.0.0.2", "127.0.0.3"]
+        time.sleep(0.3)
+        epilog = run_script(FLEET_EPILOG, env)
+        assert epilog.returncode == 0 and epilog.stderr == "", epilog.stderr
+        report = json.loads((jobs / "5151.json").read_text())
+        assert report["job"]["nodes"] == "127.0.0.[2-3]"
+        assert report["complete"] is True
+        assert [node["node"] for node in report["nodes"]] == ["127.0.0.2", "127.0.0.3"]
+        for node in report["nodes"]:
+            assert node["complete"] is True and node["error"] is None, node
+            assert len(node["devices"]) == 2
+            # Two simulated V100s at 220.25 W over at least 0.3 s.
+            assert node["energy_j"] >= 2 * 220 * 0.3, node
+        assert report["total_energy_j"] == pytest.approx(sum(node["energy_j"] for node in report["nodes"]))
+        assert {device["node"] for device in report["devices"]} == {"127.0.0.2", "127.0.0.3"}
+        assert sorted(p.name for p in jobs.iterdir()) == ["5151.json"]
+
+        # A node whose daemon went away between the prolog and the epilog: named, and no total.
+        assert run_script(FLEET_PROLOG, dict(env, SLURM_JOB_ID="5152")).returncode == 0
+        daemons[1].terminate()
+        daemons[1].wait(timeout=10)
+        epilog = run_script(FLEET_EPILOG, dict(env, SLURM_JOB_ID="5152"))
+        assert epilog.returncode == 0 and epilog.stderr == "", epilog.stderr
+        incomplete = json.loads((jobs / "5152.json").read_text())
+        assert incomplete["complete"] is False and incomplete["total_energy_j"] is None
+        assert incomplete["nodes"][0]["complete"] is True and incomplete["nodes"][0]["energy_j"] > 0
+        assert incomplete["nodes"][1]["complete"] is False and incomplete["nodes"][1]["energy_j"] is None
+        assert incomplete["nodes"][1]["error"].startswith("cannot reach node 127.0.0.3 (127.0.0.3:"), incomplete
+        # scontrol cannot expand the list: said, nothing recorded, exit 0.
+        bad = run_script(FLEET_PROLOG, dict(env, SLURM_JOB_ID="5153", SLURM_JOB_NODELIST="other[1-2]"))
+        assert bad.returncode == 0
+        assert "job 5153: cannot list the nodes of 'other[1-2]' with " in bad.stderr, bad.stderr
+    finally:
+        for daemon in daemons:
+            daemon.terminate()
+            daemon.wait(timeout=10)
+
+
 def test_prolog_and_epilog_never_fail_the_job(joule_bin: pathlib.Path, tmp_path: pathlib.Path) -> None:
     jobs = tmp_path / "jobs"
     # No job id: nothing recorded, exit 0.

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "joule/core/clock_offset.hpp"
 #include "joule/core/error.hpp"
 #include "joule/core/units.hpp"
@@ -127,6 +129,13 @@ class FleetMonitor {
   /// in the result, not an error.
   FleetPower power();
 
+  /// Reads the energy counters of every node's daemon at once (connecting to each), as `joule counters`
+  /// reads one node's, so that two readings taken by different processes (Slurm's controller prolog and
+  /// epilog, packaging/slurm/) give each node's energy in between. @return {time_unix_s, nodes: [{node,
+  /// address, time_unix_s, gpus, cpus} as measure::counter_snapshot_json gives them]}; a node that cannot be
+  /// reached has empty gpus and cpus and its "error" (never left out).
+  static nlohmann::json read_counters(const std::vector<Node>& nodes, const FleetOptions& options = {});
+
   /// @return the nodes, in the order given.
   std::vector<std::string> node_names() const;
 
@@ -134,6 +143,8 @@ class FleetMonitor {
   struct NodeState;
   struct Window;
   FleetMonitor() = default;
+  /// Connects to `node`'s daemon and opens its GPUs and CPUs. @return why not, naming the node.
+  static Result<std::unique_ptr<NodeState>> open_node(const Node& node, const FleetOptions& options);
 
   std::vector<std::unique_ptr<NodeState>> nodes_;
   std::vector<std::unique_ptr<Window>> windows_;

@@ -1,0 +1,10 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Slurm EpilogSlurmctld (slurm.conf: EpilogSlurmctld=/usr/share/joule/slurm/joule-fleet-epilog.sh): joule-epilog.sh for the
+# whole job, on the controller: every node of SLURM_JOB_NODELIST read at once through its daemon's network
+# listener (`joule daemon --listen`, docs/fleet.md), one job file $JOULE_JOBS_DIR/$SLURM_JOB_ID.json with each
+# node's energy and the total (null, with the node named, when a node did not answer). Settings as in
+# joule-prolog.sh (JOULE_DAEMON_PORT, JOULE_DAEMON_CA, JOULE_DAEMON_TOKEN_FILE, JOULE_SCONTROL).
+JOULE_SLURM_SCOPE=job
+export JOULE_SLURM_SCOPE
+exec "$(dirname -- "$0")/joule-epilog.sh" "$@"
