@@ -20,7 +20,8 @@
 // (a certificate authority, the daemon's certificate and a token made with Debian's openssl in the bench's
 // folder), each authenticated by the token; plain: the same over plain TCP (--allow-plain-loopback).
 // --handshakes N (tls): N more connections during the run, each a full TLS handshake, hello and close, from 8
-// threads as fast as the daemon takes them: the streaming clients' round trips and lags are measured under it.
+// threads as fast as the daemon takes them: the streaming clients' round trips and lags are measured under
+// it.
 //
 // Issue 25's figures: daemon_bench --clients 100 --sim 8xv100 --period-ms 100 --duration-s 60 --energy 1
 // [--network tls] [--handshakes 1000]
@@ -43,8 +44,11 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -54,10 +58,6 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 
 #include "joule/http/tls.hpp"
 
@@ -76,19 +76,19 @@ struct Options {
   int period_ms = 10;
   std::string sim = "4xv100";
   int request_every_ms = 100;
-  bool energy = false;  // the streams carry each GPU's energy counter
-  int stalled = 0;      // clients that stream but read nothing until the end
+  bool energy = false;           // the streams carry each GPU's energy counter
+  int stalled = 0;               // clients that stream but read nothing until the end
   std::string network = "unix";  // unix, tls or plain
   int handshakes = 0;            // connections that only handshake, say hello and close, during the run
 };
 
 // Where and how the clients reach the daemon.
 struct Endpoint {
-  std::string socket;                               // the Unix socket (network "unix")
-  std::string host;                                 // the network listener's address
+  std::string socket;  // the Unix socket (network "unix")
+  std::string host;    // the network listener's address
   int port = 0;
-  std::shared_ptr<joule::http::TlsContext> tls;     // null: plain
-  std::string token;                                // hello's token (network)
+  std::shared_ptr<joule::http::TlsContext> tls;  // null: plain
+  std::string token;                             // hello's token (network)
   bool network() const { return port != 0; }
 };
 
@@ -227,7 +227,8 @@ struct ClientResult {
 
 class Client {
  public:
-  explicit Client(int fd, std::unique_ptr<joule::http::TlsStream> tls = nullptr) : fd_(fd), tls_(std::move(tls)) {}
+  explicit Client(int fd, std::unique_ptr<joule::http::TlsStream> tls = nullptr)
+      : fd_(fd), tls_(std::move(tls)) {}
   ~Client() {
     tls_.reset();
     ::close(fd_);
@@ -314,7 +315,8 @@ std::string stream_request(const Options& options) {
 }
 
 // Connects and says hello as `name`. @return the client, or nullptr with result.error set.
-std::unique_ptr<Client> connect_and_greet(const Endpoint& endpoint, std::string_view name, ClientResult& result) {
+std::unique_ptr<Client> connect_and_greet(const Endpoint& endpoint, std::string_view name,
+                                          ClientResult& result) {
   const int fd = endpoint.network() ? connect_tcp(endpoint.host, endpoint.port) : connect_to(endpoint.socket);
   if (fd < 0) {
     result.error = fmt::format("cannot connect: {}", std::strerror(errno));
@@ -323,7 +325,8 @@ std::unique_ptr<Client> connect_and_greet(const Endpoint& endpoint, std::string_
   std::unique_ptr<joule::http::TlsStream> tls;
   if (endpoint.tls) {
     auto stream = joule::http::TlsStream::client(endpoint.tls, fd, endpoint.host);
-    const auto done = stream ? (*stream)->handshake() : joule::Result<joule::http::TlsWait>(tl::make_unexpected(stream.error()));
+    const auto done = stream ? (*stream)->handshake()
+                             : joule::Result<joule::http::TlsWait>(tl::make_unexpected(stream.error()));
     if (!done) {
       ::close(fd);
       result.error = "TLS: " + done.error().message();
@@ -333,7 +336,8 @@ std::unique_ptr<Client> connect_and_greet(const Endpoint& endpoint, std::string_
   }
   auto client = std::make_unique<Client>(fd, std::move(tls));
   std::string line;
-  const std::string token = endpoint.token.empty() ? std::string() : fmt::format(R"(,"token":"{}")", endpoint.token);
+  const std::string token =
+      endpoint.token.empty() ? std::string() : fmt::format(R"(,"token":"{}")", endpoint.token);
   if (!client->send_all(fmt::format(R"({{"id":1,"op":"hello","protocol":1,"client":"{}"{}}})"
                                     "\n",
                                     name, token)) ||
@@ -455,9 +459,11 @@ void make_pki(const std::string& folder) {
   shell(folder, "openssl req -x509 " + curve + " -days 2 -subj /CN=bench-ca -keyout ca.key -out ca.pem");
   shell(folder, "openssl req " + curve + " -subj /CN=node -keyout node.key -out node.csr");
   shell(folder, "printf 'subjectAltName=IP:127.0.0.2\\n' > node.ext");
-  shell(folder, "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile node.ext "
-                "-out node.pem");
-  shell(folder, "printf 'bench read %s\\n' \"$(openssl rand -hex 32)\" > tokens && chmod 600 tokens node.key ca.key");
+  shell(folder,
+        "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile node.ext "
+        "-out node.pem");
+  shell(folder,
+        "printf 'bench read %s\\n' \"$(openssl rand -hex 32)\" > tokens && chmod 600 tokens node.key ca.key");
 }
 
 // A free TCP port on `host` (bound, read, closed: the daemon binds it a moment later).
@@ -483,8 +489,8 @@ struct HandshakeFlood {
   double seconds = 0;
 };
 
-void run_flood(const Endpoint& endpoint, int count, SteadyClock::time_point start, SteadyClock::time_point end,
-               HandshakeFlood& flood) {
+void run_flood(const Endpoint& endpoint, int count, SteadyClock::time_point start,
+               SteadyClock::time_point end, HandshakeFlood& flood) {
   std::this_thread::sleep_until(start);
   const auto began = SteadyClock::now();
   std::atomic<int> next{0};
@@ -695,7 +701,8 @@ int main(int argc, char** argv) {
         "  TLS handshake flood: {} connections made (handshake, hello, close) in {:.1f} s ({:.0f}/s) from 8 "
         "threads, {} refused or failed{}\n",
         flood.made.load(), flood.seconds, flood.seconds > 0 ? flood.made.load() / flood.seconds : 0.0,
-        flood.failed.load(), flood.first_error.empty() ? std::string() : " (the first: " + flood.first_error + ")");
+        flood.failed.load(),
+        flood.first_error.empty() ? std::string() : " (the first: " + flood.first_error + ")");
   }
   if (failed > 0) {
     std::cout << fmt::format("  {} clients failed; the first: {}\n", failed, first_error);

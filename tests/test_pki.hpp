@@ -129,7 +129,8 @@ class TestPki {
     PEM_write_PrivateKey(key_file, key, nullptr, nullptr, 0, nullptr, nullptr);
     std::fclose(certificate_file);
     std::fclose(key_file);
-    std::filesystem::permissions(files.key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::filesystem::permissions(files.key,
+                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     return files;
   }
 

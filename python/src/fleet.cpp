@@ -27,8 +27,8 @@ void bind_fleet(py::module_& module) {
              py::gil_scoped_release release;
              return value_or_throw(fleet::FleetMonitor::connect(std::move(parsed), options));
            }),
-           py::arg("nodes"), py::arg("clock_probes"), py::arg("timeout_s"), py::arg("ca"), py::arg("certificate"),
-           py::arg("key"), py::arg("token_file"), py::arg("plain_tcp"))
+           py::arg("nodes"), py::arg("clock_probes"), py::arg("timeout_s"), py::arg("ca"),
+           py::arg("certificate"), py::arg("key"), py::arg("token_file"), py::arg("plain_tcp"))
       .def("begin_window",
            [](fleet::FleetMonitor& self, const std::string& name) {
              py::gil_scoped_release release;

@@ -240,8 +240,9 @@ void add_node_connection_options(CLI::App& command, device::DaemonClientOptions&
                   "JOULE_DAEMON_CA; default: the system's)")
       ->option_text("FILE");
   command
-      .add_option("--node-cert", options.tls_certificate_file,
-                  "This client's certificate for mutual TLS with HOST:PORT nodes (environment: JOULE_DAEMON_CERT)")
+      .add_option(
+          "--node-cert", options.tls_certificate_file,
+          "This client's certificate for mutual TLS with HOST:PORT nodes (environment: JOULE_DAEMON_CERT)")
       ->option_text("FILE");
   command
       .add_option("--node-key", options.tls_private_key_file,
@@ -259,10 +260,11 @@ void add_node_connection_options(CLI::App& command, device::DaemonClientOptions&
 void refuse_node_flags_without_nodes(const device::DaemonClientOptions& options, std::string_view command) {
   if (!options.tls_ca_file.empty() || !options.tls_certificate_file.empty() ||
       !options.tls_private_key_file.empty() || !options.token_file.empty() || options.plain_tcp) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("{}: --node-ca, --node-cert, --node-key, --node-token-file and --node-plain-tcp "
-                                "are for --nodes HOST:PORT,…: give the nodes too",
-                                command));
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: --node-ca, --node-cert, --node-key, --node-token-file and --node-plain-tcp "
+                    "are for --nodes HOST:PORT,…: give the nodes too",
+                    command));
   }
 }
 

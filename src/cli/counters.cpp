@@ -27,9 +27,10 @@ struct CountersFlags {
 // --nodes: every node's counters through its daemon, read at once (Slurm's controller prolog and epilog).
 int run_counters_on_nodes(const GlobalOptions& global, const CountersFlags& flags) {
   if (!flags.gpus.empty() || global.sim || global.daemon) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    "counters --nodes: --gpus, --sim and --daemon do not apply: the nodes' daemons serve every "
-                    "GPU and CPU package they have");
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        "counters --nodes: --gpus, --sim and --daemon do not apply: the nodes' daemons serve every "
+        "GPU and CPU package they have");
   }
   const auto nodes = value_or_throw(fleet::parse_nodes(flags.nodes));
   // A node that cannot be reached is in the output with its error (and its devices empty), not a failure:
@@ -72,16 +73,19 @@ void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_
       "counters",
       "Print the GPUs' and CPUs' cumulative energy counters as JSON, with the time (the Slurm prolog and "
       "epilog in packaging/slurm/ subtract two)");
-  command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")->option_text("LIST");
+  command->add_option("--gpus", flags->gpus, "GPU indices, e.g. 0,1 (default: all visible)")
+      ->option_text("LIST");
   command
       ->add_option("--nodes", flags->nodes,
                    "Every node's counters through its daemon instead of this node's: NAME=ADDRESS,… (Unix "
                    "sockets or HOST:PORT; docs/fleet.md)")
       ->option_text("LIST");
   add_node_connection_options(*command, flags->fleet.connection);
-  set_examples(*command, {"joule counters --gpus 0,1", "joule --daemon /run/joule/joule.sock counters",
-                          "joule counters --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file token"});
-  command->callback([&global, &exit_code, flags] { exit_code = counters_detail::run_counters(global, *flags); });
+  set_examples(*command,
+               {"joule counters --gpus 0,1", "joule --daemon /run/joule/joule.sock counters",
+                "joule counters --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file token"});
+  command->callback(
+      [&global, &exit_code, flags] { exit_code = counters_detail::run_counters(global, *flags); });
 }
 
 }  // namespace joule::cli

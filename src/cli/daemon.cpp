@@ -10,12 +10,12 @@
 #include <signal.h>
 #include <string.h>
 
+#include "joule/core/signals.hpp"
 #include "joule/daemon/metrics.hpp"
 #include "joule/metrics/device_exporter.hpp"
 #include "joule/metrics/http_listener.hpp"
 
 #include "common.hpp"
-#include "joule/core/signals.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {
@@ -129,13 +129,13 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
     std::cout << fmt::format("joule daemon: metrics on {}\n", exporter->url());
   }
   for (const auto& address : daemon->network_addresses()) {
-    std::cout << fmt::format("joule daemon: network listener on {} ({}; SIGHUP reloads its files)\n", address,
-                             flags.options.network.tls_certificate_file.empty() ? "plain TCP, loopback only"
-                                                                                 : "TLS");
+    std::cout << fmt::format(
+        "joule daemon: network listener on {} ({}; SIGHUP reloads its files)\n", address,
+        flags.options.network.tls_certificate_file.empty() ? "plain TCP, loopback only" : "TLS");
   }
   std::cout << std::flush;
-  // SIGHUP reloads the network listener's token file and TLS files (as sshd and nginx reload theirs; systemctl
-  // reload sends it); without a listener it has nothing to reload and the daemon goes on.
+  // SIGHUP reloads the network listener's token file and TLS files (as sshd and nginx reload theirs;
+  // systemctl reload sends it); without a listener it has nothing to reload and the daemon goes on.
   const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM}, {SIGHUP}));
   daemon.reset();  // restores, closes, removes the socket
   if (exporter) {
@@ -268,9 +268,10 @@ void add_metrics_options(CLI::App& command, DaemonFlags& flags) {
 void add_network_options(CLI::App& command, DaemonFlags& flags) {
   auto& network = flags.options.network;
   command
-      .add_option("--listen", network.listen,
-                  "Also serve the protocol on the network at HOST:PORT, over TLS, to clients with a token or a "
-                  "client certificate (repeatable; port 0: any free port; see docs/fleet.md)")
+      .add_option(
+          "--listen", network.listen,
+          "Also serve the protocol on the network at HOST:PORT, over TLS, to clients with a token or a "
+          "client certificate (repeatable; port 0: any free port; see docs/fleet.md)")
       ->option_text("HOST:PORT");
   command
       .add_option("--tls-cert", network.tls_certificate_file,

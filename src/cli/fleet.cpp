@@ -52,9 +52,10 @@ void add_fleet_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
   auto flags = std::make_shared<FleetPowerFlags>();
   auto* power = fleet->add_subcommand(
       "power", "Print the power of several nodes' GPUs (through their daemons) with ISO-8601 UTC timestamps");
-  power->add_option("--nodes", flags->nodes,
-                    "The nodes: NAME=ADDRESS,… (their daemons' Unix sockets, or HOST:PORT of their network "
-                    "listeners)")
+  power
+      ->add_option("--nodes", flags->nodes,
+                   "The nodes: NAME=ADDRESS,… (their daemons' Unix sockets, or HOST:PORT of their network "
+                   "listeners)")
       ->required()
       ->option_text("LIST");
   power->add_option("--interval-ms", flags->interval_ms, "Sampling period in ms (default 1000)")
@@ -66,8 +67,10 @@ void add_fleet_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       ->option_text("S");
   add_format_option(*power, flags->format, {Format::kText, Format::kCsv});
   add_node_connection_options(*power, flags->options.connection);
-  set_examples(*power, {"joule fleet power --nodes a=/run/joule/a.sock,b=/tmp/node2.sock --duration-s 10",
-                        "joule fleet power --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file ~/.joule-token"});
+  set_examples(
+      *power,
+      {"joule fleet power --nodes a=/run/joule/a.sock,b=/tmp/node2.sock --duration-s 10",
+       "joule fleet power --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file ~/.joule-token"});
   set_examples(*fleet, {"joule fleet power --nodes a=/run/joule/a.sock,b=/tmp/node2.sock"});
   power->callback([flags, &exit_code] { exit_code = run_fleet_power(*flags); });
 }

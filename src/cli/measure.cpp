@@ -42,7 +42,8 @@ struct MeasureFlags {
   int repeat = 1;          // -r N: run the command N times, report mean ± stddev
   std::string append_csv;  // --append-csv FILE: one row per device per run, appended
   std::string nodes;       // --nodes NAME=ADDRESS,…: the energy of a fleet's daemons instead of this node's
-  fleet::FleetOptions fleet_options;  // --node-ca, --node-cert, --node-key, --node-token-file, --node-plain-tcp
+  fleet::FleetOptions
+      fleet_options;  // --node-ca, --node-cert, --node-key, --node-token-file, --node-plain-tcp
 };
 
 // Checked before the command runs, so that a wrong file costs no run. @return true if the header is to be

@@ -101,9 +101,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
     }
   } else if (!options.network.tokens_file.empty() || !options.network.tls_certificate_file.empty() ||
              !options.network.tls_client_ca_file.empty() || options.network.allow_plain_loopback) {
-    return fail(ErrorCode::kInvalidArgument,
-                "--tokens, --tls-cert, --tls-key, --tls-client-ca and --allow-plain-loopback are for the network "
-                "listener: give --listen HOST:PORT too");
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "--tokens, --tls-cert, --tls-key, --tls-client-ca and --allow-plain-loopback are for the network "
+        "listener: give --listen HOST:PORT too");
   }
   auto listener = JOULE_TRY(Listener::open(options.socket_path, ::geteuid()));
   const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -104,8 +104,7 @@ Result<NetworkListener> NetworkListener::open(const std::string& text, bool plai
 Result<NetworkSecurity> NetworkSecurity::load(const NetworkOptions& options, uid_t daemon_uid) {
   NetworkSecurity security;
   const bool has_certificate = !options.tls_certificate_file.empty() || !options.tls_private_key_file.empty();
-  if (has_certificate &&
-      (options.tls_certificate_file.empty() || options.tls_private_key_file.empty())) {
+  if (has_certificate && (options.tls_certificate_file.empty() || options.tls_private_key_file.empty())) {
     return fail(ErrorCode::kInvalidArgument, "--tls-cert and --tls-key go together: give both or neither");
   }
   if (!has_certificate && !options.allow_plain_loopback) {

@@ -276,8 +276,8 @@ Result<std::string> read_private_file(const std::string& path, PrivateFileRole r
       return fail(ErrorCode::kNotFound, "the {} {} does not exist", role.what, path);
     }
     if (error == ELOOP) {
-      return fail(ErrorCode::kPermissionDenied, "the {} {} is a symbolic link: refused (name the file itself)",
-                  role.what, path);
+      return fail(ErrorCode::kPermissionDenied,
+                  "the {} {} is a symbolic link: refused (name the file itself)", role.what, path);
     }
     return fail(ErrorCode::kIo, "cannot open the {} {}: {}", role.what, path, std::strerror(error));
   }

@@ -107,7 +107,8 @@ void Server::shutdown() {
 }
 
 Owner Server::owner_of(const Connection& connection) const {
-  return Owner{connection.id, connection.peer.uid, connection.peer.pid, connection.client, connection.address};
+  return Owner{connection.id, connection.peer.uid, connection.peer.pid, connection.client,
+               connection.address};
 }
 
 std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const {
@@ -235,8 +236,8 @@ void Server::accept_network(const NetworkListener& listener) {
     const auto mine = per_user_.find(principal);
     std::string over;
     if (served_ >= for_users) {
-      over = fmt::format("the daemon already serves {} connections, the most it takes from users other than root",
-                         served_);
+      over = fmt::format(
+          "the daemon already serves {} connections, the most it takes from users other than root", served_);
     } else if (mine != per_user_.end() && mine->second >= options_.max_connections_per_user) {
       over = fmt::format("{} connections from {} are not authenticated yet (--max-connections-per-user {})",
                          mine->second, host, options_.max_connections_per_user);
@@ -630,9 +631,7 @@ void Server::serve_requests() {
   std::array<std::map<uint64_t, std::vector<Connection*>>, 3> waiting;
   for (auto& [id, connection] : connections_) {
     if (may_serve(*connection) && has_line(*connection)) {
-      const size_t rank = privileged(*connection)                      ? 0
-                          : connection->grant.right >= Right::kControl ? 1
-                                                                       : 2;
+      const size_t rank = privileged(*connection) ? 0 : connection->grant.right >= Right::kControl ? 1 : 2;
       waiting[rank][connection->principal].push_back(connection.get());
     }
   }
@@ -885,8 +884,9 @@ void Server::run_timers(SteadyTime now) {
     }
     if (connection->handshaking && now >= connection->hello_deadline) {
       // No TLS yet to say it in: logged and audited, then closed.
-      log().info("connection {} ({}): no TLS handshake within {} s of connecting (--hello-timeout-s); closing it",
-                 id, peer_text(*connection), options_.hello_timeout_s);
+      log().info(
+          "connection {} ({}): no TLS handshake within {} s of connecting (--hello-timeout-s); closing it",
+          id, peer_text(*connection), options_.hello_timeout_s);
       audit_refusal(*connection, "handshake-timeout",
                     fmt::format("no TLS handshake within {} s of connecting", options_.hello_timeout_s));
       connection->dead = true;
@@ -926,8 +926,8 @@ void Server::run_timers(SteadyTime now) {
         over = fmt::format(
             "{} already keeps {} idle connection{}, the most one user may "
             "(--max-idle-connections-per-user {})",
-            connection->remote ? "client " + connection->client : user_text(connection->peer.uid), mine, mine == 1 ? "" : "s",
-            options_.max_idle_connections_per_user);
+            connection->remote ? "client " + connection->client : user_text(connection->peer.uid), mine,
+            mine == 1 ? "" : "s", options_.max_idle_connections_per_user);
       } else if (idle_total_ >= options_.max_idle_connections) {
         over = fmt::format(
             "users other than root already keep {} idle connections, the most the daemon keeps "

@@ -38,7 +38,8 @@ class Server {
 
   /// Serves until stop() or one of `stop_signals`; each of `reload_signals` reloads the network listener's
   /// token file and TLS files (reload()).
-  Result<std::optional<int>> run(const std::vector<int>& stop_signals, const std::vector<int>& reload_signals);
+  Result<std::optional<int>> run(const std::vector<int>& stop_signals,
+                                 const std::vector<int>& reload_signals);
   void stop();
 
   const std::string& socket_path() const { return listener_.path(); }
@@ -100,10 +101,10 @@ class Server {
     // Over a connection limit: told why at accept, then only read (and discarded) until the peer's first
     // line, its close or close_deadline, so that its hello does not fail before it can read the refusal.
     bool refused = false;
-    bool remote = false;           // accepted by a network listener
-    bool handshaking = false;      // its TLS handshake is not complete
-    bool tls_wants_write = false;  // a TLS read or handshake waits for the socket to be writable
-    bool tls_wants_read = false;   // a TLS write waits for the socket to be readable
+    bool remote = false;              // accepted by a network listener
+    bool handshaking = false;         // its TLS handshake is not complete
+    bool tls_wants_write = false;     // a TLS read or handshake waits for the socket to be writable
+    bool tls_wants_read = false;      // a TLS write waits for the socket to be readable
     bool close_after_answer = false;  // refused at hello: closed once that answer is sent
     // Its TLS handshake failed: the alert is sent and the write side shut; what the peer still sends is read
     // and dropped until it closes (or close_deadline), so that closing never resets the connection before
@@ -119,7 +120,8 @@ class Server {
   void advance_handshake(Connection& connection);
   /// Makes `connection` the network client `entry` (its grant, its principal). @return why it may not be
   /// (over the per-client connection limit), or nullopt.
-  std::optional<std::string> authenticate(Connection& connection, const TokenEntry& entry, std::string_view how);
+  std::optional<std::string> authenticate(Connection& connection, const TokenEntry& entry,
+                                          std::string_view how);
   /// Records a refused network authentication in the audit log (rate-limited per address or client).
   void audit_refusal(const Connection& connection, std::string reason, const std::string& detail);
   /// @return a stable key for the limits and turns of a principal: a uid, a network client's name, or an
@@ -221,7 +223,7 @@ class Server {
   std::optional<int64_t> pass_time_ms_;  // when they were read, ms since the Unix epoch
   std::vector<NetworkListener> network_listeners_;
   NetworkSecurity security_;
-  size_t handshakes_ = 0;                          // network connections in their TLS handshake
+  size_t handshakes_ = 0;                                       // network connections in their TLS handshake
   std::map<std::string, uint64_t, std::less<>> principal_ids_;  // "client x", "host 10.0.0.7" → key
 };
 

@@ -119,14 +119,15 @@ json Server::peer_json(const Connection& connection) const {
 std::optional<std::string> Server::authenticate_by_token(Connection& connection, const std::string& token) {
   std::string why;
   if (token.empty()) {
-    why = security_.tokens
-              ? "the daemon's network listener needs a bearer token: send hello with \"token\" (joule: "
-                "--token-file FILE or $JOULE_DAEMON_TOKEN_FILE)" +
-                    std::string(security_.tls && security_.tls->asks_client_certificate()
-                                    ? ", or connect with a client certificate of the daemon's client authority"
-                                    : "")
-              : "the daemon's network listener takes only client certificates of its client authority "
-                "(--tls-client-ca), and this connection presented none";
+    why =
+        security_.tokens
+            ? "the daemon's network listener needs a bearer token: send hello with \"token\" (joule: "
+              "--token-file FILE or $JOULE_DAEMON_TOKEN_FILE)" +
+                  std::string(security_.tls && security_.tls->asks_client_certificate()
+                                  ? ", or connect with a client certificate of the daemon's client authority"
+                                  : "")
+            : "the daemon's network listener takes only client certificates of its client authority "
+              "(--tls-client-ca), and this connection presented none";
   } else if (const auto entry = security_.tokens ? security_.tokens->find(token) : std::nullopt) {
     if (const auto over = authenticate(connection, *entry, "token")) {
       why = *over;
@@ -135,9 +136,10 @@ std::optional<std::string> Server::authenticate_by_token(Connection& connection,
     }
   } else {
     // Never the token itself: it may be a real token of another daemon.
-    why = fmt::format("the token presented ({} characters) is not in the daemon's token file: check the client's "
-                      "token file against the daemon's (tokens are never printed)",
-                      token.size());
+    why = fmt::format(
+        "the token presented ({} characters) is not in the daemon's token file: check the client's "
+        "token file against the daemon's (tokens are never printed)",
+        token.size());
   }
   log().warn("connection {} ({}): refused: {}", connection.id, peer_text(connection), why);
   audit_refusal(connection, "authentication", why);
@@ -207,17 +209,16 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     connection.client_name = request.client;
     log().info("connection {}: hello from {} ({})", connection.id,
                request.client.empty() ? std::string("a client") : request.client, peer_text(connection));
-    response.result = {
-        {"protocol", proto::kVersion},
-        {"server", "joule-daemon"},
-        {"lease_s", options_.lease_s},
-        {"peer", peer_json(connection)},
-        {"user", connection.grant.user},
-        {"right", proto::to_string(connection.grant.right)},
-        {"rights", rights_json(connection)},
-        {"reason", connection.grant.reason},
-        {"gpus", gpus_.size()},
-        {"cpus", options_.cpus.size()}};
+    response.result = {{"protocol", proto::kVersion},
+                       {"server", "joule-daemon"},
+                       {"lease_s", options_.lease_s},
+                       {"peer", peer_json(connection)},
+                       {"user", connection.grant.user},
+                       {"right", proto::to_string(connection.grant.right)},
+                       {"rights", rights_json(connection)},
+                       {"reason", connection.grant.reason},
+                       {"gpus", gpus_.size()},
+                       {"cpus", options_.cpus.size()}};
     return response;
   }
   if (!connection.greeted) {
@@ -230,10 +231,11 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
   if (connection.grant.right < needed) {
     const std::string message =
         connection.remote
-            ? fmt::format("permission denied: {} needs the {} right; {} has {} ({}): a token or certificate "
-                          "line of scope control (or admin) in the daemon's token file grants it",
-                          proto::to_string(request.op), proto::to_string(needed), connection.grant.user,
-                          proto::to_string(connection.grant.right), connection.grant.reason)
+            ? fmt::format(
+                  "permission denied: {} needs the {} right; {} has {} ({}): a token or certificate "
+                  "line of scope control (or admin) in the daemon's token file grants it",
+                  proto::to_string(request.op), proto::to_string(needed), connection.grant.user,
+                  proto::to_string(connection.grant.right), connection.grant.reason)
             : AccessPolicy::refusal(connection.grant, proto::to_string(request.op), needed);
     if (needed == Right::kControl) {
       AuditEntry entry;
@@ -277,9 +279,9 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     case proto::Op::kWhoAmI:
       response.result = peer_json(connection);
       response.result.update(json{{"user", connection.grant.user},
-                         {"right", proto::to_string(connection.grant.right)},
-                         {"rights", rights_json(connection)},
-                         {"reason", connection.grant.reason}});
+                                  {"right", proto::to_string(connection.grant.right)},
+                                  {"rights", rights_json(connection)},
+                                  {"reason", connection.grant.reason}});
       return response;
     case proto::Op::kRenewLease:
       response.result = {{"lease_s", options_.lease_s}};

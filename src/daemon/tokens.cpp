@@ -161,8 +161,8 @@ Result<TokenTable> TokenTable::parse(std::string_view text, const std::string& s
 }
 
 Result<TokenTable> TokenTable::load(const std::string& path, uid_t daemon_uid) {
-  const auto text = JOULE_TRY(read_private_file(path, {"token file", "its tokens are secrets"}, daemon_uid,
-                                                kMaxFileBytes));
+  const auto text =
+      JOULE_TRY(read_private_file(path, {"token file", "its tokens are secrets"}, daemon_uid, kMaxFileBytes));
   return parse(text, path);
 }
 

@@ -142,7 +142,7 @@ std::string FleetMeasurement::incomplete_nodes() const {
 FleetMonitor::~FleetMonitor() = default;
 
 Result<std::unique_ptr<FleetMonitor::NodeState>> FleetMonitor::open_node(const Node& node,
-                                                                          const FleetOptions& options) {
+                                                                         const FleetOptions& options) {
   auto state = std::make_unique<NodeState>();
   state->node = node;
   device::DaemonClientOptions client_options = options.connection;
@@ -179,8 +179,8 @@ Result<std::unique_ptr<FleetMonitor>> FleetMonitor::connect(std::vector<Node> no
       return;
     }
     try {
-      (*state)->monitor = std::make_unique<measure::EnergyMonitor>((*state)->gpu_pointers(),
-                                                                   (*state)->cpu_pointers(), SteadyClock::instance());
+      (*state)->monitor = std::make_unique<measure::EnergyMonitor>(
+          (*state)->gpu_pointers(), (*state)->cpu_pointers(), SteadyClock::instance());
     } catch (const Exception& error) {
       failures[i] = Error(ErrorCode::kIo, fmt::format("{}: {}", node_text(nodes[i]), error.what()));
       return;
@@ -253,7 +253,8 @@ nlohmann::json FleetMonitor::read_counters(const std::vector<Node>& nodes, const
                    {"cpus", nlohmann::json::array()}});
     } else {
       // Wall-clock time, not a steady one: the two readings come from different processes.
-      node.update(measure::counter_snapshot_json((*state)->gpu_pointers(), (*state)->cpu_pointers(), unix_now_s()));
+      node.update(
+          measure::counter_snapshot_json((*state)->gpu_pointers(), (*state)->cpu_pointers(), unix_now_s()));
     }
     snapshots[i] = std::move(node);
   });

@@ -191,7 +191,8 @@ void* new_session(void* context, int fd, bool server, const std::string& peer_ho
       return nullptr;
     }
     if (!is_address) {
-      SSL_ctrl(session, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, const_cast<char*>(peer_host.c_str()));
+      SSL_ctrl(session, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+               const_cast<char*>(peer_host.c_str()));
     }
   }
   return session;

@@ -341,11 +341,13 @@ TEST_F(DaemonCli, MeasureOnNodesSumsTheirDaemonsAndNamesOneThatWentAway) {
       with_gpus.err,
       "joule: error: measure --nodes: --gpus/--cpus do not apply: the nodes' daemons serve every GPU and CPU "
       "package they have, measured once\n");
-  const auto stray = run({JOULE_BINARY, "--sim", "v100", "measure", "--node-ca", "ca.pem", "--", "true"}, env);
+  const auto stray =
+      run({JOULE_BINARY, "--sim", "v100", "measure", "--node-ca", "ca.pem", "--", "true"}, env);
   EXPECT_EQ(stray.exit_code, 2);
-  EXPECT_EQ(stray.err,
-            "joule: error: measure: --node-ca, --node-cert, --node-key, --node-token-file and --node-plain-tcp are "
-            "for --nodes HOST:PORT,…: give the nodes too\n");
+  EXPECT_EQ(
+      stray.err,
+      "joule: error: measure: --node-ca, --node-cert, --node-key, --node-token-file and --node-plain-tcp are "
+      "for --nodes HOST:PORT,…: give the nodes too\n");
 }
 
 TEST_F(DaemonCli, FleetPowerPrintsEveryNodesGpus) {

@@ -54,7 +54,8 @@ class NetworkDaemon : public ::testing::Test {
     server = pki.issue("ca", "node", "node",
                        {"IP:127.0.0.2", "IP:127.0.0.3", "IP:127.0.0.4", "IP:127.0.0.5", "DNS:localhost"});
     agent = pki.issue("ca", "agent", "agent");
-    write_tokens({{"trainer", "read", trainer_token}, {"boss", "control", boss_token},
+    write_tokens({{"trainer", "read", trainer_token},
+                  {"boss", "control", boss_token},
                   {"agent", "read", "certificate"}});
     trainer_token_file = write_private("trainer.token", trainer_token + "\n");
     boss_token_file = write_private("boss.token", boss_token + "\n");
@@ -86,10 +87,11 @@ class NetworkDaemon : public ::testing::Test {
     Node node;
     node.socket = dir.path() + "/" + host + ".sock";
     node.audit = dir.path() + "/audit/" + host + ".log";
-    std::vector<std::string> argv = {JOULE_BINARY, "--sim", "2xv100", "daemon", "--socket", node.socket,
-                                     "--audit-log", node.audit, "--listen", host + ":0", "--tls-cert",
-                                     server.certificate, "--tls-key", server.key, "--tls-client-ca",
-                                     authority.certificate, "--tokens", tokens_file};
+    std::vector<std::string> argv = {JOULE_BINARY, "--sim",     "2xv100",          "daemon",
+                                     "--socket",   node.socket, "--audit-log",     node.audit,
+                                     "--listen",   host + ":0", "--tls-cert",      server.certificate,
+                                     "--tls-key",  server.key,  "--tls-client-ca", authority.certificate,
+                                     "--tokens",   tokens_file};
     argv.insert(argv.end(), extra.begin(), extra.end());
     node.process = std::make_unique<Process>(argv, env);
     const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -115,7 +117,8 @@ class NetworkDaemon : public ::testing::Test {
     return options;
   }
 
-  Result<std::shared_ptr<device::DaemonClient>> connect(const std::string& address, const std::string& token) {
+  Result<std::shared_ptr<device::DaemonClient>> connect(const std::string& address,
+                                                        const std::string& token) {
     return device::DaemonClient::connect(address, options(token));
   }
 
@@ -150,10 +153,10 @@ TEST_F(NetworkDaemon, FourNodesOverTlsAreOneWindowAndOneLiveTable) {
   for (const auto& node : nodes) {
     list += (list.empty() ? "" : ",") + node.address;
   }
-  const auto result = run({JOULE_BINARY, "measure", "--nodes", list, "--node-ca", authority.certificate,
-                           "--node-token-file", trainer_token_file, "--format", "json", "-o", "-", "--", "sh",
-                           "-c", "sleep 0.3"},
-                          env);
+  const auto result =
+      run({JOULE_BINARY, "measure", "--nodes", list, "--node-ca", authority.certificate, "--node-token-file",
+           trainer_token_file, "--format", "json", "-o", "-", "--", "sh", "-c", "sleep 0.3"},
+          env);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto json = nlohmann::json::parse(result.out);
   EXPECT_EQ(json["complete"], true) << result.out;
@@ -174,8 +177,8 @@ TEST_F(NetworkDaemon, FourNodesOverTlsAreOneWindowAndOneLiveTable) {
   auto with_environment = env;
   with_environment["JOULE_DAEMON_CA"] = authority.certificate;
   with_environment["JOULE_DAEMON_TOKEN_FILE"] = trainer_token_file;
-  const auto power = run({JOULE_BINARY, "fleet", "power", "--nodes", list, "--duration-s", "0.1"},
-                         with_environment);
+  const auto power =
+      run({JOULE_BINARY, "fleet", "power", "--nodes", list, "--duration-s", "0.1"}, with_environment);
   ASSERT_EQ(power.exit_code, 0) << power.err;
   EXPECT_NE(power.out.find("total 1762.000 W"), std::string::npos) << power.out;  // 8 × 220.25 W
 }
@@ -193,8 +196,9 @@ TEST_F(NetworkDaemon, EveryRefusalIsClearAndAudited) {
   const std::string wrong = random_token('w');
   const auto bad = connect(node.address, wrong);
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message().find("the token presented (64 characters) is not in the daemon's token file"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.error().message().find("the token presented (64 characters) is not in the daemon's token file"),
+      std::string::npos)
       << bad.error().message();
   // A client certificate of another authority.
   pki.authority("other-ca");
@@ -204,7 +208,8 @@ TEST_F(NetworkDaemon, EveryRefusalIsClearAndAudited) {
   stranger_options.tls_private_key_file = stranger.key;
   const auto foreign = device::DaemonClient::connect(node.address, stranger_options);
   ASSERT_FALSE(foreign);
-  EXPECT_NE(foreign.error().message().find("alert unknown ca"), std::string::npos) << foreign.error().message();
+  EXPECT_NE(foreign.error().message().find("alert unknown ca"), std::string::npos)
+      << foreign.error().message();
   // An expired client certificate.
   const auto expired = pki.issue("ca", "expired", "agent", {}, -7200, -3600);
   auto expired_options = options("");
@@ -230,9 +235,10 @@ TEST_F(NetworkDaemon, EveryRefusalIsClearAndAudited) {
   EXPECT_EQ((*trainer)->hello()["peer"]["client"], "trainer");
   const auto set = (*trainer)->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 200000});
   ASSERT_FALSE(set);
-  EXPECT_NE(set.error().message().find("set_power_limit needs the control right; client trainer has read (token "
-                                       "of trainer (scope read))"),
-            std::string::npos)
+  EXPECT_NE(
+      set.error().message().find("set_power_limit needs the control right; client trainer has read (token "
+                                 "of trainer (scope read))"),
+      std::string::npos)
       << set.error().message();
   // A client certificate its line names: the agent, read.
   auto agent_options = options("");
@@ -247,14 +253,17 @@ TEST_F(NetworkDaemon, EveryRefusalIsClearAndAudited) {
   EXPECT_NE(audit.find("reason=authentication detail=\"the daemon's network listener needs a bearer token"),
             std::string::npos)
       << audit;
-  EXPECT_NE(audit.find("reason=authentication detail=\"the token presented (64 characters)"), std::string::npos);
+  EXPECT_NE(audit.find("reason=authentication detail=\"the token presented (64 characters)"),
+            std::string::npos);
   EXPECT_EQ(audit.find(wrong), std::string::npos);
-  EXPECT_NE(audit.find("reason=tls detail=\"TLS handshake: certificate verify failed: unable to get local issuer "
-                       "certificate"),
-            std::string::npos)
+  EXPECT_NE(
+      audit.find("reason=tls detail=\"TLS handshake: certificate verify failed: unable to get local issuer "
+                 "certificate"),
+      std::string::npos)
       << audit;
-  EXPECT_NE(audit.find("reason=tls detail=\"TLS handshake: certificate verify failed: certificate has expired"),
-            std::string::npos)
+  EXPECT_NE(
+      audit.find("reason=tls detail=\"TLS handshake: certificate verify failed: certificate has expired"),
+      std::string::npos)
       << audit;
   EXPECT_NE(audit.find("action=refused gpu=0 setting=power_limit_mw new=200000 conn="), std::string::npos);
   EXPECT_NE(audit.find("client=trainer addr=127.0.0.1:"), std::string::npos) << audit;
@@ -274,9 +283,10 @@ TEST_F(NetworkDaemon, SighupReloadsTheTokensWithoutDroppingAConnection) {
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_NE(read_file_text(node.audit).find("action=reload conn=0 uid=0 pid=0 reason=signal detail=\"network "
-                                            "listener: TLS, client certificates of " +
-                                            authority.certificate + "; clients: trainer (read)\""),
+  EXPECT_NE(read_file_text(node.audit)
+                .find("action=reload conn=0 uid=0 pid=0 reason=signal detail=\"network "
+                      "listener: TLS, client certificates of " +
+                      authority.certificate + "; clients: trainer (read)\""),
             std::string::npos)
       << read_file_text(node.audit);
   EXPECT_FALSE(connect(node.address, trainer_token));
@@ -293,10 +303,11 @@ TEST_F(NetworkDaemon, SighupReloadsTheTokensWithoutDroppingAConnection) {
          std::chrono::steady_clock::now() < second) {
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_NE(node.process->err_so_far().find("reload (signal 1) failed; the network listener keeps its previous "
-                                            "files: --tokens: the token file " +
-                                            tokens_file + " is readable by every user"),
-            std::string::npos)
+  EXPECT_NE(
+      node.process->err_so_far().find("reload (signal 1) failed; the network listener keeps its previous "
+                                      "files: --tokens: the token file " +
+                                      tokens_file + " is readable by every user"),
+      std::string::npos)
       << node.process->err_so_far();
   EXPECT_TRUE(connect(node.address, renewed));
 }
@@ -317,7 +328,8 @@ TEST_F(NetworkDaemon, AClientCutOffHasItsLimitRestoredWhenItsLeaseEnds) {
   }
   EXPECT_EQ(limit(**watcher, 0), kDefaultLimitMw);
   const std::string audit = read_file_text(node.audit);
-  EXPECT_NE(audit.find("action=restore gpu=0 setting=power_limit_mw old=150000 new=250000"), std::string::npos)
+  EXPECT_NE(audit.find("action=restore gpu=0 setting=power_limit_mw old=150000 new=250000"),
+            std::string::npos)
       << audit;
   EXPECT_NE(audit.find("client=boss addr=127.0.0.1:"), std::string::npos) << audit;
   EXPECT_NE(audit.find("reason=lease-expired"), std::string::npos) << audit;
@@ -335,7 +347,7 @@ TEST_F(NetworkDaemon, AClientCutOffHasItsLimitRestoredWhenItsLeaseEnds) {
 
 TEST_F(NetworkDaemon, AThousandConnectionsThatNeverHandshakeDoNotStopAnEstablishedClient) {
   const Node node = start("127.0.0.5", {"--max-connections", "2048", "--max-connections-per-user", "2000",
-                                         "--hello-timeout-s", "30"});
+                                        "--hello-timeout-s", "30"});
   auto client = connect(node.address, trainer_token);
   ASSERT_TRUE(client) << client.error().message();
   const auto colon = node.address.rfind(':');
@@ -382,15 +394,18 @@ TEST_F(NetworkDaemon, TheListenersFilesAndFlagsAreCheckedAtStart) {
   const auto plain_everywhere =
       daemon({"--listen", "0.0.0.0:0", "--allow-plain-loopback", "--tokens", tokens_file});
   EXPECT_EQ(plain_everywhere.exit_code, 2) << plain_everywhere.err;
-  EXPECT_EQ(plain_everywhere.err,
-            "joule: error: --listen 0.0.0.0:0: plain TCP (no --tls-cert) is allowed only on a loopback address "
-            "(127.0.0.1, [::1]); 0.0.0.0:0 is not one: give the daemon a certificate (docs/fleet.md)\n");
+  EXPECT_EQ(
+      plain_everywhere.err,
+      "joule: error: --listen 0.0.0.0:0: plain TCP (no --tls-cert) is allowed only on a loopback address "
+      "(127.0.0.1, [::1]); 0.0.0.0:0 is not one: give the daemon a certificate (docs/fleet.md)\n");
   const auto no_tls = daemon({"--listen", "127.0.0.2:0", "--tokens", tokens_file});
   EXPECT_EQ(no_tls.exit_code, 2);
-  EXPECT_EQ(no_tls.err,
-            "joule: error: --listen needs --tls-cert and --tls-key: the daemon speaks TLS on the network (plain "
-            "TCP only on loopback, with --allow-plain-loopback)\n");
-  const auto nobody = daemon({"--listen", "127.0.0.2:0", "--tls-cert", server.certificate, "--tls-key", server.key});
+  EXPECT_EQ(
+      no_tls.err,
+      "joule: error: --listen needs --tls-cert and --tls-key: the daemon speaks TLS on the network (plain "
+      "TCP only on loopback, with --allow-plain-loopback)\n");
+  const auto nobody =
+      daemon({"--listen", "127.0.0.2:0", "--tls-cert", server.certificate, "--tls-key", server.key});
   EXPECT_EQ(nobody.exit_code, 2);
   EXPECT_NE(nobody.err.find("--listen needs --tokens FILE or --tls-client-ca FILE"), std::string::npos);
   const auto stray = daemon({"--tokens", tokens_file});
@@ -400,17 +415,20 @@ TEST_F(NetworkDaemon, TheListenersFilesAndFlagsAreCheckedAtStart) {
   const auto open_key = daemon({"--listen", "127.0.0.2:0", "--tls-cert", server.certificate, "--tls-key",
                                 server.key, "--tokens", tokens_file});
   EXPECT_EQ(open_key.exit_code, 1);
-  EXPECT_EQ(open_key.err, "joule: error: --tls-key: the TLS private key " + server.key +
-                              " is readable by every user (mode 0644): whoever reads it can pose as the daemon; `chown "
-                              "root: " + server.key + " && chmod 600 " + server.key + "`\n");
+  EXPECT_EQ(open_key.err,
+            "joule: error: --tls-key: the TLS private key " + server.key +
+                " is readable by every user (mode 0644): whoever reads it can pose as the daemon; `chown "
+                "root: " +
+                server.key + " && chmod 600 " + server.key + "`\n");
   ::chmod(server.key.c_str(), 0600);
   const std::string garbage = dir.write("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64\n");
-  const auto malformed = daemon({"--listen", "127.0.0.2:0", "--tls-cert", garbage, "--tls-key", server.key,
-                                 "--tokens", tokens_file});
+  const auto malformed = daemon(
+      {"--listen", "127.0.0.2:0", "--tls-cert", garbage, "--tls-key", server.key, "--tokens", tokens_file});
   EXPECT_EQ(malformed.exit_code, 2);
-  EXPECT_NE(malformed.err.find("joule: error: --tls-cert/--tls-key/--tls-client-ca: cannot use the certificate " +
-                               garbage + ": "),
-            std::string::npos)
+  EXPECT_NE(
+      malformed.err.find("joule: error: --tls-cert/--tls-key/--tls-client-ca: cannot use the certificate " +
+                         garbage + ": "),
+      std::string::npos)
       << malformed.err;
   const std::string bad_tokens = write_private("bad-tokens", "trainer read short\n");
   const auto unparsed = daemon({"--listen", "127.0.0.2:0", "--tls-cert", server.certificate, "--tls-key",

@@ -68,11 +68,14 @@ TEST(DaemonTokens, EveryBadLineIsNamedWithoutQuotingAToken) {
     }
     return table.error().message();
   };
-  EXPECT_EQ(error_of(""), "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a "
-            "comment)");
-  EXPECT_EQ(error_of("# only a comment\n\n"),
-            "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a "
-            "comment)");
+  EXPECT_EQ(
+      error_of(""),
+      "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a "
+      "comment)");
+  EXPECT_EQ(
+      error_of("# only a comment\n\n"),
+      "/etc/joule/tokens: no token (each line is NAME SCOPE TOKEN, or NAME SCOPE certificate; # starts a "
+      "comment)");
   EXPECT_EQ(error_of("trainer " + kTrainerToken + "\n"),
             "/etc/joule/tokens:1: expected NAME SCOPE TOKEN, found 2 words");
   EXPECT_EQ(error_of("\n\ntrainer read " + kTrainerToken + " extra\n"),
@@ -170,13 +173,14 @@ TEST_F(DaemonTokenFile, RefusesAnOversizedFile) {
 }
 
 TEST(DaemonTokens, ACertificateLineNamesAClientThatProvesItselfWithItsCertificate) {
-  const auto table = TokenTable::parse("agent read certificate\ntrainer control " + kTrainerToken + "\n", "t");
+  const auto table =
+      TokenTable::parse("agent read certificate\ntrainer control " + kTrainerToken + "\n", "t");
   ASSERT_TRUE(table) << table.error().message();
   EXPECT_EQ(table->describe(), "agent (read, certificate), trainer (control)");
   ASSERT_TRUE(table->find_certificate("agent"));
   EXPECT_EQ(table->find_certificate("agent")->scope, Scope::kRead);
   EXPECT_FALSE(table->find_certificate("trainer"));  // a token's client is not a certificate's
-  EXPECT_FALSE(table->find("certificate"));           // the word is no token
+  EXPECT_FALSE(table->find("certificate"));          // the word is no token
   EXPECT_FALSE(table->find(""));
   EXPECT_EQ(table->find(kTrainerToken)->name, "trainer");
   const auto twice = TokenTable::parse("agent read certificate\nagent control certificate\n", "t");

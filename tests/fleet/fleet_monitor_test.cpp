@@ -6,14 +6,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-
-#include <iostream>
 
 #include "joule/core/clock.hpp"
 #include "joule/daemon/daemon.hpp"
@@ -173,7 +172,8 @@ TEST_F(Fleet, ANodeThatStopsAnsweringMidWindowIsNamedAndTheTotalIsNotALowerFigur
 }
 
 TEST_F(Fleet, WindowsAreNamedOnce) {
-  auto fleet = FleetMonitor::connect(all_nodes(), {.clock_probes = 1, .timeout = std::chrono::seconds(10), .connection = {}});
+  auto fleet = FleetMonitor::connect(
+      all_nodes(), {.clock_probes = 1, .timeout = std::chrono::seconds(10), .connection = {}});
   ASSERT_TRUE(fleet);
   ASSERT_TRUE((*fleet)->begin_window("a"));
   JOULE_EXPECT_ERROR((*fleet)->begin_window("a"), ErrorCode::kState,

@@ -47,15 +47,15 @@ Result<void> complete(TlsStream& stream) {
 struct Ends {
   Result<void> server = {};
   Result<void> client = {};
-  std::string server_heard;   // what the server read after its handshake
-  std::string client_heard;   // what the client read after sending "ping\n"
-  std::string peer_name;      // the client's name as the server verified it
+  std::string server_heard;  // what the server read after its handshake
+  std::string client_heard;  // what the client read after sending "ping\n"
+  std::string peer_name;     // the client's name as the server verified it
 };
 
 // Runs a handshake between `server_context` and `client_context` (checking the name `host`), then a ping and
 // its echo.
-Ends exchange(const std::shared_ptr<TlsContext>& server_context, const std::shared_ptr<TlsContext>& client_context,
-              const std::string& host = "127.0.0.1") {
+Ends exchange(const std::shared_ptr<TlsContext>& server_context,
+              const std::shared_ptr<TlsContext>& client_context, const std::string& host = "127.0.0.1") {
   SocketPair pair;
   Ends ends;
   auto server_end = std::async(std::launch::async, [&] {
@@ -192,11 +192,13 @@ TEST_F(TlsStreamTest, FilesAContextCannotUseAreNamed) {
   const auto missing = TlsContext::server({"/nonexistent/cert.pem", server_files_.key, ""});
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(missing.error().message().find("cannot use the certificate /nonexistent/cert.pem"), std::string::npos)
+  EXPECT_NE(missing.error().message().find("cannot use the certificate /nonexistent/cert.pem"),
+            std::string::npos)
       << missing.error().message();
   const auto mismatched = TlsContext::server({server_files_.certificate, client_files_.key, ""});
   ASSERT_FALSE(mismatched);
-  EXPECT_NE(mismatched.error().message().find("cannot use the private key " + client_files_.key + ": key values mismatch"),
+  EXPECT_NE(mismatched.error().message().find("cannot use the private key " + client_files_.key +
+                                              ": key values mismatch"),
             std::string::npos)
       << mismatched.error().message();
   const auto not_pem = TlsContext::client({"", "", server_files_.key});

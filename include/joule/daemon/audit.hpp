@@ -24,12 +24,12 @@ struct AuditEntry {
   std::string old_value;  ///< the value in force before, e.g. "250000", "unlocked", "1200-1350"
   std::string new_value;  ///< the value in force after
   uint64_t connection = 0;
-  uint32_t uid = 0;     ///< a Unix-socket peer's (left out for a network peer)
+  uint32_t uid = 0;  ///< a Unix-socket peer's (left out for a network peer)
   int32_t pid = 0;
   std::string client;   ///< a network peer's name (its token's or certificate's); empty before it is known
   std::string address;  ///< a network peer's address, e.g. "10.0.0.7:51234"; empty: a Unix-socket peer
-  std::string reason;  ///< "request", "reset", "disconnected", "lease-expired", "shutdown"
-  std::string detail;  ///< free text (an error message), quoted
+  std::string reason;   ///< "request", "reset", "disconnected", "lease-expired", "shutdown"
+  std::string detail;   ///< free text (an error message), quoted
 };
 
 /// How many refusal lines one uid may put in the audit log: any user can send refused requests as fast as
@@ -110,7 +110,7 @@ class AuditLog {
   AuditLimits limits_;
   std::chrono::nanoseconds interval_;
   mutable std::mutex mutex_;
-  bool failed_ = false;                         // guarded by mutex_
+  bool failed_ = false;                            // guarded by mutex_
   std::map<std::string, RefusalWindow> refusals_;  // by peer ("uid 1000", "client x"), guarded by mutex_
   std::function<void(const AuditEntry&)> observer_;
 };

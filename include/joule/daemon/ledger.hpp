@@ -30,7 +30,7 @@ namespace joule::daemon {
 /// The connection a setting belongs to, and its peer (for the audit log).
 struct Owner {
   uint64_t connection = 0;
-  uint32_t uid = 0;     ///< a Unix-socket peer's
+  uint32_t uid = 0;  ///< a Unix-socket peer's
   int32_t pid = 0;
   std::string client;   ///< a network peer's name
   std::string address;  ///< a network peer's address; empty: a Unix-socket peer

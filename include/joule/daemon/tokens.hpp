@@ -45,7 +45,7 @@ device::daemon_protocol::Right right_of(Scope scope);
 struct TokenEntry {
   std::string name;  ///< the client's name in audit lines and whoami ([A-Za-z0-9._@-], 1 to 31 characters)
   Scope scope = Scope::kRead;
-  std::string token;  ///< the secret (32 to 256 printable characters, no space): never printed
+  std::string token;            ///< the secret (32 to 256 printable characters, no space): never printed
   bool by_certificate = false;  ///< `certificate`: no token; a verified client certificate named `name`
 };
 

@@ -128,7 +128,7 @@ class DaemonClient {
   std::unique_ptr<http::TlsStream> tls_;  // a network daemon's TLS session
   bool wait_writable_ = false;            // the last TLS call waits for the socket to be writable
   std::string tls_error_;                 // why the last TLS read or write failed
-  std::string buffer_;  // bytes read but not yet split into lines
+  std::string buffer_;                    // bytes read but not yet split into lines
   std::deque<daemon_protocol::PowerEvent> events_;
   std::deque<daemon_protocol::CpuEnergyEvent> cpu_events_;
   uint64_t next_id_ = 1;

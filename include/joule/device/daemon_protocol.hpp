@@ -91,10 +91,10 @@ Right required_right(Op op);
 
 /// One parsed request. Fields an operation does not take keep their defaults.
 struct Request {
-  uint64_t id = 0;                              ///< echoed in the response; 0 if absent
-  Op op = Op::kHello;                           ///< what to do
-  int protocol = 0;                             ///< hello: the version the client speaks (≥ 1)
-  std::string client{};                         ///< hello: free text naming the client, for logs (optional)
+  uint64_t id = 0;       ///< echoed in the response; 0 if absent
+  Op op = Op::kHello;    ///< what to do
+  int protocol = 0;      ///< hello: the version the client speaks (≥ 1)
+  std::string client{};  ///< hello: free text naming the client, for logs (optional)
   /// hello over the network listener: the bearer token (docs/fleet.md); never logged or echoed. Empty: none
   /// (a Unix-socket peer is judged by its credentials, a network peer may present a client certificate).
   std::string token{};

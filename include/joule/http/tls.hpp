@@ -60,9 +60,9 @@ enum class TlsWait {
 
 /// The outcome of one read or write.
 struct TlsIo {
-  size_t bytes = 0;               ///< bytes read or written (0 when waiting or closed)
+  size_t bytes = 0;  ///< bytes read or written (0 when waiting or closed)
   TlsWait wait = TlsWait::kNothing;
-  bool closed = false;            ///< the peer ended the session (read: nothing more will come)
+  bool closed = false;  ///< the peer ended the session (read: nothing more will come)
 };
 
 /// One TLS session on a connected socket (blocking or not; the stream neither owns nor closes it).

@@ -155,8 +155,8 @@ Result<void> DaemonClient::open_network(const std::string& address) {
   addrinfo* found = nullptr;
   const std::string port_text = std::to_string(port);
   if (const int error = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found); error != 0) {
-    return fail(ErrorCode::kIo, "cannot connect to the joule daemon at {}: cannot resolve {}: {}", address, host,
-                ::gai_strerror(error));
+    return fail(ErrorCode::kIo, "cannot connect to the joule daemon at {}: cannot resolve {}: {}", address,
+                host, ::gai_strerror(error));
   }
   const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
   std::string why = "no address";
@@ -188,10 +188,11 @@ Result<void> DaemonClient::open_network(const std::string& address) {
     fd_ = fd;
   }
   if (fd_ < 0) {
-    return fail(ErrorCode::kIo,
-                "cannot connect to the joule daemon at {}: {} (is `joule daemon --listen {}` running there, and "
-                "the port open? see docs/fleet.md)",
-                address, why, address);
+    return fail(
+        ErrorCode::kIo,
+        "cannot connect to the joule daemon at {}: {} (is `joule daemon --listen {}` running there, and "
+        "the port open? see docs/fleet.md)",
+        address, why, address);
   }
   if (options_.plain_tcp) {
     return {};
@@ -387,13 +388,15 @@ Result<void> DaemonClient::write_locked(const std::string& line) {
       }
       // A Unix socket blocks (bounded by SO_SNDTIMEO: EAGAIN is its timeout); a network one waits here.
       const bool would_block = errno == EAGAIN || errno == EWOULDBLOCK;
-      if (would_block && (tls_ || is_network_address(socket_path_)) && wait_for(fd_, wait_writable_ ? POLLOUT : POLLIN, deadline)) {
+      if (would_block && (tls_ || is_network_address(socket_path_)) &&
+          wait_for(fd_, wait_writable_ ? POLLOUT : POLLIN, deadline)) {
         continue;
       }
       return tl::make_unexpected(break_connection_locked(Error(
           ErrorCode::kIo, would_block ? std::string("the daemon does not take requests (send timed out)")
-                          : !tls_error_.empty() ? fmt::format("cannot send to the daemon: {}", tls_error_)
-                                                : fmt::format("cannot send to the daemon: {}", std::strerror(errno)))));
+                          : !tls_error_.empty()
+                              ? fmt::format("cannot send to the daemon: {}", tls_error_)
+                              : fmt::format("cannot send to the daemon: {}", std::strerror(errno)))));
     }
     written += static_cast<size_t>(n);
   }
@@ -433,10 +436,11 @@ Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
       continue;
     }
     if (n <= 0) {
-      return tl::make_unexpected(break_connection_locked(Error(
-          ErrorCode::kIo, n == 0 ? std::string("the daemon closed the connection")
-                          : !tls_error_.empty() ? fmt::format("cannot read from the daemon: {}", tls_error_)
-                                                : fmt::format("cannot read from the daemon: {}", std::strerror(errno)))));
+      return tl::make_unexpected(break_connection_locked(
+          Error(ErrorCode::kIo, n == 0 ? std::string("the daemon closed the connection")
+                                : !tls_error_.empty()
+                                    ? fmt::format("cannot read from the daemon: {}", tls_error_)
+                                    : fmt::format("cannot read from the daemon: {}", std::strerror(errno)))));
     }
     buffer_.append(chunk, static_cast<size_t>(n));
     wait_writable_ = false;

@@ -208,8 +208,9 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
         return fail(ErrorCode::kInvalidArgument,
                     "{}field 'token' must be a string of at most {} bytes (got a {} value{})", context,
                     kMaxTokenBytes, value.type_name(),
-                    value.is_string() ? fmt::format(" of {} bytes", value.get_ref<const std::string&>().size())
-                                      : std::string());
+                    value.is_string()
+                        ? fmt::format(" of {} bytes", value.get_ref<const std::string&>().size())
+                        : std::string());
       }
       request.token = value.get<std::string>();
       return {};
