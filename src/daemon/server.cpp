@@ -219,13 +219,7 @@ void Server::accept_network(const NetworkListener& listener) {
        ++accepted) {
     const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        accept_paused_ = std::chrono::steady_clock::now() + kAcceptPause;
-        log().warn("accept on {}: {}; accepting again in {} ms", listener.address(), std::strerror(errno),
-                   kAcceptPause.count());
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-        log().warn("accept on {}: {}", listener.address(), std::strerror(errno));
-      }
+      accept_failed(listener.address());
       return;
     }
     const std::string address = peer_address(fd);
@@ -369,22 +363,14 @@ ssize_t Server::receive(Connection& connection, char* buffer, size_t size) {
   if (!connection.tls) {
     return ::recv(connection.fd, buffer, size, 0);
   }
-  connection.tls_wants_write = false;
-  const auto io = connection.tls->read(buffer, size);
-  if (!io) {
-    log().info("connection {} ({}): {}", connection.id, peer_text(connection), io.error().message());
-    errno = EIO;
-    return -1;
+  const ssize_t n = connection.tls->receive(buffer, size);
+  connection.tls_wants_write = n < 0 && errno == EAGAIN && connection.tls->waits_for_writable();
+  if (n < 0 && errno == EPROTO) {
+    log().info("connection {} ({}): TLS read: {}", connection.id, peer_text(connection),
+               connection.tls->last_error());
+    errno = EPROTO;  // (the log may have set another)
   }
-  if (io->closed) {
-    return 0;
-  }
-  if (io->wait != http::TlsWait::kNothing) {
-    connection.tls_wants_write = io->wait == http::TlsWait::kWritable;
-    errno = EAGAIN;
-    return -1;
-  }
-  return static_cast<ssize_t>(io->bytes);
+  return n;
 }
 
 ssize_t Server::transmit(Connection& connection, const char* data, size_t size) {
@@ -392,18 +378,9 @@ ssize_t Server::transmit(Connection& connection, const char* data, size_t size) 
     // MSG_NOSIGNAL: a vanished peer is an error here, not a SIGPIPE for the daemon.
     return ::send(connection.fd, data, size, MSG_NOSIGNAL);
   }
-  connection.tls_wants_read = false;
-  const auto io = connection.tls->write(data, size);
-  if (!io || io->closed) {
-    errno = EPIPE;
-    return -1;
-  }
-  if (io->wait != http::TlsWait::kNothing) {
-    connection.tls_wants_read = io->wait == http::TlsWait::kReadable;
-    errno = EAGAIN;
-    return -1;
-  }
-  return static_cast<ssize_t>(io->bytes);
+  const ssize_t n = connection.tls->send(data, size);
+  connection.tls_wants_read = n < 0 && errno == EAGAIN && !connection.tls->waits_for_writable();
+  return n;
 }
 
 void Server::drain(Connection& connection) {
@@ -460,18 +437,21 @@ void Server::refuse(int fd, const PeerCredentials& peer, const std::string& why)
   ++lingering_refusals_;
 }
 
+void Server::accept_failed(const std::string& where) {
+  if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    // The connection stays in the backlog and poll() would report it again at once: rest instead.
+    accept_paused_ = std::chrono::steady_clock::now() + kAcceptPause;
+    log().warn("accept on {}: {}; accepting again in {} ms", where, std::strerror(errno), kAcceptPause.count());
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+    log().warn("accept on {}: {}", where, std::strerror(errno));
+  }
+}
+
 void Server::accept_connections() {
   for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // The connection stays in the backlog and poll() would report it again at once: rest instead.
-        accept_paused_ = std::chrono::steady_clock::now() + kAcceptPause;
-        log().warn("accept on {}: {}; accepting again in {} ms", listener_.path(), std::strerror(errno),
-                   kAcceptPause.count());
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-        log().warn("accept on {}: {}", listener_.path(), std::strerror(errno));
-      }
+      accept_failed(listener_.path());
       return;
     }
     ucred credentials{};

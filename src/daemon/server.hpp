@@ -113,6 +113,9 @@ class Server {
   };
 
   void accept_connections();
+  /// After accept4() failed on `where`: out of descriptors or memory, pauses accepting; logs what is not
+  /// a transient error.
+  void accept_failed(const std::string& where);
   /// Accepts what waits on a network listener: each connection counted against max_connections and
   /// NetworkOptions::max_handshakes (beyond them closed at once), then its TLS handshake begins.
   void accept_network(const NetworkListener& listener);

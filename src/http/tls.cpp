@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/http/tls.hpp"
 
+#include <cerrno>
 #include <stdexcept>
 #include <utility>
 
@@ -131,6 +132,31 @@ Result<TlsIo> TlsStream::write(const char* data, size_t size) {
   }
   io.wait = JOULE_TRY(wait_or_fail(step, error, "write"));
   return io;
+}
+
+ssize_t TlsStream::as_posix(const Result<TlsIo>& io, bool reading) {
+  if (!io || (io->closed && !reading)) {
+    last_error_ = io ? std::string("the peer closed the TLS session") : io.error().message();
+    errno = EPROTO;
+    return -1;
+  }
+  if (io->closed) {
+    return 0;
+  }
+  if (io->wait != TlsWait::kNothing) {
+    waits_for_writable_ = io->wait == TlsWait::kWritable;
+    errno = EAGAIN;
+    return -1;
+  }
+  return static_cast<ssize_t>(io->bytes);
+}
+
+ssize_t TlsStream::receive(char* buffer, size_t size) {
+  return as_posix(read(buffer, size), true);
+}
+
+ssize_t TlsStream::send(const char* data, size_t size) {
+  return as_posix(write(data, size), false);
 }
 
 size_t TlsStream::pending() const {

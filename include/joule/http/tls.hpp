@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <sys/types.h>
+
 #include "joule/core/error.hpp"
 
 namespace joule::http {
@@ -91,6 +93,16 @@ class TlsStream {
   Result<TlsIo> read(char* buffer, size_t size);
   /// Writes at most `size` bytes (possibly fewer). Errors as handshake().
   Result<TlsIo> write(const char* data, size_t size);
+  /// read() as recv(2) has it, for a loop that treats plain and TLS sockets alike: > 0 bytes, 0 the peer
+  /// closed, -1 with errno EAGAIN (wait for what waits_for_writable() says) or EPROTO (last_error() says why).
+  ssize_t receive(char* buffer, size_t size);
+  /// write() as send(2) has it: > 0 bytes, -1 with errno EAGAIN or EPROTO (the peer closed, or an error).
+  ssize_t send(const char* data, size_t size);
+  /// @return whether the last receive() or send() that returned EAGAIN waits for the socket to be writable
+  /// (else readable).
+  bool waits_for_writable() const { return waits_for_writable_; }
+  /// @return why the last receive() or send() failed with EPROTO.
+  const std::string& last_error() const { return last_error_; }
   /// @return bytes already decrypted, readable now without the socket being readable.
   size_t pending() const;
   /// @return the Common Name of the peer's verified certificate; empty if it presented none.
@@ -100,9 +112,13 @@ class TlsStream {
 
  private:
   TlsStream(std::shared_ptr<const TlsContext> context, void* handle);
+  /// Turns a read's or write's outcome into recv(2)/send(2)'s.
+  ssize_t as_posix(const Result<TlsIo>& io, bool reading);
   std::shared_ptr<const TlsContext> context_;
   void* handle_;
+  std::string last_error_;
   bool established_ = false;
+  bool waits_for_writable_ = false;
 };
 
 }  // namespace joule::http

@@ -233,22 +233,13 @@ Result<void> DaemonClient::open_network(const std::string& address) {
 ssize_t DaemonClient::receive_locked(char* buffer, size_t size) {
 #ifdef JOULE_DAEMON_CLIENT_TLS
   if (tls_) {
-    const auto io = tls_->read(buffer, size);
-    if (!io) {
-      // The daemon refusing this client's certificate after the handshake (TLS 1.3) arrives here.
-      tls_error_ = io.error().message();
-      errno = EPROTO;
-      return -1;
-    }
-    if (io->closed) {
-      return 0;
-    }
-    if (io->wait != http::TlsWait::kNothing) {
-      wait_writable_ = io->wait == http::TlsWait::kWritable;
-      errno = EAGAIN;
-      return -1;
-    }
-    return static_cast<ssize_t>(io->bytes);
+    // The daemon refusing this client's certificate after the handshake (TLS 1.3) arrives here (EPROTO).
+    const ssize_t n = tls_->receive(buffer, size);
+    const int error = errno;
+    wait_writable_ = n < 0 && error == EAGAIN && tls_->waits_for_writable();
+    tls_error_ = n < 0 && error == EPROTO ? tls_->last_error() : std::string();
+    errno = error;
+    return n;
   }
 #endif
   const ssize_t n = ::recv(fd_, buffer, size, 0);
@@ -261,18 +252,12 @@ ssize_t DaemonClient::receive_locked(char* buffer, size_t size) {
 ssize_t DaemonClient::transmit_locked(const char* data, size_t size) {
 #ifdef JOULE_DAEMON_CLIENT_TLS
   if (tls_) {
-    const auto io = tls_->write(data, size);
-    if (!io || io->closed) {
-      tls_error_ = io ? std::string("the daemon closed the TLS session") : io.error().message();
-      errno = EPROTO;
-      return -1;
-    }
-    if (io->wait != http::TlsWait::kNothing) {
-      wait_writable_ = io->wait == http::TlsWait::kWritable;
-      errno = EAGAIN;
-      return -1;
-    }
-    return static_cast<ssize_t>(io->bytes);
+    const ssize_t n = tls_->send(data, size);
+    const int error = errno;
+    wait_writable_ = n < 0 && error == EAGAIN && tls_->waits_for_writable();
+    tls_error_ = n < 0 && error == EPROTO ? tls_->last_error() : std::string();
+    errno = error;
+    return n;
   }
 #endif
   // MSG_NOSIGNAL: a daemon that went away must give an error here, not kill the process with SIGPIPE.
