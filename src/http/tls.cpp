@@ -49,7 +49,7 @@ TlsContext::~TlsContext() {
 
 Result<std::shared_ptr<TlsContext>> TlsContext::make(bool server, const TlsContextFiles& files) {
   const auto* module = JOULE_TRY(transport::api());
-  const transport::TlsApi* api = module->tls;
+  const transport::TlsApi* api = module->tls();
   std::string error;
   const transport::TlsFiles module_files{files.certificate_file, files.private_key_file, files.ca_file};
   void* handle = api->new_context(server, module_files, error);

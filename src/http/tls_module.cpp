@@ -39,7 +39,7 @@ std::string openssl_errors() {
   return text;
 }
 
-std::string with_reason(std::string what) {
+std::string with_reason(const std::string& what) {
   const std::string reason = openssl_errors();
   return reason.empty() ? what : what + ": " + reason;
 }
@@ -47,7 +47,13 @@ std::string with_reason(std::string what) {
 // The socket BIO of OpenSSL writes with write(2): a peer gone away would raise SIGPIPE in the daemon or in
 // a client's process. This one sends with MSG_NOSIGNAL (the error comes back as EPIPE instead).
 int socket_of(BIO* bio) {
-  return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(bio)));
+  return *static_cast<const int*>(BIO_get_data(bio));
+}
+
+int socket_destroy(BIO* bio) {
+  delete static_cast<int*>(BIO_get_data(bio));
+  BIO_set_data(bio, nullptr);
+  return 1;
 }
 
 int socket_write(BIO* bio, const char* data, size_t size, size_t* written) {
@@ -87,6 +93,7 @@ BIO_METHOD* socket_method() {
       BIO_meth_set_write_ex(made, socket_write);
       BIO_meth_set_read_ex(made, socket_read);
       BIO_meth_set_ctrl(made, socket_control);
+      BIO_meth_set_destroy(made, socket_destroy);
     }
     return made;
   }();
@@ -100,8 +107,8 @@ void* new_context(bool server, const TlsFiles& files, std::string& error) {
     error = with_reason("cannot create a TLS context");
     return nullptr;
   }
-  const auto failed = [&](std::string what) {
-    error = with_reason(std::move(what));
+  const auto failed = [&](const std::string& what) {
+    error = with_reason(what);
     SSL_CTX_free(context);
     return nullptr;
   };
@@ -169,7 +176,7 @@ void* new_session(void* context, int fd, bool server, const std::string& peer_ho
     SSL_free(session);
     return nullptr;
   }
-  BIO_set_data(bio, reinterpret_cast<void*>(static_cast<intptr_t>(fd)));
+  BIO_set_data(bio, new int(fd));  // freed by socket_destroy with the BIO
   BIO_set_init(bio, 1);
   SSL_set_bio(session, bio, bio);  // one reference, owned by the session
   if (server) {
@@ -290,8 +297,10 @@ void shutdown(void* session) {
 
 }  // namespace
 
-extern const TlsApi kTlsApi;
-const TlsApi kTlsApi{new_context, free_context, new_session, free_session, handshake,
-                     read,        write,        pending,     peer_name,    shutdown};
+const TlsApi* tls_api() {
+  static constexpr TlsApi kTlsApi{new_context, free_context, new_session, free_session, handshake,
+                                  read,        write,        pending,     peer_name,    shutdown};
+  return &kTlsApi;
+}
 
 }  // namespace joule::http::transport

@@ -99,8 +99,8 @@ struct Api {
   void (*request)(void* client, std::string_view method, const std::string& path, const std::string& body,
                   std::string_view content_type, const Headers& headers, const RequestLimits& limits,
                   Outcome& outcome);
-  /// TLS streams on sockets of the caller's (tls.hpp).
-  const TlsApi* tls;
+  /// @return the functions of TLS streams on sockets of the caller's (tls.hpp).
+  const TlsApi* (*tls)();
 };
 
 /// The C symbol the module exports: `const Api* joule_http_transport_v1()`.

@@ -43,7 +43,7 @@
 namespace joule::http::transport {
 
 // tls_module.cpp: TLS streams on the caller's sockets.
-extern const TlsApi kTlsApi;
+const TlsApi* tls_api();
 
 // The error codes travel by value (TransportError mirrors httplib::Error).
 #define JOULE_SAME_ERROR(ours, theirs) \
@@ -421,7 +421,7 @@ void send_request(void* client, std::string_view method, const std::string& path
   static_cast<Client*>(client)->request(method, path, body, content_type, headers, limits, outcome);
 }
 
-const Api kApi{JOULE_TRANSPORT_BUILD_ID, open_client, close_client, send_request, &kTlsApi};
+constexpr Api kApi{JOULE_TRANSPORT_BUILD_ID, open_client, close_client, send_request, tls_api};
 
 }  // namespace
 
