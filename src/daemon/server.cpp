@@ -441,7 +441,8 @@ void Server::accept_failed(const std::string& where) {
   if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
     // The connection stays in the backlog and poll() would report it again at once: rest instead.
     accept_paused_ = std::chrono::steady_clock::now() + kAcceptPause;
-    log().warn("accept on {}: {}; accepting again in {} ms", where, std::strerror(errno), kAcceptPause.count());
+    log().warn("accept on {}: {}; accepting again in {} ms", where, std::strerror(errno),
+               kAcceptPause.count());
   } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
     log().warn("accept on {}: {}", where, std::strerror(errno));
   }

@@ -384,6 +384,31 @@ TEST_F(NetworkDaemon, AThousandConnectionsThatNeverHandshakeDoNotStopAnEstablish
   EXPECT_TRUE(connect(node.address, boss_token));
 }
 
+TEST_F(NetworkDaemon, ASlowHandshakeIsClosedAtTheHelloTimeoutAndAudited) {
+  const Node node = start("127.0.0.3", {"--hello-timeout-s", "0.3"});
+  const auto colon = node.address.rfind(':');
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(std::stoi(node.address.substr(colon + 1))));
+  ::inet_pton(AF_INET, "127.0.0.3", &address.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  (void)::send(fd, "\x16\x03\x01\x02", 4, MSG_NOSIGNAL);  // a ClientHello that never comes whole
+  timeval limit{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  char byte = 0;
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_EQ(::recv(fd, &byte, 1, 0), 0);  // closed by the daemon, not by the 5 s receive limit
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 4s);
+  ::close(fd);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_NE(read_file_text(node.audit)
+                .find("reason=handshake-timeout detail=\"no TLS handshake within 0.3 s of "
+                      "connecting\""),
+            std::string::npos)
+      << read_file_text(node.audit);
+}
+
 TEST_F(NetworkDaemon, TheListenersFilesAndFlagsAreCheckedAtStart) {
   const std::string base_socket = dir.path() + "/bad.sock";
   const auto daemon = [&](std::vector<std::string> args) {

@@ -94,7 +94,8 @@ class TlsStream {
   /// Writes at most `size` bytes (possibly fewer). Errors as handshake().
   Result<TlsIo> write(const char* data, size_t size);
   /// read() as recv(2) has it, for a loop that treats plain and TLS sockets alike: > 0 bytes, 0 the peer
-  /// closed, -1 with errno EAGAIN (wait for what waits_for_writable() says) or EPROTO (last_error() says why).
+  /// closed, -1 with errno EAGAIN (wait for what waits_for_writable() says) or EPROTO (last_error() says
+  /// why).
   ssize_t receive(char* buffer, size_t size);
   /// write() as send(2) has it: > 0 bytes, -1 with errno EAGAIN or EPROTO (the peer closed, or an error).
   ssize_t send(const char* data, size_t size);
