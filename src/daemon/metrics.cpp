@@ -6,7 +6,7 @@ namespace joule::daemon {
 DaemonMetrics::DaemonMetrics(metrics::MetricsRegistry& registry)
     : accepted_(prometheus::BuildCounter()
                     .Name("joule_daemon_connections_accepted_total")
-                    .Help("Client connections the daemon accepted on its Unix socket")
+                    .Help("Client connections the daemon accepted on its Unix socket and network listeners")
                     .Register(registry.registry())
                     .Add({})),
       open_(prometheus::BuildGauge()
@@ -48,7 +48,13 @@ DaemonMetrics::DaemonMetrics(metrics::MetricsRegistry& registry)
                            .Help("Power samples skipped for subscribers that read too slowly (each is told "
                                  "how many in its next event)")
                            .Register(registry.registry())
-                           .Add({})) {}
+                           .Add({})),
+      network_refusals_(prometheus::BuildCounter()
+                            .Name("joule_daemon_network_refusals_total")
+                            .Help("Network peers the daemon refused, by reason (tls: a failed handshake or "
+                                  "certificate; authentication: no or an unknown token or certificate name; "
+                                  "handshake-timeout)")
+                            .Register(registry.registry())) {}
 
 void DaemonMetrics::connection_opened() {
   accepted_.Increment();
@@ -75,8 +81,10 @@ void DaemonMetrics::audited(const AuditEntry& entry) {
     restores_.Add({{"setting", entry.setting}, {"reason", entry.reason}}).Increment();
   } else if (entry.action == "restore-failed") {
     restore_failures_.Add({{"setting", entry.setting}, {"reason", entry.reason}}).Increment();
-  } else if (entry.action == "refused") {
+  } else if (entry.action == "refused" && entry.reason == "permission") {
     refused_.Increment();
+  } else if (entry.action == "refused") {
+    network_refusals_.Add({{"reason", entry.reason}}).Increment();
   }
 }
 

@@ -101,9 +101,15 @@ TEST(DaemonMetricsTest, AuditEntriesMapToTheirCounters) {
   daemon::DaemonMetrics metrics(registry);
   daemon::AuditEntry entry;
   entry.setting = "sm_clocks_mhz";
-  for (const char* action : {"set", "set", "release", "restore", "restore-failed", "refused", "unknown"}) {
+  for (const char* action : {"set", "set", "release", "restore", "restore-failed", "unknown"}) {
     entry.action = action;
     entry.reason = "lease-expired";
+    metrics.audited(entry);
+  }
+  // Refusals: a request without the right, and network peers by their reason.
+  for (const char* reason : {"permission", "tls", "authentication", "authentication"}) {
+    entry.action = "refused";
+    entry.reason = reason;
     metrics.audited(entry);
   }
   const auto parsed = parse_exposition(registry.render());
@@ -111,6 +117,8 @@ TEST(DaemonMetricsTest, AuditEntriesMapToTheirCounters) {
   EXPECT_EQ(parsed.value("joule_daemon_restores_total", {{"reason", "lease-expired"}}), 1.0);
   EXPECT_EQ(parsed.value("joule_daemon_restore_failures_total", {{"reason", "lease-expired"}}), 1.0);
   EXPECT_EQ(parsed.value("joule_daemon_refused_requests_total"), 1.0);
+  EXPECT_EQ(parsed.value("joule_daemon_network_refusals_total", {{"reason", "tls"}}), 1.0);
+  EXPECT_EQ(parsed.value("joule_daemon_network_refusals_total", {{"reason", "authentication"}}), 2.0);
 }
 
 }  // namespace

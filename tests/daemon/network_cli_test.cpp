@@ -184,7 +184,7 @@ TEST_F(NetworkDaemon, FourNodesOverTlsAreOneWindowAndOneLiveTable) {
 }
 
 TEST_F(NetworkDaemon, EveryRefusalIsClearAndAudited) {
-  const Node node = start("127.0.0.2");
+  const Node node = start("127.0.0.2", {"--metrics", "127.0.0.1:0"});
   // No token.
   const auto none = connect(node.address, "");
   ASSERT_FALSE(none);
@@ -267,6 +267,18 @@ TEST_F(NetworkDaemon, EveryRefusalIsClearAndAudited) {
       << audit;
   EXPECT_NE(audit.find("action=refused gpu=0 setting=power_limit_mw new=200000 conn="), std::string::npos);
   EXPECT_NE(audit.find("client=trainer addr=127.0.0.1:"), std::string::npos) << audit;
+  // The refusals by reason on /metrics.
+  std::smatch url;
+  const std::string out = node.process->out_so_far();
+  ASSERT_TRUE(std::regex_search(out, url, std::regex("metrics on (http://[0-9.:]+)/metrics"))) << out;
+  const auto scraped = run({"/usr/bin/curl", "-sS", url[1].str() + "/metrics"});
+  ASSERT_EQ(scraped.exit_code, 0) << scraped.err;
+  EXPECT_NE(scraped.out.find("joule_daemon_network_refusals_total{reason=\"authentication\"} 2"), std::string::npos)
+      << scraped.out;
+  // tls: the stranger's and the expired certificate, and the client that did not trust the daemon's.
+  EXPECT_NE(scraped.out.find("joule_daemon_network_refusals_total{reason=\"tls\"} 3"), std::string::npos)
+      << scraped.out;
+  EXPECT_NE(scraped.out.find("joule_daemon_refused_requests_total 1"), std::string::npos);
 }
 
 TEST_F(NetworkDaemon, SighupReloadsTheTokensWithoutDroppingAConnection) {

@@ -26,6 +26,7 @@ namespace joule::daemon {
 /// | `joule_daemon_restore_failures_total` | counter | setting, reason |
 /// | `joule_daemon_stream_samples_total` | counter | – |
 /// | `joule_daemon_stream_samples_dropped_total` | counter | – |
+/// | `joule_daemon_network_refusals_total` | counter | reason |
 ///
 /// Fed by the daemon's event loop and its audit log (every audited set, restore and refusal); read by a
 /// scrape on another thread. Thread-safe.
@@ -37,8 +38,10 @@ class DaemonMetrics {
   void connection_opened();
   void connection_closed();
   void request();
-  /// Counts one audit-log entry by its action ("set", "restore", "restore-failed", "refused"; "release",
-  /// a value given up while another owner's stays in force, changes nothing and is not counted).
+  /// Counts one audit-log entry by its action ("set", "restore", "restore-failed", "refused": a request
+  /// refused for lack of the right, or a network peer refused by its reason (tls, authentication,
+  /// handshake-timeout); "release", a value given up while another owner's stays in force, changes nothing
+  /// and is not counted).
   void audited(const AuditEntry& entry);
   /// Counts stream samples: `sent` written to subscribers, `dropped` skipped for subscribers that read too
   /// slowly (their unread output over the bound).
@@ -54,6 +57,7 @@ class DaemonMetrics {
   prometheus::Family<prometheus::Counter>& restore_failures_;
   prometheus::Counter& samples_sent_;
   prometheus::Counter& samples_dropped_;
+  prometheus::Family<prometheus::Counter>& network_refusals_;
 };
 
 }  // namespace joule::daemon
