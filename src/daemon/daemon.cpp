@@ -113,6 +113,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
   }
   if (!network_listeners.empty()) {
     std::vector<std::string> addresses;
+    addresses.reserve(network_listeners.size());
     for (const auto& network_listener : network_listeners) {
       addresses.push_back(network_listener.address());
     }

@@ -16,7 +16,7 @@ namespace joule::daemon {
 
 namespace {
 
-constexpr int kBacklog = 1024;
+constexpr int kNetworkBacklog = 1024;
 // The private key is read here only to check its file; OpenSSL reads it again by path.
 constexpr size_t kMaxKeyFileBytes = size_t{1} << 20;
 
@@ -91,7 +91,7 @@ Result<NetworkListener> NetworkListener::open(const std::string& text, bool plai
     return fail(ErrorCode::kIo, "--listen {}: cannot bind {}: {}", text, address_text(found->ai_addr),
                 std::strerror(errno));
   }
-  if (::listen(listener.fd(), kBacklog) != 0) {
+  if (::listen(listener.fd(), kNetworkBacklog) != 0) {
     return fail(ErrorCode::kIo, "--listen {}: cannot listen: {}", text, std::strerror(errno));
   }
   sockaddr_storage bound{};

@@ -29,7 +29,7 @@ using namespace std::chrono_literals;
 namespace proto = device::daemon_protocol;
 
 constexpr int kNodes = 4;
-constexpr uint32_t kDefaultLimitMw = 250000;  // the simulated V100's
+constexpr uint32_t kSimDefaultLimitMw = 250000;  // the simulated V100's
 
 // iproute2's `ip` (in /usr/sbin, which a test's PATH may lack), or empty.
 std::string ip_command() {
@@ -221,10 +221,10 @@ TEST_F(NetnsFleet, AClientCutOffTheNetworkHasItsLimitRestoredWhenItsLeaseEnds) {
   EXPECT_EQ(limit(), 150000u);
   ASSERT_TRUE(namespaces_.set_link(2, false));  // the network between them is cut: no FIN, no RST
   const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (limit() != kDefaultLimitMw && std::chrono::steady_clock::now() < deadline) {
+  while (limit() != kSimDefaultLimitMw && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_EQ(limit(), kDefaultLimitMw);
+  EXPECT_EQ(limit(), kSimDefaultLimitMw);
   std::ifstream in(audit(2));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("action=restore gpu=0 setting=power_limit_mw old=150000 new=250000"), std::string::npos)
