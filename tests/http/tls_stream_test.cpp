@@ -6,6 +6,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -164,6 +165,20 @@ TEST_F(TlsStreamTest, AnExpiredCertificateIsRefused) {
   ASSERT_FALSE(ends.server);
   EXPECT_EQ(ends.server.error().code(), ErrorCode::kPermissionDenied);
   EXPECT_NE(ends.server.error().message().find("certificate has expired"), std::string::npos)
+      << ends.server.error().message();
+  ASSERT_FALSE(ends.client);
+}
+
+TEST_F(TlsStreamTest, AnOversizedClientCertificateIsRefusedUnread) {
+  // 4,000 names make a certificate of ~90 KB, over the 64 KiB a handshake message may hold.
+  std::vector<std::string> names;
+  for (int i = 0; i < 4000; ++i) {
+    names.push_back("DNS:node" + std::to_string(i) + ".cluster.example");
+  }
+  const auto huge = pki_.issue("ca", "huge", "huge", names);
+  const auto ends = exchange(server_context(), client_context(huge));
+  ASSERT_FALSE(ends.server);
+  EXPECT_NE(ends.server.error().message().find("excessive message size"), std::string::npos)
       << ends.server.error().message();
   ASSERT_FALSE(ends.client);
 }
