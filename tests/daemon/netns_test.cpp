@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Four `joule daemon`s as four nodes in network namespaces of their own (ip netns, one veth pair each, node N
-// at 10.77.N.2 and this side at 10.77.N.1): a fleet window over them through TLS, a node killed mid-window
-// named in an incomplete result, and a control client cut off the network (its link down) whose power limit
-// the node restores when its lease ends. Needs root and iproute2; skipped, saying so, where namespaces cannot
-// be made (tests/daemon/network_cli_test.cpp runs the same daemons on loopback addresses everywhere).
+// at 10.S.N.2 and this side at 10.S.N.1, S from the process id): a fleet window over them through TLS, a node
+// killed mid-window named in an incomplete result, and a control client cut off the network (its link down)
+// whose power limit the node restores when its lease ends. Needs root and iproute2; skipped, saying so, where
+// namespaces cannot be made (tests/daemon/network_cli_test.cpp runs the same daemons on loopback addresses
+// everywhere).
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -52,7 +53,12 @@ bool shell(const std::string& command, std::string* why = nullptr) {
 // The namespaces and links of one test, removed when it ends (names unique to this process).
 class Namespaces {
  public:
-  Namespaces() : prefix_(fmt::format("j{}", ::getpid() % 100000)), ip_(ip_command()) {
+  // Names and addresses unique to this process: ctest runs tests in parallel, and two processes' nodes on one
+  // subnet would share routes.
+  Namespaces()
+      : prefix_(fmt::format("j{}", ::getpid() % 100000)),
+        subnet_(fmt::format("10.{}", 20 + ::getpid() % 200)),
+        ip_(ip_command()) {
     if (::geteuid() != 0) {
       why_ = "not root: network namespaces need CAP_SYS_ADMIN";
       return;
@@ -69,9 +75,9 @@ class Namespaces {
           fmt::format("{} netns add {}", ip_, ns),
           fmt::format("{} link add {} type veth peer name {}", ip_, host_end, node_end),
           fmt::format("{} link set {} netns {}", ip_, node_end, ns),
-          fmt::format("{} addr add 10.77.{}.1/24 dev {}", ip_, i, host_end),
+          fmt::format("{} addr add {} dev {}", ip_, host_address(i) + "/24", host_end),
           fmt::format("{} link set {} up", ip_, host_end),
-          fmt::format("{0} netns exec {1} {0} addr add 10.77.{2}.2/24 dev {3}", ip_, ns, i, node_end),
+          fmt::format("{0} netns exec {1} {0} addr add {2}/24 dev {3}", ip_, ns, node_address(i), node_end),
           fmt::format("{0} netns exec {1} {0} link set {2} up", ip_, ns, node_end),
           fmt::format("{0} netns exec {1} {0} link set lo up", ip_, ns)};
       made_ = i;
@@ -99,9 +105,13 @@ class Namespaces {
     return shell(fmt::format("{} link set {}h {}", ip_, name(node), up ? "up" : "down"));
   }
   const std::string& ip() const { return ip_; }
+  /// Node `node`'s address in its namespace, and this side's on its link.
+  std::string node_address(int node) const { return fmt::format("{}.{}.2", subnet_, node); }
+  std::string host_address(int node) const { return fmt::format("{}.{}.1", subnet_, node); }
 
  private:
   std::string prefix_;
+  std::string subnet_;
   std::string ip_;
   std::string why_;
   int made_ = 0;
@@ -115,7 +125,7 @@ class NetnsFleet : public ::testing::Test {
     authority_ = pki_.authority("ca");
     std::vector<std::string> addresses;
     for (int i = 1; i <= kNodes; ++i) {
-      addresses.push_back(fmt::format("IP:10.77.{}.2", i));
+      addresses.push_back("IP:" + namespaces_.node_address(i));
     }
     server_ = pki_.issue("ca", "node", "node", addresses);
     tokens_ = dir_.write("tokens", fmt::format("fleet control {}\n", token_));
@@ -128,7 +138,7 @@ class NetnsFleet : public ::testing::Test {
     }
   }
 
-  /// Starts node `i`'s daemon inside its namespace, listening on 10.77.i.2:9700.
+  /// Starts node `i`'s daemon inside its namespace, listening on its address, port 9700.
   std::unique_ptr<Process> start(int i, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {namespaces_.ip(), "netns",
                                      "exec",           namespaces_.name(i),
@@ -136,7 +146,7 @@ class NetnsFleet : public ::testing::Test {
                                      "2xv100",         "daemon",
                                      "--socket",       socket(i),
                                      "--audit-log",    audit(i),
-                                     "--listen",       fmt::format("10.77.{}.2:9700", i),
+                                     "--listen",       namespaces_.node_address(i) + ":9700",
                                      "--tls-cert",     server_.certificate,
                                      "--tls-key",      server_.key,
                                      "--tokens",       tokens_};
@@ -178,7 +188,7 @@ TEST_F(NetnsFleet, AWindowOverFourNamespacesAndANodeKilledMidWindow) {
   std::vector<fleet::Node> nodes;
   for (int i = 1; i <= kNodes; ++i) {
     daemons.push_back(start(i));
-    nodes.push_back({fmt::format("node{}", i), fmt::format("10.77.{}.2:9700", i)});
+    nodes.push_back({fmt::format("node{}", i), namespaces_.node_address(i) + ":9700"});
   }
   fleet::FleetOptions options;
   options.connection = this->options();
@@ -208,7 +218,7 @@ TEST_F(NetnsFleet, AClientCutOffTheNetworkHasItsLimitRestoredWhenItsLeaseEnds) {
   auto daemon = start(2, {"--lease-s", "1"});
   auto options = this->options();
   options.renew_lease = false;
-  auto remote = device::DaemonClient::connect("10.77.2.2:9700", options);
+  auto remote = device::DaemonClient::connect(namespaces_.node_address(2) + ":9700", options);
   ASSERT_TRUE(remote) << remote.error().message();
   ASSERT_TRUE((*remote)->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150000}));
   // The node's own view, through its Unix socket.
@@ -229,7 +239,7 @@ TEST_F(NetnsFleet, AClientCutOffTheNetworkHasItsLimitRestoredWhenItsLeaseEnds) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("action=restore gpu=0 setting=power_limit_mw old=150000 new=250000"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("client=fleet addr=10.77.2.1:"), std::string::npos) << text;
+  EXPECT_NE(text.find("client=fleet addr=" + namespaces_.host_address(2) + ":"), std::string::npos) << text;
   EXPECT_NE(text.find("reason=lease-expired"), std::string::npos) << text;
   ASSERT_TRUE(namespaces_.set_link(2, true));
 }
