@@ -238,17 +238,7 @@ void Server::accept_network(const NetworkListener& listener) {
     }
     if (!over.empty()) {
       // Before TLS there is no way to tell the peer why: logged (at most once per interval) and closed.
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= next_refusal_log_) {
-        log().warn("refused a network connection from {}: {}{}", address, over,
-                   unlogged_refusals_ == 0
-                       ? std::string()
-                       : fmt::format(" ({} more refused since the last such line)", unlogged_refusals_));
-        next_refusal_log_ = now + kRefusalLogInterval;
-        unlogged_refusals_ = 0;
-      } else {
-        ++unlogged_refusals_;
-      }
+      log_refusal(fmt::format("a network connection from {}: {}", address, over));
       ::close(fd);
       continue;
     }
@@ -405,23 +395,28 @@ void Server::close_socket(Connection& connection) {
   ::close(connection.fd);
 }
 
+void Server::log_refusal(const std::string& what) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_refusal_log_) {
+    ++unlogged_refusals_;
+    return;
+  }
+  log().warn("refused {}{}", what,
+             unlogged_refusals_ == 0
+                 ? std::string()
+                 : fmt::format(" ({} more refused since the last such line)", unlogged_refusals_));
+  next_refusal_log_ = now + kRefusalLogInterval;
+  unlogged_refusals_ = 0;
+}
+
 void Server::refuse(int fd, const PeerCredentials& peer, const std::string& why) {
   proto::Response response;  // no id: it answers no request
   response.error = Error(ErrorCode::kState, why);
   const std::string line = proto::format_response(response) + "\n";
   // A new connection's send buffer takes one short line whole; if not, the peer only misses the reason.
   [[maybe_unused]] const ssize_t sent = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  log_refusal(fmt::format("a connection of uid {} pid {}: {}", peer.uid, peer.pid, why));
   const auto now = std::chrono::steady_clock::now();
-  if (now >= next_refusal_log_) {
-    log().warn("refused a connection of uid {} pid {}: {}{}", peer.uid, peer.pid, why,
-               unlogged_refusals_ == 0
-                   ? std::string()
-                   : fmt::format(" ({} more refused since the last such line)", unlogged_refusals_));
-    next_refusal_log_ = now + kRefusalLogInterval;
-    unlogged_refusals_ = 0;
-  } else {
-    ++unlogged_refusals_;
-  }
   if (lingering_refusals_ >= kMaxLingeringRefusals) {
     ::close(fd);
     return;

@@ -142,6 +142,8 @@ class Server {
   /// @return why a new connection of `peer` is over a limit, or nullopt.
   std::optional<std::string> over_limit(const PeerCredentials& peer) const;
   void refuse(int fd, const PeerCredentials& peer, const std::string& why);
+  /// Logs "refused `what`", at most once per kRefusalLogInterval (the next line counts those left out).
+  void log_refusal(const std::string& what);
   /// Root and the daemon's own user over the Unix socket: control by right, exempt from the per-user limit,
   /// may use the reserve. Never a network peer, whatever its scope.
   bool privileged(const Connection& connection) const {
