@@ -188,11 +188,8 @@ Result<void> Server::reload() {
     log().info("reload: the daemon has no network listener, so no file to read again");
     return {};
   }
-  auto security = JOULE_TRY(NetworkSecurity::load(options_.network, daemon_uid_));
-  if (!security.tls && network_listeners_.front().plain() == false) {
-    return fail(ErrorCode::kInvalidArgument, "the reloaded files give no TLS certificate");
-  }
-  security_ = std::move(security);
+  // The same options as at start: a TLS listener's files load into a TLS context or fail.
+  security_ = JOULE_TRY(NetworkSecurity::load(options_.network, daemon_uid_));
   const std::string described = security_.describe(options_.network);
   log().info("network listener reloaded: {}", described);
   AuditEntry entry;
@@ -263,18 +260,9 @@ void Server::accept_network(const NetworkListener& listener) {
       connection->handshaking = true;
       ++handshakes_;
     }
-    const auto now = std::chrono::steady_clock::now();
-    connection->hello_deadline = now + hello_timeout_;
-    connection->lease_deadline = now + lease_;
-    connection->last_request = now;
     log().info("connection {}: from {} on {}{}", connection->id, address, listener.address(),
                listener.plain() ? " (plain TCP)" : "");
-    ++served_;
-    ++per_user_[principal];
-    connections_.emplace(connection->id, std::move(connection));
-    if (options_.metrics) {
-      options_.metrics->connection_opened();
-    }
+    admit(std::move(connection));
   }
 }
 
@@ -282,7 +270,7 @@ void Server::advance_handshake(Connection& connection) {
   connection.tls_wants_write = false;
   const auto wait = connection.tls->handshake();
   if (!wait) {
-    if (wait.error().message().ends_with("the peer closed the connection")) {
+    if (connection.tls->closed_before_handshake()) {
       // A port probe or health check (connect, close): nothing was refused.
       log().info("connection {} ({}): closed by the peer before its TLS handshake", connection.id,
                  peer_text(connection));
@@ -470,22 +458,26 @@ void Server::accept_connections() {
     connection->peer = peer;
     // Rights are judged once, at connection time, like file permissions at open().
     connection->grant = access_.grant(connection->peer);
-    const auto now = std::chrono::steady_clock::now();
-    connection->hello_deadline = now + hello_timeout_;
-    connection->lease_deadline = now + lease_;
-    connection->last_request = now;
+    connection->principal = principal_key(peer.uid);
     log().info("connection {}: uid {} ({}) pid {}: {} ({})", connection->id, credentials.uid,
                connection->grant.user, credentials.pid, proto::to_string(connection->grant.right),
                connection->grant.reason);
-    connection->principal = principal_key(peer.uid);
-    ++served_;
-    if (!privileged(peer)) {
-      ++per_user_[connection->principal];
-    }
-    connections_.emplace(connection->id, std::move(connection));
-    if (options_.metrics) {
-      options_.metrics->connection_opened();
-    }
+    admit(std::move(connection));
+  }
+}
+
+void Server::admit(std::unique_ptr<Connection> connection) {
+  const auto now = std::chrono::steady_clock::now();
+  connection->hello_deadline = now + hello_timeout_;
+  connection->lease_deadline = now + lease_;
+  connection->last_request = now;
+  ++served_;
+  if (!privileged(*connection)) {
+    ++per_user_[connection->principal];
+  }
+  connections_.emplace(connection->id, std::move(connection));
+  if (options_.metrics) {
+    options_.metrics->connection_opened();
   }
 }
 

@@ -113,6 +113,9 @@ class Server {
   };
 
   void accept_connections();
+  /// Serves an accepted `connection` (its id, fd, peer, grant and principal set): starts its hello and lease
+  /// clocks, counts it against the limits, and adds it.
+  void admit(std::unique_ptr<Connection> connection);
   /// After accept4() failed on `where`: out of descriptors or memory, pauses accepting; logs what is not
   /// a transient error.
   void accept_failed(const std::string& where);

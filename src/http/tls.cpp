@@ -105,6 +105,7 @@ Result<TlsWait> TlsStream::handshake() {
   }
   std::string error;
   const auto step = tls_api(context_->api_).handshake(handle_, error);
+  closed_before_handshake_ = step == transport::TlsStep::kClosed;
   auto wait = JOULE_TRY(wait_or_fail(step, error, "handshake"));
   established_ = wait == TlsWait::kNothing;
   return wait;

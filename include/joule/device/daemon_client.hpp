@@ -108,6 +108,9 @@ class DaemonClient {
   // (EAGAIN: poll for what wait_writable_ says first). Need request_mutex_.
   ssize_t receive_locked(char* buffer, size_t size);
   ssize_t transmit_locked(const char* data, size_t size);
+  // After a plain socket's recv/send returned `result`: what a retry waits for, and why it failed (errno
+  // kept).
+  void note_socket_error(ssize_t result, bool writing = false);
   // The next line from the daemon, waiting until `deadline` (steady clock). Needs request_mutex_.
   Result<std::string> read_line_locked(std::chrono::steady_clock::time_point deadline);
   Result<void> write_locked(const std::string& line);
@@ -127,7 +130,7 @@ class DaemonClient {
   int fd_ = -1;
   std::unique_ptr<http::TlsStream> tls_;  // a network daemon's TLS session
   bool wait_writable_ = false;            // the last TLS call waits for the socket to be writable
-  std::string tls_error_;                 // why the last TLS read or write failed
+  std::string io_error_;                  // why the last read or write failed (TLS's reason or strerror)
   std::string buffer_;                    // bytes read but not yet split into lines
   std::deque<daemon_protocol::PowerEvent> events_;
   std::deque<daemon_protocol::CpuEnergyEvent> cpu_events_;

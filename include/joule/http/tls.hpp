@@ -88,6 +88,9 @@ class TlsStream {
   Result<TlsWait> handshake();
   /// @return whether the handshake completed.
   bool established() const { return established_; }
+  /// @return whether handshake() failed because the peer closed the connection before the handshake ended
+  /// (a port probe, a health check), not for a refusal.
+  bool closed_before_handshake() const { return closed_before_handshake_; }
   /// Reads at most `size` bytes. Errors as handshake() (a TLS 1.3 server refuses a client's certificate
   /// after the client's handshake ended: the client hears it here).
   Result<TlsIo> read(char* buffer, size_t size);
@@ -119,6 +122,7 @@ class TlsStream {
   void* handle_;
   std::string last_error_;
   bool established_ = false;
+  bool closed_before_handshake_ = false;
   bool waits_for_writable_ = false;
 };
 

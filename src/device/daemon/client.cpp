@@ -230,6 +230,13 @@ Result<void> DaemonClient::open_network(const std::string& address) {
   return {};
 }
 
+void DaemonClient::note_socket_error(ssize_t result, bool writing) {
+  const int error = errno;
+  wait_writable_ = writing;
+  io_error_ = result < 0 && error != EAGAIN && error != EWOULDBLOCK ? std::strerror(error) : std::string();
+  errno = error;
+}
+
 ssize_t DaemonClient::receive_locked(char* buffer, size_t size) {
 #ifdef JOULE_DAEMON_CLIENT_TLS
   if (tls_) {
@@ -237,15 +244,13 @@ ssize_t DaemonClient::receive_locked(char* buffer, size_t size) {
     const ssize_t n = tls_->receive(buffer, size);
     const int error = errno;
     wait_writable_ = n < 0 && error == EAGAIN && tls_->waits_for_writable();
-    tls_error_ = n < 0 && error == EPROTO ? tls_->last_error() : std::string();
+    io_error_ = n < 0 && error == EPROTO ? tls_->last_error() : std::string();
     errno = error;
     return n;
   }
 #endif
   const ssize_t n = ::recv(fd_, buffer, size, 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    wait_writable_ = false;
-  }
+  note_socket_error(n);
   return n;
 }
 
@@ -255,16 +260,14 @@ ssize_t DaemonClient::transmit_locked(const char* data, size_t size) {
     const ssize_t n = tls_->send(data, size);
     const int error = errno;
     wait_writable_ = n < 0 && error == EAGAIN && tls_->waits_for_writable();
-    tls_error_ = n < 0 && error == EPROTO ? tls_->last_error() : std::string();
+    io_error_ = n < 0 && error == EPROTO ? tls_->last_error() : std::string();
     errno = error;
     return n;
   }
 #endif
   // MSG_NOSIGNAL: a daemon that went away must give an error here, not kill the process with SIGPIPE.
   const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-    wait_writable_ = true;
-  }
+  note_socket_error(n, /*writing=*/true);
   return n;
 }
 
@@ -373,15 +376,13 @@ Result<void> DaemonClient::write_locked(const std::string& line) {
       }
       // A Unix socket blocks (bounded by SO_SNDTIMEO: EAGAIN is its timeout); a network one waits here.
       const bool would_block = errno == EAGAIN || errno == EWOULDBLOCK;
-      if (would_block && (tls_ || is_network_address(socket_path_)) &&
+      if (would_block && is_network_address(socket_path_) &&
           wait_for(fd_, wait_writable_ ? POLLOUT : POLLIN, deadline)) {
         continue;
       }
       return tl::make_unexpected(break_connection_locked(Error(
           ErrorCode::kIo, would_block ? std::string("the daemon does not take requests (send timed out)")
-                          : !tls_error_.empty()
-                              ? fmt::format("cannot send to the daemon: {}", tls_error_)
-                              : fmt::format("cannot send to the daemon: {}", std::strerror(errno)))));
+                                      : fmt::format("cannot send to the daemon: {}", io_error_))));
     }
     written += static_cast<size_t>(n);
   }
@@ -423,9 +424,7 @@ Result<std::string> DaemonClient::read_line_locked(SteadyTime deadline) {
     if (n <= 0) {
       return tl::make_unexpected(break_connection_locked(
           Error(ErrorCode::kIo, n == 0 ? std::string("the daemon closed the connection")
-                                : !tls_error_.empty()
-                                    ? fmt::format("cannot read from the daemon: {}", tls_error_)
-                                    : fmt::format("cannot read from the daemon: {}", std::strerror(errno)))));
+                                       : fmt::format("cannot read from the daemon: {}", io_error_))));
     }
     buffer_.append(chunk, static_cast<size_t>(n));
     wait_writable_ = false;
