@@ -19,6 +19,7 @@
 
 #include "common.hpp"
 #include "infer_bench.hpp"
+#include "infer_govern.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {
@@ -213,6 +214,7 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   replay_command->callback([&exit_code, replay] { exit_code = infer_replay::run_replay(*replay); });
 
   add_infer_bench_command(*command, global, exit_code);
+  add_infer_govern_command(*command, global, exit_code);
 }
 
 }  // namespace joule::cli
