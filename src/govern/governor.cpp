@@ -67,10 +67,11 @@ class GpuLock {
     if (::flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
       char pid[32] = {};
       const ssize_t n = ::pread(lock.fd_, pid, sizeof pid - 1, 0);
-      std::string holder = n > 0 ? printable_excerpt(std::string_view(pid, static_cast<size_t>(n)), 20) : "?";
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) {
-        holder.pop_back();
+      std::string_view written(pid, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!written.empty() && (written.back() == '\n' || written.back() == ' ')) {
+        written.remove_suffix(1);
       }
+      const std::string holder = written.empty() ? "?" : printable_excerpt(written, 20);
       return fail(ErrorCode::kState, "{} is already governed by another joule process (pid {}; lock {})",
                   gpu_label(gpu), holder, lock.path_);
     }

@@ -183,9 +183,13 @@ class Parser {
     }
     for (const std::string_view suffix : kFamilySuffixes) {
       if (name.size() > suffix.size() && name.ends_with(suffix)) {
-        const auto found = index_.find(std::string(name.substr(0, name.size() - suffix.size())));
-        if (found != index_.end() && exposition_.families[found->second].type != MetricType::kUntyped) {
-          return found->second;
+        const std::string base(name.substr(0, name.size() - suffix.size()));
+        // A counter's _created sample extends its family, named with _total in the 0.0.4 format.
+        for (const std::string& family_name : {base, base + "_total"}) {
+          const auto found = index_.find(family_name);
+          if (found != index_.end() && exposition_.families[found->second].type != MetricType::kUntyped) {
+            return found->second;
+          }
         }
       }
     }
