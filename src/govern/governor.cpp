@@ -28,8 +28,9 @@ namespace {
 constexpr size_t kMaxIterationSamples = 256;
 constexpr size_t kMaxRequestSamples = 512;
 
+// Decisions carry wall-clock time (s since the Unix epoch), as logs and the daemon's events do.
 double seconds(const Clock& clock) {
-  return std::chrono::duration<double>(clock.now()).count();
+  return static_cast<double>(clock.to_unix_ns(clock.now())) / 1e9;
 }
 
 std::string gpu_label(const device::Gpu& gpu) {

@@ -140,7 +140,7 @@ class GovernMetrics {
   prometheus::Family<prometheus::Histogram>& tick_time_;
 };
 
-nlohmann::json knob_json(const std::optional<optimize::Knob>& knob) {
+nlohmann::ordered_json knob_json(const std::optional<optimize::Knob>& knob) {
   if (!knob) {
     return nullptr;
   }
@@ -148,8 +148,8 @@ nlohmann::json knob_json(const std::optional<optimize::Knob>& knob) {
 }
 
 template <typename T>
-nlohmann::json optional_json(const std::optional<T>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+nlohmann::ordered_json optional_json(const std::optional<T>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
 }
 
 }  // namespace
@@ -233,7 +233,7 @@ const std::vector<std::unique_ptr<EngineGovernor>>& Sidecar::governors() const {
 
 std::string to_json_line(const TickReport& report) {
   const Decision& d = report.decision;
-  nlohmann::json line = {
+  nlohmann::ordered_json line = {
       {"time_s", d.time_s},
       {"engine", report.engine},
       {"state", to_string(d.state)},
@@ -254,7 +254,7 @@ std::string to_json_line(const TickReport& report) {
       {"idle", d.idle},
       {"tick_s", report.tick_s},
   };
-  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace joule::govern

@@ -74,7 +74,7 @@ std::string_view to_string(GovernState state);
 
 /// One control period's outcome, for logs and metrics.
 struct Decision {
-  double time_s = 0;
+  double time_s = 0;  ///< when the period ended, s since the Unix epoch (on the clock given to start())
   GovernState state = GovernState::kGoverning;
   std::optional<optimize::Knob> knob;      ///< in force after the period; nullopt: the GPUs' own settings
   std::optional<optimize::Knob> previous;  ///< before it
