@@ -391,7 +391,11 @@ class EngineMetrics:
         with self.lock:
             for family, series in self.families:
                 for one in series:
-                    if one.event == event and one.value_key is not None and one.value_key in quantities:
+                    if one.event != event:
+                        continue
+                    if one.value_key is None:  # a series the engine moves by 0 here (e.g. no prefix-cache hits)
+                        one.touched = True
+                    elif one.value_key in quantities:
                         one.update(family["type"], quantities[one.value_key])
 
     def render(self) -> str:
