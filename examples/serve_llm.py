@@ -6,11 +6,13 @@ to a simulated serving GPU, with per-request energy and an SLO-aware GPU clock.
     PYTHONPATH=build/python python3 examples/serve_llm.py --port 8000
     curl -s http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
          -d '{"model": "llama-3-8b", "prompt": "Hello", "max_tokens": 8}'
+    curl -sN http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
+         -d '{"model": "llama-3-8b", "prompt": "Hello", "max_tokens": 8, "stream": true}'
     curl -s http://127.0.0.1:8000/metrics
 
 What really runs: a small decoder-only transformer (byte-level tokens, random weights from ``--seed``,
 greedy decoding restricted to printable ASCII: deterministic) on the CPU, behind ``POST /v1/completions``
-(``model``, ``prompt``, ``max_tokens``; ``stream`` must be false), ``GET /v1/models`` and ``GET /metrics``
+(``model``, ``prompt``, ``max_tokens``, ``stream``, ``stream_options``), ``GET /v1/models`` and ``GET /metrics``
 (Prometheus text). One engine thread batches continuously: each iteration admits waiting requests (up to
 ``--max-batch`` in flight) and runs their prefill — the whole prompt, which emits the first token — and one
 decode step (one token) for every request already running, each with its own KV cache. A request finishes
@@ -62,6 +64,24 @@ and idle energy; the shares of requests still in flight join when they finish),
 ``joule_inference_slo_attainment_ratio`` (the controller's window), ``joule_inference_slo_unattainable`` and
 ``joule_inference_sm_clock_hertz`` (the clock chosen for the next iteration). Series appear with their first
 value: the counters and histograms after the first finished request.
+
+Streaming (``"stream": true``) answers with server-sent events as vLLM and OpenAI send them
+(``Content-Type: text/event-stream``, chunked): one ``data: {"id", "object": "text_completion", "created",
+"model", "choices": [{"index": 0, "text", "logprobs": null, "finish_reason": null}]}`` per token, written as
+the engine loop produces it (the engine thread hands each token to the request's queue after its iteration;
+the HTTP thread writes it at once), the last token's chunk with ``finish_reason: "length"``; then, with
+``"stream_options": {"include_usage": true}``, a chunk with ``"choices": []`` and the ``usage`` above (energy
+included); then ``data: [DONE]``. The texts joined are the non-streaming text. ``stream`` must be a boolean,
+``stream_options`` an object (only ``include_usage``, a boolean) and only with ``stream: true`` (vLLM's rule):
+else 400. A client that goes away mid-stream does not cancel the request (the engine finishes it).
+
+``--engine-metrics vllm|sglang|tgi|none`` (default ``vllm``): ``/metrics`` also exports the serving figures
+under that engine's own names, types, labels and histogram buckets (vLLM's ``vllm:num_requests_running``,
+``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``, ``vllm:generation_tokens_total``,
+…; SGLang's ``sglang:*``; TGI's ``tgi_*``), so that a tool that reads a real engine reads this one; joule's
+series are unchanged beside them. The tables, with the file of each engine they were taken from, are in
+``engine_metrics.py`` beside this script. Their latencies are virtual seconds, as ``ttft_s``; KV-cache
+occupancy is the tokens held by running requests over ``--max-batch`` × ``--max-context``.
 
 ``--port 0`` picks a free port; the first line on stdout is ``listening on http://HOST:PORT``. On SIGTERM or
 SIGINT the server stops, restores the clocks and prints a JSON summary as its last line (requests, energy,
