@@ -87,6 +87,23 @@ def test_fixture_has_every_family_of_the_table(engine: str) -> None:
     for family in engine_metrics_module().table(engine, 1024)["families"]:
         assert types_.get(family["name"]) == family["type"], family["name"]
     assert any(name.startswith("python_") or name.startswith("process_") for name in types_) or engine == "tgi"
+    problems = promtool_problems(text)  # what promtool says of the real engine's output, nothing else
+    assert all(line.endswith(ENGINE_LINT) for line in problems), problems
+
+
+def test_an_unknown_engine_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^unknown engine 'triton' \(one of vllm, sglang, tgi\)$"):
+        engine_metrics_module().table("triton", 1024)
+
+
+@pytest.mark.torch
+def test_an_unknown_engine_metrics_switch_is_a_usage_error(serve_llm: types.ModuleType,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        serve_llm.parse_args(["--engine-metrics", "triton"])
+    assert exited.value.code == 2
+    assert ("argument --engine-metrics: invalid choice: 'triton' (choose from 'vllm', 'sglang', 'tgi', 'none')"
+            in capsys.readouterr().err)
 
 
 # ---- the example, in this process ------------------------------------------------------------------------------
