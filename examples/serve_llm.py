@@ -6,11 +6,13 @@ to a simulated serving GPU, with per-request energy and an SLO-aware GPU clock.
     PYTHONPATH=build/python python3 examples/serve_llm.py --port 8000
     curl -s http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
          -d '{"model": "llama-3-8b", "prompt": "Hello", "max_tokens": 8}'
+    curl -sN http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
+         -d '{"model": "llama-3-8b", "prompt": "Hello", "max_tokens": 8, "stream": true}'
     curl -s http://127.0.0.1:8000/metrics
 
 What really runs: a small decoder-only transformer (byte-level tokens, random weights from ``--seed``,
 greedy decoding restricted to printable ASCII: deterministic) on the CPU, behind ``POST /v1/completions``
-(``model``, ``prompt``, ``max_tokens``; ``stream`` must be false), ``GET /v1/models`` and ``GET /metrics``
+(``model``, ``prompt``, ``max_tokens``, ``stream``, ``stream_options``), ``GET /v1/models`` and ``GET /metrics``
 (Prometheus text). One engine thread batches continuously: each iteration admits waiting requests (up to
 ``--max-batch`` in flight) and runs their prefill — the whole prompt, which emits the first token — and one
 decode step (one token) for every request already running, each with its own KV cache. A request finishes
@@ -63,6 +65,24 @@ and idle energy; the shares of requests still in flight join when they finish),
 ``joule_inference_sm_clock_hertz`` (the clock chosen for the next iteration). Series appear with their first
 value: the counters and histograms after the first finished request.
 
+Streaming (``"stream": true``) answers with server-sent events as vLLM and OpenAI send them
+(``Content-Type: text/event-stream``, chunked): one ``data: {"id", "object": "text_completion", "created",
+"model", "choices": [{"index": 0, "text", "logprobs": null, "finish_reason": null}]}`` per token, written as
+the engine loop produces it (the engine thread hands each token to the request's queue after its iteration;
+the HTTP thread writes it at once), the last token's chunk with ``finish_reason: "length"``; then, with
+``"stream_options": {"include_usage": true}``, a chunk with ``"choices": []`` and the ``usage`` above (energy
+included); then ``data: [DONE]``. The texts joined are the non-streaming text. ``stream`` must be a boolean,
+``stream_options`` an object (only ``include_usage``, a boolean) and only with ``stream: true`` (vLLM's rule):
+else 400. A client that goes away mid-stream does not cancel the request (the engine finishes it).
+
+``--engine-metrics vllm|sglang|tgi|none`` (default ``vllm``): ``/metrics`` also exports the serving figures
+under that engine's own names, types, labels and histogram buckets (vLLM's ``vllm:num_requests_running``,
+``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``, ``vllm:generation_tokens_total``,
+…; SGLang's ``sglang:*``; TGI's ``tgi_*``), so that a tool that reads a real engine reads this one; joule's
+series are unchanged beside them. The tables, with the file of each engine they were taken from, are in
+``engine_metrics.py`` beside this script. Their latencies are virtual seconds, as ``ttft_s``; KV-cache
+occupancy is the tokens held by running requests over ``--max-batch`` × ``--max-context``.
+
 ``--port 0`` picks a free port; the first line on stdout is ``listening on http://HOST:PORT``. On SIGTERM or
 SIGINT the server stops, restores the clocks and prints a JSON summary as its last line (requests, energy,
 each GPU's settings log, and the clock a probe iteration ran at after the restore).
@@ -73,6 +93,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import queue
 import signal
 import sys
 import threading
@@ -95,6 +116,8 @@ except ImportError as error:
           f"python3-torch) and run this with that Python: PYTHONPATH=build/python /usr/bin/python3 {sys.argv[0]}",
           file=sys.stderr)
     sys.exit(2)
+
+import engine_metrics  # noqa: E402 (beside this script; after the checks that say how to get joule and torch)
 
 VOCAB = 257  # bytes 0..255 and BOS
 BOS = 256
@@ -125,6 +148,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=64, help="hidden size (default 64)")
     parser.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--engine-metrics", default="vllm", choices=[*engine_metrics.ENGINES, "none"],
+                        help="also export the serving metrics under this engine's names (default vllm)")
     args = parser.parse_args(argv)
     if args.max_batch < 1:
         parser.error("--max-batch must be ≥ 1")
@@ -227,14 +252,27 @@ class Request:
     prompt: str
     tokens: list[int]
     max_tokens: int
+    stream: bool = False
     done: threading.Event = field(default_factory=threading.Event)
-    arrival_s: float = 0.0  # virtual
+    # A streaming request's tokens as the engine produces them, then None when it finished or failed.
+    events: "queue.SimpleQueue[Optional[int]]" = field(default_factory=queue.SimpleQueue)
+    arrival_s: float = 0.0  # virtual, as the next three
+    scheduled_s: float = 0.0  # the start of its prefill iteration
+    first_token_s: float = 0.0
+    last_token_s: float = 0.0
     output: list[int] = field(default_factory=list)
     cache: KvCache = field(default_factory=list)
     clock_time_mhz_s: float = 0.0  # Σ clock × iteration time over its iterations
     busy_s: float = 0.0
     result: Optional[dict[str, Any]] = None
     error: Optional[str] = None
+
+    def end(self, error: Optional[str] = None) -> None:
+        """Finished (result set) or failed: wakes the handler waiting for it."""
+        if error is not None and self.error is None:
+            self.error = error
+        self.done.set()
+        self.events.put(None)
 
 
 # ---- the engine -----------------------------------------------------------------------------------------------
@@ -252,6 +290,10 @@ class Engine:
         self.metrics.set_slo(self.served_model, args.slo_ttft_s, args.slo_tpot_s)
         self.metrics.set_requests(self.served_model, 0, 0)
         self.finished_requests = 0
+        # The same serving figures under an engine's own names (vLLM, SGLang, TGI), beside joule's.
+        self.engine_metrics = (None if args.engine_metrics == "none" else
+                               engine_metrics.EngineMetrics(args.engine_metrics, self.served_model, args.max_context))
+        self.recent_steps: list[tuple[int, float]] = []  # (generated tokens, virtual s) of the last 40 iterations
         self.gpus = self.device.gpus
         self.monitor = joule.Monitor(devices=self.device.devices, cpus=[])
         self.ledger = joule.RequestEnergyLedger(args.rule)
@@ -280,13 +322,13 @@ class Engine:
             self.locked_mhz = mhz
         self.metrics.set_sm_clock_mhz(self.served_model, mhz)
 
-    def submit(self, prompt: str, max_tokens: int) -> Request:
+    def submit(self, prompt: str, max_tokens: int, stream: bool = False) -> Request:
         tokens = [BOS, *prompt.encode("utf-8")]
         with self.condition:
             if self.stopping:
                 raise BadRequest(503, "the server is shutting down", error_type="server_error")
             self.next_id += 1
-            request = Request(f"cmpl-{self.next_id}", prompt, tokens, max_tokens)
+            request = Request(f"cmpl-{self.next_id}", prompt, tokens, max_tokens, stream)
             self.inbox.append(request)
             self.condition.notify()
         return request
@@ -300,36 +342,40 @@ class Engine:
 
     def loop(self) -> None:
         try:
-            while True:
-                with self.condition:
-                    if not self.inbox and not self.waiting and not self.running and not self.stopping:
-                        waited_from = time.monotonic()
-                        self.condition.wait(timeout=0.1)
-                        self.idle(time.monotonic() - waited_from)
-                    if self.stopping:
-                        break
-                    now_s = self.device.now_s()
-                    for request in self.inbox:
-                        request.arrival_s = now_s
-                        self.ledger.add_request(request.id, now_s)
-                        self.waiting.append(request)
-                    self.inbox.clear()
-                if self.waiting or self.running:
-                    self.iteration()
+            while self.step():
+                pass
         except BaseException as error:  # fail every request rather than leave clients hanging
             message = f"engine failed: {error!r}"
             print(message, file=sys.stderr, flush=True)
             with self.condition:
                 self.stopping = True
                 for request in self.inbox + self.waiting + self.running:
-                    request.error = message
-                    request.done.set()
+                    request.end(message)
             raise
         finally:
             with self.condition:
                 for request in self.inbox + self.waiting + self.running:
-                    request.error = request.error or "the server is shutting down"
-                    request.done.set()
+                    request.end("the server is shutting down")
+
+    def step(self) -> bool:
+        """One turn of the engine thread: admit what arrived (or idle up to 0.1 s while there is nothing to do),
+        then one iteration if any request waits or runs. False once stopping."""
+        with self.condition:
+            if not self.inbox and not self.waiting and not self.running and not self.stopping:
+                waited_from = time.monotonic()
+                self.condition.wait(timeout=0.1)
+                self.idle(time.monotonic() - waited_from)
+            if self.stopping:
+                return False
+            now_s = self.device.now_s()
+            for request in self.inbox:
+                request.arrival_s = now_s
+                self.ledger.add_request(request.id, now_s)
+                self.waiting.append(request)
+            self.inbox.clear()
+        if self.waiting or self.running:
+            self.iteration()
+        return True
 
     def idle(self, wall_s: float) -> None:
         start_s = self.device.now_s()
@@ -377,6 +423,7 @@ class Engine:
             request.busy_s += cost["time_s"]
         finished = [r for r in self.running if len(r.output) >= r.max_tokens]
         self.running = [r for r in self.running if len(r.output) < r.max_tokens]
+        self.after_iteration(admitted, decoding, cost["start_s"], cost["end_s"])
         for request in finished:
             self.finish(request)
         metrics, model = self.metrics, self.served_model
@@ -385,6 +432,61 @@ class Engine:
         metrics.set_slo_attainment(model, self.controller.window_attainment)
         metrics.set_slo_unattainable(model, self.controller.slo_unattainable)
         metrics.set_sm_clock_mhz(model, self.controller.clock_mhz)
+
+    def after_iteration(self, admitted: list[Request], decoding: list[Request], start_s: float, end_s: float) -> None:
+        """The engine-named metrics of this iteration and its streamed tokens, before any request of it finishes
+        (so a client that has its response also finds it counted)."""
+        for request in admitted:
+            request.scheduled_s, request.first_token_s = start_s, end_s
+        itl_s = [end_s - request.last_token_s for request in decoding]
+        for request in admitted + decoding:
+            request.last_token_s = end_s
+            if request.stream:
+                request.events.put(request.output[-1])
+        if self.engine_metrics is None:
+            return
+        generated = len(admitted) + len(decoding)
+        self.recent_steps = [*self.recent_steps[-39:], (generated, end_s - start_s)]
+        self.engine_metrics.record("iteration", {
+            **self.iteration_quantities(admitted, decoding, end_s - start_s, itl_s),
+            "ttft_s": [end_s - request.arrival_s for request in admitted]})
+        capacity = self.args.max_batch * self.args.max_context
+        used = sum(len(request.tokens) + len(request.output) for request in self.running)
+        steps_s = sum(time_s for _, time_s in self.recent_steps)
+        self.engine_metrics.record("state", {
+            "running": len(self.running), "waiting": len(self.waiting) + len(self.inbox),
+            "kv_cache_used_tokens": used, "kv_cache_capacity_tokens": capacity, "kv_cache_usage": used / capacity,
+            "batch_max_tokens": sum(len(request.tokens) + request.max_tokens for request in self.running),
+            "gen_throughput": sum(tokens for tokens, _ in self.recent_steps) / steps_s if steps_s > 0 else 0.0,
+            "zero": 0.0})
+
+    @staticmethod
+    def iteration_quantities(admitted: list[Request], decoding: list[Request], time_s: float,
+                             itl_s: list[float]) -> dict[str, Any]:
+        """An iteration's figures by the names engine_metrics.py's tables give them (virtual seconds). A step
+        that admits requests is TGI's "prefill" (the example runs their prefill and the others' decode in one
+        step), any other its "decode"."""
+        prompt_tokens = sum(len(request.tokens) for request in admitted)
+        generated = len(admitted) + len(decoding)
+        prefill = bool(admitted)
+        return {"prompt_tokens": prompt_tokens, "generation_tokens": generated, "decode_tokens": len(decoding),
+                "tokens": prompt_tokens + generated, "itl_s": itl_s,
+                "prefill_batch_size": len(admitted) if prefill else None,
+                "prefill_step": 1 if prefill else None, "decode_step": None if prefill else 1,
+                "prefill_time_s": time_s if prefill else None, "decode_time_s": None if prefill else time_s}
+
+    @staticmethod
+    def finish_quantities(request: Request) -> dict[str, Any]:
+        """A finished request's figures by the names engine_metrics.py's tables give them (virtual seconds)."""
+        generated = len(request.output)
+        decode_s = request.last_token_s - request.first_token_s
+        inference_s = request.last_token_s - request.scheduled_s
+        return {"finished": 1, "n": 1, "prompt_tokens": len(request.tokens), "generation_tokens": generated,
+                "max_tokens": request.max_tokens, "e2e_s": request.last_token_s - request.arrival_s,
+                "queue_s": request.scheduled_s - request.arrival_s,
+                "prefill_s": request.first_token_s - request.scheduled_s, "decode_s": decode_s,
+                "inference_s": inference_s, "tpot_s": decode_s / (generated - 1) if generated > 1 else None,
+                "mean_time_per_token_s": inference_s / generated}
 
     def work(self, decode_contexts: list[int], prefill: list[tuple[int, int]], clock_mhz: int) -> float:
         """A request's share of the iteration under --rule work: the model's time for its part alone."""
@@ -412,8 +514,10 @@ class Engine:
         }
         slo_met = figures.ttft_s is not None and self.controller.slo_met(figures.ttft_s, figures.tpot_s)
         self.metrics.observe_request(self.served_model, figures, slo_met)
+        if self.engine_metrics is not None:
+            self.engine_metrics.record("finish", self.finish_quantities(request))
         self.finished_requests += 1
-        request.done.set()
+        request.end()
 
     def close(self) -> dict[str, Any]:
         """Stops the engine, restores the clocks and returns the summary (with a probe of the clock)."""
@@ -432,7 +536,35 @@ class Engine:
 # ---- HTTP -----------------------------------------------------------------------------------------------------
 
 
-def parse_completion(body: bytes, served_model: str) -> tuple[str, int]:
+@dataclass
+class Completion:
+    prompt: str
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+
+
+def parse_stream_options(payload: dict[str, Any], stream: bool) -> bool:
+    """include_usage from "stream_options" (vLLM's rules: an object, only with stream=true)."""
+    options = payload.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise BadRequest(400, f"stream_options must be an object, got {json.dumps(options)[:40]}", "stream_options")
+    if not stream:
+        raise BadRequest(400, "Stream options can only be defined when `stream=True`.", "stream_options")
+    unknown = sorted(set(options) - {"include_usage"})
+    if unknown:
+        raise BadRequest(400, f"stream_options: unsupported option {unknown[0]!r} (only include_usage)",
+                         "stream_options")
+    include_usage = options.get("include_usage", False)
+    if include_usage is not None and not isinstance(include_usage, bool):
+        raise BadRequest(400, f"stream_options.include_usage must be a boolean, got "
+                              f"{json.dumps(include_usage)[:40]}", "stream_options")
+    return bool(include_usage)
+
+
+def parse_completion(body: bytes, served_model: str) -> Completion:
     try:
         payload = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -453,11 +585,18 @@ def parse_completion(body: bytes, served_model: str) -> tuple[str, int]:
     max_tokens = payload.get("max_tokens", 16)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise BadRequest(400, f"max_tokens must be an integer ≥ 1, got {max_tokens!r}", "max_tokens")
-    if payload.get("stream", False) not in (False, None):
-        raise BadRequest(400, "stream=true is not supported by this server", "stream")
+    stream = payload.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest(400, f"stream must be a boolean, got {json.dumps(stream)[:40]}", "stream")
+    include_usage = parse_stream_options(payload, bool(stream))
     if payload.get("n", 1) != 1:
         raise BadRequest(400, "only n=1 is supported", "n")
-    return prompt, max_tokens
+    return Completion(prompt, max_tokens, bool(stream), include_usage)
+
+
+def usage_of(result: dict[str, Any]) -> dict[str, Any]:
+    return {"prompt_tokens": result["prompt_tokens"], "completion_tokens": result["completion_tokens"],
+            "total_tokens": result["prompt_tokens"] + result["completion_tokens"], "energy": result["energy"]}
 
 
 def make_handler(engine: Engine, served_model: str, created: int, max_context: int) -> type:
@@ -481,7 +620,8 @@ def make_handler(engine: Engine, served_model: str, created: int, max_context: i
                 self.send_json(200, {"object": "list", "data": [
                     {"id": served_model, "object": "model", "created": created, "owned_by": "joule"}]})
             elif self.path == "/metrics":
-                data = engine.metrics.render().encode()
+                extra = engine.engine_metrics.render() if engine.engine_metrics is not None else ""
+                data = (engine.metrics.render() + extra).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", joule.InferenceMetrics.CONTENT_TYPE)
                 self.send_header("Content-Length", str(len(data)))
@@ -499,14 +639,17 @@ def make_handler(engine: Engine, served_model: str, created: int, max_context: i
                     raise BadRequest(411, "a Content-Length header is required")
                 if int(length) > MAX_BODY_BYTES:
                     raise BadRequest(413, f"the body exceeds {MAX_BODY_BYTES} bytes")
-                prompt, max_tokens = parse_completion(self.rfile.read(int(length)), served_model)
-                prompt_tokens = len(prompt.encode("utf-8")) + 1
-                if prompt_tokens + max_tokens > max_context:
+                completion = parse_completion(self.rfile.read(int(length)), served_model)
+                prompt_tokens = len(completion.prompt.encode("utf-8")) + 1
+                if prompt_tokens + completion.max_tokens > max_context:
                     raise BadRequest(400, f"This model's maximum context length is {max_context} tokens, "
-                                          f"however you requested {prompt_tokens + max_tokens} tokens "
-                                          f"({prompt_tokens} in your prompt; {max_tokens} for the completion).",
-                                     "max_tokens", code="context_length_exceeded")
-                request = engine.submit(prompt, max_tokens)
+                                          f"however you requested {prompt_tokens + completion.max_tokens} tokens "
+                                          f"({prompt_tokens} in your prompt; {completion.max_tokens} for the "
+                                          f"completion).", "max_tokens", code="context_length_exceeded")
+                request = engine.submit(completion.prompt, completion.max_tokens, completion.stream)
+                if completion.stream:
+                    self.stream(request, completion.include_usage)
+                    return
                 request.done.wait()
                 if request.result is None:
                     raise BadRequest(503, request.error or "the request failed", error_type="server_error")
@@ -515,15 +658,45 @@ def make_handler(engine: Engine, served_model: str, created: int, max_context: i
                     "id": request.id, "object": "text_completion", "created": int(time.time()),
                     "model": served_model,
                     "choices": [{"text": result["text"], "index": 0, "logprobs": None, "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": result["prompt_tokens"],
-                              "completion_tokens": result["completion_tokens"],
-                              "total_tokens": result["prompt_tokens"] + result["completion_tokens"],
-                              "energy": result["energy"]},
+                    "usage": usage_of(result),
                 })
             except BadRequest as error:
                 self.send_json(error.status, error.body)
                 if error.status in (411, 413):
                     self.close_connection = True
+
+        def stream(self, request: Request, include_usage: bool) -> None:
+            """Server-sent events as vLLM and OpenAI send them: one chunk per token as the engine produces it
+            (the last with finish_reason), the usage chunk when asked for, then [DONE]; chunked transfer
+            encoding, each event written (unbuffered) when its token arrives."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            head = {"id": request.id, "object": "text_completion", "created": int(time.time()), "model": served_model}
+            sent = 0
+            try:
+                while (token := request.events.get()) is not None:
+                    sent += 1
+                    finish = "length" if sent >= request.max_tokens else None
+                    self.send_event({**head, "choices": [
+                        {"index": 0, "text": chr(token), "logprobs": None, "finish_reason": finish}]})
+                if request.result is None:  # the engine failed or stops: say so in the stream (as vLLM does)
+                    self.send_event(BadRequest(503, request.error or "the request failed",
+                                               error_type="server_error").body)
+                elif include_usage:
+                    self.send_event({**head, "choices": [], "usage": usage_of(request.result)})
+                self.send_chunk(b"data: [DONE]\n\n")
+                self.send_chunk(b"")
+            except OSError:  # the client went away: the engine finishes the request anyway
+                self.close_connection = True
+
+        def send_event(self, body: Any) -> None:
+            self.send_chunk(b"data: " + json.dumps(body).encode() + b"\n\n")
+
+        def send_chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
     return Handler
 
