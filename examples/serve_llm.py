@@ -148,6 +148,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=64, help="hidden size (default 64)")
     parser.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--gpu-daemon", default=None, metavar="SOCKET",
+                        help="run on the simulated GPUs of the joule daemon at SOCKET, in real time, and leave their "
+                             "clock to whoever sets it there (e.g. joule infer govern): no clock of its own")
     parser.add_argument("--engine-metrics", default="vllm", choices=[*engine_metrics.ENGINES, "none"],
                         help="also export the serving metrics under this engine's names (default vllm)")
     args = parser.parse_args(argv)
@@ -278,13 +281,76 @@ class Request:
 # ---- the engine -----------------------------------------------------------------------------------------------
 
 
+class DaemonReplica:
+    """The replica on a ``joule daemon``'s simulated GPUs, in real time (``--gpu-daemon``): what an engine beside a
+    sidecar looks like. The serving model costs each batch at its top clock (``LlmDevice.predict``); the daemon's
+    GPUs run their workload (``Gpu.set_simulated_busy``) for that time stretched by their slowdown under the clock or
+    power limit set on them now (by another process: this one sets nothing), so they draw busy power only while the
+    engine computes and their energy counters, read through the daemon, are the engine's. Same calls as
+    ``joule.LlmDevice`` where the engine uses them; times are wall seconds since the start."""
+
+    def __init__(self, socket: str, gpu: str, model: str, tensor_parallel: Optional[int]) -> None:
+        self.model_device = joule.LlmDevice(gpu, model, tensor_parallel)
+        self.devices = joule.devices(daemon_socket=socket, cpus=False)
+        tp = self.model_device.tensor_parallel
+        if len(self.devices.gpus) < tp:
+            raise joule.InvalidArgumentError(f"the daemon at {socket} serves {len(self.devices.gpus)} GPUs; "
+                                             f"tensor parallelism {tp} needs {tp}")
+        self.gpus = self.devices.gpus[:tp]
+        self.top_mhz = self.model_device.supported_clocks_mhz()[0]
+        self.slowdown = max(gpu.set_simulated_busy(False) for gpu in self.gpus)  # idle until the first iteration
+        self.start = time.monotonic()
+
+    @property
+    def model_spec(self) -> dict[str, Any]:
+        return self.model_device.model_spec
+
+    @property
+    def gpu_spec(self) -> dict[str, Any]:
+        return self.model_device.gpu_spec
+
+    def now_s(self) -> float:
+        return time.monotonic() - self.start
+
+    def supported_clocks_mhz(self) -> list[int]:
+        return self.model_device.supported_clocks_mhz()
+
+    def predict(self, decode_contexts: list[int], prefill: list[tuple[int, int]], clock_mhz: int) -> dict[str, Any]:
+        return self.model_device.predict(decode_contexts, prefill, clock_mhz)
+
+    def idle_until(self, time_s: float) -> None:
+        time.sleep(max(0.0, time_s - self.now_s()))
+
+    def effective_clock_mhz(self) -> int:
+        """The serving model's clock that runs as slowly as the daemon's GPUs run now."""
+        return round(self.top_mhz / self.slowdown)
+
+    def run_iteration(self, decode_contexts: list[int], prefill: list[tuple[int, int]]) -> dict[str, Any]:
+        start_s = self.now_s()
+        if not decode_contexts and not prefill:
+            return {"start_s": start_s, "end_s": start_s, "time_s": 0.0, "clock_mhz": self.effective_clock_mhz()}
+        time_s = self.model_device.predict(decode_contexts, prefill, self.top_mhz)["time_s"]
+        try:
+            self.slowdown = max(gpu.set_simulated_busy(True) for gpu in self.gpus)
+            time.sleep(max(0.0, start_s + time_s * self.slowdown - self.now_s()))
+        finally:
+            for gpu in self.gpus:
+                gpu.set_simulated_busy(False)
+        end_s = self.now_s()
+        return {"start_s": start_s, "end_s": end_s, "time_s": end_s - start_s, "clock_mhz": self.effective_clock_mhz()}
+
+
 class Engine:
     """One thread: continuous batching of the toy model, every iteration run on the simulated replica."""
 
     def __init__(self, args: argparse.Namespace, model: TinyDecoder) -> None:
         self.args = args
         self.model = model
-        self.device = joule.LlmDevice(args.gpu, args.model, args.tp)
+        # Its own simulated replica (virtual time, its clock locked by its controller), or a daemon's GPUs governed
+        # from outside (--gpu-daemon: real time; the controller only judges the SLO for the metrics).
+        self.external = args.gpu_daemon is not None
+        self.device = (DaemonReplica(args.gpu_daemon, args.gpu, args.model, args.tp) if self.external
+                       else joule.LlmDevice(args.gpu, args.model, args.tp))
         self.served_model: str = self.device.model_spec["key"]
         self.metrics = joule.InferenceMetrics(gpu=self.device.gpu_spec["key"])
         self.metrics.set_slo(self.served_model, args.slo_ttft_s, args.slo_tpot_s)
@@ -314,6 +380,9 @@ class Engine:
         self.thread = threading.Thread(target=self.loop, name="engine", daemon=True)
 
     def lock_clock(self, mhz: int) -> None:
+        if self.external:  # the clock is whoever governs the daemon's GPUs'
+            self.metrics.set_sm_clock_mhz(self.served_model, self.device.effective_clock_mhz())
+            return
         if self.guard.consume_signal_restore():
             self.locked_mhz = None  # a signal set the clocks back: lock again
         if mhz != self.locked_mhz:
@@ -362,9 +431,12 @@ class Engine:
         then one iteration if any request waits or runs. False once stopping."""
         with self.condition:
             if not self.inbox and not self.waiting and not self.running and not self.stopping:
-                waited_from = time.monotonic()
-                self.condition.wait(timeout=0.1)
-                self.idle(time.monotonic() - waited_from)
+                if self.external:  # real time: the wait itself is the idle time, measured as it passes
+                    self.idle_measured(lambda: self.condition.wait(timeout=0.1))
+                else:
+                    waited_from = time.monotonic()
+                    self.condition.wait(timeout=0.1)
+                    self.idle(time.monotonic() - waited_from)
             if self.stopping:
                 return False
             now_s = self.device.now_s()
@@ -386,7 +458,18 @@ class Engine:
         self.controller.on_idle(start_s, self.device.now_s(), energy_j)
         self.metrics.add_idle_energy(self.served_model, energy_j)
 
+    def idle_measured(self, wait: Any) -> None:
+        start_s = self.device.now_s()
+        self.monitor.begin_window("idle")
+        wait()
+        energy_j = self.monitor.end_window("idle").total_gpu_energy_j
+        self.ledger.record_idle(energy_j)
+        self.controller.on_idle(start_s, self.device.now_s(), energy_j)
+        self.metrics.add_idle_energy(self.served_model, energy_j)
+
     def iteration(self) -> None:
+        if self.external:  # real time: the toy model's CPU time is part of the iteration's window
+            self.monitor.begin_window("iteration")
         free = self.args.max_batch - len(self.running)
         admitted, self.waiting = self.waiting[:free], self.waiting[free:]
         decoding = list(self.running)
@@ -405,7 +488,8 @@ class Engine:
         self.lock_clock(clock_mhz)
         decode_contexts = [len(request.tokens) + len(request.output) - 1 for request in decoding]
         prefill = [(len(request.tokens), 0) for request in admitted]
-        self.monitor.begin_window("iteration")
+        if not self.external:
+            self.monitor.begin_window("iteration")
         cost = self.device.run_iteration(decode_contexts, prefill)
         energy_j = self.monitor.end_window("iteration").total_gpu_energy_j
         start_s, end_s = cost["start_s"], cost["end_s"]
@@ -431,7 +515,7 @@ class Engine:
         metrics.set_requests(model, len(self.running), len(self.waiting) + len(self.inbox))
         metrics.set_slo_attainment(model, self.controller.window_attainment)
         metrics.set_slo_unattainable(model, self.controller.slo_unattainable)
-        metrics.set_sm_clock_mhz(model, self.controller.clock_mhz)
+        metrics.set_sm_clock_mhz(model, int(cost["clock_mhz"]) if self.external else self.controller.clock_mhz)
 
     def after_iteration(self, admitted: list[Request], decoding: list[Request], start_s: float, end_s: float) -> None:
         """The engine-named metrics of this iteration and its streamed tokens, before any request of it finishes
@@ -523,6 +607,11 @@ class Engine:
         """Stops the engine, restores the clocks and returns the summary (with a probe of the clock)."""
         self.stop()
         self.guard.restore()
+        if self.external:
+            totals = self.ledger.totals
+            return {"event": "stopped", "requests": self.finished_requests, "energy_j": totals["energy_j"],
+                    "idle_energy_j": totals["idle_energy_j"], "iterations": totals["iterations"],
+                    "time_s": self.device.now_s()}
         settings = [self.device.settings_log(i) for i in range(len(self.gpus))]
         probe = self.device.run_iteration([1], [])  # a fresh read: what clock does the GPU run at now?
         totals = self.ledger.totals

@@ -170,6 +170,19 @@ void bind_gpu(py::module_& module) {
             value_or_throw(std::move(result));
           },
           "Removes an SM clock lock.")
+      .def(
+          "set_simulated_busy",
+          [](const GpuRef& ref, bool busy) {
+            Result<double> result = [&] {
+              py::gil_scoped_release release;
+              return ref.gpu->set_simulated_busy(busy);
+            }();
+            return value_or_throw(std::move(result));
+          },
+          py::arg("busy"),
+          "Simulated GPUs only (this process's or a joule daemon's): run the workload (busy) or idle. Returns the "
+          "slowdown of the workload under the settings in force (>= 1: its time per iteration over the time at the "
+          "largest power limit without a clock lock). NotSupportedError for a real GPU.")
       .def("__repr__", [](const GpuRef& ref) {
         return fmt::format("<joule.Gpu {} backend={} energy_counter={}>", ref.gpu->label(),
                            ref.gpu->info().backend, ref.gpu->info().has_energy_counter ? "True" : "False");

@@ -35,6 +35,7 @@ bool takes_gpu(proto::Op op) {
     case proto::Op::kLockSmClocks:
     case proto::Op::kResetSmClocks:
     case proto::Op::kGpuTelemetry:
+    case proto::Op::kSimulateBusy:
       return true;
     default:
       return false;
@@ -504,6 +505,14 @@ proto::Response Server::handle_device(Connection& connection, const proto::Reque
     case proto::Op::kResetSmClocks: {
       const auto reset = ledger_.release_sm_clocks(owner_of(connection), index, RestoreReason::kReset);
       failed(reset, response);
+      break;
+    }
+    case proto::Op::kSimulateBusy: {
+      const auto slowdown = gpu.set_simulated_busy(request.busy);
+      if (!failed(slowdown, response)) {
+        result["busy"] = request.busy;
+        result["slowdown"] = *slowdown;
+      }
       break;
     }
     case proto::Op::kGpuTelemetry:

@@ -245,6 +245,16 @@ Result<uint64_t> Gpu::clock_event_reasons() {
   std::lock_guard lock(mutex_);
   return do_clock_event_reasons();
 }
+Result<double> Gpu::do_set_simulated_busy(bool /*busy*/) {
+  return fail(ErrorCode::kNotSupported, "GPU {} ({}) is not simulated: only a simulated GPU can be made busy or idle",
+              info().index, info().name);
+}
+
+Result<double> Gpu::set_simulated_busy(bool busy) {
+  std::lock_guard lock(mutex_);
+  return do_set_simulated_busy(busy);
+}
+
 Result<uint32_t> Gpu::memory_power_mw() {
   std::lock_guard lock(mutex_);
   return do_memory_power_mw();

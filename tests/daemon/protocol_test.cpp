@@ -37,6 +37,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
     request.min_mhz = 900;
     request.max_mhz = 1200;
     request.period_ms = 250;
+    request.busy = true;
     request.stream = 9;
     request.energy = true;
     const proto::Request back = round_trip(request);
@@ -55,6 +56,11 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
         break;
       case proto::Op::kCancelStream:
         EXPECT_EQ(back.stream, 9u);
+        break;
+      case proto::Op::kSimulateBusy:
+        EXPECT_EQ(back.gpu, 3);
+        EXPECT_TRUE(back.busy);
+        EXPECT_FALSE(back.energy);
         break;
       case proto::Op::kSetPowerLimit:
         EXPECT_EQ(back.gpu, 3);
@@ -114,7 +120,7 @@ TEST(DaemonProtocol, RightsOfOperations) {
     EXPECT_EQ(proto::required_right(op), proto::Right::kRead) << proto::to_string(op);
   }
   for (const auto op : {proto::Op::kSetPowerLimit, proto::Op::kResetPowerLimit, proto::Op::kLockSmClocks,
-                        proto::Op::kResetSmClocks}) {
+                        proto::Op::kResetSmClocks, proto::Op::kSimulateBusy}) {
     EXPECT_EQ(proto::required_right(op), proto::Right::kControl) << proto::to_string(op);
   }
 }
@@ -130,7 +136,7 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
   const std::string ops =
       "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
       "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease, "
-      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time";
+      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time, simulate_busy";
   const std::vector<BadRequest> cases = {
       {"", ErrorCode::kParse,
        "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "

@@ -318,6 +318,32 @@ TEST_F(DaemonServer, ReadsEveryValueThroughDaemonGpu) {
   EXPECT_EQ(refused.error().code(), ErrorCode::kOutOfRange);
 }
 
+TEST_F(DaemonServer, ASimulatedGpuIsMadeBusyOrIdleThroughTheDaemon) {
+  start();
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  device::Gpu& gpu = *(*opened)[0];
+  // Idle: the model's idle power; busy: its workload's, slower under a clock lock.
+  const auto idle = gpu.set_simulated_busy(false);
+  ASSERT_TRUE(idle) << idle.error().message();
+  ASSERT_EQ(*idle, 1.0);
+  EXPECT_EQ(*gpus[0]->power_mw(), static_cast<uint32_t>(std::lround(gpus[0]->model().idle_power_w * 1e3)));
+  EXPECT_EQ(gpu.set_simulated_busy(true).value(), 1.0);
+  EXPECT_GT(*gpus[0]->power_mw(), static_cast<uint32_t>(std::lround(gpus[0]->model().idle_power_w * 1e3)));
+  ASSERT_TRUE(gpu.lock_sm_clocks(600, 600));
+  EXPECT_GT(gpu.set_simulated_busy(true).value(), 1.5);
+  // It takes the control right, like a setting.
+  // It is a device request: the index is checked as for the others.
+  const auto unknown = dynamic_cast<device::DaemonGpu&>(gpu).client().call([] {
+    device::daemon_protocol::Request request;
+    request.op = device::daemon_protocol::Op::kSimulateBusy;
+    request.gpu = 7;
+    return request;
+  }());
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message(), "joule daemon: unknown GPU 7: the daemon serves 2 GPUs (indices 0 to 1)");
+}
+
 TEST_F(DaemonServer, ManyConnectionsAreServedTogether) {
   start();
   std::vector<std::unique_ptr<RawClient>> clients;

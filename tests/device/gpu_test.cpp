@@ -57,5 +57,16 @@ TEST(Gpu, FormatWatts) {
   EXPECT_EQ(format_watts(0), "0 W");
 }
 
+TEST(SimulatedBusy, ARealGpuIsNotSimulated) {
+  GpuInfo info;
+  info.index = 2;
+  info.name = "Tesla V100";
+  ::testing::NiceMock<MockGpu> gpu(info);
+  const auto refused = gpu.set_simulated_busy(true);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(refused.error().message(), "GPU 2 (Tesla V100) is not simulated: only a simulated GPU can be made busy or idle");
+}
+
 }  // namespace
 }  // namespace joule::device

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -153,6 +155,36 @@ TEST(EngineNames, DetectsEachEngineAndRefusesWhatIsNone) {
             "u exports the series of vLLM and TGI at once: name the engine with --engine-kind");
   EXPECT_EQ(parse_engine_kind("TensorRT").error().message(),
             "unknown engine \"TensorRT\": expected vllm, sglang or tgi");
+}
+
+// What each engine really exports (tests/data/engine-metrics: captured from examples/serve_llm.py under each
+// engine's names, plus the series the real engine has that the example lacks, from the engines' sources).
+TEST(EngineNames, ReadsEachEnginesOwnExposition) {
+  for (const EngineKind kind : {EngineKind::kVllm, EngineKind::kSglang, EngineKind::kTgi}) {
+    const std::string path = fmt::format("{}/tests/data/engine-metrics/{}.prom", JOULE_SOURCE_DIR, to_string(kind));
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << path;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto exposition = metrics::parse_exposition(text, path);
+    ASSERT_TRUE(exposition.has_value()) << exposition.error().message();
+    ASSERT_EQ(detect_engine(*exposition, path).value(), kind) << path;
+    const auto snapshot = read_snapshot(*exposition, engine_metric_names(kind), 1);
+    ASSERT_TRUE(snapshot.has_value()) << snapshot.error().message();
+    EXPECT_GT(snapshot->prompt_tokens, 0) << path;
+    EXPECT_GT(snapshot->generation_tokens, 0) << path;
+    EXPECT_TRUE(snapshot->finished.has_value()) << path;
+    EXPECT_TRUE(snapshot->tpot.has_value()) << path;
+    EngineWindow window;
+    window.ttft = snapshot->ttft;
+    window.tpot = snapshot->tpot;
+    window.queue_time = snapshot->queue_time;
+    window.prefill_time = snapshot->prefill_time;
+    EXPECT_TRUE(window.ttft_quantile_s(0.99).has_value()) << path;
+    EXPECT_TRUE(window.tpot_quantile_s(0.99).has_value()) << path;
+    if (kind != EngineKind::kSglang) {
+      EXPECT_TRUE(snapshot->steps.has_value()) << path;
+    }
+  }
 }
 
 TEST(EngineNames, RefusesMissingAndMistypedSeries) {

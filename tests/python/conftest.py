@@ -22,6 +22,7 @@ SOURCE_DIR = pathlib.Path(os.environ.get("JOULE_SOURCE_DIR", pathlib.Path(__file
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torch: needs PyTorch (slow import); run by the python.torch CTest test")
+    config.addinivalue_line("markers", "govern: the serving-engine sidecar end to end (about 40 s); run by the python.govern CTest test")
 
 
 # The user's own device and server settings must not change what the tests see (a developer with

@@ -57,6 +57,7 @@ class DaemonGpu final : public Gpu {
   Result<uint32_t> do_memory_utilization_pct() override;
   Result<uint64_t> do_clock_event_reasons() override;
   Result<uint32_t> do_memory_power_mw() override;
+  Result<double> do_set_simulated_busy(bool busy) override;
 
  private:
   // The snapshot that answers `field`: the last gpu_telemetry answer if recent and `field` comes after every

@@ -68,6 +68,7 @@ enum class Op {
   kGpuTelemetry,  ///< {gpu} → {gpu, <telemetry field>|null…, errors: {<field>: {code, message}}}
   kStreamCpuEnergy,  ///< {cpus?, period_ms?} → {stream, cpus, period_ms}, then cpu_energy events
   kTime,             ///< → {time_ns}: the daemon's clock (its events' time base), ns since the Unix epoch
+  kSimulateBusy,     ///< {gpu, busy} → {gpu, busy, slowdown}: a simulated GPU runs its workload or idles
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -107,6 +108,7 @@ struct Request {
   uint32_t period_ms = kDefaultStreamPeriodMs;  ///< stream_power, ms
   uint64_t stream = 0;                          ///< cancel_stream: the id stream_power returned
   bool energy = false;  ///< stream_power: each event also carries the GPU's energy counter (energy_mj)
+  bool busy = false;    ///< simulate_busy: run the workload (true) or idle
   std::optional<std::vector<int>> cpus{};  ///< stream_cpu_energy: CPU package indices (nullopt: all)
 };
 

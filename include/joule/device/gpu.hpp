@@ -153,6 +153,12 @@ class Gpu {
   /// @return every telemetry field read once, under one lock; never fails as a whole.
   GpuTelemetry telemetry();
 
+  /// Simulated GPUs only (here or a `joule --sim … daemon`'s): the GPU runs its workload (busy) or idles,
+  /// so that a program standing in for real work (examples/serve_llm.py) makes it draw power while it
+  /// "computes". @return the slowdown of its workload under the settings in force: its time per iteration
+  /// over the time at the largest power limit and no clock lock (≥ 1). kNotSupported for a real GPU.
+  Result<double> set_simulated_busy(bool busy);
+
  protected:
   virtual Result<uint64_t> do_energy_mj() = 0;
   virtual Result<uint32_t> do_power_mw() = 0;
@@ -170,6 +176,7 @@ class Gpu {
   virtual Result<uint32_t> do_memory_utilization_pct();
   virtual Result<uint64_t> do_clock_event_reasons();
   virtual Result<uint32_t> do_memory_power_mw();
+  virtual Result<double> do_set_simulated_busy(bool busy);
 
   /// @return kNotSupported: "<label> does not report <reading> (<backend> backend)"; `why` (if not empty)
   /// is appended after a colon, e.g. the vendor library's status.

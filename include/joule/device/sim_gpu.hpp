@@ -203,6 +203,7 @@ class SimulatedGpu final : public Gpu {
   Result<uint64_t> do_energy_mj() override;
   Result<uint32_t> do_power_mw() override;
   Result<PowerLimitConstraints> do_power_limit_constraints() override;
+  Result<double> do_set_simulated_busy(bool busy) override;
   Result<uint32_t> do_power_limit_mw() override;
   Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override;
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override;

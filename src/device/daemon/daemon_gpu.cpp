@@ -2,6 +2,7 @@
 #include "joule/device/daemon_gpu.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -199,6 +200,21 @@ Result<void> DaemonGpu::do_reset_sm_clocks() {
   snapshot_.reset();
   JOULE_TRY(call(*client_, daemon_index_, proto::Op::kResetSmClocks));
   return {};
+}
+
+Result<double> DaemonGpu::do_set_simulated_busy(bool busy) {
+  snapshot_.reset();  // its power changes now
+  proto::Request request;
+  request.op = proto::Op::kSimulateBusy;
+  request.gpu = daemon_index_;
+  request.busy = busy;
+  auto result = JOULE_TRY(client_->call(std::move(request)));
+  const auto slowdown = result.find("slowdown");
+  if (slowdown == result.end() || !slowdown->is_number() || !(slowdown->get<double>() >= 1) ||
+      !std::isfinite(slowdown->get<double>())) {
+    return fail(ErrorCode::kParse, "joule daemon: the answer to 'simulate_busy' has no valid 'slowdown'");
+  }
+  return slowdown->get<double>();
 }
 
 Result<const GpuTelemetry*> DaemonGpu::telemetry_for(TelemetryField field) {

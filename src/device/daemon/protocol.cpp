@@ -48,6 +48,7 @@ constexpr std::array kOpNames = {
     OpName{Op::kGpuTelemetry, "gpu_telemetry"},
     OpName{Op::kStreamCpuEnergy, "stream_cpu_energy"},
     OpName{Op::kTime, "time"},
+    OpName{Op::kSimulateBusy, "simulate_busy"},
 };
 
 // How a request field is read and what it means.
@@ -108,6 +109,8 @@ std::vector<Field> fields_of(Op op) {
     case Op::kLockSmClocks:
       return {
           {"gpu", Kind::kGpu, true}, {"min_mhz", Kind::kClockMhz, true}, {"max_mhz", Kind::kClockMhz, true}};
+    case Op::kSimulateBusy:
+      return {{"gpu", Kind::kGpu, true}, {"busy", Kind::kFlag, true}};
   }
   return {};
 }
@@ -279,7 +282,7 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
         return fail(ErrorCode::kInvalidArgument, "{}field '{}' must be true or false (got {})", context,
                     field.name, describe(value));
       }
-      request.energy = value.get<bool>();
+      (field.name == "busy" ? request.busy : request.energy) = value.get<bool>();
       return {};
   }
   return {};
@@ -453,6 +456,7 @@ Right required_right(Op op) {
     case Op::kResetPowerLimit:
     case Op::kLockSmClocks:
     case Op::kResetSmClocks:
+    case Op::kSimulateBusy:
       return Right::kControl;
   }
   return Right::kControl;
@@ -522,7 +526,9 @@ std::string format_request(const Request& request) {
         line["stream"] = request.stream;
         break;
       case Kind::kFlag:
-        if (request.energy) {
+        if (field.name == "busy") {
+          line["busy"] = request.busy;
+        } else if (request.energy) {
           line["energy"] = true;
         }
         break;

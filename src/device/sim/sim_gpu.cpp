@@ -281,6 +281,13 @@ Result<uint32_t> SimulatedGpu::do_memory_power_mw() {
   return static_cast<uint32_t>(std::lround(memory_w * 1e3));
 }
 
+Result<double> SimulatedGpu::do_set_simulated_busy(bool busy) {
+  set_busy(busy);
+  const OperatingPoint now = operating_point();
+  const double fastest_s = workload()->at(model_.max_power_limit_mw / 1e3, std::nullopt).iteration_time_s;
+  return fastest_s > 0 ? std::max(1.0, now.iteration_time_s / fastest_s) : 1.0;
+}
+
 Result<PowerLimitConstraints> SimulatedGpu::do_power_limit_constraints() {
   return PowerLimitConstraints{model_.min_power_limit_mw, model_.max_power_limit_mw,
                                model_.default_power_limit_mw};
