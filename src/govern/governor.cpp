@@ -207,6 +207,7 @@ struct EngineGovernor::State {
   std::optional<EngineSnapshot> previous;
   std::vector<uint64_t> previous_energy_mj;
   std::optional<optimize::Knob> applied;
+  std::optional<double> idle_power_w;  // the group's power in idle windows, W (smoothed)
   std::string waiting_reason;  // the last reason for waiting, logged once per change
 
   const EngineMetricNames& names() const { return engine_metric_names(kind); }
@@ -250,7 +251,10 @@ struct EngineGovernor::State {
 
   // Feeds the controller one window as the iterations and finished requests it stands for.
   void feed(const EngineWindow& window, double energy_j, const optimize::Knob& knob) {
+    const double window_s = window.end_s - window.start_s;
     if (!window.busy()) {
+      const double power_w = energy_j / window_s;  // what the group draws idle, to split busy windows' energy
+      idle_power_w = idle_power_w ? 0.8 * *idle_power_w + 0.2 * power_w : power_w;
       controller->on_idle(window.start_s, window.end_s, energy_j);
       return;
     }
@@ -258,15 +262,28 @@ struct EngineGovernor::State {
     if (steps < 1) {  // one decode step per output token of the mean batch
       steps = window.generation_tokens / std::max(1.0, window.running);
     }
-    const size_t samples =
-        std::clamp<size_t>(static_cast<size_t>(std::llround(steps)), 1, kMaxIterationSamples);
-    const double step_s = (window.end_s - window.start_s) / static_cast<double>(samples);
+    steps = std::max(steps, 1.0);
+    const size_t samples = std::clamp<size_t>(static_cast<size_t>(std::llround(steps)), 1, kMaxIterationSamples);
+    // A step lasts about one time-per-output-token (a decode step emits one token per running request): the
+    // window's busy time is its steps times that, the rest idle. Without latencies: busy throughout.
+    double step_s = window_s / steps;
+    if (window.tpot && window.tpot->count > 0 && window.tpot->sum > 0) {
+      step_s = std::min(step_s, window.tpot->sum / window.tpot->count);
+    }
+    const double sample_s = step_s * steps / static_cast<double>(samples);
+    const double busy_s = sample_s * static_cast<double>(samples);
+    double busy_energy_j = energy_j * busy_s / window_s;
+    if (idle_power_w) {
+      busy_energy_j = std::clamp(energy_j - *idle_power_w * (window_s - busy_s), busy_energy_j, energy_j);
+    }
+    const double idle_energy_j = energy_j - busy_energy_j;
+    const double gap_s = (window_s - busy_s) / static_cast<double>(samples);
     const double queued_s = window.queue_time ? window.queue_time->quantile(0.99).value_or(0) : 0;
     for (size_t i = 0; i < samples; ++i) {
       optimize::IterationSample sample;
-      sample.start_s = window.start_s + step_s * static_cast<double>(i);
-      sample.end_s = sample.start_s + step_s;
-      sample.energy_j = energy_j / static_cast<double>(samples);
+      sample.start_s = window.start_s + (sample_s + gap_s) * static_cast<double>(i);
+      sample.end_s = sample.start_s + sample_s;
+      sample.energy_j = busy_energy_j / static_cast<double>(samples);
       sample.knob = knob;
       sample.decode_requests = std::llround(window.generation_tokens / static_cast<double>(samples));
       sample.prefill_tokens = std::llround(window.prompt_tokens / static_cast<double>(samples));
@@ -275,6 +292,9 @@ struct EngineGovernor::State {
         sample.oldest_waiting_s = window.waiting > 0 ? queued_s : 0;
       }
       controller->on_iteration(sample);
+      if (gap_s > 0) {
+        controller->on_idle(sample.end_s, sample.end_s + gap_s, idle_energy_j / static_cast<double>(samples));
+      }
     }
     double finished = window.finished.value_or(0);
     if (finished <= 0 && window.ttft) {
