@@ -75,8 +75,8 @@ EngineMetricNames make_tgi() {
   names.generation_tokens = spec({"tgi_request_generated_tokens"}, Source::kHistogramSum);
   names.tpot = spec({"tgi_request_mean_time_per_token_duration"}, Source::kHistogram);
   names.queue_time = spec({"tgi_request_queue_duration"}, Source::kHistogram);
-  names.prefill_time = spec({"tgi_batch_inference_duration", "tgi_batch_forward_duration"}, Source::kHistogram, 1,
-                            {{"method", "prefill"}});
+  names.prefill_time = spec({"tgi_batch_inference_duration", "tgi_batch_forward_duration"},
+                            Source::kHistogram, 1, {{"method", "prefill"}});
   names.finished = spec({"tgi_request_success", "tgi_request_success_total"}, Source::kCounter);
   names.steps = spec({"tgi_batch_inference_count", "tgi_batch_inference_count_total"}, Source::kCounter);
   names.identifying = {"tgi_queue_size", "tgi_batch_current_size"};

@@ -208,7 +208,7 @@ struct EngineGovernor::State {
   std::vector<uint64_t> previous_energy_mj;
   std::optional<optimize::Knob> applied;
   std::optional<double> idle_power_w;  // the group's power in idle windows, W (smoothed)
-  std::string waiting_reason;  // the last reason for waiting, logged once per change
+  std::string waiting_reason;          // the last reason for waiting, logged once per change
 
   const EngineMetricNames& names() const { return engine_metric_names(kind); }
 
@@ -263,7 +263,8 @@ struct EngineGovernor::State {
       steps = window.generation_tokens / std::max(1.0, window.running);
     }
     steps = std::max(steps, 1.0);
-    const size_t samples = std::clamp<size_t>(static_cast<size_t>(std::llround(steps)), 1, kMaxIterationSamples);
+    const size_t samples =
+        std::clamp<size_t>(static_cast<size_t>(std::llround(steps)), 1, kMaxIterationSamples);
     // A step lasts about one time-per-output-token (a decode step emits one token per running request): the
     // window's busy time is its steps times that, the rest idle. Without latencies: busy throughout.
     double step_s = window_s / steps;
