@@ -257,12 +257,14 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
                      per(static_cast<double>(sum.output_tokens), run.duration_s));
   out += fmt::format("tokens        {} prompt ({} asked for), {} output\n", sum.prompt_tokens,
                      sum.requested_prompt_tokens, sum.output_tokens);
-  out += fmt::format("energy        {:.1f} J{}: {:.1f} J to requests, {:.1f} J {}\n", run.energy_j,
-                     run.estimated ? " (estimated)" : "", run.attributed_energy_j, run.idle_energy_j,
-                     run.attribution == loadgen::Attribution::kServer ? "not in the server's figures" : "idle");
-  out += fmt::format("attribution   {} (weights per token: prefill {:.3g}, decode {:.3g}){}\n",
-                     loadgen::to_string(run.attribution), r.weights.prefill_token, r.weights.decode_token,
-                     run.server_energy_j ? fmt::format("; the server reports {:.1f} J", *run.server_energy_j) : "");
+  out +=
+      fmt::format("energy        {:.1f} J{}: {:.1f} J to requests, {:.1f} J {}\n", run.energy_j,
+                  run.estimated ? " (estimated)" : "", run.attributed_energy_j, run.idle_energy_j,
+                  run.attribution == loadgen::Attribution::kServer ? "not in the server's figures" : "idle");
+  out += fmt::format(
+      "attribution   {} (weights per token: prefill {:.3g}, decode {:.3g}){}\n",
+      loadgen::to_string(run.attribution), r.weights.prefill_token, r.weights.decode_token,
+      run.server_energy_j ? fmt::format("; the server reports {:.1f} J", *run.server_energy_j) : "");
   for (const loadgen::GpuEnergy& gpu : run.gpus) {
     out += fmt::format("  GPU {} ({})  {:.1f} J ({})\n", gpu.index, gpu.name, gpu.energy_j,
                        measure::to_string(gpu.source));
@@ -280,9 +282,9 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
   row("TPOT", sum.tpot_s);
   if (!flags.no_stream) {
     out += "(TTFT and TPOT measured here, from the streamed chunks";
-    out += sum.tokens_counted > 0 ? fmt::format("; {} streams without usage: tokens counted as chunks)\n",
-                                                sum.tokens_counted)
-                                  : ")\n";
+    out += sum.tokens_counted > 0
+               ? fmt::format("; {} streams without usage: tokens counted as chunks)\n", sum.tokens_counted)
+               : ")\n";
   } else if (!sum.ttft_s[0]) {
     out += "(TTFT and TPOT: the server does not report them in usage.energy)\n";
   }
@@ -305,14 +307,14 @@ bool write_requests(OutputFile& output, const Report& r) {
   for (size_t i = 0; i < r.run.requests.size(); ++i) {
     const loadgen::RequestRecord& s = r.run.requests[i];
     const loadgen::Completion& c = s.completion;
-    csv::write_row(out,
-                   {std::to_string(i), fmt::format("{:.6f}", s.scheduled_s), fmt::format("{:.6f}", s.start_s),
-                    fmt::format("{:.6f}", s.end_s), fmt::format("{:.6f}", s.latency_s()),
-                    std::string(loadgen::to_string(c.outcome)), std::to_string(c.prompt_tokens),
-                    std::to_string(c.completion_tokens), optional_text(c.ttft_s), optional_text(c.tpot_s),
-                    fmt::format("{:.6f}", s.energy_j), optional_text(c.server_ttft_s),
-                    optional_text(c.server_tpot_s), optional_text(c.server_energy_j),
-                    c.tokens_counted ? "1" : "0", s.late ? "1" : "0", c.error});
+    csv::write_row(
+        out,
+        {std::to_string(i), fmt::format("{:.6f}", s.scheduled_s), fmt::format("{:.6f}", s.start_s),
+         fmt::format("{:.6f}", s.end_s), fmt::format("{:.6f}", s.latency_s()),
+         std::string(loadgen::to_string(c.outcome)), std::to_string(c.prompt_tokens),
+         std::to_string(c.completion_tokens), optional_text(c.ttft_s), optional_text(c.tpot_s),
+         fmt::format("{:.6f}", s.energy_j), optional_text(c.server_ttft_s), optional_text(c.server_tpot_s),
+         optional_text(c.server_energy_j), c.tokens_counted ? "1" : "0", s.late ? "1" : "0", c.error});
   }
   return write_or_report(output, out.str(), true);
 }
@@ -501,7 +503,8 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
                    "Weigh prompt and output tokens by the serving cost model of this model (with --cost-gpu; "
                    "default 1:1)")
       ->option_text("MODEL");
-  command->add_option("--cost-gpu", flags->cost_gpu, "The GPU of --cost-model, e.g. h100")->option_text("GPU");
+  command->add_option("--cost-gpu", flags->cost_gpu, "The GPU of --cost-model, e.g. h100")
+      ->option_text("GPU");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
   command->add_option("--requests-out", flags->requests_out, "Write per-request figures (CSV)")
       ->option_text("FILE.csv");

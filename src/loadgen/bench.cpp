@@ -19,9 +19,9 @@
 
 #include "joule/core/numeric.hpp"
 #include "joule/core/units.hpp"
+#include "joule/loadgen/stream.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/measure/request_energy.hpp"
-#include "joule/loadgen/stream.hpp"
 
 #include "loadgen/worker_pool.hpp"
 
@@ -94,35 +94,35 @@ size_t send_all(std::vector<RequestRecord>& records, const std::vector<std::stri
   std::counting_semaphore<> parsers(std::max<std::ptrdiff_t>(1, std::thread::hardware_concurrency()));
   const double period_s = to_seconds(options.sampling_period);
   // A few workers up front: thread start-up then delays no early request.
-  detail::WorkerPool pool(endpoint.host, endpoint.port, options.max_concurrency, 16,
-                          [&](http::Connection& connection, size_t index) {
-                            const double start_s = since_start_s();
-                            Completion completion;
-                            double end_s = 0;
-                            if (options.stream) {
-                              // Events are parsed as they come (each at most 64 KiB: no parser slot).
-                              CompletionStream stream(since_start_s, start_s, period_s);
-                              const auto response = connection.request(
-                                  "POST", "/v1/completions", bodies[index], "application/json", {},
-                                  options.limits, [&](std::string_view piece) { return stream.on_body(piece); });
-                              end_s = since_start_s();
-                              completion = stream.finish(response, options.limit_names);
-                            } else {
-                              const auto response =
-                                  connection.request("POST", "/v1/completions", bodies[index],
-                                                     "application/json", {}, options.limits);
-                              end_s = since_start_s();
-                              // Parsed before taking the lock, which every worker shares.
-                              parsers.acquire();
-                              completion = read_completion(response, options.limit_names);
-                              parsers.release();
-                            }
-                            std::lock_guard lock(records_mutex);
-                            RequestRecord& record = records[index];
-                            record.start_s = start_s;
-                            record.end_s = end_s;
-                            record.completion = std::move(completion);
-                          });
+  detail::WorkerPool pool(
+      endpoint.host, endpoint.port, options.max_concurrency, 16,
+      [&](http::Connection& connection, size_t index) {
+        const double start_s = since_start_s();
+        Completion completion;
+        double end_s = 0;
+        if (options.stream) {
+          // Events are parsed as they come (each at most 64 KiB: no parser slot).
+          CompletionStream stream(since_start_s, start_s, period_s);
+          const auto response = connection.request(
+              "POST", "/v1/completions", bodies[index], "application/json", {}, options.limits,
+              [&](std::string_view piece) { return stream.on_body(piece); });
+          end_s = since_start_s();
+          completion = stream.finish(response, options.limit_names);
+        } else {
+          const auto response = connection.request("POST", "/v1/completions", bodies[index],
+                                                   "application/json", {}, options.limits);
+          end_s = since_start_s();
+          // Parsed before taking the lock, which every worker shares.
+          parsers.acquire();
+          completion = read_completion(response, options.limit_names);
+          parsers.release();
+        }
+        std::lock_guard lock(records_mutex);
+        RequestRecord& record = records[index];
+        record.start_s = start_s;
+        record.end_s = end_s;
+        record.completion = std::move(completion);
+      });
   t0 = start();
   for (size_t i = 0; i < records.size(); ++i) {
     const Nanos due =

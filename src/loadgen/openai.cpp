@@ -131,7 +131,8 @@ std::string synthetic_prompt(int64_t tokens, size_t request, bool words) {
 
 std::string completion_body(const std::string& model, const std::string& prompt, int64_t max_tokens,
                             bool stream) {
-  nlohmann::json body = {{"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", stream}};
+  nlohmann::json body = {
+      {"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", stream}};
   if (stream) {
     // The token counts in a last chunk (vLLM, SGLang, TGI and llama.cpp's server send it when asked).
     body["stream_options"] = {{"include_usage", true}};
@@ -242,8 +243,9 @@ std::optional<double> usage_joules(const nlohmann::json& energy, std::string& er
     return it->get<double>();
   }
   if (error.empty()) {
-    error = fmt::format("the response's usage.energy.energy_j must be a number of joules from 0 to {:g}, got {}",
-                        kMaxServerJoules, describe_json(*it));
+    error =
+        fmt::format("the response's usage.energy.energy_j must be a number of joules from 0 to {:g}, got {}",
+                    kMaxServerJoules, describe_json(*it));
   }
   return std::nullopt;
 }

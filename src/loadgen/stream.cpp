@@ -65,8 +65,9 @@ Result<void> CompletionStream::on_event(std::string_view data) {
     const auto text = (*choices)[0].find("text");
     if (text != (*choices)[0].end() && text->is_string() && !text->get_ref<const std::string&>().empty()) {
       // A running usage count (vLLM's continuous_usage_stats) says how many tokens this chunk holds.
-      const int64_t tokens =
-          running && completion_tokens_ && *running > *completion_tokens_ ? *running - *completion_tokens_ : 1;
+      const int64_t tokens = running && completion_tokens_ && *running > *completion_tokens_
+                                 ? *running - *completion_tokens_
+                                 : 1;
       add_chunk(at_s, tokens);
     }
   }

@@ -138,8 +138,8 @@ struct BenchSummary {
 };
 
 /// @return the summary of `requests` (kPending counts as a bad response). TTFT and TPOT percentiles are of
-/// Completion::ttft_s and tpot_s (measured here when streamed, else the server's). kOutOfRange if a token total
-/// would overflow (not with counts in range: checked all the same).
+/// Completion::ttft_s and tpot_s (measured here when streamed, else the server's). kOutOfRange if a token
+/// total would overflow (not with counts in range: checked all the same).
 Result<BenchSummary> summarize(std::span<const RequestRecord> requests);
 
 }  // namespace joule::loadgen

@@ -66,7 +66,7 @@ class CompletionStream {
   int64_t counted_tokens_ = 0;  // their tokens (1 each, or the growth of a running usage count)
   std::optional<int64_t> prompt_tokens_;
   std::optional<int64_t> completion_tokens_;  // the last usage.completion_tokens seen
-  Completion server_;  // its server_* fields
+  Completion server_;                         // its server_* fields
   std::optional<double> first_token_s_;
   std::optional<double> last_token_s_;
   std::vector<measure::TokenArrival> arrivals_;
