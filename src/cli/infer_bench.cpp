@@ -261,14 +261,14 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
       fmt::format("energy        {:.1f} J{}: {:.1f} J to requests, {:.1f} J {}\n", run.energy_j,
                   run.estimated ? " (estimated)" : "", run.attributed_energy_j, run.idle_energy_j,
                   run.attribution == loadgen::Attribution::kServer ? "not in the server's figures" : "idle");
-  out += fmt::format(
-      "attribution   {} (weights per token: prefill {:.3g}, decode {:.3g}){}\n",
-      loadgen::to_string(run.attribution), r.weights.prefill_token, r.weights.decode_token,
-      run.server_energy_j ? fmt::format("; the server reports {:.1f} J", *run.server_energy_j) : "");
   for (const loadgen::GpuEnergy& gpu : run.gpus) {
     out += fmt::format("  GPU {} ({})  {:.1f} J ({})\n", gpu.index, gpu.name, gpu.energy_j,
                        measure::to_string(gpu.source));
   }
+  out += fmt::format(
+      "attribution   {} (weights per token: prefill {:.3g}, decode {:.3g}){}\n",
+      loadgen::to_string(run.attribution), r.weights.prefill_token, r.weights.decode_token,
+      run.server_energy_j ? fmt::format("; the server reports {:.1f} J", *run.server_energy_j) : "");
   out += fmt::format("J/request     {:.3f}\nJ/token       {:.4f} (per output token)\n",
                      per(run.energy_j, static_cast<double>(sum.ok)),
                      per(run.energy_j, static_cast<double>(sum.output_tokens)));
