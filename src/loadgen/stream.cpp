@@ -62,6 +62,8 @@ Result<void> CompletionStream::on_event(std::string_view data) {
   }
   const auto choices = chunk.find("choices");
   if (choices != chunk.end() && choices->is_array() && !choices->empty() && (*choices)[0].is_object()) {
+    const auto reason = (*choices)[0].find("finish_reason");
+    finished_ = finished_ || (reason != (*choices)[0].end() && reason->is_string());
     const auto text = (*choices)[0].find("text");
     if (text != (*choices)[0].end() && text->is_string() && !text->get_ref<const std::string&>().empty()) {
       // A running usage count (vLLM's continuous_usage_stats) says how many tokens this chunk holds.
@@ -108,7 +110,9 @@ Completion CompletionStream::finish(const tl::expected<http::Response, http::Fai
   if (!ended) {
     return detail::refused(Outcome::kBadResponse, ended.error().message());
   }
-  if (!done_) {
+  // TGI before 2.2 ends its stream after the chunk with a finish_reason, without [DONE]: a whole HTTP body
+  // that says it finished is complete.
+  if (!done_ && !finished_) {
     if (result->header("Content-Type").rfind("application/json", 0) == 0) {
       return detail::refused(Outcome::kBadResponse,
                              "the server answered with one JSON body, not a stream of server-sent events "

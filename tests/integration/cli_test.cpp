@@ -1651,6 +1651,16 @@ TEST(CliInfer, BenchBadInput) {
   expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/heavy.csv", "--duration-s", "100"}),
                "cannot reach the endpoint", 1);
   expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/missing.csv"}), "missing.csv", 1);
+  // The attribution and its weights, checked before the endpoint is asked.
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--attribution", "fair"}),
+               "--attribution fair not in {work,equal,server}", 2);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--cost-model", "llama-3-8b"}),
+               "joule: error: infer bench: --cost-model and --cost-gpu go together", 2);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--cost-model", "nope", "--cost-gpu", "h100"}),
+               "joule: error: unknown model 'nope': known models are llama-3-8b", 1);
+  expect_error(
+      bench({"--endpoint", closed, "--trace", trace, "--cost-model", "llama-3-8b", "--cost-gpu", "tpu"}),
+      "joule: error: unknown GPU 'tpu'", 1);
   // GPUs that are not there.
   expect_error(bench({"--endpoint", closed, "--trace", trace, "--gpus", "3"}),
                "unknown GPU index 3: 1 GPU is visible (indices 0 to 0)", 1);

@@ -104,6 +104,13 @@ TEST(CompletionStream, WithoutUsageCountsTheChunksWithText) {
   EXPECT_EQ(answer.completion_tokens, 3);
   EXPECT_EQ(answer.prompt_tokens, 0);
   EXPECT_DOUBLE_EQ(arrival_tokens(answer), 3);
+  // TGI before 2.2: no [DONE], the body ends after the chunk that gives its finish_reason.
+  const auto old_tgi =
+      streaming(text_chunk("a") + R"(data:{"choices": [{"text": "b", "finish_reason": "length"}]})"
+                                  "\n\n");
+  const Completion finished = read(old_tgi);
+  ASSERT_EQ(finished.outcome, Outcome::kOk) << finished.error;
+  EXPECT_EQ(finished.completion_tokens, 2);
 }
 
 TEST(CompletionStream, ChunksOfSeveralTokensAreScaledToTheUsageCount) {

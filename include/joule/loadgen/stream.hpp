@@ -31,7 +31,8 @@ namespace joule::loadgen {
 /// Reads one completion stream. Each event's data is a JSON chunk: `choices[0].text` (the new text; a chunk
 /// with non-empty text counts as output), `usage` (its prompt_tokens and completion_tokens, checked as in
 /// read_completion(); usage.energy, joule's extension, read too), or `error` (the server failed
-/// mid-stream); `data: [DONE]` ends it. Not thread-safe: one per request.
+/// mid-stream); `data: [DONE]` ends it (or the body's end after a `finish_reason`). Not thread-safe: one per
+/// request.
 class CompletionStream {
  public:
   /// `now_s`: the run's clock, s (read at each event); `sent_s`: when the request was sent, on it; `bin_s`:
@@ -47,8 +48,9 @@ class CompletionStream {
   /// (usage.completion_tokens, else the chunks with text, marked counted), the client-measured TTFT and
   /// TPOT, and the arrivals (their tokens add up to completion_tokens); kHttpError for a non-2xx status
   /// (as read_completion()); kTimeout / kConnectionError / kBadResponse (over the cap) when the transport
-  /// failed; kBadResponse for a refused event, or a stream that ended without `data: [DONE]` (one JSON body
-  /// instead of a stream is named: "use --no-stream").
+  /// failed; kBadResponse for a refused event, or a stream that ended without `data: [DONE]` and without a
+  /// chunk giving a finish_reason (TGI before 2.2 sends no [DONE]); one JSON body instead of a stream is
+  /// named ("run with --no-stream").
   Completion finish(const tl::expected<http::Response, http::Failure>& result, const LimitNames& names);
 
  private:
@@ -62,6 +64,7 @@ class CompletionStream {
   std::string error_;  // why on_body() refused the stream
   int64_t events_ = 0;
   bool done_ = false;
+  bool finished_ = false;       // a chunk gave a finish_reason
   int64_t chunks_ = 0;          // chunks with text
   int64_t counted_tokens_ = 0;  // their tokens (1 each, or the growth of a running usage count)
   std::optional<int64_t> prompt_tokens_;
