@@ -38,7 +38,7 @@ HostileServer streaming(std::string body, std::string head = kStreamHead) {
   });
 }
 
-http::RequestLimits limits(double timeout_s = 5, size_t max_bytes = http::kDefaultMaxResponseBytes) {
+http::RequestLimits stream_limits(double timeout_s = 5, size_t max_bytes = http::kDefaultMaxResponseBytes) {
   http::RequestLimits bounds;
   bounds.timeout_s = timeout_s;
   bounds.connect_timeout_s = 1;
@@ -46,7 +46,7 @@ http::RequestLimits limits(double timeout_s = 5, size_t max_bytes = http::kDefau
   return bounds;
 }
 
-Completion read(const HostileServer& server, const http::RequestLimits& bounds = limits()) {
+Completion read_stream(const HostileServer& server, const http::RequestLimits& bounds = stream_limits()) {
   http::Connection connection("127.0.0.1", server.port());
   const double sent_s = now_s();
   CompletionStream stream(now_s, sent_s, 0.1);
@@ -75,7 +75,7 @@ TEST(CompletionStream, ReadsTextChunksAndTheUsageChunk) {
       text_chunk(" a") + text_chunk(" b") + text_chunk(" c") +
       R"(data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "energy": {"ttft_s": 0.5, "tpot_s": null, "energy_j": 2.5}}})"
       "\n\ndata: [DONE]\n\n");
-  const Completion answer = read(server);
+  const Completion answer = read_stream(server);
   ASSERT_EQ(answer.outcome, Outcome::kOk) << answer.error;
   EXPECT_TRUE(answer.streamed);
   EXPECT_FALSE(answer.tokens_counted);
@@ -98,7 +98,7 @@ TEST(CompletionStream, WithoutUsageCountsTheChunksWithText) {
       ": keep-alive\r\n\r\nevent: message\r\ndata:{\"choices\": [{\"text\": \"x\"}]}\r\n\r\n"
       "data: {\"choices\": [{\"text\": \"y\"}]}\r\rdata: {\"choices\": [{\"text\": \"\"}]}\n\n" +
       text_chunk("z") + "data: [DONE]\n\n");
-  const Completion answer = read(server);
+  const Completion answer = read_stream(server);
   ASSERT_EQ(answer.outcome, Outcome::kOk) << answer.error;
   EXPECT_TRUE(answer.tokens_counted);
   EXPECT_EQ(answer.completion_tokens, 3);
@@ -108,7 +108,7 @@ TEST(CompletionStream, WithoutUsageCountsTheChunksWithText) {
   const auto old_tgi =
       streaming(text_chunk("a") + R"(data:{"choices": [{"text": "b", "finish_reason": "length"}]})"
                                   "\n\n");
-  const Completion finished = read(old_tgi);
+  const Completion finished = read_stream(old_tgi);
   ASSERT_EQ(finished.outcome, Outcome::kOk) << finished.error;
   EXPECT_EQ(finished.completion_tokens, 2);
 }
@@ -118,7 +118,7 @@ TEST(CompletionStream, ChunksOfSeveralTokensAreScaledToTheUsageCount) {
   const auto several = streaming(text_chunk("abc") + text_chunk("def") +
                                  R"(data: {"choices": [], "usage": {"completion_tokens": 9}})"
                                  "\n\ndata: [DONE]\n\n");
-  const Completion answer = read(several);
+  const Completion answer = read_stream(several);
   ASSERT_EQ(answer.outcome, Outcome::kOk) << answer.error;
   EXPECT_EQ(answer.completion_tokens, 9);
   EXPECT_DOUBLE_EQ(arrival_tokens(answer), 9);
@@ -126,7 +126,7 @@ TEST(CompletionStream, ChunksOfSeveralTokensAreScaledToTheUsageCount) {
   // A running usage count in every chunk (vLLM's continuous_usage_stats) says how many each holds.
   const auto running = streaming(text_chunk("ab", R"({"completion_tokens": 2})") +
                                  text_chunk("cde", R"({"completion_tokens": 5})") + "data: [DONE]\n\n");
-  const Completion counted = read(running);
+  const Completion counted = read_stream(running);
   ASSERT_EQ(counted.outcome, Outcome::kOk) << counted.error;
   EXPECT_EQ(counted.completion_tokens, 5);
   EXPECT_FALSE(counted.tokens_counted);
@@ -141,7 +141,7 @@ TEST(CompletionStream, ASlowStreamIsTimedAsItArrives) {
       peer.send(text_chunk("b") + "data: [DONE]\n\n");
     }
   });
-  const Completion answer = read(server);
+  const Completion answer = read_stream(server);
   ASSERT_EQ(answer.outcome, Outcome::kOk) << answer.error;
   EXPECT_GE(*answer.last_token_s - *answer.first_token_s, 0.005);
   EXPECT_DOUBLE_EQ(*answer.tpot_s, *answer.last_token_s - *answer.first_token_s);
@@ -161,26 +161,26 @@ TEST(CompletionStream, AnEndlessLineOrAnEventOverTheCapIsRefused) {
       }
     }
   });
-  expect_refused(read(endless), Outcome::kBadResponse,
+  expect_refused(read_stream(endless), Outcome::kBadResponse,
                  "a server-sent event is larger than 64 KiB, the most accepted");
   // Many data lines of one event add up past the bound too.
   std::string lines;
   for (int i = 0; i < 70; ++i) {
     lines += "data: " + std::string(1024, 'y') + "\n";
   }
-  expect_refused(read(streaming(lines + "\n")), Outcome::kBadResponse,
+  expect_refused(read_stream(streaming(lines + "\n")), Outcome::kBadResponse,
                  "a server-sent event is larger than 64 KiB, the most accepted");
 }
 
 TEST(CompletionStream, AStreamWithoutDoneFailsWhetherItClosesOrHangs) {
-  expect_refused(read(streaming(text_chunk("a") + text_chunk("b"))), Outcome::kBadResponse,
+  expect_refused(read_stream(streaming(text_chunk("a") + text_chunk("b"))), Outcome::kBadResponse,
                  "the stream ended without data: [DONE] (after 2 events)");
   HostileServer hanging([](HostileServer::Peer& peer) {
     if (peer.read_request() && peer.send(kStreamHead) && peer.send(text_chunk("a"))) {
       peer.pause(milliseconds(60'000));
     }
   });
-  expect_refused(read(hanging, limits(0.05)), Outcome::kTimeout,
+  expect_refused(read_stream(hanging, stream_limits(0.05)), Outcome::kTimeout,
                  "no complete response within 0.05 s (--timeout-s)");
 }
 
@@ -192,7 +192,7 @@ TEST(CompletionStream, AByteAtATimeIsCutOffAtTheDeadline) {
       }
     }
   });
-  expect_refused(read(trickle, limits(0.05)), Outcome::kTimeout,
+  expect_refused(read_stream(trickle, stream_limits(0.05)), Outcome::kTimeout,
                  "no complete response within 0.05 s (--timeout-s)");
 }
 
@@ -203,45 +203,46 @@ TEST(CompletionStream, AStreamOverTheResponseCapIsCutOff) {
       }
     }
   });
-  expect_refused(read(endless, limits(5, 1024)), Outcome::kBadResponse,
+  expect_refused(read_stream(endless, stream_limits(5, 1024)), Outcome::kBadResponse,
                  "the response is larger than 1 KiB, the most accepted (--max-response-mib)");
 }
 
 TEST(CompletionStream, BadChunksAreRefusedWithTheirMessage) {
-  expect_refused(read(streaming("data: {oops\n\ndata: [DONE]\n\n")), Outcome::kBadResponse,
+  expect_refused(read_stream(streaming("data: {oops\n\ndata: [DONE]\n\n")), Outcome::kBadResponse,
                  "the stream's event 1 is not JSON: \"{oops\"");
-  expect_refused(read(streaming(text_chunk("a") + "data: [1]\n\ndata: [DONE]\n\n")), Outcome::kBadResponse,
-                 "the stream's event 2 is not a JSON object: an array of 1 item");
-  expect_refused(read(streaming("data: " + std::string(100, '[') + std::string(100, ']') + "\n\n")),
+  expect_refused(read_stream(streaming(text_chunk("a") + "data: [1]\n\ndata: [DONE]\n\n")),
+                 Outcome::kBadResponse, "the stream's event 2 is not a JSON object: an array of 1 item");
+  expect_refused(read_stream(streaming("data: " + std::string(100, '[') + std::string(100, ']') + "\n\n")),
                  Outcome::kBadResponse, "the stream's event 1 is JSON nested deeper than 64 levels");
   expect_refused(
-      read(streaming(R"(data: {"choices": [], "usage": {"completion_tokens": 9223372036854775807}})"
-                     "\n\ndata: [DONE]\n\n")),
+      read_stream(streaming(R"(data: {"choices": [], "usage": {"completion_tokens": 9223372036854775807}})"
+                            "\n\ndata: [DONE]\n\n")),
       Outcome::kBadResponse,
       "the response's usage.completion_tokens must be a whole number from 0 to 1000000000, got "
       "9223372036854775807");
-  expect_refused(
-      read(streaming(R"(data: {"choices": [], "usage": {"completion_tokens": 1, "energy": {"energy_j": -1}}})"
+  expect_refused(read_stream(streaming(
+                     R"(data: {"choices": [], "usage": {"completion_tokens": 1, "energy": {"energy_j": -1}}})"
                      "\n\ndata: [DONE]\n\n")),
-      Outcome::kBadResponse,
-      "the response's usage.energy.energy_j must be a number of joules from 0 to 1e+09, got -1");
-  expect_refused(
-      read(streaming(text_chunk("a") + "data: {\"error\": {\"message\": \"out of \\u001b memory\"}}\n\n")),
-      Outcome::kBadResponse, "the server sent an error in the stream: out of \\x1b memory");
+                 Outcome::kBadResponse,
+                 "the response's usage.energy.energy_j must be a number of joules from 0 to 1e+09, got -1");
+  expect_refused(read_stream(streaming(text_chunk("a") +
+                                       "data: {\"error\": {\"message\": \"out of \\u001b memory\"}}\n\n")),
+                 Outcome::kBadResponse, "the server sent an error in the stream: out of \\x1b memory");
 }
 
 TEST(CompletionStream, AnErrorStatusOrOneJsonBodyIsNamed) {
   const std::string error = R"({"error": {"message": "nope"}})";
-  expect_refused(
-      read(streaming(error, fmt::format("HTTP/1.1 400 Bad\r\nContent-Length: {}\r\n\r\n", error.size()))),
-      Outcome::kHttpError, "HTTP 400: nope");
+  expect_refused(read_stream(streaming(
+                     error, fmt::format("HTTP/1.1 400 Bad\r\nContent-Length: {}\r\n\r\n", error.size()))),
+                 Outcome::kHttpError, "HTTP 400: nope");
   const std::string whole = R"({"usage": {"completion_tokens": 3}})";
-  expect_refused(read(streaming(whole, fmt::format("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                                   "Content-Length: {}\r\n\r\n",
-                                                   whole.size()))),
-                 Outcome::kBadResponse,
-                 "the server answered with one JSON body, not a stream of server-sent events (run with "
-                 "--no-stream)");
+  expect_refused(
+      read_stream(streaming(whole, fmt::format("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                               "Content-Length: {}\r\n\r\n",
+                                               whole.size()))),
+      Outcome::kBadResponse,
+      "the server answered with one JSON body, not a stream of server-sent events (run with "
+      "--no-stream)");
 }
 
 }  // namespace
