@@ -140,13 +140,16 @@ size_t send_all(std::vector<RequestRecord>& records, const std::vector<std::stri
 }
 
 // The requests' work as measure sees it: the server's prompt count (the trace's when it gave none), the
-// stream's first token and arrivals; a request not streamed spreads its work over its flight.
+// stream's first token and arrivals; a request not streamed spreads its work over its flight. A failed
+// request's work is not known (a refused prompt was never processed): none, so it shares only the intervals
+// without work.
 std::vector<measure::RequestWork> request_work(const std::vector<RequestRecord>& records) {
   std::vector<measure::RequestWork> work;
   work.reserve(records.size());
   for (const RequestRecord& record : records) {
     const Completion& answer = record.completion;
-    const int64_t prompt = answer.prompt_tokens > 0 ? answer.prompt_tokens : record.requested_prompt_tokens;
+    int64_t prompt = answer.prompt_tokens > 0 ? answer.prompt_tokens : record.requested_prompt_tokens;
+    prompt = answer.outcome == Outcome::kOk ? prompt : 0;
     work.push_back({record.start_s, record.end_s, static_cast<double>(prompt), answer.first_token_s,
                     static_cast<double>(answer.completion_tokens), answer.arrivals});
   }

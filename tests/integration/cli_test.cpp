@@ -1245,7 +1245,7 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
   EXPECT_LE(out["p90_latency_s"].get<double>(), out["p99_latency_s"].get<double>());
   EXPECT_GE(out["p50_ttft_s"].get<double>(), 0.02);
   EXPECT_LE(out["p99_ttft_s"].get<double>(), out["p99_latency_s"].get<double>());
-  EXPECT_GT(out["p50_tpot_s"].get<double>(), 0);
+  EXPECT_GT(out["p99_tpot_s"].get<double>(), 0);
   EXPECT_EQ(out["streamed"], true);
   EXPECT_EQ(out["timing"], "client");
   EXPECT_EQ(out["tokens_counted"], 0);
@@ -1286,7 +1286,12 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
     EXPECT_NEAR(std::stod(cells[1]), 0.05 * row_count, 1e-6) << line;  // arrivals from the first one
     EXPECT_GE(std::stod(cells[2]), std::stod(cells[1])) << line;
     EXPECT_EQ(cells[5], row_count == 6 ? "http_error" : "ok") << line;
-    EXPECT_GT(std::stod(cells[10]), 0) << line;
+    // By work: every answered request did some; the refused one did none, so it shares only the intervals
+    // without work (none, here: it lasted under a millisecond among streams).
+    if (row_count == 6)
+      EXPECT_GE(std::stod(cells[10]), 0) << line;
+    else
+      EXPECT_GT(std::stod(cells[10]), 0) << line;
     row_energy += std::stod(cells[10]);
     ++row_count;
   }
