@@ -27,6 +27,7 @@
 #include "joule/measure/request_energy.hpp"
 #include "joule/metrics/inference_metrics.hpp"
 #include "joule/metrics/registry.hpp"
+#include "joule/sim/llm.hpp"
 #include "joule/sim/serving.hpp"
 
 #include "usage.hpp"
@@ -53,7 +54,37 @@ struct BenchFlags {
   Format format = Format::kText;
   std::string requests_out;
   std::string metrics_out;
+  bool no_stream = false;
+  std::string attribution = "work";
+  std::string cost_model;  // with cost_gpu: the work weights from the serving cost model
+  std::string cost_gpu;
 };
+
+// The work weights of --cost-model on --cost-gpu by the serving cost model (sim::LlmCostModel, at the
+// maximum clock, the model's default tensor parallelism): the energy per prompt token of a 1024-token
+// prefill against the energy per output token of a decode step of 32 requests at 1024 tokens of context,
+// as 1 per prompt token. Without them, 1:1 (the tokens rule).
+measure::WorkWeights work_weights(const BenchFlags& flags) {
+  if (flags.cost_model.empty() != flags.cost_gpu.empty()) {
+    throw Exception(ErrorCode::kInvalidArgument, "infer bench: --cost-model and --cost-gpu go together");
+  }
+  if (flags.cost_model.empty()) {
+    return {};
+  }
+  const sim::LlmModelSpec model = value_or_throw(sim::load_llm_model(flags.cost_model));
+  const sim::LlmCostModel cost(value_or_throw(sim::load_llm_gpu(flags.cost_gpu)), model,
+                               model.default_tensor_parallel);
+  constexpr int64_t kPrompt = 1024, kBatch = 32, kContext = 1024;
+  sim::IterationBatch prefill, decode;
+  prefill.add_prefill(kPrompt, 0);
+  for (int64_t i = 0; i < kBatch; ++i) {
+    decode.add_decode(kContext);
+  }
+  const double clock_mhz = cost.gpu().max_sm_clock_mhz;
+  const double prefill_j = cost.at_clock(prefill, clock_mhz).energy_j(cost.tensor_parallel()) / kPrompt;
+  const double decode_j = cost.at_clock(decode, clock_mhz).energy_j(cost.tensor_parallel()) / kBatch;
+  return {1.0, decode_j / prefill_j};
+}
 
 // The bounds of one request to the endpoint: --timeout-s for the whole of it, --max-response-mib.
 http::RequestLimits request_limits(const BenchFlags& flags, double timeout_s) {
@@ -77,6 +108,7 @@ struct Report {
   bool simulated = false;
   loadgen::BenchRun run;
   loadgen::BenchSummary summary;
+  measure::WorkWeights weights;
 };
 
 constexpr const char* kShareNames[3] = {"p50", "p90", "p99"};
@@ -119,6 +151,13 @@ std::vector<std::pair<std::string, nlohmann::ordered_json>> summary_fields(const
       {"energy_estimated", run.estimated},
       {"attributed_energy_j", run.attributed_energy_j},
       {"idle_energy_j", run.idle_energy_j},
+      {"attribution", std::string(loadgen::to_string(run.attribution))},
+      {"prefill_token_weight", r.weights.prefill_token},
+      {"decode_token_weight", r.weights.decode_token},
+      {"server_energy_j", optional_json(run.server_energy_j)},
+      {"streamed", !flags.no_stream},
+      {"timing", flags.no_stream ? "server" : "client"},
+      {"tokens_counted", sum.tokens_counted},
       {"j_per_request", per(run.energy_j, static_cast<double>(sum.ok))},
       {"j_per_output_token", per(run.energy_j, static_cast<double>(sum.output_tokens))},
       {"requested_prompt_tokens", sum.requested_prompt_tokens},
@@ -218,12 +257,18 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
                      per(static_cast<double>(sum.output_tokens), run.duration_s));
   out += fmt::format("tokens        {} prompt ({} asked for), {} output\n", sum.prompt_tokens,
                      sum.requested_prompt_tokens, sum.output_tokens);
-  out += fmt::format("energy        {:.1f} J{}: {:.1f} J to requests, {:.1f} J idle\n", run.energy_j,
-                     run.estimated ? " (estimated)" : "", run.attributed_energy_j, run.idle_energy_j);
+  out +=
+      fmt::format("energy        {:.1f} J{}: {:.1f} J to requests, {:.1f} J {}\n", run.energy_j,
+                  run.estimated ? " (estimated)" : "", run.attributed_energy_j, run.idle_energy_j,
+                  run.attribution == loadgen::Attribution::kServer ? "not in the server's figures" : "idle");
   for (const loadgen::GpuEnergy& gpu : run.gpus) {
     out += fmt::format("  GPU {} ({})  {:.1f} J ({})\n", gpu.index, gpu.name, gpu.energy_j,
                        measure::to_string(gpu.source));
   }
+  out += fmt::format(
+      "attribution   {} (weights per token: prefill {:.3g}, decode {:.3g}){}\n",
+      loadgen::to_string(run.attribution), r.weights.prefill_token, r.weights.decode_token,
+      run.server_energy_j ? fmt::format("; the server reports {:.1f} J", *run.server_energy_j) : "");
   out += fmt::format("J/request     {:.3f}\nJ/token       {:.4f} (per output token)\n",
                      per(run.energy_j, static_cast<double>(sum.ok)),
                      per(run.energy_j, static_cast<double>(sum.output_tokens)));
@@ -235,7 +280,12 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
   row("latency", sum.latency_s);
   row("TTFT", sum.ttft_s);
   row("TPOT", sum.tpot_s);
-  if (!sum.ttft_s[0]) {
+  if (!flags.no_stream) {
+    out += "(TTFT and TPOT measured here, from the streamed chunks";
+    out += sum.tokens_counted > 0
+               ? fmt::format("; {} streams without usage: tokens counted as chunks)\n", sum.tokens_counted)
+               : ")\n";
+  } else if (!sum.ttft_s[0]) {
     out += "(TTFT and TPOT: the server does not report them in usage.energy)\n";
   }
   if (r.simulated) {
@@ -249,19 +299,22 @@ std::string render_text(const Report& r, const BenchFlags& flags) {
 bool write_requests(OutputFile& output, const Report& r) {
   std::ostringstream out;
   csv::write_row(out, {"request", "arrival_s", "start_s", "end_s", "latency_s", "outcome", "prompt_tokens",
-                       "completion_tokens", "ttft_s", "tpot_s", "energy_j", "late", "error"});
+                       "completion_tokens", "ttft_s", "tpot_s", "energy_j", "server_ttft_s", "server_tpot_s",
+                       "server_energy_j", "tokens_counted", "late", "error"});
   const auto optional_text = [](const std::optional<double>& value) {
     return value ? fmt::format("{:.6f}", *value) : std::string();
   };
   for (size_t i = 0; i < r.run.requests.size(); ++i) {
     const loadgen::RequestRecord& s = r.run.requests[i];
     const loadgen::Completion& c = s.completion;
-    csv::write_row(out,
-                   {std::to_string(i), fmt::format("{:.6f}", s.scheduled_s), fmt::format("{:.6f}", s.start_s),
-                    fmt::format("{:.6f}", s.end_s), fmt::format("{:.6f}", s.latency_s()),
-                    std::string(loadgen::to_string(c.outcome)), std::to_string(c.prompt_tokens),
-                    std::to_string(c.completion_tokens), optional_text(c.ttft_s), optional_text(c.tpot_s),
-                    fmt::format("{:.6f}", s.energy_j), s.late ? "1" : "0", c.error});
+    csv::write_row(
+        out,
+        {std::to_string(i), fmt::format("{:.6f}", s.scheduled_s), fmt::format("{:.6f}", s.start_s),
+         fmt::format("{:.6f}", s.end_s), fmt::format("{:.6f}", s.latency_s()),
+         std::string(loadgen::to_string(c.outcome)), std::to_string(c.prompt_tokens),
+         std::to_string(c.completion_tokens), optional_text(c.ttft_s), optional_text(c.tpot_s),
+         fmt::format("{:.6f}", s.energy_j), optional_text(c.server_ttft_s), optional_text(c.server_tpot_s),
+         optional_text(c.server_energy_j), c.tokens_counted ? "1" : "0", s.late ? "1" : "0", c.error});
   }
   return write_or_report(output, out.str(), true);
 }
@@ -342,6 +395,8 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
     throw Exception(parsed_endpoint.error().code(), "--endpoint " + parsed_endpoint.error().message());
   }
   const loadgen::Endpoint& endpoint = *parsed_endpoint;
+  Report report;
+  report.weights = work_weights(flags);
   std::optional<std::vector<int>> gpu_indices;
   if (!flags.gpus.empty()) {
     gpu_indices = value_or_throw(parse_index_list(flags.gpus, "--gpus"));
@@ -363,7 +418,6 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
                                 "v100 infer bench …",
                                 devices.why_no_gpus()));
   }
-  Report report;
   report.endpoint = endpoint.origin;
   report.trace = flags.trace;
   report.simulated = value_or_throw(discovery_options(global)).sim_spec.has_value();
@@ -378,6 +432,9 @@ int run_bench(const GlobalOptions& global, const BenchFlags& flags) {
   options.limits = request_limits(flags, flags.timeout_s);
   options.prompt_words = flags.prompt_unit == "word";
   options.limit_names = limit_names();
+  options.stream = !flags.no_stream;
+  options.attribution = value_or_throw(loadgen::parse_attribution(flags.attribution));
+  options.weights = report.weights;
   report.run = value_or_throw(
       loadgen::run_bench(gpus, *devices.clock, endpoint, report.model, std::move(*plan), options));
   auto summary = loadgen::summarize(report.run.requests);
@@ -432,6 +489,22 @@ void add_infer_bench_command(CLI::App& infer_command, const GlobalOptions& globa
                    "(byte-level tokenizers) (default word)")
       ->check(CLI::IsMember({"word", "char"}))
       ->option_text("UNIT");
+  command->add_flag("--no-stream", flags->no_stream,
+                    "Ask for one JSON body per request, not a stream (TTFT and TPOT then only as the server "
+                    "reports them)");
+  command
+      ->add_option("--attribution", flags->attribution,
+                   "How energy is shared among requests: work (tokens in each interval), equal (per request "
+                   "in flight) or server (usage.energy.energy_j) (default work)")
+      ->check(CLI::IsMember({"work", "equal", "server"}))
+      ->option_text("RULE");
+  command
+      ->add_option("--cost-model", flags->cost_model,
+                   "Weigh prompt and output tokens by the serving cost model of this model (with --cost-gpu; "
+                   "default 1:1)")
+      ->option_text("MODEL");
+  command->add_option("--cost-gpu", flags->cost_gpu, "The GPU of --cost-model, e.g. h100")
+      ->option_text("GPU");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson, Format::kCsv});
   command->add_option("--requests-out", flags->requests_out, "Write per-request figures (CSV)")
       ->option_text("FILE.csv");

@@ -21,6 +21,9 @@ using transport::TransportError;
 
 Failure describe_failure(const transport::Outcome& outcome, const RequestLimits& limits) {
   using Kind = Failure::Kind;
+  if (outcome.stopped) {
+    return {Kind::kStopped, "the receiver stopped reading the response"};
+  }
   if (outcome.too_large) {
     return {Kind::kTooLarge, fmt::format("the response is larger than {}, the most accepted",
                                          format_byte_count(limits.max_response_bytes))};
@@ -72,7 +75,8 @@ class Connection::Impl {
 
   tl::expected<Response, Failure> request(std::string_view method, const std::string& path,
                                           const std::string& body, std::string_view content_type,
-                                          const Headers& headers, const RequestLimits& limits) {
+                                          const Headers& headers, const RequestLimits& limits,
+                                          const BodySink* sink) {
     if (client_ == nullptr) {
       // The module is loaded on the first request, not when the connection is made (constructing one
       // never fails, and most joule processes never send one).
@@ -84,7 +88,7 @@ class Connection::Impl {
       client_ = api_->open(host_, port_, tls_, ca_cert_file_);
     }
     transport::Outcome outcome;
-    api_->request(client_, method, path, body, content_type, headers, limits, outcome);
+    api_->request(client_, method, path, body, content_type, headers, limits, sink, outcome);
     if (outcome.complete) {
       return std::move(outcome.response);
     }
@@ -111,7 +115,14 @@ Connection& Connection::operator=(Connection&&) noexcept = default;
 tl::expected<Response, Failure> Connection::request(std::string_view method, const std::string& path,
                                                     const std::string& body, std::string_view content_type,
                                                     const Headers& headers, const RequestLimits& limits) {
-  return impl_->request(method, path, body, content_type, headers, limits);
+  return impl_->request(method, path, body, content_type, headers, limits, nullptr);
+}
+
+tl::expected<Response, Failure> Connection::request(std::string_view method, const std::string& path,
+                                                    const std::string& body, std::string_view content_type,
+                                                    const Headers& headers, const RequestLimits& limits,
+                                                    const BodySink& sink) {
+  return impl_->request(method, path, body, content_type, headers, limits, &sink);
 }
 
 tl::expected<Response, Failure> Connection::get(const std::string& path, const Headers& headers,

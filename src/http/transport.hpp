@@ -41,6 +41,7 @@ struct Outcome {
   TransportError error = TransportError::kSuccess;  ///< why not, in httplib's terms
   bool timed_out = false;                           ///< the request's deadline passed
   bool too_large = false;  ///< the response (as declared, on the wire or decoded) is over the cap
+  bool stopped = false;    ///< the BodySink returned false
   /// OpenSSL's reason the server's certificate failed verification (X509_verify_cert_error_string), over
   /// TLS when it has one; else empty.
   std::string verify_failure;
@@ -95,10 +96,11 @@ struct Api {
   void* (*open)(const std::string& host, int port, bool tls, const std::string& ca_cert_file);
   /// Frees a client from open().
   void (*close)(void* client);
-  /// Sends one request and reads the whole response within `limits` (see Connection::request).
+  /// Sends one request and reads the whole response within `limits` (see Connection::request); a 2xx
+  /// body goes to `sink` when it is not null (then `stopped` says whether the sink ended the request).
   void (*request)(void* client, std::string_view method, const std::string& path, const std::string& body,
                   std::string_view content_type, const Headers& headers, const RequestLimits& limits,
-                  Outcome& outcome);
+                  const BodySink* sink, Outcome& outcome);
   /// @return the functions of TLS streams on sockets of the caller's (tls.hpp).
   const TlsApi* (*tls)();
 };

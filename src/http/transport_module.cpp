@@ -327,7 +327,7 @@ class Client {
 
   void request(std::string_view method, const std::string& path, const std::string& body,
                std::string_view content_type, const Headers& headers, const RequestLimits& limits,
-               Outcome& outcome) {
+               const BodySink* sink, Outcome& outcome) {
     const auto start = SteadyClock::now();
     // Beyond a year is "no limit" (and keeps the clock's arithmetic in range); NaN or ≤ 0 is no time at all.
     const double timeout_s = limits.timeout_s > 0 ? std::min(limits.timeout_s, kLongestTimeoutS) : 0.0;
@@ -356,7 +356,10 @@ class Client {
     outcome = Outcome{};
     Response& response = outcome.response;
     bool body_too_large = false;
+    bool to_sink = false;  // a 2xx body with a sink: handed over piece by piece, counted, not held
+    size_t streamed = 0;
     request.response_handler = [&](const httplib::Response& head) {
+      to_sink = sink != nullptr && head.status >= 200 && head.status < 300;
       // A declared length over the cap is refused before any of the body is read; one within it is
       // reserved at once.
       const std::string length_text = head.get_header_value("Content-Length");
@@ -369,12 +372,26 @@ class Client {
             body_too_large = true;
             return false;
           }
-          response.body.reserve(static_cast<size_t>(length));
+          if (!to_sink) {
+            response.body.reserve(static_cast<size_t>(length));
+          }
         }
       }
       return true;
     };
     request.content_receiver = [&](const char* data, size_t size, uint64_t /*offset*/, uint64_t /*total*/) {
+      if (to_sink) {
+        if (size > limits.max_response_bytes - streamed) {
+          body_too_large = true;
+          return false;
+        }
+        streamed += size;
+        if (!(*sink)(std::string_view(data, size))) {
+          outcome.stopped = true;
+          return false;
+        }
+        return true;
+      }
       if (size > limits.max_response_bytes - response.body.size()) {
         body_too_large = true;
         return false;
@@ -417,8 +434,8 @@ void close_client(void* client) {
 
 void send_request(void* client, std::string_view method, const std::string& path, const std::string& body,
                   std::string_view content_type, const Headers& headers, const RequestLimits& limits,
-                  Outcome& outcome) {
-  static_cast<Client*>(client)->request(method, path, body, content_type, headers, limits, outcome);
+                  const BodySink* sink, Outcome& outcome) {
+  static_cast<Client*>(client)->request(method, path, body, content_type, headers, limits, sink, outcome);
 }
 
 constexpr Api kApi{JOULE_TRANSPORT_BUILD_ID, open_client, close_client, send_request, tls_api};

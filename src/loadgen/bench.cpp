@@ -19,6 +19,7 @@
 
 #include "joule/core/numeric.hpp"
 #include "joule/core/units.hpp"
+#include "joule/loadgen/stream.hpp"
 #include "joule/measure/power_sampler.hpp"
 #include "joule/measure/request_energy.hpp"
 
@@ -56,6 +57,27 @@ Result<std::vector<RequestRecord>> plan_requests(std::span<const TraceRequest> t
   return plan;
 }
 
+std::string_view to_string(Attribution attribution) {
+  switch (attribution) {
+    case Attribution::kWork:
+      return "work";
+    case Attribution::kEqual:
+      return "equal";
+    case Attribution::kServer:
+      return "server";
+  }
+  return "work";
+}
+
+Result<Attribution> parse_attribution(std::string_view name) {
+  for (const Attribution attribution : {Attribution::kWork, Attribution::kEqual, Attribution::kServer}) {
+    if (name == to_string(attribution)) {
+      return attribution;
+    }
+  }
+  return fail(ErrorCode::kInvalidArgument, "unknown attribution '{}': expected work, equal or server", name);
+}
+
 namespace {
 
 // Sends every planned request at its time on `clock` by a pool of workers, from the time `start` returns
@@ -70,23 +92,37 @@ size_t send_all(std::vector<RequestRecord>& records, const std::vector<std::stri
   // parsed body can take ~20 times its size (8 MiB of "[0,0,…" is ~150 MB), so this, not max_concurrency,
   // bounds that memory.
   std::counting_semaphore<> parsers(std::max<std::ptrdiff_t>(1, std::thread::hardware_concurrency()));
+  const double period_s = to_seconds(options.sampling_period);
   // A few workers up front: thread start-up then delays no early request.
-  detail::WorkerPool pool(endpoint.host, endpoint.port, options.max_concurrency, 16,
-                          [&](http::Connection& connection, size_t index) {
-                            const double start_s = since_start_s();
-                            const auto response = connection.request("POST", "/v1/completions", bodies[index],
-                                                                     "application/json", {}, options.limits);
-                            const double end_s = since_start_s();
-                            // Parsed before taking the lock, which every worker shares.
-                            parsers.acquire();
-                            Completion completion = read_completion(response, options.limit_names);
-                            parsers.release();
-                            std::lock_guard lock(records_mutex);
-                            RequestRecord& record = records[index];
-                            record.start_s = start_s;
-                            record.end_s = end_s;
-                            record.completion = std::move(completion);
-                          });
+  detail::WorkerPool pool(
+      endpoint.host, endpoint.port, options.max_concurrency, 16,
+      [&](http::Connection& connection, size_t index) {
+        const double start_s = since_start_s();
+        Completion completion;
+        double end_s = 0;
+        if (options.stream) {
+          // Events are parsed as they come (each at most 64 KiB: no parser slot).
+          CompletionStream stream(since_start_s, start_s, period_s);
+          const auto response = connection.request(
+              "POST", "/v1/completions", bodies[index], "application/json", {}, options.limits,
+              [&](std::string_view piece) { return stream.on_body(piece); });
+          end_s = since_start_s();
+          completion = stream.finish(response, options.limit_names);
+        } else {
+          const auto response = connection.request("POST", "/v1/completions", bodies[index],
+                                                   "application/json", {}, options.limits);
+          end_s = since_start_s();
+          // Parsed before taking the lock, which every worker shares.
+          parsers.acquire();
+          completion = read_completion(response, options.limit_names);
+          parsers.release();
+        }
+        std::lock_guard lock(records_mutex);
+        RequestRecord& record = records[index];
+        record.start_s = start_s;
+        record.end_s = end_s;
+        record.completion = std::move(completion);
+      });
   t0 = start();
   for (size_t i = 0; i < records.size(); ++i) {
     const Nanos due =
@@ -103,12 +139,65 @@ size_t send_all(std::vector<RequestRecord>& records, const std::vector<std::stri
   return pool.workers();
 }
 
+// The requests' work as measure sees it: the server's prompt count (the trace's when it gave none), the
+// stream's first token and arrivals; a request not streamed spreads its work over its flight. A failed
+// request's work is not known (a refused prompt was never processed): none, so it shares only the intervals
+// without work.
+std::vector<measure::RequestWork> request_work(const std::vector<RequestRecord>& records) {
+  std::vector<measure::RequestWork> work;
+  work.reserve(records.size());
+  for (const RequestRecord& record : records) {
+    const Completion& answer = record.completion;
+    int64_t prompt = answer.prompt_tokens > 0 ? answer.prompt_tokens : record.requested_prompt_tokens;
+    prompt = answer.outcome == Outcome::kOk ? prompt : 0;
+    work.push_back({record.start_s, record.end_s, static_cast<double>(prompt), answer.first_token_s,
+                    static_cast<double>(answer.completion_tokens), answer.arrivals});
+  }
+  return work;
+}
+
+// Shares the intervals' energy among the run's requests by options.attribution.
+Result<void> share(BenchRun& run, std::span<const measure::EnergyInterval> intervals,
+                   const BenchOptions& options) {
+  run.attribution = options.attribution;
+  measure::TimelineAttribution attribution;
+  if (options.attribution == Attribution::kEqual) {
+    std::vector<measure::FlightInterval> flights;
+    flights.reserve(run.requests.size());
+    for (const RequestRecord& record : run.requests) {
+      flights.push_back({record.start_s, record.end_s});
+    }
+    attribution = JOULE_TRY(measure::attribute_energy_over_time(intervals, flights));
+  } else {
+    attribution =
+        JOULE_TRY(measure::attribute_energy_by_work(intervals, request_work(run.requests), options.weights));
+  }
+  for (size_t i = 0; i < run.requests.size(); ++i) {
+    run.requests[i].energy_j = attribution.request_energy_j[i];
+    if (const auto& server = run.requests[i].completion.server_energy_j) {
+      run.server_energy_j = run.server_energy_j.value_or(0) + *server;
+    }
+  }
+  run.attributed_energy_j = attribution.attributed_energy_j;
+  run.idle_energy_j = attribution.idle_energy_j;
+  if (options.attribution == Attribution::kServer) {
+    run.attributed_energy_j = 0;
+    for (RequestRecord& record : run.requests) {
+      record.energy_j = record.completion.server_energy_j.value_or(record.energy_j);
+      run.attributed_energy_j += record.energy_j;
+    }
+    run.idle_energy_j = attribution.energy_j - run.attributed_energy_j;
+  }
+  return {};
+}
+
 // The run [t0, t1] cut into sampling periods; each GPU's sampled energy per period, scaled so that the
 // GPU's periods add up to what the monitor measured (the samples give the shape over time, the monitor the
 // total), summed over GPUs, then shared among the requests in flight.
 Result<void> attribute(BenchRun& run, std::span<device::Gpu* const> gpus,
                        const measure::Measurement& measurement, const measure::PowerSampler& sampler,
-                       Nanos t0, Nanos t1, Nanos period) {
+                       Nanos t0, Nanos t1, const BenchOptions& options) {
+  const Nanos period = options.sampling_period;
   const double span_s = to_seconds(t1 - t0);
   const double period_s = to_seconds(period);
   std::vector<measure::EnergyInterval> intervals;
@@ -138,19 +227,7 @@ Result<void> attribute(BenchRun& run, std::span<device::Gpu* const> gpus,
       intervals[i].energy_j += sampled[i] * scale;
     }
   }
-  std::vector<measure::FlightInterval> flights;
-  flights.reserve(run.requests.size());
-  for (const RequestRecord& record : run.requests) {
-    flights.push_back({record.start_s, record.end_s});
-  }
-  const measure::TimelineAttribution attribution =
-      JOULE_TRY(measure::attribute_energy_over_time(intervals, flights));
-  for (size_t i = 0; i < run.requests.size(); ++i) {
-    run.requests[i].energy_j = attribution.request_energy_j[i];
-  }
-  run.attributed_energy_j = attribution.attributed_energy_j;
-  run.idle_energy_j = attribution.idle_energy_j;
-  return {};
+  return share(run, intervals, options);
 }
 
 }  // namespace
@@ -166,7 +243,7 @@ Result<BenchRun> run_bench(std::span<device::Gpu* const> gpus, Clock& clock, con
   for (size_t i = 0; i < run.requests.size(); ++i) {
     bodies.push_back(completion_body(
         model, synthetic_prompt(run.requests[i].requested_prompt_tokens, i, options.prompt_words),
-        run.requests[i].max_tokens));
+        run.requests[i].max_tokens, options.stream));
   }
   const std::vector<device::Gpu*> measured(gpus.begin(), gpus.end());
   measure::EnergyMonitor monitor(measured, {}, clock);
@@ -183,7 +260,7 @@ Result<BenchRun> run_bench(std::span<device::Gpu* const> gpus, Clock& clock, con
   const measure::Measurement measurement = monitor.end_window("infer-bench", false);
   sampler.stop();
   run.duration_s = measurement.time_s;
-  JOULE_TRY(attribute(run, gpus, measurement, sampler, t0, t1, options.sampling_period));
+  JOULE_TRY(attribute(run, gpus, measurement, sampler, t0, t1, options));
   return run;
 }
 
@@ -231,6 +308,8 @@ Result<BenchSummary> summarize(std::span<const RequestRecord> requests) {
     JOULE_TRY(add(summary.prompt_tokens, answer.prompt_tokens, "prompt tokens of the responses"));
     JOULE_TRY(add(summary.output_tokens, answer.completion_tokens, "completion tokens of the responses"));
     latencies.push_back(record.latency_s());
+    summary.streamed += answer.streamed ? 1 : 0;
+    summary.tokens_counted += answer.tokens_counted ? 1 : 0;
     if (answer.ttft_s) {
       ttfts.push_back(*answer.ttft_s);
     }

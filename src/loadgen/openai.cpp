@@ -12,6 +12,8 @@
 #include "joule/core/strings.hpp"
 #include "joule/http/errors.hpp"
 
+#include "loadgen/completion_fields.hpp"
+
 namespace joule::loadgen {
 
 Result<Endpoint> parse_endpoint(const std::string& text) {
@@ -127,9 +129,14 @@ std::string synthetic_prompt(int64_t tokens, size_t request, bool words) {
   return prompt;
 }
 
-std::string completion_body(const std::string& model, const std::string& prompt, int64_t max_tokens) {
-  const nlohmann::json body = {
-      {"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", false}};
+std::string completion_body(const std::string& model, const std::string& prompt, int64_t max_tokens,
+                            bool stream) {
+  nlohmann::json body = {
+      {"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"stream", stream}};
+  if (stream) {
+    // The token counts in a last chunk (vLLM, SGLang, TGI and llama.cpp's server send it when asked).
+    body["stream_options"] = {{"include_usage", true}};
+  }
   return body.dump();
 }
 
@@ -151,27 +158,7 @@ std::string_view to_string(Outcome outcome) {
   return "ok";
 }
 
-namespace {
-
-Completion refused(Outcome outcome, std::string error) {
-  Completion completion;
-  completion.outcome = outcome;
-  completion.error = std::move(error);
-  return completion;
-}
-
-// A body that parse_json() refused, in words.
-std::string unparsable(const JsonError& error, const std::string& body) {
-  switch (error.kind) {
-    case JsonError::Kind::kTooDeep:
-      return fmt::format("the response is JSON nested deeper than {} levels", kMaxJsonDepth);
-    case JsonError::Kind::kNumberOutOfRange:
-      return fmt::format("the response is not usable JSON: {}", error.message);
-    case JsonError::Kind::kSyntax:
-      break;
-  }
-  return fmt::format("the response is not JSON: {}", quoted_excerpt(body, 60));
-}
+namespace detail {
 
 // usage's token count `key`: absent (nullopt), or a whole number from 0 to kMaxUsageTokens; anything else
 // sets `error` (the first such field) naming the field.
@@ -216,6 +203,26 @@ std::optional<double> usage_seconds(const nlohmann::json& energy, const char* ke
   return std::nullopt;
 }
 
+Completion refused(Outcome outcome, std::string error) {
+  Completion completion;
+  completion.outcome = outcome;
+  completion.error = std::move(error);
+  return completion;
+}
+
+// A body that parse_json() refused, in words.
+std::string unparsable(const JsonError& error, const std::string& body) {
+  switch (error.kind) {
+    case JsonError::Kind::kTooDeep:
+      return fmt::format("the response is JSON nested deeper than {} levels", kMaxJsonDepth);
+    case JsonError::Kind::kNumberOutOfRange:
+      return fmt::format("the response is not usable JSON: {}", error.message);
+    case JsonError::Kind::kSyntax:
+      break;
+  }
+  return fmt::format("the response is not JSON: {}", quoted_excerpt(body, 60));
+}
+
 Completion no_answer(const http::Failure& failure, const LimitNames& names) {
   switch (failure.kind) {
     case http::Failure::Kind::kTimeout:
@@ -227,7 +234,38 @@ Completion no_answer(const http::Failure& failure, const LimitNames& names) {
   }
 }
 
-}  // namespace
+std::optional<double> usage_joules(const nlohmann::json& energy, std::string& error) {
+  const auto it = energy.find("energy_j");
+  if (it == energy.end() || it->is_null()) {
+    return std::nullopt;
+  }
+  if (it->is_number() && it->get<double>() >= 0 && it->get<double>() <= kMaxServerJoules) {
+    return it->get<double>();
+  }
+  if (error.empty()) {
+    error =
+        fmt::format("the response's usage.energy.energy_j must be a number of joules from 0 to {:g}, got {}",
+                    kMaxServerJoules, describe_json(*it));
+  }
+  return std::nullopt;
+}
+
+void read_server_energy(const nlohmann::json& usage, Completion& answer, std::string& error) {
+  const auto energy = usage.find("energy");
+  if (energy == usage.end() || !energy->is_object()) {
+    return;
+  }
+  answer.server_ttft_s = usage_seconds(*energy, "ttft_s", error);
+  answer.server_tpot_s = usage_seconds(*energy, "tpot_s", error);
+  answer.server_energy_j = usage_joules(*energy, error);
+}
+
+}  // namespace detail
+
+using detail::no_answer;
+using detail::refused;
+using detail::unparsable;
+using detail::usage_count;
 
 Completion read_completion(const tl::expected<http::Response, http::Failure>& result,
                            const LimitNames& names) {
@@ -262,14 +300,13 @@ Completion read_completion(const tl::expected<http::Response, http::Failure>& re
     return refused(Outcome::kBadResponse, "the response has no usage.completion_tokens");
   }
   Completion answer;
-  const auto energy = usage->find("energy");
-  if (energy != usage->end() && energy->is_object()) {
-    answer.ttft_s = usage_seconds(*energy, "ttft_s", error);
-    answer.tpot_s = usage_seconds(*energy, "tpot_s", error);
-    if (!error.empty()) {
-      return refused(Outcome::kBadResponse, std::move(error));
-    }
+  detail::read_server_energy(*usage, answer, error);
+  if (!error.empty()) {
+    return refused(Outcome::kBadResponse, std::move(error));
   }
+  // Not streamed: the server's times are the only ones.
+  answer.ttft_s = answer.server_ttft_s;
+  answer.tpot_s = answer.server_tpot_s;
   answer.prompt_tokens = prompt.value_or(0);
   answer.completion_tokens = *completion;
   answer.outcome = Outcome::kOk;
@@ -280,7 +317,10 @@ measure::FinishedRequest RequestRecord::finished() const {
   measure::FinishedRequest request;
   request.arrival_s = start_s;
   request.finish_s = end_s;
-  if (completion.ttft_s) {
+  if (completion.first_token_s) {
+    request.first_token_s = completion.first_token_s;
+    request.finish_s = completion.last_token_s.value_or(end_s);
+  } else if (completion.ttft_s) {
     request.first_token_s = start_s + *completion.ttft_s;
     if (completion.tpot_s && completion.completion_tokens > 1) {
       request.finish_s =

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -225,8 +226,10 @@ const RequestEnergy* RequestEnergyLedger::find(std::string_view request_id) cons
   return found == requests_.end() ? nullptr : &found->second;
 }
 
-Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInterval> intervals,
-                                                       std::span<const FlightInterval> requests) {
+namespace {
+
+// The checks attribute_energy_over_time() and attribute_energy_by_work() make of their intervals.
+Result<void> check_energy_intervals(std::span<const EnergyInterval> intervals) {
   for (size_t i = 0; i < intervals.size(); ++i) {
     const EnergyInterval& interval = intervals[i];
     if (!std::isfinite(interval.start_s) || !std::isfinite(interval.end_s) ||
@@ -252,14 +255,27 @@ Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInt
           i, interval.start_s, intervals[i - 1].end_s);
     }
   }
+  return {};
+}
+
+Result<void> check_flight(size_t r, double start_s, double end_s) {
+  if (!std::isfinite(start_s) || !std::isfinite(end_s)) {
+    return fail(ErrorCode::kInvalidArgument, "request {}: times must be finite", r);
+  }
+  if (end_s < start_s) {
+    return fail(ErrorCode::kInvalidArgument, "request {}: ends at {} s, before it starts at {} s", r, end_s,
+                start_s);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInterval> intervals,
+                                                       std::span<const FlightInterval> requests) {
+  JOULE_TRY(check_energy_intervals(intervals));
   for (size_t r = 0; r < requests.size(); ++r) {
-    if (!std::isfinite(requests[r].start_s) || !std::isfinite(requests[r].end_s)) {
-      return fail(ErrorCode::kInvalidArgument, "request {}: times must be finite", r);
-    }
-    if (requests[r].end_s < requests[r].start_s) {
-      return fail(ErrorCode::kInvalidArgument, "request {}: ends at {} s, before it starts at {} s", r,
-                  requests[r].end_s, requests[r].start_s);
-    }
+    JOULE_TRY(check_flight(r, requests[r].start_s, requests[r].end_s));
   }
 
   TimelineAttribution result;
@@ -333,6 +349,224 @@ Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInt
     }
   }
   advance(intervals.back().end_s);
+  return result;
+}
+
+Result<void> check_work_weights(const WorkWeights& weights) {
+  if (!std::isfinite(weights.prefill_token) || !std::isfinite(weights.decode_token) ||
+      weights.prefill_token < 0 || weights.decode_token < 0 ||
+      (weights.prefill_token == 0 && weights.decode_token == 0)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "work weights must be finite numbers >= 0, not both 0; got {} per prefill token and {} per "
+                "decode token",
+                weights.prefill_token, weights.decode_token);
+  }
+  return {};
+}
+
+double split_by_work(double energy_j, std::span<const TokenWork> work, const WorkWeights& weights,
+                     std::span<double> shares_j) {
+  if (work.size() != shares_j.size()) {
+    throw std::invalid_argument("split_by_work: work and shares_j differ in size");
+  }
+  double total = 0;
+  for (const TokenWork& item : work) {
+    total += weights.prefill_token * item.prefill_tokens + weights.decode_token * item.decode_tokens;
+  }
+  for (size_t i = 0; i < work.size(); ++i) {
+    const double weight =
+        weights.prefill_token * work[i].prefill_tokens + weights.decode_token * work[i].decode_tokens;
+    shares_j[i] = total > 0 ? energy_j * weight / total : 0.0;
+  }
+  return total > 0 ? energy_j : 0.0;
+}
+
+namespace {
+
+// Checks one request of attribute_energy_by_work().
+Result<void> check_request_work(size_t r, const RequestWork& request) {
+  JOULE_TRY(check_flight(r, request.start_s, request.end_s));
+  const auto bad_count = [](double count) { return !std::isfinite(count) || count < 0; };
+  if (bad_count(request.prefill_tokens) || bad_count(request.decode_tokens)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "request {}: token counts must be finite and >= 0, got prefill {} decode {}", r,
+                request.prefill_tokens, request.decode_tokens);
+  }
+  const auto inside = [&](double time_s) {
+    return std::isfinite(time_s) && time_s >= request.start_s && time_s <= request.end_s;
+  };
+  if (request.first_token_s && !inside(*request.first_token_s)) {
+    return fail(ErrorCode::kInvalidArgument, "request {}: first token at {} s, outside its flight [{}, {}] s",
+                r, *request.first_token_s, request.start_s, request.end_s);
+  }
+  for (const TokenArrival& arrival : request.arrivals) {
+    if (!inside(arrival.time_s) || bad_count(arrival.tokens)) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "request {}: {} tokens arriving at {} s: the count must be finite and >= 0, the time "
+                  "within its flight [{}, {}] s",
+                  r, arrival.tokens, arrival.time_s, request.start_s, request.end_s);
+    }
+  }
+  return {};
+}
+
+// One request's weighted work in one interval.
+struct WorkPiece {
+  size_t interval;
+  size_t request;
+  double weight;
+};
+
+// Places each request's weighted work in the intervals.
+class WorkPlacer {
+ public:
+  explicit WorkPlacer(std::span<const EnergyInterval> intervals) : intervals_(intervals) {}
+
+  // `weight` at the instant `time_s`.
+  void at(size_t request, double time_s, double weight) {
+    if (weight <= 0) {
+      return;
+    }
+    // The last interval starting at or before time_s, if time_s is within it.
+    const auto after = std::upper_bound(intervals_.begin(), intervals_.end(), time_s,
+                                        [](double t, const EnergyInterval& i) { return t < i.start_s; });
+    if (after == intervals_.begin()) {
+      return;
+    }
+    const auto index = static_cast<size_t>(after - intervals_.begin()) - 1;
+    if (time_s <= intervals_[index].end_s) {
+      pieces_.push_back({index, request, weight});
+    }
+  }
+
+  // `weight` spread evenly over [from_s, to_s] (an instant if to_s <= from_s).
+  void spread(size_t request, double from_s, double to_s, double weight) {
+    if (weight <= 0) {
+      return;
+    }
+    if (to_s <= from_s) {
+      at(request, from_s, weight);
+      return;
+    }
+    // The first interval ending after from_s, then every one starting before to_s.
+    auto it = std::partition_point(intervals_.begin(), intervals_.end(),
+                                   [from_s](const EnergyInterval& i) { return i.end_s <= from_s; });
+    for (; it != intervals_.end() && it->start_s < to_s; ++it) {
+      const double overlap_s = std::min(to_s, it->end_s) - std::max(from_s, it->start_s);
+      if (overlap_s > 0) {
+        pieces_.push_back(
+            {static_cast<size_t>(it - intervals_.begin()), request, weight * overlap_s / (to_s - from_s)});
+      }
+    }
+  }
+
+  std::vector<WorkPiece>& pieces() { return pieces_; }
+
+ private:
+  std::span<const EnergyInterval> intervals_;
+  std::vector<WorkPiece> pieces_;
+};
+
+// @return, per interval, the time within it during which at least one request was in flight, s.
+std::vector<double> busy_time_s(std::span<const EnergyInterval> intervals,
+                                std::span<const RequestWork> requests) {
+  std::vector<std::pair<double, double>> flights;
+  flights.reserve(requests.size());
+  for (const RequestWork& request : requests) {
+    if (request.end_s > request.start_s) {
+      flights.emplace_back(request.start_s, request.end_s);
+    }
+  }
+  std::sort(flights.begin(), flights.end());
+  std::vector<std::pair<double, double>> merged;  // their union, disjoint and sorted
+  for (const auto& flight : flights) {
+    if (!merged.empty() && flight.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, flight.second);
+    } else {
+      merged.push_back(flight);
+    }
+  }
+  std::vector<double> busy(intervals.size(), 0.0);
+  size_t m = 0;
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    while (m < merged.size() && merged[m].second <= intervals[i].start_s) {
+      ++m;
+    }
+    for (size_t k = m; k < merged.size() && merged[k].first < intervals[i].end_s; ++k) {
+      busy[i] +=
+          std::min(merged[k].second, intervals[i].end_s) - std::max(merged[k].first, intervals[i].start_s);
+    }
+  }
+  return busy;
+}
+
+}  // namespace
+
+Result<TimelineAttribution> attribute_energy_by_work(std::span<const EnergyInterval> intervals,
+                                                     std::span<const RequestWork> requests,
+                                                     const WorkWeights& weights) {
+  JOULE_TRY(check_energy_intervals(intervals));
+  JOULE_TRY(check_work_weights(weights));
+  for (size_t r = 0; r < requests.size(); ++r) {
+    JOULE_TRY(check_request_work(r, requests[r]));
+  }
+  WorkPlacer placer(intervals);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const RequestWork& request = requests[r];
+    const double prefill = weights.prefill_token * request.prefill_tokens;
+    const double decode_from_s = request.first_token_s.value_or(request.start_s);
+    placer.spread(r, request.start_s, request.first_token_s.value_or(request.end_s), prefill);
+    if (request.arrivals.empty()) {
+      placer.spread(r, decode_from_s, request.end_s, weights.decode_token * request.decode_tokens);
+    }
+    for (const TokenArrival& arrival : request.arrivals) {
+      placer.at(r, arrival.time_s, weights.decode_token * arrival.tokens);
+    }
+  }
+  std::vector<WorkPiece>& pieces = placer.pieces();
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const WorkPiece& a, const WorkPiece& b) { return a.interval < b.interval; });
+  std::vector<double> total_weight(intervals.size(), 0.0);
+  for (const WorkPiece& piece : pieces) {
+    total_weight[piece.interval] += piece.weight;
+  }
+  const std::vector<double> busy_s = busy_time_s(intervals, requests);
+
+  // Intervals without work are left to the equal rule; those with work are split here.
+  std::vector<EnergyInterval> without_work(intervals.begin(), intervals.end());
+  TimelineAttribution result;
+  result.request_energy_j.assign(requests.size(), 0.0);
+  std::vector<double> in_flight_j(intervals.size(), 0.0);
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    if (total_weight[i] <= 0) {
+      continue;
+    }
+    const EnergyInterval& interval = intervals[i];
+    const double length_s = interval.end_s - interval.start_s;
+    const double busy_share = length_s > 0 ? std::clamp(busy_s[i] / length_s, 0.0, 1.0) : 0.0;
+    in_flight_j[i] = interval.energy_j * busy_share;
+    result.idle_energy_j += interval.energy_j - in_flight_j[i];
+    without_work[i].energy_j = 0;
+  }
+  for (const WorkPiece& piece : pieces) {
+    const double share_j = in_flight_j[piece.interval] * piece.weight / total_weight[piece.interval];
+    result.request_energy_j[piece.request] += share_j;
+    result.attributed_energy_j += share_j;
+  }
+  std::vector<FlightInterval> flights;
+  flights.reserve(requests.size());
+  for (const RequestWork& request : requests) {
+    flights.push_back({request.start_s, request.end_s});
+  }
+  const TimelineAttribution equal = JOULE_TRY(attribute_energy_over_time(without_work, flights));
+  for (size_t r = 0; r < requests.size(); ++r) {
+    result.request_energy_j[r] += equal.request_energy_j[r];
+  }
+  result.attributed_energy_j += equal.attributed_energy_j;
+  result.idle_energy_j += equal.idle_energy_j;
+  for (const EnergyInterval& interval : intervals) {
+    result.energy_j += interval.energy_j;
+  }
   return result;
 }
 

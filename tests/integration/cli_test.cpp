@@ -1238,21 +1238,31 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
   EXPECT_GT(attributed, 0);
   EXPECT_GE(idle, 0);
   EXPECT_NEAR(attributed + idle, energy, 1e-6 * energy);
-  // Latency: the fake server takes ≥ 20 ms; it gives no TTFT/TPOT, so those are null.
+  // Latency: the fake server takes ≥ 20 ms. It streams: TTFT (its first chunk after 20 ms) and TPOT are
+  // measured here, and the energy is attributed by work.
   EXPECT_GE(out["p50_latency_s"].get<double>(), 0.02);
   EXPECT_LE(out["p50_latency_s"].get<double>(), out["p90_latency_s"].get<double>());
   EXPECT_LE(out["p90_latency_s"].get<double>(), out["p99_latency_s"].get<double>());
-  for (const char* field : {"p50_ttft_s", "p90_ttft_s", "p99_ttft_s", "p50_tpot_s", "p99_tpot_s"})
-    EXPECT_TRUE(out[field].is_null()) << field;
+  EXPECT_GE(out["p50_ttft_s"].get<double>(), 0.02);
+  EXPECT_LE(out["p99_ttft_s"].get<double>(), out["p99_latency_s"].get<double>());
+  EXPECT_GT(out["p99_tpot_s"].get<double>(), 0);
+  EXPECT_EQ(out["streamed"], true);
+  EXPECT_EQ(out["timing"], "client");
+  EXPECT_EQ(out["tokens_counted"], 0);
+  EXPECT_EQ(out["attribution"], "work");
+  EXPECT_EQ(out["prefill_token_weight"], 1.0);
+  EXPECT_EQ(out["decode_token_weight"], 1.0);
+  EXPECT_TRUE(out["server_energy_j"].is_null());
 
-  // What the server got: the model, max_tokens = the trace's output tokens, no streaming, a prompt of about
-  // prompt_tokens words, different for every request.
+  // What the server got: the model, max_tokens = the trace's output tokens, a stream with usage, a prompt of
+  // about prompt_tokens words, different for every request.
   const auto bodies = server.bodies();
   ASSERT_EQ(bodies.size(), 12u);
   std::set<std::string> prompts;
   for (const auto& body : bodies) {
     EXPECT_EQ(body["model"], "fake-model");
-    EXPECT_EQ(body["stream"], false);
+    EXPECT_EQ(body["stream"], true);
+    EXPECT_EQ(body["stream_options"]["include_usage"], true);
     prompts.insert(body["prompt"].get<std::string>());
   }
   EXPECT_EQ(prompts.size(), bodies.size());
@@ -1264,7 +1274,7 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
   std::getline(rows, line);
   EXPECT_EQ(line,
             "request,arrival_s,start_s,end_s,latency_s,outcome,prompt_tokens,completion_tokens,ttft_s,tpot_s,"
-            "energy_j,late,error");
+            "energy_j,server_ttft_s,server_tpot_s,server_energy_j,tokens_counted,late,error");
   double row_energy = 0;
   int row_count = 0;
   while (std::getline(rows, line)) {
@@ -1276,7 +1286,12 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
     EXPECT_NEAR(std::stod(cells[1]), 0.05 * row_count, 1e-6) << line;  // arrivals from the first one
     EXPECT_GE(std::stod(cells[2]), std::stod(cells[1])) << line;
     EXPECT_EQ(cells[5], row_count == 6 ? "http_error" : "ok") << line;
-    EXPECT_GT(std::stod(cells[10]), 0) << line;
+    // By work: every answered request did some; the refused one did none, so it shares only the intervals
+    // without work (none, here: it lasted under a millisecond among streams).
+    if (row_count == 6)
+      EXPECT_GE(std::stod(cells[10]), 0) << line;
+    else
+      EXPECT_GT(std::stod(cells[10]), 0) << line;
     row_energy += std::stod(cells[10]);
     ++row_count;
   }
@@ -1291,15 +1306,18 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
             std::string::npos)
       << prom;
 
-  // Text and CSV summaries, and --model, --rate-scale and --duration-s: 0.19 s at twice the rate (8
-  // requests).
-  const auto text = joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url() + "/", "--trace",
-                           trace, "--model", "other", "--rate-scale", "2", "--duration-s", "0.19"});
+  // Text and CSV summaries, and --model, --rate-scale, --duration-s (0.19 s at twice the rate: 8 requests),
+  // --no-stream and --attribution equal.
+  const auto text =
+      joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url() + "/", "--trace", trace, "--model",
+             "other", "--rate-scale", "2", "--duration-s", "0.19", "--no-stream", "--attribution", "equal"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("8 requests to " + server.url() + " (model other)"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("first error   HTTP 400: thirteen is unlucky"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("J/token"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("TTFT and TPOT: the server does not report them"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("attribution   equal"), std::string::npos) << text.out;
+  EXPECT_EQ(server.bodies().back()["stream"], false);
   EXPECT_NE(text.out.find("the GPUs are simulated"), std::string::npos) << text.out;
   EXPECT_EQ(server.bodies().back()["model"], "other");
   const auto csv = joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace,
@@ -1398,7 +1416,7 @@ TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
   // A 64 KiB cap and a 0.3 s deadline stand in for the defaults (8 MiB, 300 s).
   const auto result = joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace,
                              "--max-response-mib", "0.0625", "--timeout-s", "0.3", "--format", "json",
-                             "--requests-out", requests_csv});
+                             "--requests-out", requests_csv, "--no-stream"});
   const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(result.exit_code, 0) << result.err;
   // The endless body and the trickle would each last forever.
@@ -1449,6 +1467,93 @@ TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
   }
   EXPECT_EQ(table->row(10).text(table->column("ttft_s").value()), "0.250000");
   EXPECT_EQ(table->row(10).text(table->column("tpot_s").value()), "");
+}
+
+// A streaming endpoint whose streams attack by max_tokens: 1 a line without end, 2 no [DONE] and the
+// connection held, 3 a chunk that is not JSON, 4 a usage count of 2^63 − 1, 5 an honest stream whose server
+// reports its own energy (2.5 J), 6 an honest stream without usage.
+void hostile_streams(test::HostileServer::Peer& peer) {
+  while (peer.read_request()) {
+    if (peer.target() == "GET /v1/models") {
+      const std::string models = R"({"data": [{"id": "hostile"}]})";
+      peer.send(fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", models.size(), models));
+      continue;
+    }
+    const std::string& request = peer.request();
+    const int64_t attack = nlohmann::json::parse(request.substr(request.find("\r\n\r\n") + 4))["max_tokens"];
+    peer.send("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+    const std::string chunk = "data: {\"choices\": [{\"text\": \"a\"}]}\n\n";
+    switch (attack) {
+      case 1:
+        peer.send("data: ");
+        while (peer.send(std::string(4096, 'x'))) {
+        }
+        break;
+      case 2:
+        peer.send(chunk);
+        peer.pause(std::chrono::milliseconds(60'000));
+        break;
+      case 3:
+        peer.send("data: {oops\n\n");
+        break;
+      case 4:
+        peer.send(chunk + R"(data: {"usage": {"completion_tokens": 9223372036854775807}})"
+                          "\n\n");
+        break;
+      case 5:
+        peer.send(
+            chunk + chunk +
+            R"(data: {"usage": {"prompt_tokens": 5, "completion_tokens": 2, "energy": {"energy_j": 2.5}}})"
+            "\n\ndata: [DONE]\n\n");
+        break;
+      default:
+        peer.send(chunk + chunk + chunk + "data: [DONE]\n\n");
+        break;
+    }
+    return;
+  }
+}
+
+TEST(CliInfer, BenchSurvivesHostileStreams) {
+  test::HostileServer server(hostile_streams);
+  TempDir dir;
+  std::string trace_text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int attack = 1; attack <= 6; ++attack)
+    trace_text += fmt::format("{:.3f},5,{}\n", 0.001 * attack, attack);
+  const std::string trace = dir.write("trace.csv", trace_text);
+  const std::string requests_csv = dir.path() + "/requests.csv";
+  const auto result =
+      joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace, "--timeout-s",
+             "0.3", "--format", "json", "--requests-out", requests_csv, "--attribution", "server"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto out = nlohmann::json::parse(result.out);
+  EXPECT_EQ(out["requests_ok"], 2);
+  EXPECT_EQ(out["timeouts"], 1);
+  EXPECT_EQ(out["bad_responses"], 3);
+  EXPECT_EQ(out["tokens_counted"], 1);
+  EXPECT_EQ(out["output_tokens"], 5);
+  EXPECT_EQ(out["attribution"], "server");
+  EXPECT_EQ(out["server_energy_j"], 2.5);
+  // The server's figure where it gives one, the work rule's share elsewhere; the rest is not attributed.
+  EXPECT_NEAR(out["attributed_energy_j"].get<double>() + out["idle_energy_j"].get<double>(),
+              out["energy_j"].get<double>(), 1e-9 * out["energy_j"].get<double>());
+  const auto table = csv::parse(read_file(requests_csv), requests_csv);
+  ASSERT_TRUE(table) << table.error().message();
+  ASSERT_EQ(table->row_count(), 6u);
+  const size_t error = table->column("error").value();
+  const std::vector<std::string> expected = {
+      "a server-sent event is larger than 64 KiB, the most accepted",
+      "no complete response within 0.3 s (--timeout-s)",
+      "the stream's event 1 is not JSON: \"{oops\"",
+      "the response's usage.completion_tokens must be a whole number from 0 to 1000000000, got "
+      "9223372036854775807",
+      "",
+      ""};
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(table->row(i).text(error), expected[i]) << "request " << i;
+  EXPECT_EQ(table->row(4).text(table->column("energy_j").value()), "2.500000");
+  EXPECT_EQ(table->row(4).text(table->column("server_energy_j").value()), "2.500000");
+  EXPECT_EQ(table->row(5).text(table->column("tokens_counted").value()), "1");
 }
 
 // The models list before the run: cut at the cap and the deadline, and a model id that would need escaping
@@ -1551,6 +1656,16 @@ TEST(CliInfer, BenchBadInput) {
   expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/heavy.csv", "--duration-s", "100"}),
                "cannot reach the endpoint", 1);
   expect_error(bench({"--endpoint", closed, "--trace", dir.path() + "/missing.csv"}), "missing.csv", 1);
+  // The attribution and its weights, checked before the endpoint is asked.
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--attribution", "fair"}),
+               "--attribution fair not in {work,equal,server}", 2);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--cost-model", "llama-3-8b"}),
+               "joule: error: infer bench: --cost-model and --cost-gpu go together", 2);
+  expect_error(bench({"--endpoint", closed, "--trace", trace, "--cost-model", "nope", "--cost-gpu", "h100"}),
+               "joule: error: unknown model 'nope': known models are llama-3-8b", 1);
+  expect_error(
+      bench({"--endpoint", closed, "--trace", trace, "--cost-model", "llama-3-8b", "--cost-gpu", "tpu"}),
+      "joule: error: unknown GPU 'tpu'", 1);
   // GPUs that are not there.
   expect_error(bench({"--endpoint", closed, "--trace", trace, "--gpus", "3"}),
                "unknown GPU index 3: 1 GPU is visible (indices 0 to 0)", 1);

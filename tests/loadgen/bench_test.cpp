@@ -56,6 +56,19 @@ TEST(LoadgenEndpoint, AcceptsHttpHostPortOnly) {
   }
 }
 
+// A completion with the first fields given (the rest default).
+Completion answered(Outcome outcome, std::string error, int64_t prompt, int64_t completion,
+                    std::optional<double> ttft_s, std::optional<double> tpot_s) {
+  Completion answer;
+  answer.outcome = outcome;
+  answer.error = std::move(error);
+  answer.prompt_tokens = prompt;
+  answer.completion_tokens = completion;
+  answer.ttft_s = ttft_s;
+  answer.tpot_s = tpot_s;
+  return answer;
+}
+
 http::Response answer(int status, std::string body) {
   return {status, std::move(body), {}};
 }
@@ -91,7 +104,7 @@ TEST(LoadgenRecord, FirstTokenAndFinishComeFromTheServersTimesAndPhasesFromTheTo
   record.start_s = 1;
   record.end_s = 3;
   record.energy_j = 10;
-  record.completion = {Outcome::kOk, "", 30, 10, 0.5, 0.1};
+  record.completion = answered(Outcome::kOk, "", 30, 10, 0.5, 0.1);
   const measure::RequestEnergy energy = measure::to_request_energy(record.finished(), "r");
   EXPECT_DOUBLE_EQ(energy.first_token_s, 1.5);
   EXPECT_DOUBLE_EQ(energy.finish_s, 1.5 + 0.1 * 9);
@@ -104,11 +117,11 @@ TEST(LoadgenRecord, FirstTokenAndFinishComeFromTheServersTimesAndPhasesFromTheTo
 
 TEST(LoadgenSummary, CountsOutcomesTokensAndPercentiles) {
   std::vector<RequestRecord> records(3);
-  records[0].completion = {Outcome::kOk, "", 4, 8, std::nullopt, std::nullopt};
+  records[0].completion = answered(Outcome::kOk, "", 4, 8, std::nullopt, std::nullopt);
   records[0].end_s = 0.2;
-  records[1].completion = {Outcome::kHttpError, "HTTP 500: later", 0, 0, std::nullopt, std::nullopt};
+  records[1].completion = answered(Outcome::kHttpError, "HTTP 500: later", 0, 0, std::nullopt, std::nullopt);
   records[1].end_s = 0.9;
-  records[2].completion = {Outcome::kTimeout, "first", 0, 0, std::nullopt, std::nullopt};
+  records[2].completion = answered(Outcome::kTimeout, "first", 0, 0, std::nullopt, std::nullopt);
   records[2].end_s = 0.5;
   records[2].late = true;
   const auto summary = summarize(records);
@@ -154,13 +167,47 @@ TEST(LoadgenRun, SendsAPlanToAFakeServerAndAttributesTheEnergy) {
     EXPECT_EQ(record.completion.prompt_tokens, trace[i].prompt_tokens);  // the fake counts words
     EXPECT_GE(record.latency_s(), 0.02);
     EXPECT_GT(record.energy_j, 0);
+    // Streamed by default: the first token after the fake's 20 ms, timed here.
+    EXPECT_TRUE(record.completion.streamed);
+    EXPECT_FALSE(record.completion.tokens_counted);
+    ASSERT_TRUE(record.completion.ttft_s);
+    EXPECT_GE(*record.completion.ttft_s, 0.02);
+    EXPECT_LE(*record.completion.ttft_s, record.latency_s());
+    EXPECT_EQ(record.completion.tpot_s.has_value(), trace[i].output_tokens > 1);
   }
+  EXPECT_EQ(server.bodies()[0]["stream"], true);
+  EXPECT_EQ(server.bodies()[0]["stream_options"]["include_usage"], true);
+  EXPECT_EQ(run->attribution, Attribution::kWork);
   EXPECT_EQ(server.bodies().size(), 4u);
   EXPECT_EQ(server.bodies()[0]["model"], "fake-model");
   EXPECT_GE(run->workers, 4u);
   ASSERT_EQ(run->gpus.size(), 1u);
   EXPECT_GT(run->energy_j, 0);
   EXPECT_NEAR(run->attributed_energy_j + run->idle_energy_j, run->energy_j, 1e-6 * run->energy_j);
+  double shares_j = 0;
+  for (const RequestRecord& record : run->requests) {
+    shares_j += record.energy_j;
+  }
+  EXPECT_NEAR(shares_j + run->idle_energy_j, run->energy_j, 1e-9 * run->energy_j);
+
+  // Not streamed, shared equally: one JSON body each, no time of its own for the first token.
+  auto again = plan_requests(trace, {});
+  options.stream = false;
+  options.attribution = Attribution::kEqual;
+  const auto whole = run_bench(measured, *clock, *endpoint, *model, std::move(*again), options);
+  ASSERT_TRUE(whole) << whole.error().message();
+  EXPECT_EQ(server.bodies().back()["stream"], false);
+  EXPECT_FALSE(whole->requests[0].completion.streamed);
+  EXPECT_FALSE(whole->requests[0].completion.ttft_s);
+  EXPECT_EQ(whole->requests[0].completion.completion_tokens, 1);
+  EXPECT_NEAR(whole->attributed_energy_j + whole->idle_energy_j, whole->energy_j, 1e-6 * whole->energy_j);
+}
+
+TEST(LoadgenAttribution, ParsesItsNames) {
+  EXPECT_EQ(parse_attribution("server").value(), Attribution::kServer);
+  EXPECT_EQ(to_string(Attribution::kEqual), "equal");
+  EXPECT_EQ(parse_attribution("fair").error().message(),
+            "unknown attribution 'fair': expected work, equal or server");
 }
 
 }  // namespace

@@ -19,7 +19,9 @@ namespace joule::test {
 
 // A fake OpenAI-compatible server on loopback: GET /v1/models lists "fake-model"; POST /v1/completions
 // answers after 20 ms + 2 ms per output token with usage (prompt tokens = words of the prompt) and no
-// energy extension; max_tokens 13 is refused with an OpenAI-style 400. It records every body it got.
+// energy extension; max_tokens 13 is refused with an OpenAI-style 400. With "stream": true it streams
+// server-sent events as vLLM does: the first chunk after 20 ms, then one chunk of one token every 2 ms, a
+// usage chunk when stream_options.include_usage asks, then data: [DONE]. It records every body it got.
 class FakeOpenAiServer {
  public:
   FakeOpenAiServer() {
@@ -43,6 +45,38 @@ class FakeOpenAiServer {
       }
       const std::string prompt = body.at("prompt").get<std::string>();
       const auto words = static_cast<int64_t>(std::count(prompt.begin(), prompt.end(), ' ') + 1);
+      if (body.value("stream", false)) {
+        const bool usage =
+            body.contains("stream_options") && body["stream_options"].value("include_usage", false);
+        response.set_chunked_content_provider(
+            "text/event-stream", [max_tokens, words, usage](size_t, httplib::DataSink& sink) {
+              for (int64_t i = 0; i < max_tokens; ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 20 : 2));
+                const nlohmann::json chunk = {
+                    {"id", "cmpl-1"},
+                    {"object", "text_completion"},
+                    {"choices", {{{"text", " tok"}, {"index", 0}, {"finish_reason", nullptr}}}},
+                    {"usage", nullptr}};
+                const std::string event = "data: " + chunk.dump() + "\n\n";
+                sink.write(event.data(), event.size());
+              }
+              if (usage) {
+                const nlohmann::json last = {{"id", "cmpl-1"},
+                                             {"choices", nlohmann::json::array()},
+                                             {"usage",
+                                              {{"prompt_tokens", words},
+                                               {"completion_tokens", max_tokens},
+                                               {"total_tokens", words + max_tokens}}}};
+                const std::string event = "data: " + last.dump() + "\n\n";
+                sink.write(event.data(), event.size());
+              }
+              const std::string done = "data: [DONE]\n\n";
+              sink.write(done.data(), done.size());
+              sink.done();
+              return true;
+            });
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20 + 2 * max_tokens));
       const nlohmann::json answer = {
           {"id", "cmpl-1"},

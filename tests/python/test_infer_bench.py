@@ -48,7 +48,7 @@ def test_bench_against_the_example_server(joule_binary: pathlib.Path, tmp_path: 
     try:
         result = subprocess.run(
             [str(joule_binary), "--sim", "v100", "infer", "bench", "--endpoint", url, "--trace", str(trace),
-             "--prompt-unit", "char", "--format", "json", "--requests-out", str(requests_csv)],
+             "--prompt-unit", "char", "--format", "json", "--requests-out", str(requests_csv), "--no-stream"],
             capture_output=True, text=True, timeout=60, check=False)
     finally:
         process.send_signal(signal.SIGTERM)

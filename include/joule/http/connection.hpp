@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,12 @@ struct RequestLimits {
 /// Header fields: (name, value) pairs.
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
+/// Receives a successful (2xx) response's body piece by piece as it is read (decoded), instead of its being
+/// held in Response::body: a streamed answer (server-sent events). Runs on the requesting thread, within the
+/// request's deadline and size cap (the pieces count against max_response_bytes as a held body would).
+/// @return false to stop reading: the request then fails with Failure::Kind::kStopped.
+using BodySink = std::function<bool(std::string_view piece)>;
+
 /// A complete response.
 struct Response {
   int status = 0;
@@ -57,6 +64,7 @@ struct Failure {
     kTls,       ///< the TLS handshake or the server's certificate failed
     kSend,      ///< the request could not be sent
     kReceive,   ///< the connection closed early, or what came back is not HTTP
+    kStopped,   ///< the BodySink asked to stop reading (it knows why)
     kOther,
   };
   Kind kind = Kind::kOther;
@@ -104,6 +112,14 @@ class Connection {
   tl::expected<Response, Failure> request(std::string_view method, const std::string& path,
                                           const std::string& body, std::string_view content_type,
                                           const Headers& headers, const RequestLimits& limits);
+
+  /// The same, with a 2xx response's body handed to `sink` as it arrives (Response::body stays empty); the
+  /// body of any other status is held in Response::body as usual (an error text). The deadline and the cap
+  /// bound the whole stream: a server that trickles it, or sends it without end, is cut off.
+  tl::expected<Response, Failure> request(std::string_view method, const std::string& path,
+                                          const std::string& body, std::string_view content_type,
+                                          const Headers& headers, const RequestLimits& limits,
+                                          const BodySink& sink);
 
   /// request("GET", path, "", "", headers, limits).
   tl::expected<Response, Failure> get(const std::string& path, const Headers& headers,

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "joule/core/clock.hpp"
@@ -24,6 +25,7 @@
 #include "joule/http/connection.hpp"
 #include "joule/loadgen/openai.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/measure/request_energy.hpp"
 
 namespace joule::loadgen {
 
@@ -49,6 +51,23 @@ struct PlanOptions {
 Result<std::vector<RequestRecord>> plan_requests(std::span<const TraceRequest> trace,
                                                  const PlanOptions& options);
 
+/// How a run's measured energy is shared among its requests (docs/inference.md).
+enum class Attribution {
+  /// By each interval's work: prompt tokens spread from sending to the first token, output tokens at their
+  /// arrival, weighted by BenchOptions::weights (measure::attribute_energy_by_work()).
+  kWork,
+  /// Equally among the requests in flight at each instant (measure::attribute_energy_over_time()).
+  kEqual,
+  /// The server's own per-request figure, usage.energy.energy_j (joule's extension), where it gives one; the
+  /// work rule's share where it does not. The idle energy is then what the measurement leaves.
+  kServer,
+};
+
+/// @return "work", "equal" or "server".
+std::string_view to_string(Attribution attribution);
+/// @return the attribution called `name`, or kInvalidArgument listing them.
+Result<Attribution> parse_attribution(std::string_view name);
+
 struct BenchOptions {
   /// Requests in flight at most (worker threads, started as needed; a request arriving while every worker
   /// is busy waits, and is marked late).
@@ -61,6 +80,11 @@ struct BenchOptions {
   LimitNames limit_names;
   /// How often the GPUs' power is sampled to attribute energy over time.
   std::chrono::milliseconds sampling_period{100};
+  /// Ask for a stream of server-sent events (TTFT and TPOT measured here, tokens timed) or one JSON body.
+  bool stream = true;
+  Attribution attribution = Attribution::kWork;
+  /// The relative cost of a prompt and an output token, for Attribution::kWork.
+  measure::WorkWeights weights;
 };
 
 /// One GPU's energy over the run.
@@ -80,7 +104,12 @@ struct BenchRun {
   double energy_j = 0;  ///< every GPU's energy over the run
   bool estimated = false;
   double attributed_energy_j = 0;  ///< the requests' shares
-  double idle_energy_j = 0;        ///< energy with no request in flight
+  /// Energy with no request in flight; with Attribution::kServer, what the server's figures leave of the
+  /// measured energy (negative if they claim more than was measured).
+  double idle_energy_j = 0;
+  Attribution attribution = Attribution::kWork;
+  /// The sum of the server's usage.energy.energy_j over the requests that gave one; nullopt if none did.
+  std::optional<double> server_energy_j;
 };
 
 /// Sends `plan` to `endpoint` (POST /v1/completions, `model`), each request at its scheduled time on
@@ -104,10 +133,13 @@ struct BenchSummary {
   int64_t requested_prompt_tokens = 0, prompt_tokens = 0, output_tokens = 0;
   /// Nearest-rank percentiles (kPercentileShares) of the ok requests; nullopt without values.
   std::optional<double> latency_s[3], ttft_s[3], tpot_s[3];
+  /// Ok requests streamed, and of those whose output tokens were counted (no usage in the stream).
+  int64_t streamed = 0, tokens_counted = 0;
 };
 
-/// @return the summary of `requests` (kPending counts as a bad response). kOutOfRange if a token total
-/// would overflow (not with counts in range: checked all the same).
+/// @return the summary of `requests` (kPending counts as a bad response). TTFT and TPOT percentiles are of
+/// Completion::ttft_s and tpot_s (measured here when streamed, else the server's). kOutOfRange if a token
+/// total would overflow (not with counts in range: checked all the same).
 Result<BenchSummary> summarize(std::span<const RequestRecord> requests);
 
 }  // namespace joule::loadgen

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <tl/expected.hpp>
 
@@ -26,6 +27,9 @@ inline constexpr int64_t kMaxUsageTokens = 1'000'000'000;
 /// The longest time a response's usage.energy may report (ttft_s, tpot_s), s: a day, far above any
 /// request's, so that a sum over a trace stays finite.
 inline constexpr double kMaxServerSeconds = 86'400;
+/// The most energy a response's usage.energy.energy_j may report, J: a GW for a second, far above any
+/// request's, so that a sum over a trace stays finite.
+inline constexpr double kMaxServerJoules = 1e9;
 /// The longest model id taken from GET /v1/models (Hugging Face's repository ids are at most 96 characters).
 inline constexpr size_t kMaxModelIdBytes = 256;
 
@@ -64,8 +68,10 @@ Result<std::string> resolve_model(const Endpoint& endpoint, const std::string& m
 /// lowercase letters, one token each for byte-level tokenizers. The server may add a BOS token.
 std::string synthetic_prompt(int64_t tokens, size_t request, bool words);
 
-/// @return the JSON body of a non-streaming completion of `prompt` by `model`, at most `max_tokens` long.
-std::string completion_body(const std::string& model, const std::string& prompt, int64_t max_tokens);
+/// @return the JSON body of a completion of `prompt` by `model`, at most `max_tokens` long: streamed
+/// (`"stream": true, "stream_options": {"include_usage": true}`) or not (`"stream": false`).
+std::string completion_body(const std::string& model, const std::string& prompt, int64_t max_tokens,
+                            bool stream = false);
 
 /// How a request ended.
 enum class Outcome { kPending, kOk, kHttpError, kTimeout, kConnectionError, kBadResponse };
@@ -78,9 +84,25 @@ struct Completion {
   Outcome outcome = Outcome::kPending;
   std::string error;              ///< why it is not kOk, printable
   int64_t prompt_tokens = 0;      ///< the server's usage.prompt_tokens (0 if absent)
-  int64_t completion_tokens = 0;  ///< the server's usage.completion_tokens
-  std::optional<double> ttft_s;   ///< usage.energy.ttft_s (joule's extension), if the server gives it
-  std::optional<double> tpot_s;   ///< usage.energy.tpot_s
+  int64_t completion_tokens = 0;  ///< usage.completion_tokens; streamed without usage: the content chunks
+  /// Time to first token and per output token after it, s: measured by the client when streamed (first
+  /// chunk with text − sending; (last − first chunk with text) / (tokens − 1)), else the server's
+  /// usage.energy figures (joule's extension) when it gives them.
+  std::optional<double> ttft_s;
+  std::optional<double> tpot_s;
+  /// The server's own usage.energy.ttft_s, tpot_s and energy_j (joule's extension), when given.
+  std::optional<double> server_ttft_s;
+  std::optional<double> server_tpot_s;
+  std::optional<double> server_energy_j;
+  bool streamed = false;        ///< read as server-sent events
+  bool tokens_counted = false;  ///< completion_tokens counts content chunks: the stream had no usage
+  /// Streamed: when the first and the last chunk with text arrived, s on the run's clock.
+  std::optional<double> first_token_s;
+  std::optional<double> last_token_s;
+  /// Streamed: when the output tokens arrived, chunks falling in the same attribution interval merged (at
+  /// most one entry per interval, so the run's length bounds it, not the tokens); their tokens add up to
+  /// completion_tokens.
+  std::vector<measure::TokenArrival> arrivals;
 };
 
 /// @return what `result` (the answer to POST /v1/completions) says: kOk with the server's figures; kTimeout,
@@ -100,11 +122,12 @@ struct RequestRecord {
   int64_t requested_prompt_tokens = 0;
   int64_t max_tokens = 0;
   Completion completion;
-  double energy_j = 0;  ///< attributed (attribute_energy_over_time())
+  double energy_j = 0;  ///< attributed, by the run's rule (BenchRun::attribution)
 
   double latency_s() const { return end_s - start_s; }
-  /// @return the request as measure's records see it: sent at start_s; first token and finish from the
-  /// server's TTFT and TPOT when it gave them, else finished at end_s; phases by the tokens rule.
+  /// @return the request as measure's records see it: sent at start_s; first token and finish as the
+  /// stream's chunks with text arrived, else from the server's TTFT and TPOT when it gave them, else
+  /// finished at end_s; phases by the tokens rule.
   measure::FinishedRequest finished() const;
 };
 

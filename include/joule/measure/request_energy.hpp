@@ -203,4 +203,77 @@ struct TimelineAttribution {
 Result<TimelineAttribution> attribute_energy_over_time(std::span<const EnergyInterval> intervals,
                                                        std::span<const FlightInterval> requests);
 
+/// The relative cost of one token of each phase, for splitting energy by work (dimensionless: only their
+/// ratio matters). The default, 1:1, is the tokens rule (split_by_tokens(), AttributionRule::kTokens). A cost
+/// model gives another ratio: in memory-bound decode one decoded token costs several prompt tokens, whose
+/// weight reads the whole prompt shares (`joule infer bench --cost-model`, docs/inference.md).
+struct WorkWeights {
+  double prefill_token = 1;  ///< per prompt token processed
+  double decode_token = 1;   ///< per output token generated
+};
+
+/// @return kInvalidArgument unless both weights are finite and ≥ 0 and at least one is > 0.
+Result<void> check_work_weights(const WorkWeights& weights);
+
+/// One request's token work within one stretch of time (an interval, an iteration); counts may be fractional
+/// (a share of a prompt spread over time).
+struct TokenWork {
+  double prefill_tokens = 0;
+  double decode_tokens = 0;
+};
+
+/// Splits `energy_j` among requests in proportion to their work: weights.prefill_token · prefill_tokens +
+/// weights.decode_token · decode_tokens. Writes each request's share to `shares_j` (same size as `work`).
+/// The shares add up to energy_j (up to rounding) when there is any work; with none (every weighted count 0)
+/// every share is 0 and the caller decides where the energy goes (attribute_energy_by_work(): the equal
+/// rule).
+/// @return the energy given out, J: energy_j, or 0 without work. Misuse (sizes differ) throws
+/// std::invalid_argument; counts and weights are the caller's to check (negative or non-finite ones give
+/// meaningless shares).
+double split_by_work(double energy_j, std::span<const TokenWork> work, const WorkWeights& weights,
+                     std::span<double> shares_j);
+
+/// When output tokens arrived: `tokens` of them at `time_s` (a streamed chunk, or several merged that fall
+/// in the same interval), s.
+struct TokenArrival {
+  double time_s = 0;
+  double tokens = 0;
+};
+
+/// One request's flight and work, seen from its client (attribute_energy_by_work()). Times in s.
+struct RequestWork {
+  double start_s = 0;  ///< sent
+  double end_s = 0;    ///< its response complete (or failed)
+  double prefill_tokens = 0;
+  /// When its first output token arrived: its prefill is spread evenly over [start_s, first_token_s].
+  /// nullopt (not streamed, no token): prefill and decode are both spread evenly over [start_s, end_s].
+  std::optional<double> first_token_s;
+  /// Output tokens, spread evenly over [first_token_s (or start_s), end_s] when `arrivals` is empty.
+  double decode_tokens = 0;
+  /// When its output tokens arrived; when given they are its decode work (decode_tokens is then unused).
+  std::span<const TokenArrival> arrivals;
+};
+
+/// Attributes energy measured over time to requests by their work in each interval, for a serving endpoint
+/// seen from its client (`joule infer bench --attribution work`, docs/inference.md):
+///
+/// - energy at instants with no request in flight is idle (as attribute_energy_over_time() finds it);
+/// - the rest of an interval's energy goes to the requests in proportion to their weighted token work in it
+///   (split_by_work()): decode tokens at their arrival times, prefill tokens spread evenly from sending to
+///   the first token (the prompt is processed somewhere in that time; spreading never charges a long prompt
+///   to the one interval where its first token happened to arrive);
+/// - an interval with requests in flight but no work in it (queueing, a prefill of unknown time) is shared
+///   by the equal rule (attribute_energy_over_time()), so nothing is lost.
+///
+/// The shares plus the idle energy add up to the intervals' energy (up to rounding). Work falling in a gap
+/// between intervals (or outside them) has no energy to take.
+///
+/// Complexity O((intervals + requests + arrivals + intervals spanned by the prefills) · log).
+/// @return kInvalidArgument as attribute_energy_over_time() (intervals, flights), and for bad weights
+/// (check_work_weights()), negative or non-finite token counts, or a first token or an arrival outside its
+/// request's [start_s, end_s].
+Result<TimelineAttribution> attribute_energy_by_work(std::span<const EnergyInterval> intervals,
+                                                     std::span<const RequestWork> requests,
+                                                     const WorkWeights& weights = {});
+
 }  // namespace joule::measure
