@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
@@ -220,6 +221,10 @@ constexpr double kMaxComputeShare = 0.75;
 constexpr double kWaitTrigger = 0.5;
 constexpr double kBurstSpanS = 2.0;
 constexpr double kMaxBurstShare = 0.9;
+// Power within this share of another level's is a tie, broken towards the lower knob.
+constexpr double kTiePowerShare = 0.005;
+// A prefill-heavy batch, tokens: what a power limit caps first.
+constexpr double kPrefillProbeTokens = 2000;
 
 struct SloClockController::State {
   ServingSlo slo;
@@ -256,15 +261,34 @@ struct SloClockController::State {
     return time_models[level_index].samples() >= options.min_samples;
   }
 
+  // How much slower level k runs than the faster, measured level j for the batch x (>= 1). Clock mode: as if
+  // fully compute-bound, time ∝ 1/clock (pessimistic). Power-limit mode: a limit above what level j draws
+  // changes nothing; below it, the GPUs slow until they draw the limit: dynamic power goes as the clock
+  // squared at least (cubed with voltage), so the clock falls at most as the square root of the dynamic
+  // power's share that is left (pessimistic, and far less so than taking the limit's ratio for a clock's).
+  double slowdown(size_t k, size_t j, const std::array<double, 3>& x) const {
+    if (kind == KnobKind::kSmClockMhz) {
+      return static_cast<double>(levels[j]) / levels[k];
+    }
+    const double drawn = std::max(power_models[j].predict(x), 0.0);
+    const double limit = static_cast<double>(levels[k]) * options.knob_gpus;
+    if (limit >= drawn) {
+      return 1.0;
+    }
+    const double idle = idle_power_w >= 0 ? std::min(idle_power_w, 0.9 * drawn) : 0.3 * drawn;
+    const double dynamic_share = std::clamp((limit - idle) / std::max(drawn - idle, 1e-9), 0.05, 1.0);
+    return 1.0 / std::sqrt(dynamic_share);
+  }
+
   // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
-  // time scaled as if fully compute-bound (pessimistic), else a measured slower level's time (not faster).
-  double predict_time(size_t level_index, const std::array<double, 3>& x) const {
+  // time scaled by slowdown() (pessimistic), else a measured slower level's time (not faster).
+  double own_time(size_t level_index, const std::array<double, 3>& x) const {
     if (measured(level_index)) {
       return std::max(time_models[level_index].predict(x), 1e-6);
     }
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
-        return std::max(time_models[k].predict(x), 1e-6) * levels[k] / levels[level_index];
+        return std::max(time_models[k].predict(x), 1e-6) * slowdown(level_index, k, x);
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
@@ -276,10 +300,19 @@ struct SloClockController::State {
   }
 
   // Busy power of the replica at a level: its model, else a measured neighbour's dynamic part scaled by the
-  // clock ratio squared (a conservative stand-in for the cubic law, which would promise more).
-  double predict_power(size_t level_index, const std::array<double, 3>& x) const {
+  // clock ratio squared (a conservative stand-in for the cubic law, which would promise more); under a
+  // power limit, the nearest faster measured level's power capped by the limit.
+  double own_power(size_t level_index, const std::array<double, 3>& x) const {
     if (measured(level_index)) {
       return std::max(power_models[level_index].predict(x), 0.0);
+    }
+    if (kind == KnobKind::kPowerLimitW) {
+      for (size_t k = level_index; k-- > 0;) {
+        if (measured(k)) {
+          return std::min(std::max(power_models[k].predict(x), 0.0),
+                          static_cast<double>(levels[level_index]) * options.knob_gpus);
+        }
+      }
     }
     const double idle = std::max(idle_power_w, 0.0);
     size_t nearest = levels.size();
@@ -298,17 +331,48 @@ struct SloClockController::State {
     return idle + dynamic * ratio * ratio;
   }
 
+  // A lower knob never runs faster nor draws more for the same batch: each level's prediction is bounded by
+  // the faster levels' (a level measured briefly, in a burst, would otherwise block the way down with a
+  // noisy model, and a level never revisited keeps it).
+  double predict_time(size_t level_index, const std::array<double, 3>& x) const {
+    double time = own_time(level_index, x);
+    for (size_t k = 0; k < level_index; ++k) {
+      if (measured(k)) {
+        time = std::max(time, own_time(k, x));
+      }
+    }
+    return time;
+  }
+  double predict_power(size_t level_index, const std::array<double, 3>& x) const {
+    double power = own_power(level_index, x);
+    for (size_t k = 0; k < level_index; ++k) {
+      if (measured(k)) {
+        power = std::min(power, own_power(k, x));
+      }
+    }
+    return power;
+  }
+
   // Time per prompt token at a level, s: prefill is compute-bound, so this is the level's token throughput
-  // limit (decode tokens cost the same FLOPs). Unmeasured levels scale a faster level's cost by the clock
-  // ratio, which is exact for compute-bound work.
+  // limit (decode tokens cost the same FLOPs). Unmeasured levels scale a faster level's cost by slowdown()
+  // for a prefill-heavy batch, which is exact for compute-bound work at a clock.
   double token_cost(size_t level_index) const {
+    double cost = own_token_cost(level_index);
+    for (size_t k = 0; k < level_index; ++k) {
+      if (measured(k)) {
+        cost = std::max(cost, own_token_cost(k));
+      }
+    }
+    return cost;
+  }
+  double own_token_cost(size_t level_index) const {
     const auto own = [&](size_t k) { return std::max(time_models[k].coefficient(2) / 1000.0, 0.0); };
     if (measured(level_index) && own(level_index) > 0) {
       return own(level_index);
     }
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k) && own(k) > 0) {
-        return own(k) * levels[k] / levels[level_index];
+        return own(k) * slowdown(level_index, k, features(0, kPrefillProbeTokens));
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
@@ -510,8 +574,8 @@ struct SloClockController::State {
         load.saturated ? level
                        : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
                                    deepest_measured() + 1});
-    std::optional<size_t> best;
-    double best_power = std::numeric_limits<double>::infinity();
+    std::vector<double> powers(lowest_allowed + 1, std::numeric_limits<double>::infinity());
+    double least_power = std::numeric_limits<double>::infinity();
     double current_power = std::numeric_limits<double>::infinity();
     bool current_feasible = false;
     for (size_t k = 0; k <= lowest_allowed; ++k) {
@@ -532,14 +596,32 @@ struct SloClockController::State {
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
       const double rho = std::min(load.utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
+      if (std::getenv("JOULE_SLO_DEBUG2") != nullptr && k >= level && k <= level + 3) {
+        fmt::print(stderr, "  k={} m={} n={} ratio={:.3f} ttft_k={:.3f} keeps={} tpot={:.3f} power={:.0f} cost={:.2e} t={:.4f}\n", k, measured(k), time_models[k].samples(), ratio, ttft_k, keeps_up, tails.tpot_s * ratio, power, token_cost(k), predict_time(k, x));
+      }
       if (k == level) {
         current_power = power;
         current_feasible = feasible;
       }
-      if (feasible && power < best_power) {
-        best_power = power;
-        best = k;
+      if (feasible) {
+        powers[k] = power;
+        least_power = std::min(least_power, power);
       }
+    }
+    // Among levels within kTiePowerShare of the least power, the lowest knob: where a lower knob costs no
+    // more (a power limit above what the GPUs draw), going lower is free, and it is how the controller finds
+    // where the knob starts to bite.
+    std::optional<size_t> best;
+    double best_power = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k <= lowest_allowed; ++k) {
+      if (powers[k] <= least_power * (1 + kTiePowerShare)) {
+        best = k;
+        best_power = powers[k];
+      }
+    }
+    if (std::getenv("JOULE_SLO_DEBUG") != nullptr) {
+      fmt::print(stderr, "t={:.0f} lvl={}({}) feas={} best={} bp={:.0f} cp={:.0f} low={} margin={:.2f} tails={:.3f}/{:.3f} util={:.2f} sat={} tok={:.0f}/{:.0f} cost={:.2e}\n",
+                 iterations.back().end_s, level, levels[level], current_feasible, best ? static_cast<int>(*best) : -1, best_power, current_power, lowest_allowed, margin, tails.ttft_s, tails.tpot_s, load.utilization, load.saturated, load.tokens_per_s, load.peak_tokens_per_s, token_cost(level));
     }
     if (!current_feasible) {
       // Predicted over the margin here: go up, to the best feasible level if it is above, else a few levels.
@@ -548,7 +630,8 @@ struct SloClockController::State {
       return;
     }
     // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
-    if (best && *best != level && best_power < current_power * 0.97) {
+    if (best && *best != level &&
+        (best_power < current_power * 0.97 || (*best > level && best_power <= current_power * (1 + kTiePowerShare)))) {
       level = *best;
     }
   }
@@ -577,6 +660,10 @@ SloClockController::SloClockController(ServingSlo slo, KnobKind kind, std::vecto
         ErrorCode::kInvalidArgument,
         "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
         "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+  }
+  if (options.knob_gpus < 1) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("SLO controller options: knob_gpus must be at least 1, got {}", options.knob_gpus));
   }
   const std::vector<uint32_t> clocks =
       sorted_knob_values(std::move(values), kind, "the SLO clock controller");

@@ -566,7 +566,9 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
   optimize::UtilizationGovernor governor(kind, knobs);
   comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
-  optimize::SloClockController controller(slo, kind, knobs, options.controller);
+  optimize::SloControllerOptions controller_options = options.controller;
+  controller_options.knob_gpus = cost.tensor_parallel();  // a power limit is per GPU, the energy the replica's
+  optimize::SloClockController controller(slo, kind, knobs, controller_options);
   comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
   if (controller.slo_unattainable()) {
     comparison.note =
