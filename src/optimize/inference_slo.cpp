@@ -41,6 +41,9 @@ Result<void> validate(const IterationSample& sample) {
   JOULE_TRY(check_number(static_cast<double>(sample.waiting_requests), NumberRule::non_negative(),
                          "waiting_requests"));
   JOULE_TRY(check_number(sample.oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
+  JOULE_TRY(check_number(static_cast<double>(sample.pending_prompt_tokens), NumberRule::non_negative(),
+                         "pending_prompt_tokens"));
+  JOULE_TRY(check_number(sample.oldest_pending_s, NumberRule::non_negative(), "oldest_pending_s"));
   return {};
 }
 
@@ -219,10 +222,18 @@ double percentile(std::vector<double> values, double share) {
 // The share of a level's compute throughput the load may use: beyond it, bursts queue.
 constexpr double kMaxComputeShare = 0.75;
 constexpr double kWaitTrigger = 0.5;
+constexpr double kPendingTrigger = 0.8;
 constexpr double kBurstSpanS = 2.0;
 constexpr double kMaxBurstShare = 0.9;
 // Power within this share of another level's is a tie, broken towards the lower knob.
 constexpr double kTiePowerShare = 0.005;
+// The error budget's pacing (pace_margin()).
+constexpr double kTargetBudgetUse = 0.6;
+constexpr double kPaceWindowS = 300;
+constexpr double kPaceGain = 0.01;
+constexpr double kPaceMaxRise = 0.01;
+constexpr double kPaceMaxFall = 0.05;
+constexpr int64_t kPaceMinRequests = 100;
 // A prefill-heavy batch, tokens: what a power limit caps first.
 constexpr double kPrefillProbeTokens = 2000;
 
@@ -236,7 +247,10 @@ struct SloClockController::State {
   size_t level = 0;
   double margin = 0;
   double next_decision_s = -1;
-  double last_emergency_s = -1e300;
+  double recent_finished = 0;  // decayed over kPaceWindowS
+  double level_token_cost_s = -1;  // token_cost(level), cached until the level or a decision changes it
+  double recent_violated = 0;
+  double recent_at_s = -1;
   double window_start_s = -1;
   std::deque<WindowIteration> iterations;
   std::deque<RequestSample> requests;
@@ -416,13 +430,10 @@ struct SloClockController::State {
     return static_cast<double>(met) / static_cast<double>(requests.size());
   }
 
-  // To the top clock at once. `tighten`: after measured violations, also aim further below the SLO.
-  void emergency(double now_s, bool tighten) {
-    if (tighten && now_s - last_emergency_s >= options.interval_s) {
-      margin = std::max(options.min_margin, margin * 0.9);
-      last_emergency_s = now_s;
-    }
+  // To the top clock at once.
+  void emergency(double now_s) {
     level = 0;
+    level_token_cost_s = -1;
     next_decision_s = now_s + options.interval_s;
     // The violations are answered (top clock, tighter margin); judge what comes next on its own.
     requests.clear();
@@ -448,7 +459,7 @@ struct SloClockController::State {
       if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s) {
         unattainable = true;
       }
-      emergency(now_s, /*tighten=*/true);
+      emergency(now_s);
       return true;
     }
     if (unattainable && enough_requests && observed_attainment >= slo.attainment) {
@@ -461,18 +472,36 @@ struct SloClockController::State {
     return false;
   }
 
-  // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
-  // window showed.
-  // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
-  void relax_margin() {
-    const double budget = (1 - slo.attainment) * static_cast<double>(finished_requests);
-    double ceiling = options.margin;
-    if (finished_requests >= 200 && static_cast<double>(violated_requests) < 0.5 * budget) {
-      ceiling = std::max(options.margin, 0.95);
-    } else if (finished_requests >= 200 && static_cast<double>(violated_requests) > budget) {
-      ceiling = options.min_margin;  // over budget: stay well inside the SLO until the run is back within it
+  // The margin paces the error budget: the SLO allows (1 − attainment) of requests to miss, and the best
+  // fixed knob in hindsight spends nearly all of it. Every decision the margin moves by the share of the
+  // budget spent, over the last kPaceWindowS and over the whole run (the larger): under kTargetBudgetUse, it
+  // aims closer to (or past: the predictions are tails of a short window) the SLO; over it, further inside.
+  void pace_margin() {
+    if (finished_requests < kPaceMinRequests) {
+      return;
     }
-    margin = std::min(ceiling, margin + 0.002);
+    const double miss_share = 1 - slo.attainment;
+    const auto use = [&](double violated, double finished) {
+      const double budget = miss_share * finished;
+      return budget > 0 ? violated / budget : (violated > 0 ? 1e9 : 0.0);
+    };
+    // The whole run's use counts once it is over budget: early violations alone must not pin the margin to
+    // its floor for the rest of a long run.
+    const double run_spent = use(static_cast<double>(violated_requests), static_cast<double>(finished_requests));
+    const double spent = std::max(use(recent_violated, recent_finished), run_spent > 1 ? run_spent : 0.0);
+    const double step = std::clamp(kPaceGain * (kTargetBudgetUse - spent), -kPaceMaxFall, kPaceMaxRise);
+    margin = std::clamp(margin * std::exp(step), options.min_margin, options.max_margin);
+  }
+
+  void count_request(double finish_s, bool met) {
+    if (recent_at_s >= 0 && finish_s > recent_at_s) {
+      const double decay = std::exp(-(finish_s - recent_at_s) / kPaceWindowS);
+      recent_finished *= decay;
+      recent_violated *= decay;
+    }
+    recent_at_s = std::max(recent_at_s, finish_s);
+    recent_finished += 1;
+    recent_violated += met ? 0 : 1;
   }
 
   // The window's load (iterations not empty).
@@ -637,12 +666,13 @@ struct SloClockController::State {
   }
 
   void decide(double now_s) {
+    level_token_cost_s = -1;
     next_decision_s = now_s + options.interval_s;
     trim(now_s);
     if (guard_attainment(now_s)) {
       return;
     }
-    relax_margin();
+    pace_margin();
     if (!iterations.empty()) {
       choose_level(window_load(now_s));
     }
@@ -660,6 +690,11 @@ SloClockController::SloClockController(ServingSlo slo, KnobKind kind, std::vecto
         ErrorCode::kInvalidArgument,
         "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
         "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+  }
+  if (!(options.max_margin >= options.margin)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("SLO controller options: max_margin must be at least margin ({}), got {}",
+                                options.margin, options.max_margin));
   }
   if (options.knob_gpus < 1) {
     throw Exception(ErrorCode::kInvalidArgument,
@@ -709,8 +744,15 @@ void SloClockController::on_iteration(const IterationSample& sample) {
   }
   // A burst cannot wait for the next decision: a request not yet started that has waited half its TTFT
   // budget is about to miss it.
-  if (state.level != 0 && sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s) {
-    state.emergency(sample.end_s, /*tighten=*/false);
+  // Or the prompts pending now, prefilled at this level's token cost, would take the oldest past it.
+  if (state.level_token_cost_s < 0) {
+    state.level_token_cost_s = state.token_cost(state.level);
+  }
+  const double pending_ttft_s =
+      sample.oldest_pending_s + static_cast<double>(sample.pending_prompt_tokens) * state.level_token_cost_s;
+  if (state.level != 0 && (sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s ||
+                           pending_ttft_s > kPendingTrigger * state.slo.ttft_s)) {
+    state.emergency(sample.end_s);
     return;
   }
   if (sample.end_s >= state.next_decision_s) {
@@ -721,9 +763,11 @@ void SloClockController::on_iteration(const IterationSample& sample) {
 void SloClockController::on_request_done(const RequestSample& sample) {
   State& state = *state_;
   ++state.finished_requests;
-  if (!state.slo.met(sample.ttft_s, sample.tpot_s)) {
+  const bool met = state.slo.met(sample.ttft_s, sample.tpot_s);
+  if (!met) {
     ++state.violated_requests;
   }
+  state.count_request(sample.finish_s, met);
   state.requests.push_back(sample);
 }
 

@@ -74,6 +74,10 @@ struct IterationSample {
   int64_t prefill_tokens = 0;    ///< prompt tokens processed
   int64_t waiting_requests = 0;  ///< requests queued, not yet admitted, after it
   double oldest_waiting_s = 0;   ///< how long the oldest queued request has waited at end_s, s
+  /// Prompt tokens not yet prefilled after it, of every request without its first token (queued, or
+  /// admitted with its prompt partly prefilled); 0 if unknown. What the next first tokens wait for.
+  int64_t pending_prompt_tokens = 0;
+  double oldest_pending_s = 0;  ///< how long the oldest request without its first token has waited, s
 };
 
 /// A finished request's latency.
@@ -165,14 +169,15 @@ class UtilizationGovernor final : public ServingKnobPolicy {
 struct SloControllerOptions {
   double interval_s = 1.0;  ///< how often it re-decides, s of serving time
   double window_s = 20.0;   ///< the latency window its percentiles come from, s
-  double margin = 0.85;     ///< aim at margin × SLO; shrinks after a violation, recovers slowly
-  double min_margin = 0.5;
+  double margin = 0.85;     ///< aim at margin × SLO at first; then the error budget's pace moves it
+  double min_margin = 0.5;  ///< the margin's floor
   int min_samples = 8;           ///< iterations at a level before its model is trusted
   int max_step_down = 4;         ///< levels it may go down per decision (up: any)
   size_t candidate_levels = 24;  ///< knob values it considers, spread evenly over the supported ones
   /// GPUs the knob is set on together (a tensor-parallel group): a power limit applies to each GPU, while
   /// the samples' energy is of them all. Only power-limit mode reads it.
   int knob_gpus = 1;
+  double max_margin = 2.0;  ///< the margin's ceiling (> 1: the predicted tails may pass the SLO)
 };
 
 /// One knob level's learned model (for reports and tests).
