@@ -223,6 +223,7 @@ double percentile(std::vector<double> values, double share) {
 constexpr double kMaxComputeShare = 0.75;
 constexpr double kWaitTrigger = 0.5;
 constexpr double kPendingTrigger = 0.8;
+constexpr double kPendingTarget = 0.6;
 constexpr double kBurstSpanS = 2.0;
 constexpr double kMaxBurstShare = 0.9;
 // Power within this share of another level's is a tie, broken towards the lower knob.
@@ -430,6 +431,22 @@ struct SloClockController::State {
     return static_cast<double>(met) / static_cast<double>(requests.size());
   }
 
+  // Up at once, to the lowest knob above the current one that `enough` accepts (else the top), without
+  // forgetting the window: a burst met in time is not a violation.
+  template <typename Enough>
+  void boost(double now_s, Enough enough) {
+    size_t target = 0;
+    for (size_t k = level; k-- > 0;) {
+      if (enough(k)) {
+        target = k;
+        break;
+      }
+    }
+    level = target;
+    level_token_cost_s = -1;
+    next_decision_s = now_s + options.interval_s;
+  }
+
   // To the top clock at once.
   void emergency(double now_s) {
     level = 0;
@@ -601,8 +618,8 @@ struct SloClockController::State {
 
     const size_t lowest_allowed =
         load.saturated ? level
-                       : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
-                                   deepest_measured() + 1});
+                       : std::min({levels.size() - 1, deepest_measured() + 1,
+                                   std::max(level + static_cast<size_t>(options.max_step_down), deepest_measured())});
     std::vector<double> powers(lowest_allowed + 1, std::numeric_limits<double>::infinity());
     double least_power = std::numeric_limits<double>::infinity();
     double current_power = std::numeric_limits<double>::infinity();
@@ -742,18 +759,27 @@ void SloClockController::on_iteration(const IterationSample& sample) {
   if (state.next_decision_s < 0) {
     state.next_decision_s = sample.end_s + state.options.interval_s;
   }
-  // A burst cannot wait for the next decision: a request not yet started that has waited half its TTFT
-  // budget is about to miss it.
-  // Or the prompts pending now, prefilled at this level's token cost, would take the oldest past it.
-  if (state.level_token_cost_s < 0) {
-    state.level_token_cost_s = state.token_cost(state.level);
-  }
-  const double pending_ttft_s =
-      sample.oldest_pending_s + static_cast<double>(sample.pending_prompt_tokens) * state.level_token_cost_s;
-  if (state.level != 0 && (sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s ||
-                           pending_ttft_s > kPendingTrigger * state.slo.ttft_s)) {
+  // A burst cannot wait for the next decision: a request the engine has not admitted that has waited half
+  // its TTFT budget is about to miss it (the top knob at once); so is the oldest request without its first
+  // token when the prompts pending now, prefilled at this level's token cost, would take it past
+  // kPendingTrigger × TTFT (the lowest knob that prefills them within kPendingTarget × TTFT).
+  if (state.level != 0 && sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s) {
     state.emergency(sample.end_s);
     return;
+  }
+  if (state.level != 0 && sample.pending_prompt_tokens > 0) {
+    if (state.level_token_cost_s < 0) {
+      state.level_token_cost_s = state.token_cost(state.level);
+    }
+    const auto pending_ttft_s = [&](double token_cost_s) {
+      return sample.oldest_pending_s + static_cast<double>(sample.pending_prompt_tokens) * token_cost_s;
+    };
+    if (pending_ttft_s(state.level_token_cost_s) > kPendingTrigger * state.slo.ttft_s) {
+      state.boost(sample.end_s, [&](size_t k) {
+        return pending_ttft_s(state.token_cost(k)) <= kPendingTarget * state.slo.ttft_s;
+      });
+      return;
+    }
   }
   if (sample.end_s >= state.next_decision_s) {
     state.decide(sample.end_s);

@@ -173,7 +173,7 @@ struct SloControllerOptions {
   double min_margin = 0.5;  ///< the margin's floor
   int min_samples = 8;           ///< iterations at a level before its model is trusted
   int max_step_down = 4;         ///< levels it may go down per decision (up: any)
-  size_t candidate_levels = 24;  ///< knob values it considers, spread evenly over the supported ones
+  size_t candidate_levels = 24;  /// knob values it considers, spread evenly over the supported ones
   /// GPUs the knob is set on together (a tensor-parallel group): a power limit applies to each GPU, while
   /// the samples' energy is of them all. Only power-limit mode reads it.
   int knob_gpus = 1;
