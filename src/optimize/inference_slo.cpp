@@ -225,7 +225,7 @@ constexpr double kWaitTrigger = 0.5;
 constexpr double kPendingTrigger = 0.8;
 constexpr double kPendingTarget = 0.6;
 constexpr double kBurstSpanS = 2.0;
-constexpr double kMaxBurstShare = 0.9;
+constexpr double kMaxBurstShare = 1.2;
 // Power within this share of another level's is a tie, broken towards the lower knob.
 constexpr double kTiePowerShare = 0.005;
 // The error budget's pacing (pace_margin()).
