@@ -224,6 +224,8 @@ constexpr double kMaxComputeShare = 0.75;
 constexpr double kWaitTrigger = 0.5;
 constexpr double kPendingTrigger = 0.8;
 constexpr double kPendingTarget = 0.6;
+// Busy this share of the window: continuously batching, never idle.
+constexpr double kContinuouslyBusy = 0.98;
 constexpr double kBurstSpanS = 2.0;
 constexpr double kMaxBurstShare = 1.2;
 // Power within this share of another level's is a tie, broken towards the lower knob.
@@ -640,7 +642,9 @@ struct SloClockController::State {
       const bool feasible = k == 0 || (keeps_up && tails.tpot_s * ratio <= margin * slo.tpot_s &&
                                        ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
-      const double rho = std::min(load.utilization * ratio, 1.0);
+      // A replica busy all the time batches continuously: a faster level shrinks the batches, not the busy
+      // time, so it gains no idle time (and two levels' models differ by noise, not by idle shares).
+      const double rho = load.utilization >= kContinuouslyBusy ? 1.0 : std::min(load.utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
       if (std::getenv("JOULE_SLO_DEBUG2") != nullptr && k >= level && k <= level + 3) {
         fmt::print(stderr, "  k={} m={} n={} ratio={:.3f} ttft_k={:.3f} keeps={} tpot={:.3f} power={:.0f} cost={:.2e} t={:.4f}\n", k, measured(k), time_models[k].samples(), ratio, ttft_k, keeps_up, tails.tpot_s * ratio, power, token_cost(k), predict_time(k, x));
