@@ -59,11 +59,15 @@ HELDOUT = [
      "--seed 106 --hours 2 --shape diurnal --rate 1.5 --prompt-median 400 --output-median 150", "a100-80gb",
      "llama-3-70b", 8, 2, 0.15),
     ("h100-llama2-70b-tp2-cv2.5",
-     "--seed 107 --hours 2 --rate 1.5 --cv 2.5 --prompt-median 300 --output-median 250", "h100",
+     "--seed 107 --hours 3 --rate 0.4 --cv 2.5 --prompt-median 300 --output-median 250", "h100",
      "llama-2-70b", 2, 2, 0.15),
     ("a100-70b-tp4-cv3-longprompt",
-     "--seed 108 --hours 3 --rate 0.8 --cv 3 --prompt-median 1500 --output-median 100", "a100-80gb",
+     "--seed 108 --hours 3 --rate 0.4 --cv 3 --prompt-median 1500 --output-median 100", "a100-80gb",
      "llama-3-70b", 4, 3, 0.15),
+    # Near the replica's capacity: little to save.
+    ("a100-70b-tp4-cv2-heavy",
+     "--seed 109 --hours 1 --rate 3 --cv 2 --prompt-median 400 --output-median 150", "a100-80gb",
+     "llama-3-70b", 4, 2, 0.15),
 ]
 
 SHARE_TARGET = 0.90

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
@@ -250,7 +249,7 @@ struct SloClockController::State {
   size_t level = 0;
   double margin = 0;
   double next_decision_s = -1;
-  double recent_finished = 0;  // decayed over kPaceWindowS
+  double recent_finished = 0;      // decayed over kPaceWindowS
   double level_token_cost_s = -1;  // token_cost(level), cached until the level or a decision changes it
   double recent_violated = 0;
   double recent_at_s = -1;
@@ -506,7 +505,8 @@ struct SloClockController::State {
     };
     // The whole run's use counts once it is over budget: early violations alone must not pin the margin to
     // its floor for the rest of a long run.
-    const double run_spent = use(static_cast<double>(violated_requests), static_cast<double>(finished_requests));
+    const double run_spent =
+        use(static_cast<double>(violated_requests), static_cast<double>(finished_requests));
     const double spent = std::max(use(recent_violated, recent_finished), run_spent > 1 ? run_spent : 0.0);
     const double step = std::clamp(kPaceGain * (kTargetBudgetUse - spent), -kPaceMaxFall, kPaceMaxRise);
     margin = std::clamp(margin * std::exp(step), options.min_margin, options.max_margin);
@@ -619,9 +619,10 @@ struct SloClockController::State {
                                         : 1.0;
 
     const size_t lowest_allowed =
-        load.saturated ? level
-                       : std::min({levels.size() - 1, deepest_measured() + 1,
-                                   std::max(level + static_cast<size_t>(options.max_step_down), deepest_measured())});
+        load.saturated
+            ? level
+            : std::min({levels.size() - 1, deepest_measured() + 1,
+                        std::max(level + static_cast<size_t>(options.max_step_down), deepest_measured())});
     std::vector<double> powers(lowest_allowed + 1, std::numeric_limits<double>::infinity());
     double least_power = std::numeric_limits<double>::infinity();
     double current_power = std::numeric_limits<double>::infinity();
@@ -644,11 +645,9 @@ struct SloClockController::State {
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
       // A replica busy all the time batches continuously: a faster level shrinks the batches, not the busy
       // time, so it gains no idle time (and two levels' models differ by noise, not by idle shares).
-      const double rho = load.utilization >= kContinuouslyBusy ? 1.0 : std::min(load.utilization * ratio, 1.0);
+      const double rho =
+          load.utilization >= kContinuouslyBusy ? 1.0 : std::min(load.utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
-      if (std::getenv("JOULE_SLO_DEBUG2") != nullptr && k >= level && k <= level + 3) {
-        fmt::print(stderr, "  k={} m={} n={} ratio={:.3f} ttft_k={:.3f} keeps={} tpot={:.3f} power={:.0f} cost={:.2e} t={:.4f}\n", k, measured(k), time_models[k].samples(), ratio, ttft_k, keeps_up, tails.tpot_s * ratio, power, token_cost(k), predict_time(k, x));
-      }
       if (k == level) {
         current_power = power;
         current_feasible = feasible;
@@ -669,10 +668,6 @@ struct SloClockController::State {
         best_power = powers[k];
       }
     }
-    if (std::getenv("JOULE_SLO_DEBUG") != nullptr) {
-      fmt::print(stderr, "t={:.0f} lvl={}({}) feas={} best={} bp={:.0f} cp={:.0f} low={} margin={:.2f} tails={:.3f}/{:.3f} util={:.2f} sat={} tok={:.0f}/{:.0f} cost={:.2e}\n",
-                 iterations.back().end_s, level, levels[level], current_feasible, best ? static_cast<int>(*best) : -1, best_power, current_power, lowest_allowed, margin, tails.ttft_s, tails.tpot_s, load.utilization, load.saturated, load.tokens_per_s, load.peak_tokens_per_s, token_cost(level));
-    }
     if (!current_feasible) {
       // Predicted over the margin here: go up, to the best feasible level if it is above, else a few levels.
       level =
@@ -681,7 +676,8 @@ struct SloClockController::State {
     }
     // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
     if (best && *best != level &&
-        (best_power < current_power * 0.97 || (*best > level && best_power <= current_power * (1 + kTiePowerShare)))) {
+        (best_power < current_power * 0.97 ||
+         (*best > level && best_power <= current_power * (1 + kTiePowerShare)))) {
       level = *best;
     }
   }
@@ -718,8 +714,9 @@ SloClockController::SloClockController(ServingSlo slo, KnobKind kind, std::vecto
                                 options.margin, options.max_margin));
   }
   if (options.knob_gpus < 1) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    fmt::format("SLO controller options: knob_gpus must be at least 1, got {}", options.knob_gpus));
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("SLO controller options: knob_gpus must be at least 1, got {}", options.knob_gpus));
   }
   const std::vector<uint32_t> clocks =
       sorted_knob_values(std::move(values), kind, "the SLO clock controller");

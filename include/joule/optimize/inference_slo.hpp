@@ -167,10 +167,10 @@ class UtilizationGovernor final : public ServingKnobPolicy {
 
 /// How SloClockController decides.
 struct SloControllerOptions {
-  double interval_s = 1.0;  ///< how often it re-decides, s of serving time
-  double window_s = 20.0;   ///< the latency window its percentiles come from, s
-  double margin = 0.85;     ///< aim at margin × SLO at first; then the error budget's pace moves it
-  double min_margin = 0.5;  ///< the margin's floor
+  double interval_s = 1.0;       ///< how often it re-decides, s of serving time
+  double window_s = 20.0;        ///< the latency window its percentiles come from, s
+  double margin = 0.85;          ///< aim at margin × SLO at first; then the error budget's pace moves it
+  double min_margin = 0.5;       ///< the margin's floor
   int min_samples = 8;           ///< iterations at a level before its model is trusted
   int max_step_down = 4;         ///< levels it may go down per decision (up: any)
   size_t candidate_levels = 24;  /// knob values it considers, spread evenly over the supported ones

@@ -554,11 +554,11 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   if (top.slo_attainment < slo.attainment) {
     comparison.slo_unattainable = true;
     comparison.best_fixed = top_knob;
+    const std::string_view noun = optimize::knob_noun(kind);
     comparison.note = fmt::format(
-        "no clock meets the SLO (TTFT {} s, TPOT {} s for {:.4g}% of requests): at the maximum clock {:.4g}% "
-        "of "
-        "requests meet it, so best_fixed_clock and joule run at the maximum clock ({} {})",
-        slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, top_knob.value,
+        "no {0} meets the SLO (TTFT {1} s, TPOT {2} s for {3:.4g}% of requests): at the maximum {0} {4:.4g}% "
+        "of requests meet it, so best_fixed_clock and joule run at the maximum {0} ({5} {6})",
+        noun, slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, top_knob.value,
         optimize::knob_unit(kind));
     optimize::FixedKnobPolicy best("best_fixed_clock", top_knob);
     comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
@@ -581,13 +581,14 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   optimize::UtilizationGovernor governor(kind, knobs);
   comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
   optimize::SloControllerOptions controller_options = options.controller;
-  controller_options.knob_gpus = cost.tensor_parallel();  // a power limit is per GPU, the energy the replica's
+  controller_options.knob_gpus =
+      cost.tensor_parallel();  // a power limit is per GPU, the energy the replica's
   optimize::SloClockController controller(slo, kind, knobs, controller_options);
   comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
   if (controller.slo_unattainable()) {
-    comparison.note =
-        "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum "
-        "clock";
+    comparison.note = fmt::format(
+        "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum {}",
+        optimize::knob_noun(kind));
   }
   return comparison;
 }
