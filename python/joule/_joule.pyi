@@ -688,6 +688,8 @@ class SloClockController:
         max_step_down: int = 4,
         candidate_levels: int = 24,
         power_limits_w: Optional[Sequence[int]] = None,
+        knob_gpus: int = 1,
+        max_margin: float = 2.0,
     ) -> None: ...
     @property
     def name(self) -> str: ...
@@ -709,6 +711,8 @@ class SloClockController:
         waiting_requests: int = 0,
         oldest_waiting_s: float = 0.0,
         power_limit_w: Optional[int] = None,
+        pending_prompt_tokens: int = 0,
+        oldest_pending_s: float = 0.0,
     ) -> None: ...
     def on_request_done(
         self, finish_s: float, ttft_s: float, tpot_s: Optional[float] = None, prompt_tokens: int = 0

@@ -167,7 +167,8 @@ SharedLlmReplica make_llm_device(const std::string& gpu, const std::string& mode
 
 optimize::IterationSample iteration_sample(double start_s, double end_s, double energy_j, optimize::Knob knob,
                                            int64_t decode_requests, int64_t prefill_tokens,
-                                           int64_t waiting_requests, double oldest_waiting_s) {
+                                           int64_t waiting_requests, double oldest_waiting_s,
+                                           int64_t pending_prompt_tokens = 0, double oldest_pending_s = 0) {
   const optimize::IterationSample sample{.start_s = start_s,
                                          .end_s = end_s,
                                          .energy_j = energy_j,
@@ -175,7 +176,9 @@ optimize::IterationSample iteration_sample(double start_s, double end_s, double 
                                          .decode_requests = decode_requests,
                                          .prefill_tokens = prefill_tokens,
                                          .waiting_requests = waiting_requests,
-                                         .oldest_waiting_s = oldest_waiting_s};
+                                         .oldest_waiting_s = oldest_waiting_s,
+                                         .pending_prompt_tokens = pending_prompt_tokens,
+                                         .oldest_pending_s = oldest_pending_s};
   value_or_throw(optimize::validate(sample));
   return sample;
 }
@@ -457,7 +460,8 @@ using SloControllerClass = py::class_<optimize::SloClockController>;
 std::unique_ptr<optimize::SloClockController> make_slo_controller(
     double ttft_s, double tpot_s, std::optional<std::vector<uint32_t>> clocks_mhz, double attainment,
     double interval_s, double window_s, double margin, double min_margin, int min_samples, int max_step_down,
-    size_t candidate_levels, std::optional<std::vector<uint32_t>> power_limits_w) {
+    size_t candidate_levels, std::optional<std::vector<uint32_t>> power_limits_w, int knob_gpus,
+    double max_margin) {
   if (clocks_mhz.has_value() == power_limits_w.has_value()) {
     throw py::type_error(
         "SloClockController: give clocks_mhz (to turn the SM clock) or power_limits_w (to turn the power "
@@ -470,7 +474,9 @@ std::unique_ptr<optimize::SloClockController> make_slo_controller(
                                                .min_margin = min_margin,
                                                .min_samples = min_samples,
                                                .max_step_down = max_step_down,
-                                               .candidate_levels = candidate_levels};
+                                               .candidate_levels = candidate_levels,
+                                               .knob_gpus = knob_gpus,
+                                               .max_margin = max_margin};
   const optimize::KnobKind kind =
       clocks_mhz ? optimize::KnobKind::kSmClockMhz : optimize::KnobKind::kPowerLimitW;
   std::vector<uint32_t> values = clocks_mhz ? std::move(*clocks_mhz) : std::move(*power_limits_w);
@@ -507,8 +513,9 @@ optimize::IterationSample seed_sample(const optimize::SloClockController& contro
       sample["start_s"].cast<double>(), sample["end_s"].cast<double>(), sample["energy_j"].cast<double>(),
       {controller.knob_kind(), sample[knob_key].cast<uint32_t>()},
       dict_value<int64_t>(sample, "decode_requests", 0), dict_value<int64_t>(sample, "prefill_tokens", 0),
-      dict_value<int64_t>(sample, "waiting_requests", 0),
-      dict_value<double>(sample, "oldest_waiting_s", 0.0));
+      dict_value<int64_t>(sample, "waiting_requests", 0), dict_value<double>(sample, "oldest_waiting_s", 0.0),
+      dict_value<int64_t>(sample, "pending_prompt_tokens", 0),
+      dict_value<double>(sample, "oldest_pending_s", 0.0));
 }
 
 // What the serving loop reports: on_iteration, on_request_done, on_idle, seed.
@@ -518,18 +525,23 @@ void bind_slo_controller_inputs(SloControllerClass& controller_class) {
           "on_iteration",
           [](optimize::SloClockController& controller, double start_s, double end_s, double energy_j,
              std::optional<uint32_t> clock_mhz, int64_t decode_requests, int64_t prefill_tokens,
-             int64_t waiting_requests, double oldest_waiting_s, std::optional<uint32_t> power_limit_w) {
+             int64_t waiting_requests, double oldest_waiting_s, std::optional<uint32_t> power_limit_w,
+             int64_t pending_prompt_tokens, double oldest_pending_s) {
             const optimize::Knob knob = knob_argument(controller, clock_mhz, power_limit_w, "on_iteration");
             controller.on_iteration(iteration_sample(start_s, end_s, energy_j, knob, decode_requests,
-                                                     prefill_tokens, waiting_requests, oldest_waiting_s));
+                                                     prefill_tokens, waiting_requests, oldest_waiting_s,
+                                                     pending_prompt_tokens, oldest_pending_s));
           },
           py::kw_only(), py::arg("start_s"), py::arg("end_s"), py::arg("energy_j"),
           py::arg("clock_mhz") = py::none(), py::arg("decode_requests") = 0, py::arg("prefill_tokens") = 0,
           py::arg("waiting_requests") = 0, py::arg("oldest_waiting_s") = 0.0,
-          py::arg("power_limit_w") = py::none(),
+          py::arg("power_limit_w") = py::none(), py::arg("pending_prompt_tokens") = 0,
+          py::arg("oldest_pending_s") = 0.0,
           "One measured iteration: its times, energy (J, the whole replica), the knob it ran at (clock_mhz, "
           "or power_limit_w for a controller of power limits), requests that decoded, prompt tokens "
-          "processed, requests still queued after it and how long the oldest has waited, s.")
+          "processed, requests still queued after it and how long the oldest has waited, s; the prompt "
+          "tokens not yet prefilled of every request without its first token, and how long the oldest of "
+          "those has waited, s (0 if unknown).")
       .def(
           "on_request_done",
           [](optimize::SloClockController& controller, double finish_s, double ttft_s,
@@ -610,7 +622,7 @@ void bind_slo_controller(py::module_& module) {
            py::arg("clocks_mhz") = py::none(), py::arg("attainment") = 0.99, py::arg("interval_s") = 1.0,
            py::arg("window_s") = 20.0, py::arg("margin") = 0.85, py::arg("min_margin") = 0.5,
            py::arg("min_samples") = 8, py::arg("max_step_down") = 4, py::arg("candidate_levels") = 24,
-           py::arg("power_limits_w") = py::none())
+           py::arg("power_limits_w") = py::none(), py::arg("knob_gpus") = 1, py::arg("max_margin") = 2.0)
       .def_property_readonly("name", &optimize::SloClockController::name)
       .def_property_readonly(
           "knob",

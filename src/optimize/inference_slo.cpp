@@ -40,6 +40,9 @@ Result<void> validate(const IterationSample& sample) {
   JOULE_TRY(check_number(static_cast<double>(sample.waiting_requests), NumberRule::non_negative(),
                          "waiting_requests"));
   JOULE_TRY(check_number(sample.oldest_waiting_s, NumberRule::non_negative(), "oldest_waiting_s"));
+  JOULE_TRY(check_number(static_cast<double>(sample.pending_prompt_tokens), NumberRule::non_negative(),
+                         "pending_prompt_tokens"));
+  JOULE_TRY(check_number(sample.oldest_pending_s, NumberRule::non_negative(), "oldest_pending_s"));
   return {};
 }
 
@@ -218,8 +221,23 @@ double percentile(std::vector<double> values, double share) {
 // The share of a level's compute throughput the load may use: beyond it, bursts queue.
 constexpr double kMaxComputeShare = 0.75;
 constexpr double kWaitTrigger = 0.5;
+constexpr double kPendingTrigger = 0.8;
+constexpr double kPendingTarget = 0.6;
+// Busy this share of the window: continuously batching, never idle.
+constexpr double kContinuouslyBusy = 0.98;
 constexpr double kBurstSpanS = 2.0;
-constexpr double kMaxBurstShare = 0.9;
+constexpr double kMaxBurstShare = 1.2;
+// Power within this share of another level's is a tie, broken towards the lower knob.
+constexpr double kTiePowerShare = 0.005;
+// The error budget's pacing (pace_margin()).
+constexpr double kTargetBudgetUse = 0.6;
+constexpr double kPaceWindowS = 300;
+constexpr double kPaceGain = 0.01;
+constexpr double kPaceMaxRise = 0.01;
+constexpr double kPaceMaxFall = 0.05;
+constexpr int64_t kPaceMinRequests = 100;
+// A prefill-heavy batch, tokens: what a power limit caps first.
+constexpr double kPrefillProbeTokens = 2000;
 
 struct SloClockController::State {
   ServingSlo slo;
@@ -231,7 +249,10 @@ struct SloClockController::State {
   size_t level = 0;
   double margin = 0;
   double next_decision_s = -1;
-  double last_emergency_s = -1e300;
+  double recent_finished = 0;      // decayed over kPaceWindowS
+  double level_token_cost_s = -1;  // token_cost(level), cached until the level or a decision changes it
+  double recent_violated = 0;
+  double recent_at_s = -1;
   double window_start_s = -1;
   std::deque<WindowIteration> iterations;
   std::deque<RequestSample> requests;
@@ -256,15 +277,34 @@ struct SloClockController::State {
     return time_models[level_index].samples() >= options.min_samples;
   }
 
+  // How much slower level k runs than the faster, measured level j for the batch x (>= 1). Clock mode: as if
+  // fully compute-bound, time ∝ 1/clock (pessimistic). Power-limit mode: a limit above what level j draws
+  // changes nothing; below it, the GPUs slow until they draw the limit: dynamic power goes as the clock
+  // squared at least (cubed with voltage), so the clock falls at most as the square root of the dynamic
+  // power's share that is left (pessimistic, and far less so than taking the limit's ratio for a clock's).
+  double slowdown(size_t k, size_t j, const std::array<double, 3>& x) const {
+    if (kind == KnobKind::kSmClockMhz) {
+      return static_cast<double>(levels[j]) / levels[k];
+    }
+    const double drawn = std::max(power_models[j].predict(x), 0.0);
+    const double limit = static_cast<double>(levels[k]) * options.knob_gpus;
+    if (limit >= drawn) {
+      return 1.0;
+    }
+    const double idle = idle_power_w >= 0 ? std::min(idle_power_w, 0.9 * drawn) : 0.3 * drawn;
+    const double dynamic_share = std::clamp((limit - idle) / std::max(drawn - idle, 1e-9), 0.05, 1.0);
+    return 1.0 / std::sqrt(dynamic_share);
+  }
+
   // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
-  // time scaled as if fully compute-bound (pessimistic), else a measured slower level's time (not faster).
-  double predict_time(size_t level_index, const std::array<double, 3>& x) const {
+  // time scaled by slowdown() (pessimistic), else a measured slower level's time (not faster).
+  double own_time(size_t level_index, const std::array<double, 3>& x) const {
     if (measured(level_index)) {
       return std::max(time_models[level_index].predict(x), 1e-6);
     }
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
-        return std::max(time_models[k].predict(x), 1e-6) * levels[k] / levels[level_index];
+        return std::max(time_models[k].predict(x), 1e-6) * slowdown(level_index, k, x);
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
@@ -276,10 +316,19 @@ struct SloClockController::State {
   }
 
   // Busy power of the replica at a level: its model, else a measured neighbour's dynamic part scaled by the
-  // clock ratio squared (a conservative stand-in for the cubic law, which would promise more).
-  double predict_power(size_t level_index, const std::array<double, 3>& x) const {
+  // clock ratio squared (a conservative stand-in for the cubic law, which would promise more); under a
+  // power limit, the nearest faster measured level's power capped by the limit.
+  double own_power(size_t level_index, const std::array<double, 3>& x) const {
     if (measured(level_index)) {
       return std::max(power_models[level_index].predict(x), 0.0);
+    }
+    if (kind == KnobKind::kPowerLimitW) {
+      for (size_t k = level_index; k-- > 0;) {
+        if (measured(k)) {
+          return std::min(std::max(power_models[k].predict(x), 0.0),
+                          static_cast<double>(levels[level_index]) * options.knob_gpus);
+        }
+      }
     }
     const double idle = std::max(idle_power_w, 0.0);
     size_t nearest = levels.size();
@@ -298,17 +347,48 @@ struct SloClockController::State {
     return idle + dynamic * ratio * ratio;
   }
 
+  // A lower knob never runs faster nor draws more for the same batch: each level's prediction is bounded by
+  // the faster levels' (a level measured briefly, in a burst, would otherwise block the way down with a
+  // noisy model, and a level never revisited keeps it).
+  double predict_time(size_t level_index, const std::array<double, 3>& x) const {
+    double time = own_time(level_index, x);
+    for (size_t k = 0; k < level_index; ++k) {
+      if (measured(k)) {
+        time = std::max(time, own_time(k, x));
+      }
+    }
+    return time;
+  }
+  double predict_power(size_t level_index, const std::array<double, 3>& x) const {
+    double power = own_power(level_index, x);
+    for (size_t k = 0; k < level_index; ++k) {
+      if (measured(k)) {
+        power = std::min(power, own_power(k, x));
+      }
+    }
+    return power;
+  }
+
   // Time per prompt token at a level, s: prefill is compute-bound, so this is the level's token throughput
-  // limit (decode tokens cost the same FLOPs). Unmeasured levels scale a faster level's cost by the clock
-  // ratio, which is exact for compute-bound work.
+  // limit (decode tokens cost the same FLOPs). Unmeasured levels scale a faster level's cost by slowdown()
+  // for a prefill-heavy batch, which is exact for compute-bound work at a clock.
   double token_cost(size_t level_index) const {
+    double cost = own_token_cost(level_index);
+    for (size_t k = 0; k < level_index; ++k) {
+      if (measured(k)) {
+        cost = std::max(cost, own_token_cost(k));
+      }
+    }
+    return cost;
+  }
+  double own_token_cost(size_t level_index) const {
     const auto own = [&](size_t k) { return std::max(time_models[k].coefficient(2) / 1000.0, 0.0); };
     if (measured(level_index) && own(level_index) > 0) {
       return own(level_index);
     }
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k) && own(k) > 0) {
-        return own(k) * levels[k] / levels[level_index];
+        return own(k) * slowdown(level_index, k, features(0, kPrefillProbeTokens));
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
@@ -352,13 +432,26 @@ struct SloClockController::State {
     return static_cast<double>(met) / static_cast<double>(requests.size());
   }
 
-  // To the top clock at once. `tighten`: after measured violations, also aim further below the SLO.
-  void emergency(double now_s, bool tighten) {
-    if (tighten && now_s - last_emergency_s >= options.interval_s) {
-      margin = std::max(options.min_margin, margin * 0.9);
-      last_emergency_s = now_s;
+  // Up at once, to the lowest knob above the current one that `enough` accepts (else the top), without
+  // forgetting the window: a burst met in time is not a violation.
+  template <typename Enough>
+  void boost(double now_s, Enough enough) {
+    size_t target = 0;
+    for (size_t k = level; k-- > 0;) {
+      if (enough(k)) {
+        target = k;
+        break;
+      }
     }
+    level = target;
+    level_token_cost_s = -1;
+    next_decision_s = now_s + options.interval_s;
+  }
+
+  // To the top clock at once.
+  void emergency(double now_s) {
     level = 0;
+    level_token_cost_s = -1;
     next_decision_s = now_s + options.interval_s;
     // The violations are answered (top clock, tighter margin); judge what comes next on its own.
     requests.clear();
@@ -384,7 +477,7 @@ struct SloClockController::State {
       if (level == 0 && at_top_since_s >= 0 && now_s - at_top_since_s >= options.window_s) {
         unattainable = true;
       }
-      emergency(now_s, /*tighten=*/true);
+      emergency(now_s);
       return true;
     }
     if (unattainable && enough_requests && observed_attainment >= slo.attainment) {
@@ -397,18 +490,37 @@ struct SloClockController::State {
     return false;
   }
 
-  // Recover slowly (about 3 minutes from the floor): a violation means the load is burstier than the
-  // window showed.
-  // The ceiling follows the error budget of the whole run so far: well within it, aim closer to the SLO.
-  void relax_margin() {
-    const double budget = (1 - slo.attainment) * static_cast<double>(finished_requests);
-    double ceiling = options.margin;
-    if (finished_requests >= 200 && static_cast<double>(violated_requests) < 0.5 * budget) {
-      ceiling = std::max(options.margin, 0.95);
-    } else if (finished_requests >= 200 && static_cast<double>(violated_requests) > budget) {
-      ceiling = options.min_margin;  // over budget: stay well inside the SLO until the run is back within it
+  // The margin paces the error budget: the SLO allows (1 − attainment) of requests to miss, and the best
+  // fixed knob in hindsight spends nearly all of it. Every decision the margin moves by the share of the
+  // budget spent, over the last kPaceWindowS and over the whole run (the larger): under kTargetBudgetUse, it
+  // aims closer to (or past: the predictions are tails of a short window) the SLO; over it, further inside.
+  void pace_margin() {
+    if (finished_requests < kPaceMinRequests) {
+      return;
     }
-    margin = std::min(ceiling, margin + 0.002);
+    const double miss_share = 1 - slo.attainment;
+    const auto use = [&](double violated, double finished) {
+      const double budget = miss_share * finished;
+      return budget > 0 ? violated / budget : (violated > 0 ? 1e9 : 0.0);
+    };
+    // The whole run's use counts once it is over budget: early violations alone must not pin the margin to
+    // its floor for the rest of a long run.
+    const double run_spent =
+        use(static_cast<double>(violated_requests), static_cast<double>(finished_requests));
+    const double spent = std::max(use(recent_violated, recent_finished), run_spent > 1 ? run_spent : 0.0);
+    const double step = std::clamp(kPaceGain * (kTargetBudgetUse - spent), -kPaceMaxFall, kPaceMaxRise);
+    margin = std::clamp(margin * std::exp(step), options.min_margin, options.max_margin);
+  }
+
+  void count_request(double finish_s, bool met) {
+    if (recent_at_s >= 0 && finish_s > recent_at_s) {
+      const double decay = std::exp(-(finish_s - recent_at_s) / kPaceWindowS);
+      recent_finished *= decay;
+      recent_violated *= decay;
+    }
+    recent_at_s = std::max(recent_at_s, finish_s);
+    recent_finished += 1;
+    recent_violated += met ? 0 : 1;
   }
 
   // The window's load (iterations not empty).
@@ -507,11 +619,12 @@ struct SloClockController::State {
                                         : 1.0;
 
     const size_t lowest_allowed =
-        load.saturated ? level
-                       : std::min({levels.size() - 1, level + static_cast<size_t>(options.max_step_down),
-                                   deepest_measured() + 1});
-    std::optional<size_t> best;
-    double best_power = std::numeric_limits<double>::infinity();
+        load.saturated
+            ? level
+            : std::min({levels.size() - 1, deepest_measured() + 1,
+                        std::max(level + static_cast<size_t>(options.max_step_down), deepest_measured())});
+    std::vector<double> powers(lowest_allowed + 1, std::numeric_limits<double>::infinity());
+    double least_power = std::numeric_limits<double>::infinity();
     double current_power = std::numeric_limits<double>::infinity();
     bool current_feasible = false;
     for (size_t k = 0; k <= lowest_allowed; ++k) {
@@ -530,15 +643,29 @@ struct SloClockController::State {
       const bool feasible = k == 0 || (keeps_up && tails.tpot_s * ratio <= margin * slo.tpot_s &&
                                        ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.
-      const double rho = std::min(load.utilization * ratio, 1.0);
+      // A replica busy all the time batches continuously: a faster level shrinks the batches, not the busy
+      // time, so it gains no idle time (and two levels' models differ by noise, not by idle shares).
+      const double rho =
+          load.utilization >= kContinuouslyBusy ? 1.0 : std::min(load.utilization * ratio, 1.0);
       const double power = rho * predict_power(k, x) + (1 - rho) * idle;
       if (k == level) {
         current_power = power;
         current_feasible = feasible;
       }
-      if (feasible && power < best_power) {
-        best_power = power;
+      if (feasible) {
+        powers[k] = power;
+        least_power = std::min(least_power, power);
+      }
+    }
+    // Among levels within kTiePowerShare of the least power, the lowest knob: where a lower knob costs no
+    // more (a power limit above what the GPUs draw), going lower is free, and it is how the controller finds
+    // where the knob starts to bite.
+    std::optional<size_t> best;
+    double best_power = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k <= lowest_allowed; ++k) {
+      if (powers[k] <= least_power * (1 + kTiePowerShare)) {
         best = k;
+        best_power = powers[k];
       }
     }
     if (!current_feasible) {
@@ -548,18 +675,21 @@ struct SloClockController::State {
       return;
     }
     // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
-    if (best && *best != level && best_power < current_power * 0.97) {
+    if (best && *best != level &&
+        (best_power < current_power * 0.97 ||
+         (*best > level && best_power <= current_power * (1 + kTiePowerShare)))) {
       level = *best;
     }
   }
 
   void decide(double now_s) {
+    level_token_cost_s = -1;
     next_decision_s = now_s + options.interval_s;
     trim(now_s);
     if (guard_attainment(now_s)) {
       return;
     }
-    relax_margin();
+    pace_margin();
     if (!iterations.empty()) {
       choose_level(window_load(now_s));
     }
@@ -577,6 +707,16 @@ SloClockController::SloClockController(ServingSlo slo, KnobKind kind, std::vecto
         ErrorCode::kInvalidArgument,
         "SLO controller options: need interval_s > 0, window_s >= interval_s, 0 < min_margin <= margin <= "
         "1, min_samples >= 1, max_step_down >= 1, candidate_levels >= 2");
+  }
+  if (!(options.max_margin >= options.margin)) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("SLO controller options: max_margin must be at least margin ({}), got {}",
+                                options.margin, options.max_margin));
+  }
+  if (options.knob_gpus < 1) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("SLO controller options: knob_gpus must be at least 1, got {}", options.knob_gpus));
   }
   const std::vector<uint32_t> clocks =
       sorted_knob_values(std::move(values), kind, "the SLO clock controller");
@@ -620,11 +760,27 @@ void SloClockController::on_iteration(const IterationSample& sample) {
   if (state.next_decision_s < 0) {
     state.next_decision_s = sample.end_s + state.options.interval_s;
   }
-  // A burst cannot wait for the next decision: a request not yet started that has waited half its TTFT
-  // budget is about to miss it.
+  // A burst cannot wait for the next decision: a request the engine has not admitted that has waited half
+  // its TTFT budget is about to miss it (the top knob at once); so is the oldest request without its first
+  // token when the prompts pending now, prefilled at this level's token cost, would take it past
+  // kPendingTrigger × TTFT (the lowest knob that prefills them within kPendingTarget × TTFT).
   if (state.level != 0 && sample.oldest_waiting_s > kWaitTrigger * state.slo.ttft_s) {
-    state.emergency(sample.end_s, /*tighten=*/false);
+    state.emergency(sample.end_s);
     return;
+  }
+  if (state.level != 0 && sample.pending_prompt_tokens > 0) {
+    if (state.level_token_cost_s < 0) {
+      state.level_token_cost_s = state.token_cost(state.level);
+    }
+    const auto pending_ttft_s = [&](double token_cost_s) {
+      return sample.oldest_pending_s + static_cast<double>(sample.pending_prompt_tokens) * token_cost_s;
+    };
+    if (pending_ttft_s(state.level_token_cost_s) > kPendingTrigger * state.slo.ttft_s) {
+      state.boost(sample.end_s, [&](size_t k) {
+        return pending_ttft_s(state.token_cost(k)) <= kPendingTarget * state.slo.ttft_s;
+      });
+      return;
+    }
   }
   if (sample.end_s >= state.next_decision_s) {
     state.decide(sample.end_s);
@@ -634,9 +790,11 @@ void SloClockController::on_iteration(const IterationSample& sample) {
 void SloClockController::on_request_done(const RequestSample& sample) {
   State& state = *state_;
   ++state.finished_requests;
-  if (!state.slo.met(sample.ttft_s, sample.tpot_s)) {
+  const bool met = state.slo.met(sample.ttft_s, sample.tpot_s);
+  if (!met) {
     ++state.violated_requests;
   }
+  state.count_request(sample.finish_s, met);
   state.requests.push_back(sample);
 }
 

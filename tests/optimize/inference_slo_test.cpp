@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/optimize/inference_slo.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -151,6 +153,58 @@ TEST(SloClockController, TurnsAPowerLimitAsAKnobOfItsKind) {
   EXPECT_EQ(fixed.clock_mhz(), 1410u);
   JOULE_EXPECT_THROW_MESSAGE(fixed.power_limit_w(), ErrorCode::kState,
                              "fixed turns the SM clock, not the power limit: it has no power_limit_w");
+}
+
+// A memory-bound replica under a power limit (700 W down to 200 W in 5 W steps): it draws 380 W, so every
+// limit above that changes nothing; below it, the clock (and the iteration) slows until it draws the limit.
+// On a light load the controller walks down through the limits that cost nothing and below them while the SLO
+// holds; a burst of pending prompts sends it back up at once.
+TEST(SloClockController, PowerLimitGoesDownOnALightLoadAndBackUpOnABurst) {
+  std::vector<uint32_t> limits;
+  for (uint32_t watts = 700; watts >= 200; watts -= 5)
+    limits.push_back(watts);
+  SloClockController controller({1.0, 0.1}, KnobKind::kPowerLimitW, limits, {.knob_gpus = 2});
+  EXPECT_EQ(controller.power_limit_w(), 700u);
+  double time_s = 0;
+  const auto iterate = [&](int64_t pending_prompt_tokens, double oldest_pending_s) {
+    const double limit_w = 2.0 * controller.power_limit_w();  // two GPUs
+    const double power_w = std::min(760.0, limit_w);
+    const double iteration_s = 0.02 / std::sqrt(std::min(1.0, (power_w - 150) / (760.0 - 150)));
+    controller.on_iteration({.start_s = time_s,
+                             .end_s = time_s + iteration_s,
+                             .energy_j = power_w * iteration_s,
+                             .knob = controller.knob(),
+                             .decode_requests = 20,
+                             .prefill_tokens = 50,
+                             .pending_prompt_tokens = pending_prompt_tokens,
+                             .oldest_pending_s = oldest_pending_s});
+    time_s += iteration_s;
+    controller.on_request_done(
+        {.finish_s = time_s, .ttft_s = 0.05, .tpot_s = iteration_s, .prompt_tokens = 100});
+  };
+  while (time_s < 40) {
+    iterate(0, 0);
+  }
+  const uint32_t calm_w = controller.power_limit_w();
+  EXPECT_LT(calm_w, 380u);  // below what the GPUs draw at the top: the limit bites
+  EXPECT_FALSE(controller.slo_unattainable());
+  // A burst: prompts pending that this limit would prefill past the TTFT SLO.
+  iterate(400'000, 0.3);
+  EXPECT_GT(controller.power_limit_w(), calm_w);
+}
+
+TEST(SloClockController, RefusesBadPowerLimitOptionsAndSamples) {
+  JOULE_EXPECT_THROW_MESSAGE(
+      SloClockController({0.5, 0.05}, KnobKind::kPowerLimitW, {300, 200}, {.knob_gpus = 0}),
+      ErrorCode::kInvalidArgument, "SLO controller options: knob_gpus must be at least 1, got 0");
+  JOULE_EXPECT_THROW_MESSAGE(SloClockController({0.5, 0.05}, clocks(), {.margin = 0.9, .max_margin = 0.8}),
+                             ErrorCode::kInvalidArgument,
+                             "SLO controller options: max_margin must be at least margin (0.9), got 0.8");
+  JOULE_EXPECT_ERROR(validate(IterationSample{.end_s = 1, .pending_prompt_tokens = -3}),
+                     ErrorCode::kInvalidArgument,
+                     "pending_prompt_tokens must be a finite number ≥ 0, got -3");
+  JOULE_EXPECT_ERROR(validate(IterationSample{.end_s = 1, .oldest_pending_s = -0.5}),
+                     ErrorCode::kInvalidArgument, "oldest_pending_s must be a finite number ≥ 0, got -0.5");
 }
 
 }  // namespace

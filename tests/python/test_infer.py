@@ -295,6 +295,20 @@ def test_controller_of_power_limits_names_its_knob() -> None:
         joule.SloClockController(1.0, 0.1, [1980], power_limits_w=[700])
 
 
+def test_controller_of_power_limits_over_a_tensor_parallel_group() -> None:
+    # knob_gpus: the limit is per GPU, the energy of all; pending prompts answer a burst at once.
+    limits = joule.SloClockController(1.0, 0.1, power_limits_w=[700, 450, 200], knob_gpus=2, max_margin=1.5)
+    limits.on_iteration(start_s=0.0, end_s=0.02, energy_j=8.0, power_limit_w=700, decode_requests=20,
+                        pending_prompt_tokens=4000, oldest_pending_s=0.1)
+    assert limits.power_limit_w == 700
+    with pytest.raises(joule.InvalidArgumentError, match="knob_gpus must be at least 1, got 0"):
+        joule.SloClockController(1.0, 0.1, power_limits_w=[700], knob_gpus=0)
+    with pytest.raises(joule.InvalidArgumentError, match="max_margin must be at least margin"):
+        joule.SloClockController(1.0, 0.1, power_limits_w=[700], max_margin=0.5)
+    with pytest.raises(joule.InvalidArgumentError, match="pending_prompt_tokens must be a finite number ≥ 0"):
+        limits.on_iteration(start_s=0.0, end_s=0.02, energy_j=8.0, power_limit_w=700, pending_prompt_tokens=-1)
+
+
 def serve(device: joule.LlmDevice, controller: joule.SloClockController, guard: joule.SettingsGuard,
           arrivals: list[float], prompt: int, output: int) -> dict[str, Any]:
     """A continuous-batching loop in Python on the LlmDevice: each iteration admits every arrived request

@@ -224,6 +224,25 @@ TEST(ServingComparison, UnattainableSloRunsAtMaxClockAndSaysSo) {
   EXPECT_NEAR(result.strategies[3].summary.mean_clock_mhz, result.strategies[0].summary.mean_clock_mhz, 1e-9);
 }
 
+// Under --power-limit the same: said in the knob's words, and every strategy at the highest limit.
+TEST(ServingComparison, UnattainableSloUnderAPowerLimitSaysSo) {
+  const ServingTrace trace = synthetic_trace(30, {{30, 4}});
+  const LlmCostModel cost = h100_8b();
+  ComparisonOptions options;
+  options.replay.engine.knob = optimize::KnobKind::kPowerLimitW;
+  const ServingComparison result = compare_serving_strategies(trace, cost, {0.001, 0.1}, options).value();
+  EXPECT_TRUE(result.slo_unattainable);
+  EXPECT_EQ(
+      result.note.rfind("no power limit meets the SLO (TTFT 0.001 s, TPOT 0.1 s for 99% of requests): at "
+                        "the maximum power limit 0% of requests meet it, so best_fixed_clock and joule run "
+                        "at the maximum power limit (700 W)",
+                        0),
+      0u)
+      << result.note;
+  EXPECT_EQ(result.best_fixed, optimize::Knob::power_limit_w(700));
+  EXPECT_NEAR(result.strategies[3].summary.mean_knob_value, 700, 1e-9);
+}
+
 TEST(ServingComparison, PowerLimitFallback) {
   const ServingTrace trace = synthetic_trace(60, {{60, 4}});
   const LlmCostModel cost = h100_8b();

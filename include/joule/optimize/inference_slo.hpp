@@ -74,6 +74,10 @@ struct IterationSample {
   int64_t prefill_tokens = 0;    ///< prompt tokens processed
   int64_t waiting_requests = 0;  ///< requests queued, not yet admitted, after it
   double oldest_waiting_s = 0;   ///< how long the oldest queued request has waited at end_s, s
+  /// Prompt tokens not yet prefilled after it, of every request without its first token (queued, or
+  /// admitted with its prompt partly prefilled); 0 if unknown. What the next first tokens wait for.
+  int64_t pending_prompt_tokens = 0;
+  double oldest_pending_s = 0;  ///< how long the oldest request without its first token has waited, s
 };
 
 /// A finished request's latency.
@@ -163,13 +167,17 @@ class UtilizationGovernor final : public ServingKnobPolicy {
 
 /// How SloClockController decides.
 struct SloControllerOptions {
-  double interval_s = 1.0;  ///< how often it re-decides, s of serving time
-  double window_s = 20.0;   ///< the latency window its percentiles come from, s
-  double margin = 0.85;     ///< aim at margin × SLO; shrinks after a violation, recovers slowly
-  double min_margin = 0.5;
+  double interval_s = 1.0;       ///< how often it re-decides, s of serving time
+  double window_s = 20.0;        ///< the latency window its percentiles come from, s
+  double margin = 0.85;          ///< aim at margin × SLO at first; then the error budget's pace moves it
+  double min_margin = 0.5;       ///< the margin's floor
   int min_samples = 8;           ///< iterations at a level before its model is trusted
   int max_step_down = 4;         ///< levels it may go down per decision (up: any)
-  size_t candidate_levels = 24;  ///< knob values it considers, spread evenly over the supported ones
+  size_t candidate_levels = 24;  /// knob values it considers, spread evenly over the supported ones
+  /// GPUs the knob is set on together (a tensor-parallel group): a power limit applies to each GPU, while
+  /// the samples' energy is of them all. Only power-limit mode reads it.
+  int knob_gpus = 1;
+  double max_margin = 2.0;  ///< the margin's ceiling (> 1: the predicted tails may pass the SLO)
 };
 
 /// One knob level's learned model (for reports and tests).
@@ -184,18 +192,24 @@ struct KnobModel {
 /// The SLO-aware clock controller: it turns the SM clock (or, built with KnobKind::kPowerLimitW, the power
 /// limit; "clock" below reads "knob value" then). It learns, per clock level, iteration time and power as
 /// linear functions of the batch (decode requests, prefill tokens) by recursive least squares from the
-/// measured iterations — no offline profile needed; seed() takes one to start from. Every interval it
-/// predicts, for each level, the p99 TTFT and TPOT (the window's measured p99 at the current clock scaled by
-/// the predicted iteration time ratio, TTFT also by the queueing growth 1/(1 − utilisation)) and the mean
-/// power (busy share × busy power + idle share × idle power), and picks the least-power level whose
-/// predictions are within margin × SLO. Levels never measured are predicted pessimistically (fully
-/// compute-bound: time ∝ 1/clock), so it explores downward only while even that meets the SLO, and at most
-/// max_step_down levels at a time.
+/// measured iterations — no offline profile needed; seed() takes one to start from. A lower level is never
+/// predicted faster nor hungrier than a faster one it has measured. Every interval it predicts, for each
+/// level, the p99.5 TTFT and TPOT (the window's measured tails scaled by the predicted iteration time ratio)
+/// and the mean power (busy share × busy power + idle share × idle power; a continuously busy replica gains
+/// no idle time at a faster level), and picks the least-power level whose predictions are within margin ×
+/// SLO (ties within 0.5% go to the lower level). Levels never measured are predicted pessimistically (a
+/// clock as fully compute-bound, time ∝ 1/clock; a power limit below what the GPUs draw by the square root
+/// of the dynamic power it leaves, per GPU: options.knob_gpus), so it explores downward only while even that
+/// meets the SLO, one level beyond the deepest it has measured and at most max_step_down levels at a time.
+/// The margin paces the error budget: it rises while the requests of the last minutes spend under 60% of
+/// the misses the SLO allows, up to max_margin, and falls when they spend more, down to min_margin.
 ///
-/// Safety: when the window's attainment falls below the target, or a queued request has waited past
-/// margin × TTFT SLO, it goes to the highest clock at once and tightens the margin (recovering by 1% per
-/// interval). When the highest clock itself misses the SLO for a whole window, slo_unattainable() turns
-/// true (it stays at the highest clock until the SLO is met again).
+/// Bursts, every iteration: when the oldest request without its first token plus the pending prompt tokens
+/// at this level's prefill cost would pass 80% of the TTFT SLO, it goes up at once to the lowest level that
+/// prefills them within 60%; when a request the engine has not admitted has waited half the TTFT SLO, or the
+/// window's attainment falls below the target, to the highest clock. When the highest clock itself misses
+/// the SLO for a whole window, slo_unattainable() turns true (it stays at the highest clock until the SLO is
+/// met again).
 class SloClockController final : public ServingKnobPolicy {
  public:
   /// @param values the supported knob values of `kind` (any order); @throws joule::Exception

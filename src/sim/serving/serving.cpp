@@ -169,6 +169,7 @@ class ServingReplayRun {
         if (BucketSums* bucket = bucket_at(requests_[next_arrival_].arrival_s)) {
           ++bucket->arrivals;
         }
+        waiting_prompt_tokens_ += requests_[next_arrival_].prompt_tokens;
         waiting_.push_back(next_arrival_++);
       }
       if (decoding_.empty() && prefilling_.empty() && waiting_.empty()) {
@@ -225,6 +226,7 @@ class ServingReplayRun {
       }
       kv_used_ += request.prompt_tokens + request.output_tokens;
       prefilling_.push_back({waiting_.front(), 0, 0, 0});
+      waiting_prompt_tokens_ -= request.prompt_tokens;
       waiting_.pop_front();
     }
     // Prompt chunks, in admission order, while the token budget lasts.
@@ -382,6 +384,17 @@ class ServingReplayRun {
     }
     sample.waiting_requests = static_cast<int64_t>(waiting_.size());
     sample.oldest_waiting_s = now_s_ - oldest_arrival_s;
+    // Pending: every request without its first token, admitted (its prompt partly prefilled) or not.
+    int64_t pending_tokens = waiting_prompt_tokens_;
+    for (const Running& running : prefilling_) {
+      pending_tokens += requests_[running.request].prompt_tokens - running.prompt_done;
+      oldest_arrival_s = std::min(oldest_arrival_s, requests_[running.request].arrival_s);
+    }
+    for (size_t i = next_arrival_; i < requests_.size() && requests_[i].arrival_s <= now_s_; ++i) {
+      pending_tokens += requests_[i].prompt_tokens;
+    }
+    sample.pending_prompt_tokens = pending_tokens;
+    sample.oldest_pending_s = now_s_ - oldest_arrival_s;
     return sample;
   }
 
@@ -434,6 +447,7 @@ class ServingReplayRun {
   std::vector<Running> prefilling_;  // admitted, prompt not done; in admission order
   std::vector<Running> decoding_;
   int64_t kv_used_ = 0;
+  int64_t waiting_prompt_tokens_ = 0;  // Σ prompt tokens of waiting_
   size_t next_arrival_ = 0;
   size_t finished_ = 0;
   double now_s_ = 0;
@@ -540,11 +554,11 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   if (top.slo_attainment < slo.attainment) {
     comparison.slo_unattainable = true;
     comparison.best_fixed = top_knob;
+    const std::string_view noun = optimize::knob_noun(kind);
     comparison.note = fmt::format(
-        "no clock meets the SLO (TTFT {} s, TPOT {} s for {:.4g}% of requests): at the maximum clock {:.4g}% "
-        "of "
-        "requests meet it, so best_fixed_clock and joule run at the maximum clock ({} {})",
-        slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, top_knob.value,
+        "no {0} meets the SLO (TTFT {1} s, TPOT {2} s for {3:.4g}% of requests): at the maximum {0} {4:.4g}% "
+        "of requests meet it, so best_fixed_clock and joule run at the maximum {0} ({5} {6})",
+        noun, slo.ttft_s, slo.tpot_s, slo.attainment * 100, top.slo_attainment * 100, top_knob.value,
         optimize::knob_unit(kind));
     optimize::FixedKnobPolicy best("best_fixed_clock", top_knob);
     comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
@@ -566,12 +580,15 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   comparison.strategies.push_back(replay_serving(trace, cost, best, slo, options.replay));
   optimize::UtilizationGovernor governor(kind, knobs);
   comparison.strategies.push_back(replay_serving(trace, cost, governor, slo, options.replay));
-  optimize::SloClockController controller(slo, kind, knobs, options.controller);
+  optimize::SloControllerOptions controller_options = options.controller;
+  controller_options.knob_gpus =
+      cost.tensor_parallel();  // a power limit is per GPU, the energy the replica's
+  optimize::SloClockController controller(slo, kind, knobs, controller_options);
   comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
   if (controller.slo_unattainable()) {
-    comparison.note =
-        "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum "
-        "clock";
+    comparison.note = fmt::format(
+        "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum {}",
+        optimize::knob_noun(kind));
   }
   return comparison;
 }
