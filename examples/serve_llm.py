@@ -365,7 +365,8 @@ class Engine:
         self.ledger = joule.RequestEnergyLedger(args.rule)
         self.controller = joule.SloClockController(
             args.slo_ttft_s, args.slo_tpot_s, self.device.supported_clocks_mhz(),
-            attainment=args.slo_attainment, interval_s=args.controller_interval_s)
+            attainment=args.slo_attainment, interval_s=args.controller_interval_s,
+            knob_gpus=self.device.tensor_parallel if not self.external else 1)
         self.guard = joule.SettingsGuard("serve_llm")
         self.locked_mhz: Optional[int] = None
         self.lock_clock(self.controller.clock_mhz)
@@ -500,7 +501,9 @@ class Engine:
         oldest_waiting_s = end_s - self.waiting[0].arrival_s if self.waiting else 0.0
         self.controller.on_iteration(start_s=start_s, end_s=end_s, energy_j=energy_j, clock_mhz=int(cost["clock_mhz"]),
                                      decode_requests=len(decoding), prefill_tokens=sum(t for t, _ in prefill),
-                                     waiting_requests=len(self.waiting), oldest_waiting_s=oldest_waiting_s)
+                                     waiting_requests=len(self.waiting), oldest_waiting_s=oldest_waiting_s,
+                                     pending_prompt_tokens=sum(len(r.tokens) for r in self.waiting),
+                                     oldest_pending_s=oldest_waiting_s)
         self.running = decoding + admitted
         for request in self.running:
             request.clock_time_mhz_s += cost["clock_mhz"] * cost["time_s"]

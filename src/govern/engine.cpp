@@ -36,6 +36,8 @@ EngineMetricNames make_vllm() {
                     Source::kHistogram);
   names.queue_time = spec({"vllm:request_queue_time_seconds"}, Source::kHistogram);
   names.prefill_time = spec({"vllm:request_prefill_time_seconds"}, Source::kHistogram);
+  names.step_time =
+      spec({"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"}, Source::kHistogram);
   names.finished = spec({"vllm:request_success_total", "vllm:request_success"}, Source::kCounter);
   names.steps = spec({"vllm:iteration_tokens_total"}, Source::kHistogramCount);
   names.kv_cache_usage = spec({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, Source::kGauge);
@@ -57,6 +59,7 @@ EngineMetricNames make_sglang() {
   names.tpot = spec({"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"},
                     Source::kHistogram);
   names.queue_time = spec({"sglang:queue_time_seconds"}, Source::kHistogram);
+  names.step_time = spec({"sglang:inter_token_latency_seconds"}, Source::kHistogram);
   names.finished = spec({"sglang:num_requests_total", "sglang:num_requests"}, Source::kCounter);
   names.kv_cache_usage = spec({"sglang:token_usage"}, Source::kGauge);
   names.identifying = {"sglang:num_running_reqs", "sglang:num_queue_reqs"};
@@ -77,6 +80,7 @@ EngineMetricNames make_tgi() {
   names.queue_time = spec({"tgi_request_queue_duration"}, Source::kHistogram);
   names.prefill_time = spec({"tgi_batch_inference_duration", "tgi_batch_forward_duration"},
                             Source::kHistogram, 1, {{"method", "prefill"}});
+  names.step_time = spec({"tgi_batch_forward_duration"}, Source::kHistogram);
   names.finished = spec({"tgi_request_success", "tgi_request_success_total"}, Source::kCounter);
   names.steps = spec({"tgi_batch_inference_count", "tgi_batch_inference_count_total"}, Source::kCounter);
   names.identifying = {"tgi_queue_size", "tgi_batch_current_size"};
@@ -289,6 +293,7 @@ Result<EngineSnapshot> read_snapshot(const metrics::Exposition& exposition, cons
   snapshot.tpot = JOULE_TRY(read_histogram(exposition, names.tpot));
   snapshot.queue_time = JOULE_TRY(read_histogram(exposition, names.queue_time));
   snapshot.prefill_time = JOULE_TRY(read_histogram(exposition, names.prefill_time));
+  snapshot.step_time = JOULE_TRY(read_histogram(exposition, names.step_time));
   // Token counters and latency histograms appear with the first request on some engines (prometheus_client
   // exports a labelled series once it is used), so their absence is only an error when a sibling is there.
   std::string unused;
@@ -344,6 +349,7 @@ Result<EngineWindow> difference(const EngineSnapshot& previous, const EngineSnap
   window.tpot = JOULE_TRY(increase(previous.tpot, current.tpot, names.tpot));
   window.queue_time = JOULE_TRY(increase(previous.queue_time, current.queue_time, names.queue_time));
   window.prefill_time = JOULE_TRY(increase(previous.prefill_time, current.prefill_time, names.prefill_time));
+  window.step_time = JOULE_TRY(increase(previous.step_time, current.step_time, names.step_time));
   return window;
 }
 

@@ -208,13 +208,16 @@ struct EngineGovernor::State {
   std::vector<uint64_t> previous_energy_mj;
   std::optional<optimize::Knob> applied;
   std::optional<double> idle_power_w;  // the group's power in idle windows, W (smoothed)
+  std::optional<double> last_step_s;   // the engine's mean step time in the last window that timed one, s
   std::string waiting_reason;          // the last reason for waiting, logged once per change
 
   const EngineMetricNames& names() const { return engine_metric_names(kind); }
 
   void reset_controller() {
+    optimize::SloControllerOptions controller_options = options.controller;
+    controller_options.knob_gpus = static_cast<int>(target.gpus.size());  // a power limit is per GPU
     controller = std::make_unique<optimize::SloClockController>(options.slo, options.knob, knob_values,
-                                                                options.controller);
+                                                                controller_options);
   }
 
   Result<EngineSnapshot> scrape(double now_s) const {
@@ -265,12 +268,14 @@ struct EngineGovernor::State {
     steps = std::max(steps, 1.0);
     const size_t samples =
         std::clamp<size_t>(static_cast<size_t>(std::llround(steps)), 1, kMaxIterationSamples);
-    // A step lasts about one time-per-output-token (a decode step emits one token per running request): the
-    // window's busy time is its steps times that, the rest idle. Without latencies: busy throughout.
-    double step_s = window_s / steps;
-    if (window.tpot && window.tpot->count > 0 && window.tpot->sum > 0) {
-      step_s = std::min(step_s, window.tpot->sum / window.tpot->count);
+    // The window's busy time is its steps times the mean step time (the engine's step-time histogram: vLLM's
+    // and SGLang's inter-token latency, TGI's forward duration), the rest idle. A window with no step timed
+    // takes the last window's mean (a request's latencies are observed as it goes, or when it ends); with
+    // none yet, busy throughout.
+    if (const auto mean = window.mean_step_s(); mean && *mean > 0) {
+      last_step_s = *mean;
     }
+    const double step_s = std::min(window_s / steps, last_step_s.value_or(window_s / steps));
     const double sample_s = step_s * steps / static_cast<double>(samples);
     const double busy_s = sample_s * static_cast<double>(samples);
     double busy_energy_j = energy_j * busy_s / window_s;
@@ -280,6 +285,8 @@ struct EngineGovernor::State {
     const double idle_energy_j = energy_j - busy_energy_j;
     const double gap_s = (window_s - busy_s) / static_cast<double>(samples);
     const double queued_s = window.queue_time ? window.queue_time->quantile(0.99).value_or(0) : 0;
+    const double finished_requests = window.finished.value_or(window.ttft ? window.ttft->count : 0);
+    const double prompt_per_request = finished_requests > 0 ? window.prompt_tokens / finished_requests : 0;
     for (size_t i = 0; i < samples; ++i) {
       optimize::IterationSample sample;
       sample.start_s = window.start_s + (sample_s + gap_s) * static_cast<double>(i);
@@ -288,9 +295,13 @@ struct EngineGovernor::State {
       sample.knob = knob;
       sample.decode_requests = std::llround(window.generation_tokens / static_cast<double>(samples));
       sample.prefill_tokens = std::llround(window.prompt_tokens / static_cast<double>(samples));
-      if (i + 1 == samples) {
+      if (i + 1 == samples && window.waiting > 0) {
+        // The queue at the scrape: its prompts at the window's mean prompt length, its oldest at the window's
+        // p99 queue time (the engines export no age of what still waits).
         sample.waiting_requests = std::llround(window.waiting);
-        sample.oldest_waiting_s = window.waiting > 0 ? queued_s : 0;
+        sample.oldest_waiting_s = queued_s;
+        sample.pending_prompt_tokens = std::llround(window.waiting * prompt_per_request);
+        sample.oldest_pending_s = queued_s;
       }
       controller->on_iteration(sample);
       if (gap_s > 0) {
@@ -303,7 +314,6 @@ struct EngineGovernor::State {
     }
     const size_t requests =
         std::min<size_t>(static_cast<size_t>(std::llround(std::max(0.0, finished))), kMaxRequestSamples);
-    const double prompt_per_request = finished > 0 ? window.prompt_tokens / finished : 0;
     // The histograms are not joined per request: the k-th shortest TTFT goes with the k-th shortest TPOT.
     for (size_t k = 0; k < requests; ++k) {
       const double q = (static_cast<double>(k) + 0.5) / static_cast<double>(requests);

@@ -58,6 +58,7 @@ struct EngineMetricNames {
   MetricSpec tpot;               ///< time per output token after the first, s (histogram)
   MetricSpec queue_time;         ///< time queued before the first step, s (histogram); optional
   MetricSpec prefill_time;       ///< one prefill step's time, s (histogram); optional
+  MetricSpec step_time;          ///< one engine step's time, s (histogram: per token or per step); optional
   MetricSpec finished;           ///< requests finished, cumulative; optional
   MetricSpec steps;              ///< engine steps (iterations), cumulative; optional
   MetricSpec kv_cache_usage;     ///< KV cache occupancy in [0, 1]; optional
@@ -88,6 +89,7 @@ struct EngineSnapshot {
   std::optional<metrics::Histogram> tpot;
   std::optional<metrics::Histogram> queue_time;
   std::optional<metrics::Histogram> prefill_time;
+  std::optional<metrics::Histogram> step_time;
 };
 
 /// @return the snapshot `exposition` gives by `names`, or kParse naming the metric: a required one
@@ -112,7 +114,14 @@ struct EngineWindow {
   std::optional<metrics::Histogram> tpot;
   std::optional<metrics::Histogram> queue_time;
   std::optional<metrics::Histogram> prefill_time;
+  std::optional<metrics::Histogram> step_time;
 
+  /// @return the mean time of the window's engine steps, s (from the step-time histogram); nullopt without
+  /// observations.
+  std::optional<double> mean_step_s() const {
+    return step_time && step_time->count > 0 ? std::optional<double>(step_time->sum / step_time->count)
+                                             : std::nullopt;
+  }
   /// @return whether the engine did anything in the window (tokens, or requests running or queued).
   bool busy() const { return prompt_tokens > 0 || generation_tokens > 0 || running > 0 || waiting > 0; }
   /// @return the window's p-quantile TTFT, s: the TTFT histogram's, else queue + prefill quantiles'
