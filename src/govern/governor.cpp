@@ -350,10 +350,12 @@ struct EngineGovernor::State {
       double power_then = 0;
       double power_now = 0;
       for (const optimize::KnobModel& model : controller->models()) {
-        if (model.knob == previous_knob)
+        if (model.knob == previous_knob) {
           power_then = model.predicted_power_w;
-        if (model.knob == next)
+        }
+        if (model.knob == next) {
           power_now = model.predicted_power_w;
+        }
       }
       return power_then > 0 && power_now > 0
                  ? fmt::format(

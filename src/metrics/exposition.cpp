@@ -52,16 +52,16 @@ std::string_view take_name(std::string_view& text, bool label) {
 }
 
 std::optional<MetricType> parse_type(std::string_view word) {
-  if (word == "counter")
-    return MetricType::kCounter;
-  if (word == "gauge" || word == "info" || word == "stateset")
-    return MetricType::kGauge;
-  if (word == "histogram")
-    return MetricType::kHistogram;
-  if (word == "summary")
-    return MetricType::kSummary;
-  if (word == "untyped" || word == "unknown")
-    return MetricType::kUntyped;
+  static constexpr std::pair<std::string_view, MetricType> kTypes[] = {
+      {"counter", MetricType::kCounter},     {"gauge", MetricType::kGauge},
+      {"info", MetricType::kGauge},          {"stateset", MetricType::kGauge},
+      {"histogram", MetricType::kHistogram}, {"summary", MetricType::kSummary},
+      {"untyped", MetricType::kUntyped},     {"unknown", MetricType::kUntyped}};
+  for (const auto& [name, type] : kTypes) {
+    if (word == name) {
+      return type;
+    }
+  }
   return std::nullopt;
 }
 
