@@ -31,6 +31,9 @@ class Gpu:
     def supported_sm_clocks_mhz(self) -> list[int]: ...
     def lock_sm_clocks_mhz(self, min_mhz: int, max_mhz: int) -> None: ...
     def reset_sm_clocks(self) -> None: ...
+    def set_simulated_busy(self, busy: bool) -> float:
+        """Simulated GPUs only (this process's or a joule daemon's): run the workload (busy) or idle. Returns the
+        workload's slowdown under the settings in force (>= 1). NotSupportedError for a real GPU."""
 
 class Cpu:
     """One CPU package (RAPL)."""

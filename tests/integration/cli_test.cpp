@@ -96,7 +96,7 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{},
        "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
        "infer, counters, fleet (see 'joule --help')"},
-      {{"infer"}, "'joule infer' needs a command: replay, bench (see 'joule infer --help')"},
+      {{"infer"}, "'joule infer' needs a command: replay, bench, govern (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
       {{"carbon"},
@@ -1404,13 +1404,20 @@ void hostile_completions(test::HostileServer::Peer& peer) {
   }
 }
 
+// A trace of `attacks` requests 1 ms apart, request i asking for i output tokens: the hostile servers tell
+// the attacks apart by max_tokens.
+std::string attack_trace(TempDir& dir, int attacks) {
+  std::string trace_text = "arrival_s,prompt_tokens,output_tokens\n";
+  for (int attack = 1; attack <= attacks; ++attack) {
+    trace_text += fmt::format("{:.3f},5,{}\n", 0.001 * attack, attack);
+  }
+  return dir.write("trace.csv", trace_text);
+}
+
 TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
   test::HostileServer server(hostile_completions);
   TempDir dir;
-  std::string trace_text = "arrival_s,prompt_tokens,output_tokens\n";
-  for (int attack = 1; attack <= 11; ++attack)
-    trace_text += fmt::format("{:.3f},5,{}\n", 0.001 * attack, attack);
-  const std::string trace = dir.write("trace.csv", trace_text);
+  const std::string trace = attack_trace(dir, 11);
   const std::string requests_csv = dir.path() + "/requests.csv";
   const auto start = std::chrono::steady_clock::now();
   // A 64 KiB cap and a 0.3 s deadline stand in for the defaults (8 MiB, 300 s).
@@ -1517,10 +1524,7 @@ void hostile_streams(test::HostileServer::Peer& peer) {
 TEST(CliInfer, BenchSurvivesHostileStreams) {
   test::HostileServer server(hostile_streams);
   TempDir dir;
-  std::string trace_text = "arrival_s,prompt_tokens,output_tokens\n";
-  for (int attack = 1; attack <= 6; ++attack)
-    trace_text += fmt::format("{:.3f},5,{}\n", 0.001 * attack, attack);
-  const std::string trace = dir.write("trace.csv", trace_text);
+  const std::string trace = attack_trace(dir, 6);
   const std::string requests_csv = dir.path() + "/requests.csv";
   const auto result =
       joule({"--sim", "v100", "infer", "bench", "--endpoint", server.url(), "--trace", trace, "--timeout-s",

@@ -74,6 +74,7 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
       {"carbon forecast", {"--trace"}},
       {"infer replay", {"--trace", "--slo-ttft-s", "--slo-tpot-s"}},
       {"infer bench", {"--endpoint", "--trace"}},
+      {"infer govern", {"--engine", "--slo-ttft-s", "--slo-tpot-s"}},
       {"fleet power", {"--nodes"}},
   };
   std::vector<std::vector<std::string>> pending = {{}};
@@ -133,6 +134,7 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
                               "infer",
                               "infer replay",
                               "infer bench",
+                              "infer govern",
                               "counters",
                               "fleet",
                               "fleet power"}) {
