@@ -1328,13 +1328,9 @@ TEST(CliInfer, BenchMeasuresAnEndpointAndAttributesItsEnergy) {
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 2);
 }
 
-// An endpoint that answers each completion with an attack chosen by its max_tokens: 1 an endless body, 2 a
-// status line trickled one byte every 20 ms, 3 JSON nested 30,000 deep, 4 an error text with ESC, CR/LF, NUL
-// and 20,000 more bytes, 5 and 6 a usage count of 2^63 − 1, 7 and 8 honest answers (8 at the largest counts
-// accepted), 9 and 10 a usage.energy.ttft_s of 1.7e308 (two make an infinite sum) and a tpot_s that is not
-// a number, 11 an honest answer with a TTFT and a null TPOT. Every answer but the models list ends the
-// connection.
-void hostile_completions(test::HostileServer::Peer& peer) {
+// Answers the hostile servers' model list and reads the next completion request: @return its max_tokens,
+// which names the attack; nullopt when the client is done.
+std::optional<int64_t> next_attack(test::HostileServer::Peer& peer) {
   while (peer.read_request()) {
     if (peer.target() == "GET /v1/models") {
       const std::string models = R"({"data": [{"id": "hostile"}]})";
@@ -1342,7 +1338,20 @@ void hostile_completions(test::HostileServer::Peer& peer) {
       continue;
     }
     const std::string& request = peer.request();
-    const int64_t attack = nlohmann::json::parse(request.substr(request.find("\r\n\r\n") + 4))["max_tokens"];
+    return nlohmann::json::parse(request.substr(request.find("\r\n\r\n") + 4))["max_tokens"].get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+// An endpoint that answers each completion with an attack chosen by its max_tokens: 1 an endless body, 2 a
+// status line trickled one byte every 20 ms, 3 JSON nested 30,000 deep, 4 an error text with ESC, CR/LF, NUL
+// and 20,000 more bytes, 5 and 6 a usage count of 2^63 − 1, 7 and 8 honest answers (8 at the largest counts
+// accepted), 9 and 10 a usage.energy.ttft_s of 1.7e308 (two make an infinite sum) and a tpot_s that is not
+// a number, 11 an honest answer with a TTFT and a null TPOT. Every answer but the models list ends the
+// connection.
+void hostile_completions(test::HostileServer::Peer& peer) {
+  while (const auto next = next_attack(peer)) {
+    const int64_t attack = *next;
     const auto answer = [&](int status, const std::string& body) {
       peer.send(fmt::format("HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", status,
                             body.size(), body));
@@ -1480,14 +1489,8 @@ TEST(CliInfer, BenchSurvivesAHostileEndpoint) {
 // connection held, 3 a chunk that is not JSON, 4 a usage count of 2^63 − 1, 5 an honest stream whose server
 // reports its own energy (2.5 J), 6 an honest stream without usage.
 void hostile_streams(test::HostileServer::Peer& peer) {
-  while (peer.read_request()) {
-    if (peer.target() == "GET /v1/models") {
-      const std::string models = R"({"data": [{"id": "hostile"}]})";
-      peer.send(fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}", models.size(), models));
-      continue;
-    }
-    const std::string& request = peer.request();
-    const int64_t attack = nlohmann::json::parse(request.substr(request.find("\r\n\r\n") + 4))["max_tokens"];
+  while (const auto next = next_attack(peer)) {
+    const int64_t attack = *next;
     peer.send("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
     const std::string chunk = "data: {\"choices\": [{\"text\": \"a\"}]}\n\n";
     switch (attack) {
