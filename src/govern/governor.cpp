@@ -383,6 +383,64 @@ struct EngineGovernor::State {
   }
 };
 
+namespace {
+
+// The knob's values that every GPU of the group supports (clocks, or power limits `step_w` apart), ascending;
+// kNotSupported naming a GPU without an energy counter or without the knob.
+Result<std::vector<uint32_t>> group_knob_values(const EngineTarget& target, const GovernOptions& options) {
+  std::vector<uint32_t> knob_values;
+  for (device::Gpu* gpu : target.gpus) {
+    if (!gpu->info().has_energy_counter) {
+      return fail(ErrorCode::kNotSupported,
+                  "{}: {} has no energy counter; the governor needs one to measure "
+                  "what each setting costs",
+                  target.name, gpu_label(*gpu));
+    }
+    std::vector<uint32_t> values;
+    if (options.knob == optimize::KnobKind::kSmClockMhz) {
+      auto clocks = gpu->supported_sm_clocks_mhz();
+      if (!clocks || clocks->empty()) {
+        return fail(ErrorCode::kNotSupported, "{}: {} cannot lock its SM clock ({}); use --power-limit",
+                    target.name, gpu_label(*gpu), clocks ? "it lists no clocks" : clocks.error().message());
+      }
+      values = std::move(*clocks);
+    } else {
+      const auto constraints = gpu->power_limit_constraints();
+      if (!constraints) {
+        return fail(ErrorCode::kNotSupported, "{}: {} has no settable power limit: {}", target.name,
+                    gpu_label(*gpu), constraints.error().message());
+      }
+      const uint32_t low_w = (constraints->min_mw + 999) / 1000;
+      const uint32_t high_w = constraints->max_mw / 1000;
+      for (uint32_t w = high_w; w >= low_w && w > 0; w -= std::min(options.power_limit_step_w, w)) {
+        values.push_back(w);
+        if (w < low_w + options.power_limit_step_w) {
+          break;
+        }
+      }
+      if (values.empty() || values.back() != low_w) {
+        values.push_back(low_w);
+      }
+    }
+    std::sort(values.begin(), values.end());
+    if (knob_values.empty()) {
+      knob_values = std::move(values);
+    } else {
+      std::vector<uint32_t> common;
+      std::set_intersection(knob_values.begin(), knob_values.end(), values.begin(), values.end(),
+                            std::back_inserter(common));
+      knob_values = std::move(common);
+    }
+  }
+  if (knob_values.empty()) {
+    return fail(ErrorCode::kNotSupported, "{}: the GPUs of the group have no {} value in common", target.name,
+                optimize::knob_noun(options.knob));
+  }
+  return knob_values;
+}
+
+}  // namespace
+
 EngineGovernor::EngineGovernor(std::unique_ptr<State> state) : state_(std::move(state)) {}
 EngineGovernor::~EngineGovernor() = default;
 
@@ -421,54 +479,7 @@ Result<std::unique_ptr<EngineGovernor>> EngineGovernor::start(EngineTarget targe
                 target.gpus.size() == 1 ? "is" : "are");
   }
   auto state = std::make_unique<State>();
-  // The knob's values: what every GPU of the group supports.
-  for (device::Gpu* gpu : target.gpus) {
-    if (!gpu->info().has_energy_counter) {
-      return fail(ErrorCode::kNotSupported,
-                  "{}: {} has no energy counter; the governor needs one to measure "
-                  "what each setting costs",
-                  target.name, gpu_label(*gpu));
-    }
-    std::vector<uint32_t> values;
-    if (options.knob == optimize::KnobKind::kSmClockMhz) {
-      auto clocks = gpu->supported_sm_clocks_mhz();
-      if (!clocks || clocks->empty()) {
-        return fail(ErrorCode::kNotSupported, "{}: {} cannot lock its SM clock ({}); use --power-limit",
-                    target.name, gpu_label(*gpu), clocks ? "it lists no clocks" : clocks.error().message());
-      }
-      values = std::move(*clocks);
-    } else {
-      const auto constraints = gpu->power_limit_constraints();
-      if (!constraints) {
-        return fail(ErrorCode::kNotSupported, "{}: {} has no settable power limit: {}", target.name,
-                    gpu_label(*gpu), constraints.error().message());
-      }
-      const uint32_t low_w = (constraints->min_mw + 999) / 1000;
-      const uint32_t high_w = constraints->max_mw / 1000;
-      for (uint32_t w = high_w; w >= low_w && w > 0; w -= std::min(options.power_limit_step_w, w)) {
-        values.push_back(w);
-        if (w < low_w + options.power_limit_step_w) {
-          break;
-        }
-      }
-      if (values.empty() || values.back() != low_w) {
-        values.push_back(low_w);
-      }
-    }
-    std::sort(values.begin(), values.end());
-    if (state->knob_values.empty()) {
-      state->knob_values = std::move(values);
-    } else {
-      std::vector<uint32_t> common;
-      std::set_intersection(state->knob_values.begin(), state->knob_values.end(), values.begin(),
-                            values.end(), std::back_inserter(common));
-      state->knob_values = std::move(common);
-    }
-  }
-  if (state->knob_values.empty()) {
-    return fail(ErrorCode::kNotSupported, "{}: the GPUs of the group have no {} value in common", target.name,
-                optimize::knob_noun(options.knob));
-  }
+  state->knob_values = JOULE_TRY(group_knob_values(target, options));
   // A first scrape: the endpoint must be an engine's, and say what the governor reads.
   const std::string body =
       JOULE_TRY(scraper(target.metrics_url, options.scrape_timeout_s, options.max_metrics_bytes));
