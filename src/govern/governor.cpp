@@ -88,6 +88,13 @@ class GpuLock {
   std::string path_;
 };
 
+// One scrape of `url`, parsed: what start() and every tick read.
+Result<metrics::Exposition> fetch_exposition(const Scraper& scraper, const std::string& url,
+                                             const GovernOptions& options) {
+  const std::string body = JOULE_TRY(scraper(url, options.scrape_timeout_s, options.max_metrics_bytes));
+  return metrics::parse_exposition(body, url);
+}
+
 std::string default_lock_dir() {
   if (const char* dir = std::getenv("JOULE_GOVERN_LOCK_DIR"); dir != nullptr && *dir != '\0') {
     return dir;
@@ -209,7 +216,6 @@ struct EngineGovernor::State {
   std::optional<optimize::Knob> applied;
   std::optional<double> idle_power_w;  // the group's power in idle windows, W (smoothed)
   std::optional<double> last_step_s;   // the engine's mean step time in the last window that timed one, s
-  std::string waiting_reason;          // the last reason for waiting, logged once per change
 
   const EngineMetricNames& names() const { return engine_metric_names(kind); }
 
@@ -221,9 +227,7 @@ struct EngineGovernor::State {
   }
 
   Result<EngineSnapshot> scrape(double now_s) const {
-    const std::string body =
-        JOULE_TRY(scraper(target.metrics_url, options.scrape_timeout_s, options.max_metrics_bytes));
-    const auto exposition = JOULE_TRY(metrics::parse_exposition(body, target.metrics_url));
+    const auto exposition = JOULE_TRY(fetch_exposition(scraper, target.metrics_url, options));
     const auto detected = detect_engine(exposition, target.metrics_url);
     if (detected && *detected != kind) {
       return fail(ErrorCode::kInvalidArgument, "{} is a {} endpoint, not {}", target.metrics_url,
@@ -481,9 +485,7 @@ Result<std::unique_ptr<EngineGovernor>> EngineGovernor::start(EngineTarget targe
   auto state = std::make_unique<State>();
   state->knob_values = JOULE_TRY(group_knob_values(target, options));
   // A first scrape: the endpoint must be an engine's, and say what the governor reads.
-  const std::string body =
-      JOULE_TRY(scraper(target.metrics_url, options.scrape_timeout_s, options.max_metrics_bytes));
-  const auto exposition = JOULE_TRY(metrics::parse_exposition(body, target.metrics_url));
+  const auto exposition = JOULE_TRY(fetch_exposition(scraper, target.metrics_url, options));
   const EngineKind detected = JOULE_TRY(detect_engine(exposition, target.metrics_url));
   if (target.kind && *target.kind != detected) {
     return fail(ErrorCode::kInvalidArgument, "{} is a {} endpoint, not {} (--engine-kind {})",

@@ -121,10 +121,9 @@ class GovernMetrics {
     tokens_.Add({{"engine", engine}, {"kind", "prompt"}}).Increment(d.prompt_tokens);
     tokens_.Add({{"engine", engine}, {"kind", "output"}}).Increment(d.output_tokens);
     decisions_.Add({{"engine", engine}, {"direction", std::string(direction(d))}}).Increment();
-    tick_time_
-        .Add({{"engine", engine}}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.002, 0.005, 0.01,
-                                                                           0.02, 0.05, 0.1, 0.25, 0.5, 1})
-        .Observe(report.tick_s);
+    static const prometheus::Histogram::BucketBoundaries tick_buckets{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                                                      0.05,   0.1,   0.25,  0.5,   1};
+    tick_time_.Add({{"engine", engine}}, tick_buckets).Observe(report.tick_s);
   }
 
  private:
