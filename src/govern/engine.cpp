@@ -327,6 +327,28 @@ std::optional<double> EngineWindow::tpot_quantile_s(double q) const {
   return tpot ? tpot->quantile(q) : std::nullopt;
 }
 
+std::vector<double> EngineWindow::ttft_values_s(size_t n) const {
+  if (ttft) {
+    return ttft->spread(n);
+  }
+  if (queue_time && prefill_time) {
+    std::vector<double> queued = queue_time->spread(n);
+    std::vector<double> prefill = prefill_time->spread(n);
+    if (queued.empty()) {
+      return prefill;
+    }
+    for (size_t k = 0; k < queued.size() && k < prefill.size(); ++k) {
+      queued[k] += prefill[k];
+    }
+    return queued;
+  }
+  return {};
+}
+
+std::vector<double> EngineWindow::tpot_values_s(size_t n) const {
+  return tpot ? tpot->spread(n) : std::vector<double>{};
+}
+
 Result<EngineWindow> difference(const EngineSnapshot& previous, const EngineSnapshot& current,
                                 const EngineMetricNames& names) {
   if (!(current.time_s > previous.time_s)) {

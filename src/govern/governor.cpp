@@ -216,12 +216,14 @@ struct EngineGovernor::State {
   std::optional<optimize::Knob> applied;
   std::optional<double> idle_power_w;  // the group's power in idle windows, W (smoothed)
   std::optional<double> last_step_s;   // the engine's mean step time in the last window that timed one, s
+  std::optional<EngineWindow> last_ttft_window;  // the last window in which first tokens were observed
 
   const EngineMetricNames& names() const { return engine_metric_names(kind); }
 
   void reset_controller() {
     optimize::SloControllerOptions controller_options = options.controller;
     controller_options.knob_gpus = static_cast<int>(target.gpus.size());  // a power limit is per GPU
+    controller_options.interval_s = options.interval_s;                   // a decision every period
     controller = std::make_unique<optimize::SloClockController>(options.slo, options.knob, knob_values,
                                                                 controller_options);
   }
@@ -282,9 +284,14 @@ struct EngineGovernor::State {
     const double step_s = std::min(window_s / steps, last_step_s.value_or(window_s / steps));
     const double sample_s = step_s * steps / static_cast<double>(samples);
     const double busy_s = sample_s * static_cast<double>(samples);
-    double busy_energy_j = energy_j * busy_s / window_s;
+    // Until an idle window has shown the group's idle power, all the window's energy counts as busy: an upper
+    // bound. A share by time would be a lower one, and the controller never predicts a lower knob hungrier
+    // than a faster one it measured, so a busy power learned too low at the first knob would cap every knob
+    // below it and hide what going down saves.
+    double busy_energy_j = energy_j;
     if (idle_power_w) {
-      busy_energy_j = std::clamp(energy_j - *idle_power_w * (window_s - busy_s), busy_energy_j, energy_j);
+      busy_energy_j =
+          std::clamp(energy_j - *idle_power_w * (window_s - busy_s), energy_j * busy_s / window_s, energy_j);
     }
     const double idle_energy_j = energy_j - busy_energy_j;
     const double gap_s = (window_s - busy_s) / static_cast<double>(samples);
@@ -319,16 +326,27 @@ struct EngineGovernor::State {
     const size_t requests =
         std::min<size_t>(static_cast<size_t>(std::llround(std::max(0.0, finished))), kMaxRequestSamples);
     // The histograms are not joined per request: the k-th shortest TTFT goes with the k-th shortest TPOT.
-    for (size_t k = 0; k < requests; ++k) {
-      const double q = (static_cast<double>(k) + 0.5) / static_cast<double>(requests);
-      const auto ttft = window.ttft_quantile_s(q);
-      if (!ttft) {
-        break;
-      }
+    // No TPOT is taken under the window's mean step time: a request's TPOT is observed when it finishes,
+    // seconds after the knob that set its pace, while the window's steps ran at the knob in force now and a
+    // request decoding now sees about their mean per token. Without that floor the controller would judge a
+    // lower knob by latencies from faster ones, and go below the SLO before the requests that show it finish.
+    // A request's first token and its end fall in different windows as soon as it outlasts one: a window
+    // whose requests finished but started none takes the TTFTs of the last window that had some.
+    std::vector<double> ttfts = window.ttft_values_s(requests);
+    if (!ttfts.empty()) {
+      last_ttft_window = window;
+    } else if (requests > 0 && last_ttft_window) {
+      ttfts = last_ttft_window->ttft_values_s(requests);
+    }
+    const std::vector<double> tpots = window.tpot_values_s(requests);
+    const std::optional<double> step_s_now = window.mean_step_s();
+    for (size_t k = 0; k < ttfts.size(); ++k) {
       optimize::RequestSample sample;
       sample.finish_s = window.end_s;
-      sample.ttft_s = *ttft;
-      sample.tpot_s = window.tpot_quantile_s(q);
+      sample.ttft_s = ttfts[k];
+      if (k < tpots.size()) {
+        sample.tpot_s = std::max(tpots[k], step_s_now.value_or(0));
+      }
       sample.prompt_tokens = std::llround(prompt_per_request);
       controller->on_request_done(sample);
     }
@@ -382,6 +400,8 @@ struct EngineGovernor::State {
     applied = std::nullopt;
     previous = std::nullopt;
     previous_energy_mj.clear();
+    last_ttft_window = std::nullopt;
+    last_step_s = std::nullopt;
     reset_controller();
     return decision;
   }

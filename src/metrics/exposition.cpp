@@ -418,8 +418,18 @@ Result<Exposition> parse_exposition(std::string_view text, std::string_view sour
   return Parser(source, limits).run(text);
 }
 
-std::optional<double> Histogram::quantile(double q) const {
-  if (buckets.empty() || count <= 0 || buckets.back().cumulative_count <= 0) {
+namespace {
+
+// A quantile's estimate and the bounds of the bucket it falls in.
+struct QuantileInBucket {
+  double value = 0;
+  double lower_bound = 0;
+  double upper_bound = 0;
+};
+
+std::optional<QuantileInBucket> quantile_in_bucket(const Histogram& histogram, double q) {
+  const std::vector<HistogramBucket>& buckets = histogram.buckets;
+  if (buckets.empty() || histogram.count <= 0 || buckets.back().cumulative_count <= 0) {
     return std::nullopt;
   }
   q = std::clamp(q, 0.0, 1.0);
@@ -430,19 +440,53 @@ std::optional<double> Histogram::quantile(double q) const {
     const HistogramBucket& bucket = buckets[i];
     if (bucket.cumulative_count >= rank) {
       if (std::isinf(bucket.upper_bound)) {
-        return i == 0 ? 0.0 : buckets[i - 1].upper_bound;
+        const double highest = i == 0 ? 0.0 : buckets[i - 1].upper_bound;
+        return QuantileInBucket{highest, highest, highest};
       }
       const double in_bucket = bucket.cumulative_count - lower_count;
-      if (in_bucket <= 0) {
-        return bucket.upper_bound;
-      }
       const double start = (i == 0 && bucket.upper_bound <= 0) ? bucket.upper_bound : lower_bound;
-      return start + (bucket.upper_bound - start) * (rank - lower_count) / in_bucket;
+      if (in_bucket <= 0) {
+        return QuantileInBucket{bucket.upper_bound, start, bucket.upper_bound};
+      }
+      return QuantileInBucket{start + (bucket.upper_bound - start) * (rank - lower_count) / in_bucket, start,
+                              bucket.upper_bound};
     }
     lower_bound = bucket.upper_bound;
     lower_count = bucket.cumulative_count;
   }
-  return buckets.back().upper_bound;
+  const double highest = buckets.back().upper_bound;
+  return QuantileInBucket{highest, highest, highest};
+}
+
+}  // namespace
+
+std::optional<double> Histogram::quantile(double q) const {
+  const auto estimate = quantile_in_bucket(*this, q);
+  return estimate ? std::optional<double>(estimate->value) : std::nullopt;
+}
+
+std::vector<double> Histogram::spread(size_t n) const {
+  std::vector<QuantileInBucket> estimates;
+  double interpolated_sum = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const auto estimate = quantile_in_bucket(*this, (static_cast<double>(k) + 0.5) / static_cast<double>(n));
+    if (!estimate) {
+      return {};
+    }
+    estimates.push_back(*estimate);
+    interpolated_sum += estimate->value;
+  }
+  const double exact_mean = count > 0 ? sum / count : 0;
+  const double interpolated_mean = n > 0 ? interpolated_sum / static_cast<double>(n) : 0;
+  const double scale = std::isfinite(exact_mean) && exact_mean > 0 && interpolated_mean > 0
+                           ? exact_mean / interpolated_mean
+                           : 1.0;
+  std::vector<double> values;
+  values.reserve(n);
+  for (const QuantileInBucket& estimate : estimates) {
+    values.push_back(std::clamp(estimate.value * scale, estimate.lower_bound, estimate.upper_bound));
+  }
+  return values;
 }
 
 Result<std::optional<Histogram>> read_histogram(

@@ -229,6 +229,8 @@ constexpr double kBurstSpanS = 2.0;
 constexpr double kMaxBurstShare = 1.2;
 // Power within this share of another level's is a tie, broken towards the lower knob.
 constexpr double kTiePowerShare = 0.005;
+// Finished requests a latency tail is taken from; with fewer, the predicted iteration time stands in.
+constexpr size_t kMinTailRequests = 5;
 // The error budget's pacing (pace_margin()).
 constexpr double kTargetBudgetUse = 0.6;
 constexpr double kPaceWindowS = 300;
@@ -261,6 +263,7 @@ struct SloClockController::State {
   int64_t violated_requests = 0;
   bool unattainable = false;
   double at_top_since_s = -1;
+  bool recovering = false;  // since an emergency, until enough requests have finished to judge a lower knob
 
   std::optional<size_t> level_of(Knob knob) const {
     if (knob.kind != kind) {
@@ -453,8 +456,10 @@ struct SloClockController::State {
     level = 0;
     level_token_cost_s = -1;
     next_decision_s = now_s + options.interval_s;
-    // The violations are answered (top clock, tighter margin); judge what comes next on its own.
+    // The violations are answered (top clock, tighter margin); judge what comes next on its own, and go
+    // down again only once requests finished since show the latencies there are.
     requests.clear();
+    recovering = true;
   }
 
   // Safety first. @return true when that decided: the top clock after violations, or while no clock meets
@@ -531,6 +536,7 @@ struct SloClockController::State {
     double tokens_per_s = 0;       // what the load asks for
     double peak_tokens_per_s = 0;  // over the busiest kBurstSpanS
     bool saturated = false;
+    double recent_iteration_s = 0;  // the mean iteration time over the last kBurstSpanS, s (0: none)
   };
 
   WindowLoad window_load(double now_s) const {
@@ -570,6 +576,13 @@ struct SloClockController::State {
     // queue, as long as the engine admits every arrival. Requests left waiting are the sign of saturation;
     // then it never goes lower.
     load.saturated = static_cast<double>(queued) > 0.05 * count;
+    double recent_busy_s = 0;
+    size_t recent = 0;
+    for (auto it = iterations.rbegin(); it != iterations.rend() && it->end_s > now_s - kBurstSpanS; ++it) {
+      recent_busy_s += it->busy_s;
+      ++recent;
+    }
+    load.recent_iteration_s = recent > 0 ? recent_busy_s / static_cast<double>(recent) : 0;
     return load;
   }
 
@@ -596,16 +609,25 @@ struct SloClockController::State {
       }
     }
     const double p_share = 1 - (1 - slo.attainment) / 2;
-    return {.tpot_s = tpots.size() >= 5 ? percentile(tpots, p_share) : current_time_s,
-            .ttft_s = ttfts.size() >= 5 ? percentile(ttfts, p_share) : 0.0,
-            .prompt_tokens = prompts.size() >= 5 ? percentile(prompts, p_share) : 0.0};
+    return {.tpot_s = tpots.size() >= kMinTailRequests ? percentile(tpots, p_share) : current_time_s,
+            .ttft_s = ttfts.size() >= kMinTailRequests ? percentile(ttfts, p_share) : 0.0,
+            .prompt_tokens = prompts.size() >= kMinTailRequests ? percentile(prompts, p_share) : 0.0};
   }
 
   // The least-power level predicted to meet margin × SLO, within the levels it may explore.
   void choose_level(const WindowLoad& load) {
     const std::array<double, 3> x = features(load.decode_mean, load.prefill_mean);
     const double current_time = predict_time(level, x);
-    const LatencyTails tails = latency_tails(current_time);
+    LatencyTails tails = latency_tails(current_time);
+    // A request's TPOT is known when it ends, seconds after the knob or the load that set its pace changed;
+    // a request decoding now gets about the iterations' time now per token. So the TPOT tail is never taken
+    // under it, neither as measured over the last seconds (in a burst, the iterations lengthen long before
+    // the requests that see it finish) nor as this level's model predicts it for the window's mean batch (a
+    // step down is judged before the requests slowed by the last one have finished).
+    tails.tpot_s = std::max({tails.tpot_s, load.recent_iteration_s, current_time});
+    if (recovering && requests.size() >= kMinTailRequests) {
+      recovering = false;
+    }
     const double idle = std::max(idle_power_w, 0.0);
     // The TTFT tail: a request that arrives while a long prompt is prefilled waits for that iteration, then
     // runs its own prefill beside the batch (head-of-line blocking): two iterations with a long prompt.
@@ -675,7 +697,8 @@ struct SloClockController::State {
       return;
     }
     // Move only for a clear gain: the models are noisy, and every move perturbs the batch it learns from.
-    if (best && *best != level &&
+    // Not down while recovering from an emergency: the tails it would judge by are not there yet.
+    if (best && *best != level && !(recovering && *best > level) &&
         (best_power < current_power * 0.97 ||
          (*best > level && best_power <= current_power * (1 + kTiePowerShare)))) {
       level = *best;

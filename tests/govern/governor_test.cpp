@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,10 @@ struct FakeVllm {
   std::vector<double> bounds{0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0};
   std::vector<double> ttft_counts = std::vector<double>(12, 0);  // cumulative per bucket, the last +Inf
   std::vector<double> tpot_counts = std::vector<double>(12, 0);
-  double ttft_sum = 0, tpot_sum = 0;
+  std::vector<double> itl_counts = std::vector<double>(12, 0);
+  double ttft_sum = 0, tpot_sum = 0, itl_sum = 0;
   bool reachable = true;
+  bool per_request_tpot = false;  // export vLLM V1's per-request TPOT beside the inter-token latency
 
   void observe(std::vector<double>& counts, double& sum, double value, double n) {
     for (size_t i = 0; i < bounds.size(); ++i) {
@@ -47,13 +50,15 @@ struct FakeVllm {
     sum += value * n;
   }
 
-  void serve_second(double requests, double ttft_s, double tpot_s) {
+  // `itl_s`: the inter-token latency of the second's steps (by default the TPOT of its requests).
+  void serve_second(double requests, double ttft_s, double tpot_s, std::optional<double> itl_s = {}) {
     running = requests;
     success += requests;
     prompt_tokens += 400 * requests;
     generation_tokens += 150 * requests;
     observe(ttft_counts, ttft_sum, ttft_s, requests);
     observe(tpot_counts, tpot_sum, tpot_s, requests);
+    observe(itl_counts, itl_sum, itl_s.value_or(tpot_s), requests);
   }
 
   std::string histogram(const std::string& name, const std::vector<double>& counts, double sum) const {
@@ -78,7 +83,10 @@ struct FakeVllm {
                "{}\n",
                running, waiting, prompt_tokens, generation_tokens, success) +
            histogram("vllm:time_to_first_token_seconds", ttft_counts, ttft_sum) +
-           histogram("vllm:inter_token_latency_seconds", tpot_counts, tpot_sum);
+           (per_request_tpot ? histogram("vllm:request_time_per_output_token_seconds", tpot_counts, tpot_sum)
+                             : std::string()) +
+           histogram("vllm:inter_token_latency_seconds", per_request_tpot ? itl_counts : tpot_counts,
+                     per_request_tpot ? itl_sum : tpot_sum);
   }
 
   Scraper scraper() {
@@ -161,7 +169,8 @@ TEST(EngineNames, DetectsEachEngineAndRefusesWhatIsNone) {
 // engine's names, plus the series the real engine has that the example lacks, from the engines' sources).
 TEST(EngineNames, ReadsEachEnginesOwnExposition) {
   for (const EngineKind kind : {EngineKind::kVllm, EngineKind::kSglang, EngineKind::kTgi}) {
-    const std::string path = fmt::format("{}/tests/data/engine-metrics/{}.prom", JOULE_SOURCE_DIR, to_string(kind));
+    const std::string path =
+        fmt::format("{}/tests/data/engine-metrics/{}.prom", JOULE_SOURCE_DIR, to_string(kind));
     std::ifstream in(path);
     ASSERT_TRUE(in) << path;
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -273,6 +282,32 @@ TEST_F(GovernorTest, TurnsTheClockDownWhenCalmAndUpInABurst) {
               1e-9);
   EXPECT_NEAR(decisions.back().j_per_output_token.value(),
               decisions.back().energy_j / decisions.back().output_tokens, 1e-12);
+}
+
+// Requests end seconds after the steps that set their pace: when the engine's steps lengthen, the TPOTs of
+// the requests finishing still show the old pace. The governor judges TPOT by the window's steps too.
+TEST_F(GovernorTest, GoesUpWhenTheStepsLengthenBeforeFinishedRequestsShowIt) {
+  engine_.per_request_tpot = true;
+  options_.slo = {.ttft_s = 1.0, .tpot_s = 0.05, .attainment = 0.99};
+  auto governor = EngineGovernor::start(target(), options_, clock_, engine_.scraper()).value();
+  const uint32_t top = max_clock();
+  uint32_t clock = top;
+  for (int second = 0; second < 90; ++second) {
+    clock = governor->tick().knob.value_or(optimize::Knob::sm_clock_mhz(top)).value;
+    const double slow = static_cast<double>(top) / clock;
+    engine_.serve_second(5, 0.02 * slow, 0.002 * slow);
+    clock_->advance(1s);
+  }
+  const uint32_t calm = clock;
+  ASSERT_LT(calm, top * 3 / 4);
+  // Steps 3× as long at the same clock; the requests finishing report the pace they had.
+  const double stale_tpot_s = 0.002 * static_cast<double>(top) / calm;
+  for (int second = 0; second < 4; ++second) {
+    clock = governor->tick().knob.value().value;
+    engine_.serve_second(5, 0.02, stale_tpot_s, 3 * 0.002 * static_cast<double>(top) / clock);
+    clock_->advance(1s);
+  }
+  EXPECT_GT(clock, calm);
 }
 
 TEST_F(GovernorTest, AnEngineThatGoesAwayOrRestartsGetsItsGpusBack) {

@@ -3,8 +3,11 @@
 // with its line number.
 #include "joule/metrics/exposition.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -64,6 +67,36 @@ TEST(Exposition, ReadsAHistogramAndItsQuantiles) {
   // In the +Inf bucket: the highest finite bound.
   EXPECT_DOUBLE_EQ(histogram.quantile(0.99).value(), 0.5);
   EXPECT_FALSE(Histogram{}.quantile(0.5).has_value());
+}
+
+// Four observations of 30 ms in vLLM's (25 ms, 50 ms] TPOT bucket: interpolation alone spreads them over the
+// bucket (mean 37.5 ms); spread() pulls them towards the exact mean, each kept within its bucket.
+TEST(Exposition, SpreadsAHistogramAroundItsExactMean) {
+  Histogram histogram;
+  histogram.buckets = {{0.01, 0}, {0.025, 0}, {0.05, 4}, {std::numeric_limits<double>::infinity(), 4}};
+  histogram.count = 4;
+  histogram.sum = 0.12;
+  const std::vector<double> values = histogram.spread(4);
+  ASSERT_EQ(values.size(), 4u);
+  double total = 0;
+  for (const double value : values) {
+    EXPECT_GE(value, 0.025);
+    EXPECT_LE(value, 0.05);
+    total += value;
+  }
+  EXPECT_TRUE(std::is_sorted(values.begin(), values.end()));
+  EXPECT_NEAR(total / 4, 0.030625, 1e-9);  // the lowest is held at the bucket's bound 25 ms
+  // Where the interpolation is right already, nothing moves.
+  histogram.sum = 4 * histogram.quantile(0.5).value();
+  const std::vector<double> centred = histogram.spread(4);
+  EXPECT_NEAR(centred.front(), histogram.quantile(0.125).value(), 1e-12);
+  EXPECT_NEAR(centred.back(), histogram.quantile(0.875).value(), 1e-12);
+  // In the +Inf bucket: the highest finite bound. Nothing observed, or nothing asked: nothing.
+  histogram.buckets.back().cumulative_count = 8;
+  histogram.count = 8;
+  EXPECT_DOUBLE_EQ(histogram.spread(8).back(), 0.05);
+  EXPECT_TRUE(Histogram{}.spread(3).empty());
+  EXPECT_TRUE(histogram.spread(0).empty());
 }
 
 TEST(Exposition, SumsHistogramsOverLabelSetsAndFiltersByLabel) {

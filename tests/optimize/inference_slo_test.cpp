@@ -101,6 +101,70 @@ TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
   EXPECT_EQ(controller.clock_mhz(), 1980u);
 }
 
+// A compute-bound replica (iteration time ∝ 1/clock) whose requests take seconds: their TPOT is known only
+// when they end. When its iterations lengthen (a burst of long prompts), the controller goes up on the
+// iterations' time now, before any request that saw them has finished.
+TEST(SloClockController, GoesUpWhenIterationsLengthenBeforeRequestsShowIt) {
+  SloClockController controller({1.0, 0.05}, clocks());
+  double time_s = 0;
+  double base_s = 0.01;  // at the top clock
+  double finished_tpot_s = 0.01;
+  const auto run = [&](double seconds, bool finish_requests) {
+    for (const double end = time_s + seconds; time_s < end;) {
+      const double clock = controller.clock_mhz();
+      const double iteration_s = base_s * 1980 / clock;
+      controller.on_iteration({.start_s = time_s,
+                               .end_s = time_s + iteration_s,
+                               .energy_j = (50 + 250 * (clock / 1980) * (clock / 1980)) * iteration_s,
+                               .knob = Knob::sm_clock_mhz(static_cast<uint32_t>(clock)),
+                               .decode_requests = 8});
+      time_s += iteration_s;
+      if (finish_requests) {
+        controller.on_request_done({.finish_s = time_s, .ttft_s = 0.05, .tpot_s = finished_tpot_s});
+        finished_tpot_s = iteration_s;  // the next to finish ran at this pace
+      }
+    }
+  };
+  run(60, true);
+  const uint32_t calm = controller.clock_mhz();
+  EXPECT_LT(calm, 1500u) << "a light load at 10 ms per iteration should let the clock down";
+  // Iterations now take 2.5× as long at the same clock; the requests finishing still show the old pace.
+  base_s = 0.025;
+  run(3, false);
+  EXPECT_GT(controller.clock_mhz(), calm) << "iterations over the TPOT SLO's margin must bring the clock up";
+}
+
+// After violations send it to the top, it stays there until requests finished since show the latencies there:
+// without them it would judge every lower clock by the predicted iteration time alone.
+TEST(SloClockController, AfterAnEmergencyWaitsForRequestsBeforeGoingDown) {
+  SloClockController controller({1.0, 0.1}, clocks());
+  double time_s = 0;
+  const auto run = [&](double seconds, double oldest_waiting_s, bool finish_requests) {
+    for (const double end = time_s + seconds; time_s < end;) {
+      const double clock = controller.clock_mhz();
+      controller.on_iteration({.start_s = time_s,
+                               .end_s = time_s + 0.02,
+                               .energy_j = (100 + 300 * (clock / 1980) * (clock / 1980)) * 0.02,
+                               .knob = Knob::sm_clock_mhz(static_cast<uint32_t>(clock)),
+                               .decode_requests = 20,
+                               .oldest_waiting_s = oldest_waiting_s});
+      time_s += 0.02;
+      if (finish_requests) {
+        controller.on_request_done({.finish_s = time_s, .ttft_s = 0.05, .tpot_s = 0.02});
+      }
+    }
+  };
+  run(30, 0, true);
+  ASSERT_LT(controller.clock_mhz(), 1500u);
+  run(0.02, 0.6, false);  // a request waiting half its TTFT budget: the top
+  ASSERT_EQ(controller.clock_mhz(), 1980u);
+  run(5, 0, false);
+  EXPECT_EQ(controller.clock_mhz(), 1980u)
+      << "no request has finished since: nothing to judge a lower clock by";
+  run(5, 0, true);
+  EXPECT_LT(controller.clock_mhz(), 1980u);
+}
+
 TEST(SloClockController, SaysWhenEvenTheTopClockMisses) {
   SloClockController controller({0.1, 0.01}, clocks(), {.window_s = 5});
   double time_s = 0;

@@ -129,6 +129,12 @@ struct EngineWindow {
   std::optional<double> ttft_quantile_s(double q) const;
   /// @return the window's p-quantile TPOT, s; nullopt without observations.
   std::optional<double> tpot_quantile_s(double q) const;
+  /// @return n values standing for the window's TTFTs, s (metrics::Histogram::spread of the TTFT histogram;
+  /// else of the queue and prefill times, added: an upper estimate); empty without observations.
+  std::vector<double> ttft_values_s(size_t n) const;
+  /// @return n values standing for the window's TPOTs, s (metrics::Histogram::spread); empty without
+  /// observations.
+  std::vector<double> tpot_values_s(size_t n) const;
 };
 
 /// @return `current` − `previous` (both read by `names`), or kState "the engine restarted: <metric> went

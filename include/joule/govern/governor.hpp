@@ -51,7 +51,7 @@ struct GovernOptions {
   double scrape_timeout_s = 0.5;  ///< one scrape's whole deadline, s (≤ interval_s)
   size_t max_metrics_bytes = size_t{16} << 20;  ///< the most one /metrics body may hold
   uint32_t power_limit_step_w = 5;              ///< power-limit mode: the values considered, W apart
-  optimize::SloControllerOptions controller;
+  optimize::SloControllerOptions controller;    ///< its interval_s and knob_gpus are set from the above
   TokenWeights weights;
   /// Where a lock file per GPU says which process governs it (two governors of one GPU would fight); empty:
   /// $JOULE_GOVERN_LOCK_DIR, else /run/joule when writable, else the temporary folder. Simulated GPUs

@@ -85,6 +85,11 @@ struct Histogram {
   /// @return the quantile `q` in [0, 1] as Prometheus's histogram_quantile() estimates it (linear within
   /// the bucket; the highest finite bound when it falls in the +Inf bucket); nullopt without observations.
   std::optional<double> quantile(double q) const;
+  /// @return n values standing for the observations: the quantiles (k + 0.5) / n, k = 0 … n − 1, scaled
+  /// together so that their mean comes as close to the exact mean (sum / count) as each one's bucket allows
+  /// (interpolation alone puts the observations of a wide bucket evenly across it: vLLM's TPOT buckets are
+  /// 25 ms wide); empty without observations or for n = 0.
+  std::vector<double> spread(size_t n) const;
 };
 
 /// @return the histogram family `family`'s samples summed over every label set whose labels include

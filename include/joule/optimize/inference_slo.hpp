@@ -194,7 +194,9 @@ struct KnobModel {
 /// linear functions of the batch (decode requests, prefill tokens) by recursive least squares from the
 /// measured iterations — no offline profile needed; seed() takes one to start from. A lower level is never
 /// predicted faster nor hungrier than a faster one it has measured. Every interval it predicts, for each
-/// level, the p99.5 TTFT and TPOT (the window's measured tails scaled by the predicted iteration time ratio)
+/// level, the p99.5 TTFT and TPOT (the window's measured tails scaled by the predicted iteration time ratio;
+/// the TPOT tail never under the mean iteration time of the last 2 s nor the current level's predicted one,
+/// since finished requests show the pace of seconds ago)
 /// and the mean power (busy share × busy power + idle share × idle power; a continuously busy replica gains
 /// no idle time at a faster level), and picks the least-power level whose predictions are within margin ×
 /// SLO (ties within 0.5% go to the lower level). Levels never measured are predicted pessimistically (a
@@ -207,7 +209,8 @@ struct KnobModel {
 /// Bursts, every iteration: when the oldest request without its first token plus the pending prompt tokens
 /// at this level's prefill cost would pass 80% of the TTFT SLO, it goes up at once to the lowest level that
 /// prefills them within 60%; when a request the engine has not admitted has waited half the TTFT SLO, or the
-/// window's attainment falls below the target, to the highest clock. When the highest clock itself misses
+/// window's attainment falls below the target, to the highest clock (and not down again until requests
+/// finished there give it tails to judge by). When the highest clock itself misses
 /// the SLO for a whole window, slo_unattainable() turns true (it stays at the highest clock until the SLO is
 /// met again).
 class SloClockController final : public ServingKnobPolicy {
