@@ -194,7 +194,8 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
       // Intel GPUs through Level Zero Sysman. ZE_AFFINITY_MASK is not applied here: docs/devices.md.
       LevelZeroOptions level_zero;
       level_zero.library = options.level_zero_library;
-      add_gpus(set, "levelzero", options.level_zero_library, open_levelzero_gpus(level_zero, VisibleDevices{}));
+      add_gpus(set, "levelzero", options.level_zero_library,
+               open_levelzero_gpus(level_zero, VisibleDevices{}));
       // AMD GPUs: AMD SMI (ROCm 7) when it loads and finds them, else ROCm SMI; never both, which would list
       // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
       auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));

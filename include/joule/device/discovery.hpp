@@ -28,10 +28,11 @@ struct DiscoveryOptions {
   std::string rocm_library = "librocm_smi64.so.1";    ///< JOULE_ROCM_SMI_LIBRARY
   std::string amd_smi_library = "libamd_smi.so";      ///< JOULE_AMD_SMI_LIBRARY; preferred to ROCm SMI
   double rocm_counter_validation_s = 0.5;             ///< JOULE_ROCM_VALIDATION_S
-  std::string level_zero_library = "libze_loader.so.1";  ///< JOULE_LEVEL_ZERO_LIBRARY (Intel GPUs)
   std::string powercap_root = "/sys/class/powercap";  ///< JOULE_POWERCAP_ROOT
   bool gpus = true;                                   ///< look for GPUs
   bool cpus = true;                                   ///< look for CPUs
+  /// The Level Zero loader, for Intel GPUs. JOULE_LEVEL_ZERO_LIBRARY.
+  std::string level_zero_library = "libze_loader.so.1";
   /// The clock simulated devices run on. Default: the steady clock.
   std::shared_ptr<Clock> clock;
 

@@ -75,7 +75,7 @@ class LevelZeroGpu final : public Gpu {
 
  protected:
   Result<uint64_t> do_energy_mj() override {
-    JOULE_TRY(read_energy());
+    last_energy_ = JOULE_TRY(read_energy());  // also the start of the next power reading
     return total_energy_uj_ / 1000;
   }
 
@@ -88,10 +88,11 @@ class LevelZeroGpu final : public Gpu {
   Result<PowerLimitConstraints> do_power_limit_constraints() override {
     JOULE_TRY(require_power_domain("read the power limit range of"));
     if (power_.max_mw <= 0 && power_.default_mw <= 0) {
-      return fail(ErrorCode::kNotSupported,
-                  "cannot read the power limit range of {}: Level Zero reports neither a maximum nor a default "
-                  "power limit for it",
-                  label());
+      return fail(
+          ErrorCode::kNotSupported,
+          "cannot read the power limit range of {}: Level Zero reports neither a maximum nor a default "
+          "power limit for it",
+          label());
     }
     const auto max_mw = static_cast<uint32_t>(power_.max_mw > 0 ? power_.max_mw : power_.default_mw);
     const auto default_mw = static_cast<uint32_t>(power_.default_mw > 0 ? power_.default_mw : max_mw);
@@ -106,7 +107,8 @@ class LevelZeroGpu final : public Gpu {
   }
 
   Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
-    const std::string action = fmt::format("set the power limit of {} to {}", label(), format_watts(power_limit_mw));
+    const std::string action =
+        fmt::format("set the power limit of {} to {}", label(), format_watts(power_limit_mw));
     if (!power_.can_control && power_.handle != nullptr) {
       return fail(ErrorCode::kNotSupported, "cannot {}: Level Zero says its power limits cannot be changed",
                   action);
@@ -116,7 +118,8 @@ class LevelZeroGpu final : public Gpu {
       return fail(ErrorCode::kNotSupported, "cannot {}: its sustained power limit is locked by the firmware",
                   action);
     }
-    sustained.limit = static_cast<int32_t>(std::min<uint32_t>(power_limit_mw, std::numeric_limits<int32_t>::max()));
+    sustained.limit =
+        static_cast<int32_t>(std::min<uint32_t>(power_limit_mw, std::numeric_limits<int32_t>::max()));
     sustained.enabled = 1;
     uint32_t count = 1;
     return library_->check(fn().zesPowerSetLimitsExt(power_.handle, &count, &sustained),
@@ -130,7 +133,8 @@ class LevelZeroGpu final : public Gpu {
     JOULE_TRY(library_->check(fn().zesFrequencyGetAvailableClocks(gpu_freq_, &count, nullptr), action));
     std::vector<double> clocks(count);
     if (count > 0) {
-      JOULE_TRY(library_->check(fn().zesFrequencyGetAvailableClocks(gpu_freq_, &count, clocks.data()), action));
+      JOULE_TRY(
+          library_->check(fn().zesFrequencyGetAvailableClocks(gpu_freq_, &count, clocks.data()), action));
       clocks.resize(std::min<size_t>(count, clocks.size()));
     }
     std::vector<uint32_t> clocks_mhz;
@@ -146,36 +150,40 @@ class LevelZeroGpu final : public Gpu {
   }
 
   Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
-    const std::string action = fmt::format("cannot lock the SM clock of {} to {}-{} MHz", label(), min_mhz, max_mhz);
+    const std::string action =
+        fmt::format("cannot lock the SM clock of {} to {}-{} MHz", label(), min_mhz, max_mhz);
     JOULE_TRY(require_gpu_frequency(action));
     if (!gpu_freq_can_control_) {
-      return fail(ErrorCode::kNotSupported, "{}: Level Zero says its GPU frequency cannot be changed", action);
+      return fail(ErrorCode::kNotSupported, "{}: Level Zero says its GPU frequency cannot be changed",
+                  action);
     }
     // Catch an impossible range here with a clear message; Sysman would answer only INVALID_ARGUMENT.
     if (min_mhz < gpu_freq_min_mhz_ || max_mhz > gpu_freq_max_mhz_) {
-      return fail(ErrorCode::kOutOfRange, "SM clock range {}-{} MHz is outside {}'s supported {}-{} MHz", min_mhz,
-                  max_mhz, label(), gpu_freq_min_mhz_, gpu_freq_max_mhz_);
+      return fail(ErrorCode::kOutOfRange, "SM clock range {}-{} MHz is outside {}'s supported {}-{} MHz",
+                  min_mhz, max_mhz, label(), gpu_freq_min_mhz_, gpu_freq_max_mhz_);
     }
     const lz::FreqRange range{static_cast<double>(min_mhz), static_cast<double>(max_mhz)};
     return library_->check(fn().zesFrequencySetRange(gpu_freq_, &range), action);
   }
 
   Result<void> do_reset_sm_clocks() override {
-    // No "unlocked" state exists in Sysman: the hardware's whole range is what the driver starts with.
-    const std::string action =
-        fmt::format("cannot reset the SM clock of {} (to its hardware range {}-{} MHz)", label(), gpu_freq_min_mhz_,
-                    gpu_freq_max_mhz_);
+    const std::string action = fmt::format("cannot reset the SM clock of {}", label());
     JOULE_TRY(require_gpu_frequency(action));
+    // No "unlocked" state exists in Sysman: the hardware's whole range is what the driver starts with.
     const lz::FreqRange range{static_cast<double>(gpu_freq_min_mhz_), static_cast<double>(gpu_freq_max_mhz_)};
-    return library_->check(fn().zesFrequencySetRange(gpu_freq_, &range), action);
+    return library_->check(
+        fn().zesFrequencySetRange(gpu_freq_, &range),
+        fmt::format("{} (to its hardware range {}-{} MHz)", action, gpu_freq_min_mhz_, gpu_freq_max_mhz_));
   }
 
   Result<double> do_temperature_c() override {
     if (temperature_ == nullptr) {
-      return tl::unexpected(telemetry_not_supported(TelemetryField::kTemperature, "Level Zero lists no GPU or global temperature sensor"));
+      return tl::unexpected(telemetry_not_supported(TelemetryField::kTemperature,
+                                                    "Level Zero lists no GPU or global temperature sensor"));
     }
     double temperature_c = 0;
-    JOULE_TRY(telemetry_check(TelemetryField::kTemperature, fn().zesTemperatureGetState(temperature_, &temperature_c),
+    JOULE_TRY(telemetry_check(TelemetryField::kTemperature,
+                              fn().zesTemperatureGetState(temperature_, &temperature_c),
                               fmt::format("cannot read the temperature of {}", label())));
     return temperature_c;
   }
@@ -192,7 +200,8 @@ class LevelZeroGpu final : public Gpu {
 
   Result<uint32_t> do_gpu_utilization_pct() override {
     if (engine_ == nullptr) {
-      return tl::unexpected(telemetry_not_supported(TelemetryField::kGpuUtilization, "Level Zero lists no engine group for it"));
+      return tl::unexpected(telemetry_not_supported(TelemetryField::kGpuUtilization,
+                                                    "Level Zero lists no engine group for it"));
     }
     const auto share = JOULE_TRY(counter_rate(last_activity_, [this] { return read_activity(); }));
     return std::min<uint32_t>(levelzero_saturate_u32(share * 100), 100);
@@ -205,7 +214,8 @@ class LevelZeroGpu final : public Gpu {
   }
 
   Result<uint64_t> do_clock_event_reasons() override {
-    const lz::FreqState state = JOULE_TRY(read_frequency_state(TelemetryField::kClockEventReasons, gpu_freq_));
+    const lz::FreqState state =
+        JOULE_TRY(read_frequency_state(TelemetryField::kClockEventReasons, gpu_freq_));
     uint64_t reasons = 0;
     const uint32_t flags = state.throttleReasons;
     if ((flags & (lz::throttle::kAvePwrCap | lz::throttle::kBurstPwrCap)) != 0) {
@@ -233,8 +243,8 @@ class LevelZeroGpu final : public Gpu {
 
   Result<void> require_power_domain(std::string_view verb) const {
     if (power_.handle == nullptr) {
-      return fail(ErrorCode::kNotSupported, "cannot {} {}: Level Zero lists no card or package power domain for it",
-                  verb, label());
+      return fail(ErrorCode::kNotSupported,
+                  "cannot {} {}: Level Zero lists no card or package power domain for it", verb, label());
     }
     return {};
   }
@@ -258,8 +268,9 @@ class LevelZeroGpu final : public Gpu {
     } else if (counter.energy >= *last_energy_raw_uj_) {
       total_energy_uj_ += counter.energy - *last_energy_raw_uj_;
     } else {
-      log().warn("Level Zero: the energy counter of {} went back from {} to {} uJ (a reset): counted as no energy",
-                 label(), *last_energy_raw_uj_, counter.energy);
+      log().warn(
+          "Level Zero: the energy counter of {} went back from {} to {} uJ (a reset): counted as no energy",
+          label(), *last_energy_raw_uj_, counter.energy);
     }
     last_energy_raw_uj_ = counter.energy;
     return CounterSample{counter.energy, counter.timestamp};
@@ -278,7 +289,8 @@ class LevelZeroGpu final : public Gpu {
                               const std::function<Result<CounterSample>()>& read) {
     CounterSample now = JOULE_TRY(read());
     const auto usable = [this](const std::optional<CounterSample>& before, const CounterSample& after) {
-      return before && after.value >= before->value && after.timestamp_us >= before->timestamp_us + window_us_ &&
+      return before && after.value >= before->value &&
+             after.timestamp_us >= before->timestamp_us + window_us_ &&
              after.timestamp_us - before->timestamp_us <= kLevelZeroMaxSampleAgeUs;
     };
     if (!usable(last, now)) {
@@ -289,8 +301,8 @@ class LevelZeroGpu final : public Gpu {
         const CounterSample before = *last;
         last = now;
         return fail(ErrorCode::kDevice,
-                    "cannot derive a rate for {}: Level Zero's counter went from {} at {} us to {} at {} us", label(),
-                    before.value, before.timestamp_us, now.value, now.timestamp_us);
+                    "cannot derive a rate for {}: Level Zero's counter went from {} at {} us to {} at {} us",
+                    label(), before.value, before.timestamp_us, now.value, now.timestamp_us);
       }
     }
     const double rate = static_cast<double>(now.value - last->value) /
@@ -317,7 +329,8 @@ class LevelZeroGpu final : public Gpu {
         continue;
       }
       if (limit.limitUnit == lz::LimitUnit::kCurrent) {
-        return fail(ErrorCode::kNotSupported, "{}: its sustained limit is in mA of current, not in mW", action);
+        return fail(ErrorCode::kNotSupported, "{}: its sustained limit is in mA of current, not in mW",
+                    action);
       }
       return limit;
     }
@@ -333,7 +346,8 @@ class LevelZeroGpu final : public Gpu {
 
   Result<lz::FreqState> read_frequency_state(TelemetryField field, lz::FreqHandle handle) const {
     if (handle == nullptr) {
-      return tl::unexpected(telemetry_not_supported(field, "Level Zero lists no such frequency domain for it"));
+      return tl::unexpected(
+          telemetry_not_supported(field, "Level Zero lists no such frequency domain for it"));
     }
     lz::FreqState state{};
     state.stype = lz::StructureType::kFreqState;
@@ -374,8 +388,12 @@ class LevelZeroGpu final : public Gpu {
       properties.pNext = &ext;
       JOULE_TRY(library_->check(fn().zesPowerGetProperties(handle, &properties),
                                 fmt::format("cannot read the power domain properties of {}", label())));
-      LevelZeroPowerDomain candidate{handle, ext.domain, properties.canControl != 0, properties.minLimit,
-                                     properties.maxLimit, properties.defaultLimit};
+      LevelZeroPowerDomain candidate{handle,
+                                     ext.domain,
+                                     properties.canControl != 0,
+                                     properties.minLimit,
+                                     properties.maxLimit,
+                                     properties.defaultLimit};
       if (candidate.domain == lz::PowerDomain::kUnknown && properties.onSubdevice == 0) {
         candidate.domain = lz::PowerDomain::kPackage;
       }
@@ -425,7 +443,8 @@ class LevelZeroGpu final : public Gpu {
     JOULE_TRY(library_->check(fn().zesDeviceEnumTemperatureSensors(device_, &count, nullptr), action));
     std::vector<lz::TempHandle> handles(count);
     if (count > 0) {
-      JOULE_TRY(library_->check(fn().zesDeviceEnumTemperatureSensors(device_, &count, handles.data()), action));
+      JOULE_TRY(
+          library_->check(fn().zesDeviceEnumTemperatureSensors(device_, &count, handles.data()), action));
       handles.resize(std::min<size_t>(count, handles.size()));
     }
     lz::TempHandle global = nullptr;
@@ -539,8 +558,9 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_levelzero_gpus(const LevelZeroOpt
     lz::DeviceProperties props{};
     props.stype = lz::StructureType::kDeviceProperties;
     props.core.stype = lz::kZeStructureTypeDeviceProperties;
-    JOULE_TRY(library->check(fn.zesDeviceGetProperties(device, &props),
-                             fmt::format("cannot read the properties of Level Zero device {}", handles.size())));
+    JOULE_TRY(
+        library->check(fn.zesDeviceGetProperties(device, &props),
+                       fmt::format("cannot read the properties of Level Zero device {}", handles.size())));
     constexpr uint32_t kZeDeviceTypeGpu = 1;  // ZE_DEVICE_TYPE_GPU
     if (props.core.type != kZeDeviceTypeGpu) {
       continue;

@@ -118,8 +118,8 @@ enum class EngineGroup : uint32_t {
 
 /// zes_freq_throttle_reason_flag_t bits of zes_freq_state_t::throttleReasons.
 namespace throttle {
-inline constexpr uint32_t kAvePwrCap = 1u << 0;    ///< ZES_FREQ_THROTTLE_REASON_FLAG_AVE_PWR_CAP
-inline constexpr uint32_t kBurstPwrCap = 1u << 1;  ///< ZES_FREQ_THROTTLE_REASON_FLAG_BURST_PWR_CAP
+inline constexpr uint32_t kAvePwrCap = 1u << 0;     ///< ZES_FREQ_THROTTLE_REASON_FLAG_AVE_PWR_CAP
+inline constexpr uint32_t kBurstPwrCap = 1u << 1;   ///< ZES_FREQ_THROTTLE_REASON_FLAG_BURST_PWR_CAP
 inline constexpr uint32_t kCurrentLimit = 1u << 2;  ///< ZES_FREQ_THROTTLE_REASON_FLAG_CURRENT_LIMIT
 inline constexpr uint32_t kThermalLimit = 1u << 3;  ///< ZES_FREQ_THROTTLE_REASON_FLAG_THERMAL_LIMIT
 inline constexpr uint32_t kPsuAlert = 1u << 4;      ///< ZES_FREQ_THROTTLE_REASON_FLAG_PSU_ALERT
@@ -140,8 +140,8 @@ using FreqHandle = void*;
 using TempHandle = void*;
 using EngineHandle = void*;
 
-inline constexpr std::size_t kMaxDeviceUuidSize = 16;  ///< ZE_MAX_DEVICE_UUID_SIZE
-inline constexpr std::size_t kMaxDeviceName = 256;     ///< ZE_MAX_DEVICE_NAME
+inline constexpr std::size_t kMaxDeviceUuidSize = 16;   ///< ZE_MAX_DEVICE_UUID_SIZE
+inline constexpr std::size_t kMaxDeviceName = 256;      ///< ZE_MAX_DEVICE_NAME
 inline constexpr std::size_t kStringPropertySize = 64;  ///< ZES_STRING_PROPERTY_SIZE
 
 /// ze_device_properties_t (core). joule reads uuid and name.
@@ -321,18 +321,19 @@ struct LoaderComponentVersion {
 
 #if defined(__x86_64__) || defined(__aarch64__)
 static_assert(sizeof(ZeDeviceProperties) == 368 && offsetof(ZeDeviceProperties, maxMemAllocSize) == 40 &&
-              offsetof(ZeDeviceProperties, timerResolution) == 80 && offsetof(ZeDeviceProperties, uuid) == 96 &&
-              offsetof(ZeDeviceProperties, name) == 112);
+              offsetof(ZeDeviceProperties, timerResolution) == 80 &&
+              offsetof(ZeDeviceProperties, uuid) == 96 && offsetof(ZeDeviceProperties, name) == 112);
 static_assert(sizeof(DeviceProperties) == 776 && offsetof(DeviceProperties, core) == 16 &&
-              offsetof(DeviceProperties, numSubdevices) == 384 && offsetof(DeviceProperties, modelName) == 580);
+              offsetof(DeviceProperties, numSubdevices) == 384 &&
+              offsetof(DeviceProperties, modelName) == 580);
 static_assert(sizeof(PciProperties) == 56 && offsetof(PciProperties, maxSpeed) == 32 &&
               offsetof(PciProperties, haveBandwidthCounters) == 48);
 static_assert(sizeof(PowerProperties) == 40 && offsetof(PowerProperties, subdeviceId) == 20 &&
               offsetof(PowerProperties, defaultLimit) == 28 && offsetof(PowerProperties, maxLimit) == 36);
 static_assert(sizeof(PowerEnergyCounter) == 16);
 static_assert(sizeof(PowerLimitExtDesc) == 48 && offsetof(PowerLimitExtDesc, level) == 16 &&
-              offsetof(PowerLimitExtDesc, enabledStateLocked) == 28 && offsetof(PowerLimitExtDesc, interval) == 32 &&
-              offsetof(PowerLimitExtDesc, limit) == 40);
+              offsetof(PowerLimitExtDesc, enabledStateLocked) == 28 &&
+              offsetof(PowerLimitExtDesc, interval) == 32 && offsetof(PowerLimitExtDesc, limit) == 40);
 static_assert(sizeof(PowerExtProperties) == 32 && offsetof(PowerExtProperties, defaultLimit) == 24);
 static_assert(sizeof(FreqProperties) == 48 && offsetof(FreqProperties, min) == 32);
 static_assert(sizeof(FreqState) == 64 && offsetof(FreqState, actual) == 48 &&
@@ -364,7 +365,8 @@ using ZesFrequencyGetPropertiesFn = ZeResult (*)(FreqHandle freq, FreqProperties
 using ZesFrequencyGetAvailableClocksFn = ZeResult (*)(FreqHandle freq, uint32_t* count, double* clocks_mhz);
 using ZesFrequencySetRangeFn = ZeResult (*)(FreqHandle freq, const FreqRange* limits);
 using ZesFrequencyGetStateFn = ZeResult (*)(FreqHandle freq, FreqState* state);
-using ZesDeviceEnumTemperatureSensorsFn = ZeResult (*)(DeviceHandle device, uint32_t* count, TempHandle* temp);
+using ZesDeviceEnumTemperatureSensorsFn = ZeResult (*)(DeviceHandle device, uint32_t* count,
+                                                       TempHandle* temp);
 using ZesTemperatureGetPropertiesFn = ZeResult (*)(TempHandle temp, TempProperties* properties);
 using ZesTemperatureGetStateFn = ZeResult (*)(TempHandle temp, double* temperature_c);
 using ZesDeviceEnumEngineGroupsFn = ZeResult (*)(DeviceHandle device, uint32_t* count, EngineHandle* engine);
@@ -373,24 +375,24 @@ using ZesEngineGetActivityFn = ZeResult (*)(EngineHandle engine, EngineStats* st
 
 /// The X-macro list of the Sysman calls joule makes on a device: X(symbol, function type). All are required
 /// (every Level Zero loader since 1.4 exports them).
-#define JOULE_LEVEL_ZERO_DEVICE_FUNCTIONS(X)                         \
-  X(zesDeviceGetProperties, ZesDeviceGetPropertiesFn)                \
-  X(zesDevicePciGetProperties, ZesDevicePciGetPropertiesFn)          \
-  X(zesDeviceEnumPowerDomains, ZesDeviceEnumPowerDomainsFn)          \
-  X(zesPowerGetProperties, ZesPowerGetPropertiesFn)                  \
-  X(zesPowerGetEnergyCounter, ZesPowerGetEnergyCounterFn)            \
-  X(zesPowerGetLimitsExt, ZesPowerGetLimitsExtFn)                    \
-  X(zesPowerSetLimitsExt, ZesPowerSetLimitsExtFn)                    \
-  X(zesDeviceEnumFrequencyDomains, ZesDeviceEnumFrequencyDomainsFn)  \
-  X(zesFrequencyGetProperties, ZesFrequencyGetPropertiesFn)          \
-  X(zesFrequencyGetAvailableClocks, ZesFrequencyGetAvailableClocksFn) \
-  X(zesFrequencySetRange, ZesFrequencySetRangeFn)                    \
-  X(zesFrequencyGetState, ZesFrequencyGetStateFn)                    \
+#define JOULE_LEVEL_ZERO_DEVICE_FUNCTIONS(X)                            \
+  X(zesDeviceGetProperties, ZesDeviceGetPropertiesFn)                   \
+  X(zesDevicePciGetProperties, ZesDevicePciGetPropertiesFn)             \
+  X(zesDeviceEnumPowerDomains, ZesDeviceEnumPowerDomainsFn)             \
+  X(zesPowerGetProperties, ZesPowerGetPropertiesFn)                     \
+  X(zesPowerGetEnergyCounter, ZesPowerGetEnergyCounterFn)               \
+  X(zesPowerGetLimitsExt, ZesPowerGetLimitsExtFn)                       \
+  X(zesPowerSetLimitsExt, ZesPowerSetLimitsExtFn)                       \
+  X(zesDeviceEnumFrequencyDomains, ZesDeviceEnumFrequencyDomainsFn)     \
+  X(zesFrequencyGetProperties, ZesFrequencyGetPropertiesFn)             \
+  X(zesFrequencyGetAvailableClocks, ZesFrequencyGetAvailableClocksFn)   \
+  X(zesFrequencySetRange, ZesFrequencySetRangeFn)                       \
+  X(zesFrequencyGetState, ZesFrequencyGetStateFn)                       \
   X(zesDeviceEnumTemperatureSensors, ZesDeviceEnumTemperatureSensorsFn) \
-  X(zesTemperatureGetProperties, ZesTemperatureGetPropertiesFn)      \
-  X(zesTemperatureGetState, ZesTemperatureGetStateFn)                \
-  X(zesDeviceEnumEngineGroups, ZesDeviceEnumEngineGroupsFn)          \
-  X(zesEngineGetProperties, ZesEngineGetPropertiesFn)                \
+  X(zesTemperatureGetProperties, ZesTemperatureGetPropertiesFn)         \
+  X(zesTemperatureGetState, ZesTemperatureGetStateFn)                   \
+  X(zesDeviceEnumEngineGroups, ZesDeviceEnumEngineGroupsFn)             \
+  X(zesEngineGetProperties, ZesEngineGetPropertiesFn)                   \
   X(zesEngineGetActivity, ZesEngineGetActivityFn)
 
 /// Sysman's own initialisation (Level Zero 1.5+): used when the loader exports all three.

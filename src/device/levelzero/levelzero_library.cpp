@@ -82,13 +82,14 @@ Result<void> LevelZeroLibrary::resolve() {
   LevelZeroFunctions& fn = functions_;
   void* handle = handle_;
   const std::string& library = path_;
-#define JOULE_LEVEL_ZERO_RESOLVE(symbol, type)                                                             \
-  fn.symbol = reinterpret_cast<lz::type>(dlsym(handle, #symbol));                                          \
-  if (fn.symbol == nullptr) {                                                                              \
-    return fail(ErrorCode::kLibraryMissing,                                                                \
-                "the Level Zero loader '{}' has no function " #symbol "{}; it is not a Level Zero 1.4 or " \
-                "newer loader. {}",                                                                        \
-                library, missing_note, kLevelZeroInstallHint);                                             \
+#define JOULE_LEVEL_ZERO_RESOLVE(symbol, type)                        \
+  fn.symbol = reinterpret_cast<lz::type>(dlsym(handle, #symbol));     \
+  if (fn.symbol == nullptr) {                                         \
+    return fail(ErrorCode::kLibraryMissing,                           \
+                "the Level Zero loader '{}' has no function " #symbol \
+                "{}; it is not a Level Zero 1.4 or "                  \
+                "newer loader. {}",                                   \
+                library, missing_note, kLevelZeroInstallHint);        \
   }
   const char* missing_note = "";
   JOULE_LEVEL_ZERO_DEVICE_FUNCTIONS(JOULE_LEVEL_ZERO_RESOLVE)
@@ -102,13 +103,15 @@ Result<void> LevelZeroLibrary::resolve() {
     JOULE_LEVEL_ZERO_CORE_INIT_FUNCTIONS(JOULE_LEVEL_ZERO_RESOLVE)
   }
 #undef JOULE_LEVEL_ZERO_RESOLVE
-  fn.zelLoaderGetVersions = reinterpret_cast<lz::ZelLoaderGetVersionsFn>(dlsym(handle, "zelLoaderGetVersions"));
+  fn.zelLoaderGetVersions =
+      reinterpret_cast<lz::ZelLoaderGetVersionsFn>(dlsym(handle, "zelLoaderGetVersions"));
   return {};
 }
 
 Result<void> LevelZeroLibrary::initialise() {
   if (init_ == SysmanInit::kZesInit) {
-    JOULE_TRY(check(functions_.zesInit(0), fmt::format("cannot initialise Level Zero Sysman (zesInit, '{}')", path_)));
+    JOULE_TRY(check(functions_.zesInit(0),
+                    fmt::format("cannot initialise Level Zero Sysman (zesInit, '{}')", path_)));
   } else {
     // Before zesInit (Level Zero 1.5), Sysman came up with the core driver when ZES_ENABLE_SYSMAN=1 was in
     // the environment at zeInit. A zeInit made earlier in the process without it leaves Sysman off: every
@@ -118,12 +121,14 @@ Result<void> LevelZeroLibrary::initialise() {
       setenv("ZES_ENABLE_SYSMAN", "1", 1);  // NOLINT(concurrency-mt-unsafe): discovery runs before threads
     }
     log().info(
-        "Level Zero: the loader '{}' has no zesInit (Level Zero before 1.5): Sysman initialised through zeInit "
+        "Level Zero: the loader '{}' has no zesInit (Level Zero before 1.5): Sysman initialised through "
+        "zeInit "
         "with ZES_ENABLE_SYSMAN=1",
         path_);
     constexpr uint32_t kZeInitFlagGpuOnly = 1;  // ZE_INIT_FLAG_GPU_ONLY
-    JOULE_TRY(check(functions_.zeInit(kZeInitFlagGpuOnly),
-                    fmt::format("cannot initialise Level Zero (zeInit with ZES_ENABLE_SYSMAN=1, '{}')", path_)));
+    JOULE_TRY(
+        check(functions_.zeInit(kZeInitFlagGpuOnly),
+              fmt::format("cannot initialise Level Zero (zeInit with ZES_ENABLE_SYSMAN=1, '{}')", path_)));
   }
   initialised_ = true;
   return {};

@@ -15,8 +15,8 @@ namespace {
 
 namespace lz = joule::device::level_zero;
 
-#define JOULE_CHECK_LAYOUT(ours, theirs)                                          \
-  static_assert(sizeof(ours) == sizeof(theirs), #ours ": size differs");          \
+#define JOULE_CHECK_LAYOUT(ours, theirs)                                 \
+  static_assert(sizeof(ours) == sizeof(theirs), #ours ": size differs"); \
   static_assert(alignof(ours) == alignof(theirs), #ours ": alignment differs");
 #define JOULE_CHECK_MEMBER(ours, theirs, member) \
   static_assert(offsetof(ours, member) == offsetof(theirs, member), #ours "::" #member ": offset differs");

@@ -32,8 +32,8 @@ class LevelZeroTest : public ::testing::Test, protected test::FakeLibraryConfig 
  protected:
   LevelZeroTest() : FakeLibraryConfig("JOULE_FAKE_LEVEL_ZERO_CONFIG", "fake-levelzero.conf") {}
 
-  Result<LevelZeroGpuList> open(const std::string& library = kFakeLevelZero, const VisibleDevices& visible = {},
-                                double window_s = 0.001) {
+  Result<LevelZeroGpuList> open(const std::string& library = kFakeLevelZero,
+                                const VisibleDevices& visible = {}, double window_s = 0.001) {
     return open_levelzero_gpus(LevelZeroOptions{library, window_s}, visible);
   }
 
@@ -98,9 +98,10 @@ TEST_F(LevelZeroTest, VisibleListReordersAndCommandsGoToThePhysicalGpu) {
 TEST_F(LevelZeroTest, BadSampleWindowIsRejected) {
   configure("");
   for (const double window_s : {0.0, -1.0, 2.0}) {
-    JOULE_EXPECT_ERROR(open(kFakeLevelZero, {}, window_s), ErrorCode::kInvalidArgument,
-                       fmt::format("the Level Zero sample window must be more than 0 and at most 1 second, not {}",
-                                   window_s));
+    JOULE_EXPECT_ERROR(
+        open(kFakeLevelZero, {}, window_s), ErrorCode::kInvalidArgument,
+        fmt::format("the Level Zero sample window must be more than 0 and at most 1 second, not {}",
+                    window_s));
   }
 }
 
@@ -120,18 +121,20 @@ TEST_F(LevelZeroTest, MissingSymbolIsNamed) {
   configure("");
   JOULE_EXPECT_ERROR(
       open(kFakeLevelZeroNoEnergy), ErrorCode::kLibraryMissing,
-      fmt::format("the Level Zero loader '{}' has no function zesPowerGetEnergyCounter; it is not a Level Zero "
-                  "1.4 or newer loader. Install Intel's Level Zero loader (libze1) and GPU driver "
-                  "(libze-intel-gpu1, formerly intel-level-zero-gpu), or set JOULE_LEVEL_ZERO_LIBRARY to the "
-                  "full path of libze_loader.so.1",
-                  kFakeLevelZeroNoEnergy));
+      fmt::format(
+          "the Level Zero loader '{}' has no function zesPowerGetEnergyCounter; it is not a Level Zero "
+          "1.4 or newer loader. Install Intel's Level Zero loader (libze1) and GPU driver "
+          "(libze-intel-gpu1, formerly intel-level-zero-gpu), or set JOULE_LEVEL_ZERO_LIBRARY to the "
+          "full path of libze_loader.so.1",
+          kFakeLevelZeroNoEnergy));
 }
 
 TEST_F(LevelZeroTest, InitFailureNamesTheResult) {
   configure("fail.zesInit=ZE_RESULT_ERROR_UNINITIALIZED\n");
-  JOULE_EXPECT_ERROR(open(), ErrorCode::kDevice,
-                     fmt::format("cannot initialise Level Zero Sysman (zesInit, '{}'): ZE_RESULT_ERROR_UNINITIALIZED",
-                                 kFakeLevelZero));
+  JOULE_EXPECT_ERROR(
+      open(), ErrorCode::kDevice,
+      fmt::format("cannot initialise Level Zero Sysman (zesInit, '{}'): ZE_RESULT_ERROR_UNINITIALIZED",
+                  kFakeLevelZero));
   configure("fail.zesInit=ERROR_DEPENDENCY_UNAVAILABLE\n");
   JOULE_EXPECT_ERROR(open(), ErrorCode::kLibraryMissing,
                      fmt::format("cannot initialise Level Zero Sysman (zesInit, '{}'): "
@@ -141,15 +144,17 @@ TEST_F(LevelZeroTest, InitFailureNamesTheResult) {
 
 TEST_F(LevelZeroTest, UnknownApiVersionIsRefusedNamingBoth) {
   configure("api_version=2.3\n");
-  JOULE_EXPECT_ERROR(open(), ErrorCode::kNotSupported,
-                     fmt::format("the Level Zero loader of '{}' speaks API version 2.3, but joule reads only Level "
-                                 "Zero 1.x, whose data layouts it knows",
-                                 kFakeLevelZero));
+  JOULE_EXPECT_ERROR(
+      open(), ErrorCode::kNotSupported,
+      fmt::format("the Level Zero loader of '{}' speaks API version 2.3, but joule reads only Level "
+                  "Zero 1.x, whose data layouts it knows",
+                  kFakeLevelZero));
   test::ScopedEnv sysman("ZES_ENABLE_SYSMAN", nullptr);
-  JOULE_EXPECT_ERROR(open(kFakeLevelZeroNoZesInit), ErrorCode::kNotSupported,
-                     fmt::format("the Level Zero driver of '{}' speaks API version 2.3, but joule reads only Level "
-                                 "Zero 1.x, whose data layouts it knows",
-                                 kFakeLevelZeroNoZesInit));
+  JOULE_EXPECT_ERROR(
+      open(kFakeLevelZeroNoZesInit), ErrorCode::kNotSupported,
+      fmt::format("the Level Zero driver of '{}' speaks API version 2.3, but joule reads only Level "
+                  "Zero 1.x, whose data layouts it knows",
+                  kFakeLevelZeroNoZesInit));
 }
 
 TEST_F(LevelZeroTest, OldLoaderInitialisesSysmanThroughZeInit) {
@@ -166,11 +171,12 @@ TEST_F(LevelZeroTest, OldLoaderInitialisesSysmanThroughZeInit) {
 TEST_F(LevelZeroTest, SysmanOffOnTheOldPathSaysHowToTurnItOn) {
   configure("fail.zesDeviceEnumPowerDomains=ERROR_UNINITIALIZED\n");
   test::ScopedEnv sysman("ZES_ENABLE_SYSMAN", nullptr);
-  JOULE_EXPECT_ERROR(
-      open(kFakeLevelZeroNoZesInit), ErrorCode::kDevice,
-      "cannot list the power domains of GPU 0 (Fake Intel Data Center GPU Max 0): ZE_RESULT_ERROR_UNINITIALIZED. "
-      "Sysman is off: set ZES_ENABLE_SYSMAN=1 before anything in the process initialises Level Zero, or install "
-      "a Level Zero 1.5+ loader (zesInit)");
+  JOULE_EXPECT_ERROR(open(kFakeLevelZeroNoZesInit), ErrorCode::kDevice,
+                     "cannot list the power domains of GPU 0 (Fake Intel Data Center GPU Max 0): "
+                     "ZE_RESULT_ERROR_UNINITIALIZED. "
+                     "Sysman is off: set ZES_ENABLE_SYSMAN=1 before anything in the process initialises "
+                     "Level Zero, or install "
+                     "a Level Zero 1.5+ loader (zesInit)");
 }
 
 TEST_F(LevelZeroTest, DeviceListingFailure) {
@@ -199,6 +205,29 @@ TEST_F(LevelZeroTest, PowerIsDerivedFromTheEnergyCounter) {
   EXPECT_EQ(gpus[1]->power_mw().value(), 300'000u);  // held at its 300 W limit
 }
 
+TEST_F(LevelZeroTest, ACounterResetAddsNoEnergy) {
+  configure(std::string(kLevelZeroVirtualClock) + "device.0.power_w=150\ndevice.0.energy_reset_at_read=2\n");
+  const auto gpus = open_ok();
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0]->energy_mj().value(), 15'000u);
+  // The counter drops to 0 at the next read: no power across the reset (a fresh pair is read), no energy.
+  EXPECT_EQ(gpus[0]->power_mw().value(), 150'000u);
+  EXPECT_EQ(gpus[0]->energy_mj().value(), 45'000u);  // 15 J, nothing for the reset, 15 J, 15 J
+  EXPECT_EQ(gpus[0]->power_mw().value(), 150'000u);  // since the energy reading
+}
+
+TEST_F(LevelZeroTest, ACounterResetBetweenThePairIsNamed) {
+  configure(std::string(kLevelZeroVirtualClock) + "device.0.power_w=150\ndevice.0.energy_reset_at_read=2\n");
+  const auto gpus = open_ok();
+  ASSERT_EQ(gpus.size(), 1u);
+  // Virtual time: 1.1 s after the configuration is read, 1.2 s at the first read, 1.3 s at the second.
+  JOULE_EXPECT_ERROR(
+      gpus[0]->power_mw(), ErrorCode::kDevice,
+      "cannot derive a rate for GPU 0 (Fake Intel Data Center GPU Max 0): Level Zero's counter "
+      "went from 15000000 at 1200000 us to 0 at 1300000 us");
+  EXPECT_EQ(gpus[0]->power_mw().value(), 150'000u);  // the next call measures again
+}
+
 TEST_F(LevelZeroTest, NoCardOrPackageDomainMeansNoCounter) {
   configure("devices=2\ndevice.0.power_domain=none\ndevice.1.power_domain=stack\n");
   const auto gpus = open_ok();
@@ -206,15 +235,17 @@ TEST_F(LevelZeroTest, NoCardOrPackageDomainMeansNoCounter) {
   for (const auto& gpu : gpus) {
     EXPECT_FALSE(gpu->info().has_energy_counter);
   }
-  JOULE_EXPECT_ERROR(gpus[0]->power_mw(), ErrorCode::kNotSupported,
-                     "cannot read the power of GPU 0 (Fake Intel Data Center GPU Max 0): Level Zero lists no card or "
-                     "package power domain for it");
-  JOULE_EXPECT_ERROR(gpus[1]->power_limit_mw(), ErrorCode::kNotSupported,
-                     "cannot read the power limit of GPU 1 (Fake Intel Data Center GPU Max 1): Level Zero lists no "
-                     "card or package power domain for it");
   JOULE_EXPECT_ERROR(
-      gpus[1]->energy_mj(), ErrorCode::kNotSupported,
-      "GPU 1 (Fake Intel Data Center GPU Max 1) has no energy counter; its energy is estimated from power samples");
+      gpus[0]->power_mw(), ErrorCode::kNotSupported,
+      "cannot read the power of GPU 0 (Fake Intel Data Center GPU Max 0): Level Zero lists no card or "
+      "package power domain for it");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->power_limit_mw(), ErrorCode::kNotSupported,
+      "cannot read the power limit of GPU 1 (Fake Intel Data Center GPU Max 1): Level Zero lists no "
+      "card or package power domain for it");
+  JOULE_EXPECT_ERROR(gpus[1]->energy_mj(), ErrorCode::kNotSupported,
+                     "GPU 1 (Fake Intel Data Center GPU Max 1) has no energy counter; its energy is "
+                     "estimated from power samples");
 }
 
 TEST_F(LevelZeroTest, PackageDomainAndDriversWithoutExtensionPropertiesWork) {
@@ -240,8 +271,9 @@ TEST_F(LevelZeroTest, EnergyReadFailureNamesTheResult) {
 // --- Power limits -----------------------------------------------------------------------------------------
 
 TEST_F(LevelZeroTest, PowerLimitsInMilliwattsSetAndReset) {
-  configure("device.0.limit_min_w=100.5\ndevice.0.limit_max_w=350\ndevice.0.limit_default_w=300\n"
-            "device.0.limit_w=350\n");
+  configure(
+      "device.0.limit_min_w=100.5\ndevice.0.limit_max_w=350\ndevice.0.limit_default_w=300\n"
+      "device.0.limit_w=350\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 1u);
   const auto constraints = gpus[0]->power_limit_constraints().value();
@@ -257,16 +289,18 @@ TEST_F(LevelZeroTest, PowerLimitsInMilliwattsSetAndReset) {
 }
 
 TEST_F(LevelZeroTest, UnknownLimitsFallBack) {
-  configure("devices=2\ndevice.*.limit_min_w=-1\ndevice.0.limit_max_w=-1\ndevice.1.limit_max_w=-1\n"
-            "device.1.limit_default_w=-1\n");
+  configure(
+      "devices=2\ndevice.*.limit_min_w=-1\ndevice.0.limit_max_w=-1\ndevice.1.limit_max_w=-1\n"
+      "device.1.limit_default_w=-1\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 2u);
   const auto constraints = gpus[0]->power_limit_constraints().value();
   EXPECT_EQ(constraints.min_mw, 0u);
   EXPECT_EQ(constraints.max_mw, 250'000u);  // the default stands in for the unknown maximum
-  JOULE_EXPECT_ERROR(gpus[1]->power_limit_constraints(), ErrorCode::kNotSupported,
-                     "cannot read the power limit range of GPU 1 (Fake Intel Data Center GPU Max 1): Level Zero "
-                     "reports neither a maximum nor a default power limit for it");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->power_limit_constraints(), ErrorCode::kNotSupported,
+      "cannot read the power limit range of GPU 1 (Fake Intel Data Center GPU Max 1): Level Zero "
+      "reports neither a maximum nor a default power limit for it");
 }
 
 TEST_F(LevelZeroTest, SettingsGuardRestoresThePowerLimitAndClocks) {
@@ -290,43 +324,49 @@ TEST_F(LevelZeroTest, PowerLimitOutsideRange) {
   configure("device.0.limit_min_w=100\ndevice.0.limit_max_w=300\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 1u);
-  JOULE_EXPECT_ERROR(gpus[0]->set_power_limit_mw(350'000), ErrorCode::kOutOfRange,
-                     "power limit 350 W is outside GPU 0 (Fake Intel Data Center GPU Max 0)'s range 100 W to 300 W");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->set_power_limit_mw(350'000), ErrorCode::kOutOfRange,
+      "power limit 350 W is outside GPU 0 (Fake Intel Data Center GPU Max 0)'s range 100 W to 300 W");
 }
 
 TEST_F(LevelZeroTest, SetPowerLimitWithoutPermissionSaysHowToFix) {
   configure("fail.zesPowerSetLimitsExt=ERROR_INSUFFICIENT_PERMISSIONS\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 1u);
-  JOULE_EXPECT_ERROR(
-      gpus[0]->set_power_limit_mw(200'000), ErrorCode::kPermissionDenied,
-      "cannot set the power limit of GPU 0 (Fake Intel Data Center GPU Max 0) to 200 W: "
-      "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS. Changing Intel GPU settings needs root: run joule as root (e.g. "
-      "with sudo)");
+  JOULE_EXPECT_ERROR(gpus[0]->set_power_limit_mw(200'000), ErrorCode::kPermissionDenied,
+                     "cannot set the power limit of GPU 0 (Fake Intel Data Center GPU Max 0) to 200 W: "
+                     "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS. Changing Intel GPU settings needs root: run "
+                     "joule as root (e.g. "
+                     "with sudo)");
 }
 
 TEST_F(LevelZeroTest, LimitsThatCannotBeSet) {
-  configure("devices=3\ndevice.0.can_control=false\ndevice.1.limit_locked=true\ndevice.2.limit_unit=current\n");
+  configure(
+      "devices=3\ndevice.0.can_control=false\ndevice.1.limit_locked=true\ndevice.2.limit_unit=current\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 3u);
-  JOULE_EXPECT_ERROR(gpus[0]->set_power_limit_mw(200'000), ErrorCode::kNotSupported,
-                     "cannot set the power limit of GPU 0 (Fake Intel Data Center GPU Max 0) to 200 W: Level Zero "
-                     "says its power limits cannot be changed");
-  JOULE_EXPECT_ERROR(gpus[1]->set_power_limit_mw(200'000), ErrorCode::kNotSupported,
-                     "cannot set the power limit of GPU 1 (Fake Intel Data Center GPU Max 1) to 200 W: its sustained "
-                     "power limit is locked by the firmware");
-  JOULE_EXPECT_ERROR(gpus[2]->power_limit_mw(), ErrorCode::kNotSupported,
-                     "cannot read the power limit of GPU 2 (Fake Intel Data Center GPU Max 2): its sustained limit "
-                     "is in mA of current, not in mW");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->set_power_limit_mw(200'000), ErrorCode::kNotSupported,
+      "cannot set the power limit of GPU 0 (Fake Intel Data Center GPU Max 0) to 200 W: Level Zero "
+      "says its power limits cannot be changed");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->set_power_limit_mw(200'000), ErrorCode::kNotSupported,
+      "cannot set the power limit of GPU 1 (Fake Intel Data Center GPU Max 1) to 200 W: its sustained "
+      "power limit is locked by the firmware");
+  JOULE_EXPECT_ERROR(
+      gpus[2]->power_limit_mw(), ErrorCode::kNotSupported,
+      "cannot read the power limit of GPU 2 (Fake Intel Data Center GPU Max 2): its sustained limit "
+      "is in mA of current, not in mW");
 }
 
 TEST_F(LevelZeroTest, UnknownResultIsADeviceError) {
   configure("fail.zesPowerGetLimitsExt=0x12345\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 1u);
-  JOULE_EXPECT_ERROR(gpus[0]->power_limit_mw(), ErrorCode::kDevice,
-                     "cannot read the power limit of GPU 0 (Fake Intel Data Center GPU Max 0): Level Zero result "
-                     "0x12345");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->power_limit_mw(), ErrorCode::kDevice,
+      "cannot read the power limit of GPU 0 (Fake Intel Data Center GPU Max 0): Level Zero result "
+      "0x12345");
 }
 
 // --- Clocks -----------------------------------------------------------------------------------------------
@@ -348,25 +388,28 @@ TEST_F(LevelZeroTest, LockClocksOutsideTheRangeOrUncontrollable) {
   configure("devices=3\ndevice.1.gpu_freq_can_control=false\ndevice.2.gpu_clocks_mhz=none\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 3u);
+  JOULE_EXPECT_ERROR(gpus[0]->lock_sm_clocks(200, 1200), ErrorCode::kOutOfRange,
+                     "SM clock range 200-1200 MHz is outside GPU 0 (Fake Intel Data Center GPU Max 0)'s "
+                     "supported 300-1600 MHz");
   JOULE_EXPECT_ERROR(
-      gpus[0]->lock_sm_clocks(200, 1200), ErrorCode::kOutOfRange,
-      "SM clock range 200-1200 MHz is outside GPU 0 (Fake Intel Data Center GPU Max 0)'s supported 300-1600 MHz");
-  JOULE_EXPECT_ERROR(gpus[1]->lock_sm_clocks(300, 800), ErrorCode::kNotSupported,
-                     "cannot lock the SM clock of GPU 1 (Fake Intel Data Center GPU Max 1) to 300-800 MHz: Level "
-                     "Zero says its GPU frequency cannot be changed");
-  JOULE_EXPECT_ERROR(gpus[2]->supported_sm_clocks_mhz(), ErrorCode::kNotSupported,
-                     "cannot read the supported SM clocks of GPU 2 (Fake Intel Data Center GPU Max 2): Level Zero "
-                     "lists no GPU frequency domain for it");
+      gpus[1]->lock_sm_clocks(300, 800), ErrorCode::kNotSupported,
+      "cannot lock the SM clock of GPU 1 (Fake Intel Data Center GPU Max 1) to 300-800 MHz: Level "
+      "Zero says its GPU frequency cannot be changed");
+  JOULE_EXPECT_ERROR(
+      gpus[2]->supported_sm_clocks_mhz(), ErrorCode::kNotSupported,
+      "cannot read the supported SM clocks of GPU 2 (Fake Intel Data Center GPU Max 2): Level Zero "
+      "lists no GPU frequency domain for it");
 }
 
 TEST_F(LevelZeroTest, ResetClocksWithoutPermission) {
   configure("fail.zesFrequencySetRange=ERROR_INSUFFICIENT_PERMISSIONS\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 1u);
-  JOULE_EXPECT_ERROR(gpus[0]->reset_sm_clocks(), ErrorCode::kPermissionDenied,
-                     "cannot reset the SM clock of GPU 0 (Fake Intel Data Center GPU Max 0) (to its hardware range "
-                     "300-1600 MHz): ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS. Changing Intel GPU settings needs "
-                     "root: run joule as root (e.g. with sudo)");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->reset_sm_clocks(), ErrorCode::kPermissionDenied,
+      "cannot reset the SM clock of GPU 0 (Fake Intel Data Center GPU Max 0) (to its hardware range "
+      "300-1600 MHz): ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS. Changing Intel GPU settings needs "
+      "root: run joule as root (e.g. with sudo)");
 }
 
 // --- Telemetry --------------------------------------------------------------------------------------------
@@ -386,37 +429,44 @@ TEST_F(LevelZeroTest, TelemetryValues) {
   ASSERT_NE(telemetry.error(TelemetryField::kMemoryUtilization), nullptr);
   EXPECT_EQ(telemetry.error(TelemetryField::kMemoryUtilization)->code(), ErrorCode::kNotSupported);
   EXPECT_EQ(telemetry.error(TelemetryField::kMemoryUtilization)->message(),
-            "GPU 0 (Fake Intel Data Center GPU Max 0) does not report memory utilisation (levelzero backend): Level "
+            "GPU 0 (Fake Intel Data Center GPU Max 0) does not report memory utilisation (levelzero "
+            "backend): Level "
             "Zero reports memory bandwidth counters, not the share of time memory was busy");
   ASSERT_NE(telemetry.error(TelemetryField::kMemoryPower), nullptr);
   EXPECT_EQ(telemetry.error(TelemetryField::kMemoryPower)->code(), ErrorCode::kNotSupported);
 }
 
 TEST_F(LevelZeroTest, TemperatureFallsBackToTheGlobalSensor) {
-  configure("devices=2\ndevice.*.temperature_gpu_c=none\ndevice.0.temperature_global_c=66\n"
-            "device.1.temperature_global_c=none\n");
+  configure(
+      "devices=2\ndevice.*.temperature_gpu_c=none\ndevice.0.temperature_global_c=66\n"
+      "device.1.temperature_global_c=none\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 2u);
   EXPECT_EQ(gpus[0]->temperature_c().value(), 66.0);
-  JOULE_EXPECT_ERROR(gpus[1]->temperature_c(), ErrorCode::kNotSupported,
-                     "GPU 1 (Fake Intel Data Center GPU Max 1) does not report temperature (levelzero backend): "
-                     "Level Zero lists no GPU or global temperature sensor");
+  JOULE_EXPECT_ERROR(
+      gpus[1]->temperature_c(), ErrorCode::kNotSupported,
+      "GPU 1 (Fake Intel Data Center GPU Max 1) does not report temperature (levelzero backend): "
+      "Level Zero lists no GPU or global temperature sensor");
 }
 
 TEST_F(LevelZeroTest, TelemetryNotSupportedNamesTheReading) {
-  configure("device.0.memory_clock_mhz=none\ndevice.0.busy_pct=none\n"
-            "fail.zesFrequencyGetState=ERROR_UNSUPPORTED_FEATURE\n");
+  configure(
+      "device.0.memory_clock_mhz=none\ndevice.0.busy_pct=none\n"
+      "fail.zesFrequencyGetState=ERROR_UNSUPPORTED_FEATURE\n");
   const auto gpus = open_ok();
   ASSERT_EQ(gpus.size(), 1u);
-  JOULE_EXPECT_ERROR(gpus[0]->memory_clock_mhz(), ErrorCode::kNotSupported,
-                     "GPU 0 (Fake Intel Data Center GPU Max 0) does not report the memory clock (levelzero backend): "
-                     "Level Zero lists no such frequency domain for it");
-  JOULE_EXPECT_ERROR(gpus[0]->sm_clock_mhz(), ErrorCode::kNotSupported,
-                     "GPU 0 (Fake Intel Data Center GPU Max 0) does not report the SM clock (levelzero backend): "
-                     "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE");
-  JOULE_EXPECT_ERROR(gpus[0]->gpu_utilization_pct(), ErrorCode::kNotSupported,
-                     "GPU 0 (Fake Intel Data Center GPU Max 0) does not report GPU utilisation (levelzero backend): "
-                     "Level Zero lists no engine group for it");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->memory_clock_mhz(), ErrorCode::kNotSupported,
+      "GPU 0 (Fake Intel Data Center GPU Max 0) does not report the memory clock (levelzero backend): "
+      "Level Zero lists no such frequency domain for it");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->sm_clock_mhz(), ErrorCode::kNotSupported,
+      "GPU 0 (Fake Intel Data Center GPU Max 0) does not report the SM clock (levelzero backend): "
+      "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->gpu_utilization_pct(), ErrorCode::kNotSupported,
+      "GPU 0 (Fake Intel Data Center GPU Max 0) does not report GPU utilisation (levelzero backend): "
+      "Level Zero lists no engine group for it");
 }
 
 TEST_F(LevelZeroTest, TelemetryDeviceErrorsAreNotDisguisedAsUnsupported) {

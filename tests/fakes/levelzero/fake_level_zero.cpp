@@ -79,10 +79,12 @@ struct Device {
   std::optional<double> temperature_global_c = 61;
   std::optional<double> busy_pct = 75;  // nullopt: no engine group
   uint32_t throttle_reasons = 0;
+  uint64_t energy_reset_at_read = 0;  // the counter drops to 0 at this energy read (1-based; 0: never)
   std::map<std::string, ZeResult> failures;
 
   // Run-time state.
   double energy_uj = 0;
+  uint64_t energy_reads = 0;
   double active_us = 0;
   uint64_t last_us = 0;
   double range_min_mhz = 0;
@@ -193,7 +195,8 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
   } else if (key == "type") {
     device.type = value == "gpu" ? 1 : 2;
   } else if (key == "pci_bus") {
-    return parse_double(value, number) ? (device.pci.bus = static_cast<uint32_t>(number), "") : "not a number";
+    return parse_double(value, number) ? (device.pci.bus = static_cast<uint32_t>(number), "")
+                                       : "not a number";
   } else if (key == "power_w") {
     return set_number(device.power_w);
   } else if (key == "power_domain") {
@@ -237,6 +240,9 @@ std::string apply_device_key(Device& device, const std::string& key, const std::
     return set_optional(device.temperature_global_c, value);
   } else if (key == "busy_pct") {
     return set_optional(device.busy_pct, value);
+  } else if (key == "energy_reset_at_read") {
+    return parse_double(value, number) ? (device.energy_reset_at_read = static_cast<uint64_t>(number), "")
+                                       : "not a number";
   } else if (key == "throttle_reasons") {
     return parse_double(value, number) ? (device.throttle_reasons = static_cast<uint32_t>(number), "")
                                        : "not a number";
@@ -255,6 +261,7 @@ std::string load_config(State& s) {
   s.log_path.clear();
   s.api_version = (1u << 16) | 5u;
   s.clock_step_us = 0;
+  s.virtual_us = 1'000'000;
   joule::fake::ConfigEntries entries;
   if (std::string problem = joule::fake::read_amd_config("JOULE_FAKE_LEVEL_ZERO_CONFIG", entries);
       !problem.empty()) {
@@ -306,8 +313,10 @@ std::string load_config(State& s) {
   const uint64_t now = fake_now_us(s);
   for (auto& device : s.devices) {
     device->last_us = now;
-    device->range_min_mhz = device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.front());
-    device->range_max_mhz = device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.back());
+    device->range_min_mhz =
+        device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.front());
+    device->range_max_mhz =
+        device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.back());
   }
   return "";
 }
@@ -396,28 +405,28 @@ int32_t w_to_mw(double watts) {
 }  // namespace
 
 // The start of a device call: lock, find the device, apply configured failures.
-#define JOULE_FAKE_DEVICE_CALL(symbol, handle)                                                  \
-  State& s = state();                                                                          \
-  std::lock_guard lock(s.mutex);                                                               \
-  Device* device = find_device(s, handle);                                                     \
-  if (device == nullptr) {                                                                     \
-    return s.initialised ? ZeResult::kErrorInvalidNullHandle : ZeResult::kErrorUninitialized;  \
-  }                                                                                            \
+#define JOULE_FAKE_DEVICE_CALL(symbol, handle)                                                    \
+  State& s = state();                                                                             \
+  std::lock_guard lock(s.mutex);                                                                  \
+  Device* device = find_device(s, handle);                                                        \
+  if (device == nullptr) {                                                                        \
+    return s.initialised ? ZeResult::kErrorInvalidNullHandle : ZeResult::kErrorUninitialized;     \
+  }                                                                                               \
   if (const ZeResult failed = device_failure(s, *device, symbol); failed != ZeResult::kSuccess) { \
-    return failed;                                                                             \
+    return failed;                                                                                \
   }
 
 // The start of a resource call: as above, for a power/frequency/temperature/engine handle.
-#define JOULE_FAKE_RESOURCE_CALL(symbol, handle)                                                \
-  State& s = state();                                                                          \
-  std::lock_guard lock(s.mutex);                                                               \
-  Resource* resource = find_resource(s, handle);                                               \
-  if (resource == nullptr) {                                                                   \
-    return s.initialised ? ZeResult::kErrorInvalidNullHandle : ZeResult::kErrorUninitialized;  \
-  }                                                                                            \
-  Device* device = resource->device;                                                           \
+#define JOULE_FAKE_RESOURCE_CALL(symbol, handle)                                                  \
+  State& s = state();                                                                             \
+  std::lock_guard lock(s.mutex);                                                                  \
+  Resource* resource = find_resource(s, handle);                                                  \
+  if (resource == nullptr) {                                                                      \
+    return s.initialised ? ZeResult::kErrorInvalidNullHandle : ZeResult::kErrorUninitialized;     \
+  }                                                                                               \
+  Device* device = resource->device;                                                              \
   if (const ZeResult failed = device_failure(s, *device, symbol); failed != ZeResult::kSuccess) { \
-    return failed;                                                                             \
+    return failed;                                                                                \
   }
 
 extern "C" {
@@ -617,6 +626,9 @@ ZeResult zesPowerGetEnergyCounter(lz::PowerHandle handle, lz::PowerEnergyCounter
   }
   const uint64_t now = fake_now_us(s);
   advance(*device, now);
+  if (++device->energy_reads == device->energy_reset_at_read) {
+    device->energy_uj = 0;  // as after a driver reload
+  }
   energy->energy = static_cast<uint64_t>(device->energy_uj);
   energy->timestamp = now;
   return ZeResult::kSuccess;
@@ -697,7 +709,8 @@ ZeResult zesFrequencyGetProperties(lz::FreqHandle handle, lz::FreqProperties* pr
   properties->canControl = gpu && device->gpu_freq_can_control ? 1 : 0;
   properties->isThrottleEventSupported = 0;
   if (gpu) {
-    properties->min = device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.front());
+    properties->min =
+        device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.front());
     properties->max = device->gpu_clocks_mhz.empty() ? 0 : static_cast<double>(device->gpu_clocks_mhz.back());
   } else {
     properties->min = properties->max = *device->memory_clock_mhz;
@@ -795,7 +808,8 @@ ZeResult zesTemperatureGetState(lz::TempHandle handle, double* temperature) {
   if (temperature == nullptr) {
     return ZeResult::kErrorInvalidNullPointer;
   }
-  *temperature = resource->kind == Kind::kTempGpu ? *device->temperature_gpu_c : *device->temperature_global_c;
+  *temperature =
+      resource->kind == Kind::kTempGpu ? *device->temperature_gpu_c : *device->temperature_global_c;
   return ZeResult::kSuccess;
 }
 
