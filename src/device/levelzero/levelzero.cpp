@@ -80,13 +80,13 @@ class LevelZeroGpu final : public Gpu {
   }
 
   Result<uint32_t> do_power_mw() override {
-    JOULE_TRY(require_power_domain("read the power of"));
+    JOULE_TRY(require_power_domain(fmt::format("cannot read the power of {}", label())));
     const auto rate = JOULE_TRY(counter_rate(last_energy_, [this] { return read_energy(); }));
     return levelzero_saturate_u32(rate * 1e3);  // µJ per µs = W
   }
 
   Result<PowerLimitConstraints> do_power_limit_constraints() override {
-    JOULE_TRY(require_power_domain("read the power limit range of"));
+    JOULE_TRY(require_power_domain(fmt::format("cannot read the power limit range of {}", label())));
     if (power_.max_mw <= 0 && power_.default_mw <= 0) {
       return fail(
           ErrorCode::kNotSupported,
@@ -102,28 +102,27 @@ class LevelZeroGpu final : public Gpu {
   }
 
   Result<uint32_t> do_power_limit_mw() override {
-    const lz::PowerLimitExtDesc sustained = JOULE_TRY(read_sustained_limit("read the power limit of"));
+    const lz::PowerLimitExtDesc sustained =
+        JOULE_TRY(read_sustained_limit(fmt::format("cannot read the power limit of {}", label())));
     return static_cast<uint32_t>(std::max(sustained.limit, 0));
   }
 
   Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
     const std::string action =
-        fmt::format("set the power limit of {} to {}", label(), format_watts(power_limit_mw));
+        fmt::format("cannot set the power limit of {} to {}", label(), format_watts(power_limit_mw));
     if (!power_.can_control && power_.handle != nullptr) {
-      return fail(ErrorCode::kNotSupported, "cannot {}: Level Zero says its power limits cannot be changed",
-                  action);
+      return fail(ErrorCode::kNotSupported, "{}: Level Zero says its power limits cannot be changed", action);
     }
     lz::PowerLimitExtDesc sustained = JOULE_TRY(read_sustained_limit(action));
     if (sustained.limitValueLocked != 0) {
-      return fail(ErrorCode::kNotSupported, "cannot {}: its sustained power limit is locked by the firmware",
+      return fail(ErrorCode::kNotSupported, "{}: its sustained power limit is locked by the firmware",
                   action);
     }
     sustained.limit =
         static_cast<int32_t>(std::min<uint32_t>(power_limit_mw, std::numeric_limits<int32_t>::max()));
     sustained.enabled = 1;
     uint32_t count = 1;
-    return library_->check(fn().zesPowerSetLimitsExt(power_.handle, &count, &sustained),
-                           fmt::format("cannot {}", action));
+    return library_->check(fn().zesPowerSetLimitsExt(power_.handle, &count, &sustained), action);
   }
 
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
@@ -241,10 +240,11 @@ class LevelZeroGpu final : public Gpu {
  private:
   const LevelZeroFunctions& fn() const { return library_->fn(); }
 
-  Result<void> require_power_domain(std::string_view verb) const {
+  /// @param action what fails without a power domain, e.g. "cannot read the power of GPU 0 (…)".
+  Result<void> require_power_domain(const std::string& action) const {
     if (power_.handle == nullptr) {
-      return fail(ErrorCode::kNotSupported,
-                  "cannot {} {}: Level Zero lists no card or package power domain for it", verb, label());
+      return fail(ErrorCode::kNotSupported, "{}: Level Zero lists no card or package power domain for it",
+                  action);
     }
     return {};
   }
@@ -259,10 +259,10 @@ class LevelZeroGpu final : public Gpu {
   /// Reads the energy counter, advances the cumulative total (a step back, i.e. a counter reset, adds
   /// nothing: the 64-bit µJ counter itself never wraps in practice) and remembers the reading for power.
   Result<CounterSample> read_energy() {
-    JOULE_TRY(require_power_domain("read the energy counter of"));
+    const std::string action = fmt::format("cannot read the energy counter of {}", label());
+    JOULE_TRY(require_power_domain(action));
     lz::PowerEnergyCounter counter{};
-    JOULE_TRY(library_->check(fn().zesPowerGetEnergyCounter(power_.handle, &counter),
-                              fmt::format("cannot read the energy counter of {}", label())));
+    JOULE_TRY(library_->check(fn().zesPowerGetEnergyCounter(power_.handle, &counter), action));
     if (!last_energy_raw_uj_) {
       total_energy_uj_ = counter.energy;
     } else if (counter.energy >= *last_energy_raw_uj_) {
@@ -311,9 +311,9 @@ class LevelZeroGpu final : public Gpu {
     return rate;
   }
 
-  Result<lz::PowerLimitExtDesc> read_sustained_limit(std::string_view verb) const {
-    JOULE_TRY(require_power_domain(verb));
-    const std::string action = fmt::format("cannot {} {}", verb, label());
+  /// The sustained limit's descriptor. @param action the start of every error message ("cannot …").
+  Result<lz::PowerLimitExtDesc> read_sustained_limit(const std::string& action) const {
+    JOULE_TRY(require_power_domain(action));
     uint32_t count = 0;
     JOULE_TRY(library_->check(fn().zesPowerGetLimitsExt(power_.handle, &count, nullptr), action));
     std::vector<lz::PowerLimitExtDesc> limits(count);

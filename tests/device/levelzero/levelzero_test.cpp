@@ -357,6 +357,9 @@ TEST_F(LevelZeroTest, LimitsThatCannotBeSet) {
       gpus[2]->power_limit_mw(), ErrorCode::kNotSupported,
       "cannot read the power limit of GPU 2 (Fake Intel Data Center GPU Max 2): its sustained limit "
       "is in mA of current, not in mW");
+  JOULE_EXPECT_ERROR(gpus[2]->set_power_limit_mw(200'000), ErrorCode::kNotSupported,
+                     "cannot set the power limit of GPU 2 (Fake Intel Data Center GPU Max 2) to 200 W: its "
+                     "sustained limit is in mA of current, not in mW");
 }
 
 TEST_F(LevelZeroTest, UnknownResultIsADeviceError) {
