@@ -10,6 +10,7 @@
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/daemon_cpu.hpp"
 #include "joule/device/daemon_gpu.hpp"
+#include "joule/device/levelzero.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/rapl.hpp"
 #include "joule/device/rocm.hpp"
@@ -78,6 +79,9 @@ Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
   }
   if (const char* library = env("JOULE_AMD_SMI_LIBRARY")) {
     options.amd_smi_library = library;
+  }
+  if (const char* library = env("JOULE_LEVEL_ZERO_LIBRARY")) {
+    options.level_zero_library = library;
   }
   if (const char* root = env("JOULE_POWERCAP_ROOT")) {
     options.powercap_root = root;
@@ -187,6 +191,11 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
     } else {
       auto nvml_visible = JOULE_TRY(visible_devices_from_environment("nvml"));
       add_gpus(set, "nvml", options.nvml_library, open_nvml_gpus({options.nvml_library}, nvml_visible));
+      // Intel GPUs through Level Zero Sysman. ZE_AFFINITY_MASK is not applied here: docs/devices.md.
+      LevelZeroOptions level_zero;
+      level_zero.library = options.level_zero_library;
+      add_gpus(set, "levelzero", options.level_zero_library,
+               open_levelzero_gpus(level_zero, VisibleDevices{}));
       // AMD GPUs: AMD SMI (ROCm 7) when it loads and finds them, else ROCm SMI; never both, which would list
       // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
       auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));

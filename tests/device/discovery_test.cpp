@@ -16,6 +16,7 @@ DiscoveryOptions nothing_real() {
   options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
   options.rocm_library = "/nonexistent/librocm_smi64.so.1";
   options.amd_smi_library = "/nonexistent/libamd_smi.so";
+  options.level_zero_library = "/nonexistent/libze_loader.so.1";
   options.powercap_root = "/nonexistent/powercap";
   return options;
 }
@@ -53,7 +54,7 @@ TEST(Discovery, MissingBackendsAreReportedWithReasons) {
   ASSERT_TRUE(devices);
   EXPECT_TRUE(devices->gpus.empty());
   EXPECT_TRUE(devices->cpus.empty());
-  ASSERT_EQ(devices->reports.size(), 4u);  // nvml, amdsmi, rocm, rapl
+  ASSERT_EQ(devices->reports.size(), 5u);  // nvml, levelzero, amdsmi, rocm, rapl
   for (const auto& report : devices->reports) {
     EXPECT_FALSE(report.ok) << report.backend;
     EXPECT_FALSE(report.detail.empty()) << report.backend;
