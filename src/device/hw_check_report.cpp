@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/device/hw_check_report.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
@@ -83,8 +85,12 @@ std::string hw_check_json(const DeviceSet& devices, const std::vector<GpuCheck>&
 
 std::string backends_text(const DeviceSet& devices) {
   std::string out;
+  size_t width = 7;  // the names line up whatever backends were tried ("levelzero" is the longest)
   for (const auto& report : devices.reports) {
-    out += fmt::format("  {:<7} {}  {}\n", report.backend,
+    width = std::max(width, report.backend.size());
+  }
+  for (const auto& report : devices.reports) {
+    out += fmt::format("  {:<{}} {}  {}\n", report.backend, width,
                        report.ok ? fmt::format("{} device{}", report.devices, report.devices == 1 ? "" : "s")
                                  : std::string("unavailable"),
                        report.detail);

@@ -78,7 +78,12 @@ Result<VisibleDevices> parse_visible_devices(std::string_view variable, const ch
 }
 
 Result<VisibleDevices> visible_devices_from_environment(std::string_view backend) {
-  if (backend == "rocm") {
+  if (backend == "levelzero") {
+    // ZE_AFFINITY_MASK is the driver's to apply (and whether Sysman's device list honours it differs between
+    // its two initialisations): CUDA_VISIBLE_DEVICES says nothing about Intel GPUs.
+    return parse_visible_devices("ZE_AFFINITY_MASK", nullptr);
+  }
+  if (backend == "rocm" || backend == "amdsmi") {
     if (const char* hip = std::getenv("HIP_VISIBLE_DEVICES")) {
       return parse_visible_devices("HIP_VISIBLE_DEVICES", hip);
     }

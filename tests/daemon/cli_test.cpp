@@ -423,6 +423,7 @@ TEST_F(DaemonCli, RealGpusNeedRootUnlessAllowed) {
   fake["JOULE_NVML_LIBRARY"] = JOULE_FAKE_NVML_PATH;
   fake["JOULE_ROCM_SMI_LIBRARY"] = "/nonexistent/librocm_smi64.so.1";
   fake["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
+  fake["JOULE_LEVEL_ZERO_LIBRARY"] = "/nonexistent/libze_loader.so.1";
   const std::vector<std::string> as_nobody = {
       JOULE_DAEMON_HELPER, "--uid",    std::to_string(kNobody), "--exec", JOULE_BINARY, "daemon",
       "--socket",          socket_path};
@@ -673,7 +674,7 @@ TEST_F(DaemonCli, ACpuOnlyDaemonServesCpuEnergyAndNothingToServeIsAnError) {
   no_gpu["JOULE_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1";
   no_gpu["JOULE_ROCM_SMI_LIBRARY"] = "/nonexistent/librocm_smi64.so.1";
   no_gpu["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
-  no_gpu["JOULE_AMD_SMI_LIBRARY"] = "/nonexistent/libamd_smi.so";
+  no_gpu["JOULE_LEVEL_ZERO_LIBRARY"] = "/nonexistent/libze_loader.so.1";
   const std::vector<std::string> argv = {JOULE_BINARY, "daemon",      "--socket",
                                          socket_path,  "--audit-log", audit_path};
   const auto nothing = run(argv, no_gpu);

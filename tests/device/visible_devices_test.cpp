@@ -79,7 +79,12 @@ TEST(VisibleDevices, EnvironmentPerBackend) {
   {
     test::ScopedEnv hip("HIP_VISIBLE_DEVICES", "2");
     EXPECT_EQ(*visible_devices_from_environment("rocm")->entries->at(0).index, 2);
+    EXPECT_EQ(*visible_devices_from_environment("amdsmi")->entries->at(0).index, 2);
     EXPECT_EQ(*visible_devices_from_environment("nvml")->entries->at(0).index, 1);
+    // Intel GPUs: no CUDA or HIP list applies (ZE_AFFINITY_MASK is the driver's).
+    const auto levelzero = visible_devices_from_environment("levelzero");
+    EXPECT_EQ(levelzero->variable, "ZE_AFFINITY_MASK");
+    EXPECT_FALSE(levelzero->entries.has_value());
   }
   const auto rocm = visible_devices_from_environment("rocm");
   EXPECT_EQ(rocm->variable, "CUDA_VISIBLE_DEVICES");

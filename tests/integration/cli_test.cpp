@@ -35,6 +35,7 @@ std::map<std::string, std::string> base_env(std::map<std::string, std::string> e
       {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
       {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
       {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"},
+      {"JOULE_LEVEL_ZERO_LIBRARY", "/nonexistent/libze_loader.so.1"},
       {"JOULE_POWERCAP_ROOT", "/nonexistent/powercap"},
   };
   for (auto& [name, value] : extra) {

@@ -26,6 +26,7 @@ ProcessResult run_joule_usage(std::vector<std::string> args, std::map<std::strin
                                             {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
                                             {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
                                             {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"},
+                                            {"JOULE_LEVEL_ZERO_LIBRARY", "/nonexistent/libze_loader.so.1"},
                                             {"JOULE_POWERCAP_ROOT", "/nonexistent/powercap"}};
   for (auto& [name, value] : extra) {
     env[name] = value;

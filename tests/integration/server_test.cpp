@@ -39,7 +39,8 @@ ProcessResult joule(std::vector<std::string> args) {
                     {"JOULE_DAEMON_SOCKET", Process::kUnset},
                     {"JOULE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"},
                     {"JOULE_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1"},
-                    {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"}});
+                    {"JOULE_AMD_SMI_LIBRARY", "/nonexistent/libamd_smi.so"},
+                    {"JOULE_LEVEL_ZERO_LIBRARY", "/nonexistent/libze_loader.so.1"}});
 }
 
 class ServeTest : public ::testing::TestWithParam<std::string> {

@@ -621,6 +621,7 @@ def test_hw_check_without_a_gpu_checks_the_simulated_one_and_exits_0(joule_bin: 
     script = PACKAGING.parent / "scripts" / "hw-check"
     env = clean_environment(JOULE_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1",
                             JOULE_AMD_SMI_LIBRARY="/nonexistent/libamd_smi.so",
+                            JOULE_LEVEL_ZERO_LIBRARY="/nonexistent/libze_loader.so.1",
                             JOULE_ROCM_SMI_LIBRARY="/nonexistent/librocm_smi64.so.1",
                             JOULE_POWERCAP_ROOT="/nonexistent/powercap")
     out = tmp_path / "report.txt"

@@ -32,7 +32,8 @@ struct VisibleDevices {
 Result<VisibleDevices> parse_visible_devices(std::string_view variable, const char* value);
 
 /// Reads the visible-devices variable of a backend from the environment: "nvml" and "sim" read
-/// CUDA_VISIBLE_DEVICES; "rocm" reads HIP_VISIBLE_DEVICES, then CUDA_VISIBLE_DEVICES.
+/// CUDA_VISIBLE_DEVICES; "rocm" and "amdsmi" read HIP_VISIBLE_DEVICES, then CUDA_VISIBLE_DEVICES;
+/// "levelzero" none (every GPU the driver lists is visible).
 Result<VisibleDevices> visible_devices_from_environment(std::string_view backend);
 
 /// Maps a visible list to physical indices, in framework order.
