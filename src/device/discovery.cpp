@@ -190,10 +190,13 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
       // AMD GPUs: AMD SMI (ROCm 7) when it loads and finds them, else ROCm SMI; never both, which would list
       // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
       auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));
-      auto amdsmi_gpus =
-          open_amdsmi_gpus({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);
+      auto amdsmi = open_amdsmi({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);
+      // The report names the ABI chosen from the library's version, e.g. "AMD SMI 24.6.3 (ROCm 6.x ABI)".
+      const std::string amdsmi_detail =
+          amdsmi ? fmt::format("{} ({})", options.amd_smi_library, amdsmi->abi) : options.amd_smi_library;
+      auto amdsmi_gpus = std::move(amdsmi).map([](AmdSmiGpus&& opened) { return std::move(opened.gpus); });
       const bool amdsmi_found = amdsmi_gpus.has_value() && !amdsmi_gpus->empty();
-      add_gpus(set, "amdsmi", options.amd_smi_library, std::move(amdsmi_gpus));
+      add_gpus(set, "amdsmi", amdsmi_detail, std::move(amdsmi_gpus));
       if (amdsmi_found) {
         set.reports.push_back({"rocm", "gpu", 0, true, "skipped: AMD SMI found the AMD GPUs"});
       } else {
