@@ -10,6 +10,7 @@
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/daemon_cpu.hpp"
 #include "joule/device/daemon_gpu.hpp"
+#include "joule/device/jetson.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/rapl.hpp"
 #include "joule/device/rocm.hpp"
@@ -60,6 +61,26 @@ void add_gpus(DeviceSet& set, const std::string& backend, const std::string& det
   set.reports.push_back(std::move(report));
 }
 
+// NVIDIA Jetson boards: the integrated GPU from sysfs, where the tree looks like a Jetson (or a root was
+// given), and only where no other backend found a GPU (JetPack 6's NVML lists the integrated GPU itself).
+void add_jetson(DeviceSet& set, const DiscoveryOptions& options) {
+  const std::string root = options.jetson_sysfs_root.value_or("/");
+  if (!options.jetson_sysfs_root && !looks_like_jetson(root)) {
+    return;
+  }
+  if (!set.gpus.empty()) {
+    set.reports.push_back({"jetson", "gpu", 0, true, "skipped: another backend found the GPUs"});
+    return;
+  }
+  JetsonOptions jetson;
+  jetson.sysfs_root = root;
+  jetson.clock = set.clock;
+  auto opened = open_jetson_gpus(jetson);
+  const std::string detail = opened ? opened->detail : root;
+  add_gpus(set, "jetson", detail,
+           std::move(opened).map([](JetsonGpus&& found) { return std::move(found.gpus); }));
+}
+
 }  // namespace
 
 Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
@@ -81,6 +102,9 @@ Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
   }
   if (const char* root = env("JOULE_POWERCAP_ROOT")) {
     options.powercap_root = root;
+  }
+  if (const char* root = env("JOULE_JETSON_SYSFS_ROOT")) {
+    options.jetson_sysfs_root = root;
   }
   if (const char* seconds = env("JOULE_ROCM_VALIDATION_S")) {
     const std::string_view text(seconds);
@@ -203,6 +227,7 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
         add_gpus(set, "rocm", options.rocm_library,
                  open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, amd_visible));
       }
+      add_jetson(set, options);
     }
   }
   if (options.cpus && options.daemon_socket) {
