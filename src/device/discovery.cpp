@@ -211,7 +211,7 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
     } else {
       auto nvml_visible = JOULE_TRY(visible_devices_from_environment("nvml"));
       add_gpus(set, "nvml", options.nvml_library, open_nvml_gpus({options.nvml_library}, nvml_visible));
-      // AMD GPUs: AMD SMI (ROCm 7) when it loads and finds them, else ROCm SMI; never both, which would list
+      // AMD GPUs: AMD SMI (ROCm 6.1+) when it loads and finds them, else ROCm SMI; never both, which would list
       // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
       auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));
       auto amdsmi = open_amdsmi({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);

@@ -64,7 +64,8 @@ struct JetsonGpus {
 };
 
 /// @return whether `sysfs_root` looks like a Jetson board: its proc/device-tree/compatible names
-/// "nvidia,tegra…", or sys/class/devfreq has a GPU node. Never fails.
+/// "nvidia,tegra…", or sys/class/devfreq has a Tegra GPU node (gv11b, ga10b, gp10b, gm20b, 17000000.gpu,
+/// 57000000.gpu). Never fails.
 bool looks_like_jetson(const std::string& sysfs_root);
 
 /// Reads every labelled rail of the board under `sysfs_root` with its power now.
@@ -83,8 +84,8 @@ Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root);
 /// first lock (the full range if none was seen). Telemetry: SM clock (devfreq cur_freq), GPU utilisation
 /// (the GPU's `load`), temperature (thermal zone GPU-therm / gpu-thermal). Power limits: kNotSupported (a
 /// Jetson's power budget is its nvpmodel power mode).
-/// @return kNotFound if the tree is not a Jetson or has no GPU rail (naming the rails found); the errors of
-/// read_jetson_board; kInvalidArgument for a negative or non-finite sampling period.
+/// @return kNotFound if the tree is not a Jetson (looks_like_jetson) or has no GPU rail (naming the rails
+/// found); the errors of read_jetson_board; kInvalidArgument for a negative or non-finite sampling period.
 Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options);
 
 }  // namespace joule::device

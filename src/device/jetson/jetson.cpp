@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Sysfs files hold a line; anything near this size is not the file the driver writes.
-constexpr ReadLimit kJetsonSysfsLimit{"sysfs attribute", 64 * 1024};
+constexpr ReadLimit kJetsonSysfsLimit{"sysfs attribute", size_t{64} * 1024};
 
 Result<std::string> jetson_read(const std::string& path) {
   return read_text_file(path, kJetsonSysfsLimit);
@@ -147,12 +147,12 @@ Result<void> jetson_hwmon_rails(const std::string& hwmon, std::vector<JetsonRail
     }
     const std::string channel = file.substr(2, file.size() - 2 - std::string_view("_label").size());
     JetsonRailSource rail;
-    rail.name = JOULE_TRY(jetson_rail_label(hwmon + "/" + file));
+    rail.name = JOULE_TRY(jetson_rail_label(fmt::format("{}/{}", hwmon, file)));
     if (rail.name == "NC") {
       continue;  // a channel the board leaves unconnected
     }
-    rail.voltage_path = hwmon + "/in" + channel + "_input";
-    rail.current_path = hwmon + "/curr" + channel + "_input";
+    rail.voltage_path = fmt::format("{}/in{}_input", hwmon, channel);
+    rail.current_path = fmt::format("{}/curr{}_input", hwmon, channel);
     rails.push_back(std::move(rail));
   }
   return {};
@@ -166,8 +166,8 @@ Result<void> jetson_iio_rails(const std::string& iio, std::vector<JetsonRailSour
     }
     const std::string channel = file.substr(std::string_view("rail_name_").size());
     JetsonRailSource rail;
-    rail.name = JOULE_TRY(jetson_rail_label(iio + "/" + file));
-    rail.power_path = iio + "/in_power" + channel + "_input";
+    rail.name = JOULE_TRY(jetson_rail_label(fmt::format("{}/{}", iio, file)));
+    rail.power_path = fmt::format("{}/in_power{}_input", iio, channel);
     rails.push_back(std::move(rail));
   }
   return {};
@@ -187,20 +187,20 @@ Result<JetsonRailScan> jetson_scan_rails(const std::string& root) {
     if (!driver.starts_with("ina3221")) {
       continue;
     }
-    for (const std::string& device : jetson_list(drivers + "/" + driver)) {
-      const std::string device_dir = drivers + "/" + driver + "/" + device;
+    for (const std::string& device : jetson_list(fmt::format("{}/{}", drivers, driver))) {
+      const std::string device_dir = fmt::format("{}/{}/{}", drivers, driver, device);
       for (const std::string& hwmon : jetson_list(device_dir + "/hwmon")) {
         if (hwmon.starts_with("hwmon")) {
           monitor_found = true;
           scan.layout = "hwmon";
-          JOULE_TRY(jetson_hwmon_rails(device_dir + "/hwmon/" + hwmon, scan.rails));
+          JOULE_TRY(jetson_hwmon_rails(fmt::format("{}/hwmon/{}", device_dir, hwmon), scan.rails));
         }
       }
       for (const std::string& entry : jetson_list(device_dir)) {
         if (entry.starts_with("iio:device")) {
           monitor_found = true;
           scan.layout = scan.layout.empty() ? "iio" : scan.layout;
-          JOULE_TRY(jetson_iio_rails(device_dir + "/" + entry, scan.rails));
+          JOULE_TRY(jetson_iio_rails(fmt::format("{}/{}", device_dir, entry), scan.rails));
         }
       }
     }
@@ -218,12 +218,18 @@ Result<JetsonRailScan> jetson_scan_rails(const std::string& root) {
 // --- The GPU's other sysfs nodes --------------------------------------------------------------------------
 
 // The GPU's devfreq node: "57000000.gpu" (Nano), "17000000.gp10b" (TX2), "17000000.gv11b" (Xavier),
-// "17000000.ga10b" (Orin, L4T 35), "17000000.gpu" (Orin, L4T 36).
-constexpr std::array<std::string_view, 5> kJetsonGpuDevfreqNames{"gpu", "gv11b", "ga10b", "gp10b", "gm20b"};
+// "17000000.ga10b" (Orin, L4T 35), "17000000.gpu" (Orin, L4T 36). Only the Tegra names mark a board as a
+// Jetson: other SoCs have GPU devfreq nodes too (Mali's "ff9a0000.gpu").
+constexpr std::array<std::string_view, 6> kJetsonTegraGpuDevfreqNames{
+    "gv11b", "ga10b", "gp10b", "gm20b", "17000000.gpu", "57000000.gpu"};
+
+bool jetson_tegra_gpu_devfreq_name(std::string_view name) {
+  return std::any_of(kJetsonTegraGpuDevfreqNames.begin(), kJetsonTegraGpuDevfreqNames.end(),
+                     [&](std::string_view part) { return name.find(part) != std::string_view::npos; });
+}
 
 bool jetson_gpu_devfreq_name(std::string_view name) {
-  return std::any_of(kJetsonGpuDevfreqNames.begin(), kJetsonGpuDevfreqNames.end(),
-                     [&](std::string_view part) { return name.find(part) != std::string_view::npos; });
+  return jetson_tegra_gpu_devfreq_name(name) || name.find("gpu") != std::string_view::npos;
 }
 
 // @return the GPU's devfreq folder, "" if none.
@@ -231,7 +237,7 @@ std::string jetson_find_devfreq(const std::string& root) {
   const std::string devfreq = root + "/sys/class/devfreq";
   for (const std::string& name : jetson_list(devfreq)) {
     if (jetson_gpu_devfreq_name(name)) {
-      return devfreq + "/" + name;
+      return fmt::format("{}/{}", devfreq, name);
     }
   }
   return "";
@@ -260,11 +266,11 @@ std::string jetson_find_thermal(const std::string& root) {
     if (!zone.starts_with("thermal_zone")) {
       continue;
     }
-    auto type = jetson_read(thermal + "/" + zone + "/type");
+    auto type = jetson_read(fmt::format("{}/{}/type", thermal, zone));
     if (type) {
       const std::string lower = to_lower(trim(*type));
       if (lower == "gpu-therm" || lower == "gpu-thermal") {
-        return thermal + "/" + zone + "/temp";
+        return fmt::format("{}/{}/temp", thermal, zone);
       }
     }
   }
@@ -357,6 +363,7 @@ class JetsonGpu final : public Gpu {
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
     const std::vector<uint64_t> hz = JOULE_TRY(available_hz());
     std::vector<uint32_t> mhz;
+    mhz.reserve(hz.size());
     for (const uint64_t value : hz) {
       mhz.push_back(jetson_saturate_u32(value / 1'000'000));
     }
@@ -535,7 +542,8 @@ bool looks_like_jetson(const std::string& sysfs_root) {
       return true;
     }
   }
-  return !jetson_find_devfreq(sysfs_root).empty();
+  const std::vector<std::string> nodes = jetson_list(sysfs_root + "/sys/class/devfreq");
+  return std::any_of(nodes.begin(), nodes.end(), jetson_tegra_gpu_devfreq_name);
 }
 
 Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root) {

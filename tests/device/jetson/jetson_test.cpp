@@ -237,6 +237,18 @@ TEST_F(JetsonTest, LockWithoutPermissionSaysHowToFix) {
                                  kOrinGpu, max_freq));
 }
 
+TEST_F(JetsonTest, AFailedDevfreqWriteNamesTheFile) {
+  make_agx_orin(board);
+  const std::string max_freq = test::FakeJetson::devfreq_dir(kOrinDevfreq) + "/max_freq";
+  board.remove(max_freq);
+  std::filesystem::create_directory(path(max_freq));  // not a file the kernel would write
+  const JetsonGpus opened = open_ok();
+  ASSERT_EQ(opened.gpus.size(), 1u);
+  JOULE_EXPECT_ERROR(opened.gpus[0]->reset_sm_clocks(), ErrorCode::kIo,
+                     fmt::format("cannot reset the SM clock of {}: cannot open {}: Is a directory", kOrinGpu,
+                                 path(max_freq)));
+}
+
 TEST_F(JetsonTest, PowerLimitsAreNotSupportedWithTheReason) {
   make_agx_orin(board);
   const JetsonGpus opened = open_ok();
@@ -317,7 +329,10 @@ TEST_F(JetsonTest, NoMonitorAndNotAJetson) {
   EXPECT_FALSE(looks_like_jetson("/nonexistent/root"));
 }
 
-TEST_F(JetsonTest, DevfreqGpuNodeAloneMarksAJetson) {
+TEST_F(JetsonTest, DevfreqGpuNodeAloneMarksAJetsonOnlyWithATegraName) {
+  test::FakeJetson rockchip;
+  rockchip.add_devfreq("ff9a0000.gpu", {200000000, 800000000}, 800000000);  // a Mali GPU
+  EXPECT_FALSE(looks_like_jetson(rockchip.root()));
   board.add_devfreq("57000000.gpu", {76800000, 921600000}, 921600000);
   EXPECT_TRUE(looks_like_jetson(board.root()));
 }
