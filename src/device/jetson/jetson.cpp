@@ -288,9 +288,10 @@ std::string jetson_model(const std::string& root) {
   return "NVIDIA Jetson";
 }
 
-// Writes `value` to a sysfs attribute. kPermissionDenied says how to get the right.
+// Writes `value` to a sysfs attribute (O_TRUNC: sysfs ignores it, a copied tree needs it). kPermissionDenied
+// says how to get the right.
 Result<void> jetson_write(const std::string& path, uint64_t value) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) {
     const int saved = errno;
     Error error = errno_error(saved, "cannot open", path);

@@ -13,6 +13,7 @@
 
 #include "joule/core/clock.hpp"
 #include "joule/device/discovery.hpp"
+#include "joule/device/settings_guard.hpp"
 
 #include "fakes/jetson/fake_jetson.hpp"
 #include "test_util.hpp"
@@ -219,6 +220,21 @@ TEST_F(JetsonTest, LockWritesDevfreqAndResetRestoresTheRangeBefore) {
   JOULE_EXPECT_ERROR(
       gpu.lock_sm_clocks(100, 500), ErrorCode::kOutOfRange,
       fmt::format("SM clock range 100-500 MHz is outside {}'s supported 306-1300 MHz", kOrinGpu));
+}
+
+TEST_F(JetsonTest, TheSettingsGuardPutsTheClockRangeBack) {
+  make_agx_orin(board);
+  const std::string dir = test::FakeJetson::devfreq_dir(kOrinDevfreq);
+  board.write(dir + "/max_freq", "1224000000\n");  // a range in force before joule
+  const JetsonGpus opened = open_ok();
+  ASSERT_EQ(opened.gpus.size(), 1u);
+  {
+    SettingsGuard guard({.owner = "jetson test", .restore_on_signals = false});
+    ASSERT_TRUE(guard.lock_sm_clocks(*opened.gpus[0], 612, 816).has_value());
+    EXPECT_EQ(board.read(dir + "/max_freq"), "816000000");
+  }
+  EXPECT_EQ(board.read(dir + "/min_freq"), "306000000");
+  EXPECT_EQ(board.read(dir + "/max_freq"), "1224000000");
 }
 
 TEST_F(JetsonTest, LockWithoutPermissionSaysHowToFix) {
