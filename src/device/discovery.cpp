@@ -63,7 +63,8 @@ void add_gpus(DeviceSet& set, const std::string& backend, const std::string& det
 
 // NVIDIA Jetson boards: the integrated GPU from sysfs, where the tree looks like a Jetson (or a root was
 // given), and only where no other backend found a GPU (JetPack 6's NVML lists the integrated GPU itself).
-void add_jetson(DeviceSet& set, const DiscoveryOptions& options) {
+// `visible`: CUDA_VISIBLE_DEVICES, as for NVML.
+void add_jetson(DeviceSet& set, const DiscoveryOptions& options, const VisibleDevices& visible) {
   const std::string root = options.jetson_sysfs_root.value_or("/");
   if (!options.jetson_sysfs_root && !looks_like_jetson(root)) {
     return;
@@ -75,7 +76,7 @@ void add_jetson(DeviceSet& set, const DiscoveryOptions& options) {
   JetsonOptions jetson;
   jetson.sysfs_root = root;
   jetson.clock = set.clock;
-  auto opened = open_jetson_gpus(jetson);
+  auto opened = open_jetson_gpus(jetson, visible);
   const std::string detail = opened ? opened->detail : root;
   add_gpus(set, "jetson", detail,
            std::move(opened).map([](JetsonGpus&& found) { return std::move(found.gpus); }));
@@ -211,8 +212,8 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
     } else {
       auto nvml_visible = JOULE_TRY(visible_devices_from_environment("nvml"));
       add_gpus(set, "nvml", options.nvml_library, open_nvml_gpus({options.nvml_library}, nvml_visible));
-      // AMD GPUs: AMD SMI (ROCm 6.1+) when it loads and finds them, else ROCm SMI; never both, which would list
-      // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
+      // AMD GPUs: AMD SMI (ROCm 6.1+) when it loads and finds them, else ROCm SMI; never both, which would
+      // list every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
       auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));
       auto amdsmi = open_amdsmi({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);
       // The report names the ABI chosen from the library's version, e.g. "AMD SMI 24.6.3 (ROCm 6.x ABI)".
@@ -227,7 +228,7 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
         add_gpus(set, "rocm", options.rocm_library,
                  open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, amd_visible));
       }
-      add_jetson(set, options);
+      add_jetson(set, options, nvml_visible);
     }
   }
   if (options.cpus && options.daemon_socket) {

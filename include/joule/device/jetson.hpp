@@ -11,6 +11,7 @@
 #include "joule/core/clock.hpp"
 #include "joule/core/error.hpp"
 #include "joule/device/gpu.hpp"
+#include "joule/device/visible_devices.hpp"
 
 namespace joule::device {
 
@@ -84,8 +85,10 @@ Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root);
 /// first lock (the full range if none was seen). Telemetry: SM clock (devfreq cur_freq), GPU utilisation
 /// (the GPU's `load`), temperature (thermal zone GPU-therm / gpu-thermal). Power limits: kNotSupported (a
 /// Jetson's power budget is its nvpmodel power mode).
+/// `visible` (CUDA_VISIBLE_DEVICES) applies as for NVML: empty hides the GPU, "0" keeps it.
 /// @return kNotFound if the tree is not a Jetson (looks_like_jetson) or has no GPU rail (naming the rails
-/// found); the errors of read_jetson_board; kInvalidArgument for a negative or non-finite sampling period.
-Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options);
+/// found); the errors of read_jetson_board and resolve_visible_devices; kInvalidArgument for a negative or
+/// non-finite sampling period.
+Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options, const VisibleDevices& visible = {});
 
 }  // namespace joule::device

@@ -586,7 +586,7 @@ Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root) {
   return board;
 }
 
-Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options) {
+Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options, const VisibleDevices& visible) {
   if (!std::isfinite(options.sampling_period_s) || options.sampling_period_s < 0) {
     return fail(ErrorCode::kInvalidArgument,
                 "the Jetson energy sampling period must be a non-negative number of seconds, not {}",
@@ -647,8 +647,12 @@ Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options) {
       "{} ({} rails): GPU power from rail {} ({}); {}; energy integrated in software from "
       "the GPU rail's power, sampled {}",
       board.model, board.layout, gpu_rail.name, jetson_scope_text(gpu_rail), module, sampling);
-  opened.gpus.push_back(std::make_unique<JetsonGpu>(std::move(info), std::move(paths), std::move(clock),
-                                                    options.sampling_period_s));
+  // One GPU, without a UUID: selectable as index 0 only.
+  const std::vector<int> order = JOULE_TRY(resolve_visible_devices(visible, {""}));
+  if (!order.empty()) {
+    opened.gpus.push_back(std::make_unique<JetsonGpu>(std::move(info), std::move(paths), std::move(clock),
+                                                      options.sampling_period_s));
+  }
   opened.board = std::move(board);
   return opened;
 }

@@ -353,6 +353,18 @@ TEST_F(JetsonTest, DevfreqGpuNodeAloneMarksAJetsonOnlyWithATegraName) {
   EXPECT_TRUE(looks_like_jetson(board.root()));
 }
 
+TEST_F(JetsonTest, CudaVisibleDevicesHidesOrKeepsTheGpu) {
+  make_agx_orin(board);
+  options.sysfs_root = board.root();
+  EXPECT_EQ(
+      open_jetson_gpus(options, parse_visible_devices("CUDA_VISIBLE_DEVICES", "0").value())->gpus.size(), 1u);
+  EXPECT_TRUE(
+      open_jetson_gpus(options, parse_visible_devices("CUDA_VISIBLE_DEVICES", "").value())->gpus.empty());
+  JOULE_EXPECT_ERROR(open_jetson_gpus(options, parse_visible_devices("CUDA_VISIBLE_DEVICES", "1").value()),
+                     ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU 1, but this machine has 1 GPU (indices 0 to 0)");
+}
+
 TEST_F(JetsonTest, NegativeSamplingPeriodIsRejected) {
   make_agx_orin(board);
   options.sampling_period_s = -0.1;
