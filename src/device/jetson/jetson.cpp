@@ -547,8 +547,10 @@ bool looks_like_jetson(const std::string& sysfs_root) {
   return std::any_of(nodes.begin(), nodes.end(), jetson_tegra_gpu_devfreq_name);
 }
 
-Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root) {
-  const JetsonRailScan scan = JOULE_TRY(jetson_scan_rails(sysfs_root));
+namespace {
+
+// The board as `scan` found it: board.rails[i] is scan.rails[i], read now and classified.
+Result<JetsonBoard> jetson_board_from(const std::string& sysfs_root, const JetsonRailScan& scan) {
   JetsonBoard board;
   board.model = jetson_model(sysfs_root);
   board.layout = scan.layout;
@@ -586,6 +588,13 @@ Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root) {
   return board;
 }
 
+}  // namespace
+
+Result<JetsonBoard> read_jetson_board(const std::string& sysfs_root) {
+  const JetsonRailScan scan = JOULE_TRY(jetson_scan_rails(sysfs_root));
+  return jetson_board_from(sysfs_root, scan);
+}
+
 Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options, const VisibleDevices& visible) {
   if (!std::isfinite(options.sampling_period_s) || options.sampling_period_s < 0) {
     return fail(ErrorCode::kInvalidArgument,
@@ -597,10 +606,11 @@ Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options, const VisibleD
     return fail(
         ErrorCode::kNotFound,
         "not a Jetson board: {}/proc/device-tree/compatible does not name nvidia,tegra and {}/sys/class/"
-        "devfreq has no GPU node",
+        "devfreq has no Tegra GPU node",
         root, root);
   }
-  JetsonBoard board = JOULE_TRY(read_jetson_board(root));
+  const JetsonRailScan scan = JOULE_TRY(jetson_scan_rails(root));
+  JetsonBoard board = JOULE_TRY(jetson_board_from(root, scan));
   if (!board.gpu_rail) {
     std::vector<std::string> names;
     for (const JetsonRail& rail : board.rails) {
@@ -612,16 +622,9 @@ Result<JetsonGpus> open_jetson_gpus(const JetsonOptions& options, const VisibleD
         "VDD_GPU_SOC, VDD_CPU_GPU_CV); the rails found: {}",
         names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
   }
-  // The rail's files again, for the GPU to read on every call.
-  const JetsonRailScan scan = JOULE_TRY(jetson_scan_rails(root));
   const JetsonRail& gpu_rail = board.rails[*board.gpu_rail];
   JetsonPaths paths;
-  for (const JetsonRailSource& source : scan.rails) {
-    if (source.name == gpu_rail.name) {
-      paths.gpu_rail = source;
-      break;
-    }
-  }
+  paths.gpu_rail = scan.rails[*board.gpu_rail];  // the files the GPU reads on every call
   paths.devfreq = board.devfreq;
   paths.load = jetson_find_load(root, board.devfreq);
   paths.thermal = jetson_find_thermal(root);

@@ -339,7 +339,7 @@ TEST_F(JetsonTest, NoMonitorAndNotAJetson) {
   JOULE_EXPECT_ERROR(
       open_jetson_gpus(options), ErrorCode::kNotFound,
       fmt::format("not a Jetson board: {0}/proc/device-tree/compatible does not name nvidia,tegra "
-                  "and {0}/sys/class/devfreq has no GPU node",
+                  "and {0}/sys/class/devfreq has no Tegra GPU node",
                   laptop.root()));
   EXPECT_FALSE(looks_like_jetson(laptop.root()));
   EXPECT_FALSE(looks_like_jetson("/nonexistent/root"));
