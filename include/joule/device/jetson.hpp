@@ -19,9 +19,10 @@ struct JetsonOptions {
   /// The folder that holds the board's `sys/` and `proc/` trees: "/" on the board; a copy elsewhere (a
   /// container's bind-mount, the tests' fake trees). Environment: JOULE_JETSON_SYSFS_ROOT.
   std::string sysfs_root = "/";
-  /// How often a background thread samples the GPU rail's power to integrate energy, in seconds (the
-  /// INA3221 averages over about 1 ms and the driver updates every few ms, so 0.1 s misses little of a
-  /// deep-learning step). 0: no thread; energy is integrated only between energy_mj() calls (tests).
+  /// How often a background thread samples the GPU rail's power to integrate energy, in seconds (each
+  /// energy_mj() call samples too). The integral is only as good as the sampling: power that changes
+  /// faster than this is averaged by the trapezoids. 0: no thread; energy is integrated only between
+  /// energy_mj() calls (tests).
   double sampling_period_s = 0.1;
   /// The clock the integration runs on. Default: the steady clock.
   std::shared_ptr<Clock> clock;
