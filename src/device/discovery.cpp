@@ -10,6 +10,7 @@
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/daemon_cpu.hpp"
 #include "joule/device/daemon_gpu.hpp"
+#include "joule/device/jetson.hpp"
 #include "joule/device/levelzero.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/rapl.hpp"
@@ -61,6 +62,27 @@ void add_gpus(DeviceSet& set, const std::string& backend, const std::string& det
   set.reports.push_back(std::move(report));
 }
 
+// NVIDIA Jetson boards: the integrated GPU from sysfs, where the tree looks like a Jetson (or a root was
+// given), and only where no other backend found a GPU (JetPack 6's NVML lists the integrated GPU itself).
+// `visible`: CUDA_VISIBLE_DEVICES, as for NVML.
+void add_jetson(DeviceSet& set, const DiscoveryOptions& options, const VisibleDevices& visible) {
+  const std::string root = options.jetson_sysfs_root.value_or("/");
+  if (!options.jetson_sysfs_root && !looks_like_jetson(root)) {
+    return;
+  }
+  if (!set.gpus.empty()) {
+    set.reports.push_back({"jetson", "gpu", 0, true, "skipped: another backend found the GPUs"});
+    return;
+  }
+  JetsonOptions jetson;
+  jetson.sysfs_root = root;
+  jetson.clock = set.clock;
+  auto opened = open_jetson_gpus(jetson, visible);
+  const std::string detail = opened ? opened->detail : root;
+  add_gpus(set, "jetson", detail,
+           std::move(opened).map([](JetsonGpus&& found) { return std::move(found.gpus); }));
+}
+
 }  // namespace
 
 Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
@@ -85,6 +107,9 @@ Result<DiscoveryOptions> DiscoveryOptions::from_environment() {
   }
   if (const char* root = env("JOULE_POWERCAP_ROOT")) {
     options.powercap_root = root;
+  }
+  if (const char* root = env("JOULE_JETSON_SYSFS_ROOT")) {
+    options.jetson_sysfs_root = root;
   }
   if (const char* seconds = env("JOULE_ROCM_VALIDATION_S")) {
     const std::string_view text(seconds);
@@ -196,19 +221,23 @@ Result<DeviceSet> discover(const DiscoveryOptions& options) {
       level_zero.library = options.level_zero_library;
       add_gpus(set, "levelzero", options.level_zero_library,
                open_levelzero_gpus(level_zero, VisibleDevices{}));
-      // AMD GPUs: AMD SMI (ROCm 7) when it loads and finds them, else ROCm SMI; never both, which would list
-      // every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
+      // AMD GPUs: AMD SMI (ROCm 6.1+) when it loads and finds them, else ROCm SMI; never both, which would
+      // list every AMD GPU twice. Both read HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES).
       auto amd_visible = JOULE_TRY(visible_devices_from_environment("rocm"));
-      auto amdsmi_gpus =
-          open_amdsmi_gpus({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);
+      auto amdsmi = open_amdsmi({options.amd_smi_library, options.rocm_counter_validation_s}, amd_visible);
+      // The report names the ABI chosen from the library's version, e.g. "AMD SMI 24.6.3 (ROCm 6.x ABI)".
+      const std::string amdsmi_detail =
+          amdsmi ? fmt::format("{} ({})", options.amd_smi_library, amdsmi->abi) : options.amd_smi_library;
+      auto amdsmi_gpus = std::move(amdsmi).map([](AmdSmiGpus&& opened) { return std::move(opened.gpus); });
       const bool amdsmi_found = amdsmi_gpus.has_value() && !amdsmi_gpus->empty();
-      add_gpus(set, "amdsmi", options.amd_smi_library, std::move(amdsmi_gpus));
+      add_gpus(set, "amdsmi", amdsmi_detail, std::move(amdsmi_gpus));
       if (amdsmi_found) {
         set.reports.push_back({"rocm", "gpu", 0, true, "skipped: AMD SMI found the AMD GPUs"});
       } else {
         add_gpus(set, "rocm", options.rocm_library,
                  open_rocm_gpus({options.rocm_library, options.rocm_counter_validation_s}, amd_visible));
       }
+      add_jetson(set, options, nvml_visible);
     }
   }
   if (options.cpus && options.daemon_socket) {

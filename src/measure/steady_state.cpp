@@ -68,7 +68,7 @@ SteadyStateMode resolve_steady_state_mode(const SteadyStateOptions& options,
     return *options.mode;
   }
   // Vendor backends, and the daemon that serves them; simulated and test devices are not real.
-  static constexpr std::string_view kRealBackends[] = {"nvml", "rocm", "amdsmi", "levelzero", "daemon"};
+  static constexpr std::string_view kRealBackends[] = {"nvml", "rocm", "amdsmi", "levelzero", "jetson", "daemon"};
   const bool any_real = std::any_of(gpus.begin(), gpus.end(), [](const device::Gpu* gpu) {
     return std::find(std::begin(kRealBackends), std::end(kRealBackends), gpu->info().backend) !=
            std::end(kRealBackends);

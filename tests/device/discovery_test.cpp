@@ -127,7 +127,7 @@ TEST_F(AmdDiscovery, BothPresentPrefersAmdSmiAndSkipsRocm) {
   ASSERT_NE(amdsmi, nullptr);
   EXPECT_TRUE(amdsmi->ok);
   EXPECT_EQ(amdsmi->devices, 2u);
-  EXPECT_EQ(amdsmi->detail, JOULE_FAKE_AMDSMI_LIBRARY);
+  EXPECT_EQ(amdsmi->detail, fmt::format("{} (AMD SMI 26.1.0 (ROCm 7 ABI))", JOULE_FAKE_AMDSMI_LIBRARY));
   const BackendReport* rocm = report(*devices, "rocm");
   ASSERT_NE(rocm, nullptr);
   EXPECT_EQ(rocm->devices, 0u);
@@ -165,7 +165,18 @@ TEST_F(AmdDiscovery, AmdSmiWithoutGpusFallsBackToRocm) {
   ASSERT_EQ(devices->gpus.size(), 2u);
   EXPECT_EQ(devices->gpus[0]->info().backend, "rocm");
   EXPECT_EQ(report(*devices, "amdsmi")->detail,
-            fmt::format("{} loaded, but it reports no GPU", JOULE_FAKE_AMDSMI_LIBRARY));
+            fmt::format("{} (AMD SMI 26.1.0 (ROCm 7 ABI)) loaded, but it reports no GPU",
+                        JOULE_FAKE_AMDSMI_LIBRARY));
+}
+
+TEST_F(AmdDiscovery, TheReportNamesTheAmdSmiAbiChosen) {
+  const test::ScopedEnv version("JOULE_FAKE_AMDSMI_VERSION", "24.6.3");
+  options.amd_smi_library = JOULE_FAKE_AMDSMI_LIBRARY;
+  auto devices = discover(options);
+  ASSERT_TRUE(devices) << devices.error().message();
+  ASSERT_EQ(devices->gpus.size(), 2u);
+  EXPECT_EQ(report(*devices, "amdsmi")->detail,
+            fmt::format("{} (AMD SMI 24.6.3 (ROCm 6.x ABI))", JOULE_FAKE_AMDSMI_LIBRARY));
 }
 
 TEST(Discovery, EnvironmentOverrides) {

@@ -22,6 +22,13 @@ struct AmdSmiOptions {
   double counter_validation_s = 0.5;
 };
 
+/// The AMD GPUs open_amdsmi found, and the library that found them.
+struct AmdSmiGpus {
+  std::vector<std::unique_ptr<Gpu>> gpus;
+  /// The library's version and the ABI chosen from it, e.g. "AMD SMI 24.6.3 (ROCm 6.x ABI)".
+  std::string abi;
+};
+
 /// Opens every visible AMD GPU, in framework order (`visible`: HIP_VISIBLE_DEVICES, else
 /// CUDA_VISIBLE_DEVICES). GpuInfo::backend is "amdsmi"; GpuInfo::uuid is "GPU-" and AMD SMI's UUID.
 ///
@@ -29,8 +36,13 @@ struct AmdSmiOptions {
 /// Telemetry: temperature (edge sensor, else hotspot), SM and memory clock, GPU and memory utilisation;
 /// clock event reasons and memory power are kNotSupported.
 /// @return kLibraryMissing if the library cannot be loaded or lacks a required symbol; kNotSupported if it is
-/// not AMD SMI 26.x; kDevice (or the mapped code) with AMD SMI's own text if initialisation fails;
+/// not AMD SMI 24.x, 25.x (ROCm 6.1 to 6.4) or 26.x (ROCm 7), whose structures joule knows (the message
+/// names the version found); kDevice (or the mapped code) with AMD SMI's own text if initialisation fails;
 /// kInvalidArgument for a negative check interval; the errors of resolve_visible_devices.
+/// The ABI (the layouts of AMD SMI's structures) is chosen at load time from amdsmi_get_lib_version.
+Result<AmdSmiGpus> open_amdsmi(const AmdSmiOptions& options, const VisibleDevices& visible);
+
+/// open_amdsmi without the ABI description.
 Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& options,
                                                            const VisibleDevices& visible);
 

@@ -29,23 +29,26 @@ struct DiscoveryOptions {
   std::string amd_smi_library = "libamd_smi.so";      ///< JOULE_AMD_SMI_LIBRARY; preferred to ROCm SMI
   double rocm_counter_validation_s = 0.5;             ///< JOULE_ROCM_VALIDATION_S
   std::string powercap_root = "/sys/class/powercap";  ///< JOULE_POWERCAP_ROOT
-  bool gpus = true;                                   ///< look for GPUs
-  bool cpus = true;                                   ///< look for CPUs
   /// The Level Zero loader, for Intel GPUs. JOULE_LEVEL_ZERO_LIBRARY.
   std::string level_zero_library = "libze_loader.so.1";
+  /// The folder holding an NVIDIA Jetson board's sys/ and proc/ trees. Unset: "/", tried only where it looks
+  /// like a Jetson (so other machines get no report line). JOULE_JETSON_SYSFS_ROOT.
+  std::optional<std::string> jetson_sysfs_root;
+  bool gpus = true;  ///< look for GPUs
+  bool cpus = true;  ///< look for CPUs
   /// The clock simulated devices run on. Default: the steady clock.
   std::shared_ptr<Clock> clock;
 
   /// @return defaults overridden by JOULE_SIM, JOULE_DAEMON_SOCKET, JOULE_NVML_LIBRARY,
   /// JOULE_ROCM_SMI_LIBRARY, JOULE_AMD_SMI_LIBRARY, JOULE_ROCM_VALIDATION_S, JOULE_POWERCAP_ROOT and
-  /// JOULE_LEVEL_ZERO_LIBRARY.
+  /// JOULE_LEVEL_ZERO_LIBRARY and JOULE_JETSON_SYSFS_ROOT.
   /// kInvalidArgument for a malformed number.
   static Result<DiscoveryOptions> from_environment();
 };
 
 /// What one backend found, or why it found nothing.
 struct BackendReport {
-  std::string backend;  ///< "nvml", "levelzero", "amdsmi", "rocm", "sim", "daemon", "rapl"
+  std::string backend;  ///< "nvml", "levelzero", "amdsmi", "rocm", "jetson", "sim", "daemon", "rapl"
   std::string kind;     ///< "gpu" or "cpu"
   size_t devices = 0;   ///< how many devices it opened
   bool ok = false;      ///< false if the backend failed (detail says why)

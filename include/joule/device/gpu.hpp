@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// joule/device/gpu.hpp — the GPU interface every backend (NVML, ROCm SMI, simulated) implements.
+// joule/device/gpu.hpp — the GPU interface every backend (NVML, Level Zero, AMD SMI, ROCm SMI, Jetson sysfs,
+// simulated, daemon) implements.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ struct PowerLimitConstraints {
 
 /// What identifies a GPU; fixed when the device is opened.
 struct GpuInfo {
-  std::string backend;     ///< "nvml", "amdsmi", "rocm", "sim" or "daemon"
+  std::string backend;     ///< "nvml", "levelzero", "amdsmi", "rocm", "jetson", "sim" or "daemon"
   int index = 0;           ///< framework index: position after CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES
   int physical_index = 0;  ///< the vendor library's own index
   std::string name;        ///< marketing name, e.g. "Tesla V100-PCIE-32GB"

@@ -29,8 +29,6 @@ namespace {
 
 // The sensor index of the board's power cap (the only one on every supported board).
 constexpr uint32_t kAmdSmiPowerSensor = 0;
-// What AMD SMI puts in a 32-bit field the board does not report.
-constexpr uint32_t kAmdSmiNotAvailable32 = std::numeric_limits<uint32_t>::max();
 
 uint32_t amdsmi_saturate_u32(double value) {
   return amd_counter::saturate_u32(value);
@@ -61,22 +59,21 @@ class AmdSmiGpu final : public Gpu {
   }
 
   Result<uint32_t> read_power_mw() const {
-    smi::PowerInfo power{};
     const std::string action = fmt::format("cannot read the power of {}", label());
-    JOULE_TRY(library_->check(fn().amdsmi_get_power_info(handle_, &power), action));
-    // MI300 and newer report instantaneous power, older boards only the average; the other field is
-    // UINT32_MAX (or 0 on some releases). Prefer instantaneous, as the Gpu interface promises.
+    const AmdSmiPower power = JOULE_TRY(library_->power_info(handle_, action));
+    // MI300 and newer report instantaneous power, older boards only the average; the other member is not
+    // reported (or 0 on some releases). Prefer instantaneous, as the Gpu interface promises.
     std::optional<uint64_t> watts;
-    for (const uint64_t candidate :
-         {uint64_t{power.current_socket_power}, uint64_t{power.average_socket_power}, power.socket_power}) {
-      if (candidate == kAmdSmiNotAvailable32 || candidate == std::numeric_limits<uint64_t>::max()) {
+    for (const std::optional<uint64_t>& candidate :
+         {power.current_socket_w, power.average_socket_w, power.socket_w}) {
+      if (!candidate) {
         continue;
       }
-      if (candidate > 0) {
+      if (*candidate > 0) {
         watts = candidate;
         break;
       }
-      watts = watts.value_or(0);  // a real 0 W, unless a later field has a reading
+      watts = watts.value_or(0);  // a real 0 W, unless a later member has a reading
     }
     if (!watts) {
       return fail(ErrorCode::kNotSupported, "{}: AMD SMI reports no socket power for it", action);
@@ -95,16 +92,16 @@ class AmdSmiGpu final : public Gpu {
   Result<uint32_t> do_power_mw() override { return read_power_mw(); }
 
   Result<PowerLimitConstraints> do_power_limit_constraints() override {
-    const smi::PowerCapInfo cap =
+    const AmdSmiPowerCaps cap =
         JOULE_TRY(read_power_cap(fmt::format("cannot read the power cap range of {}", label())));
-    return PowerLimitConstraints{amdsmi_uw_to_mw(cap.min_power_cap), amdsmi_uw_to_mw(cap.max_power_cap),
-                                 amdsmi_uw_to_mw(cap.default_power_cap)};
+    return PowerLimitConstraints{amdsmi_uw_to_mw(cap.min_uw), amdsmi_uw_to_mw(cap.max_uw),
+                                 amdsmi_uw_to_mw(cap.default_uw)};
   }
 
   Result<uint32_t> do_power_limit_mw() override {
-    const smi::PowerCapInfo cap =
+    const AmdSmiPowerCaps cap =
         JOULE_TRY(read_power_cap(fmt::format("cannot read the power cap of {}", label())));
-    return amdsmi_uw_to_mw(cap.power_cap);
+    return amdsmi_uw_to_mw(cap.cap_uw);
   }
 
   Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
@@ -181,10 +178,8 @@ class AmdSmiGpu final : public Gpu {
  private:
   const AmdSmiFunctions& fn() const { return library_->fn(); }
 
-  Result<smi::PowerCapInfo> read_power_cap(const std::string& action) const {
-    smi::PowerCapInfo cap{};
-    JOULE_TRY(library_->check(fn().amdsmi_get_power_cap_info(handle_, kAmdSmiPowerSensor, &cap), action));
-    return cap;
+  Result<AmdSmiPowerCaps> read_power_cap(const std::string& action) const {
+    return library_->power_cap_info(handle_, kAmdSmiPowerSensor, action);
   }
 
   Result<smi::Frequencies> read_clocks(smi::ClkType type, const std::string& action) const {
@@ -285,8 +280,7 @@ std::string amdsmi_read_uuid(const AmdSmiFunctions& fn, smi::ProcessorHandle han
 }  // namespace
 }  // namespace amdsmi_detail
 
-Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& options,
-                                                           const VisibleDevices& visible) {
+Result<AmdSmiGpus> open_amdsmi(const AmdSmiOptions& options, const VisibleDevices& visible) {
   using namespace amdsmi_detail;
   if (!(options.counter_validation_s >= 0) || !std::isfinite(options.counter_validation_s)) {
     return fail(ErrorCode::kInvalidArgument,
@@ -313,7 +307,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& 
     info.index = static_cast<int>(i);
     info.physical_index = order[i];
     info.uuid = uuids[physical];
-    // The 26.x structure is the largest so far and market_name comes first in every release.
+    // The 26.x structure is the largest of the ABIs and market_name comes first in every release.
     auto asic = std::make_unique<amd_smi::AsicInfo>();
     if (fn.amdsmi_get_gpu_asic_info(handles[physical], asic.get()) == amd_smi::Status::kSuccess &&
         asic->market_name[0] != '\0') {
@@ -327,7 +321,13 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& 
     gpus.push_back(std::move(gpu));
   }
   amd_counter::validate_energy_counters(amdsmi_gpus, options.counter_validation_s);
-  return gpus;
+  return AmdSmiGpus{std::move(gpus), library->abi().description()};
+}
+
+Result<std::vector<std::unique_ptr<Gpu>>> open_amdsmi_gpus(const AmdSmiOptions& options,
+                                                           const VisibleDevices& visible) {
+  auto opened = JOULE_TRY(open_amdsmi(options, visible));
+  return std::move(opened.gpus);
 }
 
 }  // namespace joule::device

@@ -3,11 +3,17 @@
 // ROCm and loads libamd_smi.so with dlopen at run time.
 //
 // AMD SMI changes its structures whenever its library major version changes (AMDSMI_LIB_VERSION_MAJOR:
-// "should be changed for every header change that breaks ABI"): amdsmi_power_info_t, amdsmi_frequencies_t and
-// amdsmi_asic_info_t all differ between 23.x, 24.x and 26.x. The layouts below are those of AMD SMI 26.x
-// (ROCm 7), written from its amdsmi.h; the static_asserts pin their sizes and offsets on LP64. The backend
-// refuses any other library major version (kSupportedLibMajor) rather than misread a structure.
-// The fake library in tests/fakes/amdsmi/ implements these same declarations.
+// "should be changed for every header change that breaks ABI"). joule knows three ABIs, chosen at load time
+// from amdsmi_get_lib_version (amdsmi_library.cpp), written from amdsmi.h of each release:
+//   24.x  ROCm 6.1-6.3  amdsmi_version_t begins with the year; amdsmi_power_info_t is 17 uint32_t; before
+//                       24.5.2 (ROCm 6.1.2) amdsmi_get_power_cap_info reported W, since then µW
+//   25.x  ROCm 6.4      no year; amdsmi_power_info_t gains a leading uint64_t socket_power (host only)
+//   26.x  ROCm 7        amdsmi_power_info_t's voltages become uint64_t and its reserved tail grows
+// Every function joule calls keeps its signature across the three, and the other structures joule reads
+// (amdsmi_power_cap_info_t, amdsmi_frequencies_t, amdsmi_engine_usage_t) keep their layout. The layouts that
+// differ are declared side by side below; the static_asserts pin their sizes and offsets on LP64. Any other
+// major version is refused rather than misread. The fake library in tests/fakes/amdsmi/ implements these
+// same declarations and can present each ABI.
 #pragma once
 
 #include <cstddef>
@@ -15,8 +21,10 @@
 
 namespace joule::device::amd_smi {
 
-/// The AMD SMI library major version whose structure layouts these declarations reproduce.
-inline constexpr uint32_t kSupportedLibMajor = 26;
+/// The AMD SMI library major versions whose structure layouts these declarations reproduce.
+inline constexpr uint32_t kLibMajor24 = 24;  ///< ROCm 6.1-6.3
+inline constexpr uint32_t kLibMajor25 = 25;  ///< ROCm 6.4
+inline constexpr uint32_t kLibMajor26 = 26;  ///< ROCm 7
 
 /// amdsmi_status_t. The real enum holds 0xFFFFFFFF, so its underlying type is unsigned int.
 enum class Status : uint32_t {
@@ -111,15 +119,18 @@ inline constexpr std::size_t kMaxStringLength = 256;
 /// AMDSMI_MAX_NUM_FREQUENCIES (26.x; 32 before 24.x).
 inline constexpr std::size_t kMaxNumFrequencies = 33;
 
-/// amdsmi_version_t (26.x: no `year` member). Filled by amdsmi_get_lib_version.
+/// amdsmi_version_t as raw words, filled by amdsmi_get_lib_version. 24.x: {year, major, minor, release,
+/// build}, the year (24) being what identifies the ABI; 25.x and later dropped the year: {major, minor,
+/// release, build}, word[3] then being padding. Both are 24 bytes with `build` at offset 16, so one buffer
+/// reads either.
 struct Version {
-  uint32_t major;
-  uint32_t minor;
-  uint32_t release;
+  uint32_t word[4];
   const char* build;
 };
 
-/// amdsmi_asic_info_t (26.x). joule reads market_name only.
+/// amdsmi_asic_info_t (26.x). joule reads market_name only, which comes first in every release; 26.x's
+/// structure is the largest (24.x: 64- or 256-byte market_name and a shorter tail), so a 26.x buffer holds
+/// any of them.
 struct AsicInfo {
   char market_name[kMaxStringLength];
   uint32_t vendor_id;
@@ -135,8 +146,31 @@ struct AsicInfo {
   uint32_t reserved[21];
 };
 
-/// amdsmi_power_info_t (26.x). Powers in W; members a board does not support are UINT32_MAX.
-struct PowerInfo {
+/// amdsmi_power_info_t of 24.x (ROCm 6.1-6.3). Powers in W; unsupported members are UINT32_MAX.
+struct PowerInfoV24 {
+  uint32_t current_socket_power;  ///< W, instantaneous (MI300 and newer)
+  uint32_t average_socket_power;  ///< W, averaged (Navi, MI200 and older)
+  uint32_t gfx_voltage;           ///< mV
+  uint32_t soc_voltage;           ///< mV
+  uint32_t mem_voltage;           ///< mV
+  uint32_t power_limit;           ///< W
+  uint32_t reserved[11];
+};
+
+/// amdsmi_power_info_t of 25.x (ROCm 6.4). socket_power is filled only on a virtualisation host (µW there).
+struct PowerInfoV25 {
+  uint64_t socket_power;          ///< µW, host only
+  uint32_t current_socket_power;  ///< W, instantaneous (MI300 and newer)
+  uint32_t average_socket_power;  ///< W, averaged (Navi, MI200 and older)
+  uint32_t gfx_voltage;           ///< mV
+  uint32_t soc_voltage;           ///< mV
+  uint32_t mem_voltage;           ///< mV
+  uint32_t power_limit;           ///< W
+  uint32_t reserved[2];
+};
+
+/// amdsmi_power_info_t of 26.x (ROCm 7). Powers in W; members a board does not support are UINT32_MAX.
+struct PowerInfoV26 {
   uint64_t socket_power;          ///< W
   uint32_t current_socket_power;  ///< W, instantaneous (MI300 and newer)
   uint32_t average_socket_power;  ///< W, averaged (Navi, MI200 and older)
@@ -147,7 +181,8 @@ struct PowerInfo {
   uint64_t reserved[18];
 };
 
-/// amdsmi_power_cap_info_t (same layout since 23.x). Caps in µW on bare-metal Linux.
+/// amdsmi_power_cap_info_t (same layout since 23.x). Caps in µW on bare-metal Linux since 24.5.2, in W
+/// before.
 struct PowerCapInfo {
   uint64_t power_cap;          ///< µW
   uint64_t default_power_cap;  ///< µW
@@ -157,7 +192,7 @@ struct PowerCapInfo {
   uint64_t reserved[3];
 };
 
-/// amdsmi_frequencies_t (24.x and 26.x). amdsmi_get_clk_freq documents the values as Hz; only the first
+/// amdsmi_frequencies_t (24.x to 26.x). amdsmi_get_clk_freq documents the values as Hz; only the first
 /// num_supported are valid and `current` is an index into them.
 struct Frequencies {
   bool has_deep_sleep;
@@ -166,7 +201,7 @@ struct Frequencies {
   uint64_t frequency[kMaxNumFrequencies];
 };
 
-/// amdsmi_engine_usage_t (24.x and 26.x). Activities in %.
+/// amdsmi_engine_usage_t (24.x to 26.x). Activities in %.
 struct EngineUsage {
   uint32_t gfx_activity;  ///< graphics engine, %
   uint32_t umc_activity;  ///< memory controller, %
@@ -178,17 +213,21 @@ struct EngineUsage {
 static_assert(sizeof(Version) == 24 && offsetof(Version, build) == 16);
 static_assert(sizeof(AsicInfo) == 896 && offsetof(AsicInfo, device_id) == 520 &&
               offsetof(AsicInfo, target_graphics_version) == 800 && offsetof(AsicInfo, reserved) == 812);
-static_assert(sizeof(PowerInfo) == 192 && offsetof(PowerInfo, current_socket_power) == 8 &&
-              offsetof(PowerInfo, average_socket_power) == 12 && offsetof(PowerInfo, reserved) == 48);
+static_assert(sizeof(PowerInfoV24) == 68 && offsetof(PowerInfoV24, average_socket_power) == 4 &&
+              offsetof(PowerInfoV24, reserved) == 24);
+static_assert(sizeof(PowerInfoV25) == 40 && offsetof(PowerInfoV25, current_socket_power) == 8 &&
+              offsetof(PowerInfoV25, average_socket_power) == 12 && offsetof(PowerInfoV25, reserved) == 32);
+static_assert(sizeof(PowerInfoV26) == 192 && offsetof(PowerInfoV26, current_socket_power) == 8 &&
+              offsetof(PowerInfoV26, average_socket_power) == 12 && offsetof(PowerInfoV26, reserved) == 48);
 static_assert(sizeof(PowerCapInfo) == 64 && offsetof(PowerCapInfo, max_power_cap) == 32);
 static_assert(sizeof(Frequencies) == 280 && offsetof(Frequencies, num_supported) == 4 &&
               offsetof(Frequencies, frequency) == 16);
 static_assert(sizeof(EngineUsage) == 64 && offsetof(EngineUsage, umc_activity) == 4);
 #endif
 
-// Function types, one per symbol, named after the symbol, with amdsmi.h's parameter order. Units as in AMD
-// SMI: energy counter in ticks of `counter_resolution` µJ, power caps in µW, clocks in Hz (reads) or MHz
-// (amdsmi_set_gpu_clk_range), temperatures in °C.
+// Function types, one per symbol, named after the symbol, with amdsmi.h's parameter order (the same in
+// 24.x, 25.x and 26.x). Units as in AMD SMI: energy counter in ticks of `counter_resolution` µJ, power caps
+// in µW, clocks in Hz (reads) or MHz (amdsmi_set_gpu_clk_range), temperatures in °C.
 using InitFn = Status (*)(uint64_t init_flags);
 using ShutDownFn = Status (*)();
 using StatusCodeToStringFn = Status (*)(Status status, const char** status_string);
@@ -202,7 +241,8 @@ using GetGpuDeviceUuidFn = Status (*)(ProcessorHandle processor_handle, unsigned
 using GetGpuAsicInfoFn = Status (*)(ProcessorHandle processor_handle, AsicInfo* info);
 using GetEnergyCountFn = Status (*)(ProcessorHandle processor_handle, uint64_t* energy_accumulator,
                                     float* counter_resolution, uint64_t* timestamp);
-using GetPowerInfoFn = Status (*)(ProcessorHandle processor_handle, PowerInfo* info);
+/// `info` is an amdsmi_power_info_t of the library's ABI: PowerInfoV24, PowerInfoV25 or PowerInfoV26.
+using GetPowerInfoFn = Status (*)(ProcessorHandle processor_handle, void* info);
 using GetPowerCapInfoFn = Status (*)(ProcessorHandle processor_handle, uint32_t sensor_ind,
                                      PowerCapInfo* info);
 using SetPowerCapFn = Status (*)(ProcessorHandle processor_handle, uint32_t sensor_ind, uint64_t cap);

@@ -2,6 +2,8 @@
 #include "device/amdsmi/amdsmi_library.hpp"
 
 #include <cctype>
+#include <limits>
+#include <type_traits>
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -15,6 +17,28 @@ namespace {
 std::string amdsmi_dl_error_text() {
   const char* text = dlerror();
   return text != nullptr ? std::string(text) : std::string("unknown dlopen error");
+}
+
+// What AMD SMI puts in a member the board does not report (UINT32_MAX; some 26.x releases UINT64_MAX in
+// socket_power).
+std::optional<uint64_t> amdsmi_reported(uint64_t value) {
+  if (value == std::numeric_limits<uint32_t>::max() || value == std::numeric_limits<uint64_t>::max()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Reads amdsmi_power_info_t in the layout `Info` and converts it: the one place the layouts differ.
+template <class Info>
+smi::Status amdsmi_read_power(const AmdSmiFunctions& fn, smi::ProcessorHandle handle, AmdSmiPower& out) {
+  Info info{};
+  const smi::Status status = fn.amdsmi_get_power_info(handle, &info);
+  out.current_socket_w = amdsmi_reported(info.current_socket_power);
+  out.average_socket_w = amdsmi_reported(info.average_socket_power);
+  if constexpr (std::is_same_v<Info, smi::PowerInfoV26>) {
+    out.socket_w = amdsmi_reported(info.socket_power);  // 25.x's is µW and filled only on a host: ignored
+  }
+  return status;
 }
 
 }  // namespace
@@ -64,26 +88,81 @@ bool amdsmi_counter_plausible(double measured_mj, double expected_mj) {
   return amd_counter::plausible(measured_mj, expected_mj);
 }
 
+std::string AmdSmiAbi::description() const {
+  return fmt::format("AMD SMI {} ({} ABI)", version, lib_major == smi::kLibMajor26 ? "ROCm 7" : "ROCm 6.x");
+}
+
+Result<AmdSmiAbi> choose_abi(const smi::Version& version, const std::string& library) {
+  const uint32_t first = version.word[0];
+  AmdSmiAbi abi;
+  abi.lib_major = first;
+  if (first == smi::kLibMajor24) {
+    // 24.x: year.major.minor.release; the year is the ABI's number. Caps were in W until 24.5.2.
+    const uint32_t major = version.word[1];
+    const uint32_t minor = version.word[2];
+    abi.version = fmt::format("{}.{}.{}", first, major, minor);
+    abi.power_caps_in_w = major < 5 || (major == 5 && minor < 2);
+    return abi;
+  }
+  abi.version = fmt::format("{}.{}.{}", first, version.word[1], version.word[2]);
+  if (first == smi::kLibMajor25 || first == smi::kLibMajor26) {
+    return abi;
+  }
+  // 23.x (ROCm 6.0 and older) and anything newer than joule: their structures would be misread.
+  return fail(
+      ErrorCode::kNotSupported,
+      "the AMD SMI library '{}' is version {}, but joule reads only AMD SMI {}.x and {}.x (ROCm 6.1 to "
+      "6.4) and {}.x (ROCm 7), whose data layouts it knows; AMD GPUs are read through ROCm SMI instead",
+      library, abi.version, smi::kLibMajor24, smi::kLibMajor25, smi::kLibMajor26);
+}
+
+Result<AmdSmiPower> AmdSmiLibrary::power_info(smi::ProcessorHandle handle, std::string_view action) const {
+  AmdSmiPower power;
+  smi::Status status = smi::Status::kSuccess;
+  switch (abi_.lib_major) {
+    case smi::kLibMajor24:
+      status = amdsmi_read_power<smi::PowerInfoV24>(functions_, handle, power);
+      break;
+    case smi::kLibMajor25:
+      status = amdsmi_read_power<smi::PowerInfoV25>(functions_, handle, power);
+      break;
+    default:
+      status = amdsmi_read_power<smi::PowerInfoV26>(functions_, handle, power);
+      break;
+  }
+  JOULE_TRY(check(status, action));
+  return power;
+}
+
+Result<AmdSmiPowerCaps> AmdSmiLibrary::power_cap_info(smi::ProcessorHandle handle, uint32_t sensor,
+                                                      std::string_view action) const {
+  smi::PowerCapInfo info{};
+  JOULE_TRY(check(functions_.amdsmi_get_power_cap_info(handle, sensor, &info), action));
+  const uint64_t to_uw = abi_.power_caps_in_w ? 1'000'000 : 1;
+  return AmdSmiPowerCaps{info.power_cap * to_uw, info.default_power_cap * to_uw, info.min_power_cap * to_uw,
+                         info.max_power_cap * to_uw};
+}
+
 Result<std::shared_ptr<const AmdSmiLibrary>> AmdSmiLibrary::open(const std::string& library) {
   dlerror();
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     return fail(ErrorCode::kLibraryMissing,
-                "cannot load the AMD SMI library '{}': {}. Install AMD SMI (ROCm 7's amd-smi-lib package), "
-                "or set JOULE_AMD_SMI_LIBRARY to the full path of libamd_smi.so",
+                "cannot load the AMD SMI library '{}': {}. Install AMD SMI (the amd-smi-lib package of ROCm "
+                "6.1 or later), or set JOULE_AMD_SMI_LIBRARY to the full path of libamd_smi.so",
                 library, amdsmi_dl_error_text());
   }
   // From here the destructor dlcloses; it calls amdsmi_shut_down only once amdsmi_init has succeeded.
   std::shared_ptr<AmdSmiLibrary> loaded(new AmdSmiLibrary(handle, library));
   AmdSmiFunctions& fn = loaded->functions_;
-#define JOULE_AMD_SMI_RESOLVE(symbol, type)                                                                \
-  fn.symbol = reinterpret_cast<smi::type>(dlsym(handle, #symbol));                                         \
-  if (fn.symbol == nullptr) {                                                                              \
-    return fail(ErrorCode::kLibraryMissing,                                                                \
-                "the AMD SMI library '{}' has no function " #symbol                                        \
-                "; it is not AMD SMI {} (ROCm 7). Install ROCm 7's AMD SMI, or set JOULE_AMD_SMI_LIBRARY " \
-                "to the full path of another libamd_smi.so",                                               \
-                library, smi::kSupportedLibMajor);                                                         \
+#define JOULE_AMD_SMI_RESOLVE(symbol, type)                                                          \
+  fn.symbol = reinterpret_cast<smi::type>(dlsym(handle, #symbol));                                   \
+  if (fn.symbol == nullptr) {                                                                        \
+    return fail(ErrorCode::kLibraryMissing,                                                          \
+                "the AMD SMI library '{}' has no function " #symbol                                  \
+                "; it is not AMD SMI 24.x to 26.x (ROCm 6.1 to 7). Install the AMD SMI of ROCm 6.1 " \
+                "or later, or set JOULE_AMD_SMI_LIBRARY to the full path of another libamd_smi.so",  \
+                library);                                                                            \
   }
   JOULE_AMD_SMI_FUNCTIONS(JOULE_AMD_SMI_RESOLVE)
 #undef JOULE_AMD_SMI_RESOLVE
@@ -92,17 +171,11 @@ Result<std::shared_ptr<const AmdSmiLibrary>> AmdSmiLibrary::open(const std::stri
                           fmt::format("cannot initialise AMD SMI ('{}')", library)));
   loaded->initialised_ = true;
 
-  // The structures joule declares are those of one major version; any other would be misread.
+  // The structures differ between major versions: choose the layouts the library speaks, or refuse.
   smi::Version version{};
   JOULE_TRY(loaded->check(fn.amdsmi_get_lib_version(&version),
                           fmt::format("cannot read the version of the AMD SMI library '{}'", library)));
-  if (version.major != smi::kSupportedLibMajor) {
-    // Before 26.x, amdsmi_version_t began with the year (24 for ROCm 6.x): that is what `major` shows then.
-    return fail(ErrorCode::kNotSupported,
-                "the AMD SMI library '{}' is version {}.{}.{}, but joule reads only AMD SMI {}.x (ROCm 7), "
-                "whose data layouts it knows; AMD GPUs are read through ROCm SMI instead",
-                library, version.major, version.minor, version.release, smi::kSupportedLibMajor);
-  }
+  loaded->abi_ = JOULE_TRY(choose_abi(version, library));
   return std::shared_ptr<const AmdSmiLibrary>(std::move(loaded));
 }
 

@@ -100,8 +100,8 @@ TEST_F(AmdSmiTest, AbsentLibraryExplainsTheFix) {
   JOULE_EXPECT_ERROR(
       open({}, 0, "/nonexistent/libamd_smi.so"), ErrorCode::kLibraryMissing,
       "cannot load the AMD SMI library '/nonexistent/libamd_smi.so': /nonexistent/libamd_smi.so: "
-      "cannot open shared object file: No such file or directory. Install AMD SMI (ROCm 7's "
-      "amd-smi-lib package), or set JOULE_AMD_SMI_LIBRARY to the full path of libamd_smi.so");
+      "cannot open shared object file: No such file or directory. Install AMD SMI (the amd-smi-lib "
+      "package of ROCm 6.1 or later), or set JOULE_AMD_SMI_LIBRARY to the full path of libamd_smi.so");
 }
 
 TEST_F(AmdSmiTest, MissingSymbolIsNamed) {
@@ -110,8 +110,9 @@ TEST_F(AmdSmiTest, MissingSymbolIsNamed) {
   JOULE_EXPECT_ERROR(
       open({}, 0, library), ErrorCode::kLibraryMissing,
       "the AMD SMI library '" + library +
-          "' has no function amdsmi_get_power_info; it is not AMD SMI 26 (ROCm 7). Install ROCm "
-          "7's AMD SMI, or set JOULE_AMD_SMI_LIBRARY to the full path of another libamd_smi.so");
+          "' has no function amdsmi_get_power_info; it is not AMD SMI 24.x to 26.x (ROCm 6.1 to 7). "
+          "Install the AMD SMI of ROCm 6.1 or later, or set JOULE_AMD_SMI_LIBRARY to the full path of "
+          "another libamd_smi.so");
 }
 
 TEST_F(AmdSmiTest, InitFailureCarriesAmdSmiText) {
@@ -124,15 +125,24 @@ TEST_F(AmdSmiTest, InitFailureCarriesAmdSmiText) {
   EXPECT_FALSE(called("amdsmi_shut_down"));  // never shut down what did not start
 }
 
-TEST_F(AmdSmiTest, OtherMajorVersionsAreRefused) {
-  configure("lib_major=24\n");
+TEST_F(AmdSmiTest, UnknownMajorVersionsAreRefusedNamingTheSupportedOnes) {
+  configure("lib_major=27\n");
   JOULE_EXPECT_ERROR(
       open(), ErrorCode::kNotSupported,
-      fmt::format("the AMD SMI library '{}' is version 24.1.0, but joule reads only AMD SMI 26.x "
-                  "(ROCm 7), whose data layouts it knows; AMD GPUs are read through ROCm SMI "
-                  "instead",
+      fmt::format("the AMD SMI library '{}' is version 27.1.0, but joule reads only AMD SMI 24.x and 25.x "
+                  "(ROCm 6.1 to 6.4) and 26.x (ROCm 7), whose data layouts it knows; AMD GPUs are read "
+                  "through ROCm SMI instead",
                   kFakeAmdSmi));
   EXPECT_TRUE(called("amdsmi_shut_down"));
+  // ROCm 6.0's AMD SMI (23.x, year first) is older than any layout joule knows.
+  const test::ScopedEnv version("JOULE_FAKE_AMDSMI_VERSION", "23.4.0");
+  configure("");
+  JOULE_EXPECT_ERROR(
+      open(), ErrorCode::kNotSupported,
+      fmt::format("the AMD SMI library '{}' is version 23.4.0, but joule reads only AMD SMI 24.x and 25.x "
+                  "(ROCm 6.1 to 6.4) and 26.x (ROCm 7), whose data layouts it knows; AMD GPUs are read "
+                  "through ROCm SMI instead",
+                  kFakeAmdSmi));
 }
 
 TEST_F(AmdSmiTest, SocketListingFailure) {
@@ -358,7 +368,113 @@ TEST_F(AmdSmiTest, TelemetryDeviceErrorsAreNotDisguisedAsUnsupported) {
                      "Device busy");
 }
 
+// --- The ABIs of ROCm 6.x
+// ------------------------------------------------------------------------------------
+
+/// The fake presents the ABI of the library version in JOULE_FAKE_AMDSMI_VERSION.
+class AmdSmiAbiTest : public AmdSmiTest {
+ protected:
+  Result<AmdSmiGpus> open_version(const char* version) {
+    version_.emplace("JOULE_FAKE_AMDSMI_VERSION", version);
+    return open_amdsmi(AmdSmiOptions{kFakeAmdSmi, 0}, {});
+  }
+
+ private:
+  std::optional<test::ScopedEnv> version_;
+};
+
+TEST_F(AmdSmiAbiTest, EachAbiIsChosenFromTheVersionAndNamed) {
+  configure("");
+  EXPECT_EQ(open_version("24.6.3").value().abi, "AMD SMI 24.6.3 (ROCm 6.x ABI)");
+  EXPECT_EQ(open_version("25.3.0").value().abi, "AMD SMI 25.3.0 (ROCm 6.x ABI)");
+  EXPECT_EQ(open_version("26.1.0").value().abi, "AMD SMI 26.1.0 (ROCm 7 ABI)");
+}
+
+TEST_F(AmdSmiAbiTest, Rocm61To63LayoutsReadPowerCapsAndTelemetry) {
+  configure(
+      "devices=2\ndevice.0.power_w=251\ndevice.1.power_w=180\ndevice.1.instantaneous_power=false\n"
+      "device.0.power_cap_min_w=100.5\ndevice.0.power_cap_max_w=750\ndevice.0.power_cap_default_w=700\n"
+      "device.0.power_cap_w=750\ndevice.0.sclk_mhz=500,1700\ndevice.0.gfx_activity_pct=93\n");
+  auto opened = open_version("24.6.3");
+  ASSERT_TRUE(opened) << opened.error().message();
+  const auto& gpus = opened->gpus;
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->info().name, "Fake AMD Instinct 0");
+  EXPECT_EQ(gpus[0]->power_mw().value(), 251'000u);
+  EXPECT_EQ(gpus[1]->power_mw().value(), 180'000u);  // from average_socket_power
+  const auto constraints = gpus[0]->power_limit_constraints().value();
+  EXPECT_EQ(constraints.min_mw, 100'500u);
+  EXPECT_EQ(constraints.max_mw, 750'000u);
+  EXPECT_EQ(constraints.default_mw, 700'000u);
+  ASSERT_TRUE(gpus[0]->set_power_limit_mw(400'000).has_value());
+  EXPECT_TRUE(called("amdsmi_set_power_cap 0 400000000"));  // µW on the wire in every ABI
+  EXPECT_EQ(gpus[0]->power_limit_mw().value(), 400'000u);
+  EXPECT_EQ(gpus[0]->sm_clock_mhz().value(), 1700u);
+  EXPECT_EQ(gpus[0]->gpu_utilization_pct().value(), 93u);
+  EXPECT_TRUE(gpus[0]->energy_mj().has_value());
+}
+
+TEST_F(AmdSmiAbiTest, Rocm610CapsInWattsAreConverted) {
+  // AMD SMI before 24.5.2 (ROCm 6.1.0 and 6.1.1) reported power caps in W; setting one was always µW.
+  configure(
+      "device.0.power_cap_min_w=100\ndevice.0.power_cap_max_w=300\ndevice.0.power_cap_default_w=250\n"
+      "device.0.power_cap_w=300\n");
+  auto opened = open_version("24.5.1");
+  ASSERT_TRUE(opened) << opened.error().message();
+  const auto& gpu = opened->gpus.at(0);
+  const auto constraints = gpu->power_limit_constraints().value();
+  EXPECT_EQ(constraints.min_mw, 100'000u);
+  EXPECT_EQ(constraints.max_mw, 300'000u);
+  EXPECT_EQ(constraints.default_mw, 250'000u);
+  EXPECT_EQ(gpu->power_limit_mw().value(), 300'000u);
+  ASSERT_TRUE(gpu->set_power_limit_mw(200'000).has_value());
+  EXPECT_TRUE(called("amdsmi_set_power_cap 0 200000000"));
+}
+
+TEST_F(AmdSmiAbiTest, Rocm64LayoutIgnoresTheHostOnlySocketPower) {
+  configure("devices=2\ndevice.0.power_w=300\ndevice.1.power_w=none\n");
+  auto opened = open_version("25.3.0");
+  ASSERT_TRUE(opened) << opened.error().message();
+  const auto& gpus = opened->gpus;
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]->power_mw().value(), 300'000u);
+  // 25.x's socket_power holds a host's µW reading (the fake puts one there): not board power on bare metal.
+  JOULE_EXPECT_ERROR(gpus[1]->power_mw(), ErrorCode::kNotSupported,
+                     "cannot read the power of GPU 1 (Fake AMD Instinct 1): AMD SMI reports no socket power "
+                     "for it");
+  EXPECT_EQ(gpus[0]->power_limit_mw().value(), 300'000u);
+}
+
+TEST_F(AmdSmiAbiTest, StatusesAreConvertedInEveryAbi) {
+  configure("fail.amdsmi_get_power_info=NO_PERM\n");
+  for (const char* version : {"24.7.1", "25.3.0"}) {
+    auto opened = open_version(version);
+    ASSERT_TRUE(opened) << opened.error().message();
+    JOULE_EXPECT_ERROR(
+        opened->gpus.at(0)->power_mw(), ErrorCode::kPermissionDenied,
+        "cannot read the power of GPU 0 (Fake AMD Instinct 0): AMDSMI_STATUS_NO_PERM: (fake) "
+        "Permission Denied. Changing AMD GPU settings needs root: run joule as root (e.g. with "
+        "sudo)");
+  }
+}
+
 // --- Helpers ----------------------------------------------------------------------------------------------
+
+TEST(AmdSmiHelpers, ChooseAbiFromTheVersionWords) {
+  using amdsmi_detail::choose_abi;
+  const auto rocm61 = choose_abi(amd_smi::Version{{24, 5, 0, 0}, nullptr}, "lib").value();
+  EXPECT_EQ(rocm61.lib_major, 24u);
+  EXPECT_TRUE(rocm61.power_caps_in_w);
+  EXPECT_EQ(rocm61.description(), "AMD SMI 24.5.0 (ROCm 6.x ABI)");
+  EXPECT_FALSE(choose_abi(amd_smi::Version{{24, 5, 2, 0}, nullptr}, "lib").value().power_caps_in_w);
+  EXPECT_FALSE(choose_abi(amd_smi::Version{{25, 0, 0, 0}, nullptr}, "lib").value().power_caps_in_w);
+  EXPECT_EQ(choose_abi(amd_smi::Version{{26, 0, 1, 0}, nullptr}, "lib").value().description(),
+            "AMD SMI 26.0.1 (ROCm 7 ABI)");
+  JOULE_EXPECT_ERROR(choose_abi(amd_smi::Version{{0, 0, 0, 0}, nullptr}, "lib"), ErrorCode::kNotSupported,
+                     "the AMD SMI library 'lib' is version 0.0.0, but joule reads only AMD SMI 24.x and 25.x "
+                     "(ROCm 6.1 to 6.4) and 26.x (ROCm 7), whose data layouts it knows; AMD GPUs are read "
+                     "through ROCm SMI instead");
+}
 
 TEST(AmdSmiHelpers, StatusCodesMapToErrorCodes) {
   using amd_smi::Status;

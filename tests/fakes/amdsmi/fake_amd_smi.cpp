@@ -5,6 +5,11 @@
 // count from 0 to 1. The energy counter integrates the configured power over real elapsed time, so the
 // backend's counter check really measures something. Each GPU sits on its own socket, as on Instinct systems.
 //
+// The ABI it presents follows the library version in JOULE_FAKE_AMDSMI_VERSION ("MAJOR.MINOR.RELEASE",
+// default 26.1.0; read at each first amdsmi_init): 24.x writes amdsmi_version_t with the year first, the
+// 24.x amdsmi_power_info_t and, before 24.5.2, power caps in W; 25.x its own amdsmi_power_info_t; any other
+// major version the 26.x structures.
+//
 // Build variant (compile definition) leaving out one symbol:
 //   JOULE_FAKE_AMDSMI_OMIT_POWER_INFO    amdsmi_get_power_info (required by joule)
 #include <algorithm>
@@ -77,8 +82,32 @@ struct State {
   std::vector<Socket> sockets;
   std::map<std::string, Status> failures;  // applies to every device
   std::string log_path;
-  uint32_t lib_major = smi::kSupportedLibMajor;
+  uint32_t lib_version[3] = {smi::kLibMajor26, 1, 0};  // major, minor, release
 };
+
+bool caps_in_w(const State& s) {
+  const uint32_t* v = s.lib_version;
+  return v[0] == smi::kLibMajor24 && (v[1] < 5 || (v[1] == 5 && v[2] < 2));
+}
+
+// Reads JOULE_FAKE_AMDSMI_VERSION into `s`. @return "" or what is wrong.
+std::string load_version(State& s) {
+  const char* text = std::getenv("JOULE_FAKE_AMDSMI_VERSION");
+  if (text == nullptr || *text == '\0') {
+    return "";
+  }
+  unsigned major = 0;
+  unsigned minor = 0;
+  unsigned release = 0;
+  char rest = 0;
+  if (std::sscanf(text, "%u.%u.%u%c", &major, &minor, &release, &rest) != 3) {
+    return std::string("JOULE_FAKE_AMDSMI_VERSION='") + text + "' is not MAJOR.MINOR.RELEASE";
+  }
+  s.lib_version[0] = major;
+  s.lib_version[1] = minor;
+  s.lib_version[2] = release;
+  return "";
+}
 
 State& state() {
   static State instance;
@@ -184,7 +213,12 @@ std::string load_config(State& s) {
   s.devices.clear();
   s.failures.clear();
   s.log_path.clear();
-  s.lib_major = smi::kSupportedLibMajor;
+  s.lib_version[0] = smi::kLibMajor26;
+  s.lib_version[1] = 1;
+  s.lib_version[2] = 0;
+  if (std::string problem = load_version(s); !problem.empty()) {
+    return problem;
+  }
   joule::fake::ConfigEntries entries;
   if (std::string problem = joule::fake::read_amd_config("JOULE_FAKE_AMDSMI_CONFIG", entries);
       !problem.empty()) {
@@ -208,7 +242,7 @@ std::string load_config(State& s) {
           return "";
         }
         if (key == "lib_major") {
-          s.lib_major = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+          s.lib_version[0] = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
           return "";
         }
         return joule::fake::apply_failure_key(key, value, s.failures, parse_status).value_or("unknown key");
@@ -271,6 +305,17 @@ void fill_frequencies(const std::vector<uint64_t>& values_mhz, size_t current, s
   for (size_t i = 0; i < values_mhz.size(); ++i) {
     out->frequency[i] = values_mhz[i] * 1'000'000;
   }
+}
+
+// Fills the amdsmi_power_info_t members every ABI has. Unsupported members are UINT32_MAX, as amdsmi.h
+// documents.
+template <class Info>
+void fill_power(const Device& device, Info& info) {
+  const auto watts = static_cast<uint32_t>(std::llround(device.effective_power_w()));
+  info.current_socket_power = device.power_available && device.instantaneous_power ? watts : kNotAvailable;
+  info.average_socket_power = device.power_available ? watts : kNotAvailable;
+  info.gfx_voltage = info.soc_voltage = info.mem_voltage = kNotAvailable;
+  info.power_limit = static_cast<uint32_t>(std::llround(device.power_cap_w));
 }
 
 }  // namespace
@@ -348,7 +393,10 @@ Status amdsmi_get_lib_version(smi::Version* version) {
   if (version == nullptr) {
     return Status::kInval;
   }
-  *version = smi::Version{s.lib_major, 1, 0, "fake"};
+  // 24.x: {year, major, minor, release}, so "24.6.3" is year 24, major 6, minor 3, release 0; later:
+  // {major, minor, release, padding}. Either way the words come in the order the version is written.
+  const uint32_t* v = s.lib_version;
+  *version = smi::Version{{v[0], v[1], v[2], 0}, "fake"};
   return Status::kSuccess;
 }
 
@@ -449,19 +497,27 @@ Status amdsmi_get_energy_count(smi::ProcessorHandle processor_handle, uint64_t* 
 }
 
 #ifndef JOULE_FAKE_AMDSMI_OMIT_POWER_INFO
-Status amdsmi_get_power_info(smi::ProcessorHandle processor_handle, smi::PowerInfo* info) {
+Status amdsmi_get_power_info(smi::ProcessorHandle processor_handle, void* info) {
   JOULE_FAKE_DEVICE_CALL("amdsmi_get_power_info")
   if (info == nullptr) {
     return Status::kInval;
   }
-  *info = smi::PowerInfo{};
-  const auto watts = static_cast<uint32_t>(std::llround(device->effective_power_w()));
-  // Unsupported members are UINT32_MAX, as amdsmi.h documents.
-  info->current_socket_power = device->power_available && device->instantaneous_power ? watts : kNotAvailable;
-  info->average_socket_power = device->power_available ? watts : kNotAvailable;
-  info->socket_power = device->power_available ? watts : kNotAvailable;
-  info->gfx_voltage = info->soc_voltage = info->mem_voltage = kNotAvailable;
-  info->power_limit = static_cast<uint32_t>(std::llround(device->power_cap_w));
+  if (s.lib_version[0] == smi::kLibMajor24) {
+    auto* v24 = static_cast<smi::PowerInfoV24*>(info);
+    *v24 = smi::PowerInfoV24{};
+    fill_power(*device, *v24);
+  } else if (s.lib_version[0] == smi::kLibMajor25) {
+    auto* v25 = static_cast<smi::PowerInfoV25*>(info);
+    *v25 = smi::PowerInfoV25{};
+    fill_power(*device, *v25);
+    v25->socket_power = 123'456'789;  // µW, a host's reading: a bare-metal reader must ignore it
+  } else {
+    auto* v26 = static_cast<smi::PowerInfoV26*>(info);
+    *v26 = smi::PowerInfoV26{};
+    fill_power(*device, *v26);
+    const auto watts = static_cast<uint32_t>(std::llround(device->effective_power_w()));
+    v26->socket_power = device->power_available ? watts : kNotAvailable;
+  }
   return Status::kSuccess;
 }
 #endif
@@ -473,11 +529,15 @@ Status amdsmi_get_power_cap_info(smi::ProcessorHandle processor_handle, uint32_t
     return Status::kInval;
   }
   *info = smi::PowerCapInfo{};
-  info->power_cap = w_to_uw(device->power_cap_w);
-  info->default_power_cap = w_to_uw(device->power_cap_default_w);
+  // µW, except in 24.x before 24.5.2, which reported whole W.
+  const auto unit = [&s](double watts) {
+    return caps_in_w(s) ? static_cast<uint64_t>(std::llround(watts)) : w_to_uw(watts);
+  };
+  info->power_cap = unit(device->power_cap_w);
+  info->default_power_cap = unit(device->power_cap_default_w);
   info->dpm_cap = device->sclk_mhz.empty() ? 0 : device->sclk_mhz.back();
-  info->min_power_cap = w_to_uw(device->power_cap_min_w);
-  info->max_power_cap = w_to_uw(device->power_cap_max_w);
+  info->min_power_cap = unit(device->power_cap_min_w);
+  info->max_power_cap = unit(device->power_cap_max_w);
   return Status::kSuccess;
 }
 
