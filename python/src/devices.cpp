@@ -100,7 +100,7 @@ void bind_gpu(py::module_& module) {
       .def_property_readonly("uuid", [](const GpuRef& ref) { return ref.gpu->info().uuid; })
       .def_property_readonly(
           "backend", [](const GpuRef& ref) { return ref.gpu->info().backend; },
-          "'nvml', 'rocm', 'sim' or 'daemon'.")
+          "'nvml', 'levelzero', 'amdsmi', 'rocm', 'jetson', 'sim' or 'daemon'.")
       .def_property_readonly(
           "has_energy_counter", [](const GpuRef& ref) { return ref.gpu->info().has_energy_counter; },
           "False if energy must be estimated from power samples.")
