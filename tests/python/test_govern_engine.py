@@ -88,48 +88,76 @@ def stack(tmp_path, joule_binary):
                     process.wait()
 
 
-def test_the_sidecar_governs_the_example_engine_through_the_daemon(stack, tmp_path, joule_binary):
-    socket, url, audit = stack
-    decisions = tmp_path / "decisions.jsonl"
+def govern_once(joule_binary, socket: Path, url: str, folder: Path):
+    """The sidecar on the engine while `joule infer bench` replays the bursty trace. Returns the running sidecar,
+    its decisions, the bench's report and the rows of its per-request CSV."""
+    folder.mkdir()
+    decisions = folder / "decisions.jsonl"
     sidecar = subprocess.Popen(
         [str(joule_binary), "--daemon", str(socket), "infer", "govern", "--engine", url, "--slo-ttft-s",
          str(SLO_TTFT_S), "--slo-tpot-s", str(SLO_TPOT_S), "--interval-s", "0.5", "--decisions-out",
-         str(decisions), "--lock-dir", str(tmp_path)],  # its own: a concurrent run governs a GPU of the same UUID
+         str(decisions), "--lock-dir", str(folder)],  # its own: a concurrent run governs a GPU of the same UUID
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert sidecar.stdout.readline().startswith("governing "), sidecar.stderr.read()
-        trace = tmp_path / "bursty.csv"
+        trace = folder / "bursty.csv"
         bursty_trace(trace)
         bench = subprocess.run(
             [str(joule_binary), "--daemon", str(socket), "infer", "bench", "--endpoint", url, "--trace", str(trace),
-             "--prompt-unit", "char", "--format", "json", "--requests-out", str(tmp_path / "requests.csv")],
+             "--prompt-unit", "char", "--format", "json", "--requests-out", str(folder / "requests.csv")],
             capture_output=True, text=True, timeout=120)
         assert bench.returncode == 0, bench.stderr
-        report = json.loads(bench.stdout)
-        lines = [json.loads(line) for line in decisions.read_text().splitlines()]
+    except BaseException:
+        sidecar.kill()
+        sidecar.wait()
+        raise
+    lines = [json.loads(line) for line in decisions.read_text().splitlines()]
+    return sidecar, lines, json.loads(bench.stdout), (folder / "requests.csv").read_text().splitlines()
+
+
+def timing_problems(lines: list[dict], report: dict) -> list[str]:
+    """What depends on the machine's pace: the clock's path and the latencies (the example is Python in real
+    time, so a machine starved of CPU slows its steps whatever the clock)."""
+    start = lines[0]["time_s"]
+    top = lines[0]["knob"]["value"]
+
+    def knobs(from_s: float, to_s: float) -> list[int]:
+        return [line["knob"]["value"] for line in lines if from_s <= line["time_s"] - start < to_s and line["knob"]]
+
+    story = "; ".join(f"{l['time_s'] - start:.1f}s {l['knob']['value']} {l['reason']}" for l in lines if l["changed"])
+    problems = []
+    # Down while calm, and back up in the burst: its longer iterations at the calm clock would pass the TPOT SLO.
+    if not min(knobs(0, CALM_S)) < 0.8 * top:
+        problems.append("the clock did not go well down while calm")
+    before_burst = knobs(CALM_S - 1, CALM_S)[-1]
+    if not max(knobs(*BURST_S)) > before_burst:
+        problems.append("the clock never went up in the burst")
+    # The SLO holds (the example reports each request's TTFT and TPOT; p99 over the run).
+    if report["p99_ttft_s"] > SLO_TTFT_S:
+        problems.append(f"p99 TTFT {report['p99_ttft_s']:.3f} s over the SLO")
+    if report["p99_tpot_s"] > SLO_TPOT_S:
+        problems.append(f"p99 TPOT {report['p99_tpot_s']:.3f} s over the SLO")
+    return [f"{problem}: {story}" for problem in problems]
+
+
+def test_the_sidecar_governs_the_example_engine_through_the_daemon(stack, tmp_path, joule_binary):
+    socket, url, audit = stack
+    # A real-time run on a shared machine: one more try, on the same engine, when only what depends on the
+    # machine's pace missed (CI runs other suites beside this one). Everything else is checked on the run kept.
+    sidecar, lines, report, rows = govern_once(joule_binary, socket, url, tmp_path / "run1")
+    problems = timing_problems(lines, report)
+    if problems:
+        print("first run:", *problems, sep="\n  ", file=sys.stderr)
+        sidecar.send_signal(signal.SIGTERM)
+        sidecar.wait(timeout=10)
+        sidecar, lines, report, rows = govern_once(joule_binary, socket, url, tmp_path / "run2")
+        problems = timing_problems(lines, report)
+    try:
+        assert not problems, "\n".join(problems)
         # The sidecar ran the whole time and never lost the engine.
         assert all(line["state"] != "waiting" for line in lines), [l["reason"] for l in lines if l["state"] == "waiting"]
-        start = lines[0]["time_s"]
-        top = lines[0]["knob"]["value"]
-
-        def knobs(from_s: float, to_s: float) -> list[int]:
-            return [line["knob"]["value"] for line in lines if from_s <= line["time_s"] - start < to_s and line["knob"]]
-
-        def story() -> str:
-            return "; ".join(f"{l['time_s'] - start:.1f}s {l['knob']['value']} {l['reason']}" for l in lines if l["changed"])
-
-        # Down while calm, and back up in the burst: its longer iterations at the calm clock would pass the TPOT
-        # SLO.
-        calm = knobs(0, CALM_S)
-        assert min(calm) < 0.8 * top, f"the clock did not go well down while calm: {story()}"
-        before_burst = knobs(CALM_S - 1, CALM_S)[-1]
-        assert max(knobs(*BURST_S)) > before_burst, f"the clock never went up in the burst: {story()}"
-        # The SLO holds (the example reports each request's TTFT and TPOT; p99 over the run).
         assert report["requests_ok"] == report["requests"]
-        assert report["p99_ttft_s"] <= SLO_TTFT_S, f"p99 TTFT {report['p99_ttft_s']} s: {story()}"
-        assert report["p99_tpot_s"] <= SLO_TPOT_S, f"p99 TPOT {report['p99_tpot_s']} s: {story()}"
         # Per-request energies and the idle energy add up to the GPU's counter over the run, within 1%.
-        rows = (tmp_path / "requests.csv").read_text().splitlines()
         header = rows[0].split(",")
         column = header.index("energy_j")
         requests_j = sum(float(row.split(",")[column]) for row in rows[1:])
