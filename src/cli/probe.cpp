@@ -22,11 +22,29 @@ struct ProbeFlags {
   std::string out;
   bool read_only = false;
   bool quick = false;
+  bool real_time = false;
 };
+
+// A simulated GPU is probed in virtual time (the card is the same on every machine, made in milliseconds)
+// unless --real-time asks for the pace of a real device.
+device::DeviceSet open_probed_devices(const GlobalOptions& global, const ProbeFlags& flags) {
+  auto options = value_or_throw(discovery_options(global));
+  if (flags.real_time && !options.sim_spec) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        "--real-time applies to simulated GPUs only (--sim): a real device always runs in real time");
+  }
+  if (options.sim_spec && !flags.real_time) {
+    options.clock =
+        std::make_shared<VirtualClock>(SteadyClock::instance().to_unix_ns(SteadyClock::instance().now()));
+  }
+  options.cpus = false;
+  return value_or_throw(device::discover(options));
+}
 
 int run_probe(const GlobalOptions& global, const ProbeFlags& flags) {
   std::optional<OutputFile> output = open_output(flags.out, "--out");
-  const device::DeviceSet devices = open_devices(global, true, false);
+  const device::DeviceSet devices = open_probed_devices(global, flags);
   const auto gpus = value_or_throw(devices.select_gpus(std::vector<int>{flags.gpu}));
   device::Gpu& gpu = *gpus.front();
   probe::ProbeOptions options = flags.quick ? probe::quick_probe_options() : probe::ProbeOptions{};
@@ -62,6 +80,8 @@ void add_probe_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       "--read-only", flags->read_only,
       "Measure only what needs no setting (counter period and error, ranges): no privilege needed");
   command->add_flag("--quick", flags->quick, "A short probe: 3 knob values, 5 ms runs");
+  command->add_flag("--real-time", flags->real_time,
+                    "With --sim: probe the simulated GPU in real time (seconds) instead of virtual time");
   set_examples(*command, {"sudo joule probe --out card.json", "joule probe --read-only",
                           "joule --sim v100 probe --quick"});
   command->callback([&global, &exit_code, flags] { exit_code = probe_detail::run_probe(global, *flags); });

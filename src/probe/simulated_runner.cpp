@@ -94,12 +94,18 @@ class SimulatedRunner final : public KernelRunner {
     Clock& clock = gpu_.clock();
     const Nanos start = clock.now();
     KernelRunResult result;
+    double busy_s = 0;  // the kernels' time so far: each chunk ends at start + busy_s, so that on a real
+                        // clock the sleeps' overshoot does not add up
     while (result.iterations < iterations) {
       // The settings may change in `between`, so each chunk takes the iteration time in force.
       const double iteration_s = std::max(1e-9, gpu_.operating_point().iteration_time_s);
       const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(between_interval_s / iteration_s), 1,
                                                 iterations - result.iterations);
-      clock.sleep_for(from_seconds(static_cast<double>(chunk) * iteration_s));
+      busy_s += static_cast<double>(chunk) * iteration_s;
+      const Nanos remaining = start + from_seconds(busy_s) - clock.now();
+      if (remaining > Nanos(0)) {
+        clock.sleep_for(remaining);
+      }
       result.iterations += chunk;
       if (between && !between()) {
         break;
