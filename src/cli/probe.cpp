@@ -43,7 +43,9 @@ device::DeviceSet open_probed_devices(const GlobalOptions& global, const ProbeFl
 }
 
 int run_probe(const GlobalOptions& global, const ProbeFlags& flags) {
-  std::optional<OutputFile> output = open_output(flags.out, "--out");
+  // A path that cannot be written is refused before the probe; the check's temporary file is removed at
+  // once, so that Ctrl-C (which kills the process once the settings are back) leaves nothing behind.
+  const bool to_file = open_output(flags.out, "--out").has_value();
   const device::DeviceSet devices = open_probed_devices(global, flags);
   const auto gpus = value_or_throw(devices.select_gpus(std::vector<int>{flags.gpu}));
   device::Gpu& gpu = *gpus.front();
@@ -55,11 +57,12 @@ int run_probe(const GlobalOptions& global, const ProbeFlags& flags) {
   const probe::Card card = value_or_throw(probe::probe_gpu(gpu, *devices.clock, runner.get(), options));
   // The card is written once, whole, at the end (a temporary file renamed over --out): a probe that is
   // interrupted leaves no card behind.
-  if (!output) {
+  if (!to_file) {
     std::cout << probe::render_card(card);
     return 0;
   }
-  if (!write_or_report(*output, probe::render_card(card), true)) {
+  auto output = value_or_throw(OutputFile::open(flags.out));
+  if (!write_or_report(output, probe::render_card(card), true)) {
     return 1;
   }
   std::cout << probe::summarize_card(card) << fmt::format("card written to {}\n", flags.out);
