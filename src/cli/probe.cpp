@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
+#include "joule/probe/cuda_runner.hpp"
 
 #include "common.hpp"
 #include "usage.hpp"
@@ -53,7 +54,15 @@ int run_probe(const GlobalOptions& global, const ProbeFlags& flags) {
   options.read_only = flags.read_only;
   options.joule_version = kJouleVersion;
   options.progress = [](std::string_view step) { fmt::print(stderr, "joule probe: {}\n", step); };
-  const auto runner = probe::make_simulated_runner(gpu);
+  std::unique_ptr<probe::KernelRunner> runner = probe::make_simulated_runner(gpu);
+  if (!runner && gpu.info().backend == "nvml") {
+    auto cuda = probe::make_cuda_runner(gpu.info().index);
+    if (cuda) {
+      runner = std::move(*cuda);
+    } else {  // the card then lists the frontiers as skipped
+      fmt::print(stderr, "joule probe: no kernels can run: {}\n", cuda.error().message());
+    }
+  }
   const probe::Card card = value_or_throw(probe::probe_gpu(gpu, *devices.clock, runner.get(), options));
   // The card is written once, whole, at the end (a temporary file renamed over --out): a probe that is
   // interrupted leaves no card behind.
