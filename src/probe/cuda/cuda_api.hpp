@@ -21,7 +21,7 @@ using CUfunction = CUfunc_st*;
 struct CUstream_st;
 using CUstream = CUstream_st*;
 
-inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult kCudaSuccess = 0;  ///< CUDA_SUCCESS
 
 /// Function pointers into the driver, resolved by CudaLibrary::open().
 struct CudaApi {

@@ -73,11 +73,11 @@ CudaLibrary::~CudaLibrary() {
 }
 
 Result<void> CudaLibrary::check(CUresult result, std::string_view what) const {
-  if (result == CUDA_SUCCESS) {
+  if (result == kCudaSuccess) {
     return {};
   }
   const char* name = nullptr;
-  if (api_.get_error_name == nullptr || api_.get_error_name(result, &name) != CUDA_SUCCESS ||
+  if (api_.get_error_name == nullptr || api_.get_error_name(result, &name) != kCudaSuccess ||
       name == nullptr) {
     name = "CUDA_ERROR_UNKNOWN";
   }

@@ -42,11 +42,11 @@ FAKE_CUDA_EXPORT CUresult cuInit(unsigned int flags) {
     return fails("cuInit") ? kUnknown : kInvalidValue;
   }
   g_initialised = true;
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuDriverGetVersion(int* version) {
   *version = 12040;
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuDeviceGetCount(int* count) {
   if (!g_initialised) {
@@ -54,15 +54,15 @@ FAKE_CUDA_EXPORT CUresult cuDeviceGetCount(int* count) {
   }
   const char* configured = std::getenv("FAKE_CUDA_DEVICES");
   *count = configured != nullptr ? std::atoi(configured) : 1;
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   *device = ordinal;
-  return ordinal == 0 ? CUDA_SUCCESS : kInvalidDevice;
+  return ordinal == 0 ? kCudaSuccess : kInvalidDevice;
 }
 FAKE_CUDA_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice /*device*/) {
   std::strncpy(name, "Fake GPU", static_cast<size_t>(length));
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuCtxCreate_v2(CUcontext* context, unsigned int /*flags*/, CUdevice device) {
   if (!g_initialised || device != 0) {
@@ -70,23 +70,23 @@ FAKE_CUDA_EXPORT CUresult cuCtxCreate_v2(CUcontext* context, unsigned int /*flag
   }
   g_context = reinterpret_cast<CUcontext>(&g_context_storage);
   *context = g_context;
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuCtxDestroy_v2(CUcontext context) {
   if (context != g_context) {
     return kInvalidContext;
   }
   g_context = nullptr;
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
-  return context == g_context ? CUDA_SUCCESS : kInvalidContext;
+  return context == g_context ? kCudaSuccess : kInvalidContext;
 }
 FAKE_CUDA_EXPORT CUresult cuCtxSynchronize() {
   if (fails("cuCtxSynchronize")) {
     return kUnknown;
   }
-  return g_context != nullptr ? CUDA_SUCCESS : kInvalidContext;
+  return g_context != nullptr ? kCudaSuccess : kInvalidContext;
 }
 FAKE_CUDA_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   const std::string_view ptx(static_cast<const char*>(image));
@@ -95,10 +95,10 @@ FAKE_CUDA_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) 
     return kInvalidPtx;
   }
   *module = reinterpret_cast<CUmodule>(&g_module_storage);
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuModuleUnload(CUmodule /*module*/) {
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
   if (module != reinterpret_cast<CUmodule>(&g_module_storage)) {
@@ -109,7 +109,7 @@ FAKE_CUDA_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule mod
     return 500;  // CUDA_ERROR_NOT_FOUND
   }
   *function = reinterpret_cast<CUfunction>(&g_functions[wanted == "joule_fma" ? 0 : 1]);
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
   if (fails("cuMemAlloc_v2")) {
@@ -117,10 +117,10 @@ FAKE_CUDA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
   }
   *pointer = g_next_pointer;
   g_next_pointer += bytes;
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 FAKE_CUDA_EXPORT CUresult cuMemFree_v2(CUdeviceptr /*pointer*/) {
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 #ifndef FAKE_CUDA_OMIT_LAUNCH
 FAKE_CUDA_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int /*grid_y*/,
@@ -136,32 +136,32 @@ FAKE_CUDA_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned int grid_
   if (g_context == nullptr || !known || params == nullptr || grid_x == 0 || block_x == 0 || block_x > 1024) {
     return kInvalidValue;
   }
-  return CUDA_SUCCESS;
+  return kCudaSuccess;
 }
 #endif
 FAKE_CUDA_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
   switch (error) {
     case 1:
       *name = "CUDA_ERROR_INVALID_VALUE";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     case 2:
       *name = "CUDA_ERROR_OUT_OF_MEMORY";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     case 3:
       *name = "CUDA_ERROR_NOT_INITIALIZED";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     case 101:
       *name = "CUDA_ERROR_INVALID_DEVICE";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     case 201:
       *name = "CUDA_ERROR_INVALID_CONTEXT";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     case 218:
       *name = "CUDA_ERROR_INVALID_PTX";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     case 999:
       *name = "CUDA_ERROR_UNKNOWN";
-      return CUDA_SUCCESS;
+      return kCudaSuccess;
     default:
       return kInvalidValue;
   }
