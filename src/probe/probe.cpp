@@ -67,6 +67,10 @@ Result<void> check_options(const ProbeOptions& options) {
     return fail(ErrorCode::kInvalidArgument,
                 "probe: every window, interval and run time must be a finite number > 0");
   }
+  if (!std::isfinite(options.knob_settle_s) || options.knob_settle_s < 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                "probe: the settling time after a knob change must be a finite number ≥ 0");
+  }
   if (options.latency_tries < 1 || options.power_limit_values < 2 || options.sm_clock_values < 2) {
     return fail(
         ErrorCode::kInvalidArgument,
@@ -400,6 +404,7 @@ class Prober {
       JOULE_TRY(check_cancel());
       report(fmt::format("{} frontier: {:g} {}", knob, value * to_unit, unit));
       JOULE_TRY(set(value));
+      JOULE_TRY(hold(options_.knob_settle_s));
       compute.points.push_back(
           JOULE_TRY(measure_row(Kernel::kCompute, compute_iterations_, value * to_unit)));
       memory.points.push_back(JOULE_TRY(measure_row(Kernel::kMemory, memory_iterations_, value * to_unit)));
@@ -410,6 +415,16 @@ class Prober {
     card.frontiers.push_back(std::move(compute));
     card.frontiers.push_back(std::move(memory));
     return {};
+  }
+
+  // Runs the compute kernel for `seconds` (a new knob value settles under load before it is measured).
+  Result<void> hold(double seconds) {
+    if (seconds <= 0) {
+      return {};
+    }
+    const double until_s = now_s() + seconds;
+    const auto wait = [&]() -> Result<bool> { return now_s() < until_s; };
+    return drive(Kernel::kCompute, std::max(seconds / 10, 1e-4), wait);
   }
 
   // Iterations per run: run_s worth at the settings the probe found (the fastest, normally).
@@ -478,6 +493,7 @@ ProbeOptions quick_probe_options() {
   options.power_limit_values = 3;
   options.sm_clock_values = 3;
   options.run_s = 0.005;
+  options.knob_settle_s = 0.005;
   return options;
 }
 
