@@ -175,6 +175,11 @@ TEST(Probe, RefusesBadOptions) {
   ASSERT_FALSE(card);
   EXPECT_EQ(card.error().message(),
             "probe: latency tries must be ≥ 1 and knob values ≥ 2, got 5 tries, 1 power limits, 3 clocks");
+  options = quick_probe_options();
+  options.knob_settle_s = -1;
+  card = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), options);
+  ASSERT_FALSE(card);
+  EXPECT_EQ(card.error().message(), "probe: the settling time after a knob change must be a finite number ≥ 0");
   EXPECT_TRUE(sim.gpu->settings_log().empty());
 }
 
