@@ -93,10 +93,10 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"devcies"}, "unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')"},
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
-       "serve, job, carbon, infer, counters, fleet) (see 'joule --help')"},
+       "serve, job, carbon, infer, counters, fleet, probe) (see 'joule --help')"},
       {{},
        "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
-       "infer, counters, fleet (see 'joule --help')"},
+       "infer, counters, fleet, probe (see 'joule --help')"},
       {{"infer"}, "'joule infer' needs a command: replay, bench, govern (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
@@ -1684,6 +1684,49 @@ TEST(CliInfer, BenchBadInput) {
                2);
   expect_error(bench({"--endpoint", closed, "--trace", trace, "--timeout-s", "0"}),
                "--timeout-s must be a finite number > 0, got 0", 2);
+}
+
+TEST(Cli, ProbeWritesAFrontierCard) {
+  TempDir dir;
+  const std::string path = dir.path() + "/card.json";
+  const auto result = joule({"--sim", "v100", "probe", "--quick", "--out", path});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("card written to " + path), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("joule probe: power_limit frontier: 250 W"), std::string::npos) << result.err;
+  const auto card = nlohmann::json::parse(read_file(path));
+  EXPECT_EQ(card["schema_version"], 1);
+  EXPECT_EQ(card["device"]["model"], "Tesla V100-PCIE-32GB (simulated)");
+  EXPECT_EQ(card["frontiers"].size(), 4u);
+  // --read-only: the card on stdout, nothing set.
+  const auto read_only = joule({"--sim", "a40", "probe", "--quick", "--read-only"});
+  ASSERT_EQ(read_only.exit_code, 0) << read_only.err;
+  const auto printed = nlohmann::json::parse(read_only.out);
+  EXPECT_EQ(printed["read_only"], true);
+  EXPECT_EQ(printed["frontiers"].size(), 0u);
+  const auto real = joule({"probe", "--real-time"});
+  EXPECT_EQ(real.exit_code, 2);
+  EXPECT_EQ(real.err,
+            "joule: error: --real-time applies to simulated GPUs only (--sim): a real device always runs in real "
+            "time\n");
+}
+
+// Ctrl-C in the middle of a probe: the settings are put back, the process dies of the signal, and no card
+// (not even a partial one, nor a temporary file) is left.
+TEST(Cli, ProbeInterruptedLeavesNoCard) {
+  TempDir dir;
+  Process process({JOULE_BINARY, "--sim", "v100", "probe", "--real-time", "--out", dir.path() + "/card.json"},
+                  base_env());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (process.err_so_far().find("frontier") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_NE(process.err_so_far().find("frontier"), std::string::npos) << "the probe never reached a frontier";
+  process.signal(SIGINT);
+  const auto result = process.wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGINT) << result.err;
+  EXPECT_NE(result.err.find("received signal 2; restoring the GPU settings joule changed"), std::string::npos)
+      << result.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

@@ -138,7 +138,8 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
                               "infer govern",
                               "counters",
                               "fleet",
-                              "fleet power"}) {
+                              "fleet power",
+                              "probe"}) {
     EXPECT_EQ(seen.count(command), 1u) << command;
   }
 }
@@ -159,7 +160,7 @@ TEST(CliUsage, EveryUnknownNameExitsTwo) {
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
        "serve, job, "
-       "carbon, infer, counters, fleet) (see 'joule --help')"},
+       "carbon, infer, counters, fleet, probe) (see 'joule --help')"},
       {{"simulate", "--gpu", "h200", "--workload", "imagenet"},
        "unknown GPU 'h200' (traces exist for: v100, a40, p100, rtx6000)"},
       {{"simulate", "--gpu", "v100", "--workload", "mnist"},
