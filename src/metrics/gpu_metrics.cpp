@@ -9,6 +9,8 @@
 
 #include "joule/core/log.hpp"
 #include "joule/core/units.hpp"
+#include "joule/device/nvml.hpp"
+#include "joule/device/visible_devices.hpp"
 
 #include "metrics/buckets.hpp"
 #include "metrics/samples.hpp"
@@ -289,7 +291,11 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
     auto labels = gpu_labels(gpu);
     auto info_labels = labels;
     info_labels.push_back({"backend", gpu.backend});
-    info_labels.push_back({"energy_source", gpu.has_energy_counter ? "counter" : "power"});
+    // A MIG instance's energy is its GPU's × its slice share: estimated, and labelled so.
+    info_labels.push_back({"energy_source", device::is_mig_uuid(gpu.uuid)
+                                                ? std::string(device::kMigEnergyMethod)
+                                            : gpu.has_energy_counter ? "counter"
+                                                                     : "power"});
     info.metric.push_back(gauge_sample(std::move(info_labels), 1));
     if (state.energy_j && state.energy_read) {
       energy.metric.push_back(counter_sample(labels, *state.energy_j));

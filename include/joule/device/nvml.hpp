@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "joule/core/error.hpp"
@@ -17,14 +18,28 @@ struct NvmlOptions {
   std::string library = "libnvidia-ml.so.1";
 };
 
+/// How the energy and power of an NVIDIA MIG instance are estimated (NVML measures only whole GPUs): the
+/// parent GPU's × the instance's share of its compute slices. The name measure::EnergySource reports.
+inline constexpr std::string_view kMigEnergyMethod = "mig-slice-share";
+
 /// Opens every visible NVIDIA GPU, in framework order.
 ///
 /// GPUs older than Volta (or whose driver refuses the energy call) get has_energy_counter = false, so
 /// their energy is estimated from power samples.
+///
+/// GPUs in MIG mode: each MIG instance is a device too (uuid "MIG-…", physical_index its parent's), listed
+/// after the whole GPUs when CUDA_VISIBLE_DEVICES is unset and selected by its UUID otherwise. Its energy
+/// and power are the parent's × mig_compute_share() (kMigEnergyMethod: estimated); reading them fails with
+/// kNotFound, naming the instance, once it has been destroyed. Setting a power limit or clock lock on an
+/// instance is refused (kNotSupported, saying why), and so is a clock lock on a GPU in MIG mode.
 /// @return kLibraryMissing if the library cannot be loaded or lacks a required symbol (the message names
 /// it); kPermissionDenied / kDevice from nvmlInit with NVML's own text; visible-device errors as
 /// resolve_visible_devices() gives them.
 Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& options,
                                                          const VisibleDevices& visible);
+
+/// @return the share of its GPU's compute a MIG instance opened by open_nvml_gpus() holds (its compute
+/// instance's slices over the GPU's MIG slots, 0–1); 1 for any other GPU.
+double mig_compute_share(const Gpu& gpu);
 
 }  // namespace joule::device
