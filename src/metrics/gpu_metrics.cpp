@@ -58,11 +58,23 @@ GpuMetrics::TelemetryFamilies::TelemetryFamilies()
                                      "1 while this reason holds the clocks down, else 0, by reason",
                                      prometheus::MetricType::Gauge)),
       memory_power(make_family("joule_gpu_memory_power_watts", "Memory subsystem power draw in watts",
-                               prometheus::MetricType::Gauge)) {}
+                               prometheus::MetricType::Gauge)),
+      module_power(
+          make_family("joule_gpu_module_power_watts",
+                      "Power of the whole module the GPU is part of (Grace Hopper, Grace Blackwell: "
+                      "GPU, CPU and memory), in watts, scope=\"module\". It includes the GPU's: never "
+                      "add it to joule_gpu_power_watts",
+                      prometheus::MetricType::Gauge)),
+      module_energy(make_family("joule_gpu_module_energy_joules_total",
+                                "Energy of the whole module the GPU is part of, in joules since the driver "
+                                "loaded, scope=\"module\". It includes the GPU's: never add it to "
+                                "joule_gpu_energy_joules_total",
+                                prometheus::MetricType::Counter)) {}
 
 void GpuMetrics::TelemetryFamilies::append_to(std::vector<prometheus::MetricFamily>& families) {
-  for (auto* one : {&temperature, &sm_clock, &memory_clock, &utilization, &memory_utilization,
-                    &clock_event_reasons, &clock_event_active, &memory_power}) {
+  for (auto* one :
+       {&temperature, &sm_clock, &memory_clock, &utilization, &memory_utilization, &clock_event_reasons,
+        &clock_event_active, &memory_power, &module_power, &module_energy}) {
     // A family no GPU reports is left out entirely: unsupported is absent, never zero.
     if (!one->metric.empty()) {
       families.push_back(std::move(*one));
@@ -103,6 +115,24 @@ void GpuMetrics::collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) co
   }
   if (reading.memory_power_mw) {
     out.memory_power.metric.push_back(gauge_sample(labels, *reading.memory_power_mw * kMilli));
+  }
+  // Grace Hopper / Blackwell module scope, a separate series labelled scope="module" (absent elsewhere).
+  auto module_labels = labels;
+  module_labels.push_back({"scope", "module"});
+  const auto module_power = device::nvml_module_power_mw(*gpus_[gpu]);
+  const auto module_energy = device::nvml_module_energy_mj(*gpus_[gpu]);
+  if (module_power) {
+    out.module_power.metric.push_back(gauge_sample(module_labels, *module_power * kMilli));
+  }
+  if (module_energy) {
+    out.module_energy.metric.push_back(
+        counter_sample(module_labels, static_cast<double>(*module_energy) * kMilli));
+  }
+  for (const auto* failed :
+       {module_power ? nullptr : &module_power.error(), module_energy ? nullptr : &module_energy.error()}) {
+    if (failed != nullptr && failed->code() != ErrorCode::kNotSupported) {
+      count_error(gpu, kTelemetry, *failed);
+    }
   }
   // Unsupported readings are a property of the device, not failures; anything else is counted.
   for (const auto& [field, error] : reading.errors) {

@@ -38,6 +38,16 @@ inline constexpr std::string_view kMigEnergyMethod = "mig-slice-share";
 Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& options,
                                                          const VisibleDevices& visible);
 
+/// Grace Hopper / Grace Blackwell module scope: the power and energy of the whole module (GPU, CPU and
+/// memory), read beside the GPU's own (NVML fields NVML_FI_DEV_POWER_INSTANT and NVML_FI_DEV_ENERGY with
+/// NVML_POWER_SCOPE_MODULE). The module includes the GPU: never add these to power_mw() or energy_mj().
+/// Thread-safe (NVML is); no Gpu lock is taken.
+/// @return the module's power in mW; kNotSupported (saying why) on GPUs without a module scope, MIG
+/// instances and other backends' GPUs; NVML's error, converted, for a field that answers another failure.
+Result<uint32_t> nvml_module_power_mw(Gpu& gpu);
+/// @return the module's energy since the driver loaded, in mJ; errors as nvml_module_power_mw().
+Result<uint64_t> nvml_module_energy_mj(Gpu& gpu);
+
 /// @return the share of its GPU's compute a MIG instance opened by open_nvml_gpus() holds (its compute
 /// instance's slices over the GPU's MIG slots, 0–1); 1 for any other GPU.
 double mig_compute_share(const Gpu& gpu);

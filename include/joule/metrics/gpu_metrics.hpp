@@ -101,7 +101,7 @@ class GpuMetrics final : public prometheus::Collectable {
     // Appends the families at least one GPU reported.
     void append_to(std::vector<prometheus::MetricFamily>& families);
     prometheus::MetricFamily temperature, sm_clock, memory_clock, utilization, memory_utilization,
-        clock_event_reasons, clock_event_active, memory_power;
+        clock_event_reasons, clock_event_active, memory_power, module_power, module_energy;
   };
   struct PowerPoint {
     Nanos time{0};

@@ -108,6 +108,38 @@ class NvmlGpu final : public Gpu {
         device_(device),
         mig_enabled_(mig_enabled) {}
 
+  /// @return the module's power (NVML_FI_DEV_POWER_INSTANT at NVML_POWER_SCOPE_MODULE), mW.
+  Result<uint32_t> module_power_mw() {
+    const auto field = JOULE_TRY(read_module_field(nvml::NVML_FI_DEV_POWER_INSTANT, "module power"));
+    if (const auto power_mw = field_to_mw(field)) {
+      return *power_mw;
+    }
+    return fail(ErrorCode::kDevice, "{} reports a module power that is not a power in mW (value type {})",
+                label(), static_cast<int>(field.valueType));
+  }
+
+  /// @return the module's energy since the driver loaded (NVML_FI_DEV_ENERGY at module scope), mJ.
+  Result<uint64_t> module_energy_mj() {
+    const auto field = JOULE_TRY(read_module_field(nvml::NVML_FI_DEV_ENERGY, "module energy"));
+    switch (field.valueType) {
+      case nvml::NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        return static_cast<uint64_t>(field.value.ullVal);
+      case nvml::NVML_VALUE_TYPE_UNSIGNED_LONG:
+        return static_cast<uint64_t>(field.value.ulVal);
+      case nvml::NVML_VALUE_TYPE_UNSIGNED_INT:
+        return static_cast<uint64_t>(field.value.uiVal);
+      case nvml::NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        if (field.value.sllVal >= 0) {
+          return static_cast<uint64_t>(field.value.sllVal);
+        }
+        break;
+      default:
+        break;
+    }
+    return fail(ErrorCode::kDevice, "{} reports a module energy that is not a count of mJ (value type {})",
+                label(), static_cast<int>(field.valueType));
+  }
+
   /// Learns the capabilities that need a device call: the energy counter and instantaneous power.
   void probe() {
     mutable_info().has_energy_counter = probe_energy_counter();
@@ -332,6 +364,34 @@ class NvmlGpu final : public Gpu {
           telemetry_error(field, status, "nvmlDeviceGetUtilizationRates", "reading the utilisation"));
     }
     return utilization;
+  }
+
+  // One module-scope field (Grace Hopper / Grace Blackwell: the GPU, CPU and memory of the module together).
+  Result<nvml::nvmlFieldValue_t> read_module_field(unsigned int field_id, std::string_view reading) {
+    if (api_.device_get_field_values == nullptr) {
+      return fail(ErrorCode::kNotSupported, "{} does not report {}: {} lacks nvmlDeviceGetFieldValues",
+                  label(), reading, library_->name());
+    }
+    nvml::nvmlFieldValue_t field{};
+    field.fieldId = field_id;
+    field.scopeId = nvml::NVML_POWER_SCOPE_MODULE;
+    if (const nvmlReturn_t status = api_.device_get_field_values(device_, 1, &field);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, fmt::format("reading the {}", reading), NvmlAccess::kRead));
+    }
+    if (field.nvmlReturn == nvml::NVML_ERROR_NOT_SUPPORTED) {
+      return fail(
+          ErrorCode::kNotSupported,
+          "{} does not report {}: NVML answers {} for field {} at module scope; only Grace Hopper and "
+          "Grace Blackwell modules report it",
+          label(), reading, library_->status_text(field.nvmlReturn), field_id);
+    }
+    if (field.nvmlReturn != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(
+          error(field.nvmlReturn, fmt::format("reading the {} (field {} at module scope)", reading, field_id),
+                NvmlAccess::kRead));
+    }
+    return field;
   }
 
   // Zeus's rule: the counter exists from Volta on. The probe also catches drivers that refuse the call
@@ -694,6 +754,39 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& opti
     gpus.push_back(std::move(gpu));
   }
   return gpus;
+}
+
+namespace {
+
+// What a GPU that is not an NVML whole GPU answers for a module-scope reading.
+Error no_module_scope(const Gpu& gpu, std::string_view reading) {
+  if (dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr) {
+    return Error(
+        ErrorCode::kNotSupported,
+        fmt::format("{} does not report {}: it is a MIG instance, and the module belongs to its whole "
+                    "GPU; read it on the parent GPU",
+                    gpu.label(), reading));
+  }
+  return Error(ErrorCode::kNotSupported,
+               fmt::format("{} does not report {} ({} backend): only NVIDIA Grace Hopper and Grace Blackwell "
+                           "modules do, through NVML",
+                           gpu.label(), reading, gpu.info().backend));
+}
+
+}  // namespace
+
+Result<uint32_t> nvml_module_power_mw(Gpu& gpu) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->module_power_mw();
+  }
+  return tl::make_unexpected(no_module_scope(gpu, "module power"));
+}
+
+Result<uint64_t> nvml_module_energy_mj(Gpu& gpu) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->module_energy_mj();
+  }
+  return tl::make_unexpected(no_module_scope(gpu, "module energy"));
 }
 
 double mig_compute_share(const Gpu& gpu) {
