@@ -2,15 +2,18 @@
 // Grace Hopper / Grace Blackwell module scope through the NVML backend's real dlopen path: module power and
 // energy read beside the GPU's own, never mixed with them, and absent (with the reason) elsewhere.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <prometheus/metric_family.h>
 
 #include "joule/device/discovery.hpp"
 #include "joule/device/inventory.hpp"
 #include "joule/device/nvml.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
 
 #include "test_util.hpp"
 
@@ -152,6 +155,48 @@ TEST_F(NvmlModuleTest, InventoryShowsTheModuleBesideTheGpu) {
   EXPECT_TRUE(json[1]["module"]["power_w"].is_null());
   EXPECT_NE(json[1]["module"]["error"].get<std::string>().find("only Grace Hopper and Grace Blackwell"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace joule::device
+
+namespace joule::device {
+namespace {
+
+// The value of `family`'s sample whose labels include gpu=`gpu`, or nullopt.
+std::optional<double> sample_of(const std::vector<prometheus::MetricFamily>& families,
+                                const std::string& family, const std::string& gpu, const std::string& scope) {
+  for (const auto& one : families) {
+    if (one.name != family) {
+      continue;
+    }
+    for (const auto& metric : one.metric) {
+      bool gpu_matches = false;
+      bool scope_matches = false;
+      for (const auto& label : metric.label) {
+        gpu_matches = gpu_matches || (label.name == "gpu" && label.value == gpu);
+        scope_matches = scope_matches || (label.name == "scope" && label.value == scope);
+      }
+      if (gpu_matches && scope_matches) {
+        return one.type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+TEST_F(NvmlModuleTest, ExporterHasModuleSeriesLabelledScopeModuleOnlyWhereReported) {
+  auto gpus = open(kModuleConfig);
+  ASSERT_EQ(gpus.size(), 2u);
+  metrics::GpuMetrics exporter({gpus[0].get(), gpus[1].get()}, SteadyClock::instance());
+  const auto families = exporter.Collect();
+  EXPECT_EQ(sample_of(families, "joule_gpu_module_power_watts", "0", "module"), 900.0);
+  const auto energy_j = sample_of(families, "joule_gpu_module_energy_joules_total", "0", "module");
+  ASSERT_TRUE(energy_j.has_value());
+  EXPECT_GE(*energy_j, 5'000.0);
+  // The H100 without a module has no module series (absent, never 0), and no read error for it.
+  EXPECT_FALSE(sample_of(families, "joule_gpu_module_power_watts", "1", "module").has_value());
+  EXPECT_FALSE(sample_of(families, "joule_gpu_module_energy_joules_total", "1", "module").has_value());
 }
 
 }  // namespace
