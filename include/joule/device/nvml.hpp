@@ -2,6 +2,7 @@
 // joule/device/nvml.hpp — NVIDIA GPUs through NVML, loaded at run time with dlopen (no build dependency).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,6 +48,22 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& opti
 Result<uint32_t> nvml_module_power_mw(Gpu& gpu);
 /// @return the module's energy since the driver loaded, in mJ; errors as nvml_module_power_mw().
 Result<uint64_t> nvml_module_energy_mj(Gpu& gpu);
+
+/// One process's SM utilisation over one of the driver's sample periods (1/6 s to 1 s, by product).
+struct ProcessUtilizationSample {
+  uint32_t pid = 0;
+  uint64_t time_us = 0;  ///< when the period ended, µs since 1970 (CPU time)
+  uint32_t sm_pct = 0;   ///< % of the period the process's kernels occupied the SMs, 0–100
+};
+
+/// @return the per-process samples the driver holds newer than `since_us` (µs since 1970; 0: all it holds),
+/// as nvmlDeviceGetProcessUtilization gives them; empty when there is none. The driver keeps a short
+/// history only (seconds), so a long window must be read repeatedly (measure::ProcessEnergyMeter::poll()).
+/// kNotSupported (saying why) for MIG instances, other backends and drivers without the call.
+Result<std::vector<ProcessUtilizationSample>> nvml_process_utilization(Gpu& gpu, uint64_t since_us);
+/// @return the PIDs of the compute processes on the GPU now (nvmlDeviceGetComputeRunningProcesses);
+/// errors as nvml_process_utilization().
+Result<std::vector<uint32_t>> nvml_compute_processes(Gpu& gpu);
 
 /// @return the share of its GPU's compute a MIG instance opened by open_nvml_gpus() holds (its compute
 /// instance's slices over the GPU's MIG slots, 0–1); 1 for any other GPU.

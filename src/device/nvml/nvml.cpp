@@ -140,6 +140,65 @@ class NvmlGpu final : public Gpu {
                 label(), static_cast<int>(field.valueType));
   }
 
+  /// @return the per-process SM utilisation samples newer than `since_us` (nvmlDeviceGetProcessUtilization).
+  Result<std::vector<ProcessUtilizationSample>> process_utilization(uint64_t since_us) {
+    if (api_.device_get_process_utilization == nullptr) {
+      return fail(ErrorCode::kNotSupported,
+                  "{} does not report per-process utilisation: {} lacks nvmlDeviceGetProcessUtilization",
+                  label(), library_->name());
+    }
+    std::vector<nvml::nvmlProcessUtilizationSample_t> buffer;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      auto count = static_cast<unsigned int>(buffer.size());
+      const nvmlReturn_t status = api_.device_get_process_utilization(
+          device_, buffer.empty() ? nullptr : buffer.data(), &count, since_us);
+      if (status == nvml::NVML_ERROR_NOT_FOUND || (status == nvml::NVML_SUCCESS && buffer.empty())) {
+        return std::vector<ProcessUtilizationSample>{};  // no sample newer than since_us
+      }
+      if (status == nvml::NVML_SUCCESS) {
+        std::vector<ProcessUtilizationSample> samples;
+        for (size_t i = 0; i < std::min<size_t>(count, buffer.size()); ++i) {
+          samples.push_back({buffer[i].pid, buffer[i].timeStamp, buffer[i].smUtil});
+        }
+        return samples;
+      }
+      if (status != nvml::NVML_ERROR_INSUFFICIENT_SIZE || count <= buffer.size()) {
+        return tl::make_unexpected(
+            error(status, "reading the per-process utilisation samples", NvmlAccess::kRead));
+      }
+      buffer.resize(count);
+    }
+    return fail(ErrorCode::kDevice, "{}: the per-process utilisation samples kept growing while read",
+                label());
+  }
+
+  /// @return the PIDs of the compute processes running on the GPU (nvmlDeviceGetComputeRunningProcesses).
+  Result<std::vector<uint32_t>> compute_processes() {
+    if (api_.device_get_compute_running_processes == nullptr) {
+      return fail(ErrorCode::kNotSupported,
+                  "{} does not list its processes: {} lacks nvmlDeviceGetComputeRunningProcesses_v3 and _v2",
+                  label(), library_->name());
+    }
+    std::vector<nvml::nvmlProcessInfo_t> buffer;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      auto count = static_cast<unsigned int>(buffer.size());
+      const nvmlReturn_t status = api_.device_get_compute_running_processes(
+          device_, &count, buffer.empty() ? nullptr : buffer.data());
+      if (status == nvml::NVML_SUCCESS) {
+        std::vector<uint32_t> pids;
+        for (size_t i = 0; i < std::min<size_t>(count, buffer.size()); ++i) {
+          pids.push_back(buffer[i].pid);
+        }
+        return pids;
+      }
+      if (status != nvml::NVML_ERROR_INSUFFICIENT_SIZE || count <= buffer.size()) {
+        return tl::make_unexpected(error(status, "listing the compute processes", NvmlAccess::kRead));
+      }
+      buffer.resize(count);
+    }
+    return fail(ErrorCode::kDevice, "{}: the list of compute processes kept growing while read", label());
+  }
+
   /// Learns the capabilities that need a device call: the energy counter and instantaneous power.
   void probe() {
     mutable_info().has_energy_counter = probe_energy_counter();
@@ -787,6 +846,26 @@ Result<uint64_t> nvml_module_energy_mj(Gpu& gpu) {
     return nvml_gpu->module_energy_mj();
   }
   return tl::make_unexpected(no_module_scope(gpu, "module energy"));
+}
+
+Result<std::vector<ProcessUtilizationSample>> nvml_process_utilization(Gpu& gpu, uint64_t since_us) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->process_utilization(since_us);
+  }
+  return fail(
+      ErrorCode::kNotSupported,
+      "{} does not report per-process utilisation ({}): only whole NVIDIA GPUs do, through NVML", gpu.label(),
+      dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr ? "a MIG instance" : gpu.info().backend + " backend");
+}
+
+Result<std::vector<uint32_t>> nvml_compute_processes(Gpu& gpu) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->compute_processes();
+  }
+  return fail(
+      ErrorCode::kNotSupported,
+      "{} does not list its processes ({}): only whole NVIDIA GPUs do, through NVML", gpu.label(),
+      dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr ? "a MIG instance" : gpu.info().backend + " backend");
 }
 
 double mig_compute_share(const Gpu& gpu) {

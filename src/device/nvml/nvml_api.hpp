@@ -226,12 +226,32 @@ inline constexpr unsigned long long nvmlClocksThrottleReasonHwThermalSlowdown = 
 inline constexpr unsigned long long nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80ull;
 inline constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100ull;
 
+/// nvmlProcessUtilizationSample_t: one process's utilisation over one of the driver's sample periods.
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;  ///< CPU time of the sample, µs since 1970
+  unsigned int smUtil;           ///< % of the period the process's kernels occupied the SMs
+  unsigned int memUtil;          ///< % of the period it read or wrote device memory
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+
+/// nvmlProcessInfo_t (the layout of nvmlDeviceGetComputeRunningProcesses_v3 and _v2).
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  ///< bytes
+  unsigned int gpuInstanceId;        ///< 0xFFFFFFFF outside MIG
+  unsigned int computeInstanceId;
+};
+
 static_assert(sizeof(nvmlReturn_t) == sizeof(int));
 static_assert(sizeof(nvmlTemperatureSensors_t) == sizeof(int));
 static_assert(sizeof(nvmlClockType_t) == sizeof(int));
 static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t must match nvml.h's layout");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t must match nvml.h's layout");
 static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "nvmlDeviceAttributes_t must match nvml.h's layout");
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "must match nvml.h's layout");
+static_assert(sizeof(nvmlProcessInfo_t) == 24, "must match nvml.h's layout");
 
 // Function types, one per symbol joule resolves (all extern "C" in the library; units as in nvml.h: mW,
 // mJ, MHz).
@@ -289,6 +309,16 @@ using DeviceGetDeviceHandleFromMigDeviceHandleFn = nvmlReturn_t (*)(nvmlDevice_t
 using DeviceGetInstanceIdFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* id);
 /// nvml.h #defines nvmlDeviceGetAttributes to nvmlDeviceGetAttributes_v2.
 using DeviceGetAttributesFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlDeviceAttributes_t* attributes);
+/// The per-process samples newer than `last_seen_time_stamp` (µs since 1970; 0: every sample the driver
+/// holds). `count` is in/out as for lists; with `utilization` null it returns the count needed
+/// (NVML_ERROR_INSUFFICIENT_SIZE). NVML_ERROR_NOT_FOUND: no sample newer than the timestamp.
+using DeviceGetProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                       nvmlProcessUtilizationSample_t* utilization,
+                                                       unsigned int* count,
+                                                       unsigned long long last_seen_time_stamp);
+/// nvmlDeviceGetComputeRunningProcesses_v3 (and _v2, the same layout): `count` in/out as for lists.
+using DeviceGetComputeRunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
+                                                            nvmlProcessInfo_t* infos);
 
 // NOLINTEND(readability-identifier-naming)
 

@@ -75,6 +75,10 @@ Result<std::shared_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetGpuInstanceId", api.device_get_gpu_instance_id);
   resolve(handle, "nvmlDeviceGetComputeInstanceId", api.device_get_compute_instance_id);
   resolve(handle, "nvmlDeviceGetAttributes_v2", api.device_get_attributes);
+  resolve(handle, "nvmlDeviceGetProcessUtilization", api.device_get_process_utilization);
+  if (!resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.device_get_compute_running_processes)) {
+    resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v2", api.device_get_compute_running_processes);
+  }
   // The newer name first; drivers from before the rename export only the old one.
   for (const char* symbol :
        {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}) {

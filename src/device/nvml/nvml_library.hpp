@@ -51,6 +51,9 @@ struct NvmlApi {
   DeviceGetInstanceIdFn device_get_gpu_instance_id = nullptr;
   DeviceGetInstanceIdFn device_get_compute_instance_id = nullptr;
   DeviceGetAttributesFn device_get_attributes = nullptr;
+  // Per-process accounting, optional.
+  DeviceGetProcessUtilizationFn device_get_process_utilization = nullptr;
+  DeviceGetComputeRunningProcessesFn device_get_compute_running_processes = nullptr;
 
   /// @return true if the library has every MIG call joule uses.
   bool has_mig() const {

@@ -7,7 +7,7 @@
 //   FAKE_NVML_OMIT_INIT, FAKE_NVML_OMIT_ENERGY, FAKE_NVML_OMIT_ARCHITECTURE, FAKE_NVML_OMIT_FIELD_VALUES,
 //   FAKE_NVML_OMIT_CLOCKS_EVENT_REASONS (only the new name; the old ...ThrottleReasons stays),
 //   FAKE_NVML_OMIT_TELEMETRY (temperature, clock info, utilisation and both clocks-event-reason names),
-//   FAKE_NVML_OMIT_MIG (every MIG call).
+//   FAKE_NVML_OMIT_MIG (every MIG call), FAKE_NVML_OMIT_PROCESSES (the per-process calls).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -74,6 +74,9 @@ struct joule::device::nvml::nvmlDevice_st {
   unsigned int compute_slices = 1;
   unsigned int gpu_slices = 1;
   unsigned int sm_count = 14;
+  // Per-process accounting: samples (pid, µs, SM %) and the running compute processes.
+  std::vector<nvmlProcessUtilizationSample_t> process_samples;
+  std::vector<unsigned int> running_processes;
   std::map<std::string, nvmlReturn_t> statuses;  ///< per-call results scripted for this GPU
 };
 
@@ -110,7 +113,9 @@ constexpr std::string_view kStatusKeys[] = {"init",
                                             "get_max_mig_count",
                                             "get_mig_handle",
                                             "get_instance_id",
-                                            "get_attributes"};
+                                            "get_attributes",
+                                            "get_process_utilization",
+                                            "get_running_processes"};
 
 bool is_status_key(std::string_view key) {
   return std::find(std::begin(kStatusKeys), std::end(kStatusKeys), key) != std::end(kStatusKeys);
@@ -240,6 +245,32 @@ std::optional<std::vector<unsigned int>> parse_list(const std::string& text) {
   return values;
 }
 
+// "pid@time_us:sm_pct,…": per-process utilisation samples.
+std::optional<std::vector<nvmlProcessUtilizationSample_t>> parse_samples(const std::string& text) {
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const size_t at = item.find('@');
+    const size_t colon = item.find(':');
+    if (at == std::string::npos || colon == std::string::npos || colon < at) {
+      return std::nullopt;
+    }
+    const auto pid = parse_uint(item.substr(0, at));
+    const auto time_us = parse_number(item.substr(at + 1, colon - at - 1));
+    const auto sm = parse_uint(item.substr(colon + 1));
+    if (!pid || !time_us || !sm) {
+      return std::nullopt;
+    }
+    nvmlProcessUtilizationSample_t sample{};
+    sample.pid = *pid;
+    sample.timeStamp = *time_us;
+    sample.smUtil = *sm;
+    samples.push_back(sample);
+  }
+  return samples;
+}
+
 std::optional<bool> parse_bool(const std::string& text) {
   if (text == "1" || text == "true") {
     return true;
@@ -343,6 +374,10 @@ bool set_gpu_value(Gpu& gpu, const std::string& key, const std::string& value) {
       {"gpu_slices",
        [](Gpu& out, const std::string& text) { return assign(out.gpu_slices, parse_uint(text)); }},
       {"sm_count", [](Gpu& out, const std::string& text) { return assign(out.sm_count, parse_uint(text)); }},
+      {"process_samples",
+       [](Gpu& out, const std::string& text) { return assign(out.process_samples, parse_samples(text)); }},
+      {"running_processes",
+       [](Gpu& out, const std::string& text) { return assign(out.running_processes, parse_list(text)); }},
   };
   if (const auto setter = setters.find(key); setter != setters.end()) {
     return setter->second(gpu, value);
@@ -939,6 +974,61 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevi
 }
 #endif
 
+#ifndef FAKE_NVML_OMIT_PROCESSES
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                              nvmlProcessUtilizationSample_t* utilization,
+                                                              unsigned int* count,
+                                                              unsigned long long last_seen_time_stamp) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_process_utilization"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  std::vector<nvmlProcessUtilizationSample_t> newer;
+  for (const auto& sample : device->process_samples) {
+    if (sample.timeStamp > last_seen_time_stamp) {
+      newer.push_back(sample);
+    }
+  }
+  if (newer.empty()) {
+    return NVML_ERROR_NOT_FOUND;  // as NVML: no sample newer than the timestamp
+  }
+  if (utilization == nullptr || *count < newer.size()) {
+    *count = static_cast<unsigned int>(newer.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(newer.begin(), newer.end(), utilization);
+  *count = static_cast<unsigned int>(newer.size());
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                      unsigned int* count,
+                                                                      nvmlProcessInfo_t* infos) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_running_processes"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const auto size = static_cast<unsigned int>(device->running_processes.size());
+  if (*count < size || (infos == nullptr && size > 0)) {
+    *count = size;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned int i = 0; i < size; ++i) {
+    infos[i] = nvmlProcessInfo_t{device->running_processes[i], 0, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  }
+  *count = size;
+  return NVML_SUCCESS;
+}
+#endif
+
 #ifndef FAKE_NVML_OMIT_MIG
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current_mode,
                                                    unsigned int* pending_mode) {
@@ -1113,6 +1203,11 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), DeviceGetCurrentClocksEventReasonsFn>);
 #endif
+#endif
+#ifndef FAKE_NVML_OMIT_PROCESSES
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessUtilization), DeviceGetProcessUtilizationFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), DeviceGetComputeRunningProcessesFn>);
 #endif
 #ifndef FAKE_NVML_OMIT_MIG
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), DeviceGetMigModeFn>);
