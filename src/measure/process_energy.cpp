@@ -113,4 +113,63 @@ Result<ProcessAttribution> ProcessEnergyMeter::end(uint64_t now_us) {
   return attribute_energy_by_process(end_energy_mj - start_energy_mj_, samples_, start_us_, now_us);
 }
 
+ProcessEnergyTotals::ProcessEnergyTotals(device::Gpu& gpu, size_t max_processes)
+    : meter_(gpu), gpu_(gpu), max_processes_(max_processes) {
+  if (max_processes_ == 0) {
+    throw Exception(ErrorCode::kInvalidArgument, "ProcessEnergyTotals: max_processes must be at least 1");
+  }
+}
+
+Result<void> ProcessEnergyTotals::update(uint64_t now_us) {
+  if (!started_) {
+    JOULE_TRY(meter_.begin(now_us));
+    started_ = true;
+    return {};
+  }
+  auto window = meter_.end(now_us);
+  if (auto restarted = meter_.begin(now_us); !restarted) {
+    started_ = false;
+  }
+  if (!window) {
+    return tl::make_unexpected(window.error());
+  }
+  unattributed_mj_ += window->unattributed_mj;
+  std::vector<uint32_t> sampled;
+  for (const auto& process : window->processes) {
+    sampled.push_back(process.pid);
+    auto known = std::find_if(by_pid_.begin(), by_pid_.end(),
+                              [&](const auto& entry) { return entry.first == process.pid; });
+    if (known != by_pid_.end()) {
+      known->second += process.energy_mj;
+    } else if (by_pid_.size() < max_processes_) {
+      by_pid_.emplace_back(process.pid, process.energy_mj);
+    } else {
+      other_mj_ += process.energy_mj;
+    }
+  }
+  // Exited processes fold into "exited", freeing their place; a process list that cannot be read keeps all.
+  if (const auto running = device::nvml_compute_processes(gpu_)) {
+    std::erase_if(by_pid_, [&](const auto& entry) {
+      const bool gone = std::find(running->begin(), running->end(), entry.first) == running->end() &&
+                        std::find(sampled.begin(), sampled.end(), entry.first) == sampled.end();
+      if (gone) {
+        exited_mj_ += entry.second;
+      }
+      return gone;
+    });
+  }
+  return {};
+}
+
+std::vector<ProcessEnergyTotals::Total> ProcessEnergyTotals::totals() const {
+  std::vector<Total> out;
+  for (const auto& [pid, energy_mj] : by_pid_) {
+    out.push_back({std::to_string(pid), energy_mj});
+  }
+  out.push_back({"other", other_mj_});
+  out.push_back({"exited", exited_mj_});
+  out.push_back({"unattributed", unattributed_mj_});
+  return out;
+}
+
 }  // namespace joule::measure

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -76,6 +78,39 @@ class ProcessEnergyMeter {
   uint64_t start_energy_mj_ = 0;
   uint64_t last_seen_us_ = 0;
   std::vector<device::ProcessUtilizationSample> samples_;
+};
+
+/// Running per-process energy totals of one GPU since the first update() (what the exporter serves), with a
+/// bounded number of series: at most `max_processes` PIDs have a total of their own, the first seen; the
+/// energy of further PIDs goes to "other", that of PIDs that have exited (no longer running and not sampled
+/// in the last window) to "exited" (freeing their place), and what no process accounts for to
+/// "unattributed". The totals always add up to the GPU's measured energy since the first update().
+class ProcessEnergyTotals {
+ public:
+  struct Total {
+    std::string process;  ///< a PID, "other", "exited" or "unattributed"
+    uint64_t energy_mj = 0;
+  };
+
+  /// @param gpu an NVIDIA GPU with an energy counter (it must outlive this). @param max_processes ≥ 1.
+  explicit ProcessEnergyTotals(device::Gpu& gpu, size_t max_processes = 32);
+
+  /// Ends the current window at `now_us` (µs since 1970), adds its split to the totals and starts the next.
+  /// The first call only starts. On failure the window's energy is left out and the next window starts now.
+  /// @return the errors of ProcessEnergyMeter.
+  Result<void> update(uint64_t now_us);
+  /// @return the totals: the PIDs in the order first seen, then "other", "exited", "unattributed".
+  std::vector<Total> totals() const;
+
+ private:
+  ProcessEnergyMeter meter_;
+  device::Gpu& gpu_;
+  size_t max_processes_;
+  bool started_ = false;
+  std::vector<std::pair<uint32_t, uint64_t>> by_pid_;  // in the order first seen
+  uint64_t other_mj_ = 0;
+  uint64_t exited_mj_ = 0;
+  uint64_t unattributed_mj_ = 0;
 };
 
 }  // namespace joule::measure

@@ -171,3 +171,47 @@ TEST_F(NvmlProcessTest, AGpuWithoutAnEnergyCounterIsRefused) {
 
 }  // namespace
 }  // namespace joule::measure
+
+namespace joule::measure {
+namespace {
+
+TEST_F(NvmlProcessTest, TotalsAreBoundedFoldExitedProcessesAndSumToTheGpusEnergy) {
+  // Three processes sampled, only pid 300 still running: at most two own series.
+  auto gpus = open(std::string(kSharedGpu) + "gpu0.process_samples=100@1000000:50,200@2000000:50,300@3000000:50\n" +
+                   "gpu0.running_processes=300\n");
+  ASSERT_EQ(gpus.size(), 1u);
+  ProcessEnergyTotals totals(*gpus[0], 2);
+  ASSERT_TRUE(totals.update(0));
+  const auto sum = [](const std::vector<ProcessEnergyTotals::Total>& result) {
+    uint64_t total_mj = 0;
+    for (const auto& total : result) {
+      total_mj += total.energy_mj;
+    }
+    return total_mj;
+  };
+  // Window 1 (100 J, four 1 s periods): 12.5 J each; pids 100 and 200 get the two series, 300 goes to "other".
+  ASSERT_TRUE(totals.update(4'000'000));
+  auto result = totals.totals();
+  ASSERT_EQ(result.size(), 5u);
+  EXPECT_EQ(result[0].process, "100");
+  EXPECT_EQ(result[0].energy_mj, 12'500u);
+  EXPECT_EQ(result[1].process, "200");
+  EXPECT_EQ(result[2].process, "other");
+  EXPECT_EQ(result[2].energy_mj, 12'500u);
+  EXPECT_EQ(result[4].process, "unattributed");
+  EXPECT_EQ(result[4].energy_mj, 62'500u);
+  EXPECT_EQ(sum(result), 100'000u);  // exactly the GPU's measured energy
+  // Window 2 (100 J, no sample): 100 and 200 are neither running nor sampled, so they fold into "exited".
+  ASSERT_TRUE(totals.update(8'000'000));
+  result = totals.totals();
+  ASSERT_EQ(result.size(), 3u);
+  EXPECT_EQ(result[0].process, "other");
+  EXPECT_EQ(result[1].process, "exited");
+  EXPECT_EQ(result[1].energy_mj, 25'000u);
+  EXPECT_EQ(result[2].energy_mj, 162'500u);
+  EXPECT_EQ(sum(result), 200'000u);
+  EXPECT_THROW(ProcessEnergyTotals(*gpus[0], 0), Exception);
+}
+
+}  // namespace
+}  // namespace joule::measure
