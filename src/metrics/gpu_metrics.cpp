@@ -2,6 +2,7 @@
 // GPU metrics read at scrape time and window histograms.
 #include "joule/metrics/gpu_metrics.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -145,14 +146,41 @@ void GpuMetrics::collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) co
 
 // ---- GpuMetrics ----------------------------------------------------------------------------------------
 
+void GpuMetrics::collect_processes_locked(size_t gpu, uint64_t now_us, prometheus::MetricFamily& out) const {
+  State& state = states_[gpu];
+  if (!state.processes) {
+    return;
+  }
+  if (auto updated = state.processes->update(now_us); !updated) {
+    if (updated.error().code() == ErrorCode::kNotSupported) {
+      log().debug("metrics: no per-process energy for {}: {}", gpus_[gpu]->label(),
+                  updated.error().message());
+      state.processes.reset();  // a property of the driver: no series, no error count
+      return;
+    }
+    count_error(gpu, kTelemetry, updated.error());
+  }
+  for (const auto& total : state.processes->totals()) {
+    auto labels = gpu_labels(gpus_[gpu]->info());
+    labels.push_back({"pid", total.process});
+    out.metric.push_back(counter_sample(std::move(labels), static_cast<double>(total.energy_mj) * kMilli));
+  }
+}
+
 GpuMetrics::GpuMetrics(std::vector<device::Gpu*> gpus, Clock& clock, GpuMetricsOptions options)
     : gpus_(std::move(gpus)), clock_(clock), options_(options), states_(gpus_.size()) {
   if (options_.polling_period <= Nanos(0)) {
     throw Exception(ErrorCode::kInvalidArgument, "metrics: the polling period must be positive");
   }
   bool polled = false;
-  for (const auto* gpu : gpus_) {
-    polled = polled || !gpu->info().has_energy_counter;
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const device::GpuInfo& info = gpus_[i]->info();
+    polled = polled || !info.has_energy_counter;
+    if (options_.max_processes > 0 && info.backend == "nvml" && info.has_energy_counter &&
+        !device::is_mig_uuid(info.uuid)) {
+      states_[i].processes =
+          std::make_shared<measure::ProcessEnergyTotals>(*gpus_[i], options_.max_processes);
+    }
   }
   {
     std::lock_guard lock(mutex_);
@@ -311,6 +339,16 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
                   "Carbon emitted for GPU energy in grams CO2-equivalent: energy times the grid carbon "
                   "intensity in force when it was used (counted since an intensity was first set)",
                   MetricType::Counter);
+  auto processes = make_family(
+      "joule_gpu_process_energy_joules_total",
+      "Estimated share of the GPU's measured energy per process since the exporter started (method: NVML "
+      "process utilisation samples): pid is a process ID, or other (PIDs past the per-GPU bound), exited "
+      "(processes that have ended) or unattributed (no process's SM time); a GPU's series add up to its "
+      "measured energy over that time",
+      MetricType::Counter);
+  const auto now_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
   static constexpr std::string_view kReadingNames[kReadings] = {"energy", "power", "power_limit",
                                                                 "telemetry"};
   TelemetryFamilies telemetry;
@@ -345,6 +383,7 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
     if (ever_intensity_) {
       carbon.metric.push_back(counter_sample(labels, state.carbon_g));
     }
+    collect_processes_locked(i, now_us, processes);
   }
   std::vector<prometheus::MetricFamily> families;
   families.push_back(std::move(info));
@@ -352,6 +391,9 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
   families.push_back(std::move(power));
   families.push_back(std::move(limit));
   families.push_back(std::move(errors));
+  if (!processes.metric.empty()) {
+    families.push_back(std::move(processes));
+  }
   telemetry.append_to(families);
   if (intensity_g_per_kwh_) {
     auto intensity = make_family("joule_grid_carbon_intensity_grams_per_kwh",

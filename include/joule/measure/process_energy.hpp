@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "joule/core/error.hpp"

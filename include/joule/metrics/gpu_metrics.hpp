@@ -27,6 +27,7 @@
 #include "joule/core/error.hpp"
 #include "joule/device/gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/measure/process_energy.hpp"
 #include "joule/metrics/registry.hpp"
 
 namespace joule::metrics {
@@ -35,6 +36,10 @@ struct GpuMetricsOptions {
   /// How often GPUs without an energy counter have their power read and integrated, on a background
   /// thread (real clocks only; on a virtual clock call GpuMetrics::update()). Scrapes read power too.
   Nanos polling_period = std::chrono::milliseconds(100);
+  /// Per-process energy (NVIDIA GPUs with an energy counter, not MIG instances): at most this many PIDs per
+  /// GPU have a series of their own in joule_gpu_process_energy_joules_total (measure::ProcessEnergyTotals);
+  /// 0 turns the family off. Each GPU then has at most max_processes + 3 such series.
+  size_t max_processes = 32;
 };
 
 /// The GPU readings of a node, read when scraped (a custom collector, as exporters should be), with DCGM
@@ -118,12 +123,14 @@ class GpuMetrics final : public prometheus::Collectable {
     double carbon_g = 0;
     uint64_t errors[kReadings] = {0, 0, 0, 0};
     bool error_logged[kReadings] = {false, false, false, false};
+    std::shared_ptr<measure::ProcessEnergyTotals> processes;  // NVIDIA GPUs with a counter; null otherwise
   };
 
   // Reads (all = every reading of every GPU; otherwise power of GPUs without a counter) and accounts.
   void update_locked(bool all) const;
   void count_error(size_t gpu, Reading reading, const Error& error) const;
   void collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) const;
+  void collect_processes_locked(size_t gpu, uint64_t now_us, prometheus::MetricFamily& out) const;
   void account_carbon_locked(State& state) const;
   void poll_thread();
 

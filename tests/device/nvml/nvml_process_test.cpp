@@ -11,6 +11,7 @@
 
 #include "joule/device/nvml.hpp"
 #include "joule/measure/process_energy.hpp"
+#include "joule/metrics/gpu_metrics.hpp"
 
 #include "test_util.hpp"
 
@@ -177,8 +178,9 @@ namespace {
 
 TEST_F(NvmlProcessTest, TotalsAreBoundedFoldExitedProcessesAndSumToTheGpusEnergy) {
   // Three processes sampled, only pid 300 still running: at most two own series.
-  auto gpus = open(std::string(kSharedGpu) + "gpu0.process_samples=100@1000000:50,200@2000000:50,300@3000000:50\n" +
-                   "gpu0.running_processes=300\n");
+  auto gpus =
+      open(std::string(kSharedGpu) + "gpu0.process_samples=100@1000000:50,200@2000000:50,300@3000000:50\n" +
+           "gpu0.running_processes=300\n");
   ASSERT_EQ(gpus.size(), 1u);
   ProcessEnergyTotals totals(*gpus[0], 2);
   ASSERT_TRUE(totals.update(0));
@@ -189,7 +191,8 @@ TEST_F(NvmlProcessTest, TotalsAreBoundedFoldExitedProcessesAndSumToTheGpusEnergy
     }
     return total_mj;
   };
-  // Window 1 (100 J, four 1 s periods): 12.5 J each; pids 100 and 200 get the two series, 300 goes to "other".
+  // Window 1 (100 J, four 1 s periods): 12.5 J each; pids 100 and 200 get the two series, 300 goes to
+  // "other".
   ASSERT_TRUE(totals.update(4'000'000));
   auto result = totals.totals();
   ASSERT_EQ(result.size(), 5u);
@@ -211,6 +214,47 @@ TEST_F(NvmlProcessTest, TotalsAreBoundedFoldExitedProcessesAndSumToTheGpusEnergy
   EXPECT_EQ(result[2].energy_mj, 162'500u);
   EXPECT_EQ(sum(result), 200'000u);
   EXPECT_THROW(ProcessEnergyTotals(*gpus[0], 0), Exception);
+}
+
+}  // namespace
+}  // namespace joule::measure
+
+namespace joule::measure {
+namespace {
+
+TEST_F(NvmlProcessTest, ExporterServesBoundedPerProcessSeries) {
+  auto gpus = open(kSharedGpu);
+  ASSERT_EQ(gpus.size(), 1u);
+  metrics::GpuMetrics exporter({gpus[0].get()}, SteadyClock::instance(), metrics::GpuMetricsOptions{});
+  (void)exporter.Collect();  // starts the per-process window
+  const auto families = exporter.Collect();
+  std::vector<std::string> pids;
+  double sum_j = 0;
+  for (const auto& family : families) {
+    if (family.name != "joule_gpu_process_energy_joules_total") {
+      continue;
+    }
+    for (const auto& metric : family.metric) {
+      for (const auto& label : metric.label) {
+        if (label.name == "pid") {
+          pids.push_back(label.value);
+        }
+      }
+      sum_j += metric.counter.value;
+    }
+  }
+  // The fake's samples lie before this window: everything is unattributed, and the series add up to the
+  // counter's step between the two scrapes' reads of it.
+  EXPECT_EQ(pids, (std::vector<std::string>{"other", "exited", "unattributed"}));
+  EXPECT_GT(sum_j, 0.0);
+  // Turned off: no family.
+  metrics::GpuMetricsOptions off;
+  off.max_processes = 0;
+  metrics::GpuMetrics quiet({gpus[0].get()}, SteadyClock::instance(), off);
+  (void)quiet.Collect();
+  for (const auto& family : quiet.Collect()) {
+    EXPECT_NE(family.name, "joule_gpu_process_energy_joules_total");
+  }
 }
 
 }  // namespace
