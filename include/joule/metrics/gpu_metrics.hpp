@@ -58,12 +58,16 @@ struct GpuMetricsOptions {
 /// | `joule_gpu_clock_event_reasons` | gauge | NVML clocks-event bit set |
 /// | `joule_gpu_clock_event_active{…,reason}` | gauge | 0 or 1 |
 /// | `joule_gpu_memory_power_watts` | gauge | W |
+/// | `joule_gpu_module_power_watts{…,scope="module"}` | gauge | W (Grace Hopper/Blackwell module, GPU included) |
+/// | `joule_gpu_module_energy_joules_total{…,scope="module"}` | counter | J (the module's, since driver load) |
+/// | `joule_gpu_process_energy_joules_total{…,pid}` | counter | J (estimated per-process share; bounded) |
 /// | `joule_grid_carbon_intensity_grams_per_kwh` | gauge | gCO2eq/kWh (once an intensity is set) |
 /// | `joule_gpu_carbon_grams_total` | counter | gCO2eq (once an intensity is set) |
 ///
 /// Energy is the device's cumulative counter (mJ → J; its origin is the driver's) where the GPU has one
 /// (energy_source="counter"); otherwise the trapezoid integral of polled power since this object was
-/// created (energy_source="power", estimated). Carbon is Σ energy × intensity over the time each intensity
+/// created (energy_source="power", estimated). A MIG instance's is its GPU's × its slice share
+/// (energy_source="mig-slice-share", estimated). Carbon is Σ energy × intensity over the time each intensity
 /// was in force (set_carbon_intensity() accounts the energy so far at the old value before changing it).
 ///
 /// Telemetry a device does not report (kNotSupported) has no series at all, never a zero; a family no GPU
