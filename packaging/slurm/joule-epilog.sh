@@ -209,8 +209,9 @@ def node_devices(start, end):
             "name": gpu.get("name"),
             "energy_j": None,
             "average_power_w": None,
-            "source": "counter",
-            "estimated": False,
+            # A MIG instance's counter is its GPU's x its slice share (the snapshot says "mig-slice-share").
+            "source": gpu.get("energy_source") or "counter",
+            "estimated": (gpu.get("energy_source") or "counter") != "counter",
         }
         first = before.get(key(gpu))
         if first is None:

@@ -124,7 +124,7 @@ void bind_measurement(py::module_& module) {
               return std::string(measure::to_string(energy.source));
             });
           },
-          "{GPU index: 'counter', 'power-samples' or 'instant-power'}.")
+          "{GPU index: 'counter', 'power-samples', 'instant-power' or 'mig-slice-share'}.")
       .def_property_readonly("estimated", &measure::Measurement::estimated,
                              "True if any figure is estimated.")
       .def_property_readonly("measurable", &measure::Measurement::measurable,

@@ -47,6 +47,8 @@ std::string how(EnergySource source) {
       return "estimated (power samples)";
     case EnergySource::kInstantPower:
       return "estimated (instant power)";
+    case EnergySource::kMigSliceShare:
+      return "estimated (MIG slice share)";
   }
   return "unknown";
 }

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "joule/device/nvml.hpp"
+#include "joule/device/visible_devices.hpp"
+
 namespace joule::device {
 
 namespace {
@@ -40,7 +43,8 @@ nlohmann::json watts_json(uint32_t power_mw) {
 std::vector<GpuInventory> gpu_inventory(const DeviceSet& devices) {
   std::vector<GpuInventory> rows;
   for (const auto& gpu : devices.gpus) {
-    rows.push_back({gpu.get(), gpu->power_limit_constraints(), gpu->power_limit_mw(), gpu->telemetry()});
+    rows.push_back({gpu.get(), gpu->power_limit_constraints(), gpu->power_limit_mw(), gpu->telemetry(),
+                    nvml_module_power_mw(*gpu)});
   }
   return rows;
 }
@@ -90,6 +94,19 @@ std::string inventory_text(const DeviceSet& devices, const std::vector<GpuInvent
     }
     out += fmt::format("      energy counter {}\n",
                        info.has_energy_counter ? "yes" : "no (energy is estimated from power samples)");
+    if (is_mig_uuid(info.uuid)) {
+      out += fmt::format(
+          "      MIG instance   of NVML device {}, {:.3f} of its compute (energy estimated: {})\n",
+          info.physical_index, mig_compute_share(*row.gpu), kMigEnergyMethod);
+    }
+    if (row.module_power_mw) {
+      out += fmt::format(
+          "      module power   {} (scope=module: the whole module, this GPU included; never add "
+          "it to the GPU's)\n",
+          format_watts(*row.module_power_mw));
+    } else if (row.module_power_mw.error().code() != ErrorCode::kNotSupported) {
+      out += fmt::format("      module power   unknown: {}\n", row.module_power_mw.error().message());
+    }
     out += telemetry_support_text(row.telemetry);
   }
   out += fmt::format("CPUs: {}\n", devices.cpus.size());
@@ -135,6 +152,18 @@ nlohmann::json gpu_inventory_json(const std::vector<GpuInventory>& rows) {
       if (error != nullptr) {
         telemetry_errors[name] = error->message();
       }
+    }
+    // Module scope (Grace Hopper / Blackwell), beside the GPU's readings and labelled so.
+    nlohmann::json module = {{"scope", "module"}, {"power_w", nullptr}};
+    if (row.module_power_mw) {
+      module["power_w"] = watts_json(*row.module_power_mw);
+    } else {
+      module["error"] = row.module_power_mw.error().message();
+    }
+    gpu["module"] = std::move(module);
+    if (is_mig_uuid(info.uuid)) {
+      gpu["mig_compute_share"] = mig_compute_share(*row.gpu);
+      gpu["energy_estimate"] = kMigEnergyMethod;
     }
     gpu["supports"] = std::move(supports);
     gpu["telemetry"] = std::move(telemetry);

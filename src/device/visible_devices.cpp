@@ -39,17 +39,11 @@ Result<VisibleDevices> parse_visible_devices(std::string_view variable, const ch
                   variable, value);
     }
     VisibleDeviceEntry parsed;
-    if (starts_with_ignoring_case(entry, "MIG-")) {
-      return fail(
-          ErrorCode::kInvalidArgument,
-          "{}='{}' selects a MIG instance ({}); MIG instances cannot be measured, because the driver reports "
-          "power and energy only for whole GPUs. Select the parent GPU by index or UUID.",
-          variable, value, entry);
-    }
-    if (starts_with_ignoring_case(entry, "GPU-")) {
+    const bool mig = starts_with_ignoring_case(entry, "MIG-");
+    if (mig || starts_with_ignoring_case(entry, "GPU-")) {
       if (entry.size() == 4) {
-        return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: '{}' has no UUID after 'GPU-'",
-                    variable, value, entry);
+        return fail(ErrorCode::kInvalidArgument, "{}='{}' is malformed: '{}' has no UUID after '{}'",
+                    variable, value, entry, entry.substr(0, 4));
       }
       parsed.uuid = std::string(entry);
     } else {
@@ -57,7 +51,7 @@ Result<VisibleDevices> parse_visible_devices(std::string_view variable, const ch
       const auto [end, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), index);
       if (ec != std::errc() || end != entry.data() + entry.size() || index < 0) {
         return fail(ErrorCode::kInvalidArgument,
-                    "{}='{}' is malformed: '{}' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)",
+                    "{}='{}' is malformed: '{}' is neither a GPU index (0, 1, …) nor a UUID (GPU-… or MIG-…)",
                     variable, value, entry);
       }
       parsed.index = index;
@@ -91,12 +85,18 @@ Result<VisibleDevices> visible_devices_from_environment(std::string_view backend
   return parse_visible_devices("CUDA_VISIBLE_DEVICES", std::getenv("CUDA_VISIBLE_DEVICES"));
 }
 
+bool is_mig_uuid(std::string_view uuid) {
+  return starts_with_ignoring_case(uuid, "MIG-");
+}
+
 Result<std::vector<int>> resolve_visible_devices(const VisibleDevices& visible,
-                                                 const std::vector<std::string>& physical_uuids) {
+                                                 const std::vector<std::string>& physical_uuids,
+                                                 const std::vector<std::string>& mig_uuids) {
   const int count = static_cast<int>(physical_uuids.size());
+  const int mig_count = static_cast<int>(mig_uuids.size());
   std::vector<int> physical;
   if (!visible.entries) {
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < count + mig_count; ++i) {
       physical.push_back(i);
     }
     return physical;
@@ -114,15 +114,26 @@ Result<std::vector<int>> resolve_visible_devices(const VisibleDevices& visible,
       }
       found = *entry.index;
     } else {
-      for (int i = 0; i < count; ++i) {
-        if (starts_with_ignoring_case(physical_uuids[static_cast<size_t>(i)], entry.uuid)) {
+      // MIG instances are matched only against MIG UUIDs, whole GPUs only against GPU UUIDs.
+      const bool mig = is_mig_uuid(entry.uuid);
+      const std::vector<std::string>& candidates = mig ? mig_uuids : physical_uuids;
+      const int offset = mig ? count : 0;
+      for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
+        if (starts_with_ignoring_case(candidates[static_cast<size_t>(i)], entry.uuid)) {
           if (found >= 0) {
-            return fail(ErrorCode::kInvalidArgument,
-                        "{} entry '{}' matches more than one GPU (GPU {} and GPU {})", visible.variable,
-                        entry.uuid, found, i);
+            return fail(ErrorCode::kInvalidArgument, "{} entry '{}' matches more than one {} ({} and {})",
+                        visible.variable, entry.uuid, mig ? "MIG instance" : "GPU",
+                        mig ? mig_uuids[static_cast<size_t>(found - offset)] : fmt::format("GPU {}", found),
+                        mig ? candidates[static_cast<size_t>(i)] : fmt::format("GPU {}", i));
           }
-          found = i;
+          found = i + offset;
         }
+      }
+      if (found < 0 && mig) {
+        return fail(ErrorCode::kNotFound,
+                    "{} names {}, which matches no MIG instance's UUID (this machine has {} MIG instance{}: "
+                    "MIG mode may be off, or the instance was destroyed; `nvidia-smi -L` lists them)",
+                    visible.variable, entry.uuid, mig_count, mig_count == 1 ? "" : "s");
       }
       if (found < 0) {
         return fail(ErrorCode::kNotFound, "{} names {}, which matches no GPU's UUID", visible.variable,
@@ -131,7 +142,9 @@ Result<std::vector<int>> resolve_visible_devices(const VisibleDevices& visible,
     }
     for (const int earlier : physical) {
       if (earlier == found) {
-        return fail(ErrorCode::kInvalidArgument, "{} selects GPU {} twice", visible.variable, found);
+        return fail(
+            ErrorCode::kInvalidArgument, "{} selects {} twice", visible.variable,
+            found < count ? fmt::format("GPU {}", found) : mig_uuids[static_cast<size_t>(found - count)]);
       }
     }
     physical.push_back(found);

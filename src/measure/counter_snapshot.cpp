@@ -3,6 +3,9 @@
 
 #include <string>
 
+#include "joule/device/nvml.hpp"
+#include "joule/device/visible_devices.hpp"
+
 namespace joule::measure {
 
 nlohmann::json counter_snapshot_json(const std::vector<device::Gpu*>& gpus,
@@ -20,7 +23,11 @@ nlohmann::json counter_snapshot_json(const std::vector<device::Gpu*>& gpus,
                             {"name", info.name},
                             {"backend", info.backend},
                             {"energy_j", nullptr},
-                            {"energy_counter", info.has_energy_counter}};
+                            {"energy_counter", info.has_energy_counter},
+                            // A MIG instance's counter is its GPU's × its slice share: estimated, and said so.
+                            {"energy_source", device::is_mig_uuid(info.uuid)
+                                                  ? std::string(device::kMigEnergyMethod)
+                                                  : std::string("counter")}};
     // The counter's origin is the driver's (driver load), so it is comparable across processes. A GPU
     // without one has no such figure: null, and why.
     if (const auto energy_mj = gpu->energy_mj()) {

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/device/nvml.hpp"
+#include "joule/device/visible_devices.hpp"
 
 namespace joule::measure {
 
@@ -71,6 +73,8 @@ std::string_view to_string(EnergySource source) {
       return "power-samples";
     case EnergySource::kInstantPower:
       return "instant-power";
+    case EnergySource::kMigSliceShare:
+      return device::kMigEnergyMethod;
   }
   return "unknown";
 }
@@ -275,6 +279,9 @@ Measurement EnergyMonitor::difference(std::string_view name, const Reading& begi
       const uint64_t delta_mj =
           end.gpu_energy_mj[i] >= begin.gpu_energy_mj[i] ? end.gpu_energy_mj[i] - begin.gpu_energy_mj[i] : 0;
       energy.energy_j = mj_to_j(static_cast<double>(delta_mj));
+      if (device::is_mig_uuid(gpu.info().uuid)) {
+        energy.source = EnergySource::kMigSliceShare;
+      }
       if (delta_mj == 0 && measurement.time_s > 0) {
         if (options_.approx_instant_energy) {
           const auto power =

@@ -2,6 +2,7 @@
 // GPU metrics read at scrape time and window histograms.
 #include "joule/metrics/gpu_metrics.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -9,6 +10,8 @@
 
 #include "joule/core/log.hpp"
 #include "joule/core/units.hpp"
+#include "joule/device/nvml.hpp"
+#include "joule/device/visible_devices.hpp"
 
 #include "metrics/buckets.hpp"
 #include "metrics/samples.hpp"
@@ -56,11 +59,23 @@ GpuMetrics::TelemetryFamilies::TelemetryFamilies()
                                      "1 while this reason holds the clocks down, else 0, by reason",
                                      prometheus::MetricType::Gauge)),
       memory_power(make_family("joule_gpu_memory_power_watts", "Memory subsystem power draw in watts",
-                               prometheus::MetricType::Gauge)) {}
+                               prometheus::MetricType::Gauge)),
+      module_power(
+          make_family("joule_gpu_module_power_watts",
+                      "Power of the whole module the GPU is part of (Grace Hopper, Grace Blackwell: "
+                      "GPU, CPU and memory), in watts, scope=\"module\". It includes the GPU's: never "
+                      "add it to joule_gpu_power_watts",
+                      prometheus::MetricType::Gauge)),
+      module_energy(make_family("joule_gpu_module_energy_joules_total",
+                                "Energy of the whole module the GPU is part of, in joules since the driver "
+                                "loaded, scope=\"module\". It includes the GPU's: never add it to "
+                                "joule_gpu_energy_joules_total",
+                                prometheus::MetricType::Counter)) {}
 
 void GpuMetrics::TelemetryFamilies::append_to(std::vector<prometheus::MetricFamily>& families) {
-  for (auto* one : {&temperature, &sm_clock, &memory_clock, &utilization, &memory_utilization,
-                    &clock_event_reasons, &clock_event_active, &memory_power}) {
+  for (auto* one :
+       {&temperature, &sm_clock, &memory_clock, &utilization, &memory_utilization, &clock_event_reasons,
+        &clock_event_active, &memory_power, &module_power, &module_energy}) {
     // A family no GPU reports is left out entirely: unsupported is absent, never zero.
     if (!one->metric.empty()) {
       families.push_back(std::move(*one));
@@ -102,6 +117,24 @@ void GpuMetrics::collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) co
   if (reading.memory_power_mw) {
     out.memory_power.metric.push_back(gauge_sample(labels, *reading.memory_power_mw * kMilli));
   }
+  // Grace Hopper / Blackwell module scope, a separate series labelled scope="module" (absent elsewhere).
+  auto module_labels = labels;
+  module_labels.push_back({"scope", "module"});
+  const auto module_power = device::nvml_module_power_mw(*gpus_[gpu]);
+  const auto module_energy = device::nvml_module_energy_mj(*gpus_[gpu]);
+  if (module_power) {
+    out.module_power.metric.push_back(gauge_sample(module_labels, *module_power * kMilli));
+  }
+  if (module_energy) {
+    out.module_energy.metric.push_back(
+        counter_sample(module_labels, static_cast<double>(*module_energy) * kMilli));
+  }
+  for (const auto* failed :
+       {module_power ? nullptr : &module_power.error(), module_energy ? nullptr : &module_energy.error()}) {
+    if (failed != nullptr && failed->code() != ErrorCode::kNotSupported) {
+      count_error(gpu, kTelemetry, *failed);
+    }
+  }
   // Unsupported readings are a property of the device, not failures; anything else is counted.
   for (const auto& [field, error] : reading.errors) {
     if (error.code() != ErrorCode::kNotSupported) {
@@ -113,14 +146,41 @@ void GpuMetrics::collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) co
 
 // ---- GpuMetrics ----------------------------------------------------------------------------------------
 
+void GpuMetrics::collect_processes_locked(size_t gpu, uint64_t now_us, prometheus::MetricFamily& out) const {
+  State& state = states_[gpu];
+  if (!state.processes) {
+    return;
+  }
+  if (auto updated = state.processes->update(now_us); !updated) {
+    if (updated.error().code() == ErrorCode::kNotSupported) {
+      log().debug("metrics: no per-process energy for {}: {}", gpus_[gpu]->label(),
+                  updated.error().message());
+      state.processes.reset();  // a property of the driver: no series, no error count
+      return;
+    }
+    count_error(gpu, kTelemetry, updated.error());
+  }
+  for (const auto& total : state.processes->totals()) {
+    auto labels = gpu_labels(gpus_[gpu]->info());
+    labels.push_back({"pid", total.process});
+    out.metric.push_back(counter_sample(std::move(labels), static_cast<double>(total.energy_mj) * kMilli));
+  }
+}
+
 GpuMetrics::GpuMetrics(std::vector<device::Gpu*> gpus, Clock& clock, GpuMetricsOptions options)
     : gpus_(std::move(gpus)), clock_(clock), options_(options), states_(gpus_.size()) {
   if (options_.polling_period <= Nanos(0)) {
     throw Exception(ErrorCode::kInvalidArgument, "metrics: the polling period must be positive");
   }
   bool polled = false;
-  for (const auto* gpu : gpus_) {
-    polled = polled || !gpu->info().has_energy_counter;
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const device::GpuInfo& info = gpus_[i]->info();
+    polled = polled || !info.has_energy_counter;
+    if (options_.max_processes > 0 && info.backend == "nvml" && info.has_energy_counter &&
+        !device::is_mig_uuid(info.uuid)) {
+      states_[i].processes =
+          std::make_shared<measure::ProcessEnergyTotals>(*gpus_[i], options_.max_processes);
+    }
   }
   {
     std::lock_guard lock(mutex_);
@@ -279,6 +339,16 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
                   "Carbon emitted for GPU energy in grams CO2-equivalent: energy times the grid carbon "
                   "intensity in force when it was used (counted since an intensity was first set)",
                   MetricType::Counter);
+  auto processes = make_family(
+      "joule_gpu_process_energy_joules_total",
+      "Estimated share of the GPU's measured energy per process since the exporter started (method: NVML "
+      "process utilisation samples): pid is a process ID, or other (PIDs past the per-GPU bound), exited "
+      "(processes that have ended) or unattributed (no process's SM time); a GPU's series add up to its "
+      "measured energy over that time",
+      MetricType::Counter);
+  const auto now_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
   static constexpr std::string_view kReadingNames[kReadings] = {"energy", "power", "power_limit",
                                                                 "telemetry"};
   TelemetryFamilies telemetry;
@@ -289,7 +359,11 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
     auto labels = gpu_labels(gpu);
     auto info_labels = labels;
     info_labels.push_back({"backend", gpu.backend});
-    info_labels.push_back({"energy_source", gpu.has_energy_counter ? "counter" : "power"});
+    // A MIG instance's energy is its GPU's × its slice share: estimated, and labelled so.
+    info_labels.push_back({"energy_source", device::is_mig_uuid(gpu.uuid)
+                                                ? std::string(device::kMigEnergyMethod)
+                                            : gpu.has_energy_counter ? "counter"
+                                                                     : "power"});
     info.metric.push_back(gauge_sample(std::move(info_labels), 1));
     if (state.energy_j && state.energy_read) {
       energy.metric.push_back(counter_sample(labels, *state.energy_j));
@@ -309,6 +383,7 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
     if (ever_intensity_) {
       carbon.metric.push_back(counter_sample(labels, state.carbon_g));
     }
+    collect_processes_locked(i, now_us, processes);
   }
   std::vector<prometheus::MetricFamily> families;
   families.push_back(std::move(info));
@@ -316,6 +391,9 @@ std::vector<prometheus::MetricFamily> GpuMetrics::Collect() const {
   families.push_back(std::move(power));
   families.push_back(std::move(limit));
   families.push_back(std::move(errors));
+  if (!processes.metric.empty()) {
+    families.push_back(std::move(processes));
+  }
   telemetry.append_to(families);
   if (intensity_g_per_kwh_) {
     auto intensity = make_family("joule_grid_carbon_intensity_grams_per_kwh",

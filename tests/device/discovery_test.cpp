@@ -44,7 +44,8 @@ TEST(Discovery, BadConfigurationIsAnError) {
   test::ScopedEnv cuda("CUDA_VISIBLE_DEVICES", "0,x");
   JOULE_EXPECT_ERROR(
       discover(options), ErrorCode::kInvalidArgument,
-      "CUDA_VISIBLE_DEVICES='0,x' is malformed: 'x' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
+      "CUDA_VISIBLE_DEVICES='0,x' is malformed: 'x' is neither a GPU index (0, 1, …) nor a UUID (GPU-… or "
+      "MIG-…)");
 }
 
 TEST(Discovery, MissingBackendsAreReportedWithReasons) {

@@ -44,19 +44,54 @@ TEST(VisibleDevices, MalformedListsAreRejectedWithTheEntry) {
   JOULE_EXPECT_ERROR(
       parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,abc"), ErrorCode::kInvalidArgument,
       "CUDA_VISIBLE_DEVICES='0,abc' is malformed: 'abc' is neither a GPU index (0, 1, …) nor a UUID "
-      "(GPU-…)");
+      "(GPU-… or MIG-…)");
   JOULE_EXPECT_ERROR(
       parse_visible_devices("CUDA_VISIBLE_DEVICES", "-1"), ErrorCode::kInvalidArgument,
-      "CUDA_VISIBLE_DEVICES='-1' is malformed: '-1' is neither a GPU index (0, 1, …) nor a UUID (GPU-…)");
+      "CUDA_VISIBLE_DEVICES='-1' is malformed: '-1' is neither a GPU index (0, 1, …) nor a UUID (GPU-… "
+      "or MIG-…)");
   JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "1,1"), ErrorCode::kInvalidArgument,
                      "CUDA_VISIBLE_DEVICES='1,1' lists GPU 1 twice");
   JOULE_EXPECT_ERROR(parse_visible_devices("HIP_VISIBLE_DEVICES", "GPU-"), ErrorCode::kInvalidArgument,
                      "HIP_VISIBLE_DEVICES='GPU-' is malformed: 'GPU-' has no UUID after 'GPU-'");
-  JOULE_EXPECT_ERROR(
-      parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-GPU-1234/1/0"), ErrorCode::kInvalidArgument,
-      "CUDA_VISIBLE_DEVICES='MIG-GPU-1234/1/0' selects a MIG instance (MIG-GPU-1234/1/0); MIG instances "
-      "cannot be measured, because the driver reports power and energy only for whole GPUs. Select the "
-      "parent GPU by index or UUID.");
+  JOULE_EXPECT_ERROR(parse_visible_devices("CUDA_VISIBLE_DEVICES", "0,MIG-"), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES='0,MIG-' is malformed: 'MIG-' has no UUID after 'MIG-'");
+}
+
+const std::vector<std::string> kMigUuids = {"MIG-1111aaaa-0000", "MIG-2222bbbb-0000", "MIG-1111cccc-0000"};
+
+TEST(VisibleDevices, MigInstancesAreSelectedByTheirUuid) {
+  const auto visible = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-2222,0,mig-1111c");
+  // A MIG instance i is index physical_uuids.size() + i.
+  EXPECT_EQ(*resolve_visible_devices(visible, kUuids, kMigUuids), (std::vector<int>{4, 0, 5}));
+  // Unset: every GPU, then every MIG instance.
+  const auto unset = *parse_visible_devices("CUDA_VISIBLE_DEVICES", nullptr);
+  EXPECT_EQ(*resolve_visible_devices(unset, kUuids, kMigUuids), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(is_mig_uuid("mig-abc"));
+  EXPECT_FALSE(is_mig_uuid("GPU-abc"));
+}
+
+TEST(VisibleDevices, MigUuidThatMatchesNothingSaysWhy) {
+  const auto unknown = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-ffff");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(unknown, kUuids, kMigUuids), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names MIG-ffff, which matches no MIG instance's UUID (this "
+                     "machine has 3 MIG instances: MIG mode may be off, or the instance was destroyed; "
+                     "`nvidia-smi -L` lists them)");
+  // Without MIG instances (MIG off, or another vendor's backend) the same entry is refused the same way.
+  JOULE_EXPECT_ERROR(resolve_visible_devices(unknown, kUuids), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names MIG-ffff, which matches no MIG instance's UUID (this "
+                     "machine has 0 MIG instances: MIG mode may be off, or the instance was destroyed; "
+                     "`nvidia-smi -L` lists them)");
+  const auto ambiguous = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-1111");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(ambiguous, kUuids, kMigUuids), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES entry 'MIG-1111' matches more than one MIG instance "
+                     "(MIG-1111aaaa-0000 and MIG-1111cccc-0000)");
+  const auto twice = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "MIG-2222,MIG-2222b");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(twice, kUuids, kMigUuids), ErrorCode::kInvalidArgument,
+                     "CUDA_VISIBLE_DEVICES selects MIG-2222bbbb-0000 twice");
+  // A numeric index never reaches a MIG instance.
+  const auto index = *parse_visible_devices("CUDA_VISIBLE_DEVICES", "3");
+  JOULE_EXPECT_ERROR(resolve_visible_devices(index, kUuids, kMigUuids), ErrorCode::kNotFound,
+                     "CUDA_VISIBLE_DEVICES names GPU 3, but this machine has 3 GPUs (indices 0 to 2)");
 }
 
 TEST(VisibleDevices, ResolutionErrors) {

@@ -239,7 +239,7 @@ TEST(Cli, MalformedCudaVisibleDevices) {
   EXPECT_EQ(result.err,
             "joule: error: CUDA_VISIBLE_DEVICES='0,zero' is malformed: 'zero' is neither a GPU index (0, 1, "
             "…) nor a "
-            "UUID (GPU-…)\n");
+            "UUID (GPU-… or MIG-…)\n");
   const auto reordered =
       joule({"--sim", "2xv100", "devices", "--format", "json"}, {{"CUDA_VISIBLE_DEVICES", "1"}});
   ASSERT_EQ(reordered.exit_code, 0) << reordered.err;

@@ -32,6 +32,17 @@ TEST(CounterSnapshot, JoulesOfEveryCounterAndTheErrorOfOneThatFails) {
   EXPECT_EQ(snapshot["cpus"][0]["package_energy_j"], 2.0);
   EXPECT_TRUE(snapshot["cpus"][0]["dram_energy_j"].is_null());
   EXPECT_EQ(snapshot["cpus"][0]["wrap_corrected_across_processes"], false);
+  EXPECT_EQ(snapshot["gpus"][0]["energy_source"], "counter");
+}
+
+TEST(CounterSnapshot, AMigInstanceSaysItsEnergyIsASliceShareEstimate) {
+  device::GpuInfo info = test::mock_gpu_info(0);
+  info.uuid = "MIG-11111111-0000-4000-8000-000000000000";
+  test::MockGpu mig(info);
+  EXPECT_CALL(mig, do_energy_mj()).WillOnce(Return(3'000u));
+  const nlohmann::json snapshot = counter_snapshot_json({&mig}, {}, 1700000000.5);
+  EXPECT_EQ(snapshot["gpus"][0]["energy_source"], "mig-slice-share");
+  EXPECT_EQ(snapshot["gpus"][0]["energy_j"], 3.0);
 }
 
 }  // namespace

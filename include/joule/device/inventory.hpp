@@ -23,6 +23,9 @@ struct GpuInventory {
   Result<PowerLimitConstraints> constraints;
   Result<uint32_t> power_limit_mw;
   GpuTelemetry telemetry;
+  /// Grace Hopper / Blackwell module power (nvml_module_power_mw()): the whole module, GPU included — shown
+  /// beside the GPU's readings, never added to them. kNotSupported elsewhere.
+  Result<uint32_t> module_power_mw = tl::make_unexpected(Error(ErrorCode::kNotSupported, "not read"));
 };
 
 /// Reads every GPU of `devices` once (power limit, its constraints, telemetry); failed readings are kept as

@@ -23,9 +23,12 @@ enum class EnergySource {
   kCounter,       ///< difference of the device's cumulative energy counter: measured
   kPowerSamples,  ///< trapezoid integral of polled power: estimated
   kInstantPower,  ///< one instantaneous power reading × window time: estimated (short windows, no samples)
+  /// An NVIDIA MIG instance (uuid "MIG-…"): its GPU's counter difference × the instance's share of the GPU's
+  /// compute slices (device::kMigEnergyMethod, docs/devices.md): estimated, since NVML measures whole GPUs.
+  kMigSliceShare,
 };
 
-/// @return "counter", "power-samples" or "instant-power".
+/// @return "counter", "power-samples", "instant-power" or "mig-slice-share".
 std::string_view to_string(EnergySource source);
 
 /// Energy of one device over one window.

@@ -27,6 +27,7 @@
 #include "joule/core/error.hpp"
 #include "joule/device/gpu.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/measure/process_energy.hpp"
 #include "joule/metrics/registry.hpp"
 
 namespace joule::metrics {
@@ -35,6 +36,10 @@ struct GpuMetricsOptions {
   /// How often GPUs without an energy counter have their power read and integrated, on a background
   /// thread (real clocks only; on a virtual clock call GpuMetrics::update()). Scrapes read power too.
   Nanos polling_period = std::chrono::milliseconds(100);
+  /// Per-process energy (NVIDIA GPUs with an energy counter, not MIG instances): at most this many PIDs per
+  /// GPU have a series of their own in joule_gpu_process_energy_joules_total (measure::ProcessEnergyTotals);
+  /// 0 turns the family off. Each GPU then has at most max_processes + 3 such series.
+  size_t max_processes = 32;
 };
 
 /// The GPU readings of a node, read when scraped (a custom collector, as exporters should be), with DCGM
@@ -53,12 +58,16 @@ struct GpuMetricsOptions {
 /// | `joule_gpu_clock_event_reasons` | gauge | NVML clocks-event bit set |
 /// | `joule_gpu_clock_event_active{…,reason}` | gauge | 0 or 1 |
 /// | `joule_gpu_memory_power_watts` | gauge | W |
+/// | `joule_gpu_module_power_watts{…,scope="module"}` | gauge | W (Grace Hopper/Blackwell module, GPU included) |
+/// | `joule_gpu_module_energy_joules_total{…,scope="module"}` | counter | J (the module's, since driver load) |
+/// | `joule_gpu_process_energy_joules_total{…,pid}` | counter | J (estimated per-process share; bounded) |
 /// | `joule_grid_carbon_intensity_grams_per_kwh` | gauge | gCO2eq/kWh (once an intensity is set) |
 /// | `joule_gpu_carbon_grams_total` | counter | gCO2eq (once an intensity is set) |
 ///
 /// Energy is the device's cumulative counter (mJ → J; its origin is the driver's) where the GPU has one
 /// (energy_source="counter"); otherwise the trapezoid integral of polled power since this object was
-/// created (energy_source="power", estimated). Carbon is Σ energy × intensity over the time each intensity
+/// created (energy_source="power", estimated). A MIG instance's is its GPU's × its slice share
+/// (energy_source="mig-slice-share", estimated). Carbon is Σ energy × intensity over the time each intensity
 /// was in force (set_carbon_intensity() accounts the energy so far at the old value before changing it).
 ///
 /// Telemetry a device does not report (kNotSupported) has no series at all, never a zero; a family no GPU
@@ -101,7 +110,7 @@ class GpuMetrics final : public prometheus::Collectable {
     // Appends the families at least one GPU reported.
     void append_to(std::vector<prometheus::MetricFamily>& families);
     prometheus::MetricFamily temperature, sm_clock, memory_clock, utilization, memory_utilization,
-        clock_event_reasons, clock_event_active, memory_power;
+        clock_event_reasons, clock_event_active, memory_power, module_power, module_energy;
   };
   struct PowerPoint {
     Nanos time{0};
@@ -118,12 +127,14 @@ class GpuMetrics final : public prometheus::Collectable {
     double carbon_g = 0;
     uint64_t errors[kReadings] = {0, 0, 0, 0};
     bool error_logged[kReadings] = {false, false, false, false};
+    std::shared_ptr<measure::ProcessEnergyTotals> processes;  // NVIDIA GPUs with a counter; null otherwise
   };
 
   // Reads (all = every reading of every GPU; otherwise power of GPUs without a counter) and accounts.
   void update_locked(bool all) const;
   void count_error(size_t gpu, Reading reading, const Error& error) const;
   void collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) const;
+  void collect_processes_locked(size_t gpu, uint64_t now_us, prometheus::MetricFamily& out) const;
   void account_carbon_locked(State& state) const;
   void poll_thread();
 

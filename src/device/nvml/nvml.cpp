@@ -101,8 +101,103 @@ static_assert(clock_event::kDisplayClocks == nvml::nvmlClocksEventReasonDisplayC
 /// One NVIDIA GPU. Holds the library so that NVML stays initialized while any GPU is alive.
 class NvmlGpu final : public Gpu {
  public:
-  NvmlGpu(GpuInfo info, std::shared_ptr<const NvmlLibrary> library, nvmlDevice_t device)
-      : Gpu(std::move(info)), library_(std::move(library)), api_(library_->api()), device_(device) {}
+  NvmlGpu(GpuInfo info, std::shared_ptr<const NvmlLibrary> library, nvmlDevice_t device, bool mig_enabled)
+      : Gpu(std::move(info)),
+        library_(std::move(library)),
+        api_(library_->api()),
+        device_(device),
+        mig_enabled_(mig_enabled) {}
+
+  /// @return the module's power (NVML_FI_DEV_POWER_INSTANT at NVML_POWER_SCOPE_MODULE), mW.
+  Result<uint32_t> module_power_mw() {
+    const auto field = JOULE_TRY(read_module_field(nvml::NVML_FI_DEV_POWER_INSTANT, "module power"));
+    if (const auto power_mw = field_to_mw(field)) {
+      return *power_mw;
+    }
+    return fail(ErrorCode::kDevice, "{} reports a module power that is not a power in mW (value type {})",
+                label(), static_cast<int>(field.valueType));
+  }
+
+  /// @return the module's energy since the driver loaded (NVML_FI_DEV_ENERGY at module scope), mJ.
+  Result<uint64_t> module_energy_mj() {
+    const auto field = JOULE_TRY(read_module_field(nvml::NVML_FI_DEV_ENERGY, "module energy"));
+    switch (field.valueType) {
+      case nvml::NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        return static_cast<uint64_t>(field.value.ullVal);
+      case nvml::NVML_VALUE_TYPE_UNSIGNED_LONG:
+        return static_cast<uint64_t>(field.value.ulVal);
+      case nvml::NVML_VALUE_TYPE_UNSIGNED_INT:
+        return static_cast<uint64_t>(field.value.uiVal);
+      case nvml::NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        if (field.value.sllVal >= 0) {
+          return static_cast<uint64_t>(field.value.sllVal);
+        }
+        break;
+      default:
+        break;
+    }
+    return fail(ErrorCode::kDevice, "{} reports a module energy that is not a count of mJ (value type {})",
+                label(), static_cast<int>(field.valueType));
+  }
+
+  /// @return the per-process SM utilisation samples newer than `since_us` (nvmlDeviceGetProcessUtilization).
+  Result<std::vector<ProcessUtilizationSample>> process_utilization(uint64_t since_us) {
+    if (api_.device_get_process_utilization == nullptr) {
+      return fail(ErrorCode::kNotSupported,
+                  "{} does not report per-process utilisation: {} lacks nvmlDeviceGetProcessUtilization",
+                  label(), library_->name());
+    }
+    std::vector<nvml::nvmlProcessUtilizationSample_t> buffer;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      auto count = static_cast<unsigned int>(buffer.size());
+      const nvmlReturn_t status = api_.device_get_process_utilization(
+          device_, buffer.empty() ? nullptr : buffer.data(), &count, since_us);
+      if (status == nvml::NVML_ERROR_NOT_FOUND || (status == nvml::NVML_SUCCESS && buffer.empty())) {
+        return std::vector<ProcessUtilizationSample>{};  // no sample newer than since_us
+      }
+      if (status == nvml::NVML_SUCCESS) {
+        std::vector<ProcessUtilizationSample> samples;
+        for (size_t i = 0; i < std::min<size_t>(count, buffer.size()); ++i) {
+          samples.push_back({buffer[i].pid, buffer[i].timeStamp, buffer[i].smUtil});
+        }
+        return samples;
+      }
+      if (status != nvml::NVML_ERROR_INSUFFICIENT_SIZE || count <= buffer.size()) {
+        return tl::make_unexpected(
+            error(status, "reading the per-process utilisation samples", NvmlAccess::kRead));
+      }
+      buffer.resize(count);
+    }
+    return fail(ErrorCode::kDevice, "{}: the per-process utilisation samples kept growing while read",
+                label());
+  }
+
+  /// @return the PIDs of the compute processes running on the GPU (nvmlDeviceGetComputeRunningProcesses).
+  Result<std::vector<uint32_t>> compute_processes() {
+    if (api_.device_get_compute_running_processes == nullptr) {
+      return fail(ErrorCode::kNotSupported,
+                  "{} does not list its processes: {} lacks nvmlDeviceGetComputeRunningProcesses_v3 and _v2",
+                  label(), library_->name());
+    }
+    std::vector<nvml::nvmlProcessInfo_t> buffer;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      auto count = static_cast<unsigned int>(buffer.size());
+      const nvmlReturn_t status = api_.device_get_compute_running_processes(
+          device_, &count, buffer.empty() ? nullptr : buffer.data());
+      if (status == nvml::NVML_SUCCESS) {
+        std::vector<uint32_t> pids;
+        for (size_t i = 0; i < std::min<size_t>(count, buffer.size()); ++i) {
+          pids.push_back(buffer[i].pid);
+        }
+        return pids;
+      }
+      if (status != nvml::NVML_ERROR_INSUFFICIENT_SIZE || count <= buffer.size()) {
+        return tl::make_unexpected(error(status, "listing the compute processes", NvmlAccess::kRead));
+      }
+      buffer.resize(count);
+    }
+    return fail(ErrorCode::kDevice, "{}: the list of compute processes kept growing while read", label());
+  }
 
   /// Learns the capabilities that need a device call: the energy counter and instantaneous power.
   void probe() {
@@ -205,6 +300,16 @@ class NvmlGpu final : public Gpu {
   }
 
   Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    if (mig_enabled_) {
+      // NVML's rule: locked GPU clocks are not supported while MIG mode is on (they would hold every
+      // instance's clock, and instances belong to different users).
+      return fail(
+          ErrorCode::kNotSupported,
+          "locking the SM clock to {}-{} MHz on {}: the GPU is in MIG mode, and NVML does not lock GPU "
+          "clocks while MIG is enabled. Disable MIG mode (nvidia-smi -i {} -mig 0, no instance "
+          "running) to lock clocks",
+          min_mhz, max_mhz, label(), info().physical_index);
+    }
     if (const nvmlReturn_t status = api_.device_set_gpu_locked_clocks(device_, min_mhz, max_mhz);
         status != nvml::NVML_SUCCESS) {
       return tl::make_unexpected(error(
@@ -320,6 +425,34 @@ class NvmlGpu final : public Gpu {
     return utilization;
   }
 
+  // One module-scope field (Grace Hopper / Grace Blackwell: the GPU, CPU and memory of the module together).
+  Result<nvml::nvmlFieldValue_t> read_module_field(unsigned int field_id, std::string_view reading) {
+    if (api_.device_get_field_values == nullptr) {
+      return fail(ErrorCode::kNotSupported, "{} does not report {}: {} lacks nvmlDeviceGetFieldValues",
+                  label(), reading, library_->name());
+    }
+    nvml::nvmlFieldValue_t field{};
+    field.fieldId = field_id;
+    field.scopeId = nvml::NVML_POWER_SCOPE_MODULE;
+    if (const nvmlReturn_t status = api_.device_get_field_values(device_, 1, &field);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, fmt::format("reading the {}", reading), NvmlAccess::kRead));
+    }
+    if (field.nvmlReturn == nvml::NVML_ERROR_NOT_SUPPORTED) {
+      return fail(
+          ErrorCode::kNotSupported,
+          "{} does not report {}: NVML answers {} for field {} at module scope; only Grace Hopper and "
+          "Grace Blackwell modules report it",
+          label(), reading, library_->status_text(field.nvmlReturn), field_id);
+    }
+    if (field.nvmlReturn != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(
+          error(field.nvmlReturn, fmt::format("reading the {} (field {} at module scope)", reading, field_id),
+                NvmlAccess::kRead));
+    }
+    return field;
+  }
+
   // Zeus's rule: the counter exists from Volta on. The probe also catches drivers that refuse the call
   // (vGPUs, some containers) and GPUs whose architecture NVML cannot name.
   bool probe_energy_counter() {
@@ -354,8 +487,252 @@ class NvmlGpu final : public Gpu {
   std::shared_ptr<const NvmlLibrary> library_;
   const nvml::NvmlApi& api_;  // owned by library_
   nvmlDevice_t device_;
+  bool mig_enabled_ = false;    ///< MIG mode was on when opened: clock locks are refused
   bool instant_power_ = false;  ///< NVML_FI_DEV_POWER_INSTANT worked when probed
 };
+
+/// One MIG instance as NVML lists it when the GPU is opened.
+struct MigInstance {
+  unsigned int parent = 0;  ///< the parent's physical index
+  nvmlDevice_t device = nullptr;
+  std::string uuid;  ///< "MIG-…"
+  unsigned int gpu_instance_id = 0;
+  unsigned int compute_instance_id = 0;
+  unsigned int compute_slices = 0;  ///< slices of its compute instance
+  unsigned int total_slices = 0;    ///< the parent's MIG slots, one per compute slice
+};
+
+/// One MIG instance. NVML reports energy and power only for the whole GPU, so the instance's are
+/// estimates: the parent's × the instance's share of the GPU's compute slices (NVML gives no utilisation per
+/// instance to weight it with). Power limits and clocks belong to the whole GPU and are refused here.
+class NvmlMigGpu final : public Gpu {
+ public:
+  NvmlMigGpu(GpuInfo info, std::shared_ptr<const NvmlLibrary> library, MigInstance instance,
+             nvmlDevice_t parent, std::string parent_uuid)
+      : Gpu(std::move(info)),
+        library_(std::move(library)),
+        api_(library_->api()),
+        instance_(std::move(instance)),
+        parent_(parent),
+        parent_uuid_(std::move(parent_uuid)) {}
+
+  /// The parent's energy counter, as NvmlGpu::probe_energy_counter learns it (Volta and later: every MIG
+  /// GPU).
+  void probe() {
+    unsigned long long energy_mj = 0;
+    mutable_info().has_energy_counter =
+        api_.device_get_total_energy_consumption != nullptr &&
+        api_.device_get_total_energy_consumption(parent_, &energy_mj) == nvml::NVML_SUCCESS;
+  }
+
+  /// @return the instance's share of its GPU's compute, 0–1.
+  double share() const {
+    return static_cast<double>(instance_.compute_slices) / static_cast<double>(instance_.total_slices);
+  }
+
+ protected:
+  Result<uint64_t> do_energy_mj() override {
+    JOULE_TRY(check_present());
+    unsigned long long energy_mj = 0;
+    if (const nvmlReturn_t status = api_.device_get_total_energy_consumption(parent_, &energy_mj);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "reading the parent GPU's energy counter"));
+    }
+    // Scaling the cumulative counter scales every difference of it: a window's estimate is the parent's
+    // energy in the window × the share (to 1 mJ).
+    return static_cast<uint64_t>(std::floor(static_cast<double>(energy_mj) * share()));
+  }
+
+  Result<uint32_t> do_power_mw() override {
+    JOULE_TRY(check_present());
+    unsigned int power_mw = 0;
+    if (const nvmlReturn_t status = api_.device_get_power_usage(parent_, &power_mw);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "reading the parent GPU's power draw"));
+    }
+    return static_cast<uint32_t>(std::lround(static_cast<double>(power_mw) * share()));
+  }
+
+  // Reading the parent's power limit is harmless (and what a settings guard saves); changing it is not.
+  Result<PowerLimitConstraints> do_power_limit_constraints() override {
+    PowerLimitConstraints constraints;
+    if (const nvmlReturn_t status = api_.device_get_power_management_limit_constraints(
+            parent_, &constraints.min_mw, &constraints.max_mw);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "reading the parent GPU's power-limit range"));
+    }
+    if (const nvmlReturn_t status =
+            api_.device_get_power_management_default_limit(parent_, &constraints.default_mw);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "reading the parent GPU's default power limit"));
+    }
+    return constraints;
+  }
+
+  Result<uint32_t> do_power_limit_mw() override {
+    unsigned int limit_mw = 0;
+    if (const nvmlReturn_t status = api_.device_get_power_management_limit(parent_, &limit_mw);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "reading the parent GPU's power limit"));
+    }
+    return limit_mw;
+  }
+
+  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
+    return tl::make_unexpected(
+        refused(fmt::format("setting the power limit to {}", format_watts(power_limit_mw)),
+                "NVML sets power limits only for the whole GPU, which every instance on it shares. Set it "
+                "on the parent GPU instead (it then holds for all its instances)"));
+  }
+
+  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
+    return tl::make_unexpected(refused("listing the SM clocks to lock",
+                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+  }
+
+  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    return tl::make_unexpected(refused(fmt::format("locking the SM clock to {}-{} MHz", min_mhz, max_mhz),
+                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+  }
+
+  Result<void> do_reset_sm_clocks() override {
+    return tl::make_unexpected(refused("resetting the SM clock lock",
+                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+  }
+
+ private:
+  std::string where() const {
+    return fmt::format("{}, MIG instance {} (GPU instance {}, compute instance {}) of NVML device {} ({})",
+                       label(), instance_.uuid, instance_.gpu_instance_id, instance_.compute_instance_id,
+                       instance_.parent, parent_uuid_);
+  }
+
+  Error error(nvmlReturn_t status, std::string_view what) const {
+    return library_->error(status, what, where(), NvmlAccess::kRead);
+  }
+
+  Error refused(std::string_view what, std::string_view why) const {
+    return Error(ErrorCode::kNotSupported, fmt::format("{} on {}: refused, because {}", what, where(), why));
+  }
+
+  // An instance destroyed (or its GPU reconfigured) while joule holds it leaves a stale handle: NVML then
+  // fails on it, or names other instance ids. Either way the figures would belong to nobody.
+  Result<void> check_present() const {
+    unsigned int gpu_instance_id = 0;
+    unsigned int compute_instance_id = 0;
+    nvmlReturn_t status = api_.device_get_gpu_instance_id(instance_.device, &gpu_instance_id);
+    if (status == nvml::NVML_SUCCESS) {
+      status = api_.device_get_compute_instance_id(instance_.device, &compute_instance_id);
+    }
+    if (status != nvml::NVML_SUCCESS) {
+      return fail(ErrorCode::kNotFound,
+                  "{} is gone: NVML answers {} for it. The instance was destroyed or the GPU reconfigured "
+                  "while joule measured it, so its measurement ends here; list the instances again "
+                  "(nvidia-smi -L) and measure the new ones",
+                  where(), library_->status_text(status));
+    }
+    if (gpu_instance_id != instance_.gpu_instance_id ||
+        compute_instance_id != instance_.compute_instance_id) {
+      return fail(ErrorCode::kNotFound,
+                  "{} is gone: its handle now names GPU instance {}, compute instance {}. The GPU was "
+                  "reconfigured while joule measured it, so its measurement ends here; list the instances "
+                  "again (nvidia-smi -L) and measure the new ones",
+                  where(), gpu_instance_id, compute_instance_id);
+    }
+    return {};
+  }
+
+  std::shared_ptr<const NvmlLibrary> library_;
+  const nvml::NvmlApi& api_;  // owned by library_
+  MigInstance instance_;
+  nvmlDevice_t parent_;
+  std::string parent_uuid_;
+};
+
+// @return whether physical GPU `index` is in MIG mode now. A GPU without MIG (NVML_ERROR_NOT_SUPPORTED), or
+// a driver without the MIG calls, is simply not; other failures are logged and treated the same way, so
+// that one odd GPU does not hide the others.
+bool mig_enabled(const NvmlLibrary& library, nvmlDevice_t device, unsigned int index) {
+  const nvml::NvmlApi& api = library.api();
+  if (!api.has_mig()) {
+    return false;
+  }
+  unsigned int current = nvml::NVML_DEVICE_MIG_DISABLE;
+  unsigned int pending = nvml::NVML_DEVICE_MIG_DISABLE;
+  const nvmlReturn_t status = api.device_get_mig_mode(device, &current, &pending);
+  if (status != nvml::NVML_SUCCESS && status != nvml::NVML_ERROR_NOT_SUPPORTED) {
+    log().warn("NVML: NVML device {}: cannot read the MIG mode ({}); its MIG instances are not listed", index,
+               library.status_text(status));
+  }
+  return status == nvml::NVML_SUCCESS && current == nvml::NVML_DEVICE_MIG_ENABLE;
+}
+
+// Reads MIG slot `slot` of physical GPU `parent`. @return nullopt for an empty slot; an error for one that
+// cannot be read or reports an impossible share.
+Result<std::optional<MigInstance>> read_mig_instance(const NvmlLibrary& library, nvmlDevice_t device,
+                                                     unsigned int parent, unsigned int slot,
+                                                     unsigned int total_slices) {
+  const nvml::NvmlApi& api = library.api();
+  const std::string where = fmt::format("MIG slot {} of NVML device {}", slot, parent);
+  MigInstance instance;
+  instance.parent = parent;
+  instance.total_slices = total_slices;
+  nvmlReturn_t status = api.device_get_mig_device_handle_by_index(device, slot, &instance.device);
+  if (status == nvml::NVML_ERROR_NOT_FOUND) {
+    return std::optional<MigInstance>();
+  }
+  if (status == nvml::NVML_SUCCESS) {
+    status = read_string<nvml::NVML_DEVICE_UUID_V2_BUFFER_SIZE>(api.device_get_uuid, instance.device,
+                                                                instance.uuid);
+  }
+  if (status == nvml::NVML_SUCCESS) {
+    status = api.device_get_gpu_instance_id(instance.device, &instance.gpu_instance_id);
+  }
+  if (status == nvml::NVML_SUCCESS) {
+    status = api.device_get_compute_instance_id(instance.device, &instance.compute_instance_id);
+  }
+  nvml::nvmlDeviceAttributes_t attributes{};
+  if (status == nvml::NVML_SUCCESS) {
+    status = api.device_get_attributes(instance.device, &attributes);
+  }
+  if (status != nvml::NVML_SUCCESS) {
+    return tl::make_unexpected(library.error(status, "reading the MIG instance", where, NvmlAccess::kRead));
+  }
+  instance.compute_slices = attributes.computeInstanceSliceCount;
+  if (instance.compute_slices == 0 || instance.compute_slices > total_slices) {
+    return fail(ErrorCode::kDevice,
+                "{} ({}) reports {} compute slices, but its GPU has {}: its share of the GPU's energy cannot "
+                "be estimated",
+                where, instance.uuid, instance.compute_slices, total_slices);
+  }
+  return std::optional<MigInstance>(std::move(instance));
+}
+
+// Lists the MIG instances of physical GPU `parent`. An instance that cannot be read is logged and left out
+// (it cannot be selected then: CUDA_VISIBLE_DEVICES naming it says it matches nothing).
+std::vector<MigInstance> list_mig_instances(const NvmlLibrary& library, nvmlDevice_t device,
+                                            unsigned int parent) {
+  const nvml::NvmlApi& api = library.api();
+  std::vector<MigInstance> instances;
+  unsigned int slots = 0;
+  if (const nvmlReturn_t status = api.device_get_max_mig_device_count(device, &slots);
+      status != nvml::NVML_SUCCESS || slots == 0) {
+    log().warn("NVML: NVML device {} is in MIG mode but {}; its MIG instances are not listed", parent,
+               status != nvml::NVML_SUCCESS
+                   ? fmt::format("its MIG slots cannot be counted ({})", library.status_text(status))
+                   : std::string("reports no MIG slots"));
+    return instances;
+  }
+  for (unsigned int slot = 0; slot < slots; ++slot) {
+    auto instance = read_mig_instance(library, device, parent, slot, slots);
+    if (!instance) {
+      log().warn("NVML: {}; the instance is not listed", instance.error().message());
+    } else if (instance->has_value()) {
+      instances.push_back(std::move(**instance));
+    }
+  }
+  return instances;
+}
 
 }  // namespace
 
@@ -389,27 +766,111 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& opti
           library->error(status, "reading the UUID", device_label(i), NvmlAccess::kRead));
     }
   }
-  const auto physical = JOULE_TRY(resolve_visible_devices(visible, uuids));
+  std::vector<bool> mig_on(count, false);
+  std::vector<MigInstance> instances;
+  std::vector<std::string> mig_uuids;
+  for (unsigned int i = 0; i < count; ++i) {
+    mig_on[i] = mig_enabled(*library, devices[i], i);
+    if (mig_on[i]) {
+      for (auto& instance : list_mig_instances(*library, devices[i], i)) {
+        mig_uuids.push_back(instance.uuid);
+        instances.push_back(std::move(instance));
+      }
+    }
+  }
+  const auto order = JOULE_TRY(resolve_visible_devices(visible, uuids, mig_uuids));
 
   std::vector<std::unique_ptr<Gpu>> gpus;
-  for (size_t index = 0; index < physical.size(); ++index) {
-    const auto physical_index = static_cast<unsigned int>((physical)[index]);
+  for (size_t index = 0; index < order.size(); ++index) {
+    const auto selected = static_cast<unsigned int>(order[index]);
+    const bool is_mig = selected >= count;
+    const MigInstance* instance = is_mig ? &instances[selected - count] : nullptr;
+    const unsigned int physical_index = is_mig ? instance->parent : selected;
     GpuInfo info;
     info.backend = "nvml";
     info.index = static_cast<int>(index);
     info.physical_index = static_cast<int>(physical_index);
-    info.uuid = uuids[physical_index];
+    info.uuid = is_mig ? instance->uuid : uuids[physical_index];
     if (const nvmlReturn_t status = read_string<nvml::NVML_DEVICE_NAME_V2_BUFFER_SIZE>(
-            api.device_get_name, devices[physical_index], info.name);
+            api.device_get_name, is_mig ? instance->device : devices[physical_index], info.name);
         status != nvml::NVML_SUCCESS) {
-      return tl::make_unexpected(
-          library->error(status, "reading the name", device_label(physical_index), NvmlAccess::kRead));
+      return tl::make_unexpected(library->error(status, "reading the name",
+                                                is_mig ? instance->uuid : device_label(physical_index),
+                                                NvmlAccess::kRead));
     }
-    auto gpu = std::make_unique<NvmlGpu>(std::move(info), library, devices[physical_index]);
+    if (is_mig) {
+      auto gpu = std::make_unique<NvmlMigGpu>(std::move(info), library, *instance, devices[physical_index],
+                                              uuids[physical_index]);
+      gpu->probe();
+      log().debug("NVML: {} is MIG instance {} of NVML device {}: {} of {} compute slices", gpu->label(),
+                  instance->uuid, physical_index, instance->compute_slices, instance->total_slices);
+      gpus.push_back(std::move(gpu));
+      continue;
+    }
+    auto gpu =
+        std::make_unique<NvmlGpu>(std::move(info), library, devices[physical_index], mig_on[physical_index]);
     gpu->probe();
     gpus.push_back(std::move(gpu));
   }
   return gpus;
+}
+
+namespace {
+
+// What a GPU that is not an NVML whole GPU answers for a module-scope reading.
+Error no_module_scope(const Gpu& gpu, std::string_view reading) {
+  if (dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr) {
+    return Error(
+        ErrorCode::kNotSupported,
+        fmt::format("{} does not report {}: it is a MIG instance, and the module belongs to its whole "
+                    "GPU; read it on the parent GPU",
+                    gpu.label(), reading));
+  }
+  return Error(ErrorCode::kNotSupported,
+               fmt::format("{} does not report {} ({} backend): only NVIDIA Grace Hopper and Grace Blackwell "
+                           "modules do, through NVML",
+                           gpu.label(), reading, gpu.info().backend));
+}
+
+}  // namespace
+
+Result<uint32_t> nvml_module_power_mw(Gpu& gpu) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->module_power_mw();
+  }
+  return tl::make_unexpected(no_module_scope(gpu, "module power"));
+}
+
+Result<uint64_t> nvml_module_energy_mj(Gpu& gpu) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->module_energy_mj();
+  }
+  return tl::make_unexpected(no_module_scope(gpu, "module energy"));
+}
+
+Result<std::vector<ProcessUtilizationSample>> nvml_process_utilization(Gpu& gpu, uint64_t since_us) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->process_utilization(since_us);
+  }
+  return fail(
+      ErrorCode::kNotSupported,
+      "{} does not report per-process utilisation ({}): only whole NVIDIA GPUs do, through NVML", gpu.label(),
+      dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr ? "a MIG instance" : gpu.info().backend + " backend");
+}
+
+Result<std::vector<uint32_t>> nvml_compute_processes(Gpu& gpu) {
+  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
+    return nvml_gpu->compute_processes();
+  }
+  return fail(
+      ErrorCode::kNotSupported,
+      "{} does not list its processes ({}): only whole NVIDIA GPUs do, through NVML", gpu.label(),
+      dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr ? "a MIG instance" : gpu.info().backend + " backend");
+}
+
+double mig_compute_share(const Gpu& gpu) {
+  const auto* mig = dynamic_cast<const NvmlMigGpu*>(&gpu);
+  return mig != nullptr ? mig->share() : 1.0;
 }
 
 }  // namespace joule::device

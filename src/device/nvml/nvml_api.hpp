@@ -138,8 +138,32 @@ inline constexpr unsigned int NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
 
 /// Field id of the instantaneous board power, in mW (nvml.h NVML_FI_DEV_POWER_INSTANT).
 inline constexpr unsigned int NVML_FI_DEV_POWER_INSTANT = 186;
+/// Field id of the energy consumed since the driver loaded, in mJ (nvml.h NVML_FI_DEV_ENERGY): with scope
+/// NVML_POWER_SCOPE_GPU the same as nvmlDeviceGetTotalEnergyConsumption.
+inline constexpr unsigned int NVML_FI_DEV_ENERGY = 191;
 /// Scope id for power fields: the GPU alone (nvml.h NVML_POWER_SCOPE_GPU).
 inline constexpr unsigned int NVML_POWER_SCOPE_GPU = 0;
+/// Scope id for power fields: the whole module, e.g. a Grace Hopper superchip's GPU, CPU and memory
+/// (nvml.h NVML_POWER_SCOPE_MODULE).
+inline constexpr unsigned int NVML_POWER_SCOPE_MODULE = 1;
+
+/// MIG modes of nvmlDeviceGetMigMode (nvml.h NVML_DEVICE_MIG_DISABLE / _ENABLE).
+inline constexpr unsigned int NVML_DEVICE_MIG_DISABLE = 0;
+inline constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
+
+/// nvmlDeviceAttributes_t (the _v2 layout, nvml.h since CUDA 11.1): what a MIG device owns. NVML fills it
+/// for MIG device handles.
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount;  ///< SMs of the device
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;      ///< slices of its GPU instance
+  unsigned int computeInstanceSliceCount;  ///< slices of its compute instance
+  unsigned long long memorySizeMB;
+};
 
 /// nvmlValueType_t: which member of nvmlValue_t a field value fills.
 enum nvmlValueType_t : int {
@@ -202,11 +226,32 @@ inline constexpr unsigned long long nvmlClocksThrottleReasonHwThermalSlowdown = 
 inline constexpr unsigned long long nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80ull;
 inline constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100ull;
 
+/// nvmlProcessUtilizationSample_t: one process's utilisation over one of the driver's sample periods.
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;  ///< CPU time of the sample, µs since 1970
+  unsigned int smUtil;           ///< % of the period the process's kernels occupied the SMs
+  unsigned int memUtil;          ///< % of the period it read or wrote device memory
+  unsigned int encUtil;
+  unsigned int decUtil;
+};
+
+/// nvmlProcessInfo_t (the layout of nvmlDeviceGetComputeRunningProcesses_v3 and _v2).
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  ///< bytes
+  unsigned int gpuInstanceId;        ///< 0xFFFFFFFF outside MIG
+  unsigned int computeInstanceId;
+};
+
 static_assert(sizeof(nvmlReturn_t) == sizeof(int));
 static_assert(sizeof(nvmlTemperatureSensors_t) == sizeof(int));
 static_assert(sizeof(nvmlClockType_t) == sizeof(int));
 static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t must match nvml.h's layout");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t must match nvml.h's layout");
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "nvmlDeviceAttributes_t must match nvml.h's layout");
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "must match nvml.h's layout");
+static_assert(sizeof(nvmlProcessInfo_t) == 24, "must match nvml.h's layout");
 
 // Function types, one per symbol joule resolves (all extern "C" in the library; units as in nvml.h: mW,
 // mJ, MHz).
@@ -249,6 +294,31 @@ using DeviceGetUtilizationRatesFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlUt
 /// this type: a bit mask of nvmlClocksEventReason* values.
 using DeviceGetCurrentClocksEventReasonsFn = nvmlReturn_t (*)(nvmlDevice_t device,
                                                               unsigned long long* reasons);
+// MIG (all optional: drivers before CUDA 11 lack them, and joule then sees whole GPUs only).
+/// `current_mode` and `pending_mode` are NVML_DEVICE_MIG_DISABLE or _ENABLE.
+using DeviceGetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* current_mode,
+                                            unsigned int* pending_mode);
+/// The number of MIG device slots of a GPU (as many as it has compute slices: 7 on A100 and H100).
+using DeviceGetMaxMigDeviceCountFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count);
+/// The MIG device in slot `index`; NVML_ERROR_NOT_FOUND if the slot is empty.
+using DeviceGetMigDeviceHandleByIndexFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int index,
+                                                           nvmlDevice_t* mig_device);
+using DeviceGetDeviceHandleFromMigDeviceHandleFn = nvmlReturn_t (*)(nvmlDevice_t mig_device,
+                                                                    nvmlDevice_t* device);
+/// nvmlDeviceGetGpuInstanceId and nvmlDeviceGetComputeInstanceId share this type.
+using DeviceGetInstanceIdFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* id);
+/// nvml.h #defines nvmlDeviceGetAttributes to nvmlDeviceGetAttributes_v2.
+using DeviceGetAttributesFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlDeviceAttributes_t* attributes);
+/// The per-process samples newer than `last_seen_time_stamp` (µs since 1970; 0: every sample the driver
+/// holds). `count` is in/out as for lists; with `utilization` null it returns the count needed
+/// (NVML_ERROR_INSUFFICIENT_SIZE). NVML_ERROR_NOT_FOUND: no sample newer than the timestamp.
+using DeviceGetProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t device,
+                                                       nvmlProcessUtilizationSample_t* utilization,
+                                                       unsigned int* count,
+                                                       unsigned long long last_seen_time_stamp);
+/// nvmlDeviceGetComputeRunningProcesses_v3 (and _v2, the same layout): `count` in/out as for lists.
+using DeviceGetComputeRunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int* count,
+                                                            nvmlProcessInfo_t* infos);
 
 // NOLINTEND(readability-identifier-naming)
 

@@ -67,6 +67,18 @@ Result<std::shared_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetTemperature", api.device_get_temperature);
   resolve(handle, "nvmlDeviceGetClockInfo", api.device_get_clock_info);
   resolve(handle, "nvmlDeviceGetUtilizationRates", api.device_get_utilization_rates);
+  resolve(handle, "nvmlDeviceGetMigMode", api.device_get_mig_mode);
+  resolve(handle, "nvmlDeviceGetMaxMigDeviceCount", api.device_get_max_mig_device_count);
+  resolve(handle, "nvmlDeviceGetMigDeviceHandleByIndex", api.device_get_mig_device_handle_by_index);
+  resolve(handle, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+          api.device_get_device_handle_from_mig_device_handle);
+  resolve(handle, "nvmlDeviceGetGpuInstanceId", api.device_get_gpu_instance_id);
+  resolve(handle, "nvmlDeviceGetComputeInstanceId", api.device_get_compute_instance_id);
+  resolve(handle, "nvmlDeviceGetAttributes_v2", api.device_get_attributes);
+  resolve(handle, "nvmlDeviceGetProcessUtilization", api.device_get_process_utilization);
+  if (!resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.device_get_compute_running_processes)) {
+    resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v2", api.device_get_compute_running_processes);
+  }
   // The newer name first; drivers from before the rename export only the old one.
   for (const char* symbol :
        {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}) {

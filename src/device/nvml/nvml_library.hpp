@@ -43,6 +43,26 @@ struct NvmlApi {
   DeviceGetCurrentClocksEventReasonsFn device_get_current_clocks_event_reasons = nullptr;
   /// The symbol device_get_current_clocks_event_reasons came from, for messages; nullptr if neither.
   const char* clocks_event_reasons_symbol = nullptr;
+  // MIG, all optional; has_mig() says whether every one of them is there.
+  DeviceGetMigModeFn device_get_mig_mode = nullptr;
+  DeviceGetMaxMigDeviceCountFn device_get_max_mig_device_count = nullptr;
+  DeviceGetMigDeviceHandleByIndexFn device_get_mig_device_handle_by_index = nullptr;
+  DeviceGetDeviceHandleFromMigDeviceHandleFn device_get_device_handle_from_mig_device_handle = nullptr;
+  DeviceGetInstanceIdFn device_get_gpu_instance_id = nullptr;
+  DeviceGetInstanceIdFn device_get_compute_instance_id = nullptr;
+  DeviceGetAttributesFn device_get_attributes = nullptr;
+  // Per-process accounting, optional.
+  DeviceGetProcessUtilizationFn device_get_process_utilization = nullptr;
+  DeviceGetComputeRunningProcessesFn device_get_compute_running_processes = nullptr;
+
+  /// @return true if the library has every MIG call joule uses.
+  bool has_mig() const {
+    return device_get_mig_mode != nullptr && device_get_max_mig_device_count != nullptr &&
+           device_get_mig_device_handle_by_index != nullptr &&
+           device_get_device_handle_from_mig_device_handle != nullptr &&
+           device_get_gpu_instance_id != nullptr && device_get_compute_instance_id != nullptr &&
+           device_get_attributes != nullptr;
+  }
 };
 
 /// What a failed call was trying to do; decides the advice a permission error carries.

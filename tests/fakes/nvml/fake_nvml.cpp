@@ -6,7 +6,8 @@
 // Build-time switches drop symbols, to test how joule copes with old drivers:
 //   FAKE_NVML_OMIT_INIT, FAKE_NVML_OMIT_ENERGY, FAKE_NVML_OMIT_ARCHITECTURE, FAKE_NVML_OMIT_FIELD_VALUES,
 //   FAKE_NVML_OMIT_CLOCKS_EVENT_REASONS (only the new name; the old ...ThrottleReasons stays),
-//   FAKE_NVML_OMIT_TELEMETRY (temperature, clock info, utilisation and both clocks-event-reason names).
+//   FAKE_NVML_OMIT_TELEMETRY (temperature, clock info, utilisation and both clocks-event-reason names),
+//   FAKE_NVML_OMIT_MIG (every MIG call), FAKE_NVML_OMIT_PROCESSES (the per-process calls).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -56,6 +57,26 @@ struct joule::device::nvml::nvmlDevice_st {
   unsigned int gpu_utilization_pct = 0;
   unsigned int memory_utilization_pct = 0;
   unsigned long long clocks_event_reasons = 0;
+  // Grace Hopper / Blackwell module scope (fields 186 and 191 with NVML_POWER_SCOPE_MODULE); unset: the
+  // fields answer NVML_ERROR_NOT_SUPPORTED, as on every other GPU.
+  std::optional<unsigned int> module_power_mw;
+  unsigned long long module_energy_start_mj = 0;
+  std::optional<unsigned long long> module_energy_step_mj;  ///< defaults to module_power_mw / 10
+  unsigned long long module_energy_reads = 0;
+  // MIG: a GPU in MIG mode owns its instances, each a device of its own whose `parent` is set.
+  bool mig_mode = false;
+  unsigned int mig_slots = 7;
+  std::vector<std::unique_ptr<nvmlDevice_st>> migs;  ///< slot k is migs[k]
+  nvmlDevice_st* parent = nullptr;                   ///< set for a MIG instance
+  bool destroyed = false;                            ///< a MIG instance destroyed (test export)
+  unsigned int gpu_instance_id = 0;
+  unsigned int compute_instance_id = 0;
+  unsigned int compute_slices = 1;
+  unsigned int gpu_slices = 1;
+  unsigned int sm_count = 14;
+  // Per-process accounting: samples (pid, µs, SM %) and the running compute processes.
+  std::vector<nvmlProcessUtilizationSample_t> process_samples;
+  std::vector<unsigned int> running_processes;
   std::map<std::string, nvmlReturn_t> statuses;  ///< per-call results scripted for this GPU
 };
 
@@ -85,7 +106,16 @@ constexpr std::string_view kStatusKeys[] = {"init",
                                             "get_sm_clock",
                                             "get_memory_clock",
                                             "get_utilization",
-                                            "get_clocks_event_reasons"};
+                                            "get_clocks_event_reasons",
+                                            "get_module_power",
+                                            "get_module_energy",
+                                            "get_mig_mode",
+                                            "get_max_mig_count",
+                                            "get_mig_handle",
+                                            "get_instance_id",
+                                            "get_attributes",
+                                            "get_process_utilization",
+                                            "get_running_processes"};
 
 bool is_status_key(std::string_view key) {
   return std::find(std::begin(kStatusKeys), std::end(kStatusKeys), key) != std::end(kStatusKeys);
@@ -215,6 +245,55 @@ std::optional<std::vector<unsigned int>> parse_list(const std::string& text) {
   return values;
 }
 
+// "pid@time_us:sm_pct,…": per-process utilisation samples.
+std::optional<std::vector<nvmlProcessUtilizationSample_t>> parse_samples(const std::string& text) {
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const size_t at = item.find('@');
+    const size_t colon = item.find(':');
+    if (at == std::string::npos || colon == std::string::npos || colon < at) {
+      return std::nullopt;
+    }
+    const auto pid = parse_uint(item.substr(0, at));
+    const auto time_us = parse_number(item.substr(at + 1, colon - at - 1));
+    const auto sm = parse_uint(item.substr(colon + 1));
+    if (!pid || !time_us || !sm) {
+      return std::nullopt;
+    }
+    nvmlProcessUtilizationSample_t sample{};
+    sample.pid = *pid;
+    sample.timeStamp = *time_us;
+    sample.smUtil = *sm;
+    samples.push_back(sample);
+  }
+  return samples;
+}
+
+std::optional<bool> parse_bool(const std::string& text) {
+  if (text == "1" || text == "true") {
+    return true;
+  }
+  if (text == "0" || text == "false") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+// MIG instance `slot` of `parent`, before the script's settings.
+Gpu make_default_mig(Gpu& parent, unsigned int slot) {
+  Gpu mig;
+  mig.index = slot;
+  mig.parent = &parent;
+  mig.name = "NVIDIA A100-SXM4-40GB MIG 1g.5gb";
+  char uuid[64];
+  std::snprintf(uuid, sizeof uuid, "MIG-fa4e%04x-0000-4000-8000-%012x", parent.index, slot);
+  mig.uuid = uuid;
+  mig.gpu_instance_id = slot + 1;
+  return mig;
+}
+
 template <class Field, class Parsed>
 bool assign(Field& field, const std::optional<Parsed>& parsed) {
   if (!parsed) {
@@ -273,9 +352,47 @@ bool set_gpu_value(Gpu& gpu, const std::string& key, const std::string& value) {
        }},
       {"clocks_event_reasons",
        [](Gpu& out, const std::string& text) { return assign(out.clocks_event_reasons, parse_mask(text)); }},
+      {"module_power_mw",
+       [](Gpu& out, const std::string& text) { return assign(out.module_power_mw, parse_uint(text)); }},
+      {"module_energy_start_mj",
+       [](Gpu& out, const std::string& text) {
+         return assign(out.module_energy_start_mj, parse_number(text));
+       }},
+      {"module_energy_step_mj",
+       [](Gpu& out, const std::string& text) {
+         return assign(out.module_energy_step_mj, parse_number(text));
+       }},
+      {"mig_mode", [](Gpu& out, const std::string& text) { return assign(out.mig_mode, parse_bool(text)); }},
+      {"mig_slots",
+       [](Gpu& out, const std::string& text) { return assign(out.mig_slots, parse_uint(text)); }},
+      {"gpu_instance_id",
+       [](Gpu& out, const std::string& text) { return assign(out.gpu_instance_id, parse_uint(text)); }},
+      {"compute_instance_id",
+       [](Gpu& out, const std::string& text) { return assign(out.compute_instance_id, parse_uint(text)); }},
+      {"compute_slices",
+       [](Gpu& out, const std::string& text) { return assign(out.compute_slices, parse_uint(text)); }},
+      {"gpu_slices",
+       [](Gpu& out, const std::string& text) { return assign(out.gpu_slices, parse_uint(text)); }},
+      {"sm_count", [](Gpu& out, const std::string& text) { return assign(out.sm_count, parse_uint(text)); }},
+      {"process_samples",
+       [](Gpu& out, const std::string& text) { return assign(out.process_samples, parse_samples(text)); }},
+      {"running_processes",
+       [](Gpu& out, const std::string& text) { return assign(out.running_processes, parse_list(text)); }},
   };
   if (const auto setter = setters.find(key); setter != setters.end()) {
     return setter->second(gpu, value);
+  }
+  // "migK.<key>": MIG instance K (slot K) of this GPU, created on first mention.
+  if (key.rfind("mig", 0) == 0 && key.find('.') != std::string::npos && gpu.parent == nullptr) {
+    const auto slot = parse_uint(key.substr(3, key.find('.') - 3));
+    if (!slot || *slot >= 64) {
+      return false;
+    }
+    while (gpu.migs.size() <= *slot) {
+      gpu.migs.push_back(
+          std::make_unique<Gpu>(make_default_mig(gpu, static_cast<unsigned int>(gpu.migs.size()))));
+    }
+    return set_gpu_value(*gpu.migs[*slot], key.substr(key.find('.') + 1), value);
   }
   // "graphics_clocks_mhz.<memory MHz>": the SM clocks offered at that memory clock.
   const std::string by_memory = "graphics_clocks_mhz.";
@@ -366,10 +483,16 @@ nvmlReturn_t scripted(const State& s, const Gpu* gpu, const char* call) {
   return NVML_SUCCESS;
 }
 
+// A handle of this session: a GPU, or a MIG instance not destroyed.
 bool valid(const State& s, nvmlDevice_t device) {
   for (const auto& gpu : s.gpus) {
     if (gpu.get() == device) {
       return true;
+    }
+    for (const auto& mig : gpu->migs) {
+      if (mig.get() == device) {
+        return !mig->destroyed;
+      }
     }
   }
   return false;
@@ -633,7 +756,29 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int 
     nvmlFieldValue_t& field = values[i];
     field.timestamp = 0;
     field.latencyUsec = 0;
-    if (field.fieldId != NVML_FI_DEV_POWER_INSTANT) {
+    if (field.scopeId == NVML_POWER_SCOPE_MODULE &&
+        (field.fieldId == NVML_FI_DEV_POWER_INSTANT || field.fieldId == NVML_FI_DEV_ENERGY)) {
+      // Module scope: only on a scripted Grace Hopper / Blackwell module.
+      const bool power = field.fieldId == NVML_FI_DEV_POWER_INSTANT;
+      field.nvmlReturn = !device->module_power_mw.has_value()
+                             ? NVML_ERROR_NOT_SUPPORTED
+                             : scripted(s, device, power ? "get_module_power" : "get_module_energy");
+      if (field.nvmlReturn != NVML_SUCCESS) {
+        continue;
+      }
+      if (power) {
+        field.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        field.value.uiVal = *device->module_power_mw;
+      } else {
+        field.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        field.value.ullVal = device->module_energy_start_mj +
+                             device->module_energy_reads *
+                                 device->module_energy_step_mj.value_or(*device->module_power_mw / 10);
+        ++device->module_energy_reads;
+      }
+      continue;
+    }
+    if (field.fieldId != NVML_FI_DEV_POWER_INSTANT || field.scopeId != NVML_POWER_SCOPE_GPU) {
       field.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       continue;
     }
@@ -829,6 +974,169 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevi
 }
 #endif
 
+#ifndef FAKE_NVML_OMIT_PROCESSES
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                              nvmlProcessUtilizationSample_t* utilization,
+                                                              unsigned int* count,
+                                                              unsigned long long last_seen_time_stamp) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_process_utilization"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  std::vector<nvmlProcessUtilizationSample_t> newer;
+  for (const auto& sample : device->process_samples) {
+    if (sample.timeStamp > last_seen_time_stamp) {
+      newer.push_back(sample);
+    }
+  }
+  if (newer.empty()) {
+    return NVML_ERROR_NOT_FOUND;  // as NVML: no sample newer than the timestamp
+  }
+  if (utilization == nullptr || *count < newer.size()) {
+    *count = static_cast<unsigned int>(newer.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(newer.begin(), newer.end(), utilization);
+  *count = static_cast<unsigned int>(newer.size());
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                      unsigned int* count,
+                                                                      nvmlProcessInfo_t* infos) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_running_processes"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const auto size = static_cast<unsigned int>(device->running_processes.size());
+  if (*count < size || (infos == nullptr && size > 0)) {
+    *count = size;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned int i = 0; i < size; ++i) {
+    infos[i] = nvmlProcessInfo_t{device->running_processes[i], 0, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  }
+  *count = size;
+  return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_MIG
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current_mode,
+                                                   unsigned int* pending_mode) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_mig_mode"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (current_mode == nullptr || pending_mode == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (device->parent != nullptr) {
+    return NVML_ERROR_NOT_SUPPORTED;
+  }
+  *current_mode = device->mig_mode ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  *pending_mode = *current_mode;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_max_mig_count"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (count == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *count = device->mig_mode ? device->mig_slots : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                                  nvmlDevice_t* mig_device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_mig_handle"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (mig_device == nullptr || !device->mig_mode || index >= device->mig_slots) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (index >= device->migs.size() || device->migs[index]->destroyed) {
+    return NVML_ERROR_NOT_FOUND;
+  }
+  *mig_device = device->migs[index].get();
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig_device,
+                                                                           nvmlDevice_t* device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, mig_device, "get_instance_id"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (device == nullptr || mig_device->parent == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *device = mig_device->parent;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_instance_id"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (id == nullptr || device->parent == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *id = device->gpu_instance_id;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_instance_id"); status != NVML_SUCCESS) {
+    return status;
+  }
+  if (id == nullptr || device->parent == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *id = device->compute_instance_id;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                         nvmlDeviceAttributes_t* attributes) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "get_attributes"); status != NVML_SUCCESS) {
+    return status;
+  }
+  // As NVML documents: MIG device handles only.
+  if (attributes == nullptr || device->parent == nullptr) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  *attributes = nvmlDeviceAttributes_t{};
+  attributes->multiprocessorCount = device->sm_count;
+  attributes->gpuInstanceSliceCount = device->gpu_slices;
+  attributes->computeInstanceSliceCount = device->compute_slices;
+  return NVML_SUCCESS;
+}
+#endif
+
 // NOLINTEND(readability-identifier-naming)
 
 // Introspection for tests (not NVML API): how many nvmlInit_v2 calls are not yet matched by nvmlShutdown.
@@ -849,6 +1157,25 @@ FAKE_NVML_EXPORT int joule_fake_nvml_locked_clocks(unsigned int index, unsigned 
   }
   *min_mhz = s.gpus[index]->locked_min_mhz;
   *max_mhz = s.gpus[index]->locked_max_mhz;
+  return 0;
+}
+
+// Test control (not NVML API): MIG instance `slot` of physical GPU `index` is destroyed (gpu_instance_id < 0:
+// its handle turns invalid and its slot empty) or reconfigured (its GPU instance id becomes gpu_instance_id).
+// @return 0, or -1 if there is no such instance.
+FAKE_NVML_EXPORT int joule_fake_nvml_mig_instance(unsigned int index, unsigned int slot,
+                                                  int gpu_instance_id) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (index >= s.gpus.size() || slot >= s.gpus[index]->migs.size()) {
+    return -1;
+  }
+  Gpu& mig = *s.gpus[index]->migs[slot];
+  if (gpu_instance_id < 0) {
+    mig.destroyed = true;
+  } else {
+    mig.gpu_instance_id = static_cast<unsigned int>(gpu_instance_id);
+  }
   return 0;
 }
 
@@ -876,6 +1203,22 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), DeviceGetCurrentClocksEventReasonsFn>);
 #endif
+#endif
+#ifndef FAKE_NVML_OMIT_PROCESSES
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessUtilization), DeviceGetProcessUtilizationFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), DeviceGetComputeRunningProcessesFn>);
+#endif
+#ifndef FAKE_NVML_OMIT_MIG
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), DeviceGetMigModeFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMaxMigDeviceCount), DeviceGetMaxMigDeviceCountFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetMigDeviceHandleByIndex), DeviceGetMigDeviceHandleByIndexFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetDeviceHandleFromMigDeviceHandle),
+                             DeviceGetDeviceHandleFromMigDeviceHandleFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceId), DeviceGetInstanceIdFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetComputeInstanceId), DeviceGetInstanceIdFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetAttributes_v2), DeviceGetAttributesFn>);
 #endif
 static_assert(std::is_same_v<decltype(&nvmlShutdown), ShutdownFn>);
 static_assert(std::is_same_v<decltype(&nvmlErrorString), ErrorStringFn>);
