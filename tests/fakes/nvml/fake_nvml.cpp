@@ -1078,44 +1078,36 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d
   return NVML_SUCCESS;
 }
 
-FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig_device,
-                                                                           nvmlDevice_t* device) {
+namespace {
+
+// A field only a MIG instance's handle has (its parent, its ids): one lock, one failure point, one check.
+template <typename Out, typename Read>
+nvmlReturn_t read_mig_field(nvmlDevice_t mig_device, Out* out, Read read) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (const nvmlReturn_t status = enter(s, mig_device, "get_instance_id"); status != NVML_SUCCESS) {
     return status;
   }
-  if (device == nullptr || mig_device->parent == nullptr) {
+  if (out == nullptr || mig_device->parent == nullptr) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  *device = mig_device->parent;
+  *out = read(mig_device);
   return NVML_SUCCESS;
+}
+
+}  // namespace
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig_device,
+                                                                           nvmlDevice_t* device) {
+  return read_mig_field(mig_device, device, [](nvmlDevice_t mig) { return mig->parent; });
 }
 
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (const nvmlReturn_t status = enter(s, device, "get_instance_id"); status != NVML_SUCCESS) {
-    return status;
-  }
-  if (id == nullptr || device->parent == nullptr) {
-    return NVML_ERROR_INVALID_ARGUMENT;
-  }
-  *id = device->gpu_instance_id;
-  return NVML_SUCCESS;
+  return read_mig_field(device, id, [](nvmlDevice_t mig) { return mig->gpu_instance_id; });
 }
 
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (const nvmlReturn_t status = enter(s, device, "get_instance_id"); status != NVML_SUCCESS) {
-    return status;
-  }
-  if (id == nullptr || device->parent == nullptr) {
-    return NVML_ERROR_INVALID_ARGUMENT;
-  }
-  *id = device->compute_instance_id;
-  return NVML_SUCCESS;
+  return read_mig_field(device, id, [](nvmlDevice_t mig) { return mig->compute_instance_id; });
 }
 
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
