@@ -22,6 +22,7 @@ struct ProbeFlags {
   int gpu = 0;
   std::string out;
   bool read_only = false;
+  bool load = false;
   bool quick = false;
   bool real_time = false;
 };
@@ -46,16 +47,23 @@ device::DeviceSet open_probed_devices(const GlobalOptions& global, const ProbeFl
 int run_probe(const GlobalOptions& global, const ProbeFlags& flags) {
   // A path that cannot be written is refused before the probe; the check's temporary file is removed at
   // once, so that Ctrl-C (which kills the process once the settings are back) leaves nothing behind.
+  if (flags.load && !flags.read_only) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "--load applies to --read-only only: a full probe always runs its kernels");
+  }
   const bool to_file = open_output(flags.out, "--out").has_value();
   const device::DeviceSet devices = open_probed_devices(global, flags);
   const auto gpus = value_or_throw(devices.select_gpus(std::vector<int>{flags.gpu}));
   device::Gpu& gpu = *gpus.front();
   probe::ProbeOptions options = flags.quick ? probe::quick_probe_options() : probe::ProbeOptions{};
   options.read_only = flags.read_only;
+  options.counter_under_load = !flags.read_only || flags.load;
   options.joule_version = kJouleVersion;
   options.progress = [](std::string_view step) { fmt::print(stderr, "joule probe: {}\n", step); };
-  std::unique_ptr<probe::KernelRunner> runner = probe::make_simulated_runner(gpu);
-  if (!runner && gpu.info().backend == "nvml") {
+  // A read-only probe without --load runs no kernel: it loads no driver and allocates nothing on the GPU.
+  std::unique_ptr<probe::KernelRunner> runner =
+      options.counter_under_load ? probe::make_simulated_runner(gpu) : nullptr;
+  if (!runner && options.counter_under_load && gpu.info().backend == "nvml") {
     auto cuda = probe::make_cuda_runner(gpu.info().index);
     if (cuda) {
       runner = std::move(*cuda);
@@ -90,7 +98,11 @@ void add_probe_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
   command->add_option("--out", flags->out, "Write the card here (default: print it)")->option_text("PATH");
   command->add_flag(
       "--read-only", flags->read_only,
-      "Measure only what needs no setting (counter period and error, ranges): no privilege needed");
+      "Measure only what needs no setting (counter period and error, ranges): no privilege needed, no "
+      "kernel run unless --load");
+  command->add_flag("--load", flags->load,
+                    "With --read-only: run the compute kernel while the counter is read (no setting changed, "
+                    "but the GPU is loaded)");
   command->add_flag("--quick", flags->quick, "A short probe: 3 knob values, 5 ms runs");
   command->add_flag("--real-time", flags->real_time,
                     "With --sim: probe the simulated GPU in real time (seconds) instead of virtual time");

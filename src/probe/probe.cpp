@@ -165,8 +165,10 @@ class Prober {
     }
   }
 
-  // Runs `kernel` (or just waits, without a runner) and calls `tick` every `interval_s` until it says stop.
-  Result<void> drive(Kernel kernel, double interval_s, const std::function<Result<bool>()>& tick) {
+  // Runs `kernel` (or just waits, without a runner or when `load` is false) and calls `tick` every
+  // `interval_s` until it says stop.
+  Result<void> drive(Kernel kernel, double interval_s, const std::function<Result<bool>()>& tick,
+                     bool load = true) {
     std::optional<Error> error;
     const auto between = [&]() -> bool {
       auto more = tick();
@@ -176,7 +178,7 @@ class Prober {
       }
       return *more && keep_going();
     };
-    if (runner_ != nullptr) {
+    if (runner_ != nullptr && load) {
       JOULE_TRY(runner_->run(kernel, INT64_MAX, interval_s, between));
     } else {
       while (between()) {
@@ -193,14 +195,14 @@ class Prober {
     CounterFigures out;
     out.has_energy_counter = gpu_.info().has_energy_counter;
     out.poll_interval_s = options_.counter_poll_interval_s;
-    out.under_load = runner_ != nullptr;
+    out.under_load = runner_ != nullptr && options_.counter_under_load;
     std::vector<ProbeSample> samples;
     const double start_s = now_s();
     const auto poll = [&]() -> Result<bool> {
       samples.push_back(JOULE_TRY(sample()));
       return now_s() - start_s < options_.counter_window_s;
     };
-    JOULE_TRY(drive(Kernel::kCompute, options_.counter_poll_interval_s, poll));
+    JOULE_TRY(drive(Kernel::kCompute, options_.counter_poll_interval_s, poll, out.under_load));
     out.polls = static_cast<int64_t>(samples.size());
     out.window_s = samples.empty() ? 0 : samples.back().time_s - samples.front().time_s;
     out.integrated_power_energy_j = integrate_power_j(samples);

@@ -1703,11 +1703,25 @@ TEST(Cli, ProbeWritesAFrontierCard) {
   const auto printed = nlohmann::json::parse(read_only.out);
   EXPECT_EQ(printed["read_only"], true);
   EXPECT_EQ(printed["frontiers"].size(), 0u);
+  // ... and no kernel either, unless --load asks for one (the runner is then named).
+  EXPECT_EQ(printed["counter"]["under_load"], false);
+  EXPECT_EQ(printed["kernel_runner"], "");
+  const auto loaded = joule({"--sim", "a40", "probe", "--quick", "--read-only", "--load"});
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  const auto loaded_card = nlohmann::json::parse(loaded.out);
+  EXPECT_EQ(loaded_card["counter"]["under_load"], true);
+  EXPECT_EQ(loaded_card["kernel_runner"], "simulated");
+  EXPECT_EQ(loaded_card["frontiers"].size(), 0u);
+  const auto load_alone = joule({"--sim", "a40", "probe", "--quick", "--load"});
+  EXPECT_EQ(load_alone.exit_code, 2);
+  EXPECT_EQ(load_alone.err,
+            "joule: error: --load applies to --read-only only: a full probe always runs its kernels\n");
   const auto real = joule({"probe", "--real-time"});
   EXPECT_EQ(real.exit_code, 2);
-  EXPECT_EQ(real.err,
-            "joule: error: --real-time applies to simulated GPUs only (--sim): a real device always runs in real "
-            "time\n");
+  EXPECT_EQ(
+      real.err,
+      "joule: error: --real-time applies to simulated GPUs only (--sim): a real device always runs in real "
+      "time\n");
 }
 
 // Ctrl-C in the middle of a probe: the settings are put back, the process dies of the signal, and no card
@@ -1717,7 +1731,8 @@ TEST(Cli, ProbeInterruptedLeavesNoCard) {
   Process process({JOULE_BINARY, "--sim", "v100", "probe", "--real-time", "--out", dir.path() + "/card.json"},
                   base_env());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (process.err_so_far().find("frontier") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  while (process.err_so_far().find("frontier") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_NE(process.err_so_far().find("frontier"), std::string::npos) << "the probe never reached a frontier";

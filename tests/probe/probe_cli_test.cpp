@@ -56,5 +56,22 @@ TEST(ProbeCli, AMissingCudaDriverIsNamedAndTheRestMeasured) {
   EXPECT_TRUE(frontiers_skipped) << card["skipped"].dump();
 }
 
+// What scripts/hw-check runs: no setting and no kernel, so the CUDA driver is not even loaded (a missing one
+// is not mentioned); --load runs the kernel and so needs it.
+TEST(ProbeCli, ReadOnlyLoadsNoDriverUnlessAskedTo) {
+  const auto env = fake_nvidia_env("/nonexistent/libcuda.so.1");
+  const auto result = run({JOULE_BINARY, "probe", "--quick", "--read-only"}, env);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err.find("no kernels can run"), std::string::npos) << result.err;
+  const auto card = nlohmann::json::parse(result.out);
+  EXPECT_EQ(card["counter"]["under_load"], false);
+  EXPECT_EQ(card["kernel_runner"], "");
+  const auto loaded = run({JOULE_BINARY, "probe", "--quick", "--read-only", "--load"}, env);
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_NE(loaded.err.find("joule probe: no kernels can run: cannot load the CUDA driver"),
+            std::string::npos)
+      << loaded.err;
+}
+
 }  // namespace
 }  // namespace joule::test

@@ -140,6 +140,29 @@ TEST(Probe, ReadOnlyChangesNothing) {
   EXPECT_TRUE(card->counter.update_period_s);
 }
 
+// What scripts/hw-check runs on a busy node: no setting, and no kernel either, so the counter is read under
+// whatever the GPU is doing (here: idle, so less power than under the kernel).
+TEST(Probe, ReadOnlyWithoutLoadRunsNoKernel) {
+  SimFixture sim("v100");
+  ASSERT_TRUE(sim.gpu->set_simulated_busy(false));
+  auto options = quick_probe_options();
+  options.read_only = true;
+  options.counter_under_load = false;
+  const auto unloaded = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), options);
+  ASSERT_TRUE(unloaded) << unloaded.error().message();
+  options.counter_under_load = true;
+  const auto loaded = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), options);
+  ASSERT_TRUE(loaded) << loaded.error().message();
+  EXPECT_TRUE(loaded->counter.under_load);
+  EXPECT_FALSE(unloaded->counter.under_load);
+  EXPECT_TRUE(sim.gpu->settings_log().empty());
+  const auto mean_power_w = [](const Card& card) {
+    return card.counter.integrated_power_energy_j / card.counter.window_s;
+  };
+  EXPECT_LT(mean_power_w(*unloaded), 0.8 * mean_power_w(*loaded))
+      << mean_power_w(*unloaded) << " W without the kernel, " << mean_power_w(*loaded) << " W with it";
+}
+
 TEST(Probe, WithoutCounterOrRunner) {
   SimFixture sim("p100");  // no energy counter: energy is integrated from power
   const auto card = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), quick_probe_options());
@@ -179,7 +202,8 @@ TEST(Probe, RefusesBadOptions) {
   options.knob_settle_s = -1;
   card = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), options);
   ASSERT_FALSE(card);
-  EXPECT_EQ(card.error().message(), "probe: the settling time after a knob change must be a finite number ≥ 0");
+  EXPECT_EQ(card.error().message(),
+            "probe: the settling time after a knob change must be a finite number ≥ 0");
   EXPECT_TRUE(sim.gpu->settings_log().empty());
 }
 

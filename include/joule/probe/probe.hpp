@@ -25,6 +25,11 @@ namespace joule::probe {
 struct ProbeOptions {
   /// Measure only what needs no setting: the counter's period and error, and the device's ranges.
   bool read_only = false;
+  /// Run the compute kernel while the energy counter is polled (it changes no setting, but loads the GPU:
+  /// on a real GPU it allocates 512 MiB and keeps it busy for counter_window_s). Off, the counter is read
+  /// under whatever the GPU is doing. `joule probe --read-only` turns it off unless `--load` is given, so
+  /// that a hardware check on a busy node neither allocates memory nor adds work.
+  bool counter_under_load = true;
   bool quick = false;                     ///< recorded in the card (set by quick_probe_options())
   double counter_window_s = 0.5;          ///< how long to poll the energy counter, s
   double counter_poll_interval_s = 1e-3;  ///< s between counter polls
