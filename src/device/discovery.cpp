@@ -46,7 +46,9 @@ std::string join_reports(const std::vector<BackendReport>& reports, std::string_
   return parts.empty() ? std::string("no backend was tried") : fmt::format("{}", fmt::join(parts, "; "));
 }
 
-// Adds a GPU backend's devices with framework indices continuing after those already found.
+// Adds a GPU backend's devices after those already found. Each keeps its own backend's framework index
+// (what that vendor's framework calls it: cuda:0 and xpu:0 are both 0), while --gpu and select_gpus() count
+// positions in the set; the two agree on a machine with one vendor's GPUs.
 void add_gpus(DeviceSet& set, const std::string& backend, const std::string& detail,
               Result<std::vector<std::unique_ptr<Gpu>>> opened) {
   BackendReport report{backend, "gpu", 0, opened.has_value(), {}};
