@@ -79,6 +79,9 @@ def _discover(
     nvml_library: Optional[str] = None,
     rocm_library: Optional[str] = None,
     daemon_socket: Optional[str] = None,
+    amd_smi_library: Optional[str] = None,
+    level_zero_library: Optional[str] = None,
+    jetson_sysfs_root: Optional[str] = None,
 ) -> DeviceSet: ...
 def _sim_models() -> list[dict[str, Any]]: ...
 

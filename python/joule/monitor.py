@@ -31,6 +31,9 @@ def devices(
     nvml_library: Optional[str] = None,
     rocm_library: Optional[str] = None,
     daemon_socket: Optional[str] = None,
+    amd_smi_library: Optional[str] = None,
+    level_zero_library: Optional[str] = None,
+    jetson_sysfs_root: Optional[str] = None,
 ) -> DeviceSet:
     """Discovers the GPUs and CPUs (a new DeviceSet on each call).
 
@@ -43,6 +46,11 @@ def devices(
         ``DeviceSet.advance(seconds)`` or ``DeviceSet.run_iterations(n)`` (deterministic simulation).
     gpus / cpus: look for GPUs / CPU energy counters (RAPL) at all.
     powercap_root: the RAPL sysfs root (default /sys/class/powercap).
+    nvml_library / rocm_library / amd_smi_library / level_zero_library: the vendor library to load (a path or
+        soname), as JOULE_NVML_LIBRARY, JOULE_ROCM_SMI_LIBRARY, JOULE_AMD_SMI_LIBRARY and
+        JOULE_LEVEL_ZERO_LIBRARY (docs/devices.md).
+    jetson_sysfs_root: the folder holding a Jetson board's ``sys/`` and ``proc/`` (a container's bind-mount),
+        as JOULE_JETSON_SYSFS_ROOT; given, the board is looked for there even where ``/`` is not a Jetson.
     daemon_socket: take the GPUs, and the CPU energy counters (root-only since Linux 5.10), from the
         ``joule daemon`` listening there (backend ``'daemon'``); CPUs it does not serve are looked for here.
 
@@ -59,6 +67,9 @@ def devices(
         nvml_library=nvml_library,
         rocm_library=rocm_library,
         daemon_socket=daemon_socket,
+        amd_smi_library=amd_smi_library,
+        level_zero_library=level_zero_library,
+        jetson_sysfs_root=jetson_sysfs_root,
     )
     # The daemon's GPUs asked for by name must be there: without them, training would run unmeasured and
     # uncontrolled, and nobody would notice (the CLI's --daemon fails the same way).

@@ -61,7 +61,10 @@ SharedDeviceSet discover(const std::optional<std::string>& sim, bool virtual_clo
                          const std::optional<std::string>& powercap_root,
                          const std::optional<std::string>& nvml_library,
                          const std::optional<std::string>& rocm_library,
-                         const std::optional<std::string>& daemon_socket) {
+                         const std::optional<std::string>& daemon_socket,
+                         const std::optional<std::string>& amd_smi_library,
+                         const std::optional<std::string>& level_zero_library,
+                         const std::optional<std::string>& jetson_sysfs_root) {
   device::DiscoveryOptions options = value_or_throw(device::DiscoveryOptions::from_environment());
   // Each argument given overrides its environment variable.
   options.sim_spec = sim ? sim : options.sim_spec;
@@ -69,6 +72,9 @@ SharedDeviceSet discover(const std::optional<std::string>& sim, bool virtual_clo
   options.powercap_root = powercap_root.value_or(options.powercap_root);
   options.nvml_library = nvml_library.value_or(options.nvml_library);
   options.rocm_library = rocm_library.value_or(options.rocm_library);
+  options.amd_smi_library = amd_smi_library.value_or(options.amd_smi_library);
+  options.level_zero_library = level_zero_library.value_or(options.level_zero_library);
+  options.jetson_sysfs_root = jetson_sysfs_root ? jetson_sysfs_root : options.jetson_sysfs_root;
   options.gpus = gpus;
   options.cpus = cpus;
   if (virtual_clock) {
@@ -180,8 +186,10 @@ void bind_gpu(py::module_& module) {
             return value_or_throw(std::move(result));
           },
           py::arg("busy"),
-          "Simulated GPUs only (this process's or a joule daemon's): run the workload (busy) or idle. Returns the "
-          "slowdown of the workload under the settings in force (>= 1: its time per iteration over the time at the "
+          "Simulated GPUs only (this process's or a joule daemon's): run the workload (busy) or idle. "
+          "Returns the "
+          "slowdown of the workload under the settings in force (>= 1: its time per iteration over the time "
+          "at the "
           "largest power limit without a clock lock). NotSupportedError for a real GPU.")
       .def("__repr__", [](const GpuRef& ref) {
         return fmt::format("<joule.Gpu {} backend={} energy_counter={}>", ref.gpu->label(),
@@ -305,7 +313,8 @@ void bind_devices(py::module_& module) {
   module.def("_discover", &discover, py::arg("sim") = py::none(), py::arg("virtual_clock") = false,
              py::arg("gpus") = true, py::arg("cpus") = true, py::arg("powercap_root") = py::none(),
              py::arg("nvml_library") = py::none(), py::arg("rocm_library") = py::none(),
-             py::arg("daemon_socket") = py::none(),
+             py::arg("daemon_socket") = py::none(), py::arg("amd_smi_library") = py::none(),
+             py::arg("level_zero_library") = py::none(), py::arg("jetson_sysfs_root") = py::none(),
              "Discovers devices: JOULE_* environment variables, overridden by the arguments.");
   module.def(
       "_sim_models", [] { return to_python_each(device::sim::gpu_models()); }, "The simulated GPU models.");

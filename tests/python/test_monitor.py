@@ -241,6 +241,22 @@ def no_gpu_devices() -> joule.DeviceSet:
                          rocm_library="/nonexistent/librocm_smi64.so.1")
 
 
+def test_every_vendor_library_and_the_jetson_root_can_be_named() -> None:
+    found = joule.devices(cpus=False, nvml_library="/nonexistent/nvml.so", rocm_library="/nonexistent/rocm.so",
+                          amd_smi_library="/nonexistent/amd_smi.so", level_zero_library="/nonexistent/ze.so",
+                          jetson_sysfs_root="/nonexistent/jetson")
+    details = {report["backend"]: report["detail"] for report in found.reports}
+    assert "/nonexistent/amd_smi.so" in details["amdsmi"], details
+    assert "/nonexistent/ze.so" in details["levelzero"], details
+    assert "/nonexistent/jetson" in details["jetson"], details
+    # The fake Level Zero loader of the C++ tests, through the real loading code: its GPUs are found.
+    fake = os.path.join(os.environ.get("JOULE_BUILD_DIR", ""), "tests/fakes/levelzero/complete/libze_loader.so.1")
+    if os.path.exists(fake):
+        intel = joule.devices(cpus=False, nvml_library="/nonexistent/nvml.so", level_zero_library=fake,
+                              amd_smi_library="/nonexistent/amd_smi.so", rocm_library="/nonexistent/rocm.so")
+        assert intel.gpus and all(gpu.backend == "levelzero" for gpu in intel.gpus), intel.reports
+
+
 def test_a_monitor_with_no_gpu_warns_and_says_how_to_simulate_one() -> None:
     devices = no_gpu_devices()
     with pytest.warns(RuntimeWarning) as warned:
