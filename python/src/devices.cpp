@@ -187,10 +187,8 @@ void bind_gpu(py::module_& module) {
           },
           py::arg("busy"),
           "Simulated GPUs only (this process's or a joule daemon's): run the workload (busy) or idle. "
-          "Returns the "
-          "slowdown of the workload under the settings in force (>= 1: its time per iteration over the time "
-          "at the "
-          "largest power limit without a clock lock). NotSupportedError for a real GPU.")
+          "Returns the slowdown of the workload under the settings in force (>= 1: its time per iteration "
+          "over the time at the largest power limit without a clock lock). NotSupportedError for a real GPU.")
       .def("__repr__", [](const GpuRef& ref) {
         return fmt::format("<joule.Gpu {} backend={} energy_counter={}>", ref.gpu->label(),
                            ref.gpu->info().backend, ref.gpu->info().has_energy_counter ? "True" : "False");
