@@ -92,6 +92,41 @@ Result<void> Gpu::reset_sm_clocks() {
   return do_reset_sm_clocks();
 }
 
+Result<std::vector<uint32_t>> Gpu::supported_memory_clocks_mhz() {
+  std::lock_guard lock(mutex_);
+  return do_supported_memory_clocks_mhz();
+}
+
+Result<void> Gpu::lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) {
+  if (min_mhz > max_mhz) {
+    return fail(ErrorCode::kInvalidArgument,
+                "cannot lock {}'s memory clock: minimum {} MHz is above maximum {} MHz", label(), min_mhz,
+                max_mhz);
+  }
+  std::lock_guard lock(mutex_);
+  return do_lock_memory_clocks(min_mhz, max_mhz);
+}
+
+Result<void> Gpu::reset_memory_clocks() {
+  std::lock_guard lock(mutex_);
+  return do_reset_memory_clocks();
+}
+
+Result<std::vector<uint32_t>> Gpu::do_supported_memory_clocks_mhz() {
+  return fail(ErrorCode::kNotSupported, "{} cannot lock its memory clock ({} backend)", label(),
+              info_.backend);
+}
+
+Result<void> Gpu::do_lock_memory_clocks(uint32_t /*min_mhz*/, uint32_t /*max_mhz*/) {
+  return fail(ErrorCode::kNotSupported, "{} cannot lock its memory clock ({} backend)", label(),
+              info_.backend);
+}
+
+Result<void> Gpu::do_reset_memory_clocks() {
+  return fail(ErrorCode::kNotSupported, "{} cannot lock its memory clock ({} backend)", label(),
+              info_.backend);
+}
+
 // ---- Telemetry ------------------------------------------------------------------------------------------
 
 std::vector<std::string> clock_event_reason_names(uint64_t mask) {
@@ -246,8 +281,9 @@ Result<uint64_t> Gpu::clock_event_reasons() {
   return do_clock_event_reasons();
 }
 Result<double> Gpu::do_set_simulated_busy(bool /*busy*/) {
-  return fail(ErrorCode::kNotSupported, "GPU {} ({}) is not simulated: only a simulated GPU can be made busy or idle",
-              info().index, info().name);
+  return fail(ErrorCode::kNotSupported,
+              "GPU {} ({}) is not simulated: only a simulated GPU can be made busy or idle", info().index,
+              info().name);
 }
 
 Result<double> Gpu::set_simulated_busy(bool busy) {

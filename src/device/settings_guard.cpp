@@ -38,27 +38,49 @@ enum class Reason {
   kSignal,  ///< a signal arrived: the process may live on (a handler that returns)
 };
 
-/// A control the guard can change. Adding one (memory clocks) means a value to record, a way to set it
-/// and a way to set it back: apply() and restore_one() below.
+/// A control the guard can change. Adding one means a value to record, a way to set it and a way to set it
+/// back: set_one() and restore_one() below.
 enum class Control {
   kPowerLimit,
   kSmClocks,
+  kMemoryClocks,
 };
 
 /// One changed control of one GPU.
 struct Change {
   Gpu* gpu = nullptr;
   Control control = Control::kPowerLimit;
-  /// What to set back: the recorded power limit (nullopt: the default); unused for SM clocks.
+  /// What to set back: the recorded power limit (nullopt: the default); unused for clock locks.
   std::optional<uint32_t> original;
   /// What the guard set last, if that call succeeded ({limit, 0} or {min, max}); a repeat is skipped.
   std::optional<std::array<uint32_t, 2>> applied;
 };
 
 const char* describe(Control control) {
-  return control == Control::kPowerLimit ? "power limit" : "SM clock lock";
+  switch (control) {
+    case Control::kPowerLimit:
+      return "power limit";
+    case Control::kSmClocks:
+      return "SM clock lock";
+    case Control::kMemoryClocks:
+      return "memory clock lock";
+  }
+  return "control";
 }
 
+Result<void> set_one(Gpu& gpu, Control control, std::array<uint32_t, 2> value) {
+  switch (control) {
+    case Control::kPowerLimit:
+      return gpu.set_power_limit_mw(value[0]);
+    case Control::kSmClocks:
+      return gpu.lock_sm_clocks(value[0], value[1]);
+    case Control::kMemoryClocks:
+      return gpu.lock_memory_clocks(value[0], value[1]);
+  }
+  return {};
+}
+
+// Clock locks cannot be read back, so the state before the first lock is taken to be unlocked.
 Result<void> restore_one(const Change& change) {
   switch (change.control) {
     case Control::kPowerLimit:
@@ -66,6 +88,8 @@ Result<void> restore_one(const Change& change) {
                              : change.gpu->reset_power_limit();
     case Control::kSmClocks:
       return change.gpu->reset_sm_clocks();
+    case Control::kMemoryClocks:
+      return change.gpu->reset_memory_clocks();
   }
   return {};
 }
@@ -122,8 +146,7 @@ Result<void> SettingsGuard::State::apply(Gpu& gpu, Control control, std::array<u
                  options.owner, gpu.label(), current.error().message());
     }
   }
-  auto result = control == Control::kPowerLimit ? gpu.set_power_limit_mw(value[0])
-                                                : gpu.lock_sm_clocks(value[0], value[1]);
+  auto result = set_one(gpu, control, value);
   if (change == changes.end()) {
     if (!result) {
       return result;  // refused: the control is as it was, nothing to restore
@@ -456,6 +479,10 @@ Result<void> SettingsGuard::set_power_limit_mw(Gpu& gpu, uint32_t power_limit_mw
 
 Result<void> SettingsGuard::lock_sm_clocks(Gpu& gpu, uint32_t min_mhz, uint32_t max_mhz) {
   return state_->apply(gpu, Control::kSmClocks, {min_mhz, max_mhz});
+}
+
+Result<void> SettingsGuard::lock_memory_clocks(Gpu& gpu, uint32_t min_mhz, uint32_t max_mhz) {
+  return state_->apply(gpu, Control::kMemoryClocks, {min_mhz, max_mhz});
 }
 
 Result<void> SettingsGuard::restore() {

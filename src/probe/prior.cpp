@@ -18,6 +18,8 @@ std::string_view to_string(CardKnob knob) {
       return "power_limit";
     case CardKnob::kSmClock:
       return "sm_clock";
+    case CardKnob::kMemoryClock:
+      return "memory_clock";
   }
   return "unknown";
 }

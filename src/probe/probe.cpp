@@ -71,11 +71,14 @@ Result<void> check_options(const ProbeOptions& options) {
     return fail(ErrorCode::kInvalidArgument,
                 "probe: the settling time after a knob change must be a finite number ≥ 0");
   }
-  if (options.latency_tries < 1 || options.power_limit_values < 2 || options.sm_clock_values < 2) {
+  if (options.latency_tries < 1 || options.power_limit_values < 2 || options.sm_clock_values < 2 ||
+      options.memory_clock_values < 2) {
     return fail(
         ErrorCode::kInvalidArgument,
-        "probe: latency tries must be ≥ 1 and knob values ≥ 2, got {} tries, {} power limits, {} clocks",
-        options.latency_tries, options.power_limit_values, options.sm_clock_values);
+        "probe: latency tries must be ≥ 1 and knob values ≥ 2, got {} tries, {} power limits, {} clocks, "
+        "{} memory clocks",
+        options.latency_tries, options.power_limit_values, options.sm_clock_values,
+        options.memory_clock_values);
   }
   return {};
 }
@@ -443,7 +446,6 @@ class Prober {
   }
 
   Result<void> measure_frontiers(Card& card) {
-    card.skipped.push_back({"memory_clock", "joule's device layer has no memory-clock control yet"});
     if (runner_ == nullptr) {
       card.skipped.push_back({"frontiers", "no kernel runner for this device"});
       return {};
@@ -467,6 +469,22 @@ class Prober {
     if (clocks_.size() >= 2) {
       JOULE_TRY(sweep(card, "sm_clock", "MHz", spread(clocks_, options_.sm_clock_values), 1.0,
                       [&](uint32_t mhz) { return guard_->lock_sm_clocks(gpu_, mhz, mhz); }));
+    }
+    // The memory clock where it can be locked to more than one value (GDDR boards; HBM ones list one).
+    auto memory_clocks = gpu_.supported_memory_clocks_mhz();
+    if (!memory_clocks) {
+      card.skipped.push_back({"memory_clock", memory_clocks.error().message()});
+    } else if (memory_clocks->size() < 2) {
+      card.skipped.push_back(
+          {"memory_clock",
+           memory_clocks->empty()
+               ? std::string("the device lists no memory clock")
+               : fmt::format("the device has one memory clock ({} MHz): no frontier to measure",
+                             memory_clocks->front())});
+    } else {
+      std::sort(memory_clocks->rbegin(), memory_clocks->rend());
+      JOULE_TRY(sweep(card, "memory_clock", "MHz", spread(*memory_clocks, options_.memory_clock_values), 1.0,
+                      [&](uint32_t mhz) { return guard_->lock_memory_clocks(gpu_, mhz, mhz); }));
     }
     return {};
   }
@@ -494,6 +512,7 @@ ProbeOptions quick_probe_options() {
   options.settle_window_s = 0.05;
   options.power_limit_values = 3;
   options.sm_clock_values = 3;
+  options.memory_clock_values = 3;
   options.run_s = 0.005;
   options.knob_settle_s = 0.005;
   return options;

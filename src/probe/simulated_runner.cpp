@@ -19,9 +19,10 @@ std::string_view kernel_name(Kernel kernel) {
 
 namespace {
 
-// One kernel on one GPU model: power P(r) = idle + dyn·(m + (1 − m)·r³) at clock ratio r (m: the share of
-// the dynamic power that does not follow the SM clock, the memory's), time t(r) = t0·(c/r + 1 − c) (c: the
-// share of the time that follows the SM clock). A power limit below P(1) lowers r until P(r) fits.
+// One kernel on one GPU model: power P(r, q) = idle + dyn·(m·q + (1 − m)·r³) at SM clock ratio r and memory
+// clock ratio q (m: the share of the dynamic power that follows the memory clock instead of the SM clock),
+// time t(r, q) = t0·(c/r + (1 − c)/q) (c: the share of the time that follows the SM clock, the rest follows
+// memory bandwidth). A power limit below P(1, q) lowers r until P(r, q) fits.
 struct SimKernelShape {
   double time_at_max_clock_s;  // t0
   double clock_bound_share;    // c
@@ -49,11 +50,17 @@ class ProbeKernelWorkload final : public device::sim::Workload {
 
   device::sim::OperatingPoint at(double power_limit_w,
                                  std::optional<double> locked_sm_clock_mhz) const override {
+    return at_memory_clock(power_limit_w, locked_sm_clock_mhz, 1.0);
+  }
+  device::sim::OperatingPoint at_memory_clock(double power_limit_w, std::optional<double> locked_sm_clock_mhz,
+                                              double memory_clock_ratio) const override {
     const double m = shape_.clock_free_power;
+    const double q = std::clamp(memory_clock_ratio, 1e-3, 1.0);
     double ratio = 1;
-    const double needed = (power_limit_w - idle_w_) / dynamic_w_;  // P(r) ≤ limit ⇔ m + (1−m)r³ ≤ needed
-    if (needed < 1) {
-      ratio = std::cbrt(std::max(0.0, needed - m) / (1 - m));
+    // P(r, q) ≤ limit ⇔ m·q + (1 − m)·r³ ≤ needed
+    const double needed = (power_limit_w - idle_w_) / dynamic_w_;
+    if (needed < m * q + (1 - m)) {
+      ratio = std::cbrt(std::max(0.0, needed - m * q) / (1 - m));
     }
     if (locked_sm_clock_mhz) {
       ratio = std::min(ratio, *locked_sm_clock_mhz / max_clock_mhz_);
@@ -61,8 +68,10 @@ class ProbeKernelWorkload final : public device::sim::Workload {
     ratio = std::clamp(ratio, min_ratio_, 1.0);
     const double c = shape_.clock_bound_share;
     device::sim::OperatingPoint point;
-    point.power_w = idle_w_ + dynamic_w_ * (m + (1 - m) * ratio * ratio * ratio);
-    point.iteration_time_s = shape_.time_at_max_clock_s * (c / ratio + 1 - c);
+    point.power_w = idle_w_ + dynamic_w_ * (m * q + (1 - m) * ratio * ratio * ratio);
+    // (At q = 1 exactly the expression of cards made before the memory clock, so they stay bit-identical.)
+    point.iteration_time_s =
+        shape_.time_at_max_clock_s * (q == 1.0 ? c / ratio + 1 - c : c / ratio + (1 - c) / q);
     point.sm_clock_mhz = ratio * max_clock_mhz_;
     return point;
   }

@@ -50,6 +50,19 @@ TEST(Gpu, ClockLockChecksOrder) {
                      "cannot lock GPU 0 (Mock GPU)'s SM clock: minimum 1500 MHz is above maximum 900 MHz");
 }
 
+TEST(Gpu, MemoryClockLocksAreNotSupportedUnlessABackendSaysSo) {
+  MockGpu gpu(test::mock_gpu_info());
+  JOULE_EXPECT_ERROR(
+      gpu.lock_memory_clocks(1500, 900), ErrorCode::kInvalidArgument,
+      "cannot lock GPU 0 (Mock GPU)'s memory clock: minimum 1500 MHz is above maximum 900 MHz");
+  JOULE_EXPECT_ERROR(gpu.lock_memory_clocks(900, 900), ErrorCode::kNotSupported,
+                     "GPU 0 (Mock GPU) cannot lock its memory clock (mock backend)");
+  JOULE_EXPECT_ERROR(gpu.supported_memory_clocks_mhz(), ErrorCode::kNotSupported,
+                     "GPU 0 (Mock GPU) cannot lock its memory clock (mock backend)");
+  JOULE_EXPECT_ERROR(gpu.reset_memory_clocks(), ErrorCode::kNotSupported,
+                     "GPU 0 (Mock GPU) cannot lock its memory clock (mock backend)");
+}
+
 TEST(Gpu, FormatWatts) {
   EXPECT_EQ(format_watts(250'000), "250 W");
   EXPECT_EQ(format_watts(212'500), "212.5 W");
@@ -65,7 +78,8 @@ TEST(SimulatedBusy, ARealGpuIsNotSimulated) {
   const auto refused = gpu.set_simulated_busy(true);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code(), ErrorCode::kNotSupported);
-  EXPECT_EQ(refused.error().message(), "GPU 2 (Tesla V100) is not simulated: only a simulated GPU can be made busy or idle");
+  EXPECT_EQ(refused.error().message(),
+            "GPU 2 (Tesla V100) is not simulated: only a simulated GPU can be made busy or idle");
 }
 
 }  // namespace

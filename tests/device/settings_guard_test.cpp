@@ -38,6 +38,10 @@ struct Rig {
         result.push_back("limit " + std::to_string(record.value));
       } else if (record.setting == "sm_clocks_locked_mhz") {
         result.push_back("lock " + std::to_string(record.value_min) + "-" + std::to_string(record.value));
+      } else if (record.setting == "memory_clocks_locked_mhz") {
+        result.push_back("memory lock " + std::to_string(record.value));
+      } else if (record.setting == "memory_clocks_reset") {
+        result.push_back("memory reset");
       } else {
         result.push_back("reset");
       }
@@ -63,6 +67,22 @@ TEST(SettingsGuard, RecordsTheFirstValueAndRestoresItOnDestruction) {
   EXPECT_EQ(rig.calls(0), (Calls{"limit 180000", "limit 200000", "limit 150000", "limit 180000"}));
   EXPECT_EQ(rig.calls(1), (Calls{"limit 120000", "lock 1200-1300", "limit 250000", "reset"}));
   EXPECT_EQ(*rig.gpus[0]->power_limit_mw(), 180'000u);
+}
+
+// The memory clock is a third control with the SM clock's rules: the state before is taken to be unlocked,
+// a repeat is no call, and the restore removes the lock.
+TEST(SettingsGuard, RestoresAMemoryClockLock) {
+  Rig rig;
+  {
+    SettingsGuard guard({.owner = "test", .restore_on_signals = false});
+    ASSERT_TRUE(guard.lock_memory_clocks(*rig.gpus[0], 877, 877));
+    ASSERT_TRUE(guard.lock_memory_clocks(*rig.gpus[0], 877, 877));
+    EXPECT_TRUE(guard.changed());
+    // A range the GPU cannot lock records nothing more.
+    EXPECT_FALSE(guard.lock_memory_clocks(*rig.gpus[1], 5000, 6000));
+  }
+  EXPECT_EQ(rig.calls(0), (Calls{"memory lock 877", "memory reset"}));
+  EXPECT_EQ(rig.calls(1), Calls{});
 }
 
 TEST(SettingsGuard, DefaultRestoreTarget) {

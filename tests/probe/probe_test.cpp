@@ -89,7 +89,34 @@ TEST(Probe, QuickProbeFillsEveryFigure) {
   EXPECT_GT(limits.points.back().time_per_iteration_s, limits.points.front().time_per_iteration_s);
   EXPECT_EQ(card->skipped.size(), 1u);
   EXPECT_EQ(card->skipped[0].what, "memory_clock");
+  EXPECT_EQ(card->skipped[0].why, "the device has one memory clock (877 MHz): no frontier to measure");
   EXPECT_NE(summarize_card(*card).find("compute kernel under sm_clock: 3 values"), std::string::npos);
+}
+
+// A GDDR6 board locks several memory clocks: the memory kernel slows with them far more than the compute
+// kernel, and its energy per iteration is lowest at neither end. Every lock is put back.
+TEST(Probe, MeasuresTheMemoryClockFrontierWhereThereIsOne) {
+  SimFixture sim("a40");
+  const auto card = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), quick_probe_options());
+  ASSERT_TRUE(card) << card.error().message();
+  EXPECT_TRUE(card->skipped.empty());
+  ASSERT_EQ(card->frontiers.size(), 6u);
+  const auto& compute = curve(*card, "compute", "memory_clock");
+  const auto& memory = curve(*card, "memory", "memory_clock");
+  EXPECT_EQ(memory.unit, "MHz");
+  ASSERT_EQ(memory.points.size(), 3u);
+  EXPECT_EQ(memory.points.front().knob_value, 7251);
+  EXPECT_EQ(memory.points.back().knob_value, 405);
+  const auto slowdown = [](const FrontierCurve& c) {
+    return c.points.back().time_per_iteration_s / c.points.front().time_per_iteration_s;
+  };
+  EXPECT_GT(slowdown(memory), 5);
+  EXPECT_LT(slowdown(compute), 2);
+  EXPECT_LT(memory.points.back().average_power_w, memory.points.front().average_power_w);
+  const auto log = sim.gpu->settings_log();
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back().setting, "memory_clocks_reset");
+  EXPECT_EQ(*sim.gpu->memory_clock_mhz(), 7251u);
 }
 
 TEST(Probe, PutsEverySettingBack) {
@@ -100,7 +127,9 @@ TEST(Probe, PutsEverySettingBack) {
   EXPECT_EQ(*sim.gpu->power_limit_mw(), 280'000u);
   const auto log = sim.gpu->settings_log();
   ASSERT_FALSE(log.empty());
-  EXPECT_EQ(log.back().setting, "sm_clocks_reset");  // the last sweep's restore
+  EXPECT_EQ(log.back().setting, "memory_clocks_reset");  // the last sweep's restore (the A40 has 4)
+  EXPECT_TRUE(std::any_of(log.begin(), log.end(),
+                          [](const auto& record) { return record.setting == "sm_clocks_reset"; }));
   // The workload the GPU ran before is back.
   EXPECT_EQ(sim.gpu->workload()->description().find("probe"), std::string::npos);
 }
@@ -179,10 +208,10 @@ TEST(Probe, WithoutCounterOrRunner) {
   EXPECT_EQ(bare->kernel_runner, "");
   EXPECT_EQ(bare->latencies.size(), 2u);
   EXPECT_TRUE(bare->frontiers.empty());
-  ASSERT_EQ(bare->skipped.size(), 3u);
+  ASSERT_EQ(bare->skipped.size(), 2u);
   EXPECT_EQ(bare->skipped[0].what, "settle");
   EXPECT_EQ(bare->skipped[0].why, "no kernel runner for this device");
-  EXPECT_EQ(bare->skipped[2].what, "frontiers");
+  EXPECT_EQ(bare->skipped[1].what, "frontiers");  // every knob's, the memory clock's too
 }
 
 TEST(Probe, RefusesBadOptions) {
@@ -197,7 +226,8 @@ TEST(Probe, RefusesBadOptions) {
   card = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), options);
   ASSERT_FALSE(card);
   EXPECT_EQ(card.error().message(),
-            "probe: latency tries must be ≥ 1 and knob values ≥ 2, got 5 tries, 1 power limits, 3 clocks");
+            "probe: latency tries must be ≥ 1 and knob values ≥ 2, got 5 tries, 1 power limits, 3 clocks, 3 "
+            "memory clocks");
   options = quick_probe_options();
   options.knob_settle_s = -1;
   card = probe_gpu(*sim.gpu, *sim.clock, sim.runner.get(), options);

@@ -134,6 +134,17 @@ class Gpu {
   /// Removes an SM clock lock.
   Result<void> reset_sm_clocks();
 
+  /// @return the memory clocks the GPU can be locked to, in MHz, highest first (HBM GPUs usually list one).
+  /// kNotSupported (naming the GPU and the backend) where the backend cannot lock the memory clock.
+  Result<std::vector<uint32_t>> supported_memory_clocks_mhz();
+
+  /// Locks the memory clock into [min_mhz, max_mhz]. kInvalidArgument if min_mhz > max_mhz; kNotSupported
+  /// as supported_memory_clocks_mhz(); kPermissionDenied as set_power_limit_mw().
+  Result<void> lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz);
+
+  /// Removes a memory clock lock. kNotSupported as supported_memory_clocks_mhz().
+  Result<void> reset_memory_clocks();
+
   // Telemetry. Each call is kNotSupported (naming the GPU, the reading and the backend) where the device
   // or its backend does not report the value; other failures as for power_mw().
 
@@ -169,6 +180,10 @@ class Gpu {
   virtual Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() = 0;
   virtual Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) = 0;
   virtual Result<void> do_reset_sm_clocks() = 0;
+  // Memory clock locks: the defaults say the backend cannot lock the memory clock (kNotSupported).
+  virtual Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz();
+  virtual Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz);
+  virtual Result<void> do_reset_memory_clocks();
   // Telemetry hooks: the defaults say the backend does not report the value (telemetry_not_supported).
   virtual Result<double> do_temperature_c();
   virtual Result<uint32_t> do_sm_clock_mhz();

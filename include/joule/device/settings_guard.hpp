@@ -47,8 +47,8 @@ struct SettingsGuardOptions {
 /// a restore, the next change records again). Controls:
 /// - power limit, mW: restored to the recorded limit (or the default, see PowerLimitRestore);
 /// - SM clocks: Gpu cannot read a clock lock, so the state before the first lock is taken to be
-///   unlocked and the restore removes the lock (Gpu::reset_sm_clocks()).
-/// Memory clocks will be a third control with the same rules.
+///   unlocked and the restore removes the lock (Gpu::reset_sm_clocks());
+/// - memory clocks: the same rules (Gpu::reset_memory_clocks()).
 ///
 /// **When it restores** — once per change, never twice, on whichever comes first:
 /// - restore() (the guard stays usable) or destruction;
@@ -92,6 +92,10 @@ class SettingsGuard {
   /// Locks `gpu`'s SM clock into [min_mhz, max_mhz] (Gpu::lock_sm_clocks()). No device call if the guard
   /// set this very lock last and has not restored it since. Errors as set_power_limit_mw().
   Result<void> lock_sm_clocks(Gpu& gpu, uint32_t min_mhz, uint32_t max_mhz);
+
+  /// Locks `gpu`'s memory clock into [min_mhz, max_mhz] (Gpu::lock_memory_clocks()). Errors and repeats as
+  /// lock_sm_clocks(); kNotSupported where the backend cannot lock the memory clock (nothing recorded).
+  Result<void> lock_memory_clocks(Gpu& gpu, uint32_t min_mhz, uint32_t max_mhz);
 
   /// Restores every control this guard changed, now. @return the first device error (every control is
   /// tried; the ones that failed stay recorded). Does nothing in a forked child.

@@ -40,6 +40,9 @@ struct GpuModel {
   bool has_energy_counter = true;  ///< false for pre-Volta models (p100), as NVML reports them
   std::string description;         ///< one line for `joule devices` and docs
   uint32_t memory_clock_mhz = 0;   ///< reported memory clock, MHz; 0: the model does not report one
+  /// The memory clocks it can be locked to, MHz, highest first (the first is memory_clock_mhz); empty: the
+  /// memory clock cannot be locked. HBM models list one (as NVML does), GDDR models several.
+  std::vector<uint32_t> lockable_memory_clocks_mhz;
   // Thermal model (docs/metrics.md): first order, dT/dt = (T_ss − T)/τ with T_ss = ambient + R·P.
   double ambient_c = 25;                  ///< temperature of a cold GPU, °C
   double thermal_resistance_c_per_w = 0;  ///< R, °C per W; 0: 55 °C over ambient at the largest limit
@@ -88,6 +91,10 @@ class Workload {
   /// @param power_limit_w the power limit in force, W.
   /// @param locked_sm_clock_mhz the upper end of an SM clock lock, if one is in force.
   virtual OperatingPoint at(double power_limit_w, std::optional<double> locked_sm_clock_mhz) const = 0;
+  /// The same with the memory clock locked at `memory_clock_ratio` (its share of the highest memory clock,
+  /// in (0, 1]). The default ignores it: a workload without a memory model runs as at full memory clock.
+  virtual OperatingPoint at_memory_clock(double power_limit_w, std::optional<double> locked_sm_clock_mhz,
+                                         double memory_clock_ratio) const;
 };
 
 /// One measured row of a power trace.
@@ -101,12 +108,17 @@ struct TracePoint {
 /// power limits (held constant outside them). An SM clock lock below the clock the power limit allows
 /// slows the GPU by the model P = P_idle + (P_top − P_idle)·r³, time = t·(c·r_limit/r + 1 − c), where r is
 /// the clock ratio and c, the compute-bound share, is fitted from the trace's lowest and highest limits.
+/// A workload driven by a Zeus power trace (see below). Under a memory clock lock at ratio q of the highest,
+/// the share of its time that does not follow the SM clock (1 − compute_share) stretches by 1/q and the same
+/// share of its dynamic power scales by q.
 class TraceWorkload final : public Workload {
  public:
   TraceWorkload(const GpuModel& model, const WorkloadInfo& info, int batch_size,
                 std::vector<TracePoint> points);
   std::string description() const override;
   OperatingPoint at(double power_limit_w, std::optional<double> locked_sm_clock_mhz) const override;
+  OperatingPoint at_memory_clock(double power_limit_w, std::optional<double> locked_sm_clock_mhz,
+                                 double memory_clock_ratio) const override;
 
   int batch_size() const { return batch_size_; }
   const std::vector<TracePoint>& points() const { return points_; }
@@ -209,6 +221,9 @@ class SimulatedGpu final : public Gpu {
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override;
   Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override;
   Result<void> do_reset_sm_clocks() override;
+  Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz() override;
+  Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) override;
+  Result<void> do_reset_memory_clocks() override;
   Result<double> do_temperature_c() override;
   Result<uint32_t> do_sm_clock_mhz() override;
   Result<uint32_t> do_memory_clock_mhz() override;
@@ -226,6 +241,8 @@ class SimulatedGpu final : public Gpu {
   double steady_temperature_locked() const;
   double temperature_now_locked() const;
   void record_locked(std::string setting, uint32_t value, uint32_t value_min = 0);
+  // The workload's operating point under the settings in force. Needs state_mutex_.
+  OperatingPoint point_locked() const;
 
   const GpuModel& model_;
   std::shared_ptr<Clock> clock_;
@@ -234,7 +251,8 @@ class SimulatedGpu final : public Gpu {
   bool busy_ = true;
   uint32_t power_limit_mw_;
   std::optional<uint32_t> locked_max_mhz_;
-  double power_w_ = 0;  // the load's power at steady temperature (the trace's)
+  std::optional<uint32_t> locked_memory_mhz_;  // the upper end of a memory clock lock
+  double power_w_ = 0;                         // the load's power at steady temperature (the trace's)
   double energy_mj_ = 0;
   double temperature_c_ = 0;
   bool leakage_ = false;

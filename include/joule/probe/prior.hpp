@@ -33,11 +33,12 @@ namespace joule::probe {
 
 /// The knob a prior predicts over.
 enum class CardKnob {
-  kPowerLimit,  ///< power limit, W (the card's "power_limit" curves)
-  kSmClock,     ///< locked SM clock, MHz (the card's "sm_clock" curves)
+  kPowerLimit,   ///< power limit, W (the card's "power_limit" curves)
+  kSmClock,      ///< locked SM clock, MHz (the card's "sm_clock" curves)
+  kMemoryClock,  ///< locked memory clock, MHz (the card's "memory_clock" curves, where the GPU has several)
 };
 
-/// @return "power_limit" or "sm_clock" (the card's `frontiers[].knob`).
+/// @return "power_limit", "sm_clock" or "memory_clock" (the card's `frontiers[].knob`).
 std::string_view to_string(CardKnob knob);
 
 /// One measurement of a unit of work (a training step, a pipeline stage's forward or backward, a serving

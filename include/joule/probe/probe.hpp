@@ -36,11 +36,12 @@ struct ProbeOptions {
   int latency_tries = 20;                 ///< changes timed per control
   double settle_window_s = 0.3;           ///< how long power is sampled after a power-limit step, s
   double settle_sample_interval_s = 2e-3;
-  int power_limit_values = 7;  ///< knob values per power-limit frontier (≥ 2), min to max
-  int sm_clock_values = 8;     ///< knob values per SM-clock frontier (≥ 2), among the supported clocks
-  double run_s = 0.02;         ///< kernel time per knob value (at the fastest setting), s
-  double knob_settle_s = 0.1;  ///< compute kernel time after each knob change, before measuring, s
-  std::string joule_version;   ///< written into the card
+  int power_limit_values = 7;   ///< knob values per power-limit frontier (≥ 2), min to max
+  int sm_clock_values = 8;      ///< knob values per SM-clock frontier (≥ 2), among the supported clocks
+  int memory_clock_values = 4;  ///< knob values per memory-clock frontier (≥ 2), among the lockable clocks
+  double run_s = 0.02;          ///< kernel time per knob value (at the fastest setting), s
+  double knob_settle_s = 0.1;   ///< compute kernel time after each knob change, before measuring, s
+  std::string joule_version;    ///< written into the card
   /// Called with a one-line description of each step ("power_limit frontier of compute: 250 W").
   std::function<void(std::string_view)> progress;
   /// Polled between steps and during runs; when it returns false the probe stops, restores every setting
@@ -48,7 +49,7 @@ struct ProbeOptions {
   std::function<bool()> keep_going;
 };
 
-/// @return the short probe: 3 knob values, 5 ms runs and settling, 50 ms windows, 5 latency tries.
+/// @return the short probe: 3 knob values per knob, 5 ms runs and settling, 50 ms windows, 5 latency tries.
 ProbeOptions quick_probe_options();
 
 /// Probes `gpu`. `clock` is the clock the GPU's readings are timed on (a simulated GPU's own clock);

@@ -326,6 +326,44 @@ class NvmlGpu final : public Gpu {
     return {};
   }
 
+  // Memory clock locks: nvmlDeviceSetMemoryLockedClocks (R470+). The list is the one the SM clocks are read
+  // against; HBM GPUs list one memory clock, GDDR ones several.
+  Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz() override {
+    JOULE_TRY(memory_locks_available("listing the memory clocks to lock"));
+    std::vector<uint32_t> memory_clocks_mhz;
+    if (const nvmlReturn_t status = read_list(
+            [this](unsigned int* count, unsigned int* clocks_mhz) {
+              return api_.device_get_supported_memory_clocks(device_, count, clocks_mhz);
+            },
+            memory_clocks_mhz);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "reading the supported memory clocks", NvmlAccess::kRead));
+    }
+    std::sort(memory_clocks_mhz.rbegin(), memory_clocks_mhz.rend());
+    memory_clocks_mhz.erase(std::unique(memory_clocks_mhz.begin(), memory_clocks_mhz.end()),
+                            memory_clocks_mhz.end());
+    return memory_clocks_mhz;
+  }
+
+  Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    const std::string what = fmt::format("locking the memory clock to {}-{} MHz", min_mhz, max_mhz);
+    JOULE_TRY(memory_locks_available(what));
+    if (const nvmlReturn_t status = api_.device_set_memory_locked_clocks(device_, min_mhz, max_mhz);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, what, NvmlAccess::kControl));
+    }
+    return {};
+  }
+
+  Result<void> do_reset_memory_clocks() override {
+    JOULE_TRY(memory_locks_available("resetting the memory clock lock"));
+    if (const nvmlReturn_t status = api_.device_reset_memory_locked_clocks(device_);
+        status != nvml::NVML_SUCCESS) {
+      return tl::make_unexpected(error(status, "resetting the memory clock lock", NvmlAccess::kControl));
+    }
+    return {};
+  }
+
   // ---- Telemetry (memory power stays the default: NVML documents no memory-power reading) ----
 
   Result<double> do_temperature_c() override {
@@ -394,6 +432,23 @@ class NvmlGpu final : public Gpu {
   }
 
   // Telemetry symbols are optional: a driver without one still loads and lacks only that reading.
+  // kNotSupported, saying why, where the memory clock cannot be locked: a driver without the calls (before
+  // R470) or MIG mode (NVML locks no clock of a GPU in MIG mode).
+  Result<void> memory_locks_available(std::string_view what) const {
+    if (api_.device_set_memory_locked_clocks == nullptr ||
+        api_.device_reset_memory_locked_clocks == nullptr) {
+      return fail(ErrorCode::kNotSupported,
+                  "{} on {}: the NVML library lacks nvmlDeviceSetMemoryLockedClocks (driver R470 or later)",
+                  what, label());
+    }
+    if (mig_enabled_) {
+      return fail(ErrorCode::kNotSupported,
+                  "{} on {}: the GPU is in MIG mode, and NVML does not lock clocks while MIG is enabled",
+                  what, label());
+    }
+    return {};
+  }
+
   Error missing_symbol(TelemetryField field, std::string_view symbols) const {
     return telemetry_not_supported(
         field, fmt::format("{} lacks {}; a newer NVIDIA driver may provide it", library_->name(), symbols));
@@ -597,6 +652,21 @@ class NvmlMigGpu final : public Gpu {
 
   Result<void> do_reset_sm_clocks() override {
     return tl::make_unexpected(refused("resetting the SM clock lock",
+                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+  }
+
+  Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz() override {
+    return tl::make_unexpected(refused("listing the memory clocks to lock",
+                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+  }
+
+  Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    return tl::make_unexpected(refused(fmt::format("locking the memory clock to {}-{} MHz", min_mhz, max_mhz),
+                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+  }
+
+  Result<void> do_reset_memory_clocks() override {
+    return tl::make_unexpected(refused("resetting the memory clock lock",
                                        "NVML locks clocks only for the whole GPU, and not while MIG is on"));
   }
 

@@ -285,6 +285,10 @@ using DeviceGetSupportedGraphicsClocksFn = nvmlReturn_t (*)(nvmlDevice_t device,
 using DeviceSetGpuLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int min_clock_mhz,
                                                     unsigned int max_clock_mhz);
 using DeviceResetGpuLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device);
+// Memory clock locks (driver R470 and later; optional).
+using DeviceSetMemoryLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device, unsigned int min_clock_mhz,
+                                                       unsigned int max_clock_mhz);
+using DeviceResetMemoryLockedClocksFn = nvmlReturn_t (*)(nvmlDevice_t device);
 using DeviceGetTemperatureFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
                                                 unsigned int* temperature_c);
 using DeviceGetClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t device, nvmlClockType_t type,

@@ -62,6 +62,8 @@ Result<std::shared_ptr<NvmlLibrary>> NvmlLibrary::open(const std::string& librar
   }
   // Optional: their absence only disables a capability.
   resolve(handle, "nvmlDeviceGetArchitecture", api.device_get_architecture);
+  resolve(handle, "nvmlDeviceSetMemoryLockedClocks", api.device_set_memory_locked_clocks);
+  resolve(handle, "nvmlDeviceResetMemoryLockedClocks", api.device_reset_memory_locked_clocks);
   resolve(handle, "nvmlDeviceGetTotalEnergyConsumption", api.device_get_total_energy_consumption);
   resolve(handle, "nvmlDeviceGetFieldValues", api.device_get_field_values);
   resolve(handle, "nvmlDeviceGetTemperature", api.device_get_temperature);

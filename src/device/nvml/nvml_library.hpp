@@ -34,6 +34,8 @@ struct NvmlApi {
   DeviceGetSupportedGraphicsClocksFn device_get_supported_graphics_clocks = nullptr;
   DeviceSetGpuLockedClocksFn device_set_gpu_locked_clocks = nullptr;
   DeviceResetGpuLockedClocksFn device_reset_gpu_locked_clocks = nullptr;
+  DeviceSetMemoryLockedClocksFn device_set_memory_locked_clocks = nullptr;      ///< optional
+  DeviceResetMemoryLockedClocksFn device_reset_memory_locked_clocks = nullptr;  ///< optional
   // Telemetry, all optional.
   DeviceGetTemperatureFn device_get_temperature = nullptr;
   DeviceGetClockInfoFn device_get_clock_info = nullptr;

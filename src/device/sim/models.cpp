@@ -59,13 +59,19 @@ const std::vector<GpuModel>& gpu_models() {
     const uint32_t memory_clocks_mhz[] = {877, 7251, 715, 7000};  // as nvidia-smi reports them
     for (size_t i = 0; i < list.size(); ++i) {
       list[i].memory_clock_mhz = memory_clocks_mhz[i];
+      list[i].lockable_memory_clocks_mhz = {memory_clocks_mhz[i]};
     }
+    // GDDR6 boards list several memory clocks (nvidia-smi -q -d SUPPORTED_CLOCKS on an A40 and a Quadro RTX
+    // 6000); HBM2 boards one.
+    list[1].lockable_memory_clocks_mhz = {7251, 5001, 810, 405};
+    list[3].lockable_memory_clocks_mhz = {7000, 5001, 810, 405};
     GpuModel generic =
         make_model("generic", "Generic 400 W GPU (simulated)", "a40", 150, 400, 210, 1980, 40, true,
                    "a modern 400 W-class GPU: the A40 trace with 4/3 the power and twice the speed");
     generic.trace_power_scale = 4.0 / 3.0;
     generic.trace_speed_scale = 2.0;
     generic.memory_clock_mhz = 1593;
+    generic.lockable_memory_clocks_mhz = {1593};
     list.push_back(std::move(generic));
     return list;
   }();

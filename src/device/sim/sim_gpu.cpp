@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace joule::device::sim {
 
@@ -138,11 +139,19 @@ void SimulatedGpu::refresh_power_locked() {
     power_w_ = model_.idle_power_w;
     return;
   }
-  std::optional<double> lock;
+  power_w_ = point_locked().power_w;
+}
+
+OperatingPoint SimulatedGpu::point_locked() const {
+  std::optional<double> clock_lock;
   if (locked_max_mhz_) {
-    lock = static_cast<double>(*locked_max_mhz_);
+    clock_lock = static_cast<double>(*locked_max_mhz_);
   }
-  power_w_ = workload_->at(power_limit_mw_ / 1e3, lock).power_w;
+  if (locked_memory_mhz_ && !model_.lockable_memory_clocks_mhz.empty()) {
+    const double ratio = static_cast<double>(*locked_memory_mhz_) / model_.lockable_memory_clocks_mhz.front();
+    return workload_->at_memory_clock(power_limit_mw_ / 1e3, clock_lock, ratio);
+  }
+  return workload_->at(power_limit_mw_ / 1e3, clock_lock);
 }
 
 void SimulatedGpu::record_locked(std::string setting, uint32_t value, uint32_t value_min) {
@@ -151,11 +160,7 @@ void SimulatedGpu::record_locked(std::string setting, uint32_t value, uint32_t v
 
 OperatingPoint SimulatedGpu::operating_point() {
   std::lock_guard lock(state_mutex_);
-  std::optional<double> clock_lock;
-  if (locked_max_mhz_) {
-    clock_lock = static_cast<double>(*locked_max_mhz_);
-  }
-  return workload_->at(power_limit_mw_ / 1e3, clock_lock);
+  return point_locked();
 }
 
 void SimulatedGpu::set_busy(bool busy) {
@@ -212,11 +217,7 @@ Result<uint32_t> SimulatedGpu::do_sm_clock_mhz() {
   if (!busy_) {
     return model_.min_sm_clock_mhz;
   }
-  std::optional<double> clock_lock;
-  if (locked_max_mhz_) {
-    clock_lock = static_cast<double>(*locked_max_mhz_);
-  }
-  const double mhz = workload_->at(power_limit_mw_ / 1e3, clock_lock).sm_clock_mhz;
+  const double mhz = point_locked().sm_clock_mhz;
   if (!(mhz > 0)) {
     return tl::unexpected(
         telemetry_not_supported(TelemetryField::kSmClock, "the workload has no clock model"));
@@ -229,7 +230,8 @@ Result<uint32_t> SimulatedGpu::do_memory_clock_mhz() {
     return tl::unexpected(
         telemetry_not_supported(TelemetryField::kMemoryClock, "the simulated model has no memory clock"));
   }
-  return model_.memory_clock_mhz;
+  std::lock_guard lock(state_mutex_);
+  return locked_memory_mhz_.value_or(model_.memory_clock_mhz);
 }
 
 Result<uint32_t> SimulatedGpu::do_gpu_utilization_pct() {
@@ -243,11 +245,7 @@ Result<uint32_t> SimulatedGpu::do_memory_utilization_pct() {
     return 0u;
   }
   // Memory traffic follows throughput: 50% at the fastest setting.
-  std::optional<double> clock_lock;
-  if (locked_max_mhz_) {
-    clock_lock = static_cast<double>(*locked_max_mhz_);
-  }
-  const double now_s = workload_->at(power_limit_mw_ / 1e3, clock_lock).iteration_time_s;
+  const double now_s = point_locked().iteration_time_s;
   const double fastest_s = workload_->at(model_.max_power_limit_mw / 1e3, std::nullopt).iteration_time_s;
   if (!(now_s > 0) || !(fastest_s > 0)) {
     return 50u;
@@ -345,6 +343,46 @@ Result<void> SimulatedGpu::do_reset_sm_clocks() {
   locked_max_mhz_.reset();
   refresh_power_locked();
   record_locked("sm_clocks_reset", 0);
+  return {};
+}
+
+Result<std::vector<uint32_t>> SimulatedGpu::do_supported_memory_clocks_mhz() {
+  if (model_.lockable_memory_clocks_mhz.empty()) {
+    return Gpu::do_supported_memory_clocks_mhz();
+  }
+  return model_.lockable_memory_clocks_mhz;
+}
+
+Result<void> SimulatedGpu::do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) {
+  const std::vector<uint32_t>& clocks = model_.lockable_memory_clocks_mhz;
+  if (clocks.empty()) {
+    return Gpu::do_lock_memory_clocks(min_mhz, max_mhz);
+  }
+  // As NVML: the range must hold at least one supported clock; the highest of them is the one that runs.
+  const auto chosen = std::find_if(clocks.begin(), clocks.end(),
+                                   [&](uint32_t mhz) { return mhz >= min_mhz && mhz <= max_mhz; });
+  if (chosen == clocks.end()) {
+    return fail(ErrorCode::kOutOfRange,
+                "memory clock range {}-{} MHz holds none of {}'s memory clocks ({} MHz)", min_mhz, max_mhz,
+                label(), fmt::join(clocks, ", "));
+  }
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  locked_memory_mhz_ = *chosen;
+  refresh_power_locked();
+  record_locked("memory_clocks_locked_mhz", max_mhz, min_mhz);
+  return {};
+}
+
+Result<void> SimulatedGpu::do_reset_memory_clocks() {
+  if (model_.lockable_memory_clocks_mhz.empty()) {
+    return Gpu::do_reset_memory_clocks();
+  }
+  std::lock_guard lock(state_mutex_);
+  integrate_locked();
+  locked_memory_mhz_.reset();
+  refresh_power_locked();
+  record_locked("memory_clocks_reset", 0);
   return {};
 }
 

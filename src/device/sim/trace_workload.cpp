@@ -204,6 +204,21 @@ double TraceWorkload::clock_ratio_for_power(double power_w) const {
   return std::cbrt(share);
 }
 
+OperatingPoint Workload::at_memory_clock(double power_limit_w, std::optional<double> locked_sm_clock_mhz,
+                                         double /*memory_clock_ratio*/) const {
+  return at(power_limit_w, locked_sm_clock_mhz);
+}
+
+OperatingPoint TraceWorkload::at_memory_clock(double power_limit_w, std::optional<double> locked_sm_clock_mhz,
+                                              double memory_clock_ratio) const {
+  OperatingPoint op = at(power_limit_w, locked_sm_clock_mhz);
+  const double ratio = std::clamp(memory_clock_ratio, 1e-3, 1.0);
+  const double memory_share = 1.0 - compute_share_;
+  op.iteration_time_s *= compute_share_ + memory_share / ratio;
+  op.power_w = idle_power_w_ + (op.power_w - idle_power_w_) * (compute_share_ + memory_share * ratio);
+  return op;
+}
+
 OperatingPoint TraceWorkload::at(double power_limit_w, std::optional<double> locked_sm_clock_mhz) const {
   const TracePoint point = interpolate(power_limit_w);
   const double r_limit = clock_ratio_for_power(point.average_power_w);

@@ -153,6 +153,10 @@ TEST_F(NvmlMigTest, SettingsMigForbidsAreRefusedWithTheReason) {
       gpus[2]->supported_sm_clocks_mhz(), ErrorCode::kNotSupported,
       "listing the SM clocks to lock on " + instance +
           ": refused, because NVML locks clocks only for the whole GPU, and not while MIG is on");
+  JOULE_EXPECT_ERROR(
+      gpus[2]->lock_memory_clocks(1215, 1215), ErrorCode::kNotSupported,
+      "locking the memory clock to 1215-1215 MHz on " + instance +
+          ": refused, because NVML locks clocks only for the whole GPU, and not while MIG is on");
   // The parent in MIG mode: its power limit may change, its clocks may not be locked.
   EXPECT_TRUE(gpus[0]->set_power_limit_mw(200'000));
   JOULE_EXPECT_ERROR(
@@ -160,6 +164,9 @@ TEST_F(NvmlMigTest, SettingsMigForbidsAreRefusedWithTheReason) {
       "locking the SM clock to 1005-1005 MHz on GPU 0 (NVIDIA A100-SXM4-40GB): the GPU is in MIG "
       "mode, and NVML does not lock GPU clocks while MIG is enabled. Disable MIG mode "
       "(nvidia-smi -i 0 -mig 0, no instance running) to lock clocks");
+  JOULE_EXPECT_ERROR(gpus[0]->lock_memory_clocks(1215, 1215), ErrorCode::kNotSupported,
+                     "locking the memory clock to 1215-1215 MHz on GPU 0 (NVIDIA A100-SXM4-40GB): the GPU is in MIG "
+                     "mode, and NVML does not lock clocks while MIG is enabled");
   // The GPU without MIG still locks.
   EXPECT_TRUE(gpus[1]->lock_sm_clocks(1005, 1005));
 }

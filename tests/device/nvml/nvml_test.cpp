@@ -69,7 +69,9 @@ class FakeControl {
     init_count_ = reinterpret_cast<int (*)()>(dlsym(handle_, "joule_fake_nvml_init_count"));
     locked_clocks_ = reinterpret_cast<int (*)(unsigned int, unsigned int*, unsigned int*)>(
         dlsym(handle_, "joule_fake_nvml_locked_clocks"));
-    if (init_count_ == nullptr || locked_clocks_ == nullptr) {
+    locked_memory_clocks_ = reinterpret_cast<int (*)(unsigned int, unsigned int*, unsigned int*)>(
+        dlsym(handle_, "joule_fake_nvml_locked_memory_clocks"));
+    if (init_count_ == nullptr || locked_clocks_ == nullptr || locked_memory_clocks_ == nullptr) {
       throw std::runtime_error("the fake NVML lacks its test exports");
     }
   }
@@ -87,10 +89,18 @@ class FakeControl {
     return clocks_mhz;
   }
 
+  /// The memory clock lock of physical GPU `index`, {0, 0} when unlocked.
+  std::pair<unsigned int, unsigned int> locked_memory_clocks(unsigned int index) const {
+    std::pair<unsigned int, unsigned int> clocks_mhz{};
+    EXPECT_EQ(locked_memory_clocks_(index, &clocks_mhz.first, &clocks_mhz.second), 0);
+    return clocks_mhz;
+  }
+
  private:
   void* handle_;
   int (*init_count_)() = nullptr;
   int (*locked_clocks_)(unsigned int, unsigned int*, unsigned int*) = nullptr;
+  int (*locked_memory_clocks_)(unsigned int, unsigned int*, unsigned int*) = nullptr;
 };
 
 class NvmlTest : public ::testing::Test {
@@ -400,6 +410,41 @@ TEST_F(NvmlTest, SmClockFollowsTheLock) {
   EXPECT_EQ(gpus[0]->sm_clock_mhz(), 1230u);
   ASSERT_TRUE(gpus[0]->reset_sm_clocks().has_value());
   EXPECT_EQ(gpus[0]->sm_clock_mhz(), 1410u);
+}
+
+// Memory clock locks (nvmlDeviceSetMemoryLockedClocks): listed highest first, set and reset on the device,
+// the reading follows the lock; a range with no supported clock is the driver's refusal; a driver without the
+// calls says so instead.
+TEST_F(NvmlTest, MemoryClockLocksReachTheDriverAndSayWhenTheyCannot) {
+  FakeControl fake(kFakeNvml);
+  const Gpus gpus = open_ok(kTwoGpus);
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(*gpus[0]->supported_memory_clocks_mhz(), (std::vector<uint32_t>{877, 810}));
+  ASSERT_TRUE(gpus[0]->lock_memory_clocks(810, 810));
+  EXPECT_EQ(fake.locked_memory_clocks(0), std::make_pair(810u, 810u));
+  EXPECT_EQ(*gpus[0]->memory_clock_mhz(), 810u);
+  JOULE_EXPECT_ERROR(
+      gpus[0]->lock_memory_clocks(900, 1000), ErrorCode::kInvalidArgument,
+      "locking the memory clock to 900-1000 MHz on GPU 0 (Tesla V100-SXM2-32GB): Invalid Argument "
+      "(NVML_ERROR_INVALID_ARGUMENT)");
+  JOULE_EXPECT_ERROR(
+      gpus[0]->lock_memory_clocks(1000, 900), ErrorCode::kInvalidArgument,
+      "cannot lock GPU 0 (Tesla V100-SXM2-32GB)'s memory clock: minimum 1000 MHz is above maximum "
+      "900 MHz");
+  ASSERT_TRUE(gpus[0]->reset_memory_clocks());
+  EXPECT_EQ(fake.locked_memory_clocks(0), std::make_pair(0u, 0u));
+  EXPECT_EQ(*gpus[0]->memory_clock_mhz(), 877u);
+
+  const Gpus old = open_ok(kTwoGpus, kFakeNvmlNoArchFields);
+  ASSERT_EQ(old.size(), 2u);
+  JOULE_EXPECT_ERROR(
+      old[0]->lock_memory_clocks(810, 810), ErrorCode::kNotSupported,
+      "locking the memory clock to 810-810 MHz on GPU 0 (Tesla V100-SXM2-32GB): the NVML library "
+      "lacks nvmlDeviceSetMemoryLockedClocks (driver R470 or later)");
+  JOULE_EXPECT_ERROR(
+      old[0]->supported_memory_clocks_mhz(), ErrorCode::kNotSupported,
+      "listing the memory clocks to lock on GPU 0 (Tesla V100-SXM2-32GB): the NVML library lacks "
+      "nvmlDeviceSetMemoryLockedClocks (driver R470 or later)");
 }
 
 TEST_F(NvmlTest, UnsupportedTelemetryIsAnErrorNotZero) {

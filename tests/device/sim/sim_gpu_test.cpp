@@ -101,6 +101,48 @@ TEST_F(SimFixture, ClockLockSlowsAndSavesPowerContinuously) {
       "SM clock range 100-1000 MHz is outside GPU 0 (NVIDIA A40 (simulated))'s supported 210-1740 MHz");
 }
 
+// GDDR6 boards lock several memory clocks, HBM2 boards one; a lower memory clock stretches the share of the
+// work that does not follow the SM clock and lowers the same share of the dynamic power.
+TEST_F(SimFixture, MemoryClockLocksSlowTheMemoryBoundShareAndSavePower) {
+  // The workload whose time follows the SM clock least (ImageNet's is fully compute-bound on the A40 trace).
+  const auto* model = *find_gpu_model("a40");
+  std::string least_compute_bound;
+  double least_share = 1;
+  for (const WorkloadInfo& workload : workloads()) {
+    auto trace = make_trace_workload(*model, workload, workload.default_batch_size);
+    if (trace && (*trace)->compute_share() < least_share) {
+      least_share = (*trace)->compute_share();
+      least_compute_bound = workload.key;
+    }
+  }
+  ASSERT_LT(least_share, 0.9);
+  auto a40 = open("a40:" + least_compute_bound);
+  EXPECT_EQ(*a40->supported_memory_clocks_mhz(), (std::vector<uint32_t>{7251, 5001, 810, 405}));
+  const OperatingPoint free = a40->operating_point();
+  ASSERT_TRUE(a40->lock_memory_clocks(7251, 7251));
+  EXPECT_DOUBLE_EQ(a40->operating_point().power_w, free.power_w);
+  EXPECT_DOUBLE_EQ(a40->operating_point().iteration_time_s, free.iteration_time_s);
+  ASSERT_TRUE(a40->lock_memory_clocks(4000, 6000));  // the highest supported clock inside the range runs
+  EXPECT_EQ(*a40->memory_clock_mhz(), 5001u);
+  const OperatingPoint slower = a40->operating_point();
+  EXPECT_GT(slower.iteration_time_s, free.iteration_time_s);
+  EXPECT_LT(slower.power_w, free.power_w);
+  JOULE_EXPECT_ERROR(a40->lock_memory_clocks(6000, 7000), ErrorCode::kOutOfRange,
+                     "memory clock range 6000-7000 MHz holds none of GPU 0 (NVIDIA A40 (simulated))'s memory "
+                     "clocks (7251, 5001, "
+                     "810, 405 MHz)");
+  ASSERT_TRUE(a40->reset_memory_clocks());
+  EXPECT_EQ(*a40->memory_clock_mhz(), 7251u);
+  EXPECT_DOUBLE_EQ(a40->operating_point().iteration_time_s, free.iteration_time_s);
+  const auto log = a40->settings_log();
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[1].setting, "memory_clocks_locked_mhz");
+  EXPECT_EQ(log[1].value_min, 4000u);
+  EXPECT_EQ(log[2].setting, "memory_clocks_reset");
+  auto v100 = open("v100");
+  EXPECT_EQ(*v100->supported_memory_clocks_mhz(), (std::vector<uint32_t>{877}));
+}
+
 TEST_F(SimFixture, IdleGpusDrawIdlePower) {
   auto gpu = open("rtx6000");
   gpu->set_busy(false);

@@ -51,6 +51,8 @@ struct joule::device::nvml::nvmlDevice_st {
   std::map<unsigned int, std::vector<unsigned int>> graphics_clocks_by_memory_mhz;
   unsigned int locked_min_mhz = 0;  ///< 0 while no lock is set
   unsigned int locked_max_mhz = 0;
+  unsigned int locked_memory_min_mhz = 0;  ///< 0 while no memory clock lock is set
+  unsigned int locked_memory_max_mhz = 0;
   unsigned int temperature_c = 45;
   unsigned int sm_clock_mhz = 1530;  ///< held within the SM clock lock while one is set
   unsigned int memory_clock_mhz = 877;
@@ -903,6 +905,38 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device
   return NVML_SUCCESS;
 }
 
+#ifndef FAKE_NVML_OMIT_MEMORY_LOCKS
+// As the driver: the range must hold a supported memory clock.
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int min_clock_mhz,
+                                                              unsigned int max_clock_mhz) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "lock_memory_clocks"); status != NVML_SUCCESS) {
+    return status;
+  }
+  const auto& memory = device->memory_clocks_mhz;
+  if (min_clock_mhz > max_clock_mhz || std::none_of(memory.begin(), memory.end(), [&](unsigned int mhz) {
+        return mhz >= min_clock_mhz && mhz <= max_clock_mhz;
+      })) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  device->locked_memory_min_mhz = min_clock_mhz;
+  device->locked_memory_max_mhz = max_clock_mhz;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const nvmlReturn_t status = enter(s, device, "reset_memory_clocks"); status != NVML_SUCCESS) {
+    return status;
+  }
+  device->locked_memory_min_mhz = 0;
+  device->locked_memory_max_mhz = 0;
+  return NVML_SUCCESS;
+}
+#endif
+
 #ifndef FAKE_NVML_OMIT_TELEMETRY
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
                                                        unsigned int* temp) {
@@ -939,7 +973,17 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlCl
       if (const nvmlReturn_t status = enter(s, device, "get_memory_clock"); status != NVML_SUCCESS) {
         return status;
       }
+      // A lock holds the clock at the highest supported one inside it, as the driver does.
       *clock = device->memory_clock_mhz;
+      if (device->locked_memory_max_mhz != 0) {
+        unsigned int highest = 0;
+        for (const unsigned int mhz : device->memory_clocks_mhz) {
+          if (mhz >= device->locked_memory_min_mhz && mhz <= device->locked_memory_max_mhz) {
+            highest = std::max(highest, mhz);
+          }
+        }
+        *clock = highest;
+      }
       return NVML_SUCCESS;
     default:
       return NVML_ERROR_INVALID_ARGUMENT;
@@ -1152,6 +1196,20 @@ FAKE_NVML_EXPORT int joule_fake_nvml_locked_clocks(unsigned int index, unsigned 
   return 0;
 }
 
+// Introspection for tests: the memory clock lock of physical GPU `index` (0, 0 when unlocked).
+// @return 0, or -1 if there is no such GPU in the current session.
+FAKE_NVML_EXPORT int joule_fake_nvml_locked_memory_clocks(unsigned int index, unsigned int* min_mhz,
+                                                          unsigned int* max_mhz) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (index >= s.gpus.size() || min_mhz == nullptr || max_mhz == nullptr) {
+    return -1;
+  }
+  *min_mhz = s.gpus[index]->locked_memory_min_mhz;
+  *max_mhz = s.gpus[index]->locked_memory_max_mhz;
+  return 0;
+}
+
 // Test control (not NVML API): MIG instance `slot` of physical GPU `index` is destroyed (gpu_instance_id < 0:
 // its handle turns invalid and its slot empty) or reconfigured (its GPU instance id becomes gpu_instance_id).
 // @return 0, or -1 if there is no such instance.
@@ -1195,6 +1253,10 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksEventReasons), DeviceGetCurrentClocksEventReasonsFn>);
 #endif
+#endif
+#ifndef FAKE_NVML_OMIT_MEMORY_LOCKS
+static_assert(std::is_same_v<decltype(&nvmlDeviceSetMemoryLockedClocks), DeviceSetMemoryLockedClocksFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceResetMemoryLockedClocks), DeviceResetMemoryLockedClocksFn>);
 #endif
 #ifndef FAKE_NVML_OMIT_PROCESSES
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessUtilization), DeviceGetProcessUtilizationFn>);
