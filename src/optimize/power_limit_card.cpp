@@ -21,7 +21,8 @@ int steps_covering(double span_s, double step_time_s) {
   if (!(step_time_s > 0) || !std::isfinite(span_s)) {
     return std::numeric_limits<int>::max();
   }
-  return static_cast<int>(std::min(std::ceil(span_s / step_time_s), 1e9));
+  // 1e-9 steps of slack: a span of exactly N steps (up to rounding) is N steps, not N + 1.
+  return static_cast<int>(std::min(std::ceil(span_s / step_time_s - 1e-9), 1e9));
 }
 
 std::string card_watts(uint32_t power_mw) {
