@@ -135,9 +135,10 @@ std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spe
         run.candidates_mw.size(), watts(run.candidates_mw.front()), run.profiled_until_step);
   } else {
     out += fmt::format(
-        "  Starting from the card {}, it measured {} of {} limits ({} iterations at {}, shorter windows "
-        "after it) and was done after {} iterations ({} measuring).\n  Card path: {}: {}.\n\n",
-        run.card, run.measurements.size(), run.candidates_mw.size(), 50, watts(run.candidates_mw.front()),
+        "  Starting from the card {}, it measured {} of {} limits (10 warm-up iterations at {}, then windows "
+        "sized by the card's figures) and was done after {} iterations ({} measuring).\n  Card path: {}: "
+        "{}.\n\n",
+        run.card, run.measurements.size(), run.candidates_mw.size(), watts(run.candidates_mw.front()),
         run.profiled_until_step, run.profiling_steps, optimize::to_string(run.card_path), run.card_reason);
   }
   out += fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)", "energy/iter (J)",
