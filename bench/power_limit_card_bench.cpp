@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     fmt::print("{:8} {:13} {:16} {:>5} {:>5} {:>5.1f}x {:>5} {:>5} {:>6g} {:>9g} {:>+8.2f} {:>+8.2f}  {}\n",
                row.gpu, row.workload, row.policy, p.profiled_until_step, c.profiled_until_step, ratio,
                p.measurements.size(), c.measurements.size(), p.chosen_mw / 1e3, c.chosen_mw / 1e3,
-               energy * 100, time * 100, optimize::to_string(c.card_path));
+               energy * 100, time * 100, optimize::to_string(c.card_path_taken));
     if (verbose) {
       fmt::print("    {}\n", c.card_reason);
     }
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
       if (row.gpu == model.key) {
         mine.push_back(static_cast<double>(row.plain.profiled_until_step) /
                        static_cast<double>(row.carded.profiled_until_step));
-        fallbacks += row.carded.card_path == optimize::CardPath::kFallback ? 1 : 0;
+        fallbacks += row.carded.card_path_taken == optimize::CardPath::kFallback ? 1 : 0;
       }
     }
     std::sort(mine.begin(), mine.end());

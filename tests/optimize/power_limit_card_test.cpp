@@ -139,7 +139,7 @@ TEST(PowerLimitCard, WithoutACardNothingChanges) {
   Job job("v100:imagenet");
   PowerLimitOptimizer optimizer(*job.monitor, options_with(std::nullopt));
   EXPECT_EQ(job.run_until_done(optimizer), 352);  // done at the 352nd on_step_begin()
-  EXPECT_EQ(optimizer.card_path(), CardPath::kNone);
+  EXPECT_EQ(optimizer.card_path_taken(), CardPath::kNone);
   EXPECT_EQ(optimizer.card_reason(), "");
   EXPECT_EQ(optimizer.profiling_steps(), 350);
   EXPECT_EQ(optimizer.measurements().size(), 7u);
@@ -154,9 +154,9 @@ TEST(PowerLimitCard, ACardThatDescribesTheWorkloadMeasuresFewerLimits) {
   test::CapturedLog log;
   Job job("v100:imagenet");
   PowerLimitOptimizer optimizer(*job.monitor, options_with(card_of_workload("v100:imagenet", limits)));
-  EXPECT_EQ(optimizer.card_path(), CardPath::kSearching);
+  EXPECT_EQ(optimizer.card_path_taken(), CardPath::kSearching);
   job.run_until_done(optimizer);
-  EXPECT_EQ(optimizer.card_path(), CardPath::kPredicted) << optimizer.card_reason();
+  EXPECT_EQ(optimizer.card_path_taken(), CardPath::kPredicted) << optimizer.card_reason();
   EXPECT_LT(optimizer.measurements().size(), limits.size());
   EXPECT_LE(optimizer.measurements().size(), 4u);  // the check, and limits within the 2% margin
   EXPECT_EQ(optimizer.chosen_power_limit_mw(), plain.chosen_power_limit_mw());
@@ -177,7 +177,7 @@ TEST(PowerLimitCard, ACardForADifferentShapeFallsBackToEveryLimitAndTheSameChoic
     Job job("v100:imagenet");
     PowerLimitOptimizer optimizer(*job.monitor, options_with(misleading_card(), policy));
     job.run_until_done(optimizer);
-    EXPECT_EQ(optimizer.card_path(), CardPath::kFallback) << optimizer.card_reason();
+    EXPECT_EQ(optimizer.card_path_taken(), CardPath::kFallback) << optimizer.card_reason();
     EXPECT_NE(optimizer.card_reason().find("predicted a measured limit"), std::string::npos)
         << optimizer.card_reason();
     EXPECT_NE(log.text().find("does not describe this workload"), std::string::npos) << log.text();
@@ -206,7 +206,7 @@ TEST(PowerLimitCard, TheShippedCardKeepsTheChoiceOfTheFullProfile) {
     Job job(spec);
     PowerLimitOptimizer optimizer(*job.monitor, options_with(shipped_card(model)));
     job.run_until_done(optimizer);
-    EXPECT_NE(optimizer.card_path(), CardPath::kSearching) << spec;
+    EXPECT_NE(optimizer.card_path_taken(), CardPath::kSearching) << spec;
     EXPECT_EQ(optimizer.chosen_power_limit_mw(), plain.chosen_power_limit_mw()) << spec;
     EXPECT_LT(optimizer.profiling_steps(), plain.profiling_steps()) << spec;
   }
@@ -290,7 +290,7 @@ TEST(PowerLimitCard, RanksCheckTheyHaveTheSameCard) {
     PowerLimitOptimizer optimizer(*job.monitor, options);
     EXPECT_EQ(same->calls, 1);  // one collective: the card check
     job.run_until_done(optimizer);
-    EXPECT_NE(optimizer.card_path(), CardPath::kSearching);
+    EXPECT_NE(optimizer.card_path_taken(), CardPath::kSearching);
     // One per window: 0.7 s steps need no extension of the first window (3 steps span 1000 counter updates).
     EXPECT_EQ(same->calls, 1 + static_cast<int>(optimizer.measurements().size()));
   }
@@ -334,7 +334,7 @@ TEST(PowerLimitCard, EpochEndsAndTheProfileStore) {
   Job job("v100:imagenet");
   PowerLimitOptimizer again(*job.monitor, options);
   EXPECT_TRUE(again.loaded_from_profile());
-  EXPECT_EQ(again.card_path(), CardPath::kNone);
+  EXPECT_EQ(again.card_path_taken(), CardPath::kNone);
   EXPECT_EQ(again.card_reason(), "the stored profile was used");
   EXPECT_EQ(again.chosen_power_limit_mw(), plain.chosen_power_limit_mw());
   for (const auto& measured : again.measurements()) {

@@ -280,7 +280,7 @@ class PowerLimitOptimizer {
   /// @return true if the choice came from a stored profile (no profiling was done).
   bool loaded_from_profile() const { return loaded_from_profile_; }
   /// @return how the card was used (kNone without a card).
-  CardPath card_path() const { return card_path_; }
+  CardPath card_path_taken() const { return card_path_; }
   /// @return why the card path was taken, as logged ("" without a card).
   const std::string& card_reason() const { return card_reason_; }
   /// @return the steps run while a candidate was being warmed up or measured (wait steps excluded, steps an

@@ -43,7 +43,7 @@ struct JitTrainingRun {
   RunFigures at_chosen;         ///< the same steps at chosen_mw
   int64_t profiling_steps = 0;  ///< steps run while a limit was warmed up or measured
   std::string card;             ///< the card's path; "" without one
-  optimize::CardPath card_path = optimize::CardPath::kNone;
+  optimize::CardPath card_path_taken = optimize::CardPath::kNone;  ///< how the card was used
   std::string card_reason;  ///< why that path (PowerLimitOptimizer::card_reason())
 };
 

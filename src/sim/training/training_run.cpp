@@ -83,7 +83,7 @@ Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t s
   run.max_mw = optimizer.constraints().max_mw;
   run.chosen_mw = optimizer.chosen_power_limit_mw().value_or(0);
   run.profiling_steps = optimizer.profiling_steps();
-  run.card_path = optimizer.card_path();
+  run.card_path_taken = optimizer.card_path_taken();
   run.card_reason = optimizer.card_reason();
   run.at_max = JOULE_TRY(fixed_limit_run(spec, run.max_mw, steps));
   run.at_chosen = JOULE_TRY(fixed_limit_run(spec, run.chosen_mw, steps));
@@ -139,7 +139,7 @@ std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spe
         "sized by the card's figures) and was done after {} iterations ({} measuring).\n  Card path: {}: "
         "{}.\n\n",
         run.card, run.measurements.size(), run.candidates_mw.size(), watts(run.candidates_mw.front()),
-        run.profiled_until_step, run.profiling_steps, optimize::to_string(run.card_path), run.card_reason);
+        run.profiled_until_step, run.profiling_steps, optimize::to_string(run.card_path_taken), run.card_reason);
   }
   out += fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)", "energy/iter (J)",
                      "frontier");
@@ -181,7 +181,7 @@ nlohmann::json jit_run_json(const JitTrainingRun& run) {
       {"at_max_power_limit", figures(run.at_max)},      {"at_chosen_power_limit", figures(run.at_chosen)}};
   if (!run.card.empty()) {
     out["card"] = {{"path", run.card},
-                   {"path_taken", optimize::to_string(run.card_path)},
+                   {"path_taken", optimize::to_string(run.card_path_taken)},
                    {"reason", run.card_reason},
                    {"profiling_steps", run.profiling_steps}};
   }
