@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
              "workload", "policy", "steps", "+card", "ratio", "lim", "+card", "chosen", "+card", "dE %",
              "dT %", "card path");
   int misses_energy = 0;
+  int five_fold = 0;
   std::vector<double> ratios;
   for (const auto& row : rows) {
     const auto& p = row.plain;
@@ -72,19 +73,23 @@ int main(int argc, char** argv) {
     const double time = per_step(c.at_chosen.time_s, c.steps) / per_step(p.at_chosen.time_s, p.steps) - 1;
     ratios.push_back(ratio);
     misses_energy += energy > 0.01 ? 1 : 0;
+    five_fold += ratio >= 5 ? 1 : 0;
     fmt::print("{:8} {:13} {:16} {:>5} {:>5} {:>5.1f}x {:>5} {:>5} {:>6g} {:>9g} {:>+8.2f} {:>+8.2f}  {}\n",
                row.gpu, row.workload, row.policy, p.profiled_until_step, c.profiled_until_step, ratio,
                p.measurements.size(), c.measurements.size(), p.chosen_mw / 1e3, c.chosen_mw / 1e3,
                energy * 100, time * 100, optimize::to_string(c.card_path_taken));
     if (verbose) {
-      fmt::print("    {}\n", c.card_reason);
+      const auto& first = c.measurements.front();
+      fmt::print("    {:.4f} s a step at {:g} W; {}\n", first.time_per_step_s(), first.power_limit_mw / 1e3,
+                 c.card_reason);
     }
   }
   std::sort(ratios.begin(), ratios.end());
   fmt::print(
-      "\n{} runs: profiling shorter by {:.1f}x (median), {:.1f}x to {:.1f}x; {} run(s) over +1% energy per "
-      "step\n",
-      rows.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(), misses_energy);
+      "\n{} runs: profiling shorter by {:.1f}x (median), {:.1f}x to {:.1f}x, at least 5x in {}; {} run(s) "
+      "over "
+      "+1% energy per step\n",
+      rows.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(), five_fold, misses_energy);
   for (const auto& model : device::sim::gpu_models()) {
     std::vector<double> mine;
     int fallbacks = 0;
