@@ -182,7 +182,8 @@ void bind_power_limit_optimizer(py::module_& module) {
       .def_property_readonly(
           "card_path_taken",
           [](const OptimizerHandle& self) { return std::string(to_string(self.get().card_path_taken())); })
-      .def_property_readonly("card_reason", [](const OptimizerHandle& self) { return self.get().card_reason(); })
+      .def_property_readonly("card_reason",
+                             [](const OptimizerHandle& self) { return self.get().card_reason(); })
       .def_property_readonly("profiling_steps",
                              [](const OptimizerHandle& self) { return self.get().profiling_steps(); });
 }
@@ -212,6 +213,7 @@ void bind_optimize(py::module_& module) {
       "_batch_size_gpu_config",
       [](const std::vector<GpuRef>& gpus, std::optional<double> max_power_w) {
         std::vector<device::Gpu*> devices;
+        devices.reserve(gpus.size());
         for (const GpuRef& gpu : gpus) {
           devices.push_back(gpu.gpu);
         }

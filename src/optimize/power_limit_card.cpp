@@ -30,7 +30,7 @@ std::string card_watts(uint32_t power_mw) {
 }
 
 // The limit `policy` picks from `points`; the fastest when no point meets its bound (as the optimizer does).
-Result<uint32_t> pick(std::vector<FrontierPoint<uint32_t>> points, const Policy& policy) {
+Result<uint32_t> pick_limit(std::vector<FrontierPoint<uint32_t>> points, const Policy& policy) {
   const auto frontier = Frontier<uint32_t>::from_points(std::move(points));
   auto selected = select(frontier, policy);
   if (!selected && selected.error().code() == ErrorCode::kNotFound) {
@@ -169,17 +169,18 @@ Result<CardDecision> CardGuide::next(const std::vector<uint32_t>& candidates_mw,
     for (const size_t i : unmeasured) {
       points.push_back(predicted_point(i, 0));
     }
-    const uint32_t best = JOULE_TRY(pick(points, policy));
+    const uint32_t best = JOULE_TRY(pick_limit(points, policy));
     if (!measured(best)) {
       return CardDecision{
           CardDecision::Kind::kMeasure, index_of(best),
           fmt::format("the card predicts {} W best for {}; checking it", card_watts(best), describe(policy))};
     }
     std::vector<FrontierPoint<uint32_t>> others;
+    others.reserve(unmeasured.size());
     for (const size_t i : unmeasured) {
       others.push_back(predicted_point(i, 0));
     }
-    const uint32_t runner_up = JOULE_TRY(pick(others, policy));
+    const uint32_t runner_up = JOULE_TRY(pick_limit(others, policy));
     return CardDecision{CardDecision::Kind::kMeasure, index_of(runner_up),
                         fmt::format("the card predicts the measured {} W best for {}; checking it at the "
                                     "best of the others, {} W",
@@ -190,7 +191,7 @@ Result<CardDecision> CardGuide::next(const std::vector<uint32_t>& candidates_mw,
   for (const size_t i : unmeasured) {
     auto points = measured_points;
     points.push_back(predicted_point(i, margin));
-    if (JOULE_TRY(pick(points, policy)) == candidates_mw[i]) {
+    if (JOULE_TRY(pick_limit(points, policy)) == candidates_mw[i]) {
       contenders.push_back(i);
     }
   }
@@ -206,7 +207,7 @@ Result<CardDecision> CardGuide::next(const std::vector<uint32_t>& candidates_mw,
   for (const size_t i : contenders) {
     points.push_back(predicted_point(i, 0));
   }
-  const uint32_t best = JOULE_TRY(pick(points, policy));
+  const uint32_t best = JOULE_TRY(pick_limit(points, policy));
   if (!measured(best)) {
     return CardDecision{CardDecision::Kind::kMeasure, index_of(best),
                         fmt::format("the card predicts {} W best of {} limit(s) that may win",
