@@ -433,9 +433,15 @@ void PowerLimitOptimizer::next_with_card() {
   }
   const PowerLimitMeasurement& last = measurements_.back();
   if (card_path_ == CardPath::kSearching) {
-    value_or_throw(
-        card_guide_->record(last.power_limit_mw, last.time_per_step_s(), last.energy_per_step_j()));
-    const CardDecision decision = value_or_throw(card_guide_->next(candidates_mw_, policy_));
+    CardDecision decision{CardDecision::Kind::kFallback, 0, ""};
+    if (auto recorded =
+            card_guide_->record(last.power_limit_mw, last.time_per_step_s(), last.energy_per_step_j());
+        !recorded) {
+      // E.g. an energy that could not be measured: the prior cannot use it, a full profile can go on.
+      decision.why = "the card cannot use the measurement: " + recorded.error().message();
+    } else {
+      decision = value_or_throw(card_guide_->next(candidates_mw_, policy_));
+    }
     switch (decision.kind) {
       case CardDecision::Kind::kMeasure:
         log().info("power-limit optimizer: measuring {} W: {}", watts(candidates_mw_[decision.candidate]),
