@@ -139,7 +139,8 @@ std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spe
         "sized by the card's figures) and was done after {} iterations ({} measuring).\n  Card path: {}: "
         "{}.\n\n",
         run.card, run.measurements.size(), run.candidates_mw.size(), watts(run.candidates_mw.front()),
-        run.profiled_until_step, run.profiling_steps, optimize::to_string(run.card_path_taken), run.card_reason);
+        run.profiled_until_step, run.profiling_steps, optimize::to_string(run.card_path_taken),
+        run.card_reason);
   }
   out += fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)", "energy/iter (J)",
                      "frontier");
