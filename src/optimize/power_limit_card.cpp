@@ -171,9 +171,9 @@ Result<CardDecision> CardGuide::next(const std::vector<uint32_t>& candidates_mw,
     }
     const uint32_t best = JOULE_TRY(pick_limit(points, policy));
     if (!measured(best)) {
-      return CardDecision{
-          CardDecision::Kind::kMeasure, index_of(best),
-          fmt::format("the card predicts {} W best for {}; checking it", card_watts(best), describe(policy))};
+      return CardDecision{CardDecision::Kind::kMeasure, index_of(best),
+                          fmt::format("the card predicts {} W best for {}; checking it", card_watts(best),
+                                      joule::describe(policy))};
     }
     std::vector<FrontierPoint<uint32_t>> others;
     others.reserve(unmeasured.size());
@@ -184,7 +184,7 @@ Result<CardDecision> CardGuide::next(const std::vector<uint32_t>& candidates_mw,
     return CardDecision{CardDecision::Kind::kMeasure, index_of(runner_up),
                         fmt::format("the card predicts the measured {} W best for {}; checking it at the "
                                     "best of the others, {} W",
-                                    card_watts(best), describe(policy), card_watts(runner_up))};
+                                    card_watts(best), joule::describe(policy), card_watts(runner_up))};
   }
   const double margin = std::max(kCardMinMargin, largest_error_);
   std::vector<size_t> contenders;
