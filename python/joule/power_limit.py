@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Optional, TypeVar, Union, get_args
 
@@ -128,6 +129,11 @@ class PowerLimitOptimizer(_NativeOptimizer):
     profile_dir, job_key: a profile store; a matching stored profile skips profiling.
     restore_to: ``'default'`` (board default) or ``'initial'`` (the limit before the optimizer): what the GPUs
         get back on close(), destruction, process exit, SIGINT and SIGTERM (if restore_on_signals).
+    card: the path of a frontier card of the GPUs' model (``joule probe``; docs/optimize.md, "Starting from a
+        frontier card"): the optimizer measures the maximum limit, sizes the later windows from the card's
+        counter and settling figures, and measures only the limits the card's prior cannot rule out (all of
+        them when the card does not describe the workload). A card for another GPU model or driver, or of a
+        newer schema, raises ValueError naming both. None (default): no card.
     steady_state: wait for a thermal steady state before measuring each candidate (docs/optimize.md):
         ``'auto'`` (default: ``'steady'`` on real GPUs, ``'off'`` on simulated ones), ``'off'``, ``'fixed'``
         (wait ``fixed_warmup_s``), ``'steady'`` (temperature and power within their bands over ``window_s``),
@@ -154,7 +160,10 @@ class PowerLimitOptimizer(_NativeOptimizer):
         restore_to: str = "default",
         restore_on_signals: bool = True,
         steady_state: Union[str, dict, None] = "auto",
+        card: Union[str, "os.PathLike[str]", None] = None,
     ) -> None:
+        if card is not None and not isinstance(card, (str, os.PathLike)):
+            raise TypeError(f"PowerLimitOptimizer(card=...): expected None or a path, got {show(card)}")
         if policy is None:
             policy = _joule.ZeusCost(number("PowerLimitOptimizer", "eta", eta), 0.0)
         aggregator = _resolve_aggregator("PowerLimitOptimizer", aggregator)
@@ -173,7 +182,9 @@ class PowerLimitOptimizer(_NativeOptimizer):
             restore_on_signals=restore_on_signals,
             steady_state=steady_state,
         )
-        self._optimizer = _joule._PowerLimitOptimizer(monitor, options, aggregator)
+        self._optimizer = _joule._PowerLimitOptimizer(
+            monitor, options, aggregator, None if card is None else os.fspath(card)
+        )
 
     @property
     def steady_state_mode(self) -> str:
@@ -230,6 +241,22 @@ class PowerLimitOptimizer(_NativeOptimizer):
     def loaded_from_profile(self) -> bool:
         """True if the choice came from a stored profile."""
         return self._optimizer.loaded_from_profile
+
+    @property
+    def card_path_taken(self) -> str:
+        """How the card was used: 'none' (no card, or a stored profile), 'searching', 'predicted' (the limits
+        left unmeasured were predicted to lose by a safe margin) or 'fallback' (every limit measured)."""
+        return str(self._optimizer.card_path_taken)
+
+    @property
+    def card_reason(self) -> str:
+        """Why that path, as logged; '' without a card."""
+        return str(self._optimizer.card_reason)
+
+    @property
+    def profiling_steps(self) -> int:
+        """Steps run while a candidate was warmed up or measured: what a card shortens."""
+        return int(self._optimizer.profiling_steps)
 
     def __repr__(self) -> str:
         return (

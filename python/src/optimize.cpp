@@ -10,6 +10,7 @@
 #include "joule/optimize/batch_size_gpu.hpp"
 #include "joule/optimize/json_forms.hpp"
 #include "joule/optimize/power_limit.hpp"
+#include "joule/optimize/power_limit_card.hpp"
 
 #include "bindings.hpp"
 
@@ -48,9 +49,15 @@ struct OptimizerHandle {
 };
 
 std::unique_ptr<OptimizerHandle> make_optimizer(const std::shared_ptr<MonitorHandle>& monitor,
-                                                optimize::PowerLimitOptions options, py::object aggregator) {
+                                                optimize::PowerLimitOptions options, py::object aggregator,
+                                                const std::optional<std::string>& card) {
   if (!monitor) {
     throw Exception(ErrorCode::kInvalidArgument, "PowerLimitOptimizer needs a Monitor");
+  }
+  if (card && !monitor->monitor->gpus().empty()) {
+    // Read against the first GPU: a card for another model or driver, or a newer schema, is refused.
+    options.card = value_or_throw(optimize::read_card_for(*card, *monitor->monitor->gpus().front()));
+    options.card_source = *card;
   }
   if (!aggregator.is_none()) {
     options.aggregator = aggregator.cast<std::shared_ptr<optimize::RankAggregator>>();
@@ -129,7 +136,8 @@ void bind_power_limit_options(py::module_& module) {
 void bind_power_limit_optimizer(py::module_& module) {
   py::class_<OptimizerHandle>(module, "_PowerLimitOptimizer",
                               "The just-in-time power-limit optimizer (C++). Use joule.PowerLimitOptimizer.")
-      .def(py::init(&make_optimizer), py::arg("monitor"), py::arg("options"), py::arg("aggregator"))
+      .def(py::init(&make_optimizer), py::arg("monitor"), py::arg("options"), py::arg("aggregator"),
+           py::arg("card") = py::none())
       .def("on_step_begin", &call_hook<&optimize::PowerLimitOptimizer::on_step_begin>)
       .def("on_step_end", &call_hook<&optimize::PowerLimitOptimizer::on_step_end>)
       .def("on_epoch_end", &call_hook<&optimize::PowerLimitOptimizer::on_epoch_end>)
@@ -170,7 +178,14 @@ void bind_power_limit_optimizer(py::module_& module) {
       .def_property_readonly("profile_path",
                              [](const OptimizerHandle& self) { return self.get().profile_path(); })
       .def_property_readonly("loaded_from_profile",
-                             [](const OptimizerHandle& self) { return self.get().loaded_from_profile(); });
+                             [](const OptimizerHandle& self) { return self.get().loaded_from_profile(); })
+      .def_property_readonly(
+          "card_path_taken",
+          [](const OptimizerHandle& self) { return std::string(to_string(self.get().card_path_taken())); })
+      .def_property_readonly("card_reason",
+                             [](const OptimizerHandle& self) { return self.get().card_reason(); })
+      .def_property_readonly("profiling_steps",
+                             [](const OptimizerHandle& self) { return self.get().profiling_steps(); });
 }
 
 std::vector<double> power_limit_candidates_w(double min_w, double max_w, double step_w) {
@@ -198,6 +213,7 @@ void bind_optimize(py::module_& module) {
       "_batch_size_gpu_config",
       [](const std::vector<GpuRef>& gpus, std::optional<double> max_power_w) {
         std::vector<device::Gpu*> devices;
+        devices.reserve(gpus.size());
         for (const GpuRef& gpu : gpus) {
           devices.push_back(gpu.gpu);
         }

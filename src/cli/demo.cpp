@@ -35,6 +35,7 @@ struct DemoFlags {
   int64_t steps = 1000;
   std::string out_dir = "out";
   bool no_simulation = false;
+  std::string card;
   Format format = Format::kText;
 };
 
@@ -182,7 +183,8 @@ int run_demo(const GlobalOptions& global, const DemoFlags& flags) {
   open_plots(plots, flags, spec, sim_gpu);
 
   // 1. The JIT power-limit optimizer, live on the simulated GPUs.
-  const sim::JitTrainingRun run = value_or_throw(sim::run_jit_training(spec, flags.steps));
+  const sim::JitTrainingRun run =
+      value_or_throw(sim::run_jit_training(spec, flags.steps, {.card_path = flags.card}));
   plots.write(plots.frontier_out, sim::jit_run_plot_svg(run, spec));
 
   // 2. Batch size and power limit together, across recurrences: the trace-driven simulator.
@@ -231,8 +233,15 @@ void add_demo_command(CLI::App& app, const GlobalOptions& global, int& exit_code
   command->add_option("--out", flags->out_dir, "Directory for the SVG plots (default out)")
       ->option_text("DIR");
   command->add_flag("--no-simulation", flags->no_simulation, "Skip part 2 (the trace-driven simulations)");
+  command
+      ->add_option(
+          "--card", flags->card,
+          "A frontier card of the simulated GPU (data/cards/sim-MODEL.json, or one `joule probe` made): "
+          "the power-limit optimizer starts from it and measures fewer limits (docs/optimize.md)")
+      ->option_text("FILE");
   add_format_option(*command, flags->format, {Format::kText, Format::kJson});
-  set_examples(*command, {"joule demo --out plots", "joule --sim 4xa40:squad demo --no-simulation"});
+  set_examples(*command, {"joule demo --out plots", "joule --sim 4xa40:squad demo --no-simulation",
+                          "joule demo --no-simulation --card data/cards/sim-v100.json"});
   command->callback([&global, &exit_code, flags] { exit_code = run_demo(global, *flags); });
 }
 

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/units.hpp"
+#include "joule/optimize/power_limit_card.hpp"
 
 #include "power_limit_profile.hpp"
 
@@ -36,7 +38,27 @@ std::string describe(const device::PowerLimitConstraints& constraints) {
                      watts(constraints.default_mw));
 }
 
+// A number every rank computes alike from the same card: 1 + a hash of its text, below 2^31 so that a sum
+// over up to 2^21 ranks stays exact in a double.
+double card_digest(const probe::Card& card) {
+  return 1.0 + static_cast<double>(std::hash<std::string>{}(probe::render_card(card)) % (uint64_t{1} << 31));
+}
+
 }  // namespace
+
+std::string_view to_string(CardPath path) {
+  switch (path) {
+    case CardPath::kNone:
+      return "none";
+    case CardPath::kSearching:
+      return "searching";
+    case CardPath::kPredicted:
+      return "predicted";
+    case CardPath::kFallback:
+      return "fallback";
+  }
+  return "unknown";
+}
 
 std::string_view to_string(PowerLimitState state) {
   switch (state) {
@@ -166,6 +188,11 @@ PowerLimitOptimizer::PowerLimitOptimizer(measure::EnergyMonitor& monitor, PowerL
                                               static_cast<double>(gpus.size()) *
                                               static_cast<double>(aggregator_->world_size());
   }
+  warmup_steps_ = options_.warmup_steps;
+  profile_steps_ = options_.profile_steps;
+  if (options_.card) {
+    start_from_card();
+  }
   if (!options_.profile_dir.empty()) {
     profile_path_ = (std::filesystem::path(options_.profile_dir) / (options_.job_key + ".json")).string();
   }
@@ -245,6 +272,35 @@ void PowerLimitOptimizer::on_step_begin() {
     case PowerLimitState::kDone:
       break;
   }
+  if (state_ == PowerLimitState::kWarmup || state_ == PowerLimitState::kProfiling) {
+    ++profiling_steps_;
+  }
+}
+
+void PowerLimitOptimizer::start_from_card() {
+  const std::string source = options_.card_source.empty() ? "the card" : options_.card_source;
+  const auto& gpu = *monitor_.gpus().front();
+  value_or_throw(probe::check_card_for(*options_.card, card_identity(gpu.info()), source));
+  card_guide_ = std::make_unique<CardGuide>(value_or_throw(CardGuide::make(*options_.card, source)));
+  if (aggregator_->world_size() > 1) {
+    // Ranks with different cards would take different decisions and then wait for each other forever.
+    const double digest = card_digest(*options_.card);
+    const auto [sum, largest] = aggregator_->aggregate(digest, digest);
+    if (std::abs(sum - largest * aggregator_->world_size()) >= 0.5) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("power-limit optimizer: the ranks were given different cards ({} here): "
+                                  "give every rank the same card",
+                                  source));
+    }
+  }
+  card_path_ = CardPath::kSearching;
+  card_reason_ = "measuring the maximum limit first";
+  // The first window is short, then extended to what the card's figures ask for at the measured step time.
+  profile_steps_ = std::min(options_.profile_steps, kCardMinProfileSteps);
+  log().info(
+      "power-limit optimizer: starting from {} ({}): measuring {} W first, then only the limits it "
+      "cannot rule out",
+      source, options_.card->device.model, watts(candidates_mw_.front()));
 }
 
 void PowerLimitOptimizer::on_step_end() {}
@@ -315,30 +371,112 @@ bool PowerLimitOptimizer::warmed_up() {
 void PowerLimitOptimizer::start_candidate() {
   apply(candidates_mw_[index_]);
   steady_->restart();
-  if (options_.warmup_steps == 0 && steady_->mode() == measure::SteadyStateMode::kOff) {
+  if (warmup_steps_ == 0 && steady_->mode() == measure::SteadyStateMode::kOff) {
     begin_profile();
     return;
   }
   state_ = PowerLimitState::kWarmup;
-  steps_left_ = options_.warmup_steps;
+  steps_left_ = warmup_steps_;
 }
 
 void PowerLimitOptimizer::begin_profile() {
   monitor_.begin_window(window_name());
   state_ = PowerLimitState::kProfiling;
-  steps_left_ = options_.profile_steps;
+  steps_left_ = profile_steps_;
 }
 
 void PowerLimitOptimizer::finish_profile() {
   const measure::Measurement window = monitor_.end_window(window_name());
   const auto [energy_j, time_s] = aggregator_->aggregate(window.total_gpu_energy_j(), window.time_s);
-  measurements_.push_back({candidates_mw_[index_], energy_j, time_s, options_.profile_steps});
+  measurements_.push_back({candidates_mw_[index_], energy_j, time_s, profile_steps_});
   log().debug("power-limit optimizer: {} W: {} J, {} s over {} steps", watts(candidates_mw_[index_]),
-              energy_j, time_s, options_.profile_steps);
+              energy_j, time_s, profile_steps_);
+  if (card_path_ != CardPath::kNone) {
+    next_with_card();
+    return;
+  }
   ++index_;
   if (index_ < candidates_mw_.size()) {
     start_candidate();
     return;
+  }
+  index_ = candidates_mw_.size() - 1;
+  choose();
+  save_profile();
+}
+
+void PowerLimitOptimizer::next_with_card() {
+  if (extending_anchor_) {
+    // The extension of the first window: one measurement of both.
+    extending_anchor_ = false;
+    const PowerLimitMeasurement extension = measurements_.back();
+    measurements_.pop_back();
+    measurements_.back().energy_j += extension.energy_j;
+    measurements_.back().time_s += extension.time_s;
+    measurements_.back().steps += extension.steps;
+    profile_steps_ = measurements_.back().steps;  // the card's window, for the other limits
+  } else if (measurements_.size() == 1) {
+    // The first limit's step time sizes the windows by the card's figures, the first one's included.
+    const PowerLimitMeasurement& first = measurements_.back();
+    const CardWindows windows =
+        card_windows(*options_.card, first.time_per_step_s(), options_.warmup_steps, options_.profile_steps);
+    log().info("power-limit optimizer: windows at {:.4g} s a step: {}", first.time_per_step_s(), windows.why);
+    warmup_steps_ = windows.warmup_steps;
+    profile_steps_ = windows.profile_steps;
+    if (windows.profile_steps > first.steps) {
+      // Same limit, no change to settle from: the window goes on at once.
+      extending_anchor_ = true;
+      profile_steps_ = windows.profile_steps - first.steps;
+      begin_profile();
+      return;
+    }
+  }
+  const PowerLimitMeasurement& last = measurements_.back();
+  if (card_path_ == CardPath::kSearching) {
+    CardDecision decision{CardDecision::Kind::kFallback, 0, ""};
+    if (auto recorded =
+            card_guide_->record(last.power_limit_mw, last.time_per_step_s(), last.energy_per_step_j());
+        !recorded) {
+      // E.g. an energy that could not be measured: the prior cannot use it, a full profile can go on.
+      decision.why = "the card cannot use the measurement: " + recorded.error().message();
+    } else {
+      decision = value_or_throw(card_guide_->next(candidates_mw_, policy_));
+    }
+    switch (decision.kind) {
+      case CardDecision::Kind::kMeasure:
+        log().info("power-limit optimizer: measuring {} W: {}", watts(candidates_mw_[decision.candidate]),
+                   decision.why);
+        index_ = decision.candidate;
+        start_candidate();
+        return;
+      case CardDecision::Kind::kDone:
+        card_path_ = CardPath::kPredicted;
+        card_reason_ = decision.why;
+        log().info("power-limit optimizer: choosing from the card's prior after {} of {} limits: {}",
+                   measurements_.size(), candidates_mw_.size(), decision.why);
+        break;
+      case CardDecision::Kind::kFallback:
+        card_path_ = CardPath::kFallback;
+        card_reason_ = decision.why;
+        log().warn(
+            "power-limit optimizer: the card does not describe this workload ({}); measuring the other "
+            "limits as without a card",
+            decision.why);
+        break;
+    }
+  }
+  if (card_path_ == CardPath::kFallback) {
+    // The remaining limits, highest first, as without a card.
+    for (size_t i = 0; i < candidates_mw_.size(); ++i) {
+      const bool measured =
+          std::any_of(measurements_.begin(), measurements_.end(),
+                      [&](const PowerLimitMeasurement& m) { return m.power_limit_mw == candidates_mw_[i]; });
+      if (!measured) {
+        index_ = i;
+        start_candidate();
+        return;
+      }
+    }
   }
   index_ = candidates_mw_.size() - 1;
   choose();
@@ -388,7 +526,11 @@ void PowerLimitOptimizer::choose() {
       "{:.4g} s and {:.4g} J){}",
       joule::describe(policy_), watts(point.knob), monitor_.gpus().size(), gpu_name_, point.time_s,
       point.energy_j, watts(fastest.knob), fastest.time_s, fastest.energy_j,
-      loaded_from_profile_ ? fmt::format(" from the stored profile {}", *profile_path_) : std::string());
+      loaded_from_profile_ ? fmt::format(" from the stored profile {}", *profile_path_)
+      : card_path_ != CardPath::kNone
+          ? fmt::format(" ({} of {} limits measured, card path: {})", measurements_.size(),
+                        candidates_mw_.size(), to_string(card_path_))
+          : std::string());
 }
 
 bool PowerLimitOptimizer::try_load_profile() {
@@ -433,6 +575,10 @@ bool PowerLimitOptimizer::try_load_profile() {
   }
   measurements_ = std::move(usable->measurements);
   loaded_from_profile_ = true;
+  if (card_path_ != CardPath::kNone) {
+    card_path_ = CardPath::kNone;
+    card_reason_ = "the stored profile was used";
+  }
   index_ = candidates_mw_.size() - 1;
   choose();
   return true;
@@ -450,6 +596,15 @@ void PowerLimitOptimizer::save_profile() const {
   profile.constraints = constraints_;
   profile.profile_steps = options_.profile_steps;
   profile.measurements = measurements_;
+  for (auto& measurement : profile.measurements) {
+    // The file holds windows of profile_steps steps; a card's shorter windows are scaled to that length.
+    if (measurement.steps != profile.profile_steps) {
+      const double scale = static_cast<double>(profile.profile_steps) / measurement.steps;
+      measurement.energy_j *= scale;
+      measurement.time_s *= scale;
+      measurement.steps = profile.profile_steps;
+    }
+  }
   std::error_code error;
   std::filesystem::create_directories(options_.profile_dir, error);
   if (error) {

@@ -617,6 +617,42 @@ TEST(Cli, DemoRunsTheJitOptimizerAndTheSimulations) {
   EXPECT_EQ(text.out.find("part 2"), std::string::npos);
 }
 
+// `joule demo --card FILE`: the optimizer starts from the simulated GPU's card (docs/optimize.md, "Starting
+// from a frontier card"); another model's card, a newer schema and a missing file are refused in one line.
+TEST(Cli, DemoStartsFromACard) {
+  TempDir dir;
+  const std::string v100 = std::string(JOULE_SOURCE_DIR) + "/data/cards/sim-v100.json";
+  const auto result =
+      joule({"demo", "--no-simulation", "--format", "json", "--out", dir.path(), "--card", v100});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["card"]["path"], v100);
+  EXPECT_TRUE(json["card"]["path_taken"] == "predicted" || json["card"]["path_taken"] == "fallback")
+      << json["card"];
+  EXPECT_LT(json["profiled_until_step"].get<int>() * 5, 352);  // 352 without the card
+  EXPECT_EQ(json["chosen_power_limit_w"], 175.0);              // as without the card
+
+  const auto other = joule({"--sim", "a40", "demo", "--no-simulation", "--out", dir.path(), "--card", v100});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_EQ(other.err,
+            "joule: error: " + v100 +
+                " is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated): make "
+                "a card for this device with 'joule probe'\n");
+  std::string text = read_file(v100);
+  text.replace(text.find("\"schema_version\": 1"), 19, "\"schema_version\": 2");
+  const std::string newer = dir.write("newer.json", text);
+  const auto future = joule({"demo", "--no-simulation", "--out", dir.path(), "--card", newer});
+  EXPECT_NE(future.exit_code, 0);
+  EXPECT_EQ(future.err,
+            "joule: error: " + newer +
+                ": card schema version 2 is newer than this joule reads (1): upgrade joule to read it\n");
+  const auto missing =
+      joule({"demo", "--no-simulation", "--out", dir.path(), "--card", dir.path() + "/none.json"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_EQ(missing.err,
+            "joule: error: cannot open " + dir.path() + "/none.json: No such file or directory\n");
+}
+
 }  // namespace
 }  // namespace joule::test
 

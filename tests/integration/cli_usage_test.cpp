@@ -152,6 +152,7 @@ TEST(CliUsage, EveryUnknownNameExitsTwo) {
       dir.write("trace.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,20,8\n");
   const std::string carbon = std::string(JOULE_SOURCE_DIR) + "/data/carbon/synthetic_us_solar_14d.csv";
   const std::string marker = dir.path() + "/ran";
+  const std::string v100_card = std::string(JOULE_SOURCE_DIR) + "/data/cards/sim-v100.json";
   const std::string no_country =
       "unknown country code 'XYZ': not an ISO 3166-1 alpha-3 or alpha-2 code of "
       "data/carbon/country_intensity.csv "
@@ -180,6 +181,11 @@ TEST(CliUsage, EveryUnknownNameExitsTwo) {
       {{"--sim", "v100", "daemon", "--socket", dir.path() + "/d.sock", "--metrics", "127.0.0.1:0",
         "--country", "XYZ"},
        no_country},
+      // A frontier card of another GPU model (docs/optimize.md, "Starting from a frontier card").
+      {{"--sim", "p100", "demo", "--no-simulation", "--out", dir.path(), "--card", v100_card},
+       v100_card +
+           " is for Tesla V100-PCIE-32GB (simulated) (driver sim), not Tesla P100-PCIE-16GB (simulated): "
+           "make a card for this device with 'joule probe'"},
   };
   for (const auto& [args, message] : cases) {
     const auto result = run_joule_usage(args);

@@ -9,6 +9,7 @@ from typing import Optional
 import pytest
 
 import joule
+from conftest import SOURCE_DIR
 
 FAST = dict(wait_steps=1, warmup_steps=2, profile_steps=5, restore_on_signals=False)
 
@@ -236,3 +237,48 @@ def test_profile_settings_reach_cpp_as_its_options_struct(sim: joule.DeviceSet) 
     optimizer = joule.PowerLimitOptimizer(monitor, policy=joule.MinEnergy(), **FAST)
     assert optimizer.constraints_w == {"min_w": 100.0, "max_w": 250.0, "default_w": 250.0}
     optimizer.close()
+
+
+CARDS = SOURCE_DIR / "data" / "cards"
+
+
+def test_a_card_shortens_the_profile_and_keeps_the_choice(sim: joule.DeviceSet) -> None:
+    """docs/optimize.md, "Starting from a frontier card": the simulated V100's card."""
+    monitor = joule.Monitor(devices=sim)
+    with joule.PowerLimitOptimizer(monitor, restore_on_signals=False) as plain:
+        train(plain, sim, 352)
+        assert plain.done and plain.card_path_taken == "none" and plain.card_reason == ""
+        assert plain.profiling_steps == 350
+        plain_steps, plain_choice = plain.profiling_steps, plain.chosen_power_limit_w
+    with joule.PowerLimitOptimizer(monitor, restore_on_signals=False, card=CARDS / "sim-v100.json") as carded:
+        assert carded.card_path_taken == "searching"
+        train(carded, sim, 352)
+        assert carded.done
+        assert carded.card_path_taken in ("predicted", "fallback")
+        assert carded.card_reason
+        assert carded.profiling_steps * 5 < plain_steps
+        assert carded.chosen_power_limit_w == plain_choice
+
+
+def test_a_card_for_another_model_or_schema_is_refused(tmp_path: pathlib.Path) -> None:
+    a40 = joule.devices(sim="a40:imagenet", virtual_clock=True, cpus=False)
+    monitor = joule.Monitor(devices=a40)
+    v100 = str(CARDS / "sim-v100.json")
+    with pytest.raises(ValueError) as refused:
+        joule.PowerLimitOptimizer(monitor, restore_on_signals=False, card=v100)
+    assert isinstance(refused.value, joule.InvalidArgumentError)
+    assert str(refused.value) == (
+        f"{v100} is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated): "
+        "make a card for this device with 'joule probe'"
+    )
+    newer = tmp_path / "newer.json"
+    newer.write_text((CARDS / "sim-a40.json").read_text().replace('"schema_version": 1', '"schema_version": 2'))
+    with pytest.raises(joule.ParseError) as future:
+        joule.PowerLimitOptimizer(monitor, restore_on_signals=False, card=newer)
+    assert str(future.value) == (
+        f"{newer}: card schema version 2 is newer than this joule reads (1): upgrade joule to read it"
+    )
+    with pytest.raises(joule.NotFoundError, match="cannot open"):
+        joule.PowerLimitOptimizer(monitor, restore_on_signals=False, card=tmp_path / "none.json")
+    with pytest.raises(TypeError, match=r"PowerLimitOptimizer\(card=...\): expected None or a path, got int 3"):
+        joule.PowerLimitOptimizer(monitor, restore_on_signals=False, card=3)  # type: ignore[arg-type]

@@ -35,6 +35,7 @@
 #include "joule/device/settings_guard.hpp"
 #include "joule/measure/energy_monitor.hpp"
 #include "joule/measure/steady_state.hpp"
+#include "joule/probe/card.hpp"
 
 namespace joule::optimize {
 
@@ -128,6 +129,15 @@ struct PowerLimitOptions {
   /// Restore the limits on SIGINT, SIGTERM and SIGHUP before the signal takes its course (see the class
   /// documentation). Destruction and normal process exit restore regardless.
   bool restore_on_signals = true;
+  /// A frontier card of the GPUs' model (`joule probe`; read it with read_card_for()). With a card the
+  /// optimizer starts from it (docs/optimize.md, "Starting from a frontier card"): it measures the maximum
+  /// limit as usual, sizes the later windows from the card's counter and settling figures, measures only the
+  /// limits the card's prior (probe::KnobPrior) cannot rule out, and falls back to measuring every limit when
+  /// the card does not describe the workload. Without one (the default) nothing changes. With several ranks,
+  /// give every rank the same card (they check it with one collective at construction).
+  std::optional<probe::Card> card;
+  /// Names the card in messages and logs (its path); "the card" if empty.
+  std::string card_source;
 };
 
 /// @return kInvalidArgument naming the first invalid option and its valid range; the policy's own errors
@@ -153,6 +163,19 @@ struct PowerLimitMeasurement {
 /// min > max. @param step_mw > 0.
 std::vector<uint32_t> power_limit_candidates_mw(const device::PowerLimitConstraints& constraints,
                                                 uint32_t step_mw);
+
+class CardGuide;  // joule/optimize/power_limit_card.hpp
+
+/// How a card was used.
+enum class CardPath {
+  kNone,       ///< no card was given (or the choice came from a stored profile)
+  kSearching,  ///< measuring the limits the card's prior cannot rule out
+  kPredicted,  ///< done: every limit left unmeasured was predicted worse than the choice by a safe margin
+  kFallback,   ///< the card did not describe the workload: every limit was measured, as without a card
+};
+
+/// @return "none", "searching", "predicted" or "fallback".
+std::string_view to_string(CardPath path);
 
 /// The just-in-time power-limit optimizer. It sets ONE power limit on every GPU of the monitor (and, with
 /// an aggregator, the same limit on every rank), so the GPUs must be identical (same name and power-limit
@@ -256,10 +279,19 @@ class PowerLimitOptimizer {
   measure::SteadyStateMode steady_state_mode() const { return steady_->mode(); }
   /// @return true if the choice came from a stored profile (no profiling was done).
   bool loaded_from_profile() const { return loaded_from_profile_; }
+  /// @return how the card was used (kNone without a card).
+  CardPath card_path_taken() const { return card_path_; }
+  /// @return why the card path was taken, as logged ("" without a card).
+  const std::string& card_reason() const { return card_reason_; }
+  /// @return the steps run while a candidate was being warmed up or measured (wait steps excluded, steps an
+  /// epoch end interrupted included): what a card shortens.
+  int64_t profiling_steps() const { return profiling_steps_; }
 
  private:
   void apply(uint32_t power_limit_mw);
   void start_candidate();  // sets candidates_mw_[index_] and enters Warmup (or Profiling if warmup is 0)
+  void start_from_card();  // checks and reads options_.card; one collective with several ranks
+  void next_with_card();   // after a measurement with a card: the next candidate, or choose()
   void begin_profile();
   bool warmed_up();  // collective with several ranks
   void finish_profile();
@@ -288,6 +320,15 @@ class PowerLimitOptimizer {
 
   std::unique_ptr<device::SettingsGuard> guard_;
   std::unique_ptr<measure::SteadyStateDetector> steady_;
+
+  // The windows of the candidate in progress (the options', or the card's after the first measurement).
+  int warmup_steps_ = 0;
+  int profile_steps_ = 0;
+  int64_t profiling_steps_ = 0;
+  bool extending_anchor_ = false;  // with a card: the first window is being extended
+  std::unique_ptr<CardGuide> card_guide_;
+  CardPath card_path_ = CardPath::kNone;
+  std::string card_reason_;
 };
 
 }  // namespace joule::optimize

@@ -36,16 +36,32 @@ struct JitTrainingRun {
   std::vector<uint32_t> candidates_mw;                        ///< the limits it was to profile, highest first
   Frontier<uint32_t> frontier;                                ///< of the measurements
   Policy policy;
-  uint32_t max_mw = 0;     ///< the GPUs' maximum limit
-  uint32_t chosen_mw = 0;  ///< the limit chosen (0 if none)
-  RunFigures with_zeus;    ///< the whole run, profiling included
-  RunFigures at_max;       ///< the same steps at max_mw
-  RunFigures at_chosen;    ///< the same steps at chosen_mw
+  uint32_t max_mw = 0;          ///< the GPUs' maximum limit
+  uint32_t chosen_mw = 0;       ///< the limit chosen (0 if none)
+  RunFigures with_zeus;         ///< the whole run, profiling included
+  RunFigures at_max;            ///< the same steps at max_mw
+  RunFigures at_chosen;         ///< the same steps at chosen_mw
+  int64_t profiling_steps = 0;  ///< steps run while a limit was warmed up or measured
+  std::string card;             ///< the card's path; "" without one
+  optimize::CardPath card_path_taken = optimize::CardPath::kNone;  ///< how the card was used
+  std::string card_reason;  ///< why that path (PowerLimitOptimizer::card_reason())
 };
 
-/// Trains `spec`'s job for `steps` iterations under a PowerLimitOptimizer (default options, no signal
-/// handlers: the GPUs are simulated), then runs the comparisons. Errors: those of fixed_limit_run().
-Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t steps);
+/// How run_jit_training() runs the optimizer.
+struct JitTrainingOptions {
+  /// A frontier card for the simulated GPUs (PowerLimitOptions::card), read with
+  /// optimize::read_card_for() against the first GPU; "" for none.
+  std::string card_path;
+  /// The optimizer's policy (PowerLimitOptions::policy).
+  Policy policy = ZeusCost{0.5, 0};
+};
+
+/// Trains `spec`'s job for `steps` iterations under a PowerLimitOptimizer (default options but `options`'s,
+/// no signal handlers: the GPUs are simulated), then runs the comparisons. Errors: the card's (those of
+/// optimize::read_card_for(): another GPU model's card, a newer schema, a file that cannot be read), those of
+/// fixed_limit_run().
+Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t steps,
+                                        const JitTrainingOptions& options = {});
 
 /// @return `run`'s plot (SVG): the profiled limits, their frontier, the chosen and the maximum limit.
 std::string jit_run_plot_svg(const JitTrainingRun& run, const device::sim::Spec& spec);

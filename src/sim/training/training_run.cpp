@@ -7,6 +7,7 @@
 
 #include "joule/core/clock.hpp"
 #include "joule/measure/energy_monitor.hpp"
+#include "joule/optimize/power_limit_card.hpp"
 #include "joule/viz/frontier_plot.hpp"
 
 namespace joule::sim {
@@ -46,15 +47,22 @@ Result<RunFigures> fixed_limit_run(const device::sim::Spec& spec, uint32_t power
   return RunFigures{m.time_s, m.total_gpu_energy_j()};
 }
 
-Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t steps) {
+Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t steps,
+                                        const JitTrainingOptions& jit_options) {
   const auto job = JOULE_TRY(open_job(spec));
   device::sim::TrainingJob training(job->sim_gpus, *job->clock);
   measure::EnergyMonitor monitor(job->monitored, {}, *job->clock);
   optimize::PowerLimitOptions options;
   options.restore_on_signals = false;  // the GPUs are simulated: nothing to restore on a signal
+  options.policy = jit_options.policy;
+  if (!jit_options.card_path.empty()) {
+    options.card = JOULE_TRY(optimize::read_card_for(jit_options.card_path, *job->gpus.front()));
+    options.card_source = jit_options.card_path;
+  }
   optimize::PowerLimitOptimizer optimizer(monitor, options);
   JitTrainingRun run;
   run.steps = steps;
+  run.card = jit_options.card_path;
   monitor.begin_window("training");
   for (int64_t step = 0; step < steps; ++step) {
     optimizer.on_step_begin();
@@ -74,6 +82,9 @@ Result<JitTrainingRun> run_jit_training(const device::sim::Spec& spec, int64_t s
   run.policy = optimizer.policy();
   run.max_mw = optimizer.constraints().max_mw;
   run.chosen_mw = optimizer.chosen_power_limit_mw().value_or(0);
+  run.profiling_steps = optimizer.profiling_steps();
+  run.card_path_taken = optimizer.card_path_taken();
+  run.card_reason = optimizer.card_reason();
   run.at_max = JOULE_TRY(fixed_limit_run(spec, run.max_mw, steps));
   run.at_chosen = JOULE_TRY(fixed_limit_run(spec, run.chosen_mw, steps));
   return run;
@@ -117,10 +128,20 @@ std::string jit_run_text(const JitTrainingRun& run, const device::sim::Spec& spe
       "joule demo, part 1: the JIT power-limit optimizer on {} simulated {} GPU{} ({}) training {}\n"
       "(virtual clock: {} iterations of simulated training)\n\n",
       spec.count, spec.model->key, spec.count == 1 ? "" : "s", run.gpu_name, run.workload, run.steps);
-  out += fmt::format(
-      "  It tried {} limits from {} down, 10 warm-up + 40 measured iterations each, and was done "
-      "after {} iterations:\n\n",
-      run.candidates_mw.size(), watts(run.candidates_mw.front()), run.profiled_until_step);
+  if (run.card.empty()) {
+    out += fmt::format(
+        "  It tried {} limits from {} down, 10 warm-up + 40 measured iterations each, and was done "
+        "after {} iterations:\n\n",
+        run.candidates_mw.size(), watts(run.candidates_mw.front()), run.profiled_until_step);
+  } else {
+    out += fmt::format(
+        "  Starting from the card {}, it measured {} of {} limits (10 warm-up iterations at {}, then windows "
+        "sized by the card's figures) and was done after {} iterations ({} measuring).\n  Card path: {}: "
+        "{}.\n\n",
+        run.card, run.measurements.size(), run.candidates_mw.size(), watts(run.candidates_mw.front()),
+        run.profiled_until_step, run.profiling_steps, optimize::to_string(run.card_path_taken),
+        run.card_reason);
+  }
   out += fmt::format("  {:>11}  {:>16}  {:>18}  {:>10}\n", "power limit", "time/iter (ms)", "energy/iter (J)",
                      "frontier");
   for (const auto& m : run.measurements) {
@@ -155,10 +176,17 @@ nlohmann::json jit_run_json(const JitTrainingRun& run) {
                        {"time_per_step_s", m.time_per_step_s()},
                        {"energy_per_step_j", m.energy_per_step_j()}});
   }
-  return {
+  nlohmann::json out = {
       {"profiled_until_step", run.profiled_until_step}, {"profile", std::move(profile)},
       {"chosen_power_limit_w", run.chosen_mw / 1e3},    {"with_zeus", figures(run.with_zeus)},
       {"at_max_power_limit", figures(run.at_max)},      {"at_chosen_power_limit", figures(run.at_chosen)}};
+  if (!run.card.empty()) {
+    out["card"] = {{"path", run.card},
+                   {"path_taken", optimize::to_string(run.card_path_taken)},
+                   {"reason", run.card_reason},
+                   {"profiling_steps", run.profiling_steps}};
+  }
+  return out;
 }
 
 }  // namespace joule::sim
