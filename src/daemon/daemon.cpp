@@ -23,6 +23,7 @@ constexpr double kMaxLeaseS = 86'400;
 constexpr double kMaxIdleTimeoutS = 86'400;
 constexpr double kMaxHelloTimeoutS = 3'600;
 constexpr size_t kMaxConnections = 65'536;
+constexpr double kMaxJobEnergyPeriodS = 60;
 
 }  // namespace
 
@@ -64,6 +65,18 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
   }
   if (options.max_idle_connections == 0) {
     return fail(ErrorCode::kInvalidArgument, "--max-idle-connections 0 must be at least 1");
+  }
+  if (!(options.job_energy_period_s >= 0 && options.job_energy_period_s <= kMaxJobEnergyPeriodS)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "--job-energy-period-s {} must be from 0 (off) to {} (the driver keeps only seconds of process "
+                "samples)",
+                options.job_energy_period_s, kMaxJobEnergyPeriodS);
+  }
+  if (options.job_energy.max_jobs == 0 || options.job_energy.max_remembered_processes == 0 ||
+      !(options.job_energy.retention_s > 0)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the job energy accounting's bounds must be positive (jobs kept, processes remembered, "
+                "retention)");
   }
   if (options.max_streams_per_connection == 0 || options.max_queued_bytes == 0) {
     return fail(ErrorCode::kInvalidArgument, "connection limits must be positive");

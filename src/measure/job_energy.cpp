@@ -258,6 +258,9 @@ void JobEnergyTracker::update(uint64_t now_us) {
     }
   }
   for (auto& tracked : tracked_) {
+    if (tracked.open && now_us <= tracked.start_us) {
+      continue;  // no time has passed (a clock that stands still): the window stays open
+    }
     if (tracked.open) {
       auto window = tracked.meter->end(now_us);
       tracked.open = false;
