@@ -322,6 +322,13 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
       ->option_text("S");
   command->add_flag("--allow-unprivileged", flags->options.allow_unprivileged,
                     "Serve real GPUs even when not running as root");
+  command
+      ->add_option("--job-energy-period-s", flags->options.job_energy_period_s,
+                   fmt::format("Split the GPUs' energy among jobs (Slurm cgroups) every S seconds from the "
+                               "driver's process samples, for job_energy; 0: off (default {})",
+                               flags->options.job_energy_period_s))
+      ->check(number(NumberRule{.min = 0, .max = 60}))
+      ->option_text("S");
   add_connection_limit_options(*command, *flags);
   add_metrics_options(*command, *flags);
   add_network_options(*command, *flags);

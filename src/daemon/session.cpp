@@ -446,8 +446,8 @@ proto::Response Server::job_energy_response(const Connection& connection, const 
   }
   if (!job_energy_->any_supported()) {
     std::vector<std::string> reasons;
-    for (const auto& [index, why] : job_energy_->unsupported()) {
-      reasons.push_back(fmt::format("GPU {}: {}", index, why));
+    for (const auto& entry : job_energy_->unsupported()) {
+      reasons.push_back(entry.second);  // each names its GPU
     }
     response.error =
         Error(ErrorCode::kNotSupported,

@@ -289,8 +289,8 @@ Result<JobEnergy> JobEnergyTracker::read(std::string_view job, bool forget_if_en
   auto figures = ledger_.read(job, forget_if_ended);
   if (!figures && figures.error().code() == ErrorCode::kNotFound && !unsupported_.empty()) {
     std::vector<std::string> reasons;
-    for (const auto& [index, why] : unsupported_) {
-      reasons.push_back(fmt::format("GPU {}: {}", index, why));
+    for (const auto& entry : unsupported_) {
+      reasons.push_back(entry.second);  // each names its GPU
     }
     return fail(ErrorCode::kNotFound, "{}; not accounted: {}", figures.error().message(),
                 fmt::join(reasons, "; "));

@@ -126,7 +126,7 @@ TEST_F(JobEnergyTest, TrackerSplitsTheSharedGpuAmongJobsAndSaysWhichGpusItCannot
   JOULE_EXPECT_ERROR(tracker.read("99", false), ErrorCode::kNotFound,
                      "unknown job 99: no process of it has been sampled on a GPU accounted here (it used no "
                      "shared GPU, ran before the accounting began, was read already after it ended, or ended "
-                     "more than 3600 s ago); not accounted: GPU 1: GPU 0 (Tesla V100-PCIE-32GB (simulated)) "
+                     "more than 3600 s ago); not accounted: GPU 0 (Tesla V100-PCIE-32GB (simulated)) "
                      "does not report per-process utilisation (sim backend): only whole NVIDIA GPUs do, "
                      "through NVML");
 }
@@ -215,7 +215,7 @@ TEST_F(JobEnergyTest, WithoutProcessSamplesOrWhenOffTheDaemonSaysWhy) {
   start({(*sim)[0].get()});
   JOULE_EXPECT_ERROR(connect()->job_energy("42"), ErrorCode::kNotSupported,
                      "joule daemon: no GPU of this daemon reports per-process samples, so a job's share of a "
-                     "shared GPU cannot be estimated: GPU 0: GPU 0 (Tesla V100-PCIE-32GB (simulated)) does not "
+                     "shared GPU cannot be estimated: GPU 0 (Tesla V100-PCIE-32GB (simulated)) does not "
                      "report per-process utilisation (sim backend): only whole NVIDIA GPUs do, through NVML");
   stop();
   daemon::DaemonOptions off;
