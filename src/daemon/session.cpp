@@ -480,7 +480,7 @@ proto::Response Server::job_energy_response(const Connection& connection, const 
                            static_cast<int64_t>(share.end_us / 1000)});
   }
   for (const auto& [index, why] : job_energy_->unsupported()) {
-    answer.not_accounted.emplace_back(static_cast<int>(index), why);
+    answer.not_accounted.push_back({static_cast<int>(index), gpus_[index]->info().uuid, why});
   }
   response.result = proto::job_energy_result(answer);
   return response;

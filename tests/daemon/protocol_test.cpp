@@ -492,7 +492,7 @@ TEST(DaemonProtocol, JobEnergyResultsRoundTripAndMalformedOnesAreRefused) {
   answer.method = "nvml process utilisation samples";
   answer.ended = true;
   answer.gpus.push_back({1, "GPU-1", 60'000, 100'000, 1'000, 5'000});
-  answer.not_accounted.emplace_back(0, "GPU 0 (…) does not report per-process utilisation");
+  answer.not_accounted.push_back({0, "GPU-0", "GPU 0 (…) does not report per-process utilisation"});
   const json result = proto::job_energy_result(answer);
   EXPECT_EQ(result["estimated"], true);
   const auto back = proto::parse_job_energy_result(result);

@@ -71,7 +71,7 @@ enum class Op {
   kTime,             ///< → {time_ns}: the daemon's clock (its events' time base), ns since the Unix epoch
   kSimulateBusy,     ///< {gpu, busy} → {gpu, busy, slowdown}: a simulated GPU runs its workload or idles
   /// {job} → {job, estimated, method, ended, gpus: [{gpu, uuid, energy_mj, gpu_energy_mj, start_ms, end_ms}],
-  /// not_accounted: [{gpu, reason}]}: a job's estimated share of the GPUs it shared (JobEnergyAnswer)
+  /// not_accounted: [{gpu, uuid, reason}]}: a job's estimated share of the GPUs it shared (JobEnergyAnswer)
   kJobEnergy,
 };
 
@@ -207,6 +207,15 @@ struct JobGpuShare {
   int64_t end_ms = 0;
 };
 
+/// A GPU the daemon cannot split among jobs (a job_energy result's `not_accounted` entry).
+struct GpuNotAccounted {
+  int gpu = 0;
+  std::string uuid;
+  std::string reason;  ///< e.g. the backend reports no process samples
+
+  bool operator==(const GpuNotAccounted&) const = default;
+};
+
 /// A job_energy result: a job's estimated energy on each GPU it shared, always an estimate.
 struct JobEnergyAnswer {
   std::string job;
@@ -214,7 +223,7 @@ struct JobEnergyAnswer {
   bool estimated = true;
   bool ended = false;  ///< none of its processes was sampled in its GPUs' latest windows
   std::vector<JobGpuShare> gpus;
-  std::vector<std::pair<int, std::string>> not_accounted;  ///< GPUs the daemon cannot split, and why
+  std::vector<GpuNotAccounted> not_accounted;  ///< GPUs the daemon cannot split, and why
 };
 
 /// @return the job_energy result object of `answer`.

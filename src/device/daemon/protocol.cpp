@@ -878,8 +878,8 @@ json job_energy_result(const JobEnergyAnswer& answer) {
                     {"end_ms", share.end_ms}});
   }
   json not_accounted = json::array();
-  for (const auto& [gpu, reason] : answer.not_accounted) {
-    not_accounted.push_back({{"gpu", gpu}, {"reason", reason}});
+  for (const auto& gpu : answer.not_accounted) {
+    not_accounted.push_back({{"gpu", gpu.gpu}, {"uuid", gpu.uuid}, {"reason", gpu.reason}});
   }
   return {{"job", answer.job},         {"estimated", answer.estimated}, {"method", answer.method},
           {"ended", answer.ended},     {"gpus", std::move(gpus)},       {"not_accounted", std::move(not_accounted)}};
@@ -953,8 +953,11 @@ Result<JobEnergyAnswer> parse_job_energy_result(const json& result) {
     if (!entry.is_object()) {
       return fail(ErrorCode::kParse, "{} is {}, not an object", kEntry, describe(entry));
     }
-    const int gpu = JOULE_TRY(index_member(entry, kEntry));
-    answer.not_accounted.emplace_back(gpu, JOULE_TRY(string_member(entry, "reason", kEntry)));
+    GpuNotAccounted gpu;
+    gpu.gpu = JOULE_TRY(index_member(entry, kEntry));
+    gpu.uuid = JOULE_TRY(string_member(entry, "uuid", kEntry));
+    gpu.reason = JOULE_TRY(string_member(entry, "reason", kEntry));
+    answer.not_accounted.push_back(std::move(gpu));
   }
   return answer;
 }
