@@ -53,9 +53,10 @@ int run_job_energy(const GlobalOptions& global, const CountersFlags& flags) {
   }
   const auto options = value_or_throw(discovery_options(global));
   if (!options.daemon_socket) {
-    throw Exception(ErrorCode::kInvalidArgument,
-                    "counters --job-energy: only joule daemon can tell a job's share of a shared GPU (it "
-                    "samples the GPUs' processes all along): give --daemon SOCKET or set JOULE_DAEMON_SOCKET");
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        "counters --job-energy: only joule daemon can tell a job's share of a shared GPU (it "
+        "samples the GPUs' processes all along): give --daemon SOCKET or set JOULE_DAEMON_SOCKET");
   }
   const auto client = value_or_throw(device::DaemonClient::connect(*options.daemon_socket));
   const auto answer = value_or_throw(client->job_energy(flags.job));
@@ -108,9 +109,10 @@ void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_
                    "sockets or HOST:PORT; docs/fleet.md)")
       ->option_text("LIST");
   command
-      ->add_option("--job-energy", flags->job,
-                   "Instead: job JOB's estimated share of each GPU it shared with other jobs, as joule daemon "
-                   "accounts it from the GPUs' process samples (docs/daemon.md)")
+      ->add_option(
+          "--job-energy", flags->job,
+          "Instead: job JOB's estimated share of each GPU it shared with other jobs, as joule daemon "
+          "accounts it from the GPUs' process samples (docs/daemon.md)")
       ->option_text("JOB");
   add_node_connection_options(*command, flags->fleet.connection);
   set_examples(*command,

@@ -67,10 +67,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
     return fail(ErrorCode::kInvalidArgument, "--max-idle-connections 0 must be at least 1");
   }
   if (!(options.job_energy_period_s >= 0 && options.job_energy_period_s <= kMaxJobEnergyPeriodS)) {
-    return fail(ErrorCode::kInvalidArgument,
-                "--job-energy-period-s {} must be from 0 (off) to {} (the driver keeps only seconds of process "
-                "samples)",
-                options.job_energy_period_s, kMaxJobEnergyPeriodS);
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "--job-energy-period-s {} must be from 0 (off) to {} (the driver keeps only seconds of process "
+        "samples)",
+        options.job_energy_period_s, kMaxJobEnergyPeriodS);
   }
   if (options.job_energy.max_jobs == 0 || options.job_energy.max_remembered_processes == 0 ||
       !(options.job_energy.retention_s > 0)) {

@@ -83,7 +83,8 @@ Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions optio
 void Server::update_job_energy() {
   const auto now = std::chrono::steady_clock::now();
   next_job_energy_update_ = now + to_nanoseconds(options_.job_energy_period_s);
-  last_job_energy_update_us_ = static_cast<uint64_t>(std::max<int64_t>(clock_.to_unix_ns(clock_.now()), 0)) / 1000;
+  last_job_energy_update_us_ =
+      static_cast<uint64_t>(std::max<int64_t>(clock_.to_unix_ns(clock_.now()), 0)) / 1000;
   job_energy_->update(last_job_energy_update_us_);
   const auto errors = job_energy_->take_errors();
   if (errors.empty()) {
@@ -96,7 +97,8 @@ void Server::update_job_energy() {
   }
   log().warn("job energy accounting: {}{}", errors.front().message(),
              errors.size() + unlogged_job_energy_errors_ > 1
-                 ? fmt::format(" ({} more errors since the last line)", errors.size() - 1 + unlogged_job_energy_errors_)
+                 ? fmt::format(" ({} more errors since the last line)",
+                               errors.size() - 1 + unlogged_job_energy_errors_)
                  : std::string());
   unlogged_job_energy_errors_ = 0;
   next_job_energy_log_ = now + std::chrono::minutes(1);

@@ -453,7 +453,8 @@ proto::Response Server::job_energy_response(const Connection& connection, const 
         Error(ErrorCode::kNotSupported,
               fmt::format("no GPU of this daemon reports per-process samples, so a job's share of a shared "
                           "GPU cannot be estimated: {}",
-                          reasons.empty() ? std::string("it serves no GPU") : fmt::format("{}", fmt::join(reasons, "; "))));
+                          reasons.empty() ? std::string("it serves no GPU")
+                                          : fmt::format("{}", fmt::join(reasons, "; "))));
     return response;
   }
   // The windows close now (unless they closed very recently), so the share runs up to this request: an

@@ -181,7 +181,8 @@ bool JobEnergyLedger::make_room() {
   }
   auto oldest = jobs_.end();
   for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
-    if (ended(it->second) && (oldest == jobs_.end() || it->second.last_sampled_us < oldest->second.last_sampled_us)) {
+    if (ended(it->second) &&
+        (oldest == jobs_.end() || it->second.last_sampled_us < oldest->second.last_sampled_us)) {
       oldest = it;
     }
   }
@@ -217,9 +218,8 @@ Result<JobEnergy> JobEnergyLedger::read(std::string_view job, bool forget_if_end
   out.job = std::string(job);
   out.ended = ended(found->second);
   for (const auto& [gpu, per_gpu] : found->second.gpus) {
-    out.gpus.push_back(
-        {gpu, per_gpu.energy_mj, per_gpu.measured_after - per_gpu.measured_before, per_gpu.start_us,
-         per_gpu.end_us});
+    out.gpus.push_back({gpu, per_gpu.energy_mj, per_gpu.measured_after - per_gpu.measured_before,
+                        per_gpu.start_us, per_gpu.end_us});
   }
   if (forget_if_ended && out.ended) {
     release(found);
@@ -283,7 +283,9 @@ void JobEnergyTracker::update(uint64_t now_us) {
   }
 }
 
-bool JobEnergyTracker::any_supported() const { return !tracked_.empty(); }
+bool JobEnergyTracker::any_supported() const {
+  return !tracked_.empty();
+}
 
 Result<JobEnergy> JobEnergyTracker::read(std::string_view job, bool forget_if_ended) {
   auto figures = ledger_.read(job, forget_if_ended);
@@ -298,6 +300,8 @@ Result<JobEnergy> JobEnergyTracker::read(std::string_view job, bool forget_if_en
   return figures;
 }
 
-std::vector<Error> JobEnergyTracker::take_errors() { return std::exchange(errors_, {}); }
+std::vector<Error> JobEnergyTracker::take_errors() {
+  return std::exchange(errors_, {});
+}
 
 }  // namespace joule::measure

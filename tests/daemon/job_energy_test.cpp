@@ -2,6 +2,8 @@
 // Per-job energy on shared GPUs end to end: measure::JobEnergyTracker over the fake libnvidia-ml.so.1's
 // process samples, and `job_energy` through the daemon in-process (DaemonClient and raw lines), with a fake
 // /proc tree mapping the processes to Slurm jobs and a virtual clock matching the fake's sample times.
+#include "joule/measure/job_energy.hpp"
+
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -19,7 +21,6 @@
 #include "joule/device/daemon_client.hpp"
 #include "joule/device/nvml.hpp"
 #include "joule/device/sim_gpu.hpp"
-#include "joule/measure/job_energy.hpp"
 
 #include "daemon/line_client.hpp"
 #include "test_util.hpp"
@@ -172,7 +173,8 @@ TEST_F(JobEnergyTest, TheDaemonAnswersAJobsShareEndToEnd) {
   EXPECT_EQ(typed["error"]["message"],
             "job_energy: field 'job' must be a job id, a string of at most 256 bytes (got 42)");
   const auto missing = raw.request(R"({"id":3,"op":"job_energy"})");
-  EXPECT_EQ(missing["error"]["message"], "job_energy: missing field 'job' (a job id, a string (a Slurm job id))");
+  EXPECT_EQ(missing["error"]["message"],
+            "job_energy: missing field 'job' (a job id, a string (a Slurm job id))");
 }
 
 TEST_F(JobEnergyTest, AnEndedJobIsForgottenOnceRootReadsItButNotWhenAnotherUserDoes) {

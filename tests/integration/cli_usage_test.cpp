@@ -301,10 +301,11 @@ TEST(CliUsage, JobEnergyFlagsAreCheckedBeforeAnyWork) {
     EXPECT_EQ(result.err, "joule: error: " + message + "\n");
   }
   // No daemon there: a runtime error naming the socket.
-  const auto absent = run_joule_usage({"--daemon", "/nonexistent/joule.sock", "counters", "--job-energy", "42"});
+  const auto absent =
+      run_joule_usage({"--daemon", "/nonexistent/joule.sock", "counters", "--job-energy", "42"});
   EXPECT_EQ(absent.exit_code, 1);
-  EXPECT_EQ(absent.err.rfind("joule: error: cannot connect to the joule daemon at /nonexistent/joule.sock", 0),
-            0u)
+  EXPECT_EQ(
+      absent.err.rfind("joule: error: cannot connect to the joule daemon at /nonexistent/joule.sock", 0), 0u)
       << absent.err;
 }
 

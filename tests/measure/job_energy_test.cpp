@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Per-job energy on shared GPUs: Slurm cgroup parsing on a fake /proc tree, and JobEnergyLedger summing the
 // per-process splits of fake sample windows into per-(job, GPU) totals that add up to the measured energy.
+#include "joule/measure/job_energy.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-
-#include "joule/measure/job_energy.hpp"
 
 #include "test_util.hpp"
 
@@ -27,7 +27,9 @@ constexpr const char* kCgroupNoJob = "0::/user.slice/user-1000.slice/session-3.s
 // A fake /proc with one cgroup file per process.
 class FakeProc {
  public:
-  void process(uint32_t pid, const std::string& cgroup) { dir_.write(std::to_string(pid) + "/cgroup", cgroup); }
+  void process(uint32_t pid, const std::string& cgroup) {
+    dir_.write(std::to_string(pid) + "/cgroup", cgroup);
+  }
   void exit(uint32_t pid) { std::filesystem::remove_all(dir_.path() + "/" + std::to_string(pid)); }
   const std::string& root() const { return dir_.path(); }
 
@@ -106,8 +108,8 @@ TEST(JobEnergyLedger, TwoJobsSharingAGpuSumExactlyToItsMeasuredEnergy) {
   }
   ledger.add(0, split(100'001, samples, 0, 4'000'000), 0, 4'000'000);
   // Window 2: only job 7, at 50 % in two of four periods.
-  ledger.add(0, split(40'003, {{200, 5'000'000, 50}, {200, 6'000'000, 50}}, 4'000'000, 8'000'000),
-             4'000'000, 8'000'000);
+  ledger.add(0, split(40'003, {{200, 5'000'000, 50}, {200, 6'000'000, 50}}, 4'000'000, 8'000'000), 4'000'000,
+             8'000'000);
 
   const auto totals = ledger.totals(0);
   EXPECT_EQ(totals.measured_mj, 140'004u);

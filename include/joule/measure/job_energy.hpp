@@ -73,11 +73,11 @@ struct JobEnergyOptions {
 
 /// One job's estimated energy on one GPU.
 struct JobGpuEnergy {
-  size_t gpu = 0;               ///< the GPU's index (its position in the tracker's list)
-  uint64_t energy_mj = 0;       ///< the job's estimated share, mJ
-  uint64_t gpu_energy_mj = 0;   ///< the GPU's measured energy over the same span, mJ
-  uint64_t start_us = 0;        ///< the span: the start of the first window with the job's samples
-  uint64_t end_us = 0;          ///< … and the end of the last one (µs since 1970)
+  size_t gpu = 0;              ///< the GPU's index (its position in the tracker's list)
+  uint64_t energy_mj = 0;      ///< the job's estimated share, mJ
+  uint64_t gpu_energy_mj = 0;  ///< the GPU's measured energy over the same span, mJ
+  uint64_t start_us = 0;       ///< the span: the start of the first window with the job's samples
+  uint64_t end_us = 0;         ///< … and the end of the last one (µs since 1970)
 };
 
 /// One job's estimated energy on every GPU it was sampled on.
@@ -168,7 +168,8 @@ class JobEnergyLedger {
 class JobEnergyTracker {
  public:
   /// @param gpus the GPUs, by index (they must outlive the tracker). @param resolver as JobEnergyLedger.
-  JobEnergyTracker(std::vector<device::Gpu*> gpus, const JobResolver& resolver, JobEnergyOptions options = {});
+  JobEnergyTracker(std::vector<device::Gpu*> gpus, const JobResolver& resolver,
+                   JobEnergyOptions options = {});
 
   /// Ends every supported GPU's window at `now_us` (µs since 1970), adds its split and starts the next; the
   /// first call only starts them. A window that fails is left out (so are its energy and its measured

@@ -554,10 +554,11 @@ Result<proto::JobEnergyAnswer> DaemonClient::job_energy(const std::string& job) 
   if (!response.ok()) {
     if (response.error->code() == ErrorCode::kInvalidArgument &&
         response.error->message().rfind("unknown op", 0) == 0) {
-      return fail(ErrorCode::kNotSupported,
-                  "joule daemon: the daemon at {} is of an earlier release: it does not account the energy of "
-                  "jobs on shared GPUs (no job_energy operation)",
-                  socket_path_);
+      return fail(
+          ErrorCode::kNotSupported,
+          "joule daemon: the daemon at {} is of an earlier release: it does not account the energy of "
+          "jobs on shared GPUs (no job_energy operation)",
+          socket_path_);
     }
     return tl::make_unexpected(response.error->with_context("joule daemon"));
   }

@@ -881,8 +881,9 @@ json job_energy_result(const JobEnergyAnswer& answer) {
   for (const auto& gpu : answer.not_accounted) {
     not_accounted.push_back({{"gpu", gpu.gpu}, {"uuid", gpu.uuid}, {"reason", gpu.reason}});
   }
-  return {{"job", answer.job},         {"estimated", answer.estimated}, {"method", answer.method},
-          {"ended", answer.ended},     {"gpus", std::move(gpus)},       {"not_accounted", std::move(not_accounted)}};
+  return {{"job", answer.job},       {"estimated", answer.estimated},
+          {"method", answer.method}, {"ended", answer.ended},
+          {"gpus", std::move(gpus)}, {"not_accounted", std::move(not_accounted)}};
 }
 
 namespace {
