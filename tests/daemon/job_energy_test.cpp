@@ -43,7 +43,7 @@ gpu0.running_processes=100,200
 )";
 
 class JobEnergyTest : public ::testing::Test {
- protected:
+ public:
   JobEnergyTest() {
     ::chmod(dir.path().c_str(), 0755);
     dir.write("proc/100/cgroup", "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n");
@@ -51,6 +51,10 @@ class JobEnergyTest : public ::testing::Test {
     dir.write("proc/300/cgroup", "0::/user.slice/user-1000.slice/session-3.scope\n");
   }
   ~JobEnergyTest() override { stop(); }
+  JobEnergyTest(const JobEnergyTest&) = delete;
+  JobEnergyTest& operator=(const JobEnergyTest&) = delete;
+
+ protected:
 
   std::vector<std::unique_ptr<device::Gpu>> open_nvml(const std::string& config) {
     const std::string path = dir.write("nvml.conf", config);

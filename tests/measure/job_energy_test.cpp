@@ -242,8 +242,9 @@ TEST(JobEnergyLedger, RememberedProcessesAreBounded) {
   options.max_remembered_processes = 3;
   JobEnergyLedger ledger(resolver, options);
   for (uint32_t pid = 1; pid <= 5; ++pid) {
-    ledger.add(0, split(100, {{pid, pid * 1'000 + 500, 10}}, pid * 1'000, (pid + 1) * 1'000), pid * 1'000,
-               (pid + 1) * 1'000);
+    const uint64_t start_us = uint64_t{pid} * 1'000;
+    ledger.add(0, split(100, {{pid, start_us + 500, 10}}, start_us, start_us + 1'000), start_us,
+               start_us + 1'000);
     EXPECT_LE(ledger.remembered_processes(), 3u);
   }
   EXPECT_EQ(ledger.read("42", false)->gpus[0].energy_mj, 50u);
