@@ -862,16 +862,20 @@ void Server::sample_stream(Connection& connection, Stream& stream) {
   }
 }
 
-void Server::run_timers(SteadyTime now) {
-  if (accept_paused_ && now >= *accept_paused_) {
-    accept_paused_.reset();
-  }
+void Server::run_periodic(SteadyTime now) {
   if (const auto due = audit_->next_summary(); due && now >= *due) {
     audit_->flush_summaries();
   }
   if (job_energy_ && now >= next_job_energy_update_) {
     update_job_energy();
   }
+}
+
+void Server::run_timers(SteadyTime now) {
+  if (accept_paused_ && now >= *accept_paused_) {
+    accept_paused_.reset();
+  }
+  run_periodic(now);
   // A new pass: the streams due now share one reading of each GPU.
   pass_samples_.clear();
   pass_cpu_samples_.clear();

@@ -179,6 +179,8 @@ class Server {
   void begin_close(Connection& connection, RestoreReason reason);
   void close_dead();
   void run_timers(SteadyTime now);
+  /// The daemon's own timers: the audit log's refusal summaries, the job energy accounting's windows.
+  void run_periodic(SteadyTime now);
   void sample_stream(Connection& connection, Stream& stream);
   /// @return this pass's reading of `gpu` (with its energy counter when `energy`), read now if it has none.
   const GpuSample& sample_of(int gpu, bool energy);

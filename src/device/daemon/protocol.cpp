@@ -195,6 +195,17 @@ std::string context_of(std::string_view op) {
   return op.empty() ? std::string() : fmt::format("{}: ", op);
 }
 
+// job_energy's job: only the type and size here; the daemon checks the id's form (measure::validate_job_id).
+Result<void> read_job(const json& value, const std::string& context, Request& request) {
+  if (!value.is_string() || value.get_ref<const std::string&>().size() > kMaxJobBytes) {
+    return fail(ErrorCode::kInvalidArgument,
+                "{}field 'job' must be a job id, a string of at most {} bytes (got {})", context,
+                kMaxJobBytes, describe(value));
+  }
+  request.job = value.get<std::string>();
+  return {};
+}
+
 Result<void> read_field(const Field& field, const json& value, Request& request) {
   const std::string context = context_of(to_string(request.op));
   constexpr uint64_t kIntMax = static_cast<uint64_t>(std::numeric_limits<int>::max());
@@ -226,14 +237,7 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       request.token = value.get<std::string>();
       return {};
     case Kind::kJob:
-      // Only the type and size here; the daemon checks the id's form (measure::validate_job_id).
-      if (!value.is_string() || value.get_ref<const std::string&>().size() > kMaxJobBytes) {
-        return fail(ErrorCode::kInvalidArgument,
-                    "{}field 'job' must be a job id, a string of at most {} bytes (got {})", context,
-                    kMaxJobBytes, describe(value));
-      }
-      request.job = value.get<std::string>();
-      return {};
+      return read_job(value, context, request);
     case Kind::kGpu: {
       auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kIntMax));
       request.gpu = static_cast<int>(number);
