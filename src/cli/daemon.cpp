@@ -124,7 +124,8 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
                            gpus.size(), gpus.size() == 1 ? "" : "s", daemon->socket_path(),
                            device::daemon_protocol::kVersion, flags.options.lease_s, daemon->audit_log_path())
             << fmt::format("joule daemon: {}\n", daemon->access().describe())
-            << fmt::format("joule daemon: {}\n", cpus_served);
+            << fmt::format("joule daemon: {}\n", cpus_served)
+            << fmt::format("joule daemon: {}\n", daemon->job_energy_description());
   if (exporter) {
     std::cout << fmt::format("joule daemon: metrics on {}\n", exporter->url());
   }

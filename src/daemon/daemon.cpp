@@ -172,6 +172,10 @@ const AccessPolicy& Daemon::access() const {
   return server_->access();
 }
 
+std::string Daemon::job_energy_description() const {
+  return server_->job_energy_description();
+}
+
 const std::string& Daemon::audit_log_path() const {
   return server_->audit_log_path();
 }

@@ -45,6 +45,7 @@ class Server {
   const std::string& socket_path() const { return listener_.path(); }
   const AccessPolicy& access() const { return access_; }
   const std::string& audit_log_path() const { return audit_->path(); }
+  std::string job_energy_description() const;
   /// @return the network listeners' bound addresses ("127.0.0.2:9700").
   std::vector<std::string> network_addresses() const;
   /// Loads the token file and the TLS files again for the connections accepted from now on; the connections

@@ -432,6 +432,24 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
   }
 }
 
+std::string Server::job_energy_description() const {
+  if (!job_energy_) {
+    return "job energy of shared GPUs: off (--job-energy-period-s 0)";
+  }
+  const auto& unsupported = job_energy_->unsupported();
+  if (!job_energy_->any_supported()) {
+    return fmt::format(
+        "job energy of shared GPUs: not accounted: {}{}",
+        unsupported.empty() ? std::string("no GPU") : unsupported.front().second,
+        unsupported.size() > 1 ? fmt::format(" (and {} more GPUs)", unsupported.size() - 1) : std::string());
+  }
+  const size_t accounted = gpus_.size() - unsupported.size();
+  return fmt::format(
+      "job energy of shared GPUs: {} GPU{} of {} split among jobs every {} s (process samples, Slurm "
+      "cgroups)",
+      accounted, accounted == 1 ? "" : "s", gpus_.size(), options_.job_energy_period_s);
+}
+
 proto::Response Server::job_energy_response(const Connection& connection, const std::string& job) {
   proto::Response response;
   if (!job_energy_) {

@@ -55,7 +55,6 @@ class JobEnergyTest : public ::testing::Test {
   JobEnergyTest& operator=(const JobEnergyTest&) = delete;
 
  protected:
-
   std::vector<std::unique_ptr<device::Gpu>> open_nvml(const std::string& config) {
     const std::string path = dir.write("nvml.conf", config);
     const ScopedEnv script("JOULE_FAKE_NVML_CONFIG", path.c_str());
@@ -140,6 +139,9 @@ TEST_F(JobEnergyTest, TheDaemonAnswersAJobsShareEndToEnd) {
   auto nvml = open_nvml(kSharedGpu);
   ASSERT_EQ(nvml.size(), 1u);
   start({nvml[0].get()});  // its first window starts at 0
+  EXPECT_EQ(
+      daemon->job_energy_description(),
+      "job energy of shared GPUs: 1 GPU of 1 split among jobs every 2 s (process samples, Slurm cgroups)");
   auto client = connect();
   clock.advance(4s);
   const auto answer = client->job_energy("42");  // closes the window at 4 s
@@ -219,6 +221,9 @@ TEST_F(JobEnergyTest, WithoutProcessSamplesOrWhenOffTheDaemonSaysWhy) {
                                         std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &clock));
   ASSERT_TRUE(sim);
   start({(*sim)[0].get()});
+  EXPECT_EQ(daemon->job_energy_description(),
+            "job energy of shared GPUs: not accounted: GPU 0 (Tesla V100-PCIE-32GB (simulated)) does not "
+            "report per-process utilisation (sim backend): only whole NVIDIA GPUs do, through NVML");
   JOULE_EXPECT_ERROR(connect()->job_energy("42"), ErrorCode::kNotSupported,
                      "joule daemon: no GPU of this daemon reports per-process samples, so a job's share of a "
                      "shared GPU cannot be estimated: GPU 0 (Tesla V100-PCIE-32GB (simulated)) does not "
@@ -227,6 +232,7 @@ TEST_F(JobEnergyTest, WithoutProcessSamplesOrWhenOffTheDaemonSaysWhy) {
   daemon::DaemonOptions off;
   off.job_energy_period_s = 0;
   start({(*sim)[0].get()}, off);
+  EXPECT_EQ(daemon->job_energy_description(), "job energy of shared GPUs: off (--job-energy-period-s 0)");
   JOULE_EXPECT_ERROR(connect()->job_energy("42"), ErrorCode::kNotSupported,
                      "joule daemon: this daemon does not account the energy of jobs on shared GPUs: it was "
                      "started with --job-energy-period-s 0");

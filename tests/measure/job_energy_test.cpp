@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "test_util.hpp"
 
@@ -75,6 +76,12 @@ TEST(SlurmCgroup, ResolverReadsTheFakeProcTreeAndSaysWhyNot) {
   EXPECT_EQ(unreadable.error().message().rfind("cannot tell the job of process 400: ", 0), 0u)
       << unreadable.error().message();
   EXPECT_NE(unreadable.error().message().find(proc.root() + "/400/cgroup"), std::string::npos);
+}
+
+TEST(SlurmCgroup, TheRealProcFileOfThisProcessIsRead) {
+  // /proc files report size 0: the bounded reader reads them to their end (a job id when run under Slurm).
+  const auto own = SlurmCgroupResolver().job_of(static_cast<uint32_t>(::getpid()));
+  EXPECT_TRUE(own) << own.error().message();
 }
 
 TEST(SlurmCgroup, MalformedJobIdsAreRefusedWithTheId) {

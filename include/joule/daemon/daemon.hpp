@@ -154,6 +154,8 @@ class Daemon {
   std::vector<std::string> network_addresses() const;
   /// @return the audit log's path, or "stderr".
   const std::string& audit_log_path() const;
+  /// @return one line on the job energy accounting (job_energy): on which GPUs and how often, or why none.
+  std::string job_energy_description() const;
 
  private:
   explicit Daemon(std::unique_ptr<Server> server);
