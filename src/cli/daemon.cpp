@@ -124,8 +124,7 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
                            gpus.size(), gpus.size() == 1 ? "" : "s", daemon->socket_path(),
                            device::daemon_protocol::kVersion, flags.options.lease_s, daemon->audit_log_path())
             << fmt::format("joule daemon: {}\n", daemon->access().describe())
-            << fmt::format("joule daemon: {}\n", cpus_served)
-            << fmt::format("joule daemon: {}\n", daemon->job_energy_description());
+            << fmt::format("joule daemon: {}\n", cpus_served);
   if (exporter) {
     std::cout << fmt::format("joule daemon: metrics on {}\n", exporter->url());
   }
@@ -134,7 +133,8 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
         "joule daemon: network listener on {} ({}; SIGHUP reloads its files)\n", address,
         flags.options.network.tls_certificate_file.empty() ? "plain TCP, loopback only" : "TLS");
   }
-  std::cout << std::flush;
+  // Last, so that the lines before keep their places for the scripts that read them.
+  std::cout << fmt::format("joule daemon: {}\n", daemon->job_energy_description()) << std::flush;
   // SIGHUP reloads the network listener's token file and TLS files (as sshd and nginx reload theirs;
   // systemctl reload sends it); without a listener it has nothing to reload and the daemon goes on.
   const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM}, {SIGHUP}));
