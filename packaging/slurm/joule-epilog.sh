@@ -12,6 +12,12 @@
 # link, writable by no one else (opened without following links: a user who replaced it cannot choose the
 # job's energy); every file it writes is created afresh (O_EXCL|O_NOFOLLOW) and renamed into place.
 #
+# Shared GPUs: the job file also gives each GPU's estimated share for this job (`estimated_share`, marked
+# estimated, the method named) beside the whole GPU's counter difference, from `joule counters --job-energy`:
+# only joule daemon can tell it (JOULE_DAEMON_SOCKET), since it samples the GPUs' processes all along and the
+# driver keeps seconds of samples. Where it cannot (no daemon, GPUs without process samples, a job scope), the
+# file says why (`estimated_shares.error`) and the counter difference is all there is.
+#
 # CPU energy: a RAPL counter that was reset during the job (the daemon counts the resets it sees: a step back
 # faster than a package can draw) makes the job's CPU energy not measurable (null, with the reason), never a
 # wrap's worth of phantom energy.
@@ -136,9 +142,25 @@ if ! err=$("$JOULE_BIN" counters ${nodes:+--nodes "$nodes"} 2>&1 >"$end"); then
   rm -f -- "$end" "$start"
   exit 0
 fi
+# The job's estimated share of each GPU it shared with other jobs, or why there is none (kept for the file).
+shares=
+shares_error=
+if [ -n "$nodes" ]; then
+  shares_error="each job's share of a shared GPU is read on the node (joule-epilog.sh through the node's joule daemon), not in the job scope (JOULE_SLURM_SCOPE=job)"
+elif ! shares=$(mktemp "$JOULE_JOBS_DIR/.$job.shares.json.XXXXXXXX"); then
+  shares=
+  shares_error="cannot create a file in $JOULE_JOBS_DIR"
+elif ! shares_error=$("$JOULE_BIN" counters --job-energy "$job" 2>&1 >"$shares"); then
+  shares_error=$(printf '%s' "$shares_error" | head -c 2000)
+  shares_error=${shares_error#joule: error: }
+  rm -f -- "$shares"
+  shares=
+else
+  shares_error=
+fi
 # Python prints one line on stderr and exits 3 when it does not trust the start snapshot (left in place for
 # inspection), 1 (a traceback) when it fails otherwise.
-why=$(JOULE_HOST=$host "$JOULE_PYTHON" - "$start" "$end" "$out" 2>&1 <<'PYTHON'
+why=$(JOULE_HOST=$host JOULE_SHARES_ERROR=$shares_error "$JOULE_PYTHON" - "$start" "$end" "$out" "$shares" 2>&1 <<'PYTHON'
 import errno
 import json
 import os
@@ -146,7 +168,7 @@ import stat
 import sys
 import tempfile
 
-start_path, end_path, out_path = sys.argv[1:4]
+start_path, end_path, out_path, shares_path = sys.argv[1:5]
 MAX_SNAPSHOT_BYTES = 1 << 20  # a snapshot is a few kB; more is not one
 
 
@@ -301,6 +323,56 @@ if "nodes" in end:
 else:
     devices, total = node_devices(start, end)
 
+def add_estimated_shares(devices):
+    """Each GPU's estimated share for this job, from joule daemon's job_energy answer (`joule counters
+    --job-energy`), beside its counter difference; or why there is none. @return the summary."""
+    summary = {"estimated": True, "method": None, "source": "joule daemon (job_energy)", "total_energy_j": None,
+               "error": os.environ.get("JOULE_SHARES_ERROR") or None}
+    answer = read_trusted(shares_path, "job energy answer") if shares_path else None
+    if answer is not None and not (isinstance(answer.get("gpus"), list)
+                                   and isinstance(answer.get("not_accounted"), list)
+                                   and isinstance(answer.get("method"), str)):
+        summary["error"] = "joule counters --job-energy answered in an unexpected shape"
+        answer = None
+    if answer is None:
+        summary["error"] = summary["error"] or "joule counters --job-energy gave no answer"
+        for device in devices:
+            if device["kind"] == "gpu":
+                device["estimated_share"] = None
+        return summary
+    summary["method"] = answer["method"]
+    shares = {gpu.get("uuid"): gpu for gpu in answer["gpus"]}
+    not_accounted = {gpu.get("uuid"): gpu.get("reason") for gpu in answer["not_accounted"]}
+    total = 0.0
+    missing = []
+    for device in devices:
+        if device["kind"] != "gpu":
+            continue
+        share = shares.get(device.get("uuid"))
+        if share is not None:
+            energy_j = share["energy_mj"] / 1000
+            device["estimated_share"] = {
+                "energy_j": energy_j, "gpu_energy_j": share["gpu_energy_mj"] / 1000,
+                "start_unix_s": share["start_ms"] / 1000, "end_unix_s": share["end_ms"] / 1000,
+                "estimated": True, "method": answer["method"]}
+            total += energy_j
+        elif device.get("uuid") in not_accounted:
+            device["estimated_share"] = None
+            device["estimated_share_error"] = not_accounted[device.get("uuid")]
+            missing.append("gpu %s: %s" % (device["index"], not_accounted[device.get("uuid")]))
+        else:
+            # Accounted, but no process of the job was sampled on it: the job did not use it.
+            device["estimated_share"] = {"energy_j": 0.0, "gpu_energy_j": None, "start_unix_s": None,
+                                         "end_unix_s": None, "estimated": True, "method": answer["method"]}
+    if missing:
+        summary["error"] = "; ".join(missing)  # never a silently lower total
+    else:
+        summary["total_energy_j"] = total
+    return summary
+
+
+shares_summary = add_estimated_shares(devices)
+
 env = os.environ
 report = {
     "job": {
@@ -316,6 +388,7 @@ report = {
     "wall_time_s": wall_time_s,
     "devices": devices,
     "total_energy_j": total,
+    "estimated_shares": shares_summary,
 }
 if nodes is not None:
     report["nodes"] = nodes
@@ -336,6 +409,7 @@ except BaseException:
 PYTHON
 )
 status=$?
+[ -z "$shares" ] || rm -f -- "$shares"
 if [ "$status" -eq 3 ]; then
   log "job $job: $why"
   rm -f -- "$end"

@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/device/daemon_client.hpp"
 #include "joule/fleet/fleet_monitor.hpp"
 #include "joule/measure/counter_snapshot.hpp"
+#include "joule/measure/job_energy.hpp"
 
 #include "common.hpp"
 #include "usage.hpp"
@@ -21,6 +23,7 @@ namespace counters_detail {
 struct CountersFlags {
   std::string gpus;
   std::string nodes;
+  std::string job;  // --job-energy: that job's estimated share of the GPUs it shared, from the daemon
   fleet::FleetOptions fleet;
 };
 
@@ -39,7 +42,32 @@ int run_counters_on_nodes(const GlobalOptions& global, const CountersFlags& flag
   return 0;
 }
 
+// --job-energy JOB: the job's estimated share of each GPU it shared, as the daemon accounts it (the Slurm
+// epilog writes it beside the counters' difference).
+int run_job_energy(const GlobalOptions& global, const CountersFlags& flags) {
+  value_or_throw(measure::validate_job_id(flags.job));
+  if (!flags.gpus.empty() || !flags.nodes.empty() || global.sim) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    "counters --job-energy: --gpus, --nodes and --sim do not apply: the daemon answers for "
+                    "every GPU the job was sampled on");
+  }
+  const auto options = value_or_throw(discovery_options(global));
+  if (!options.daemon_socket) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        "counters --job-energy: only joule daemon can tell a job's share of a shared GPU (it "
+        "samples the GPUs' processes all along): give --daemon SOCKET or set JOULE_DAEMON_SOCKET");
+  }
+  const auto client = value_or_throw(device::DaemonClient::connect(*options.daemon_socket));
+  const auto answer = value_or_throw(client->job_energy(flags.job));
+  std::cout << device::daemon_protocol::job_energy_result(answer).dump(2) << "\n";
+  return 0;
+}
+
 int run_counters(const GlobalOptions& global, const CountersFlags& flags) {
+  if (!flags.job.empty()) {
+    return run_job_energy(global, flags);
+  }
   if (!flags.nodes.empty()) {
     return run_counters_on_nodes(global, flags);
   }
@@ -80,9 +108,16 @@ void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_
                    "Every node's counters through its daemon instead of this node's: NAME=ADDRESS,… (Unix "
                    "sockets or HOST:PORT; docs/fleet.md)")
       ->option_text("LIST");
+  command
+      ->add_option(
+          "--job-energy", flags->job,
+          "Instead: job JOB's estimated share of each GPU it shared with other jobs, as joule daemon "
+          "accounts it from the GPUs' process samples (docs/daemon.md)")
+      ->option_text("JOB");
   add_node_connection_options(*command, flags->fleet.connection);
   set_examples(*command,
                {"joule counters --gpus 0,1", "joule --daemon /run/joule/joule.sock counters",
+                "joule --daemon /run/joule/joule.sock counters --job-energy 4242",
                 "joule counters --nodes node1:9700,node2:9700 --node-ca ca.pem --node-token-file token"});
   command->callback(
       [&global, &exit_code, flags] { exit_code = counters_detail::run_counters(global, *flags); });

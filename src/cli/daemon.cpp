@@ -133,7 +133,8 @@ int run_daemon(const GlobalOptions& global, const DaemonFlags& flags) {
         "joule daemon: network listener on {} ({}; SIGHUP reloads its files)\n", address,
         flags.options.network.tls_certificate_file.empty() ? "plain TCP, loopback only" : "TLS");
   }
-  std::cout << std::flush;
+  // Last, so that the lines before keep their places for the scripts that read them.
+  std::cout << fmt::format("joule daemon: {}\n", daemon->job_energy_description()) << std::flush;
   // SIGHUP reloads the network listener's token file and TLS files (as sshd and nginx reload theirs;
   // systemctl reload sends it); without a listener it has nothing to reload and the daemon goes on.
   const auto stopped_by = value_or_throw(daemon->run({SIGINT, SIGTERM}, {SIGHUP}));
@@ -322,6 +323,13 @@ void add_daemon_command(CLI::App& app, const GlobalOptions& global, int& exit_co
       ->option_text("S");
   command->add_flag("--allow-unprivileged", flags->options.allow_unprivileged,
                     "Serve real GPUs even when not running as root");
+  command
+      ->add_option("--job-energy-period-s", flags->options.job_energy_period_s,
+                   fmt::format("Split the GPUs' energy among jobs (Slurm cgroups) every S seconds from the "
+                               "driver's process samples, for job_energy; 0: off (default {})",
+                               flags->options.job_energy_period_s))
+      ->check(number(NumberRule{.min = 0, .max = 60}))
+      ->option_text("S");
   add_connection_limit_options(*command, *flags);
   add_metrics_options(*command, *flags);
   add_network_options(*command, *flags);

@@ -4,6 +4,7 @@
 #include "joule/daemon/daemon.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -23,6 +24,25 @@ constexpr double kMaxLeaseS = 86'400;
 constexpr double kMaxIdleTimeoutS = 86'400;
 constexpr double kMaxHelloTimeoutS = 3'600;
 constexpr size_t kMaxConnections = 65'536;
+constexpr double kMaxJobEnergyPeriodS = 60;
+
+// The bounds of the job energy accounting (docs/daemon.md, "Job energy on shared GPUs").
+Result<void> check_job_energy_options(const DaemonOptions& options) {
+  if (!(options.job_energy_period_s >= 0 && options.job_energy_period_s <= kMaxJobEnergyPeriodS)) {
+    return fail(
+        ErrorCode::kInvalidArgument,
+        "--job-energy-period-s {} must be from 0 (off) to {} (the driver keeps only seconds of process "
+        "samples)",
+        options.job_energy_period_s, kMaxJobEnergyPeriodS);
+  }
+  if (options.job_energy.max_jobs == 0 || options.job_energy.max_remembered_processes == 0 ||
+      !(options.job_energy.retention_s > 0 && std::isfinite(options.job_energy.retention_s))) {
+    return fail(ErrorCode::kInvalidArgument,
+                "the job energy accounting's bounds must be positive (jobs kept, processes remembered, "
+                "retention)");
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -65,6 +85,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(std::vector<device::Gpu*> gpus, Cl
   if (options.max_idle_connections == 0) {
     return fail(ErrorCode::kInvalidArgument, "--max-idle-connections 0 must be at least 1");
   }
+  JOULE_TRY(check_job_energy_options(options));
   if (options.max_streams_per_connection == 0 || options.max_queued_bytes == 0) {
     return fail(ErrorCode::kInvalidArgument, "connection limits must be positive");
   }
@@ -149,6 +170,10 @@ const std::string& Daemon::socket_path() const {
 
 const AccessPolicy& Daemon::access() const {
   return server_->access();
+}
+
+std::string Daemon::job_energy_description() const {
+  return server_->job_energy_description();
 }
 
 const std::string& Daemon::audit_log_path() const {

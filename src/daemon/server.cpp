@@ -71,6 +71,37 @@ Server::Server(std::vector<device::Gpu*> gpus, Clock& clock, DaemonOptions optio
   for (const auto& line : ledger_.recover()) {
     log().warn("recovered after a daemon that stopped without restoring: {}", line);
   }
+  if (options_.job_energy_period_s > 0) {
+    job_resolver_ = options_.job_resolver
+                        ? options_.job_resolver
+                        : std::make_shared<const measure::SlurmCgroupResolver>(options_.proc_root);
+    job_energy_ = std::make_unique<measure::JobEnergyTracker>(gpus_, *job_resolver_, options_.job_energy);
+    update_job_energy();  // the first windows start now
+  }
+}
+
+void Server::update_job_energy() {
+  const auto now = std::chrono::steady_clock::now();
+  next_job_energy_update_ = now + to_nanoseconds(options_.job_energy_period_s);
+  last_job_energy_update_us_ =
+      static_cast<uint64_t>(std::max<int64_t>(clock_.to_unix_ns(clock_.now()), 0)) / 1000;
+  job_energy_->update(last_job_energy_update_us_);
+  const auto errors = job_energy_->take_errors();
+  if (errors.empty()) {
+    return;
+  }
+  // A GPU that keeps failing, or processes whose cgroup cannot be read, must not fill the journal.
+  if (now < next_job_energy_log_) {
+    unlogged_job_energy_errors_ += errors.size();
+    return;
+  }
+  log().warn("job energy accounting: {}{}", errors.front().message(),
+             errors.size() + unlogged_job_energy_errors_ > 1
+                 ? fmt::format(" ({} more errors since the last line)",
+                               errors.size() - 1 + unlogged_job_energy_errors_)
+                 : std::string());
+  unlogged_job_energy_errors_ = 0;
+  next_job_energy_log_ = now + std::chrono::minutes(1);
 }
 
 Server::~Server() {
@@ -831,13 +862,20 @@ void Server::sample_stream(Connection& connection, Stream& stream) {
   }
 }
 
+void Server::run_periodic(SteadyTime now) {
+  if (const auto due = audit_->next_summary(); due && now >= *due) {
+    audit_->flush_summaries();
+  }
+  if (job_energy_ && now >= next_job_energy_update_) {
+    update_job_energy();
+  }
+}
+
 void Server::run_timers(SteadyTime now) {
   if (accept_paused_ && now >= *accept_paused_) {
     accept_paused_.reset();
   }
-  if (const auto due = audit_->next_summary(); due && now >= *due) {
-    audit_->flush_summaries();
-  }
+  run_periodic(now);
   // A new pass: the streams due now share one reading of each GPU.
   pass_samples_.clear();
   pass_cpu_samples_.clear();
@@ -943,6 +981,9 @@ std::optional<SteadyTime> Server::next_timer() const {
   }
   if (const auto summary = audit_->next_summary()) {
     consider(*summary);
+  }
+  if (job_energy_) {
+    consider(next_job_energy_update_);
   }
   for (const auto& [id, connection] : connections_) {
     if (connection->closing || connection->refused || connection->draining) {

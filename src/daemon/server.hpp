@@ -45,6 +45,7 @@ class Server {
   const std::string& socket_path() const { return listener_.path(); }
   const AccessPolicy& access() const { return access_; }
   const std::string& audit_log_path() const { return audit_->path(); }
+  std::string job_energy_description() const;
   /// @return the network listeners' bound addresses ("127.0.0.2:9700").
   std::vector<std::string> network_addresses() const;
   /// Loads the token file and the TLS files again for the connections accepted from now on; the connections
@@ -179,6 +180,8 @@ class Server {
   void begin_close(Connection& connection, RestoreReason reason);
   void close_dead();
   void run_timers(SteadyTime now);
+  /// The daemon's own timers: the audit log's refusal summaries, the job energy accounting's windows.
+  void run_periodic(SteadyTime now);
   void sample_stream(Connection& connection, Stream& stream);
   /// @return this pass's reading of `gpu` (with its energy counter when `energy`), read now if it has none.
   const GpuSample& sample_of(int gpu, bool energy);
@@ -186,6 +189,10 @@ class Server {
   /// nullopt if the counters could not be read.
   const std::optional<device::daemon_protocol::CpuEnergyEvent>& cpu_sample_of(size_t position);
   std::optional<SteadyTime> next_timer() const;
+  /// Closes the job energy accounting's windows now (logging what failed, at most one line a minute).
+  void update_job_energy();
+  /// job_energy: the job's shares (after closing the windows, if the last close is 0.5 s old or more).
+  device::daemon_protocol::Response job_energy_response(const Connection& connection, const std::string& job);
   void shutdown();
 
   // session.cpp: one request line in, one response line out.
@@ -233,6 +240,13 @@ class Server {
   NetworkSecurity security_;
   size_t handshakes_ = 0;                                       // network connections in their TLS handshake
   std::map<std::string, uint64_t, std::less<>> principal_ids_;  // "client x", "host 10.0.0.7" → key
+  // Per-job energy of shared GPUs (job_energy); null when off (job_energy_period_s 0).
+  std::shared_ptr<const measure::JobResolver> job_resolver_;
+  std::unique_ptr<measure::JobEnergyTracker> job_energy_;
+  SteadyTime next_job_energy_update_{};
+  uint64_t last_job_energy_update_us_ = 0;
+  SteadyTime next_job_energy_log_{};  // its errors are logged at most once a minute
+  size_t unlogged_job_energy_errors_ = 0;
 };
 
 }  // namespace joule::daemon

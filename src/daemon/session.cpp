@@ -321,6 +321,8 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     }
     case proto::Op::kCpuEnergy:
       return cpu_energy_response(options_.cpus, options_.no_cpus_reason, request.cpu);
+    case proto::Op::kJobEnergy:
+      return job_energy_response(connection, request.job);
     case proto::Op::kStreamPower: {
       if (connection.streams.size() >= options_.max_streams_per_connection) {
         response.error =
@@ -428,6 +430,79 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     default:
       return handle_device(connection, request);
   }
+}
+
+std::string Server::job_energy_description() const {
+  if (!job_energy_) {
+    return "job energy of shared GPUs: off (--job-energy-period-s 0)";
+  }
+  const auto& unsupported = job_energy_->unsupported();
+  if (!job_energy_->any_supported()) {
+    return fmt::format(
+        "job energy of shared GPUs: not accounted: {}{}",
+        unsupported.empty() ? std::string("no GPU") : unsupported.front().second,
+        unsupported.size() > 1 ? fmt::format(" (and {} more GPUs)", unsupported.size() - 1) : std::string());
+  }
+  const size_t accounted = gpus_.size() - unsupported.size();
+  return fmt::format(
+      "job energy of shared GPUs: {} GPU{} of {} split among jobs every {} s (process samples, Slurm "
+      "cgroups)",
+      accounted, accounted == 1 ? "" : "s", gpus_.size(), options_.job_energy_period_s);
+}
+
+proto::Response Server::job_energy_response(const Connection& connection, const std::string& job) {
+  proto::Response response;
+  if (!job_energy_) {
+    response.error = Error(ErrorCode::kNotSupported,
+                           "this daemon does not account the energy of jobs on shared GPUs: it was started "
+                           "with --job-energy-period-s 0");
+    return response;
+  }
+  if (const auto valid = measure::validate_job_id(job); !valid) {
+    response.error = valid.error();
+    return response;
+  }
+  if (!job_energy_->any_supported()) {
+    std::vector<std::string> reasons;
+    for (const auto& entry : job_energy_->unsupported()) {
+      reasons.push_back(entry.second);  // each names its GPU
+    }
+    response.error =
+        Error(ErrorCode::kNotSupported,
+              fmt::format("no GPU of this daemon reports per-process samples, so a job's share of a shared "
+                          "GPU cannot be estimated: {}",
+                          reasons.empty() ? std::string("it serves no GPU")
+                                          : fmt::format("{}", fmt::join(reasons, "; "))));
+    return response;
+  }
+  // The windows close now (unless they closed very recently), so the share runs up to this request: an
+  // epilog asks right after the job's processes end.
+  const auto now_us = static_cast<uint64_t>(std::max<int64_t>(clock_.to_unix_ns(clock_.now()), 0)) / 1000;
+  constexpr uint64_t kMinWindowUs = 500'000;
+  if (now_us >= last_job_energy_update_us_ + kMinWindowUs) {
+    update_job_energy();
+  }
+  // Only root (the Slurm epilog) makes an ended job's record go once read; anyone with the read right may
+  // look without taking it from the epilog.
+  const auto figures = job_energy_->read(job, privileged(connection));
+  if (!figures) {
+    response.error = figures.error();
+    return response;
+  }
+  proto::JobEnergyAnswer answer;
+  answer.job = figures->job;
+  answer.method = std::string(figures->method);
+  answer.ended = figures->ended;
+  for (const auto& share : figures->gpus) {
+    answer.gpus.push_back({static_cast<int>(share.gpu), gpus_[share.gpu]->info().uuid, share.energy_mj,
+                           share.gpu_energy_mj, static_cast<int64_t>(share.start_us / 1000),
+                           static_cast<int64_t>(share.end_us / 1000)});
+  }
+  for (const auto& [index, why] : job_energy_->unsupported()) {
+    answer.not_accounted.push_back({static_cast<int>(index), gpus_[index]->info().uuid, why});
+  }
+  response.result = proto::job_energy_result(answer);
+  return response;
 }
 
 proto::Response Server::handle_device(Connection& connection, const proto::Request& request) {

@@ -7,6 +7,8 @@
 
 #include "joule/device/daemon_protocol.hpp"
 
+#include "test_util.hpp"
+
 namespace joule::test {
 namespace {
 
@@ -40,6 +42,7 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
     request.busy = true;
     request.stream = 9;
     request.energy = true;
+    request.job = "4242";
     const proto::Request back = round_trip(request);
     EXPECT_EQ(back.op, op) << proto::to_string(op);
     EXPECT_EQ(back.id, 42u);
@@ -56,6 +59,10 @@ TEST(DaemonProtocol, EveryOpRoundTrips) {
         break;
       case proto::Op::kCancelStream:
         EXPECT_EQ(back.stream, 9u);
+        break;
+      case proto::Op::kJobEnergy:
+        EXPECT_EQ(back.job, "4242");
+        EXPECT_EQ(back.gpu, -1);
         break;
       case proto::Op::kSimulateBusy:
         EXPECT_EQ(back.gpu, 3);
@@ -116,7 +123,8 @@ TEST(DaemonProtocol, RightsOfOperations) {
   for (const auto op :
        {proto::Op::kListDevices, proto::Op::kEnergy, proto::Op::kPower, proto::Op::kPowerLimit,
         proto::Op::kConstraints, proto::Op::kClocks, proto::Op::kStreamPower, proto::Op::kCancelStream,
-        proto::Op::kListCpus, proto::Op::kCpuEnergy, proto::Op::kGpuTelemetry, proto::Op::kStreamCpuEnergy}) {
+        proto::Op::kListCpus, proto::Op::kCpuEnergy, proto::Op::kGpuTelemetry, proto::Op::kStreamCpuEnergy,
+        proto::Op::kJobEnergy}) {
     EXPECT_EQ(proto::required_right(op), proto::Right::kRead) << proto::to_string(op);
   }
   for (const auto op : {proto::Op::kSetPowerLimit, proto::Op::kResetPowerLimit, proto::Op::kLockSmClocks,
@@ -136,7 +144,7 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
   const std::string ops =
       "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
       "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease, "
-      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time, simulate_busy";
+      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time, simulate_busy, job_energy";
   const std::vector<BadRequest> cases = {
       {"", ErrorCode::kParse,
        "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "
@@ -190,6 +198,11 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
        "stream_power: field 'gpus[]' must be an integer from 0 to 2147483647 (got \"1\")", std::nullopt},
       {R"({"op":"hello","protocol":0})", ErrorCode::kInvalidArgument,
        "hello: field 'protocol' must be an integer from 1 to 2147483647 (got 0)", std::nullopt},
+      {R"({"op":"job_energy","job":["42"]})", ErrorCode::kInvalidArgument,
+       "job_energy: field 'job' must be a job id, a string of at most 256 bytes (got an array)",
+       std::nullopt},
+      {R"({"op":"job_energy","job":"42","gpu":0})", ErrorCode::kInvalidArgument,
+       "job_energy: unknown field \"gpu\" (fields: id, op, job)", std::nullopt},
       {R"({"op":"hello","protocol":1,"client":7})", ErrorCode::kInvalidArgument,
        "hello: field 'client' must be a string of at most 256 bytes (got 7)", std::nullopt},
       {R"({"id":20,"op":"cpu_energy"})", ErrorCode::kInvalidArgument,
@@ -472,6 +485,42 @@ TEST(DaemonProtocol, FormattingNeverThrowsOnInvalidUtf8) {
   response.result = {{"name", "GPU \xc3"}};
   EXPECT_NO_THROW(line = proto::format_response(response));
   EXPECT_TRUE(proto::parse_server_line(line));
+}
+
+TEST(DaemonProtocol, JobEnergyResultsRoundTripAndMalformedOnesAreRefused) {
+  proto::JobEnergyAnswer answer;
+  answer.job = "42";
+  answer.method = "nvml process utilisation samples";
+  answer.ended = true;
+  answer.gpus.push_back({1, "GPU-1", 60'000, 100'000, 1'000, 5'000});
+  answer.not_accounted.push_back({0, "GPU-0", "GPU 0 (…) does not report per-process utilisation"});
+  const json result = proto::job_energy_result(answer);
+  EXPECT_EQ(result["estimated"], true);
+  const auto back = proto::parse_job_energy_result(result);
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->job, "42");
+  EXPECT_TRUE(back->ended);
+  ASSERT_EQ(back->gpus.size(), 1u);
+  EXPECT_EQ(back->gpus[0].gpu, 1);
+  EXPECT_EQ(back->gpus[0].uuid, "GPU-1");
+  EXPECT_EQ(back->gpus[0].energy_mj, 60'000u);
+  EXPECT_EQ(back->gpus[0].gpu_energy_mj, 100'000u);
+  EXPECT_EQ(back->gpus[0].end_ms, 5'000);
+  EXPECT_EQ(back->not_accounted, answer.not_accounted);
+
+  json no_method = result;
+  no_method.erase("method");
+  JOULE_EXPECT_ERROR(proto::parse_job_energy_result(no_method), ErrorCode::kParse,
+                     "job_energy result has no string 'method'");
+  json over = result;
+  over["gpus"][0]["energy_mj"] = 100'001;
+  JOULE_EXPECT_ERROR(proto::parse_job_energy_result(over), ErrorCode::kParse,
+                     "a job_energy result's gpus entry has a value out of range (a share above its GPU's "
+                     "energy?)");
+  json not_array = result;
+  not_array["gpus"] = json::object();
+  JOULE_EXPECT_ERROR(proto::parse_job_energy_result(not_array), ErrorCode::kParse,
+                     "job_energy result needs arrays 'gpus' and 'not_accounted'");
 }
 
 }  // namespace

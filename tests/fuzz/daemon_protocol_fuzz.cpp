@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the daemon's wire protocol. Parsing any line never throws or crashes; an error always
-// has a message; an accepted request or daemon message (and a gpu_telemetry result in it) formats back to a
-// line that parses to the same thing.
+// has a message; an accepted request or daemon message (and a gpu_telemetry or job_energy result in it)
+// formats back to a line that parses to the same thing.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -48,6 +48,18 @@ void check_server_line(std::string_view line) {
         std::get<proto::Response>(*again).ok() != response->ok() ||
         std::get<proto::Response>(*again).id != response->id) {
       std::abort();
+    }
+    // Any result read as a job_energy answer likewise.
+    if (const auto job = proto::parse_job_energy_result(response->result); !job) {
+      if (job.error().message().empty()) {
+        std::abort();
+      }
+    } else {
+      const auto back = proto::parse_job_energy_result(proto::job_energy_result(*job));
+      if (!back || back->job != job->job || back->gpus.size() != job->gpus.size() ||
+          back->not_accounted != job->not_accounted) {
+        std::abort();
+      }
     }
     // Any result read as a gpu_telemetry answer: a value or an error with a message; what it reads formats
     // back to a result that reads the same.

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include "joule/core/csv.hpp"
 
@@ -1778,6 +1779,48 @@ TEST(Cli, ProbeInterruptedLeavesNoCard) {
   EXPECT_NE(result.err.find("received signal 2; restoring the GPU settings joule changed"), std::string::npos)
       << result.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// counters --job-energy asks joule daemon for a job's estimated share of the GPUs it shared: a daemon whose
+// GPUs report no process samples (simulated ones) says so, which the Slurm epilog writes into the job file.
+TEST(Cli, CountersJobEnergyAsksTheDaemonAndSaysWhyItCannotAnswer) {
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);
+  const std::string socket = dir.path() + "/joule.sock";
+  Process daemon(
+      {JOULE_BINARY, "--sim", "2xv100", "daemon", "--socket", socket, "--job-energy-period-s", "0.5"},
+      base_env({}));
+  ASSERT_TRUE(daemon.wait_for_output(std::chrono::seconds(10))) << daemon.err_so_far();
+  const auto answer = joule({"--daemon", socket, "counters", "--job-energy", "4242"});
+  EXPECT_NE(
+      daemon.out_so_far().find("\njoule daemon: job energy of shared GPUs: not accounted: GPU 0 (Tesla "
+                               "V100-PCIE-32GB (simulated)) does not report per-process utilisation (sim "
+                               "backend): only whole NVIDIA GPUs do, through NVML (and 1 more GPUs)\n"),
+      std::string::npos)
+      << daemon.out_so_far();
+  EXPECT_EQ(answer.exit_code, 1);
+  EXPECT_EQ(
+      answer.err,
+      "joule: error: joule daemon: no GPU of this daemon reports per-process samples, so a job's share of "
+      "a shared GPU cannot be estimated: GPU 0 (Tesla V100-PCIE-32GB (simulated)) does not report "
+      "per-process utilisation (sim backend): only whole NVIDIA GPUs do, through NVML; GPU 1 (Tesla "
+      "V100-PCIE-32GB (simulated)) does not report per-process utilisation (sim backend): only whole "
+      "NVIDIA GPUs do, through NVML\n");
+  EXPECT_TRUE(answer.out.empty());
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait().exit_code, 0);
+  // Off: the daemon says how it was started.
+  Process off({JOULE_BINARY, "--sim", "v100", "daemon", "--socket", socket, "--job-energy-period-s", "0"},
+              base_env({}));
+  ASSERT_TRUE(off.wait_for_output(std::chrono::seconds(10))) << off.err_so_far();
+  const auto refused = joule({"counters", "--job-energy", "4242"}, {{"JOULE_DAEMON_SOCKET", socket}});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(
+      refused.err,
+      "joule: error: joule daemon: this daemon does not account the energy of jobs on shared GPUs: it was "
+      "started with --job-energy-period-s 0\n");
+  off.signal(SIGTERM);
+  EXPECT_EQ(off.wait().exit_code, 0);
 }
 
 }  // namespace

@@ -283,5 +283,37 @@ TEST(CliUsage, InferReplayRefusesSim) {
       "with --gpu, --model and --tp)\n");
 }
 
+// counters --job-energy and daemon --job-energy-period-s: each bad value is a usage error (exit 2, one line)
+// before any daemon is asked.
+TEST(CliUsage, JobEnergyFlagsAreCheckedBeforeAnyWork) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--daemon", "/nonexistent/joule.sock", "counters", "--job-energy", "42;rm"},
+       "job id \"42;rm\" is not one: expected 1 to 64 letters, digits, '.', '_' or '-' (a Slurm job id, e.g. "
+       "4242)"},
+      {{"counters", "--job-energy", "42"},
+       "counters --job-energy: only joule daemon can tell a job's share of a shared GPU (it samples the "
+       "GPUs' processes all along): give --daemon SOCKET or set JOULE_DAEMON_SOCKET"},
+      {{"--daemon", "/nonexistent/joule.sock", "counters", "--job-energy", "42", "--gpus", "0"},
+       "counters --job-energy: --gpus, --nodes and --sim do not apply: the daemon answers for every GPU the "
+       "job was sampled on"},
+      {{"--sim", "v100", "daemon", "--job-energy-period-s", "61"},
+       "--job-energy-period-s must be a finite number in [0, 60], got 61 (see 'joule daemon --help')"},
+      {{"--sim", "v100", "daemon", "--job-energy-period-s", "-1"},
+       "--job-energy-period-s must be a finite number in [0, 60], got -1 (see 'joule daemon --help')"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto result = run_joule_usage(args, {{"JOULE_DAEMON_SOCKET", Process::kUnset}});
+    EXPECT_EQ(result.exit_code, 2) << fmt::format("{}", fmt::join(args, " "));
+    EXPECT_EQ(result.err, "joule: error: " + message + "\n");
+  }
+  // No daemon there: a runtime error naming the socket.
+  const auto absent =
+      run_joule_usage({"--daemon", "/nonexistent/joule.sock", "counters", "--job-energy", "42"});
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_EQ(
+      absent.err.rfind("joule: error: cannot connect to the joule daemon at /nonexistent/joule.sock", 0), 0u)
+      << absent.err;
+}
+
 }  // namespace
 }  // namespace joule::test

@@ -279,8 +279,98 @@ def test_prolog_and_epilog_write_the_jobs_energy(joule_bin: pathlib.Path, sim_da
     assert 30 <= gpu["average_power_w"] <= 250, gpu
     assert gpu["energy_j"] == pytest.approx(gpu["average_power_w"] * report["wall_time_s"])
     assert report["total_energy_j"] == pytest.approx(gpu["energy_j"] + 3.5)
+    # Simulated GPUs report no process samples: no estimated share, and the file says why.
+    assert gpu["estimated_share"] is None
+    shares = report["estimated_shares"]
+    assert shares["estimated"] is True and shares["total_energy_j"] is None and shares["method"] is None
+    assert shares["error"].startswith(
+        "joule daemon: no GPU of this daemon reports per-process samples, so a job's share of a shared GPU cannot "
+        "be estimated: GPU 0 (Tesla V100-PCIE-32GB (simulated)) does not report per-process utilisation (sim "
+        "backend)"), shares
     # Nothing left behind but the job's file.
     assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
+
+
+def fake_joule(tmp_path: pathlib.Path, joule_bin: pathlib.Path, answer: dict | None, error: str = "") -> pathlib.Path:
+    """A JOULE_BIN that answers `counters --job-energy` as a daemon on NVML GPUs would (the simulated GPUs report
+    no process samples; the daemon's side is tested through the fake NVML in tests/daemon/job_energy_test.cpp)
+    and runs the real joule for everything else."""
+    script = tmp_path / "joule"
+    body = (f"cat <<'JSON'\n{json.dumps(answer)}\nJSON\nexit 0" if answer is not None
+            else f"echo 'joule: error: {error}' >&2\nexit 1")
+    script.write_text(f"""#!/bin/sh
+if [ "$1" = counters ] && [ "$2" = --job-energy ]; then
+  [ "$3" = 4242 ] || {{ echo "joule: error: asked for job $3" >&2; exit 1; }}
+{body}
+fi
+exec {joule_bin} "$@"
+""")
+    script.chmod(0o755)
+    return script
+
+
+def test_the_epilog_writes_each_gpus_estimated_share_beside_its_counter(joule_bin: pathlib.Path,
+                                                                         sim_daemon: pathlib.Path,
+                                                                         tmp_path: pathlib.Path) -> None:
+    jobs = tmp_path / "jobs"
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="4242", JOULE_DAEMON_SOCKET=str(sim_daemon))
+    assert run_script(PROLOG, env).returncode == 0
+    start = json.loads((jobs / "4242.start.json").read_text())
+    uuid0, uuid1 = (gpu["uuid"] for gpu in start["gpus"])
+    method = "nvml process utilisation samples"
+    answer = {"job": "4242", "estimated": True, "method": method, "ended": True,
+              "gpus": [{"gpu": 0, "uuid": uuid0, "energy_mj": 60_000, "gpu_energy_mj": 100_000,
+                        "start_ms": 1_000, "end_ms": 5_000}],
+              "not_accounted": []}
+    env["JOULE_BIN"] = str(fake_joule(tmp_path, joule_bin, answer))
+    epilog = run_script(EPILOG, env)
+    assert epilog.returncode == 0 and epilog.stderr == "", epilog.stderr
+    report = json.loads((jobs / "4242.json").read_text())
+    first, second = (d for d in report["devices"] if d["kind"] == "gpu")
+    # The whole GPU's counter difference stays; the job's share is beside it, marked estimated, the method named.
+    assert first["source"] == "counter" and first["energy_j"] > 0
+    assert first["estimated_share"] == {"energy_j": 60.0, "gpu_energy_j": 100.0, "start_unix_s": 1.0,
+                                        "end_unix_s": 5.0, "estimated": True, "method": method}
+    # Accounted but never sampled for this job: its share is 0.
+    assert second["estimated_share"]["energy_j"] == 0.0
+    assert report["estimated_shares"] == {"estimated": True, "method": method, "source": "joule daemon (job_energy)",
+                                          "total_energy_j": 60.0, "error": None}
+    assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
+
+    # A GPU the daemon cannot split: no share for it, no total, the reason named.
+    assert run_script(PROLOG, env).returncode == 0
+    answer["not_accounted"] = [{"gpu": 1, "uuid": uuid1, "reason": "GPU 1 is a MIG instance"}]
+    env["JOULE_BIN"] = str(fake_joule(tmp_path, joule_bin, answer))
+    assert run_script(EPILOG, env).returncode == 0
+    report = json.loads((jobs / "4242.json").read_text())
+    second = [d for d in report["devices"] if d["kind"] == "gpu"][1]
+    assert second["estimated_share"] is None and second["estimated_share_error"] == "GPU 1 is a MIG instance"
+    assert report["estimated_shares"]["total_energy_j"] is None
+    assert report["estimated_shares"]["error"] == "gpu 1: GPU 1 is a MIG instance"
+
+    # The daemon does not know the job: today's output, and the daemon's reason.
+    assert run_script(PROLOG, env).returncode == 0
+    env["JOULE_BIN"] = str(fake_joule(tmp_path, joule_bin, None, "joule daemon: unknown job 4242: no process"))
+    epilog = run_script(EPILOG, env)
+    assert epilog.returncode == 0 and epilog.stderr == "", epilog.stderr
+    report = json.loads((jobs / "4242.json").read_text())
+    assert all(d["estimated_share"] is None for d in report["devices"] if d["kind"] == "gpu")
+    assert report["estimated_shares"]["error"] == "joule daemon: unknown job 4242: no process"
+    assert report["total_energy_j"] > 0
+    assert sorted(p.name for p in jobs.iterdir()) == ["4242.json"]
+
+
+def test_without_the_daemon_the_job_file_says_why_there_is_no_share(joule_bin: pathlib.Path,
+                                                                      tmp_path: pathlib.Path) -> None:
+    jobs = tmp_path / "jobs"
+    env = job_environment(joule_bin, jobs, SLURM_JOB_ID="4242", JOULE_SIM="1xv100")
+    # Without a daemon the simulated GPU's counter restarts in each process; only the share's reason matters.
+    assert run_script(PROLOG, env).returncode == 0
+    assert run_script(EPILOG, env).returncode == 0
+    report = json.loads((jobs / "4242.json").read_text())
+    assert report["estimated_shares"]["error"] == (
+        "counters --job-energy: only joule daemon can tell a job's share of a shared GPU (it samples the GPUs' "
+        "processes all along): give --daemon SOCKET or set JOULE_DAEMON_SOCKET")
 
 
 FLEET_PROLOG = PACKAGING / "slurm" / "joule-fleet-prolog.sh"

@@ -17,6 +17,7 @@
 #include "joule/device/cpu.hpp"
 #include "joule/device/daemon_protocol.hpp"
 #include "joule/device/gpu.hpp"
+#include "joule/measure/job_energy.hpp"
 
 namespace joule::daemon {
 
@@ -86,6 +87,17 @@ struct DaemonOptions {
   std::vector<device::Cpu*> cpus;
   /// Why `cpus` is empty (e.g. the RAPL backend's error), for the peers that ask for CPU energy.
   std::string no_cpus_reason;
+  /// How often the daemon closes a window of every GPU that reports process samples (NVML) and adds each
+  /// job's estimated share of it (measure::JobEnergyTracker; the job_energy request), s; 0: never (job_energy
+  /// answers not-supported). At most 60; the driver keeps only seconds of samples, so keep it at a few
+  /// (--job-energy-period-s).
+  double job_energy_period_s = 2;
+  /// The accounting's bounds: jobs kept, the retention of ended jobs, processes remembered.
+  measure::JobEnergyOptions job_energy;
+  /// Tells each sampled process's job; nullptr: Slurm's cgroups under `proc_root`.
+  std::shared_ptr<const measure::JobResolver> job_resolver;
+  /// Where the processes' cgroup files are, for the default resolver (tests give a fake tree).
+  std::string proc_root = "/proc";
   /// The network listener (--listen and its TLS and token files; docs/fleet.md): off when `listen` is empty.
   /// A network peer's limits and audit lines are those of its client name (its token's or certificate's),
   /// as a local peer's are its uid's; it never uses root's reserve.
@@ -142,6 +154,8 @@ class Daemon {
   std::vector<std::string> network_addresses() const;
   /// @return the audit log's path, or "stderr".
   const std::string& audit_log_path() const;
+  /// @return one line on the job energy accounting (job_energy): on which GPUs and how often, or why none.
+  std::string job_energy_description() const;
 
  private:
   explicit Daemon(std::unique_ptr<Server> server);

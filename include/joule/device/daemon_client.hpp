@@ -100,6 +100,12 @@ class DaemonClient {
   /// @return the next CPU energy event, waiting at most `timeout`; nullopt on timeout. Errors as send().
   Result<std::optional<daemon_protocol::CpuEnergyEvent>> next_cpu_energy_event(Nanos timeout);
 
+  /// @return job `job`'s estimated share of each GPU it shared, as the daemon accounts it (docs/daemon.md,
+  /// "Job energy on shared GPUs"). Errors as call(): kNotFound for a job the daemon has no record of,
+  /// kInvalidArgument for a malformed job id, kNotSupported where no GPU of the daemon reports process
+  /// samples or the accounting is off (each message says why), and for a daemon of an earlier release.
+  Result<daemon_protocol::JobEnergyAnswer> job_energy(const std::string& job);
+
  private:
   DaemonClient(std::string socket_path, int fd, DaemonClientOptions options);
   // Connects over TCP and, unless plain, completes the TLS handshake (tls_) within options_.timeout.

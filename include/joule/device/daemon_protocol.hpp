@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -69,6 +70,9 @@ enum class Op {
   kStreamCpuEnergy,  ///< {cpus?, period_ms?} → {stream, cpus, period_ms}, then cpu_energy events
   kTime,             ///< → {time_ns}: the daemon's clock (its events' time base), ns since the Unix epoch
   kSimulateBusy,     ///< {gpu, busy} → {gpu, busy, slowdown}: a simulated GPU runs its workload or idles
+  /// {job} → {job, estimated, method, ended, gpus: [{gpu, uuid, energy_mj, gpu_energy_mj, start_ms, end_ms}],
+  /// not_accounted: [{gpu, uuid, reason}]}: a job's estimated share of the GPUs it shared (JobEnergyAnswer)
+  kJobEnergy,
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -110,6 +114,8 @@ struct Request {
   bool energy = false;  ///< stream_power: each event also carries the GPU's energy counter (energy_mj)
   bool busy = false;    ///< simulate_busy: run the workload (true) or idle
   std::optional<std::vector<int>> cpus{};  ///< stream_cpu_energy: CPU package indices (nullopt: all)
+  /// job_energy: the job's id (a Slurm job id); its form is checked by the daemon (measure::validate_job_id)
+  std::string job{};
 };
 
 /// The outcome of parsing a request line: the request, or the error to answer with, and in both cases
@@ -190,6 +196,40 @@ nlohmann::json telemetry_result(int gpu, const GpuTelemetry& telemetry);
 /// the message prefixed with "joule daemon: "); a field left out (a daemon that does not know it) is
 /// kNotSupported saying so. @return kParse for a malformed result (a value of the wrong type or range).
 Result<GpuTelemetry> parse_telemetry_result(const nlohmann::json& result);
+
+/// One job's estimated share of one GPU (a job_energy result's `gpus` entry).
+struct JobGpuShare {
+  int gpu = 0;                 ///< the daemon's GPU index
+  std::string uuid;            ///< the GPU's UUID (how the Slurm epilog matches it to its counters)
+  uint64_t energy_mj = 0;      ///< the job's estimated share, mJ
+  uint64_t gpu_energy_mj = 0;  ///< the GPU's measured energy over the same span, mJ
+  int64_t start_ms = 0;        ///< the span, ms since the Unix epoch
+  int64_t end_ms = 0;
+};
+
+/// A GPU the daemon cannot split among jobs (a job_energy result's `not_accounted` entry).
+struct GpuNotAccounted {
+  int gpu = 0;
+  std::string uuid;
+  std::string reason;  ///< e.g. the backend reports no process samples
+
+  bool operator==(const GpuNotAccounted&) const = default;
+};
+
+/// A job_energy result: a job's estimated energy on each GPU it shared, always an estimate.
+struct JobEnergyAnswer {
+  std::string job;
+  std::string method;  ///< how the shares are estimated (measure::kProcessEnergyMethod)
+  bool estimated = true;
+  bool ended = false;  ///< none of its processes was sampled in its GPUs' latest windows
+  std::vector<JobGpuShare> gpus;
+  std::vector<GpuNotAccounted> not_accounted;  ///< GPUs the daemon cannot split, and why
+};
+
+/// @return the job_energy result object of `answer`.
+nlohmann::json job_energy_result(const JobEnergyAnswer& answer);
+/// Reads a job_energy result back. @return kParse naming the field for a malformed result.
+Result<JobEnergyAnswer> parse_job_energy_result(const nlohmann::json& result);
 
 /// @return the code called `name` (as to_string(ErrorCode) writes it), or nullopt.
 std::optional<ErrorCode> error_code_from_string(std::string_view name);

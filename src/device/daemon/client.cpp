@@ -546,6 +546,25 @@ Result<uint64_t> DaemonClient::cancel_stream(uint64_t stream) {
   return dropped != result.end() && dropped->is_number_unsigned() ? dropped->get<uint64_t>() : 0;
 }
 
+Result<proto::JobEnergyAnswer> DaemonClient::job_energy(const std::string& job) {
+  proto::Request request;
+  request.op = proto::Op::kJobEnergy;
+  request.job = job;
+  auto response = JOULE_TRY(send(std::move(request)));
+  if (!response.ok()) {
+    if (response.error->code() == ErrorCode::kInvalidArgument &&
+        response.error->message().rfind("unknown op", 0) == 0) {
+      return fail(
+          ErrorCode::kNotSupported,
+          "joule daemon: the daemon at {} is of an earlier release: it does not account the energy of "
+          "jobs on shared GPUs (no job_energy operation)",
+          socket_path_);
+    }
+    return tl::make_unexpected(response.error->with_context("joule daemon"));
+  }
+  return proto::parse_job_energy_result(response.result);
+}
+
 template <class Event>
 Result<std::optional<Event>> DaemonClient::next_event(std::deque<Event>& queue, Nanos timeout) {
   std::lock_guard lock(request_mutex_);

@@ -20,6 +20,8 @@ constexpr size_t kMaxClientNameBytes = 256;
 // Longer than any token a token file may hold (daemon::TokenTable::kMaxTokenChars).
 constexpr size_t kMaxTokenBytes = 512;
 constexpr size_t kMaxStreamGpus = 256;
+// Far above a job id's 64 characters (measure::kMaxJobIdChars), so that the daemon's message can say why.
+constexpr size_t kMaxJobBytes = 256;
 constexpr size_t kMaxQuotedBytes = 40;
 
 struct OpName {
@@ -49,6 +51,7 @@ constexpr std::array kOpNames = {
     OpName{Op::kStreamCpuEnergy, "stream_cpu_energy"},
     OpName{Op::kTime, "time"},
     OpName{Op::kSimulateBusy, "simulate_busy"},
+    OpName{Op::kJobEnergy, "job_energy"},
 };
 
 // How a request field is read and what it means.
@@ -64,7 +67,8 @@ enum class Kind {
   kCpu,
   kFlag,
   kCpuList,
-  kToken
+  kToken,
+  kJob
 };
 
 struct Field {
@@ -111,6 +115,8 @@ std::vector<Field> fields_of(Op op) {
           {"gpu", Kind::kGpu, true}, {"min_mhz", Kind::kClockMhz, true}, {"max_mhz", Kind::kClockMhz, true}};
     case Op::kSimulateBusy:
       return {{"gpu", Kind::kGpu, true}, {"busy", Kind::kFlag, true}};
+    case Op::kJobEnergy:
+      return {{"job", Kind::kJob, true}};
   }
   return {};
 }
@@ -141,6 +147,8 @@ std::string_view what_kind(Kind kind) {
       return "true or false";
     case Kind::kCpuList:
       return "an array of CPU package indices";
+    case Kind::kJob:
+      return "a job id, a string (a Slurm job id)";
   }
   return "";
 }
@@ -187,6 +195,17 @@ std::string context_of(std::string_view op) {
   return op.empty() ? std::string() : fmt::format("{}: ", op);
 }
 
+// job_energy's job: only the type and size here; the daemon checks the id's form (measure::validate_job_id).
+Result<void> read_job(const json& value, const std::string& context, Request& request) {
+  if (!value.is_string() || value.get_ref<const std::string&>().size() > kMaxJobBytes) {
+    return fail(ErrorCode::kInvalidArgument,
+                "{}field 'job' must be a job id, a string of at most {} bytes (got {})", context,
+                kMaxJobBytes, describe(value));
+  }
+  request.job = value.get<std::string>();
+  return {};
+}
+
 Result<void> read_field(const Field& field, const json& value, Request& request) {
   const std::string context = context_of(to_string(request.op));
   constexpr uint64_t kIntMax = static_cast<uint64_t>(std::numeric_limits<int>::max());
@@ -217,6 +236,8 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
       }
       request.token = value.get<std::string>();
       return {};
+    case Kind::kJob:
+      return read_job(value, context, request);
     case Kind::kGpu: {
       auto number = JOULE_TRY(read_unsigned(value, context, field.name, 0, kIntMax));
       request.gpu = static_cast<int>(number);
@@ -451,6 +472,7 @@ Right required_right(Op op) {
     case Op::kStreamPower:
     case Op::kStreamCpuEnergy:
     case Op::kCancelStream:
+    case Op::kJobEnergy:
       return Right::kRead;
     case Op::kSetPowerLimit:
     case Op::kResetPowerLimit:
@@ -536,6 +558,9 @@ std::string format_request(const Request& request) {
         if (request.cpus) {
           line["cpus"] = *request.cpus;
         }
+        break;
+      case Kind::kJob:
+        line["job"] = request.job;
         break;
     }
   }
@@ -844,6 +869,102 @@ Result<GpuTelemetry> parse_telemetry_result(const json& result) {
     }
   }
   return telemetry;
+}
+
+json job_energy_result(const JobEnergyAnswer& answer) {
+  json gpus = json::array();
+  for (const auto& share : answer.gpus) {
+    gpus.push_back({{"gpu", share.gpu},
+                    {"uuid", share.uuid},
+                    {"energy_mj", share.energy_mj},
+                    {"gpu_energy_mj", share.gpu_energy_mj},
+                    {"start_ms", share.start_ms},
+                    {"end_ms", share.end_ms}});
+  }
+  json not_accounted = json::array();
+  for (const auto& gpu : answer.not_accounted) {
+    not_accounted.push_back({{"gpu", gpu.gpu}, {"uuid", gpu.uuid}, {"reason", gpu.reason}});
+  }
+  return {{"job", answer.job},       {"estimated", answer.estimated},
+          {"method", answer.method}, {"ended", answer.ended},
+          {"gpus", std::move(gpus)}, {"not_accounted", std::move(not_accounted)}};
+}
+
+namespace {
+
+Result<std::string> string_member(const json& object, std::string_view name, std::string_view what) {
+  const auto found = object.find(name);
+  if (found == object.end() || !found->is_string()) {
+    return fail(ErrorCode::kParse, "{} has no string '{}'", what, name);
+  }
+  return found->get<std::string>();
+}
+
+Result<int> index_member(const json& object, std::string_view what) {
+  const auto gpu = JOULE_TRY(unsigned_member(object, "gpu", what));
+  if (gpu > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    return fail(ErrorCode::kParse, "{} has a GPU index out of range", what);
+  }
+  return static_cast<int>(gpu);
+}
+
+Result<JobGpuShare> parse_job_share(const json& entry) {
+  constexpr std::string_view kWhat = "a job_energy result's gpus entry";
+  if (!entry.is_object()) {
+    return fail(ErrorCode::kParse, "{} is {}, not an object", kWhat, describe(entry));
+  }
+  JobGpuShare share;
+  share.gpu = JOULE_TRY(index_member(entry, kWhat));
+  share.uuid = JOULE_TRY(string_member(entry, "uuid", kWhat));
+  share.energy_mj = JOULE_TRY(unsigned_member(entry, "energy_mj", kWhat));
+  share.gpu_energy_mj = JOULE_TRY(unsigned_member(entry, "gpu_energy_mj", kWhat));
+  const auto start_ms = JOULE_TRY(unsigned_member(entry, "start_ms", kWhat));
+  const auto end_ms = JOULE_TRY(unsigned_member(entry, "end_ms", kWhat));
+  constexpr auto kMaxMs = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (start_ms > kMaxMs || end_ms > kMaxMs || share.energy_mj > share.gpu_energy_mj) {
+    return fail(ErrorCode::kParse, "{} has a value out of range (a share above its GPU's energy?)", kWhat);
+  }
+  share.start_ms = static_cast<int64_t>(start_ms);
+  share.end_ms = static_cast<int64_t>(end_ms);
+  return share;
+}
+
+}  // namespace
+
+Result<JobEnergyAnswer> parse_job_energy_result(const json& result) {
+  constexpr std::string_view kWhat = "job_energy result";
+  JobEnergyAnswer answer;
+  answer.job = JOULE_TRY(string_member(result, "job", kWhat));
+  answer.method = JOULE_TRY(string_member(result, "method", kWhat));
+  for (const auto& [name, target] :
+       {std::pair{"estimated", &answer.estimated}, std::pair{"ended", &answer.ended}}) {
+    const auto found = result.find(name);
+    if (found == result.end() || !found->is_boolean()) {
+      return fail(ErrorCode::kParse, "{} has no boolean '{}'", kWhat, name);
+    }
+    *target = found->get<bool>();
+  }
+  const auto gpus = result.find("gpus");
+  const auto not_accounted = result.find("not_accounted");
+  if (gpus == result.end() || !gpus->is_array() || not_accounted == result.end() ||
+      !not_accounted->is_array()) {
+    return fail(ErrorCode::kParse, "{} needs arrays 'gpus' and 'not_accounted'", kWhat);
+  }
+  for (const auto& entry : *gpus) {
+    answer.gpus.push_back(JOULE_TRY(parse_job_share(entry)));
+  }
+  for (const auto& entry : *not_accounted) {
+    constexpr std::string_view kEntry = "a job_energy result's not_accounted entry";
+    if (!entry.is_object()) {
+      return fail(ErrorCode::kParse, "{} is {}, not an object", kEntry, describe(entry));
+    }
+    GpuNotAccounted gpu;
+    gpu.gpu = JOULE_TRY(index_member(entry, kEntry));
+    gpu.uuid = JOULE_TRY(string_member(entry, "uuid", kEntry));
+    gpu.reason = JOULE_TRY(string_member(entry, "reason", kEntry));
+    answer.not_accounted.push_back(std::move(gpu));
+  }
+  return answer;
 }
 
 std::optional<ErrorCode> error_code_from_string(std::string_view name) {
