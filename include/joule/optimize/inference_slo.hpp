@@ -222,7 +222,8 @@ Result<probe::KnobPrior> read_card_prior(const std::string& path, const probe::D
 /// since finished requests show the pace of seconds ago)
 /// and the mean power (busy share × busy power + idle share × idle power; a continuously busy replica gains
 /// no idle time at a faster level), and picks the least-power level whose predictions are within margin ×
-/// SLO (ties within 0.5% go to the lower level). Levels never measured are predicted pessimistically (a
+/// SLO (ties within 0.5% go to the lower level). Levels never measured are predicted by a card when it was
+/// given one (start_from_card()), else pessimistically (a
 /// clock as fully compute-bound, time ∝ 1/clock; a power limit below what the GPUs draw by the square root
 /// of the dynamic power it leaves, per GPU: options.knob_gpus), so it explores downward only while even that
 /// meets the SLO, one level beyond the deepest it has measured and at most max_step_down levels at a time.
