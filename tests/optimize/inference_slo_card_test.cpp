@@ -28,8 +28,8 @@ std::vector<uint32_t> card_test_clocks() {
 
 // A card of a GPU whose two kernels take time_shape(r) ms per iteration at clock ratio r (compute: `compute`
 // true) and draw idle + dynamic·(m + (1 − m)·r³) W, as joule probe's simulated runner makes them.
-probe::Card make_card(const std::function<double(bool compute, double r)>& time_shape,
-                      bool power_limit = false) {
+probe::Card make_test_card(const std::function<double(bool compute, double r)>& time_shape,
+                           bool power_limit = false) {
   probe::Card card;
   card.device = {.model = "Test GPU", .backend = "sim", .driver_version = "sim", .uuid = ""};
   card.kernel_runner = "simulated";
@@ -57,15 +57,16 @@ probe::Card make_card(const std::function<double(bool compute, double r)>& time_
 
 // The probe's kernels: compute time follows the clock, memory time mostly does not.
 probe::KnobPrior probe_like_prior() {
-  return probe::KnobPrior::from_card(
-             make_card([](bool compute, double r) { return compute ? 0.95 / r + 0.05 : 0.15 / r + 0.85; }),
-             probe::CardKnob::kSmClock, "test card")
+  return probe::KnobPrior::from_card(make_test_card([](bool compute, double r) {
+                                       return compute ? 0.95 / r + 0.05 : 0.15 / r + 0.85;
+                                     }),
+                                     probe::CardKnob::kSmClock, "test card")
       .value();
 }
 
 // A replica whose iterations take time_s(clock) and draw 100 + 300·r³ W, with requests well inside the
 // SLO. @return the clock after each of `seconds` of serving, sampled every iteration.
-struct Replica {
+struct CardTestReplica {
   SloClockController& controller;
   std::function<double(double clock_mhz)> time_s;
   double now_s = 0;
@@ -94,7 +95,7 @@ TEST(SloClockControllerCard, GoesToTheCardsLevelInOneStepWhenSafe) {
   SloClockController without({1.0, 0.1}, card_test_clocks());
   EXPECT_EQ(without.card_use().state, CardUse::State::kNone);
   EXPECT_EQ(without.card_use().why, "");
-  Replica plain{without, [](double) { return 0.02; }};
+  CardTestReplica plain{without, [](double) { return 0.02; }};
   plain.run(1.1);  // the first decision at 1 s
   EXPECT_GT(without.clock_mhz(), 1800u);
 
@@ -104,7 +105,7 @@ TEST(SloClockControllerCard, GoesToTheCardsLevelInOneStepWhenSafe) {
   EXPECT_EQ(with.card_use().why,
             "starting from the card: clocks not yet measured are predicted by its sm_clock curves, fitted to "
             "the measured ones");
-  Replica carded{with, [](double) { return 0.02; }};
+  CardTestReplica carded{with, [](double) { return 0.02; }};
   carded.run(1.1);
   const uint32_t first = with.clock_mhz();
   EXPECT_LT(first, 1000u);
@@ -124,10 +125,10 @@ TEST(SloClockControllerCard, GoesToTheCardsLevelInOneStepWhenSafe) {
 // dropped: the levels not measured are predicted pessimistically (time ∝ 1/clock) again.
 TEST(SloClockControllerCard, DropsAWrongCardAndFallsBackToThePessimisticRule) {
   SloClockController controller({1.0, 0.05}, card_test_clocks());
-  controller.start_from_card(probe::KnobPrior::from_card(make_card([](bool, double) { return 1.0; }),
+  controller.start_from_card(probe::KnobPrior::from_card(make_test_card([](bool, double) { return 1.0; }),
                                                          probe::CardKnob::kSmClock, "wrong card")
                                  .value());
-  Replica replica{controller, [](double clock) { return 0.01 * 1980 / clock; }};
+  CardTestReplica replica{controller, [](double clock) { return 0.01 * 1980 / clock; }};
   replica.run(1.1);
   EXPECT_LT(controller.clock_mhz(), 700u);  // where the card said iterations are as fast as at the top
   replica.run(3);
@@ -145,7 +146,7 @@ TEST(SloClockControllerCard, DropsAWrongCardAndFallsBackToThePessimisticRule) {
 }
 
 TEST(SloClockControllerCard, RefusesAPriorOfTheOtherKnob) {
-  const probe::Card card = make_card([](bool, double) { return 1.0; }, /*power_limit=*/true);
+  const probe::Card card = make_test_card([](bool, double) { return 1.0; }, /*power_limit=*/true);
   SloClockController controller({1.0, 0.05}, card_test_clocks());
   JOULE_EXPECT_THROW_MESSAGE(
       controller.start_from_card(
@@ -159,7 +160,7 @@ TEST(SloClockControllerCard, RefusesAPriorOfTheOtherKnob) {
 TEST(SloClockControllerCard, ReadCardPriorRefusesAnotherDeviceANewerSchemaAndAMissingKnob) {
   test::TempDir dir;
   const std::string path = dir.path() + "/card.json";
-  ASSERT_TRUE(write_file_atomic(path, probe::render_card(make_card([](bool, double) { return 1.0; }))));
+  ASSERT_TRUE(write_file_atomic(path, probe::render_card(make_test_card([](bool, double) { return 1.0; }))));
   const probe::DeviceIdentity same{
       .model = "Test GPU", .backend = "sim", .driver_version = "sim", .uuid = ""};
   EXPECT_TRUE(read_card_prior(path, same, KnobKind::kSmClockMhz));
@@ -172,7 +173,7 @@ TEST(SloClockControllerCard, ReadCardPriorRefusesAnotherDeviceANewerSchemaAndAMi
           "device with 'joule probe'");
   JOULE_EXPECT_ERROR(read_card_prior(path, same, KnobKind::kPowerLimitW), ErrorCode::kInvalidArgument,
                      fmt::format("{}: the card has no compute kernel frontier under power_limit", path));
-  probe::Card newer = make_card([](bool, double) { return 1.0; });
+  probe::Card newer = make_test_card([](bool, double) { return 1.0; });
   newer.schema_version = probe::kCardSchemaVersion + 1;
   ASSERT_TRUE(write_file_atomic(path, probe::render_card(newer)));
   JOULE_EXPECT_ERROR(
