@@ -14,6 +14,7 @@
 #include "joule/core/file.hpp"
 #include "joule/metrics/inference_metrics.hpp"
 #include "joule/metrics/registry.hpp"
+#include "joule/sim/llm_replica.hpp"
 #include "joule/sim/serving.hpp"
 #include "joule/sim/serving_report.hpp"
 
@@ -44,6 +45,7 @@ struct ReplayFlags {
   std::string plot;
   std::string requests_out;
   std::string metrics_out;
+  std::string card;
 };
 
 // The joule strategy's run as Prometheus would have scraped it at the end (docs/metrics.md).
@@ -92,6 +94,10 @@ int run_replay(const ReplayFlags& flags) {
   if (!flags.plot.empty()) {
     options.replay.bucket_s = sim::plot_bucket_s(trace.duration_s());
   }
+  if (!flags.card.empty()) {
+    options.card = value_or_throw(
+        optimize::read_card_prior(flags.card, sim::llm_gpu_identity(gpu), options.replay.engine.knob));
+  }
   const sim::ServingComparison result =
       value_or_throw(sim::compare_serving_strategies(trace, cost, slo, options));
   const sim::ServingReportContext context{.trace = flags.trace,
@@ -110,6 +116,9 @@ int run_replay(const ReplayFlags& flags) {
     case Format::kText:
       std::cout << sim::render_serving_text(result, context);
       break;
+  }
+  if (!result.card.empty()) {
+    std::cerr << "joule: " << result.card << "\n";
   }
   if (!result.note.empty() && flags.format != Format::kText) {
     std::cerr << "joule: note: " << result.note << "\n";
@@ -197,6 +206,11 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
       ->option_text("F");
   replay_command->add_flag("--power-limit", replay->power_limit,
                            "Control the power limit instead of locking clocks (GPUs without clock locks)");
+  replay_command
+      ->add_option("--card", replay->card,
+                   "Start the joule controller from this GPU's frontier card (joule --sim GPU probe; "
+                   "docs/inference.md)")
+      ->option_text("FILE.json");
   add_format_option(*replay_command, replay->format, {Format::kText, Format::kJson, Format::kCsv});
   replay_command
       ->add_option("--plot", replay->plot, "Write an SVG of load, clock, power and latency over time")

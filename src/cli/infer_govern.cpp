@@ -42,6 +42,7 @@ struct GovernFlags {
   std::string metrics_listen;
   std::string decisions_out;
   std::string lock_dir;
+  std::string card;
   double prefill_token_weight = 1;
   bool quiet = false;
 };
@@ -73,6 +74,7 @@ govern::GovernOptions options_of(const GovernFlags& flags) {
   options.interval_s = flags.interval_s;
   options.scrape_timeout_s = flags.scrape_timeout_s.value_or(std::min(0.5 * flags.interval_s, 2.0));
   options.lock_dir = flags.lock_dir;
+  options.card = flags.card;
   options.weights.prefill_token = flags.prefill_token_weight;
   value_or_throw(govern::validate(options));
   return options;
@@ -160,6 +162,9 @@ int run_govern(const GovernFlags& flags, const GlobalOptions& global) {
         if (!flags.quiet &&
             (report.decision.changed() || report.decision.state != govern::GovernState::kGoverning)) {
           std::cout << govern::describe(report.engine, report.decision) << "\n" << std::flush;
+        }
+        if (!flags.quiet && !report.decision.card.empty()) {
+          std::cout << fmt::format("{}: {}\n", report.engine, report.decision.card) << std::flush;
         }
         if (decisions && !write_failed) {
           if (auto written = decisions->write(govern::to_json_line(report) + "\n"); !written) {
@@ -251,6 +256,10 @@ void add_infer_govern_command(CLI::App& infer_command, const GlobalOptions& glob
           "A prompt token's share of work against an output token's, for the energy split (default 1)")
       ->check(number(NumberRule::positive()))
       ->option_text("W");
+  command
+      ->add_option("--card", flags->card,
+                   "Start the controller from the GPUs' frontier card (joule probe; docs/inference.md)")
+      ->option_text("FILE.json");
   command->add_flag("--quiet", flags->quiet, "Log only errors, not each change of the knob");
   set_examples(*command, {"joule infer govern --engine http://127.0.0.1:8000 --gpus 0,1,2,3 --tp 4 "
                           "--slo-ttft-s 2 --slo-tpot-s 0.15 --metrics-listen 127.0.0.1:9464",

@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 
 #include "joule/core/file.hpp"
+#include "joule/device/sim_gpu.hpp"
 #include "joule/probe/cuda_runner.hpp"
+#include "joule/sim/llm_replica.hpp"
 
 #include "common.hpp"
 #include "usage.hpp"
@@ -41,6 +43,15 @@ device::DeviceSet open_probed_devices(const GlobalOptions& global, const ProbeFl
         std::make_shared<VirtualClock>(SteadyClock::instance().to_unix_ns(SteadyClock::instance().now()));
   }
   options.cpus = false;
+  // The serving simulator's GPUs (`joule --sim h100 probe`): not a device model of the sim spec, but a
+  // GPU of `joule infer replay`, whose card its --card takes.
+  if (options.sim_spec && !device::sim::find_gpu_model(*options.sim_spec) &&
+      sim::find_llm_gpu(*options.sim_spec)) {
+    return value_or_throw(sim::llm_gpu_devices(
+        *options.sim_spec, options.clock
+                               ? options.clock
+                               : std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &SteadyClock::instance())));
+  }
   return value_or_throw(device::discover(options));
 }
 

@@ -211,6 +211,8 @@ struct EngineGovernor::State {
   std::vector<GpuLock> locks;
   std::unique_ptr<device::SettingsGuard> guard;
   std::unique_ptr<optimize::SloClockController> controller;
+  std::optional<probe::KnobPrior> card;  // options.card's prior, given to every new controller
+  std::string card_said;                 // the controller's card_use().why last logged
   std::optional<EngineSnapshot> previous;
   std::vector<uint64_t> previous_energy_mj;
   std::optional<optimize::Knob> applied;
@@ -226,6 +228,10 @@ struct EngineGovernor::State {
     controller_options.interval_s = options.interval_s;                   // a decision every period
     controller = std::make_unique<optimize::SloClockController>(options.slo, options.knob, knob_values,
                                                                 controller_options);
+    if (card) {
+      controller->start_from_card(*card);
+    }
+    card_said.clear();
   }
 
   Result<EngineSnapshot> scrape(double now_s) const {
@@ -514,6 +520,18 @@ Result<std::unique_ptr<EngineGovernor>> EngineGovernor::start(EngineTarget targe
   }
   state->kind = detected;
   target.kind = detected;
+  if (!options.card.empty()) {
+    for (const device::Gpu* gpu : target.gpus) {
+      // The Gpu interface reports no driver version: the card's model must match, any driver does.
+      const probe::DeviceIdentity identity{
+          .model = gpu->info().name, .backend = gpu->info().backend, .driver_version = "", .uuid = ""};
+      auto prior = optimize::read_card_prior(options.card, identity, options.knob);
+      if (!prior) {
+        return fail(prior.error().code(), "{}: --card: {}", target.name, prior.error().message());
+      }
+      state->card = std::move(*prior);
+    }
+  }
   JOULE_TRY(read_snapshot(exposition, engine_metric_names(detected), 0));
   const std::string lock_dir = options.lock_dir.empty() ? default_lock_dir() : options.lock_dir;
   for (device::Gpu* gpu : target.gpus) {
@@ -604,6 +622,11 @@ Decision EngineGovernor::tick() {
   decision.reason = !decision.previous ? "start: the maximum until the controller has measured the engine"
                     : window           ? s.explain(before, next, *window)
                                        : "hold";
+  // What the controller does with its card, once when it starts and once when it drops the card.
+  if (std::string said = s.controller->card_use().why; said != s.card_said) {
+    decision.card = said;
+    s.card_said = std::move(said);
+  }
   return decision;
 }
 

@@ -264,6 +264,27 @@ struct SloClockController::State {
   bool unattainable = false;
   double at_top_since_s = -1;
   bool recovering = false;  // since an emergency, until enough requests have finished to judge a lower knob
+  // The card (start_from_card()): its prior, what is done with it, its fit to the measured levels of the
+  // last decision's mean iteration (none: no card, dropped, or nothing measured yet), and the level reached
+  // on its word until measured there.
+  std::optional<probe::KnobPrior> prior;
+  CardUse card;
+  std::optional<probe::PriorFit> card_fit;
+  struct CardCheck {
+    size_t level;        // the level the card sent it to
+    size_t from;         // the faster measured level the prediction was scaled from
+    double time_ratio;   // predicted time at `level` / time at `from`, for the mean batch
+    double power_ratio;  // the same for busy power
+    bool one_sample;     // predicted from one measured level (its compute share placed by power alone)
+    // The iterations run at `level` since: measured, and as the card predicted them (`from`'s model of
+    // each one's batch, scaled by the ratios), so that the check compares like with like.
+    int64_t iterations = 0;
+    double measured_s = 0;
+    double predicted_s = 0;
+    double measured_j = 0;
+    double predicted_j = 0;
+  };
+  std::optional<CardCheck> card_check;
 
   std::optional<size_t> level_of(Knob knob) const {
     if (knob.kind != kind) {
@@ -299,14 +320,42 @@ struct SloClockController::State {
     return 1.0 / std::sqrt(dynamic_share);
   }
 
+  bool card_active() const { return card.state == CardUse::State::kActive && card_fit.has_value(); }
+
+  // The card's predicted {time, busy power} at level k relative to level j, for the fitted mean iteration.
+  std::pair<double, double> card_ratios(size_t k, size_t j) const {
+    const probe::KnobSample at_k = prior->predict(*card_fit, levels[k]);
+    const probe::KnobSample at_j = prior->predict(*card_fit, levels[j]);
+    return {at_k.time_s / at_j.time_s, (at_k.energy_j / at_k.time_s) / (at_j.energy_j / at_j.time_s)};
+  }
+
+  // A measured level's iteration time for the batch x split in two: {the prompt tokens' part (compute-bound,
+  // predicted pessimistically at other levels), the rest (what the card predicts)}.
+  std::pair<double, double> split_time(size_t level_index, const std::array<double, 3>& x) const {
+    const double total = std::max(time_models[level_index].predict(x), 1e-6);
+    const double prefill = std::clamp(time_models[level_index].coefficient(2) * x[2], 0.0, total);
+    return {prefill, total - prefill};
+  }
+
+  // The card's time at level k for the batch x, from the measured faster level j: the prompt tokens'
+  // part scaled by slowdown(), the rest by the card's time ratio.
+  double card_time(size_t k, size_t j, const std::array<double, 3>& x, double time_ratio) const {
+    const auto [prefill, rest] = split_time(j, x);
+    return std::max(prefill * slowdown(k, j, x) + rest * time_ratio, 1e-6);
+  }
+
   // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
-  // time scaled by slowdown() (pessimistic), else a measured slower level's time (not faster).
-  double own_time(size_t level_index, const std::array<double, 3>& x) const {
+  // time scaled by the card (for the mean batch, `by_card`, while the card is used) or by slowdown()
+  // (pessimistic), else a measured slower level's time (not faster).
+  double own_time(size_t level_index, const std::array<double, 3>& x, bool by_card = true) const {
     if (measured(level_index)) {
       return std::max(time_models[level_index].predict(x), 1e-6);
     }
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
+        if (by_card && card_active()) {
+          return card_time(level_index, k, x, card_ratios(level_index, k).first);
+        }
         return std::max(time_models[k].predict(x), 1e-6) * slowdown(level_index, k, x);
       }
     }
@@ -324,6 +373,16 @@ struct SloClockController::State {
   double own_power(size_t level_index, const std::array<double, 3>& x) const {
     if (measured(level_index)) {
       return std::max(power_models[level_index].predict(x), 0.0);
+    }
+    if (card_active()) {
+      for (size_t k = level_index; k-- > 0;) {
+        if (measured(k)) {
+          const double power = std::max(power_models[k].predict(x), 0.0) * card_ratios(level_index, k).second;
+          return kind == KnobKind::kPowerLimitW
+                     ? std::min(power, static_cast<double>(levels[level_index]) * options.knob_gpus)
+                     : power;
+        }
+      }
     }
     if (kind == KnobKind::kPowerLimitW) {
       for (size_t k = level_index; k-- > 0;) {
@@ -353,11 +412,13 @@ struct SloClockController::State {
   // A lower knob never runs faster nor draws more for the same batch: each level's prediction is bounded by
   // the faster levels' (a level measured briefly, in a burst, would otherwise block the way down with a
   // noisy model, and a level never revisited keeps it).
-  double predict_time(size_t level_index, const std::array<double, 3>& x) const {
-    double time = own_time(level_index, x);
+  // `by_card`: whether the card may predict it (the mean batch; a prefill-heavy batch is compute-bound, which
+  // the pessimistic rule predicts exactly in clock mode).
+  double predict_time(size_t level_index, const std::array<double, 3>& x, bool by_card = true) const {
+    double time = own_time(level_index, x, by_card);
     for (size_t k = 0; k < level_index; ++k) {
       if (measured(k)) {
-        time = std::max(time, own_time(k, x));
+        time = std::max(time, own_time(k, x, by_card));
       }
     }
     return time;
@@ -632,7 +693,8 @@ struct SloClockController::State {
     // The TTFT tail: a request that arrives while a long prompt is prefilled waits for that iteration, then
     // runs its own prefill beside the batch (head-of-line blocking): two iterations with a long prompt.
     const auto ttft_model = [&](size_t k) {
-      return 2 * predict_time(k, features(load.decode_mean, load.prefill_mean + tails.prompt_tokens));
+      return 2 * predict_time(k, features(load.decode_mean, load.prefill_mean + tails.prompt_tokens),
+                              /*by_card=*/false);
     };
     // Measured against modelled at the current level: what the model misses (chunking, queueing) carries
     // over.
@@ -640,9 +702,12 @@ struct SloClockController::State {
                                         ? std::clamp(tails.ttft_s / ttft_model(level), 0.5, 4.0)
                                         : 1.0;
 
+    // With a card, any level: the card predicts them all, and the level it goes to is measured (checked)
+    // before anything is decided from it.
     const size_t lowest_allowed =
-        load.saturated
-            ? level
+        load.saturated ? level
+        : card_active()
+            ? levels.size() - 1
             : std::min({levels.size() - 1, deepest_measured() + 1,
                         std::max(level + static_cast<size_t>(options.max_step_down), deepest_measured())});
     std::vector<double> powers(lowest_allowed + 1, std::numeric_limits<double>::infinity());
@@ -702,7 +767,98 @@ struct SloClockController::State {
         (best_power < current_power * 0.97 ||
          (*best > level && best_power <= current_power * (1 + kTiePowerShare)))) {
       level = *best;
+      if (card_active() && !measured(level)) {
+        expect_card_check();
+      }
     }
+  }
+
+  // The level just chosen was predicted by the card: remember what it predicted there, relative to the
+  // nearest faster measured level, to check once the level is measured.
+  void expect_card_check() {
+    for (size_t k = level; k-- > 0;) {
+      if (measured(k)) {
+        const auto [time_ratio, power_ratio] = card_ratios(level, k);
+        const auto measured_levels =
+            std::count_if(time_models.begin(), time_models.end(),
+                          [&](const Rls& model) { return model.samples() >= options.min_samples; });
+        card_check = CardCheck{.level = level,
+                               .from = k,
+                               .time_ratio = time_ratio,
+                               .power_ratio = power_ratio,
+                               .one_sample = measured_levels == 1};
+        return;
+      }
+    }
+  }
+
+  // An iteration at `level_index` for the batch x: what the pending check compares.
+  void count_card_check(size_t level_index, const std::array<double, 3>& x, double busy_s, double energy_j) {
+    if (!card_check || card_check->level != level_index) {
+      return;
+    }
+    CardCheck& check = *card_check;
+    const double predicted_s = card_time(check.level, check.from, x, check.time_ratio);
+    const double predicted_w = std::max(power_models[check.from].predict(x), 0.0) * check.power_ratio;
+    ++check.iterations;
+    check.measured_s += busy_s;
+    check.predicted_s += predicted_s;
+    check.measured_j += energy_j;
+    check.predicted_j += predicted_s * predicted_w;
+  }
+
+  void drop_card(std::string why) {
+    card.state = CardUse::State::kDropped;
+    card.why = fmt::format("card dropped: {}; levels not measured are predicted pessimistically again", why);
+    card_fit.reset();
+    card_check.reset();
+  }
+
+  // Checks the card (the level reached on its word against what it predicted there), then refits it to
+  // the measured levels for the mean batch x.
+  void update_card(const std::array<double, 3>& x, double now_s) {
+    if (!prior || card.state != CardUse::State::kActive) {
+      return;
+    }
+    const double tolerance = options.card_tolerance;
+    if (card_check && card_check->iterations >= options.min_samples) {
+      const CardCheck check = *card_check;
+      card_check.reset();
+      const double slower = check.measured_s / check.predicted_s - 1;
+      const double hungrier =
+          (check.measured_j / check.measured_s) / (check.predicted_j / check.predicted_s) - 1;
+      // Slower than predicted: the SLO is at stake. Hungrier: the energy the move was for; but a card
+      // fitted to one level places the workload by its power alone, which says little about how its power
+      // falls: the level just measured refits it.
+      if (slower > tolerance || (!check.one_sample && hungrier > tolerance)) {
+        drop_card(fmt::format(
+            "at {} {} its {} iterations took {:+.1f}% the time and drew {:+.1f}% the power the card "
+            "predicted "
+            "from {} {} (tolerance {:.0f}%{}), {:.1f} s into serving",
+            levels[check.level], knob_unit(kind), check.iterations, slower * 100, hungrier * 100,
+            levels[check.from], knob_unit(kind), tolerance * 100, check.one_sample ? " in time" : "",
+            now_s - (window_start_s < 0 ? now_s : window_start_s)));
+        return;
+      }
+    }
+    std::vector<probe::KnobSample> samples;
+    for (size_t k = 0; k < levels.size(); ++k) {
+      if (measured(k)) {
+        // The card describes the iterations without their prompt tokens (decode: memory-bound mostly).
+        const double time_s = std::max(split_time(k, x).second, 1e-6);
+        const double power_w = std::max(power_models[k].predict(x), 1e-6);
+        samples.push_back({static_cast<double>(levels[k]), time_s, time_s * power_w});
+      }
+    }
+    card_fit.reset();
+    if (samples.empty()) {
+      return;
+    }
+    auto fit = prior->fit(samples);
+    if (!fit) {
+      return;  // a sample that is not positive: the pessimistic rule this decision
+    }
+    card_fit = *fit;
   }
 
   void decide(double now_s) {
@@ -714,7 +870,9 @@ struct SloClockController::State {
     }
     pace_margin();
     if (!iterations.empty()) {
-      choose_level(window_load(now_s));
+      const WindowLoad load = window_load(now_s);
+      update_card(features(load.decode_mean, load.prefill_mean), now_s);
+      choose_level(load);
     }
   }
 };
@@ -777,6 +935,7 @@ void SloClockController::on_iteration(const IterationSample& sample) {
         features(static_cast<double>(sample.decode_requests), static_cast<double>(sample.prefill_tokens));
     state.time_models[*level].add(x, busy_s);
     state.power_models[*level].add(x, sample.energy_j / busy_s);
+    state.count_card_check(*level, x, busy_s, sample.energy_j);
   }
   state.iterations.push_back({sample.end_s, busy_s, static_cast<double>(sample.decode_requests),
                               static_cast<double>(sample.prefill_tokens), sample.waiting_requests > 0});
@@ -833,6 +992,37 @@ void SloClockController::on_idle(double from_s, double to_s, double energy_j) {
   if (state.next_decision_s >= 0 && to_s >= state.next_decision_s) {
     state.decide(to_s);
   }
+}
+
+void SloClockController::start_from_card(probe::KnobPrior prior) {
+  const probe::CardKnob wanted =
+      state_->kind == KnobKind::kSmClockMhz ? probe::CardKnob::kSmClock : probe::CardKnob::kPowerLimit;
+  if (prior.knob() != wanted) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("the SLO controller turns the {} and needs a card's {} prior, got its {} prior",
+                    knob_noun(state_->kind), probe::to_string(wanted), probe::to_string(prior.knob())));
+  }
+  State& state = *state_;
+  state.prior = std::move(prior);
+  state.card_fit.reset();
+  state.card_check.reset();
+  state.card = {
+      CardUse::State::kActive,
+      fmt::format("starting from the card: {}s not yet measured are predicted by its {} curves, fitted "
+                  "to the measured ones",
+                  knob_noun(state.kind), probe::to_string(wanted))};
+}
+
+Result<probe::KnobPrior> read_card_prior(const std::string& path, const probe::DeviceIdentity& device,
+                                         KnobKind kind) {
+  const probe::Card card = JOULE_TRY(probe::read_card(path, device));
+  return probe::KnobPrior::from_card(
+      card, kind == KnobKind::kSmClockMhz ? probe::CardKnob::kSmClock : probe::CardKnob::kPowerLimit, path);
+}
+
+CardUse SloClockController::card_use() const {
+  return state_->card;
 }
 
 void SloClockController::seed(const std::vector<IterationSample>& samples) {

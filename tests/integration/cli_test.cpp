@@ -1153,6 +1153,42 @@ TEST(CliInfer, ReplayComparesTheFourStrategies) {
   EXPECT_NE(text.out.find("best fixed clock in hindsight: "), std::string::npos) << text.out;
 }
 
+// With the GPU's card the joule controller starts from it, says so on stderr, and its exploration is in the
+// JSON (as without one).
+TEST(CliInfer, ReplayStartsFromTheGpusCard) {
+  TempDir dir;
+  const std::string trace = dir.write("trace.csv", small_serving_trace());
+  for (const bool power_limit : {false, true}) {
+    std::vector<std::string> args = {"infer",        "replay",
+                                     "--trace",      trace,
+                                     "--gpu",        "h100",
+                                     "--slo-ttft-s", "1",
+                                     "--slo-tpot-s", "0.1",
+                                     "--format",     "json",
+                                     "--card",       JOULE_SOURCE_DIR "/data/cards/sim-h100.json"};
+    if (power_limit) {
+      args.emplace_back("--power-limit");
+    }
+    const auto result = joule(args);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const auto out = nlohmann::json::parse(result.out);
+    const std::string card = out["card"].get<std::string>();
+    EXPECT_TRUE(card.rfind("starting from the card: ", 0) == 0 || card.rfind("card dropped: ", 0) == 0)
+        << card;
+    EXPECT_NE(result.err.find("joule: " + card), std::string::npos) << result.err;
+    EXPECT_TRUE(out["joule_exploration"]["seconds"].is_number()) << result.out;
+    EXPECT_TRUE(
+        out["joule_exploration"][power_limit ? "held_power_limit_w" : "held_sm_clock_mhz"].is_number());
+    EXPECT_GE(out["strategies"][3]["slo_attainment"].get<double>(), 0.99);
+  }
+  // Without a card: no card line, and the exploration all the same.
+  const auto plain = joule(
+      {"infer", "replay", "--trace", trace, "--slo-ttft-s", "1", "--slo-tpot-s", "0.1", "--format", "json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["card"], "");
+  EXPECT_EQ(plain.err.find("card"), std::string::npos) << plain.err;
+}
+
 TEST(CliInfer, ReplayBadInput) {
   TempDir dir;
   const std::string trace = dir.write("trace.csv", small_serving_trace());
@@ -1193,6 +1229,23 @@ TEST(CliInfer, ReplayBadInput) {
   expect_error(with({"--trace", trace, "--rate-scale", "0"}),
                "--rate-scale must be a finite number > 0, got 0", 2);
   expect_error(with({"--trace", dir.path() + "/missing.csv"}), "missing.csv");
+  // A card is read against the replayed GPU: another model's, or a newer schema, is refused.
+  const std::string h100_card = JOULE_SOURCE_DIR "/data/cards/sim-h100.json";
+  expect_error(with({"--trace", trace, "--gpu", "a100-80gb", "--card", h100_card}),
+               fmt::format("joule: error: {} is for NVIDIA H100 80GB HBM3 (driver sim), not NVIDIA "
+                           "A100-SXM4-80GB (driver sim): make a card for this device with 'joule probe'",
+                           h100_card),
+               2);
+  expect_error(
+      with({"--trace", trace, "--card", JOULE_SOURCE_DIR "/data/cards/sim-v100.json"}),
+      "sim-v100.json is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA H100 80GB HBM3 "
+      "(driver sim)",
+      2);
+  std::string newer = read_file(h100_card);
+  newer.replace(newer.find("\"schema_version\": 1"), 19, "\"schema_version\": 9");
+  expect_error(
+      with({"--trace", trace, "--card", dir.write("newer.json", newer)}),
+      "newer.json: card schema version 9 is newer than this joule reads (1): upgrade joule to read it");
   // An SLO no clock meets: said plainly, and every strategy runs at the maximum clock.
   const auto tight =
       run({"--trace", trace, "--slo-ttft-s", "0.001", "--slo-tpot-s", "0.1", "--format", "json"});

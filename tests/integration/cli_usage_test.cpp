@@ -315,5 +315,20 @@ TEST(CliUsage, JobEnergyFlagsAreCheckedBeforeAnyWork) {
       << absent.err;
 }
 
+// The serving simulator's GPUs (infer replay --gpu) are probed as `joule --sim h100 probe`, so that their
+// cards can be made for infer replay --card; other commands still take only the sim spec's GPUs.
+TEST(CliUsage, ServingGpusAreProbedForTheirCards) {
+  const auto probe = run_joule_usage({"--sim", "h100", "probe", "--quick"});
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  const auto card = nlohmann::json::parse(probe.out);
+  EXPECT_EQ(card["device"]["model"], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(card["device"]["driver_version"], "sim");
+  EXPECT_EQ(card["frontiers"].size(), 4u);
+  const auto devices = run_joule_usage({"--sim", "h100", "devices"});
+  EXPECT_EQ(devices.exit_code, 2);
+  EXPECT_NE(devices.err.find("sim spec 'h100': unknown simulated GPU 'h100'"), std::string::npos)
+      << devices.err;
+}
+
 }  // namespace
 }  // namespace joule::test

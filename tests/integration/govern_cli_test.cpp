@@ -117,6 +117,22 @@ TEST(CliGovern, GovernsAFakeVllmAndLogsEachDecision) {
   EXPECT_GE(lines, 5);
 }
 
+// With the GPUs' card the controller starts from it, and the log says so once.
+TEST(CliGovern, StartsFromTheGpusCard) {
+  FakeMetricsServer engine;
+  std::atomic<int> scrapes{0};
+  engine.serve([&] { return vllm_body(5 * ++scrapes); });
+  const ProcessResult result =
+      joule({"--sim", "v100", "infer", "govern", "--engine", engine.url(), "--slo-ttft-s", "1",
+             "--slo-tpot-s", "0.1", "--interval-s", "0.1", "--duration-s", "0.5", "--card",
+             JOULE_SOURCE_DIR "/data/cards/sim-v100.json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find(": starting from the card: clocks not yet measured are predicted by its sm_clock "
+                            "curves, fitted to the measured ones\n"),
+            std::string::npos)
+      << result.out;
+}
+
 TEST(CliGovern, BadInputIsRefusedBeforeAnyGpuChanges) {
   FakeMetricsServer engine;
   engine.serve([] { return vllm_body(1); });
@@ -166,6 +182,25 @@ TEST(CliGovern, BadInputIsRefusedBeforeAnyGpuChanges) {
                "the scrape timeout must be in (0, 1] s (the interval), got 2", 2);
   expect_error(govern({"--engine", "ftp://x"}),
                "the metrics URL \"ftp://x\" must start with http:// or https://", 2);
+  // A card for another GPU model, or of a newer schema: refused naming both, before any change.
+  const std::string a40_card = JOULE_SOURCE_DIR "/data/cards/sim-a40.json";
+  expect_error(
+      govern({"--engine", engine.url(), "--card", a40_card}),
+      fmt::format("joule: error: infer govern: 127.0.0.1:{}: --card: {} is for NVIDIA A40 (simulated) "
+                  "(driver sim), not Tesla V100-PCIE-32GB (simulated): make a card for this device "
+                  "with 'joule probe'",
+                  engine.url().substr(17), a40_card),
+      2);
+  TempDir dir;
+  std::ifstream v100(JOULE_SOURCE_DIR "/data/cards/sim-v100.json");
+  std::string newer((std::istreambuf_iterator<char>(v100)), std::istreambuf_iterator<char>());
+  newer.replace(newer.find("\"schema_version\": 1"), 19, "\"schema_version\": 2");
+  const std::string newer_path = dir.write("newer.json", newer);
+  expect_error(
+      govern({"--engine", engine.url(), "--card", newer_path}),
+      fmt::format("{}: card schema version 2 is newer than this joule reads (1): upgrade joule to read it",
+                  newer_path),
+      1);
   // A GPU without an energy counter: what each setting costs cannot be measured.
   expect_error(joule({"--sim", "p100", "infer", "govern", "--engine", engine.url(), "--slo-ttft-s", "1",
                       "--slo-tpot-s", "0.1"}),

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/sim/llm_replica.hpp"
 
+#include <filesystem>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "joule/probe/probe.hpp"
 
 #include "test_util.hpp"
 
@@ -53,6 +58,53 @@ TEST(LlmReplica, IterationBatchIsChecked) {
                      "prefill[0] tokens must be ≥ 1, got 0");
   JOULE_EXPECT_ERROR(make_iteration_batch({}, {{1, 0}, {1, -1}}), ErrorCode::kInvalidArgument,
                      "prefill[1] context_before must be ≥ 0, got -1");
+}
+
+}  // namespace
+}  // namespace joule::sim
+
+namespace joule::sim {
+namespace {
+
+// data/cards/sim-{h100,a100-80gb,a100-40gb}.json are what `joule --sim KEY probe` made of the serving GPUs
+// (llm_gpu_devices): probing them again gives the same frontiers within 3%, and the cards carry the identity
+// `joule infer replay --card` checks (llm_gpu_identity).
+TEST(ServingCards, RegeneratingMatchesWithinTolerance) {
+  const auto cards = std::filesystem::path(JOULE_SOURCE_DIR) / "data/cards";
+  for (const char* key : {"h100", "a100-80gb", "a100-40gb"}) {
+    auto devices = llm_gpu_devices(key, std::make_shared<VirtualClock>());
+    ASSERT_TRUE(devices) << devices.error().message();
+    const LlmGpuSpec& gpu = *find_llm_gpu(key).value();
+    const auto shipped =
+        probe::read_card((cards / fmt::format("sim-{}.json", key)).string(), llm_gpu_identity(gpu));
+    ASSERT_TRUE(shipped) << shipped.error().message();
+    EXPECT_FALSE(shipped->quick);
+    EXPECT_EQ(shipped->device.model, gpu.name);
+    const auto runner = probe::make_simulated_runner(*devices->gpus.front());
+    ASSERT_NE(runner, nullptr);
+    probe::ProbeOptions options;
+    options.counter_window_s = 0.05;  // the counter's figures are not compared
+    const auto fresh = probe::probe_gpu(*devices->gpus.front(), *devices->clock, runner.get(), options);
+    ASSERT_TRUE(fresh) << fresh.error().message();
+    ASSERT_EQ(fresh->frontiers.size(), shipped->frontiers.size()) << key;
+    for (size_t i = 0; i < fresh->frontiers.size(); ++i) {
+      const auto& now = fresh->frontiers[i];
+      const auto& then = shipped->frontiers[i];
+      ASSERT_EQ(now.points.size(), then.points.size()) << key << " " << now.kernel << " " << now.knob;
+      for (size_t j = 0; j < now.points.size(); ++j) {
+        EXPECT_EQ(now.points[j].knob_value, then.points[j].knob_value);
+        EXPECT_NEAR(now.points[j].time_per_iteration_s, then.points[j].time_per_iteration_s,
+                    0.03 * then.points[j].time_per_iteration_s)
+            << key << " " << now.kernel << " " << now.knob;
+        EXPECT_NEAR(now.points[j].energy_per_iteration_j, then.points[j].energy_per_iteration_j,
+                    0.03 * then.points[j].energy_per_iteration_j)
+            << key << " " << now.kernel << " " << now.knob;
+      }
+    }
+  }
+  const auto unknown = llm_gpu_devices("v100", std::make_shared<VirtualClock>());
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code(), ErrorCode::kNotFound);
 }
 
 }  // namespace

@@ -57,6 +57,10 @@ struct GovernOptions {
   /// $JOULE_GOVERN_LOCK_DIR, else /run/joule when writable, else the temporary folder. Simulated GPUs
   /// belong to one process and take none.
   std::string lock_dir;
+  /// A frontier card (`joule probe`) of the GPUs' model: the controller starts from it
+  /// (SloClockController::start_from_card); start() reads it against every GPU of the group and refuses a
+  /// card for another model or driver, or of a newer schema (probe::read_card's messages). Empty: none.
+  std::string card;
 };
 
 /// @return kInvalidArgument naming the bad option (SLO, interval, timeout over the interval, …).
@@ -90,6 +94,9 @@ struct Decision {
   double prefill_energy_j = 0;               ///< the window's energy split by TokenWeights
   double decode_energy_j = 0;
   bool idle = false;  ///< nothing ran: the energy is idle energy
+  /// What the controller does with its card (GovernOptions::card), in the period it starts from it and in
+  /// the one it drops it ("starting from the card: …", "card dropped: …"); "" otherwise.
+  std::string card;
 
   /// @return whether the knob changed in this period.
   bool changed() const { return knob != previous; }
@@ -113,8 +120,9 @@ class EngineGovernor {
   /// Checks everything before any change: the options, the URL, the GPUs (at least one, none twice, all with
   /// an energy counter and the knob: clock locks or power limits; the group's size against
   /// tensor_parallel), a first scrape that is an engine's (its kind detected or checked), and takes the
-  /// GPUs' lock files. @return kInvalidArgument / kNotSupported / kState ("GPU 0 (…) is already governed by
-  /// another joule process (pid N; lock FILE)") / kIo naming what is wrong; nothing is changed then.
+  /// GPUs' lock files, and reads options.card for the GPUs. @return kInvalidArgument / kNotSupported / kState
+  /// ("GPU 0 (…) is already governed by another joule process (pid N; lock FILE)") / kIo naming what is
+  /// wrong; nothing is changed then.
   static Result<std::unique_ptr<EngineGovernor>> start(EngineTarget target, const GovernOptions& options,
                                                        std::shared_ptr<Clock> clock,
                                                        Scraper scraper = http_scraper());

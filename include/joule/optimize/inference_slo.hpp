@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
+#include "joule/probe/prior.hpp"
 
 namespace joule::optimize {
 
@@ -178,6 +179,21 @@ struct SloControllerOptions {
   /// the samples' energy is of them all. Only power-limit mode reads it.
   int knob_gpus = 1;
   double max_margin = 2.0;  ///< the margin's ceiling (> 1: the predicted tails may pass the SLO)
+  /// With a card (SloClockController::start_from_card): how far a level it went to on the card's word may
+  /// turn out slower or hungrier than the card predicted, or the card's fit to the measured levels may be
+  /// off (its time residual), before the card is dropped, as a share (0.1 = 10%).
+  double card_tolerance = 0.10;
+};
+
+/// What the controller does with its card (SloClockController::card_use()).
+struct CardUse {
+  enum class State {
+    kNone,     ///< no card: unmeasured levels are predicted pessimistically
+    kActive,   ///< unmeasured levels are predicted by the card, fitted to the measured ones
+    kDropped,  ///< the card disagreed with a measurement: back to the pessimistic predictions
+  };
+  State state = State::kNone;
+  std::string why;  ///< one sentence for a log line: which path and why ("" without a card)
 };
 
 /// One knob level's learned model (for reports and tests).
@@ -189,6 +205,13 @@ struct KnobModel {
   bool measured = false;         ///< false: predicted from a neighbour (pessimistic in time)
 };
 
+/// Reads the card at `path` (probe::read_card against `device`) and makes its prior of the knob `kind`
+/// turns (probe::CardKnob::kSmClock for clocks, kPowerLimit for power limits), for
+/// SloClockController::start_from_card. Errors: read_card()'s (a card for another model or driver, naming
+/// both; a newer schema; not a card) and KnobPrior::from_card()'s (no curves of that knob).
+Result<probe::KnobPrior> read_card_prior(const std::string& path, const probe::DeviceIdentity& device,
+                                         KnobKind kind);
+
 /// The SLO-aware clock controller: it turns the SM clock (or, built with KnobKind::kPowerLimitW, the power
 /// limit; "clock" below reads "knob value" then). It learns, per clock level, iteration time and power as
 /// linear functions of the batch (decode requests, prefill tokens) by recursive least squares from the
@@ -199,7 +222,8 @@ struct KnobModel {
 /// since finished requests show the pace of seconds ago)
 /// and the mean power (busy share × busy power + idle share × idle power; a continuously busy replica gains
 /// no idle time at a faster level), and picks the least-power level whose predictions are within margin ×
-/// SLO (ties within 0.5% go to the lower level). Levels never measured are predicted pessimistically (a
+/// SLO (ties within 0.5% go to the lower level). Levels never measured are predicted by a card when it was
+/// given one (start_from_card()), else pessimistically (a
 /// clock as fully compute-bound, time ∝ 1/clock; a power limit below what the GPUs draw by the square root
 /// of the dynamic power it leaves, per GPU: options.knob_gpus), so it explores downward only while even that
 /// meets the SLO, one level beyond the deepest it has measured and at most max_step_down levels at a time.
@@ -232,6 +256,19 @@ class SloClockController final : public ServingKnobPolicy {
   void on_request_done(const RequestSample& sample) override;
   void on_idle(double from_s, double to_s, double energy_j) override;
 
+  /// Starts from a card (docs/inference.md, "Starting from a card"): until the card is dropped, a level
+  /// never measured is predicted by `prior` (probe::KnobPrior of the card's kSmClock curves in clock mode,
+  /// kPowerLimit in power-limit mode), fitted every decision to the measured levels' time and power of the
+  /// current mean iteration, instead of pessimistically; so the controller may go down to the level the
+  /// card predicts in one decision. Every safety stays: a lower level is still never predicted faster nor
+  /// hungrier than a faster measured one, prefill (token cost, TTFT) is still predicted pessimistically,
+  /// and the bursts' and error budget's rules are unchanged. The card is dropped for good (card_use() says
+  /// why) when a level reached on its word runs slower, or draws more, than it predicted by more than
+  /// options.card_tolerance, or when its fit to the measured levels is worse than that.
+  /// @throws joule::Exception (kInvalidArgument) when the prior's knob is not the controller's.
+  void start_from_card(probe::KnobPrior prior);
+  /// @return whether a card is used, and why (or why it was dropped).
+  CardUse card_use() const;
   /// Seeds the models with profiled iterations (e.g. a previous run's), as if measured.
   void seed(const std::vector<IterationSample>& samples);
   /// @return true while even the highest knob value misses the SLO.

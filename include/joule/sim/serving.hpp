@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "joule/core/error.hpp"
 #include "joule/measure/request_energy.hpp"
 #include "joule/optimize/inference_slo.hpp"
+#include "joule/probe/prior.hpp"
 #include "joule/sim/llm.hpp"
 
 namespace joule::sim {
@@ -157,17 +159,61 @@ std::vector<uint32_t> power_limit_knobs_w(const LlmGpuSpec& gpu);
 /// or power_limit_knobs_w() (W).
 std::vector<uint32_t> knob_values(const LlmCostModel& cost, optimize::KnobKind kind);
 
+/// How long a controller explored before it reached the knob it then held (docs/inference.md, "Starting
+/// from a card"): exploration ends at the first iteration whose knob is within one candidate level of the
+/// busy-time-weighted median knob of the `hold_s` seconds of serving that follow it.
+struct ServingExploration {
+  double seconds = 0;      ///< serving time from the first iteration's start to the end of exploration, s
+  int64_t iterations = 0;  ///< iterations until then
+  double energy_j = 0;     ///< the replica's energy until then (idle included), J
+  optimize::Knob held{};   ///< the median knob of the hold that followed
+};
+
+/// Records what a policy does (the knob of every iteration, the energy so far) while forwarding every call
+/// to it, for exploration().
+class KnobRecorder final : public optimize::ServingKnobPolicy {
+ public:
+  explicit KnobRecorder(optimize::ServingKnobPolicy& policy) : policy_(policy) {}
+  std::string name() const override { return policy_.name(); }
+  optimize::Knob knob() const override { return policy_.knob(); }
+  void on_iteration(const optimize::IterationSample& sample) override;
+  void on_request_done(const optimize::RequestSample& sample) override { policy_.on_request_done(sample); }
+  void on_idle(double from_s, double to_s, double energy_j) override;
+
+  /// @return the exploration over `levels` (the policy's candidate knob values, any order; a knob not among
+  /// them counts as the nearest), holds of `hold_s` seconds; zeros if nothing ran.
+  ServingExploration exploration(std::vector<uint32_t> levels, double hold_s = 60) const;
+
+ private:
+  struct Record {
+    double start_s;
+    double end_s;
+    uint32_t knob;
+    double energy_before_j;  // the replica's energy before this iteration, idle included
+  };
+  optimize::ServingKnobPolicy& policy_;
+  std::vector<Record> records_;
+  double energy_j_ = 0;
+};
+
 /// The four strategies of `joule infer replay`.
 struct ServingComparison {
   std::vector<ServingReplay> strategies;  ///< max_clock, best_fixed_clock, utilization_governor, joule
   optimize::Knob best_fixed{};            ///< the best fixed knob in hindsight (the top one if unattainable)
   bool slo_unattainable = false;  ///< not even the highest clock meets the SLO: every strategy ran at it
   std::string note;               ///< a sentence for the user when something is off (empty otherwise)
+  /// The joule controller's exploration (none when no knob meets the SLO and it did not run).
+  std::optional<ServingExploration> exploration;
+  /// What the joule controller did with its card (ComparisonOptions::card): "" without one.
+  std::string card;
 };
 
 struct ComparisonOptions {
   ReplayOptions replay;
   optimize::SloControllerOptions controller;
+  /// The card's prior for the joule controller (SloClockController::start_from_card), of the engine's knob:
+  /// kSmClock for clocks, kPowerLimit for power limits; none: no card.
+  std::optional<probe::KnobPrior> card;
 };
 
 /// Runs max clock, the best fixed clock in hindsight (least energy meeting the attainment target, found by

@@ -37,7 +37,60 @@ class LlmReplicaGpu final : public device::Gpu {
   device::sim::SimulatedGpu* target_;
 };
 
+// An idle serving GPU's workload until the probe gives it its kernels: what it draws idle.
+class LlmIdleWorkload final : public device::sim::Workload {
+ public:
+  explicit LlmIdleWorkload(const device::sim::GpuModel& model) : model_(model) {}
+  std::string description() const override { return "idle"; }
+  device::sim::OperatingPoint at(double /*power_limit_w*/,
+                                 std::optional<double> /*locked_sm_clock_mhz*/) const override {
+    return {model_.idle_power_w, 1e-3, static_cast<double>(model_.min_sm_clock_mhz)};
+  }
+
+ private:
+  const device::sim::GpuModel& model_;
+};
+
+// The device::sim::GpuModel of every built-in serving GPU, alive for the program (SimulatedGpu keeps a
+// reference), in llm_gpus()' order.
+const std::vector<device::sim::GpuModel>& llm_device_models() {
+  static const std::vector<device::sim::GpuModel> models = [] {
+    std::vector<device::sim::GpuModel> list;
+    for (const LlmGpuSpec& gpu : llm_gpus()) {
+      list.push_back(llm_gpu_model(gpu));
+    }
+    return list;
+  }();
+  return models;
+}
+
 }  // namespace
+
+Result<device::DeviceSet> llm_gpu_devices(std::string_view key, std::shared_ptr<Clock> clock) {
+  if (!clock) {
+    return fail(ErrorCode::kInvalidArgument, "llm_gpu_devices: no clock");
+  }
+  const LlmGpuSpec* gpu = JOULE_TRY(find_llm_gpu(key));
+  const auto index = static_cast<size_t>(gpu - llm_gpus().data());
+  const device::sim::GpuModel& model = llm_device_models().at(index);
+  device::DeviceSet set;
+  set.clock = std::move(clock);
+  auto simulated = std::make_unique<device::sim::SimulatedGpu>(
+      model, std::make_shared<LlmIdleWorkload>(model), set.clock, /*index=*/0);
+  simulated->set_busy(false);
+  set.gpus.push_back(std::move(simulated));
+  set.reports.push_back(
+      {.backend = "sim",
+       .kind = "gpu",
+       .devices = 1,
+       .ok = true,
+       .detail = fmt::format("serving GPU {} (joule's serving model's limits and clocks)", gpu->name)});
+  return set;
+}
+
+probe::DeviceIdentity llm_gpu_identity(const LlmGpuSpec& gpu) {
+  return {.model = gpu.name, .backend = "sim", .driver_version = "sim", .uuid = ""};
+}
 
 LlmReplica make_llm_replica(std::shared_ptr<LlmDevice> device) {
   if (!device) {

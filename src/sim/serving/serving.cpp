@@ -584,7 +584,17 @@ Result<ServingComparison> compare_serving_strategies(const ServingTrace& trace, 
   controller_options.knob_gpus =
       cost.tensor_parallel();  // a power limit is per GPU, the energy the replica's
   optimize::SloClockController controller(slo, kind, knobs, controller_options);
-  comparison.strategies.push_back(replay_serving(trace, cost, controller, slo, options.replay));
+  if (options.card) {
+    controller.start_from_card(*options.card);
+  }
+  KnobRecorder recorder(controller);
+  comparison.strategies.push_back(replay_serving(trace, cost, recorder, slo, options.replay));
+  std::vector<uint32_t> levels;
+  for (const optimize::KnobModel& model : controller.models()) {
+    levels.push_back(model.knob.value);
+  }
+  comparison.exploration = recorder.exploration(levels);
+  comparison.card = controller.card_use().why;
   if (controller.slo_unattainable()) {
     comparison.note = fmt::format(
         "the joule controller found the SLO unattainable at the end of the trace and ran at the maximum {}",

@@ -65,6 +65,14 @@ std::string render_serving_json(const ServingComparison& result, const ServingRe
     strategies.push_back(summary_json(strategy.summary, result.strategies.front().summary));
   }
   out["strategies"] = std::move(strategies);
+  if (result.exploration) {
+    const ServingExploration& e = *result.exploration;
+    out["joule_exploration"] = {{"seconds", e.seconds},
+                                {"iterations", e.iterations},
+                                {"energy_j", e.energy_j},
+                                {knob_key("held_", e.held.kind), e.held.value}};
+  }
+  out["card"] = result.card;
   return out.dump(2) + "\n";
 }
 
