@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// joule/plan/card_profile.hpp — Perseus's profile from a frontier card: measure each stage's forward and
+// backward at a few SM clocks, fit each to the card (joule::probe::KnobPrior, CardKnob::kSmClock) and predict
+// the other clocks (docs/perseus-live.md, "Starting from a frontier card").
+//
+// Without a card the live scheduler sweeps every clock from the highest down until energy rises; with one
+// it measures only card_probe_indices() (the highest clock and a few lower ones), fits every (stage,
+// instruction) and plans on the measured + predicted profile — unless a fit's residual is over the
+// threshold: then the card does not describe that computation and the job's sweep goes on as without a card.
+//
+//   auto prior = joule::probe::KnobPrior::from_card(card, joule::probe::CardKnob::kSmClock, "card.json");
+//   auto indices = joule::plan::card_probe_indices(clocks_mhz, {});
+//   ... measure every (stage, instruction) at clocks_mhz[i] for i in indices ...
+//   auto predicted = joule::plan::predict_card_profile(*prior, measured, clocks_mhz, {});
+//   if (predicted->profile) plan(*predicted->profile); else sweep the rest (predicted->fallback_stages).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "joule/core/error.hpp"
+#include "joule/plan/pipeline.hpp"
+#include "joule/probe/prior.hpp"
+
+namespace joule::plan {
+
+/// How a profile is made from a card.
+struct CardProfileOptions {
+  /// SM clocks measured per (stage, instruction): the highest and probe_clocks − 1 lower ones, spread down
+  /// to lowest_probe_ratio × the highest. The prior has one free parameter (the compute share); two clocks
+  /// pin it and a third checks it (the residual). At least 2.
+  int probe_clocks = 3;
+  /// The lowest probe clock, as a fraction of the highest clock (the nearest clock the GPUs support): a
+  /// pipeline's plans use clocks from the top down to where energy is least, which on GPUs lies near 0.55 to
+  /// 0.7 of the top clock; probing down to 0.6 brackets that region, where a prediction matters most.
+  double lowest_probe_ratio = 0.6;
+  /// The largest root-mean-square relative error of a fit's predicted times or energies at the measured
+  /// clocks (0.01 = 1%); over it the card does not describe that computation (see docs/perseus-live.md for
+  /// why 1%: an error in a computation's time moves its plan's clock by about as much, and the plan's energy
+  /// by far less).
+  double max_residual = 0.01;
+  /// The predicted profile stops below the clock where every (stage, instruction)'s predicted energy has
+  /// stayed more than stop_energy_rise above its least for patience clocks in a row: the live sweep's rule
+  /// (LiveOptions::profile_stop_energy_rise, profile_patience) on predictions.
+  double stop_energy_rise = 0.02;
+  int patience = 3;
+};
+
+/// @return kInvalidArgument naming the option out of range.
+Result<void> validate(const CardProfileOptions& options);
+
+/// @return the indices into `clocks_mhz` (descending) of the clocks to measure: 0 (the highest) and
+/// options.probe_clocks − 1 more, evenly spaced in MHz down to lowest_probe_ratio × the highest (each the
+/// nearest clock, none twice), ascending. Fewer when there are fewer clocks. Empty for no clocks.
+std::vector<size_t> card_probe_indices(std::span<const uint32_t> clocks_mhz,
+                                       const CardProfileOptions& options);
+
+/// One (stage, instruction) fitted to the card.
+struct CardFit {
+  int stage = 0;
+  Instruction instruction = Instruction::kForward;
+  probe::PriorFit fit;
+  double time_residual = 0;    ///< RMS relative error of the predicted times at the measured clocks
+  double energy_residual = 0;  ///< the same for energies
+  bool fits = false;           ///< both residuals ≤ options.max_residual
+};
+
+/// A profile predicted from a card.
+struct CardProfile {
+  std::vector<CardFit> fits;         ///< stage-major, forward then backward
+  std::vector<int> fallback_stages;  ///< stages with a computation that does not fit, ascending
+  /// The profile at clocks_mhz[0, clocks_used): measured at the probe clocks, predicted elsewhere; nullopt
+  /// when a stage falls back.
+  std::optional<Profile> profile;
+  size_t clocks_used = 0;
+  /// What happened, for a log line: "card.json fits every computation (largest residual 0.4%, stage 2
+  /// backward): 3 of 84 clocks measured, 57 predicted" or "... stage 1 forward 3.2% > 1.0%: ...".
+  std::string summary;
+};
+
+/// Measurements of one (stage, instruction) at the probe clocks: knob_value is the clock (MHz).
+using CardMeasurements = std::vector<std::array<std::vector<probe::KnobSample>, 2>>;
+
+/// Fits every (stage, instruction) of `measured` ([stage][0 forward, 1 backward], each at least one sample)
+/// and predicts every clock of `clocks_mhz` (descending; measured clocks keep their measurement) down to the
+/// stop rule. `card_name` names the card in the summary. Errors (kInvalidArgument): no stage, a
+/// (stage, instruction) without samples, a sample's clock not in `clocks_mhz`, the prior's fit() errors,
+/// invalid options.
+Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const CardMeasurements& measured,
+                                         std::span<const uint32_t> clocks_mhz,
+                                         const CardProfileOptions& options, const std::string& card_name);
+
+/// @return what a sweep of `truth` measures at `indices` of its clocks: the measurements
+/// predict_card_profile() takes (for benches, tests and `joule plan --card`, which treat a full profile as
+/// the GPUs).
+CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t> indices);
+
+/// @return `truth` cut where the live sweep without a card stops (every (stage, instruction)'s energy more
+/// than stop_energy_rise above its least for patience clocks in a row), and how many clocks that is: the
+/// profile a full sweep measures.
+Result<std::pair<Profile, size_t>> swept_profile(const Profile& truth, double stop_energy_rise, int patience);
+
+}  // namespace joule::plan

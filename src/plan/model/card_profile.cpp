@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+// Perseus's profile from a frontier card (joule/plan/card_profile.hpp): a few clocks measured per
+// computation, the rest predicted by the card's prior, checked by each fit's residual.
+#include "joule/plan/card_profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace joule::plan {
+
+namespace {
+
+size_t card_instruction_index(Instruction instruction) {
+  return instruction == Instruction::kForward ? 0 : 1;
+}
+
+constexpr std::array<Instruction, 2> kCardInstructions = {Instruction::kForward, Instruction::kBackward};
+
+// The smallest n such that the sweep's stop rule holds on energies[.][0, n); energies.front().size() if none.
+size_t card_stop_index(const std::vector<std::vector<double>>& energies, double rise, int patience) {
+  const size_t clocks = energies.empty() ? 0 : energies.front().size();
+  const auto wait = static_cast<size_t>(patience);
+  for (size_t n = wait + 1; n <= clocks; ++n) {
+    bool all_rose = true;
+    for (const auto& curve : energies) {
+      const double least_j = *std::min_element(curve.begin(), curve.begin() + static_cast<std::ptrdiff_t>(n));
+      for (size_t f = n - wait; f < n && all_rose; ++f) {
+        all_rose = curve[f] > least_j * (1 + rise);
+      }
+      if (!all_rose) {
+        break;
+      }
+    }
+    if (all_rose) {
+      return n;
+    }
+  }
+  return clocks;
+}
+
+}  // namespace
+
+Result<void> validate(const CardProfileOptions& options) {
+  if (options.probe_clocks < 2 || options.probe_clocks > 64) {
+    return fail(ErrorCode::kInvalidArgument, "probe_clocks must be 2 to 64, got {}", options.probe_clocks);
+  }
+  if (!(options.lowest_probe_ratio > 0 && options.lowest_probe_ratio < 1)) {
+    return fail(ErrorCode::kInvalidArgument, "lowest_probe_ratio must be in (0, 1), got {}",
+                options.lowest_probe_ratio);
+  }
+  if (!(options.max_residual > 0 && options.max_residual < 1)) {
+    return fail(ErrorCode::kInvalidArgument, "max_residual must be in (0, 1), got {}", options.max_residual);
+  }
+  if (!(options.stop_energy_rise >= 0 && options.stop_energy_rise < 1) || options.patience < 1) {
+    return fail(ErrorCode::kInvalidArgument,
+                "stop_energy_rise must be in [0, 1) and patience at least 1, got {} and {}",
+                options.stop_energy_rise, options.patience);
+  }
+  return {};
+}
+
+std::vector<size_t> card_probe_indices(std::span<const uint32_t> clocks_mhz,
+                                       const CardProfileOptions& options) {
+  std::set<size_t> chosen;
+  if (clocks_mhz.empty()) {
+    return {};
+  }
+  chosen.insert(0);
+  const double top_mhz = clocks_mhz.front();
+  const double lowest_mhz = top_mhz * options.lowest_probe_ratio;
+  const int lower = std::max(1, options.probe_clocks - 1);
+  for (int k = 1; k <= lower; ++k) {
+    const double target_mhz = top_mhz - (top_mhz - lowest_mhz) * k / lower;
+    size_t best = 0;
+    for (size_t i = 0; i < clocks_mhz.size(); ++i) {
+      if (std::abs(clocks_mhz[i] - target_mhz) < std::abs(clocks_mhz[best] - target_mhz)) {
+        best = i;
+      }
+    }
+    // The nearest may be taken already (few clocks): take the next unused one below it, if any.
+    while (chosen.count(best) != 0 && best + 1 < clocks_mhz.size()) {
+      ++best;
+    }
+    chosen.insert(best);
+  }
+  return {chosen.begin(), chosen.end()};
+}
+
+Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const CardMeasurements& measured,
+                                         std::span<const uint32_t> clocks_mhz,
+                                         const CardProfileOptions& options, const std::string& card_name) {
+  JOULE_TRY(validate(options));
+  if (measured.empty()) {
+    return fail(ErrorCode::kInvalidArgument, "a card profile needs at least one stage");
+  }
+  std::map<uint32_t, size_t> index_of_clock;
+  for (size_t i = 0; i < clocks_mhz.size(); ++i) {
+    index_of_clock[clocks_mhz[i]] = i;
+  }
+  CardProfile result;
+  // [computation][clock]: predictions, then the measurements over them.
+  std::vector<std::vector<ProfileOption>> rows;
+  const CardFit* worst = nullptr;
+  for (size_t stage = 0; stage < measured.size(); ++stage) {
+    for (const Instruction instruction : kCardInstructions) {
+      const auto& samples = measured[stage][card_instruction_index(instruction)];
+      if (samples.empty()) {
+        return fail(ErrorCode::kInvalidArgument, "stage {} {} has no measurement", stage,
+                    to_string(instruction));
+      }
+      CardFit fit;
+      fit.stage = static_cast<int>(stage);
+      fit.instruction = instruction;
+      fit.fit = JOULE_TRY(prior.fit(samples));
+      double time_squares = 0;
+      double energy_squares = 0;
+      // Several samples of one clock are averaged into the profile's row.
+      std::map<size_t, std::pair<probe::KnobSample, int>> at_clock;
+      for (const probe::KnobSample& sample : samples) {
+        const auto found = index_of_clock.find(static_cast<uint32_t>(std::lround(sample.knob_value)));
+        if (found == index_of_clock.end() || found->first != sample.knob_value) {
+          return fail(ErrorCode::kInvalidArgument,
+                      "stage {} {}: a measurement at {} MHz, not one of the clocks", stage,
+                      to_string(instruction), sample.knob_value);
+        }
+        const probe::KnobSample predicted = prior.predict(fit.fit, sample.knob_value);
+        time_squares += std::pow(predicted.time_s / sample.time_s - 1, 2);
+        energy_squares += std::pow(predicted.energy_j / sample.energy_j - 1, 2);
+        auto& [sum, count] = at_clock[found->second];
+        sum.time_s += sample.time_s;
+        sum.energy_j += sample.energy_j;
+        ++count;
+      }
+      const auto n = static_cast<double>(samples.size());
+      fit.time_residual = std::sqrt(time_squares / n);
+      fit.energy_residual = std::sqrt(energy_squares / n);
+      fit.fits = fit.time_residual <= options.max_residual && fit.energy_residual <= options.max_residual;
+      std::vector<ProfileOption> row;
+      row.reserve(clocks_mhz.size());
+      for (size_t i = 0; i < clocks_mhz.size(); ++i) {
+        if (const auto found = at_clock.find(i); found != at_clock.end()) {
+          const auto& [sum, count] = found->second;
+          row.push_back({clocks_mhz[i], sum.time_s / count, sum.energy_j / count});
+        } else {
+          const probe::KnobSample predicted = prior.predict(fit.fit, clocks_mhz[i]);
+          row.push_back({clocks_mhz[i], predicted.time_s, predicted.energy_j});
+        }
+      }
+      rows.push_back(std::move(row));
+      result.fits.push_back(fit);
+      if (!fit.fits && (result.fallback_stages.empty() || result.fallback_stages.back() != fit.stage)) {
+        result.fallback_stages.push_back(fit.stage);
+      }
+    }
+  }
+  for (const CardFit& fit : result.fits) {
+    if (worst == nullptr || std::max(fit.time_residual, fit.energy_residual) >
+                                std::max(worst->time_residual, worst->energy_residual)) {
+      worst = &fit;
+    }
+  }
+  const auto describe = [](const CardFit& fit) {
+    return fmt::format("stage {} {}: time {:.2f}%, energy {:.2f}%", fit.stage, to_string(fit.instruction),
+                       100 * fit.time_residual, 100 * fit.energy_residual);
+  };
+  size_t measured_clocks = 0;
+  {
+    std::set<double> seen;
+    for (const auto& stage : measured) {
+      for (const auto& samples : stage) {
+        for (const auto& sample : samples) {
+          seen.insert(sample.knob_value);
+        }
+      }
+    }
+    measured_clocks = seen.size();
+  }
+  if (!result.fallback_stages.empty()) {
+    std::vector<std::string> misses;
+    for (const CardFit& fit : result.fits) {
+      if (!fit.fits) {
+        misses.push_back(describe(fit));
+      }
+    }
+    result.summary = fmt::format(
+        "{} does not describe stage(s) {} (residual over {:.1f}%: {}): profiling their remaining {} clocks "
+        "as "
+        "without a card",
+        card_name, fmt::join(result.fallback_stages, ", "), 100 * options.max_residual,
+        fmt::join(misses, "; "), clocks_mhz.size() - measured_clocks);
+    return result;
+  }
+  std::vector<std::vector<double>> energies;
+  energies.reserve(rows.size());
+  for (const auto& row : rows) {
+    std::vector<double> curve;
+    curve.reserve(row.size());
+    for (const ProfileOption& option : row) {
+      curve.push_back(option.energy_j);
+    }
+    energies.push_back(std::move(curve));
+  }
+  // Keep at least every measured clock.
+  size_t last_measured = 0;
+  for (size_t i = 0; i < clocks_mhz.size(); ++i) {
+    for (const auto& stage : measured) {
+      for (const auto& samples : stage) {
+        for (const auto& sample : samples) {
+          if (sample.knob_value == clocks_mhz[i]) {
+            last_measured = i;
+          }
+        }
+      }
+    }
+  }
+  result.clocks_used =
+      std::max(card_stop_index(energies, options.stop_energy_rise, options.patience), last_measured + 1);
+  std::vector<std::array<std::vector<ProfileOption>, 2>> options_by_stage(measured.size());
+  for (size_t c = 0; c < rows.size(); ++c) {
+    auto& row = rows[c];
+    row.resize(result.clocks_used);
+    options_by_stage[c / 2][c % 2] = std::move(row);
+  }
+  result.profile = JOULE_TRY(Profile::from_options(std::move(options_by_stage)));
+  result.summary = fmt::format(
+      "{} fits every computation (largest residual {}, at most {:.1f}%): {} of {} clocks measured, {} "
+      "predicted",
+      card_name, worst != nullptr ? describe(*worst) : "none", 100 * options.max_residual, measured_clocks,
+      result.clocks_used, result.clocks_used - std::min(result.clocks_used, measured_clocks));
+  return result;
+}
+
+CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t> indices) {
+  CardMeasurements measured(static_cast<size_t>(truth.stage_count()));
+  for (int stage = 0; stage < truth.stage_count(); ++stage) {
+    for (const Instruction instruction : kCardInstructions) {
+      const auto& options = truth.options(stage, instruction);
+      auto& samples = measured[static_cast<size_t>(stage)][card_instruction_index(instruction)];
+      for (const size_t index : indices) {
+        if (index < options.size()) {
+          const ProfileOption& option = options[index];
+          samples.push_back({static_cast<double>(option.frequency_mhz), option.time_s, option.energy_j});
+        }
+      }
+    }
+  }
+  return measured;
+}
+
+Result<std::pair<Profile, size_t>> swept_profile(const Profile& truth, double stop_energy_rise,
+                                                 int patience) {
+  std::vector<std::vector<double>> energies;
+  for (int stage = 0; stage < truth.stage_count(); ++stage) {
+    for (const Instruction instruction : kCardInstructions) {
+      std::vector<double> curve;
+      for (const ProfileOption& option : truth.options(stage, instruction)) {
+        curve.push_back(option.energy_j);
+      }
+      energies.push_back(std::move(curve));
+    }
+  }
+  const size_t clocks = card_stop_index(energies, stop_energy_rise, patience);
+  std::vector<std::array<std::vector<ProfileOption>, 2>> options(static_cast<size_t>(truth.stage_count()));
+  for (int stage = 0; stage < truth.stage_count(); ++stage) {
+    for (const Instruction instruction : kCardInstructions) {
+      const auto& all = truth.options(stage, instruction);
+      options[static_cast<size_t>(stage)][card_instruction_index(instruction)].assign(
+          all.begin(), all.begin() + static_cast<std::ptrdiff_t>(clocks));
+    }
+  }
+  return std::pair{JOULE_TRY(Profile::from_options(std::move(options))), clocks};
+}
+
+}  // namespace joule::plan
