@@ -31,19 +31,24 @@ namespace joule::plan {
 
 /// How a profile is made from a card.
 struct CardProfileOptions {
-  /// SM clocks measured per (stage, instruction): the highest and probe_clocks − 1 lower ones, spread down
-  /// to lowest_probe_ratio × the highest. The prior has one free parameter (the compute share); two clocks
-  /// pin it and a third checks it (the residual). At least 2.
+  /// SM clocks measured per (stage, instruction): the highest and probe_clocks − 1 lower ones, evenly
+  /// spread in MHz down to lowest_probe_ratio × the highest. The prior has one free parameter (the compute
+  /// share): the highest and the lowest pin it and the correction, the ones between check it. At least 2.
   int probe_clocks = 3;
-  /// The lowest probe clock, as a fraction of the highest clock (the nearest clock the GPUs support): a
-  /// pipeline's plans use clocks from the top down to where energy is least, which on GPUs lies near 0.55 to
-  /// 0.7 of the top clock; probing down to 0.6 brackets that region, where a prediction matters most.
-  double lowest_probe_ratio = 0.6;
-  /// The largest root-mean-square relative error of a fit's predicted times or energies at the measured
-  /// clocks (0.01 = 1%); over it the card does not describe that computation (see docs/perseus-live.md for
-  /// why 1%: an error in a computation's time moves its plan's clock by about as much, and the plan's energy
-  /// by far less).
-  double max_residual = 0.01;
+  /// The lowest probe clock, as a fraction of the highest (the nearest clock the GPUs support). Plans use
+  /// clocks from the top down to about where a computation's energy is least, and the card's own kernels
+  /// have their least energy at 0.45 to 0.5 of the top clock on the simulated GPUs (v100: 675 of 1380 MHz):
+  /// probing down to 0.4 brackets that region, so the clocks plans choose are interpolated between
+  /// measurements, not extrapolated below them (0.6 and 0.5 were measured too: docs/perseus-live.md).
+  double lowest_probe_ratio = 0.4;
+  /// The largest error of the held-out check (CardFit::check_time_error, check_energy_error) accepted: over
+  /// it the card does not describe that computation between the measured clocks and its stage is profiled
+  /// as without a card. 5%: a held-out clock is predicted across twice the span the profile's own
+  /// predictions cross (its neighbours' gap, not its own), and the error of interpolating a smooth curve
+  /// grows with the square of the span, so 5% held out is about 1.25% between the profile's measured clocks;
+  /// a plan's energy errs by less than its computations' (docs/perseus-live.md, "Starting from a frontier
+  /// card", measures thresholds of 2, 5 and 10% and noisy measurements).
+  double max_residual = 0.05;
   /// The predicted profile stops below the clock where every (stage, instruction)'s predicted energy has
   /// stayed more than stop_energy_rise above its least for patience clocks in a row: the live sweep's rule
   /// (LiveOptions::profile_stop_energy_rise, profile_patience) on predictions.
@@ -53,6 +58,11 @@ struct CardProfileOptions {
 
 /// @return kInvalidArgument naming the option out of range.
 Result<void> validate(const CardProfileOptions& options);
+
+/// @return how many clocks the live scheduler measures with a card: at least `probe_clocks`, rounded up to
+/// fill the profiling rounds they need (a round measures max(1, microbatches / samples) clocks whatever
+/// they are, so the extra ones cost no iteration), at most 64.
+int card_probe_count(int probe_clocks, int microbatches, int samples);
 
 /// @return the indices into `clocks_mhz` (descending) of the clocks to measure: 0 (the highest) and
 /// options.probe_clocks − 1 more, evenly spaced in MHz down to lowest_probe_ratio × the highest (each the
@@ -65,9 +75,14 @@ struct CardFit {
   int stage = 0;
   Instruction instruction = Instruction::kForward;
   probe::PriorFit fit;
-  double time_residual = 0;    ///< RMS relative error of the predicted times at the measured clocks
+  double time_residual = 0;    ///< RMS relative error of the fit's predicted times at the measured clocks
   double energy_residual = 0;  ///< the same for energies
-  bool fits = false;           ///< both residuals ≤ options.max_residual
+  /// The check: the largest relative error of the profile's prediction (fit and correction) at a measured
+  /// clock between the highest and the lowest, made without that clock's measurement; 0 with fewer than
+  /// 3 measured clocks.
+  double check_time_error = 0;
+  double check_energy_error = 0;
+  bool fits = false;  ///< both check errors ≤ options.max_residual
 };
 
 /// A profile predicted from a card.
@@ -87,10 +102,13 @@ struct CardProfile {
 using CardMeasurements = std::vector<std::array<std::vector<probe::KnobSample>, 2>>;
 
 /// Fits every (stage, instruction) of `measured` ([stage][0 forward, 1 backward], each at least one sample)
-/// and predicts every clock of `clocks_mhz` (descending; measured clocks keep their measurement) down to the
-/// stop rule. `card_name` names the card in the summary. Errors (kInvalidArgument): no stage, a
-/// (stage, instruction) without samples, a sample's clock not in `clocks_mhz`, the prior's fit() errors,
-/// invalid options.
+/// and predicts every clock of `clocks_mhz` (descending) down to the stop rule: measured clocks keep their
+/// measurement; elsewhere the prior's prediction is multiplied by its error at the measured clocks
+/// (measured / predicted), interpolated linearly in MHz between the nearest measured clocks and held below
+/// the lowest — the card gives the curve's shape between measurements, the measurements pin its level. Each
+/// computation is checked by predicting its interior measured clocks without them (CardFit::check_*).
+/// `card_name` names the card in the summary. Errors (kInvalidArgument): no stage, a (stage, instruction)
+/// without samples, a sample's clock not in `clocks_mhz`, the prior's fit() errors, invalid options.
 Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const CardMeasurements& measured,
                                          std::span<const uint32_t> clocks_mhz,
                                          const CardProfileOptions& options, const std::string& card_name);

@@ -484,7 +484,8 @@ void LiveState::add_rank(const LiveRankInfo& rank, LiveData& data) {
   data.version = data_version_;
   if (card_given_) {
     CardProfileOptions card_options;
-    card_options.probe_clocks = options_.card_probe_clocks;
+    card_options.probe_clocks =
+        card_probe_count(options_.card_probe_clocks, info_.num_microbatches, options_.profile_samples);
     card_options.lowest_probe_ratio = options_.card_lowest_probe_ratio;
     card_clocks_ = card_probe_indices(frequencies_mhz_, card_options);
   }

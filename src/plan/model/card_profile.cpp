@@ -44,6 +44,58 @@ size_t card_stop_index(const std::vector<std::vector<double>>& energies, double 
   return clocks;
 }
 
+// Per clock index, the mean of the samples measured there.
+using MeasuredAt = std::map<size_t, std::pair<probe::KnobSample, int>>;
+
+// The computation at every clock: measured where measured; elsewhere the prior's prediction times its
+// error at the measured clocks (measured / predicted), interpolated linearly in MHz between the nearest
+// measured clocks above and below and held below the lowest. So the card gives the curve's shape between
+// the measurements and the measurements pin it, instead of the one-parameter fit alone.
+std::vector<ProfileOption> corrected_row(const probe::KnobPrior& prior, const probe::PriorFit& fit,
+                                         const MeasuredAt& measured, std::span<const uint32_t> clocks_mhz) {
+  struct Correction {
+    double mhz;
+    double time;
+    double energy;
+  };
+  std::vector<Correction> corrections;  // clocks descending
+  for (const auto& [index, entry] : measured) {
+    const auto& [sum, count] = entry;
+    const probe::KnobSample predicted = prior.predict(fit, clocks_mhz[index]);
+    corrections.push_back({static_cast<double>(clocks_mhz[index]), sum.time_s / count / predicted.time_s,
+                           sum.energy_j / count / predicted.energy_j});
+  }
+  std::vector<ProfileOption> row;
+  row.reserve(clocks_mhz.size());
+  for (size_t i = 0; i < clocks_mhz.size(); ++i) {
+    if (const auto found = measured.find(i); found != measured.end()) {
+      const auto& [sum, count] = found->second;
+      row.push_back({clocks_mhz[i], sum.time_s / count, sum.energy_j / count});
+      continue;
+    }
+    const double mhz = clocks_mhz[i];
+    Correction correction = corrections.back();
+    for (size_t k = 0; k < corrections.size(); ++k) {
+      if (corrections[k].mhz <= mhz) {
+        if (k == 0) {
+          correction = corrections.front();
+        } else {
+          const Correction& high = corrections[k - 1];
+          const Correction& low = corrections[k];
+          const double t = (mhz - low.mhz) / (high.mhz - low.mhz);
+          correction = {mhz, low.time + t * (high.time - low.time),
+                        low.energy + t * (high.energy - low.energy)};
+        }
+        break;
+      }
+    }
+    const probe::KnobSample predicted = prior.predict(fit, mhz);
+    row.push_back(
+        {clocks_mhz[i], predicted.time_s * correction.time, predicted.energy_j * correction.energy});
+  }
+  return row;
+}
+
 }  // namespace
 
 Result<void> validate(const CardProfileOptions& options) {
@@ -63,6 +115,12 @@ Result<void> validate(const CardProfileOptions& options) {
                 options.stop_energy_rise, options.patience);
   }
   return {};
+}
+
+int card_probe_count(int probe_clocks, int microbatches, int samples) {
+  const int per_round = std::max(1, microbatches / std::max(1, samples));
+  const int rounds = (probe_clocks + per_round - 1) / per_round;
+  return std::clamp(rounds * per_round, std::min(probe_clocks, 64), 64);
 }
 
 std::vector<size_t> card_probe_indices(std::span<const uint32_t> clocks_mhz,
@@ -121,7 +179,7 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
       double time_squares = 0;
       double energy_squares = 0;
       // Several samples of one clock are averaged into the profile's row.
-      std::map<size_t, std::pair<probe::KnobSample, int>> at_clock;
+      MeasuredAt at_clock;
       for (const probe::KnobSample& sample : samples) {
         const auto found = index_of_clock.find(static_cast<uint32_t>(std::lround(sample.knob_value)));
         if (found == index_of_clock.end() || found->first != sample.knob_value) {
@@ -140,19 +198,30 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
       const auto n = static_cast<double>(samples.size());
       fit.time_residual = std::sqrt(time_squares / n);
       fit.energy_residual = std::sqrt(energy_squares / n);
-      fit.fits = fit.time_residual <= options.max_residual && fit.energy_residual <= options.max_residual;
-      std::vector<ProfileOption> row;
-      row.reserve(clocks_mhz.size());
-      for (size_t i = 0; i < clocks_mhz.size(); ++i) {
-        if (const auto found = at_clock.find(i); found != at_clock.end()) {
-          const auto& [sum, count] = found->second;
-          row.push_back({clocks_mhz[i], sum.time_s / count, sum.energy_j / count});
-        } else {
-          const probe::KnobSample predicted = prior.predict(fit.fit, clocks_mhz[i]);
-          row.push_back({clocks_mhz[i], predicted.time_s, predicted.energy_j});
+      // The check: each measured clock between the highest and the lowest predicted from the others (the
+      // fit and the correction made without it), against its measurement.
+      for (auto held = std::next(at_clock.begin()); at_clock.size() > 2 && held != std::prev(at_clock.end());
+           ++held) {
+        const size_t index = held->first;
+        MeasuredAt others = at_clock;
+        others.erase(index);
+        std::vector<probe::KnobSample> rest;
+        for (const probe::KnobSample& sample : samples) {
+          if (sample.knob_value != clocks_mhz[index]) {
+            rest.push_back(sample);
+          }
         }
+        const probe::PriorFit without = JOULE_TRY(prior.fit(rest));
+        const ProfileOption predicted = corrected_row(prior, without, others, clocks_mhz)[index];
+        const auto& [sum, count] = held->second;
+        fit.check_time_error =
+            std::max(fit.check_time_error, std::abs(predicted.time_s / (sum.time_s / count) - 1));
+        fit.check_energy_error =
+            std::max(fit.check_energy_error, std::abs(predicted.energy_j / (sum.energy_j / count) - 1));
       }
-      rows.push_back(std::move(row));
+      fit.fits =
+          fit.check_time_error <= options.max_residual && fit.check_energy_error <= options.max_residual;
+      rows.push_back(corrected_row(prior, fit.fit, at_clock, clocks_mhz));
       result.fits.push_back(fit);
       if (!fit.fits && (result.fallback_stages.empty() || result.fallback_stages.back() != fit.stage)) {
         result.fallback_stages.push_back(fit.stage);
@@ -160,14 +229,15 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
     }
   }
   for (const CardFit& fit : result.fits) {
-    if (worst == nullptr || std::max(fit.time_residual, fit.energy_residual) >
-                                std::max(worst->time_residual, worst->energy_residual)) {
+    if (worst == nullptr || std::max(fit.check_time_error, fit.check_energy_error) >
+                                std::max(worst->check_time_error, worst->check_energy_error)) {
       worst = &fit;
     }
   }
   const auto describe = [](const CardFit& fit) {
-    return fmt::format("stage {} {}: time {:.2f}%, energy {:.2f}%", fit.stage, to_string(fit.instruction),
-                       100 * fit.time_residual, 100 * fit.energy_residual);
+    return fmt::format("stage {} {}: held-out time {:.2f}%, energy {:.2f}% (fit residual {:.2f}%, {:.2f}%)",
+                       fit.stage, to_string(fit.instruction), 100 * fit.check_time_error,
+                       100 * fit.check_energy_error, 100 * fit.time_residual, 100 * fit.energy_residual);
   };
   size_t measured_clocks = 0;
   {
@@ -189,7 +259,8 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
       }
     }
     result.summary = fmt::format(
-        "{} does not describe stage(s) {} (residual over {:.1f}%: {}): profiling their remaining {} clocks "
+        "{} does not describe stage(s) {} (held-out error over {:.1f}%: {}): profiling their remaining {} "
+        "clocks "
         "as "
         "without a card",
         card_name, fmt::join(result.fallback_stages, ", "), 100 * options.max_residual,
@@ -229,7 +300,7 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
   }
   result.profile = JOULE_TRY(Profile::from_options(std::move(options_by_stage)));
   result.summary = fmt::format(
-      "{} fits every computation (largest residual {}, at most {:.1f}%): {} of {} clocks measured, {} "
+      "{} fits every computation (largest held-out error {}, at most {:.1f}%): {} of {} clocks measured, {} "
       "predicted",
       card_name, worst != nullptr ? describe(*worst) : "none", 100 * options.max_residual, measured_clocks,
       result.clocks_used, result.clocks_used - std::min(result.clocks_used, measured_clocks));
