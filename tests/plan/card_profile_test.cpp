@@ -316,7 +316,7 @@ TEST(CardLiveTest, RefusesACardItCannotUse) {
   auto refused = scheduler.use_card(read_only, "ro.json");
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().message(),
-            "ro.json: the card has no compute kernel frontier under sm_clock (a --read-only card has no "
+            "card: ro.json: the card has no compute kernel frontier under sm_clock (a --read-only card has no "
             "frontiers)");
   const Profile truth = simulated_truth(1);
   auto given = *LiveScheduler::create(info, {});

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "joule/core/error.hpp"
+#include "joule/device/gpu.hpp"
 #include "joule/plan/pipeline.hpp"
 #include "joule/probe/prior.hpp"
 
@@ -122,5 +123,20 @@ CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t
 /// than stop_energy_rise above its least for patience clocks in a row), and how many clocks that is: the
 /// profile a full sweep measures.
 Result<std::pair<Profile, size_t>> swept_profile(const Profile& truth, double stop_energy_rise, int patience);
+
+/// @return the identity a card for `gpu` must have: its model and backend (GpuInfo), the driver "sim" on
+/// simulated GPUs (the driver `joule probe`'s simulated kernel runner writes), else "" (unknown without the
+/// CUDA driver: any card's driver matches).
+probe::DeviceIdentity stage_gpu_identity(const device::Gpu& gpu);
+
+/// Reads the card at `path` for a stage GPU: probe::read_card() against stage_gpu_identity(gpu), so a card
+/// for another model or driver is refused naming both, and a newer schema, a malformed card, a missing file
+/// with read_card()'s messages.
+Result<probe::Card> read_stage_card(const std::string& path, const device::Gpu& gpu);
+
+/// Reads the card at `path` for a job whose GPUs this process does not see (joule serve: ranks send their
+/// clocks, not their model): read_card()'s errors but the device check, which the job's ranks make
+/// (read_stage_card()).
+Result<probe::Card> read_job_card(const std::string& path);
 
 }  // namespace joule::plan

@@ -347,7 +347,9 @@ Result<void> LiveState::use_card(const probe::Card& card, const std::string& sou
     return fail(ErrorCode::kInvalidArgument,
                 "card: the job was given a profile, so nothing is profiled: a card would not be used");
   }
-  JOULE_TRY(probe::KnobPrior::from_card(card, probe::CardKnob::kSmClock, source));
+  if (auto prior = probe::KnobPrior::from_card(card, probe::CardKnob::kSmClock, source); !prior) {
+    return fail(ErrorCode::kInvalidArgument, "card: {}", prior.error().message());
+  }
   data.card_json = probe::render_card(card);
   card_given_ = true;
   card_source_ = source;

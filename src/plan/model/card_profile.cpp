@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/file.hpp"
+
 namespace joule::plan {
 
 namespace {
@@ -346,6 +348,20 @@ Result<std::pair<Profile, size_t>> swept_profile(const Profile& truth, double st
     }
   }
   return std::pair{JOULE_TRY(Profile::from_options(std::move(options))), clocks};
+}
+
+probe::DeviceIdentity stage_gpu_identity(const device::Gpu& gpu) {
+  const device::GpuInfo& info = gpu.info();
+  return probe::DeviceIdentity{info.name, info.backend, info.backend == "sim" ? "sim" : "", info.uuid};
+}
+
+Result<probe::Card> read_stage_card(const std::string& path, const device::Gpu& gpu) {
+  return probe::read_card(path, stage_gpu_identity(gpu));
+}
+
+Result<probe::Card> read_job_card(const std::string& path) {
+  static constexpr ReadLimit kCardLimit{"frontier card", 16 * read_limits::kMib};
+  return probe::parse_card(JOULE_TRY(read_text_file(path, kCardLimit)), path);
 }
 
 }  // namespace joule::plan
