@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,16 @@ int run_serve(const ServeFlags& flags) {
   BlockedSignals stop({SIGINT, SIGTERM});
   const auto [host, port] =
       value_or_throw(metrics::parse_host_port(flags.listen, "listen address", server::kDefaultPort));
+  // Before the store is opened: a bad card leaves nothing behind.
+  std::optional<probe::Card> card;
+  if (!flags.pfo_card.empty()) {
+    if (!flags.pfo_profile.empty()) {
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          "serve: --pfo-card and --pfo-profile: a job given a profile profiles nothing (keep one)");
+    }
+    card = value_or_throw(plan::read_job_card(flags.pfo_card));
+  }
   store::OpenOptions open_options;
   open_options.max_connections = flags.db_connections;
   auto opened = store::open_store(flags.db, open_options);
@@ -88,15 +99,8 @@ int run_serve(const ServeFlags& flags) {
     const plan::Profile profile = value_or_throw(plan::Profile::read(flags.pfo_profile));
     service_options.live_profile_csv = plan::profile_csv(profile);
   }
-  if (!flags.pfo_card.empty()) {
-    if (!flags.pfo_profile.empty()) {
-      throw Exception(
-          ErrorCode::kInvalidArgument,
-          "serve: --pfo-card and --pfo-profile: a job given a profile profiles nothing (keep one)");
-    }
-    service_options.live_card = value_or_throw(plan::read_job_card(flags.pfo_card));
-    service_options.live_card_source = flags.pfo_card;
-  }
+  service_options.live_card = std::move(card);
+  service_options.live_card_source = flags.pfo_card;
   server::Service service(database, service_options);
   server::HttpServerOptions options;
   options.metrics = metrics;

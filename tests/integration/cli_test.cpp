@@ -86,6 +86,26 @@ TEST(Cli, BadInputIsOneClearLineAndNonZero) {
             "generic)\n");
 }
 
+// joule serve --pfo-card: a card it cannot read, or one of a newer schema, is one line naming the file,
+// before the store is created (cli_usage_test.cpp: a card with --pfo-profile).
+TEST(Cli, ServeRefusesACardItCannotUse) {
+  TempDir dir;
+  const std::string db = "sqlite:" + dir.path() + "/serve.db";
+  auto card = nlohmann::json::parse(read_file(std::string(JOULE_SOURCE_DIR) + "/data/cards/sim-v100.json"));
+  card["schema_version"] = 2;
+  const std::string newer = dir.write("newer.json", card.dump());
+  auto result = joule({"serve", "--db", db, "--listen", "127.0.0.1:0", "--pfo-card", newer});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err,
+            "joule: error: " + newer +
+                ": card schema version 2 is newer than this joule reads (1): upgrade joule to read it\n");
+  const std::string missing = dir.path() + "/missing.json";
+  result = joule({"serve", "--db", db, "--listen", "127.0.0.1:0", "--pfo-card", missing});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "joule: error: cannot open " + missing + ": No such file or directory\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/serve.db"));
+}
+
 // Usage errors name the command or flag, suggest the likely one for a typo, and point at the help of the
 // command in use; every one exits 2 with one line.
 TEST(Cli, UsageErrorsSpeakHuman) {
@@ -1705,9 +1725,10 @@ TEST(Cli, ProbeWritesAFrontierCard) {
   EXPECT_EQ(printed["frontiers"].size(), 0u);
   const auto real = joule({"probe", "--real-time"});
   EXPECT_EQ(real.exit_code, 2);
-  EXPECT_EQ(real.err,
-            "joule: error: --real-time applies to simulated GPUs only (--sim): a real device always runs in real "
-            "time\n");
+  EXPECT_EQ(
+      real.err,
+      "joule: error: --real-time applies to simulated GPUs only (--sim): a real device always runs in real "
+      "time\n");
 }
 
 // Ctrl-C in the middle of a probe: the settings are put back, the process dies of the signal, and no card
@@ -1717,7 +1738,8 @@ TEST(Cli, ProbeInterruptedLeavesNoCard) {
   Process process({JOULE_BINARY, "--sim", "v100", "probe", "--real-time", "--out", dir.path() + "/card.json"},
                   base_env());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (process.err_so_far().find("frontier") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  while (process.err_so_far().find("frontier") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_NE(process.err_so_far().find("frontier"), std::string::npos) << "the probe never reached a frontier";
