@@ -115,14 +115,8 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
                                          const CardProfileOptions& options, const std::string& card_name);
 
 /// @return what a sweep of `truth` measures at `indices` of its clocks: the measurements
-/// predict_card_profile() takes (for benches, tests and `joule plan --card`, which treat a full profile as
-/// the GPUs).
+/// predict_card_profile() takes (for benches and tests, which treat a full profile as the GPUs).
 CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t> indices);
-
-/// @return `truth` cut where the live sweep without a card stops (every (stage, instruction)'s energy more
-/// than stop_energy_rise above its least for patience clocks in a row), and how many clocks that is: the
-/// profile a full sweep measures.
-Result<std::pair<Profile, size_t>> swept_profile(const Profile& truth, double stop_energy_rise, int patience);
 
 /// @return the identity a card for `gpu` must have: its model and backend (GpuInfo), the driver "sim" on
 /// simulated GPUs (the driver `joule probe`'s simulated kernel runner writes), else "" (unknown without the

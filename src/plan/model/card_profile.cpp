@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -47,14 +48,15 @@ size_t card_stop_index(const std::vector<std::vector<double>>& energies, double 
 }
 
 // Per clock index, the mean of the samples measured there.
-using MeasuredAt = std::map<size_t, std::pair<probe::KnobSample, int>>;
+using CardMeasuredAt = std::map<size_t, std::pair<probe::KnobSample, int>>;
 
 // The computation at every clock: measured where measured; elsewhere the prior's prediction times its
 // error at the measured clocks (measured / predicted), interpolated linearly in MHz between the nearest
 // measured clocks above and below and held below the lowest. So the card gives the curve's shape between
 // the measurements and the measurements pin it, instead of the one-parameter fit alone.
-std::vector<ProfileOption> corrected_row(const probe::KnobPrior& prior, const probe::PriorFit& fit,
-                                         const MeasuredAt& measured, std::span<const uint32_t> clocks_mhz) {
+std::vector<ProfileOption> card_corrected_row(const probe::KnobPrior& prior, const probe::PriorFit& fit,
+                                              const CardMeasuredAt& measured,
+                                              std::span<const uint32_t> clocks_mhz) {
   struct Correction {
     double mhz;
     double time;
@@ -152,6 +154,82 @@ std::vector<size_t> card_probe_indices(std::span<const uint32_t> clocks_mhz,
   return {chosen.begin(), chosen.end()};
 }
 
+namespace {
+
+// Fits one (stage, instruction): the prior's fit, its residuals, the held-out check; `at_clock` gets the mean
+// measurement per clock index.
+Result<CardFit> fit_card_computation(const probe::KnobPrior& prior,
+                                     std::span<const probe::KnobSample> samples,
+                                     std::span<const uint32_t> clocks_mhz, const CardProfileOptions& options,
+                                     CardFit fit, CardMeasuredAt& at_clock) {
+  const std::string_view instruction = to_string(fit.instruction);
+  if (samples.empty()) {
+    return fail(ErrorCode::kInvalidArgument, "stage {} {} has no measurement", fit.stage, instruction);
+  }
+  fit.fit = JOULE_TRY(prior.fit(samples));
+  double time_squares = 0;
+  double energy_squares = 0;
+  for (const probe::KnobSample& sample : samples) {
+    const auto found = std::find(clocks_mhz.begin(), clocks_mhz.end(), sample.knob_value);
+    if (found == clocks_mhz.end()) {
+      return fail(ErrorCode::kInvalidArgument, "stage {} {}: a measurement at {} MHz, not one of the clocks",
+                  fit.stage, instruction, sample.knob_value);
+    }
+    const probe::KnobSample predicted = prior.predict(fit.fit, sample.knob_value);
+    time_squares += std::pow(predicted.time_s / sample.time_s - 1, 2);
+    energy_squares += std::pow(predicted.energy_j / sample.energy_j - 1, 2);
+    // Several samples of one clock are averaged into the profile's row.
+    auto& [sum, count] = at_clock[static_cast<size_t>(found - clocks_mhz.begin())];
+    sum.time_s += sample.time_s;
+    sum.energy_j += sample.energy_j;
+    ++count;
+  }
+  const auto n = static_cast<double>(samples.size());
+  fit.time_residual = std::sqrt(time_squares / n);
+  fit.energy_residual = std::sqrt(energy_squares / n);
+  // The check: each measured clock between the highest and the lowest predicted from the others (the fit and
+  // the correction made without it), against its measurement.
+  for (auto held = std::next(at_clock.begin()); at_clock.size() > 2 && held != std::prev(at_clock.end());
+       ++held) {
+    const size_t index = held->first;
+    CardMeasuredAt others = at_clock;
+    others.erase(index);
+    std::vector<probe::KnobSample> rest;
+    std::copy_if(samples.begin(), samples.end(), std::back_inserter(rest),
+                 [&](const probe::KnobSample& sample) { return sample.knob_value != clocks_mhz[index]; });
+    const probe::PriorFit without = JOULE_TRY(prior.fit(rest));
+    const ProfileOption predicted = card_corrected_row(prior, without, others, clocks_mhz)[index];
+    const auto& [sum, count] = held->second;
+    fit.check_time_error =
+        std::max(fit.check_time_error, std::abs(predicted.time_s / (sum.time_s / count) - 1));
+    fit.check_energy_error =
+        std::max(fit.check_energy_error, std::abs(predicted.energy_j / (sum.energy_j / count) - 1));
+  }
+  fit.fits = fit.check_time_error <= options.max_residual && fit.check_energy_error <= options.max_residual;
+  return fit;
+}
+
+std::string describe_card_fit(const CardFit& fit) {
+  return fmt::format("stage {} {}: held-out time {:.2f}%, energy {:.2f}% (fit residual {:.2f}%, {:.2f}%)",
+                     fit.stage, to_string(fit.instruction), 100 * fit.check_time_error,
+                     100 * fit.check_energy_error, 100 * fit.time_residual, 100 * fit.energy_residual);
+}
+
+// Every clock measured somewhere (MHz).
+std::set<double> card_measured_clocks(const CardMeasurements& measured) {
+  std::set<double> seen;
+  for (const auto& stage : measured) {
+    for (const auto& samples : stage) {
+      for (const auto& sample : samples) {
+        seen.insert(sample.knob_value);
+      }
+    }
+  }
+  return seen;
+}
+
+}  // namespace
+
 Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const CardMeasurements& measured,
                                          std::span<const uint32_t> clocks_mhz,
                                          const CardProfileOptions& options, const std::string& card_name) {
@@ -159,153 +237,70 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
   if (measured.empty()) {
     return fail(ErrorCode::kInvalidArgument, "a card profile needs at least one stage");
   }
-  std::map<uint32_t, size_t> index_of_clock;
-  for (size_t i = 0; i < clocks_mhz.size(); ++i) {
-    index_of_clock[clocks_mhz[i]] = i;
-  }
   CardProfile result;
-  // [computation][clock]: predictions, then the measurements over them.
-  std::vector<std::vector<ProfileOption>> rows;
-  const CardFit* worst = nullptr;
+  std::vector<std::vector<ProfileOption>> rows;  // [computation][clock]
   for (size_t stage = 0; stage < measured.size(); ++stage) {
     for (const Instruction instruction : kCardInstructions) {
-      const auto& samples = measured[stage][card_instruction_index(instruction)];
-      if (samples.empty()) {
-        return fail(ErrorCode::kInvalidArgument, "stage {} {} has no measurement", stage,
-                    to_string(instruction));
-      }
-      CardFit fit;
-      fit.stage = static_cast<int>(stage);
-      fit.instruction = instruction;
-      fit.fit = JOULE_TRY(prior.fit(samples));
-      double time_squares = 0;
-      double energy_squares = 0;
-      // Several samples of one clock are averaged into the profile's row.
-      MeasuredAt at_clock;
-      for (const probe::KnobSample& sample : samples) {
-        const auto found = index_of_clock.find(static_cast<uint32_t>(std::lround(sample.knob_value)));
-        if (found == index_of_clock.end() || found->first != sample.knob_value) {
-          return fail(ErrorCode::kInvalidArgument,
-                      "stage {} {}: a measurement at {} MHz, not one of the clocks", stage,
-                      to_string(instruction), sample.knob_value);
-        }
-        const probe::KnobSample predicted = prior.predict(fit.fit, sample.knob_value);
-        time_squares += std::pow(predicted.time_s / sample.time_s - 1, 2);
-        energy_squares += std::pow(predicted.energy_j / sample.energy_j - 1, 2);
-        auto& [sum, count] = at_clock[found->second];
-        sum.time_s += sample.time_s;
-        sum.energy_j += sample.energy_j;
-        ++count;
-      }
-      const auto n = static_cast<double>(samples.size());
-      fit.time_residual = std::sqrt(time_squares / n);
-      fit.energy_residual = std::sqrt(energy_squares / n);
-      // The check: each measured clock between the highest and the lowest predicted from the others (the
-      // fit and the correction made without it), against its measurement.
-      for (auto held = std::next(at_clock.begin()); at_clock.size() > 2 && held != std::prev(at_clock.end());
-           ++held) {
-        const size_t index = held->first;
-        MeasuredAt others = at_clock;
-        others.erase(index);
-        std::vector<probe::KnobSample> rest;
-        for (const probe::KnobSample& sample : samples) {
-          if (sample.knob_value != clocks_mhz[index]) {
-            rest.push_back(sample);
-          }
-        }
-        const probe::PriorFit without = JOULE_TRY(prior.fit(rest));
-        const ProfileOption predicted = corrected_row(prior, without, others, clocks_mhz)[index];
-        const auto& [sum, count] = held->second;
-        fit.check_time_error =
-            std::max(fit.check_time_error, std::abs(predicted.time_s / (sum.time_s / count) - 1));
-        fit.check_energy_error =
-            std::max(fit.check_energy_error, std::abs(predicted.energy_j / (sum.energy_j / count) - 1));
-      }
-      fit.fits =
-          fit.check_time_error <= options.max_residual && fit.check_energy_error <= options.max_residual;
-      rows.push_back(corrected_row(prior, fit.fit, at_clock, clocks_mhz));
+      CardMeasuredAt at_clock;
+      CardFit blank;
+      blank.stage = static_cast<int>(stage);
+      blank.instruction = instruction;
+      const CardFit fit = JOULE_TRY(fit_card_computation(
+          prior, measured[stage][card_instruction_index(instruction)], clocks_mhz, options, blank, at_clock));
+      rows.push_back(card_corrected_row(prior, fit.fit, at_clock, clocks_mhz));
       result.fits.push_back(fit);
       if (!fit.fits && (result.fallback_stages.empty() || result.fallback_stages.back() != fit.stage)) {
         result.fallback_stages.push_back(fit.stage);
       }
     }
   }
-  for (const CardFit& fit : result.fits) {
-    if (worst == nullptr || std::max(fit.check_time_error, fit.check_energy_error) >
-                                std::max(worst->check_time_error, worst->check_energy_error)) {
-      worst = &fit;
-    }
-  }
-  const auto describe = [](const CardFit& fit) {
-    return fmt::format("stage {} {}: held-out time {:.2f}%, energy {:.2f}% (fit residual {:.2f}%, {:.2f}%)",
-                       fit.stage, to_string(fit.instruction), 100 * fit.check_time_error,
-                       100 * fit.check_energy_error, 100 * fit.time_residual, 100 * fit.energy_residual);
-  };
-  size_t measured_clocks = 0;
-  {
-    std::set<double> seen;
-    for (const auto& stage : measured) {
-      for (const auto& samples : stage) {
-        for (const auto& sample : samples) {
-          seen.insert(sample.knob_value);
-        }
-      }
-    }
-    measured_clocks = seen.size();
-  }
+  const std::set<double> measured_mhz = card_measured_clocks(measured);
   if (!result.fallback_stages.empty()) {
     std::vector<std::string> misses;
     for (const CardFit& fit : result.fits) {
       if (!fit.fits) {
-        misses.push_back(describe(fit));
+        misses.push_back(describe_card_fit(fit));
       }
     }
     result.summary = fmt::format(
         "{} does not describe stage(s) {} (held-out error over {:.1f}%: {}): profiling their remaining {} "
         "clocks "
-        "as "
-        "without a card",
+        "as without a card",
         card_name, fmt::join(result.fallback_stages, ", "), 100 * options.max_residual,
-        fmt::join(misses, "; "), clocks_mhz.size() - measured_clocks);
+        fmt::join(misses, "; "), clocks_mhz.size() - measured_mhz.size());
     return result;
   }
   std::vector<std::vector<double>> energies;
-  energies.reserve(rows.size());
   for (const auto& row : rows) {
-    std::vector<double> curve;
-    curve.reserve(row.size());
-    for (const ProfileOption& option : row) {
-      curve.push_back(option.energy_j);
-    }
-    energies.push_back(std::move(curve));
+    auto& curve = energies.emplace_back();
+    std::transform(row.begin(), row.end(), std::back_inserter(curve),
+                   [](const ProfileOption& option) { return option.energy_j; });
   }
-  // Keep at least every measured clock.
+  // Down to where energy rises, and at least to every measured clock.
   size_t last_measured = 0;
   for (size_t i = 0; i < clocks_mhz.size(); ++i) {
-    for (const auto& stage : measured) {
-      for (const auto& samples : stage) {
-        for (const auto& sample : samples) {
-          if (sample.knob_value == clocks_mhz[i]) {
-            last_measured = i;
-          }
-        }
-      }
+    if (measured_mhz.count(clocks_mhz[i]) != 0) {
+      last_measured = i;
     }
   }
   result.clocks_used =
       std::max(card_stop_index(energies, options.stop_energy_rise, options.patience), last_measured + 1);
   std::vector<std::array<std::vector<ProfileOption>, 2>> options_by_stage(measured.size());
   for (size_t c = 0; c < rows.size(); ++c) {
-    auto& row = rows[c];
-    row.resize(result.clocks_used);
-    options_by_stage[c / 2][c % 2] = std::move(row);
+    rows[c].resize(result.clocks_used);
+    options_by_stage[c / 2][c % 2] = std::move(rows[c]);
   }
   result.profile = JOULE_TRY(Profile::from_options(std::move(options_by_stage)));
+  const auto worst =
+      std::max_element(result.fits.begin(), result.fits.end(), [](const CardFit& a, const CardFit& b) {
+        return std::max(a.check_time_error, a.check_energy_error) <
+               std::max(b.check_time_error, b.check_energy_error);
+      });
   result.summary = fmt::format(
       "{} fits every computation (largest held-out error {}, at most {:.1f}%): {} of {} clocks measured, {} "
       "predicted",
-      card_name, worst != nullptr ? describe(*worst) : "none", 100 * options.max_residual, measured_clocks,
-      result.clocks_used, result.clocks_used - std::min(result.clocks_used, measured_clocks));
+      card_name, describe_card_fit(*worst), 100 * options.max_residual, measured_mhz.size(),
+      result.clocks_used, result.clocks_used - std::min(result.clocks_used, measured_mhz.size()));
   return result;
 }
 
@@ -324,30 +319,6 @@ CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t
     }
   }
   return measured;
-}
-
-Result<std::pair<Profile, size_t>> swept_profile(const Profile& truth, double stop_energy_rise,
-                                                 int patience) {
-  std::vector<std::vector<double>> energies;
-  for (int stage = 0; stage < truth.stage_count(); ++stage) {
-    for (const Instruction instruction : kCardInstructions) {
-      std::vector<double> curve;
-      for (const ProfileOption& option : truth.options(stage, instruction)) {
-        curve.push_back(option.energy_j);
-      }
-      energies.push_back(std::move(curve));
-    }
-  }
-  const size_t clocks = card_stop_index(energies, stop_energy_rise, patience);
-  std::vector<std::array<std::vector<ProfileOption>, 2>> options(static_cast<size_t>(truth.stage_count()));
-  for (int stage = 0; stage < truth.stage_count(); ++stage) {
-    for (const Instruction instruction : kCardInstructions) {
-      const auto& all = truth.options(stage, instruction);
-      options[static_cast<size_t>(stage)][card_instruction_index(instruction)].assign(
-          all.begin(), all.begin() + static_cast<std::ptrdiff_t>(clocks));
-    }
-  }
-  return std::pair{JOULE_TRY(Profile::from_options(std::move(options))), clocks};
 }
 
 probe::DeviceIdentity stage_gpu_identity(const device::Gpu& gpu) {
