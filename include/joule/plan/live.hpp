@@ -441,11 +441,11 @@ class LiveState {
   int reported_ = 0;
   std::vector<uint32_t> frequencies_mhz_;  // shared by the ranks registered so far; descending once all are
   bool profile_given_ = false;
-  std::vector<uint32_t> profile_mhz_;  // the given profile's clocks: every rank must support them
   bool card_given_ = false;
+  bool card_fallback_ = false;         // the card failed its check: the sweep goes on as without a card
+  std::vector<uint32_t> profile_mhz_;  // the given profile's clocks: every rank must support them
   std::string card_source_;
   std::vector<size_t> card_clocks_;  // ascending indices into frequencies_mhz_, once every rank registered
-  bool card_fallback_ = false;
   std::string card_summary_;
   size_t sweep_next_ = 0;         // frequencies [0, sweep_next_) profiled or being profiled
   size_t round_frequencies_ = 0;  // how many the current profiling round sweeps, from sweep_next_ − it
