@@ -193,16 +193,16 @@ std::vector<SimKernelPart> kernels_for(std::mt19937_64& rng) {
 // Kernel family: each computation a sequence of kernels (kernels_for()). Trace family: each computation one
 // of the Zeus traces' workloads.
 std::vector<SimStage> stages_for(int count, int seed, bool kernel_family) {
-  static const std::vector<std::string> kWorkloads = {"imagenet", "squad",        "librispeech",
-                                                      "cifar100", "sentiment140", "movielens-1m"};
+  static const std::vector<std::string> workload_keys = {"imagenet", "squad",        "librispeech",
+                                                         "cifar100", "sentiment140", "movielens-1m"};
   std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919 + 17);
   std::vector<SimStage> stages;
   for (int s = 0; s < count; ++s) {
     const double forward_s = 0.012 * (1 + 0.08 * ((s + seed) % 3)) * (s == count - 1 ? 1.15 : 1.0);
     SimStage stage;
-    stage.forward.workload = kWorkloads[static_cast<size_t>(s + seed) % kWorkloads.size()];
+    stage.forward.workload = workload_keys[static_cast<size_t>(s + seed) % workload_keys.size()];
     stage.forward.time_at_max_clock_s = forward_s;
-    stage.backward.workload = kWorkloads[static_cast<size_t>(s + seed + 2) % kWorkloads.size()];
+    stage.backward.workload = workload_keys[static_cast<size_t>(s + seed + 2) % workload_keys.size()];
     stage.backward.time_at_max_clock_s = 2 * forward_s;
     if (kernel_family) {
       stage.forward.kernels = kernels_for(rng);
