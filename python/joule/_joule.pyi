@@ -592,6 +592,7 @@ def _pipeline_stage_plan(
     profile: Optional[str], plan_path: Optional[str], stages: int, microbatches: Optional[int], schedule: str,
     p_blocking_w: float, unit_time_s: float, target_time_s: Optional[float], slowdown: Optional[float], /
 ) -> dict[str, Any]: ...
+def _pipeline_read_card(path: str, gpu: Gpu) -> str: ...
 def _pipeline_check_topology(
     rank: int, dp_rank: int, pp_rank: int, tp_rank: int, dp_degree: int, pp_degree: int, tp_degree: int,
     world_size: int, /

@@ -347,6 +347,7 @@ class PipelineFrequencyOptimizer(Callback):
         num_microbatches: Optional[int] = None,
         profile: Optional[str] = None,
         plan: Optional[str] = None,
+        card: Optional[str] = None,
         target_time_s: Optional[float] = None,
         slowdown: Optional[float] = None,
         p_blocking_w: float = 70.0,
@@ -390,6 +391,11 @@ class PipelineFrequencyOptimizer(Callback):
         self.local_plan: Optional[dict[str, Any]] = None
         self.job_id: Optional[str] = None
         if server_url is None:
+            if card is not None:
+                raise InvalidArgumentError(
+                    "card= is for the form with a server (it profiles the job); server-less, profile= or plan= "
+                    "already says every clock"
+                )
             # The plan file's or the profile's plan (C++: joule::plan::plan_stages, which checks it fits the job).
             self.local_plan = _joule._pipeline_stage_plan(profile, plan, pp_degree, num_microbatches, schedule,
                                                           p_blocking_w, unit_time_s, target_time_s, slowdown)
@@ -398,6 +404,11 @@ class PipelineFrequencyOptimizer(Callback):
         else:
             if profile is not None or plan is not None:
                 raise InvalidArgumentError("profile= and plan= are for the server-less form (server_url=None)")
+            # A frontier card of this GPU (joule probe), checked against it here: the server cannot see the
+            # GPUs. Rank 0 sends it with the job; the server then profiles a few clocks and predicts the rest.
+            self._card: Optional[dict[str, Any]] = (
+                json.loads(_joule._pipeline_read_card(card, self.gpu)) if card is not None else None
+            )
             self._client = PipelineServerClient(
                 server_url, timeout_s=timeout_s, schedule_timeout_s=schedule_timeout_s, retry_for_s=retry_for_s
             )
@@ -487,6 +498,7 @@ class PipelineFrequencyOptimizer(Callback):
                     "world_size": self.world_size,
                     "job_metadata": self.job_metadata,
                     "num_microbatches": self.num_microbatches,
+                    **({"card": self._card} if self._card is not None else {}),
                 }
             )
         self.job_id = _broadcast_job_id(job_id, self.world_size)

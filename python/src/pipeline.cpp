@@ -18,6 +18,7 @@
 #include "joule/core/duration.hpp"
 #include "joule/core/validate.hpp"
 #include "joule/device/settings_guard.hpp"
+#include "joule/plan/card_profile.hpp"
 #include "joule/plan/clock_applier.hpp"
 #include "joule/plan/local_plan.hpp"
 #include "joule/plan/planner.hpp"
@@ -628,6 +629,14 @@ void bind_plan_functions(py::module_& module) {
   module.def("_pipeline_stage_plan", &stage_plan,
              "A server-less stage runtime's plan (plan::plan_stages): a plan file's (plan_path), else the "
              "profile's for target_time_s or slowdown; the same keys as _pipeline_plan.");
+  module.def(
+      "_pipeline_read_card",
+      [](const std::string& path, const GpuRef& gpu) {
+        return probe::render_card(value_or_throw(plan::read_stage_card(path, *gpu.gpu)));
+      },
+      py::arg("path"), py::arg("gpu"),
+      "The frontier card at `path` (JSON text) checked against `gpu` (plan::read_stage_card): "
+      "InvalidArgumentError for a card of another model or driver, ParseError for a newer schema.");
   module.def(
       "_pipeline_check_topology",
       [](int64_t rank, int64_t dp_rank, int64_t pp_rank, int64_t tp_rank, int64_t dp_degree,

@@ -4,11 +4,14 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "joule/core/log.hpp"
+#include "joule/core/signals.hpp"
 #include "joule/metrics/http_listener.hpp"
+#include "joule/plan/card_profile.hpp"
 #include "joule/plan/profile_codec.hpp"
 #include "joule/server/http_server.hpp"
 #include "joule/server/metrics.hpp"
@@ -16,7 +19,6 @@
 #include "joule/store/store.hpp"
 
 #include "common.hpp"
-#include "joule/core/signals.hpp"
 #include "usage.hpp"
 
 namespace joule::cli {
@@ -34,6 +36,7 @@ struct ServeFlags {
   // Zeus's pipeline frequency optimizer (docs/perseus-live.md).
   int pfo_microbatches = 0;
   std::string pfo_profile;
+  std::string pfo_card;
   int pfo_round_iterations = plan::LiveOptions().planned_round_iterations;
   int pfo_profile_samples = plan::LiveOptions().profile_samples;
   double pfo_blocking_w = plan::LiveOptions().default_p_blocking_w;
@@ -54,6 +57,16 @@ int run_serve(const ServeFlags& flags) {
   BlockedSignals stop({SIGINT, SIGTERM});
   const auto [host, port] =
       value_or_throw(metrics::parse_host_port(flags.listen, "listen address", server::kDefaultPort));
+  // Before the store is opened: a bad card leaves nothing behind.
+  std::optional<probe::Card> card;
+  if (!flags.pfo_card.empty()) {
+    if (!flags.pfo_profile.empty()) {
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          "serve: --pfo-card and --pfo-profile: a job given a profile profiles nothing (keep one)");
+    }
+    card = value_or_throw(plan::read_job_card(flags.pfo_card));
+  }
   store::OpenOptions open_options;
   open_options.max_connections = flags.db_connections;
   auto opened = store::open_store(flags.db, open_options);
@@ -86,6 +99,8 @@ int run_serve(const ServeFlags& flags) {
     const plan::Profile profile = value_or_throw(plan::Profile::read(flags.pfo_profile));
     service_options.live_profile_csv = plan::profile_csv(profile);
   }
+  service_options.live_card = std::move(card);
+  service_options.live_card_source = flags.pfo_card;
   server::Service service(database, service_options);
   server::HttpServerOptions options;
   options.metrics = metrics;
@@ -165,6 +180,12 @@ void add_pipeline_frequency_options(CLI::App& command, ServeFlags& flags) {
       .add_option("--pfo-profile", flags.pfo_profile,
                   "A measured pipeline profile (CSV: stage,instruction,frequency_mhz,time_s,energy_j) that "
                   "every pipeline-frequency job starts from instead of profiling")
+      ->option_text("FILE");
+  command
+      .add_option(
+          "--pfo-card", flags.pfo_card,
+          "A frontier card of the stage GPUs (joule probe): profiled jobs measure a few SM clocks and "
+          "predict the rest from it (a job's own card, sent by its client, wins)")
       ->option_text("FILE");
   command
       .add_option(

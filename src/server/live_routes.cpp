@@ -126,6 +126,30 @@ plan::LiveJobInfo parse_job_info(const json& body, const ServiceOptions& options
   return info;
 }
 
+// A job's registration: Zeus's JobInfo and joule's `card` (a frontier card of the stage GPUs, as `joule
+// probe` writes it; the client checked it against its GPU: plan::read_stage_card()).
+struct JobRegistration {
+  plan::LiveJobInfo info;
+  std::optional<probe::Card> card;
+};
+
+JobRegistration parse_job_registration(const json& body, const ServiceOptions& options) {
+  JobRegistration registration{parse_job_info(body, options), std::nullopt};
+  const JsonFields fields(body, "", ErrorCode::kInvalidArgument);
+  if (const json* card = fields.optional("card"); card != nullptr && !card->is_null()) {
+    if (!card->is_object()) {
+      throw_json_field_error(ErrorCode::kInvalidArgument, "card",
+                             "must be a frontier card (a JSON object, as joule probe writes it)");
+    }
+    auto parsed = probe::parse_card(card->dump(), "the job's card");
+    if (!parsed) {
+      throw_json_field_error(ErrorCode::kInvalidArgument, "card", parsed.error().message());
+    }
+    registration.card = std::move(*parsed);
+  }
+  return registration;
+}
+
 // Zeus's RankInfo.
 plan::LiveRankInfo parse_rank_info(const json& body) {
   const JsonFields fields(body, "", ErrorCode::kInvalidArgument);
@@ -269,6 +293,21 @@ std::string waiting_for_reports(const plan::LiveState& state, int rank, const st
 }
 
 // Logs what a completed round changed in a job (once per change, not per round of a long warm-up).
+// GET /job's `card`: null without one; else its name, the clocks it profiles, and the decision.
+json card_json(const plan::LiveState& state) {
+  if (!state.card_given()) {
+    return nullptr;
+  }
+  std::vector<uint32_t> clocks;
+  for (const size_t index : state.card_clocks()) {
+    clocks.push_back(state.frequencies_mhz()[index]);
+  }
+  return {{"source", state.card_source()},
+          {"probe_clocks", clocks},
+          {"fallback", state.card_fallback()},
+          {"summary", state.card_summary()}};
+}
+
 void log_round(const std::string& job_id, const plan::LiveState& before, const plan::LiveState& after) {
   if (!after.rerun_reason().empty()) {
     log().warn("pipeline-frequency job {}: round {} is run again: {}", job_id, before.round(),
@@ -289,6 +328,14 @@ void log_round(const std::string& job_id, const plan::LiveState& before, const p
     } else if (after.phase() != plan::LivePhase::kWarmup && after.warmup_rounds() > 1) {
       log().info("pipeline-frequency job {}: every rank is thermally steady after {} warm-up rounds", job_id,
                  after.warmup_rounds());
+    }
+  }
+  if (after.card_summary() != before.card_summary() && !after.card_summary().empty()) {
+    // Which path the card's job takes, and why.
+    if (after.card_fallback()) {
+      log().warn("pipeline-frequency job {}: {}", job_id, after.card_summary());
+    } else {
+      log().info("pipeline-frequency job {}: {}", job_id, after.card_summary());
     }
   }
   if (after.phase() != before.phase()) {
@@ -325,6 +372,7 @@ Response LiveService::info() const {
                                {"max_warmup_rounds", live.max_warmup_rounds},
                                {"default_microbatches", options.live_default_microbatches},
                                {"profile_given", options.live_profile_csv.has_value()},
+                               {"card_given", options.live_card.has_value()},
                                {"max_world_size", limits.max_world_size},
                                {"max_frequencies_per_rank", limits.max_frequencies_per_rank},
                                {"max_computations", limits.max_computations},
@@ -367,11 +415,12 @@ Response LiveService::register_job(const Request& request) {
     refused.headers.emplace_back("Retry-After", fmt::format("{:.0f}", std::ceil(retry_after_s)));
     return refused;
   }
-  auto info =
-      parse_wire<plan::LiveJobInfo>(request, [&](const json& body) { return parse_job_info(body, options); });
-  if (!info) {
-    return info.error();
+  auto registration = parse_wire<JobRegistration>(
+      request, [&](const json& body) { return parse_job_registration(body, options); });
+  if (!registration) {
+    return registration.error();
   }
+  const plan::LiveJobInfo* info = &registration->info;
   struct Created {
     plan::LiveState state;
     plan::LiveData data;
@@ -383,6 +432,12 @@ Response LiveService::register_job(const Request& request) {
     auto state = JOULE_TRY(plan::LiveState::create(std::move(named), options.live, options.live_limits));
     if (options.live_profile_csv) {
       JOULE_TRY(state.use_profile(*options.live_profile_csv, data));
+    }
+    if (registration->card) {
+      JOULE_TRY(state.use_card(*registration->card,
+                               fmt::format("the job's card ({})", registration->card->device.model), data));
+    } else if (options.live_card && !options.live_profile_csv) {
+      JOULE_TRY(state.use_card(*options.live_card, options.live_card_source, data));
     }
     return Created{std::move(state), std::move(data)};
   };
@@ -580,6 +635,7 @@ Response LiveService::get_job(const Request& request, const std::string& job_id)
         {"slowed_pipelines", std::count(slowed.begin(), slowed.end(), true)},
         {"predicted", nullptr},
         {"failure", state->failure()},
+        {"card", card_json(*state)},
         {"idle_s",
          static_cast<double>(std::max<int64_t>(0, now_unix_ns() - state->touched_unix_ns())) / 1e9}};
     if (const auto& fastest = state->fastest_prediction()) {

@@ -87,6 +87,26 @@ TEST(Cli, BadInputIsOneClearLineAndNonZero) {
             "generic)\n");
 }
 
+// joule serve --pfo-card: a card it cannot read, or one of a newer schema, is one line naming the file,
+// before the store is created (cli_usage_test.cpp: a card with --pfo-profile).
+TEST(Cli, ServeRefusesACardItCannotUse) {
+  TempDir dir;
+  const std::string db = "sqlite:" + dir.path() + "/serve.db";
+  auto card = nlohmann::json::parse(read_file(std::string(JOULE_SOURCE_DIR) + "/data/cards/sim-v100.json"));
+  card["schema_version"] = 2;
+  const std::string newer = dir.write("newer.json", card.dump());
+  auto result = joule({"serve", "--db", db, "--listen", "127.0.0.1:0", "--pfo-card", newer});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err,
+            "joule: error: " + newer +
+                ": card schema version 2 is newer than this joule reads (1): upgrade joule to read it\n");
+  const std::string missing = dir.path() + "/missing.json";
+  result = joule({"serve", "--db", db, "--listen", "127.0.0.1:0", "--pfo-card", missing});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "joule: error: cannot open " + missing + ": No such file or directory\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/serve.db"));
+}
+
 // Usage errors name the command or flag, suggest the likely one for a typo, and point at the help of the
 // command in use; every one exits 2 with one line.
 TEST(Cli, UsageErrorsSpeakHuman) {

@@ -330,5 +330,20 @@ TEST(CliUsage, ServingGpusAreProbedForTheirCards) {
       << devices.err;
 }
 
+// joule serve --pfo-card with --pfo-profile: a job given a profile profiles nothing, so the card would go
+// unused; refused before the store is opened.
+TEST(CliUsage, ServeRefusesACardWithAProfile) {
+  TempDir dir;
+  const auto result = run_joule_usage(
+      {"serve", "--db", "sqlite:" + dir.path() + "/serve.db", "--listen", "127.0.0.1:0", "--pfo-card",
+       std::string(JOULE_SOURCE_DIR) + "/data/cards/sim-v100.json", "--pfo-profile",
+       std::string(JOULE_SOURCE_DIR) + "/data/perseus/example_s4_m8_profile.csv"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err,
+            "joule: error: serve: --pfo-card and --pfo-profile: a job given a profile profiles nothing (keep "
+            "one)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/serve.db"));
+}
+
 }  // namespace
 }  // namespace joule::test

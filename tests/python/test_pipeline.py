@@ -265,6 +265,49 @@ def test_optimizer_speaks_the_wire_protocol(fake_server: Callable[..., FakeServe
         assert result["iter_energy"][i] == pytest.approx(f1410[1] + f1200[1] + b1410[1] + b1005[1], abs=5e-3)
 
 
+CARDS = SOURCE_DIR / "data" / "cards"
+
+
+def test_a_card_goes_with_the_job_once_checked_against_the_gpu(
+        fake_server: Callable[..., FakeServer], tmp_path: pathlib.Path) -> None:
+    """card= is read against this rank's GPU (plan::read_stage_card) and rank 0 sends it with the job; a card
+    of another GPU, of a newer schema, or server-less is refused before anything is sent."""
+    server = fake_server(scripted([]))
+    gpu = joule.devices(sim="v100", virtual_clock=True, cpus=False).gpus[0]
+    args = (0, 0, 0, 0, 0, 1, 1, 1, 1)
+    with joule.PipelineFrequencyOptimizer(*args, server.url, gpu=gpu, num_microbatches=2, sync_fn=None,
+                                          steady_state="off", card=str(CARDS / "sim-v100.json")):
+        pass
+    body = server.requests[0][2]
+    assert server.requests[0][1] == "/register_job"
+    assert body["card"]["device"]["model"] == "Tesla V100-PCIE-32GB (simulated)"
+    assert body["card"]["schema_version"] == 1
+    assert {f["knob"] for f in body["card"]["frontiers"]} >= {"sm_clock"}
+    sent = len(server.requests)
+
+    other = str(CARDS / "sim-a40.json")
+    with pytest.raises(joule.InvalidArgumentError) as refused:
+        joule.PipelineFrequencyOptimizer(*args, server.url, gpu=gpu, num_microbatches=2, sync_fn=None,
+                                         steady_state="off", card=other)
+    assert str(refused.value) == (
+        f"{other} is for NVIDIA A40 (simulated) (driver sim), not Tesla V100-PCIE-32GB (simulated) (driver sim): "
+        "make a card for this device with 'joule probe'")
+    card = json.loads((CARDS / "sim-v100.json").read_text())
+    card["schema_version"] = 2
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(card))
+    with pytest.raises(joule.ParseError) as parse_error:
+        joule.PipelineFrequencyOptimizer(*args, server.url, gpu=gpu, num_microbatches=2, sync_fn=None,
+                                         steady_state="off", card=str(newer))
+    assert str(parse_error.value) == (
+        f"{newer}: card schema version 2 is newer than this joule reads (1): upgrade joule to read it")
+    with pytest.raises(joule.InvalidArgumentError) as server_less:
+        joule.PipelineFrequencyOptimizer(*args, None, gpu=gpu, profile=PROFILE, num_microbatches=2, sync_fn=None,
+                                         card=str(CARDS / "sim-v100.json"))
+    assert str(server_less.value).startswith("card= is for the form with a server")
+    assert len(server.requests) == sent  # nothing sent for a refused card
+
+
 def test_optimizer_reports_the_time_before_waiting_on_other_pipelines(fake_server: Callable[..., FakeServer]) -> None:
     round_ = {"rank": 0, "frequencies": [["forward", 1410], ["backward", 1410]], "iterations": 1}
     server = fake_server(scripted([round_]))

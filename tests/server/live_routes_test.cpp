@@ -4,6 +4,7 @@
 // every bad input answered with a 4xx naming the field and no change.
 #include <fstream>
 #include <future>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/plan/pipeline.hpp"
+#include "joule/probe/card.hpp"
 #include "joule/server/service.hpp"
 
 #include "test_util.hpp"
@@ -398,6 +400,104 @@ TEST_F(LiveRoutesTest, WarmupLastsWhileARankIsNotThermallySteady) {
   const json got = schedule(job, 0);
   EXPECT_EQ(got["phase"], "profiling");
   EXPECT_EQ(got["round"], 2);
+}
+
+json card_document(const std::string& name) {
+  std::ifstream in(std::string(JOULE_SOURCE_DIR) + "/data/cards/" + name);
+  return json::parse(in);
+}
+
+class LiveCardRoutesTest : public LiveRoutesTest {
+ protected:
+  json job_info(int pp, int microbatches) {
+    return {{"job_id", ""},
+            {"pp_degree", pp},
+            {"dp_degree", 1},
+            {"tp_degree", 1},
+            {"world_size", pp},
+            {"job_metadata", "card"},
+            {"num_microbatches", microbatches}};
+  }
+  json job(const std::string& id) {
+    const Response response = call("GET", "/job/" + id);
+    EXPECT_EQ(response.status, 200) << response.body;
+    return json::parse(response.body);
+  }
+};
+
+// A job that sends a card profiles only the card's clocks: the warm-up, one profiling round, planned.
+TEST_F(LiveCardRoutesTest, AJobsCardProfilesAFewClocksAndGetJobSaysWhichPath) {
+  json body = job_info(4, 8);
+  body["card"] = card_document("sim-generic.json");
+  const Response registered = call("POST", "/register_job", body);
+  ASSERT_EQ(registered.status, 200) << registered.body;
+  const std::string id = json::parse(registered.body).get<std::string>();
+  // The GPUs' clocks are the profile's (the ranks' results read it): a card predicts what they measure.
+  for (int rank = 0; rank < 4; ++rank) {
+    const Response response = call("POST", "/register_rank/" + id,
+                                   {{"rank", rank},
+                                    {"dp_rank", 0},
+                                    {"pp_rank", rank},
+                                    {"tp_rank", 0},
+                                    {"available_frequencies", example().frequencies_mhz()}});
+    ASSERT_EQ(response.status, 200) << response.body;
+  }
+  EXPECT_EQ(round(id, 4, 1)["phase"], "warmup");
+  const json profiling = round(id, 4, 1);
+  EXPECT_EQ(profiling["phase"], "profiling");
+  std::set<uint32_t> profiled;
+  for (const json& entry : profiling["frequencies"]) {
+    profiled.insert(entry[1].get<uint32_t>());
+  }
+  const json status = job(id);
+  ASSERT_TRUE(status["card"].is_object()) << status.dump();
+  EXPECT_EQ(status["card"]["source"], "the job's card (Generic 400 W GPU (simulated))");
+  const auto probe_clocks = status["card"]["probe_clocks"].get<std::vector<uint32_t>>();
+  EXPECT_EQ(probe_clocks.size(), 4u);  // 8 microbatches, 2 samples: a round measures 4
+  EXPECT_EQ(std::set<uint32_t>(probe_clocks.begin(), probe_clocks.end()), profiled);
+  EXPECT_EQ(probe_clocks.front(), 1410u);
+  const json planned = schedule(id, 0);
+  ASSERT_EQ(planned["phase"], "planned") << planned.dump() << job(id).dump();
+  const json done = job(id);
+  EXPECT_EQ(done["profiling_iterations"], 2);
+  EXPECT_EQ(done["card"]["fallback"], false);
+  EXPECT_NE(done["card"]["summary"].get<std::string>().find("fits every computation"), std::string::npos)
+      << done.dump();
+}
+
+TEST_F(LiveCardRoutesTest, AServerCardIsEveryJobsDefaultAndABadCardIs422) {
+  server::ServiceOptions options;
+  options.live_card = *probe::parse_card(card_document("sim-generic.json").dump(), "generic.json");
+  options.live_card_source = "generic.json";
+  open(options);
+  const Response registered = call("POST", "/register_job", job_info(2, 4));
+  ASSERT_EQ(registered.status, 200) << registered.body;
+  const std::string id = json::parse(registered.body).get<std::string>();
+  EXPECT_EQ(job(id)["card"]["source"], "generic.json");
+  EXPECT_EQ(json::parse(call("GET", "/info").body)["scheduler_args"]["card_given"], true);
+
+  const auto refused = [&](const json& card) {
+    json body = job_info(2, 4);
+    body["card"] = card;
+    const Response response = call("POST", "/register_job", body);
+    EXPECT_EQ(response.status, 422) << response.body;
+    const json entry = json::parse(response.body)["detail"][0];
+    return entry["loc"].dump() + " " + entry["msg"].get<std::string>();
+  };
+  json newer = card_document("sim-generic.json");
+  newer["schema_version"] = 2;
+  EXPECT_EQ(refused(newer),
+            R"(["body","card"] the job's card: card schema version 2 is newer than this joule )"
+            R"(reads (1): upgrade joule to read it)");
+  EXPECT_EQ(refused("sim-generic.json"),
+            R"(["body","card"] must be a frontier card (a JSON object, as joule probe writes it))");
+  json read_only = card_document("sim-generic.json");
+  read_only["frontiers"] = json::array();
+  read_only["read_only"] = true;
+  EXPECT_EQ(
+      refused(read_only),
+      R"(["body","card"] the job's card (Generic 400 W GPU (simulated)): the card has no compute kernel )"
+      R"(frontier under sm_clock (a --read-only card has no frontiers))");
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "joule/core/error.hpp"
 #include "joule/core/frontier.hpp"
 #include "joule/plan/pipeline.hpp"
+#include "joule/probe/card.hpp"
 
 namespace joule::plan {
 
@@ -158,6 +159,12 @@ struct LiveOptions {
   /// client that never settles: the client's own detector gives up after its max_wait_s (180 s by
   /// default), which at 50 ms iterations is 3600 of them. 1: one round, whatever the ranks report.
   int max_warmup_rounds = 3600;
+  /// With a frontier card (LiveState::use_card()): the clocks profiled before the fit (at least; more when
+  /// the last profiling round has room for them), the lowest of them as a fraction of the highest, and the
+  /// largest held-out check error accepted (CardProfileOptions in card_profile.hpp says why 3, 0.4 and 5%).
+  int card_probe_clocks = 3;
+  double card_lowest_probe_ratio = 0.4;
+  double card_max_residual = 0.05;
 };
 
 /// @return kInvalidArgument naming the option that is out of range.
@@ -204,6 +211,7 @@ struct LiveData {
   std::optional<std::string> profile_csv;  ///< canonical CSV (profile_codec.hpp), once measured or given
   FrequencyPlan fastest_plan;              ///< once planned: per computation, MHz
   FrequencyPlan slowed_plan;               ///< in straggler mode: what the non-straggling pipelines run
+  std::optional<std::string> card_json;    ///< the frontier card the job starts from (use_card()), as JSON
   int64_t version = 0;                     ///< LiveState::data_version() when written
 
   std::string dump() const;  ///< JSON text
@@ -260,6 +268,17 @@ class LiveState {
   /// kInvalidArgument if the profile does not parse, has fewer stages than pp_degree or more clocks than a
   /// rank may list. Only before the first rank registers (kState).
   Result<void> use_profile(const std::string& profile_csv, LiveData& data);
+
+  /// Starts from a frontier card of the stage GPUs (joule/probe/card.hpp; `source` names it in logs): the
+  /// sweep profiles only options.card_probe_clocks clocks (card_probe_indices()), fits every stage's forward
+  /// and backward to the card's SM-clock curves and plans on the measured + predicted profile; where a fit's
+  /// residual exceeds options.card_max_residual the sweep goes on over the remaining clocks as without a
+  /// card (card_summary() says which path and why). The card is stored into `data`. Errors: kState after the
+  /// first rank registered; kInvalidArgument with a given profile (nothing to profile) or a card without SM
+  /// clock frontiers (KnobPrior::from_card()'s message).
+  /// A residual over the threshold: "the card does not describe stage(s) …", with every computation's
+  /// held-out and fit errors, in card_summary().
+  Result<void> use_card(const probe::Card& card, const std::string& source, LiveData& data);
 
   /// Checks a rank's registration: its ranks within their degrees, its clocks (1 to
   /// limits.max_frequencies_per_rank, none twice, none zero), the given profile's clocks among them, and
@@ -354,6 +373,14 @@ class LiveState {
   bool warmup_gave_up() const { return warmup_gave_up_; }
   /// @return a number that changes whenever LiveData changes: store the data with it, cache by it.
   int64_t data_version() const { return data_version_; }
+  /// @return whether the job starts from a card (use_card()), its name, the sweep positions of the clocks
+  /// it profiles first (indices into frequencies_mhz(), once every rank registered), whether the card
+  /// failed its check and the sweep went on (fallback), and the log line of the decision ("" until made).
+  bool card_given() const { return card_given_; }
+  const std::string& card_source() const { return card_source_; }
+  const std::vector<size_t>& card_clocks() const { return card_clocks_; }
+  bool card_fallback() const { return card_fallback_; }
+  const std::string& card_summary() const { return card_summary_; }
   /// @return whether the job was given a profile (use_profile()).
   bool profile_given() const { return profile_given_; }
   /// @return an upper bound of the JSON text of one rank's result in this job (the largest round), bytes:
@@ -394,6 +421,16 @@ class LiveState {
   void observe_stragglers(const std::vector<LiveReport>& reports);
   void next_round();
   void start_sweep_round();
+  /// The clock index (into frequencies_mhz_) that sweep position `position` profiles: the card's clocks
+  /// first, then the others from the highest down; without a card the position itself.
+  size_t sweep_clock(size_t position) const;
+  /// How many sweep positions the sweep has: the card's clocks until the card failed its check, else all.
+  size_t sweep_length() const;
+  /// Per clock index, whether it has been (or is being) profiled.
+  std::vector<bool> swept_clocks() const;
+  Result<void> observe_card(LiveData& data);
+  Result<void> plan_measured(LiveData& data);
+  Result<void> plan_profile(const Profile& profile, LiveData& data);
 
   LiveJobInfo info_;
   LiveOptions options_;
@@ -404,10 +441,15 @@ class LiveState {
   int reported_ = 0;
   std::vector<uint32_t> frequencies_mhz_;  // shared by the ranks registered so far; descending once all are
   bool profile_given_ = false;
+  bool card_given_ = false;
+  bool card_fallback_ = false;         // the card failed its check: the sweep goes on as without a card
   std::vector<uint32_t> profile_mhz_;  // the given profile's clocks: every rank must support them
-  size_t sweep_next_ = 0;              // frequencies [0, sweep_next_) profiled or being profiled
-  size_t round_frequencies_ = 0;       // how many the current profiling round sweeps, from sweep_next_ − it
-  double idle_energy_j_ = 0;           // Σ over ranks and iterations of energy outside computations
+  std::string card_source_;
+  std::vector<size_t> card_clocks_;  // ascending indices into frequencies_mhz_, once every rank registered
+  std::string card_summary_;
+  size_t sweep_next_ = 0;         // frequencies [0, sweep_next_) profiled or being profiled
+  size_t round_frequencies_ = 0;  // how many the current profiling round sweeps, from sweep_next_ − it
+  double idle_energy_j_ = 0;      // Σ over ranks and iterations of energy outside computations
   double idle_time_s_ = 0;
   double busy_time_s_ = 0;
   double p_blocking_w_ = 0;
@@ -448,6 +490,8 @@ class LiveScheduler {
   static Result<LiveScheduler> create(LiveJobInfo info, LiveOptions options, LiveLimits limits = {});
   /// LiveState::use_profile().
   Result<void> use_profile(const std::string& profile_csv);
+  /// LiveState::use_card().
+  Result<void> use_card(const probe::Card& card, const std::string& source);
 
   /// Registers a rank. Errors: LiveState::check_registration()'s, already_registered(), position_taken().
   /// Registering the last rank of a job with a given profile plans it through `provider`; if that fails,

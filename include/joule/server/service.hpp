@@ -19,6 +19,7 @@
 #include "joule/core/clock.hpp"
 #include "joule/plan/live.hpp"
 #include "joule/plan/planner.hpp"
+#include "joule/probe/card.hpp"
 #include "joule/store/store.hpp"
 
 namespace joule::server {
@@ -108,6 +109,10 @@ struct ServiceOptions {
   int live_default_microbatches = 0;
   /// A measured profile (canonical CSV) every job starts from instead of profiling; nullopt: profile each.
   std::optional<std::string> live_profile_csv;
+  /// A frontier card of the stage GPUs every profiled job starts from (plan::LiveState::use_card()) unless
+  /// its registration sends its own (`card`); nullopt: none. `live_card_source` names it in logs.
+  std::optional<probe::Card> live_card;
+  std::string live_card_source;
   /// How long GET /schedule waits for the other ranks (to register, report the round, or the plan) before
   /// 409. A waiting request holds its connection, never a thread.
   std::chrono::milliseconds live_schedule_wait{std::chrono::minutes(10)};

@@ -16,8 +16,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "joule/plan/card_profile.hpp"
 #include "joule/plan/planner.hpp"
 #include "joule/plan/profile_codec.hpp"
+#include "joule/probe/prior.hpp"
 
 #include "plan/live/live_internal.hpp"
 
@@ -179,6 +181,12 @@ Result<void> validate(const LiveOptions& options) {
   JOULE_TRY(check_fraction(options.straggler_enter, "straggler_enter"));
   JOULE_TRY(check_fraction(options.straggler_exit, "straggler_exit"));
   JOULE_TRY(check_fraction(options.straggler_retarget, "straggler_retarget"));
+  JOULE_TRY(check_fraction(options.card_lowest_probe_ratio, "card_lowest_probe_ratio"));
+  JOULE_TRY(check_fraction(options.card_max_residual, "card_max_residual"));
+  if (options.card_probe_clocks < 2 || options.card_probe_clocks > 64) {
+    return fail(ErrorCode::kInvalidArgument, "card_probe_clocks: must be 2 to 64, got {}",
+                options.card_probe_clocks);
+  }
   if (options.straggler_exit > options.straggler_enter) {
     return fail(ErrorCode::kInvalidArgument,
                 "straggler_exit: must not exceed straggler_enter ({}), got {}: without the gap between them "
@@ -331,6 +339,25 @@ Result<void> LiveState::use_profile(const std::string& profile_csv, LiveData& da
   return {};
 }
 
+Result<void> LiveState::use_card(const probe::Card& card, const std::string& source, LiveData& data) {
+  if (registered_ > 0) {
+    return fail(ErrorCode::kState, "card: must be given before the first rank registers");
+  }
+  if (profile_given_) {
+    return fail(ErrorCode::kInvalidArgument,
+                "card: the job was given a profile, so nothing is profiled: a card would not be used");
+  }
+  if (auto prior = probe::KnobPrior::from_card(card, probe::CardKnob::kSmClock, source); !prior) {
+    return fail(ErrorCode::kInvalidArgument, "card: {}", prior.error().message());
+  }
+  data.card_json = probe::render_card(card);
+  card_given_ = true;
+  card_source_ = source.substr(0, 256);  // a name for logs: the state stays small whatever the card says
+  ++data_version_;
+  data.version = data_version_;
+  return {};
+}
+
 std::optional<int> LiveState::position_index(const LiveRankInfo& rank) const {
   if (rank.dp_rank < 0 || rank.dp_rank >= info_.dp_degree || rank.pp_rank < 0 ||
       rank.pp_rank >= info_.pp_degree || rank.tp_rank < 0 || rank.tp_rank >= info_.tp_degree) {
@@ -457,6 +484,13 @@ void LiveState::add_rank(const LiveRankInfo& rank, LiveData& data) {
   }
   ++data_version_;
   data.version = data_version_;
+  if (card_given_) {
+    CardProfileOptions card_options;
+    card_options.probe_clocks =
+        card_probe_count(options_.card_probe_clocks, info_.num_microbatches, options_.profile_samples);
+    card_options.lowest_probe_ratio = options_.card_lowest_probe_ratio;
+    card_clocks_ = card_probe_indices(frequencies_mhz_, card_options);
+  }
   if (profile_given_ && data.profile_csv) {
     p_blocking_w_ = options_.default_p_blocking_w * info_.tp_degree;
     slowed_.assign(static_cast<size_t>(info_.dp_degree), false);
@@ -487,7 +521,40 @@ size_t LiveState::profiling_slot(int microbatch) const {
   const size_t base = sweep_next_ - round_frequencies_;
   const size_t slot =
       static_cast<size_t>(microbatch) * round_frequencies_ / static_cast<size_t>(info_.num_microbatches);
-  return std::min(base + slot, frequencies_mhz_.size() - 1);
+  return sweep_clock(std::min(base + slot, frequencies_mhz_.size() - 1));
+}
+
+size_t LiveState::sweep_clock(size_t position) const {
+  if (!card_given_ || card_clocks_.empty()) {
+    return position;
+  }
+  if (position < card_clocks_.size()) {
+    return card_clocks_[position];
+  }
+  // The (position − k)-th clock that is not one of the card's k, from the highest down.
+  size_t rest = position - card_clocks_.size();
+  for (size_t index = 0; index < frequencies_mhz_.size(); ++index) {
+    if (!std::binary_search(card_clocks_.begin(), card_clocks_.end(), index)) {
+      if (rest == 0) {
+        return index;
+      }
+      --rest;
+    }
+  }
+  return frequencies_mhz_.size() - 1;
+}
+
+size_t LiveState::sweep_length() const {
+  return card_given_ && !card_fallback_ ? std::min(card_clocks_.size(), frequencies_mhz_.size())
+                                        : frequencies_mhz_.size();
+}
+
+std::vector<bool> LiveState::swept_clocks() const {
+  std::vector<bool> swept(frequencies_mhz_.size(), false);
+  for (size_t position = 0; position < sweep_next_; ++position) {
+    swept[sweep_clock(position)] = true;
+  }
+  return swept;
 }
 
 std::vector<std::pair<std::string, uint32_t>> LiveState::profiling_list(const PipelineDag& dag,
@@ -646,7 +713,7 @@ void LiveState::next_round() {
 
 void LiveState::start_sweep_round() {
   // The next clocks, M / samples of them (at least one).
-  const size_t remaining = frequencies_mhz_.size() - sweep_next_;
+  const size_t remaining = sweep_length() - std::min(sweep_next_, sweep_length());
   const auto per_iteration =
       static_cast<size_t>(std::max(1, info_.num_microbatches / options_.profile_samples));
   round_frequencies_ = std::min(per_iteration, remaining);
@@ -728,38 +795,15 @@ Result<void> LiveState::observe(const std::vector<LiveReport>& reports, LiveData
                     info_.job_id);
       }
       observe_profile(reports, data);
+      if (card_given_ && !card_fallback_ && sweep_next_ >= sweep_length()) {
+        return observe_card(data);
+      }
       if (!sweep_finished(data)) {
         start_sweep_round();
         next_round();
         return {};
       }
-      // Σ over ranks: every GPU's energy outside its computations over its time outside them.
-      const double total_time_s = idle_time_s_ + busy_time_s_;
-      const double per_gpu_w = idle_time_s_ >= 0.01 * total_time_s && idle_time_s_ > 0
-                                   ? idle_energy_j_ / idle_time_s_
-                                   : options_.default_p_blocking_w;
-      p_blocking_w_ = per_gpu_w * info_.tp_degree;
-      std::vector<std::array<std::vector<ProfileOption>, 2>> options(static_cast<size_t>(info_.pp_degree));
-      for (size_t stage = 0; stage < options.size(); ++stage) {
-        for (size_t instruction = 0; instruction < 2; ++instruction) {
-          for (size_t f = 0; f < sweep_next_; ++f) {
-            const LiveSample& sample = data.samples[stage][instruction][f];
-            if (sample.count == 0) {
-              return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage,
-                          frequencies_mhz_[f]);
-            }
-            const auto count = static_cast<double>(sample.count);
-            // A counter too coarse for one computation can read 0 J: keep the profile valid.
-            options[stage][instruction].push_back(
-                {frequencies_mhz_[f], sample.time_s / count, std::max(sample.energy_j / count, 1e-9)});
-          }
-        }
-      }
-      const Profile profile = JOULE_TRY(Profile::from_options(std::move(options)));
-      slowed_.assign(static_cast<size_t>(info_.dp_degree), false);
-      straggler_time_s_.reset();
-      planning_after_round_ = true;
-      return request_plan(plan::profile_csv(profile), data);
+      return plan_measured(data);
     }
     case LivePhase::kPlanned: {
       const auto before = std::make_pair(straggler_time_s_, slowed_);
@@ -779,6 +823,83 @@ Result<void> LiveState::observe(const std::vector<LiveReport>& reports, LiveData
       return {};
   }
   return {};
+}
+
+Result<void> LiveState::plan_profile(const Profile& profile, LiveData& data) {
+  // Σ over ranks: every GPU's energy outside its computations over its time outside them.
+  const double total_time_s = idle_time_s_ + busy_time_s_;
+  const double per_gpu_w = idle_time_s_ >= 0.01 * total_time_s && idle_time_s_ > 0
+                               ? idle_energy_j_ / idle_time_s_
+                               : options_.default_p_blocking_w;
+  p_blocking_w_ = per_gpu_w * info_.tp_degree;
+  slowed_.assign(static_cast<size_t>(info_.dp_degree), false);
+  straggler_time_s_.reset();
+  planning_after_round_ = true;
+  return request_plan(plan::profile_csv(profile), data);
+}
+
+Result<void> LiveState::plan_measured(LiveData& data) {
+  const std::vector<bool> swept = swept_clocks();
+  std::vector<std::array<std::vector<ProfileOption>, 2>> options(static_cast<size_t>(info_.pp_degree));
+  for (size_t stage = 0; stage < options.size(); ++stage) {
+    for (size_t instruction = 0; instruction < 2; ++instruction) {
+      for (size_t f = 0; f < swept.size(); ++f) {
+        if (!swept[f]) {
+          continue;
+        }
+        const LiveSample& sample = data.samples[stage][instruction][f];
+        if (sample.count == 0) {
+          return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage, frequencies_mhz_[f]);
+        }
+        const auto count = static_cast<double>(sample.count);
+        // A counter too coarse for one computation can read 0 J: keep the profile valid.
+        options[stage][instruction].push_back(
+            {frequencies_mhz_[f], sample.time_s / count, std::max(sample.energy_j / count, 1e-9)});
+      }
+    }
+  }
+  return plan_profile(JOULE_TRY(Profile::from_options(std::move(options))), data);
+}
+
+Result<void> LiveState::observe_card(LiveData& data) {
+  if (!data.card_json) {
+    return fail(ErrorCode::kInternal, "the stored data of job {} lacks its card", info_.job_id);
+  }
+  const probe::Card card = JOULE_TRY(probe::parse_card(*data.card_json, card_source_));
+  const probe::KnobPrior prior =
+      JOULE_TRY(probe::KnobPrior::from_card(card, probe::CardKnob::kSmClock, card_source_));
+  CardMeasurements measured(static_cast<size_t>(info_.pp_degree));
+  for (size_t stage = 0; stage < measured.size(); ++stage) {
+    for (size_t instruction = 0; instruction < 2; ++instruction) {
+      for (const size_t f : card_clocks_) {
+        const LiveSample& sample = data.samples[stage][instruction][f];
+        if (sample.count == 0) {
+          return fail(ErrorCode::kInternal, "stage {} has no sample at {} MHz", stage, frequencies_mhz_[f]);
+        }
+        const auto count = static_cast<double>(sample.count);
+        measured[stage][instruction].push_back({static_cast<double>(frequencies_mhz_[f]),
+                                                sample.time_s / count,
+                                                std::max(sample.energy_j / count, 1e-9)});
+      }
+    }
+  }
+  CardProfileOptions card_options;
+  card_options.probe_clocks = options_.card_probe_clocks;
+  card_options.lowest_probe_ratio = options_.card_lowest_probe_ratio;
+  card_options.max_residual = options_.card_max_residual;
+  card_options.stop_energy_rise = options_.profile_stop_energy_rise;
+  card_options.patience = options_.profile_patience;
+  const CardProfile predicted =
+      JOULE_TRY(predict_card_profile(prior, measured, frequencies_mhz_, card_options, card_source_));
+  // Bounded: the state stays small whatever the card said.
+  card_summary_ = predicted.summary.substr(0, 1024);
+  if (!predicted.profile) {
+    card_fallback_ = true;
+    start_sweep_round();
+    next_round();
+    return {};
+  }
+  return plan_profile(*predicted.profile, data);
 }
 
 void LiveState::observe_profile(const std::vector<LiveReport>& reports, LiveData& data) {
@@ -849,20 +970,24 @@ void LiveState::observe_profile(const std::vector<LiveReport>& reports, LiveData
 }
 
 bool LiveState::sweep_finished(const LiveData& data) const {
-  if (sweep_next_ >= frequencies_mhz_.size()) {
+  if (sweep_next_ >= sweep_length()) {
     return true;
   }
+  // The rule reads the clocks profiled from the highest down without a gap (with a card that failed its
+  // check, the card's lower clocks were profiled first: they count once the sweep reaches them).
+  const std::vector<bool> swept = swept_clocks();
+  const auto prefix = static_cast<size_t>(std::find(swept.begin(), swept.end(), false) - swept.begin());
   const auto patience = static_cast<size_t>(options_.profile_patience);
-  if (sweep_next_ < patience + 1) {
+  if (prefix < patience + 1) {
     return false;
   }
   for (const auto& stage : data.samples) {
     for (const auto& instruction : stage) {
       double least_j = INFINITY;
-      for (size_t f = 0; f < sweep_next_; ++f) {
+      for (size_t f = 0; f < prefix; ++f) {
         least_j = std::min(least_j, instruction[f].energy_j / static_cast<double>(instruction[f].count));
       }
-      for (size_t f = sweep_next_ - patience; f < sweep_next_; ++f) {
+      for (size_t f = prefix - patience; f < prefix; ++f) {
         const double energy_j = instruction[f].energy_j / static_cast<double>(instruction[f].count);
         if (energy_j <= least_j * (1 + options_.profile_stop_energy_rise)) {
           return false;  // this stage still gets cheaper (or not clearly dearer) at lower clocks
@@ -1063,6 +1188,10 @@ Result<LiveScheduler> LiveScheduler::create(LiveJobInfo info, LiveOptions option
 
 Result<void> LiveScheduler::use_profile(const std::string& profile_csv) {
   return state_.use_profile(profile_csv, data_);
+}
+
+Result<void> LiveScheduler::use_card(const probe::Card& card, const std::string& source) {
+  return state_.use_card(card, source, data_);
 }
 
 Result<void> LiveScheduler::register_rank(const LiveRankInfo& rank, const LivePlanProvider& provider) {

@@ -116,7 +116,10 @@ json options_json(const LiveOptions& options) {
           {"straggler_exit", options.straggler_exit},
           {"straggler_retarget", options.straggler_retarget},
           {"straggler_confirm_rounds", options.straggler_confirm_rounds},
-          {"max_warmup_rounds", options.max_warmup_rounds}};
+          {"max_warmup_rounds", options.max_warmup_rounds},
+          {"card_probe_clocks", options.card_probe_clocks},
+          {"card_lowest_probe_ratio", options.card_lowest_probe_ratio},
+          {"card_max_residual", options.card_max_residual}};
 }
 
 LiveOptions options_from(const json& options) {
@@ -133,6 +136,10 @@ LiveOptions options_from(const json& options) {
   o.straggler_confirm_rounds = options.at("straggler_confirm_rounds").get<int>();
   // Jobs stored before the thermal warm-up existed lack it: the default.
   o.max_warmup_rounds = options.value("max_warmup_rounds", LiveOptions{}.max_warmup_rounds);
+  // Jobs stored before cards existed lack these: the defaults.
+  o.card_probe_clocks = options.value("card_probe_clocks", LiveOptions{}.card_probe_clocks);
+  o.card_lowest_probe_ratio = options.value("card_lowest_probe_ratio", LiveOptions{}.card_lowest_probe_ratio);
+  o.card_max_residual = options.value("card_max_residual", LiveOptions{}.card_max_residual);
   return o;
 }
 
@@ -219,6 +226,7 @@ json data_json(const LiveData& data) {
           {"profile", optional_json(data.profile_csv)},
           {"fastest_plan", data.fastest_plan},
           {"slowed_plan", data.slowed_plan},
+          {"card", optional_json(data.card_json)},
           {"data_version", data.version}};
 }
 
@@ -252,6 +260,9 @@ LiveData data_from(const json& document) {
   data.fastest_plan = document.at("fastest_plan").get<FrequencyPlan>();
   data.slowed_plan = document.at("slowed_plan").get<FrequencyPlan>();
   data.version = document.at("data_version").get<int64_t>();
+  if (const auto card = document.find("card"); card != document.end()) {
+    data.card_json = optional_from<std::string>(*card);
+  }
   return data;
 }
 
@@ -300,6 +311,11 @@ struct LiveStateCodec {
             {"frequencies_mhz", state.frequencies_mhz_},
             {"profile_given", state.profile_given_},
             {"profile_mhz", state.profile_mhz_},
+            {"card_given", state.card_given_},
+            {"card_source", state.card_source_},
+            {"card_clocks", state.card_clocks_},
+            {"card_fallback", state.card_fallback_},
+            {"card_summary", state.card_summary_},
             {"sweep_next", state.sweep_next_},
             {"round_frequencies", state.round_frequencies_},
             {"idle_energy_j", state.idle_energy_j_},
@@ -347,6 +363,12 @@ struct LiveStateCodec {
     state.frequencies_mhz_ = document.at("frequencies_mhz").get<std::vector<uint32_t>>();
     state.profile_given_ = document.at("profile_given").get<bool>();
     state.profile_mhz_ = document.at("profile_mhz").get<std::vector<uint32_t>>();
+    // States stored before cards existed have none.
+    state.card_given_ = document.value("card_given", false);
+    state.card_source_ = document.value("card_source", std::string());
+    state.card_clocks_ = document.value("card_clocks", std::vector<size_t>());
+    state.card_fallback_ = document.value("card_fallback", false);
+    state.card_summary_ = document.value("card_summary", std::string());
     state.sweep_next_ = document.at("sweep_next").get<size_t>();
     state.round_frequencies_ = document.at("round_frequencies").get<size_t>();
     state.idle_energy_j_ = document.at("idle_energy_j").get<double>();
@@ -398,6 +420,14 @@ struct LiveStateCodec {
         std::adjacent_find(state.frequencies_mhz_.begin(), state.frequencies_mhz_.end()) !=
             state.frequencies_mhz_.end()) {
       return bad("the clocks are not a descending list within the limit");
+    }
+    if (state.card_clocks_.size() > 64 ||
+        !std::is_sorted(state.card_clocks_.begin(), state.card_clocks_.end()) ||
+        std::adjacent_find(state.card_clocks_.begin(), state.card_clocks_.end()) !=
+            state.card_clocks_.end() ||
+        (!state.card_clocks_.empty() && (state.card_clocks_.back() >= clocks || !state.card_given_)) ||
+        state.card_summary_.size() > 1024 || state.card_source_.size() > 4096) {
+      return bad("the card's clocks are not ascending indices of the clocks");
     }
     if (state.sweep_next_ > clocks || state.round_frequencies_ > state.sweep_next_) {
       return bad("the sweep position is outside its clocks");
