@@ -5,11 +5,14 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "joule/device/sim_gpu.hpp"
 #include "joule/probe/kernel_runner.hpp"
+#include "joule/probe/sim_kernel.hpp"
 
 namespace joule::probe {
 
@@ -19,34 +22,18 @@ std::string_view kernel_name(Kernel kernel) {
 
 namespace {
 
-// One kernel on one GPU model: power P(r, q) = idle + dyn·(m·q + (1 − m)·r³) at SM clock ratio r and memory
-// clock ratio q (m: the share of the dynamic power that follows the memory clock instead of the SM clock),
-// time t(r, q) = t0·(c/r + (1 − c)/q) (c: the share of the time that follows the SM clock, the rest follows
-// memory bandwidth). A power limit below P(1, q) lowers r until P(r, q) fits.
-struct SimKernelShape {
-  double time_at_max_clock_s;  // t0
-  double clock_bound_share;    // c
-  double dynamic_share;        // dyn as a share of (largest limit − idle)
-  double clock_free_power;     // m
-};
-
-constexpr SimKernelShape kComputeShape{1e-3, 0.95, 0.9, 0.1};
-constexpr SimKernelShape kMemoryShape{1e-3, 0.15, 0.55, 0.5};
-
-class ProbeKernelWorkload final : public device::sim::Workload {
+class SimKernelWorkload final : public device::sim::Workload {
  public:
-  ProbeKernelWorkload(const device::sim::GpuModel& model, Kernel kernel)
-      : kernel_(kernel),
-        shape_(kernel == Kernel::kCompute ? kComputeShape : kMemoryShape),
+  SimKernelWorkload(const device::sim::GpuModel& model, const SimKernelShape& shape, std::string description)
+      : shape_(shape),
+        description_(std::move(description)),
         idle_w_(model.idle_power_w),
         dynamic_w_(shape_.dynamic_share *
                    std::max(1.0, model.max_power_limit_mw / 1000.0 - model.idle_power_w)),
         max_clock_mhz_(std::max<double>(1, model.max_sm_clock_mhz)),
         min_ratio_(std::clamp(model.min_sm_clock_mhz / max_clock_mhz_, 0.05, 1.0)) {}
 
-  std::string description() const override {
-    return fmt::format("joule probe's {} kernel", kernel_name(kernel_));
-  }
+  std::string description() const override { return description_; }
 
   device::sim::OperatingPoint at(double power_limit_w,
                                  std::optional<double> locked_sm_clock_mhz) const override {
@@ -77,8 +64,8 @@ class ProbeKernelWorkload final : public device::sim::Workload {
   }
 
  private:
-  Kernel kernel_;
   SimKernelShape shape_;
+  std::string description_;
   double idle_w_;
   double dynamic_w_;
   double max_clock_mhz_;
@@ -89,8 +76,8 @@ class SimulatedRunner final : public KernelRunner {
  public:
   explicit SimulatedRunner(device::sim::SimulatedGpu& gpu)
       : gpu_(gpu),
-        compute_(std::make_shared<ProbeKernelWorkload>(gpu.model(), Kernel::kCompute)),
-        memory_(std::make_shared<ProbeKernelWorkload>(gpu.model(), Kernel::kMemory)) {}
+        compute_(make_sim_kernel_workload(gpu.model(), kSimComputeKernel, "joule probe's compute kernel")),
+        memory_(make_sim_kernel_workload(gpu.model(), kSimMemoryKernel, "joule probe's memory kernel")) {}
 
   std::string name() const override { return "simulated"; }
   std::string driver_version() const override { return "sim"; }
@@ -132,6 +119,12 @@ class SimulatedRunner final : public KernelRunner {
 };
 
 }  // namespace
+
+std::shared_ptr<const device::sim::Workload> make_sim_kernel_workload(const device::sim::GpuModel& model,
+                                                                      const SimKernelShape& shape,
+                                                                      std::string description) {
+  return std::make_shared<SimKernelWorkload>(model, shape, std::move(description));
+}
 
 std::unique_ptr<KernelRunner> make_simulated_runner(device::Gpu& gpu) {
   auto* simulated = dynamic_cast<device::sim::SimulatedGpu*>(&gpu);

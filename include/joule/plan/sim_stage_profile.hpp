@@ -19,10 +19,10 @@
 
 namespace joule::plan {
 
-/// A kernel that follows the law of `joule probe`'s simulated kernels (src/probe/simulated_runner.cpp) with
-/// shares of its own: time t(r) = t0·(c/r + 1 − c) and power P(r) = idle + dyn·(m + (1 − m)·r³) at SM clock
-/// ratio r, dyn = dynamic_share × (largest power limit − idle). The probe's compute kernel is
-/// {0.95, 0.9, 0.1}, its memory kernel {0.15, 0.55, 0.5}.
+/// A kernel that follows the law of `joule probe`'s simulated kernels (joule/probe/sim_kernel.hpp, which runs
+/// it, with t0 = 1 s scaled afterwards) with shares of its own: time t(r) = t0·(c/r + 1 − c) and power P(r) =
+/// idle + dyn·(m + (1 − m)·r³) at SM clock ratio r, dyn = dynamic_share × (largest power limit − idle). The
+/// probe's compute kernel is {0.95, 0.9, 0.1}, its memory kernel {0.15, 0.55, 0.5}.
 struct SimKernelShape {
   double clock_bound_share = 0.6;  ///< c in (0, 1]
   double dynamic_share = 0.7;      ///< in (0, 1]

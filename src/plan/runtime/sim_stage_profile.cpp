@@ -9,55 +9,11 @@
 #include <fmt/format.h>
 
 #include "joule/core/clock.hpp"
+#include "joule/probe/sim_kernel.hpp"
 
 namespace joule::plan {
 
 namespace {
-
-// SimKernelShape's law on a model (the power-limit part as joule probe's simulated kernels have it: a limit
-// below P(1) lowers the clock until the power fits).
-class KernelShapeWorkload final : public device::sim::Workload {
- public:
-  KernelShapeWorkload(const device::sim::GpuModel& model, SimKernelShape shape)
-      : shape_(shape),
-        idle_w_(model.idle_power_w),
-        dynamic_w_(shape.dynamic_share *
-                   std::max(1.0, model.max_power_limit_mw / 1000.0 - model.idle_power_w)),
-        max_clock_mhz_(std::max<double>(1, model.max_sm_clock_mhz)),
-        min_ratio_(std::clamp(model.min_sm_clock_mhz / max_clock_mhz_, 0.05, 1.0)) {}
-
-  std::string description() const override {
-    return fmt::format("a stage computation (clock-bound share {}, dynamic share {}, clock-free power {})",
-                       shape_.clock_bound_share, shape_.dynamic_share, shape_.clock_free_power);
-  }
-
-  device::sim::OperatingPoint at(double power_limit_w,
-                                 std::optional<double> locked_sm_clock_mhz) const override {
-    const double m = shape_.clock_free_power;
-    double ratio = 1;
-    const double needed = (power_limit_w - idle_w_) / dynamic_w_;
-    if (needed < 1) {
-      ratio = std::cbrt(std::max(0.0, needed - m) / (1 - m));
-    }
-    if (locked_sm_clock_mhz) {
-      ratio = std::min(ratio, *locked_sm_clock_mhz / max_clock_mhz_);
-    }
-    ratio = std::clamp(ratio, min_ratio_, 1.0);
-    const double c = shape_.clock_bound_share;
-    device::sim::OperatingPoint point;
-    point.power_w = idle_w_ + dynamic_w_ * (m + (1 - m) * ratio * ratio * ratio);
-    point.iteration_time_s = c / ratio + 1 - c;
-    point.sm_clock_mhz = ratio * max_clock_mhz_;
-    return point;
-  }
-
- private:
-  SimKernelShape shape_;
-  double idle_w_;
-  double dynamic_w_;
-  double max_clock_mhz_;
-  double min_ratio_;
-};
 
 Result<void> check_shape(const SimKernelPart& part, int stage) {
   const SimKernelShape& shape = part.shape;
@@ -94,8 +50,15 @@ Result<std::vector<ProfileOption>> measure_sim_computation(const device::sim::Gp
       total += part.time_share;
     }
     for (const SimKernelPart& part : computation.kernels) {
-      parts.emplace_back(std::make_shared<const KernelShapeWorkload>(model, part.shape),
-                         part.time_share / total);
+      parts.emplace_back(
+          probe::make_sim_kernel_workload(
+              model,
+              {1.0, part.shape.clock_bound_share, part.shape.dynamic_share, part.shape.clock_free_power},
+              fmt::format("a stage computation (clock-bound share {}, dynamic share {}, "
+                          "clock-free power {})",
+                          part.shape.clock_bound_share, part.shape.dynamic_share,
+                          part.shape.clock_free_power)),
+          part.time_share / total);
     }
   }
   auto clock = std::make_shared<VirtualClock>();
