@@ -55,16 +55,20 @@ class JobEnergyTest : public ::testing::Test {
   JobEnergyTest& operator=(const JobEnergyTest&) = delete;
 
  protected:
-  std::vector<std::unique_ptr<device::Gpu>> open_nvml(const std::string& config) {
+  // The GPUs belong to the fixture: a daemon still running when a test's body ends (stopped by the
+  // destructor) must not outlive them.
+  std::vector<std::unique_ptr<device::Gpu>>& open_nvml(const std::string& config) {
     const std::string path = dir.write("nvml.conf", config);
     const ScopedEnv script("JOULE_FAKE_NVML_CONFIG", path.c_str());
     auto gpus = device::open_nvml_gpus(device::NvmlOptions{JOULE_FAKE_NVML_PATH},
                                        *device::parse_visible_devices("CUDA_VISIBLE_DEVICES", nullptr));
     if (!gpus) {
       ADD_FAILURE() << gpus.error().message();
-      return {};
+      gpus_.clear();
+      return gpus_;
     }
-    return std::move(*gpus);
+    gpus_ = std::move(*gpus);
+    return gpus_;
   }
 
   void start(std::vector<device::Gpu*> served, daemon::DaemonOptions options = {}) {
@@ -94,12 +98,13 @@ class JobEnergyTest : public ::testing::Test {
 
   TempDir dir;
   VirtualClock clock;  // virtual time 0 is 1970: the fake's sample times are µs since then
+  std::vector<std::unique_ptr<device::Gpu>> gpus_;  // destroyed after the daemon
   std::unique_ptr<daemon::Daemon> daemon;
   std::thread thread;
 };
 
 TEST_F(JobEnergyTest, TrackerSplitsTheSharedGpuAmongJobsAndSaysWhichGpusItCannotSplit) {
-  auto nvml = open_nvml(kSharedGpu);
+  auto& nvml = open_nvml(kSharedGpu);
   ASSERT_EQ(nvml.size(), 1u);
   auto sim = device::sim::open_sim_gpus(*device::sim::parse_spec("1xv100"),
                                         std::shared_ptr<Clock>(std::shared_ptr<Clock>{}, &clock));
@@ -136,7 +141,7 @@ TEST_F(JobEnergyTest, TrackerSplitsTheSharedGpuAmongJobsAndSaysWhichGpusItCannot
 }
 
 TEST_F(JobEnergyTest, TheDaemonAnswersAJobsShareEndToEnd) {
-  auto nvml = open_nvml(kSharedGpu);
+  auto& nvml = open_nvml(kSharedGpu);
   ASSERT_EQ(nvml.size(), 1u);
   start({nvml[0].get()});  // its first window starts at 0
   EXPECT_EQ(
@@ -185,7 +190,7 @@ TEST_F(JobEnergyTest, TheDaemonAnswersAJobsShareEndToEnd) {
 
 TEST_F(JobEnergyTest, AnEndedJobIsForgottenOnceRootReadsItButNotWhenAnotherUserDoes) {
   // Window 2 (4–8 s) has no sample: both jobs have ended.
-  auto nvml = open_nvml(kSharedGpu);
+  auto& nvml = open_nvml(kSharedGpu);
   ASSERT_EQ(nvml.size(), 1u);
   start({nvml[0].get()});
   auto client = connect();
