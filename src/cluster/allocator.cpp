@@ -259,6 +259,10 @@ Result<Allocation> allocate(std::span<const JobDemand> jobs, double cap_w, const
   }
   // Everyone starts at the floor: the SLO floor when the cap allows it, else the lowest limit.
   double remaining_w = cap_w;
+  // 1 for an inference job at a point below its SLO floor (degraded): served before anything else.
+  const auto tier_of = [&](size_t j, size_t point) {
+    return jobs[j].kind == JobKind::kInference && point < prepared[j].slo_floor ? 1 : 0;
+  };
   std::priority_queue<Segment> heap;
   const auto push_next = [&](size_t j) {
     Prepared& job = prepared[j];
@@ -268,8 +272,7 @@ Result<Allocation> allocate(std::span<const JobDemand> jobs, double cap_w, const
     const Point& from = job.points[job.hull[job.at_hull]];
     const Point& to = job.points[job.hull[job.at_hull + 1]];
     const double per_watt = (from.cost - to.cost) / (jobs[j].gpus * (to.power_limit_w - from.power_limit_w));
-    const int tier = jobs[j].kind == JobKind::kInference && job.hull[job.at_hull] < job.slo_floor ? 1 : 0;
-    heap.push({tier, per_watt, j});
+    heap.push({tier_of(j, job.hull[job.at_hull]), per_watt, j});
   };
   for (size_t j = 0; j < jobs.size(); ++j) {
     Prepared& job = prepared[j];
@@ -307,9 +310,6 @@ Result<Allocation> allocate(std::span<const JobDemand> jobs, double cap_w, const
   // be, another job down to a lower one (not below its floor), whichever lowers the loss most per watt; again
   // and again until nothing improves. Each move lowers the loss, so this ends; the pass count is bounded
   // all the same. Inference jobs below their SLO floor (degraded) are served before anything else.
-  const auto tier_of = [&](size_t j, size_t point) {
-    return jobs[j].kind == JobKind::kInference && point < prepared[j].slo_floor ? 1 : 0;
-  };
   constexpr int kMaxImprovementPasses = 1000;
   struct Move {
     int tier = -1;
@@ -398,7 +398,7 @@ Result<Allocation> allocate(std::span<const JobDemand> jobs, double cap_w, const
     share.power_limit_w = point.power_limit_w;
     share.time_s = point.time_s;
     share.throughput_loss = 1 - job.points.back().time_s / point.time_s;
-    share.below_slo_floor = jobs[j].kind == JobKind::kInference && job.at < job.slo_floor;
+    share.below_slo_floor = tier_of(j, job.at) == 1;
     allocation.allocated_w += watts_at(j, job.at);
     allocation.weighted_loss += point.cost;
     allocation.jobs.push_back(std::move(share));

@@ -640,34 +640,34 @@ class NvmlMigGpu final : public Gpu {
                 "on the parent GPU instead (it then holds for all its instances)"));
   }
 
+  // Why an instance refuses every clock lock (SM and memory alike).
+  static constexpr std::string_view kNoClockLocksOnInstances =
+      "NVML locks clocks only for the whole GPU, and not while MIG is on";
+
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
-    return tl::make_unexpected(refused("listing the SM clocks to lock",
-                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+    return tl::make_unexpected(refused("listing the SM clocks to lock", kNoClockLocksOnInstances));
   }
 
   Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
     return tl::make_unexpected(refused(fmt::format("locking the SM clock to {}-{} MHz", min_mhz, max_mhz),
-                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+                                       kNoClockLocksOnInstances));
   }
 
   Result<void> do_reset_sm_clocks() override {
-    return tl::make_unexpected(refused("resetting the SM clock lock",
-                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+    return tl::make_unexpected(refused("resetting the SM clock lock", kNoClockLocksOnInstances));
   }
 
   Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz() override {
-    return tl::make_unexpected(refused("listing the memory clocks to lock",
-                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+    return tl::make_unexpected(refused("listing the memory clocks to lock", kNoClockLocksOnInstances));
   }
 
   Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
     return tl::make_unexpected(refused(fmt::format("locking the memory clock to {}-{} MHz", min_mhz, max_mhz),
-                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+                                       kNoClockLocksOnInstances));
   }
 
   Result<void> do_reset_memory_clocks() override {
-    return tl::make_unexpected(refused("resetting the memory clock lock",
-                                       "NVML locks clocks only for the whole GPU, and not while MIG is on"));
+    return tl::make_unexpected(refused("resetting the memory clock lock", kNoClockLocksOnInstances));
   }
 
  private:
