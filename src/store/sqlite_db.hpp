@@ -38,6 +38,8 @@ class Statement {
   Result<bool> step();
   /// Steps to the end (for statements without rows).
   Result<void> run();
+  /// Rewinds the statement to step it again (bindings kept), e.g. after SQLITE_BUSY.
+  void reset();
 
   std::string_view text(int column) const;
   int64_t integer(int column) const;
