@@ -57,6 +57,15 @@ Result<void> validate(const RequestSample& sample) {
   return {};
 }
 
+double pace_margin_at(double budget_use, double min_margin, double max_margin) {
+  const double use = std::max(budget_use, 0.0);
+  const double log_margin =
+      use <= kPaceTargetBudgetUse
+          ? std::log(max_margin) * (1 - use / kPaceTargetBudgetUse)
+          : std::log(min_margin) * std::min((use - kPaceTargetBudgetUse) / (1 - kPaceTargetBudgetUse), 1.0);
+  return std::clamp(std::exp(log_margin), min_margin, max_margin);
+}
+
 std::string_view knob_unit(KnobKind kind) {
   return kind == KnobKind::kSmClockMhz ? "MHz" : "W";
 }
@@ -232,11 +241,7 @@ constexpr double kTiePowerShare = 0.005;
 // Finished requests a latency tail is taken from; with fewer, the predicted iteration time stands in.
 constexpr size_t kMinTailRequests = 5;
 // The error budget's pacing (pace_margin()).
-constexpr double kTargetBudgetUse = 0.6;
 constexpr double kPaceWindowS = 300;
-constexpr double kPaceGain = 0.01;
-constexpr double kPaceMaxRise = 0.01;
-constexpr double kPaceMaxFall = 0.05;
 constexpr int64_t kPaceMinRequests = 100;
 // A prefill-heavy batch, tokens: what a power limit caps first.
 constexpr double kPrefillProbeTokens = 2000;
@@ -557,9 +562,12 @@ struct SloClockController::State {
   }
 
   // The margin paces the error budget: the SLO allows (1 − attainment) of requests to miss, and the best
-  // fixed knob in hindsight spends nearly all of it. Every decision the margin moves by the share of the
-  // budget spent, over the last kPaceWindowS and over the whole run (the larger): under kTargetBudgetUse, it
-  // aims closer to (or past: the predictions are tails of a short window) the SLO; over it, further inside.
+  // fixed knob in hindsight spends nearly all of it. The margin follows the share of the budget spent, over
+  // the last kPaceWindowS and over the whole run (the larger): at none, max_margin (the predictions are tails
+  // of a short window and may pass the SLO); at kTargetBudgetUse, 1; at all of it or more, min_margin;
+  // log-linear between. A function of the use, not its integral: the use already integrates the misses, and
+  // a margin that also integrated it (each decision moving it by the gap to the target) swung between its
+  // bounds, its knob with it, and the saving depended chaotically on the target (docs/inference.md).
   void pace_margin() {
     if (finished_requests < kPaceMinRequests) {
       return;
@@ -574,8 +582,7 @@ struct SloClockController::State {
     const double run_spent =
         use(static_cast<double>(violated_requests), static_cast<double>(finished_requests));
     const double spent = std::max(use(recent_violated, recent_finished), run_spent > 1 ? run_spent : 0.0);
-    const double step = std::clamp(kPaceGain * (kTargetBudgetUse - spent), -kPaceMaxFall, kPaceMaxRise);
-    margin = std::clamp(margin * std::exp(step), options.min_margin, options.max_margin);
+    margin = pace_margin_at(spent, options.min_margin, options.max_margin);
   }
 
   void count_request(double finish_s, bool met) {

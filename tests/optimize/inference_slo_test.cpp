@@ -68,6 +68,27 @@ TEST(UtilizationGovernor, FollowsTheBusyShare) {
 
 // A memory-bound replica: iterations take 20 ms whatever the clock, power falls with it. With requests well
 // inside the SLO the controller walks down, measuring each level it visits.
+// The margin is a function of the error budget's use (not its integral, which swung between its bounds):
+// the ends and the target are where the header says, and it never rises with the use nor jumps.
+TEST(PaceMarginAt, IsAContinuousNonIncreasingFunctionOfTheBudgetUse) {
+  EXPECT_DOUBLE_EQ(pace_margin_at(0, 0.5, 2), 2);
+  EXPECT_DOUBLE_EQ(pace_margin_at(-1, 0.5, 2), 2);
+  EXPECT_NEAR(pace_margin_at(kPaceTargetBudgetUse, 0.5, 2), 1, 1e-12);
+  EXPECT_NEAR(pace_margin_at(1, 0.5, 2), 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(pace_margin_at(7, 0.5, 2), 0.5);
+  // Halfway to the target in use is halfway in log-margin: √2.
+  EXPECT_NEAR(pace_margin_at(kPaceTargetBudgetUse / 2, 0.5, 2), std::sqrt(2.0), 1e-12);
+  double previous = pace_margin_at(0, 0.5, 2);
+  for (double use = 0.001; use <= 1.5; use += 0.001) {
+    const double margin = pace_margin_at(use, 0.5, 2);
+    EXPECT_LE(margin, previous) << "use " << use;
+    EXPECT_LT(previous - margin, 0.01) << "a jump at use " << use;
+    previous = margin;
+  }
+  // Bounds that exclude 1 clamp it.
+  EXPECT_DOUBLE_EQ(pace_margin_at(kPaceTargetBudgetUse, 0.5, 0.9), 0.9);
+}
+
 TEST(SloClockController, WalksDownWhileTheSloHoldsAndJumpsUpOnAQueue) {
   SloClockController controller({1.0, 0.1}, clocks());
   EXPECT_EQ(controller.clock_mhz(), 1980u);

@@ -212,6 +212,14 @@ struct KnobModel {
 Result<probe::KnobPrior> read_card_prior(const std::string& path, const probe::DeviceIdentity& device,
                                          KnobKind kind);
 
+/// The share of its error budget the SLO controller aims to spend: the margin is 1 there.
+inline constexpr double kPaceTargetBudgetUse = 0.6;
+
+/// The SLO controller's margin for the share of the error budget spent (`budget_use`: misses / the misses
+/// the SLO allows; 0 = none, 1 = all): `max_margin` at 0, 1 at kPaceTargetBudgetUse, `min_margin` at 1 or
+/// more, log-linear in between, clamped to [min_margin, max_margin]. Continuous and non-increasing.
+double pace_margin_at(double budget_use, double min_margin, double max_margin);
+
 /// The SLO-aware clock controller: it turns the SM clock (or, built with KnobKind::kPowerLimitW, the power
 /// limit; "clock" below reads "knob value" then). It learns, per clock level, iteration time and power as
 /// linear functions of the batch (decode requests, prefill tokens) by recursive least squares from the
@@ -227,8 +235,8 @@ Result<probe::KnobPrior> read_card_prior(const std::string& path, const probe::D
 /// clock as fully compute-bound, time ∝ 1/clock; a power limit below what the GPUs draw by the square root
 /// of the dynamic power it leaves, per GPU: options.knob_gpus), so it explores downward only while even that
 /// meets the SLO, one level beyond the deepest it has measured and at most max_step_down levels at a time.
-/// The margin paces the error budget: it rises while the requests of the last minutes spend under 60% of
-/// the misses the SLO allows, up to max_margin, and falls when they spend more, down to min_margin.
+/// The margin paces the error budget: it is pace_margin_at() of the share of the misses the SLO allows that
+/// the requests of the last minutes (or the whole run, once over budget) spent.
 ///
 /// Bursts, every iteration: when the oldest request without its first token plus the pending prompt tokens
 /// at this level's prefill cost would pass 80% of the TTFT SLO, it goes up at once to the lowest level that
