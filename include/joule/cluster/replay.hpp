@@ -52,7 +52,9 @@ struct ReplayOptions {
   /// A deferrable job may finish this long after it could have finished running at once, s (its latest
   /// finish time is arrival + run time at full speed × 1.2 + this).
   double deferral_slack_s = 24 * 3600.0;
-  double slo_attainment_target = 0.99;  ///< an inference service's floor: the lowest limit reaching this
+  /// A service's SLO floor: the lowest limit whose attainment is at least this, or the attainment at full
+  /// power where that is lower (1: exactly what the service attains uncapped).
+  double slo_attainment_target = 1.0;
   /// The policies to run, in this order in the report; empty: all five. Relative figures need uncapped.
   std::vector<ReplayPolicy> policies;
   bool keep_timeline = true;  ///< keep the per-period cluster power of each policy (for the plot and JSON)

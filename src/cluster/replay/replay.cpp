@@ -53,6 +53,8 @@ constexpr double kMeanPromptTokens = 545.6;  // the trace's means (clipping incl
 constexpr double kMeanOutputTokens = 203.8;
 constexpr double kTpotSloS = 0.1;
 constexpr double kPeakUtilization = 0.7;  // daily peak load / the replica's SLO capacity at full power
+constexpr double kCapacityAttainment =
+    0.99;  // the capacity: the highest load at which 99% of tokens meet the SLO
 constexpr int kLimitLevels = 11;
 constexpr int kLoadLevels = 41;
 constexpr double kLoadGridTop = 1.25;  // × the peak load
@@ -382,15 +384,13 @@ Result<void> build_services(World& world, double uniform_w, bool tables) {
     // Capacity: the highest load whose attainment at full power meets the target.
     double low = 0;
     double high = 1;
-    while (steady_state(cost, max_batch, high, gpu->tdp_w).attainment >= options.slo_attainment_target) {
+    while (steady_state(cost, max_batch, high, gpu->tdp_w).attainment >= kCapacityAttainment) {
       low = high;
       high *= 2;
     }
     for (int i = 0; i < 30; ++i) {
       const double mid = (low + high) / 2;
-      (steady_state(cost, max_batch, mid, gpu->tdp_w).attainment >= options.slo_attainment_target ? low
-                                                                                                  : high) =
-          mid;
+      (steady_state(cost, max_batch, mid, gpu->tdp_w).attainment >= kCapacityAttainment ? low : high) = mid;
     }
     service.info.capacity_requests_per_s = low;
     service.info.peak_requests_per_s = kPeakUtilization * low;
@@ -518,6 +518,7 @@ class Pass {
   size_t uniform_level(const Profile& profile) const;
   size_t zeus_level(const Profile& profile) const;
   size_t chase_level(const Profile& profile, double intensity) const;
+  size_t slo_controller_level(const ServiceAt& at) const;
 
   const World& world_;
   ReplayPolicy policy_;
@@ -569,6 +570,17 @@ size_t Pass::chase_level(const Profile& profile, double intensity) const {
     const double c = cost.cost(profile.draw_w[k] * profile.time_s[k], profile.time_s[k]);
     if (c < best_cost) {
       best_cost = c;
+      best = k;
+    }
+  }
+  return best;
+}
+
+size_t Pass::slo_controller_level(const ServiceAt& at) const {
+  const double target = std::min(world_.options.slo_attainment_target, at.attainment.back());
+  size_t best = at.draw_w.size() - 1;
+  for (size_t k = 0; k < at.draw_w.size(); ++k) {
+    if (at.attainment[k] >= target - 1e-12 && at.draw_w[k] < at.draw_w[best]) {
       best = k;
     }
   }
@@ -758,6 +770,12 @@ void Pass::allocate_autopilot(double now_s) {
       service_points[s].push_back(at.draw_w.size() - 1);
     }
     demand.slo_floor_w = floor_w.value_or(demand.frontier.back().power_limit_w);
+    // Speed beyond the SLO buys nothing a service needs: it is offered its floor and the points below it
+    // (where the cap is short and SLOs are degraded), never the watts above.
+    while (demand.frontier.size() > 1 && demand.frontier.back().power_limit_w > *demand.slo_floor_w) {
+      demand.frontier.pop_back();
+      service_points[s].pop_back();
+    }
     demands.push_back(std::move(demand));
   }
   const double idle_w =
@@ -808,10 +826,16 @@ void Pass::choose_levels(double now_s) {
   const size_t top_service_level = world_.services.empty() ? 0 : world_.services[0].limit_w.size() - 1;
   switch (policy_) {
     case ReplayPolicy::kUncapped:
-    case ReplayPolicy::kZeusPerJob:
-    case ReplayPolicy::kChasePerJob:
       for (size_t s = 0; s < world_.services.size(); ++s) {
         service_level_[s] = world_.services[s].limit_w.size() - 1;
+      }
+      break;
+    case ReplayPolicy::kZeusPerJob:
+    case ReplayPolicy::kChasePerJob:
+      // Per job, an inference service runs under its own SLO controller (joule infer govern): the least
+      // power that holds its SLO at the load, whatever the rest of the cluster does.
+      for (size_t s = 0; s < world_.services.size(); ++s) {
+        service_level_[s] = slo_controller_level(service_now_[s]);
       }
       break;
     case ReplayPolicy::kUniformCap: {
