@@ -2,8 +2,8 @@
 // cluster_replay_bench: `joule cluster replay`'s budget and targets (docs/cluster.md, "Replaying a cluster").
 // Times the default replay (1,000 GPUs, 14 days, the five policies) on one core, prints its table and the
 // issue's target figures, then the carbon curve as the deferrable share varies (Chase per job against the
-// autopilot). Arguments: [carbon trace CSV] [cap share] [seed] [no-curve]; defaults: the shipped synthetic
-// trace, 0.8, 1, the curve.
+// autopilot). Arguments: [carbon trace CSV] [cap share] [seed] [no-curve|curve] [training load]; defaults:
+// the shipped synthetic trace, 0.8, 1, the curve.
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   }
   if (argc > 3) {
     options.seed = std::stoull(argv[3]);
+  }
+  if (argc > 5) {
+    options.training_load = std::stod(argv[5]);
   }
   const auto start = std::chrono::steady_clock::now();
   auto report = joule::cluster::run_cluster_replay(options);

@@ -706,7 +706,15 @@ void Pass::schedule() {
       ++i;
     }
   }
-  std::sort(queue_.begin(), queue_.end());
+  // Arrival order; the autopilot, which knows the deadlines, takes the earliest deadline first (work that
+  // cannot wait has the tighter ones; deferrable work moves up as its deadline nears).
+  if (policy_ == ReplayPolicy::kAutopilot) {
+    std::sort(queue_.begin(), queue_.end(), [&](size_t a, size_t b) {
+      return std::pair(world_.jobs[a].deadline_s, a) < std::pair(world_.jobs[b].deadline_s, b);
+    });
+  } else {
+    std::sort(queue_.begin(), queue_.end());
+  }
   // First come, first served, with backfilling: any waiting job that fits its pool's free GPUs starts.
   std::vector<size_t> waiting;
   waiting.reserve(queue_.size());
