@@ -75,6 +75,47 @@ int main(int argc, char** argv) {
              autopilot.deferrable_deadlines_met, autopilot.deferrable_deadlines_due,
              chase.deferrable_deadlines_met, chase.deferrable_deadlines_due,
              uncapped.deferrable_deadlines_met, uncapped.deferrable_deadlines_due);
+  // What limits deferral: the same replay (Chase per job against the autopilot) with one setting changed.
+  struct Variant {
+    const char* name;
+    void (*apply)(joule::cluster::ReplayOptions&);
+  };
+  const Variant variants[] = {
+      {"as above", [](joule::cluster::ReplayOptions&) {}},
+      {"oracle forecast", [](joule::cluster::ReplayOptions& o) { o.deferral_oracle_forecast = true; }},
+      {"slack 48 h", [](joule::cluster::ReplayOptions& o) { o.deferral_slack_s = 48 * 3600.0; }},
+      {"training load 0.6", [](joule::cluster::ReplayOptions& o) { o.training_load = 0.6; }},
+      {"load 0.6, oracle, 48 h",
+       [](joule::cluster::ReplayOptions& o) {
+         o.training_load = 0.6;
+         o.deferral_oracle_forecast = true;
+         o.deferral_slack_s = 48 * 3600.0;
+       }},
+      {"deferrable eta 0.25 (= Chase's)", [](joule::cluster::ReplayOptions& o) { o.deferrable_eta = 0.25; }},
+      {"deferrable eta 0.75", [](joule::cluster::ReplayOptions& o) { o.deferrable_eta = 0.75; }},
+      {"deferrable eta 1", [](joule::cluster::ReplayOptions& o) { o.deferrable_eta = 1; }},
+      {"autopilot not following carbon",
+       [](joule::cluster::ReplayOptions& o) { o.autopilot_follows_carbon = false; }},
+  };
+  fmt::print("{:<32} {:>12} {:>16} {:>12} {:>14}\n", "variant (autopilot vs Chase)", "cluster",
+             "training GPUs", "throughput", "deadlines met");
+  for (const auto& variant : variants) {
+    joule::cluster::ReplayOptions at = options;
+    at.keep_timeline = false;
+    at.policies = {ReplayPolicy::kUncapped, ReplayPolicy::kChasePerJob, ReplayPolicy::kAutopilot};
+    variant.apply(at);
+    auto result = joule::cluster::run_cluster_replay(at);
+    if (!result) {
+      fmt::print(stderr, "cluster_replay_bench: {}\n", result.error().message());
+      return 1;
+    }
+    const auto& c = find(*result, ReplayPolicy::kChasePerJob);
+    const auto& a = find(*result, ReplayPolicy::kAutopilot);
+    fmt::print("{:<32} {:>11.2f}% {:>15.2f}% {:>11.2f}% {:>14}\n", variant.name,
+               100 * (a.carbon_g / c.carbon_g - 1), 100 * (a.training_carbon_g / c.training_carbon_g - 1),
+               100 * a.throughput_vs_uncapped, fmt::format("{}/{}", a.deadlines_met, a.deadlines_due));
+  }
+  fmt::print("\n");
   if (argc > 4 && std::string(argv[4]) == "no-curve") {
     return 0;
   }

@@ -55,6 +55,16 @@ struct ReplayOptions {
   /// A service's SLO floor: the lowest limit whose attainment is at least this, or the attainment at full
   /// power where that is lower (1: exactly what the service attains uncapped).
   double slo_attainment_target = 1.0;
+  /// The autopilot offers each training job no more than its carbon-weighted optimum at the current
+  /// intensity (Chase's cost, chase_eta and chase_max_intensity_g_per_kwh), and the cap decides how much
+  /// less; false: up to its maximum limit.
+  bool autopilot_follows_carbon = true;
+  /// The same cost's eta for deferrable jobs, which have time to spare: they are slowed more in dirty hours
+  /// (with autopilot_follows_carbon; in [0, 1]).
+  double deferrable_eta = 0.5;
+  /// The autopilot's deferral plan sees the trace's own future (an oracle, for a bound on what a better
+  /// forecast would give) instead of the seasonal-naive forecast.
+  bool deferral_oracle_forecast = false;
   /// The policies to run, in this order in the report; empty: all five. Relative figures need uncapped.
   std::vector<ReplayPolicy> policies;
   bool keep_timeline = true;  ///< keep the per-period cluster power of each policy (for the plot and JSON)

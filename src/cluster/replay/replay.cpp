@@ -517,8 +517,9 @@ class Pass {
   void allocate_autopilot(double now_s);
   size_t uniform_level(const Profile& profile) const;
   size_t zeus_level(const Profile& profile) const;
-  size_t chase_level(const Profile& profile, double intensity) const;
+  size_t chase_level(const Profile& profile, double intensity, double eta) const;
   size_t slo_controller_level(const ServiceAt& at) const;
+  void update_chase_levels(double now_s);
 
   const World& world_;
   ReplayPolicy policy_;
@@ -530,6 +531,7 @@ class Pass {
   std::vector<size_t> service_level_;
   std::vector<ServiceAt> service_now_;
   std::vector<size_t> chase_levels_;
+  std::vector<size_t> deferrable_levels_;  // the autopilot's, for deferrable jobs (deferrable_eta)
   int64_t chase_slot_ = -1;
   int64_t deferral_slot_ = -1;
 };
@@ -559,8 +561,8 @@ size_t Pass::zeus_level(const Profile& profile) const {
   return best;
 }
 
-size_t Pass::chase_level(const Profile& profile, double intensity) const {
-  const CarbonCost cost{.eta = world_.options.chase_eta,
+size_t Pass::chase_level(const Profile& profile, double intensity, double eta) const {
+  const CarbonCost cost{.eta = eta,
                         .intensity_g_per_kwh = intensity,
                         .max_intensity_g_per_kwh = world_.options.chase_max_intensity_g_per_kwh,
                         .max_power_w = profile.max_limit_w};
@@ -639,10 +641,14 @@ void Pass::plan_deferral(double now_s) {
       return;
     }
     const auto& profile = world_.profiles[static_cast<size_t>(job.profile)];
-    const double draw_w = profile.draw_w[profile.fastest()];
+    // The plan sees the job at the level it runs at now (slower than full speed when it follows carbon).
+    const size_t level = world_.options.autopilot_follows_carbon
+                             ? deferrable_levels_[static_cast<size_t>(job.profile)]
+                             : profile.fastest();
+    const double draw_w = profile.draw_w[level];
     work.push_back({.id = fmt::format("j{}", j),
                     .power_w = job.gpus * draw_w,
-                    .remaining_s = state.remaining_s * kDeferralPadding,
+                    .remaining_s = state.remaining_s / profile.speed(level) * kDeferralPadding,
                     .deadline_s = job.deadline_s - now_s});
     index.push_back(j);
     deferrable_draw_per_gpu += job.gpus * draw_w;
@@ -669,7 +675,9 @@ void Pass::plan_deferral(double now_s) {
   const double now_intensity = intensity_at(world_.trace, now_s);
   for (double slot_s = now_s; slot_s < std::min(latest_s, now_s + kDeferralHorizonS); slot_s += period_s) {
     double intensity = now_intensity;
-    if (slot_s > now_s) {
+    if (world_.options.deferral_oracle_forecast) {
+      intensity = intensity_at(world_.trace, slot_s);
+    } else if (slot_s > now_s) {
       const double days_back = std::ceil((slot_s - now_s) / kSecondsPerDay);
       const double seen_s = slot_s - days_back * kSecondsPerDay;
       if (seen_s >= 0) {
@@ -733,8 +741,23 @@ void Pass::schedule() {
   queue_ = std::move(waiting);
 }
 
+void Pass::update_chase_levels(double now_s) {
+  const auto slot = static_cast<int64_t>(std::floor(now_s / world_.options.chase_period_s));
+  if (slot == chase_slot_) {
+    return;
+  }
+  chase_slot_ = slot;
+  // The intensity of the coming period is taken as the trace's actual value: Chase's best case (a perfect
+  // forecast); the autopilot, when it follows the carbon signal, sees the same.
+  const double intensity = intensity_at(world_.trace, now_s);
+  for (size_t p = 0; p < world_.profiles.size(); ++p) {
+    chase_levels_[p] = chase_level(world_.profiles[p], intensity, world_.options.chase_eta);
+    deferrable_levels_[p] = chase_level(world_.profiles[p], intensity, world_.options.deferrable_eta);
+  }
+}
+
 void Pass::allocate_autopilot(double now_s) {
-  (void)now_s;
+  update_chase_levels(now_s);
   std::vector<JobDemand> demands;
   demands.reserve(running_.size() + world_.services.size());
   int busy = 0;
@@ -744,7 +767,13 @@ void Pass::allocate_autopilot(double now_s) {
     JobDemand demand;
     demand.id = fmt::format("j{}", j);
     demand.gpus = job.gpus;
-    for (size_t k = 0; k < profile.time_s.size(); ++k) {
+    // Following the carbon signal, a job is offered no more than its carbon-weighted optimum (Chase's
+    // point at the current intensity): the cap decides how much less.
+    const size_t top =
+        world_.options.autopilot_follows_carbon
+            ? (job.deferrable ? deferrable_levels_ : chase_levels_)[static_cast<size_t>(job.profile)]
+            : profile.fastest();
+    for (size_t k = 0; k <= top; ++k) {
       demand.frontier.push_back({.power_limit_w = profile.draw_w[k], .time_s = profile.time_s[k]});
     }
     demands.push_back(std::move(demand));
@@ -864,15 +893,7 @@ void Pass::choose_levels(double now_s) {
       return;
   }
   if (policy_ == ReplayPolicy::kChasePerJob) {
-    const auto slot = static_cast<int64_t>(std::floor(now_s / world_.options.chase_period_s));
-    if (slot != chase_slot_) {
-      chase_slot_ = slot;
-      // Chase's forecast of the coming period is taken as the trace's actual value: its best case.
-      const double intensity = intensity_at(world_.trace, now_s);
-      for (size_t p = 0; p < world_.profiles.size(); ++p) {
-        chase_levels_[p] = chase_level(world_.profiles[p], intensity);
-      }
-    }
+    update_chase_levels(now_s);
   }
   for (size_t j : running_) {
     const auto profile_index = static_cast<size_t>(world_.jobs[j].profile);
@@ -909,6 +930,7 @@ PolicyReport Pass::run() {
   service_level_.assign(world_.services.size(), 0);
   service_now_.assign(world_.services.size(), ServiceAt{});
   chase_levels_.assign(world_.profiles.size(), 0);
+  deferrable_levels_.assign(world_.profiles.size(), 0);
   const double period_s = options.control_period_s;
   const auto carbon_period_s = static_cast<double>(world_.trace.period_s());
   double tokens = 0;
@@ -933,6 +955,7 @@ PolicyReport Pass::run() {
         for (size_t s = 0; s < world_.services.size(); ++s) {
           service_level_[s] = world_.services[s].limit_w.size() - 1;
         }
+        update_chase_levels(now_s);
         plan_deferral(now_s);
       }
     }
@@ -1089,6 +1112,10 @@ Result<void> validate(const ReplayOptions& options) {
       !(options.zeus_eta >= 0 && options.zeus_eta <= 1)) {
     return fail(ErrorCode::kInvalidArgument, "eta must be in [0, 1] (Chase {}, Zeus {})", options.chase_eta,
                 options.zeus_eta);
+  }
+  if (!(options.deferrable_eta >= 0 && options.deferrable_eta <= 1)) {
+    return fail(ErrorCode::kInvalidArgument, "the deferrable jobs' eta must be in [0, 1] (got {})",
+                options.deferrable_eta);
   }
   if (!(options.chase_max_intensity_g_per_kwh > 0)) {
     return fail(ErrorCode::kInvalidArgument, "Chase's maximum intensity must be above 0 g/kWh (got {})",
