@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // cluster_replay_bench: `joule cluster replay`'s budget and targets (docs/cluster.md, "Replaying a cluster").
 // Times the default replay (1,000 GPUs, 14 days, the five policies) on one core, prints its table and the
-// issue's target figures, then the carbon curve as the deferrable share varies (Chase per job against the
-// autopilot). Arguments: [carbon trace CSV] [cap share] [seed] [no-curve|curve] [training load]; defaults:
-// the shipped synthetic trace, 0.8, 1, the curve.
+// issue's target figures, what limits deferral (the autopilot against Chase per job with one setting changed),
+// then the carbon curve as the deferrable share varies. Arguments: [carbon trace CSV] [cap share] [seed]
+// [no-curve|curve] [training load] [plot.svg]; defaults: the shipped synthetic trace, 0.8, 1, the curve, 0.9,
+// no plot.
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -48,6 +50,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   fmt::print("{}\n", joule::cluster::format_table(*report));
+  if (argc > 6) {
+    std::ofstream(argv[6]) << joule::cluster::replay_plot_svg(*report);
+  }
   for (const auto& p : report->policies) {
     fmt::print("  {:<14} training GPUs {:.2f} MWh, {:.2f} t CO2e; rest of the cluster {:.2f} MWh\n", p.name,
                p.training_energy_j / 3.6e9, p.training_carbon_g / 1e6,

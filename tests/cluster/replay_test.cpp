@@ -95,6 +95,7 @@ TEST(ClusterReplay, TheAutopilotNeverExceedsTheCapWhenJobsKeepTheirLimits) {
   for (double cap_share : {0.55, 0.7, 0.85}) {
     ReplayOptions options = small();
     options.cap_share = cap_share;
+    options.autopilot_follows_carbon = cap_share != 0.7;  // both ways of offering watts hold the cap
     options.policies = {ReplayPolicy::kUncapped, ReplayPolicy::kAutopilot};
     auto report = run_cluster_replay(options);
     ASSERT_TRUE(report) << report.error().message();
@@ -196,6 +197,9 @@ TEST(ClusterReplay, RefusesBadInputWithAMessage) {
   expect_refused(options, "bad.csv");
   options.carbon_trace_path = "";
   expect_refused(options, "a carbon trace is required");
+  options = small();
+  options.deferrable_eta = 1.5;
+  expect_refused(options, "the deferrable jobs' eta must be in [0, 1] (got 1.5)");
   EXPECT_FALSE(deferrable_curve(small(), {2.0}));
   EXPECT_FALSE(parse_replay_policy("fastest"));
   EXPECT_EQ(parse_replay_policy("autopilot").value(), ReplayPolicy::kAutopilot);
