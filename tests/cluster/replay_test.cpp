@@ -137,6 +137,25 @@ TEST(ClusterReplay, NoDeferrableWorkWhenTheShareIsZero) {
   EXPECT_EQ(report->policies[0].throughput_vs_uncapped, 0);  // no uncapped run to compare with
 }
 
+TEST(ClusterReplay, RunsTheSmallestClusterAndAPartialDay) {
+  ReplayOptions options = small();
+  options.gpus = 1;
+  options.days = 0.3;
+  auto report = run_cluster_replay(options);
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_EQ(report->training_gpus, 1);
+  EXPECT_EQ(report->inference_gpus, 0);
+  EXPECT_EQ(report->periods, 87);  // 0.3 day = 86.4 periods of 5 min: the last one is shorter
+  for (const auto& p : report->policies) {
+    double energy_j = 0;
+    for (size_t k = 0; k < p.power_w.size(); ++k) {
+      energy_j += p.power_w[k] * (k + 1 < p.power_w.size() ? 300.0 : 0.4 * 300.0);
+    }
+    EXPECT_NEAR(energy_j, p.energy_j, 1e-6 * p.energy_j) << p.name;
+    EXPECT_EQ(p.slo_attainment, 1) << p.name;  // no service: nothing to miss
+  }
+}
+
 TEST(ClusterReplay, FormsCarryEveryPolicy) {
   const ReplayReport& report = small_report();
   const std::string json = to_json(report);

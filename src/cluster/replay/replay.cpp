@@ -45,6 +45,7 @@ constexpr double kDeadlineAllowanceS = 3600;
 constexpr double kDeferrableStretch = 1.2;  // a deferrable one's: arrival + 1.2 × run + slack
 constexpr double kDeferralPadding = 1.1;    // remaining time given to the plan: × this (cap slowdowns)
 constexpr double kDeferralHorizonS = 7 * kSecondsPerDay;
+constexpr double kMinDeferralSlotS = 1800;
 
 // ---- inference: request lengths and the daily load shape of data/inference/diurnal-1h.csv's generator
 // (docs/inference.md): log-normal prompts (median 400, σ 0.8) and outputs (median 150, σ 0.8); rate ∝ 1 − 0.6
@@ -445,8 +446,9 @@ ServiceAt service_at(const Service& service, double load) {
     auto mix = [&](const std::vector<std::vector<double>>& table) {
       const double a = table[low][k];
       const double b = table[low + 1][k];
+      // An overloaded end (infinite iteration time) makes the whole interval overloaded: the cautious side.
       if (std::isinf(a) || std::isinf(b)) {
-        return w < 1 && std::isinf(a) ? a : (std::isinf(b) && w > 0 ? b : (std::isinf(a) ? b : a));
+        return std::numeric_limits<double>::infinity();
       }
       return a + (b - a) * w;
     };
@@ -520,6 +522,11 @@ class Pass {
   size_t chase_level(const Profile& profile, double intensity, double eta) const;
   size_t slo_controller_level(const ServiceAt& at) const;
   void update_chase_levels(double now_s);
+  // The deferral plan's slot: the carbon trace's period, at least 30 min (a 5-min trace would make the plan
+  // six times longer for little gain). Each slot takes the intensity at its start.
+  double deferral_slot_s() const {
+    return std::max(static_cast<double>(world_.trace.period_s()), kMinDeferralSlotS);
+  }
 
   const World& world_;
   ReplayPolicy policy_;
@@ -604,7 +611,7 @@ void Pass::admit(double now_s) {
 // seasonal-naive forecast (each future slot's intensity is that of the same time of day in the last day
 // seen; the first day, the current intensity), within the watts the cap leaves them now.
 void Pass::plan_deferral(double now_s) {
-  const auto period_s = static_cast<double>(world_.trace.period_s());
+  const double period_s = deferral_slot_s();
   std::vector<DeferrableWork> work;
   std::vector<size_t> index;
   double other_w = 0;  // what the rest of the cluster draws now (inference at its current level, the
@@ -760,7 +767,6 @@ void Pass::allocate_autopilot(double now_s) {
   update_chase_levels(now_s);
   std::vector<JobDemand> demands;
   demands.reserve(running_.size() + world_.services.size());
-  int busy = 0;
   for (size_t j : running_) {
     const auto& job = world_.jobs[j];
     const auto& profile = world_.profiles[static_cast<size_t>(job.profile)];
@@ -777,7 +783,6 @@ void Pass::allocate_autopilot(double now_s) {
       demand.frontier.push_back({.power_limit_w = profile.draw_w[k], .time_s = profile.time_s[k]});
     }
     demands.push_back(std::move(demand));
-    busy += job.gpus;
   }
   std::vector<std::vector<size_t>> service_points(world_.services.size());
   for (size_t s = 0; s < world_.services.size(); ++s) {
@@ -815,10 +820,7 @@ void Pass::allocate_autopilot(double now_s) {
     }
     demands.push_back(std::move(demand));
   }
-  const double idle_w =
-      (world_.pools[0].gpus + world_.pools[1].gpus - busy) > 0
-          ? (free_gpus_[0] * world_.pools[0].idle_w + free_gpus_[1] * world_.pools[1].idle_w)
-          : 0;
+  const double idle_w = free_gpus_[0] * world_.pools[0].idle_w + free_gpus_[1] * world_.pools[1].idle_w;
   const double budget_w = world_.cap_w - idle_w;
   auto allocation = budget_w > 0 ? allocate(demands, budget_w)
                                  : Result<Allocation>(fail(ErrorCode::kOutOfRange, "no budget"));
@@ -932,7 +934,7 @@ PolicyReport Pass::run() {
   chase_levels_.assign(world_.profiles.size(), 0);
   deferrable_levels_.assign(world_.profiles.size(), 0);
   const double period_s = options.control_period_s;
-  const auto carbon_period_s = static_cast<double>(world_.trace.period_s());
+  const double carbon_period_s = deferral_slot_s();
   double tokens = 0;
   double tokens_within = 0;
   report.min_period_slo_attainment = 1;
@@ -975,8 +977,6 @@ PolicyReport Pass::run() {
       report.min_period_slo_attainment =
           std::min(report.min_period_slo_attainment, service_now_[s].attainment[level]);
     }
-    int busy_gpu_s_pool[2] = {0, 0};
-    (void)busy_gpu_s_pool;
     double idle_gpu_s[2] = {static_cast<double>(free_gpus_[0]) * length_s,
                             static_cast<double>(free_gpus_[1]) * length_s};
     std::vector<size_t> still_running;
