@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // cluster_replay_bench: `joule cluster replay`'s budget and targets (docs/cluster.md, "Replaying a cluster").
 // Times the default replay (1,000 GPUs, 14 days, the five policies) on one core, prints its table and the
-// issue's target figures, what limits deferral (the autopilot against Chase per job with one setting changed),
-// then the carbon curve as the deferrable share varies. Arguments: [carbon trace CSV] [cap share] [seed]
-// [no-curve|curve] [training load] [plot.svg]; defaults: the shipped synthetic trace, 0.8, 1, the curve, 0.9,
-// no plot.
+// issue's target figures, what limits deferral (the autopilot against Chase per job with one setting
+// changed), then the carbon curve as the deferrable share varies. Arguments: [carbon trace CSV] [cap share]
+// [seed] [no-curve|curve] [training load] [plot.svg]; defaults: the shipped synthetic trace, 0.8, 1, the
+// curve, 0.9, no plot.
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -99,6 +99,17 @@ int main(int argc, char** argv) {
       {"deferrable eta 0.25 (= Chase's)", [](joule::cluster::ReplayOptions& o) { o.deferrable_eta = 0.25; }},
       {"deferrable eta 0.75", [](joule::cluster::ReplayOptions& o) { o.deferrable_eta = 0.75; }},
       {"deferrable eta 1", [](joule::cluster::ReplayOptions& o) { o.deferrable_eta = 1; }},
+      {"autopilot eta 0.5", [](joule::cluster::ReplayOptions& o) { o.autopilot_eta = 0.5; }},
+      {"autopilot eta 0.5, deferrable 0.75",
+       [](joule::cluster::ReplayOptions& o) {
+         o.autopilot_eta = 0.5;
+         o.deferrable_eta = 0.75;
+       }},
+      {"autopilot and Chase eta 0.5",
+       [](joule::cluster::ReplayOptions& o) {
+         o.autopilot_eta = 0.5;
+         o.chase_eta = 0.5;
+       }},
       {"autopilot not following carbon",
        [](joule::cluster::ReplayOptions& o) { o.autopilot_follows_carbon = false; }},
   };

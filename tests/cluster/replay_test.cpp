@@ -217,6 +217,9 @@ TEST(ClusterReplay, RefusesBadInputWithAMessage) {
   options.carbon_trace_path = "";
   expect_refused(options, "a carbon trace is required");
   options = small();
+  options.autopilot_eta = -0.5;
+  expect_refused(options, "the autopilot's eta must be in [0, 1] (got -0.5)");
+  options = small();
   options.deferrable_eta = 1.5;
   expect_refused(options, "the deferrable jobs' eta must be in [0, 1] (got 1.5)");
   EXPECT_FALSE(deferrable_curve(small(), {2.0}));

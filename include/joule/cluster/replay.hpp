@@ -59,6 +59,9 @@ struct ReplayOptions {
   /// intensity (Chase's cost, chase_eta and chase_max_intensity_g_per_kwh), and the cap decides how much
   /// less; false: up to its maximum limit.
   bool autopilot_follows_carbon = true;
+  /// That cost's eta for the jobs that cannot wait (default: Chase's). Either way, a job is never slowed to
+  /// where its current pace would miss its deadline.
+  double autopilot_eta = 0.25;
   /// The same cost's eta for deferrable jobs, which have time to spare: they are slowed more in dirty hours
   /// (with autopilot_follows_carbon; in [0, 1]).
   double deferrable_eta = 0.5;

@@ -46,6 +46,7 @@ constexpr double kDeferrableStretch = 1.2;  // a deferrable one's: arrival + 1.2
 constexpr double kDeferralPadding = 1.1;    // remaining time given to the plan: × this (cap slowdowns)
 constexpr double kDeferralHorizonS = 7 * kSecondsPerDay;
 constexpr double kMinDeferralSlotS = 1800;
+constexpr double kDeadlineMarginS = 1800;  // the autopilot slows a job only while it would finish this early
 
 // ---- inference: request lengths and the daily load shape of data/inference/diurnal-1h.csv's generator
 // (docs/inference.md): log-normal prompts (median 400, σ 0.8) and outputs (median 150, σ 0.8); rate ∝ 1 − 0.6
@@ -538,7 +539,9 @@ class Pass {
   std::vector<size_t> service_level_;
   std::vector<ServiceAt> service_now_;
   std::vector<size_t> chase_levels_;
-  std::vector<size_t> deferrable_levels_;  // the autopilot's, for deferrable jobs (deferrable_eta)
+  std::vector<size_t> deferrable_levels_;
+  std::vector<size_t> autopilot_levels_;  // the autopilot's, for jobs that cannot wait (autopilot_eta)  //
+                                          // the autopilot's, for deferrable jobs (deferrable_eta)
   int64_t chase_slot_ = -1;
   int64_t deferral_slot_ = -1;
 };
@@ -759,6 +762,7 @@ void Pass::update_chase_levels(double now_s) {
   const double intensity = intensity_at(world_.trace, now_s);
   for (size_t p = 0; p < world_.profiles.size(); ++p) {
     chase_levels_[p] = chase_level(world_.profiles[p], intensity, world_.options.chase_eta);
+    autopilot_levels_[p] = chase_level(world_.profiles[p], intensity, world_.options.autopilot_eta);
     deferrable_levels_[p] = chase_level(world_.profiles[p], intensity, world_.options.deferrable_eta);
   }
 }
@@ -773,12 +777,16 @@ void Pass::allocate_autopilot(double now_s) {
     JobDemand demand;
     demand.id = fmt::format("j{}", j);
     demand.gpus = job.gpus;
-    // Following the carbon signal, a job is offered no more than its carbon-weighted optimum (Chase's
-    // point at the current intensity): the cap decides how much less.
-    const size_t top =
-        world_.options.autopilot_follows_carbon
-            ? (job.deferrable ? deferrable_levels_ : chase_levels_)[static_cast<size_t>(job.profile)]
-            : profile.fastest();
+    // Following the carbon signal, a job is offered no more than its carbon-weighted optimum at the current
+    // intensity, raised where that pace would miss its deadline: the cap decides how much less.
+    size_t top = profile.fastest();
+    if (world_.options.autopilot_follows_carbon) {
+      top = (job.deferrable ? deferrable_levels_ : autopilot_levels_)[static_cast<size_t>(job.profile)];
+      while (top < profile.fastest() &&
+             now_s + state_[j].remaining_s / profile.speed(top) > job.deadline_s - kDeadlineMarginS) {
+        ++top;
+      }
+    }
     for (size_t k = 0; k <= top; ++k) {
       demand.frontier.push_back({.power_limit_w = profile.draw_w[k], .time_s = profile.time_s[k]});
     }
@@ -933,6 +941,7 @@ PolicyReport Pass::run() {
   service_now_.assign(world_.services.size(), ServiceAt{});
   chase_levels_.assign(world_.profiles.size(), 0);
   deferrable_levels_.assign(world_.profiles.size(), 0);
+  autopilot_levels_.assign(world_.profiles.size(), 0);
   const double period_s = options.control_period_s;
   const double carbon_period_s = deferral_slot_s();
   double tokens = 0;
@@ -1112,6 +1121,10 @@ Result<void> validate(const ReplayOptions& options) {
       !(options.zeus_eta >= 0 && options.zeus_eta <= 1)) {
     return fail(ErrorCode::kInvalidArgument, "eta must be in [0, 1] (Chase {}, Zeus {})", options.chase_eta,
                 options.zeus_eta);
+  }
+  if (!(options.autopilot_eta >= 0 && options.autopilot_eta <= 1)) {
+    return fail(ErrorCode::kInvalidArgument, "the autopilot's eta must be in [0, 1] (got {})",
+                options.autopilot_eta);
   }
   if (!(options.deferrable_eta >= 0 && options.deferrable_eta <= 1)) {
     return fail(ErrorCode::kInvalidArgument, "the deferrable jobs' eta must be in [0, 1] (got {})",
