@@ -56,8 +56,8 @@ struct ReplayOptions {
   /// power where that is lower (1: exactly what the service attains uncapped).
   double slo_attainment_target = 1.0;
   /// The autopilot offers each training job no more than its carbon-weighted optimum at the current
-  /// intensity (Chase's cost, chase_eta and chase_max_intensity_g_per_kwh), and the cap decides how much
-  /// less; false: up to its maximum limit.
+  /// intensity (Chase's cost: autopilot_eta or deferrable_eta, chase_max_intensity_g_per_kwh), and the cap
+  /// decides how much less; false: up to its maximum limit.
   bool autopilot_follows_carbon = true;
   /// That cost's eta for the jobs that cannot wait (default: Chase's). Either way, a job is never slowed to
   /// where its current pace would miss its deadline.
