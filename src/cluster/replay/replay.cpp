@@ -617,7 +617,7 @@ void Pass::plan_deferral(double now_s) {
   const double period_s = deferral_slot_s();
   std::vector<DeferrableWork> work;
   std::vector<size_t> index;
-  double other_w = 0;  // what the rest of the cluster draws now (inference at its current level, the
+  double other_w = 0;  // what the rest of the cluster draws now (inference at its SLO floor, the
   int other_gpus = 0;  // non-deferrable training at full power), and the GPUs it holds
   for (size_t s = 0; s < world_.services.size(); ++s) {
     other_w += world_.services[s].gpus * service_now_[s].draw_w[service_level_[s]];
@@ -961,10 +961,10 @@ PolicyReport Pass::run() {
       const auto slot = static_cast<int64_t>(std::floor(now_s / carbon_period_s));
       if (slot != deferral_slot_) {
         deferral_slot_ = slot;
-        // The services' levels the plan sees: their SLO floors at full power (before this period's
-        // allocation).
+        // The services' levels the plan sees (before this period's allocation): their SLO floors at the
+        // current load, what the autopilot gives them.
         for (size_t s = 0; s < world_.services.size(); ++s) {
-          service_level_[s] = world_.services[s].limit_w.size() - 1;
+          service_level_[s] = slo_controller_level(service_now_[s]);
         }
         update_chase_levels(now_s);
         plan_deferral(now_s);
