@@ -128,6 +128,7 @@ void refuse_unused_device_flags(const CLI::App& app, const GlobalOptions& global
       {"carbon intensity", "it uses no device"},
       {"carbon countries", "it uses no device"},
       {"infer replay", "it simulates its own GPUs (choose them with --gpu, --model and --tp)"},
+      {"cluster replay", "it simulates its own cluster (from the Zeus traces and the serving model)"},
       {"serve", "the server opens no device (its clients measure theirs)"},
       {"job next", "it talks to a server and opens no device"},
       {"job report", "it talks to a server and opens no device"},

@@ -123,5 +123,6 @@ void add_infer_command(CLI::App& app, const GlobalOptions& global, int& exit_cod
 void add_counters_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_fleet_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 void add_probe_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
+void add_cluster_command(CLI::App& app, const GlobalOptions& global, int& exit_code);
 
 }  // namespace joule::cli

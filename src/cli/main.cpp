@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       {"daemon", add_daemon_command},     {"serve", add_serve_command},
       {"job", add_job_command},           {"carbon", add_carbon_command},
       {"infer", add_infer_command},       {"counters", add_counters_command},
-      {"fleet", add_fleet_command},       {"probe", add_probe_command}};
+      {"fleet", add_fleet_command},       {"probe", add_probe_command},
+      {"cluster", add_cluster_command}};
   const std::string asked = command_word(app, cli_argc, argv);
   const bool known = std::any_of(std::begin(kCommands), std::end(kCommands),
                                  [&](const auto& command) { return command.first == asked; });

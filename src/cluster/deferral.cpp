@@ -8,11 +8,11 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/units.hpp"
+
 namespace joule::cluster {
 
 namespace {
-
-constexpr double kJoulesPerKwh = 3.6e6;
 
 Result<void> check(std::span<const DeferrableWork> work, std::span<const ForecastSlot> forecast) {
   if (forecast.empty()) {

@@ -114,10 +114,11 @@ TEST(Cli, UsageErrorsSpeakHuman) {
       {{"devcies"}, "unknown command 'devcies'; did you mean 'devices'? (see 'joule --help')"},
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
-       "serve, job, carbon, infer, counters, fleet, probe) (see 'joule --help')"},
+       "serve, job, carbon, infer, counters, fleet, probe, cluster) (see 'joule --help')"},
       {{},
        "'joule' needs a command: devices, measure, power, demo, simulate, plan, daemon, serve, job, carbon, "
-       "infer, counters, fleet, probe (see 'joule --help')"},
+       "infer, counters, fleet, probe, cluster (see 'joule --help')"},
+      {{"cluster"}, "'joule cluster' needs a command: replay (see 'joule cluster --help')"},
       {{"infer"}, "'joule infer' needs a command: replay, bench, govern (see 'joule infer --help')"},
       {{"carbon", "intesity"},
        "unknown command 'intesity'; did you mean 'intensity'? (see 'joule carbon --help')"},
@@ -180,6 +181,15 @@ TEST(Cli, EveryNumberIsCheckedAndNoFlagIsIgnored) {
        "--sim does not apply to 'joule carbon replay': it simulates its own GPU from the Zeus traces (choose "
        "it "
        "with --gpu and --workload)"},
+      {{"--sim", "v100", "cluster", "replay", "--carbon-trace", trace},
+       "--sim does not apply to 'joule cluster replay': it simulates its own cluster (from the Zeus traces "
+       "and the serving model)"},
+      {{"cluster", "replay", "--carbon-trace", trace, "--cap-share", "1.5"},
+       "--cap-share of 1.5 puts the cap above the GPUs' summed maximum power: give a share in (0, 1]"},
+      {{"cluster", "replay", "--carbon-trace", trace, "--deferrable-share", "2"},
+       "--deferrable-share must be a finite number in [0, 1], got 2 (see 'joule cluster replay --help')"},
+      {{"cluster", "replay", "--carbon-trace", trace, "--policies", "uncapped,bogus"},
+       "unknown policy 'bogus' (known: uncapped, uniform_cap, zeus_per_job, chase_per_job, autopilot)"},
       {{"--sim", "v100", "simulate", "--all"},
        "--sim does not apply to 'joule simulate': it replays the Zeus traces (choose the GPU with --gpu)"},
   };
@@ -527,6 +537,33 @@ TEST(Cli, MeasureFailsWhenTheDevicesAskedForAreMissing) {
                                    "simulated one)"),
             std::string::npos)
       << nothing_asked.err;
+}
+
+// `joule cluster replay` on a small cluster: every policy in the JSON, the autopilot under the cap, the plot
+// written; a carbon trace that is not there is a runtime error naming it.
+TEST(Cli, ClusterReplayComparesThePoliciesUnderTheCap) {
+  TempDir dir;
+  const std::string plot = dir.path() + "/cluster.svg";
+  const auto result = joule({"cluster", "replay", "--carbon-trace",
+                             JOULE_SOURCE_DIR "/data/carbon/synthetic_us_solar_14d.csv", "--gpus", "40",
+                             "--days", "1", "--cap-share", "0.6", "--format", "json", "--plot", plot});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto report = nlohmann::json::parse(result.out);
+  std::vector<std::string> names;
+  for (const auto& policy : report.at("policies")) {
+    names.push_back(policy.at("policy").get<std::string>());
+    if (names.back() == "autopilot") {
+      EXPECT_EQ(policy.at("periods_over_cap").get<int64_t>(), 0) << result.out;
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"uncapped", "uniform_cap", "zeus_per_job", "chase_per_job",
+                                             "autopilot"}));
+  std::ifstream svg(plot);
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  const auto missing = joule({"cluster", "replay", "--carbon-trace", dir.path() + "/none.csv"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find(dir.path() + "/none.csv"), std::string::npos) << missing.err;
 }
 
 TEST(Cli, CarbonIntensityTakesTheSameProviderFlagAsMeasure) {

@@ -77,6 +77,7 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
       {"infer bench", {"--endpoint", "--trace"}},
       {"infer govern", {"--engine", "--slo-ttft-s", "--slo-tpot-s"}},
       {"fleet power", {"--nodes"}},
+      {"cluster replay", {"--carbon-trace"}},
   };
   std::vector<std::vector<std::string>> pending = {{}};
   std::set<std::string> seen;
@@ -139,7 +140,9 @@ TEST(CliUsage, EveryHelpPageHasAnExampleAndMarksRequiredOptions) {
                               "counters",
                               "fleet",
                               "fleet power",
-                              "probe"}) {
+                              "probe",
+                              "cluster",
+                              "cluster replay"}) {
     EXPECT_EQ(seen.count(command), 1u) << command;
   }
 }
@@ -161,7 +164,7 @@ TEST(CliUsage, EveryUnknownNameExitsTwo) {
       {{"frobnicate"},
        "unknown command 'frobnicate' (commands: devices, measure, power, demo, simulate, plan, daemon, "
        "serve, job, "
-       "carbon, infer, counters, fleet, probe) (see 'joule --help')"},
+       "carbon, infer, counters, fleet, probe, cluster) (see 'joule --help')"},
       {{"simulate", "--gpu", "h200", "--workload", "imagenet"},
        "unknown GPU 'h200' (traces exist for: v100, a40, p100, rtx6000)"},
       {{"simulate", "--gpu", "v100", "--workload", "mnist"},

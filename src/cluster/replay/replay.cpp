@@ -17,6 +17,7 @@
 #include "joule/cluster/deferral.hpp"
 #include "joule/core/frontier.hpp"
 #include "joule/core/rng.hpp"
+#include "joule/core/units.hpp"
 #include "joule/device/sim_gpu.hpp"
 #include "joule/sim/llm.hpp"
 #include "joule/sim/trace.hpp"
@@ -25,7 +26,6 @@ namespace joule::cluster {
 namespace {
 
 constexpr double kSecondsPerDay = 86400;
-constexpr double kJoulesPerKwh = 3.6e6;
 // Training GPU pools: the two Zeus-trace GPUs with a full power-limit sweep for every workload.
 constexpr std::array<std::string_view, 2> kTrainingGpus = {"v100", "a40"};
 

@@ -7,12 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "joule/cluster/replay.hpp"
+#include "joule/core/units.hpp"
 #include "joule/viz/plot.hpp"
 
 namespace joule::cluster {
 namespace {
-
-constexpr double kJoulesPerKwh = 3.6e6;
 
 nlohmann::json policy_json(const PolicyReport& policy, bool timeline) {
   nlohmann::json out = {
