@@ -557,8 +557,9 @@ size_t Pass::uniform_level(const Profile& profile) const {
   return best;
 }
 
-size_t Pass::zeus_level(const Profile& profile) const {
-  const ZeusCost cost{.eta = world_.options.zeus_eta, .max_power_w = profile.max_limit_w};
+// The profile's level of least `cost` (ZeusCost, CarbonCost: cost(energy_j, time_s)); ties to the fastest.
+template <typename Cost>
+size_t cheapest_level(const Profile& profile, const Cost& cost) {
   size_t best = profile.fastest();
   double best_cost = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < profile.time_s.size(); ++k) {
@@ -571,21 +572,17 @@ size_t Pass::zeus_level(const Profile& profile) const {
   return best;
 }
 
+size_t Pass::zeus_level(const Profile& profile) const {
+  return cheapest_level(profile,
+                        ZeusCost{.eta = world_.options.zeus_eta, .max_power_w = profile.max_limit_w});
+}
+
 size_t Pass::chase_level(const Profile& profile, double intensity, double eta) const {
-  const CarbonCost cost{.eta = eta,
-                        .intensity_g_per_kwh = intensity,
-                        .max_intensity_g_per_kwh = world_.options.chase_max_intensity_g_per_kwh,
-                        .max_power_w = profile.max_limit_w};
-  size_t best = profile.fastest();
-  double best_cost = std::numeric_limits<double>::infinity();
-  for (size_t k = 0; k < profile.time_s.size(); ++k) {
-    const double c = cost.cost(profile.draw_w[k] * profile.time_s[k], profile.time_s[k]);
-    if (c < best_cost) {
-      best_cost = c;
-      best = k;
-    }
-  }
-  return best;
+  return cheapest_level(profile,
+                        CarbonCost{.eta = eta,
+                                   .intensity_g_per_kwh = intensity,
+                                   .max_intensity_g_per_kwh = world_.options.chase_max_intensity_g_per_kwh,
+                                   .max_power_w = profile.max_limit_w});
 }
 
 size_t Pass::slo_controller_level(const ServiceAt& at) const {
