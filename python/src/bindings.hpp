@@ -36,6 +36,7 @@ void bind_simulate(py::module_& module);
 void bind_client(py::module_& module);
 void bind_pipeline(py::module_& module);
 void bind_infer(py::module_& module);
+void bind_slo_controller(py::module_& module);
 void bind_metrics(py::module_& module);
 void bind_carbon(py::module_& module);
 void bind_fleet(py::module_& module);

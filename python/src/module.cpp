@@ -79,6 +79,7 @@ PYBIND11_MODULE(_joule, module) {
   jp::bind_client(module);
   jp::bind_pipeline(module);
   jp::bind_infer(module);
+  jp::bind_slo_controller(module);
   jp::bind_metrics(module);
   jp::bind_carbon(module);
   jp::bind_fleet(module);
