@@ -11,6 +11,7 @@
 #include "joule/core/validate.hpp"
 #include "joule/optimize/inference_slo.hpp"
 #include "joule/optimize/json_forms.hpp"
+#include "joule/optimize/power_limit_card.hpp"
 
 #include "bindings.hpp"
 
@@ -190,6 +191,32 @@ void bind_slo_controller_reports(SloControllerClass& controller_class) {
             return to_python(optimize::to_json(controller.slo()));
           },
           "{ttft_s, tpot_s, attainment}.")
+      .def(
+          "start_from_card",
+          [](optimize::SloClockController& controller, const std::string& path, const GpuRef& gpu) {
+            probe::KnobPrior prior = value_or_throw(optimize::read_card_prior(
+                path, optimize::card_identity(gpu.gpu->info()), controller.knob_kind()));
+            controller.start_from_card(std::move(prior));
+          },
+          py::arg("path"), py::arg("gpu"),
+          "Starts from the frontier card at `path` (`joule probe`'s), read against `gpu`: levels never "
+          "measured are predicted by the card, so the first decision may go straight to the level it "
+          "predicts; dropped for good when a level reached on its word runs over 10% slower or hungrier "
+          "(card_use says so). InvalidArgumentError for a card of another model or driver or without this "
+          "knob's curves, ParseError for a newer schema.")
+      .def_property_readonly(
+          "card_use",
+          [](const optimize::SloClockController& controller) {
+            const optimize::CardUse use = controller.card_use();
+            const char* state = use.state == optimize::CardUse::State::kActive    ? "active"
+                                : use.state == optimize::CardUse::State::kDropped ? "dropped"
+                                                                                  : "none";
+            py::dict out;
+            out["state"] = state;
+            out["why"] = use.why;
+            return out;
+          },
+          "{state: 'none' | 'active' | 'dropped', why}: whether a card is used, and why it was dropped.")
       .def(
           "models",
           [](const optimize::SloClockController& controller) { return to_python_each(controller.models()); },

@@ -7,6 +7,7 @@ promtool is on PATH)."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
 import threading
@@ -382,6 +383,43 @@ def test_the_controller_lowers_the_clock_under_light_load() -> None:
     fixed = joule.SloClockController(1.0, 0.1, [clocks[0]])
     max_clock = serve(fixed_device, fixed, joule.SettingsGuard("test"), arrivals, prompt=256, output=32)
     assert served["energy_j"] < max_clock["energy_j"]
+
+
+def test_the_controller_starts_from_a_card() -> None:
+    """With the GPU's frontier card the controller goes where the card predicts at its first decisions, instead of
+    one level a decision; a card of another GPU, or none, is refused with the reason."""
+    card = os.path.join(os.environ.get("JOULE_SOURCE_DIR", "."), "data", "cards", "sim-h100.json")
+    arrivals = [0.25 * i for i in range(160)]
+
+    def first_low_clock(with_card: bool) -> tuple[int, dict[str, str]]:
+        device = joule.LlmDevice("h100", "llama-3-8b")
+        clocks = device.supported_clocks_mhz()
+        controller = joule.SloClockController(1.0, 0.1, clocks, interval_s=0.5, window_s=5.0)
+        assert controller.card_use == {"state": "none", "why": ""}
+        if with_card:
+            controller.start_from_card(card, device.gpus[0])
+            assert controller.card_use["state"] == "active", controller.card_use
+        served = serve(device, controller, joule.SettingsGuard("test"), arrivals, prompt=256, output=32)
+        late = [r for r in served["requests"] if r.arrival_s >= 20.0]
+        met = [r for r in late if r.ttft_s <= 1.0 and (r.tpot_s is None or r.tpot_s <= 0.1)]
+        assert len(met) / len(late) >= 0.99
+        low = next(i for i, clock in enumerate(served["clocks"]) if clock < clocks[0] * 0.7)
+        return low, controller.card_use
+
+    without, _ = first_low_clock(False)
+    with_card, use = first_low_clock(True)
+    assert with_card < without, (with_card, without, use)
+
+    device = joule.LlmDevice("h100", "llama-3-8b")
+    controller = joule.SloClockController(1.0, 0.1, device.supported_clocks_mhz())
+    other = card.replace("sim-h100", "sim-v100")
+    with pytest.raises(joule.InvalidArgumentError, match=r"sim-v100.json is for Tesla V100-PCIE-32GB .* not NVIDIA "
+                                                         r"H100 80GB HBM3: make a card for this device with 'joule "
+                                                         r"probe'"):
+        controller.start_from_card(other, device.gpus[0])
+    with pytest.raises(joule.NotFoundError, match="cannot open /nonexistent/card.json"):
+        controller.start_from_card("/nonexistent/card.json", device.gpus[0])
+    assert controller.card_use["state"] == "none"
 
 
 # ---- InferenceMetrics -------------------------------------------------------------------------------------------
