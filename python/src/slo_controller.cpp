@@ -11,7 +11,7 @@
 #include "joule/core/validate.hpp"
 #include "joule/optimize/inference_slo.hpp"
 #include "joule/optimize/json_forms.hpp"
-#include "joule/optimize/power_limit_card.hpp"
+#include "joule/probe/card.hpp"
 
 #include "bindings.hpp"
 
@@ -195,7 +195,7 @@ void bind_slo_controller_reports(SloControllerClass& controller_class) {
           "start_from_card",
           [](optimize::SloClockController& controller, const std::string& path, const GpuRef& gpu) {
             probe::KnobPrior prior = value_or_throw(optimize::read_card_prior(
-                path, optimize::card_identity(gpu.gpu->info()), controller.knob_kind()));
+                path, probe::card_identity_of(gpu.gpu->info()), controller.knob_kind()));
             controller.start_from_card(std::move(prior));
           },
           py::arg("path"), py::arg("gpu"),

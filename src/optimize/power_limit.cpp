@@ -280,7 +280,7 @@ void PowerLimitOptimizer::on_step_begin() {
 void PowerLimitOptimizer::start_from_card() {
   const std::string source = options_.card_source.empty() ? "the card" : options_.card_source;
   const auto& gpu = *monitor_.gpus().front();
-  value_or_throw(probe::check_card_for(*options_.card, card_identity(gpu.info()), source));
+  value_or_throw(probe::check_card_for(*options_.card, probe::card_identity_of(gpu.info()), source));
   card_guide_ = std::make_unique<CardGuide>(value_or_throw(CardGuide::make(*options_.card, source)));
   if (aggregator_->world_size() > 1) {
     // Ranks with different cards would take different decisions and then wait for each other forever.

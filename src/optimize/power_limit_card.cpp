@@ -42,12 +42,8 @@ Result<uint32_t> pick_limit(std::vector<FrontierPoint<uint32_t>> points, const P
 
 }  // namespace
 
-probe::DeviceIdentity card_identity(const device::GpuInfo& gpu) {
-  return {gpu.name, gpu.backend, "", gpu.uuid};
-}
-
 Result<probe::Card> read_card_for(const std::string& path, const device::Gpu& gpu) {
-  return probe::read_card(path, card_identity(gpu.info()));
+  return probe::read_card(path, probe::card_identity_of(gpu.info()));
 }
 
 CardWindows card_windows(const probe::Card& card, double step_time_s, int warmup_steps, int profile_steps) {

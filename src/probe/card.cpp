@@ -14,6 +14,7 @@
 #include "joule/core/json.hpp"
 #include "joule/core/json_fields.hpp"
 #include "joule/core/strings.hpp"
+#include "joule/device/gpu.hpp"
 
 namespace joule::probe {
 
@@ -352,6 +353,10 @@ Result<Card> read_card(const std::string& path, const DeviceIdentity& device) {
   Card card = JOULE_TRY(parse_card(text, path));
   JOULE_TRY(check_card_for(card, device, path));
   return card;
+}
+
+DeviceIdentity card_identity_of(const device::GpuInfo& gpu) {
+  return {gpu.name, gpu.backend, gpu.backend == "sim" ? "sim" : "", gpu.uuid};
 }
 
 }  // namespace joule::probe

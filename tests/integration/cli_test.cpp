@@ -692,10 +692,10 @@ TEST(Cli, DemoStartsFromACard) {
 
   const auto other = joule({"--sim", "a40", "demo", "--no-simulation", "--out", dir.path(), "--card", v100});
   EXPECT_EQ(other.exit_code, 2);
-  EXPECT_EQ(other.err,
-            "joule: error: " + v100 +
-                " is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated): make "
-                "a card for this device with 'joule probe'\n");
+  EXPECT_EQ(other.err, "joule: error: " + v100 +
+                           " is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 "
+                           "(simulated) (driver sim): make "
+                           "a card for this device with 'joule probe'\n");
   std::string text = read_file(v100);
   text.replace(text.find("\"schema_version\": 1"), 19, "\"schema_version\": 2");
   const std::string newer = dir.write("newer.json", text);

@@ -186,9 +186,9 @@ TEST(CliUsage, EveryUnknownNameExitsTwo) {
        no_country},
       // A frontier card of another GPU model (docs/optimize.md, "Starting from a frontier card").
       {{"--sim", "p100", "demo", "--no-simulation", "--out", dir.path(), "--card", v100_card},
-       v100_card +
-           " is for Tesla V100-PCIE-32GB (simulated) (driver sim), not Tesla P100-PCIE-16GB (simulated): "
-           "make a card for this device with 'joule probe'"},
+       v100_card + " is for Tesla V100-PCIE-32GB (simulated) (driver sim), not Tesla P100-PCIE-16GB "
+                   "(simulated) (driver sim): "
+                   "make a card for this device with 'joule probe'"},
   };
   for (const auto& [args, message] : cases) {
     const auto result = run_joule_usage(args);

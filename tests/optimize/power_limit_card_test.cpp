@@ -219,10 +219,10 @@ TEST(PowerLimitCard, AnotherModelsCardIsRefusedNamingBoth) {
     FAIL() << "no error";
   } catch (const Exception& error) {
     EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-    EXPECT_STREQ(
-        error.what(),
-        "card.json is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated): "
-        "make a card for this device with 'joule probe'");
+    EXPECT_STREQ(error.what(),
+                 "card.json is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated) "
+                 "(driver sim): "
+                 "make a card for this device with 'joule probe'");
   }
   // The same through the file reader the CLI and Python use.
   auto card = read_card_for(shipped_card_path("v100"), *job.gpus[0]);

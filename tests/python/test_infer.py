@@ -414,8 +414,8 @@ def test_the_controller_starts_from_a_card() -> None:
     controller = joule.SloClockController(1.0, 0.1, device.supported_clocks_mhz())
     other = card.replace("sim-h100", "sim-v100")
     with pytest.raises(joule.InvalidArgumentError, match=r"sim-v100.json is for Tesla V100-PCIE-32GB .* not NVIDIA "
-                                                         r"H100 80GB HBM3: make a card for this device with 'joule "
-                                                         r"probe'"):
+                                                         r"H100 80GB HBM3 \(driver sim\): make a card for this "
+                                                         r"device with 'joule probe'"):
         controller.start_from_card(other, device.gpus[0])
     with pytest.raises(joule.NotFoundError, match="cannot open /nonexistent/card.json"):
         controller.start_from_card("/nonexistent/card.json", device.gpus[0])

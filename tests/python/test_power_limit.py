@@ -268,7 +268,7 @@ def test_a_card_for_another_model_or_schema_is_refused(tmp_path: pathlib.Path) -
         joule.PowerLimitOptimizer(monitor, restore_on_signals=False, card=v100)
     assert isinstance(refused.value, joule.InvalidArgumentError)
     assert str(refused.value) == (
-        f"{v100} is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated): "
+        f"{v100} is for Tesla V100-PCIE-32GB (simulated) (driver sim), not NVIDIA A40 (simulated) (driver sim): "
         "make a card for this device with 'joule probe'"
     )
     newer = tmp_path / "newer.json"

@@ -21,10 +21,6 @@
 
 namespace joule::optimize {
 
-/// @return the identity a card for `gpu` must match: its name and backend. The device layer does not know
-/// the driver's version, so it is "" and a card of the same model made under any driver is accepted.
-probe::DeviceIdentity card_identity(const device::GpuInfo& gpu);
-
 /// Reads the card at `path` for `gpu`: probe::read_card()'s errors, e.g. kInvalidArgument "card.json is for
 /// Tesla V100-PCIE-32GB (simulated), not NVIDIA A40 (simulated): make a card for this device with 'joule
 /// probe'", kParse "card.json: card schema version 2 is newer than this joule reads (1): upgrade joule".

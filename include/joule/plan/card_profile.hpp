@@ -118,12 +118,7 @@ Result<CardProfile> predict_card_profile(const probe::KnobPrior& prior, const Ca
 /// predict_card_profile() takes (for benches and tests, which treat a full profile as the GPUs).
 CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t> indices);
 
-/// @return the identity a card for `gpu` must have: its model and backend (GpuInfo), the driver "sim" on
-/// simulated GPUs (the driver `joule probe`'s simulated kernel runner writes), else "" (unknown without the
-/// CUDA driver: any card's driver matches).
-probe::DeviceIdentity stage_gpu_identity(const device::Gpu& gpu);
-
-/// Reads the card at `path` for a stage GPU: probe::read_card() against stage_gpu_identity(gpu), so a card
+/// Reads the card at `path` for a stage GPU: probe::read_card() against probe::card_identity_of(), so a card
 /// for another model or driver is refused naming both, and a newer schema, a malformed card, a missing file
 /// with read_card()'s messages.
 Result<probe::Card> read_stage_card(const std::string& path, const device::Gpu& gpu);

@@ -18,6 +18,10 @@
 
 #include "joule/core/error.hpp"
 
+namespace joule::device {
+struct GpuInfo;
+}
+
 namespace joule::probe {
 
 /// The card schema this joule writes and the newest it reads. A change that an older reader would
@@ -31,6 +35,11 @@ struct DeviceIdentity {
   std::string driver_version;  ///< the driver (or kernel runner's) version, e.g. "12040"; "" if unknown
   std::string uuid;            ///< the probed device's UUID; "" if the backend has none
 };
+
+/// @return the identity a card for `gpu` must have: its model and backend, the driver "sim" on simulated
+/// GPUs (what `joule probe`'s simulated kernel runner writes), else "" (the device layer does not know the
+/// driver's version: a card of the same model made under any driver matches), and its UUID.
+DeviceIdentity card_identity_of(const device::GpuInfo& gpu);
 
 /// Static ranges read without changing anything (null where the device does not report them).
 struct DeviceRanges {

@@ -321,13 +321,8 @@ CardMeasurements measure_profile_at(const Profile& truth, std::span<const size_t
   return measured;
 }
 
-probe::DeviceIdentity stage_gpu_identity(const device::Gpu& gpu) {
-  const device::GpuInfo& info = gpu.info();
-  return probe::DeviceIdentity{info.name, info.backend, info.backend == "sim" ? "sim" : "", info.uuid};
-}
-
 Result<probe::Card> read_stage_card(const std::string& path, const device::Gpu& gpu) {
-  return probe::read_card(path, stage_gpu_identity(gpu));
+  return probe::read_card(path, probe::card_identity_of(gpu.info()));
 }
 
 Result<probe::Card> read_job_card(const std::string& path) {
