@@ -18,6 +18,7 @@
 #include "joule/http/connection.hpp"
 #include "joule/http/url.hpp"
 #include "joule/metrics/exposition.hpp"
+#include "joule/probe/card.hpp"
 
 namespace joule::govern {
 
@@ -522,10 +523,8 @@ Result<std::unique_ptr<EngineGovernor>> EngineGovernor::start(EngineTarget targe
   target.kind = detected;
   if (!options.card.empty()) {
     for (const device::Gpu* gpu : target.gpus) {
-      // The Gpu interface reports no driver version: the card's model must match, any driver does.
-      const probe::DeviceIdentity identity{
-          .model = gpu->info().name, .backend = gpu->info().backend, .driver_version = "", .uuid = ""};
-      auto prior = optimize::read_card_prior(options.card, identity, options.knob);
+      auto prior =
+          optimize::read_card_prior(options.card, probe::card_identity_of(gpu->info()), options.knob);
       if (!prior) {
         return fail(prior.error().code(), "{}: --card: {}", target.name, prior.error().message());
       }

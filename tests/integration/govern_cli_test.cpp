@@ -186,10 +186,11 @@ TEST(CliGovern, BadInputIsRefusedBeforeAnyGpuChanges) {
   const std::string a40_card = JOULE_SOURCE_DIR "/data/cards/sim-a40.json";
   expect_error(
       govern({"--engine", engine.url(), "--card", a40_card}),
-      fmt::format("joule: error: infer govern: 127.0.0.1:{}: --card: {} is for NVIDIA A40 (simulated) "
-                  "(driver sim), not Tesla V100-PCIE-32GB (simulated): make a card for this device "
-                  "with 'joule probe'",
-                  engine.url().substr(17), a40_card),
+      fmt::format(
+          "joule: error: infer govern: 127.0.0.1:{}: --card: {} is for NVIDIA A40 (simulated) "
+          "(driver sim), not Tesla V100-PCIE-32GB (simulated) (driver sim): make a card for this device "
+          "with 'joule probe'",
+          engine.url().substr(17), a40_card),
       2);
   TempDir dir;
   std::ifstream v100(JOULE_SOURCE_DIR "/data/cards/sim-v100.json");
