@@ -417,7 +417,7 @@ Result<ClusterDecision> Controller::replan(double now_s) {
       }
     }
     if (state.live_gpus > 0 && !state.silent_nodes.empty()) {
-      parts.push_back(fmt::format("{} GPUs on silent node(s) {} counted at {:g} W",
+      parts.push_back(fmt::format("{} of its GPUs on silent node(s) {} counted at {:g} W each",
                                   static_cast<int>(job.spec.gpus.size()) - state.live_gpus,
                                   joined(state.silent_nodes), job.highest_w));
     }
