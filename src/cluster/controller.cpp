@@ -299,9 +299,9 @@ Result<ClusterDecision> Controller::replan(double now_s) {
             until_h);
       } else if (planned_job.runs_now) {
         state.deferral_reason = fmt::format(
-            "deferrable: runs now, in the cleanest hours before its deadline in {:.1f} h ({:g} "
-            "g/kWh now)",
-            until_h, forecast.front().intensity_g_per_kwh);
+            "deferrable: runs now at {:g} g/kWh, one of the slots its plan takes before its deadline in "
+            "{:.1f} h",
+            forecast.front().intensity_g_per_kwh, until_h);
       } else if (work[i].remaining_s <= 0) {
         state.runs = false;
         state.deferral_reason = "deferrable with no work left: paused until it is removed";

@@ -274,8 +274,8 @@ TEST(Controller, ADeferrableJobWaitsForTheCleanSlotAndRunsInIt) {
   EXPECT_DOUBLE_EQ(running.power_limit_w, 500);
   EXPECT_EQ(
       running.reason,
-      "deferrable: runs now, in the cleanest hours before its deadline in 2.0 h (100 g/kWh now); at full "
-      "speed (500 W)");
+      "deferrable: runs now at 100 g/kWh, one of the slots its plan takes before its deadline in 2.0 h; at "
+      "full speed (500 W)");
   // Its work done, it pauses until removed.
   ASSERT_TRUE(controller.update_progress("later", 0));
   EXPECT_TRUE(of(replan_ok(controller, kHourS + 1), "later").paused);

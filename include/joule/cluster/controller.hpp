@@ -113,7 +113,7 @@ struct ClusterDecision {
   Allocation allocation;                      ///< allocate()'s result for the jobs that run now (live GPUs)
   std::vector<GpuLimit> limits;               ///< one per registered GPU, ordered by GPU
   std::vector<JobDecision> jobs;              ///< one per registered job, in registration order
-  std::vector<std::string> silent_nodes;      ///< sorted
+  std::vector<std::string> silent_nodes;      ///< every known node silent now (with jobs or not), sorted
   std::vector<std::string> deferred_running;  ///< deferrable jobs that run now (at risk or not)
   std::vector<std::string> deferred_waiting;  ///< deferrable jobs paused for cleaner hours
   std::vector<std::string> at_risk;           ///< deferrable jobs whose deadline is at risk (they run)
