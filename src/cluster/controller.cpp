@@ -353,10 +353,20 @@ Result<ClusterDecision> Controller::replan(double now_s) {
                 cap_w, decision.reserved_w, silent.empty() ? "none" : joined(decision.silent_nodes),
                 decision.paused_w, budget_w)
           : std::string();
-  if (!demands.empty()) {
-    if (budget_w <= 0) {
-      return fail(ErrorCode::kOutOfRange, "{}: nothing for the jobs that run", taken_off);
+  if (budget_w < 0 || (budget_w == 0 && !demands.empty())) {
+    double running_lowest_w = 0;
+    for (const size_t j : allocated) {
+      running_lowest_w += states[j].live_gpus * jobs_[j].lowest_w;
     }
+    return fail(
+        ErrorCode::kOutOfRange,
+        "the cap of {:.0f} W is {:.0f} W short of the silent nodes' reserve ({:.0f} W: {}), the paused "
+        "jobs' lowest limits ({:.0f} W) and the running jobs' lowest limits ({:.0f} W): no allocation "
+        "holds it",
+        cap_w, decision.reserved_w + decision.paused_w + running_lowest_w - cap_w, decision.reserved_w,
+        silent.empty() ? "none" : joined(decision.silent_nodes), decision.paused_w, running_lowest_w);
+  }
+  if (!demands.empty()) {
     auto allocation =
         allocate(demands, budget_w,
                  {.degrade_slos = options_.degrade_slos, .exact_work_limit = options_.exact_work_limit});

@@ -6,9 +6,11 @@
 #include "joule/cluster/controller.hpp"
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
@@ -205,6 +207,12 @@ TEST(Controller, AJobAcrossASilentNodeRunsOnItsLiveGpusAndTheShortfallIsNamed) {
       refused.error().message(),
       "the cap of 1200 W less 700 W for silent nodes (n2) and 0 W for paused jobs leaves 500 W: the cap of "
       "500 W is 100 W short of every job at its lowest power limit (600 W): no allocation holds it");
+  // A reserve above the cap itself: refused, whatever runs.
+  ASSERT_TRUE(controller.set_cap(600));
+  EXPECT_EQ(
+      controller.replan(42).error().message(),
+      "the cap of 600 W is 700 W short of the silent nodes' reserve (700 W: n2), the paused jobs' lowest "
+      "limits (0 W) and the running jobs' lowest limits (600 W): no allocation holds it");
 }
 
 TEST(Controller, InferenceFloorsHoldBeforeTraining) {
@@ -329,6 +337,57 @@ TEST(Controller, ForecastSlotsFollowTheClock) {
   const ClusterDecision ended = replan_ok(controller, 1000 + 2 * kHourS);
   EXPECT_EQ(of(ended, "d").reason,
             "deferrable, the carbon forecast has ended: runs now; at full speed (500 W)");
+}
+
+// Random clusters, changes and clocks: whenever a re-plan succeeds, every GPU has one limit, paused GPUs sit
+// at their job's lowest limit, silent ones at its highest, and the limits add up to no more than the cap.
+TEST(Controller, TheCapHoldsThroughRandomChanges) {
+  std::mt19937_64 random(28);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int succeeded = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    Controller controller({.node_timeout_s = 30});
+    int gpus_total = 0;
+    const int nodes = 2 + trial % 5;
+    for (int node = 0; node < nodes; ++node) {
+      const std::string name = fmt::format("n{}", node);
+      const int count = 1 + static_cast<int>(unit(random) * 4);
+      JobSpec spec = job(fmt::format("j{}", node), gpus_on(name, count), 200 + 100 * (node % 5));
+      if (node % 4 == 1) {
+        spec = inference(spec.id, spec.gpus, 300);
+      } else if (node % 3 == 2) {
+        spec = deferrable(spec.id, spec.gpus, unit(random) * 4 * kHourS, (1 + unit(random) * 6) * kHourS);
+      }
+      ASSERT_TRUE(controller.add_job(spec, 0));
+      gpus_total += count;
+    }
+    ASSERT_TRUE(controller.set_forecast(hourly({400, 300, 100, 250, 50, 500}), 0));
+    for (double now_s = 0; now_s < 6 * kHourS; now_s += 1800) {
+      ASSERT_TRUE(controller.set_cap((0.2 + unit(random)) * gpus_total * 700));
+      for (int node = 0; node < nodes; ++node) {
+        if (unit(random) < 0.8) {
+          ASSERT_TRUE(controller.heard_from(fmt::format("n{}", node), now_s));
+        }
+      }
+      const auto decision = controller.replan(now_s);
+      if (!decision) {
+        EXPECT_EQ(decision.error().code(), ErrorCode::kOutOfRange) << decision.error().message();
+        continue;
+      }
+      ++succeeded;
+      EXPECT_EQ(decision->limits.size(), static_cast<size_t>(gpus_total));
+      EXPECT_LE(decision->allocated_w + decision->reserved_w, decision->cap_w + 1e-6);
+      EXPECT_NEAR(sum_of_limits(*decision), decision->allocated_w + decision->reserved_w, 1e-6);
+      for (const GpuLimit& limit : decision->limits) {
+        if (limit.silent) {
+          EXPECT_DOUBLE_EQ(limit.power_limit_w, 700);
+        } else if (limit.paused) {
+          EXPECT_DOUBLE_EQ(limit.power_limit_w, 100);
+        }
+      }
+    }
+  }
+  EXPECT_GT(succeeded, 100);
 }
 
 TEST(Controller, VersionsIncrease) {

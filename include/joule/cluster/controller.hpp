@@ -161,9 +161,11 @@ class Controller {
   Result<void> heard_from(std::string_view node, double now_s);
 
   /// Every GPU's limit at `now_s` (see the file comment). Errors: kState when no cap was set; kOutOfRange
-  /// when the cap, less the silent reserve and the paused GPUs, is below the running jobs' floors
-  /// (allocate()'s message, prefixed by what was taken off the cap when anything was) or below their lowest
-  /// limits. Throws joule::Exception (kInvalidArgument) for a `now_s` that is not finite (a clock bug).
+  /// when the cap, less the silent reserve and the paused GPUs, is below the running jobs' floors or lowest
+  /// limits (allocate()'s message, prefixed by what was taken off the cap when anything was), or when the
+  /// reserve and the paused GPUs alone leave nothing ("the cap of 600 W is 700 W short of the silent nodes'
+  /// reserve (700 W: n2), …"). Throws joule::Exception (kInvalidArgument) for a `now_s` that is not finite (a
+  /// clock bug).
   Result<ClusterDecision> replan(double now_s);
 
   size_t job_count() const { return jobs_.size(); }
