@@ -18,7 +18,7 @@
 namespace joule::cluster {
 namespace {
 
-constexpr double kHourS = 3600;
+constexpr double kOneHourS = 3600;
 
 // `count` GPUs of `node` from index 0.
 std::vector<GpuRef> gpus_on(const std::string& node, int count) {
@@ -58,7 +58,7 @@ JobSpec deferrable(std::string id, std::vector<GpuRef> gpus, double remaining_s,
 std::vector<ForecastSlot> hourly(std::vector<double> intensities) {
   std::vector<ForecastSlot> slots;
   for (const double intensity : intensities) {
-    slots.push_back({.length_s = kHourS, .intensity_g_per_kwh = intensity});
+    slots.push_back({.length_s = kOneHourS, .intensity_g_per_kwh = intensity});
   }
   return slots;
 }
@@ -254,7 +254,7 @@ TEST(Controller, ADeferrableJobWaitsForTheCleanSlotAndRunsInIt) {
   Controller controller;
   ASSERT_TRUE(controller.set_cap(8 * 700));
   ASSERT_TRUE(controller.add_job(job("now", gpus_on("n1", 4)), 0));
-  ASSERT_TRUE(controller.add_job(deferrable("later", gpus_on("n2", 4), kHourS, 3 * kHourS), 0));
+  ASSERT_TRUE(controller.add_job(deferrable("later", gpus_on("n2", 4), kOneHourS, 3 * kOneHourS), 0));
   ASSERT_TRUE(controller.set_forecast(hourly({500, 100, 400}), 0));
   const ClusterDecision dirty = replan_ok(controller, 0);
   EXPECT_EQ(dirty.deferred_waiting, std::vector<std::string>{"later"});
@@ -273,9 +273,9 @@ TEST(Controller, ADeferrableJobWaitsForTheCleanSlotAndRunsInIt) {
   EXPECT_LT(dirty.deferral->carbon_g, dirty.deferral->carbon_as_soon_as_possible_g);
   EXPECT_DOUBLE_EQ(of(dirty, "now").power_limit_w, 500);
   // In the clean hour it runs, at full speed (the nodes kept answering).
-  ASSERT_TRUE(controller.heard_from("n1", kHourS));
-  ASSERT_TRUE(controller.heard_from("n2", kHourS));
-  const ClusterDecision clean = replan_ok(controller, kHourS);
+  ASSERT_TRUE(controller.heard_from("n1", kOneHourS));
+  ASSERT_TRUE(controller.heard_from("n2", kOneHourS));
+  const ClusterDecision clean = replan_ok(controller, kOneHourS);
   EXPECT_EQ(clean.deferred_running, std::vector<std::string>{"later"});
   const JobDecision& running = of(clean, "later");
   EXPECT_FALSE(running.paused);
@@ -286,11 +286,11 @@ TEST(Controller, ADeferrableJobWaitsForTheCleanSlotAndRunsInIt) {
       "full speed (500 W)");
   // Its work done, it pauses until removed.
   ASSERT_TRUE(controller.update_progress("later", 0));
-  EXPECT_TRUE(of(replan_ok(controller, kHourS + 1), "later").paused);
+  EXPECT_TRUE(of(replan_ok(controller, kOneHourS + 1), "later").paused);
   // Without a forecast, every job runs.
   controller.clear_forecast();
-  ASSERT_TRUE(controller.update_progress("later", kHourS));
-  const ClusterDecision unplanned = replan_ok(controller, kHourS + 2);
+  ASSERT_TRUE(controller.update_progress("later", kOneHourS));
+  const ClusterDecision unplanned = replan_ok(controller, kOneHourS + 2);
   EXPECT_FALSE(of(unplanned, "later").paused);
   EXPECT_EQ(of(unplanned, "later").reason, "deferrable, no carbon forecast: runs now; at full speed (500 W)");
   EXPECT_FALSE(unplanned.deferral);
@@ -300,7 +300,7 @@ TEST(Controller, ADeadlineIsNeverTradedForCarbon) {
   Controller controller({.node_timeout_s = 1e9});
   ASSERT_TRUE(controller.set_cap(8 * 700));
   // Three hours of work, two to the deadline: at risk, so it runs now although the hour is dirty.
-  ASSERT_TRUE(controller.add_job(deferrable("tight", gpus_on("n1", 4), 3 * kHourS, 2 * kHourS), 0));
+  ASSERT_TRUE(controller.add_job(deferrable("tight", gpus_on("n1", 4), 3 * kOneHourS, 2 * kOneHourS), 0));
   ASSERT_TRUE(controller.set_forecast(hourly({500, 100, 50}), 0));
   const ClusterDecision decision = replan_ok(controller, 0);
   EXPECT_EQ(decision.at_risk, std::vector<std::string>{"tight"});
@@ -313,12 +313,12 @@ TEST(Controller, ADeadlineIsNeverTradedForCarbon) {
       "at risk: its deadline in 2.0 h cannot be met in cleaner hours within the forecast's spare watts, so "
       "it runs now; at full speed (500 W)");
   // Two hours of work for two hours: it runs now too (the dirty hour is needed), not at risk.
-  ASSERT_TRUE(controller.update_progress("tight", 2 * kHourS));
+  ASSERT_TRUE(controller.update_progress("tight", 2 * kOneHourS));
   const ClusterDecision exact = replan_ok(controller, 0);
   EXPECT_FALSE(of(exact, "tight").paused);
   EXPECT_FALSE(of(exact, "tight").at_risk);
   // Past its deadline with work left: it runs, said so.
-  const ClusterDecision late = replan_ok(controller, 3 * kHourS);
+  const ClusterDecision late = replan_ok(controller, 3 * kOneHourS);
   EXPECT_FALSE(of(late, "tight").paused);
   EXPECT_EQ(of(late, "tight").reason,
             "at risk: its deadline passed 3600 s ago, so it runs now; at full speed (500 W)");
@@ -327,14 +327,14 @@ TEST(Controller, ADeadlineIsNeverTradedForCarbon) {
 TEST(Controller, ForecastSlotsFollowTheClock) {
   Controller controller({.node_timeout_s = 1e9});
   ASSERT_TRUE(controller.set_cap(4 * 700));
-  ASSERT_TRUE(controller.add_job(deferrable("d", gpus_on("n1", 4), 0.5 * kHourS, 10 * kHourS), 0));
+  ASSERT_TRUE(controller.add_job(deferrable("d", gpus_on("n1", 4), 0.5 * kOneHourS, 10 * kOneHourS), 0));
   // A forecast from 1000 s: before it starts, its first (dirty) slot's intensity holds; the clean one is
   // next.
   ASSERT_TRUE(controller.set_forecast(hourly({300, 50}), 1000));
   EXPECT_TRUE(of(replan_ok(controller, 0), "d").paused);
-  EXPECT_FALSE(of(replan_ok(controller, 1000 + kHourS + 10), "d").paused);
+  EXPECT_FALSE(of(replan_ok(controller, 1000 + kOneHourS + 10), "d").paused);
   // Once the forecast has ended, every job runs.
-  const ClusterDecision ended = replan_ok(controller, 1000 + 2 * kHourS);
+  const ClusterDecision ended = replan_ok(controller, 1000 + 2 * kOneHourS);
   EXPECT_EQ(of(ended, "d").reason,
             "deferrable, the carbon forecast has ended: runs now; at full speed (500 W)");
 }
@@ -356,13 +356,14 @@ TEST(Controller, TheCapHoldsThroughRandomChanges) {
       if (node % 4 == 1) {
         spec = inference(spec.id, spec.gpus, 300);
       } else if (node % 3 == 2) {
-        spec = deferrable(spec.id, spec.gpus, unit(random) * 4 * kHourS, (1 + unit(random) * 6) * kHourS);
+        spec =
+            deferrable(spec.id, spec.gpus, unit(random) * 4 * kOneHourS, (1 + unit(random) * 6) * kOneHourS);
       }
       ASSERT_TRUE(controller.add_job(spec, 0));
       gpus_total += count;
     }
     ASSERT_TRUE(controller.set_forecast(hourly({400, 300, 100, 250, 50, 500}), 0));
-    for (double now_s = 0; now_s < 6 * kHourS; now_s += 1800) {
+    for (double now_s = 0; now_s < 6 * kOneHourS; now_s += 1800) {
       ASSERT_TRUE(controller.set_cap((0.2 + unit(random)) * gpus_total * 700));
       for (int node = 0; node < nodes; ++node) {
         if (unit(random) < 0.8) {
