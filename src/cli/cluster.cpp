@@ -11,6 +11,7 @@
 #include "joule/core/validate.hpp"
 
 #include "common.hpp"
+#include "usage.hpp"
 
 namespace joule::cli {
 namespace {

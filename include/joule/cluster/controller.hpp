@@ -28,7 +28,6 @@
 //   auto decision = controller.replan(now_s);  // decision->limits: one per GPU
 #pragma once
 
-#include <compare>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -46,7 +45,11 @@ namespace joule::cluster {
 struct GpuRef {
   std::string node;  ///< the node's name (not empty)
   int index = 0;     ///< the GPU's index on the node (≥ 0)
-  auto operator<=>(const GpuRef&) const = default;
+  bool operator==(const GpuRef&) const = default;
+  /// By node, then index (the order of ClusterDecision::limits).
+  bool operator<(const GpuRef& other) const {
+    return node != other.node ? node < other.node : index < other.index;
+  }
 };
 
 /// @return "node:index", e.g. "n1:0".

@@ -680,7 +680,9 @@ void Pass::plan_deferral(double now_s) {
   const double available_w = std::max(0.0, std::min(power_room_w, gpu_room_w));
   std::vector<ForecastSlot> forecast;
   const double now_intensity = intensity_at(world_.trace, now_s);
-  for (double slot_s = now_s; slot_s < std::min(latest_s, now_s + kDeferralHorizonS); slot_s += period_s) {
+  const double horizon_end_s = std::min(latest_s, now_s + kDeferralHorizonS);
+  for (int64_t slot = 0; now_s + static_cast<double>(slot) * period_s < horizon_end_s; ++slot) {
+    const double slot_s = now_s + static_cast<double>(slot) * period_s;
     double intensity = now_intensity;
     if (world_.options.deferral_oracle_forecast) {
       intensity = intensity_at(world_.trace, slot_s);
