@@ -235,7 +235,6 @@ constexpr double kPendingTarget = 0.6;
 // Busy this share of the window: continuously batching, never idle.
 constexpr double kContinuouslyBusy = 0.98;
 constexpr double kBurstSpanS = 2.0;
-constexpr double kMaxBurstShare = 1.2;
 // Power within this share of another level's is a tie, broken towards the lower knob.
 constexpr double kTiePowerShare = 0.005;
 // Finished requests a latency tail is taken from; with fewer, the predicted iteration time stands in.
@@ -732,8 +731,14 @@ struct SloClockController::State {
           tails.prompt_tokens > 0
               ? ttft_calibration * ttft_model(k)
               : tails.ttft_s * std::max(ratio, static_cast<double>(levels[level]) / levels[k]);
-      const bool keeps_up = load.tokens_per_s * token_cost(k) <= kMaxComputeShare &&
-                            load.peak_tokens_per_s * token_cost(k) <= kMaxBurstShare;
+      // The busiest kBurstSpanS may ask more than the level's throughput if the backlog it leaves, in
+      // seconds of work, fits in what the TTFT SLO leaves above the level's predicted TTFT: a loose TTFT SLO
+      // absorbs bursts, a tight one needs the headroom (a fixed share, 120%, was too much for the one and too
+      // little for the other).
+      const double peak_share = load.peak_tokens_per_s * token_cost(k);
+      const bool burst_fits =
+          peak_share <= 1.0 || (peak_share - 1.0) * kBurstSpanS <= margin * slo.ttft_s - ttft_k;
+      const bool keeps_up = load.tokens_per_s * token_cost(k) <= kMaxComputeShare && burst_fits;
       const bool feasible = k == 0 || (keeps_up && tails.tpot_s * ratio <= margin * slo.tpot_s &&
                                        ttft_k <= margin * slo.ttft_s);
       // Mean power: busy at the level's power for the (scaled) busy share, idle otherwise.

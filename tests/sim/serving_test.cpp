@@ -209,6 +209,30 @@ TEST(ServingComparison, ControllerMeetsTheSloAndSavesEnergy) {
   EXPECT_GT(high_load_clock, low_load_clock);
 }
 
+// 2 s bursts at ten times the calm rate every 10 s: the busiest 2 s ask more than a low clock's throughput,
+// and the backlog they build is what the first tokens wait for. The burst check scales with the TTFT SLO's
+// slack: under 0.5 s it keeps the headroom the SLO needs (a fixed cap of 120% of a level's throughput let
+// attainment fall to 98.9%), under 10 s it lets the clock go well lower; the TPOT SLO is the same.
+TEST(ServingComparison, TheBurstCheckScalesWithTheTtftSlack) {
+  std::vector<std::pair<double, double>> rates;
+  for (double start_s = 0; start_s < 600; start_s += 10) {
+    rates.emplace_back(start_s + 2, 40.0);
+    rates.emplace_back(start_s + 10, 4.0);
+  }
+  const ServingTrace trace = synthetic_trace(600, rates, 7);
+  const LlmCostModel cost = h100_8b();
+  const auto mean_clock = [&](double ttft_slo_s) {
+    const optimize::ServingSlo slo{ttft_slo_s, 0.1};
+    const ServingComparison result = compare_serving_strategies(trace, cost, slo, {}).value();
+    EXPECT_GE(result.strategies[3].summary.slo_attainment, slo.attainment)
+        << "TTFT SLO " << ttft_slo_s << " s";
+    return result.strategies[3].summary.mean_clock_mhz;
+  };
+  const double tight = mean_clock(0.5);
+  const double loose = mean_clock(10);
+  EXPECT_LT(loose, 0.9 * tight);
+}
+
 TEST(ServingComparison, UnattainableSloRunsAtMaxClockAndSaysSo) {
   const ServingTrace trace = synthetic_trace(30, {{30, 4}});
   const LlmCostModel cost = h100_8b();
