@@ -18,6 +18,7 @@
 #include "joule/optimize/power_limit.hpp"
 
 #include "captured_log.hpp"
+#include "optimize/sim_training_job.hpp"
 #include "test_util.hpp"
 
 namespace joule::optimize {
@@ -37,37 +38,7 @@ probe::Card shipped_card(std::string_view model) {
   return *card;
 }
 
-// A training job on simulated GPUs on a virtual clock; each step is one iteration.
-struct Job {
-  std::shared_ptr<VirtualClock> clock = std::make_shared<VirtualClock>();
-  std::vector<std::unique_ptr<SimulatedGpu>> gpus;
-  std::unique_ptr<measure::EnergyMonitor> monitor;
-  std::unique_ptr<device::sim::TrainingJob> training;
-
-  explicit Job(std::string_view spec) {
-    gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec(spec), clock));
-    std::vector<device::Gpu*> raw;
-    std::vector<SimulatedGpu*> sims;
-    for (auto& gpu : gpus) {
-      raw.push_back(gpu.get());
-      sims.push_back(gpu.get());
-    }
-    monitor = std::make_unique<measure::EnergyMonitor>(raw, std::vector<device::Cpu*>{}, *clock);
-    training = std::make_unique<device::sim::TrainingJob>(sims, *clock);
-  }
-
-  // Steps until the optimizer is done; @return the steps taken.
-  int64_t run_until_done(PowerLimitOptimizer& optimizer) {
-    int64_t steps = 0;
-    while (optimizer.state() != PowerLimitState::kDone && steps < 100'000) {
-      optimizer.on_step_begin();
-      training->run_iterations(1);
-      optimizer.on_step_end();
-      ++steps;
-    }
-    return steps;
-  }
-};
+using Job = test::SimTrainingJob;
 
 // A card whose compute kernel is the workload of `spec` itself (its operating point at each limit) and whose
 // memory kernel never slows: the prior then describes that workload exactly.

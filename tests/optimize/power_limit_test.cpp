@@ -22,6 +22,7 @@
 #include "file_gpu.hpp"
 #include "integration/run_process.hpp"
 #include "mocks/mock_gpu.hpp"
+#include "optimize/sim_training_job.hpp"
 #include "test_util.hpp"
 
 namespace joule::optimize {
@@ -39,42 +40,9 @@ struct ModelPoint {
   double energy_j = 0;
 };
 
-// A training job on simulated GPUs on a virtual clock; each step is one iteration.
-struct Job {
-  std::shared_ptr<VirtualClock> clock = std::make_shared<VirtualClock>();
-  std::vector<std::unique_ptr<SimulatedGpu>> gpus;
-  std::unique_ptr<measure::EnergyMonitor> monitor;
-  std::unique_ptr<device::sim::TrainingJob> training;
-
-  explicit Job(std::string_view spec) {
-    gpus = std::move(*device::sim::open_sim_gpus(*device::sim::parse_spec(spec), clock));
-    std::vector<device::Gpu*> raw;
-    std::vector<SimulatedGpu*> sims;
-    for (auto& gpu : gpus) {
-      raw.push_back(gpu.get());
-      sims.push_back(gpu.get());
-    }
-    monitor = std::make_unique<measure::EnergyMonitor>(raw, std::vector<device::Cpu*>{}, *clock);
-    training = std::make_unique<device::sim::TrainingJob>(sims, *clock);
-  }
-
-  void step(PowerLimitOptimizer& optimizer, int64_t count = 1) {
-    for (int64_t i = 0; i < count; ++i) {
-      optimizer.on_step_begin();
-      training->run_iterations(1);
-      optimizer.on_step_end();
-    }
-  }
-
-  // Steps until the optimizer is done; @return the steps taken.
-  int64_t run_until_done(PowerLimitOptimizer& optimizer, int64_t limit = 100'000) {
-    int64_t steps = 0;
-    while (optimizer.state() != PowerLimitState::kDone && steps < limit) {
-      step(optimizer);
-      ++steps;
-    }
-    return steps;
-  }
+// The shared fixture, with what these tests read back from it.
+struct Job : test::SimTrainingJob {
+  using SimTrainingJob::SimTrainingJob;
 
   std::vector<uint32_t> power_limits_set(size_t gpu = 0) const {
     std::vector<uint32_t> limits;
