@@ -18,30 +18,14 @@ namespace {
 
 struct ClusterReplayFlags {
   cluster::ReplayOptions options;
-  std::string policies;  // comma-separated; empty: all five
+  std::vector<std::string> policies;  // empty: all five
   Format format = Format::kText;
   std::string plot;
 };
 
-std::vector<cluster::ReplayPolicy> parse_policies(const std::string& text) {
-  std::vector<cluster::ReplayPolicy> policies;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string name =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    policies.push_back(value_or_throw(cluster::parse_replay_policy(name)));
-    if (comma == std::string::npos) {
-      break;
-    }
-    start = comma + 1;
-  }
-  return policies;
-}
-
 int run_cluster_replay(ClusterReplayFlags flags) {
-  if (!flags.policies.empty()) {
-    flags.options.policies = parse_policies(flags.policies);
+  for (const std::string& name : flags.policies) {
+    flags.options.policies.push_back(value_or_throw(cluster::parse_replay_policy(name)));
   }
   // Checked before the replay runs.
   std::optional<OutputFile> plot = open_output(flags.plot, "--plot");
@@ -101,6 +85,7 @@ void add_cluster_replay_command(CLI::App& command, int& exit_code) {
       ->add_option(
           "--policies", flags->policies,
           "Comma-separated: uncapped, uniform_cap, zeus_per_job, chase_per_job, autopilot (default all)")
+      ->delimiter(',')
       ->option_text("LIST");
   add_format_option(*replay, flags->format, {Format::kText, Format::kJson});
   replay->add_option("--plot", flags->plot, "Write an SVG of each policy's cluster power against the cap")

@@ -24,7 +24,6 @@
 namespace joule::optimize {
 namespace {
 
-using device::sim::SimulatedGpu;
 
 std::string shipped_card_path(std::string_view model) {
   return fmt::format("{}/data/cards/sim-{}.json", JOULE_SOURCE_DIR, model);
