@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Does joule's SLO controller earn its keep? `joule infer replay --format json` on docs/inference.md's
 matrix (10 settings) and on four held-out sets of traces the controller was not tuned on (each fixed and
-committed, unrun, after the one before had been studied; the newest runs only with --only heldout4), in clock mode and in power-limit mode.
+committed, unrun, after the one before had been studied; the newest runs only with --only heldout4), in
+clock mode and in power-limit mode.
 
 Target per case and mode: the controller saves >= 90% of what the best fixed knob in hindsight saves, with
 >= 99% SLO attainment wherever the maximum knob reaches 99% (where it does not, every strategy runs at the
