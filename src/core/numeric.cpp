@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "joule/core/error.hpp"
+
 namespace joule::numeric {
 
 namespace {
@@ -69,6 +71,46 @@ std::optional<double> nearest_rank_percentile(std::span<double> values, double s
   const size_t index = std::min(rank == 0 ? 0 : rank - 1, values.size() - 1);
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index), values.end());
   return values[index];
+}
+
+std::vector<double> isotonic_non_decreasing(std::span<const double> values, std::span<const double> weights) {
+  if (values.size() != weights.size()) {
+    throw Exception(ErrorCode::kInvalidArgument,
+                    fmt::format("isotonic fit: {} values but {} weights", values.size(), weights.size()));
+  }
+  // Blocks of pooled values, each its weighted mean, total weight and length; a new value that falls below
+  // the last block's mean merges into it, and merged blocks merge backwards while they still fall.
+  struct Block {
+    double mean;
+    double weight;
+    size_t length;
+  };
+  std::vector<Block> blocks;
+  blocks.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i]) || !std::isfinite(weights[i]) || !(weights[i] > 0)) {
+      throw Exception(ErrorCode::kInvalidArgument,
+                      fmt::format("isotonic fit: value {} is {} with weight {} (finite values and positive "
+                                  "finite weights only)",
+                                  i, values[i], weights[i]));
+    }
+    blocks.push_back({values[i], weights[i], 1});
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].mean > blocks.back().mean) {
+      const Block last = blocks.back();
+      blocks.pop_back();
+      Block& before = blocks.back();
+      const double weight = before.weight + last.weight;
+      before.mean = (before.mean * before.weight + last.mean * last.weight) / weight;
+      before.weight = weight;
+      before.length += last.length;
+    }
+  }
+  std::vector<double> fitted;
+  fitted.reserve(values.size());
+  for (const Block& block : blocks) {
+    fitted.insert(fitted.end(), block.length, block.mean);
+  }
+  return fitted;
 }
 
 double mean(std::span<const double> values) {

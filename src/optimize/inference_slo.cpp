@@ -201,6 +201,8 @@ class Rls {
   /// @return coefficient i (0: per iteration, 1: per 100 decode requests, 2: per 1000 prefill tokens).
   double coefficient(size_t i) const { return theta_[i]; }
   int64_t samples() const { return samples_; }
+  /// The samples its estimate rests on: the count, up to the forgetting factor's memory (1 / (1 − forget)).
+  double weight() const { return std::min(static_cast<double>(samples_), 1 / (1 - kForget)); }
 
  private:
   static constexpr double kForget = 0.998;
@@ -348,24 +350,50 @@ struct SloClockController::State {
     return std::max(prefill * slowdown(k, j, x) + rest * time_ratio, 1e-6);
   }
 
-  // Iteration time at a level for the batch x: its own model when measured; else a measured faster level's
-  // time scaled by the card (for the mean batch, `by_card`, while the card is used) or by slowdown()
-  // (pessimistic), else a measured slower level's time (not faster).
-  double own_time(size_t level_index, const std::array<double, 3>& x, bool by_card = true) const {
-    if (measured(level_index)) {
-      return std::max(time_models[level_index].predict(x), 1e-6);
+  // Each measured level's time for the batch x (0 at the others), fitted so that a lower knob never runs
+  // faster: the isotonic fit of the levels' own models, each weighted by the samples it rests on: what the
+  // levels below a measured one are bounded by (predict_time()). A level measured briefly, in a burst, can
+  // predict the mean batch badly; under the bound this replaced (every faster level's own model), one such
+  // model held every lower level up, and with them the knob, for as long as that level was not measured
+  // again (session 37: 325 W of 400 W through a diurnal trace's peak where a fixed 110 W held the SLO, and
+  // 270 W through a short-chat trace where 100 W did). Weighted by evidence, it is pooled with its
+  // well-measured neighbours instead.
+  std::vector<double> monotone_times(const std::array<double, 3>& x) const {
+    std::vector<size_t> indices;
+    std::vector<double> times;
+    std::vector<double> weights;
+    for (size_t k = 0; k < levels.size(); ++k) {
+      if (measured(k)) {
+        indices.push_back(k);
+        times.push_back(std::max(time_models[k].predict(x), 1e-6));
+        weights.push_back(time_models[k].weight());
+      }
     }
+    const std::vector<double> fitted = numeric::isotonic_non_decreasing(times, weights);
+    std::vector<double> by_level(levels.size(), 0.0);
+    for (size_t i = 0; i < indices.size(); ++i) {
+      by_level[indices[i]] = fitted[i];
+    }
+    return by_level;
+  }
+
+  // Iteration time at a level not measured, for the batch x (`fitted`: monotone_times(x)): a measured faster
+  // level's fitted time scaled by the card (for the mean batch, `by_card`, while the card is used) or by
+  // slowdown() (pessimistic), else a measured slower level's (not faster).
+  double unmeasured_time(size_t level_index, const std::array<double, 3>& x,
+                         const std::vector<double>& fitted, bool by_card) const {
     for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
         if (by_card && card_active()) {
-          return card_time(level_index, k, x, card_ratios(level_index, k).first);
+          const double scale = fitted[k] / std::max(time_models[k].predict(x), 1e-6);
+          return card_time(level_index, k, x, card_ratios(level_index, k).first) * scale;
         }
-        return std::max(time_models[k].predict(x), 1e-6) * slowdown(level_index, k, x);
+        return fitted[k] * slowdown(level_index, k, x);
       }
     }
     for (size_t k = level_index + 1; k < levels.size(); ++k) {
       if (measured(k)) {
-        return std::max(time_models[k].predict(x), 1e-6);
+        return fitted[k];
       }
     }
     return 1.0;
@@ -413,16 +441,21 @@ struct SloClockController::State {
     return idle + dynamic * ratio * ratio;
   }
 
-  // A lower knob never runs faster nor draws more for the same batch: each level's prediction is bounded by
-  // the faster levels' (a level measured briefly, in a burst, would otherwise block the way down with a
-  // noisy model, and a level never revisited keeps it).
+  // A lower knob never runs faster nor draws more for the same batch. Time: a level's own prediction (its
+  // model when measured, else unmeasured_time()), never under the nearest faster measured level's fitted
+  // time (monotone_times()). Its own model stays the floor: pooling a measured level down with slower ones
+  // that look faster would trust a few calm samples there (a near-capacity trace's bursts then found it too
+  // low). Power: each level's prediction is bounded by the faster levels'.
   // `by_card`: whether the card may predict it (the mean batch; a prefill-heavy batch is compute-bound, which
   // the pessimistic rule predicts exactly in clock mode).
   double predict_time(size_t level_index, const std::array<double, 3>& x, bool by_card = true) const {
-    double time = own_time(level_index, x, by_card);
-    for (size_t k = 0; k < level_index; ++k) {
+    const std::vector<double> fitted = monotone_times(x);
+    double time = measured(level_index) ? std::max(time_models[level_index].predict(x), 1e-6)
+                                        : unmeasured_time(level_index, x, fitted, by_card);
+    for (size_t k = level_index; k-- > 0;) {
       if (measured(k)) {
-        time = std::max(time, own_time(k, x, by_card));
+        time = std::max(time, fitted[k]);
+        break;
       }
     }
     return time;
@@ -438,33 +471,36 @@ struct SloClockController::State {
   }
 
   // Time per prompt token at a level, s: prefill is compute-bound, so this is the level's token throughput
-  // limit (decode tokens cost the same FLOPs). Unmeasured levels scale a faster level's cost by slowdown()
-  // for a prefill-heavy batch, which is exact for compute-bound work at a clock.
+  // limit (decode tokens cost the same FLOPs). The measured levels' own costs (their models' prompt-token
+  // coefficients, where positive) are fitted to never fall at a lower knob, weighted by evidence as
+  // monotone_times() does. Unmeasured levels scale the nearest faster level's fitted cost by slowdown() for a
+  // prefill-heavy batch, which is exact for compute-bound work at a clock; never under it.
   double token_cost(size_t level_index) const {
-    double cost = own_token_cost(level_index);
-    for (size_t k = 0; k < level_index; ++k) {
-      if (measured(k)) {
-        cost = std::max(cost, own_token_cost(k));
-      }
-    }
-    return cost;
-  }
-  double own_token_cost(size_t level_index) const {
     const auto own = [&](size_t k) { return std::max(time_models[k].coefficient(2) / 1000.0, 0.0); };
-    if (measured(level_index) && own(level_index) > 0) {
-      return own(level_index);
-    }
-    for (size_t k = level_index; k-- > 0;) {
+    std::vector<size_t> indices;
+    std::vector<double> costs;
+    std::vector<double> weights;
+    for (size_t k = 0; k < levels.size(); ++k) {
       if (measured(k) && own(k) > 0) {
-        return own(k) * slowdown(level_index, k, features(0, kPrefillProbeTokens));
+        indices.push_back(k);
+        costs.push_back(own(k));
+        weights.push_back(time_models[k].weight());
       }
     }
-    for (size_t k = level_index + 1; k < levels.size(); ++k) {
-      if (measured(k) && own(k) > 0) {
-        return own(k);
-      }
+    if (indices.empty()) {
+      return 0;
     }
-    return 0;
+    const std::vector<double> fitted = numeric::isotonic_non_decreasing(costs, weights);
+    const auto at = std::lower_bound(indices.begin(), indices.end(), level_index);
+    if (at != indices.end() && *at == level_index) {
+      return fitted[static_cast<size_t>(at - indices.begin())];
+    }
+    if (at == indices.begin()) {
+      return fitted.front();  // only slower levels measured: not faster than they are
+    }
+    const auto faster = static_cast<size_t>(at - indices.begin()) - 1;
+    return fitted[faster] *
+           std::max(slowdown(level_index, indices[faster], features(0, kPrefillProbeTokens)), 1.0);
   }
 
   size_t deepest_measured() const {

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "joule/core/numeric.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "joule/core/error.hpp"
 
 namespace joule::numeric {
 namespace {
@@ -99,6 +104,77 @@ TEST(Numeric, PythonFloorDivision) {
   EXPECT_EQ(python_floor_div(1.0, 0.1), 9.0);
   EXPECT_EQ(std::floor(1.0 / 0.1), 10.0);
   EXPECT_TRUE(std::signbit(python_floor_div(-0.0, 3.0)));
+}
+
+TEST(IsotonicFit, PoolsFallingRunsIntoTheirWeightedMeans) {
+  // Rising values are kept.
+  EXPECT_EQ(isotonic_non_decreasing(std::vector<double>{1, 2, 2, 5}, std::vector<double>{1, 1, 1, 1}),
+            (std::vector<double>{1, 2, 2, 5}));
+  // A light outlier moves most: (0.136 · 32 + 0.029 · 500) / 532 for both.
+  const auto fitted =
+      isotonic_non_decreasing(std::vector<double>{0.03, 0.136, 0.029}, std::vector<double>{500, 32, 500});
+  ASSERT_EQ(fitted.size(), 3U);
+  EXPECT_DOUBLE_EQ(fitted[0], 0.03);
+  EXPECT_DOUBLE_EQ(fitted[1], (0.136 * 32 + 0.029 * 500) / 532);
+  EXPECT_DOUBLE_EQ(fitted[2], fitted[1]);
+  // Merging goes backwards: 3, 2, 1 (equal weights) is one block at 2.
+  EXPECT_EQ(isotonic_non_decreasing(std::vector<double>{3, 2, 1}, std::vector<double>{1, 1, 1}),
+            (std::vector<double>{2, 2, 2}));
+  EXPECT_TRUE(isotonic_non_decreasing(std::vector<double>{}, std::vector<double>{}).empty());
+}
+
+TEST(IsotonicFit, MatchesTheMinMaxFormulaOnRandomInputs) {
+  // The isotonic regression is f[i] = max over j ≤ i of min over k ≥ i of the weighted mean of j..k (Barlow
+  // et al. 1972): an O(n³) reference independent of pool-adjacent-violators.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> value(-5, 5);
+  std::uniform_real_distribution<double> weight(0.1, 10);
+  for (int round = 0; round < 200; ++round) {
+    const size_t n = 1 + rng() % 12;
+    std::vector<double> values(n);
+    std::vector<double> weights(n);
+    for (size_t i = 0; i < n; ++i) {
+      values[i] = value(rng);
+      weights[i] = weight(rng);
+    }
+    const std::vector<double> fitted = isotonic_non_decreasing(values, weights);
+    ASSERT_EQ(fitted.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      double best = -1e300;
+      for (size_t j = 0; j <= i; ++j) {
+        double least = 1e300;
+        for (size_t k = i; k < n; ++k) {
+          double sum = 0;
+          double total = 0;
+          for (size_t m = j; m <= k; ++m) {
+            sum += values[m] * weights[m];
+            total += weights[m];
+          }
+          least = std::min(least, sum / total);
+        }
+        best = std::max(best, least);
+      }
+      EXPECT_NEAR(fitted[i], best, 1e-9) << "round " << round << ", value " << i;
+      if (i > 0) {
+        EXPECT_LE(fitted[i - 1], fitted[i] + 1e-12);
+      }
+    }
+  }
+}
+
+TEST(IsotonicFit, RefusesMismatchedOrInvalidInput) {
+  const auto message_of = [](const std::vector<double>& values, const std::vector<double>& weights) {
+    try {
+      isotonic_non_decreasing(values, weights);
+    } catch (const Exception& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message_of({1, 2}, {1}).find("2 values but 1 weights"), std::string::npos);
+  EXPECT_NE(message_of({1, 2}, {1, 0}).find("value 1 is 2 with weight 0"), std::string::npos);
+  EXPECT_NE(message_of({1, NAN}, {1, 1}).find("value 1 is nan"), std::string::npos);
+  EXPECT_NE(message_of({1}, {INFINITY}).find("positive finite weights only"), std::string::npos);
 }
 
 TEST(NearestRankPercentile, CountsAsLatencySlosDo) {

@@ -278,6 +278,54 @@ TEST(SloClockController, PowerLimitGoesDownOnALightLoadAndBackUpOnABurst) {
   EXPECT_GT(controller.power_limit_w(), calm_w);
 }
 
+// A replica whose limits barely bite (it runs 0.025 s per iteration at 400 W, 0.03 s at 100 W), where 300 W
+// was measured for ten iterations only, in a moment that made them slow (0.15 s). The levels below 300 W are
+// measured well. From the top, the controller must still reach the lowest limit: the ten samples are pooled
+// with the well-measured levels (weighted by evidence), not taken as a floor for every level below them
+// (which held real runs at 325 W through a diurnal peak where a fixed 110 W held the SLO).
+TEST(SloClockController, ALevelMeasuredBrieflyDoesNotHoldTheLevelsBelowItUp) {
+  SloClockController controller({1.0, 0.1}, KnobKind::kPowerLimitW, {400, 300, 200, 100});
+  double time_s = 0;
+  const auto iterate = [&](uint32_t limit_w, double iteration_s, double power_w,
+                           double oldest_waiting_s = 0) {
+    controller.on_iteration({.start_s = time_s,
+                             .end_s = time_s + iteration_s,
+                             .energy_j = power_w * iteration_s,
+                             .knob = Knob::power_limit_w(limit_w),
+                             .decode_requests = 20 + static_cast<int64_t>(time_s * 7) % 5,
+                             .prefill_tokens = 50 + static_cast<int64_t>(time_s * 13) % 40,
+                             .waiting_requests = oldest_waiting_s > 0 ? 1 : 0,
+                             .oldest_waiting_s = oldest_waiting_s});
+    time_s += iteration_s;
+    controller.on_request_done(
+        {.finish_s = time_s, .ttft_s = 0.05, .tpot_s = iteration_s, .prompt_tokens = 60});
+  };
+  const auto at_limit = [&](uint32_t limit_w) {
+    // Time and power at each limit: a memory-bound replica, slowed a little by the lower limits.
+    const double iteration_s = 0.025 + (400.0 - limit_w) / 300.0 * 0.005;
+    iterate(limit_w, iteration_s, std::min(250.0, static_cast<double>(limit_w)));
+  };
+  for (int i = 0; i < 300; ++i) {
+    at_limit(400);
+    at_limit(200);
+    at_limit(100);
+  }
+  for (int i = 0; i < 10; ++i) {
+    iterate(300, 0.15, 240);
+  }
+  // A request waiting in the queue sends the controller to the top at once.
+  iterate(100, 0.03, 100, /*oldest_waiting_s=*/0.6);
+  ASSERT_EQ(controller.power_limit_w(), 400u);
+  EXPECT_EQ(controller.models()[1].samples, 10);
+  const double calm_from_s = time_s;
+  while (time_s < calm_from_s + 40) {
+    at_limit(controller.power_limit_w());
+  }
+  EXPECT_EQ(controller.power_limit_w(), 100u);
+  EXPECT_EQ(controller.models()[1].samples, 10);  // it went past 300 W without measuring it again
+  EXPECT_FALSE(controller.slo_unattainable());
+}
+
 TEST(SloClockController, RefusesBadPowerLimitOptionsAndSamples) {
   JOULE_EXPECT_THROW_MESSAGE(
       SloClockController({0.5, 0.05}, KnobKind::kPowerLimitW, {300, 200}, {.knob_gpus = 0}),

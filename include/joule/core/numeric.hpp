@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace joule::numeric {
 
@@ -23,6 +24,13 @@ double mean(std::span<const double> values);
 /// latency SLOs count ("p99: 99% of requests at or below it"). Reorders `values` (std::nth_element: O(n)).
 /// @return nullopt for no value.
 std::optional<double> nearest_rank_percentile(std::span<double> values, double share);
+
+/// The weighted isotonic (non-decreasing) least-squares fit of `values`: the non-decreasing sequence f that
+/// minimises Σ weights[i] · (f[i] − values[i])², by pool-adjacent-violators (O(n)). Where the values already
+/// rise, f is the values; where a run falls, it is pooled into its weighted mean, so a value with little
+/// weight moves most. Throws joule::Exception (kInvalidArgument) when the sizes differ or a weight is not a
+/// positive finite number, or a value is not finite.
+std::vector<double> isotonic_non_decreasing(std::span<const double> values, std::span<const double> weights);
 
 /// `np.var(values)` (population variance, ddof = 0): mean by pairwise sum, then the pairwise sum of squared
 /// deviations, divided by n.

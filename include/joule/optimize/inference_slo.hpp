@@ -224,7 +224,9 @@ double pace_margin_at(double budget_use, double min_margin, double max_margin);
 /// limit; "clock" below reads "knob value" then). It learns, per clock level, iteration time and power as
 /// linear functions of the batch (decode requests, prefill tokens) by recursive least squares from the
 /// measured iterations — no offline profile needed; seed() takes one to start from. A lower level is never
-/// predicted faster nor hungrier than a faster one it has measured. Every interval it predicts, for each
+/// predicted hungrier than a faster one it has measured, nor faster than its own model or the faster
+/// measured levels' isotonic fit (weighted by samples, so one level measured briefly in a burst cannot hold
+/// every lower level up). Every interval it predicts, for each
 /// level, the p99.5 TTFT and TPOT (the window's measured tails scaled by the predicted iteration time ratio;
 /// the TPOT tail never under the mean iteration time of the last 2 s nor the current level's predicted one,
 /// since finished requests show the pace of seconds ago)
