@@ -29,6 +29,7 @@ namespace {
 
 constexpr std::string_view kPowerSetting = "power_limit_mw";
 constexpr std::string_view kClockSetting = "sm_clocks_mhz";
+constexpr std::string_view kMemoryClockSetting = "memory_clocks_mhz";
 constexpr std::string_view kStateFormat = "joule-daemon-state";
 constexpr int kStateVersion = 1;
 // Far above what the daemon writes (a few hundred bytes per GPU): a bigger file is not its own.
@@ -42,6 +43,10 @@ std::string audit_value(const std::optional<SmClockLock>& lock) {
   return lock ? fmt::format("{}-{}", lock->min_mhz, lock->max_mhz) : std::string("unlocked");
 }
 
+std::string audit_value(const std::optional<MemoryClockLock>& lock) {
+  return lock ? fmt::format("{}-{}", lock->min_mhz, lock->max_mhz) : std::string("unlocked");
+}
+
 std::string human_value(uint32_t power_mw) {
   return device::format_watts(power_mw);
 }
@@ -50,8 +55,12 @@ std::string human_value(const std::optional<SmClockLock>& lock) {
   return lock ? fmt::format("{}-{} MHz", lock->min_mhz, lock->max_mhz) : std::string("unlocked");
 }
 
+std::string human_value(const std::optional<MemoryClockLock>& lock) {
+  return lock ? fmt::format("{}-{} MHz", lock->min_mhz, lock->max_mhz) : std::string("unlocked");
+}
+
 std::string_view human_setting(std::string_view setting) {
-  return setting == kPowerSetting ? "power limit" : "SM clocks";
+  return setting == kPowerSetting ? "power limit" : setting == kClockSetting ? "SM clocks" : "memory clocks";
 }
 
 }  // namespace
@@ -73,7 +82,11 @@ std::string_view to_string(RestoreReason reason) {
 }
 
 SettingsLedger::SettingsLedger(std::vector<device::Gpu*> gpus, AuditLog& audit)
-    : gpus_(std::move(gpus)), audit_(audit), power_(gpus_.size()), clocks_(gpus_.size()) {}
+    : gpus_(std::move(gpus)),
+      audit_(audit),
+      power_(gpus_.size()),
+      clocks_(gpus_.size()),
+      memory_clocks_(gpus_.size()) {}
 
 SettingsLedger::~SettingsLedger() {
   if (state_folder_fd_ >= 0) {
@@ -106,6 +119,11 @@ Result<void> SettingsLedger::apply(size_t gpu, PowerValue value) {
 
 Result<void> SettingsLedger::apply(size_t gpu, const ClockValue& value) {
   return value ? gpus_[gpu]->lock_sm_clocks(value->min_mhz, value->max_mhz) : gpus_[gpu]->reset_sm_clocks();
+}
+
+Result<void> SettingsLedger::apply(size_t gpu, const MemoryClockValue& value) {
+  return value ? gpus_[gpu]->lock_memory_clocks(value->min_mhz, value->max_mhz)
+               : gpus_[gpu]->reset_memory_clocks();
 }
 
 template <class Value>
@@ -217,6 +235,21 @@ Result<void> SettingsLedger::release_sm_clocks(const Owner& owner, size_t gpu, R
   return {};
 }
 
+Result<void> SettingsLedger::lock_memory_clocks(const Owner& owner, size_t gpu, MemoryClockLock lock) {
+  Slot<MemoryClockValue>& slot = memory_clocks_[gpu];
+  const MemoryClockValue before = slot.holders.empty() ? MemoryClockValue() : slot.holders.back().value;
+  return set(slot, owner, gpu, kMemoryClockSetting, MemoryClockValue(lock), before);
+}
+
+Result<void> SettingsLedger::release_memory_clocks(const Owner& owner, size_t gpu, RestoreReason reason) {
+  std::optional<Error> error;
+  release(memory_clocks_[gpu], owner, gpu, kMemoryClockSetting, reason, &error);
+  if (error) {
+    return tl::make_unexpected(*error);
+  }
+  return {};
+}
+
 std::vector<std::string> SettingsLedger::release_all(uint64_t connection, RestoreReason reason) {
   std::vector<std::string> released;
   const auto release_from = [&](auto& slot, size_t gpu, std::string_view setting) {
@@ -233,6 +266,7 @@ std::vector<std::string> SettingsLedger::release_all(uint64_t connection, Restor
   for (size_t gpu = 0; gpu < gpus_.size(); ++gpu) {
     release_from(power_[gpu], gpu, kPowerSetting);
     release_from(clocks_[gpu], gpu, kClockSetting);
+    release_from(memory_clocks_[gpu], gpu, kMemoryClockSetting);
   }
   return released;
 }
@@ -264,6 +298,7 @@ std::vector<std::string> SettingsLedger::restore_everything(RestoreReason reason
   for (size_t gpu = 0; gpu < gpus_.size(); ++gpu) {
     restore(power_[gpu], gpu, kPowerSetting);
     restore(clocks_[gpu], gpu, kClockSetting);
+    restore(memory_clocks_[gpu], gpu, kMemoryClockSetting);
   }
   save_state();
   return restored;
@@ -306,6 +341,10 @@ void SettingsLedger::save_state() {
     }
     if (!clocks_[gpu].holders.empty()) {
       settings.push_back({{"gpu", gpu}, {"uuid", uuid}, {"setting", kClockSetting}, {"original", nullptr}});
+    }
+    if (!memory_clocks_[gpu].holders.empty()) {
+      settings.push_back(
+          {{"gpu", gpu}, {"uuid", uuid}, {"setting", kMemoryClockSetting}, {"original", nullptr}});
     }
   }
   if (settings.empty()) {
@@ -444,6 +483,9 @@ std::vector<std::string> SettingsLedger::recover() {
       } else if (setting == kClockSetting) {
         applied = apply(index, ClockValue());
         target = audit_value(ClockValue());
+      } else if (setting == kMemoryClockSetting) {
+        applied = apply(index, MemoryClockValue());
+        target = audit_value(MemoryClockValue());
       } else {
         continue;
       }
@@ -471,11 +513,16 @@ bool SettingsLedger::owns_any(uint64_t connection) const {
                          [connection](const auto& h) { return h.owner.connection == connection; });
     });
   };
-  return owns(power_) || owns(clocks_);
+  return owns(power_) || owns(clocks_) || owns(memory_clocks_);
 }
 
 std::optional<SmClockLock> SettingsLedger::sm_clock_lock(size_t gpu) const {
   const auto& slot = clocks_[gpu];
+  return slot.holders.empty() ? std::nullopt : slot.holders.back().value;
+}
+
+std::optional<MemoryClockLock> SettingsLedger::memory_clock_lock(size_t gpu) const {
+  const auto& slot = memory_clocks_[gpu];
   return slot.holders.empty() ? std::nullopt : slot.holders.back().value;
 }
 
@@ -484,7 +531,7 @@ size_t SettingsLedger::owned_settings() const {
     return static_cast<size_t>(
         std::count_if(slots.begin(), slots.end(), [](const auto& slot) { return !slot.holders.empty(); }));
   };
-  return count(power_) + count(clocks_);
+  return count(power_) + count(clocks_) + count(memory_clocks_);
 }
 
 }  // namespace joule::daemon

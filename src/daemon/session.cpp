@@ -36,6 +36,9 @@ bool takes_gpu(proto::Op op) {
     case proto::Op::kResetSmClocks:
     case proto::Op::kGpuTelemetry:
     case proto::Op::kSimulateBusy:
+    case proto::Op::kMemoryClocks:
+    case proto::Op::kLockMemoryClocks:
+    case proto::Op::kResetMemoryClocks:
       return true;
     default:
       return false;
@@ -243,12 +246,15 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
       entry.action = "refused";
       entry.gpu = request.gpu;
       const bool power = request.op == proto::Op::kSetPowerLimit || request.op == proto::Op::kResetPowerLimit;
-      entry.setting = power ? "power_limit_mw" : "sm_clocks_mhz";
+      const bool memory =
+          request.op == proto::Op::kLockMemoryClocks || request.op == proto::Op::kResetMemoryClocks;
+      entry.setting = power ? "power_limit_mw" : memory ? "memory_clocks_mhz" : "sm_clocks_mhz";
       switch (request.op) {
         case proto::Op::kSetPowerLimit:
           entry.new_value = std::to_string(request.power_limit_mw);
           break;
         case proto::Op::kLockSmClocks:
+        case proto::Op::kLockMemoryClocks:
           entry.new_value = fmt::format("{}-{}", request.min_mhz, request.max_mhz);
           break;
         default:
@@ -579,6 +585,30 @@ proto::Response Server::handle_device(Connection& connection, const proto::Reque
     }
     case proto::Op::kResetSmClocks: {
       const auto reset = ledger_.release_sm_clocks(owner_of(connection), index, RestoreReason::kReset);
+      failed(reset, response);
+      break;
+    }
+    case proto::Op::kMemoryClocks: {
+      const auto clocks = gpu.supported_memory_clocks_mhz();
+      if (!failed(clocks, response)) {
+        result["supported_memory_clocks_mhz"] = *clocks;
+        const auto lock = ledger_.memory_clock_lock(index);
+        result["locked_memory_clocks_mhz"] =
+            lock ? json{{"min_mhz", lock->min_mhz}, {"max_mhz", lock->max_mhz}} : json(nullptr);
+      }
+      break;
+    }
+    case proto::Op::kLockMemoryClocks: {
+      const auto locked = ledger_.lock_memory_clocks(owner_of(connection), index,
+                                                     MemoryClockLock{request.min_mhz, request.max_mhz});
+      if (!failed(locked, response)) {
+        result["min_mhz"] = request.min_mhz;
+        result["max_mhz"] = request.max_mhz;
+      }
+      break;
+    }
+    case proto::Op::kResetMemoryClocks: {
+      const auto reset = ledger_.release_memory_clocks(owner_of(connection), index, RestoreReason::kReset);
       failed(reset, response);
       break;
     }

@@ -23,6 +23,7 @@ namespace joule::test {
 namespace {
 
 using daemon::AuditLog;
+using daemon::MemoryClockLock;
 using daemon::Owner;
 using daemon::RestoreReason;
 using daemon::SettingsLedger;
@@ -186,6 +187,55 @@ TEST_F(Ledger, ClockLocksAreOwnedAndResetLikeLimits) {
   // A lock the device refuses takes no ownership.
   EXPECT_FALSE(ledger->lock_sm_clocks(alice, 1, SmClockLock{1200, 900}));
   EXPECT_FALSE(ledger->owns_any(alice.connection));
+}
+
+TEST_F(Ledger, MemoryClockLocksAreOwnedResetAndRecoveredLikeSmClocks) {
+  // An A40: GDDR6 with four lockable memory clocks.
+  auto opened = device::sim::open_sim_gpus(*device::sim::parse_spec("a40"), clock);
+  ASSERT_TRUE(opened);
+  device::sim::SimulatedGpu& board = *(*opened)[0];
+  const std::string state = dir.path() + "/joule.sock.state";
+  SettingsLedger with_memory({&board}, *audit);
+  with_memory.set_state_file(state);
+  ASSERT_TRUE(with_memory.lock_memory_clocks(alice, 0, MemoryClockLock{5001, 5001}));
+  ASSERT_TRUE(with_memory.lock_memory_clocks(bob, 0, MemoryClockLock{405, 810}));
+  EXPECT_EQ(with_memory.memory_clock_lock(0), (MemoryClockLock{405, 810}));
+  EXPECT_FALSE(with_memory.sm_clock_lock(0));  // a memory lock is not an SM clock lock
+  const auto saved = nlohmann::json::parse(std::ifstream(state));
+  ASSERT_EQ(saved["settings"].size(), 1u);
+  EXPECT_EQ(saved["settings"][0]["setting"], "memory_clocks_mhz");
+  ASSERT_TRUE(with_memory.release_memory_clocks(bob, 0, RestoreReason::kReset));
+  EXPECT_EQ(with_memory.memory_clock_lock(0), (MemoryClockLock{5001, 5001}));
+  EXPECT_EQ(
+      with_memory.release_all(alice.connection, RestoreReason::kDisconnected),
+      (std::vector<std::string>{"GPU 0 (NVIDIA A40 (simulated)) memory clocks 5001-5001 MHz -> unlocked"}));
+  std::vector<std::string> settings;
+  for (const auto& record : board.settings_log()) {
+    settings.push_back(fmt::format("{} {} {}", record.setting, record.value_min, record.value));
+  }
+  EXPECT_EQ(settings, (std::vector<std::string>{
+                          "memory_clocks_locked_mhz 5001 5001", "memory_clocks_locked_mhz 405 810",
+                          "memory_clocks_locked_mhz 5001 5001", "memory_clocks_reset 0 0"}));
+  EXPECT_FALSE(std::filesystem::exists(state));
+  EXPECT_EQ(
+      lines_of(audit_path).back(),
+      "action=restore gpu=0 setting=memory_clocks_mhz old=5001-5001 new=unlocked conn=1 uid=1000 pid=11 "
+      "reason=disconnected");
+  // A daemon that died holding a lock: the next one resets it at start.
+  ASSERT_TRUE(with_memory.lock_memory_clocks(bob, 0, MemoryClockLock{810, 810}));
+  SettingsLedger next({&board}, *audit);
+  next.set_state_file(state);
+  EXPECT_EQ(next.recover(),
+            (std::vector<std::string>{"GPU 0 (NVIDIA A40 (simulated)) memory clocks -> unlocked"}));
+  EXPECT_EQ(board.settings_log().back().setting, "memory_clocks_reset");
+  // A lock the device refuses takes no ownership.
+  const auto outside = with_memory.lock_memory_clocks(alice, 0, MemoryClockLock{100, 200});
+  ASSERT_FALSE(outside);
+  EXPECT_EQ(
+      outside.error().message(),
+      "memory clock range 100-200 MHz holds none of GPU 0 (NVIDIA A40 (simulated))'s memory clocks (7251, "
+      "5001, 810, 405 MHz)");
+  EXPECT_FALSE(with_memory.owns_any(alice.connection));
 }
 
 TEST_F(Ledger, ShutdownRestoresEveryOriginalOnce) {

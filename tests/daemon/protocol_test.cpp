@@ -144,7 +144,9 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
   const std::string ops =
       "hello, whoami, list_devices, energy, power, power_limit, constraints, clocks, stream_power, "
       "cancel_stream, set_power_limit, reset_power_limit, lock_sm_clocks, reset_sm_clocks, renew_lease, "
-      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time, simulate_busy, job_energy";
+      "list_cpus, cpu_energy, gpu_telemetry, stream_cpu_energy, time, simulate_busy, job_energy, "
+      "memory_clocks, "
+      "lock_memory_clocks, reset_memory_clocks";
   const std::vector<BadRequest> cases = {
       {"", ErrorCode::kParse,
        "request is not valid JSON (parse error at line 1, column 1: syntax error while parsing value - "
@@ -177,6 +179,10 @@ TEST(DaemonProtocol, BadRequestsGetClearErrors) {
        "set_power_limit: missing field 'power_limit_mw' (a power limit in mW, an integer)", std::nullopt},
       {R"({"op":"lock_sm_clocks","gpu":0,"min_mhz":900})", ErrorCode::kInvalidArgument,
        "lock_sm_clocks: missing field 'max_mhz' (a clock in MHz, an integer)", std::nullopt},
+      {R"({"op":"lock_memory_clocks","gpu":0,"max_mhz":877})", ErrorCode::kInvalidArgument,
+       "lock_memory_clocks: missing field 'min_mhz' (a clock in MHz, an integer)", std::nullopt},
+      {R"({"op":"reset_memory_clocks","gpu":0,"min_mhz":877})", ErrorCode::kInvalidArgument,
+       R"(reset_memory_clocks: unknown field "min_mhz" (fields: id, op, gpu))", std::nullopt},
       {R"({"op":"stream_power","period_ms":5})", ErrorCode::kInvalidArgument,
        "stream_power: field 'period_ms' must be an integer from 10 to 60000 (got 5)", std::nullopt},
       {R"({"op":"stream_power","gpus":[]})", ErrorCode::kInvalidArgument,

@@ -341,7 +341,8 @@ TEST_F(DaemonServer, ASimulatedGpuIsMadeBusyOrIdleThroughTheDaemon) {
     return request;
   }());
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().message(), "joule daemon: unknown GPU 7: the daemon serves 2 GPUs (indices 0 to 1)");
+  EXPECT_EQ(unknown.error().message(),
+            "joule daemon: unknown GPU 7: the daemon serves 2 GPUs (indices 0 to 1)");
 }
 
 TEST_F(DaemonServer, ManyConnectionsAreServedTogether) {
@@ -390,6 +391,61 @@ TEST_F(DaemonServer, ClosingAConnectionRestoresItsSettings) {
   EXPECT_NE(audit.find("action=restore gpu=1 setting=sm_clocks_mhz old=900-1200 new=unlocked"),
             std::string::npos);
   EXPECT_NE(audit.find("reason=disconnected"), std::string::npos);
+}
+
+TEST_F(DaemonServer, MemoryClocksAreForwardedOwnedAndRestoredWhenTheClientGoes) {
+  start();
+  {
+    auto opened = device::open_daemon_gpus(socket_path);
+    ASSERT_TRUE(opened) << opened.error().message();
+    device::Gpu& gpu = *(*opened)[0];
+    EXPECT_EQ(gpu.supported_memory_clocks_mhz().value(), *gpus[0]->supported_memory_clocks_mhz());
+    ASSERT_TRUE(gpu.lock_memory_clocks(877, 877));
+    const auto clocks = dynamic_cast<device::DaemonGpu&>(gpu).client().call([] {
+      proto::Request request;
+      request.op = proto::Op::kMemoryClocks;
+      request.gpu = 0;
+      return request;
+    }());
+    ASSERT_TRUE(clocks);
+    EXPECT_EQ((*clocks)["locked_memory_clocks_mhz"], (json{{"min_mhz", 877}, {"max_mhz", 877}}));
+    // The device's refusal comes back as it is, and takes no ownership.
+    const auto outside = (*opened)[1]->lock_memory_clocks(700, 800);
+    ASSERT_FALSE(outside);
+    EXPECT_EQ(outside.error().code(), ErrorCode::kOutOfRange);
+    EXPECT_EQ(outside.error().message(),
+              "joule daemon: memory clock range 700-800 MHz holds none of GPU 1 (Tesla V100-PCIE-32GB "
+              "(simulated))'s memory clocks (877 MHz)");
+  }
+  // The client went away: the daemon resets the lock it held, on GPU 0 only.
+  EXPECT_TRUE(wait_until([this] {
+    return audit_text().find("action=restore gpu=0 setting=memory_clocks_mhz old=877-877 new=unlocked") !=
+           std::string::npos;
+  })) << audit_text();
+  ASSERT_FALSE(gpus[0]->settings_log().empty());
+  EXPECT_EQ(gpus[0]->settings_log().back().setting, "memory_clocks_reset");
+  EXPECT_TRUE(gpus[1]->settings_log().empty());
+}
+
+TEST_F(DaemonServer, ReadersMayNotLockMemoryClocksAndTheRefusalIsAudited) {
+  start();
+  std::unique_ptr<RawClient> reader;
+  as_user(kNobody, [&] { reader = std::make_unique<RawClient>(socket_path); });
+  ASSERT_TRUE(reader->hello()["ok"].get<bool>());
+  const auto refused =
+      reader->request(R"({"id":2,"op":"lock_memory_clocks","gpu":0,"min_mhz":877,"max_mhz":877})");
+  EXPECT_EQ(code_of(refused), "permission-denied");
+  EXPECT_EQ(message_of(refused).rfind("lock_memory_clocks needs the 'control' right; nobody has 'read'", 0),
+            0u)
+      << message_of(refused);
+  // Reading them needs only the read right.
+  const auto read = reader->request(R"({"id":3,"op":"memory_clocks","gpu":0})");
+  EXPECT_EQ(read["result"]["supported_memory_clocks_mhz"], (json{877}));
+  EXPECT_TRUE(gpus[0]->settings_log().empty());
+  EXPECT_TRUE(wait_until([this] {
+    return audit_text().find("action=refused gpu=0 setting=memory_clocks_mhz new=877-877") !=
+           std::string::npos;
+  })) << audit_text();
 }
 
 TEST_F(DaemonServer, TwoClientsOnOneGpuTheLaterWinsTheLastRestores) {

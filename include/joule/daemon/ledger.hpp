@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/daemon/ledger.hpp — who owns which GPU setting, what the GPU had before, and putting it back.
 //
-// Every power limit and SM clock lock the daemon sets belongs to the connection that asked for it. The
-// first time any connection changes a setting of a GPU, the ledger saves the value in force (the
+// Every power limit, SM clock lock and memory clock lock the daemon sets belongs to the connection that asked
+// for it. The first time any connection changes a setting of a GPU, the ledger saves the value in force (the
 // "original"); it puts it back when the last owner of that setting goes away. Between those moments
 // several connections may own the same setting, as a stack:
 //
@@ -38,7 +38,7 @@ struct Owner {
 
 /// Why a setting leaves its owner.
 enum class RestoreReason {
-  kReset,         ///< the owner asked (reset_power_limit, reset_sm_clocks)
+  kReset,         ///< the owner asked (reset_power_limit, reset_sm_clocks, reset_memory_clocks)
   kDisconnected,  ///< the connection closed: normal close, or the client died
   kLeaseExpired,  ///< no request within the lease
   kShutdown,      ///< the daemon is stopping
@@ -55,10 +55,18 @@ struct SmClockLock {
   bool operator==(const SmClockLock&) const = default;
 };
 
+/// A memory clock lock, MHz (a type of its own, so that it is never applied as an SM clock lock).
+struct MemoryClockLock {
+  uint32_t min_mhz = 0;
+  uint32_t max_mhz = 0;
+  bool operator==(const MemoryClockLock&) const = default;
+};
+
 /// The settings the daemon made, by owner. Not thread-safe: the daemon's event loop is its only user.
 ///
-/// SM clocks: the Gpu interface cannot read a clock lock, so the original of a clock setting is taken to
-/// be "unlocked" and restoring it resets the lock. Lock clocks of served GPUs only through the daemon.
+/// SM and memory clocks: the Gpu interface cannot read a clock lock, so the original of a clock setting is
+/// taken to be "unlocked" and restoring it resets the lock. Lock clocks of served GPUs only through the
+/// daemon.
 class SettingsLedger {
  public:
   /// @param gpus the daemon's GPUs (index = position); they must outlive the ledger.
@@ -78,6 +86,11 @@ class SettingsLedger {
   Result<void> lock_sm_clocks(const Owner& owner, size_t gpu, SmClockLock lock);
   /// Gives up `connection`'s SM clock lock on `gpu` (nothing to do if it has none).
   Result<void> release_sm_clocks(const Owner& owner, size_t gpu, RestoreReason reason);
+  /// Locks `gpu`'s memory clocks for `owner`. Errors as the device's (kNotSupported where its backend
+  /// cannot lock them).
+  Result<void> lock_memory_clocks(const Owner& owner, size_t gpu, MemoryClockLock lock);
+  /// Gives up `connection`'s memory clock lock on `gpu` (nothing to do if it has none).
+  Result<void> release_memory_clocks(const Owner& owner, size_t gpu, RestoreReason reason);
 
   /// Gives up every setting of `connection`. Failures to restore are audited and logged, not returned.
   /// @return one line per setting given up, e.g. "GPU 0 power limit 150 W -> 250 W".
@@ -108,6 +121,8 @@ class SettingsLedger {
   bool owns_any(uint64_t connection) const;
   /// @return the clock lock the daemon keeps in force on `gpu`, if any.
   std::optional<SmClockLock> sm_clock_lock(size_t gpu) const;
+  /// @return the memory clock lock the daemon keeps in force on `gpu`, if any.
+  std::optional<MemoryClockLock> memory_clock_lock(size_t gpu) const;
   /// @return how many (GPU, setting) pairs have at least one owner.
   size_t owned_settings() const;
 
@@ -126,9 +141,11 @@ class SettingsLedger {
   };
   using PowerValue = uint32_t;
   using ClockValue = std::optional<SmClockLock>;  // nullopt: unlocked
+  using MemoryClockValue = std::optional<MemoryClockLock>;
 
   Result<void> apply(size_t gpu, PowerValue value);
   Result<void> apply(size_t gpu, const ClockValue& value);
+  Result<void> apply(size_t gpu, const MemoryClockValue& value);
   template <class Value>
   Result<void> set(Slot<Value>& slot, const Owner& owner, size_t gpu, std::string_view setting, Value value,
                    Value original_if_unowned);
@@ -150,6 +167,7 @@ class SettingsLedger {
   int state_folder_fd_ = -1;  // owned: the state file's folder, reached only through this handle
   std::vector<Slot<PowerValue>> power_;
   std::vector<Slot<ClockValue>> clocks_;
+  std::vector<Slot<MemoryClockValue>> memory_clocks_;
 };
 
 }  // namespace joule::daemon

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // joule/device/daemon_gpu.hpp — GPUs reached through `joule daemon` (the device/daemon backend), so that an
-// unprivileged process can read GPU energy and telemetry and set power limits and SM clocks; the daemon
-// restores every setting when the connection that made it goes away (docs/daemon.md). CPU packages served
-// by the daemon: joule/device/daemon_cpu.hpp.
+// unprivileged process can read GPU energy and telemetry and set power limits, SM clocks and memory clocks;
+// the daemon restores every setting when the connection that made it goes away (docs/daemon.md). CPU packages
+// served by the daemon: joule/device/daemon_cpu.hpp.
 //
 //   auto gpus = joule::device::open_daemon_gpus("/run/joule/joule.sock");   // or JOULE_DAEMON_SOCKET
 //   (*gpus)[0]->set_power_limit_mw(200'000);  // restored by the daemon when this process goes away
@@ -50,6 +50,9 @@ class DaemonGpu final : public Gpu {
   Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override;
   Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override;
   Result<void> do_reset_sm_clocks() override;
+  Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz() override;
+  Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) override;
+  Result<void> do_reset_memory_clocks() override;
   Result<double> do_temperature_c() override;
   Result<uint32_t> do_sm_clock_mhz() override;
   Result<uint32_t> do_memory_clock_mhz() override;

@@ -73,6 +73,10 @@ enum class Op {
   /// {job} → {job, estimated, method, ended, gpus: [{gpu, uuid, energy_mj, gpu_energy_mj, start_ms, end_ms}],
   /// not_accounted: [{gpu, uuid, reason}]}: a job's estimated share of the GPUs it shared (JobEnergyAnswer)
   kJobEnergy,
+  /// {gpu} → {gpu, supported_memory_clocks_mhz, locked_memory_clocks_mhz: {min_mhz, max_mhz}|null}
+  kMemoryClocks,
+  kLockMemoryClocks,   ///< {gpu, min_mhz, max_mhz} → {gpu, min_mhz, max_mhz}
+  kResetMemoryClocks,  ///< {gpu} → {gpu}: gives up this connection's memory clock lock
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -86,7 +90,7 @@ const std::vector<Op>& all_ops();
 enum class Right {
   kNone,     ///< hello and whoami only
   kRead,     ///< every read and power streaming
-  kControl,  ///< also set/reset power limits and SM clocks
+  kControl,  ///< also set/reset power limits, SM clocks and memory clocks
 };
 
 /// @return "none", "read" or "control".
@@ -107,8 +111,8 @@ struct Request {
   int cpu = -1;                                 ///< cpu_energy: the package index (list_cpus' index)
   std::optional<std::vector<int>> gpus{};       ///< stream_power: GPU indices (nullopt: all)
   uint32_t power_limit_mw = 0;                  ///< set_power_limit, mW
-  uint32_t min_mhz = 0;                         ///< lock_sm_clocks, MHz
-  uint32_t max_mhz = 0;                         ///< lock_sm_clocks, MHz
+  uint32_t min_mhz = 0;                         ///< lock_sm_clocks, lock_memory_clocks: MHz
+  uint32_t max_mhz = 0;                         ///< lock_sm_clocks, lock_memory_clocks: MHz
   uint32_t period_ms = kDefaultStreamPeriodMs;  ///< stream_power, ms
   uint64_t stream = 0;                          ///< cancel_stream: the id stream_power returned
   bool energy = false;  ///< stream_power: each event also carries the GPU's energy counter (energy_mj)

@@ -202,6 +202,70 @@ Result<void> DaemonGpu::do_reset_sm_clocks() {
   return {};
 }
 
+namespace {
+
+// A memory clock request: a daemon of an earlier release does not know the operation, which says that it
+// cannot forward memory clocks (kNotSupported, as a backend that cannot lock them), not that the request
+// was malformed.
+Result<json> memory_clock_call(DaemonClient& client, proto::Request request) {
+  const std::string op(proto::to_string(request.op));
+  auto response = JOULE_TRY(client.send(std::move(request)));
+  if (!response.ok()) {
+    if (response.error->code() == ErrorCode::kInvalidArgument &&
+        response.error->message().rfind("unknown op", 0) == 0) {
+      return fail(ErrorCode::kNotSupported,
+                  "joule daemon: the daemon at {} is of an earlier release: it does not forward memory "
+                  "clocks (no {} operation)",
+                  client.socket_path(), op);
+    }
+    return tl::make_unexpected(response.error->with_context("joule daemon"));
+  }
+  return std::move(response.result);
+}
+
+}  // namespace
+
+Result<std::vector<uint32_t>> DaemonGpu::do_supported_memory_clocks_mhz() {
+  proto::Request request;
+  request.op = proto::Op::kMemoryClocks;
+  request.gpu = daemon_index_;
+  auto result = JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  const auto clocks = result.find("supported_memory_clocks_mhz");
+  if (clocks == result.end() || !clocks->is_array()) {
+    return fail(ErrorCode::kParse,
+                "joule daemon: the answer to 'memory_clocks' has no 'supported_memory_clocks_mhz' array");
+  }
+  std::vector<uint32_t> mhz;
+  for (const auto& clock : *clocks) {
+    if (!clock.is_number_unsigned() || clock.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return fail(ErrorCode::kParse,
+                  "joule daemon: 'supported_memory_clocks_mhz' holds a value that is not a clock");
+    }
+    mhz.push_back(static_cast<uint32_t>(clock.get<uint64_t>()));
+  }
+  return mhz;
+}
+
+Result<void> DaemonGpu::do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) {
+  snapshot_.reset();
+  proto::Request request;
+  request.op = proto::Op::kLockMemoryClocks;
+  request.gpu = daemon_index_;
+  request.min_mhz = min_mhz;
+  request.max_mhz = max_mhz;
+  JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  return {};
+}
+
+Result<void> DaemonGpu::do_reset_memory_clocks() {
+  snapshot_.reset();
+  proto::Request request;
+  request.op = proto::Op::kResetMemoryClocks;
+  request.gpu = daemon_index_;
+  JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  return {};
+}
+
 Result<double> DaemonGpu::do_set_simulated_busy(bool busy) {
   snapshot_.reset();  // its power changes now
   proto::Request request;

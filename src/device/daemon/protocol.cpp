@@ -52,6 +52,9 @@ constexpr std::array kOpNames = {
     OpName{Op::kTime, "time"},
     OpName{Op::kSimulateBusy, "simulate_busy"},
     OpName{Op::kJobEnergy, "job_energy"},
+    OpName{Op::kMemoryClocks, "memory_clocks"},
+    OpName{Op::kLockMemoryClocks, "lock_memory_clocks"},
+    OpName{Op::kResetMemoryClocks, "reset_memory_clocks"},
 };
 
 // How a request field is read and what it means.
@@ -99,6 +102,8 @@ std::vector<Field> fields_of(Op op) {
     case Op::kResetPowerLimit:
     case Op::kResetSmClocks:
     case Op::kGpuTelemetry:
+    case Op::kMemoryClocks:
+    case Op::kResetMemoryClocks:
       return {{"gpu", Kind::kGpu, true}};
     case Op::kStreamPower:
       return {{"gpus", Kind::kGpuList, false},
@@ -111,6 +116,7 @@ std::vector<Field> fields_of(Op op) {
     case Op::kSetPowerLimit:
       return {{"gpu", Kind::kGpu, true}, {"power_limit_mw", Kind::kPowerMw, true}};
     case Op::kLockSmClocks:
+    case Op::kLockMemoryClocks:
       return {
           {"gpu", Kind::kGpu, true}, {"min_mhz", Kind::kClockMhz, true}, {"max_mhz", Kind::kClockMhz, true}};
     case Op::kSimulateBusy:
@@ -473,11 +479,14 @@ Right required_right(Op op) {
     case Op::kStreamCpuEnergy:
     case Op::kCancelStream:
     case Op::kJobEnergy:
+    case Op::kMemoryClocks:
       return Right::kRead;
     case Op::kSetPowerLimit:
     case Op::kResetPowerLimit:
     case Op::kLockSmClocks:
     case Op::kResetSmClocks:
+    case Op::kLockMemoryClocks:
+    case Op::kResetMemoryClocks:
     case Op::kSimulateBusy:
       return Right::kControl;
   }
