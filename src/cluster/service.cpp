@@ -25,6 +25,8 @@ using nlohmann::json;
 constexpr std::string_view kJobDocumentKind = "cluster_job";
 constexpr std::string_view kStateDocumentKind = "cluster_state";
 constexpr std::string_view kStateKey = "state";
+// DaemonEnforcer's default request and connect timeout (see DaemonEnforcer::create()).
+constexpr Nanos kDaemonTimeout = std::chrono::seconds(2);
 
 // A field's problem while parsing JSON, carried to the parser's entry point as an exception: the parsers
 // below are many small functions and each error names its field.
@@ -344,6 +346,11 @@ Result<std::unique_ptr<DaemonEnforcer>> DaemonEnforcer::create(std::vector<NodeA
   }
   if (options.client_name == device::DaemonClientOptions().client_name) {
     options.client_name = "joule cluster autopilot";
+  }
+  // Enforcement runs under the service's lock, node after node: a node that does not answer must not hold
+  // every route for the default 10 s.
+  if (options.timeout == device::DaemonClientOptions().timeout) {
+    options.timeout = kDaemonTimeout;
   }
   return std::unique_ptr<DaemonEnforcer>(new DaemonEnforcer(std::move(nodes), std::move(options)));
 }

@@ -104,7 +104,9 @@ struct NodeAddress {
 /// A connection that fails is dropped and opened again at the next apply(); the limits are set again then.
 class DaemonEnforcer final : public NodeEnforcer {
  public:
-  /// Errors (kInvalidArgument): no node, an empty name or address, a name given twice.
+  /// `options.timeout` left at its default becomes 2 s: enforcement holds the service's lock, so a node that
+  /// does not answer delays every change by at most that. Errors (kInvalidArgument): no node, an empty name
+  /// or address, a name given twice.
   static Result<std::unique_ptr<DaemonEnforcer>> create(std::vector<NodeAddress> nodes,
                                                         device::DaemonClientOptions options = {});
   ~DaemonEnforcer() override;
