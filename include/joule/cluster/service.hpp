@@ -138,20 +138,20 @@ struct ReplanStats {
 /// How the service behaves.
 struct ClusterServiceOptions {
   /// The controller's options; first_version is ignored (the store's last version + 1).
-  ControllerOptions controller;
+  ControllerOptions controller{};
   /// The cap when the store holds none (a fresh database), W; a cap stored by set_cap() wins over it.
-  std::optional<double> initial_cap_w;
+  std::optional<double> initial_cap_w{};
   /// Where "now" comes from (its Unix time). nullptr: SteadyClock::instance() (wall-clock anchored).
   const Clock* clock = nullptr;
   /// Applies each decision; nullptr: decisions are computed and kept, not enforced.
-  std::shared_ptr<NodeEnforcer> enforcer;
+  std::shared_ptr<NodeEnforcer> enforcer{};
   /// Re-plans and enforces this often on its own thread (time passes: nodes fall silent, forecast slots
   /// turn, leases are refreshed), s; 0: no thread (call tick()).
   double control_period_s = 0;
   /// Called after every re-plan: with the decision after a successful one (once enforced), with nullptr
   /// after one the cap could not hold (ReplanStats::failed_replans counts it). Runs under the service's lock
   /// (do not call the service from it), e.g. to update metrics.
-  std::function<void(const ClusterDecision*, const ReplanStats&)> on_replan;
+  std::function<void(const ClusterDecision*, const ReplanStats&)> on_replan{};
 };
 
 /// Drives a Controller (see the file comment). Thread-safe: every call takes one lock, so changes are
