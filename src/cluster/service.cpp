@@ -661,18 +661,28 @@ void ClusterService::enforce_locked(const ClusterDecision& decision, double now)
     // A silent node's GPUs are counted at their highest limit, so setting them there keeps the cap; the
     // attempt is also how the node is found answering again.
     auto applied = options_.enforcer->apply(node, limits);
-    if (applied && limits.empty()) {
-      enforced_nodes_.erase(node);
-    } else if (applied) {
-      enforced_nodes_.insert(node);
-      (void)state_->controller.heard_from(node, now);
-      if (silent.contains(node)) {
+    if (applied) {
+      if (limits.empty()) {
+        enforced_nodes_.erase(node);
+      } else {
+        enforced_nodes_.insert(node);
+      }
+      if (!limits.empty()) {  // a node without jobs is not watched for silence
+        (void)state_->controller.heard_from(node, now);
+      }
+      if (enforce_errors_.erase(node) > 0 || silent.contains(node)) {
         log().info("cluster: node '{}' answers again: its GPUs rejoin the allocation at the next re-plan",
                    node);
       }
     } else {
       unanswered.push_back(node);
-      log().warn("cluster: decision {}: {}", decision.version, applied.error().message());
+      // Said once per distinct failure: a node that stays down would otherwise be logged every period.
+      auto& said = enforce_errors_[node];
+      if (said != applied.error().message()) {
+        said = applied.error().message();
+        log().warn("cluster: decision {}: {} (not heard from: silent after {:g} s)", decision.version, said,
+                   options_.controller.node_timeout_s);
+      }
     }
   }
   stats_.unanswered_nodes = std::move(unanswered);

@@ -223,9 +223,10 @@ class ClusterService {
   std::unique_ptr<State> state_;
   std::optional<ClusterDecision> decision_;
   ReplanStats stats_;
-  int64_t state_document_version_ = 0;    // 0: none stored
-  std::set<std::string> enforced_nodes_;  // nodes given limits by an earlier enforcement round  // the
-                                          // cluster_state document's version this state was loaded at
+  // The cluster_state document's version this state was loaded at or last wrote (0: none stored).
+  int64_t state_document_version_ = 0;
+  std::set<std::string> enforced_nodes_;               // nodes given limits by an earlier round
+  std::map<std::string, std::string> enforce_errors_;  // node → the failure last logged for it
 
   std::mutex thread_mutex_;
   std::condition_variable wake_;
