@@ -222,7 +222,8 @@ TEST_F(ClusterRoutesTest, BadInputGetsItsStatusAndMessageAndTheDecisionStands) {
       {"PUT", "/cluster/forecast", json{{"slots", json::array()}}.dump(), 422,
        "the carbon forecast has no slot"},
       {"PUT", "/cluster/forecast", json{{"slots", {{{"length_s", 3600}}}}}.dump(), 422,
-       "slots[0]: expected {\"length_s\": S, \"intensity_g_per_kwh\": G}, got an object with 1 key (\"length_s\")"},
+       "slots[0]: expected {\"length_s\": S, \"intensity_g_per_kwh\": G}, got an object with 1 key "
+       "(\"length_s\")"},
       {"PUT", "/cluster/forecast",
        json{{"slots", {{{"length_s", 3600}, {"intensity_g_per_kwh", "low"}}}}}.dump(), 422,
        "slots[0].intensity_g_per_kwh: expected a number (the grid's carbon intensity, gCO2/kWh), got "
