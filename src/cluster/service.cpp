@@ -386,17 +386,20 @@ Result<void> DaemonEnforcer::apply(const std::string& node, std::span<const GpuL
       const Error error = answered.error().with_context(
           fmt::format("{}: GPU {} to {:g} W", prefix, limit.gpu.index, limit.power_limit_w));
       if (!client->connected()) {
-        clients_.erase(node);
+        clients_.erase(node);  // and with it every setting it made
+        set_gpus_.erase(node);
       }
       return tl::make_unexpected(error);
     }
+    set_gpus_[node].insert(limit.gpu.index);
   }
   // GPUs whose job ended: the daemon's own limit again (this connection gives up its setting).
   std::set<int> now_set;
   for (const GpuLimit& limit : limits) {
     now_set.insert(limit.gpu.index);
   }
-  for (const int gpu : set_gpus_[node]) {
+  const std::set<int> set_before = set_gpus_[node];
+  for (const int gpu : set_before) {
     if (now_set.contains(gpu)) {
       continue;
     }
@@ -405,11 +408,15 @@ Result<void> DaemonEnforcer::apply(const std::string& node, std::span<const GpuL
     request.gpu = gpu;
     auto answered = client->call(request);
     if (!answered) {
+      if (!client->connected()) {
+        clients_.erase(node);
+        set_gpus_.erase(node);
+      }
       return tl::make_unexpected(
           answered.error().with_context(fmt::format("{}: resetting GPU {}", prefix, gpu)));
     }
+    set_gpus_[node].erase(gpu);
   }
-  set_gpus_[node] = std::move(now_set);
   return {};
 }
 
