@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "joule/cluster/service.hpp"
 #include "joule/core/log.hpp"
 #include "joule/core/signals.hpp"
+#include "joule/fleet/fleet_monitor.hpp"
 #include "joule/metrics/http_listener.hpp"
 #include "joule/plan/card_profile.hpp"
 #include "joule/plan/profile_codec.hpp"
@@ -47,7 +49,55 @@ struct ServeFlags {
   int pfo_registrations_per_minute = server::ServiceOptions().live_registrations_per_minute;
   int64_t pfo_plan_cache_mib = static_cast<int64_t>(server::ServiceOptions().live_plan_cache_bytes >> 20);
   double shutdown_grace_s = 10;
+  // The cluster autopilot (docs/cluster.md, "Serving the controller").
+  std::optional<double> cluster_power_cap_w;
+  std::string cluster_nodes;
+  // Unset: the defaults below (set, without a cap: refused, as the flag would do nothing).
+  std::optional<double> cluster_node_timeout_s;
+  std::optional<double> cluster_control_period_s;
+  bool cluster_degrade_slos = false;
+  double node_timeout_s() const {
+    return cluster_node_timeout_s.value_or(cluster::ControllerOptions().node_timeout_s);
+  }
+  double control_period_s() const { return cluster_control_period_s.value_or(5); }
 };
+
+// The cluster autopilot's flags, checked before the store is opened. @return the node daemons (none:
+// decisions are not enforced). @throws joule::Exception (kInvalidArgument) naming the flag.
+std::vector<cluster::NodeAddress> cluster_nodes(const ServeFlags& flags) {
+  if (!flags.cluster_power_cap_w) {
+    const char* given = !flags.cluster_nodes.empty()     ? "--cluster-nodes"
+                        : flags.cluster_node_timeout_s   ? "--cluster-node-timeout-s"
+                        : flags.cluster_control_period_s ? "--cluster-control-period-s"
+                        : flags.cluster_degrade_slos     ? "--cluster-degrade-slos"
+                                                         : nullptr;
+    if (given != nullptr) {
+      throw Exception(
+          ErrorCode::kInvalidArgument,
+          fmt::format("serve: {} needs --cluster-power-cap-w (the cluster autopilot is off without a cap)",
+                      given));
+    }
+    return {};
+  }
+  if (!(flags.control_period_s() < flags.node_timeout_s())) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("serve: --cluster-control-period-s {:g} must be shorter than --cluster-node-timeout-s "
+                    "{:g}: each period's enforcement round is how nodes are heard from",
+                    flags.control_period_s(), flags.node_timeout_s()));
+  }
+  std::vector<cluster::NodeAddress> nodes;
+  if (!flags.cluster_nodes.empty()) {
+    auto parsed = fleet::parse_nodes(flags.cluster_nodes);
+    if (!parsed) {
+      throw Exception(parsed.error().with_context("serve: --cluster-nodes"));
+    }
+    for (fleet::Node& node : *parsed) {
+      nodes.push_back({std::move(node.name), std::move(node.socket_path)});
+    }
+  }
+  return nodes;
+}
 
 int run_serve(const ServeFlags& flags) {
   // A file-size limit (ulimit -f) reached while writing the database must fail that write (EFBIG: the request
@@ -67,6 +117,7 @@ int run_serve(const ServeFlags& flags) {
     }
     card = value_or_throw(plan::read_job_card(flags.pfo_card));
   }
+  const std::vector<cluster::NodeAddress> nodes = cluster_nodes(flags);
   store::OpenOptions open_options;
   open_options.max_connections = flags.db_connections;
   auto opened = store::open_store(flags.db, open_options);
@@ -101,6 +152,40 @@ int run_serve(const ServeFlags& flags) {
   }
   service_options.live_card = std::move(card);
   service_options.live_card_source = flags.pfo_card;
+  if (flags.cluster_power_cap_w) {
+    cluster::ClusterServiceOptions cluster_options;
+    cluster_options.controller.node_timeout_s = flags.node_timeout_s();
+    cluster_options.controller.degrade_slos = flags.cluster_degrade_slos;
+    cluster_options.initial_cap_w = flags.cluster_power_cap_w;
+    cluster_options.control_period_s = flags.control_period_s();
+    cluster_options.on_replan = [metrics](const cluster::ClusterDecision* decision,
+                                          const cluster::ReplanStats& stats) {
+      metrics->observe_cluster(decision, stats);
+    };
+    if (!nodes.empty()) {
+      cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes));
+    }
+    auto opened_cluster = cluster::ClusterService::open(database, std::move(cluster_options));
+    if (!opened_cluster) {
+      throw Exception(opened_cluster.error().with_context("serve: cluster autopilot"));
+    }
+    service_options.cluster = std::move(*opened_cluster);
+    const auto cap_w = service_options.cluster->cap_w();
+    if (cap_w && *cap_w != *flags.cluster_power_cap_w) {
+      log().warn(
+          "serve: the cluster cap stored in {} ({:g} W, set at run time) stands; --cluster-power-cap-w "
+          "{:g} applies to a database without one",
+          database->description(), *cap_w, *flags.cluster_power_cap_w);
+    }
+    if (nodes.empty()) {
+      log().warn(
+          "serve: cluster autopilot without --cluster-nodes: decisions are computed and served at "
+          "GET /cluster/decision, not enforced on any node");
+    } else {
+      log().info("serve: cluster autopilot enforcing on {} node daemons every {:g} s", nodes.size(),
+                 flags.control_period_s());
+    }
+  }
   server::Service service(database, service_options);
   server::HttpServerOptions options;
   options.metrics = metrics;
@@ -253,6 +338,43 @@ void add_pipeline_frequency_options(CLI::App& command, ServeFlags& flags) {
       ->option_text("MIB");
 }
 
+// The cluster autopilot (docs/cluster.md, "Serving the controller").
+void add_cluster_options(CLI::App& command, ServeFlags& flags) {
+  command
+      .add_option(
+          "--cluster-power-cap-w", flags.cluster_power_cap_w,
+          "Serve the cluster autopilot (/cluster/... routes) with this power cap over all its jobs' GPUs, "
+          "W (changeable at run time with PUT /cluster/cap; a cap stored by that wins at restart)")
+      ->check(number(NumberRule::positive()))
+      ->option_text("W");
+  command
+      .add_option(
+          "--cluster-nodes", flags.cluster_nodes,
+          "The node daemons that enforce the autopilot's limits: NAME=ADDRESS,... (ADDRESS a Unix socket "
+          "or HOST:PORT; NAME as jobs name their GPUs' node); none: decisions are served, not enforced")
+      ->option_text("LIST");
+  command
+      .add_option(
+          "--cluster-node-timeout-s", flags.cluster_node_timeout_s,
+          fmt::format("A node whose daemon has not answered for this long is silent: its GPUs are counted at "
+                      "their maximum (default {:g})",
+                      flags.node_timeout_s()))
+      ->check(number(NumberRule::positive()))
+      ->option_text("S");
+  command
+      .add_option(
+          "--cluster-control-period-s", flags.cluster_control_period_s,
+          fmt::format("How often the autopilot re-plans and enforces on its own (time passes: silent nodes, "
+                      "forecast slots) (default {:g})",
+                      flags.control_period_s()))
+      ->check(number(NumberRule::positive()))
+      ->option_text("S");
+  command.add_flag(
+      "--cluster-degrade-slos", flags.cluster_degrade_slos,
+      "When the cap is below the inference jobs' SLO floors, place them below their floors and say "
+      "so, instead of refusing the change");
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit_code) {
@@ -263,6 +385,7 @@ void add_serve_command(CLI::App& app, const GlobalOptions& /*global*/, int& exit
       "(Prometheus metrics at GET /metrics)");
   add_service_options(*command, *flags);
   add_pipeline_frequency_options(*command, *flags);
+  add_cluster_options(*command, *flags);
   command
       ->add_option("--shutdown-grace-s", flags->shutdown_grace_s,
                    "On SIGTERM/SIGINT: waiting requests are answered 503 at once, then requests in flight "

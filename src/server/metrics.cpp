@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
+
+#include "joule/cluster/service.hpp"
 
 namespace joule::server {
 
@@ -17,6 +20,11 @@ const prometheus::Histogram::BucketBoundaries& latency_buckets() {
   static const prometheus::Histogram::BucketBoundaries buckets = {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   return buckets;
+}
+
+prometheus::Gauge& plain_gauge(prometheus::Registry& registry, const std::string& name,
+                               const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
 }
 
 metrics::WindowMetricsOptions epoch_options() {
@@ -72,7 +80,78 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry,
                         .Help("Trials ended by their client (PATCH /trials answered 200)")
                         .Register(registry_.registry())
                         .Add({})),
-      epochs_(registry_.registry(), epoch_options()) {}
+      epochs_(registry_.registry(), epoch_options()),
+      cluster_cap_(plain_gauge(registry_.registry(), "joule_cluster_power_cap_watts",
+                               "The cluster autopilot's power cap in the latest decision, W")),
+      cluster_allocated_(
+          plain_gauge(registry_.registry(), "joule_cluster_allocated_watts",
+                      "Sum of the power limits of every GPU on a live node (running or paused), W")),
+      cluster_reserved_(plain_gauge(registry_.registry(), "joule_cluster_reserved_watts",
+                                    "Silent nodes' GPUs counted at their highest limit, W")),
+      cluster_paused_(plain_gauge(registry_.registry(), "joule_cluster_paused_watts",
+                                  "Deferred jobs' paused GPUs at their lowest limits, W")),
+      cluster_version_(plain_gauge(registry_.registry(), "joule_cluster_decision_version",
+                                   "Version of the latest cluster decision")),
+      cluster_silent_nodes_(plain_gauge(registry_.registry(), "joule_cluster_silent_nodes",
+                                        "Nodes not heard from within the node timeout")),
+      cluster_unanswered_nodes_(plain_gauge(registry_.registry(), "joule_cluster_unanswered_nodes",
+                                            "Nodes whose daemon did not answer the last enforcement round")),
+      cluster_replans_(prometheus::BuildCounter()
+                           .Name("joule_cluster_replans_total")
+                           .Help("Successful cluster re-plans (every change and every control period)")
+                           .Register(registry_.registry())
+                           .Add({})),
+      cluster_replan_failures_(
+          prometheus::BuildCounter()
+              .Name("joule_cluster_replan_failures_total")
+              .Help("Cluster re-plans the cap could not hold (the previous decision stood)")
+              .Register(registry_.registry())
+              .Add({})),
+      cluster_replan_duration_(prometheus::BuildHistogram()
+                                   .Name("joule_cluster_replan_duration_seconds")
+                                   .Help("Time of one cluster change: re-plan and store commit, enforcement "
+                                         "excluded, s")
+                                   .Register(registry_.registry())
+                                   .Add({}, latency_buckets())),
+      cluster_job_limits_(prometheus::BuildGauge()
+                              .Name("joule_cluster_job_power_limit_watts")
+                              .Help("Each cluster job's per-GPU power limit in the latest decision, W")
+                              .Register(registry_.registry())) {}
+
+void ServerMetrics::observe_cluster(const cluster::ClusterDecision* decision,
+                                    const cluster::ReplanStats& stats) {
+  if (decision == nullptr) {
+    cluster_replan_failures_.Increment();
+    return;
+  }
+  cluster_replans_.Increment();
+  cluster_replan_duration_.Observe(std::max(stats.last_replan_s, 0.0));
+  cluster_cap_.Set(decision->cap_w);
+  cluster_allocated_.Set(decision->allocated_w);
+  cluster_reserved_.Set(decision->reserved_w);
+  cluster_paused_.Set(decision->paused_w);
+  cluster_version_.Set(static_cast<double>(decision->version));
+  cluster_silent_nodes_.Set(static_cast<double>(decision->silent_nodes.size()));
+  cluster_unanswered_nodes_.Set(static_cast<double>(stats.unanswered_nodes.size()));
+  std::lock_guard lock(cluster_mutex_);
+  std::set<std::string> present;
+  for (const auto& job : decision->jobs) {
+    present.insert(job.id);
+    auto& gauge = cluster_job_gauges_[job.id];
+    if (gauge == nullptr) {
+      gauge = &cluster_job_limits_.Add({{"job", job.id}});
+    }
+    gauge->Set(job.power_limit_w);
+  }
+  for (auto it = cluster_job_gauges_.begin(); it != cluster_job_gauges_.end();) {
+    if (present.contains(it->first)) {
+      ++it;
+    } else {
+      cluster_job_limits_.Remove(it->second);
+      it = cluster_job_gauges_.erase(it);
+    }
+  }
+}
 
 std::string ServerMetrics::route_of(std::string_view path) {
   static constexpr std::array<std::string_view, 10> kExact = {
@@ -90,6 +169,27 @@ std::string ServerMetrics::route_of(std::string_view path) {
         path.find('/', route.size()) == std::string_view::npos) {
       return std::string(route) + "{job_id}";
     }
+  }
+  // The cluster autopilot's routes.
+  if (path.starts_with("/cluster/")) {
+    static constexpr std::array<std::string_view, 4> kCluster = {"/cluster/jobs", "/cluster/cap",
+                                                                 "/cluster/forecast", "/cluster/decision"};
+    if (std::find(kCluster.begin(), kCluster.end(), path) != kCluster.end()) {
+      return std::string(path);
+    }
+    if (path.starts_with("/cluster/jobs/")) {
+      const std::string_view id = path.substr(14);
+      if (!id.empty() && id.find('/') == std::string_view::npos) {
+        return "/cluster/jobs/{id}";
+      }
+      if (id.ends_with("/progress") && id.find('/') == id.size() - 9 && id.size() > 9) {
+        return "/cluster/jobs/{id}/progress";
+      }
+    }
+    if (path.starts_with("/cluster/nodes/") && path.ends_with("/heard")) {
+      return "/cluster/nodes/{node}/heard";
+    }
+    return "other";
   }
   if (path.starts_with("/pipelines/")) {
     const std::string_view rest = path.substr(11);

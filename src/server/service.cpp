@@ -507,6 +507,9 @@ Response Service::handle_now(const Request& request) {
     if (path == "/trials") {
       return method == "PATCH" ? impl_->end_trial(request) : method_not_allowed();
     }
+    if (path.starts_with("/cluster/")) {
+      return impl_->cluster_route(request, path.substr(8));
+    }
     if (path == "/pipelines") {
       return method == "POST" ? impl_->register_pipeline(request) : method_not_allowed();
     }

@@ -288,6 +288,9 @@ struct Service::Impl {
 
   Response health(const Request& request);
 
+  // The cluster autopilot (cluster_routes.cpp). `rest` is the path after "/cluster".
+  Response cluster_route(const Request& request, const std::string& rest);
+
   /// Deletes a batch of stored responses older than options.response_ttl every so many saved ones.
   void prune_responses();
   std::atomic<uint64_t> saved_responses{0};

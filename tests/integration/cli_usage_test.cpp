@@ -348,5 +348,41 @@ TEST(CliUsage, ServeRefusesACardWithAProfile) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/serve.db"));
 }
 
+// joule serve's cluster autopilot flags: each bad value or combination is refused in one line (exit 2) before
+// the store is opened.
+TEST(CliUsage, ServeRefusesBadClusterFlags) {
+  TempDir dir;
+  const std::vector<std::string> base = {"serve", "--db", "sqlite:" + dir.path() + "/serve.db", "--listen",
+                                         "127.0.0.1:0"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--cluster-power-cap-w", "-5"},
+       "--cluster-power-cap-w must be a finite number > 0, got -5 (see 'joule serve --help')"},
+      {{"--cluster-power-cap-w", "0"},
+       "--cluster-power-cap-w must be a finite number > 0, got 0 (see 'joule serve --help')"},
+      {{"--cluster-nodes", "n1=/run/n1.sock"},
+       "serve: --cluster-nodes needs --cluster-power-cap-w (the cluster autopilot is off without a cap)"},
+      {{"--cluster-degrade-slos"},
+       "serve: --cluster-degrade-slos needs --cluster-power-cap-w (the cluster autopilot is off without a "
+       "cap)"},
+      {{"--cluster-power-cap-w", "4000", "--cluster-nodes", "n1=/run/a.sock,n1=/run/b.sock"},
+       "serve: --cluster-nodes: node \"n1\" is listed twice"},
+      {{"--cluster-power-cap-w", "4000", "--cluster-nodes", "n1=/run/a.sock,"},
+       "serve: --cluster-nodes: an empty entry in the node list \"n1=/run/a.sock,\""},
+      {{"--cluster-power-cap-w", "4000", "--cluster-control-period-s", "60"},
+       "serve: --cluster-control-period-s 60 must be shorter than --cluster-node-timeout-s 30: each period's "
+       "enforcement round is how nodes are heard from"},
+      {{"--cluster-power-cap-w", "4000", "--cluster-node-timeout-s", "-1"},
+       "--cluster-node-timeout-s must be a finite number > 0, got -1 (see 'joule serve --help')"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto result = run_joule_usage(args);
+    EXPECT_EQ(result.exit_code, 2) << fmt::format("{}", fmt::join(flags, " "));
+    EXPECT_EQ(result.err, "joule: error: " + message + "\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/serve.db"));
+}
+
 }  // namespace
 }  // namespace joule::test

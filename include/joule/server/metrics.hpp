@@ -3,12 +3,19 @@
 // docs/metrics.md).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "joule/metrics/gpu_metrics.hpp"
 #include "joule/server/service.hpp"
+
+namespace joule::cluster {
+struct ClusterDecision;  // joule/cluster/controller.hpp
+struct ReplanStats;      // joule/cluster/service.hpp
+}  // namespace joule::cluster
 
 namespace joule::server {
 
@@ -27,7 +34,14 @@ namespace joule::server {
 /// | `joule_pfo_job_phase` | gauge (1) | job_id, phase |
 /// | `joule_pfo_job_round`, `joule_pfo_job_ranks_registered` | gauge | job_id |
 /// | `joule_pfo_job_target_time_seconds`, `joule_pfo_job_predicted_saving_ratio` | gauge | job_id |
+/// | `joule_cluster_power_cap_watts`, `joule_cluster_allocated_watts`, `joule_cluster_reserved_watts`,
+/// `joule_cluster_paused_watts` | gauge | – | | `joule_cluster_job_power_limit_watts` | gauge | job | |
+/// `joule_cluster_decision_version`, `joule_cluster_silent_nodes`, `joule_cluster_unanswered_nodes` | gauge |
+/// – | | `joule_cluster_replans_total`, `joule_cluster_replan_failures_total` | counter | – | |
+/// `joule_cluster_replan_duration_seconds` | histogram | – |
 ///
+/// The joule_cluster series exist once the cluster autopilot re-planned (observe_cluster()); a job's
+/// series goes when the job does.
 /// The joule_pfo_job series are read from the store at each scrape (HttpServer adds them; up to 1000 jobs,
 /// the newest), so every replica on a database shows every job. A request whose client went away before
 /// its answer (a waiting GET /schedule) is counted with status 499.
@@ -54,6 +68,9 @@ class ServerMetrics {
                       double duration_s);
   /// Observes the epochs of one report (each of `report.epochs` epochs gets the average figures).
   void observe_epoch(const EpochReport& report);
+  /// Records one re-plan of the cluster autopilot (ClusterServiceOptions::on_replan): the decision's
+  /// figures after a successful one, a failure after one the cap could not hold (`decision` nullptr).
+  void observe_cluster(const cluster::ClusterDecision* decision, const cluster::ReplanStats& stats);
 
   /// @return the text exposition of everything.
   std::string render() const { return registry_.render(); }
@@ -75,6 +92,21 @@ class ServerMetrics {
   prometheus::Counter& jobs_deleted_;
   prometheus::Counter& trials_ended_;
   metrics::WindowMetrics epochs_;
+
+  // The cluster autopilot's series (observe_cluster()).
+  prometheus::Gauge& cluster_cap_;
+  prometheus::Gauge& cluster_allocated_;
+  prometheus::Gauge& cluster_reserved_;
+  prometheus::Gauge& cluster_paused_;
+  prometheus::Gauge& cluster_version_;
+  prometheus::Gauge& cluster_silent_nodes_;
+  prometheus::Gauge& cluster_unanswered_nodes_;
+  prometheus::Counter& cluster_replans_;
+  prometheus::Counter& cluster_replan_failures_;
+  prometheus::Histogram& cluster_replan_duration_;
+  prometheus::Family<prometheus::Gauge>& cluster_job_limits_;
+  std::mutex cluster_mutex_;                                      // guards cluster_job_gauges_
+  std::map<std::string, prometheus::Gauge*> cluster_job_gauges_;  // job id → its series
 };
 
 }  // namespace joule::server

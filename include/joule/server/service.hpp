@@ -22,6 +22,10 @@
 #include "joule/probe/card.hpp"
 #include "joule/store/store.hpp"
 
+namespace joule::cluster {
+class ClusterService;  // joule/cluster/service.hpp
+}
+
 namespace joule::server {
 
 /// The header carrying the client's request id (optional; Zeus's client sends none).
@@ -140,6 +144,11 @@ struct ServiceOptions {
   /// (the claimant died): longer than any planning the limits allow (LiveLimits::max_planning_work plans a
   /// GPT-3-sized pipeline in seconds).
   std::chrono::seconds live_planning_lease{60};
+
+  // The cluster autopilot (docs/cluster.md, "Serving the controller").
+  /// Serves /cluster/… over this service (jobs, cap, forecast, decision); nullptr: those routes answer
+  /// 404 saying the autopilot is off. It keeps its own state in its store (usually this service's).
+  std::shared_ptr<cluster::ClusterService> cluster;
 };
 
 /// The optimizer service: Zeus's batch-size optimizer routes, operator routes and the pipeline planner
