@@ -99,6 +99,45 @@ std::vector<cluster::NodeAddress> cluster_nodes(const ServeFlags& flags) {
   return nodes;
 }
 
+// --cluster-power-cap-w: the cluster autopilot over the service's store, enforcing through the node daemons
+// of --cluster-nodes (none: decisions computed and served, not enforced).
+std::shared_ptr<cluster::ClusterService> open_cluster_service(
+    const ServeFlags& flags, const std::vector<cluster::NodeAddress>& nodes,
+    const std::shared_ptr<store::Store>& database, const std::shared_ptr<server::ServerMetrics>& metrics) {
+  cluster::ClusterServiceOptions cluster_options;
+  cluster_options.controller.node_timeout_s = flags.node_timeout_s();
+  cluster_options.controller.degrade_slos = flags.cluster_degrade_slos;
+  cluster_options.initial_cap_w = flags.cluster_power_cap_w;
+  cluster_options.control_period_s = flags.control_period_s();
+  cluster_options.on_replan = [metrics](const cluster::ClusterDecision* decision,
+                                        const cluster::ReplanStats& stats) {
+    metrics->observe_cluster(decision, stats);
+  };
+  if (!nodes.empty()) {
+    cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes));
+  }
+  auto opened_cluster = cluster::ClusterService::open(database, std::move(cluster_options));
+  if (!opened_cluster) {
+    throw Exception(opened_cluster.error().with_context("serve: cluster autopilot"));
+  }
+  const auto cap_w = (*opened_cluster)->cap_w();
+  if (cap_w && *cap_w != *flags.cluster_power_cap_w) {
+    log().warn(
+        "serve: the cluster cap stored in {} ({:g} W, set at run time) stands; --cluster-power-cap-w "
+        "{:g} applies to a database without one",
+        database->description(), *cap_w, *flags.cluster_power_cap_w);
+  }
+  if (nodes.empty()) {
+    log().warn(
+        "serve: cluster autopilot without --cluster-nodes: decisions are computed and served at "
+        "GET /cluster/decision, not enforced on any node");
+  } else {
+    log().info("serve: cluster autopilot enforcing on {} node daemons every {:g} s", nodes.size(),
+               flags.control_period_s());
+  }
+  return std::move(*opened_cluster);
+}
+
 int run_serve(const ServeFlags& flags) {
   // A file-size limit (ulimit -f) reached while writing the database must fail that write (EFBIG: the request
   // gets a 503 and the service goes on), not kill the service with SIGXFSZ.
@@ -153,38 +192,7 @@ int run_serve(const ServeFlags& flags) {
   service_options.live_card = std::move(card);
   service_options.live_card_source = flags.pfo_card;
   if (flags.cluster_power_cap_w) {
-    cluster::ClusterServiceOptions cluster_options;
-    cluster_options.controller.node_timeout_s = flags.node_timeout_s();
-    cluster_options.controller.degrade_slos = flags.cluster_degrade_slos;
-    cluster_options.initial_cap_w = flags.cluster_power_cap_w;
-    cluster_options.control_period_s = flags.control_period_s();
-    cluster_options.on_replan = [metrics](const cluster::ClusterDecision* decision,
-                                          const cluster::ReplanStats& stats) {
-      metrics->observe_cluster(decision, stats);
-    };
-    if (!nodes.empty()) {
-      cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes));
-    }
-    auto opened_cluster = cluster::ClusterService::open(database, std::move(cluster_options));
-    if (!opened_cluster) {
-      throw Exception(opened_cluster.error().with_context("serve: cluster autopilot"));
-    }
-    service_options.cluster = std::move(*opened_cluster);
-    const auto cap_w = service_options.cluster->cap_w();
-    if (cap_w && *cap_w != *flags.cluster_power_cap_w) {
-      log().warn(
-          "serve: the cluster cap stored in {} ({:g} W, set at run time) stands; --cluster-power-cap-w "
-          "{:g} applies to a database without one",
-          database->description(), *cap_w, *flags.cluster_power_cap_w);
-    }
-    if (nodes.empty()) {
-      log().warn(
-          "serve: cluster autopilot without --cluster-nodes: decisions are computed and served at "
-          "GET /cluster/decision, not enforced on any node");
-    } else {
-      log().info("serve: cluster autopilot enforcing on {} node daemons every {:g} s", nodes.size(),
-                 flags.control_period_s());
-    }
+    service_options.cluster = open_cluster_service(flags, nodes, database, metrics);
   }
   server::Service service(database, service_options);
   server::HttpServerOptions options;
