@@ -39,6 +39,7 @@ bool takes_gpu(proto::Op op) {
     case proto::Op::kMemoryClocks:
     case proto::Op::kLockMemoryClocks:
     case proto::Op::kResetMemoryClocks:
+    case proto::Op::kModulePower:
       return true;
     default:
       return false;
@@ -646,6 +647,10 @@ proto::Response Server::handle_device(Connection& connection, const proto::Reque
     case proto::Op::kGpuTelemetry:
       // Never an error as a whole: each field the GPU does not report says why in 'errors'.
       result = proto::telemetry_result(request.gpu, gpu.telemetry());
+      break;
+    case proto::Op::kModulePower:
+      // As gpu_telemetry: a GPU without a module scope answers each field's reason.
+      result = proto::module_power_result(request.gpu, gpu.module_power_mw(), gpu.module_energy_mj());
       break;
     default:
       response.error = Error(ErrorCode::kInternal,

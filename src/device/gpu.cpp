@@ -256,6 +256,35 @@ Result<uint32_t> Gpu::do_memory_power_mw() {
   return tl::unexpected(telemetry_not_supported(TelemetryField::kMemoryPower));
 }
 
+namespace {
+
+Error no_module_scope(const Gpu& gpu, std::string_view reading) {
+  return Error(ErrorCode::kNotSupported,
+               fmt::format("{} does not report {} ({} backend): only NVIDIA Grace Hopper and Grace Blackwell "
+                           "modules do, through NVML",
+                           gpu.label(), reading, gpu.info().backend));
+}
+
+}  // namespace
+
+Result<uint32_t> Gpu::do_module_power_mw() {
+  return tl::unexpected(no_module_scope(*this, "module power"));
+}
+
+Result<uint64_t> Gpu::do_module_energy_mj() {
+  return tl::unexpected(no_module_scope(*this, "module energy"));
+}
+
+Result<uint32_t> Gpu::module_power_mw() {
+  std::lock_guard lock(mutex_);
+  return do_module_power_mw();
+}
+
+Result<uint64_t> Gpu::module_energy_mj() {
+  std::lock_guard lock(mutex_);
+  return do_module_energy_mj();
+}
+
 Result<double> Gpu::temperature_c() {
   std::lock_guard lock(mutex_);
   return do_temperature_c();

@@ -44,7 +44,7 @@ std::vector<GpuInventory> gpu_inventory(const DeviceSet& devices) {
   std::vector<GpuInventory> rows;
   for (const auto& gpu : devices.gpus) {
     rows.push_back({gpu.get(), gpu->power_limit_constraints(), gpu->power_limit_mw(), gpu->telemetry(),
-                    nvml_module_power_mw(*gpu)});
+                    gpu->module_power_mw()});
   }
   return rows;
 }

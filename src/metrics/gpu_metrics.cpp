@@ -120,8 +120,8 @@ void GpuMetrics::collect_telemetry_locked(size_t gpu, TelemetryFamilies& out) co
   // Grace Hopper / Blackwell module scope, a separate series labelled scope="module" (absent elsewhere).
   auto module_labels = labels;
   module_labels.push_back({"scope", "module"});
-  const auto module_power = device::nvml_module_power_mw(*gpus_[gpu]);
-  const auto module_energy = device::nvml_module_energy_mj(*gpus_[gpu]);
+  const auto module_power = gpus_[gpu]->module_power_mw();
+  const auto module_energy = gpus_[gpu]->module_energy_mj();
   if (module_power) {
     out.module_power.metric.push_back(gauge_sample(module_labels, *module_power * kMilli));
   }

@@ -449,6 +449,61 @@ TEST_F(DaemonServer, ReadersMayNotLockMemoryClocksAndTheRefusalIsAudited) {
   })) << audit_text();
 }
 
+// A Grace Hopper module around a simulated GPU: module power and energy beside the GPU's own, as NVML's
+// module-scope fields give them (tests/device/nvml/nvml_module_test.cpp tests those through the fake NVML).
+class ModuleGpu final : public device::Gpu {
+ public:
+  explicit ModuleGpu(device::Gpu& inner) : Gpu(inner.info()), inner_(inner) {}
+
+ protected:
+  Result<uint64_t> do_energy_mj() override { return inner_.energy_mj(); }
+  Result<uint32_t> do_power_mw() override { return inner_.power_mw(); }
+  Result<device::PowerLimitConstraints> do_power_limit_constraints() override {
+    return inner_.power_limit_constraints();
+  }
+  Result<uint32_t> do_power_limit_mw() override { return inner_.power_limit_mw(); }
+  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
+    return inner_.set_power_limit_mw(power_limit_mw);
+  }
+  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
+    return inner_.supported_sm_clocks_mhz();
+  }
+  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
+    return inner_.lock_sm_clocks(min_mhz, max_mhz);
+  }
+  Result<void> do_reset_sm_clocks() override { return inner_.reset_sm_clocks(); }
+  Result<uint32_t> do_module_power_mw() override { return 900'000; }
+  Result<uint64_t> do_module_energy_mj() override {
+    return fail(ErrorCode::kPermissionDenied, "{}: reading the module energy: Insufficient Permissions",
+                label());
+  }
+
+ private:
+  device::Gpu& inner_;
+};
+
+TEST_F(DaemonServer, ModulePowerAndEnergyAreForwardedEachWithItsOwnError) {
+  ModuleGpu module(*gpus[0]);
+  start_serving({&module, gpus[1].get()}, {});
+  auto opened = device::open_daemon_gpus(socket_path);
+  ASSERT_TRUE(opened) << opened.error().message();
+  EXPECT_EQ((*opened)[0]->module_power_mw().value(), 900'000u);
+  const auto energy = (*opened)[0]->module_energy_mj();
+  ASSERT_FALSE(energy);
+  EXPECT_EQ(energy.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(energy.error().message(),
+            "joule daemon: GPU 0 (Tesla V100-PCIE-32GB (simulated)): reading the module energy: Insufficient "
+            "Permissions");
+  // A GPU without a module says why, through the daemon.
+  const auto none = (*opened)[1]->module_power_mw();
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(
+      none.error().message(),
+      "joule daemon: GPU 1 (Tesla V100-PCIE-32GB (simulated)) does not report module power (sim backend): "
+      "only NVIDIA Grace Hopper and Grace Blackwell modules do, through NVML");
+}
+
 TEST_F(DaemonServer, TwoClientsOnOneGpuTheLaterWinsTheLastRestores) {
   start();
   auto first = connect();

@@ -53,6 +53,8 @@ class DaemonGpu final : public Gpu {
   Result<std::vector<uint32_t>> do_supported_memory_clocks_mhz() override;
   Result<void> do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) override;
   Result<void> do_reset_memory_clocks() override;
+  Result<uint32_t> do_module_power_mw() override;
+  Result<uint64_t> do_module_energy_mj() override;
   Result<double> do_temperature_c() override;
   Result<uint32_t> do_sm_clock_mhz() override;
   Result<uint32_t> do_memory_clock_mhz() override;

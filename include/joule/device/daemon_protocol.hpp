@@ -78,6 +78,9 @@ enum class Op {
   kMemoryClocks,
   kLockMemoryClocks,   ///< {gpu, min_mhz, max_mhz} → {gpu, min_mhz, max_mhz}
   kResetMemoryClocks,  ///< {gpu} → {gpu}: gives up this connection's memory clock lock
+  /// {gpu} → {gpu, module_power_mw|null, module_energy_mj|null, errors: {<field>: {code, message}}}: Grace
+  /// Hopper / Blackwell module scope (module_power_result())
+  kModulePower,
 };
 
 /// @return the wire name, e.g. "set_power_limit".
@@ -144,6 +147,14 @@ struct ParsedRequest {
 /// names the field and what was expected. Codes: kParse (not a JSON object), kInvalidArgument (the rest).
 /// Never throws.
 ParsedRequest parse_request(std::string_view line);
+
+/// @return module_power's result: the module's power (mW) and energy (mJ) of GPU `gpu`, each a number, or
+/// null with its error in `errors` (never an error as a whole).
+nlohmann::json module_power_result(int gpu, const Result<uint32_t>& power_mw,
+                                   const Result<uint64_t>& energy_mj);
+/// @return one field of a module_power result ("module_power_mw" or "module_energy_mj"): its value, or the
+/// daemon's error for it (prefixed "joule daemon: "); kParse for a malformed answer.
+Result<uint64_t> parse_module_field(const nlohmann::json& result, std::string_view field);
 
 /// @return `request` as one line (no newline), with only the fields its operation takes.
 std::string format_request(const Request& request);

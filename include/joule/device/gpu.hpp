@@ -165,6 +165,15 @@ class Gpu {
   /// @return every telemetry field read once, under one lock; never fails as a whole.
   GpuTelemetry telemetry();
 
+  /// Grace Hopper / Grace Blackwell module scope: the power of the whole module (GPU, CPU and memory), mW,
+  /// read beside the GPU's own. The module includes the GPU: never add it to power_mw(). kNotSupported
+  /// (saying why) on GPUs without a module scope, MIG instances and backends that cannot read one (NVML
+  /// reads it; `joule daemon` forwards it).
+  Result<uint32_t> module_power_mw();
+  /// @return the module's energy since the driver loaded, mJ; errors as module_power_mw(). The module
+  /// includes the GPU: never add it to energy_mj().
+  Result<uint64_t> module_energy_mj();
+
   /// Simulated GPUs only (here or a `joule --sim … daemon`'s): the GPU runs its workload (busy) or idles,
   /// so that a program standing in for real work (examples/serve_llm.py) makes it draw power while it
   /// "computes". @return the slowdown of its workload under the settings in force: its time per iteration
@@ -192,6 +201,8 @@ class Gpu {
   virtual Result<uint32_t> do_memory_utilization_pct();
   virtual Result<uint64_t> do_clock_event_reasons();
   virtual Result<uint32_t> do_memory_power_mw();
+  virtual Result<uint32_t> do_module_power_mw();
+  virtual Result<uint64_t> do_module_energy_mj();
   virtual Result<double> do_set_simulated_busy(bool busy);
 
   /// @return kNotSupported: "<label> does not report <reading> (<backend> backend)"; `why` (if not empty)

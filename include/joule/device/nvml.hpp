@@ -45,6 +45,7 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& opti
 /// Thread-safe (NVML is); no Gpu lock is taken.
 /// @return the module's power in mW; kNotSupported (saying why) on GPUs without a module scope, MIG
 /// instances and other backends' GPUs; NVML's error, converted, for a field that answers another failure.
+/// The same as gpu.module_power_mw() (Gpu's module scope, which `joule daemon` forwards too).
 Result<uint32_t> nvml_module_power_mw(Gpu& gpu);
 /// @return the module's energy since the driver loaded, in mJ; errors as nvml_module_power_mw().
 Result<uint64_t> nvml_module_energy_mj(Gpu& gpu);

@@ -266,6 +266,42 @@ Result<void> DaemonGpu::do_reset_memory_clocks() {
   return {};
 }
 
+namespace {
+
+// module_power: a daemon of an earlier release does not know the operation, so it cannot forward the module
+// scope (kNotSupported, as a GPU without one).
+Result<uint64_t> module_field(DaemonClient& client, int daemon_index, std::string_view field) {
+  proto::Request request;
+  request.op = proto::Op::kModulePower;
+  request.gpu = daemon_index;
+  auto response = JOULE_TRY(client.send(std::move(request)));
+  if (!response.ok()) {
+    if (response.error->code() == ErrorCode::kInvalidArgument &&
+        response.error->message().rfind("unknown op", 0) == 0) {
+      return fail(ErrorCode::kNotSupported,
+                  "joule daemon: the daemon at {} is of an earlier release: it does not forward module power "
+                  "and energy (no module_power operation)",
+                  client.socket_path());
+    }
+    return tl::make_unexpected(response.error->with_context("joule daemon"));
+  }
+  return proto::parse_module_field(response.result, field);
+}
+
+}  // namespace
+
+Result<uint32_t> DaemonGpu::do_module_power_mw() {
+  const uint64_t power_mw = JOULE_TRY(module_field(*client_, daemon_index_, "module_power_mw"));
+  if (power_mw > std::numeric_limits<uint32_t>::max()) {
+    return fail(ErrorCode::kParse, "joule daemon: 'module_power_mw' {} is not a power in mW", power_mw);
+  }
+  return static_cast<uint32_t>(power_mw);
+}
+
+Result<uint64_t> DaemonGpu::do_module_energy_mj() {
+  return module_field(*client_, daemon_index_, "module_energy_mj");
+}
+
 Result<double> DaemonGpu::do_set_simulated_busy(bool busy) {
   snapshot_.reset();  // its power changes now
   proto::Request request;

@@ -55,6 +55,7 @@ constexpr std::array kOpNames = {
     OpName{Op::kMemoryClocks, "memory_clocks"},
     OpName{Op::kLockMemoryClocks, "lock_memory_clocks"},
     OpName{Op::kResetMemoryClocks, "reset_memory_clocks"},
+    OpName{Op::kModulePower, "module_power"},
 };
 
 // How a request field is read and what it means.
@@ -106,6 +107,7 @@ std::vector<Field> fields_of(Op op) {
     case Op::kGpuTelemetry:
     case Op::kMemoryClocks:
     case Op::kResetMemoryClocks:
+    case Op::kModulePower:
       return {{"gpu", Kind::kGpu, true}};
     case Op::kStreamPower:
       return {{"gpus", Kind::kGpuList, false},
@@ -500,6 +502,7 @@ Right required_right(Op op) {
     case Op::kCancelStream:
     case Op::kJobEnergy:
     case Op::kMemoryClocks:
+    case Op::kModulePower:
       return Right::kRead;
     case Op::kSetPowerLimit:
     case Op::kResetPowerLimit:
@@ -862,6 +865,38 @@ Error wire_telemetry_error(const json& result, std::string_view name, bool liste
 }
 
 }  // namespace
+
+json module_power_result(int gpu, const Result<uint32_t>& power_mw, const Result<uint64_t>& energy_mj) {
+  json result = {{"gpu", gpu}};
+  json errors = json::object();
+  const auto put = [&](const char* name, const auto& reading) {
+    if (reading) {
+      result[name] = *reading;
+      return;
+    }
+    result[name] = nullptr;
+    errors[name] = {{"code", to_string(reading.error().code())}, {"message", reading.error().message()}};
+  };
+  put("module_power_mw", power_mw);
+  put("module_energy_mj", energy_mj);
+  result["errors"] = std::move(errors);
+  return result;
+}
+
+Result<uint64_t> parse_module_field(const json& result, std::string_view field) {
+  const auto found = result.find(field);
+  if (found == result.end()) {
+    return fail(ErrorCode::kParse, "joule daemon: the answer to 'module_power' has no '{}'", field);
+  }
+  if (found->is_null()) {
+    return tl::make_unexpected(wire_telemetry_error(result, field, /*listed=*/true));
+  }
+  if (!found->is_number_unsigned()) {
+    return fail(ErrorCode::kParse, "joule daemon: the answer to 'module_power' has no valid '{}' (got {})",
+                field, describe(*found));
+  }
+  return found->get<uint64_t>();
+}
 
 json telemetry_result(int gpu, const GpuTelemetry& telemetry) {
   json result = {{"gpu", gpu}};

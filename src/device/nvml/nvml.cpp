@@ -109,7 +109,7 @@ class NvmlGpu final : public Gpu {
         mig_enabled_(mig_enabled) {}
 
   /// @return the module's power (NVML_FI_DEV_POWER_INSTANT at NVML_POWER_SCOPE_MODULE), mW.
-  Result<uint32_t> module_power_mw() {
+  Result<uint32_t> do_module_power_mw() override {
     const auto field = JOULE_TRY(read_module_field(nvml::NVML_FI_DEV_POWER_INSTANT, "module power"));
     if (const auto power_mw = field_to_mw(field)) {
       return *power_mw;
@@ -119,7 +119,7 @@ class NvmlGpu final : public Gpu {
   }
 
   /// @return the module's energy since the driver loaded (NVML_FI_DEV_ENERGY at module scope), mJ.
-  Result<uint64_t> module_energy_mj() {
+  Result<uint64_t> do_module_energy_mj() override {
     const auto field = JOULE_TRY(read_module_field(nvml::NVML_FI_DEV_ENERGY, "module energy"));
     switch (field.valueType) {
       case nvml::NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
@@ -586,6 +586,19 @@ class NvmlMigGpu final : public Gpu {
   }
 
  protected:
+  // The module belongs to the whole GPU, which several instances share.
+  Result<uint32_t> do_module_power_mw() override {
+    return tl::unexpected(no_module_of_instance("module power"));
+  }
+  Result<uint64_t> do_module_energy_mj() override {
+    return tl::unexpected(no_module_of_instance("module energy"));
+  }
+  Error no_module_of_instance(std::string_view reading) const {
+    return Error(ErrorCode::kNotSupported,
+                 fmt::format("{} does not report {}: it is a MIG instance, and the module belongs to its "
+                             "whole GPU; read it on the parent GPU",
+                             label(), reading));
+  }
   Result<uint64_t> do_energy_mj() override {
     JOULE_TRY(check_present());
     unsigned long long energy_mj = 0;
@@ -885,37 +898,12 @@ Result<std::vector<std::unique_ptr<Gpu>>> open_nvml_gpus(const NvmlOptions& opti
   return gpus;
 }
 
-namespace {
-
-// What a GPU that is not an NVML whole GPU answers for a module-scope reading.
-Error no_module_scope(const Gpu& gpu, std::string_view reading) {
-  if (dynamic_cast<const NvmlMigGpu*>(&gpu) != nullptr) {
-    return Error(
-        ErrorCode::kNotSupported,
-        fmt::format("{} does not report {}: it is a MIG instance, and the module belongs to its whole "
-                    "GPU; read it on the parent GPU",
-                    gpu.label(), reading));
-  }
-  return Error(ErrorCode::kNotSupported,
-               fmt::format("{} does not report {} ({} backend): only NVIDIA Grace Hopper and Grace Blackwell "
-                           "modules do, through NVML",
-                           gpu.label(), reading, gpu.info().backend));
-}
-
-}  // namespace
-
 Result<uint32_t> nvml_module_power_mw(Gpu& gpu) {
-  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
-    return nvml_gpu->module_power_mw();
-  }
-  return tl::make_unexpected(no_module_scope(gpu, "module power"));
+  return gpu.module_power_mw();
 }
 
 Result<uint64_t> nvml_module_energy_mj(Gpu& gpu) {
-  if (auto* nvml_gpu = dynamic_cast<NvmlGpu*>(&gpu)) {
-    return nvml_gpu->module_energy_mj();
-  }
-  return tl::make_unexpected(no_module_scope(gpu, "module energy"));
+  return gpu.module_energy_mj();
 }
 
 Result<std::vector<ProcessUtilizationSample>> nvml_process_utilization(Gpu& gpu, uint64_t since_us) {
