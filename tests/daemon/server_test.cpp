@@ -449,15 +449,14 @@ TEST_F(DaemonServer, ReadersMayNotLockMemoryClocksAndTheRefusalIsAudited) {
   })) << audit_text();
 }
 
-// A Grace Hopper module around a simulated GPU: module power and energy beside the GPU's own, as NVML's
-// module-scope fields give them (tests/device/nvml/nvml_module_test.cpp tests those through the fake NVML).
-class ModuleGpu final : public device::Gpu {
+// A GPU that forwards every call to another (a simulated GPU); the tests' GPUs below change one thing.
+class ForwardingGpu : public device::Gpu {
  public:
-  explicit ModuleGpu(device::Gpu& inner) : Gpu(inner.info()), inner_(inner) {}
+  explicit ForwardingGpu(device::Gpu& inner) : Gpu(inner.info()), inner_(inner) {}
 
  protected:
-  Result<uint64_t> do_energy_mj() override { return inner_.energy_mj(); }
   Result<uint32_t> do_power_mw() override { return inner_.power_mw(); }
+  Result<uint64_t> do_energy_mj() override { return inner_.energy_mj(); }
   Result<device::PowerLimitConstraints> do_power_limit_constraints() override {
     return inner_.power_limit_constraints();
   }
@@ -472,14 +471,22 @@ class ModuleGpu final : public device::Gpu {
     return inner_.lock_sm_clocks(min_mhz, max_mhz);
   }
   Result<void> do_reset_sm_clocks() override { return inner_.reset_sm_clocks(); }
+
+  device::Gpu& inner_;
+};
+
+// A Grace Hopper module around a simulated GPU: module power and energy beside the GPU's own, as NVML's
+// module-scope fields give them (tests/device/nvml/nvml_module_test.cpp tests those through the fake NVML).
+class ModuleGpu final : public ForwardingGpu {
+ public:
+  using ForwardingGpu::ForwardingGpu;
+
+ protected:
   Result<uint32_t> do_module_power_mw() override { return 900'000; }
   Result<uint64_t> do_module_energy_mj() override {
     return fail(ErrorCode::kPermissionDenied, "{}: reading the module energy: Insufficient Permissions",
                 label());
   }
-
- private:
-  device::Gpu& inner_;
 };
 
 TEST_F(DaemonServer, ModulePowerAndEnergyAreForwardedEachWithItsOwnError) {
@@ -1383,9 +1390,9 @@ TEST_F(DaemonServer, AConnectionRefusedTooOftenInARowIsToldWhyAndClosed) {
 
 // A GPU whose power reading waits at a gate: it holds the daemon's single thread still while the test lines
 // up requests of several users, so that the order in which the next turn serves them is what is checked.
-class GatedGpu final : public device::Gpu {
+class GatedGpu final : public ForwardingGpu {
  public:
-  explicit GatedGpu(device::Gpu& inner) : Gpu(inner.info()), inner_(inner) {}
+  using ForwardingGpu::ForwardingGpu;
   void close() {
     std::lock_guard lock(mutex_);
     open_ = false;
@@ -1412,24 +1419,8 @@ class GatedGpu final : public device::Gpu {
     waiting_ = false;
     return inner_.power_mw();
   }
-  Result<uint64_t> do_energy_mj() override { return inner_.energy_mj(); }
-  Result<device::PowerLimitConstraints> do_power_limit_constraints() override {
-    return inner_.power_limit_constraints();
-  }
-  Result<uint32_t> do_power_limit_mw() override { return inner_.power_limit_mw(); }
-  Result<void> do_set_power_limit_mw(uint32_t power_limit_mw) override {
-    return inner_.set_power_limit_mw(power_limit_mw);
-  }
-  Result<std::vector<uint32_t>> do_supported_sm_clocks_mhz() override {
-    return inner_.supported_sm_clocks_mhz();
-  }
-  Result<void> do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) override {
-    return inner_.lock_sm_clocks(min_mhz, max_mhz);
-  }
-  Result<void> do_reset_sm_clocks() override { return inner_.reset_sm_clocks(); }
 
  private:
-  device::Gpu& inner_;
   std::mutex mutex_;
   std::condition_variable changed_;
   bool open_ = true;

@@ -119,6 +119,22 @@ DaemonGpu::DaemonGpu(GpuInfo info, std::shared_ptr<DaemonClient> client, int dae
 
 namespace {
 
+// The clocks (MHz) listed in `field` of the answer to `op`.
+Result<std::vector<uint32_t>> clock_list(const json& result, std::string_view field, std::string_view op) {
+  const auto clocks = result.find(field);
+  if (clocks == result.end() || !clocks->is_array()) {
+    return fail(ErrorCode::kParse, "joule daemon: the answer to '{}' has no '{}' array", op, field);
+  }
+  std::vector<uint32_t> mhz;
+  for (const auto& clock : *clocks) {
+    if (!clock.is_number_unsigned() || clock.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return fail(ErrorCode::kParse, "joule daemon: '{}' holds a value that is not a clock", field);
+    }
+    mhz.push_back(static_cast<uint32_t>(clock.get<uint64_t>()));
+  }
+  return mhz;
+}
+
 // One request about GPU `daemon_index` that takes no other field.
 Result<json> call(DaemonClient& client, int daemon_index, proto::Op op) {
   proto::Request request;
@@ -168,21 +184,8 @@ Result<void> DaemonGpu::do_set_power_limit_mw(uint32_t power_limit_mw) {
 }
 
 Result<std::vector<uint32_t>> DaemonGpu::do_supported_sm_clocks_mhz() {
-  auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kClocks));
-  const auto clocks = result.find("supported_sm_clocks_mhz");
-  if (clocks == result.end() || !clocks->is_array()) {
-    return fail(ErrorCode::kParse,
-                "joule daemon: the answer to 'clocks' has no 'supported_sm_clocks_mhz' array");
-  }
-  std::vector<uint32_t> mhz;
-  for (const auto& clock : *clocks) {
-    if (!clock.is_number_unsigned() || clock.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
-      return fail(ErrorCode::kParse,
-                  "joule daemon: 'supported_sm_clocks_mhz' holds a value that is not a clock");
-    }
-    mhz.push_back(static_cast<uint32_t>(clock.get<uint64_t>()));
-  }
-  return mhz;
+  const auto result = JOULE_TRY(call(*client_, daemon_index_, proto::Op::kClocks));
+  return clock_list(result, "supported_sm_clocks_mhz", "clocks");
 }
 
 Result<void> DaemonGpu::do_lock_sm_clocks(uint32_t min_mhz, uint32_t max_mhz) {
@@ -229,21 +232,8 @@ Result<std::vector<uint32_t>> DaemonGpu::do_supported_memory_clocks_mhz() {
   proto::Request request;
   request.op = proto::Op::kMemoryClocks;
   request.gpu = daemon_index_;
-  auto result = JOULE_TRY(memory_clock_call(*client_, std::move(request)));
-  const auto clocks = result.find("supported_memory_clocks_mhz");
-  if (clocks == result.end() || !clocks->is_array()) {
-    return fail(ErrorCode::kParse,
-                "joule daemon: the answer to 'memory_clocks' has no 'supported_memory_clocks_mhz' array");
-  }
-  std::vector<uint32_t> mhz;
-  for (const auto& clock : *clocks) {
-    if (!clock.is_number_unsigned() || clock.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
-      return fail(ErrorCode::kParse,
-                  "joule daemon: 'supported_memory_clocks_mhz' holds a value that is not a clock");
-    }
-    mhz.push_back(static_cast<uint32_t>(clock.get<uint64_t>()));
-  }
-  return mhz;
+  const auto result = JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  return clock_list(result, "supported_memory_clocks_mhz", "memory_clocks");
 }
 
 Result<void> DaemonGpu::do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz) {
