@@ -769,9 +769,9 @@ Result<std::optional<ClusterDecision>> ClusterService::change(
   if (!lease_valid()) {
     return tl::make_unexpected(not_leader_error());
   }
-  bool fenced = false;
+  std::optional<Leadership> fenced;  // who holds the lease, when a write was fenced
   const auto stored = store_->run([&](store::Transaction& transaction) -> Result<void> {
-    fenced = false;
+    fenced.reset();
     if (options_.lease) {
       // Fencing: the write commits only while the lease is still this replica's, at its epoch. The lease
       // document is locked first, as lease_round() does, so the two never wait on each other in a cycle.
@@ -783,7 +783,8 @@ Result<std::optional<ClusterDecision>> ClusterService::change(
       }
       if (!lease || lease->holder != options_.lease->holder || lease->epoch != mine.epoch ||
           lease->released) {
-        fenced = true;
+        fenced = lease ? Leadership{.holder = lease->holder, .address = lease->address, .epoch = lease->epoch}
+                       : Leadership{};
         return fail(ErrorCode::kState, "fenced");
       }
     }
@@ -851,13 +852,17 @@ Result<std::optional<ClusterDecision>> ClusterService::change(
   if (!stored && fenced) {
     // Another replica took the lease over (this one was paused or cut off longer than its lease): it stops
     // enforcing before anything else, and follows.
+    uint64_t epoch = 0;
     {
       std::lock_guard lease_lock(lease_mutex_);
-      leadership_.leading = false;
+      epoch = leadership_.epoch;
+      leadership_ = *fenced;
       lease_valid_until_ = Nanos(0);
     }
-    log().warn("cluster: {} not written: this replica's lease (epoch {}) was taken over; it follows now",
-               what, leadership().epoch);
+    log().warn(
+        "cluster: {} not written: this replica's lease (epoch {}) was taken over by {} (epoch {}); it "
+        "follows now",
+        what, epoch, fenced->holder, fenced->epoch);
     return tl::make_unexpected(not_leader_error());
   }
   if (!stored) {
@@ -1100,7 +1105,9 @@ bool ClusterService::lease_valid() const {
 
 Leadership ClusterService::leadership() const {
   if (!options_.lease) {
-    return {.leading = true};
+    Leadership always;
+    always.leading = true;
+    return always;
   }
   std::lock_guard lock(lease_mutex_);
   Leadership seen = leadership_;
@@ -1248,7 +1255,7 @@ Result<Leadership> ClusterService::lease_round() {
 Result<void> ClusterService::follow_locked() {
   std::optional<ClusterDecision> decision;
   bool reloaded = false;
-  JOULE_TRY(store_->run([&](store::Transaction& transaction) -> Result<void> {
+  const auto read = store_->run([&](store::Transaction& transaction) -> Result<void> {
     decision.reset();
     reloaded = false;
     auto document = JOULE_TRY(transaction.get_for_update(kStateDocumentKind, kStateKey));
@@ -1267,7 +1274,10 @@ Result<void> ClusterService::follow_locked() {
       }
     }
     return {};
-  }));
+  });
+  if (!read) {
+    return read;
+  }
   if (reloaded && decision) {
     decision_ = std::move(decision);
   }
