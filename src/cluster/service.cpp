@@ -657,6 +657,9 @@ Result<std::unique_ptr<ClusterService>> ClusterService::open(std::shared_ptr<sto
     }
   }
   std::unique_ptr<ClusterService> service(new ClusterService(std::move(store), std::move(options)));
+  if (service->options_.lease) {
+    service->address_ = service->options_.lease->address;
+  }
   {
     std::lock_guard lock(service->mutex_);
     JOULE_TRY(service->store_->run(
@@ -1115,6 +1118,11 @@ Leadership ClusterService::leadership() const {
   return seen;
 }
 
+void ClusterService::advertise(std::string address) {
+  std::lock_guard lock(lease_mutex_);
+  address_ = std::move(address);
+}
+
 Error ClusterService::not_leader_error() const {
   const Leadership seen = leadership();
   if (seen.holder.empty() || seen.holder == options_.lease->holder) {
@@ -1141,9 +1149,11 @@ Result<Leadership> ClusterService::lease_round() {
   Leadership before;
   int64_t seen_version = 0;
   Nanos seen_at{0};
+  std::string address;
   {
     std::lock_guard lock(lease_mutex_);
     before = leadership_;
+    address = address_;
     seen_version = seen_lease_version_;
     seen_at = seen_lease_at_;
   }
@@ -1154,7 +1164,7 @@ Result<Leadership> ClusterService::lease_round() {
   Nanos observed_at = seen_at;
   const auto ran = store_->run([&](store::Transaction& transaction) -> Result<void> {
     auto document = JOULE_TRY(transaction.get_for_update(kLeaderDocumentKind, kLeaderKey));
-    StoredLease mine{.holder = options.holder, .address = options.address};
+    StoredLease mine{.holder = options.holder, .address = address};
     holds = false;
     observed_version = seen_version;
     observed_at = seen_at;

@@ -247,6 +247,9 @@ class ClusterService {
   Result<Leadership> lease_round();
   /// @return who leads, as this replica last saw it (without a lease: always this one, epoch 0).
   Leadership leadership() const;
+  /// Replaces LeaseOptions::address from the next lease round on (e.g. once `joule serve` knows the port it
+  /// listens on). No effect without a lease.
+  void advertise(std::string address);
 
   /// @return the latest decision (nullopt before the first successful re-plan).
   std::optional<ClusterDecision> decision() const;
@@ -294,6 +297,7 @@ class ClusterService {
   mutable std::mutex lease_mutex_;
   std::mutex lease_round_mutex_;  // one lease round at a time
   Leadership leadership_;
+  std::string address_;              // LeaseOptions::address, or what advertise() gave
   Nanos lease_valid_until_{0};       // on clock_: the holder's lease runs out then
   int64_t seen_lease_version_ = -1;  // the lease document's version a follower last saw change
   Nanos seen_lease_at_{0};           // on clock_: when it saw that
