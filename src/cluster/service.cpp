@@ -1270,8 +1270,8 @@ Result<void> ClusterService::follow_locked() {
     reloaded = false;
     auto document = JOULE_TRY(transaction.get_for_update(kStateDocumentKind, kStateKey));
     const int64_t version = document ? document->version : 0;
-    if (version == state_document_version_ && state_) {
-      return {};
+    if (version == state_document_version_ && state_ && decision_) {
+      return {};  // nothing new (a follower that opened after the last decision still reads it once)
     }
     JOULE_TRY(load_locked(transaction));
     reloaded = true;

@@ -95,6 +95,10 @@ TEST_F(ClusterLeaseTest, OneReplicaLeadsTheOtherFollowsAndServesTheLeadersDecisi
   EXPECT_EQ(seen_by_b.address, "http://a:7787");
   EXPECT_EQ(seen_by_b.epoch, 1u);
 
+  // A follower opened after the leader's last decision serves it from its first round.
+  ASSERT_TRUE(b.service->decision());
+  EXPECT_EQ(b.service->decision()->version, a.service->decision()->version);
+
   ASSERT_TRUE(a.service->add_job(training("pretrain", {{"n1", 0}, {"n1", 1}})));
   ASSERT_TRUE(a.service->add_job(training("finetune", {{"n2", 0}})));
   const auto decision = a.service->decision();
@@ -278,10 +282,10 @@ TEST(ClusterLeaseOptions, BadOptionsAreRefused) {
     EXPECT_FALSE(opened);
     return opened ? std::string() : opened.error().message();
   };
-  EXPECT_EQ(with({.holder = ""}), "the cluster lease needs a holder id (unique per replica)");
-  EXPECT_EQ(with({.holder = "a", .lease_s = 0}),
+  EXPECT_EQ(with({.holder = "", .address = ""}), "the cluster lease needs a holder id (unique per replica)");
+  EXPECT_EQ(with({.holder = "a", .address = "", .lease_s = 0}),
             "the cluster lease must be a positive number of seconds, got 0");
-  EXPECT_EQ(with({.holder = "a", .lease_s = 2, .renew_period_s = 1}),
+  EXPECT_EQ(with({.holder = "a", .address = "", .lease_s = 2, .renew_period_s = 1}),
             "the cluster lease's renewal period (1 s) must be ≥ 0 and shorter than half the lease (2 s), so "
             "that a renewal that is late once does not lose the lease");
   auto plain = ClusterService::open(store, {});

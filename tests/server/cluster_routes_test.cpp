@@ -310,8 +310,11 @@ TEST(ClusterRoutesReplicas, TheFollowerServesTheLeadersDecisionAndRefusesChanges
     cluster::ClusterServiceOptions options;
     options.initial_cap_w = 4000;
     options.clock = &replica.clock;
-    options.lease = cluster::LeaseOptions{
-        .holder = name, .address = "http://" + name + ":7787", .lease_s = 5, .renew_period_s = 0};
+    options.lease = cluster::LeaseOptions{.holder = name,
+                                          .address = "http://" + name + ":7787",
+                                          .lease_s = 5,
+                                          .renew_period_s = 0,
+                                          .release_on_close = true};
     options.on_leadership = [&replica](const cluster::Leadership& leadership) {
       replica.metrics.observe_cluster_leader(leadership);
     };
