@@ -1209,7 +1209,15 @@ Result<Leadership> ClusterService::lease_round() {
   });
   if (!ran) {
     // The store does not answer: a leader keeps leading until its lease runs out on its own clock.
-    if (before.leading && clock_.now() >= lease_valid_until_) {
+    bool ran_out = false;
+    {
+      std::lock_guard lock(lease_mutex_);
+      if (leadership_.leading && clock_.now() >= lease_valid_until_) {
+        leadership_.leading = false;  // said once; it renews (if still its own) once the store answers
+        ran_out = true;
+      }
+    }
+    if (ran_out) {
       log().warn("cluster: the lease (epoch {}) ran out unrenewed ({}): this replica stops enforcing",
                  before.epoch, ran.error().message());
     }
