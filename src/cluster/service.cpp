@@ -1119,8 +1119,17 @@ Leadership ClusterService::leadership() const {
 }
 
 void ClusterService::advertise(std::string address) {
-  std::lock_guard lock(lease_mutex_);
-  address_ = std::move(address);
+  if (!options_.lease) {
+    return;
+  }
+  {
+    std::lock_guard lock(lease_mutex_);
+    address_ = std::move(address);
+  }
+  // Written at once, so that a replica started next names it, rather than at the next renewal.
+  if (auto round = lease_round(); !round) {
+    log().warn("cluster: {}", round.error().message());
+  }
 }
 
 Error ClusterService::not_leader_error() const {

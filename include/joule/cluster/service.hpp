@@ -247,8 +247,8 @@ class ClusterService {
   Result<Leadership> lease_round();
   /// @return who leads, as this replica last saw it (without a lease: always this one, epoch 0).
   Leadership leadership() const;
-  /// Replaces LeaseOptions::address from the next lease round on (e.g. once `joule serve` knows the port it
-  /// listens on). No effect without a lease.
+  /// Replaces LeaseOptions::address and runs a lease round, so that a leader's lease document names it at
+  /// once (e.g. once `joule serve` knows the port it listens on). No effect without a lease.
   void advertise(std::string address);
 
   /// @return the latest decision (nullopt before the first successful re-plan).
