@@ -506,6 +506,25 @@ std::vector<std::string> SettingsLedger::recover() {
   return restored;
 }
 
+std::vector<std::string> SettingsLedger::held_by(uint64_t connection) const {
+  std::vector<std::string> held;
+  const auto describe = [&](const auto& slot, size_t gpu, std::string_view setting) {
+    for (size_t i = 0; i < slot.holders.size(); ++i) {
+      if (slot.holders[i].owner.connection == connection) {
+        held.push_back(fmt::format("{} {} {} ({})", gpus_[gpu]->label(), human_setting(setting),
+                                   human_value(slot.holders[i].value),
+                                   i + 1 == slot.holders.size() ? "in force" : "below another owner's"));
+      }
+    }
+  };
+  for (size_t gpu = 0; gpu < gpus_.size(); ++gpu) {
+    describe(power_[gpu], gpu, kPowerSetting);
+    describe(clocks_[gpu], gpu, kClockSetting);
+    describe(memory_clocks_[gpu], gpu, kMemoryClockSetting);
+  }
+  return held;
+}
+
 bool SettingsLedger::owns_any(uint64_t connection) const {
   const auto owns = [connection](const auto& slots) {
     return std::any_of(slots.begin(), slots.end(), [connection](const auto& slot) {

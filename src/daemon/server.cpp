@@ -138,8 +138,71 @@ void Server::shutdown() {
 }
 
 Owner Server::owner_of(const Connection& connection) const {
-  return Owner{connection.id, connection.peer.uid, connection.peer.pid, connection.client,
-               connection.address};
+  uint64_t owner = connection.id;
+  if (!connection.holder_key.empty()) {
+    if (const auto found = holders_.find(connection.holder_key); found != holders_.end()) {
+      owner = found->second.owner_id;
+    }
+  }
+  return Owner{owner, connection.peer.uid, connection.peer.pid, connection.client, connection.address};
+}
+
+nlohmann::json Server::take_holder(Connection& connection, const std::string& name) {
+  const std::string principal =
+      connection.remote ? "client " + connection.client : fmt::format("uid {}", connection.peer.uid);
+  const std::string key = principal + "/" + name;
+  auto [entry, created] = holders_.try_emplace(key);
+  Holder& holder = entry->second;
+  if (created) {
+    holder.name = name;
+    holder.owner_id = next_connection_id_++;
+  }
+  nlohmann::json taken_from = nullptr;
+  if (holder.connection != 0 && holder.connection != connection.id) {
+    taken_from = holder.connection;
+    log().warn("holder '{}' of {}: connection {} takes it over from connection {}", name, principal,
+               connection.id, holder.connection);
+  }
+  holder.connection = connection.id;
+  holder.lease_deadline = std::chrono::steady_clock::now() + lease_;
+  connection.holder_key = key;
+  const std::vector<std::string> held = ledger_.held_by(holder.owner_id);
+  if (!held.empty()) {
+    log().info("holder '{}' of {}: connection {} finds {} setting{} in force: {}", name, principal,
+               connection.id, held.size(), held.size() == 1 ? "" : "s", fmt::join(held, "; "));
+  }
+  return {{"name", name}, {"held", held}, {"taken_from", taken_from}};
+}
+
+Server::Holder* Server::holder_of(const Connection& connection) {
+  if (connection.holder_key.empty()) {
+    return nullptr;
+  }
+  const auto found = holders_.find(connection.holder_key);
+  return found != holders_.end() && found->second.connection == connection.id ? &found->second : nullptr;
+}
+
+void Server::expire_holders(SteadyTime now) {
+  for (auto entry = holders_.begin(); entry != holders_.end();) {
+    Holder& holder = entry->second;
+    if (now >= holder.lease_deadline && ledger_.owns_any(holder.owner_id)) {
+      const auto restored = ledger_.release_all(holder.owner_id, RestoreReason::kLeaseExpired);
+      log().warn("holder '{}' ({}): lease of {} s expired; restored {}", holder.name, entry->first,
+                 options_.lease_s, fmt::join(restored, "; "));
+      if (const auto acting = connections_.find(holder.connection); acting != connections_.end()) {
+        acting->second->lease_notice = fmt::format(
+            "the lease of {} s ran out without a request, so the daemon restored holder '{}''s settings "
+            "({}); "
+            "this request was not run: send it again (settings made from now on are owned again)",
+            options_.lease_s, holder.name, fmt::join(restored, "; "));
+      }
+    }
+    if (holder.connection == 0 && !ledger_.owns_any(holder.owner_id)) {
+      entry = holders_.erase(entry);
+      continue;
+    }
+    ++entry;
+  }
 }
 
 std::optional<std::string> Server::over_limit(const PeerCredentials& peer) const {
@@ -667,6 +730,13 @@ void Server::serve_requests() {
 }
 
 bool Server::holds_something(const Connection& connection) const {
+  if (!connection.holder_key.empty()) {
+    const auto found = holders_.find(connection.holder_key);
+    if (found != holders_.end() && found->second.connection == connection.id &&
+        ledger_.owns_any(found->second.owner_id)) {
+      return true;
+    }
+  }
   return !connection.streams.empty() || ledger_.owns_any(connection.id) || has_line(connection);
 }
 
@@ -720,6 +790,18 @@ void Server::begin_close(Connection& connection, RestoreReason reason) {
   connection.close_deadline = std::chrono::steady_clock::now() + kCloseGrace;
   for (const auto& line : ledger_.release_all(connection.id, reason)) {
     log().info("connection {} ({}): restored {}", connection.id, to_string(reason), line);
+  }
+  // A holder's settings stay for the rest of its lease, for the next connection that takes the holder.
+  if (Holder* holder = holder_of(connection)) {
+    holder->connection = 0;
+    const std::vector<std::string> held = ledger_.held_by(holder->owner_id);
+    if (held.empty()) {
+      holders_.erase(connection.holder_key);
+    } else {
+      log().info("connection {} ({}): holder '{}' keeps {} setting{} for up to {} s: {}", connection.id,
+                 to_string(reason), holder->name, held.size(), held.size() == 1 ? "" : "s", options_.lease_s,
+                 fmt::join(held, "; "));
+    }
   }
   if (connection.output.empty()) {
     connection.dead = true;
@@ -880,6 +962,7 @@ void Server::run_timers(SteadyTime now) {
   pass_samples_.clear();
   pass_cpu_samples_.clear();
   pass_time_ms_.reset();
+  expire_holders(now);
   for (auto& [id, connection] : connections_) {
     if (connection->refused || connection->draining) {
       connection->dead = connection->dead || now >= connection->close_deadline;
@@ -984,6 +1067,11 @@ std::optional<SteadyTime> Server::next_timer() const {
   }
   if (job_energy_) {
     consider(next_job_energy_update_);
+  }
+  for (const auto& [key, holder] : holders_) {
+    if (ledger_.owns_any(holder.owner_id)) {
+      consider(holder.lease_deadline);
+    }
   }
   for (const auto& [id, connection] : connections_) {
     if (connection->closing || connection->refused || connection->draining) {

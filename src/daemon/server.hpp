@@ -72,6 +72,18 @@ class Server {
     bool energy_read = false;
   };
 
+  // Settings owned by a named holder (hello's `holder`): they outlive the connection that made them, for
+  // one lease after its last request, so that the process that takes the name over (the cluster autopilot's
+  // next leader, a restarted agent) finds them in force rather than the originals (docs/daemon.md,
+  // "Holders"). Keyed by the principal (a user's uid, a network client's name) and the name, so that nobody
+  // else can take them.
+  struct Holder {
+    std::string name;             // as the client gave it
+    SteadyTime lease_deadline{};  // its settings are restored then, unless its connection renews it
+    uint64_t owner_id = 0;        // the ledger's owner of its settings: an id no connection has
+    uint64_t connection = 0;      // the connection acting for it; 0: none (its settings wait for one)
+  };
+
   // Fields ordered by size (the analyzer's padding check).
   struct Connection {
     uint64_t id = 0;
@@ -86,6 +98,7 @@ class Server {
     SteadyTime close_deadline{};
     size_t refusals_in_a_row = 0;             // permission-denied answers since its last other answer
     std::optional<std::string> lease_notice;  // told on the next request
+    std::string holder_key;                   // the holder it acts for (holders_), empty: none
     std::vector<Stream> streams;
     std::unique_ptr<http::TlsStream> tls;  // a network connection over TLS
     std::string address;                   // a network peer's "HOST:PORT"; empty: a Unix-socket peer
@@ -208,6 +221,14 @@ class Server {
   /// audited), or nullopt.
   std::optional<std::string> authenticate_by_token(Connection& connection, const std::string& token);
   Owner owner_of(const Connection& connection) const;
+  /// Makes `connection` act for its principal's holder `name` (created if new), taking it over from the
+  /// connection that acted for it, if any. @return hello's `holder` member: {name, held, taken_from}.
+  nlohmann::json take_holder(Connection& connection, const std::string& name);
+  /// The holder `connection` acts for, if it still does (another connection may have taken it over).
+  Holder* holder_of(const Connection& connection);
+  /// Restores the settings of holders whose lease ran out, and forgets holders without a connection nor
+  /// settings.
+  void expire_holders(SteadyTime now);
 
   std::vector<device::Gpu*> gpus_;
   Clock& clock_;
@@ -221,6 +242,7 @@ class Server {
   std::chrono::nanoseconds hello_timeout_;
   uint32_t daemon_uid_;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;
+  std::map<std::string, Holder> holders_;     // by principal and name (Connection::holder_key)
   size_t served_ = 0;                         // connections not refused
   std::map<uint64_t, size_t> per_user_;       // served connections of each unprivileged principal
   size_t lingering_refusals_ = 0;             // refused connections still open

@@ -156,8 +156,11 @@ json Server::rights_json(const Connection& connection) const {
 }
 
 std::string Server::handle_line(Connection& connection, std::string_view line) {
-  // Any request, even a bad one, shows the client is alive: it renews the lease.
+  // Any request, even a bad one, shows the client is alive: it renews the lease (its holder's too).
   connection.lease_deadline = std::chrono::steady_clock::now() + lease_;
+  if (Holder* holder = holder_of(connection)) {
+    holder->lease_deadline = connection.lease_deadline;
+  }
   std::optional<uint64_t> id;
   proto::Response response;
   try {
@@ -211,6 +214,10 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     }
     connection.greeted = true;
     connection.client_name = request.client;
+    json holder = nullptr;
+    if (!request.holder.empty()) {
+      holder = take_holder(connection, request.holder);
+    }
     log().info("connection {}: hello from {} ({})", connection.id,
                request.client.empty() ? std::string("a client") : request.client, peer_text(connection));
     response.result = {{"protocol", proto::kVersion},
@@ -223,6 +230,9 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
                        {"reason", connection.grant.reason},
                        {"gpus", gpus_.size()},
                        {"cpus", options_.cpus.size()}};
+    if (!holder.is_null()) {
+      response.result["holder"] = std::move(holder);
+    }
     return response;
   }
   if (!connection.greeted) {
@@ -232,6 +242,19 @@ proto::Response Server::handle(Connection& connection, const proto::Request& req
     return response;
   }
   const Right needed = proto::required_right(request.op);
+  if (needed == Right::kControl && !connection.holder_key.empty() && holder_of(connection) == nullptr) {
+    // Another connection took the holder over: this one's settings would no longer be the holder's, and two
+    // processes acting for one holder (a deposed leader and the new one) must not both set.
+    const auto found = holders_.find(connection.holder_key);
+    response.error =
+        Error(ErrorCode::kState,
+              found != holders_.end() && found->second.connection != 0
+                  ? fmt::format("this connection no longer acts for holder '{}': connection {} took it over; "
+                                "it may not change settings",
+                                found->second.name, found->second.connection)
+                  : fmt::format("this connection no longer acts for its holder; it may not change settings"));
+    return response;
+  }
   if (connection.grant.right < needed) {
     const std::string message =
         connection.remote

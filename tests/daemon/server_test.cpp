@@ -169,9 +169,10 @@ class DaemonServer : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
-  std::shared_ptr<device::DaemonClient> connect(bool renew = true) {
+  std::shared_ptr<device::DaemonClient> connect(bool renew = true, std::string holder = {}) {
     device::DaemonClientOptions options;
     options.renew_lease = renew;
+    options.holder = std::move(holder);
     options.client_name = "server_test";
     auto client = device::DaemonClient::connect(socket_path, options);
     if (!client) {
@@ -511,6 +512,103 @@ TEST_F(DaemonServer, AnExpiredLeaseRestoresAndTheNextRequestSaysSo) {
       "run: send it again (settings made from now on are owned again)");
   EXPECT_EQ((*client->call({.op = proto::Op::kPowerLimit, .gpu = 0}))["power_limit_mw"], 250'000);
   EXPECT_NE(audit_text().find("reason=lease-expired"), std::string::npos);
+}
+
+// Holders: a service that fails over to another process (the cluster autopilot's next leader) must find
+// its settings in force, not the originals, or the cap it set would lapse while the new leader starts.
+TEST_F(DaemonServer, AHoldersSettingsOutliveItsConnectionForOneLeaseAndTheNextTakesThemOver) {
+  daemon::DaemonOptions options;
+  options.lease_s = 0.5;
+  start(options);
+  {
+    auto leader = connect(/*renew=*/true, "autopilot");
+    EXPECT_EQ(leader->hello()["holder"]["held"], json::array());
+    ASSERT_TRUE(leader->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+    ASSERT_TRUE(leader->call({.op = proto::Op::kLockSmClocks, .gpu = 1, .min_mhz = 900, .max_mhz = 1200}));
+  }
+  // The leader is gone (its process died): nothing is restored while the lease runs.
+  std::this_thread::sleep_for(150ms);
+  EXPECT_EQ(limit(0), 150'000u);
+  EXPECT_EQ(audit_text().find("action=restore"), std::string::npos) << audit_text();
+  {
+    auto next = connect(/*renew=*/true, "autopilot");
+    const json holder = next->hello()["holder"];
+    EXPECT_EQ(holder["name"], "autopilot");
+    EXPECT_EQ(holder["held"],
+              (json{"GPU 0 (Tesla V100-PCIE-32GB (simulated)) power limit 150 W (in force)",
+                    "GPU 1 (Tesla V100-PCIE-32GB (simulated)) SM clocks 900-1200 MHz (in force)"}));
+    EXPECT_TRUE(holder["taken_from"].is_null());
+    // Its settings are the holder's: a new limit replaces the old one, and renewal keeps them.
+    ASSERT_TRUE(next->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 175'000}));
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(limit(0), 175'000u);
+  }
+  // No process takes the holder over within a lease: the originals come back, once.
+  EXPECT_TRUE(wait_for_limit(0, 250'000, 3s));
+  EXPECT_TRUE(wait_until([this] {
+    return audit_text().find("action=restore gpu=1 setting=sm_clocks_mhz old=900-1200 new=unlocked") !=
+           std::string::npos;
+  })) << audit_text();
+  const std::string audit = audit_text();
+  EXPECT_NE(audit.find("action=restore gpu=0 setting=power_limit_mw old=175000 new=250000"),
+            std::string::npos)
+      << audit;
+  EXPECT_NE(audit.find("reason=lease-expired"), std::string::npos);
+  EXPECT_EQ(audit.find("reason=disconnected"), std::string::npos) << audit;
+}
+
+TEST_F(DaemonServer, ATakenOverHolderFencesItsOldConnectionAndNoOtherUserCanTakeIt) {
+  daemon::DaemonOptions options;
+  options.access.others = daemon::Right::kControl;
+  start(options);
+  auto first = connect(/*renew=*/true, "autopilot");
+  ASSERT_TRUE(first->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 150'000}));
+  // Another user naming the same holder gets a holder of its own: nothing of root's.
+  std::unique_ptr<RawClient> other;
+  as_user(kNobody, [&] { other = std::make_unique<RawClient>(socket_path); });
+  const auto others =
+      other->request(R"({"id":1,"op":"hello","protocol":1,"client":"raw","holder":"autopilot"})");
+  ASSERT_TRUE(others["ok"].get<bool>()) << others.dump();
+  EXPECT_EQ(others["result"]["holder"]["held"], json::array());
+  // The same user's second process takes it over while the first is still connected (a deposed leader
+  // that has not noticed): the first may no longer change settings.
+  auto second = connect(/*renew=*/true, "autopilot");
+  const uint64_t first_id = second->hello()["holder"]["taken_from"].get<uint64_t>();
+  EXPECT_GT(first_id, 0u);
+  const auto fenced = first->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 100'000});
+  ASSERT_FALSE(fenced);
+  EXPECT_EQ(fenced.error().code(), ErrorCode::kState);
+  const std::string fence = fenced.error().message();
+  EXPECT_EQ(
+      fence.rfind("joule daemon: this connection no longer acts for holder 'autopilot': connection ", 0), 0u)
+      << fence;
+  EXPECT_NE(fence.find(" took it over; it may not change settings"), std::string::npos) << fence;
+  EXPECT_TRUE(first->call({.op = proto::Op::kPowerLimit, .gpu = 0}));  // reading is still allowed
+  EXPECT_EQ(limit(0), 150'000u);
+  // The first closing restores nothing: the holder is the second's now.
+  first.reset();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(limit(0), 150'000u);
+  ASSERT_TRUE(second->call({.op = proto::Op::kResetPowerLimit, .gpu = 0}));
+  EXPECT_EQ(limit(0), 250'000u);
+}
+
+TEST_F(DaemonServer, AHolderNameIsCheckedAtHello) {
+  start();
+  RawClient client(socket_path);
+  const auto refused = client.request(R"({"id":1,"op":"hello","protocol":1,"holder":"auto pilot"})");
+  EXPECT_EQ(code_of(refused), "invalid-argument");
+  EXPECT_EQ(
+      message_of(refused),
+      R"(hello: field 'holder' must be a name of 1 to 64 letters, digits, '.', '_' or '-' (got "auto pilot"))");
+  device::DaemonClientOptions options;
+  options.holder = std::string(65, 'a');
+  const auto too_long = device::DaemonClient::connect(socket_path, options);
+  ASSERT_FALSE(too_long);
+  EXPECT_EQ(
+      too_long.error().message(),
+      fmt::format("daemon client: holder '{}' is not a name of 1 to 64 letters, digits, '.', '_' or '-'",
+                  std::string(65, 'a')));
 }
 
 TEST_F(DaemonServer, BackgroundRenewalKeepsTheSettings) {

@@ -117,6 +117,9 @@ class SettingsLedger {
   /// @return one line per setting restored or failed; nothing if there is no file or it is not trusted.
   std::vector<std::string> recover();
 
+  /// @return one line per setting `connection` owns, in force or stacked below another owner's, e.g. "GPU 0
+  /// power limit 150 W (in force)"; empty if none.
+  std::vector<std::string> held_by(uint64_t connection) const;
   /// @return true if `connection` owns any setting.
   bool owns_any(uint64_t connection) const;
   /// @return the clock lock the daemon keeps in force on `gpu`, if any.

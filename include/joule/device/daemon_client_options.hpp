@@ -25,6 +25,11 @@ struct DaemonClientOptions {
   /// even when it sends no request for a while. Without it the caller must send a request (any) before
   /// the lease runs out, or the daemon restores this connection's settings.
   bool renew_lease = true;
+  /// The holder this client acts for (hello's `holder`; daemon_protocol::valid_holder_name()); empty:
+  /// none, and the daemon restores this connection's settings as soon as it closes. With a holder they
+  /// stay for one lease after the connection closes, and the next client of the same user that names the
+  /// holder takes them over: a service that fails over to another process keeps its settings in force.
+  std::string holder;
   /// Stream events kept while nobody reads them, per kind (power, CPU energy); beyond this the oldest go,
   /// counted in the next event of their stream and device (PowerEvent::dropped).
   size_t max_queued_events = 4096;

@@ -48,7 +48,8 @@ inline constexpr uint32_t kDefaultStreamPeriodMs = 1'000;
 
 /// A request's operation (the `op` field).
 enum class Op {
-  kHello,         ///< handshake: {protocol, client?} → {protocol, server, lease_s, peer, rights}
+  /// handshake: {protocol, client?, token?, holder?} → {protocol, server, lease_s, peer, rights, holder?}
+  kHello,
   kWhoAmI,        ///< → {uid, gid, pid, user, rights, reason}
   kListDevices,   ///< → {gpus: [{index, physical_index, backend, name, uuid, has_energy_counter}]}
   kEnergy,        ///< {gpu} → {gpu, energy_mj}
@@ -95,6 +96,11 @@ enum class Right {
 
 /// @return "none", "read" or "control".
 std::string_view to_string(Right right);
+/// The longest holder name, characters.
+inline constexpr size_t kMaxHolderNameChars = 64;
+/// @return whether `name` may name a holder: 1 to kMaxHolderNameChars letters, digits, '.', '_' or '-'.
+bool valid_holder_name(std::string_view name);
+
 /// @return the right `op` needs (kNone for hello, whoami, renew_lease and time).
 Right required_right(Op op);
 
@@ -107,6 +113,10 @@ struct Request {
   /// hello over the network listener: the bearer token (docs/fleet.md); never logged or echoed. Empty: none
   /// (a Unix-socket peer is judged by its credentials, a network peer may present a client certificate).
   std::string token{};
+  /// hello: the name of the holder this connection acts for (valid_holder_name()); empty: none. Settings
+  /// made for a holder outlive the connection for one lease, and a later connection of the same user (or
+  /// network client) that names the holder takes them over (docs/daemon.md, "Holders").
+  std::string holder{};
   int gpu = -1;                                 ///< device operations: the daemon's GPU index
   int cpu = -1;                                 ///< cpu_energy: the package index (list_cpus' index)
   std::optional<std::vector<int>> gpus{};       ///< stream_power: GPU indices (nullopt: all)

@@ -298,6 +298,12 @@ Result<std::shared_ptr<DaemonClient>> DaemonClient::connect(const std::string& s
   hello.protocol = proto::kVersion;
   hello.client = client->options_.client_name;
   hello.token = std::move(token);
+  if (!client->options_.holder.empty() && !proto::valid_holder_name(client->options_.holder)) {
+    return fail(ErrorCode::kInvalidArgument,
+                "daemon client: holder '{}' is not a name of 1 to {} letters, digits, '.', '_' or '-'",
+                client->options_.holder, proto::kMaxHolderNameChars);
+  }
+  hello.holder = client->options_.holder;
   auto response = client->send(hello);
   if (!response) {
     return tl::make_unexpected(response.error());

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU packages served by `joule daemon`: the RAPL counters only root may read since Linux 5.10, read by the
 // daemon for its peers (list_cpus, cpu_energy).
+#include "joule/device/daemon_cpu.hpp"
+
 #include <limits>
 
 #include <fmt/format.h>
 
-#include "joule/device/daemon_cpu.hpp"
 #include "joule/device/daemon_client.hpp"
 
 namespace joule::device {

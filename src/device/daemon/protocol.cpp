@@ -71,7 +71,8 @@ enum class Kind {
   kFlag,
   kCpuList,
   kToken,
-  kJob
+  kJob,
+  kHolder
 };
 
 struct Field {
@@ -85,7 +86,8 @@ std::vector<Field> fields_of(Op op) {
     case Op::kHello:
       return {{"protocol", Kind::kProtocol, true},
               {"client", Kind::kClient, false},
-              {"token", Kind::kToken, false}};
+              {"token", Kind::kToken, false},
+              {"holder", Kind::kHolder, false}};
     case Op::kWhoAmI:
     case Op::kListDevices:
     case Op::kRenewLease:
@@ -135,6 +137,8 @@ std::string_view what_kind(Kind kind) {
       return "a string naming the client";
     case Kind::kToken:
       return "the bearer token, a string";
+    case Kind::kHolder:
+      return "a holder name, 1 to 64 letters, digits, '.', '_' or '-'";
     case Kind::kGpu:
       return "a GPU index, an integer >= 0";
     case Kind::kGpuList:
@@ -241,6 +245,14 @@ Result<void> read_field(const Field& field, const json& value, Request& request)
                         : std::string());
       }
       request.token = value.get<std::string>();
+      return {};
+    case Kind::kHolder:
+      if (!value.is_string() || !valid_holder_name(value.get_ref<const std::string&>())) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "{}field 'holder' must be a name of 1 to {} letters, digits, '.', '_' or '-' (got {})",
+                    context, kMaxHolderNameChars, describe(value));
+      }
+      request.holder = value.get<std::string>();
       return {};
     case Kind::kJob:
       return read_job(value, context, request);
@@ -459,6 +471,14 @@ std::string_view to_string(Right right) {
   return "none";
 }
 
+bool valid_holder_name(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxHolderNameChars &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                  c == '_' || c == '-';
+         });
+}
+
 Right required_right(Op op) {
   switch (op) {
     case Op::kHello:
@@ -526,6 +546,11 @@ std::string format_request(const Request& request) {
       case Kind::kClient:
         if (!request.client.empty()) {
           line["client"] = request.client;
+        }
+        break;
+      case Kind::kHolder:
+        if (!request.holder.empty()) {
+          line["holder"] = request.holder;
         }
         break;
       case Kind::kToken:
