@@ -117,6 +117,9 @@ std::vector<cluster::NodeAddress> cluster_nodes(const ServeFlags& flags) {
   return nodes;
 }
 
+// The holder the autopilot's replicas name to the node daemons (docs/daemon.md "Holders").
+constexpr std::string_view kClusterHolder = "joule-cluster-autopilot";
+
 // This host's name, for the replica's lease holder id ("localhost" if it has none).
 std::string host_name() {
   std::array<char, 256> name{};
@@ -152,7 +155,11 @@ std::shared_ptr<cluster::ClusterService> open_cluster_service(
     metrics->observe_cluster_leader(leadership);
   };
   if (!nodes.empty()) {
-    cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes));
+    // Every replica acts for one holder on the daemons: the limits a killed leader set stay in force for the
+    // daemon's lease, and the next leader's connection takes them over (docs/cluster.md "Lease lengths").
+    device::DaemonClientOptions daemon_options;
+    daemon_options.holder = std::string(kClusterHolder);
+    cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes, daemon_options));
   }
   auto opened_cluster = cluster::ClusterService::open(database, std::move(cluster_options));
   if (!opened_cluster) {

@@ -8,7 +8,8 @@
 // ${CMAKE_BINARY_DIR}/postgres/url) or JOULE_TEST_POSTGRES_URL; without it the test skips.
 // And live on simulated nodes (issue 28, item 5): 4 `joule --sim 2xv100 daemon`s, 3 training jobs and an
 // inference service; a cap change reaches every node's GPUs within 2 s; a job's end hands its watts to the
-// others and its GPUs go back to their own limit.
+// others and its GPUs go back to their own limit; the leader's -9 hands over to a second replica with every
+// GPU's limit held throughout (the daemons keep the settings of the autopilot's holder for their lease).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -383,7 +384,54 @@ TEST(ClusterLive, FourSimulatedNodesFollowACapChangeWithinTwoSecondsAndAJobsEndH
       "[ live ] 4 nodes × 2 GPUs: cap changes on every GPU after {:.3f}, {:.3f}, {:.3f} s; a "
       "job's end handed on after {:.3f} s\n",
       cap_changes_s[0], cap_changes_s[1], cap_changes_s[2], handed_s);
-  serve.stop(SIGTERM);
+
+  // A second replica follows; the leader is killed with -9. The daemons keep the limits it set (they were
+  // set for the autopilot's holder, and outlive the connection for the daemons' lease) until the new leader
+  // takes them over and enforces its own: every read, throughout, finds the decided limits, within the cap.
+  ServeProcess follower(
+      "sqlite:" + dir.path() + "/cluster.db", 0,
+      {"--cluster-power-cap-w", "1800", "--cluster-nodes", nodes, "--cluster-control-period-s", "1"});
+  httplib::Client follower_http("127.0.0.1", follower.port());
+  follower_http.set_read_timeout(std::chrono::seconds(30));
+  const auto held = decided_limits(decision);
+  const auto killed_at = std::chrono::steady_clock::now();
+  serve.stop(SIGKILL);
+  std::optional<double> led_s;
+  int reads = 0;
+  while (Seconds(std::chrono::steady_clock::now() - killed_at).count() < 20) {
+    const auto seen = read_limits(clients);
+    ++reads;
+    double sum_w = 0;
+    for (const auto& [gpu, limit_w] : held) {
+      ASSERT_TRUE(seen.contains(gpu));
+      EXPECT_NEAR(seen.at(gpu), limit_w, 1)
+          << gpu.first << ":" << gpu.second << " after "
+          << Seconds(std::chrono::steady_clock::now() - killed_at).count() << " s";
+      sum_w += seen.at(gpu);
+    }
+    EXPECT_LE(sum_w, 1200 + 1);
+    auto leader = follower_http.Get("/cluster/leader");
+    if (leader && leader->status == 200 && json::parse(leader->body)["leading"] == true) {
+      led_s = Seconds(std::chrono::steady_clock::now() - killed_at).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(led_s) << "the follower did not lead within 20 s";
+  EXPECT_LE(*led_s, 10);
+  // The new leader enforces: a cap change reaches every GPU through its connections.
+  const auto cap_started = std::chrono::steady_clock::now();
+  auto moved = follower_http.Put("/cluster/cap", R"({"cap_w": 1500})", "application/json");
+  ASSERT_TRUE(moved);
+  ASSERT_EQ(moved->status, 200) << moved->body;
+  ASSERT_TRUE(until_enforced(clients, json::parse(moved->body), 10)) << moved->body;
+  const double new_cap_s = Seconds(std::chrono::steady_clock::now() - cap_started).count();
+  EXPECT_LE(new_cap_s, 2);
+  std::cout << fmt::format(
+      "[ live ] leader killed: the follower led after {:.2f} s, the limits held on every GPU "
+      "meanwhile ({} reads); its cap change on every GPU after {:.3f} s\n",
+      *led_s, reads, new_cap_s);
+  follower.stop(SIGTERM);
   for (auto& daemon : daemons) {
     daemon->signal(SIGTERM);
     daemon->wait();

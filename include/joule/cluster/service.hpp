@@ -16,6 +16,10 @@
 // the same database (a restart) loads them and continues the version; a change made by another process on
 // the database is picked up (everything re-read) at this service's next change.
 //
+// Replicas (ClusterServiceOptions::lease): several services on one database, one of which leads by a lease
+// in the store (LeaseOptions); the others follow, reading the state and the leader's latest decision
+// ("cluster_decision" document) and refusing changes (docs/cluster.md, "High availability").
+//
 // Times are seconds since the Unix epoch on the service's clock (ClusterServiceOptions::clock), so that
 // deadlines and forecasts survive a restart.
 //
