@@ -273,6 +273,23 @@ TEST_F(ClusterLeaseTest, OnOneProcessAMemoryStoreLeads) {
   EXPECT_TRUE((*service)->add_job(training("pretrain", {{"n1", 0}})));
 }
 
+TEST_F(ClusterLeaseTest, AnUnreadableLeaseDocumentIsNamed) {
+  Replica a = open("a");
+  auto store = open_store();
+  ASSERT_TRUE(store->run([](store::Transaction& transaction) {
+    return transaction.update("cluster_leader", "leader", R"({"holder": 7})");
+  }));
+  auto round = a.service->lease_round();
+  ASSERT_FALSE(round);
+  EXPECT_EQ(round.error().code(), ErrorCode::kParse);
+  EXPECT_EQ(
+      round.error().message(),
+      "cluster lease: stored cluster lease (cluster_leader/leader): expected {holder, address, epoch}, got "
+      "{\"holder\": 7}");
+  // Its writes are refused too: the lease they check cannot be read.
+  EXPECT_FALSE(a.service->add_job(training("pretrain", {{"n1", 0}})));
+}
+
 TEST(ClusterLeaseOptions, BadOptionsAreRefused) {
   auto store = std::shared_ptr<store::Store>(store::memory_store());
   auto with = [&](LeaseOptions lease) {
