@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // `joule serve`: the optimizer service over HTTP (Zeus's batch-size optimizer API and the pipeline planner),
 // on SQLite or PostgreSQL, until SIGINT/SIGTERM; Prometheus metrics at GET /metrics.
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <iostream>
 #include <optional>
+#include <random>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "joule/cluster/service.hpp"
 #include "joule/core/log.hpp"
@@ -56,6 +60,10 @@ struct ServeFlags {
   std::optional<double> cluster_node_timeout_s;
   std::optional<double> cluster_control_period_s;
   bool cluster_degrade_slos = false;
+  // High availability (docs/cluster.md): where followers send clients, and the lease's length.
+  std::string cluster_advertise;
+  std::optional<double> cluster_lease_s;
+  double lease_s() const { return cluster_lease_s.value_or(5); }
   double node_timeout_s() const {
     return cluster_node_timeout_s.value_or(cluster::ControllerOptions().node_timeout_s);
   }
@@ -66,11 +74,13 @@ struct ServeFlags {
 // decisions are not enforced). @throws joule::Exception (kInvalidArgument) naming the flag.
 std::vector<cluster::NodeAddress> cluster_nodes(const ServeFlags& flags) {
   if (!flags.cluster_power_cap_w) {
-    const char* given = !flags.cluster_nodes.empty()     ? "--cluster-nodes"
-                        : flags.cluster_node_timeout_s   ? "--cluster-node-timeout-s"
-                        : flags.cluster_control_period_s ? "--cluster-control-period-s"
-                        : flags.cluster_degrade_slos     ? "--cluster-degrade-slos"
-                                                         : nullptr;
+    const char* given = !flags.cluster_nodes.empty()       ? "--cluster-nodes"
+                        : flags.cluster_node_timeout_s     ? "--cluster-node-timeout-s"
+                        : flags.cluster_control_period_s   ? "--cluster-control-period-s"
+                        : flags.cluster_degrade_slos       ? "--cluster-degrade-slos"
+                        : !flags.cluster_advertise.empty() ? "--cluster-advertise"
+                        : flags.cluster_lease_s            ? "--cluster-lease-s"
+                                                           : nullptr;
     if (given != nullptr) {
       throw Exception(
           ErrorCode::kInvalidArgument,
@@ -86,6 +96,14 @@ std::vector<cluster::NodeAddress> cluster_nodes(const ServeFlags& flags) {
                     "{:g}: each period's enforcement round is how nodes are heard from",
                     flags.control_period_s(), flags.node_timeout_s()));
   }
+  if (!flags.cluster_advertise.empty() && !flags.cluster_advertise.starts_with("http://") &&
+      !flags.cluster_advertise.starts_with("https://")) {
+    throw Exception(
+        ErrorCode::kInvalidArgument,
+        fmt::format("serve: --cluster-advertise '{}' must be a URL (http://HOST:PORT) that clients "
+                    "of the other replicas can reach",
+                    flags.cluster_advertise));
+  }
   std::vector<cluster::NodeAddress> nodes;
   if (!flags.cluster_nodes.empty()) {
     auto parsed = fleet::parse_nodes(flags.cluster_nodes);
@@ -97,6 +115,18 @@ std::vector<cluster::NodeAddress> cluster_nodes(const ServeFlags& flags) {
     }
   }
   return nodes;
+}
+
+// The holder the autopilot's replicas name to the node daemons (docs/daemon.md "Holders").
+constexpr std::string_view kClusterHolder = "joule-cluster-autopilot";
+
+// This host's name, for the replica's lease holder id ("localhost" if it has none).
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0 || name[0] == '\0') {
+    return "localhost";
+  }
+  return name.data();
 }
 
 // --cluster-power-cap-w: the cluster autopilot over the service's store, enforcing through the node daemons
@@ -113,8 +143,23 @@ std::shared_ptr<cluster::ClusterService> open_cluster_service(
                                         const cluster::ReplanStats& stats) {
     metrics->observe_cluster(decision, stats);
   };
+  // Always a lease, on every store: replicas on one database elect one leader (docs/cluster.md "High
+  // availability"). Renewed every second (or a quarter lease, if shorter).
+  cluster_options.lease = cluster::LeaseOptions{
+      .holder = fmt::format("{}:{}:{:04x}", host_name(), ::getpid(), std::random_device()() & 0xffff),
+      .address = flags.cluster_advertise,
+      .lease_s = flags.lease_s(),
+      .renew_period_s = std::min(1.0, flags.lease_s() / 4),
+      .release_on_close = true};
+  cluster_options.on_leadership = [metrics](const cluster::Leadership& leadership) {
+    metrics->observe_cluster_leader(leadership);
+  };
   if (!nodes.empty()) {
-    cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes));
+    // Every replica acts for one holder on the daemons: the limits a killed leader set stay in force for the
+    // daemon's lease, and the next leader's connection takes them over (docs/cluster.md "Lease lengths").
+    device::DaemonClientOptions daemon_options;
+    daemon_options.holder = std::string(kClusterHolder);
+    cluster_options.enforcer = value_or_throw(cluster::DaemonEnforcer::create(nodes, daemon_options));
   }
   auto opened_cluster = cluster::ClusterService::open(database, std::move(cluster_options));
   if (!opened_cluster) {
@@ -205,6 +250,11 @@ int run_serve(const ServeFlags& flags) {
   options.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(flags.shutdown_grace_s * 1000));
   server::HttpServer http(service, options);
   value_or_throw(http.start());
+  if (service_options.cluster && flags.cluster_advertise.empty()) {
+    // Followers name this address to clients; only now is the port known (--listen HOST:0).
+    service_options.cluster->advertise(fmt::format(
+        "http://{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, http.port()));
+  }
   // Tests and scripts read the port from this line (with --listen HOST:0 it is the one chosen).
   std::cout << fmt::format("joule serve: listening on http://{}:{} (store {}, {} threads)\n",
                            host.find(':') != std::string::npos ? "[" + host + "]" : host, http.port(),
@@ -375,6 +425,20 @@ void add_cluster_options(CLI::App& command, ServeFlags& flags) {
           fmt::format("How often the autopilot re-plans and enforces on its own (time passes: silent nodes, "
                       "forecast slots) (default {:g})",
                       flags.control_period_s()))
+      ->check(number(NumberRule::positive()))
+      ->option_text("S");
+  command
+      .add_option("--cluster-advertise", flags.cluster_advertise,
+                  "This replica's URL as clients of the other replicas on the database reach it (followers "
+                  "name the leader's in their 503s) (default http://LISTEN-ADDRESS)")
+      ->option_text("URL");
+  command
+      .add_option(
+          "--cluster-lease-s", flags.cluster_lease_s,
+          fmt::format(
+              "Leadership among replicas on one database: a leader silent this long is replaced "
+              "(failover within it + 1 s); keep it well below the node daemons' --lease-s (default {:g})",
+              flags.lease_s()))
       ->check(number(NumberRule::positive()))
       ->option_text("S");
   command.add_flag(

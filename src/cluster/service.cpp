@@ -25,6 +25,15 @@ using nlohmann::json;
 constexpr std::string_view kJobDocumentKind = "cluster_job";
 constexpr std::string_view kStateDocumentKind = "cluster_state";
 constexpr std::string_view kStateKey = "state";
+// The latest decision, written by the leader with each re-plan, read by the followers.
+constexpr std::string_view kDecisionDocumentKind = "cluster_decision";
+constexpr std::string_view kDecisionKey = "latest";
+// The lease among replicas (LeaseOptions).
+constexpr std::string_view kLeaderDocumentKind = "cluster_leader";
+constexpr std::string_view kLeaderKey = "leader";
+// The holder counts its lease valid for this share of it after the start of its last renewal: a margin
+// for the clocks' rates and the time the renewal's commit takes to be seen.
+constexpr double kLeaseSafety = 0.9;
 // DaemonEnforcer's default request and connect timeout (see DaemonEnforcer::create()).
 constexpr Nanos kDaemonTimeout = std::chrono::seconds(2);
 
@@ -213,6 +222,149 @@ StoredState parse_state(const json& body) {
   return state;
 }
 
+// The lease document (LeaseOptions).
+struct StoredLease {
+  std::string holder;
+  std::string address;
+  uint64_t epoch = 0;
+  bool released = false;
+};
+
+json lease_json(const StoredLease& lease, double lease_s) {
+  return {{"holder", lease.holder},
+          {"address", lease.address},
+          {"epoch", lease.epoch},
+          {"lease_s", lease_s},
+          {"released", lease.released}};
+}
+
+Result<StoredLease> parse_lease(const std::string& text) {
+  try {
+    const json body = json::parse(text);
+    if (!body.is_object() || !body.contains("holder") || !body["holder"].is_string() ||
+        !body.contains("address") || !body["address"].is_string() || !body.contains("epoch") ||
+        !body["epoch"].is_number_unsigned()) {
+      return fail(ErrorCode::kParse,
+                  "stored cluster lease ({}/{}): expected {{holder, address, epoch}}, got {}",
+                  kLeaderDocumentKind, kLeaderKey, text);
+    }
+    return StoredLease{.holder = body["holder"].get<std::string>(),
+                       .address = body["address"].get<std::string>(),
+                       .epoch = body["epoch"].get<uint64_t>(),
+                       .released = body.value("released", false)};
+  } catch (const json::exception& error) {
+    return fail(ErrorCode::kParse, "stored cluster lease ({}/{}): {}", kLeaderDocumentKind, kLeaderKey,
+                error.what());
+  }
+}
+
+const json& field_at(const json& body, const char* key, std::string_view where) {
+  if (!body.is_object() || !body.contains(key)) {
+    field_error(fmt::format("{}{}", where, key), "missing");
+  }
+  return body[key];
+}
+
+std::vector<std::string> strings_at(const json& value, std::string_view where) {
+  if (!value.is_array()) {
+    field_error(where, "expected a list of strings");
+  }
+  std::vector<std::string> strings;
+  for (const json& item : value) {
+    if (!item.is_string()) {
+      field_error(where, "expected a list of strings");
+    }
+    strings.push_back(item.get<std::string>());
+  }
+  return strings;
+}
+
+bool bool_at(const json& value, std::string_view where) {
+  if (!value.is_boolean()) {
+    field_error(where, "expected true or false");
+  }
+  return value.get<bool>();
+}
+
+std::string string_at(const json& value, std::string_view where) {
+  if (!value.is_string()) {
+    field_error(where, "expected a string");
+  }
+  return value.get<std::string>();
+}
+
+JobKind kind_at(const json& value, std::string_view where) {
+  const std::string kind = string_at(value, where);
+  if (kind == to_string(JobKind::kInference)) {
+    return JobKind::kInference;
+  }
+  if (kind == to_string(JobKind::kTraining)) {
+    return JobKind::kTraining;
+  }
+  field_error(where, fmt::format("expected \"training\" or \"inference\", got \"{}\"", kind));
+}
+
+ClusterDecision parse_decision(const json& body) {
+  ClusterDecision decision;
+  const json& version = field_at(body, "version", "");
+  if (!version.is_number_unsigned()) {
+    field_error("version", "expected an integer ≥ 0");
+  }
+  decision.version = version.get<uint64_t>();
+  decision.now_s = number_at(field_at(body, "now_s", ""), "now_s");
+  decision.cap_w = number_at(field_at(body, "cap_w", ""), "cap_w");
+  decision.allocated_w = number_at(field_at(body, "allocated_w", ""), "allocated_w");
+  decision.reserved_w = number_at(field_at(body, "reserved_w", ""), "reserved_w");
+  decision.paused_w = number_at(field_at(body, "paused_w", ""), "paused_w");
+  if (body.contains("degraded") && !body["degraded"].is_null()) {
+    decision.degraded = string_at(body["degraded"], "degraded");
+  }
+  decision.allocation.cap_w = decision.cap_w;
+  decision.allocation.allocated_w = decision.allocated_w;
+  decision.allocation.weighted_loss = number_at(field_at(body, "weighted_loss", ""), "weighted_loss");
+  decision.allocation.exact = bool_at(field_at(body, "exact", ""), "exact");
+  decision.allocation.degraded = decision.degraded;
+  decision.silent_nodes = strings_at(field_at(body, "silent_nodes", ""), "silent_nodes");
+  decision.deferred_running = strings_at(field_at(body, "deferred_running", ""), "deferred_running");
+  decision.deferred_waiting = strings_at(field_at(body, "deferred_waiting", ""), "deferred_waiting");
+  decision.at_risk = strings_at(field_at(body, "at_risk", ""), "at_risk");
+  const json& jobs = field_at(body, "jobs", "");
+  if (!jobs.is_array()) {
+    field_error("jobs", "expected a list");
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string where = fmt::format("jobs[{}].", i);
+    const json& job = jobs[i];
+    decision.jobs.push_back(
+        {.id = string_at(field_at(job, "id", where), where + "id"),
+         .kind = kind_at(field_at(job, "kind", where), where + "kind"),
+         .power_limit_w = number_at(field_at(job, "power_limit_w", where), where + "power_limit_w"),
+         .throughput_loss = number_at(field_at(job, "throughput_loss", where), where + "throughput_loss"),
+         .paused = bool_at(field_at(job, "paused", where), where + "paused"),
+         .at_risk = bool_at(field_at(job, "at_risk", where), where + "at_risk"),
+         .reason = string_at(field_at(job, "reason", where), where + "reason")});
+  }
+  const json& gpus = field_at(body, "gpus", "");
+  if (!gpus.is_array()) {
+    field_error("gpus", "expected a list");
+  }
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const std::string where = fmt::format("gpus[{}].", i);
+    const json& gpu = gpus[i];
+    const json& index = field_at(gpu, "index", where);
+    if (!index.is_number_integer()) {
+      field_error(where + "index", "expected an integer");
+    }
+    decision.limits.push_back(
+        {.gpu = {string_at(field_at(gpu, "node", where), where + "node"), index.get<int>()},
+         .job_id = string_at(field_at(gpu, "job_id", where), where + "job_id"),
+         .power_limit_w = number_at(field_at(gpu, "power_limit_w", where), where + "power_limit_w"),
+         .paused = bool_at(field_at(gpu, "paused", where), where + "paused"),
+         .silent = bool_at(field_at(gpu, "silent", where), where + "silent")});
+  }
+  return decision;
+}
+
 }  // namespace
 
 // ---- JSON forms ----------------------------------------------------------------------------------------
@@ -287,6 +439,23 @@ json to_json(const ClusterDecision& decision) {
           {"at_risk", decision.at_risk},
           {"jobs", std::move(jobs)},
           {"gpus", std::move(gpus)}};
+}
+
+Result<ClusterDecision> decision_from_json(const json& body) {
+  try {
+    return parse_decision(body);
+  } catch (const FieldError& error) {
+    return fail(ErrorCode::kParse, "cluster decision: {}", error.message);
+  } catch (const json::exception& error) {
+    return fail(ErrorCode::kParse, "cluster decision: {}", error.what());
+  }
+}
+
+json to_json(const Leadership& leadership) {
+  return {{"leading", leadership.leading},
+          {"holder", leadership.holder},
+          {"address", leadership.address},
+          {"epoch", leadership.epoch}};
 }
 
 // ---- Enforcers -----------------------------------------------------------------------------------------
@@ -444,6 +613,12 @@ ClusterService::~ClusterService() {
   if (thread_.joinable()) {
     thread_.join();
   }
+  if (lease_thread_.joinable()) {
+    lease_thread_.join();
+  }
+  if (options_.lease && options_.lease->release_on_close) {
+    release_lease();
+  }
 }
 
 double ClusterService::now_s() const {
@@ -464,14 +639,46 @@ Result<std::unique_ptr<ClusterService>> ClusterService::open(std::shared_ptr<sto
     return fail(ErrorCode::kInvalidArgument, "the node timeout must be a positive number of seconds, got {}",
                 options.controller.node_timeout_s);
   }
+  if (options.lease) {
+    const LeaseOptions& lease = *options.lease;
+    if (lease.holder.empty()) {
+      return fail(ErrorCode::kInvalidArgument, "the cluster lease needs a holder id (unique per replica)");
+    }
+    if (!(std::isfinite(lease.lease_s) && lease.lease_s > 0)) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "the cluster lease must be a positive number of seconds, got {}", lease.lease_s);
+    }
+    if (!(std::isfinite(lease.renew_period_s) && lease.renew_period_s >= 0 &&
+          lease.renew_period_s < lease.lease_s / 2)) {
+      return fail(ErrorCode::kInvalidArgument,
+                  "the cluster lease's renewal period ({:g} s) must be ≥ 0 and shorter than half the lease "
+                  "({:g} s), so that a renewal that is late once does not lose the lease",
+                  lease.renew_period_s, lease.lease_s);
+    }
+  }
   std::unique_ptr<ClusterService> service(new ClusterService(std::move(store), std::move(options)));
+  if (service->options_.lease) {
+    service->address_ = service->options_.lease->address;
+  }
   {
     std::lock_guard lock(service->mutex_);
     JOULE_TRY(service->store_->run(
         [&](store::Transaction& transaction) { return service->load_locked(transaction); }));
   }
-  // A cap from the options on a fresh database (one with none stored); then the first decision.
-  if (!service->cap_w() && service->options_.initial_cap_w) {
+  if (service->options_.lease) {
+    // Leads at once on a database no live replica leads; otherwise follows (and waits a lease to take over).
+    auto round = service->lease_round();
+    if (!round) {
+      return tl::make_unexpected(round.error().with_context("cluster lease"));
+    }
+    if (service->options_.lease->renew_period_s > 0) {
+      service->lease_thread_ = std::thread([raw = service.get()] { raw->lease_loop(); });
+    }
+  }
+  if (service->options_.lease) {
+    // lease_round() above re-planned (and set the initial cap) if this replica leads; a follower leaves that
+    // to the leader.
+  } else if (!service->cap_w() && service->options_.initial_cap_w) {
     JOULE_TRY(service->set_cap(*service->options_.initial_cap_w));
   } else if (service->cap_w()) {
     auto first = service->tick();
@@ -562,7 +769,28 @@ Result<std::optional<ClusterDecision>> ClusterService::change(
   std::optional<ClusterDecision> decision;
   double controller_s = 0;
   int64_t written_version = 0;
+  if (!lease_valid()) {
+    return tl::make_unexpected(not_leader_error());
+  }
+  std::optional<Leadership> fenced;  // who holds the lease, when a write was fenced
   const auto stored = store_->run([&](store::Transaction& transaction) -> Result<void> {
+    fenced.reset();
+    if (options_.lease) {
+      // Fencing: the write commits only while the lease is still this replica's, at its epoch. The lease
+      // document is locked first, as lease_round() does, so the two never wait on each other in a cycle.
+      auto lease_document = JOULE_TRY(transaction.get_for_update(kLeaderDocumentKind, kLeaderKey));
+      const Leadership mine = leadership();
+      std::optional<StoredLease> lease;
+      if (lease_document) {
+        lease = JOULE_TRY(parse_lease(lease_document->body));
+      }
+      if (!lease || lease->holder != options_.lease->holder || lease->epoch != mine.epoch ||
+          lease->released) {
+        fenced = lease ? Leadership{.holder = lease->holder, .address = lease->address, .epoch = lease->epoch}
+                       : Leadership{};
+        return fail(ErrorCode::kState, "fenced");
+      }
+    }
     // Another process changed the state since this one last read it: start from what it wrote.
     auto document = JOULE_TRY(transaction.get_for_update(kStateDocumentKind, kStateKey));
     const int64_t version = document ? document->version : 0;
@@ -607,6 +835,13 @@ Result<std::optional<ClusterDecision>> ClusterService::change(
     for (const auto& [id, job] : before) {
       JOULE_TRY(transaction.erase(kJobDocumentKind, id));
     }
+    if (decision && options_.lease) {
+      // The followers serve it (GET /cluster/decision) without re-planning.
+      const std::string decision_body = to_json(*decision).dump();
+      if (!JOULE_TRY(transaction.insert(kDecisionDocumentKind, kDecisionKey, decision_body))) {
+        JOULE_TRY(transaction.update(kDecisionDocumentKind, kDecisionKey, decision_body));
+      }
+    }
     const std::string state_body = state_json(next->stored).dump();
     if (document) {
       JOULE_TRY(transaction.update(kStateDocumentKind, kStateKey, state_body));
@@ -617,6 +852,22 @@ Result<std::optional<ClusterDecision>> ClusterService::change(
     }
     return {};
   });
+  if (!stored && fenced) {
+    // Another replica took the lease over (this one was paused or cut off longer than its lease): it stops
+    // enforcing before anything else, and follows.
+    uint64_t epoch = 0;
+    {
+      std::lock_guard lease_lock(lease_mutex_);
+      epoch = leadership_.epoch;
+      leadership_ = *fenced;
+      lease_valid_until_ = Nanos(0);
+    }
+    log().warn(
+        "cluster: {} not written: this replica's lease (epoch {}) was taken over by {} (epoch {}); it "
+        "follows now",
+        what, epoch, fenced->holder, fenced->epoch);
+    return tl::make_unexpected(not_leader_error());
+  }
   if (!stored) {
     const Error& error = stored.error();
     // Bad input names its job or field already; a re-plan the cap cannot hold says which change it refused.
@@ -665,6 +916,14 @@ void ClusterService::enforce_locked(const ClusterDecision& decision, double now)
   const std::set<std::string> silent(decision.silent_nodes.begin(), decision.silent_nodes.end());
   std::vector<std::string> unanswered;
   for (const auto& [node, limits] : by_node) {
+    if (!lease_valid()) {
+      // The lease ran out mid-round (a slow node): another replica may lead now, and only one may enforce.
+      log().warn(
+          "cluster: decision {}: the lease ran out while enforcing: nodes from '{}' on are left to the "
+          "next leader",
+          decision.version, node);
+      break;
+    }
     // A silent node's GPUs are counted at their highest limit, so setting them there keeps the cap; the
     // attempt is also how the node is found answering again.
     auto applied = options_.enforcer->apply(node, limits);
@@ -775,6 +1034,9 @@ Result<std::optional<ClusterDecision>> ClusterService::heard_from(std::string_vi
 
 Result<std::optional<ClusterDecision>> ClusterService::tick() {
   std::lock_guard lock(mutex_);
+  if (!lease_valid()) {
+    return tl::make_unexpected(not_leader_error());
+  }
   if (!state_->controller.cap_w()) {
     return std::optional<ClusterDecision>();
   }
@@ -816,6 +1078,10 @@ void ClusterService::control_loop() {
   std::unique_lock lock(thread_mutex_);
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     lock.unlock();
+    if (!lease_valid()) {  // a follower: the leader re-plans; lease_loop() keeps this one's view fresh
+      lock.lock();
+      continue;
+    }
     auto ticked = tick();
     if (!ticked) {
       // Said once per distinct message: a cap that stays short would otherwise log every period.
@@ -827,6 +1093,268 @@ void ClusterService::control_loop() {
       last_message.reset();
     }
     lock.lock();
+  }
+}
+
+// ---- Leadership (LeaseOptions) -------------------------------------------------------------------------
+
+bool ClusterService::lease_valid() const {
+  if (!options_.lease) {
+    return true;
+  }
+  std::lock_guard lock(lease_mutex_);
+  return leadership_.leading && clock_.now() < lease_valid_until_;
+}
+
+Leadership ClusterService::leadership() const {
+  if (!options_.lease) {
+    Leadership always;
+    always.leading = true;
+    return always;
+  }
+  std::lock_guard lock(lease_mutex_);
+  Leadership seen = leadership_;
+  seen.leading = seen.leading && clock_.now() < lease_valid_until_;
+  return seen;
+}
+
+void ClusterService::advertise(std::string address) {
+  if (!options_.lease) {
+    return;
+  }
+  {
+    std::lock_guard lock(lease_mutex_);
+    address_ = std::move(address);
+  }
+  // Written at once, so that a replica started next names it, rather than at the next renewal.
+  if (auto round = lease_round(); !round) {
+    log().warn("cluster: {}", round.error().message());
+  }
+}
+
+Error ClusterService::not_leader_error() const {
+  const Leadership seen = leadership();
+  if (seen.holder.empty() || seen.holder == options_.lease->holder) {
+    return Error(ErrorCode::kState,
+                 fmt::format("this replica ({}) does not lead: no replica holds the cluster lease now; retry "
+                             "in a few seconds",
+                             options_.lease->holder));
+  }
+  return Error(ErrorCode::kState,
+               fmt::format("this replica ({}) does not lead: changes go to the leader at {} (epoch {})",
+                           options_.lease->holder, seen.address, seen.epoch));
+}
+
+Result<Leadership> ClusterService::lease_round() {
+  if (!options_.lease) {
+    return fail(ErrorCode::kInvalidArgument,
+                "this cluster service has no lease (ClusterServiceOptions::lease)");
+  }
+  std::lock_guard round_lock(lease_round_mutex_);
+  const LeaseOptions& options = *options_.lease;
+  const Nanos started = clock_.now();
+  const Nanos lease_length =
+      std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(options.lease_s));
+  Leadership before;
+  int64_t seen_version = 0;
+  Nanos seen_at{0};
+  std::string address;
+  {
+    std::lock_guard lock(lease_mutex_);
+    before = leadership_;
+    address = address_;
+    seen_version = seen_lease_version_;
+    seen_at = seen_lease_at_;
+  }
+  // The round's outcome, applied once the transaction commits (run() may retry the work).
+  Leadership after;
+  bool holds = false;
+  int64_t observed_version = seen_version;
+  Nanos observed_at = seen_at;
+  const auto ran = store_->run([&](store::Transaction& transaction) -> Result<void> {
+    auto document = JOULE_TRY(transaction.get_for_update(kLeaderDocumentKind, kLeaderKey));
+    StoredLease mine{.holder = options.holder, .address = address};
+    holds = false;
+    observed_version = seen_version;
+    observed_at = seen_at;
+    if (!document) {
+      mine.epoch = 1;
+      if (!JOULE_TRY(transaction.insert(kLeaderDocumentKind, kLeaderKey,
+                                        lease_json(mine, options.lease_s).dump()))) {
+        return fail(ErrorCode::kState, "the cluster lease was created concurrently");  // retried
+      }
+      holds = true;
+      after = {.leading = true, .holder = mine.holder, .address = mine.address, .epoch = 1};
+      return {};
+    }
+    const StoredLease stored = JOULE_TRY(parse_lease(document->body));
+    const bool ours = stored.holder == options.holder && stored.epoch == before.epoch && before.epoch > 0 &&
+                      !stored.released;
+    if (ours) {
+      // Nobody took it over since this replica's last renewal (a take-over would have changed the epoch).
+      mine.epoch = stored.epoch;
+      JOULE_TRY(
+          transaction.update(kLeaderDocumentKind, kLeaderKey, lease_json(mine, options.lease_s).dump()));
+      holds = true;
+    } else {
+      if (document->version != seen_version) {
+        // The holder renewed (or changed): its lease runs a full lease from now on this replica's clock.
+        observed_version = document->version;
+        observed_at = started;
+      }
+      const bool expired = document->version == seen_version && started - seen_at >= lease_length;
+      if (stored.released || expired) {
+        mine.epoch = stored.epoch + 1;
+        JOULE_TRY(
+            transaction.update(kLeaderDocumentKind, kLeaderKey, lease_json(mine, options.lease_s).dump()));
+        holds = true;
+      } else {
+        after = {.leading = false, .holder = stored.holder, .address = stored.address, .epoch = stored.epoch};
+        return {};
+      }
+    }
+    after = {.leading = true, .holder = mine.holder, .address = mine.address, .epoch = mine.epoch};
+    return {};
+  });
+  if (!ran) {
+    // The store does not answer: a leader keeps leading until its lease runs out on its own clock.
+    bool ran_out = false;
+    {
+      std::lock_guard lock(lease_mutex_);
+      if (leadership_.leading && clock_.now() >= lease_valid_until_) {
+        leadership_.leading = false;  // said once; it renews (if still its own) once the store answers
+        ran_out = true;
+      }
+    }
+    if (ran_out) {
+      log().warn("cluster: the lease (epoch {}) ran out unrenewed ({}): this replica stops enforcing",
+                 before.epoch, ran.error().message());
+    }
+    if (options_.on_leadership) {
+      options_.on_leadership(leadership());
+    }
+    return tl::make_unexpected(ran.error().with_context("cluster lease"));
+  }
+  {
+    std::lock_guard lock(lease_mutex_);
+    leadership_ = after;
+    if (holds) {
+      lease_valid_until_ = started + std::chrono::duration_cast<Nanos>(lease_length * kLeaseSafety);
+      seen_lease_version_ = -1;  // as a follower again, it waits a whole lease after its first look
+    } else {
+      lease_valid_until_ = Nanos(0);
+      seen_lease_version_ = observed_version;
+      seen_lease_at_ = observed_at;
+    }
+  }
+  if (holds && (!before.leading || before.epoch != after.epoch)) {
+    log().info("cluster: this replica ({}) leads now (epoch {}{})", options.holder, after.epoch,
+               before.holder.empty() || before.holder == options.holder
+                   ? std::string()
+                   : fmt::format(", after {} at {}", before.holder, before.address));
+    // Re-plans from the stored state (version continues) and enforces at once: the daemons' leases hold the
+    // previous leader's limits until then.
+    auto ticked = tick();
+    if (!ticked) {
+      log().warn("cluster: the first re-plan as leader failed: {}", ticked.error().message());
+    } else if (!*ticked && options_.initial_cap_w) {
+      // A fresh database: the cap from the options.
+      (void)set_cap(*options_.initial_cap_w);
+    }
+  } else if (!holds) {
+    if (before.leading) {
+      log().warn("cluster: this replica ({}) lost the lease to {} at {} (epoch {}); it follows now",
+                 options.holder, after.holder, after.address, after.epoch);
+    }
+    std::lock_guard lock(mutex_);
+    auto followed = follow_locked();
+    if (!followed) {
+      log().warn("cluster: following the leader: {}", followed.error().message());
+    }
+  }
+  const Leadership now = leadership();
+  if (options_.on_leadership) {
+    options_.on_leadership(now);
+  }
+  return now;
+}
+
+Result<void> ClusterService::follow_locked() {
+  std::optional<ClusterDecision> decision;
+  bool reloaded = false;
+  const auto read = store_->run([&](store::Transaction& transaction) -> Result<void> {
+    decision.reset();
+    reloaded = false;
+    auto document = JOULE_TRY(transaction.get_for_update(kStateDocumentKind, kStateKey));
+    const int64_t version = document ? document->version : 0;
+    if (version == state_document_version_ && state_ && decision_) {
+      return {};  // nothing new (a follower that opened after the last decision still reads it once)
+    }
+    JOULE_TRY(load_locked(transaction));
+    reloaded = true;
+    auto stored = JOULE_TRY(transaction.get_for_update(kDecisionDocumentKind, kDecisionKey));
+    if (stored) {
+      try {
+        decision = JOULE_TRY(decision_from_json(json::parse(stored->body)));
+      } catch (const json::exception& error) {
+        return fail(ErrorCode::kParse, "stored cluster decision: {}", error.what());
+      }
+    }
+    return {};
+  });
+  if (!read) {
+    return read;
+  }
+  if (reloaded && decision) {
+    decision_ = std::move(decision);
+  }
+  return {};
+}
+
+void ClusterService::lease_loop() {
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.lease->renew_period_s));
+  std::optional<std::string> last_message;
+  std::unique_lock lock(thread_mutex_);
+  while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
+    lock.unlock();
+    auto round = lease_round();
+    if (!round) {
+      if (last_message != round.error().message()) {  // once per distinct message
+        log().warn("cluster: {}", round.error().message());
+        last_message = round.error().message();
+      }
+    } else {
+      last_message.reset();
+    }
+    lock.lock();
+  }
+}
+
+void ClusterService::release_lease() {
+  const Leadership mine = leadership();
+  if (!mine.leading) {
+    return;
+  }
+  const auto released = store_->run([&](store::Transaction& transaction) -> Result<void> {
+    auto document = JOULE_TRY(transaction.get_for_update(kLeaderDocumentKind, kLeaderKey));
+    if (!document) {
+      return {};
+    }
+    StoredLease stored = JOULE_TRY(parse_lease(document->body));
+    if (stored.holder != options_.lease->holder || stored.epoch != mine.epoch) {
+      return {};
+    }
+    stored.released = true;
+    return transaction.update(kLeaderDocumentKind, kLeaderKey,
+                              lease_json(stored, options_.lease->lease_s).dump());
+  });
+  if (!released) {
+    log().warn("cluster: releasing the lease: {} (a follower takes over when it runs out)",
+               released.error().message());
+  } else {
+    log().info("cluster: this replica ({}) released the lease (epoch {})", options_.lease->holder,
+               mine.epoch);
   }
 }
 

@@ -2,7 +2,8 @@
 // The cluster autopilot's routes (/cluster/…, docs/cluster.md "Serving the controller"): parse the body,
 // call joule::cluster::ClusterService, convert its decision or error. The service keeps its own state in
 // the store (one transaction per change), so these routes do not go through transact(): a retried request
-// id is applied again (a repeated POST /cluster/jobs is refused as already registered).
+// id is applied again (a repeated POST /cluster/jobs is refused as already registered). A replica that does
+// not lead answers changes 503 with the leader's address (docs/cluster.md "High availability").
 #include <cmath>
 #include <set>
 #include <string>
@@ -58,6 +59,7 @@ Response decision_response(int status, const cluster::ClusterService& service,
   body["enforced"] = service.enforces();
   body["unanswered_nodes"] = stats.unanswered_nodes;
   body["last_error"] = stats.last_error ? json(*stats.last_error) : json(nullptr);
+  body["leader"] = cluster::to_json(service.leadership());
   return json_response(status, body);
 }
 
@@ -97,6 +99,13 @@ template <class Call>
 Response change_response(cluster::ClusterService& service, int status, Call&& call) {
   auto changed = call();
   if (!changed) {
+    const cluster::Leadership leadership = service.leadership();
+    if (changed.error().code() == ErrorCode::kState && !leadership.leading) {
+      // A follower (docs/cluster.md "High availability"): the client retries at the leader's address.
+      return json_response(
+          503, {{"message", changed.error().message()},
+                {"leader", leadership.address.empty() ? json(nullptr) : json(leadership.address)}});
+    }
     return error_response(changed.error());
   }
   return decision_response(status, service, *changed);
@@ -245,6 +254,10 @@ Response Service::Impl::cluster_route(const Request& request, const std::string&
       return change_response(service, 200, [&] { return service.clear_forecast(); });
     }
     return method_not_allowed();
+  }
+  if (rest == "/leader") {
+    return method == "GET" ? json_response(200, cluster::to_json(service.leadership()))
+                           : method_not_allowed();
   }
   if (rest == "/decision") {
     if (method != "GET") {

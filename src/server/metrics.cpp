@@ -116,7 +116,17 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry,
       cluster_job_limits_(prometheus::BuildGauge()
                               .Name("joule_cluster_job_power_limit_watts")
                               .Help("Each cluster job's per-GPU power limit in the latest decision, W")
-                              .Register(registry_.registry())) {}
+                              .Register(registry_.registry())),
+      cluster_leader_(plain_gauge(registry_.registry(), "joule_cluster_leader",
+                                  "1 while this replica leads the cluster autopilot, 0 while it follows")),
+      cluster_leader_epoch_(plain_gauge(registry_.registry(), "joule_cluster_leader_epoch",
+                                        "The cluster lease's epoch as this replica last saw it (+1 per new "
+                                        "leader)")) {}
+
+void ServerMetrics::observe_cluster_leader(const cluster::Leadership& leadership) {
+  cluster_leader_.Set(leadership.leading ? 1 : 0);
+  cluster_leader_epoch_.Set(static_cast<double>(leadership.epoch));
+}
 
 void ServerMetrics::observe_cluster(const cluster::ClusterDecision* decision,
                                     const cluster::ReplanStats& stats) {
@@ -172,8 +182,8 @@ std::string ServerMetrics::route_of(std::string_view path) {
   }
   // The cluster autopilot's routes.
   if (path.starts_with("/cluster/")) {
-    static constexpr std::array<std::string_view, 4> kCluster = {"/cluster/jobs", "/cluster/cap",
-                                                                 "/cluster/forecast", "/cluster/decision"};
+    static constexpr std::array<std::string_view, 5> kCluster = {
+        "/cluster/jobs", "/cluster/cap", "/cluster/forecast", "/cluster/decision", "/cluster/leader"};
     if (std::find(kCluster.begin(), kCluster.end(), path) != kCluster.end()) {
       return std::string(path);
     }

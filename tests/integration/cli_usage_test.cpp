@@ -373,6 +373,16 @@ TEST(CliUsage, ServeRefusesBadClusterFlags) {
        "enforcement round is how nodes are heard from"},
       {{"--cluster-power-cap-w", "4000", "--cluster-node-timeout-s", "-1"},
        "--cluster-node-timeout-s must be a finite number > 0, got -1 (see 'joule serve --help')"},
+      {{"--cluster-advertise", "http://10.0.0.5:7787"},
+       "serve: --cluster-advertise needs --cluster-power-cap-w (the cluster autopilot is off without a cap)"},
+      {{"--cluster-lease-s", "5"},
+       "serve: --cluster-lease-s needs --cluster-power-cap-w (the cluster autopilot is off without a cap)"},
+      {{"--cluster-power-cap-w", "4000", "--cluster-advertise", "10.0.0.5:7787"},
+       "serve: --cluster-advertise '10.0.0.5:7787' must be a URL (http://HOST:PORT) that clients of the "
+       "other "
+       "replicas can reach"},
+      {{"--cluster-power-cap-w", "4000", "--cluster-lease-s", "0"},
+       "--cluster-lease-s must be a finite number > 0, got 0 (see 'joule serve --help')"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args = base;

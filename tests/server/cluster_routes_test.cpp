@@ -281,7 +281,84 @@ TEST(ClusterRoutesMetrics, RouteTemplatesKeepIdsOutOfLabels) {
   EXPECT_EQ(server::ServerMetrics::route_of("/cluster/nodes/n1/heard"), "/cluster/nodes/{node}/heard");
   EXPECT_EQ(server::ServerMetrics::route_of("/cluster/cap"), "/cluster/cap");
   EXPECT_EQ(server::ServerMetrics::route_of("/cluster/decision"), "/cluster/decision");
+  EXPECT_EQ(server::ServerMetrics::route_of("/cluster/leader"), "/cluster/leader");
   EXPECT_EQ(server::ServerMetrics::route_of("/cluster/x/y"), "other");
+}
+
+// Two replicas on one database (docs/cluster.md "High availability"): the follower serves the leader's
+// decision, refuses changes with 503 naming the leader, and the leader series say who leads.
+TEST(ClusterRoutesReplicas, TheFollowerServesTheLeadersDecisionAndRefusesChangesNamingTheLeader) {
+  TempDir dir;
+  struct Replica {
+    VirtualClock clock{kStartUnixNs};
+    server::ServerMetrics metrics;
+    std::shared_ptr<cluster::ClusterService> cluster;
+    std::unique_ptr<server::Service> service;
+    Response call(const std::string& method, const std::string& path, const std::string& body = "") {
+      Request request;
+      request.method = method;
+      request.path = path;
+      request.body = body;
+      request.content_type = "application/json";
+      return service->handle(request);
+    }
+  };
+  auto open = [&](Replica& replica, const std::string& name) {
+    auto opened = store::open_store("sqlite:" + dir.path() + "/serve.db");
+    ASSERT_TRUE(opened) << opened.error().message();
+    std::shared_ptr<store::Store> store(std::move(*opened));
+    cluster::ClusterServiceOptions options;
+    options.initial_cap_w = 4000;
+    options.clock = &replica.clock;
+    options.lease = cluster::LeaseOptions{.holder = name,
+                                          .address = "http://" + name + ":7787",
+                                          .lease_s = 5,
+                                          .renew_period_s = 0,
+                                          .release_on_close = true};
+    options.on_leadership = [&replica](const cluster::Leadership& leadership) {
+      replica.metrics.observe_cluster_leader(leadership);
+    };
+    auto cluster = cluster::ClusterService::open(store, options);
+    ASSERT_TRUE(cluster) << cluster.error().message();
+    replica.cluster = std::move(*cluster);
+    server::ServiceOptions service_options;
+    service_options.cluster = replica.cluster;
+    replica.service = std::make_unique<server::Service>(store, service_options);
+  };
+  Replica a;
+  Replica b;
+  open(a, "a");
+  open(b, "b");
+  ASSERT_TRUE(a.cluster && b.cluster);
+
+  EXPECT_EQ(a.call("POST", "/cluster/jobs", training("pretrain", "n1").dump()).status, 201);
+  Response leader = b.call("GET", "/cluster/leader");
+  ASSERT_EQ(leader.status, 200);
+  EXPECT_EQ(json::parse(leader.body),
+            json({{"leading", false}, {"holder", "a"}, {"address", "http://a:7787"}, {"epoch", 1}}));
+  EXPECT_EQ(json::parse(a.call("GET", "/cluster/leader").body)["leading"], true);
+
+  Response refused = b.call("PUT", "/cluster/cap", R"({"cap_w": 3000})");
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(json::parse(refused.body),
+            json({{"message",
+                   "this replica (b) does not lead: changes go to the leader at http://a:7787 (epoch 1)"},
+                  {"leader", "http://a:7787"}}));
+  EXPECT_EQ(b.call("POST", "/cluster/jobs", training("other", "n2").dump()).status, 503);
+  EXPECT_EQ(b.call("DELETE", "/cluster/jobs/pretrain").status, 503);
+
+  ASSERT_TRUE(b.cluster->lease_round());
+  const json from_a = json::parse(a.call("GET", "/cluster/decision").body);
+  const json from_b = json::parse(b.call("GET", "/cluster/decision").body);
+  EXPECT_EQ(from_b["version"], from_a["version"]);
+  EXPECT_EQ(from_b["gpus"], from_a["gpus"]);
+  EXPECT_EQ(from_b["leader"]["holder"], "a");
+  EXPECT_EQ(json::parse(b.call("GET", "/cluster/jobs").body)["jobs"].size(), 1u);
+
+  EXPECT_NE(b.metrics.render().find("joule_cluster_leader 0"), std::string::npos) << b.metrics.render();
+  ASSERT_TRUE(a.cluster->lease_round());
+  EXPECT_NE(a.metrics.render().find("joule_cluster_leader 1"), std::string::npos) << a.metrics.render();
+  EXPECT_NE(a.metrics.render().find("joule_cluster_leader_epoch 1"), std::string::npos);
 }
 
 }  // namespace

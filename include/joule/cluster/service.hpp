@@ -16,6 +16,10 @@
 // the same database (a restart) loads them and continues the version; a change made by another process on
 // the database is picked up (everything re-read) at this service's next change.
 //
+// Replicas (ClusterServiceOptions::lease): several services on one database, one of which leads by a lease
+// in the store (LeaseOptions); the others follow, reading the state and the leader's latest decision
+// ("cluster_decision" document) and refusing changes (docs/cluster.md, "High availability").
+//
 // Times are seconds since the Unix epoch on the service's clock (ClusterServiceOptions::clock), so that
 // deadlines and forecasts survive a restart.
 //
@@ -135,6 +139,43 @@ struct ReplanStats {
   std::optional<std::string> last_error;  ///< the last failed periodic re-plan's message (cleared on success)
 };
 
+/// Leadership among replicas that share one store (docs/cluster.md, "High availability"). The lease is a
+/// "cluster_leader" document {holder, address, epoch, lease_s, released}, taken and renewed in a store
+/// transaction (get_for_update), so it works on every store. Only the holder re-plans, writes decisions and
+/// enforces; the others follow: they load the state and the latest decision as the leader writes them and
+/// refuse changes (kState, naming the leader's address).
+///
+/// Clock skew: no wall clock is compared. A follower takes the lease over only after it has seen the
+/// document unchanged for a whole `lease_s` on its own monotonic clock (or the holder released it), with
+/// epoch + 1. The holder counts its lease as valid for 0.9 · `lease_s` from the start of its last successful
+/// renewal, which ends before any follower can have waited a full lease after seeing that renewal; it stops
+/// enforcing when that passes. Every decision write checks, in its own transaction, that this replica still
+/// holds the lease with its epoch (fencing).
+struct LeaseOptions {
+  /// This replica's id, unique among the replicas (e.g. "host:pid:random"); not empty.
+  std::string holder;
+  /// Where this replica serves its routes (e.g. "http://10.0.0.5:7787"), told to clients of the followers.
+  std::string address;
+  /// How long a lease lasts without a renewal, s (> 0). Failover takes between lease_s and lease_s +
+  /// renew_period_s (+ one re-plan and enforcement round). Must be well below the node daemons' lease
+  /// (`joule daemon --lease-s`) so that the dead leader's limits hold until the new leader enforces.
+  double lease_s = 5;
+  /// The lease is renewed (or watched, on a follower) this often on its own thread, s (< lease_s / 2);
+  /// 0: no thread (call lease_round()).
+  double renew_period_s = 1;
+  /// On destruction the leader marks the lease released, so that a follower takes over at its next round
+  /// instead of after a whole lease (tests set false to act as a process killed with -9).
+  bool release_on_close = true;
+};
+
+/// Who leads, as this replica last saw it.
+struct Leadership {
+  bool leading = false;  ///< this replica holds the lease (and it has not run out on its clock)
+  std::string holder;    ///< the holder's id ("" before any replica took the lease)
+  std::string address;   ///< the holder's address
+  uint64_t epoch = 0;    ///< +1 at every change of holder; 0 before any replica took the lease
+};
+
 /// How the service behaves.
 struct ClusterServiceOptions {
   /// The controller's options; first_version is ignored (the store's last version + 1).
@@ -152,6 +193,11 @@ struct ClusterServiceOptions {
   /// after one the cap could not hold (ReplanStats::failed_replans counts it). Runs under the service's lock
   /// (do not call the service from it), e.g. to update metrics.
   std::function<void(const ClusterDecision*, const ReplanStats&)> on_replan{};
+  /// Leadership among replicas on one store; unset: this service always leads (one process per database).
+  std::optional<LeaseOptions> lease{};
+  /// Called after every lease round (lease_round()), from the lease thread or lease_round()'s caller, with
+  /// no lock of the service held, e.g. to update metrics.
+  std::function<void(const Leadership&)> on_leadership{};
 };
 
 /// Drives a Controller (see the file comment). Thread-safe: every call takes one lock, so changes are
@@ -170,9 +216,10 @@ class ClusterService {
   ClusterService& operator=(const ClusterService&) = delete;
 
   // Each change below: on success the new decision (nullopt while no cap is set); on an error nothing
-  // changed. Errors are the controller's (kInvalidArgument for bad input, kNotFound for an unknown job,
-  // kOutOfRange when the cap cannot hold the jobs after the change: "job 'x' refused: …", "cap 500 W
-  // refused: …"), or the store's (kIo).
+  // changed. On a replica that does not lead (or whose lease a follower took over): kState, "this replica
+  // (ID) does not lead: changes go to the leader at ADDRESS (epoch N)". Otherwise errors are the controller's
+  // (kInvalidArgument for bad input, kNotFound for an unknown job, kOutOfRange when the cap cannot hold the
+  // jobs after the change: "job 'x' refused: …", "cap 500 W refused: …"), or the store's (kIo).
 
   /// Registers a job now (Controller::add_job()).
   Result<std::optional<ClusterDecision>> add_job(JobSpec spec);
@@ -193,6 +240,20 @@ class ClusterService {
   /// cannot hold (nodes fell silent) is an error; the previous decision stays enforced and
   /// ReplanStats::last_error says why.
   Result<std::optional<ClusterDecision>> tick();
+
+  /// One lease round (what the lease thread does every LeaseOptions::renew_period_s): the leader renews
+  /// its lease; a follower takes it over when it was released or has not changed for a whole lease on this
+  /// service's clock, and otherwise reloads the state and the latest decision if the leader changed them.
+  /// A replica that gains the lease re-plans and enforces at once; one that loses it stops enforcing.
+  /// @return who leads after the round. Errors: the store's (kIo; a leader that cannot renew keeps leading
+  /// until its lease runs out on its clock), kParse for a lease document that cannot be read,
+  /// kInvalidArgument without ClusterServiceOptions::lease.
+  Result<Leadership> lease_round();
+  /// @return who leads, as this replica last saw it (without a lease: always this one, epoch 0).
+  Leadership leadership() const;
+  /// Replaces LeaseOptions::address and runs a lease round, so that a leader's lease document names it at
+  /// once (e.g. once `joule serve` knows the port it listens on). No effect without a lease.
+  void advertise(std::string address);
 
   /// @return the latest decision (nullopt before the first successful re-plan).
   std::optional<ClusterDecision> decision() const;
@@ -215,6 +276,14 @@ class ClusterService {
   Result<void> load_locked(store::Transaction& transaction);
   void enforce_locked(const ClusterDecision& decision, double now_s);
   void control_loop();
+  void lease_loop();
+  // Whether this replica may write and enforce now: no lease configured, or it holds one that has not run
+  // out on its clock.
+  bool lease_valid() const;
+  Error not_leader_error() const;
+  // A follower's refresh: the stored state and decision, if the leader changed them.
+  Result<void> follow_locked();
+  void release_lease();
 
   std::shared_ptr<store::Store> store_;
   ClusterServiceOptions options_;
@@ -228,10 +297,20 @@ class ClusterService {
   std::set<std::string> enforced_nodes_;               // nodes given limits by an earlier round
   std::map<std::string, std::string> enforce_errors_;  // node → the failure last logged for it
 
+  // The lease (LeaseOptions): guarded by lease_mutex_, which is never held while waiting for mutex_.
+  mutable std::mutex lease_mutex_;
+  std::mutex lease_round_mutex_;  // one lease round at a time
+  Leadership leadership_;
+  std::string address_;              // LeaseOptions::address, or what advertise() gave
+  Nanos lease_valid_until_{0};       // on clock_: the holder's lease runs out then
+  int64_t seen_lease_version_ = -1;  // the lease document's version a follower last saw change
+  Nanos seen_lease_at_{0};           // on clock_: when it saw that
+
   std::mutex thread_mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread thread_;
+  std::thread lease_thread_;
 };
 
 // The JSON forms (the store's documents and `joule serve`'s /cluster routes, docs/cluster.md).
@@ -248,5 +327,10 @@ Result<JobSpec> job_spec_from_json(const nlohmann::json& body, double now_s);
 /// deferred_running, deferred_waiting, at_risk, weighted_loss, exact, jobs: [{id, kind, power_limit_w,
 /// throughput_loss, paused, at_risk, reason}], gpus: [{node, index, job_id, power_limit_w, paused, silent}]}.
 nlohmann::json to_json(const ClusterDecision& decision);
+/// Parses what to_json(decision) wrote (how followers read the leader's decision from the store); the
+/// deferral plan and per-job allocation details are not carried. Errors (kParse) name the field.
+Result<ClusterDecision> decision_from_json(const nlohmann::json& body);
+/// @return {leading, holder, address, epoch}.
+nlohmann::json to_json(const Leadership& leadership);
 
 }  // namespace joule::cluster

@@ -15,6 +15,7 @@
 namespace joule::cluster {
 struct ClusterDecision;  // joule/cluster/controller.hpp
 struct ReplanStats;      // joule/cluster/service.hpp
+struct Leadership;       // joule/cluster/service.hpp
 }  // namespace joule::cluster
 
 namespace joule::server {
@@ -38,7 +39,8 @@ namespace joule::server {
 /// `joule_cluster_paused_watts` | gauge | – | | `joule_cluster_job_power_limit_watts` | gauge | job | |
 /// `joule_cluster_decision_version`, `joule_cluster_silent_nodes`, `joule_cluster_unanswered_nodes` | gauge |
 /// – | | `joule_cluster_replans_total`, `joule_cluster_replan_failures_total` | counter | – | |
-/// `joule_cluster_replan_duration_seconds` | histogram | – |
+/// `joule_cluster_replan_duration_seconds` | histogram | – | | `joule_cluster_leader`,
+/// `joule_cluster_leader_epoch` | gauge | – |
 ///
 /// The joule_cluster series exist once the cluster autopilot re-planned (observe_cluster()); a job's
 /// series goes when the job does.
@@ -71,6 +73,9 @@ class ServerMetrics {
   /// Records one re-plan of the cluster autopilot (ClusterServiceOptions::on_replan): the decision's
   /// figures after a successful one, a failure after one the cap could not hold (`decision` nullptr).
   void observe_cluster(const cluster::ClusterDecision* decision, const cluster::ReplanStats& stats);
+  /// Records who leads after a lease round (ClusterServiceOptions::on_leadership): joule_cluster_leader 1 on
+  /// the leader, 0 on a follower; joule_cluster_leader_epoch the lease's epoch as this replica saw it.
+  void observe_cluster_leader(const cluster::Leadership& leadership);
 
   /// @return the text exposition of everything.
   std::string render() const { return registry_.render(); }
@@ -105,6 +110,8 @@ class ServerMetrics {
   prometheus::Counter& cluster_replan_failures_;
   prometheus::Histogram& cluster_replan_duration_;
   prometheus::Family<prometheus::Gauge>& cluster_job_limits_;
+  prometheus::Gauge& cluster_leader_;
+  prometheus::Gauge& cluster_leader_epoch_;
   std::mutex cluster_mutex_;                                      // guards cluster_job_gauges_
   std::map<std::string, prometheus::Gauge*> cluster_job_gauges_;  // job id → its series
 };
