@@ -16,31 +16,19 @@
 #include "joule/cluster/service.hpp"
 #include "joule/store/store.hpp"
 
+#include "cluster/service_helpers.hpp"
 #include "test_util.hpp"
 
 namespace joule::cluster {
 namespace {
 
-constexpr int64_t kStartUnixNs = 1'800'000'000'000'000'000;
+using test::kStartUnixNs;
+using test::sum_of_limits;
+using test::training;
+
 constexpr double kLeaseS = 5;
 
-JobSpec training(const std::string& id, std::vector<GpuRef> gpus) {
-  JobSpec spec;
-  spec.id = id;
-  spec.gpus = std::move(gpus);
-  spec.frontier = {{200, 1.6}, {300, 1.25}, {400, 1.1}, {500, 1.0}, {700, 1.0}};
-  return spec;
-}
-
-double sum_of_limits(const ClusterDecision& decision) {
-  double sum = 0;
-  for (const GpuLimit& limit : decision.limits) {
-    sum += limit.power_limit_w;
-  }
-  return sum;
-}
-
-std::chrono::nanoseconds seconds(double s) {
+std::chrono::nanoseconds nanos_of(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
@@ -128,8 +116,8 @@ TEST_F(ClusterLeaseTest, ALeaderThatRenewsKeepsItsLease) {
   Replica a = open("a");
   Replica b = open("b");
   for (int round = 0; round < 20; ++round) {
-    a.clock->advance(seconds(1));
-    b.clock->advance(seconds(1));
+    a.clock->advance(nanos_of(1));
+    b.clock->advance(nanos_of(1));
     ASSERT_TRUE(a.service->lease_round());
     ASSERT_TRUE(b.service->lease_round());
     EXPECT_TRUE(a.service->leadership().leading) << "round " << round;
@@ -147,10 +135,10 @@ TEST_F(ClusterLeaseTest, AStalledLeaderIsTakenOverAfterAWholeLeaseAndIsFencedWhe
   ASSERT_TRUE(b.service->lease_round());  // sees the lease document as a's job left it
 
   // a stops renewing (paused, cut off): b waits a whole lease on its own clock, not less.
-  b.clock->advance(seconds(kLeaseS - 0.5));
+  b.clock->advance(nanos_of(kLeaseS - 0.5));
   ASSERT_TRUE(b.service->lease_round());
   EXPECT_FALSE(b.service->leadership().leading);
-  b.clock->advance(seconds(1));
+  b.clock->advance(nanos_of(1));
   auto round = b.service->lease_round();
   ASSERT_TRUE(round) << round.error().message();
   EXPECT_TRUE(round->leading);
@@ -190,8 +178,8 @@ TEST_F(ClusterLeaseTest, AStalledLeaderIsTakenOverAfterAWholeLeaseAndIsFencedWhe
 
   // Even long after, a stays a follower while b renews.
   for (int i = 0; i < 10; ++i) {
-    a.clock->advance(seconds(1));
-    b.clock->advance(seconds(1));
+    a.clock->advance(nanos_of(1));
+    b.clock->advance(nanos_of(1));
     ASSERT_TRUE(b.service->lease_round());
     ASSERT_TRUE(a.service->lease_round());
     EXPECT_FALSE(a.service->leadership().leading);
@@ -202,7 +190,7 @@ TEST_F(ClusterLeaseTest, AStalledLeaderIsTakenOverAfterAWholeLeaseAndIsFencedWhe
 TEST_F(ClusterLeaseTest, ALeaderWhoseLeaseRanOutOnItsClockStopsEnforcing) {
   Replica a = open("a");
   ASSERT_TRUE(a.service->add_job(training("pretrain", {{"n1", 0}})));
-  a.clock->advance(seconds(kLeaseS));  // its renewals stalled: the lease it counts on has run out
+  a.clock->advance(nanos_of(kLeaseS));  // its renewals stalled: the lease it counts on has run out
   EXPECT_FALSE(a.service->leadership().leading);
   const size_t calls = a.enforcer->calls();
   EXPECT_FALSE(a.service->tick());

@@ -15,24 +15,20 @@
 
 #include "joule/store/store.hpp"
 
+#include "cluster/service_helpers.hpp"
 #include "test_util.hpp"
 
 namespace joule::cluster {
 namespace {
 
+using test::kStartUnixNs;
+using test::sum_of_limits;
+using test::training;
+
 using std::chrono::seconds;
 
 // 2027-01-15T08:00:00Z: deadlines and forecasts are Unix seconds on the service's clock.
-constexpr int64_t kStartUnixNs = 1'800'000'000'000'000'000;
 constexpr double kStartS = 1.8e9;
-
-JobSpec training(const std::string& id, std::vector<GpuRef> gpus) {
-  JobSpec spec;
-  spec.id = id;
-  spec.gpus = std::move(gpus);
-  spec.frontier = {{200, 1.6}, {300, 1.25}, {400, 1.1}, {500, 1.0}, {700, 1.0}};
-  return spec;
-}
 
 JobSpec inference(const std::string& id, std::vector<GpuRef> gpus) {
   return {.id = id,
@@ -75,14 +71,6 @@ std::map<int, double> limits_on(const ClusterDecision& decision, const std::stri
     }
   }
   return limits;
-}
-
-double sum_of_limits(const ClusterDecision& decision) {
-  double sum = 0;
-  for (const GpuLimit& limit : decision.limits) {
-    sum += limit.power_limit_w;
-  }
-  return sum;
 }
 
 TEST_F(ClusterServiceTest, EveryChangeReplansAndIsEnforcedOnEveryNode) {
