@@ -509,6 +509,7 @@ TEST_F(DaemonServer, ModulePowerAndEnergyAreForwardedEachWithItsOwnError) {
       none.error().message(),
       "joule daemon: GPU 1 (Tesla V100-PCIE-32GB (simulated)) does not report module power (sim backend): "
       "only NVIDIA Grace Hopper and Grace Blackwell modules do, through NVML");
+  stop();  // before `module` goes: the daemon's thread reads its GPUs until it stops
 }
 
 TEST_F(DaemonServer, TwoClientsOnOneGpuTheLaterWinsTheLastRestores) {
@@ -580,7 +581,7 @@ TEST_F(DaemonServer, AnExpiredLeaseRestoresAndTheNextRequestSaysSo) {
 // its settings in force, not the originals, or the cap it set would lapse while the new leader starts.
 TEST_F(DaemonServer, AHoldersSettingsOutliveItsConnectionForOneLeaseAndTheNextTakesThemOver) {
   daemon::DaemonOptions options;
-  options.lease_s = 0.5;
+  options.lease_s = 2;  // long enough that a loaded machine connects the next within it
   start(options);
   {
     auto leader = connect(/*renew=*/true, "autopilot");
@@ -602,11 +603,11 @@ TEST_F(DaemonServer, AHoldersSettingsOutliveItsConnectionForOneLeaseAndTheNextTa
     EXPECT_TRUE(holder["taken_from"].is_null());
     // Its settings are the holder's: a new limit replaces the old one, and renewal keeps them.
     ASSERT_TRUE(next->call({.op = proto::Op::kSetPowerLimit, .gpu = 0, .power_limit_mw = 175'000}));
-    std::this_thread::sleep_for(1s);
+    std::this_thread::sleep_for(2500ms);  // longer than a lease: renewal keeps them
     EXPECT_EQ(limit(0), 175'000u);
   }
   // No process takes the holder over within a lease: the originals come back, once.
-  EXPECT_TRUE(wait_for_limit(0, 250'000, 3s));
+  EXPECT_TRUE(wait_for_limit(0, 250'000, 10s));
   EXPECT_TRUE(wait_until([this] {
     return audit_text().find("action=restore gpu=1 setting=sm_clocks_mhz old=900-1200 new=unlocked") !=
            std::string::npos;
