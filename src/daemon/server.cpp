@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -174,12 +175,16 @@ nlohmann::json Server::take_holder(Connection& connection, const std::string& na
   return {{"name", name}, {"held", held}, {"taken_from", taken_from}};
 }
 
-Server::Holder* Server::holder_of(const Connection& connection) {
+const Server::Holder* Server::holder_of(const Connection& connection) const {
   if (connection.holder_key.empty()) {
     return nullptr;
   }
   const auto found = holders_.find(connection.holder_key);
   return found != holders_.end() && found->second.connection == connection.id ? &found->second : nullptr;
+}
+
+Server::Holder* Server::holder_of(const Connection& connection) {
+  return const_cast<Holder*>(std::as_const(*this).holder_of(connection));
 }
 
 void Server::expire_holders(SteadyTime now) {
@@ -730,12 +735,8 @@ void Server::serve_requests() {
 }
 
 bool Server::holds_something(const Connection& connection) const {
-  if (!connection.holder_key.empty()) {
-    const auto found = holders_.find(connection.holder_key);
-    if (found != holders_.end() && found->second.connection == connection.id &&
-        ledger_.owns_any(found->second.owner_id)) {
-      return true;
-    }
+  if (const Holder* holder = holder_of(connection); holder != nullptr && ledger_.owns_any(holder->owner_id)) {
+    return true;
   }
   return !connection.streams.empty() || ledger_.owns_any(connection.id) || has_line(connection);
 }

@@ -226,6 +226,7 @@ class Server {
   nlohmann::json take_holder(Connection& connection, const std::string& name);
   /// The holder `connection` acts for, if it still does (another connection may have taken it over).
   Holder* holder_of(const Connection& connection);
+  const Holder* holder_of(const Connection& connection) const;
   /// Restores the settings of holders whose lease ran out, and forgets holders without a connection nor
   /// settings.
   void expire_holders(SteadyTime now);

@@ -75,6 +75,11 @@ class DaemonClient {
   /// @return the response's result object.
   Result<nlohmann::json> call(daemon_protocol::Request request);
 
+  /// As call(), for an operation added within protocol 1 (daemon_protocol.hpp): a daemon of an earlier
+  /// release answers it "unknown op", which becomes kNotSupported "joule daemon: the daemon at <path> is of
+  /// an earlier release: it does not <feature> (no <op> operation)", as for a device without the feature.
+  Result<nlohmann::json> call_added(daemon_protocol::Request request, std::string_view feature);
+
   /// Subscribes to power samples of `gpus` (daemon indices; nullopt: all) every `period_ms`, each with the
   /// GPU's energy counter too when `energy` (PowerEvent::energy_mj). A sample the daemon skipped (this client
   /// read too slowly) or this client's queue had no room for (DaemonClientOptions::max_queued_events: the

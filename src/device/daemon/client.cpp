@@ -524,6 +524,21 @@ Result<nlohmann::json> DaemonClient::call(proto::Request request) {
   return std::move(response->result);
 }
 
+Result<nlohmann::json> DaemonClient::call_added(proto::Request request, std::string_view feature) {
+  const std::string_view op = proto::to_string(request.op);
+  auto response = JOULE_TRY(send(std::move(request)));
+  if (!response.ok()) {
+    if (response.error->code() == ErrorCode::kInvalidArgument &&
+        response.error->message().rfind("unknown op", 0) == 0) {
+      return fail(ErrorCode::kNotSupported,
+                  "joule daemon: the daemon at {} is of an earlier release: it does not {} (no {} operation)",
+                  socket_path_, feature, op);
+    }
+    return tl::make_unexpected(response.error->with_context("joule daemon"));
+  }
+  return std::move(response.result);
+}
+
 Result<uint64_t> DaemonClient::stream_power(std::optional<std::vector<int>> gpus, uint32_t period_ms,
                                             bool energy) {
   proto::Request request;
@@ -556,19 +571,8 @@ Result<proto::JobEnergyAnswer> DaemonClient::job_energy(const std::string& job) 
   proto::Request request;
   request.op = proto::Op::kJobEnergy;
   request.job = job;
-  auto response = JOULE_TRY(send(std::move(request)));
-  if (!response.ok()) {
-    if (response.error->code() == ErrorCode::kInvalidArgument &&
-        response.error->message().rfind("unknown op", 0) == 0) {
-      return fail(
-          ErrorCode::kNotSupported,
-          "joule daemon: the daemon at {} is of an earlier release: it does not account the energy of "
-          "jobs on shared GPUs (no job_energy operation)",
-          socket_path_);
-    }
-    return tl::make_unexpected(response.error->with_context("joule daemon"));
-  }
-  return proto::parse_job_energy_result(response.result);
+  const auto result = JOULE_TRY(call_added(std::move(request), "account the energy of jobs on shared GPUs"));
+  return proto::parse_job_energy_result(result);
 }
 
 template <class Event>

@@ -119,6 +119,9 @@ DaemonGpu::DaemonGpu(GpuInfo info, std::shared_ptr<DaemonClient> client, int dae
 
 namespace {
 
+// What a daemon of an earlier release cannot do (DaemonClient::call_added()).
+constexpr std::string_view kForwardMemoryClocks = "forward memory clocks";
+
 // The clocks (MHz) listed in `field` of the answer to `op`.
 Result<std::vector<uint32_t>> clock_list(const json& result, std::string_view field, std::string_view op) {
   const auto clocks = result.find(field);
@@ -205,34 +208,11 @@ Result<void> DaemonGpu::do_reset_sm_clocks() {
   return {};
 }
 
-namespace {
-
-// A memory clock request: a daemon of an earlier release does not know the operation, which says that it
-// cannot forward memory clocks (kNotSupported, as a backend that cannot lock them), not that the request
-// was malformed.
-Result<json> memory_clock_call(DaemonClient& client, proto::Request request) {
-  const std::string op(proto::to_string(request.op));
-  auto response = JOULE_TRY(client.send(std::move(request)));
-  if (!response.ok()) {
-    if (response.error->code() == ErrorCode::kInvalidArgument &&
-        response.error->message().rfind("unknown op", 0) == 0) {
-      return fail(ErrorCode::kNotSupported,
-                  "joule daemon: the daemon at {} is of an earlier release: it does not forward memory "
-                  "clocks (no {} operation)",
-                  client.socket_path(), op);
-    }
-    return tl::make_unexpected(response.error->with_context("joule daemon"));
-  }
-  return std::move(response.result);
-}
-
-}  // namespace
-
 Result<std::vector<uint32_t>> DaemonGpu::do_supported_memory_clocks_mhz() {
   proto::Request request;
   request.op = proto::Op::kMemoryClocks;
   request.gpu = daemon_index_;
-  const auto result = JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  const auto result = JOULE_TRY(client_->call_added(std::move(request), kForwardMemoryClocks));
   return clock_list(result, "supported_memory_clocks_mhz", "memory_clocks");
 }
 
@@ -243,7 +223,7 @@ Result<void> DaemonGpu::do_lock_memory_clocks(uint32_t min_mhz, uint32_t max_mhz
   request.gpu = daemon_index_;
   request.min_mhz = min_mhz;
   request.max_mhz = max_mhz;
-  JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  JOULE_TRY(client_->call_added(std::move(request), kForwardMemoryClocks));
   return {};
 }
 
@@ -252,30 +232,19 @@ Result<void> DaemonGpu::do_reset_memory_clocks() {
   proto::Request request;
   request.op = proto::Op::kResetMemoryClocks;
   request.gpu = daemon_index_;
-  JOULE_TRY(memory_clock_call(*client_, std::move(request)));
+  JOULE_TRY(client_->call_added(std::move(request), kForwardMemoryClocks));
   return {};
 }
 
 namespace {
 
-// module_power: a daemon of an earlier release does not know the operation, so it cannot forward the module
-// scope (kNotSupported, as a GPU without one).
+// One field of the module_power answer.
 Result<uint64_t> module_field(DaemonClient& client, int daemon_index, std::string_view field) {
   proto::Request request;
   request.op = proto::Op::kModulePower;
   request.gpu = daemon_index;
-  auto response = JOULE_TRY(client.send(std::move(request)));
-  if (!response.ok()) {
-    if (response.error->code() == ErrorCode::kInvalidArgument &&
-        response.error->message().rfind("unknown op", 0) == 0) {
-      return fail(ErrorCode::kNotSupported,
-                  "joule daemon: the daemon at {} is of an earlier release: it does not forward module power "
-                  "and energy (no module_power operation)",
-                  client.socket_path());
-    }
-    return tl::make_unexpected(response.error->with_context("joule daemon"));
-  }
-  return proto::parse_module_field(response.result, field);
+  const auto result = JOULE_TRY(client.call_added(std::move(request), "forward module power and energy"));
+  return proto::parse_module_field(result, field);
 }
 
 }  // namespace
