@@ -449,7 +449,12 @@ struct SloClockController::State {
   // `by_card`: whether the card may predict it (the mean batch; a prefill-heavy batch is compute-bound, which
   // the pessimistic rule predicts exactly in clock mode).
   double predict_time(size_t level_index, const std::array<double, 3>& x, bool by_card = true) const {
-    const std::vector<double> fitted = monotone_times(x);
+    return predict_time(level_index, x, monotone_times(x), by_card);
+  }
+  // The same with monotone_times(x) computed once by the caller, for a decision that predicts every level
+  // for one batch.
+  double predict_time(size_t level_index, const std::array<double, 3>& x, const std::vector<double>& fitted,
+                      bool by_card = true) const {
     double time = measured(level_index) ? std::max(time_models[level_index].predict(x), 1e-6)
                                         : unmeasured_time(level_index, x, fitted, by_card);
     for (size_t k = level_index; k-- > 0;) {
@@ -720,7 +725,8 @@ struct SloClockController::State {
   // The least-power level predicted to meet margin × SLO, within the levels it may explore.
   void choose_level(const WindowLoad& load) {
     const std::array<double, 3> x = features(load.decode_mean, load.prefill_mean);
-    const double current_time = predict_time(level, x);
+    const std::vector<double> fitted_x = monotone_times(x);
+    const double current_time = predict_time(level, x, fitted_x);
     LatencyTails tails = latency_tails(current_time);
     // A request's TPOT is known when it ends, seconds after the knob or the load that set its pace changed;
     // a request decoding now gets about the iterations' time now per token. So the TPOT tail is never taken
@@ -734,9 +740,11 @@ struct SloClockController::State {
     const double idle = std::max(idle_power_w, 0.0);
     // The TTFT tail: a request that arrives while a long prompt is prefilled waits for that iteration, then
     // runs its own prefill beside the batch (head-of-line blocking): two iterations with a long prompt.
+    const std::array<double, 3> long_prompt_x =
+        features(load.decode_mean, load.prefill_mean + tails.prompt_tokens);
+    const std::vector<double> fitted_long_prompt = monotone_times(long_prompt_x);
     const auto ttft_model = [&](size_t k) {
-      return 2 * predict_time(k, features(load.decode_mean, load.prefill_mean + tails.prompt_tokens),
-                              /*by_card=*/false);
+      return 2 * predict_time(k, long_prompt_x, fitted_long_prompt, /*by_card=*/false);
     };
     // Measured against modelled at the current level: what the model misses (chunking, queueing) carries
     // over.
@@ -759,7 +767,7 @@ struct SloClockController::State {
     for (size_t k = 0; k <= lowest_allowed; ++k) {
       // TPOT scales with the iteration time, and slower iterations hold more requests (Little's law): the
       // decode batch grows with the time, which the second prediction accounts for.
-      const double first = predict_time(k, x) / current_time;
+      const double first = predict_time(k, x, fitted_x) / current_time;
       const double ratio =
           predict_time(k, features(load.decode_mean * std::max(first, 1.0), load.prefill_mean)) /
           current_time;
